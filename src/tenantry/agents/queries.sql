@@ -1,0 +1,42 @@
+-- name: insert_agent
+INSERT INTO agents (tenant_id, agent_id, name, latest_version)
+VALUES ($1, $2, $3, 1)
+ON CONFLICT (tenant_id, name) DO NOTHING
+RETURNING created_at
+
+-- name: lock_agent
+SELECT name, latest_version, created_at FROM agents
+WHERE tenant_id = $1 AND agent_id = $2
+FOR UPDATE
+
+-- name: bump_latest_version
+UPDATE agents SET latest_version = $3
+WHERE tenant_id = $1 AND agent_id = $2
+
+-- name: insert_version
+INSERT INTO agent_versions (tenant_id, agent_id, version, spec, spec_sha256)
+VALUES ($1, $2, $3, $4, $5)
+RETURNING created_at
+
+-- name: get_agent
+SELECT a.name, a.latest_version, a.created_at, v.spec, v.created_at AS version_created_at
+FROM agents a
+JOIN agent_versions v
+  ON v.tenant_id = a.tenant_id AND v.agent_id = a.agent_id AND v.version = a.latest_version
+WHERE a.tenant_id = $1 AND a.agent_id = $2
+
+-- name: get_version
+SELECT a.name, v.version, v.spec, v.created_at
+FROM agent_versions v
+JOIN agents a ON a.tenant_id = v.tenant_id AND a.agent_id = v.agent_id
+WHERE v.tenant_id = $1 AND v.agent_id = $2 AND v.version = $3
+
+-- name: list_agents
+SELECT a.agent_id, a.name, a.latest_version, a.created_at
+FROM agents a
+WHERE a.tenant_id = $1 AND ($2::uuid IS NULL OR a.agent_id < $2)
+ORDER BY a.agent_id DESC
+LIMIT $3
+
+-- name: latest_version
+SELECT latest_version FROM agents WHERE tenant_id = $1 AND agent_id = $2

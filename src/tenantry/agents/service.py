@@ -1,0 +1,126 @@
+"""Agents and their immutable versions (invariant 7). Publishing changes create a new
+version; a run is pinned to the version it started with."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+
+from tenantry.agents.spec import AgentSpec
+from tenantry.db import Database
+from tenantry.db.queries import load
+from tenantry.errors import Conflict, NotFound
+from tenantry.ids import AgentId, TenantId
+from tenantry.jsonutil import digest
+
+Q = load(__package__)
+
+NOT_FOUND = "No agent with this id."
+VERSION_NOT_FOUND = "No such version of this agent."
+
+
+@dataclass(frozen=True, slots=True)
+class AgentVersion:
+    agent_id: AgentId
+    name: str
+    version: int
+    spec: AgentSpec
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSummary:
+    agent_id: AgentId
+    name: str
+    latest_version: int
+    created_at: datetime
+
+
+async def create_agent(db: Database, tenant: TenantId, name: str, spec: AgentSpec) -> AgentVersion:
+    agent_id = AgentId.new()
+    body = spec.to_json()
+    async with db.tenant_tx(tenant) as conn:
+        created = await conn.fetchval(Q.insert_agent, tenant.value, agent_id.uuid, name)
+        if created is None:
+            raise Conflict("An agent with this name already exists.", field="name")
+        created = await conn.fetchval(
+            Q.insert_version, tenant.value, agent_id.uuid, 1, body, digest(body)
+        )
+    return AgentVersion(agent_id, name, 1, spec, created)
+
+
+async def create_version(
+    db: Database, tenant: TenantId, agent_id: AgentId, spec: AgentSpec,
+    expected_version: int | None = None,
+) -> AgentVersion:
+    """Publish version latest+1. ``expected_version`` lets a caller say which number it
+    means to create: naming one that exists is an attempt to change it, refused with 409."""
+    body = spec.to_json()
+    async with db.tenant_tx(tenant) as conn:
+        row = await conn.fetchrow(Q.lock_agent, tenant.value, agent_id.uuid)
+        if row is None:
+            raise NotFound(NOT_FOUND)
+        version = row["latest_version"] + 1
+        if expected_version is not None and expected_version != version:
+            if expected_version < version:
+                raise Conflict(
+                    f"Version {expected_version} already exists and versions are immutable; "
+                    f"the next version is {version}.",
+                    next_version=version,
+                )
+            raise Conflict(f"The next version is {version}.", next_version=version)
+        await conn.execute(Q.bump_latest_version, tenant.value, agent_id.uuid, version)
+        created = await conn.fetchval(
+            Q.insert_version, tenant.value, agent_id.uuid, version, body, digest(body)
+        )
+    return AgentVersion(agent_id, row["name"], version, spec, created)
+
+
+async def get_agent(db: Database, tenant: TenantId, agent_id: AgentId) -> AgentVersion:
+    """The agent with its latest version."""
+    async with db.tenant_tx(tenant) as conn:
+        row = await conn.fetchrow(Q.get_agent, tenant.value, agent_id.uuid)
+    if row is None:
+        raise NotFound(NOT_FOUND)
+    return AgentVersion(
+        agent_id, row["name"], row["latest_version"], AgentSpec.from_json(row["spec"]),
+        row["version_created_at"],
+    )
+
+
+async def get_version(
+    db: Database, tenant: TenantId, agent_id: AgentId, version: int,
+    conn: asyncpg.Connection | None = None,
+) -> AgentVersion:
+    if conn is None:
+        async with db.tenant_tx(tenant) as own:
+            return await get_version(db, tenant, agent_id, version, own)
+    row = await conn.fetchrow(Q.get_version, tenant.value, agent_id.uuid, version)
+    if row is None:
+        raise NotFound(VERSION_NOT_FOUND)
+    return AgentVersion(
+        agent_id, row["name"], row["version"], AgentSpec.from_json(row["spec"]), row["created_at"]
+    )
+
+
+async def list_agents(
+    db: Database, tenant: TenantId, *, before: AgentId | None = None, limit: int = 50
+) -> list[AgentSummary]:
+    async with db.tenant_tx(tenant) as conn:
+        rows = await conn.fetch(
+            Q.list_agents, tenant.value, before.uuid if before else None, limit
+        )
+    return [
+        AgentSummary(AgentId(r["agent_id"]), r["name"], r["latest_version"], r["created_at"])
+        for r in rows
+    ]
+
+
+async def latest_version(conn: asyncpg.Connection, tenant: TenantId, agent_id: AgentId) -> int:
+    """The latest version number, inside the caller's transaction."""
+    version: int | None = await conn.fetchval(Q.latest_version, tenant.value, agent_id.uuid)
+    if version is None:
+        raise NotFound(NOT_FOUND)
+    return version

@@ -1,0 +1,50 @@
+"""An agent version's contents: a frozen value, stored as JSON and never changed."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_steps: int = 50
+    max_tokens: int = 200_000
+    max_cost_micros: int = 5_000_000  # $5
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxPolicy:
+    egress: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSpec:
+    model: str
+    system_prompt: str
+    tools: tuple[str, ...] = ()
+    # Tools that park the run for a human decision before each call (a subset of tools).
+    needs_approval: tuple[str, ...] = ()
+    fallback_models: tuple[str, ...] = ()
+    limits: Limits = field(default_factory=Limits)
+    sandbox: SandboxPolicy = field(default_factory=SandboxPolicy)
+
+    def to_json(self) -> dict[str, Any]:
+        value = asdict(self)
+        # tuples become lists so stored JSON and API JSON look alike
+        for key in ("tools", "needs_approval", "fallback_models"):
+            value[key] = list(value[key])
+        value["sandbox"]["egress"] = list(value["sandbox"]["egress"])
+        return value
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> AgentSpec:
+        return cls(
+            model=value["model"],
+            system_prompt=value["system_prompt"],
+            tools=tuple(value.get("tools", ())),
+            needs_approval=tuple(value.get("needs_approval", ())),
+            fallback_models=tuple(value.get("fallback_models", ())),
+            limits=Limits(**value.get("limits", {})),
+            sandbox=SandboxPolicy(egress=tuple(value.get("sandbox", {}).get("egress", ()))),
+        )

@@ -1,0 +1,100 @@
+"""Operator API (``/admin/v1``): tenants and their API keys."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, ConfigDict, Field
+
+from tenantry.api.auth import operator, platform
+from tenantry.api.params import parse_or_404
+from tenantry.api.platform import Platform
+from tenantry.ids import ApiKeyId, TenantId
+from tenantry.tenants import service
+
+router = APIRouter(prefix="/admin/v1", tags=["operator"], dependencies=[Depends(operator)])
+
+TENANT_NOT_FOUND = "No tenant with this id."
+Slug = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{2,63}$")]
+
+
+class CreateTenant(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=200)
+    tenant_id: Slug | None = Field(
+        default=None, description="Bring your own id (a slug); generated when omitted."
+    )
+    region: Slug = "default"
+    plan: Slug = "standard"
+
+
+class TenantOut(BaseModel):
+    tenant_id: str
+    name: str
+    region: str
+    plan: str
+    home_cell: str
+    created_at: datetime
+
+
+class CreateKey(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(default="", max_length=200)
+
+
+class KeyOut(BaseModel):
+    key_id: str
+    api_key: str = Field(description="Shown once; only its SHA-256 is stored.")
+    prefix: str
+    created_at: datetime
+
+
+class RevokedOut(BaseModel):
+    key_id: str
+    revoked_at: datetime
+
+
+def _tenant_out(t: service.Tenant) -> TenantOut:
+    return TenantOut(
+        tenant_id=t.tenant_id.value, name=t.name, region=t.region, plan=t.plan,
+        home_cell=t.home_cell, created_at=t.created_at,
+    )
+
+
+@router.post("/tenants", status_code=201, response_model=TenantOut)
+async def create_tenant(body: CreateTenant, p: Platform = Depends(platform)) -> TenantOut:
+    tenant_id = TenantId.parse(body.tenant_id) if body.tenant_id else None
+    tenant = await service.create_tenant(
+        p.db, body.name, region=body.region, plan=body.plan, tenant_id=tenant_id
+    )
+    return _tenant_out(tenant)
+
+
+@router.get("/tenants/{tenant_id}", response_model=TenantOut)
+async def get_tenant(tenant_id: str, p: Platform = Depends(platform)) -> TenantOut:
+    tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
+    return _tenant_out(await service.get_tenant(p.db, tenant))
+
+
+@router.post("/tenants/{tenant_id}/api-keys", status_code=201, response_model=KeyOut)
+async def create_api_key(
+    tenant_id: str, body: CreateKey | None = None, p: Platform = Depends(platform)
+) -> KeyOut:
+    tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
+    issued = await service.issue_api_key(p.db, tenant, body.name if body else "")
+    return KeyOut(
+        key_id=str(issued.key_id), api_key=issued.api_key, prefix=issued.prefix,
+        created_at=issued.created_at,
+    )
+
+
+@router.delete("/tenants/{tenant_id}/api-keys/{key_id}", response_model=RevokedOut)
+async def revoke_api_key(
+    tenant_id: str, key_id: str, p: Platform = Depends(platform)
+) -> RevokedOut:
+    tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
+    key = parse_or_404(ApiKeyId, key_id, "No API key with this id.")
+    revoked_at = await service.revoke_api_key(p.db, tenant, key)
+    return RevokedOut(key_id=str(key), revoked_at=revoked_at)

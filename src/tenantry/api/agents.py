@@ -1,0 +1,190 @@
+"""Tenant API: agents and their immutable versions."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Response
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from tenantry.agents import service
+from tenantry.agents.spec import AgentSpec, Limits, SandboxPolicy
+from tenantry.api.auth import current_tenant, platform
+from tenantry.api.params import parse_or_404
+from tenantry.api.platform import Platform
+from tenantry.errors import Conflict, NotFound, ValidationFailed
+from tenantry.ids import AgentId, TenantId
+
+router = APIRouter(prefix="/v1/agents", tags=["agents"])
+
+ToolName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+_DEFAULTS = Limits()
+Host = Annotated[str, Field(pattern=r"^[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?$")]
+
+
+class LimitsBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    max_steps: int = Field(default=_DEFAULTS.max_steps, ge=1, le=10_000)
+    max_tokens: int = Field(default=_DEFAULTS.max_tokens, ge=1, le=1_000_000_000)
+    max_cost_micros: int = Field(default=_DEFAULTS.max_cost_micros, ge=0, le=10**12)
+
+
+class SandboxBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    egress: list[Host] = Field(default_factory=list, max_length=64)
+
+
+class VersionBody(BaseModel):
+    """The contents of one immutable version."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: str = Field(min_length=1, max_length=200)
+    fallback_models: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        default_factory=list, max_length=8
+    )
+    system_prompt: str = Field(max_length=100_000)
+    tools: list[ToolName] = Field(default_factory=list, max_length=128)
+    needs_approval: list[ToolName] = Field(default_factory=list, max_length=128)
+    limits: LimitsBody = Field(default_factory=LimitsBody)
+    sandbox: SandboxBody = Field(default_factory=SandboxBody)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> VersionBody:
+        if len(set(self.tools)) != len(self.tools):
+            raise ValueError("tools lists a name twice")
+        missing = sorted(set(self.needs_approval) - set(self.tools))
+        if missing:
+            raise ValueError(f"needs_approval names tools not in tools: {missing}")
+        return self
+
+    def to_spec(self) -> AgentSpec:
+        return AgentSpec(
+            model=self.model,
+            system_prompt=self.system_prompt,
+            tools=tuple(self.tools),
+            needs_approval=tuple(dict.fromkeys(self.needs_approval)),
+            fallback_models=tuple(self.fallback_models),
+            limits=Limits(**self.limits.model_dump()),
+            sandbox=SandboxPolicy(egress=tuple(self.sandbox.egress)),
+        )
+
+
+class CreateAgent(VersionBody):
+    name: str = Field(min_length=1, max_length=200)
+
+
+class NewVersion(VersionBody):
+    version: int | None = Field(
+        default=None, ge=1,
+        description="The number you expect to create; naming an existing one is refused (409).",
+    )
+
+
+class AgentOut(BaseModel):
+    agent_id: str
+    name: str
+    version: int
+    created_at: datetime
+    model: str
+    fallback_models: list[str]
+    system_prompt: str
+    tools: list[str]
+    needs_approval: list[str]
+    limits: LimitsBody
+    sandbox: SandboxBody
+
+
+class AgentSummaryOut(BaseModel):
+    agent_id: str
+    name: str
+    latest_version: int
+    created_at: datetime
+
+
+class AgentList(BaseModel):
+    data: list[AgentSummaryOut]
+    next_cursor: str | None
+
+
+NOT_FOUND = service.NOT_FOUND
+
+
+def _out(v: service.AgentVersion) -> AgentOut:
+    spec = v.spec.to_json()
+    return AgentOut(agent_id=str(v.agent_id), name=v.name, version=v.version,
+                    created_at=v.created_at, **spec)
+
+
+@router.post("", status_code=201, response_model=AgentOut)
+async def create_agent(
+    body: CreateAgent, response: Response,
+    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+) -> AgentOut:
+    created = await service.create_agent(p.db, tenant, body.name, body.to_spec())
+    response.headers["Location"] = f"/v1/agents/{created.agent_id}"
+    return _out(created)
+
+
+@router.get("", response_model=AgentList)
+async def list_agents(
+    limit: int = Query(50, ge=1, le=200),
+    cursor: str | None = Query(None, description="next_cursor from the previous page"),
+    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+) -> AgentList:
+    before = None
+    if cursor is not None:
+        try:
+            before = AgentId.parse(cursor)
+        except ValueError:
+            raise ValidationFailed("cursor: not a cursor this API returned") from None
+    agents = await service.list_agents(p.db, tenant, before=before, limit=limit)
+    return AgentList(
+        data=[
+            AgentSummaryOut(agent_id=str(a.agent_id), name=a.name,
+                            latest_version=a.latest_version, created_at=a.created_at)
+            for a in agents
+        ],
+        next_cursor=str(agents[-1].agent_id) if len(agents) == limit else None,
+    )
+
+
+@router.get("/{agent_id}", response_model=AgentOut)
+async def get_agent(
+    agent_id: str, tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform)
+) -> AgentOut:
+    agent = parse_or_404(AgentId, agent_id, NOT_FOUND)
+    return _out(await service.get_agent(p.db, tenant, agent))
+
+
+@router.post("/{agent_id}/versions", status_code=201, response_model=AgentOut)
+async def create_version(
+    agent_id: str, body: NewVersion, response: Response,
+    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+) -> AgentOut:
+    agent = parse_or_404(AgentId, agent_id, NOT_FOUND)
+    created = await service.create_version(p.db, tenant, agent, body.to_spec(), body.version)
+    response.headers["Location"] = f"/v1/agents/{agent}/versions/{created.version}"
+    return _out(created)
+
+
+@router.get("/{agent_id}/versions/{version}", response_model=AgentOut)
+async def get_version(
+    agent_id: str, version: str,
+    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+) -> AgentOut:
+    agent = parse_or_404(AgentId, agent_id, NOT_FOUND)
+    if not version.isdigit() or not 1 <= int(version) <= 2**31 - 1:
+        raise NotFound(service.VERSION_NOT_FOUND)
+    return _out(await service.get_version(p.db, tenant, agent, int(version)))
+
+
+@router.api_route("/{agent_id}/versions/{version}", methods=["PUT", "PATCH", "DELETE"],
+                  status_code=409, response_model=None)
+async def change_version(
+    agent_id: str, version: str,
+    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+) -> None:
+    """Versions are immutable: publish a new one with ``POST /v1/agents/{id}/versions``."""
+    await get_version(agent_id, version, tenant, p)  # 404 first, like any other lookup
+    raise Conflict("Agent versions are immutable; publish a new version instead.")

@@ -1,0 +1,111 @@
+"""The HTTP app factory: wires settings, database and event hub into FastAPI routes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+from tenantry import __version__
+from tenantry.api import admin, agents, problems, runs
+from tenantry.api.body_limit import BodyLimit
+from tenantry.api.platform import Platform
+from tenantry.config import Settings
+from tenantry.db import Database
+from tenantry.runs.hub import EventHub
+
+_PROBLEM_SCHEMA = {
+    "type": "object",
+    "description": "RFC 9457 problem details. `type` is stable: not_found, validation_error, "
+                   "unauthorized, conflict, payload_too_large, quota_exceeded, overloaded, "
+                   "budget_exhausted, internal_error.",
+    "required": ["type", "title", "status", "detail"],
+    "properties": {
+        "type": {"type": "string"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+    },
+    "additionalProperties": True,
+}
+
+
+def create_app(settings: Settings, dsn: str) -> FastAPI:
+    """``dsn`` is the resolved database (the embedded one's or TENANTRY_DATABASE_URL)."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        db = await Database.connect(
+            dsn, role=settings.db_role or None, min_size=settings.db_pool_min,
+            max_size=settings.db_pool_max,
+        )
+        hub = EventHub(dsn)
+        try:
+            await hub.start()
+            app.state.platform = Platform(settings, db, hub)
+            yield
+        finally:
+            await hub.close()
+            await db.close()
+
+    app = FastAPI(
+        title="Tenantry",
+        version=__version__,
+        description="Runs AI agents for other companies: durable runs, fair scheduling, "
+                    "tenant isolation. Tenant calls authenticate with "
+                    "`Authorization: Bearer <api key>`; `/admin/v1` with the operator token.",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+    )
+    problems.install(app)
+    app.include_router(admin.router)
+    app.include_router(agents.router)
+    app.include_router(runs.router)
+
+    @app.get("/healthz", tags=["meta"])
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's document, corrected to what the API really answers: validation errors are
+    400 problem+json (not 422), and every route may answer with a problem."""
+    if app.openapi_schema:
+        return app.openapi_schema
+    doc = get_openapi(title=app.title, version=app.version, description=app.description,
+                      routes=app.routes)
+    schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+    schemas.pop("HTTPValidationError", None)
+    schemas.pop("ValidationError", None)
+    schemas["Problem"] = _PROBLEM_SCHEMA
+    schemas.setdefault("EventPage", runs.EventPage.model_json_schema(
+        ref_template="#/components/schemas/{model}"))
+    for name, sub in schemas["EventPage"].pop("$defs", {}).items():
+        schemas.setdefault(name, sub)
+    problem = {"content": {problems.MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}}
+    for path, operations in doc["paths"].items():
+        for operation in operations.values():
+            responses = operation.setdefault("responses", {})
+            responses.pop("422", None)
+            if path != "/healthz":
+                responses.setdefault("400", {"description": "Invalid request", **problem})
+                responses.setdefault("401", {"description": "Missing or invalid credentials",
+                                             **problem})
+            if "{" in path:
+                responses.setdefault("404", {"description": "Not found", **problem})
+            if operation.get("requestBody"):
+                responses.setdefault("413", {"description": "Body too large", **problem})
+            if path.startswith("/v1/agents/{agent_id}/versions") or path == "/v1/runs" or (
+                path.endswith("/cancel")
+            ):
+                responses.setdefault("409", {"description": "Conflict", **problem})
+    app.openapi_schema = doc
+    return doc

@@ -1,0 +1,37 @@
+"""Who is calling: a tenant (its API key) or the operator (the operator token). The tenant
+comes from the key, never from a body, path or model (invariant 4)."""
+
+from __future__ import annotations
+
+import hmac
+
+from fastapi import Request
+
+from tenantry.api.platform import Platform
+from tenantry.errors import Unauthorized
+from tenantry.ids import TenantId
+from tenantry.tenants.service import authenticate
+
+
+def _bearer(request: Request) -> str:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthorized("Send 'Authorization: Bearer <key>'.")
+    return token.strip()
+
+
+def platform(request: Request) -> Platform:
+    p: Platform = request.app.state.platform
+    return p
+
+
+async def current_tenant(request: Request) -> TenantId:
+    return await authenticate(platform(request).db, _bearer(request))
+
+
+async def operator(request: Request) -> None:
+    expected = platform(request).settings.operator_token
+    token = _bearer(request)
+    if not expected or not hmac.compare_digest(token.encode(), expected.encode()):
+        raise Unauthorized("Invalid operator token.")

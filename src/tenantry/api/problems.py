@@ -1,0 +1,74 @@
+"""RFC 9457 problem+json, produced in one place for every error the API returns."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
+from tenantry.errors import TenantryError
+from tenantry.jsonutil import dumps
+
+log = logging.getLogger(__name__)
+
+MEDIA_TYPE = "application/problem+json"
+
+
+def problem(
+    status: int, type_: str, title: str, detail: str, headers: dict[str, str] | None = None,
+    **extra: Any,
+) -> Response:
+    body = {"type": type_, "title": title, "status": status, "detail": detail, **extra}
+    return Response(dumps(body), status_code=status, media_type=MEDIA_TYPE, headers=headers)
+
+
+def from_error(exc: TenantryError) -> Response:
+    headers = {}
+    if "retry_after" in exc.extra:
+        headers["Retry-After"] = str(exc.extra["retry_after"])
+    if exc.status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    return problem(exc.status, exc.type, exc.title, exc.detail, headers or None, **exc.extra)
+
+
+def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
+    errors = []
+    for err in exc.errors():
+        loc = [str(p) for p in err.get("loc", ())]
+        errors.append({"loc": loc, "msg": err.get("msg", "invalid"), "kind": err.get("type")})
+    return errors
+
+
+_HTTP_TYPES = {404: "not_found", 405: "method_not_allowed", 401: "unauthorized"}
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(TenantryError)
+    async def tenantry_error(_request: Request, exc: TenantryError) -> Response:
+        if exc.status >= 500:
+            log.error("request failed: %s", exc.detail)
+        return from_error(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_request: Request, exc: RequestValidationError) -> Response:
+        errors = _validation_errors(exc)
+        first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
+        where = ".".join(p for p in first["loc"] if p not in ("body",)) or "body"
+        return problem(
+            400, "validation_error", "Invalid request", f"{where}: {first['msg']}", errors=errors
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, exc: StarletteHTTPException) -> Response:
+        type_ = _HTTP_TYPES.get(exc.status_code, "http_error")
+        detail = "No such resource." if exc.status_code == 404 else str(exc.detail)
+        return problem(exc.status_code, type_, detail, detail, dict(exc.headers or {}) or None)
+
+    @app.exception_handler(Exception)
+    async def unexpected(_request: Request, exc: Exception) -> Response:
+        log.exception("unhandled error", exc_info=exc)
+        return problem(500, "internal_error", "Internal error", "The platform failed; retry later.")

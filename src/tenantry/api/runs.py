@@ -1,0 +1,260 @@
+"""Tenant API: start, read, list and cancel runs, and stream their event logs."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+from starlette.responses import StreamingResponse
+
+from tenantry.api.auth import current_tenant, platform
+from tenantry.api.params import parse_or_404
+from tenantry.api.platform import Platform
+from tenantry.errors import NotFound, ValidationFailed
+from tenantry.ids import AgentId, RunId, TenantId
+from tenantry.jsonutil import digest, dumps
+from tenantry.runs import service
+from tenantry.runs.events import TERMINAL_EVENTS, Event, RunStatus
+
+router = APIRouter(prefix="/v1/runs", tags=["runs"])
+
+NOT_FOUND = service.NOT_FOUND
+MAX_INPUT_BYTES = 64 * 1024
+KEEPALIVE_SECONDS = 15.0
+
+
+class StartRun(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    agent_id: str
+    version: int | None = Field(default=None, ge=1, le=2**31 - 1)
+    input: JsonValue
+    webhook: str | None = Field(default=None, max_length=2048)
+    priority: Literal["interactive", "batch"] = "interactive"
+
+    @field_validator("webhook")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("webhook must be an http:// or https:// URL")
+        return value
+
+    @field_validator("input")
+    @classmethod
+    def _bounded(cls, value: JsonValue) -> JsonValue:
+        if len(dumps(value)) > MAX_INPUT_BYTES:
+            raise ValueError(f"input must be at most {MAX_INPUT_BYTES} bytes as JSON")
+        return value
+
+
+class Started(BaseModel):
+    run_id: str
+    status: str
+    events_url: str
+
+
+class Usage(BaseModel):
+    input_tokens: int
+    output_tokens: int
+
+
+class RunOut(BaseModel):
+    run_id: str
+    agent_id: str
+    version: int
+    status: str
+    priority: str
+    input: Any
+    answer: Any
+    error: Any
+    usage: Usage
+    cost_micros: int
+    steps: int
+    last_seq: int
+    cancel_requested: bool
+    webhook: str | None
+    events_url: str
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+
+
+class RunList(BaseModel):
+    data: list[RunOut]
+    next_cursor: str | None
+
+
+class EventOut(BaseModel):
+    seq: int
+    type: str
+    data: dict[str, Any]
+    created_at: datetime
+
+
+class EventPage(BaseModel):
+    events: list[EventOut]
+    next_after: int
+    run_ended: bool
+
+
+def _events_url(run: RunId) -> str:
+    return f"/v1/runs/{run}/events"
+
+
+def _run_out(run: service.Run) -> RunOut:
+    return RunOut(
+        run_id=str(run.run_id), agent_id=str(run.agent_id), version=run.agent_version,
+        status=run.status.value, priority=run.priority, input=run.input, answer=run.answer,
+        error=run.error, usage=Usage(input_tokens=run.input_tokens, output_tokens=run.output_tokens),
+        cost_micros=run.cost_micros, steps=run.steps, last_seq=run.last_seq,
+        cancel_requested=run.cancel_requested, webhook=run.webhook_url,
+        events_url=_events_url(run.run_id), created_at=run.created_at,
+        updated_at=run.updated_at, finished_at=run.finished_at,
+    )
+
+
+@router.post("", status_code=202, response_model=Started)
+async def start_run(
+    body: StartRun, response: Response,
+    idempotency_key: str | None = Header(
+        None, min_length=1, max_length=255, pattern=r"^[\x21-\x7e]+$",
+        description="Retrying with the same key and body returns the same run.",
+    ),
+    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+) -> Started:
+    agent = parse_or_404(AgentId, body.agent_id, "No agent with this id.")
+    request = service.RunRequest(
+        agent_id=agent, version=body.version, input=body.input, webhook_url=body.webhook,
+        priority=body.priority, idempotency_key=idempotency_key,
+        request_sha256=digest(body.model_dump(mode="json")),
+    )
+    created = await service.create_run(p.db, tenant, request)
+    response.headers["Location"] = f"/v1/runs/{created.run_id}"
+    return Started(run_id=str(created.run_id), status=created.status.value,
+                   events_url=_events_url(created.run_id))
+
+
+@router.get("", response_model=RunList)
+async def list_runs(
+    limit: int = Query(50, ge=1, le=200),
+    cursor: str | None = Query(None, description="next_cursor from the previous page"),
+    status: RunStatus | None = Query(None),
+    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+) -> RunList:
+    before = None
+    if cursor is not None:
+        try:
+            before = RunId.parse(cursor)
+        except ValueError:
+            raise ValidationFailed("cursor: not a cursor this API returned") from None
+    runs = await service.list_runs(p.db, tenant, before=before, status=status, limit=limit)
+    return RunList(
+        data=[_run_out(r) for r in runs],
+        next_cursor=str(runs[-1].run_id) if len(runs) == limit else None,
+    )
+
+
+@router.get("/{run_id}", response_model=RunOut)
+async def get_run(
+    run_id: str, tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform)
+) -> RunOut:
+    run = parse_or_404(RunId, run_id, NOT_FOUND)
+    return _run_out(await service.get_run(p.db, tenant, run))
+
+
+@router.post("/{run_id}/cancel", response_model=RunOut)
+async def cancel_run(
+    run_id: str, tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform)
+) -> RunOut:
+    run = parse_or_404(RunId, run_id, NOT_FOUND)
+    return _run_out(await service.cancel_run(p.db, tenant, run))
+
+
+@router.get(
+    "/{run_id}/events",
+    response_model=None,
+    responses={200: {
+        "description": "The run's event log after `after`: Server-Sent Events by default "
+                       "(`id` is the seq), or one JSON page with `Accept: application/json`.",
+        "content": {
+            "text/event-stream": {"schema": {"type": "string"}},
+            "application/json": {"schema": {"$ref": "#/components/schemas/EventPage"}},
+        },
+    }},
+)
+async def run_events(
+    run_id: str, request: Request,
+    after: int | None = Query(None, ge=0, le=2**31 - 1,
+                              description="Resume after this seq (default 0)."),
+    limit: int = Query(500, ge=1, le=1000, description="JSON page size."),
+    last_event_id: str | None = Header(None, description="SSE resume; same as `after`."),
+    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+) -> Response:
+    run = parse_or_404(RunId, run_id, NOT_FOUND)
+    if after is None and last_event_id is not None:
+        if not last_event_id.isdigit():
+            raise ValidationFailed("Last-Event-ID must be an event seq (an integer).")
+        after = int(last_event_id)
+    start = after or 0
+    if "application/json" in request.headers.get("accept", "") and (
+        "text/event-stream" not in request.headers.get("accept", "")
+    ):
+        events = await service.read_events(p.db, tenant, run, after=start, limit=limit)
+        page = EventPage(
+            events=[EventOut(**e.to_json()) for e in events],
+            next_after=events[-1].seq if events else start,
+            run_ended=any(e.type in TERMINAL_EVENTS for e in events),
+        )
+        return Response(page.model_dump_json(), media_type="application/json")
+    # Check the run exists (and is this tenant's) before committing to a 200 stream.
+    first = await service.read_events(p.db, tenant, run, after=start, limit=500)
+    if not first and (await service.get_run(p.db, tenant, run)).status.terminal:
+        first_is_all = True  # resumed past the end of an ended run: nothing will follow
+    else:
+        first_is_all = False
+    return StreamingResponse(
+        _stream(p, tenant, run, start, first, ended=first_is_all),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+def _sse(event: Event) -> bytes:
+    return b"id: %d\nevent: %s\ndata: %s\n\n" % (
+        event.seq, event.type.encode(), dumps(event.to_json())
+    )
+
+
+async def _stream(
+    p: Platform, tenant: TenantId, run: RunId, after: int, first: list[Event], *, ended: bool
+) -> AsyncIterator[bytes]:
+    if ended:
+        return
+    async with p.hub.subscribe(tenant.value, run.uuid) as wake:
+        # `first` was read before we subscribed: re-read once straight away so an event
+        # committed in between is not left waiting for the next notification.
+        wake.set()
+        batch = first
+        while True:
+            for event in batch:
+                yield _sse(event)
+                after = event.seq
+                if event.type in TERMINAL_EVENTS:
+                    return
+            if len(batch) < 500:
+                try:
+                    await asyncio.wait_for(wake.wait(), KEEPALIVE_SECONDS)
+                except TimeoutError:
+                    yield b": keepalive\n\n"
+                wake.clear()
+            try:
+                batch = await service.read_events(p.db, tenant, run, after=after, limit=500)
+            except NotFound:
+                return

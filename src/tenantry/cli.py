@@ -1,0 +1,186 @@
+"""The ``tenantry`` command. Heavy libraries are imported inside commands so that
+``tenantry --help`` stays fast."""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from tenantry import __version__
+
+if TYPE_CHECKING:
+    from tenantry.config import Settings
+
+app = typer.Typer(
+    name="tenantry",
+    help="Run AI agents for other companies: durable runs, fair scheduling, tenant isolation.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+DatabaseUrl = Annotated[
+    str | None,
+    typer.Option("--database-url", envvar="TENANTRY_DATABASE_URL",
+                 help="External Postgres; unset runs the embedded one in the data dir."),
+]
+DataDir = Annotated[
+    Path | None,
+    typer.Option("--data-dir", envvar="TENANTRY_DATA_DIR",
+                 help="Embedded Postgres, blob store, sandbox images."),
+]
+Host = Annotated[str | None, typer.Option("--host", envvar="TENANTRY_HOST")]
+Port = Annotated[int | None, typer.Option("--port", envvar="TENANTRY_PORT")]
+OperatorToken = Annotated[
+    str | None,
+    typer.Option("--operator-token", envvar="TENANTRY_OPERATOR_TOKEN",
+                 help="Operator credential for /admin/v1; generated and printed when unset."),
+]
+
+
+def _settings(**overrides: object) -> Settings:
+    from tenantry.config import Settings
+    from tenantry.errors import ConfigurationError
+
+    try:
+        return Settings.from_env(**overrides)
+    except ConfigurationError as exc:
+        typer.secho(f"error: {exc.detail}", fg="red", err=True)
+        raise typer.Exit(2) from None
+
+
+@app.command()
+def version() -> None:
+    """Print the Tenantry version."""
+    typer.echo(__version__)
+
+
+@app.command("migrate")
+def migrate_cmd(database_url: DatabaseUrl = None, data_dir: DataDir = None) -> None:
+    """Apply pending database migrations (the embedded database when no URL is given)."""
+    from tenantry import logs
+    from tenantry.platform_setup import apply_migrations, resolve_database
+
+    settings = _settings(database_url=database_url, data_dir=data_dir)
+    logs.configure(settings.log_format)
+    database = resolve_database(settings)
+    try:
+        applied = asyncio.run(_migrate_with_progress(database.dsn))
+    finally:
+        database.stop()
+    typer.echo(f"applied {len(applied)} migration(s); schema is current")
+
+
+async def _migrate_with_progress(dsn: str) -> list[object]:
+    from rich.console import Console
+
+    from tenantry.platform_setup import apply_migrations
+
+    console = Console(stderr=True)
+    with console.status("applying migrations") as status:
+        def show(m: object) -> None:
+            status.update(f"applying {m.version:04d}_{m.name}")  # type: ignore[attr-defined]
+            console.log(f"migration {m.version:04d}_{m.name}")  # type: ignore[attr-defined]
+
+        return list(await apply_migrations(dsn, show))
+
+
+@app.command()
+def api(
+    database_url: DatabaseUrl = None, data_dir: DataDir = None, host: Host = None,
+    port: Port = None, operator_token: OperatorToken = None,
+) -> None:
+    """Serve the HTTP API only (the schema must be migrated)."""
+    settings = _settings(database_url=database_url, data_dir=data_dir, host=host, port=port,
+                         operator_token=operator_token)
+    _serve(settings, migrate=False, demo=False)
+
+
+@app.command()
+def up(
+    demo: Annotated[bool, typer.Option("--demo", help="Create a demo tenant, key and agent.")]
+    = False,
+    database_url: DatabaseUrl = None, data_dir: DataDir = None, host: Host = None,
+    port: Port = None, operator_token: OperatorToken = None,
+) -> None:
+    """Run the whole platform: (embedded) Postgres, migrations, the API."""
+    settings = _settings(database_url=database_url, data_dir=data_dir, host=host, port=port,
+                         operator_token=operator_token)
+    _serve(settings, migrate=True, demo=demo)
+
+
+def _serve(settings: Settings, *, migrate: bool, demo: bool) -> None:
+    import uvicorn
+
+    from tenantry import logs
+    from tenantry.api.app import create_app
+    from tenantry.db.migrate import pending
+    from tenantry.platform_setup import (
+        apply_migrations, ensure_demo, operator_token, resolve_database,
+    )
+
+    logs.configure(settings.log_format)
+    settings = settings.with_(operator_token=operator_token(settings))
+    database = resolve_database(settings)
+    try:
+        if migrate:
+            asyncio.run(apply_migrations(database.dsn))
+        else:
+            missing = asyncio.run(_pending(database.dsn, pending))
+            if missing:
+                typer.secho(f"error: {missing} migration(s) pending; run 'tenantry migrate'",
+                            fg="red", err=True)
+                raise typer.Exit(2)
+        demo_info = asyncio.run(ensure_demo(database.dsn, settings)) if demo else None
+        base = f"http://{settings.host}:{settings.port}"
+        _banner(base, settings.operator_token or "", demo_info,
+                "embedded" if database.embedded else "external")
+        config = uvicorn.Config(
+            create_app(settings, database.dsn), host=settings.host, port=settings.port,
+            log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=5,
+        )
+        uvicorn.Server(config).run()
+    finally:
+        database.stop()
+
+
+async def _pending(dsn: str, pending: object) -> int:
+    import asyncpg
+
+    conn = await asyncpg.connect(dsn)
+    try:
+        return len(await pending(conn))  # type: ignore[operator]
+    finally:
+        await conn.close()
+
+
+def _banner(base: str, token: str, demo: object, db_kind: str) -> None:
+    lines = [f"Tenantry {__version__} on {base} (Postgres: {db_kind})",
+             f"operator token: {token}"]
+    if demo is not None:
+        body = shlex.quote('{"agent_id": "%s", "input": "Hello from the demo"}'
+                           % demo.agent_id)  # type: ignore[attr-defined]
+        lines += [
+            f"demo tenant: {demo.tenant}  api key: {demo.api_key}",  # type: ignore[attr-defined]
+            "start a demo run:",
+            f"  curl -s -X POST {base}/v1/runs -H 'Authorization: Bearer "
+            f"{demo.api_key}' -H 'Content-Type: application/json' -d {body}",  # type: ignore[attr-defined]
+            "watch it:",
+            f"  curl -sN {base}/v1/runs/<run_id>/events -H 'Authorization: Bearer "
+            f"{demo.api_key}'",  # type: ignore[attr-defined]
+        ]
+    else:
+        auth = f"-H 'Authorization: Bearer {token}' -H 'Content-Type: application/json'"
+        lines += [
+            "create a tenant and an API key (or start with --demo):",
+            f"  curl -s -X POST {base}/admin/v1/tenants {auth} -d '{{\"name\": \"Acme\"}}'",
+            f"  curl -s -X POST {base}/admin/v1/tenants/<tenant_id>/api-keys {auth}",
+        ]
+    typer.echo("\n".join(lines), err=False)
+
+
+def main() -> None:
+    app()

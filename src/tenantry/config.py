@@ -1,0 +1,93 @@
+"""Settings: read once from the environment (``TENANTRY_*``) or flags, passed down explicitly.
+
+There is no module-level settings object: the CLI builds one and hands it to the app and
+worker factories; tests build their own.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from tenantry.errors import ConfigurationError
+
+
+def default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "tenantry"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    database_url: str | None = None
+    data_dir: Path = field(default_factory=default_data_dir)
+    host: str = "127.0.0.1"
+    port: int = 8080
+    operator_token: str | None = None
+    master_key: str | None = None
+    sandbox_backend: str | None = None
+    # Role the application switches to on every connection: it has no BYPASSRLS, so
+    # row-level security is the second wall behind every query's WHERE clause.
+    db_role: str = "tenantry_app"
+    db_pool_min: int = 2
+    db_pool_max: int = 20
+    max_body_bytes: int = 1024 * 1024
+    log_format: str = "auto"  # auto | json | text
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+
+        def text(name: str, key: str) -> None:
+            raw = env.get(name)
+            if raw not in (None, ""):
+                values[key] = raw
+
+        def integer(name: str, key: str, minimum: int) -> None:
+            raw = env.get(name)
+            if raw in (None, ""):
+                return
+            try:
+                number = int(raw)  # type: ignore[arg-type]
+            except ValueError:
+                raise ConfigurationError(f"{name} must be an integer, got {raw!r}") from None
+            if number < minimum:
+                raise ConfigurationError(f"{name} must be at least {minimum}, got {number}")
+            values[key] = number
+
+        text("TENANTRY_DATABASE_URL", "database_url")
+        if env.get("TENANTRY_DATA_DIR"):
+            values["data_dir"] = Path(env["TENANTRY_DATA_DIR"]).expanduser()
+        text("TENANTRY_HOST", "host")
+        integer("TENANTRY_PORT", "port", 0)
+        text("TENANTRY_OPERATOR_TOKEN", "operator_token")
+        text("TENANTRY_MASTER_KEY", "master_key")
+        text("TENANTRY_SANDBOX_BACKEND", "sandbox_backend")
+        if "TENANTRY_DB_ROLE" in env:
+            values["db_role"] = env["TENANTRY_DB_ROLE"]
+        integer("TENANTRY_DB_POOL_MIN", "db_pool_min", 1)
+        integer("TENANTRY_DB_POOL_MAX", "db_pool_max", 1)
+        integer("TENANTRY_MAX_BODY_BYTES", "max_body_bytes", 1024)
+        text("TENANTRY_LOG_FORMAT", "log_format")
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        settings = cls(**values)
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        if self.sandbox_backend not in (None, "microvm", "gvisor", "bwrap"):
+            raise ConfigurationError(
+                f"TENANTRY_SANDBOX_BACKEND must be microvm, gvisor or bwrap, "
+                f"got {self.sandbox_backend!r}"
+            )
+        if self.log_format not in ("auto", "json", "text"):
+            raise ConfigurationError("TENANTRY_LOG_FORMAT must be auto, json or text")
+        if self.db_pool_min > self.db_pool_max:
+            raise ConfigurationError("TENANTRY_DB_POOL_MIN must not exceed TENANTRY_DB_POOL_MAX")
+
+    def with_(self, **changes: Any) -> Settings:
+        return replace(self, **changes)

@@ -1,0 +1,3 @@
+from tenantry.db.pool import Database
+
+__all__ = ["Database"]

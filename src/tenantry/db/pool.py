@@ -1,0 +1,62 @@
+"""The asyncpg pool and the one way application code touches tenant data: a transaction
+with the tenant set, so row-level security checks every statement a second time."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import asyncpg
+import orjson
+
+from tenantry.ids import TenantId
+
+
+def _dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    await conn.set_type_codec("jsonb", encoder=_dumps, decoder=orjson.loads, schema="pg_catalog")
+    await conn.set_type_codec("json", encoder=_dumps, decoder=orjson.loads, schema="pg_catalog")
+
+
+class Database:
+    """Owns the pool. Built by the app/worker factory and passed down; never global."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+
+    @classmethod
+    async def connect(
+        cls, dsn: str, *, role: str | None = "tenantry_app", min_size: int = 2, max_size: int = 20
+    ) -> Database:
+        # The role is a startup parameter, not a SET, so the pool's RESET ALL on release
+        # returns every connection to the restricted role rather than to the login user.
+        settings = {"role": role} if role else {}
+        pool = await asyncpg.create_pool(
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            init=_init_connection,
+            server_settings=settings,
+        )
+        return cls(pool)
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    @asynccontextmanager
+    async def tenant_tx(self, tenant: TenantId) -> AsyncIterator[asyncpg.Connection]:
+        """A transaction that acts for ``tenant``: RLS shows it that tenant's rows only."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT set_config('tenantry.tenant_id', $1, true)", tenant.value)
+            yield conn
+
+    @asynccontextmanager
+    async def unscoped(self) -> AsyncIterator[asyncpg.Connection]:
+        """A connection with no tenant set: RLS shows it no tenant rows at all. For the
+        few cross-tenant entry points that go through SECURITY DEFINER functions."""
+        async with self.pool.acquire() as conn:
+            yield conn

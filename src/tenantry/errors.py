@@ -1,0 +1,98 @@
+"""One root error type; subclasses carry the machine-readable fields the API maps to
+RFC 9457 problem+json in one place (``tenantry.api.problems``)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class TenantryError(Exception):
+    """Root of every error the platform raises on purpose.
+
+    ``type`` is the stable problem type tenants may branch on; ``status`` the HTTP status
+    the API answers with; ``retryable`` tells a caller whether the same request may work
+    later. ``extra`` holds typed fields copied into the problem body (limits, counts).
+    """
+
+    type: ClassVar[str] = "internal_error"
+    status: ClassVar[int] = 500
+    title: ClassVar[str] = "Internal error"
+    retryable: ClassVar[bool] = False
+
+    def __init__(self, detail: str = "", **extra: Any) -> None:
+        super().__init__(detail or self.title)
+        self.detail = detail or self.title
+        self.extra = extra
+
+
+class NotFound(TenantryError):
+    """Also what another tenant's resource looks like: never say it exists."""
+
+    type = "not_found"
+    status = 404
+    title = "Not found"
+
+
+class ValidationFailed(TenantryError):
+    type = "validation_error"
+    status = 400
+    title = "Invalid request"
+
+
+class Unauthorized(TenantryError):
+    type = "unauthorized"
+    status = 401
+    title = "Missing or invalid credentials"
+
+
+class Conflict(TenantryError):
+    type = "conflict"
+    status = 409
+    title = "Conflict"
+
+
+class PayloadTooLarge(TenantryError):
+    type = "payload_too_large"
+    status = 413
+    title = "Request body too large"
+
+
+class QuotaExceeded(TenantryError):
+    type = "quota_exceeded"
+    status = 429
+    title = "Tenant quota exceeded"
+    retryable = True
+
+
+class Overloaded(TenantryError):
+    type = "overloaded"
+    status = 503
+    title = "Platform overloaded"
+    retryable = True
+
+
+class BudgetExhausted(TenantryError):
+    type = "budget_exhausted"
+    status = 429
+    title = "Budget exhausted"
+
+
+class LeaseLost(TenantryError):
+    """A writer's lease epoch moved on (or its slot was taken): it must stop writing."""
+
+    type = "lease_lost"
+    status = 409
+    title = "Lease lost"
+
+
+class ConfigurationError(TenantryError):
+    type = "configuration_error"
+    status = 500
+    title = "Invalid configuration"
+
+
+class DatabaseUnavailable(TenantryError):
+    type = "database_unavailable"
+    status = 503
+    title = "Database unavailable"
+    retryable = True

@@ -1,0 +1,93 @@
+"""Typed, prefixed identifiers, parsed once at the edge.
+
+Run, agent and approval ids are UUIDv7 values (time-ordered, so indexes stay append-mostly
+and ``ORDER BY run_id`` is creation order) shown as ``<prefix>_<32 hex>``. Tenant ids are
+slugs: platform-created tenants get ``ten_<26 base32>``, and library users may bring their
+own identity (``tenant-acme``). Anything ill-formed raises :class:`ValueError`; the API turns
+that into the same 404 as a missing resource, because an id never grants or reveals anything.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import uuid
+from dataclasses import dataclass
+from typing import ClassVar, Self
+
+_TENANT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{2,63}$")
+
+
+def uuid7() -> uuid.UUID:
+    """RFC 9562 UUIDv7: 48-bit Unix milliseconds, then random bits."""
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (ms & ((1 << 48) - 1)) << 80 | rand & ((1 << 80) - 1)
+    value = (value & ~(0xF << 76)) | (0x7 << 76)  # version 7
+    value = (value & ~(0x3 << 62)) | (0x2 << 62)  # RFC 4122 variant
+    return uuid.UUID(int=value)
+
+
+@dataclass(frozen=True, slots=True)
+class TenantId:
+    value: str
+
+    @classmethod
+    def parse(cls, text: str) -> TenantId:
+        if not isinstance(text, str) or not _TENANT_RE.match(text):
+            raise ValueError("tenant id must be 3-64 chars of a-z, 0-9, '_' or '-'")
+        return cls(text)
+
+    @classmethod
+    def new(cls) -> TenantId:
+        import base64
+
+        raw = base64.b32encode(uuid7().bytes).decode().rstrip("=").lower()
+        return cls("ten_" + raw)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class _PrefixedId:
+    prefix: ClassVar[str]
+    uuid: uuid.UUID
+
+    @classmethod
+    def parse(cls, text: str) -> Self:
+        head, sep, tail = text.partition("_") if isinstance(text, str) else ("", "", "")
+        if not sep or head != cls.prefix or len(tail) != 32:
+            raise ValueError(f"{cls.prefix} id must look like {cls.prefix}_<32 hex digits>")
+        try:
+            return cls(uuid.UUID(hex=tail))
+        except ValueError as exc:
+            raise ValueError(f"{cls.prefix} id must look like {cls.prefix}_<32 hex digits>") from exc
+
+    @classmethod
+    def new(cls) -> Self:
+        return cls(uuid7())
+
+    def __str__(self) -> str:
+        return f"{self.prefix}_{self.uuid.hex}"
+
+
+class RunId(_PrefixedId):
+    __slots__ = ()
+    prefix = "run"
+
+
+class AgentId(_PrefixedId):
+    __slots__ = ()
+    prefix = "agt"
+
+
+class ApprovalId(_PrefixedId):
+    __slots__ = ()
+    prefix = "apr"
+
+
+class ApiKeyId(_PrefixedId):
+    __slots__ = ()
+    prefix = "key"

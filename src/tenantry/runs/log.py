@@ -1,0 +1,49 @@
+"""The event log: numbered slots ``(tenant_id, run_id, seq)`` with no gaps.
+
+Appends go through the run row's ``last_seq`` counter, so two writers never race for a slot,
+and carry the writer's lease epoch, so a stale owner gets no slot at all (invariant 2).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+
+from tenantry.db.queries import load
+from tenantry.errors import LeaseLost
+from tenantry.ids import RunId, TenantId
+from tenantry.runs.events import Event
+
+Q = load(__package__)
+
+#: Events hold at most this much JSON (the schema checks it too); bigger goes by reference.
+MAX_EVENT_BYTES = 8192
+
+
+async def append(
+    conn: asyncpg.Connection,
+    tenant: TenantId,
+    run: RunId,
+    type: str,
+    data: dict[str, Any],
+    *,
+    epoch: int | None,
+) -> int:
+    """Append one event in the caller's transaction and return its seq.
+
+    ``epoch`` is the caller's lease epoch; ``None`` is for writers that hold no lease
+    (the API recording a cancel request), which never compete for the run's next step.
+    """
+    row = await conn.fetchrow(Q.append_event, tenant.value, run.uuid, epoch, type, data)
+    if row is None:
+        raise LeaseLost("the run's lease moved on; this writer must stop")
+    seq: int = row["seq"]
+    return seq
+
+
+async def read(
+    conn: asyncpg.Connection, tenant: TenantId, run: RunId, *, after: int = 0, limit: int = 500
+) -> list[Event]:
+    rows = await conn.fetch(Q.read_events, tenant.value, run.uuid, after, limit)
+    return [Event(r["seq"], r["type"], r["data"], r["created_at"]) for r in rows]

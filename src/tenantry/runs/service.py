@@ -1,0 +1,204 @@
+"""Creating, reading, listing and cancelling runs. Every status change commits together with
+the event that causes it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from tenantry.agents.service import get_version, latest_version
+from tenantry.db import Database
+from tenantry.db.queries import load
+from tenantry.errors import Conflict, NotFound
+from tenantry.ids import AgentId, RunId, TenantId
+from tenantry.jsonutil import dumps
+from tenantry.runs import log
+from tenantry.runs.events import Event, EventType, RunStatus
+
+Q = load(__package__)
+
+NOT_FOUND = "No run with this id."
+#: Inputs up to this size are copied into RunCreated; larger ones stay on the run row and
+#: the event refers to them, keeping every event within the 8 KiB cap.
+INLINE_INPUT_BYTES = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    agent_id: AgentId
+    version: int | None
+    input: Any
+    webhook_url: str | None
+    priority: str
+    idempotency_key: str | None
+    request_sha256: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    run_id: RunId
+    agent_id: AgentId
+    agent_version: int
+    status: RunStatus
+    input: Any
+    answer: Any
+    error: Any
+    webhook_url: str | None
+    priority: str
+    idempotency_key: str | None
+    cancel_requested: bool
+    input_tokens: int
+    output_tokens: int
+    cost_micros: int
+    steps: int
+    last_seq: int
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: asyncpg.Record) -> Run:
+        return cls(
+            run_id=RunId(row["run_id"]),
+            agent_id=AgentId(row["agent_id"]),
+            agent_version=row["agent_version"],
+            status=RunStatus(row["status"]),
+            input=row["input"],
+            answer=row["answer"],
+            error=row["error"],
+            webhook_url=row["webhook_url"],
+            priority=row["priority"],
+            idempotency_key=row["idempotency_key"],
+            cancel_requested=row["cancel_requested"],
+            input_tokens=row["input_tokens"],
+            output_tokens=row["output_tokens"],
+            cost_micros=row["cost_micros"],
+            steps=row["steps"],
+            last_seq=row["last_seq"],
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+            finished_at=row["finished_at"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    run_id: RunId
+    status: RunStatus
+    created: bool  # False when an idempotent retry found the run made the first time
+
+
+async def create_run(db: Database, tenant: TenantId, req: RunRequest) -> Created:
+    """Write the run row and its RunCreated event in one transaction."""
+    run_id = RunId.new()
+    async with db.tenant_tx(tenant) as conn:
+        if req.idempotency_key is not None:
+            # A retry is answered before resolving anything else, so it returns the same
+            # run even if the agent has published a newer version since.
+            existing = await _existing(conn, tenant, req)
+            if existing is not None:
+                return existing
+        if req.version is None:
+            version = await latest_version(conn, tenant, req.agent_id)
+        else:
+            version = (await get_version(db, tenant, req.agent_id, req.version, conn)).version
+        created_at = await conn.fetchval(
+            Q.insert_run, tenant.value, run_id.uuid, req.agent_id.uuid, version, req.input,
+            req.idempotency_key, req.request_sha256, req.webhook_url, req.priority,
+        )
+        if created_at is None:
+            # Another request with the same key committed between our check and insert.
+            found = await _existing(conn, tenant, req)
+            assert found is not None
+            return found
+        data: dict[str, Any] = {
+            "agent_id": str(req.agent_id),
+            "version": version,
+            "priority": req.priority,
+        }
+        encoded = dumps(req.input)
+        if len(encoded) <= INLINE_INPUT_BYTES:
+            data["input"] = req.input
+        else:
+            data["input_ref"] = "run.input"
+            data["input_bytes"] = len(encoded)
+        if req.webhook_url:
+            data["webhook_url"] = req.webhook_url
+        await conn.execute(
+            Q.insert_first_event, tenant.value, run_id.uuid, EventType.RUN_CREATED, data
+        )
+    return Created(run_id, RunStatus.QUEUED, True)
+
+
+async def _existing(conn: asyncpg.Connection, tenant: TenantId, req: RunRequest) -> Created | None:
+    row = await conn.fetchrow(Q.run_by_idempotency_key, tenant.value, req.idempotency_key)
+    if row is None:
+        return None
+    if bytes(row["request_sha256"]) != req.request_sha256:
+        raise Conflict(
+            "This Idempotency-Key was already used with a different request body.",
+            run_id=str(RunId(row["run_id"])),
+        )
+    return Created(RunId(row["run_id"]), RunStatus(row["status"]), False)
+
+
+async def get_run(db: Database, tenant: TenantId, run: RunId) -> Run:
+    async with db.tenant_tx(tenant) as conn:
+        row = await conn.fetchrow(Q.get_run, tenant.value, run.uuid)
+    if row is None:
+        raise NotFound(NOT_FOUND)
+    return Run.from_row(row)
+
+
+async def list_runs(
+    db: Database, tenant: TenantId, *, before: RunId | None, status: RunStatus | None, limit: int
+) -> list[Run]:
+    """Newest first; ``before`` is the cursor (the last run id of the previous page)."""
+    async with db.tenant_tx(tenant) as conn:
+        rows = await conn.fetch(
+            Q.list_runs, tenant.value, before.uuid if before else None,
+            status.value if status else None, limit,
+        )
+    return [Run.from_row(r) for r in rows]
+
+
+async def cancel_run(db: Database, tenant: TenantId, run: RunId) -> Run:
+    """Record CancelRequested. A run no worker holds (queued or waiting) ends at once; a
+    running one is stopped by its worker between steps."""
+    async with db.tenant_tx(tenant) as conn:
+        row = await conn.fetchrow(Q.lock_run, tenant.value, run.uuid)
+        if row is None:
+            raise NotFound(NOT_FOUND)
+        status = RunStatus(row["status"])
+        if status is RunStatus.CANCELLED or (row["cancel_requested"] and not status.terminal):
+            pass  # asking twice changes nothing
+        elif status.terminal:
+            raise Conflict(f"The run already ended as {status.value}.", status=status.value)
+        else:
+            await log.append(conn, tenant, run, EventType.CANCEL_REQUESTED, {}, epoch=None)
+            await conn.execute(Q.mark_cancel_requested, tenant.value, run.uuid)
+            if status in (RunStatus.QUEUED, RunStatus.WAITING):
+                await log.append(
+                    conn, tenant, run, EventType.RUN_CANCELLED, {"reason": "cancel_requested"},
+                    epoch=None,
+                )
+                await conn.execute(
+                    Q.set_terminal_status, tenant.value, run.uuid, RunStatus.CANCELLED.value,
+                    None, None,
+                )
+        updated = await conn.fetchrow(Q.get_run, tenant.value, run.uuid)
+    return Run.from_row(updated)
+
+
+async def read_events(
+    db: Database, tenant: TenantId, run: RunId, *, after: int, limit: int
+) -> list[Event]:
+    """Events after ``after``; 404 if the run is not this tenant's."""
+    async with db.tenant_tx(tenant) as conn:
+        events = await log.read(conn, tenant, run, after=after, limit=limit)
+        if not events and await conn.fetchval(Q.run_exists, tenant.value, run.uuid) is None:
+            raise NotFound(NOT_FOUND)
+    return events

@@ -1,0 +1,27 @@
+-- name: insert_tenant
+INSERT INTO tenants (tenant_id, name, region, plan)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (tenant_id) DO NOTHING
+RETURNING tenant_id, name, region, plan, home_cell, created_at
+
+-- name: get_tenant
+SELECT tenant_id, name, region, plan, home_cell, created_at
+FROM tenants WHERE tenant_id = $1
+
+-- name: insert_api_key
+INSERT INTO api_keys (tenant_id, key_id, key_hash, key_prefix, name)
+VALUES ($1, $2, $3, $4, $5)
+RETURNING created_at
+
+-- name: list_api_keys
+SELECT key_id, key_prefix, name, created_at, revoked_at
+FROM api_keys WHERE tenant_id = $1
+ORDER BY created_at
+
+-- name: revoke_api_key
+UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
+WHERE tenant_id = $1 AND key_id = $2
+RETURNING revoked_at
+
+-- name: authenticate
+SELECT tenantry_authenticate($1)

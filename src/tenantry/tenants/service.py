@@ -1,0 +1,85 @@
+"""Tenants and their API keys. Operators create both; a key authenticates to one tenant."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from tenantry.db import Database
+from tenantry.db.queries import load
+from tenantry.errors import Conflict, NotFound, Unauthorized
+from tenantry.ids import ApiKeyId, TenantId
+from tenantry.tenants.keys import KEY_PREFIX, display_prefix, key_hash, new_key
+
+Q = load(__package__)
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    tenant_id: TenantId
+    name: str
+    region: str
+    plan: str
+    home_cell: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class IssuedKey:
+    key_id: ApiKeyId
+    api_key: str  # the only time the plaintext exists outside the caller
+    prefix: str
+    created_at: datetime
+
+
+async def create_tenant(
+    db: Database, name: str, *, region: str = "default", plan: str = "standard",
+    tenant_id: TenantId | None = None,
+) -> Tenant:
+    tenant = tenant_id or TenantId.new()
+    async with db.tenant_tx(tenant) as conn:
+        row = await conn.fetchrow(Q.insert_tenant, tenant.value, name, region, plan)
+    if row is None:
+        raise Conflict("a tenant with this id already exists")
+    return Tenant(tenant, row["name"], row["region"], row["plan"], row["home_cell"],
+                  row["created_at"])
+
+
+async def get_tenant(db: Database, tenant: TenantId) -> Tenant:
+    async with db.tenant_tx(tenant) as conn:
+        row = await conn.fetchrow(Q.get_tenant, tenant.value)
+    if row is None:
+        raise NotFound("No tenant with this id.")
+    return Tenant(tenant, row["name"], row["region"], row["plan"], row["home_cell"],
+                  row["created_at"])
+
+
+async def issue_api_key(db: Database, tenant: TenantId, name: str = "") -> IssuedKey:
+    key = new_key()
+    key_id = ApiKeyId.new()
+    async with db.tenant_tx(tenant) as conn:
+        if await conn.fetchrow(Q.get_tenant, tenant.value) is None:
+            raise NotFound("No tenant with this id.")
+        created = await conn.fetchval(
+            Q.insert_api_key, tenant.value, key_id.uuid, key_hash(key), display_prefix(key), name
+        )
+    return IssuedKey(key_id, key, display_prefix(key), created)
+
+
+async def revoke_api_key(db: Database, tenant: TenantId, key_id: ApiKeyId) -> datetime:
+    async with db.tenant_tx(tenant) as conn:
+        revoked: datetime | None = await conn.fetchval(Q.revoke_api_key, tenant.value, key_id.uuid)
+    if revoked is None:
+        raise NotFound("No API key with this id.")
+    return revoked
+
+
+async def authenticate(db: Database, api_key: str) -> TenantId:
+    """The tenant an API key belongs to. Unknown and revoked keys look the same."""
+    if not api_key.startswith(KEY_PREFIX) or len(api_key) > 200:
+        raise Unauthorized("Missing or invalid API key.")
+    async with db.unscoped() as conn:
+        tenant: str | None = await conn.fetchval(Q.authenticate, key_hash(api_key))
+    if tenant is None:
+        raise Unauthorized("Missing or invalid API key.")
+    return TenantId(tenant)

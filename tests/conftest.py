@@ -1,0 +1,135 @@
+"""Shared fixtures: a real Postgres (template database migrated once per session, a fresh
+database per test) and the real HTTP app served by uvicorn on a loopback port."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import httpx2
+import pytest
+import uvicorn
+
+from tenantry.api.app import create_app
+from tenantry.config import Settings
+from tenantry.db import Database
+from tenantry.db.migrate import migrate
+
+ADMIN_DSN = os.environ.get(
+    "TENANTRY_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+OPERATOR_TOKEN = "op_test_token"
+
+
+def dsn_for(database: str) -> str:
+    parts = urlsplit(ADMIN_DSN)
+    return urlunsplit(parts._replace(path="/" + database))
+
+
+@pytest.fixture(scope="session")
+async def template_db() -> AsyncIterator[str]:
+    name = f"tenantry_tmpl_{uuid.uuid4().hex[:10]}"
+    admin = await asyncpg.connect(ADMIN_DSN)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        conn = await asyncpg.connect(dsn_for(name))
+        try:
+            await migrate(conn)
+        finally:
+            await conn.close()
+        yield name
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+@pytest.fixture
+async def database_dsn(template_db: str) -> AsyncIterator[str]:
+    """A fresh, migrated database for this test only (copied from the template)."""
+    name = f"tenantry_t_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(ADMIN_DSN)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+        yield dsn_for(name)
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+@pytest.fixture
+async def admin_conn(database_dsn: str) -> AsyncIterator[asyncpg.Connection]:
+    """A superuser connection to the test database: for checking what was (not) written."""
+    conn = await asyncpg.connect(database_dsn)
+    yield conn
+    await conn.close()
+
+
+@pytest.fixture
+async def db(database_dsn: str) -> AsyncIterator[Database]:
+    database = await Database.connect(database_dsn, min_size=1, max_size=5)
+    yield database
+    await database.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class Api:
+    base_url: str
+    client: httpx2.AsyncClient
+    operator: dict[str, str]
+
+    async def tenant(self, name: str = "Acme") -> tuple[str, dict[str, str]]:
+        """A new tenant and the auth headers of a fresh API key for it."""
+        r = await self.client.post("/admin/v1/tenants", json={"name": name},
+                                   headers=self.operator)
+        assert r.status_code == 201, r.text
+        tenant_id = r.json()["tenant_id"]
+        r = await self.client.post(f"/admin/v1/tenants/{tenant_id}/api-keys",
+                                   headers=self.operator)
+        assert r.status_code == 201, r.text
+        return tenant_id, {"Authorization": f"Bearer {r.json()['api_key']}"}
+
+    async def agent(self, headers: dict[str, str], name: str = "helper", **spec: object) -> str:
+        body = {"name": name, "model": "scripted", "system_prompt": "Be brief.", **spec}
+        r = await self.client.post("/v1/agents", json=body, headers=headers)
+        assert r.status_code == 201, r.text
+        agent_id: str = r.json()["agent_id"]
+        return agent_id
+
+
+@pytest.fixture
+async def api(database_dsn: str) -> AsyncIterator[Api]:
+    """The real app on a real loopback port, on this test's database."""
+    settings = Settings(database_url=database_dsn, operator_token=OPERATOR_TOKEN,
+                        db_pool_min=1, db_pool_max=5, max_body_bytes=64 * 1024)
+    port = free_port()
+    config = uvicorn.Config(create_app(settings, database_dsn), host="127.0.0.1", port=port,
+                            log_config=None, access_log=False, lifespan="on")
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.01)
+    base = f"http://127.0.0.1:{port}"
+    async with httpx2.AsyncClient(base_url=base, timeout=10) as client:
+        yield Api(base, client, {"Authorization": f"Bearer {OPERATOR_TOKEN}"})
+    server.should_exit = True
+    await task
+
+
+@pytest.fixture
+def anyio_backend() -> Iterator[str]:
+    yield "asyncio"
