@@ -9,6 +9,7 @@ import socket
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -19,26 +20,47 @@ import uvicorn
 from tenantry.api.app import create_app
 from tenantry.config import Settings
 from tenantry.db import Database
+from tenantry.db.embedded import EmbeddedPostgres
 from tenantry.db.migrate import migrate
 
-ADMIN_DSN = os.environ.get(
-    "TENANTRY_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
 OPERATOR_TOKEN = "op_test_token"
+LOCAL_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
-def dsn_for(database: str) -> str:
-    parts = urlsplit(ADMIN_DSN)
+def _choose_admin_dsn(tmp_root: Path) -> tuple[str, EmbeddedPostgres | None]:
+    """TENANTRY_TEST_DATABASE_URL, else the local server on 5432 (what CI uses), else an
+    embedded Postgres for this session, so `make test` works on a fresh machine too."""
+    configured = os.environ.get("TENANTRY_TEST_DATABASE_URL")
+    if configured:
+        return configured, None
+    with socket.socket() as probe:
+        probe.settimeout(1)
+        if probe.connect_ex(("127.0.0.1", 5432)) == 0:
+            return LOCAL_DSN, None
+    embedded = EmbeddedPostgres(tmp_root / "pg")
+    return embedded.start(), embedded
+
+
+@pytest.fixture(scope="session")
+def admin_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    dsn, embedded = _choose_admin_dsn(tmp_path_factory.mktemp("embedded"))
+    yield dsn
+    if embedded is not None:
+        embedded.stop()
+
+
+def dsn_for(admin_dsn: str, database: str) -> str:
+    parts = urlsplit(admin_dsn)
     return urlunsplit(parts._replace(path="/" + database))
 
 
 @pytest.fixture(scope="session")
-async def template_db() -> AsyncIterator[str]:
+async def template_db(admin_dsn: str) -> AsyncIterator[str]:
     name = f"tenantry_tmpl_{uuid.uuid4().hex[:10]}"
-    admin = await asyncpg.connect(ADMIN_DSN)
+    admin = await asyncpg.connect(admin_dsn)
     try:
         await admin.execute(f'CREATE DATABASE "{name}"')
-        conn = await asyncpg.connect(dsn_for(name))
+        conn = await asyncpg.connect(dsn_for(admin_dsn, name))
         try:
             await migrate(conn)
         finally:
@@ -50,13 +72,13 @@ async def template_db() -> AsyncIterator[str]:
 
 
 @pytest.fixture
-async def database_dsn(template_db: str) -> AsyncIterator[str]:
+async def database_dsn(admin_dsn: str, template_db: str) -> AsyncIterator[str]:
     """A fresh, migrated database for this test only (copied from the template)."""
     name = f"tenantry_t_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(ADMIN_DSN)
+    admin = await asyncpg.connect(admin_dsn)
     try:
         await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
-        yield dsn_for(name)
+        yield dsn_for(admin_dsn, name)
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:
         await admin.close()
@@ -128,8 +150,3 @@ async def api(database_dsn: str) -> AsyncIterator[Api]:
         yield Api(base, client, {"Authorization": f"Bearer {OPERATOR_TOKEN}"})
     server.should_exit = True
     await task
-
-
-@pytest.fixture
-def anyio_backend() -> Iterator[str]:
-    yield "asyncio"

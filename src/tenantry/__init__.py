@@ -4,7 +4,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from tenantry.errors import TenantryError  # noqa: E402
-from tenantry.ids import AgentId, ApprovalId, RunId, TenantId  # noqa: E402
+from tenantry.errors import TenantryError
+from tenantry.ids import AgentId, ApprovalId, RunId, TenantId
 
 __all__ = ["AgentId", "ApprovalId", "RunId", "TenantId", "TenantryError", "__version__"]

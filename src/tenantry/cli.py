@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -41,7 +41,7 @@ OperatorToken = Annotated[
 ]
 
 
-def _settings(**overrides: object) -> Settings:
+def _settings(**overrides: Any) -> Settings:
     from tenantry.config import Settings
     from tenantry.errors import ConfigurationError
 
@@ -62,7 +62,7 @@ def version() -> None:
 def migrate_cmd(database_url: DatabaseUrl = None, data_dir: DataDir = None) -> None:
     """Apply pending database migrations (the embedded database when no URL is given)."""
     from tenantry import logs
-    from tenantry.platform_setup import apply_migrations, resolve_database
+    from tenantry.platform_setup import resolve_database
 
     settings = _settings(database_url=database_url, data_dir=data_dir)
     logs.configure(settings.log_format)
@@ -119,8 +119,12 @@ def _serve(settings: Settings, *, migrate: bool, demo: bool) -> None:
     from tenantry.api.app import create_app
     from tenantry.db.migrate import pending
     from tenantry.platform_setup import (
-        apply_migrations, ensure_demo, operator_token, resolve_database,
+        apply_migrations,
+        ensure_demo,
+        operator_token,
+        resolve_database,
     )
+    from tenantry.serve import ApiServer, run_until_signalled
 
     logs.configure(settings.log_format)
     settings = settings.with_(operator_token=operator_token(settings))
@@ -142,7 +146,7 @@ def _serve(settings: Settings, *, migrate: bool, demo: bool) -> None:
             create_app(settings, database.dsn), host=settings.host, port=settings.port,
             log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=5,
         )
-        uvicorn.Server(config).run()
+        asyncio.run(run_until_signalled(ApiServer(config)))
     finally:
         database.stop()
 
@@ -161,8 +165,8 @@ def _banner(base: str, token: str, demo: object, db_kind: str) -> None:
     lines = [f"Tenantry {__version__} on {base} (Postgres: {db_kind})",
              f"operator token: {token}"]
     if demo is not None:
-        body = shlex.quote('{"agent_id": "%s", "input": "Hello from the demo"}'
-                           % demo.agent_id)  # type: ignore[attr-defined]
+        agent_id = demo.agent_id  # type: ignore[attr-defined]
+        body = shlex.quote(f'{{"agent_id": "{agent_id}", "input": "Hello from the demo"}}')
         lines += [
             f"demo tenant: {demo.tenant}  api key: {demo.api_key}",  # type: ignore[attr-defined]
             "start a demo run:",

@@ -52,7 +52,7 @@ class Settings:
             if raw in (None, ""):
                 return
             try:
-                number = int(raw)  # type: ignore[arg-type]
+                number = int(str(raw))
             except ValueError:
                 raise ConfigurationError(f"{name} must be an integer, got {raw!r}") from None
             if number < minimum:

@@ -57,13 +57,14 @@ class _PrefixedId:
 
     @classmethod
     def parse(cls, text: str) -> Self:
+        problem = f"{cls.prefix} id must look like {cls.prefix}_<32 hex digits>"
         head, sep, tail = text.partition("_") if isinstance(text, str) else ("", "", "")
         if not sep or head != cls.prefix or len(tail) != 32:
-            raise ValueError(f"{cls.prefix} id must look like {cls.prefix}_<32 hex digits>")
+            raise ValueError(problem)
         try:
             return cls(uuid.UUID(hex=tail))
         except ValueError as exc:
-            raise ValueError(f"{cls.prefix} id must look like {cls.prefix}_<32 hex digits>") from exc
+            raise ValueError(problem) from exc
 
     @classmethod
     def new(cls) -> Self:

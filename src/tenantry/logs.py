@@ -31,9 +31,8 @@ class JsonFormatter(logging.Formatter):
 def configure(fmt: str = "auto", level: int = logging.INFO) -> None:
     use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        JsonFormatter() if use_json else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    )
+    text = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    handler.setFormatter(JsonFormatter() if use_json else text)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -3,6 +3,7 @@ dev-only conveniences of ``tenantry up`` (operator token, demo tenant)."""
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -82,10 +83,8 @@ async def ensure_demo(dsn: str, settings: Settings) -> Demo:
     """The demo tenant and agent (created once), and a fresh API key for this start."""
     db = await Database.connect(dsn, role=settings.db_role or None, min_size=1, max_size=2)
     try:
-        try:
+        with contextlib.suppress(Conflict):  # made by an earlier start
             await tenants.create_tenant(db, "Demo tenant", tenant_id=DEMO_TENANT)
-        except Conflict:
-            pass
         key = await tenants.issue_api_key(db, DEMO_TENANT, "tenantry up --demo")
         existing = [a for a in await agents.list_agents(db, DEMO_TENANT, limit=200)
                     if a.name == DEMO_AGENT]

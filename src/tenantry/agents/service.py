@@ -6,10 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-import asyncpg
-
 from tenantry.agents.spec import AgentSpec
-from tenantry.db import Database
+from tenantry.db import Connection, Database
 from tenantry.db.queries import load
 from tenantry.errors import Conflict, NotFound
 from tenantry.ids import AgentId, TenantId
@@ -92,7 +90,7 @@ async def get_agent(db: Database, tenant: TenantId, agent_id: AgentId) -> AgentV
 
 async def get_version(
     db: Database, tenant: TenantId, agent_id: AgentId, version: int,
-    conn: asyncpg.Connection | None = None,
+    conn: Connection | None = None,
 ) -> AgentVersion:
     if conn is None:
         async with db.tenant_tx(tenant) as own:
@@ -118,7 +116,7 @@ async def list_agents(
     ]
 
 
-async def latest_version(conn: asyncpg.Connection, tenant: TenantId, agent_id: AgentId) -> int:
+async def latest_version(conn: Connection, tenant: TenantId, agent_id: AgentId) -> int:
     """The latest version number, inside the caller's transaction."""
     version: int | None = await conn.fetchval(Q.latest_version, tenant.value, agent_id.uuid)
     if version is None:

@@ -18,6 +18,7 @@ router = APIRouter(prefix="/admin/v1", tags=["operator"], dependencies=[Depends(
 
 TENANT_NOT_FOUND = "No tenant with this id."
 Slug = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{2,63}$")]
+Label = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{1,63}$")]
 
 
 class CreateTenant(BaseModel):
@@ -26,8 +27,8 @@ class CreateTenant(BaseModel):
     tenant_id: Slug | None = Field(
         default=None, description="Bring your own id (a slug); generated when omitted."
     )
-    region: Slug = "default"
-    plan: Slug = "standard"
+    region: Label = "default"
+    plan: Label = "standard"
 
 
 class TenantOut(BaseModel):

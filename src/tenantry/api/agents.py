@@ -179,8 +179,6 @@ async def get_version(
     return _out(await service.get_version(p.db, tenant, agent, int(version)))
 
 
-@router.api_route("/{agent_id}/versions/{version}", methods=["PUT", "PATCH", "DELETE"],
-                  status_code=409, response_model=None)
 async def change_version(
     agent_id: str, version: str,
     tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
@@ -188,3 +186,12 @@ async def change_version(
     """Versions are immutable: publish a new one with ``POST /v1/agents/{id}/versions``."""
     await get_version(agent_id, version, tenant, p)  # 404 first, like any other lookup
     raise Conflict("Agent versions are immutable; publish a new version instead.")
+
+
+for _method in ("PUT", "PATCH", "DELETE"):
+    router.add_api_route(
+        "/{agent_id}/versions/{version}", change_version, methods=[_method], status_code=409,
+        response_model=None, operation_id=f"{_method.lower()}_agent_version",
+        summary=f"{_method} a version (always refused: versions are immutable)",
+        responses={409: {"description": "Versions are immutable"}},
+    )

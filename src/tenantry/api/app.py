@@ -90,7 +90,8 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         ref_template="#/components/schemas/{model}"))
     for name, sub in schemas["EventPage"].pop("$defs", {}).items():
         schemas.setdefault(name, sub)
-    problem = {"content": {problems.MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}}
+    ref = {"$ref": "#/components/schemas/Problem"}
+    problem = {"content": {problems.MEDIA_TYPE: {"schema": ref}}}
     for path, operations in doc["paths"].items():
         for operation in operations.values():
             responses = operation.setdefault("responses", {})

@@ -57,6 +57,7 @@ class BodyLimit:
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
         response = problem(
             413, "payload_too_large", "Request body too large",
-            f"Request bodies are limited to {self.max_bytes} bytes.", max_bytes=self.max_bytes,
+            f"Request bodies are limited to {self.max_bytes} bytes.",
+            extra={"max_bytes": self.max_bytes},
         )
         await response(scope, receive, send)

@@ -20,9 +20,10 @@ MEDIA_TYPE = "application/problem+json"
 
 def problem(
     status: int, type_: str, title: str, detail: str, headers: dict[str, str] | None = None,
-    **extra: Any,
+    extra: dict[str, Any] | None = None,
 ) -> Response:
-    body = {"type": type_, "title": title, "status": status, "detail": detail, **extra}
+    # Typed fields first so an extra can never overwrite the stable ones.
+    body = {**(extra or {}), "type": type_, "title": title, "status": status, "detail": detail}
     return Response(dumps(body), status_code=status, media_type=MEDIA_TYPE, headers=headers)
 
 
@@ -32,7 +33,7 @@ def from_error(exc: TenantryError) -> Response:
         headers["Retry-After"] = str(exc.extra["retry_after"])
     if exc.status == 401:
         headers["WWW-Authenticate"] = "Bearer"
-    return problem(exc.status, exc.type, exc.title, exc.detail, headers or None, **exc.extra)
+    return problem(exc.status, exc.type, exc.title, exc.detail, headers or None, exc.extra)
 
 
 def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
@@ -59,7 +60,8 @@ def install(app: FastAPI) -> None:
         first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
         where = ".".join(p for p in first["loc"] if p not in ("body",)) or "body"
         return problem(
-            400, "validation_error", "Invalid request", f"{where}: {first['msg']}", errors=errors
+            400, "validation_error", "Invalid request", f"{where}: {first['msg']}",
+            extra={"errors": errors},
         )
 
     @app.exception_handler(StarletteHTTPException)

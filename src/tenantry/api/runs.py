@@ -112,7 +112,8 @@ def _run_out(run: service.Run) -> RunOut:
     return RunOut(
         run_id=str(run.run_id), agent_id=str(run.agent_id), version=run.agent_version,
         status=run.status.value, priority=run.priority, input=run.input, answer=run.answer,
-        error=run.error, usage=Usage(input_tokens=run.input_tokens, output_tokens=run.output_tokens),
+        error=run.error,
+        usage=Usage(input_tokens=run.input_tokens, output_tokens=run.output_tokens),
         cost_micros=run.cost_micros, steps=run.steps, last_seq=run.last_seq,
         cancel_requested=run.cancel_requested, webhook=run.webhook_url,
         events_url=_events_url(run.run_id), created_at=run.created_at,

@@ -1,3 +1,3 @@
-from tenantry.db.pool import Database
+from tenantry.db.pool import Connection, Database
 
-__all__ = ["Database"]
+__all__ = ["Connection", "Database"]

@@ -5,19 +5,23 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeAlias
 
 import asyncpg
 import orjson
+from asyncpg.pool import PoolConnectionProxy
 
 from tenantry.ids import TenantId
+
+#: What a transaction hands out: a pooled connection (or a plain one, in tools and tests).
+Connection: TypeAlias = "asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]"
 
 
 def _dumps(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-async def _init_connection(conn: asyncpg.Connection) -> None:
+async def _init_connection(conn: asyncpg.Connection[asyncpg.Record]) -> None:
     await conn.set_type_codec("jsonb", encoder=_dumps, decoder=orjson.loads, schema="pg_catalog")
     await conn.set_type_codec("json", encoder=_dumps, decoder=orjson.loads, schema="pg_catalog")
 
@@ -25,7 +29,7 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
 class Database:
     """Owns the pool. Built by the app/worker factory and passed down; never global."""
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool[asyncpg.Record]) -> None:
         self.pool = pool
 
     @classmethod
@@ -35,7 +39,7 @@ class Database:
         # The role is a startup parameter, not a SET, so the pool's RESET ALL on release
         # returns every connection to the restricted role rather than to the login user.
         settings = {"role": role} if role else {}
-        pool = await asyncpg.create_pool(
+        pool: asyncpg.Pool[asyncpg.Record] = await asyncpg.create_pool(
             dsn,
             min_size=min_size,
             max_size=max_size,
@@ -48,14 +52,14 @@ class Database:
         await self.pool.close()
 
     @asynccontextmanager
-    async def tenant_tx(self, tenant: TenantId) -> AsyncIterator[asyncpg.Connection]:
+    async def tenant_tx(self, tenant: TenantId) -> AsyncIterator[Connection]:
         """A transaction that acts for ``tenant``: RLS shows it that tenant's rows only."""
         async with self.pool.acquire() as conn, conn.transaction():
             await conn.execute("SELECT set_config('tenantry.tenant_id', $1, true)", tenant.value)
             yield conn
 
     @asynccontextmanager
-    async def unscoped(self) -> AsyncIterator[asyncpg.Connection]:
+    async def unscoped(self) -> AsyncIterator[Connection]:
         """A connection with no tenant set: RLS shows it no tenant rows at all. For the
         few cross-tenant entry points that go through SECURITY DEFINER functions."""
         async with self.pool.acquire() as conn:

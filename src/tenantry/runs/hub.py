@@ -14,13 +14,17 @@ import contextlib
 import logging
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import asyncpg
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "tenantry_events"
+
+
+def _setter(event: asyncio.Event) -> Callable[[object], None]:
+    return lambda _conn: event.set()
 
 
 class EventHub:
@@ -60,7 +64,9 @@ class EventHub:
                 if not waiters:
                     del self._waiters[key]
 
-    def _on_notify(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+    def _on_notify(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
+        if not isinstance(payload, str):
+            return
         try:
             tenant, run, _seq = payload.split(" ")
             key = (tenant, uuid.UUID(run))
@@ -81,7 +87,7 @@ class EventHub:
                 self._conn = await asyncpg.connect(self._dsn)
                 await self._conn.add_listener(CHANNEL, self._on_notify)
                 closed = asyncio.Event()
-                self._conn.add_termination_listener(lambda _c: closed.set())
+                self._conn.add_termination_listener(_setter(closed))
                 self._connected.set()
                 # Anything committed while we were not listening: let every stream re-read.
                 self._wake_all()

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import asyncpg
-
+from tenantry.db import Connection
 from tenantry.db.queries import load
 from tenantry.errors import LeaseLost
 from tenantry.ids import RunId, TenantId
@@ -22,7 +21,7 @@ MAX_EVENT_BYTES = 8192
 
 
 async def append(
-    conn: asyncpg.Connection,
+    conn: Connection,
     tenant: TenantId,
     run: RunId,
     type: str,
@@ -43,7 +42,7 @@ async def append(
 
 
 async def read(
-    conn: asyncpg.Connection, tenant: TenantId, run: RunId, *, after: int = 0, limit: int = 500
+    conn: Connection, tenant: TenantId, run: RunId, *, after: int = 0, limit: int = 500
 ) -> list[Event]:
     rows = await conn.fetch(Q.read_events, tenant.value, run.uuid, after, limit)
     return [Event(r["seq"], r["type"], r["data"], r["created_at"]) for r in rows]

@@ -10,7 +10,7 @@ from typing import Any
 import asyncpg
 
 from tenantry.agents.service import get_version, latest_version
-from tenantry.db import Database
+from tenantry.db import Connection, Database
 from tenantry.db.queries import load
 from tenantry.errors import Conflict, NotFound
 from tenantry.ids import AgentId, RunId, TenantId
@@ -133,7 +133,7 @@ async def create_run(db: Database, tenant: TenantId, req: RunRequest) -> Created
     return Created(run_id, RunStatus.QUEUED, True)
 
 
-async def _existing(conn: asyncpg.Connection, tenant: TenantId, req: RunRequest) -> Created | None:
+async def _existing(conn: Connection, tenant: TenantId, req: RunRequest) -> Created | None:
     row = await conn.fetchrow(Q.run_by_idempotency_key, tenant.value, req.idempotency_key)
     if row is None:
         return None
@@ -176,7 +176,7 @@ async def cancel_run(db: Database, tenant: TenantId, run: RunId) -> Run:
         if status is RunStatus.CANCELLED or (row["cancel_requested"] and not status.terminal):
             pass  # asking twice changes nothing
         elif status.terminal:
-            raise Conflict(f"The run already ended as {status.value}.", status=status.value)
+            raise Conflict(f"The run already ended as {status.value}.", run_status=status.value)
         else:
             await log.append(conn, tenant, run, EventType.CANCEL_REQUESTED, {}, epoch=None)
             await conn.execute(Q.mark_cancel_requested, tenant.value, run.uuid)
@@ -190,6 +190,7 @@ async def cancel_run(db: Database, tenant: TenantId, run: RunId) -> Run:
                     None, None,
                 )
         updated = await conn.fetchrow(Q.get_run, tenant.value, run.uuid)
+    assert updated is not None  # locked above, in this transaction
     return Run.from_row(updated)
 
 

@@ -1,0 +1,110 @@
+"""`tenantry up` as a user runs it: a subprocess on the embedded Postgres, driven over HTTP,
+then shut down cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from tenantry.db.embedded import EmbeddedPostgres
+from tests.conftest import free_port
+from tests.integration.sse import read_sse
+
+pytestmark = pytest.mark.e2e
+TOKEN = "op_e2e_token"
+
+
+@pytest.fixture
+async def platform(tmp_path: Path) -> AsyncIterator[tuple[str, subprocess.Popen[str], Path]]:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TENANTRY_")}
+    env.update(TENANTRY_DATA_DIR=str(tmp_path / "data"), TENANTRY_PORT=str(port),
+               TENANTRY_OPERATOR_TOKEN=TOKEN, TENANTRY_LOG_FORMAT="json")
+    tenantry = Path(sys.executable).parent / "tenantry"
+    proc = subprocess.Popen([str(tenantry), "up", "--demo"], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}"
+    async with httpx2.AsyncClient(base_url=base, timeout=5) as client:
+        for _ in range(300):
+            if proc.poll() is not None:
+                raise AssertionError(f"tenantry up exited: {proc.communicate()}")
+            try:
+                if (await client.get("/healthz")).status_code == 200:
+                    break
+            except httpx2.TransportError:
+                pass
+            await asyncio.sleep(0.1)
+        else:
+            proc.kill()
+            raise AssertionError("tenantry up did not answer within 30 s")
+    try:
+        yield base, proc, tmp_path / "data"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+        # Never leave a Postgres behind, even when the platform had to be killed.
+        EmbeddedPostgres(tmp_path / "data").stop()
+
+
+async def test_up_serves_the_whole_flow_on_embedded_postgres_and_stops_cleanly(
+    platform: tuple[str, subprocess.Popen[str], Path],
+) -> None:
+    base, proc, data_dir = platform
+    assert (data_dir / "postgres" / "PG_VERSION").exists(), "embedded Postgres not in data dir"
+    op = {"Authorization": f"Bearer {TOKEN}"}
+    async with httpx2.AsyncClient(base_url=base, timeout=10) as c:
+        tenant = (await c.post("/admin/v1/tenants", json={"name": "E2E"}, headers=op)).json()
+        key = (await c.post(f"/admin/v1/tenants/{tenant['tenant_id']}/api-keys",
+                            headers=op)).json()["api_key"]
+        h = {"Authorization": f"Bearer {key}"}
+        agent = (await c.post("/v1/agents", json={"name": "e2e", "model": "scripted",
+                                                  "system_prompt": "hi"}, headers=h)).json()
+        run = (await c.post("/v1/runs", json={"agent_id": agent["agent_id"], "input": "go"},
+                            headers=h)).json()
+        assert run["status"] == "queued"
+        async with c.stream("GET", run["events_url"], headers=h) as stream:
+            events = read_sse(stream)
+            first = await asyncio.wait_for(anext(events), 10)
+            assert (first.id, first.event) == (1, "RunCreated")
+            cancelled = await c.post(f"/v1/runs/{run['run_id']}/cancel", headers=h)
+            assert cancelled.json()["status"] == "cancelled"
+            rest = [e async for e in events]
+        assert [(e.id, e.event) for e in rest] == [(2, "CancelRequested"), (3, "RunCancelled")]
+
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err[-2000:]
+    assert "operator token: " + TOKEN in out
+    # The embedded Postgres was stopped with the platform.
+    assert not (data_dir / "postgres" / "postmaster.pid").exists()
+
+
+async def test_demo_banner_curl_starts_a_run(
+    platform: tuple[str, subprocess.Popen[str], Path],
+) -> None:
+    _base, proc, _ = platform
+    assert proc.stdout is not None
+    banner = ""
+    while "watch it:" not in banner:
+        line = await asyncio.to_thread(proc.stdout.readline)
+        assert line, "banner ended early"
+        banner += line
+    lines = [line.strip() for line in banner.splitlines()]
+    curl = next(line for line in lines if line.startswith("curl -s -X POST"))
+    result = subprocess.run(shlex.split(curl), capture_output=True, text=True, timeout=10,
+                            check=True)
+    assert re.search(r'"run_id":"run_[0-9a-f]{32}","status":"queued"', result.stdout)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=30)
+    assert proc.returncode == 0

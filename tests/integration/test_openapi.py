@@ -1,0 +1,59 @@
+"""/openapi.json describes exactly the routes the app serves, with problem+json errors."""
+
+from __future__ import annotations
+
+from fastapi.routing import APIRoute
+
+from tests.conftest import Api
+
+
+async def test_openapi_matches_the_routes(api: Api) -> None:
+    r = await api.client.get("/openapi.json")
+    assert r.status_code == 200
+    doc = r.json()
+    documented = {(path, method.upper()) for path, ops in doc["paths"].items() for method in ops}
+
+    from tenantry.api import admin, agents, runs
+
+    routes = [*admin.router.routes, *agents.router.routes, *runs.router.routes]
+    served = {
+        (route.path, method)
+        for route in routes if isinstance(route, APIRoute)
+        for method in route.methods
+    } | {("/healthz", "GET")}
+    assert documented == served
+    expected = {("/v1/runs", "POST"), ("/v1/runs", "GET"), ("/v1/runs/{run_id}", "GET"),
+                ("/v1/runs/{run_id}/cancel", "POST"), ("/v1/runs/{run_id}/events", "GET"),
+                ("/v1/agents", "POST"), ("/v1/agents/{agent_id}", "GET"),
+                ("/v1/agents/{agent_id}/versions", "POST"),
+                ("/v1/agents/{agent_id}/versions/{version}", "GET"),
+                ("/admin/v1/tenants", "POST"), ("/admin/v1/tenants/{tenant_id}/api-keys", "POST")}
+    assert expected <= documented
+
+
+async def test_openapi_declares_problem_responses_not_422(api: Api) -> None:
+    doc = (await api.client.get("/openapi.json")).json()
+    assert "Problem" in doc["components"]["schemas"]
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            assert "422" not in op["responses"], (path, method)
+    start = doc["paths"]["/v1/runs"]["post"]
+    assert set(start["responses"]) >= {"202", "400", "401", "409", "413"}
+    events = doc["paths"]["/v1/runs/{run_id}/events"]["get"]["responses"]["200"]["content"]
+    assert set(events) == {"text/event-stream", "application/json"}
+    ref = events["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
+    assert ref in doc["components"]["schemas"]
+
+
+async def test_every_documented_operation_is_served(api: Api) -> None:
+    """Ask each documented operation without credentials: a served route answers 401 (or
+    200 for the health check), never the router's 404/405."""
+    doc = (await api.client.get("/openapi.json")).json()
+    for path, ops in doc["paths"].items():
+        concrete = (path.replace("{run_id}", "run_" + "0" * 32)
+                    .replace("{agent_id}", "agt_" + "0" * 32)
+                    .replace("{tenant_id}", "ten_x").replace("{key_id}", "key_x")
+                    .replace("{version}", "1"))
+        for method in ops:
+            r = await api.client.request(method.upper(), concrete)
+            assert r.status_code in (200, 401), (method, path, r.status_code, r.text)

@@ -1,0 +1,74 @@
+"""Row-level security is the second wall: a query that forgot its tenant filter still sees
+only the current tenant, and a connection with no tenant set sees nothing."""
+
+from __future__ import annotations
+
+import asyncpg
+import pytest
+
+from tenantry.agents import service as agents
+from tenantry.agents.spec import AgentSpec
+from tenantry.db import Database
+from tenantry.ids import TenantId
+from tenantry.tenants import service as tenants
+
+SPEC = AgentSpec(model="scripted", system_prompt="hi")
+
+
+async def _two_tenants(db: Database) -> tuple[TenantId, TenantId]:
+    a = (await tenants.create_tenant(db, "A")).tenant_id
+    b = (await tenants.create_tenant(db, "B")).tenant_id
+    await agents.create_agent(db, a, "a1", SPEC)
+    await agents.create_agent(db, a, "a2", SPEC)
+    await agents.create_agent(db, b, "b1", SPEC)
+    return a, b
+
+
+async def test_query_without_where_sees_only_the_current_tenant(db: Database) -> None:
+    a, b = await _two_tenants(db)
+    async with db.tenant_tx(a) as conn:
+        names = {r["name"] for r in await conn.fetch("SELECT name FROM agents")}
+        tenant_rows = await conn.fetch("SELECT tenant_id FROM tenants")
+    assert names == {"a1", "a2"}
+    assert [r["tenant_id"] for r in tenant_rows] == [a.value]
+    async with db.tenant_tx(b) as conn:
+        assert {r["name"] for r in await conn.fetch("SELECT name FROM agents")} == {"b1"}
+
+
+async def test_no_tenant_set_sees_nothing(db: Database) -> None:
+    await _two_tenants(db)
+    async with db.unscoped() as conn:
+        for table in ("tenants", "api_keys", "agents", "agent_versions", "runs", "run_events"):
+            assert await conn.fetchval(f"SELECT count(*) FROM {table}") == 0, table
+
+
+async def test_cannot_write_rows_for_another_tenant(db: Database) -> None:
+    a, b = await _two_tenants(db)
+    async with db.tenant_tx(a) as conn:
+        with pytest.raises(asyncpg.InsufficientPrivilegeError, match="row-level security"):
+            await conn.execute(
+                "INSERT INTO agents (tenant_id, agent_id, name, latest_version) "
+                "VALUES ($1, gen_random_uuid(), 'sneaky', 1)", b.value,
+            )
+
+
+async def test_application_role_cannot_bypass_rls(db: Database) -> None:
+    async with db.unscoped() as conn:
+        assert await conn.fetchval("SELECT current_user") == "tenantry_app"
+        assert await conn.fetchval(
+            "SELECT rolbypassrls FROM pg_roles WHERE rolname = current_user"
+        ) is False
+
+
+async def test_agent_versions_cannot_be_changed(
+    db: Database, admin_conn: asyncpg.Connection
+) -> None:
+    a, _ = await _two_tenants(db)
+    async with db.tenant_tx(a) as conn:
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.execute("UPDATE agent_versions SET spec = '{}'")
+    # Even the owner (a superuser here) is stopped by the trigger.
+    with pytest.raises(asyncpg.RestrictViolationError, match="immutable"):
+        await admin_conn.execute("UPDATE agent_versions SET spec = '{}'")
+    with pytest.raises(asyncpg.RestrictViolationError, match="immutable"):
+        await admin_conn.execute("DELETE FROM agent_versions")
