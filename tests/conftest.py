@@ -8,12 +8,14 @@ import os
 import socket
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import httpx2
+import orjson
 import pytest
 import uvicorn
 
@@ -22,6 +24,16 @@ from tenantry.config import Settings
 from tenantry.db import Database
 from tenantry.db.embedded import EmbeddedPostgres
 from tenantry.db.migrate import migrate
+from tenantry.ledger.pricing import DEFAULT_PRICES
+from tenantry.models.openai_compat import OpenAICompatible
+from tenantry.runs.driver import Engine, EngineSettings
+from tenantry.runs.lease import worker_id
+from tenantry.runs.webhooks import WebhookSender
+from tenantry.runs.worker import Worker
+from tenantry.testing.fake_model import FakeModelServer
+from tenantry.testing.mcp_server import EffectsMcpServer
+from tenantry.tools.gateway import ToolGateway
+from tenantry.tools.mcp_client import McpToolClient
 
 OPERATOR_TOKEN = "op_test_token"
 LOCAL_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -123,6 +135,40 @@ class Api:
         assert r.status_code == 201, r.text
         return tenant_id, {"Authorization": f"Bearer {r.json()['api_key']}"}
 
+    async def tool_server(self, tenant_id: str, url: str, *, name: str = "effects",
+                          honours_idempotency_keys: bool = True) -> dict[str, object]:
+        r = await self.client.post(
+            f"/admin/v1/tenants/{tenant_id}/tool-servers", headers=self.operator,
+            json={"name": name, "url": url, "honours_idempotency_keys": honours_idempotency_keys})
+        assert r.status_code == 201, r.text
+        body: dict[str, object] = r.json()
+        return body
+
+    async def start(self, headers: dict[str, str], agent: str, input: object,
+                    **extra: object) -> str:
+        r = await self.client.post("/v1/runs", json={"agent_id": agent, "input": input, **extra},
+                                   headers=headers)
+        assert r.status_code == 202, r.text
+        run_id: str = r.json()["run_id"]
+        return run_id
+
+    async def events_until_end(self, headers: dict[str, str], run_id: str,
+                               within: float = 30) -> list[dict[str, object]]:
+        """The run's whole log, read from its SSE stream until the terminal event."""
+        events: list[dict[str, object]] = []
+        async with asyncio.timeout(within):
+            async with self.client.stream("GET", f"/v1/runs/{run_id}/events",
+                                          headers=headers, timeout=within) as r:
+                async for line in r.aiter_lines():
+                    if line.startswith("data: "):
+                        events.append(orjson.loads(line[6:]))
+        return events
+
+    async def run(self, headers: dict[str, str], run_id: str) -> dict[str, object]:
+        r = await self.client.get(f"/v1/runs/{run_id}", headers=headers)
+        body: dict[str, object] = r.json()
+        return body
+
     async def agent(self, headers: dict[str, str], name: str = "helper", **spec: object) -> str:
         body = {"name": name, "model": "scripted", "system_prompt": "Be brief.", **spec}
         r = await self.client.post("/v1/agents", json=body, headers=headers)
@@ -150,3 +196,71 @@ async def api(database_dsn: str) -> AsyncIterator[Api]:
         yield Api(base, client, {"Authorization": f"Bearer {OPERATOR_TOKEN}"})
     server.should_exit = True
     await task
+
+
+# -- the run engine -------------------------------------------------------------------------
+
+
+@dataclass
+class Fakes:
+    model: FakeModelServer
+    mcp: EffectsMcpServer
+
+
+@pytest.fixture
+async def fakes() -> AsyncIterator[Fakes]:
+    """A fake OpenAI-compatible model server and an MCP server that counts effects, both
+    real HTTP servers on loopback."""
+    async with FakeModelServer() as model, EffectsMcpServer() as mcp:
+        yield Fakes(model, mcp)
+
+
+TEST_ENGINE = EngineSettings(lease_seconds=30.0, model_attempts=3, model_backoff_seconds=0.02,
+                             requeue_after_seconds=0.3)
+
+
+@asynccontextmanager
+async def running_worker(
+    dsn: str, model_url: str, *, settings: EngineSettings = TEST_ENGINE, concurrency: int = 50,
+    name: str = "test-worker",
+) -> AsyncIterator[Worker]:
+    """A real worker loop (in this process) on its own pool, until the block ends."""
+    database = await Database.connect(dsn, min_size=1, max_size=10)
+    model = OpenAICompatible(model_url, account="fake")
+    stop = asyncio.Event()
+    try:
+        async with McpToolClient() as mcp:
+            engine = Engine(db=database, model=model, tools=ToolGateway(database, mcp),
+                            prices=DEFAULT_PRICES, worker=worker_id(name), settings=settings)
+            webhooks = WebhookSender(database, allow_private=True)
+            worker = Worker(engine, dsn=dsn, concurrency=concurrency, poll_seconds=0.1,
+                            webhooks=webhooks, drain_seconds=1.0)
+            task = asyncio.create_task(worker.run(stop))
+            try:
+                yield worker
+            finally:
+                stop.set()
+                await task
+                await webhooks.aclose()
+    finally:
+        await model.aclose()
+        await database.close()
+
+
+@pytest.fixture
+async def worker(database_dsn: str, fakes: Fakes) -> AsyncIterator[Worker]:
+    async with running_worker(database_dsn, fakes.model.base_url) as w:
+        yield w
+
+
+def scripted(*steps: dict[str, object], text: str = "go") -> dict[str, object]:
+    """A run input carrying its own script for the fake model (see tenantry.models.scripted)."""
+    return {"script": list(steps), "input": text}
+
+
+def call(name: str, **arguments: object) -> dict[str, object]:
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+def answer(text: str) -> dict[str, object]:
+    return {"text": text}

@@ -88,6 +88,18 @@ async def _migrate_with_progress(dsn: str) -> list[object]:
         return list(await apply_migrations(dsn, show))
 
 
+ModelBaseUrl = Annotated[
+    str | None,
+    typer.Option("--model-base-url", envvar="TENANTRY_MODEL_BASE_URL",
+                 help="OpenAI-compatible endpoint; unset uses the built-in scripted model."),
+]
+Concurrency = Annotated[
+    int | None,
+    typer.Option("--concurrency", envvar="TENANTRY_WORKER_CONCURRENCY",
+                 help="Runs one worker process holds at once."),
+]
+
+
 @app.command()
 def api(
     database_url: DatabaseUrl = None, data_dir: DataDir = None, host: Host = None,
@@ -96,7 +108,18 @@ def api(
     """Serve the HTTP API only (the schema must be migrated)."""
     settings = _settings(database_url=database_url, data_dir=data_dir, host=host, port=port,
                          operator_token=operator_token)
-    _serve(settings, migrate=False, demo=False)
+    _serve(settings, migrate=False, demo=False, api=True, workers=0)
+
+
+@app.command()
+def worker(
+    database_url: DatabaseUrl = None, data_dir: DataDir = None,
+    concurrency: Concurrency = None, model_base_url: ModelBaseUrl = None,
+) -> None:
+    """Run a worker: claim queued runs and drive them (the schema must be migrated)."""
+    settings = _settings(database_url=database_url, data_dir=data_dir,
+                         worker_concurrency=concurrency, model_base_url=model_base_url)
+    _serve(settings, migrate=False, demo=False, api=False, workers=1)
 
 
 @app.command()
@@ -105,14 +128,18 @@ def up(
     = False,
     database_url: DatabaseUrl = None, data_dir: DataDir = None, host: Host = None,
     port: Port = None, operator_token: OperatorToken = None,
+    concurrency: Concurrency = None, model_base_url: ModelBaseUrl = None,
+    workers: Annotated[int | None, typer.Option("--workers", envvar="TENANTRY_WORKERS",
+                                                help="Worker loops in this process.")] = None,
 ) -> None:
-    """Run the whole platform: (embedded) Postgres, migrations, the API."""
+    """Run the whole platform: (embedded) Postgres, migrations, the API and a worker."""
     settings = _settings(database_url=database_url, data_dir=data_dir, host=host, port=port,
-                         operator_token=operator_token)
-    _serve(settings, migrate=True, demo=demo)
+                         operator_token=operator_token, worker_concurrency=concurrency,
+                         model_base_url=model_base_url, workers=workers)
+    _serve(settings, migrate=True, demo=demo, api=True, workers=settings.workers)
 
 
-def _serve(settings: Settings, *, migrate: bool, demo: bool) -> None:
+def _serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers: int) -> None:
     import uvicorn
 
     from tenantry import logs
@@ -124,7 +151,8 @@ def _serve(settings: Settings, *, migrate: bool, demo: bool) -> None:
         operator_token,
         resolve_database,
     )
-    from tenantry.serve import ApiServer, run_until_signalled
+    from tenantry.runtime import run_worker
+    from tenantry.serve import ApiServer, Service, api_service, run_until_signalled
 
     logs.configure(settings.log_format)
     settings = settings.with_(operator_token=operator_token(settings))
@@ -138,15 +166,21 @@ def _serve(settings: Settings, *, migrate: bool, demo: bool) -> None:
                 typer.secho(f"error: {missing} migration(s) pending; run 'tenantry migrate'",
                             fg="red", err=True)
                 raise typer.Exit(2)
-        demo_info = asyncio.run(ensure_demo(database.dsn, settings)) if demo else None
-        base = f"http://{settings.host}:{settings.port}"
-        _banner(base, settings.operator_token or "", demo_info,
-                "embedded" if database.embedded else "external")
-        config = uvicorn.Config(
-            create_app(settings, database.dsn), host=settings.host, port=settings.port,
-            log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=5,
-        )
-        asyncio.run(run_until_signalled(ApiServer(config)))
+        services: list[Service] = []
+        if api:
+            demo_info = asyncio.run(ensure_demo(database.dsn, settings)) if demo else None
+            base = f"http://{settings.host}:{settings.port}"
+            _banner(base, settings.operator_token or "", demo_info,
+                    "embedded" if database.embedded else "external")
+            config = uvicorn.Config(
+                create_app(settings, database.dsn), host=settings.host, port=settings.port,
+                log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=5,
+            )
+            services.append(api_service(ApiServer(config)))
+        dsn = database.dsn
+        for _ in range(workers):
+            services.append(lambda stop: run_worker(settings, dsn, stop))
+        asyncio.run(run_until_signalled(*services))
     finally:
         database.stop()
 

@@ -36,6 +36,14 @@ class Settings:
     db_pool_max: int = 20
     max_body_bytes: int = 1024 * 1024
     log_format: str = "auto"  # auto | json | text
+    # The run engine.
+    model_base_url: str | None = None  # OpenAI-compatible; unset → built-in scripted model
+    model_api_key: str | None = None
+    lease_seconds: float = 30.0
+    worker_concurrency: int = 200
+    workers: int = 1  # worker loops inside `tenantry up`
+    # Webhooks to loopback/private addresses are refused unless this is set (dev, tests).
+    webhook_allow_private: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -73,6 +81,16 @@ class Settings:
         integer("TENANTRY_DB_POOL_MAX", "db_pool_max", 1)
         integer("TENANTRY_MAX_BODY_BYTES", "max_body_bytes", 1024)
         text("TENANTRY_LOG_FORMAT", "log_format")
+        text("TENANTRY_MODEL_BASE_URL", "model_base_url")
+        text("TENANTRY_MODEL_API_KEY", "model_api_key")
+        integer("TENANTRY_LEASE_SECONDS", "lease_seconds", 1)
+        integer("TENANTRY_WORKER_CONCURRENCY", "worker_concurrency", 1)
+        integer("TENANTRY_WORKERS", "workers", 0)
+        flag = env.get("TENANTRY_WEBHOOK_ALLOW_PRIVATE", "").lower()
+        if flag:
+            if flag not in ("1", "true", "yes", "0", "false", "no"):
+                raise ConfigurationError("TENANTRY_WEBHOOK_ALLOW_PRIVATE must be true or false")
+            values["webhook_allow_private"] = flag in ("1", "true", "yes")
         values.update({k: v for k, v in overrides.items() if v is not None})
         settings = cls(**values)
         settings.validate()

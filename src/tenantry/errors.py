@@ -96,3 +96,14 @@ class DatabaseUnavailable(TenantryError):
     status = 503
     title = "Database unavailable"
     retryable = True
+
+
+class ToolUnavailable(TenantryError):
+    """A tool server could not be reached, failed, or did not answer in time. The call may or
+    may not have run: retry only with the same idempotency key (DESIGN §2.3). A tool that
+    answered with an error is not this: that answer is information for the model."""
+
+    type = "tool_unavailable"
+    status = 502
+    title = "Tool server unavailable"
+    retryable = True

@@ -1,17 +1,20 @@
 """Running long-lived services in one asyncio process until SIGINT/SIGTERM.
 
 uvicorn's own signal capture re-raises the signal after shutdown, which kills the process
-before our clean-up (stopping the embedded Postgres) runs; so we own the signals here and
-ask each service to stop, then return normally (exit status 0)."""
+before our clean-up (stopping the embedded Postgres) runs; so we own the signals here, ask
+each service to stop, wait for them, then return normally (exit status 0)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any
 
 import uvicorn
+
+Service = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
 
 
 class ApiServer(uvicorn.Server):
@@ -20,20 +23,33 @@ class ApiServer(uvicorn.Server):
         yield  # signals are handled by run_until_signalled
 
 
-async def run_until_signalled(server: ApiServer) -> None:
+def api_service(server: ApiServer) -> Service:
+    async def serve(stop: asyncio.Event) -> None:
+        serving = asyncio.create_task(server.serve(), name="api")
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        server.should_exit = True
+        stopping.cancel()
+        await serving
+        if not server.started and not stop.is_set():
+            raise SystemExit("the API server failed to start")
+    return serve
+
+
+async def run_until_signalled(*services: Service) -> None:
+    """Run every service; stop all when a signal arrives or any one of them ends."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    serving = asyncio.create_task(server.serve(), name="api")
-    stopping = asyncio.create_task(stop.wait(), name="signal")
+    tasks = [asyncio.create_task(service(stop)) for service in services]
     try:
-        await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        server.should_exit = True
-        stopping.cancel()
+        stop.set()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
-    await serving  # re-raises a startup failure
-    if server.started is False and not stop.is_set():
-        raise SystemExit("the API server failed to start")
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result

@@ -13,6 +13,7 @@ from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.ids import ApiKeyId, TenantId
 from tenantry.tenants import service
+from tenantry.tools import servers
 
 router = APIRouter(prefix="/admin/v1", tags=["operator"], dependencies=[Depends(operator)])
 
@@ -49,6 +50,26 @@ class KeyOut(BaseModel):
     key_id: str
     api_key: str = Field(description="Shown once; only its SHA-256 is stored.")
     prefix: str
+    created_at: datetime
+
+
+class RegisterToolServer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: Label
+    url: str = Field(pattern=r"^https?://", max_length=2048,
+                     description="The MCP server's streamable-HTTP endpoint.")
+    honours_idempotency_keys: bool = Field(
+        description="Whether the server performs a call once per Idempotency-Key. Calls to "
+                    "servers that do not are never retried after an ambiguous crash.")
+
+
+class ToolServerOut(BaseModel):
+    server_id: str
+    name: str
+    url: str
+    honours_idempotency_keys: bool
+    tools: list[str]
+    tools_sha256: str
     created_at: datetime
 
 
@@ -99,3 +120,31 @@ async def revoke_api_key(
     key = parse_or_404(ApiKeyId, key_id, "No API key with this id.")
     revoked_at = await service.revoke_api_key(p.db, tenant, key)
     return RevokedOut(key_id=str(key), revoked_at=revoked_at)
+
+
+def _server_out(s: servers.ToolServer) -> ToolServerOut:
+    return ToolServerOut(
+        server_id=str(s.server_id), name=s.name, url=s.url,
+        honours_idempotency_keys=s.honours_idempotency_keys,
+        tools=sorted(s.tool_names()), tools_sha256=s.tools_sha256.hex(), created_at=s.created_at,
+    )
+
+
+@router.post("/tenants/{tenant_id}/tool-servers", status_code=201, response_model=ToolServerOut,
+             responses={502: {"description": "The server did not answer tools/list"}})
+async def register_tool_server(
+    tenant_id: str, body: RegisterToolServer, p: Platform = Depends(platform)
+) -> ToolServerOut:
+    """Register an MCP server for a tenant. Its tool list is read now and pinned."""
+    tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
+    await service.get_tenant(p.db, tenant)  # 404 before calling anything
+    server = await servers.register(p.db, p.mcp, tenant, name=body.name, url=body.url,
+                                    honours_idempotency_keys=body.honours_idempotency_keys)
+    return _server_out(server)
+
+
+@router.get("/tenants/{tenant_id}/tool-servers", response_model=list[ToolServerOut])
+async def list_tool_servers(tenant_id: str, p: Platform = Depends(platform)) -> list[ToolServerOut]:
+    tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
+    await service.get_tenant(p.db, tenant)
+    return [_server_out(s) for s in await servers.list_servers(p.db, tenant)]

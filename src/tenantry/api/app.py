@@ -16,6 +16,7 @@ from tenantry.api.platform import Platform
 from tenantry.config import Settings
 from tenantry.db import Database
 from tenantry.runs.hub import EventHub
+from tenantry.tools.mcp_client import McpToolClient
 
 _PROBLEM_SCHEMA = {
     "type": "object",
@@ -43,11 +44,13 @@ def create_app(settings: Settings, dsn: str) -> FastAPI:
             max_size=settings.db_pool_max,
         )
         hub = EventHub(dsn)
+        mcp = McpToolClient()
         try:
             await hub.start()
-            app.state.platform = Platform(settings, db, hub)
+            app.state.platform = Platform(settings, db, hub, mcp)
             yield
         finally:
+            await mcp.aclose()
             await hub.close()
             await db.close()
 

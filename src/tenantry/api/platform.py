@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from tenantry.config import Settings
 from tenantry.db import Database
 from tenantry.runs.hub import EventHub
+from tenantry.tools.mcp_client import McpToolClient
 
 
 @dataclass(slots=True)
@@ -14,3 +15,4 @@ class Platform:
     settings: Settings
     db: Database
     hub: EventHub
+    mcp: McpToolClient

@@ -29,12 +29,15 @@ class EventType(StrEnum):
     SUMMARIZED = "Summarized"
     CHILD_RUN_STARTED = "ChildRunStarted"
     WEBHOOK_DELIVERED = "WebhookDelivered"
+    WEBHOOK_FAILED = "WebhookFailed"
 
 
 #: After one of these nothing but webhook bookkeeping is appended; live tails end here.
-TERMINAL_EVENTS = frozenset(
-    {EventType.RUN_FINISHED, EventType.RUN_FAILED, EventType.RUN_CANCELLED}
-)
+#: BudgetStopped ends a run that reached one of its agent's limits (status ``failed``).
+TERMINAL_EVENTS = frozenset({
+    EventType.RUN_FINISHED, EventType.RUN_FAILED, EventType.RUN_CANCELLED,
+    EventType.BUDGET_STOPPED,
+})
 
 
 class RunStatus(StrEnum):

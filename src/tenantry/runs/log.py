@@ -12,6 +12,7 @@ from tenantry.db import Connection
 from tenantry.db.queries import load
 from tenantry.errors import LeaseLost
 from tenantry.ids import RunId, TenantId
+from tenantry.jsonutil import dumps
 from tenantry.runs.events import Event
 
 Q = load(__package__)
@@ -34,10 +35,17 @@ async def append(
     ``epoch`` is the caller's lease epoch; ``None`` is for writers that hold no lease
     (the API recording a cancel request), which never compete for the run's next step.
     """
-    row = await conn.fetchrow(Q.append_event, tenant.value, run.uuid, epoch, type, data)
+    encoded = dumps(data)
+    inline = data
+    if len(encoded) > MAX_EVENT_BYTES:
+        # Keep the log row small and bounded; the full payload sits beside it.
+        inline = {"$payload": len(encoded)}
+    row = await conn.fetchrow(Q.append_event, tenant.value, run.uuid, epoch, type, inline)
     if row is None:
         raise LeaseLost("the run's lease moved on; this writer must stop")
     seq: int = row["seq"]
+    if inline is not data:
+        await conn.execute(Q.insert_payload, tenant.value, run.uuid, seq, data)
     return seq
 
 

@@ -52,15 +52,66 @@ UPDATE runs SET cancel_requested = true, updated_at = now()
 WHERE tenant_id = $1 AND run_id = $2
 
 -- name: set_terminal_status
+-- A run with a webhook gets its delivery queued in the same transaction (outbox).
 UPDATE runs SET status = $3, answer = $4, error = $5, finished_at = now(), updated_at = now(),
-                lease_owner = NULL, lease_expires_at = NULL
+                lease_owner = NULL, lease_expires_at = NULL,
+                webhook_state = CASE WHEN webhook_url IS NULL THEN NULL ELSE 'pending' END,
+                webhook_next_at = CASE WHEN webhook_url IS NULL THEN NULL ELSE now() END
 WHERE tenant_id = $1 AND run_id = $2
 
 -- name: read_events
-SELECT seq, type, data, created_at FROM run_events
-WHERE tenant_id = $1 AND run_id = $2 AND seq > $3
-ORDER BY seq
+SELECT e.seq, e.type, coalesce(p.data, e.data) AS data, e.created_at
+FROM run_events e
+LEFT JOIN run_event_payloads p
+  ON p.tenant_id = e.tenant_id AND p.run_id = e.run_id AND p.seq = e.seq
+WHERE e.tenant_id = $1 AND e.run_id = $2 AND e.seq > $3
+ORDER BY e.seq
 LIMIT $4
+
+-- name: insert_payload
+INSERT INTO run_event_payloads (tenant_id, run_id, seq, data) VALUES ($1, $2, $3, $4)
 
 -- name: run_exists
 SELECT 1 FROM runs WHERE tenant_id = $1 AND run_id = $2
+
+-- name: load_for_worker
+SELECT agent_id, agent_version, input, status, lease_epoch FROM runs
+WHERE tenant_id = $1 AND run_id = $2
+
+-- name: record_step
+-- Projections of the step just appended, and the lease renewed, under the writer's epoch.
+UPDATE runs SET steps = steps + $4, input_tokens = input_tokens + $5,
+                output_tokens = output_tokens + $6, cost_micros = cost_micros + $7,
+                lease_expires_at = now() + make_interval(secs => $8), updated_at = now()
+WHERE tenant_id = $1 AND run_id = $2 AND lease_epoch = $3 AND status = 'running'
+RETURNING cancel_requested
+
+-- name: release_lease
+-- Give a run back (worker shutting down, or a retry later): any worker may claim it.
+UPDATE runs SET status = 'queued', lease_owner = NULL, lease_expires_at = NULL,
+                available_at = $4, updated_at = now()
+WHERE tenant_id = $1 AND run_id = $2 AND lease_epoch = $3 AND status = 'running'
+
+-- name: claim_runs
+SELECT tenant_id, run_id, lease_epoch FROM tenantry_claim_runs($1, $2, $3)
+
+-- name: renew_leases
+SELECT tenant_id, run_id FROM tenantry_renew_leases($1, $2, $3, $4, $5)
+
+-- name: claim_webhooks
+SELECT tenant_id, run_id, attempts FROM tenantry_claim_webhooks($1, $2)
+
+-- name: webhook_job
+SELECT r.webhook_url, r.status, r.answer, r.error, r.agent_id, r.agent_version,
+       r.input_tokens, r.output_tokens, r.cost_micros, r.steps, r.created_at, r.finished_at,
+       r.last_seq, t.webhook_secret
+FROM runs r JOIN tenants t ON t.tenant_id = r.tenant_id
+WHERE r.tenant_id = $1 AND r.run_id = $2 AND r.webhook_state = 'pending'
+
+-- name: webhook_done
+UPDATE runs SET webhook_state = $3, webhook_next_at = NULL
+WHERE tenant_id = $1 AND run_id = $2 AND webhook_state = 'pending'
+
+-- name: webhook_retry_at
+UPDATE runs SET webhook_next_at = now() + make_interval(secs => $3)
+WHERE tenant_id = $1 AND run_id = $2 AND webhook_state = 'pending'

@@ -1,0 +1,102 @@
+"""The agent loop's decisions, as a pure function of the run's state and its agent version.
+
+The driver executes decisions; replay compares them with what a recorded log did. Keeping
+every choice here (and no I/O) is what makes replay exact (invariant 11)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from tenantry.agents.spec import AgentSpec
+from tenantry.runs.state import RunState
+
+
+@dataclass(frozen=True, slots=True)
+class CallModel:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class CallTool:
+    key: str
+    reply_seq: int
+    call_index: int
+    tool: str
+    arguments: dict[str, Any] | None
+    # Set when the call cannot be made as written: the model gets this error as the result.
+    invalid: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    answer: str
+
+
+@dataclass(frozen=True, slots=True)
+class Fail:
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class StopForBudget:
+    limit: str
+    used: int
+    maximum: int
+
+
+Decision = CallModel | CallTool | Finish | Fail | Cancel | StopForBudget
+
+
+def idempotency_key(run_id: str, reply_seq: int, call_index: int) -> str:
+    """Derived from the call's place in the log, so every retry sends the same key."""
+    return f"{run_id}:{reply_seq}:{call_index}"
+
+
+def decide(state: RunState, spec: AgentSpec, run_id: str) -> Decision | None:
+    """What the run does next; ``None`` once it has ended."""
+    if state.ended is not None:
+        return None
+    if state.cancel_requested:
+        return Cancel()
+    reply = state.last_reply
+    if reply is not None:
+        index = reply.next_call()
+        if index is not None:
+            return _tool_call(run_id, reply.seq, index, reply.calls[index])
+        if not reply.calls:
+            if not reply.text.strip():
+                return Fail("the model returned an empty reply")
+            return Finish(reply.text)
+    limits = spec.limits
+    if state.steps >= limits.max_steps:
+        return StopForBudget("max_steps", state.steps, limits.max_steps)
+    if state.total_tokens >= limits.max_tokens:
+        return StopForBudget("max_tokens", state.total_tokens, limits.max_tokens)
+    if state.cost_micros >= limits.max_cost_micros:
+        return StopForBudget("max_cost_micros", state.cost_micros, limits.max_cost_micros)
+    return CallModel()
+
+
+def _tool_call(run_id: str, reply_seq: int, index: int, call: dict[str, Any]) -> CallTool:
+    key = idempotency_key(run_id, reply_seq, index)
+    name = str(call.get("name") or "")
+    if not name:
+        return CallTool(key, reply_seq, index, "", None, "the tool call has no tool name")
+    raw = call.get("arguments") or "{}"
+    try:
+        arguments = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        return CallTool(key, reply_seq, index, name, None,
+                        f"the arguments are not valid JSON ({exc}); send a JSON object")
+    if not isinstance(arguments, dict):
+        return CallTool(key, reply_seq, index, name, None,
+                        "the arguments must be a JSON object")
+    return CallTool(key, reply_seq, index, name, arguments)

@@ -1,0 +1,302 @@
+"""Driving one run: fold its log, decide, act, append — one step at a time, under a lease.
+
+Every model reply and tool result is appended *before* the run acts on it (invariant 1);
+every append names the lease epoch, so a worker that lost its lease writes nothing
+(invariant 2); tool calls carry keys derived from the log (invariant 3)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+
+from tenantry.agents.service import get_version
+from tenantry.agents.spec import AgentSpec
+from tenantry.db import Database
+from tenantry.db.queries import load
+from tenantry.errors import LeaseLost
+from tenantry.ids import AgentId
+from tenantry.ledger.pricing import PriceTable
+from tenantry.models.openai_compat import MalformedReply, ModelRefused, ModelUnavailable
+from tenantry.models.types import Model, ModelReply, ModelRequest, TokenUsage
+from tenantry.runs import conversation, log
+from tenantry.runs.decide import (
+    CallModel,
+    CallTool,
+    Cancel,
+    Decision,
+    Fail,
+    Finish,
+    StopForBudget,
+    decide,
+)
+from tenantry.runs.events import Event, EventType, RunStatus
+from tenantry.runs.lease import Lease, release
+from tenantry.runs.state import RunState
+from tenantry.tools.gateway import ToolGateway
+
+logger = logging.getLogger(__name__)
+Q = load(__package__)
+
+#: Errors that mean "the database is not answering": stop writing, never guess (§7b).
+DATABASE_DOWN = (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
+                 asyncpg.CannotConnectNowError)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    lease_seconds: float = 30.0
+    model_attempts: int = 4
+    model_backoff_seconds: float = 0.5
+    # When the provider stays unavailable, the run goes back to the queue for this long
+    # (its slot is freed) instead of failing: an outage costs time, not runs.
+    requeue_after_seconds: float = 30.0
+
+
+@dataclass(slots=True)
+class StepStats:
+    """Platform time per step (wall time minus model and tool time), most recent first."""
+
+    platform_ms: deque[float] = field(default_factory=lambda: deque(maxlen=100_000))
+    steps: int = 0
+    runs_ended: int = 0
+    runs_failed_ours: int = 0
+
+    def record(self, ms: float) -> None:
+        self.platform_ms.append(ms)
+        self.steps += 1
+
+
+@dataclass(slots=True)
+class Engine:
+    """What a driver needs; built once per worker process."""
+
+    db: Database
+    model: Model
+    tools: ToolGateway
+    prices: PriceTable
+    worker: str
+    settings: EngineSettings = field(default_factory=EngineSettings)
+    stats: StepStats = field(default_factory=StepStats)
+
+
+class RunDriver:
+    def __init__(self, engine: Engine, lease: Lease) -> None:
+        self.engine = engine
+        self.lease = lease
+        self.run_id = str(lease.run)
+        self.state = RunState()
+        self.spec: AgentSpec | None = None
+
+    async def drive(self) -> None:
+        try:
+            await self._load()
+            while await self._step():
+                pass
+        except LeaseLost:
+            logger.info("lease lost; leaving the run to its new owner",
+                        extra={"run_id": self.run_id, "tenant_id": self.lease.tenant.value})
+        except DATABASE_DOWN as exc:
+            logger.warning("database unavailable; stopping this run here: %s", exc,
+                           extra={"run_id": self.run_id})
+        except Exception as exc:  # a platform fault: record it, never lose the run silently
+            logger.exception("run failed in the platform", extra={"run_id": self.run_id})
+            await self._fail_ours(exc)
+
+    # -- steps ------------------------------------------------------------------------
+
+    async def _load(self) -> None:
+        engine, lease = self.engine, self.lease
+        async with engine.db.tenant_tx(lease.tenant) as conn:
+            row = await conn.fetchrow(Q.load_for_worker, lease.tenant.value, lease.run.uuid)
+            if row is None or row["lease_epoch"] != lease.epoch:
+                raise LeaseLost("claimed run is no longer ours")
+            version = await get_version(engine.db, lease.tenant, AgentId(row["agent_id"]),
+                                        row["agent_version"], conn)
+            events = await log.read(conn, lease.tenant, lease.run, after=0, limit=1_000_000)
+        self.spec = version.spec
+        self.state = RunState.fold(events, row["input"])
+
+    async def _catch_up(self) -> None:
+        """Events others appended since our last one (a cancel request, a decision)."""
+        async with self.engine.db.tenant_tx(self.lease.tenant) as conn:
+            for event in await log.read(conn, self.lease.tenant, self.lease.run,
+                                        after=self.state.last_seq, limit=1000):
+                self.state.apply(event)
+
+    async def _step(self) -> bool:
+        assert self.spec is not None
+        started = time.perf_counter()
+        await self._catch_up()
+        decision = decide(self.state, self.spec, self.run_id)
+        if decision is None:
+            return False
+        external_ms = await self._act(decision)
+        self.engine.stats.record((time.perf_counter() - started) * 1000 - external_ms)
+        return self.state.ended is None
+
+    async def _act(self, decision: Decision) -> float:
+        """Carry out one decision; return the time spent waiting on the model or a tool."""
+        assert self.spec is not None
+        match decision:
+            case CallModel():
+                return await self._call_model()
+            case CallTool():
+                return await self._call_tool(decision)
+            case Finish(answer=answer):
+                await self._end(EventType.RUN_FINISHED, {"answer": answer},
+                                RunStatus.FINISHED, answer=answer)
+            case Fail(reason=reason):
+                await self._end(EventType.RUN_FAILED, {"error": reason, "ours": False},
+                                RunStatus.FAILED, error={"message": reason, "ours": False})
+            case Cancel():
+                await self._end(EventType.RUN_CANCELLED, {"reason": "cancel_requested"},
+                                RunStatus.CANCELLED)
+            case StopForBudget(limit=limit, used=used, maximum=maximum):
+                message = f"stopped by the agent's {limit} limit ({used} of {maximum} used)"
+                await self._end(
+                    EventType.BUDGET_STOPPED, {"limit": limit, "used": used, "max": maximum},
+                    RunStatus.FAILED,
+                    error={"type": "budget_exhausted", "limit": limit, "message": message},
+                )
+        return 0.0
+
+    async def _call_model(self) -> float:
+        assert self.spec is not None
+        engine = self.engine
+        messages = conversation.messages(self.state, self.spec)
+        tools = await engine.tools.definitions(self.lease.tenant, self.spec)
+        request = ModelRequest(self.spec.model, tuple(messages), tuple(tools), self.run_id)
+        started = time.perf_counter()
+        reply = await self._complete_with_retries(request)
+        waited = (time.perf_counter() - started) * 1000
+        if reply is None:
+            return waited
+        cost = engine.prices.cost_micros(self.spec.model, reply.usage)
+        data: dict[str, Any] = {
+            "text": reply.text,
+            "calls": [call.to_json() for call in reply.calls],
+            "usage": reply.usage.to_json(),
+            "provider": reply.provider,
+            "account": reply.account,
+            "model": self.spec.model,
+            "cost_micros": cost,
+            "price_version": engine.prices.version,
+            "latency_ms": round(reply.latency_ms, 3),
+            "prompt_sha256": conversation.prompt_digest(messages),
+        }
+        await self._append([(EventType.MODEL_REPLIED, data)], steps=1, usage=reply.usage,
+                           cost=cost)
+        return waited
+
+    async def _complete_with_retries(self, request: ModelRequest) -> ModelReply | None:
+        settings = self.engine.settings
+        last: Exception | None = None
+        for attempt in range(settings.model_attempts):
+            try:
+                return await self.engine.model.complete(request)
+            except ModelRefused as exc:
+                await self._end(EventType.RUN_FAILED,
+                                {"error": f"the model provider refused: {exc.detail}",
+                                 "ours": False},
+                                RunStatus.FAILED, error={"message": exc.detail, "ours": False})
+                return None
+            except ModelUnavailable as exc:
+                last = exc
+                delay = _retry_after(exc) or settings.model_backoff_seconds * 2**attempt
+                await asyncio.sleep(delay * random.uniform(0.8, 1.2))
+        if isinstance(last, MalformedReply):
+            reason = f"the model provider kept sending malformed replies: {last.detail}"
+            await self._end(EventType.RUN_FAILED, {"error": reason, "ours": False},
+                            RunStatus.FAILED, error={"message": reason, "ours": False})
+            return None
+        logger.warning("model unavailable; run goes back to the queue",
+                       extra={"run_id": self.run_id, "error": str(last)})
+        later = datetime.now(UTC) + timedelta(seconds=settings.requeue_after_seconds)
+        await release(self.engine.db, self.lease, later)
+        raise LeaseLost("released after model retries")
+
+    async def _call_tool(self, call: CallTool) -> float:
+        assert self.spec is not None
+        data: dict[str, Any] = {"key": call.key, "tool": call.tool, "reply_seq": call.reply_seq,
+                                "call_index": call.call_index}
+        if call.invalid is not None or call.arguments is None:
+            data["error"] = call.invalid
+            await self._append([(EventType.TOOL_COMPLETED, data)])
+            return 0.0
+        data["arguments"] = call.arguments
+        result = await self.engine.tools.call(self.lease.tenant, self.spec, call.tool,
+                                              call.arguments, call.key)
+        data.update(result.to_json())
+        await self._append([(EventType.TOOL_COMPLETED, data)])
+        return result.duration_ms
+
+    # -- writing ----------------------------------------------------------------------
+
+    async def _append(
+        self, events: list[tuple[str, dict[str, Any]]], *, steps: int = 0,
+        usage: TokenUsage | None = None, cost: int = 0,
+    ) -> None:
+        usage = usage or TokenUsage()
+        lease = self.lease
+        written = []
+        async with self.engine.db.tenant_tx(lease.tenant) as conn:
+            for type_, data in events:
+                seq = await log.append(conn, lease.tenant, lease.run, type_, data,
+                                       epoch=lease.epoch)
+                written.append(Event(seq, type_, data, datetime.now(UTC)))
+            renewed = await conn.fetchrow(
+                Q.record_step, lease.tenant.value, lease.run.uuid, lease.epoch, steps,
+                usage.input_tokens, usage.output_tokens, cost,
+                self.engine.settings.lease_seconds,
+            )
+            if renewed is None:
+                raise LeaseLost("the run is no longer running under this lease")
+        await self._absorb(written)
+
+    async def _end(
+        self, type_: str, data: dict[str, Any], status: RunStatus, *, answer: Any = None,
+        error: Any = None,
+    ) -> None:
+        lease = self.lease
+        async with self.engine.db.tenant_tx(lease.tenant) as conn:
+            seq = await log.append(conn, lease.tenant, lease.run, type_, data, epoch=lease.epoch)
+            # The append above holds the run row's lock under our epoch until commit.
+            await conn.execute(Q.set_terminal_status, lease.tenant.value, lease.run.uuid,
+                               status.value, answer, error)
+        await self._absorb([Event(seq, type_, data, datetime.now(UTC))])
+        self.engine.stats.runs_ended += 1
+
+    async def _absorb(self, written: list[Event]) -> None:
+        """Bring the in-memory state up to what was just committed (only after the commit:
+        memory never runs ahead of the log). If someone else appended in between — the API
+        recording a cancel request — read the log instead of guessing."""
+        if written and written[0].seq == self.state.last_seq + 1:
+            for event in written:
+                self.state.apply(event)
+        else:
+            await self._catch_up()
+
+    async def _fail_ours(self, exc: Exception) -> None:
+        self.engine.stats.runs_failed_ours += 1
+        reason = f"platform error: {type(exc).__name__}: {exc}"[:1000]
+        try:
+            await self._end(EventType.RUN_FAILED, {"error": reason, "ours": True},
+                            RunStatus.FAILED, error={"message": reason, "ours": True})
+        except (LeaseLost, *DATABASE_DOWN):
+            logger.warning("could not record the platform failure", extra={"run_id": self.run_id})
+
+
+def _retry_after(exc: ModelUnavailable) -> float | None:
+    raw = exc.extra.get("retry_after")
+    try:
+        return min(float(raw), 60.0) if raw is not None else None
+    except (TypeError, ValueError):
+        return None

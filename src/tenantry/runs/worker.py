@@ -1,0 +1,152 @@
+"""A worker process's loop: claim runs, drive each in its own task, keep their leases alive,
+deliver webhooks. One asyncio process holds thousands of runs: they mostly wait on models."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+import asyncpg
+
+from tenantry.runs.driver import DATABASE_DOWN, Engine, RunDriver
+from tenantry.runs.lease import Lease, claim, release, renew
+from tenantry.runs.webhooks import WebhookSender
+
+logger = logging.getLogger(__name__)
+
+WAKE_CHANNEL = "tenantry_runnable"
+
+
+class Worker:
+    def __init__(
+        self, engine: Engine, *, dsn: str, concurrency: int = 200, claim_batch: int = 32,
+        poll_seconds: float = 1.0, webhooks: WebhookSender | None = None,
+        drain_seconds: float = 5.0,
+    ) -> None:
+        self.engine = engine
+        self._dsn = dsn
+        self.concurrency = concurrency
+        self._batch = claim_batch
+        self._poll = poll_seconds
+        self._webhooks = webhooks
+        self._drain = drain_seconds
+        self._active: dict[Lease, asyncio.Task[None]] = {}
+        self._lease_of: dict[asyncio.Task[None], Lease] = {}
+        self._wake = asyncio.Event()
+
+    @property
+    def active(self) -> int:
+        return len(self._active)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        listener = await self._listen()
+        background = [asyncio.create_task(self._heartbeat(stop), name="lease-heartbeat")]
+        if self._webhooks is not None:
+            background.append(asyncio.create_task(self._send_webhooks(stop), name="webhooks"))
+        logger.info("worker started", extra={"worker": self.engine.worker,
+                                             "concurrency": self.concurrency})
+        try:
+            while not stop.is_set():
+                if await self._fill() == 0:
+                    await self._idle(stop)
+        finally:
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
+            await self._shutdown()
+            if listener is not None:
+                with contextlib.suppress(Exception):
+                    await listener.close()
+
+    async def _fill(self) -> int:
+        """Claim as many runs as there are free slots; return how many were claimed."""
+        free = self.concurrency - len(self._active)
+        if free <= 0:
+            return 0
+        try:
+            leases = await claim(self.engine.db, self.engine.worker, min(free, self._batch),
+                                 self.engine.settings.lease_seconds)
+        except DATABASE_DOWN as exc:
+            logger.warning("cannot claim: database unavailable: %s", exc)
+            return 0
+        for lease in leases:
+            task = asyncio.create_task(RunDriver(self.engine, lease).drive(),
+                                       name=f"run {lease.run}")
+            self._active[lease] = task
+            self._lease_of[task] = lease
+            task.add_done_callback(self._finished)
+        return len(leases)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        lease = self._lease_of.pop(task, None)
+        if lease is not None:
+            self._active.pop(lease, None)
+        self._wake.set()  # a slot is free
+
+    async def _idle(self, stop: asyncio.Event) -> None:
+        """Sleep until new work is announced, a slot frees up, or the poll interval passes
+        (expired leases and delayed runs are found by polling, not by notification)."""
+        self._wake.clear()
+        waiters = [asyncio.create_task(self._wake.wait()), asyncio.create_task(stop.wait())]
+        try:
+            await asyncio.wait(waiters, timeout=self._poll, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+
+    async def _listen(self) -> asyncpg.Connection | None:
+        try:
+            conn = await asyncpg.connect(self._dsn)
+            await conn.add_listener(WAKE_CHANNEL, self._on_runnable)
+            return conn
+        except (*DATABASE_DOWN, asyncpg.PostgresError) as exc:
+            logger.warning("no LISTEN connection, polling only: %s", exc)
+            return None
+
+    def _on_runnable(self, *_args: object) -> None:
+        self._wake.set()
+
+    async def _heartbeat(self, stop: asyncio.Event) -> None:
+        interval = self.engine.settings.lease_seconds / 3
+        while not stop.is_set():
+            await asyncio.sleep(interval)
+            held = list(self._active)
+            try:
+                lost = await renew(self.engine.db, self.engine.worker, held,
+                                   self.engine.settings.lease_seconds)
+            except DATABASE_DOWN as exc:
+                logger.warning("cannot renew leases: %s", exc)
+                continue
+            for lease in lost:
+                task = self._active.get(lease)
+                if task is not None and not task.done():
+                    logger.warning("lease lost; stopping the run here",
+                                   extra={"run_id": str(lease.run)})
+                    task.cancel()
+
+    async def _send_webhooks(self, stop: asyncio.Event) -> None:
+        assert self._webhooks is not None
+        while not stop.is_set():
+            try:
+                sent = await self._webhooks.deliver_due()
+            except DATABASE_DOWN as exc:
+                logger.warning("webhooks paused: %s", exc)
+                sent = 0
+            if not sent:
+                await asyncio.sleep(self._poll)
+
+    async def _shutdown(self) -> None:
+        """Let in-flight steps finish briefly, then stop and hand the runs back at once
+        (instead of making them wait out the lease)."""
+        if not self._active:
+            return
+        tasks = list(self._active.values())
+        leases = list(self._active)
+        await asyncio.wait(tasks, timeout=self._drain)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for lease in leases:
+            with contextlib.suppress(*DATABASE_DOWN):
+                await release(self.engine.db, lease)

@@ -1,0 +1,82 @@
+"""Serve an ASGI app with uvicorn on a loopback socket, inside the running event loop or as
+the main thing a helper process does. Shared by the fake model and the MCP test server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Generator
+
+import uvicorn
+from starlette.types import ASGIApp
+
+
+class _Server(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, *, handle_signals: bool) -> None:
+        super().__init__(config)
+        self._handle_signals = handle_signals
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        # Embedded in a test's loop, uvicorn must not take over the host's SIGINT/SIGTERM.
+        if self._handle_signals:
+            with super().capture_signals():
+                yield
+        else:
+            yield
+
+
+class LoopbackServer:
+    """``await start()`` returns once the socket accepts connections; ``await stop()``
+    shuts down gracefully (in-flight requests get ``grace_s`` seconds)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        handle_signals: bool = False,
+        grace_s: int = 1,
+    ) -> None:
+        # Binding the socket ourselves (port 0 = any free port) avoids the race of probing
+        # for a free port and binding it later. IPPROTO_TCP explicitly: asyncio only sets
+        # TCP_NODELAY on accepted sockets whose proto says TCP, and without it every
+        # request/response pair waits ~40 ms on delayed ACKs.
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self._socket.bind((host, port))
+        except OSError:
+            self._socket.close()
+            raise
+        self.host = host
+        self.port: int = self._socket.getsockname()[1]
+        config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on",
+                                timeout_graceful_shutdown=grace_s, timeout_keep_alive=30)
+        self._server = _Server(config, handle_signals=handle_signals)
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        if self._task is not None:
+            raise RuntimeError("server already started")
+        self._task = asyncio.create_task(self._server.serve(sockets=[self._socket]))
+        while not self._server.started:
+            if self._task.done():
+                # Startup failed (uvicorn exits with SystemExit): surface it as an error.
+                exc = self._task.exception()
+                raise RuntimeError("test server failed to start") from exc
+            await asyncio.sleep(0.005)
+
+    async def wait(self) -> None:
+        """Until the server stops (a signal in process mode, or ``stop()``)."""
+        if self._task is not None:
+            await self._task
+
+    async def stop(self) -> None:
+        if self._task is None:
+            self._socket.close()
+            return
+        self._server.should_exit = True
+        await self._task

@@ -1,0 +1,1 @@
+"""Tool gateway: policy, approvals, the MCP client, output fencing, audit, built-ins."""

@@ -1,0 +1,14 @@
+-- name: insert_server
+INSERT INTO tool_servers (tenant_id, server_id, name, url, honours_idempotency_keys, tools,
+                          tools_sha256)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (tenant_id, name) DO NOTHING
+RETURNING created_at
+
+-- name: list_servers
+SELECT server_id, name, url, honours_idempotency_keys, tools, tools_sha256, created_at
+FROM tool_servers WHERE tenant_id = $1
+ORDER BY name
+
+-- name: tenant_exists
+SELECT 1 FROM tenants WHERE tenant_id = $1

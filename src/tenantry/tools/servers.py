@@ -1,0 +1,69 @@
+"""A tenant's MCP tool servers. Registering one reads its tool list; the list is stored and
+pinned (its hash), so the tools a model may see are the ones an operator registered."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from tenantry.db import Database
+from tenantry.db.queries import load
+from tenantry.errors import Conflict, NotFound
+from tenantry.ids import TenantId
+from tenantry.jsonutil import digest
+from tenantry.tools.mcp_client import McpToolClient
+
+Q = load(__package__)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolServer:
+    server_id: uuid.UUID
+    name: str
+    url: str
+    honours_idempotency_keys: bool
+    tools: tuple[dict[str, Any], ...]  # [{name, description, input_schema}]
+    tools_sha256: bytes
+    created_at: datetime
+
+    @classmethod
+    def from_row(cls, r: asyncpg.Record) -> ToolServer:
+        return cls(r["server_id"], r["name"], r["url"], r["honours_idempotency_keys"],
+                   tuple(r["tools"]), bytes(r["tools_sha256"]), r["created_at"])
+
+    def tool_names(self) -> set[str]:
+        return {t["name"] for t in self.tools}
+
+
+async def register(
+    db: Database, mcp: McpToolClient, tenant: TenantId, *, name: str, url: str,
+    honours_idempotency_keys: bool,
+) -> ToolServer:
+    """Read the server's tool list and store it. The server must answer now: registering
+    a tool list nobody has seen would defeat pinning."""
+    tools = tuple(await mcp.list_tools(url))
+    sha = digest(list(tools))
+    server_id = uuid.uuid4()
+    async with db.tenant_tx(tenant) as conn:
+        if await conn.fetchval(Q.tenant_exists, tenant.value) is None:
+            raise NotFound("No tenant with this id.")
+        existing = [ToolServer.from_row(r) for r in await conn.fetch(Q.list_servers, tenant.value)]
+        clash = {t["name"] for t in tools} & {n for s in existing for n in s.tool_names()}
+        if clash:
+            raise Conflict(f"Tool names already served by another server: {sorted(clash)}.",
+                           tools=sorted(clash))
+        row = await conn.fetchrow(Q.insert_server, tenant.value, server_id, name, url,
+                                  honours_idempotency_keys, list(tools), sha)
+    if row is None:
+        raise Conflict("A tool server with this name already exists.", field="name")
+    return ToolServer(server_id, name, url, honours_idempotency_keys, tools, sha,
+                      row["created_at"])
+
+
+async def list_servers(db: Database, tenant: TenantId) -> list[ToolServer]:
+    async with db.tenant_tx(tenant) as conn:
+        return [ToolServer.from_row(r) for r in await conn.fetch(Q.list_servers, tenant.value)]

@@ -1,0 +1,152 @@
+"""The run engine end to end: real worker loop, real fake model over HTTP, real MCP server."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+
+from tests.conftest import Api, Fakes, answer, call, scripted
+
+
+async def _tenant_with_tools(
+    api: Api, fakes: Fakes, **spec: object
+) -> tuple[str, dict[str, str], str]:
+    tenant, h = await api.tenant()
+    await api.tool_server(tenant, fakes.mcp.url)
+    spec.setdefault("tools", ["effect", "echo", "fail", "slow", "add"])
+    agent = await api.agent(h, **spec)
+    return tenant, h, agent
+
+
+async def test_run_with_tool_calls_finishes_with_keys_from_the_log(
+    api: Api, fakes: Fakes, worker: object
+) -> None:
+    _, h, agent = await _tenant_with_tools(api, fakes)
+    run_id = await api.start(h, agent, scripted(
+        call("effect", note="{input}"), call("add", a=2, b=3),
+        answer("Done: {tool_results}"), text="refund-7"))
+    events = await api.events_until_end(h, run_id)
+    assert [e["type"] for e in events] == [
+        "RunCreated", "ModelReplied", "ToolCompleted", "ModelReplied", "ToolCompleted",
+        "ModelReplied", "RunFinished"]
+    first_tool = events[2]["data"]
+    assert first_tool["key"] == f"{run_id}:2:0"  # {run_id}:{reply_seq}:{call_index}
+    assert first_tool["tool"] == "effect" and first_tool["arguments"] == {"note": "refund-7"}
+    assert first_tool["result"] == "applied refund-7"
+    # The MCP server received the same key in _meta and in the Idempotency-Key header.
+    record = next(c for c in fakes.mcp.calls if c.tool == "effect")
+    assert record.meta_key == record.header_key == f"{run_id}:2:0"
+    assert fakes.mcp.key_counts()[f"{run_id}:2:0"].effects == 1
+    run = await api.run(h, run_id)
+    assert run["status"] == "finished"
+    assert run["answer"] == "Done: applied refund-7\n5"
+    # Usage and cost on the run are the sums of what was recorded with each reply.
+    replies = [e["data"] for e in events if e["type"] == "ModelReplied"]
+    assert run["steps"] == 3
+    assert run["usage"] == {
+        "input_tokens": sum(r["usage"]["input_tokens"] for r in replies),
+        "output_tokens": sum(r["usage"]["output_tokens"] for r in replies)}
+    assert run["cost_micros"] == sum(r["cost_micros"] for r in replies) > 0
+
+
+async def test_model_reply_is_saved_before_the_tool_runs(
+    api: Api, fakes: Fakes, worker: object, admin_conn: asyncpg.Connection
+) -> None:
+    _, h, agent = await _tenant_with_tools(api, fakes)
+    run_id = await api.start(h, agent, scripted(call("slow", seconds=1.0), answer("ok")))
+    async with api.client.stream("GET", f"/v1/runs/{run_id}/events", headers=h) as r:
+        async for line in r.aiter_lines():
+            if line.startswith("event: ModelReplied"):
+                break
+    # While the tool is still running, the reply that asked for it is already in the log.
+    types = [t["type"] for t in await admin_conn.fetch("SELECT type FROM run_events ORDER BY seq")]
+    assert types == ["RunCreated", "ModelReplied"]
+    await api.events_until_end(h, run_id)
+
+
+async def test_malformed_calls_become_tool_errors_and_the_run_carries_on(
+    api: Api, fakes: Fakes, worker: object
+) -> None:
+    _, h, agent = await _tenant_with_tools(api, fakes)
+    script = scripted(
+        {"tool_calls": [{"name": "", "arguments": {}}]},
+        {"tool_calls": [{"name": "echo", "arguments": "{not json"}]},
+        {"tool_calls": [{"name": "echo", "arguments": "[1, 2]"}]},
+        call("not_a_tool", x=1), call("fail", message="boom"), answer("recovered"))
+    run_id = await api.start(h, agent, script)
+    events = await api.events_until_end(h, run_id)
+    errors = [e["data"]["error"] for e in events if e["type"] == "ToolCompleted"]
+    assert errors[0] == "the tool call has no tool name"
+    assert "not valid JSON" in errors[1]
+    assert errors[2] == "the arguments must be a JSON object"
+    assert "not available to this agent" in errors[3]
+    assert "boom" in errors[4]
+    assert (await api.run(h, run_id))["answer"] == "recovered"
+    assert [c.tool for c in fakes.mcp.calls] == ["fail"]  # nothing invalid reached a server
+
+
+async def test_empty_reply_fails_the_run_not_ours(api: Api, fakes: Fakes, worker: object) -> None:
+    _, h, agent = await _tenant_with_tools(api, fakes)
+    run_id = await api.start(h, agent, scripted(answer("")))
+    events = await api.events_until_end(h, run_id)
+    assert events[-1]["type"] == "RunFailed"
+    assert events[-1]["data"] == {"error": "the model returned an empty reply", "ours": False}
+    run = await api.run(h, run_id)
+    assert run["status"] == "failed"
+    assert run["error"] == {"message": "the model returned an empty reply", "ours": False}
+
+
+async def test_max_steps_stops_between_steps(api: Api, fakes: Fakes, worker: object) -> None:
+    _, h, agent = await _tenant_with_tools(api, fakes, limits={"max_steps": 2})
+    run_id = await api.start(h, agent, scripted(*[call("echo", text="again")] * 10))
+    events = await api.events_until_end(h, run_id)
+    assert [e["type"] for e in events] == [
+        "RunCreated", "ModelReplied", "ToolCompleted", "ModelReplied", "ToolCompleted",
+        "BudgetStopped"]
+    assert events[-1]["data"] == {"limit": "max_steps", "used": 2, "max": 2}
+    run = await api.run(h, run_id)
+    assert run["status"] == "failed" and run["error"]["type"] == "budget_exhausted"
+
+
+async def test_cost_and_token_limits(api: Api, fakes: Fakes, worker: object) -> None:
+    _, h, agent = await _tenant_with_tools(api, fakes, limits={"max_cost_micros": 1})
+    run_id = await api.start(h, agent, scripted(call("echo", text="x"), answer("never")))
+    events = await api.events_until_end(h, run_id)
+    assert events[-1]["type"] == "BudgetStopped"
+    assert events[-1]["data"]["limit"] == "max_cost_micros"
+    _, h2, agent2 = await _tenant_with_tools(api, fakes, limits={"max_tokens": 5})
+    run_id = await api.start(h2, agent2, scripted(call("echo", text="x"), answer("never")))
+    events = await api.events_until_end(h2, run_id)
+    assert events[-1]["data"]["limit"] == "max_tokens"
+
+
+async def test_cancel_lets_the_tool_call_in_flight_finish(
+    api: Api, fakes: Fakes, worker: object
+) -> None:
+    _, h, agent = await _tenant_with_tools(api, fakes)
+    run_id = await api.start(h, agent, scripted(call("slow", seconds=1.0), answer("too late")))
+    async with api.client.stream("GET", f"/v1/runs/{run_id}/events", headers=h) as r:
+        async for line in r.aiter_lines():
+            if line.startswith("event: ModelReplied"):
+                break
+    r = await api.client.post(f"/v1/runs/{run_id}/cancel", headers=h)
+    assert r.json()["status"] == "running" and r.json()["cancel_requested"] is True
+    events = await api.events_until_end(h, run_id)
+    assert [e["type"] for e in events] == [
+        "RunCreated", "ModelReplied", "CancelRequested", "ToolCompleted", "RunCancelled"]
+    assert events[3]["data"]["result"].startswith("slept")
+    assert (await api.run(h, run_id))["status"] == "cancelled"
+
+
+async def test_worker_holds_many_runs_at_once(api: Api, fakes: Fakes, worker: object) -> None:
+    _, h, agent = await _tenant_with_tools(api, fakes)
+    runs = [await api.start(h, agent, scripted(call("slow", seconds=2.0), answer(f"r{i}")))
+            for i in range(20)]
+    results = await asyncio.gather(*(api.events_until_end(h, r) for r in runs))
+    assert all(events[-1]["type"] == "RunFinished" for events in results)
+    # Every tool call started (its reply was saved) before the first one completed: all 20
+    # runs were in flight in the one worker at the same moment.
+    started = max(events[1]["created_at"] for events in results)
+    completed = min(events[2]["created_at"] for events in results)
+    assert started < completed

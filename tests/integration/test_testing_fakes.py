@@ -1,0 +1,397 @@
+"""The shipped test helpers over real HTTP: the fake OpenAI-compatible model server, the MCP
+effects server, and the production MCP client against it."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import orjson
+import pytest
+
+from tenantry.errors import ToolUnavailable
+from tenantry.models.scripted import Script, Step, ToolCall, prompt_tokens
+from tenantry.testing import EffectsMcpServer, FakeModelServer, KeyCount
+from tenantry.tools.mcp_client import McpToolClient, ToolOutcome
+
+LOOKUP = Script.of(
+    Step.calls(ToolCall("effect", {"note": "{input}"}), ToolCall("add", {"a": 1, "b": 2})),
+    Step.answer("Done: {tool_results}"),
+)
+
+
+@pytest.fixture
+async def model() -> AsyncIterator[FakeModelServer]:
+    async with FakeModelServer(scripts={"lookup": LOOKUP}) as server:
+        yield server
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[httpx2.AsyncClient]:
+    async with httpx2.AsyncClient(timeout=10) as client:
+        yield client
+
+
+@pytest.fixture
+async def tools() -> AsyncIterator[EffectsMcpServer]:
+    async with EffectsMcpServer() as server:
+        yield server
+
+
+@pytest.fixture
+async def mcp() -> AsyncIterator[McpToolClient]:
+    async with McpToolClient() as client:
+        yield client
+
+
+async def complete(http: httpx2.AsyncClient, model: FakeModelServer, body: Any,
+                   **headers: str) -> httpx2.Response:
+    return await http.post(f"{model.base_url}/chat/completions", json=body, headers=headers)
+
+
+# ---------------------------------------------------------------------- fake model server
+
+
+async def test_chat_completion_wire_format_with_tool_calls(
+    model: FakeModelServer, http: httpx2.AsyncClient
+) -> None:
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "milk"}]
+    tools = [{"type": "function", "function": {"name": "effect", "parameters": {}}}]
+    r = await complete(http, model, {"model": "scripted/lookup", "messages": messages,
+                                     "tools": tools, "tool_choice": "auto"},
+                       authorization="Bearer sk-provider-key")
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("application/json")
+    body = r.json()
+    assert set(body) == {"id", "object", "created", "model", "choices", "usage"}
+    assert body["object"] == "chat.completion"
+    assert body["id"].startswith("chatcmpl-")
+    assert body["model"] == "scripted/lookup"
+    assert isinstance(body["created"], int)
+    (choice,) = body["choices"]
+    assert choice["index"] == 0
+    assert choice["finish_reason"] == "tool_calls"
+    message = choice["message"]
+    assert message["role"] == "assistant"
+    assert message["content"] is None
+    assert message["tool_calls"] == [
+        {"id": "call_0_0", "type": "function",
+         "function": {"name": "effect", "arguments": '{"note":"milk"}'}},
+        {"id": "call_0_1", "type": "function",
+         "function": {"name": "add", "arguments": '{"a":1,"b":2}'}},
+    ]
+    usage = body["usage"]
+    assert usage["prompt_tokens"] == prompt_tokens(messages)
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+
+    (recorded,) = model.requests
+    assert recorded.path == "/v1/chat/completions"
+    assert recorded.headers["authorization"] == "Bearer sk-provider-key"
+    assert recorded.json()["messages"] == messages
+    (logged,) = model.usage_log
+    assert (logged.completion_id, logged.prompt_tokens, logged.completion_tokens,
+            logged.total_tokens) == (body["id"], usage["prompt_tokens"],
+                                     usage["completion_tokens"], usage["total_tokens"])
+
+
+async def test_a_conversation_ends_with_a_final_answer_and_replays_identically(
+    model: FakeModelServer, http: httpx2.AsyncClient
+) -> None:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "eggs"}]
+    first = (await complete(http, model, {"model": "scripted/lookup", "messages": messages}))
+    assistant = first.json()["choices"][0]["message"]
+    messages.append(assistant)
+    messages += [{"role": "tool", "tool_call_id": c["id"], "content": f"result {c['id']}"}
+                 for c in assistant["tool_calls"]]
+    final = await complete(http, model, {"model": "scripted/lookup", "messages": messages})
+    again = await complete(http, model, {"model": "scripted/lookup", "messages": messages})
+    assert final.json()["choices"] == again.json()["choices"]
+    assert final.json()["usage"] == again.json()["usage"]
+    choice = final.json()["choices"][0]
+    assert choice["finish_reason"] == "stop"
+    assert choice["message"]["content"] == "Done: result call_0_0\nresult call_0_1"
+    assert "tool_calls" not in choice["message"]
+    assert sum(u.total_tokens for u in model.usage_log) == sum(
+        r.json()["usage"]["total_tokens"] for r in (first, final, again))
+
+
+async def test_default_and_inline_scripts(model: FakeModelServer, http: httpx2.AsyncClient) -> None:
+    r = await complete(http, model, {"model": "scripted",
+                                     "messages": [{"role": "user", "content": "hi there"}]})
+    assert r.json()["choices"][0]["message"]["content"] == "You said: hi there"
+    inline = {"script": [{"text": "inline says {input}"}], "input": "bye"}
+    r = await complete(http, model, {"model": "scripted", "messages": [
+        {"role": "user", "content": orjson.dumps(inline).decode()}]})
+    assert r.json()["choices"][0]["message"]["content"] == "inline says bye"
+
+
+@pytest.mark.parametrize(("body", "param"), [
+    (b"{not json", None),
+    (b"[]", None),
+    (b'{"messages": [{"role": "user", "content": "x"}]}', "model"),
+    (b'{"model": "scripted", "messages": []}', "messages"),
+    (b'{"model": "scripted", "messages": [{"role": "wizard", "content": "x"}]}', "messages[0]"),
+    (b'{"model": "scripted", "messages": [{"role": "tool", "content": "x"}]}', "messages[0]"),
+    (b'{"model": "scripted", "messages": [{"role": "user", "content": "x"}], "tools": [{}]}',
+     "tools[0]"),
+    (b'{"model": "scripted", "messages": [{"role": "user", "content": "{\\"script\\": 5}"}]}',
+     "messages"),
+])
+async def test_malformed_requests_get_an_openai_style_400(
+    model: FakeModelServer, http: httpx2.AsyncClient, body: bytes, param: str | None
+) -> None:
+    r = await http.post(f"{model.base_url}/chat/completions", content=body,
+                        headers={"content-type": "application/json"})
+    assert r.status_code == 400
+    error = r.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert error["type"] == "invalid_request_error"
+    assert error["param"] == param
+    assert model.usage_log == []
+
+
+async def test_unknown_model_is_a_404(model: FakeModelServer, http: httpx2.AsyncClient) -> None:
+    r = await complete(http, model, {"model": "scripted/nope",
+                                     "messages": [{"role": "user", "content": "x"}]})
+    assert r.status_code == 404
+    assert r.json()["error"]["code"] == "model_not_found"
+
+
+async def test_fail_next_injects_errors_then_recovers(
+    model: FakeModelServer, http: httpx2.AsyncClient
+) -> None:
+    body = {"model": "scripted", "messages": [{"role": "user", "content": "x"}]}
+    model.fail_next(2, status=429, retry_after=1.5)
+    model.fail_next(1, status=500)
+    statuses = []
+    for _ in range(4):
+        r = await complete(http, model, body)
+        statuses.append(r.status_code)
+        if r.status_code == 429:
+            assert r.headers["retry-after"] == "1.5"
+            assert r.json()["error"]["code"] == "rate_limit_exceeded"
+        if r.status_code == 500:
+            assert r.json()["error"]["type"] == "server_error"
+            assert "retry-after" not in r.headers
+    assert statuses == [429, 429, 500, 200]
+    assert len(model.requests) == 4
+    assert len(model.usage_log) == 1  # failed calls are not billed
+
+
+async def test_malformed_and_hang_modes(model: FakeModelServer, http: httpx2.AsyncClient) -> None:
+    body = {"model": "scripted", "messages": [{"role": "user", "content": "x"}]}
+    model.set_mode("malformed")
+    r = await complete(http, model, body)
+    assert r.status_code == 200
+    with pytest.raises(orjson.JSONDecodeError):
+        orjson.loads(r.content)
+
+    model.set_mode("hang")
+    with pytest.raises(httpx2.ReadTimeout):
+        await http.post(f"{model.base_url}/chat/completions", json=body, timeout=0.3)
+    model.set_mode("ok")
+    assert (await complete(http, model, body)).status_code == 200
+
+
+async def _start_process(*args: str) -> tuple[asyncio.subprocess.Process, str]:
+    proc = await asyncio.create_subprocess_exec(sys.executable, *args,
+                                                stdout=asyncio.subprocess.PIPE)
+    assert proc.stdout is not None
+    line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode().strip()
+    assert line.startswith("READY "), line
+    return proc, line.removeprefix("READY ")
+
+
+async def _stop_process(proc: asyncio.subprocess.Process) -> None:
+    if proc.returncode is None:
+        proc.terminate()
+    await proc.wait()
+
+
+async def test_fake_model_runs_as_its_own_process(tmp_path: Path, http: httpx2.AsyncClient) -> None:
+    scripts = tmp_path / "scripts.json"
+    scripts.write_bytes(orjson.dumps({"default": LOOKUP.to_data()}))
+    proc, base_url = await _start_process("-m", "tenantry.testing.fake_model",
+                                          "--port", "0", "--scripts", str(scripts))
+    try:
+        assert base_url.startswith("http://127.0.0.1:") and base_url.endswith("/v1")
+        r = await http.post(f"{base_url}/chat/completions", json={
+            "model": "scripted", "messages": [{"role": "user", "content": "tea"}]})
+        assert r.json()["choices"][0]["message"]["tool_calls"][0]["function"] == {
+            "name": "effect", "arguments": '{"note":"tea"}'}
+    finally:
+        await _stop_process(proc)
+    # uvicorn shuts down gracefully, then re-raises the signal it caught.
+    assert proc.returncode in (0, -signal.SIGTERM)
+
+
+# ---------------------------------------------------------------------- MCP server + client
+
+
+async def test_an_effect_happens_once_per_idempotency_key(
+    tools: EffectsMcpServer, mcp: McpToolClient
+) -> None:
+    first = await mcp.call(tools.url, "effect", {"note": "pay"}, idempotency_key="run_1:3:0")
+    again = await mcp.call(tools.url, "effect", {"note": "pay"}, idempotency_key="run_1:3:0")
+    other = await mcp.call(tools.url, "effect", {"note": "pay"}, idempotency_key="run_1:5:0")
+    assert first == ToolOutcome(ok=True, content="applied pay")
+    assert again == ToolOutcome(ok=True, content="already applied pay")
+    assert other.content == "applied pay"
+    assert tools.key_counts() == {"run_1:3:0": KeyCount(calls=2, effects=1),
+                                  "run_1:5:0": KeyCount(calls=1, effects=1)}
+    # The key travels both ways: MCP _meta and the Idempotency-Key header.
+    assert [(c.meta_key, c.header_key) for c in tools.calls] == [
+        ("run_1:3:0", "run_1:3:0"), ("run_1:3:0", "run_1:3:0"), ("run_1:5:0", "run_1:5:0")]
+    assert tools.stats(include_calls=False)["duplicate_effects"] == 0
+
+
+async def test_calls_without_a_key_apply_every_time(
+    tools: EffectsMcpServer, mcp: McpToolClient
+) -> None:
+    for _ in range(2):
+        outcome = await mcp.call(tools.url, "effect", {"note": "n"})
+        assert outcome.content == "applied n"
+    assert tools.effects_total == 2
+    assert tools.key_counts() == {}
+    assert [c.header_key for c in tools.calls] == [None, None]
+
+
+async def test_simple_tools(tools: EffectsMcpServer, mcp: McpToolClient) -> None:
+    assert await mcp.call(tools.url, "echo", {"text": "hi"}) == ToolOutcome(True, "hi")
+    assert await mcp.call(tools.url, "add", {"a": 2, "b": 40}) == ToolOutcome(True, "42")
+    assert await mcp.call(tools.url, "slow", {"seconds": 0}) == ToolOutcome(True, "slept 0.0")
+
+
+async def test_tool_errors_come_back_as_outcomes(
+    tools: EffectsMcpServer, mcp: McpToolClient
+) -> None:
+    failed = await mcp.call(tools.url, "fail", {"message": "card declined"})
+    assert not failed.ok
+    assert failed.error is not None and "card declined" in failed.error
+    unknown = await mcp.call(tools.url, "no_such_tool", {})
+    assert not unknown.ok and unknown.error is not None and "no_such_tool" in unknown.error
+    bad_args = await mcp.call(tools.url, "add", {"a": "two", "b": 2})
+    assert not bad_args.ok
+    # The connection survives tool errors.
+    assert (await mcp.call(tools.url, "echo", {"text": "still here"})).ok
+    assert mcp.open_connections == 1
+
+
+async def test_each_call_carries_its_own_authorization(
+    tools: EffectsMcpServer, mcp: McpToolClient
+) -> None:
+    """Pooled connections must never send one credential with another's call."""
+    for token in ("tok-a", "tok-b", "tok-a"):
+        await mcp.call(tools.url, "echo", {"text": token},
+                       headers={"Authorization": f"Bearer {token}"})
+    await mcp.call(tools.url, "echo", {"text": "none"})
+    assert tools.authorizations == ["Bearer tok-a", "Bearer tok-b", "Bearer tok-a", None]
+    assert [c.arguments["text"] for c in tools.calls] == ["tok-a", "tok-b", "tok-a", "none"]
+
+
+async def test_list_tools_gives_names_descriptions_and_schemas(
+    tools: EffectsMcpServer, mcp: McpToolClient
+) -> None:
+    listed = {t["name"]: t for t in await mcp.list_tools(tools.url)}
+    assert set(listed) == {"effect", "echo", "add", "fail", "slow"}
+    assert listed["add"]["input_schema"]["properties"].keys() == {"a", "b"}
+    assert listed["add"]["input_schema"]["required"] == ["a", "b"]
+    assert listed["effect"]["description"]
+
+
+async def test_unreachable_server_raises_tool_unavailable(mcp: McpToolClient) -> None:
+    server = EffectsMcpServer()
+    await server.start()
+    url = server.url
+    await server.stop()
+    with pytest.raises(ToolUnavailable) as caught:
+        await mcp.call(url, "echo", {"text": "x"}, idempotency_key="k")
+    assert caught.value.retryable
+    assert caught.value.extra["reason"] == "connect"
+
+
+async def test_a_timeout_raises_tool_unavailable(
+    tools: EffectsMcpServer, mcp: McpToolClient
+) -> None:
+    with pytest.raises(ToolUnavailable) as caught:
+        await mcp.call(tools.url, "slow", {"seconds": 30}, timeout=0.2)
+    assert caught.value.extra["reason"] == "timeout"
+    assert (await mcp.call(tools.url, "echo", {"text": "after"})).ok
+
+
+async def test_http_failures_are_unavailable_but_refusals_are_outcomes(
+    tools: EffectsMcpServer, mcp: McpToolClient
+) -> None:
+    tools.fail_next(1, status=503)
+    with pytest.raises(ToolUnavailable) as caught:
+        await mcp.call(tools.url, "effect", {"note": "x"}, idempotency_key="k")
+    assert caught.value.extra["http_status"] == 503
+    tools.fail_next(1, status=401)
+    refused = await mcp.call(tools.url, "effect", {"note": "x"}, idempotency_key="k")
+    assert refused == ToolOutcome(False, "", "tool server refused the call (HTTP 401)")
+    assert tools.calls == []  # neither reached the tool
+    retried = await mcp.call(tools.url, "effect", {"note": "x"}, idempotency_key="k")
+    assert retried == ToolOutcome(True, "applied x")
+    assert mcp.open_connections == 1
+
+
+async def test_the_pool_recovers_when_a_server_restarts(mcp: McpToolClient) -> None:
+    first = EffectsMcpServer()
+    await first.start()
+    url, port = first.url, int(first.base_url.rsplit(":", 1)[1])
+    assert (await mcp.call(url, "echo", {"text": "one"})).ok
+    await first.stop()
+    with pytest.raises(ToolUnavailable):
+        await mcp.call(url, "echo", {"text": "down"})
+    async with EffectsMcpServer(port=port) as second:
+        assert (await mcp.call(url, "echo", {"text": "two"})).ok
+        assert [c.arguments["text"] for c in second.calls] == ["two"]
+
+
+async def test_stats_route(tools: EffectsMcpServer, mcp: McpToolClient,
+                           http: httpx2.AsyncClient) -> None:
+    await mcp.call(tools.url, "effect", {"note": "x"}, idempotency_key="k1",
+                   headers={"Authorization": "Bearer t"})
+    await mcp.call(tools.url, "effect", {"note": "x"}, idempotency_key="k1",
+                   headers={"Authorization": "Bearer t"})
+    stats = (await http.get(f"{tools.base_url}/stats")).json()
+    assert stats["keys"] == {"k1": {"calls": 2, "effects": 1}}
+    assert stats["effects_total"] == 1
+    assert [c["authorization"] for c in stats["calls"]] == ["Bearer t", "Bearer t"]
+    brief = (await http.get(f"{tools.base_url}/stats?calls=false")).json()
+    assert "calls" not in brief
+
+
+async def test_state_file_keeps_effects_once_across_restarts(
+    tmp_path: Path, mcp: McpToolClient
+) -> None:
+    state = tmp_path / "effects.jsonl"
+    async with EffectsMcpServer(state_file=state) as server:
+        await mcp.call(server.url, "effect", {"note": "ship"}, idempotency_key="run_9:1:0")
+    async with EffectsMcpServer(state_file=state) as server:
+        again = await mcp.call(server.url, "effect", {"note": "ship"},
+                               idempotency_key="run_9:1:0")
+        assert again.content == "already applied ship"
+        assert server.key_counts() == {"run_9:1:0": KeyCount(calls=2, effects=1)}
+
+
+async def test_mcp_server_runs_as_its_own_process(
+    tmp_path: Path, mcp: McpToolClient, http: httpx2.AsyncClient
+) -> None:
+    state = tmp_path / "effects.jsonl"
+    proc, url = await _start_process("-m", "tenantry.testing.mcp_server",
+                                     "--port", "0", "--state", str(state))
+    try:
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
+        await mcp.call(url, "effect", {"note": "x"}, idempotency_key="p1")
+        await mcp.call(url, "effect", {"note": "x"}, idempotency_key="p1")
+        stats = (await http.get(url.removesuffix("/mcp") + "/stats")).json()
+        assert stats["keys"] == {"p1": {"calls": 2, "effects": 1}}
+    finally:
+        await _stop_process(proc)
+    assert len(state.read_bytes().splitlines()) == 2
