@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -14,6 +14,7 @@ from tenantry import __version__
 
 if TYPE_CHECKING:
     from tenantry.config import Settings
+    from tenantry.platform_setup import Demo
 
 app = typer.Typer(
     name="tenantry",
@@ -66,9 +67,18 @@ def migrate_cmd(database_url: DatabaseUrl = None, data_dir: DataDir = None) -> N
 
     settings = _settings(database_url=database_url, data_dir=data_dir)
     logs.configure(settings.log_format)
-    database = resolve_database(settings)
+    from tenantry.errors import TenantryError
+
+    try:
+        database = resolve_database(settings)
+    except TenantryError as exc:
+        _fail(exc.detail)
     try:
         applied = asyncio.run(_migrate_with_progress(database.dsn))
+    except TenantryError as exc:
+        _fail(exc.detail)
+    except OSError as exc:
+        _fail(f"cannot reach the database: {exc}")
     finally:
         database.stop()
     typer.echo(f"applied {len(applied)} migration(s); schema is current")
@@ -144,7 +154,9 @@ def _serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers:
 
     from tenantry import logs
     from tenantry.api.app import create_app
+    from tenantry.db import DATABASE_DOWN
     from tenantry.db.migrate import pending
+    from tenantry.errors import TenantryError
     from tenantry.platform_setup import (
         apply_migrations,
         ensure_demo,
@@ -152,37 +164,57 @@ def _serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers:
         resolve_database,
     )
     from tenantry.runtime import run_worker
-    from tenantry.serve import ApiServer, Service, api_service, run_until_signalled
+    from tenantry.serve import ApiServer, Service, ServiceFailed, api_service, run_until_signalled
 
     logs.configure(settings.log_format)
+    supplied_token = settings.operator_token is not None
     settings = settings.with_(operator_token=operator_token(settings))
-    database = resolve_database(settings)
+    try:
+        database = resolve_database(settings)
+    except TenantryError as exc:
+        _fail(exc.detail)
     try:
         if migrate:
             asyncio.run(apply_migrations(database.dsn))
         else:
             missing = asyncio.run(_pending(database.dsn, pending))
             if missing:
-                typer.secho(f"error: {missing} migration(s) pending; run 'tenantry migrate'",
-                            fg="red", err=True)
-                raise typer.Exit(2)
+                _fail(f"{missing} migration(s) pending; run 'tenantry migrate'")
         services: list[Service] = []
         if api:
             demo_info = asyncio.run(ensure_demo(database.dsn, settings)) if demo else None
             base = f"http://{settings.host}:{settings.port}"
-            _banner(base, settings.operator_token or "", demo_info,
+            _banner(base, None if supplied_token else settings.operator_token, demo_info,
                     "embedded" if database.embedded else "external")
             config = uvicorn.Config(
                 create_app(settings, database.dsn), host=settings.host, port=settings.port,
                 log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=5,
             )
-            services.append(api_service(ApiServer(config)))
+            app = config.app
+
+            def closing() -> None:
+                platform = getattr(app.state, "platform", None)  # type: ignore[union-attr]
+                if platform is not None:
+                    platform.closing.set()
+
+            services.append(api_service(ApiServer(config), closing))
         dsn = database.dsn
         for _ in range(workers):
             services.append(lambda stop: run_worker(settings, dsn, stop))
         asyncio.run(run_until_signalled(*services))
+    except TenantryError as exc:
+        _fail(exc.detail)
+    except ServiceFailed as exc:
+        _fail(str(exc))
+    except DATABASE_DOWN as exc:
+        _fail(f"cannot reach the database: {exc}")
     finally:
         database.stop()
+
+
+def _fail(message: str) -> NoReturn:
+    typer.secho(f"error: {message}", fg="red", err=True)
+    raise typer.Exit(2)
 
 
 async def _pending(dsn: str, pending: object) -> int:
@@ -195,23 +227,25 @@ async def _pending(dsn: str, pending: object) -> int:
         await conn.close()
 
 
-def _banner(base: str, token: str, demo: object, db_kind: str) -> None:
+def _banner(base: str, token: str | None, demo: Demo | None, db_kind: str) -> None:
+    """What a person needs to start: the operator token (only if we generated it) and
+    ready-to-paste commands."""
     lines = [f"Tenantry {__version__} on {base} (Postgres: {db_kind})",
-             f"operator token: {token}"]
+             f"operator token: {token or '(as configured in TENANTRY_OPERATOR_TOKEN)'}"]
     if demo is not None:
-        agent_id = demo.agent_id  # type: ignore[attr-defined]
-        body = shlex.quote(f'{{"agent_id": "{agent_id}", "input": "Hello from the demo"}}')
+        body = shlex.quote(f'{{"agent_id": "{demo.agent_id}", "input": "Hello from the demo"}}')
+        auth = f"-H 'Authorization: Bearer {demo.api_key}'"
         lines += [
-            f"demo tenant: {demo.tenant}  api key: {demo.api_key}",  # type: ignore[attr-defined]
+            f"demo tenant: {demo.tenant}  api key: {demo.api_key}",
             "start a demo run:",
-            f"  curl -s -X POST {base}/v1/runs -H 'Authorization: Bearer "
-            f"{demo.api_key}' -H 'Content-Type: application/json' -d {body}",  # type: ignore[attr-defined]
+            f"  curl -s -X POST {base}/v1/runs {auth} -H 'Content-Type: application/json' "
+            f"-d {body}",
             "watch it:",
-            f"  curl -sN {base}/v1/runs/<run_id>/events -H 'Authorization: Bearer "
-            f"{demo.api_key}'",  # type: ignore[attr-defined]
+            f"  curl -sN {base}/v1/runs/<run_id>/events {auth}",
         ]
     else:
-        auth = f"-H 'Authorization: Bearer {token}' -H 'Content-Type: application/json'"
+        bearer = token or "$TENANTRY_OPERATOR_TOKEN"
+        auth = f"-H \"Authorization: Bearer {bearer}\" -H 'Content-Type: application/json'"
         lines += [
             "create a tenant and an API key (or start with --demo):",
             f"  curl -s -X POST {base}/admin/v1/tenants {auth} -d '{{\"name\": \"Acme\"}}'",

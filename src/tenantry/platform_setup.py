@@ -23,6 +23,7 @@ from tenantry.tenants import service as tenants
 
 DEMO_TENANT = TenantId("demo")
 DEMO_AGENT = "demo-agent"
+DEMO_KEY_NAME = "tenantry up --demo"
 
 
 @dataclass(slots=True)
@@ -85,7 +86,11 @@ async def ensure_demo(dsn: str, settings: Settings) -> Demo:
     try:
         with contextlib.suppress(Conflict):  # made by an earlier start
             await tenants.create_tenant(db, "Demo tenant", tenant_id=DEMO_TENANT)
-        key = await tenants.issue_api_key(db, DEMO_TENANT, "tenantry up --demo")
+        # One live demo key at a time: each start revokes the previous start's key.
+        for previous in await tenants.list_api_keys(db, DEMO_TENANT):
+            if previous.name == DEMO_KEY_NAME and previous.revoked_at is None:
+                await tenants.revoke_api_key(db, DEMO_TENANT, previous.key_id)
+        key = await tenants.issue_api_key(db, DEMO_TENANT, DEMO_KEY_NAME)
         existing = [a for a in await agents.list_agents(db, DEMO_TENANT, limit=200)
                     if a.name == DEMO_AGENT]
         if existing:

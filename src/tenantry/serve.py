@@ -23,16 +23,25 @@ class ApiServer(uvicorn.Server):
         yield  # signals are handled by run_until_signalled
 
 
-def api_service(server: ApiServer) -> Service:
+class ServiceFailed(Exception):
+    pass
+
+
+def api_service(server: ApiServer, on_stop: Callable[[], None] | None = None) -> Service:
     async def serve(stop: asyncio.Event) -> None:
         serving = asyncio.create_task(server.serve(), name="api")
         stopping = asyncio.create_task(stop.wait())
         await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if on_stop is not None:
+            on_stop()
         server.should_exit = True
         stopping.cancel()
-        await serving
+        with contextlib.suppress(SystemExit):  # uvicorn exits(3) when startup fails
+            await serving
         if not server.started and not stop.is_set():
-            raise SystemExit("the API server failed to start")
+            raise ServiceFailed(
+                f"the API could not start on {server.config.host}:{server.config.port} "
+                "(see the log above: port in use? database unreachable?)")
     return serve
 
 

@@ -79,6 +79,9 @@ async def test_missing_required_fields(world: World) -> None:
     body = await expect_refusal(w, "POST", "/v1/runs", 400, "validation_error",
                                 json={"agent_id": w.agent}, headers=w.h)
     assert "input" in body["detail"]
+    body = await expect_refusal(w, "POST", "/v1/runs", 400, "validation_error",
+                                json={"agent_id": w.agent, "input": None}, headers=w.h)
+    assert "input must not be null" in body["detail"]
 
 
 async def test_unknown_fields(world: World) -> None:

@@ -21,8 +21,9 @@ from tenantry.tools.mcp_client import McpToolClient
 _PROBLEM_SCHEMA = {
     "type": "object",
     "description": "RFC 9457 problem details. `type` is stable: not_found, validation_error, "
-                   "unauthorized, conflict, payload_too_large, quota_exceeded, overloaded, "
-                   "budget_exhausted, internal_error.",
+                   "unauthorized, conflict, payload_too_large, method_not_allowed, quota_exceeded, "
+                   "overloaded, budget_exhausted, tool_unavailable, database_unavailable, "
+                   "internal_error.",
     "required": ["type", "title", "status", "detail"],
     "properties": {
         "type": {"type": "string"},
@@ -107,9 +108,22 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
                 responses.setdefault("404", {"description": "Not found", **problem})
             if operation.get("requestBody"):
                 responses.setdefault("413", {"description": "Body too large", **problem})
-            if path.startswith("/v1/agents/{agent_id}/versions") or path == "/v1/runs" or (
-                path.endswith("/cancel")
-            ):
-                responses.setdefault("409", {"description": "Conflict", **problem})
+    for path, operations in doc["paths"].items():
+        for method, operation in operations.items():
+            conflicts = method == "post" and (
+                path.startswith(("/v1/agents", "/admin/v1/tenants")) or path == "/v1/runs"
+                or path.endswith("/cancel"))
+            if conflicts:
+                operation["responses"].setdefault("409", {"description": "Conflict", **problem})
+            if path.startswith("/admin/"):
+                operation["security"] = [{"operatorToken": []}]
+            elif path.startswith("/v1/"):
+                operation["security"] = [{"apiKey": []}]
+    doc["components"]["securitySchemes"] = {
+        "apiKey": {"type": "http", "scheme": "bearer",
+                   "description": "A tenant API key (tnt_...)."},
+        "operatorToken": {"type": "http", "scheme": "bearer",
+                          "description": "The operator token printed by `tenantry up`."},
+    }
     app.openapi_schema = doc
     return doc

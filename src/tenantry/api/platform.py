@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, field
 
 from tenantry.config import Settings
 from tenantry.db import Database
@@ -16,3 +17,6 @@ class Platform:
     db: Database
     hub: EventHub
     mcp: McpToolClient
+    # Set when the server starts shutting down: open event streams end at once instead of
+    # holding the shutdown for its whole grace period.
+    closing: asyncio.Event = field(default_factory=asyncio.Event)

@@ -10,7 +10,8 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from tenantry.errors import TenantryError
+from tenantry.db import DATABASE_DOWN
+from tenantry.errors import DatabaseUnavailable, TenantryError
 from tenantry.jsonutil import dumps
 
 log = logging.getLogger(__name__)
@@ -72,5 +73,9 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def unexpected(_request: Request, exc: Exception) -> Response:
+        if isinstance(exc, DATABASE_DOWN):
+            log.warning("database unavailable: %s", exc)
+            return from_error(DatabaseUnavailable(
+                "The database is not answering; retry shortly.", retry_after=5))
         log.exception("unhandled error", exc_info=exc)
         return problem(500, "internal_error", "Internal error", "The platform failed; retry later.")

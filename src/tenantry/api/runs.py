@@ -49,6 +49,8 @@ class StartRun(BaseModel):
     @field_validator("input")
     @classmethod
     def _bounded(cls, value: JsonValue) -> JsonValue:
+        if value is None:
+            raise ValueError("input must not be null")
         if len(dumps(value)) > MAX_INPUT_BYTES:
             raise ValueError(f"input must be at most {MAX_INPUT_BYTES} bytes as JSON")
         return value
@@ -208,11 +210,13 @@ async def run_events(
         "text/event-stream" not in request.headers.get("accept", "")
     ):
         events = await service.read_events(p.db, tenant, run, after=start, limit=limit)
-        page = EventPage(
-            events=[EventOut(**e.to_json()) for e in events],
-            next_after=events[-1].seq if events else start,
-            run_ended=any(e.type in TERMINAL_EVENTS for e in events),
-        )
+        next_after = events[-1].seq if events else start
+        ended = any(e.type in TERMINAL_EVENTS for e in events)
+        if not ended and len(events) < limit:
+            # Past the terminal event (or an empty page after it): ask the run itself.
+            ended = (await service.get_run(p.db, tenant, run)).status.terminal
+        page = EventPage(events=[EventOut(**e.to_json()) for e in events],
+                         next_after=next_after, run_ended=ended)
         return Response(page.model_dump_json(), media_type="application/json")
     # Check the run exists (and is this tenant's) before committing to a 200 stream.
     first = await service.read_events(p.db, tenant, run, after=start, limit=500)
@@ -225,6 +229,16 @@ async def run_events(
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+
+
+async def _woken(wake: asyncio.Event, closing: asyncio.Event) -> bool:
+    """Wait for new events or shutdown; False when the keepalive interval passed first."""
+    waiters = {asyncio.ensure_future(wake.wait()), asyncio.ensure_future(closing.wait())}
+    done, pending = await asyncio.wait(waiters, timeout=KEEPALIVE_SECONDS,
+                                       return_when=asyncio.FIRST_COMPLETED)
+    for waiter in pending:
+        waiter.cancel()
+    return bool(done)
 
 
 def _sse(event: Event) -> bytes:
@@ -250,10 +264,10 @@ async def _stream(
                 if event.type in TERMINAL_EVENTS:
                     return
             if len(batch) < 500:
-                try:
-                    await asyncio.wait_for(wake.wait(), KEEPALIVE_SECONDS)
-                except TimeoutError:
+                if not await _woken(wake, p.closing):
                     yield b": keepalive\n\n"
+                if p.closing.is_set():
+                    return  # the client resumes elsewhere with Last-Event-ID
                 wake.clear()
             try:
                 batch = await service.read_events(p.db, tenant, run, after=after, limit=500)

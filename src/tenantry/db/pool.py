@@ -13,6 +13,12 @@ from asyncpg.pool import PoolConnectionProxy
 
 from tenantry.ids import TenantId
 
+#: Errors meaning "the database is not answering": callers stop and retry later, never guess.
+DATABASE_DOWN: tuple[type[Exception], ...] = (
+    OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
+    asyncpg.CannotConnectNowError,
+)
+
 #: What a transaction hands out: a pooled connection (or a plain one, in tools and tests).
 Connection: TypeAlias = "asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]"
 

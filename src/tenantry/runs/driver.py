@@ -15,11 +15,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import asyncpg
-
 from tenantry.agents.service import get_version
 from tenantry.agents.spec import AgentSpec
-from tenantry.db import Database
+from tenantry.db import DATABASE_DOWN, Database
 from tenantry.db.queries import load
 from tenantry.errors import LeaseLost
 from tenantry.ids import AgentId
@@ -43,11 +41,9 @@ from tenantry.runs.state import RunState
 from tenantry.tools.gateway import ToolGateway
 
 logger = logging.getLogger(__name__)
+LEASE_OR_DATABASE: tuple[type[Exception], ...] = (LeaseLost, *DATABASE_DOWN)
 Q = load(__package__)
 
-#: Errors that mean "the database is not answering": stop writing, never guess (§7b).
-DATABASE_DOWN = (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
-                 asyncpg.CannotConnectNowError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,7 +286,7 @@ class RunDriver:
         try:
             await self._end(EventType.RUN_FAILED, {"error": reason, "ours": True},
                             RunStatus.FAILED, error={"message": reason, "ours": True})
-        except (LeaseLost, *DATABASE_DOWN):
+        except LEASE_OR_DATABASE:
             logger.warning("could not record the platform failure", extra={"run_id": self.run_id})
 
 

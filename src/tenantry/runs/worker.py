@@ -9,13 +9,15 @@ import logging
 
 import asyncpg
 
-from tenantry.runs.driver import DATABASE_DOWN, Engine, RunDriver
+from tenantry.db import DATABASE_DOWN
+from tenantry.runs.driver import Engine, RunDriver
 from tenantry.runs.lease import Lease, claim, release, renew
 from tenantry.runs.webhooks import WebhookSender
 
 logger = logging.getLogger(__name__)
 
 WAKE_CHANNEL = "tenantry_runnable"
+LISTEN_FAILURES: tuple[type[Exception], ...] = (*DATABASE_DOWN, asyncpg.PostgresError)
 
 
 class Worker:
@@ -100,7 +102,7 @@ class Worker:
             conn = await asyncpg.connect(self._dsn)
             await conn.add_listener(WAKE_CHANNEL, self._on_runnable)
             return conn
-        except (*DATABASE_DOWN, asyncpg.PostgresError) as exc:
+        except LISTEN_FAILURES as exc:
             logger.warning("no LISTEN connection, polling only: %s", exc)
             return None
 

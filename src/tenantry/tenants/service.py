@@ -66,6 +66,22 @@ async def issue_api_key(db: Database, tenant: TenantId, name: str = "") -> Issue
     return IssuedKey(key_id, key, display_prefix(key), created)
 
 
+@dataclass(frozen=True, slots=True)
+class ApiKeyInfo:
+    key_id: ApiKeyId
+    prefix: str
+    name: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+async def list_api_keys(db: Database, tenant: TenantId) -> list[ApiKeyInfo]:
+    async with db.tenant_tx(tenant) as conn:
+        rows = await conn.fetch(Q.list_api_keys, tenant.value)
+    return [ApiKeyInfo(ApiKeyId(r["key_id"]), r["key_prefix"], r["name"], r["created_at"],
+                       r["revoked_at"]) for r in rows]
+
+
 async def revoke_api_key(db: Database, tenant: TenantId, key_id: ApiKeyId) -> datetime:
     async with db.tenant_tx(tenant) as conn:
         revoked: datetime | None = await conn.fetchval(Q.revoke_api_key, tenant.value, key_id.uuid)
