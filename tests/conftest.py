@@ -222,7 +222,7 @@ TEST_ENGINE = EngineSettings(lease_seconds=30.0, model_attempts=3, model_backoff
 @asynccontextmanager
 async def running_worker(
     dsn: str, model_url: str, *, settings: EngineSettings = TEST_ENGINE, concurrency: int = 50,
-    name: str = "test-worker",
+    name: str = "test-worker", gateway: type[ToolGateway] = ToolGateway,
 ) -> AsyncIterator[Worker]:
     """A real worker loop (in this process) on its own pool, until the block ends."""
     database = await Database.connect(dsn, min_size=1, max_size=10)
@@ -230,7 +230,7 @@ async def running_worker(
     stop = asyncio.Event()
     try:
         async with McpToolClient() as mcp:
-            engine = Engine(db=database, model=model, tools=ToolGateway(database, mcp),
+            engine = Engine(db=database, model=model, tools=gateway(database, mcp),
                             prices=DEFAULT_PRICES, worker=worker_id(name), settings=settings)
             webhooks = WebhookSender(database, allow_private=True)
             worker = Worker(engine, dsn=dsn, concurrency=concurrency, poll_seconds=0.1,

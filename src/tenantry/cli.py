@@ -15,6 +15,7 @@ from tenantry import __version__
 if TYPE_CHECKING:
     from tenantry.config import Settings
     from tenantry.platform_setup import Demo
+    from tenantry.runs.replay import RecordedRun
 
 app = typer.Typer(
     name="tenantry",
@@ -210,6 +211,91 @@ def _serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers:
         _fail(f"cannot reach the database: {exc}")
     finally:
         database.stop()
+
+
+@app.command()
+def replay(
+    paths: Annotated[list[Path] | None, typer.Argument(
+        help="Recorded runs (JSON files, or folders of them) to replay.")] = None,
+    tenant: Annotated[str | None, typer.Option(
+        "--tenant", help="Replay this tenant's ended runs from the database instead.")] = None,
+    run: Annotated[list[str] | None, typer.Option(
+        "--run", help="With --tenant: only these runs.")] = None,
+    export: Annotated[Path | None, typer.Option(
+        "--export", help="With --tenant: write the runs as recorded-run files into this "
+                         "folder (a replay corpus) instead of replaying them.")] = None,
+    database_url: DatabaseUrl = None, data_dir: DataDir = None,
+) -> None:
+    """Re-drive recorded runs through the current code; report every decision that differs.
+
+    Exits 1 when any run differs, so it can gate a deploy or a CI job."""
+    from tenantry.runs.replay import RecordedRun
+
+    if tenant is None and not paths:
+        _fail("give recorded-run files or folders, or --tenant to read from the database")
+    records: list[tuple[str, RecordedRun]] = []
+    for path in paths or []:
+        files = sorted(path.glob("*.json")) if path.is_dir() else [path]
+        for file in files:
+            try:
+                records.append((str(file), RecordedRun.load(file)))
+            except (OSError, ValueError, KeyError) as exc:
+                _fail(f"{file}: not a recorded run: {exc}")
+    if tenant is not None:
+        settings = _settings(database_url=database_url, data_dir=data_dir)
+        records += asyncio.run(_records_from_db(settings, tenant, run or []))
+    if export is not None:
+        export.mkdir(parents=True, exist_ok=True)
+        import orjson
+
+        for _, record in records:
+            (export / f"{record.run_id}.json").write_bytes(
+                orjson.dumps(record.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
+        typer.echo(f"exported {len(records)} run(s) to {export}")
+        return
+    _report_replay(records)
+
+
+async def _records_from_db(
+    settings: Settings, tenant_text: str, run_ids: list[str]
+) -> list[tuple[str, RecordedRun]]:
+    from tenantry.db import Database
+    from tenantry.ids import RunId, TenantId
+    from tenantry.platform_setup import resolve_database
+    from tenantry.runs.replay import ended_runs, export_run
+
+    try:
+        tenant = TenantId.parse(tenant_text)
+        runs = [RunId.parse(r) for r in run_ids]
+    except ValueError as exc:
+        _fail(str(exc))
+    database = resolve_database(settings)
+    db = await Database.connect(database.dsn, role=settings.db_role or None, min_size=1,
+                                max_size=2)
+    try:
+        runs = runs or await ended_runs(db, tenant)
+        return [(str(r), await export_run(db, tenant, r)) for r in runs]
+    finally:
+        await db.close()
+        database.stop()
+
+
+def _report_replay(records: list[tuple[str, RecordedRun]]) -> None:
+    from tenantry.runs.replay import replay as replay_run
+
+    differing = 0
+    for source, record in records:
+        differences = replay_run(record)
+        if differences:
+            differing += 1
+            typer.secho(f"DIFF {source}", fg="red")
+            for difference in differences:
+                typer.echo(f"  {difference}")
+        else:
+            typer.echo(f"ok   {source} ({len(record.events)} events)")
+    typer.echo(f"{len(records)} run(s) replayed, {differing} with differences")
+    if differing:
+        raise typer.Exit(1)
 
 
 def _fail(message: str) -> NoReturn:

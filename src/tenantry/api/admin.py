@@ -41,6 +41,16 @@ class TenantOut(BaseModel):
     created_at: datetime
 
 
+class CreatedTenantOut(TenantOut):
+    webhook_secret: str = Field(
+        description="Signs this tenant's run webhooks (HMAC-SHA256). Shown once; rotate "
+                    "with POST /admin/v1/tenants/{id}/webhook-secret.")
+
+
+class WebhookSecretOut(BaseModel):
+    webhook_secret: str
+
+
 class CreateKey(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(default="", max_length=200)
@@ -85,13 +95,23 @@ def _tenant_out(t: service.Tenant) -> TenantOut:
     )
 
 
-@router.post("/tenants", status_code=201, response_model=TenantOut)
-async def create_tenant(body: CreateTenant, p: Platform = Depends(platform)) -> TenantOut:
+@router.post("/tenants", status_code=201, response_model=CreatedTenantOut)
+async def create_tenant(body: CreateTenant, p: Platform = Depends(platform)) -> CreatedTenantOut:
     tenant_id = TenantId.parse(body.tenant_id) if body.tenant_id else None
-    tenant = await service.create_tenant(
+    created = await service.create_tenant(
         p.db, body.name, region=body.region, plan=body.plan, tenant_id=tenant_id
     )
-    return _tenant_out(tenant)
+    return CreatedTenantOut(**_tenant_out(created.tenant).model_dump(),
+                            webhook_secret=created.webhook_secret)
+
+
+@router.post("/tenants/{tenant_id}/webhook-secret", response_model=WebhookSecretOut)
+async def rotate_webhook_secret(
+    tenant_id: str, p: Platform = Depends(platform)
+) -> WebhookSecretOut:
+    """Replace the tenant's webhook signing secret; the new one is shown once."""
+    tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
+    return WebhookSecretOut(webhook_secret=await service.rotate_webhook_secret(p.db, tenant))
 
 
 @router.get("/tenants/{tenant_id}", response_model=TenantOut)

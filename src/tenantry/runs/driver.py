@@ -199,10 +199,10 @@ class RunDriver:
             try:
                 return await self.engine.model.complete(request)
             except ModelRefused as exc:
+                reason = f"the model provider refused: {exc.detail}"
                 await self._end(EventType.RUN_FAILED,
-                                {"error": f"the model provider refused: {exc.detail}",
-                                 "ours": False},
-                                RunStatus.FAILED, error={"message": exc.detail, "ours": False})
+                                {"error": reason, "ours": False, "cause": "model_provider"},
+                                RunStatus.FAILED, error={"message": reason, "ours": False})
                 return None
             except ModelUnavailable as exc:
                 last = exc
@@ -210,7 +210,8 @@ class RunDriver:
                 await asyncio.sleep(delay * random.uniform(0.8, 1.2))
         if isinstance(last, MalformedReply):
             reason = f"the model provider kept sending malformed replies: {last.detail}"
-            await self._end(EventType.RUN_FAILED, {"error": reason, "ours": False},
+            await self._end(EventType.RUN_FAILED,
+                            {"error": reason, "ours": False, "cause": "model_provider"},
                             RunStatus.FAILED, error={"message": reason, "ours": False})
             return None
         logger.warning("model unavailable; run goes back to the queue",

@@ -115,3 +115,9 @@ WHERE tenant_id = $1 AND run_id = $2 AND webhook_state = 'pending'
 -- name: webhook_retry_at
 UPDATE runs SET webhook_next_at = now() + make_interval(secs => $3)
 WHERE tenant_id = $1 AND run_id = $2 AND webhook_state = 'pending'
+
+-- name: ended_runs
+SELECT run_id FROM runs
+WHERE tenant_id = $1 AND status IN ('finished', 'failed', 'cancelled')
+ORDER BY run_id
+LIMIT $2

@@ -1,8 +1,11 @@
 -- name: insert_tenant
-INSERT INTO tenants (tenant_id, name, region, plan)
-VALUES ($1, $2, $3, $4)
+INSERT INTO tenants (tenant_id, name, region, plan, webhook_secret)
+VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (tenant_id) DO NOTHING
 RETURNING tenant_id, name, region, plan, home_cell, created_at
+
+-- name: set_webhook_secret
+UPDATE tenants SET webhook_secret = $2 WHERE tenant_id = $1
 
 -- name: get_tenant
 SELECT tenant_id, name, region, plan, home_cell, created_at

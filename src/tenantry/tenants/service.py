@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -25,6 +26,16 @@ class Tenant:
 
 
 @dataclass(frozen=True, slots=True)
+class CreatedTenant:
+    tenant: Tenant
+    webhook_secret: str  # shown once, like an API key
+
+    @property
+    def tenant_id(self) -> TenantId:
+        return self.tenant.tenant_id
+
+
+@dataclass(frozen=True, slots=True)
 class IssuedKey:
     key_id: ApiKeyId
     api_key: str  # the only time the plaintext exists outside the caller
@@ -35,14 +46,29 @@ class IssuedKey:
 async def create_tenant(
     db: Database, name: str, *, region: str = "default", plan: str = "standard",
     tenant_id: TenantId | None = None,
-) -> Tenant:
+) -> CreatedTenant:
     tenant = tenant_id or TenantId.new()
+    secret = new_webhook_secret()
     async with db.tenant_tx(tenant) as conn:
-        row = await conn.fetchrow(Q.insert_tenant, tenant.value, name, region, plan)
+        row = await conn.fetchrow(Q.insert_tenant, tenant.value, name, region, plan, secret)
     if row is None:
         raise Conflict("a tenant with this id already exists")
-    return Tenant(tenant, row["name"], row["region"], row["plan"], row["home_cell"],
-                  row["created_at"])
+    return CreatedTenant(Tenant(tenant, row["name"], row["region"], row["plan"],
+                                row["home_cell"], row["created_at"]), secret)
+
+
+def new_webhook_secret() -> str:
+    return "whsec_" + secrets.token_hex(32)
+
+
+async def rotate_webhook_secret(db: Database, tenant: TenantId) -> str:
+    """A new signing secret for the tenant's webhooks; the old one stops at once."""
+    secret = new_webhook_secret()
+    async with db.tenant_tx(tenant) as conn:
+        done = await conn.execute(Q.set_webhook_secret, tenant.value, secret)
+    if not done.endswith(" 1"):
+        raise NotFound("No tenant with this id.")
+    return secret
 
 
 async def get_tenant(db: Database, tenant: TenantId) -> Tenant:

@@ -1,0 +1,179 @@
+"""Replay: feed a recorded run's log back through the current decision code and report
+every place where the code would now decide differently (invariant 11).
+
+Model replies, tool results, cancel requests and other inputs are taken from the log; the
+decisions — which step comes next, which tool with which arguments and key, the answer,
+the conversation sent to the model — are recomputed and compared with what was recorded."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tenantry.agents.service import get_version
+from tenantry.agents.spec import AgentSpec
+from tenantry.db import Database
+from tenantry.db.queries import load
+from tenantry.errors import NotFound
+from tenantry.ids import AgentId, RunId, TenantId
+from tenantry.runs import conversation, log
+from tenantry.runs.decide import (
+    CallModel,
+    CallTool,
+    Cancel,
+    Decision,
+    Fail,
+    Finish,
+    StopForBudget,
+    decide,
+)
+from tenantry.runs.events import Event, EventType
+from tenantry.runs.state import RunState
+
+Q = load(__package__)
+FORMAT = 1
+
+#: Events whose presence in the log is a decision of the agent loop.
+DECISIONS = frozenset({
+    EventType.MODEL_REPLIED, EventType.TOOL_COMPLETED, EventType.RUN_FINISHED,
+    EventType.RUN_FAILED, EventType.RUN_CANCELLED, EventType.BUDGET_STOPPED,
+})
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRun:
+    run_id: str
+    spec: AgentSpec
+    input: Any
+    events: tuple[Event, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "run_id": self.run_id,
+            "agent": self.spec.to_json(),
+            "input": self.input,
+            "events": [{"seq": e.seq, "type": e.type, "data": e.data} for e in self.events],
+        }
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> RecordedRun:
+        if value.get("format") != FORMAT:
+            raise ValueError(f"unsupported recorded-run format {value.get('format')!r}")
+        epoch = datetime.fromtimestamp(0).astimezone()
+        return cls(
+            run_id=value["run_id"],
+            spec=AgentSpec.from_json(value["agent"]),
+            input=value["input"],
+            events=tuple(Event(e["seq"], e["type"], e["data"], epoch) for e in value["events"]),
+        )
+
+    @classmethod
+    def load(cls, path: Path) -> RecordedRun:
+        return cls.from_json(orjson.loads(path.read_bytes()))
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    run_id: str
+    seq: int
+    recorded: str
+    replayed: str
+
+    def __str__(self) -> str:
+        return (f"{self.run_id} seq {self.seq}: recorded {self.recorded}; "
+                f"current code decides {self.replayed}")
+
+
+def replay(record: RecordedRun) -> list[Difference]:
+    state = RunState(input=record.input)
+    differences: list[Difference] = []
+    for event in record.events:
+        if event.type in DECISIONS and not _is_input(event):
+            decision = decide(state, record.spec, record.run_id)
+            mismatch = _compare(decision, event, state, record.spec)
+            if mismatch is not None:
+                differences.append(Difference(record.run_id, event.seq, *mismatch))
+        state.apply(event)
+    return differences
+
+
+def _is_input(event: Event) -> bool:
+    """Endings the loop did not decide: platform faults and provider refusals."""
+    return event.type == EventType.RUN_FAILED and (
+        event.data.get("ours") is True or event.data.get("cause") == "model_provider")
+
+
+def _describe(decision: Decision | None) -> str:
+    match decision:
+        case None:
+            return "nothing (the run had ended)"
+        case CallTool(tool=tool, key=key, arguments=arguments, invalid=invalid):
+            if invalid is not None:
+                return f"tool error for call {key} ({invalid!r})"
+            return f"call {tool}({_args(arguments)}) with key {key}"
+        case _:
+            return repr(decision)
+
+
+def _args(arguments: Any) -> str:
+    return orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def _compare(
+    decision: Decision | None, event: Event, state: RunState, spec: AgentSpec
+) -> tuple[str, str] | None:
+    data = event.data
+    got = _describe(decision)
+    match event.type:
+        case EventType.MODEL_REPLIED:
+            if not isinstance(decision, CallModel):
+                return "a model call", got
+            recorded = data.get("prompt_sha256")
+            if recorded is not None:
+                current = conversation.prompt_digest(conversation.messages(state, spec))
+                if current != recorded:
+                    return (f"a model call with prompt {recorded}",
+                            f"a model call with a different prompt ({current})")
+        case EventType.TOOL_COMPLETED:
+            if "arguments" in data:
+                expected = f"call {data['tool']}({_args(data['arguments'])}) with key {data['key']}"
+            else:
+                expected = f"tool error for call {data['key']} ({data.get('error')!r})"
+            if got != expected:
+                return expected, got
+        case EventType.RUN_FINISHED:
+            if decision != Finish(data.get("answer", "")):
+                return f"finish with {data.get('answer')!r}", got
+        case EventType.RUN_FAILED:
+            if decision != Fail(data.get("error", "")):
+                return f"fail with {data.get('error')!r}", got
+        case EventType.RUN_CANCELLED:
+            if not isinstance(decision, Cancel):
+                return "cancel", got
+        case EventType.BUDGET_STOPPED:
+            expected_stop = StopForBudget(data["limit"], data["used"], data["max"])
+            if decision != expected_stop:
+                return repr(expected_stop), got
+    return None
+
+
+async def export_run(db: Database, tenant: TenantId, run: RunId) -> RecordedRun:
+    async with db.tenant_tx(tenant) as conn:
+        row = await conn.fetchrow(Q.load_for_worker, tenant.value, run.uuid)
+        if row is None:
+            raise NotFound("No run with this id.")
+        version = await get_version(db, tenant, AgentId(row["agent_id"]), row["agent_version"],
+                                    conn)
+        events = await log.read(conn, tenant, run, after=0, limit=1_000_000)
+    return RecordedRun(str(run), version.spec, row["input"], tuple(events))
+
+
+async def ended_runs(db: Database, tenant: TenantId, limit: int = 1000) -> list[RunId]:
+    async with db.tenant_tx(tenant) as conn:
+        rows = await conn.fetch(Q.ended_runs, tenant.value, limit)
+    return [RunId(r["run_id"]) for r in rows]
