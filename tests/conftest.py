@@ -34,8 +34,11 @@ from tenantry.testing.fake_model import FakeModelServer
 from tenantry.testing.mcp_server import EffectsMcpServer
 from tenantry.tools.gateway import ToolGateway
 from tenantry.tools.mcp_client import McpToolClient
+from tenantry.vault import MasterKey, Vault
 
 OPERATOR_TOKEN = "op_test_token"
+# One vault master key for the test session, shared by the API and the workers under test.
+TEST_MASTER_KEY = MasterKey.generate()
 LOCAL_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
@@ -181,7 +184,8 @@ class Api:
 async def api(database_dsn: str) -> AsyncIterator[Api]:
     """The real app on a real loopback port, on this test's database."""
     settings = Settings(database_url=database_dsn, operator_token=OPERATOR_TOKEN,
-                        db_pool_min=1, db_pool_max=5, max_body_bytes=64 * 1024)
+                        db_pool_min=1, db_pool_max=5, max_body_bytes=64 * 1024,
+                        master_key=TEST_MASTER_KEY.encoded())
     port = free_port()
     config = uvicorn.Config(create_app(settings, database_dsn), host="127.0.0.1", port=port,
                             log_config=None, access_log=False, lifespan="on")
@@ -230,7 +234,8 @@ async def running_worker(
     stop = asyncio.Event()
     try:
         async with McpToolClient() as mcp:
-            engine = Engine(db=database, model=model, tools=gateway(database, mcp),
+            tools = gateway(database, mcp, vault=Vault(database, TEST_MASTER_KEY))
+            engine = Engine(db=database, model=model, tools=tools,
                             prices=DEFAULT_PRICES, worker=worker_id(name), settings=settings)
             webhooks = WebhookSender(database, allow_private=True)
             worker = Worker(engine, dsn=dsn, concurrency=concurrency, poll_seconds=0.1,

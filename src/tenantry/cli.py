@@ -161,6 +161,7 @@ def _serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers:
     from tenantry.platform_setup import (
         apply_migrations,
         ensure_demo,
+        master_key,
         operator_token,
         resolve_database,
     )
@@ -170,6 +171,8 @@ def _serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers:
     logs.configure(settings.log_format)
     supplied_token = settings.operator_token is not None
     settings = settings.with_(operator_token=operator_token(settings))
+    if migrate:  # `up`: a development vault key in the data dir unless one is configured
+        master_key(settings, create=True)
     try:
         database = resolve_database(settings)
     except TenantryError as exc:
@@ -296,6 +299,57 @@ def _report_replay(records: list[tuple[str, RecordedRun]]) -> None:
     typer.echo(f"{len(records)} run(s) replayed, {differing} with differences")
     if differing:
         raise typer.Exit(1)
+
+
+vault_app = typer.Typer(help="The secrets vault.", no_args_is_help=True)
+app.add_typer(vault_app, name="vault")
+
+
+@vault_app.command("rotate-master-key")
+def rotate_master_key_cmd(
+    new_key: Annotated[str, typer.Option(
+        "--new-key", envvar="TENANTRY_NEW_MASTER_KEY",
+        help="The new master key (base64, 32 bytes).")],
+    database_url: DatabaseUrl = None, data_dir: DataDir = None,
+) -> None:
+    """Re-wrap every tenant's data key under a new master key (secrets are not re-encrypted).
+
+    The current key comes from TENANTRY_MASTER_KEY (or the data dir's dev key). Safe to run
+    again after an interruption. Afterwards, start the platform with the new key."""
+    import asyncpg
+
+    from tenantry.errors import TenantryError
+    from tenantry.platform_setup import master_key, resolve_database
+    from tenantry.vault import MasterKey, rotate_master_key
+
+    settings = _settings(database_url=database_url, data_dir=data_dir)
+    try:
+        old = master_key(settings)
+        new = MasterKey.parse(new_key)
+    except TenantryError as exc:
+        _fail(exc.detail)
+    if old is None:
+        _fail("no current master key: set TENANTRY_MASTER_KEY")
+    database = resolve_database(settings)
+
+    async def rotate() -> int:
+        # The migrating role, not the application role: rotation touches every tenant.
+        conn = await asyncpg.connect(database.dsn)
+        try:
+            return await rotate_master_key(conn, old, new)
+        finally:
+            await conn.close()
+
+    try:
+        count = asyncio.run(rotate())
+    except TenantryError as exc:
+        _fail(exc.detail)
+    finally:
+        database.stop()
+    if settings.master_key is None and (settings.data_dir / "master_key").exists():
+        (settings.data_dir / "master_key").write_text(new.encoded())
+        typer.echo("updated the development key in the data dir")
+    typer.echo(f"re-wrapped {count} tenant key(s) under master key {new.key_id}")
 
 
 def _fail(message: str) -> NoReturn:

@@ -20,6 +20,7 @@ from tenantry.db.migrate import Migration, migrate
 from tenantry.errors import Conflict
 from tenantry.ids import AgentId, TenantId
 from tenantry.tenants import service as tenants
+from tenantry.vault import MasterKey
 
 DEMO_TENANT = TenantId("demo")
 DEMO_AGENT = "demo-agent"
@@ -64,6 +65,22 @@ def operator_token(settings: Settings) -> str:
     token = "op_" + secrets.token_urlsafe(32)
     _write_private(path, token)
     return token
+
+
+def master_key(settings: Settings, *, create: bool = False) -> MasterKey | None:
+    """TENANTRY_MASTER_KEY, else the dev key kept in the data dir (made by `up` on first
+    start). Production sets the variable; the file is a development convenience."""
+    if settings.master_key:
+        return MasterKey.parse(settings.master_key)
+    path = settings.data_dir / "master_key"
+    if path.exists():
+        return MasterKey.parse(path.read_text())
+    if not create:
+        return None
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    key = MasterKey.generate()
+    _write_private(path, key.encoded())
+    return key
 
 
 def _write_private(path: Path, text: str) -> None:

@@ -8,16 +8,19 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from tenantry.blobs import DirectoryBlobStore
 from tenantry.config import Settings
 from tenantry.db import Database
 from tenantry.ledger.pricing import DEFAULT_PRICES
 from tenantry.models.openai_compat import OpenAICompatible
+from tenantry.platform_setup import master_key
 from tenantry.runs.driver import Engine, EngineSettings
 from tenantry.runs.lease import worker_id
 from tenantry.runs.webhooks import WebhookSender
 from tenantry.runs.worker import Worker
 from tenantry.tools.gateway import ToolGateway
 from tenantry.tools.mcp_client import McpToolClient
+from tenantry.vault import Vault
 
 logger = logging.getLogger(__name__)
 
@@ -51,10 +54,16 @@ async def model_client(settings: Settings) -> AsyncIterator[OpenAICompatible]:
 async def engine(settings: Settings, dsn: str, *, name: str = "worker") -> AsyncIterator[Engine]:
     db = await Database.connect(dsn, role=settings.db_role or None, min_size=2,
                                 max_size=settings.db_pool_max)
+    master = master_key(settings)
+    vault = Vault(db, master) if master is not None else None
+    if vault is None:
+        logger.warning("no vault master key: tool servers with credentials will be refused")
+    blobs = DirectoryBlobStore(settings.data_dir / "blobs")
     try:
         async with McpToolClient() as mcp, model_client(settings) as model:
+            gateway = ToolGateway(db, mcp, vault=vault, blobs=blobs)
             yield Engine(
-                db=db, model=model, tools=ToolGateway(db, mcp), prices=DEFAULT_PRICES,
+                db=db, model=model, tools=gateway, prices=DEFAULT_PRICES,
                 worker=worker_id(name),
                 settings=EngineSettings(lease_seconds=settings.lease_seconds),
             )

@@ -13,9 +13,10 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
     doc = r.json()
     documented = {(path, method.upper()) for path, ops in doc["paths"].items() for method in ops}
 
-    from tenantry.api import admin, agents, runs
+    from tenantry.api import admin, agents, approvals, runs
 
-    routes = [*admin.router.routes, *agents.router.routes, *runs.router.routes]
+    routes = [*admin.router.routes, *agents.router.routes, *runs.router.routes,
+              *approvals.router.routes]
     served = {
         (route.path, method)
         for route in routes if isinstance(route, APIRoute)
@@ -53,6 +54,7 @@ async def test_every_documented_operation_is_served(api: Api) -> None:
         concrete = (path.replace("{run_id}", "run_" + "0" * 32)
                     .replace("{agent_id}", "agt_" + "0" * 32)
                     .replace("{tenant_id}", "ten_x").replace("{key_id}", "key_x")
+                    .replace("{approval_id}", "apr_" + "0" * 32).replace("{name}", "x")
                     .replace("{version}", "1"))
         for method in ops:
             r = await api.client.request(method.upper(), concrete)

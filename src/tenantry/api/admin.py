@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from tenantry.api.auth import operator, platform
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
+from tenantry.errors import NotFound, ValidationFailed
 from tenantry.ids import ApiKeyId, TenantId
 from tenantry.tenants import service
 from tenantry.tools import servers
@@ -18,8 +20,21 @@ from tenantry.tools import servers
 router = APIRouter(prefix="/admin/v1", tags=["operator"], dependencies=[Depends(operator)])
 
 TENANT_NOT_FOUND = "No tenant with this id."
+_SECRET_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 Slug = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{2,63}$")]
 Label = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{1,63}$")]
+SecretName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,128}$")]
+
+
+class PutSecret(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    value: str = Field(min_length=1, max_length=16384)
+
+
+class SecretOut(BaseModel):
+    name: str
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
 
 
 class CreateTenant(BaseModel):
@@ -71,6 +86,10 @@ class RegisterToolServer(BaseModel):
     honours_idempotency_keys: bool = Field(
         description="Whether the server performs a call once per Idempotency-Key. Calls to "
                     "servers that do not are never retried after an ambiguous crash.")
+    secret: SecretName | None = Field(
+        default=None,
+        description="Name of a vault secret (PUT .../secrets/{name}) sent as "
+                    "`Authorization: Bearer <value>` on each call to this server only.")
 
 
 class ToolServerOut(BaseModel):
@@ -78,6 +97,7 @@ class ToolServerOut(BaseModel):
     name: str
     url: str
     honours_idempotency_keys: bool
+    secret: str | None
     tools: list[str]
     tools_sha256: str
     created_at: datetime
@@ -145,7 +165,7 @@ async def revoke_api_key(
 def _server_out(s: servers.ToolServer) -> ToolServerOut:
     return ToolServerOut(
         server_id=str(s.server_id), name=s.name, url=s.url,
-        honours_idempotency_keys=s.honours_idempotency_keys,
+        honours_idempotency_keys=s.honours_idempotency_keys, secret=s.secret_ref,
         tools=sorted(s.tool_names()), tools_sha256=s.tools_sha256.hex(), created_at=s.created_at,
     )
 
@@ -158,9 +178,63 @@ async def register_tool_server(
     """Register an MCP server for a tenant. Its tool list is read now and pinned."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
     await service.get_tenant(p.db, tenant)  # 404 before calling anything
+    headers = await _credential(p, tenant, body.secret)
     server = await servers.register(p.db, p.mcp, tenant, name=body.name, url=body.url,
-                                    honours_idempotency_keys=body.honours_idempotency_keys)
+                                    honours_idempotency_keys=body.honours_idempotency_keys,
+                                    secret_ref=body.secret, headers=headers)
     return _server_out(server)
+
+
+@router.post("/tenants/{tenant_id}/tool-servers/{name}/pin", response_model=ToolServerOut)
+async def repin_tool_server(
+    tenant_id: str, name: str, p: Platform = Depends(platform)
+) -> ToolServerOut:
+    """Accept the server's current tool list as reviewed (after it changed)."""
+    tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
+    server = await servers.get_server(p.db, tenant, name)
+    headers = await _credential(p, tenant, server.secret_ref)
+    return _server_out(await servers.repin(p.db, p.mcp, tenant, name, headers))
+
+
+async def _credential(p: Platform, tenant: TenantId, secret: str | None) -> dict[str, str]:
+    if secret is None:
+        return {}
+    if p.vault is None:
+        raise ValidationFailed("secret: the vault is not configured (TENANTRY_MASTER_KEY)")
+    try:
+        value = await p.vault.get(tenant, secret)
+    except NotFound:
+        raise ValidationFailed(f"secret: no secret named {secret!r} for this tenant") from None
+    return {"Authorization": f"Bearer {value}"}
+
+
+@router.put("/tenants/{tenant_id}/secrets/{name}", response_model=SecretOut,
+            responses={201: {"description": "Created", "model": SecretOut}})
+async def put_secret(
+    tenant_id: str, name: str, body: PutSecret, response: Response,
+    p: Platform = Depends(platform),
+) -> SecretOut:
+    """Store a secret, encrypted with the tenant's data key. Write-only: no API returns it."""
+    tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
+    if not _SECRET_NAME.match(name):
+        raise ValidationFailed("name: 1-128 characters of A-Z, a-z, 0-9, '_', '.', '-'")
+    await service.get_tenant(p.db, tenant)
+    if p.vault is None:
+        raise ValidationFailed("the vault is not configured (TENANTRY_MASTER_KEY)")
+    created = await p.vault.put(tenant, name, body.value)
+    response.status_code = 201 if created else 200
+    return SecretOut(name=name)
+
+
+@router.get("/tenants/{tenant_id}/secrets", response_model=list[SecretOut])
+async def list_secrets(tenant_id: str, p: Platform = Depends(platform)) -> list[SecretOut]:
+    """Names and dates only."""
+    tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
+    await service.get_tenant(p.db, tenant)
+    if p.vault is None:
+        return []
+    return [SecretOut(name=s.name, created_at=s.created_at, updated_at=s.updated_at)
+            for s in await p.vault.names(tenant)]
 
 
 @router.get("/tenants/{tenant_id}/tool-servers", response_model=list[ToolServerOut])

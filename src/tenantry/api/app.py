@@ -10,13 +10,15 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from tenantry import __version__
-from tenantry.api import admin, agents, problems, runs
+from tenantry.api import admin, agents, approvals, problems, runs
 from tenantry.api.body_limit import BodyLimit
 from tenantry.api.platform import Platform
 from tenantry.config import Settings
 from tenantry.db import Database
+from tenantry.platform_setup import master_key
 from tenantry.runs.hub import EventHub
 from tenantry.tools.mcp_client import McpToolClient
+from tenantry.vault import Vault
 
 _PROBLEM_SCHEMA = {
     "type": "object",
@@ -46,9 +48,11 @@ def create_app(settings: Settings, dsn: str) -> FastAPI:
         )
         hub = EventHub(dsn)
         mcp = McpToolClient()
+        master = master_key(settings)
         try:
             await hub.start()
-            app.state.platform = Platform(settings, db, hub, mcp)
+            vault = Vault(db, master) if master is not None else None
+            app.state.platform = Platform(settings, db, hub, mcp, vault)
             yield
         finally:
             await mcp.aclose()
@@ -69,6 +73,7 @@ def create_app(settings: Settings, dsn: str) -> FastAPI:
     app.include_router(admin.router)
     app.include_router(agents.router)
     app.include_router(runs.router)
+    app.include_router(approvals.router)
 
     @app.get("/healthz", tags=["meta"])
     async def healthz() -> dict[str, str]:

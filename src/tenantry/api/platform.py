@@ -9,6 +9,7 @@ from tenantry.config import Settings
 from tenantry.db import Database
 from tenantry.runs.hub import EventHub
 from tenantry.tools.mcp_client import McpToolClient
+from tenantry.vault import Vault
 
 
 @dataclass(slots=True)
@@ -17,6 +18,7 @@ class Platform:
     db: Database
     hub: EventHub
     mcp: McpToolClient
+    vault: Vault | None
     # Set when the server starts shutting down: open event streams end at once instead of
     # holding the shutdown for its whole grace period.
     closing: asyncio.Event = field(default_factory=asyncio.Event)

@@ -18,7 +18,8 @@ Script JSON (``Script.to_json`` / ``Script.from_json``; a bare list of steps is 
 
 Placeholders in answer text and in string tool arguments (at any depth): ``{input}`` (the
 first user message's text), ``{last_tool_result}`` (content of the last tool message) and
-``{tool_results}`` (every tool message's content, joined by newlines). Other braces are left
+``{tool_results}`` (every tool message's content, joined by newlines; the platform's
+``<tool_output>`` fence around a result is taken off). Other braces are left
 alone. Usage is ``ceil(chars / 4)`` for prompt and completion; see :func:`prompt_tokens` and
 :func:`completion_tokens`, which billing tests can call to recompute it.
 """
@@ -370,6 +371,15 @@ def _inline_envelope(messages: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]
 
 # --------------------------------------------------------------------------- internals
 
+_FENCE = re.compile(r"\A<tool_output [^>]*>\n(.*)\n</tool_output>\Z", re.DOTALL)
+
+
+def _unfenced(text: str) -> str:
+    """The data inside the platform's ``<tool_output>`` fence (placeholders hold the tool's
+    own output, as a model reading the fence would understand it)."""
+    match = _FENCE.match(text)
+    return match.group(1) if match else text
+
 
 @dataclass(frozen=True, slots=True)
 class _Placeholders:
@@ -379,7 +389,7 @@ class _Placeholders:
 
     @classmethod
     def of(cls, messages: Sequence[Mapping[str, Any]]) -> _Placeholders:
-        results = [message_text(m) for m in messages if m.get("role") == "tool"]
+        results = [_unfenced(message_text(m)) for m in messages if m.get("role") == "tool"]
         return cls(conversation_input(messages), results[-1] if results else "",
                    "\n".join(results))
 

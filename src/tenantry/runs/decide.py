@@ -5,7 +5,7 @@ every choice here (and no I/O) is what makes replay exact (invariant 11)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -31,6 +31,36 @@ class CallTool:
 
 
 @dataclass(frozen=True, slots=True)
+class RequestApproval:
+    """Park the run until a person approves or denies this exact call."""
+
+    key: str
+    reply_seq: int
+    call_index: int
+    tool: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitApproval:
+    """An approval is pending: nothing to do until it is decided (the run waits)."""
+
+    approval_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RecordUnknown:
+    """A call to a tool that cannot honour keys was started and never completed: it may
+    or may not have happened, so it is not repeated; the model is told to check."""
+
+    key: str
+    reply_seq: int
+    call_index: int
+    tool: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class Finish:
     answer: str
 
@@ -52,7 +82,8 @@ class StopForBudget:
     maximum: int
 
 
-Decision = CallModel | CallTool | Finish | Fail | Cancel | StopForBudget
+Decision = (CallModel | CallTool | RequestApproval | AwaitApproval | RecordUnknown | Finish
+            | Fail | Cancel | StopForBudget)
 
 
 def idempotency_key(run_id: str, reply_seq: int, call_index: int) -> str:
@@ -70,7 +101,7 @@ def decide(state: RunState, spec: AgentSpec, run_id: str) -> Decision | None:
     if reply is not None:
         index = reply.next_call()
         if index is not None:
-            return _tool_call(run_id, reply.seq, index, reply.calls[index])
+            return _gate(_tool_call(run_id, reply.seq, index, reply.calls[index]), state, spec)
         if not reply.calls:
             if not reply.text.strip():
                 return Fail("the model returned an empty reply")
@@ -83,6 +114,30 @@ def decide(state: RunState, spec: AgentSpec, run_id: str) -> Decision | None:
     if state.cost_micros >= limits.max_cost_micros:
         return StopForBudget("max_cost_micros", state.cost_micros, limits.max_cost_micros)
     return CallModel()
+
+
+def _gate(call: CallTool, state: RunState, spec: AgentSpec) -> Decision:
+    """What stands between a well-formed call and the tool: an interrupted attempt at a
+    tool that cannot dedupe, and approval for the tools that need one."""
+    if call.invalid is not None or call.arguments is None:
+        return call
+    if call.key in state.started:
+        return RecordUnknown(call.key, call.reply_seq, call.call_index, call.tool,
+                             call.arguments)
+    if call.tool in spec.needs_approval and call.tool in spec.tools:
+        approval = state.approvals.get(call.key)
+        if approval is None:
+            return RequestApproval(call.key, call.reply_seq, call.call_index, call.tool,
+                                   call.arguments)
+        if approval.status == "pending":
+            return AwaitApproval(approval.approval_id)
+        if approval.status == "denied":
+            reason = f": {approval.comment}" if approval.comment else ""
+            return replace(call, invalid=f"the approver denied this call{reason}")
+        if approval.status == "expired":
+            return replace(call, invalid="the approval request expired before anyone decided; "
+                                         "ask again only if it is still needed")
+    return call
 
 
 def _tool_call(run_id: str, reply_seq: int, index: int, call: dict[str, Any]) -> CallTool:

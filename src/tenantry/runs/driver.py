@@ -26,24 +26,32 @@ from tenantry.models.openai_compat import MalformedReply, ModelRefused, ModelUna
 from tenantry.models.types import Model, ModelReply, ModelRequest, TokenUsage
 from tenantry.runs import conversation, log
 from tenantry.runs.decide import (
+    AwaitApproval,
     CallModel,
     CallTool,
     Cancel,
     Decision,
     Fail,
     Finish,
+    RecordUnknown,
+    RequestApproval,
     StopForBudget,
     decide,
 )
 from tenantry.runs.events import Event, EventType, RunStatus
 from tenantry.runs.lease import Lease, release
 from tenantry.runs.state import RunState
+from tenantry.tools import approvals
 from tenantry.tools.gateway import ToolGateway
 
 logger = logging.getLogger(__name__)
 LEASE_OR_DATABASE: tuple[type[Exception], ...] = (LeaseLost, *DATABASE_DOWN)
 Q = load(__package__)
 
+
+
+class Parked(Exception):
+    """The run is waiting (status ``waiting``, lease released): stop driving it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +104,8 @@ class RunDriver:
             await self._load()
             while await self._step():
                 pass
+        except Parked:
+            logger.info("run waits; its slot is free", extra={"run_id": self.run_id})
         except LeaseLost:
             logger.info("lease lost; leaving the run to its new owner",
                         extra={"run_id": self.run_id, "tenant_id": self.lease.tenant.value})
@@ -146,6 +156,12 @@ class RunDriver:
                 return await self._call_model()
             case CallTool():
                 return await self._call_tool(decision)
+            case RequestApproval():
+                await self._request_approval(decision)
+            case AwaitApproval():
+                await self._park()
+            case RecordUnknown():
+                await self._record_unknown(decision)
             case Finish(answer=answer):
                 await self._end(EventType.RUN_FINISHED, {"answer": answer},
                                 RunStatus.FINISHED, answer=answer)
@@ -222,18 +238,54 @@ class RunDriver:
 
     async def _call_tool(self, call: CallTool) -> float:
         assert self.spec is not None
+        tools, tenant = self.engine.tools, self.lease.tenant
         data: dict[str, Any] = {"key": call.key, "tool": call.tool, "reply_seq": call.reply_seq,
                                 "call_index": call.call_index}
         if call.invalid is not None or call.arguments is None:
             data["error"] = call.invalid
+            await tools.audit_refusal(tenant, self.lease.run, call.tool, call.key,
+                                      call.arguments, call.invalid or "invalid call")
             await self._append([(EventType.TOOL_COMPLETED, data)])
             return 0.0
         data["arguments"] = call.arguments
-        result = await self.engine.tools.call(self.lease.tenant, self.spec, call.tool,
-                                              call.arguments, call.key)
+        if not await tools.honours_keys(tenant, call.tool):
+            # The intent is saved first: after a crash this call is never repeated blindly.
+            await self._append([(EventType.TOOL_STARTED, {"key": call.key, "tool": call.tool})])
+        result = await tools.call(tenant, self.spec, call.tool, call.arguments, call.key,
+                                  run=self.lease.run)
         data.update(result.to_json())
         await self._append([(EventType.TOOL_COMPLETED, data)])
         return result.duration_ms
+
+    async def _record_unknown(self, call: RecordUnknown) -> None:
+        data = {"key": call.key, "tool": call.tool, "reply_seq": call.reply_seq,
+                "call_index": call.call_index, "arguments": call.arguments,
+                "outcome": "unknown",
+                "error": "the platform stopped during this call and the tool cannot dedupe "
+                         "repeats, so its outcome is unknown; check before trying again"}
+        await self.engine.tools.audit_refusal(self.lease.tenant, self.lease.run, call.tool,
+                                              call.key, call.arguments, "unknown")
+        await self._append([(EventType.TOOL_COMPLETED, data)])
+
+    async def _request_approval(self, call: RequestApproval) -> None:
+        """Save the request and give the slot back: nothing waits in memory."""
+        lease = self.lease
+        async with self.engine.db.tenant_tx(lease.tenant) as conn:
+            approval_id, expires_at = await approvals.open_request(
+                conn, lease.tenant, lease.run, call.key, call.tool, call.arguments)
+            data = {"approval_id": str(approval_id), "key": call.key, "tool": call.tool,
+                    "arguments": call.arguments, "expires_at": expires_at.isoformat()}
+            seq = await log.append(conn, lease.tenant, lease.run,
+                                   EventType.APPROVAL_REQUESTED, data, epoch=lease.epoch)
+            await conn.execute(Q.park_run, lease.tenant.value, lease.run.uuid, lease.epoch)
+        await self._absorb([Event(seq, EventType.APPROVAL_REQUESTED, data, datetime.now(UTC))])
+        raise Parked
+
+    async def _park(self) -> None:
+        async with self.engine.db.tenant_tx(self.lease.tenant) as conn:
+            await conn.execute(Q.park_run, self.lease.tenant.value, self.lease.run.uuid,
+                               self.lease.epoch)
+        raise Parked
 
     # -- writing ----------------------------------------------------------------------
 

@@ -121,3 +121,9 @@ SELECT run_id FROM runs
 WHERE tenant_id = $1 AND status IN ('finished', 'failed', 'cancelled')
 ORDER BY run_id
 LIMIT $2
+
+-- name: park_run
+-- Give the slot back while the run waits for something outside (an approval).
+UPDATE runs SET status = 'waiting', lease_owner = NULL, lease_expires_at = NULL,
+                updated_at = now()
+WHERE tenant_id = $1 AND run_id = $2 AND lease_epoch = $3 AND status = 'running'

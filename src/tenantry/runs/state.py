@@ -27,6 +27,13 @@ class Reply:
 
 
 @dataclass(slots=True)
+class Approval:
+    approval_id: str
+    status: str  # pending | approved | denied | expired
+    comment: str | None = None
+
+
+@dataclass(slots=True)
 class RunState:
     input: Any = None
     last_seq: int = 0
@@ -37,6 +44,8 @@ class RunState:
     cost_micros: int = 0
     cancel_requested: bool = False
     ended: str | None = None  # the terminal event's type, once there is one
+    approvals: dict[str, Approval] = field(default_factory=dict)  # by call key
+    started: set[str] = field(default_factory=set)  # keys with a ToolStarted intent
 
     @classmethod
     def fold(cls, events: list[Event], run_input: Any = None) -> RunState:
@@ -65,6 +74,15 @@ class RunState:
             reply.completed[int(data["call_index"])] = data
         elif event.type == EventType.CANCEL_REQUESTED:
             self.cancel_requested = True
+        elif event.type == EventType.APPROVAL_REQUESTED:
+            self.approvals[data["key"]] = Approval(data["approval_id"], "pending")
+        elif event.type == EventType.APPROVAL_DECIDED:
+            approval = self.approvals.get(data["key"])
+            if approval is not None:
+                approval.status = data["decision"]
+                approval.comment = data.get("comment")
+        elif event.type == EventType.TOOL_STARTED:
+            self.started.add(data["key"])
         elif event.type in TERMINAL_EVENTS:
             self.ended = event.type
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
 
 import asyncpg
 
@@ -13,10 +15,17 @@ from tenantry.db import DATABASE_DOWN
 from tenantry.runs.driver import Engine, RunDriver
 from tenantry.runs.lease import Lease, claim, release, renew
 from tenantry.runs.webhooks import WebhookSender
+from tenantry.tools import approvals
 
 logger = logging.getLogger(__name__)
 
 WAKE_CHANNEL = "tenantry_runnable"
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
 LISTEN_FAILURES: tuple[type[Exception], ...] = (*DATABASE_DOWN, asyncpg.PostgresError)
 
 
@@ -24,7 +33,7 @@ class Worker:
     def __init__(
         self, engine: Engine, *, dsn: str, concurrency: int = 200, claim_batch: int = 32,
         poll_seconds: float = 1.0, webhooks: WebhookSender | None = None,
-        drain_seconds: float = 5.0,
+        drain_seconds: float = 5.0, clock: Callable[[], datetime] = _utcnow,
     ) -> None:
         self.engine = engine
         self._dsn = dsn
@@ -33,6 +42,7 @@ class Worker:
         self._poll = poll_seconds
         self._webhooks = webhooks
         self._drain = drain_seconds
+        self._clock = clock
         self._active: dict[Lease, asyncio.Task[None]] = {}
         self._lease_of: dict[asyncio.Task[None], Lease] = {}
         self._wake = asyncio.Event()
@@ -43,9 +53,8 @@ class Worker:
 
     async def run(self, stop: asyncio.Event) -> None:
         listener = await self._listen()
-        background = [asyncio.create_task(self._heartbeat(stop), name="lease-heartbeat")]
-        if self._webhooks is not None:
-            background.append(asyncio.create_task(self._send_webhooks(stop), name="webhooks"))
+        background = [asyncio.create_task(self._heartbeat(stop), name="lease-heartbeat"),
+                      asyncio.create_task(self._housekeeping(stop), name="housekeeping")]
         logger.info("worker started", extra={"worker": self.engine.worker,
                                              "concurrency": self.concurrency})
         try:
@@ -127,15 +136,17 @@ class Worker:
                                    extra={"run_id": str(lease.run)})
                     task.cancel()
 
-    async def _send_webhooks(self, stop: asyncio.Event) -> None:
-        assert self._webhooks is not None
+    async def _housekeeping(self, stop: asyncio.Event) -> None:
+        """Deliver due webhooks and expire approvals nobody decided in time."""
         while not stop.is_set():
+            busy = 0
             try:
-                sent = await self._webhooks.deliver_due()
+                if self._webhooks is not None:
+                    busy += await self._webhooks.deliver_due()
+                busy += await approvals.expire_due(self.engine.db, self._clock())
             except DATABASE_DOWN as exc:
-                logger.warning("webhooks paused: %s", exc)
-                sent = 0
-            if not sent:
+                logger.warning("housekeeping paused: %s", exc)
+            if not busy:
                 await asyncio.sleep(self._poll)
 
     async def _shutdown(self) -> None:

@@ -1,23 +1,33 @@
-"""The one place every tool call of every run goes through.
+"""The one place every tool call of every run goes through (DESIGN §9), in order:
 
-This is the engine's call path: resolve the tool to the tenant's server, refuse tools the
-agent version does not allow, send the idempotency key, bound time and output, and turn
-every failure into a result the model can read. Approvals, vault credentials, breakers,
-fencing of output and audit (the tool-gateway issue) slot in here."""
+allow-list (the pinned agent version) → approval (bound to the call's key and arguments)
+→ server pin (the tool list an operator reviewed) → circuit breaker → credential (from the
+vault, in this one request's header only) → idempotency key (``_meta`` and header) → call
+with a timeout → output capped at 8 KiB (the rest to the blob store by reference) → audit.
+
+Every refusal and failure becomes a result the model reads; none crashes the run."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from tenantry.agents.spec import AgentSpec
+from tenantry.blobs import BlobStore
 from tenantry.db import Database
-from tenantry.errors import ToolUnavailable
-from tenantry.ids import TenantId
+from tenantry.db.queries import load
+from tenantry.errors import NotFound, ToolUnavailable
+from tenantry.ids import RunId, TenantId
+from tenantry.jsonutil import digest
+from tenantry.tools.breaker import CircuitBreaker
 from tenantry.tools.mcp_client import McpToolClient
-from tenantry.tools.servers import ToolServer, list_servers
+from tenantry.tools.servers import ToolServer, list_servers, tools_digest
+from tenantry.vault import Vault, VaultError
+
+AUDIT = load(__package__, "audit_queries.sql")
 
 #: Tool output kept in the log and shown to the model (invariant 10).
 OUTPUT_CAP_BYTES = 8192
@@ -35,6 +45,8 @@ class ToolResult:
     duration_ms: float
     output_bytes: int = 0
     truncated: bool = False
+    output_ref: str | None = None
+    outcome: str = "ok"
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"server": self.server, "duration_ms": round(self.duration_ms, 3)}
@@ -45,19 +57,31 @@ class ToolResult:
         if self.truncated:
             data["truncated"] = True
             data["output_bytes"] = self.output_bytes
+            if self.output_ref is not None:
+                data["output_ref"] = self.output_ref
         return data
 
 
 class ToolGateway:
     def __init__(
-        self, db: Database, mcp: McpToolClient, *, timeout: float = 30.0,
-        directory_ttl: float = 5.0,
+        self, db: Database, mcp: McpToolClient, *, vault: Vault | None = None,
+        blobs: BlobStore | None = None, timeout: float = 30.0, directory_ttl: float = 5.0,
+        pin_check_seconds: float = 60.0, breaker_threshold: int = 5,
+        breaker_reset_seconds: float = 30.0,
     ) -> None:
         self._db = db
         self._mcp = mcp
+        self._vault = vault
+        self._blobs = blobs
         self._timeout = timeout
         self._ttl = directory_ttl
+        self._pin_every = pin_check_seconds
+        self._breaker_args = (breaker_threshold, breaker_reset_seconds)
         self._directory: dict[str, tuple[float, dict[str, ToolServer]]] = {}
+        self._breakers: dict[tuple[str, uuid.UUID], CircuitBreaker] = {}
+        self._pins_checked: dict[tuple[str, uuid.UUID, bytes], float] = {}
+
+    # -- what the model may see --------------------------------------------------------
 
     async def definitions(self, tenant: TenantId, spec: AgentSpec) -> list[dict[str, Any]]:
         """The allowed tools, in the OpenAI ``tools`` shape, in the version's order."""
@@ -73,41 +97,151 @@ class ToolGateway:
                 "parameters": tool["input_schema"]}})
         return definitions
 
+    async def honours_keys(self, tenant: TenantId, tool: str) -> bool:
+        server = (await self._servers(tenant)).get(tool)
+        return server is None or server.honours_idempotency_keys
+
+    def breaker_states(self) -> dict[str, str]:
+        return {f"{t}/{s}": b.state for (t, s), b in self._breakers.items()}
+
+    # -- the call ----------------------------------------------------------------------
+
     async def call(
-        self, tenant: TenantId, spec: AgentSpec, tool: str, arguments: dict[str, Any], key: str
+        self, tenant: TenantId, spec: AgentSpec, tool: str, arguments: dict[str, Any],
+        key: str, *, run: RunId,
     ) -> ToolResult:
         started = time.perf_counter()
+        server: ToolServer | None = None
 
-        def refused(error: str, server: str | None = None) -> ToolResult:
-            return ToolResult(None, error, server, (time.perf_counter() - started) * 1000)
+        async def refuse(error: str, outcome: str = "refused") -> ToolResult:
+            result = ToolResult(None, error, server.name if server else None,
+                                (time.perf_counter() - started) * 1000, outcome=outcome)
+            await self._audit(tenant, run, tool, key, arguments, result)
+            return result
 
         if tool not in spec.tools:
-            return refused(f"tool {tool!r} is not available to this agent")
+            return await refuse(f"tool {tool!r} is not available to this agent")
         server = (await self._servers(tenant)).get(tool)
         if server is None:
-            return refused(f"tool {tool!r} is not served by any registered tool server")
+            return await refuse(f"tool {tool!r} is not served by any registered tool server")
+        if tool in spec.needs_approval and not await self._approved(tenant, key, arguments):
+            return await refuse(f"tool {tool!r} needs an approval for exactly this call")
+        breaker = self._breaker(tenant, server)
+        if not breaker.allow():
+            return await refuse(f"tool server {server.name!r} is failing; calls are paused "
+                                "for a while (circuit open)", "unavailable")
+        try:
+            headers = await self._credential(tenant, server)
+            await self._check_pin(tenant, server, headers)
+        except (VaultError, NotFound) as exc:
+            return await refuse(f"no usable credential for {server.name!r}: {exc}")
+        except PinMismatch as exc:
+            return await refuse(str(exc))
+        except ToolUnavailable as exc:
+            breaker.failed()
+            return await refuse(f"tool server unavailable: {exc.detail}", "unavailable")
         for attempt in range(UNAVAILABLE_RETRIES + 1):
             try:
-                outcome = await self._mcp.call(
-                    server.url, tool, arguments, idempotency_key=key, timeout=self._timeout)
+                outcome = await self._mcp.call(server.url, tool, arguments, idempotency_key=key,
+                                               headers=headers, timeout=self._timeout)
+                breaker.succeeded()
                 break
             except ToolUnavailable as exc:
+                breaker.failed()
                 # A call that may have reached the server is repeated only where the server
                 # honours keys; one that never connected is safe to repeat anywhere.
                 safe = server.honours_idempotency_keys or exc.extra.get("reason") == "connect"
-                if attempt == UNAVAILABLE_RETRIES or not safe:
-                    return refused(f"tool server unavailable: {exc.detail}", server.name)
+                if attempt == UNAVAILABLE_RETRIES or not safe or not breaker.allow():
+                    return await refuse(f"tool server unavailable: {exc.detail}", "unavailable")
                 await asyncio.sleep(0.2 * 2**attempt)
-        text = outcome.content
+        result = await self._shape(tenant, run, key, server, outcome.ok,
+                                   outcome.content or outcome.error or "", started)
+        await self._audit(tenant, run, tool, key, arguments, result)
+        return result
+
+    async def audit_refusal(
+        self, tenant: TenantId, run: RunId, tool: str, key: str,
+        arguments: dict[str, Any] | None, detail: str,
+    ) -> None:
+        """Calls decided against before reaching the gateway (malformed, denied, unknown)."""
+        await self._audit(tenant, run, tool, key, arguments,
+                          ToolResult(None, detail, None, 0.0, outcome="refused"))
+
+    # -- steps -------------------------------------------------------------------------
+
+    async def _shape(
+        self, tenant: TenantId, run: RunId, key: str, server: ToolServer, ok: bool, text: str,
+        started: float,
+    ) -> ToolResult:
+        """Cap the output; keep the whole of a larger one in the blob store by reference."""
         encoded = text.encode()
         truncated = len(encoded) > OUTPUT_CAP_BYTES
+        ref = None
         if truncated:
+            if self._blobs is not None:
+                ref = await self._blobs.put(tenant, key.replace(":", "-"), encoded)
             text = encoded[:OUTPUT_CAP_BYTES].decode(errors="ignore")
         elapsed = (time.perf_counter() - started) * 1000
-        if not outcome.ok:
-            return ToolResult(None, text or outcome.error or "tool error", server.name, elapsed,
-                              len(encoded), truncated)
-        return ToolResult(text, None, server.name, elapsed, len(encoded), truncated)
+        if not ok:
+            return ToolResult(None, text or "tool error", server.name, elapsed, len(encoded),
+                              truncated, ref, "error")
+        return ToolResult(text, None, server.name, elapsed, len(encoded), truncated, ref)
+
+    async def _approved(self, tenant: TenantId, key: str, arguments: dict[str, Any]) -> bool:
+        """Defence in depth behind the decision logic: an approved row for this very key,
+        over these very arguments."""
+        async with self._db.tenant_tx(tenant) as conn:
+            sha = await conn.fetchval(AUDIT.approved_call, tenant.value, key)
+        return sha is not None and bytes(sha) == digest(arguments)
+
+    async def _credential(self, tenant: TenantId, server: ToolServer) -> dict[str, str]:
+        if server.secret_ref is None:
+            return {}
+        if self._vault is None:
+            raise VaultError("the vault is not configured (TENANTRY_MASTER_KEY)")
+        return {"Authorization": f"Bearer {await self._vault.get(tenant, server.secret_ref)}"}
+
+    async def _check_pin(
+        self, tenant: TenantId, server: ToolServer, headers: dict[str, str]
+    ) -> None:
+        """Compare the server's live tool list with its pin, at most once a minute."""
+        key = (tenant.value, server.server_id, server.tools_sha256)
+        checked = self._pins_checked.get(key)
+        if checked is not None and time.monotonic() - checked < self._pin_every:
+            return
+        live = tools_digest(await self._mcp.list_tools(server.url, headers,
+                                                       timeout=self._timeout))
+        if live != server.tools_sha256:
+            # Perhaps an operator re-pinned since the directory was cached: look again.
+            self._directory.pop(tenant.value, None)
+            fresh = next((s for s in (await self._servers(tenant)).values()
+                          if s.server_id == server.server_id), None)
+            if fresh is not None and fresh.tools_sha256 == live:
+                self._pins_checked[(tenant.value, server.server_id, live)] = time.monotonic()
+                return
+            raise PinMismatch(
+                f"tool server {server.name!r} now serves a different tool list than the one "
+                "an operator pinned; calls are refused until it is re-pinned")
+        self._pins_checked[key] = time.monotonic()
+
+    def _breaker(self, tenant: TenantId, server: ToolServer) -> CircuitBreaker:
+        key = (tenant.value, server.server_id)
+        breaker = self._breakers.get(key)
+        if breaker is None:
+            breaker = self._breakers[key] = CircuitBreaker(*self._breaker_args)
+        return breaker
+
+    async def _audit(
+        self, tenant: TenantId, run: RunId, tool: str, key: str,
+        arguments: dict[str, Any] | None, result: ToolResult,
+    ) -> None:
+        detail = result.error[:500] if result.error else None
+        async with self._db.tenant_tx(tenant) as conn:
+            await conn.execute(
+                AUDIT.insert_audit, tenant.value, uuid.uuid4(), run.uuid, tool, result.server,
+                key, digest(arguments) if arguments is not None else None, result.outcome,
+                detail, result.duration_ms,
+            )
 
     async def _servers(self, tenant: TenantId) -> dict[str, ToolServer]:
         """tool name → server, cached briefly: registering a server is rare, calls are not."""
@@ -119,3 +253,7 @@ class ToolGateway:
                      for name in server.tool_names()}
         self._directory[tenant.value] = (now, directory)
         return directory
+
+
+class PinMismatch(Exception):
+    pass

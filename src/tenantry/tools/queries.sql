@@ -1,14 +1,24 @@
 -- name: insert_server
 INSERT INTO tool_servers (tenant_id, server_id, name, url, honours_idempotency_keys, tools,
-                          tools_sha256)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+                          tools_sha256, secret_ref)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (tenant_id, name) DO NOTHING
 RETURNING created_at
 
 -- name: list_servers
-SELECT server_id, name, url, honours_idempotency_keys, tools, tools_sha256, created_at
+SELECT server_id, name, url, honours_idempotency_keys, tools, tools_sha256, secret_ref,
+       created_at
 FROM tool_servers WHERE tenant_id = $1
 ORDER BY name
+
+-- name: get_server
+SELECT server_id, name, url, honours_idempotency_keys, tools, tools_sha256, secret_ref,
+       created_at
+FROM tool_servers WHERE tenant_id = $1 AND name = $2
+
+-- name: repin_server
+UPDATE tool_servers SET tools = $3, tools_sha256 = $4
+WHERE tenant_id = $1 AND name = $2
 
 -- name: tenant_exists
 SELECT 1 FROM tenants WHERE tenant_id = $1

@@ -1,5 +1,6 @@
 """A tenant's MCP tool servers. Registering one reads its tool list; the list is stored and
-pinned (its hash), so the tools a model may see are the ones an operator registered."""
+pinned by its hash, so the tools a model may see are the ones an operator reviewed. A server
+that later serves a different list is refused until an operator re-pins it."""
 
 from __future__ import annotations
 
@@ -28,25 +29,33 @@ class ToolServer:
     honours_idempotency_keys: bool
     tools: tuple[dict[str, Any], ...]  # [{name, description, input_schema}]
     tools_sha256: bytes
+    secret_ref: str | None
     created_at: datetime
 
     @classmethod
     def from_row(cls, r: asyncpg.Record) -> ToolServer:
         return cls(r["server_id"], r["name"], r["url"], r["honours_idempotency_keys"],
-                   tuple(r["tools"]), bytes(r["tools_sha256"]), r["created_at"])
+                   tuple(r["tools"]), bytes(r["tools_sha256"]), r["secret_ref"],
+                   r["created_at"])
 
     def tool_names(self) -> set[str]:
         return {t["name"] for t in self.tools}
 
 
+def tools_digest(tools: list[dict[str, Any]]) -> bytes:
+    """The pin: names, descriptions and schemas, in the order the server lists them."""
+    return digest(tools)
+
+
 async def register(
     db: Database, mcp: McpToolClient, tenant: TenantId, *, name: str, url: str,
-    honours_idempotency_keys: bool,
+    honours_idempotency_keys: bool, secret_ref: str | None = None,
+    headers: dict[str, str] | None = None,
 ) -> ToolServer:
-    """Read the server's tool list and store it. The server must answer now: registering
-    a tool list nobody has seen would defeat pinning."""
-    tools = tuple(await mcp.list_tools(url))
-    sha = digest(list(tools))
+    """Read the server's tool list (with its credential, if any) and store it. The server
+    must answer now: registering a tool list nobody has seen would defeat pinning."""
+    tools = await mcp.list_tools(url, headers)
+    sha = tools_digest(tools)
     server_id = uuid.uuid4()
     async with db.tenant_tx(tenant) as conn:
         if await conn.fetchval(Q.tenant_exists, tenant.value) is None:
@@ -57,11 +66,32 @@ async def register(
             raise Conflict(f"Tool names already served by another server: {sorted(clash)}.",
                            tools=sorted(clash))
         row = await conn.fetchrow(Q.insert_server, tenant.value, server_id, name, url,
-                                  honours_idempotency_keys, list(tools), sha)
+                                  honours_idempotency_keys, tools, sha, secret_ref)
     if row is None:
         raise Conflict("A tool server with this name already exists.", field="name")
-    return ToolServer(server_id, name, url, honours_idempotency_keys, tools, sha,
-                      row["created_at"])
+    return ToolServer(server_id, name, url, honours_idempotency_keys, tuple(tools), sha,
+                      secret_ref, row["created_at"])
+
+
+async def get_server(db: Database, tenant: TenantId, name: str) -> ToolServer:
+    async with db.tenant_tx(tenant) as conn:
+        row = await conn.fetchrow(Q.get_server, tenant.value, name)
+    if row is None:
+        raise NotFound("No tool server with this name.")
+    return ToolServer.from_row(row)
+
+
+async def repin(
+    db: Database, mcp: McpToolClient, tenant: TenantId, name: str,
+    headers: dict[str, str] | None = None,
+) -> ToolServer:
+    """Accept the server's current tool list as the reviewed one."""
+    server = await get_server(db, tenant, name)
+    tools = await mcp.list_tools(server.url, headers)
+    sha = tools_digest(tools)
+    async with db.tenant_tx(tenant) as conn:
+        await conn.execute(Q.repin_server, tenant.value, name, tools, sha)
+    return await get_server(db, tenant, name)
 
 
 async def list_servers(db: Database, tenant: TenantId) -> list[ToolServer]:

@@ -1,0 +1,89 @@
+"""Tenant API: the approvals inbox. The approver sees the exact arguments that will be sent;
+a decision re-queues the run, which continues from its log on any worker."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Query
+from pydantic import BaseModel, ConfigDict, Field
+
+from tenantry.api.auth import current_tenant, platform
+from tenantry.api.params import parse_or_404
+from tenantry.api.platform import Platform
+from tenantry.errors import ValidationFailed
+from tenantry.ids import ApprovalId, TenantId
+from tenantry.tools import approvals
+
+router = APIRouter(prefix="/v1/approvals", tags=["approvals"])
+
+
+class ApprovalOut(BaseModel):
+    approval_id: str
+    run_id: str
+    key: str = Field(description="The idempotency key of the one call this approves.")
+    tool: str
+    arguments: dict[str, Any] = Field(description="Exactly what will be sent if approved.")
+    status: str
+    comment: str | None
+    requested_at: datetime
+    expires_at: datetime
+    decided_at: datetime | None
+
+
+class ApprovalList(BaseModel):
+    data: list[ApprovalOut]
+    next_cursor: str | None
+
+
+class Decide(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    decision: Literal["approve", "deny"]
+    comment: str | None = Field(default=None, max_length=2000,
+                                description="Shown to the model when the call is denied.")
+
+
+def _out(a: approvals.ApprovalView) -> ApprovalOut:
+    return ApprovalOut(approval_id=str(a.approval_id), run_id=str(a.run_id), key=a.key,
+                       tool=a.tool, arguments=a.arguments, status=a.status, comment=a.comment,
+                       requested_at=a.requested_at, expires_at=a.expires_at,
+                       decided_at=a.decided_at)
+
+
+@router.get("", response_model=ApprovalList)
+async def list_approvals(
+    status: Literal["pending", "approved", "denied", "expired"] | None = Query(None),
+    limit: int = Query(50, ge=1, le=200),
+    cursor: str | None = Query(None, description="next_cursor from the previous page"),
+    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+) -> ApprovalList:
+    before = None
+    if cursor is not None:
+        try:
+            before = ApprovalId.parse(cursor)
+        except ValueError:
+            raise ValidationFailed("cursor: not a cursor this API returned") from None
+    found = await approvals.list_approvals(p.db, tenant, status=status, before=before,
+                                           limit=limit)
+    return ApprovalList(data=[_out(a) for a in found],
+                        next_cursor=str(found[-1].approval_id) if len(found) == limit else None)
+
+
+@router.get("/{approval_id}", response_model=ApprovalOut)
+async def get_approval(
+    approval_id: str, tenant: TenantId = Depends(current_tenant),
+    p: Platform = Depends(platform),
+) -> ApprovalOut:
+    approval = parse_or_404(ApprovalId, approval_id, approvals.NOT_FOUND)
+    return _out(await approvals.get(p.db, tenant, approval))
+
+
+@router.post("/{approval_id}", response_model=ApprovalOut)
+async def decide(
+    approval_id: str, body: Decide, tenant: TenantId = Depends(current_tenant),
+    p: Platform = Depends(platform),
+) -> ApprovalOut:
+    """Approve or deny. Deciding twice, or after the run ended, is a 409."""
+    approval = parse_or_404(ApprovalId, approval_id, approvals.NOT_FOUND)
+    return _out(await approvals.decide(p.db, tenant, approval, body.decision, body.comment))

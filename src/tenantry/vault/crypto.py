@@ -1,0 +1,86 @@
+"""Envelope encryption: a data key per tenant (AES-256-GCM) wrapped by the master key.
+
+Associated data binds every ciphertext to where it belongs (tenant, secret name, master
+key id), so a ciphertext copied to another tenant's row does not decrypt."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import os
+from dataclasses import dataclass
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from tenantry.errors import ConfigurationError, TenantryError
+
+
+class VaultError(TenantryError):
+    type = "vault_error"
+    status = 500
+    title = "Vault error"
+
+
+@dataclass(frozen=True, slots=True)
+class MasterKey:
+    key: bytes
+
+    @classmethod
+    def parse(cls, text: str) -> MasterKey:
+        try:
+            raw = base64.b64decode(text.strip(), validate=True)
+        except (binascii.Error, ValueError):
+            raise ConfigurationError("TENANTRY_MASTER_KEY must be base64") from None
+        if len(raw) != 32:
+            raise ConfigurationError("TENANTRY_MASTER_KEY must decode to 32 bytes")
+        return cls(raw)
+
+    @classmethod
+    def generate(cls) -> MasterKey:
+        return cls(os.urandom(32))
+
+    def encoded(self) -> str:
+        return base64.b64encode(self.key).decode()
+
+    @property
+    def key_id(self) -> str:
+        """Names the key without revealing it (which master wrapped a data key)."""
+        return hashlib.sha256(b"tenantry-master-key-id:" + self.key).hexdigest()[:16]
+
+    def __repr__(self) -> str:  # never print key material
+        return f"MasterKey(id={self.key_id})"
+
+
+def _seal(key: bytes, plaintext: bytes, aad: bytes) -> tuple[bytes, bytes]:
+    nonce = os.urandom(12)
+    return AESGCM(key).encrypt(nonce, plaintext, aad), nonce
+
+
+def _open(key: bytes, ciphertext: bytes, nonce: bytes, aad: bytes) -> bytes:
+    try:
+        return AESGCM(key).decrypt(nonce, ciphertext, aad)
+    except InvalidTag:
+        raise VaultError("a ciphertext did not authenticate (wrong key or tampered)") from None
+
+
+def new_data_key() -> bytes:
+    return AESGCM.generate_key(bit_length=256)
+
+
+def wrap(master: MasterKey, tenant: str, data_key: bytes) -> tuple[bytes, bytes]:
+    return _seal(master.key, data_key, f"tenant-key:{tenant}:{master.key_id}".encode())
+
+
+def unwrap(master: MasterKey, tenant: str, wrapped: bytes, nonce: bytes) -> bytes:
+    return _open(master.key, wrapped, nonce, f"tenant-key:{tenant}:{master.key_id}".encode())
+
+
+def encrypt_secret(data_key: bytes, tenant: str, name: str, value: str) -> tuple[bytes, bytes]:
+    return _seal(data_key, value.encode(), f"secret:{tenant}:{name}".encode())
+
+
+def decrypt_secret(data_key: bytes, tenant: str, name: str, ciphertext: bytes,
+                   nonce: bytes) -> str:
+    return _open(data_key, ciphertext, nonce, f"secret:{tenant}:{name}".encode()).decode()

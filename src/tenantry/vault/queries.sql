@@ -1,0 +1,28 @@
+-- name: get_tenant_key
+SELECT wrapped_key, nonce, master_key_id FROM tenant_keys WHERE tenant_id = $1
+
+-- name: insert_tenant_key
+INSERT INTO tenant_keys (tenant_id, wrapped_key, nonce, master_key_id)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (tenant_id) DO NOTHING
+
+-- name: upsert_secret
+INSERT INTO secrets (tenant_id, name, ciphertext, nonce)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (tenant_id, name)
+DO UPDATE SET ciphertext = excluded.ciphertext, nonce = excluded.nonce, updated_at = now()
+RETURNING (xmax = 0) AS created, updated_at
+
+-- name: get_secret
+SELECT ciphertext, nonce FROM secrets WHERE tenant_id = $1 AND name = $2
+
+-- name: list_secret_names
+SELECT name, created_at, updated_at FROM secrets WHERE tenant_id = $1 ORDER BY name
+
+-- name: all_tenant_keys
+-- Rotation only: run by the operator's CLI with the migrating role (it sees all tenants).
+SELECT tenant_id, wrapped_key, nonce, master_key_id FROM tenant_keys FOR UPDATE
+
+-- name: rewrap_tenant_key
+UPDATE tenant_keys SET wrapped_key = $2, nonce = $3, master_key_id = $4, rotated_at = now()
+WHERE tenant_id = $1

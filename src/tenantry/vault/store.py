@@ -1,0 +1,92 @@
+"""Per-tenant secrets. Written by operators (write-only: there is no read API); read by the
+tool gateway for the one outbound call that needs a credential (invariant 5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+
+from tenantry.db import Connection, Database
+from tenantry.db.queries import load
+from tenantry.errors import NotFound
+from tenantry.ids import TenantId
+from tenantry.vault import crypto
+from tenantry.vault.crypto import MasterKey, VaultError
+
+Q = load(__package__)
+
+
+@dataclass(frozen=True, slots=True)
+class SecretInfo:
+    name: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class Vault:
+    def __init__(self, db: Database, master: MasterKey) -> None:
+        self._db = db
+        self._master = master
+
+    async def put(self, tenant: TenantId, name: str, value: str) -> bool:
+        """Store (or replace) a secret; True when it is new."""
+        async with self._db.tenant_tx(tenant) as conn:
+            data_key = await self._data_key(conn, tenant, create=True)
+            ciphertext, nonce = crypto.encrypt_secret(data_key, tenant.value, name, value)
+            row = await conn.fetchrow(Q.upsert_secret, tenant.value, name, ciphertext, nonce)
+        assert row is not None
+        created: bool = row["created"]
+        return created
+
+    async def get(self, tenant: TenantId, name: str) -> str:
+        async with self._db.tenant_tx(tenant) as conn:
+            row = await conn.fetchrow(Q.get_secret, tenant.value, name)
+            if row is None:
+                raise NotFound(f"No secret named {name!r}.")
+            data_key = await self._data_key(conn, tenant, create=False)
+        return crypto.decrypt_secret(data_key, tenant.value, name, bytes(row["ciphertext"]),
+                                     bytes(row["nonce"]))
+
+    async def names(self, tenant: TenantId) -> list[SecretInfo]:
+        async with self._db.tenant_tx(tenant) as conn:
+            rows = await conn.fetch(Q.list_secret_names, tenant.value)
+        return [SecretInfo(r["name"], r["created_at"], r["updated_at"]) for r in rows]
+
+    async def _data_key(self, conn: Connection, tenant: TenantId, *, create: bool) -> bytes:
+        row = await conn.fetchrow(Q.get_tenant_key, tenant.value)
+        if row is None:
+            if not create:
+                raise VaultError("the tenant has no data key")
+            data_key = crypto.new_data_key()
+            wrapped, nonce = crypto.wrap(self._master, tenant.value, data_key)
+            await conn.execute(Q.insert_tenant_key, tenant.value, wrapped, nonce,
+                               self._master.key_id)
+            row = await conn.fetchrow(Q.get_tenant_key, tenant.value)  # ours, or a racer's
+            assert row is not None
+        if row["master_key_id"] != self._master.key_id:
+            raise VaultError("the tenant's data key is wrapped by another master key; "
+                             "finish `tenantry vault rotate-master-key` first")
+        return crypto.unwrap(self._master, tenant.value, bytes(row["wrapped_key"]),
+                             bytes(row["nonce"]))
+
+
+async def rotate_master_key(conn: asyncpg.Connection, old: MasterKey, new: MasterKey) -> int:
+    """Re-wrap every tenant's data key under ``new`` in one transaction; secrets themselves
+    are not re-encrypted. Keys already under ``new`` are left alone, so an interrupted
+    rotation can simply be run again. Needs a connection that sees all tenants."""
+    count = 0
+    async with conn.transaction():
+        for row in await conn.fetch(Q.all_tenant_keys):
+            if row["master_key_id"] == new.key_id:
+                continue
+            if row["master_key_id"] != old.key_id:
+                raise VaultError(f"tenant {row['tenant_id']}'s key is wrapped by neither key")
+            data_key = crypto.unwrap(old, row["tenant_id"], bytes(row["wrapped_key"]),
+                                     bytes(row["nonce"]))
+            wrapped, nonce = crypto.wrap(new, row["tenant_id"], data_key)
+            await conn.execute(Q.rewrap_tenant_key, row["tenant_id"], wrapped, nonce,
+                               new.key_id)
+            count += 1
+    return count
