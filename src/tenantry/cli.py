@@ -231,7 +231,8 @@ def replay(
 ) -> None:
     """Re-drive recorded runs through the current code; report every decision that differs.
 
-    Exits 1 when any run differs, so it can gate a deploy or a CI job."""
+    Exits 1 when any run differs (so it can gate a deploy or a CI job), 2 when it cannot
+    replay at all (no runs, unreadable files, unknown run, unreachable database)."""
     from tenantry.runs.replay import RecordedRun
 
     if tenant is None and not paths:
@@ -245,8 +246,18 @@ def replay(
             except (OSError, ValueError, KeyError) as exc:
                 _fail(f"{file}: not a recorded run: {exc}")
     if tenant is not None:
+        from tenantry.db import DATABASE_DOWN
+        from tenantry.errors import TenantryError
+
         settings = _settings(database_url=database_url, data_dir=data_dir)
-        records += asyncio.run(_records_from_db(settings, tenant, run or []))
+        try:
+            records += asyncio.run(_records_from_db(settings, tenant, run or []))
+        except TenantryError as exc:
+            _fail(exc.detail)
+        except DATABASE_DOWN as exc:
+            _fail(f"cannot reach the database: {exc}")
+    if not records:
+        _fail("no recorded runs found (an empty folder, or a tenant with no ended runs)")
     if export is not None:
         export.mkdir(parents=True, exist_ok=True)
         import orjson

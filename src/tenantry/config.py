@@ -104,6 +104,16 @@ class Settings:
             )
         if self.log_format not in ("auto", "json", "text"):
             raise ConfigurationError("TENANTRY_LOG_FORMAT must be auto, json or text")
+        for name, value, minimum in (
+            ("TENANTRY_WORKER_CONCURRENCY / --concurrency", self.worker_concurrency, 1),
+            ("TENANTRY_WORKERS / --workers", self.workers, 0),
+            ("TENANTRY_LEASE_SECONDS", self.lease_seconds, 1),
+            ("TENANTRY_PORT / --port", self.port, 0),
+        ):
+            if value < minimum:
+                raise ConfigurationError(f"{name} must be at least {minimum}, got {value}")
+        if self.port > 65535:
+            raise ConfigurationError("TENANTRY_PORT / --port must be at most 65535")
         if self.db_pool_min > self.db_pool_max:
             raise ConfigurationError("TENANTRY_DB_POOL_MIN must not exceed TENANTRY_DB_POOL_MAX")
 

@@ -52,7 +52,8 @@ async def model_client(settings: Settings) -> AsyncIterator[OpenAICompatible]:
 
 @asynccontextmanager
 async def engine(settings: Settings, dsn: str, *, name: str = "worker") -> AsyncIterator[Engine]:
-    db = await Database.connect(dsn, role=settings.db_role or None, min_size=2,
+    db = await Database.connect(dsn, role=settings.db_role or None,
+                                min_size=min(2, settings.db_pool_max),
                                 max_size=settings.db_pool_max)
     master = master_key(settings)
     vault = Vault(db, master) if master is not None else None

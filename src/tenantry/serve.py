@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import socket
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
@@ -21,6 +22,14 @@ class ApiServer(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield  # signals are handled by run_until_signalled
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        # uvicorn calls sys.exit() when it cannot bind; inside a task that would stop the
+        # whole event loop with a traceback. Turn it into "did not start" instead.
+        try:
+            await super().startup(sockets)
+        except SystemExit:
+            self.should_exit = True
 
 
 class ServiceFailed(Exception):
@@ -36,8 +45,7 @@ def api_service(server: ApiServer, on_stop: Callable[[], None] | None = None) ->
             on_stop()
         server.should_exit = True
         stopping.cancel()
-        with contextlib.suppress(SystemExit):  # uvicorn exits(3) when startup fails
-            await serving
+        await serving
         if not server.started and not stop.is_set():
             raise ServiceFailed(
                 f"the API could not start on {server.config.host}:{server.config.port} "

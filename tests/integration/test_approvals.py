@@ -11,11 +11,12 @@ import asyncpg
 from tenantry.db import Database
 from tenantry.tools import approvals
 from tests.conftest import Api, Fakes, answer, call, running_worker, scripted
+from tests.integration.test_replay import check_and_record
 
 
 async def _waiting_run(
     api: Api, fakes: Fakes, admin_conn: asyncpg.Connection
-) -> tuple[dict[str, str], str, dict[str, object]]:
+) -> tuple[dict[str, str], str, dict[str, object], str]:
     tenant, h = await api.tenant()
     await api.tool_server(tenant, fakes.mcp.url)
     agent = await api.agent(h, tools=["effect", "echo"], needs_approval=["effect"])
@@ -28,14 +29,14 @@ async def _waiting_run(
             if page["data"]:
                 break
             await asyncio.sleep(0.05)
-    return h, run_id, page["data"][0]
+    return h, run_id, page["data"][0], tenant
 
 
 async def test_a_run_waits_without_a_slot_and_continues_after_approval(
-    api: Api, fakes: Fakes, database_dsn: str, admin_conn: asyncpg.Connection
+    api: Api, fakes: Fakes, database_dsn: str, admin_conn: asyncpg.Connection, db: Database
 ) -> None:
     async with running_worker(database_dsn, fakes.model.base_url, name="first") as first:
-        h, run_id, approval = await _waiting_run(api, fakes, admin_conn)
+        h, run_id, approval, tenant = await _waiting_run(api, fakes, admin_conn)
         assert first.active == 0  # nothing holds the run in memory
     row = await admin_conn.fetchrow("SELECT status, lease_owner FROM runs")
     assert tuple(row) == ("waiting", None)
@@ -56,6 +57,7 @@ async def test_a_run_waits_without_a_slot_and_continues_after_approval(
     assert [(c.tool, c.arguments, c.meta_key) for c in fakes.mcp.calls] == [
         ("effect", {"note": "refund 120 EUR to order-9"}, f"{run_id}:2:0")]
     assert (await api.run(h, run_id))["answer"] == "applied refund 120 EUR to order-9"
+    await check_and_record(db, tenant, run_id, "approval-approved")
     # Approving twice is a conflict.
     again = await api.client.post(f"/v1/approvals/{approval['approval_id']}",
                                   json={"decision": "deny"}, headers=h)
@@ -65,7 +67,7 @@ async def test_a_run_waits_without_a_slot_and_continues_after_approval(
 async def test_a_denied_call_is_never_made_and_the_model_is_told(
     api: Api, fakes: Fakes, worker: object, admin_conn: asyncpg.Connection
 ) -> None:
-    h, run_id, approval = await _waiting_run(api, fakes, admin_conn)
+    h, run_id, approval, _ = await _waiting_run(api, fakes, admin_conn)
     r = await api.client.post(f"/v1/approvals/{approval['approval_id']}",
                               json={"decision": "deny", "comment": "amount too high"},
                               headers=h)
@@ -79,7 +81,7 @@ async def test_a_denied_call_is_never_made_and_the_model_is_told(
 async def test_an_expired_approval_is_told_to_the_model(
     api: Api, fakes: Fakes, worker: object, db: Database, admin_conn: asyncpg.Connection
 ) -> None:
-    h, run_id, approval = await _waiting_run(api, fakes, admin_conn)
+    h, run_id, approval, _ = await _waiting_run(api, fakes, admin_conn)
     # Not yet due: nothing happens.
     assert await approvals.expire_due(db, datetime.now(UTC)) == 0
     # A clock 8 days ahead (the default expiry is 7 days): no sleeping in tests.
@@ -98,7 +100,7 @@ async def test_an_expired_approval_is_told_to_the_model(
 async def test_another_tenants_approval_is_not_found(
     api: Api, fakes: Fakes, worker: object, admin_conn: asyncpg.Connection
 ) -> None:
-    h, run_id, approval = await _waiting_run(api, fakes, admin_conn)
+    h, run_id, approval, _ = await _waiting_run(api, fakes, admin_conn)
     _, other = await api.tenant("Other")
     missing = "apr_" + "0" * 32
     for method, body in (("GET", None), ("POST", {"decision": "approve"})):
@@ -117,7 +119,7 @@ async def test_another_tenants_approval_is_not_found(
 async def test_cancelling_a_waiting_run_ends_it_and_closes_the_approval_to_decisions(
     api: Api, fakes: Fakes, worker: object, admin_conn: asyncpg.Connection
 ) -> None:
-    h, run_id, approval = await _waiting_run(api, fakes, admin_conn)
+    h, run_id, approval, _ = await _waiting_run(api, fakes, admin_conn)
     r = await api.client.post(f"/v1/runs/{run_id}/cancel", headers=h)
     assert r.json()["status"] == "cancelled"
     r = await api.client.post(f"/v1/approvals/{approval['approval_id']}",

@@ -6,7 +6,9 @@ import asyncio
 
 import asyncpg
 
+from tenantry.db import Database
 from tests.conftest import Api, Fakes, answer, call, scripted
+from tests.integration.test_replay import check_and_record
 
 
 async def _tenant_with_tools(
@@ -91,7 +93,8 @@ async def test_empty_reply_fails_the_run_not_ours(api: Api, fakes: Fakes, worker
     run_id = await api.start(h, agent, scripted(answer("")))
     events = await api.events_until_end(h, run_id)
     assert events[-1]["type"] == "RunFailed"
-    assert events[-1]["data"] == {"error": "the model returned an empty reply", "ours": False}
+    assert events[-1]["data"] == {"error": "the model returned an empty reply", "ours": False,
+                                  "basis_seq": 2}
     run = await api.run(h, run_id)
     assert run["status"] == "failed"
     assert run["error"] == {"message": "the model returned an empty reply", "ours": False}
@@ -104,7 +107,7 @@ async def test_max_steps_stops_between_steps(api: Api, fakes: Fakes, worker: obj
     assert [e["type"] for e in events] == [
         "RunCreated", "ModelReplied", "ToolCompleted", "ModelReplied", "ToolCompleted",
         "BudgetStopped"]
-    assert events[-1]["data"] == {"limit": "max_steps", "used": 2, "max": 2}
+    assert events[-1]["data"] == {"limit": "max_steps", "used": 2, "max": 2, "basis_seq": 5}
     run = await api.run(h, run_id)
     assert run["status"] == "failed" and run["error"]["type"] == "budget_exhausted"
 
@@ -122,9 +125,9 @@ async def test_cost_and_token_limits(api: Api, fakes: Fakes, worker: object) -> 
 
 
 async def test_cancel_lets_the_tool_call_in_flight_finish(
-    api: Api, fakes: Fakes, worker: object
+    api: Api, fakes: Fakes, worker: object, db: Database
 ) -> None:
-    _, h, agent = await _tenant_with_tools(api, fakes)
+    tenant, h, agent = await _tenant_with_tools(api, fakes)
     run_id = await api.start(h, agent, scripted(call("slow", seconds=1.0), answer("too late")))
     async with api.client.stream("GET", f"/v1/runs/{run_id}/events", headers=h) as r:
         async for line in r.aiter_lines():
@@ -137,6 +140,8 @@ async def test_cancel_lets_the_tool_call_in_flight_finish(
         "RunCreated", "ModelReplied", "CancelRequested", "ToolCompleted", "RunCancelled"]
     assert events[3]["data"]["result"].startswith("slept")
     assert (await api.run(h, run_id))["status"] == "cancelled"
+    # The cancel arrived while the tool ran; replay still sees the same decisions.
+    await check_and_record(db, tenant, run_id, "cancel-during-tool-call")
 
 
 async def test_worker_holds_many_runs_at_once(api: Api, fakes: Fakes, worker: object) -> None:
@@ -150,3 +155,16 @@ async def test_worker_holds_many_runs_at_once(api: Api, fakes: Fakes, worker: ob
     started = max(events[1]["created_at"] for events in results)
     completed = min(events[2]["created_at"] for events in results)
     assert started < completed
+
+
+async def test_an_unavailable_model_delays_the_run_instead_of_failing_it(
+    api: Api, fakes: Fakes, worker: object
+) -> None:
+    _, h, agent = await _tenant_with_tools(api, fakes)
+    fakes.model.fail_next(3, status=503)  # every attempt of the first step fails
+    run_id = await api.start(h, agent, scripted(answer("made it")))
+    events = await api.events_until_end(h, run_id)
+    assert [e["type"] for e in events] == ["RunCreated", "RunParked", "ModelReplied",
+                                           "RunFinished"]
+    assert "model provider unavailable" in events[1]["data"]["reason"]
+    assert (await api.run(h, run_id))["answer"] == "made it"

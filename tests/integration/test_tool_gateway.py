@@ -28,6 +28,7 @@ from tests.conftest import (
 )
 from tests.integration.bank_server import BankMcpServer
 from tests.integration.test_leases_and_webhooks import DiesAfterTheCall
+from tests.integration.test_replay import check_and_record
 
 SECRET = "s3cr3t-CRM-token-4f9a1c"
 
@@ -177,7 +178,7 @@ async def test_big_output_is_capped_and_kept_by_reference(
 
 
 async def test_a_keyless_tool_interrupted_mid_call_is_not_repeated(
-    api: Api, fakes: Fakes, database_dsn: str, admin_conn: asyncpg.Connection
+    api: Api, fakes: Fakes, database_dsn: str, admin_conn: asyncpg.Connection, db: Database
 ) -> None:
     tenant, h = await api.tenant()
     await api.tool_server(tenant, fakes.mcp.url, honours_idempotency_keys=False)
@@ -201,3 +202,4 @@ async def test_a_keyless_tool_interrupted_mid_call_is_not_repeated(
     last_prompt = fakes.model.requests[-1].json()["messages"][-1]["content"]
     assert "UNKNOWN OUTCOME" in last_prompt
     assert (await api.run(h, run_id))["status"] == "finished"
+    await check_and_record(db, tenant, run_id, "keyless-unknown-outcome")

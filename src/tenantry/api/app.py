@@ -37,6 +37,16 @@ _PROBLEM_SCHEMA = {
 }
 
 
+#: Operations that can answer 409, and body references that can answer 404 on a path
+#: without ids: kept beside the routes so the document says what really happens.
+_CONFLICTS = {
+    ("POST", "/v1/runs"), ("POST", "/v1/agents"), ("POST", "/v1/agents/{agent_id}/versions"),
+    ("POST", "/v1/runs/{run_id}/cancel"), ("POST", "/v1/approvals/{approval_id}"),
+    ("POST", "/admin/v1/tenants"), ("POST", "/admin/v1/tenants/{tenant_id}/tool-servers"),
+}
+_MISSING_REFERENCES = {("POST", "/v1/runs")}
+
+
 def create_app(settings: Settings, dsn: str) -> FastAPI:
     """``dsn`` is the resolved database (the embedded one's or TENANTRY_DATABASE_URL)."""
 
@@ -102,24 +112,21 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     ref = {"$ref": "#/components/schemas/Problem"}
     problem = {"content": {problems.MEDIA_TYPE: {"schema": ref}}}
     for path, operations in doc["paths"].items():
-        for operation in operations.values():
+        for method, operation in operations.items():
             responses = operation.setdefault("responses", {})
             responses.pop("422", None)
+            answers: list[tuple[str, str]] = []
             if path != "/healthz":
-                responses.setdefault("400", {"description": "Invalid request", **problem})
-                responses.setdefault("401", {"description": "Missing or invalid credentials",
-                                             **problem})
-            if "{" in path:
-                responses.setdefault("404", {"description": "Not found", **problem})
+                answers += [("400", "Invalid request"), ("401", "Missing or invalid credentials"),
+                            ("503", "Database unavailable")]
+            if "{" in path or (method.upper(), path) in _MISSING_REFERENCES:
+                answers.append(("404", "Not found"))
             if operation.get("requestBody"):
-                responses.setdefault("413", {"description": "Body too large", **problem})
-    for path, operations in doc["paths"].items():
-        for method, operation in operations.items():
-            conflicts = method == "post" and (
-                path.startswith(("/v1/agents", "/admin/v1/tenants")) or path == "/v1/runs"
-                or path.endswith("/cancel"))
-            if conflicts:
-                operation["responses"].setdefault("409", {"description": "Conflict", **problem})
+                answers.append(("413", "Body too large"))
+            if (method.upper(), path) in _CONFLICTS:
+                answers.append(("409", "Conflict"))
+            for status, description in answers:
+                responses.setdefault(status, {"description": description, **problem})
             if path.startswith("/admin/"):
                 operation["security"] = [{"operatorToken": []}]
             elif path.startswith("/v1/"):

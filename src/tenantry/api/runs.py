@@ -220,10 +220,9 @@ async def run_events(
         return Response(page.model_dump_json(), media_type="application/json")
     # Check the run exists (and is this tenant's) before committing to a 200 stream.
     first = await service.read_events(p.db, tenant, run, after=start, limit=500)
-    if not first and (await service.get_run(p.db, tenant, run)).status.terminal:
-        first_is_all = True  # resumed past the end of an ended run: nothing will follow
-    else:
-        first_is_all = False
+    # Resumed after the run ended: send what is left (webhook records) and close.
+    first_is_all = (len(first) < 500 and not any(e.type in TERMINAL_EVENTS for e in first)
+                    and (await service.get_run(p.db, tenant, run)).status.terminal)
     return StreamingResponse(
         _stream(p, tenant, run, start, first, ended=first_is_all),
         media_type="text/event-stream",
@@ -251,6 +250,8 @@ async def _stream(
     p: Platform, tenant: TenantId, run: RunId, after: int, first: list[Event], *, ended: bool
 ) -> AsyncIterator[bytes]:
     if ended:
+        for event in first:
+            yield _sse(event)
         return
     async with p.hub.subscribe(tenant.value, run.uuid) as wake:
         # `first` was read before we subscribed: re-read once straight away so an event

@@ -39,7 +39,7 @@ from tenantry.runs.decide import (
     decide,
 )
 from tenantry.runs.events import Event, EventType, RunStatus
-from tenantry.runs.lease import Lease, release
+from tenantry.runs.lease import Lease
 from tenantry.runs.state import RunState
 from tenantry.tools import approvals
 from tenantry.tools.gateway import ToolGateway
@@ -98,6 +98,7 @@ class RunDriver:
         self.run_id = str(lease.run)
         self.state = RunState()
         self.spec: AgentSpec | None = None
+        self._basis = 0
 
     async def drive(self) -> None:
         try:
@@ -141,6 +142,10 @@ class RunDriver:
         assert self.spec is not None
         started = time.perf_counter()
         await self._catch_up()
+        # What this decision was based on: events that arrive while it is carried out (a
+        # cancel request during a model call) come later in the log, and replay must not
+        # count them as known at decision time.
+        self._basis = self.state.last_seq
         decision = decide(self.state, self.spec, self.run_id)
         if decision is None:
             return False
@@ -215,26 +220,40 @@ class RunDriver:
             try:
                 return await self.engine.model.complete(request)
             except ModelRefused as exc:
-                reason = f"the model provider refused: {exc.detail}"
-                await self._end(EventType.RUN_FAILED,
-                                {"error": reason, "ours": False, "cause": "model_provider"},
-                                RunStatus.FAILED, error={"message": reason, "ours": False})
+                await self._provider_failed(f"the model provider refused: {exc.detail}")
                 return None
             except ModelUnavailable as exc:
                 last = exc
-                delay = _retry_after(exc) or settings.model_backoff_seconds * 2**attempt
-                await asyncio.sleep(delay * random.uniform(0.8, 1.2))
+                if attempt + 1 < settings.model_attempts:
+                    delay = _retry_after(exc) or settings.model_backoff_seconds * 2**attempt
+                    await asyncio.sleep(delay * random.uniform(0.8, 1.2))
         if isinstance(last, MalformedReply):
-            reason = f"the model provider kept sending malformed replies: {last.detail}"
-            await self._end(EventType.RUN_FAILED,
-                            {"error": reason, "ours": False, "cause": "model_provider"},
-                            RunStatus.FAILED, error={"message": reason, "ours": False})
+            await self._provider_failed(
+                f"the model provider kept sending malformed replies: {last.detail}")
             return None
-        logger.warning("model unavailable; run goes back to the queue",
-                       extra={"run_id": self.run_id, "error": str(last)})
-        later = datetime.now(UTC) + timedelta(seconds=settings.requeue_after_seconds)
-        await release(self.engine.db, self.lease, later)
-        raise LeaseLost("released after model retries")
+        await self._delay(f"model provider unavailable: {last}", settings.requeue_after_seconds)
+        return None
+
+    async def _provider_failed(self, reason: str) -> None:
+        error = {"message": reason, "ours": False, "cause": "model_provider"}
+        await self._end(EventType.RUN_FAILED, {"error": reason, "ours": False,
+                                               "cause": "model_provider"},
+                        RunStatus.FAILED, error=error)
+
+    async def _delay(self, reason: str, seconds: float) -> None:
+        """Give the run back to the queue for a while, recorded as RunParked with its
+        reason; the slot is freed meanwhile. (Parking until a provider's breaker closes
+        again is the model gateway's job.)"""
+        lease = self.lease
+        until = datetime.now(UTC) + timedelta(seconds=seconds)
+        logger.warning("run delayed: %s", reason, extra={"run_id": self.run_id})
+        async with self.engine.db.tenant_tx(lease.tenant) as conn:
+            await log.append(conn, lease.tenant, lease.run, EventType.RUN_PARKED,
+                             {"reason": reason[:500], "until": until.isoformat()},
+                             epoch=lease.epoch)
+            await conn.execute(Q.release_lease, lease.tenant.value, lease.run.uuid,
+                               lease.epoch, until)
+        raise Parked
 
     async def _call_tool(self, call: CallTool) -> float:
         assert self.spec is not None
@@ -274,7 +293,8 @@ class RunDriver:
             approval_id, expires_at = await approvals.open_request(
                 conn, lease.tenant, lease.run, call.key, call.tool, call.arguments)
             data = {"approval_id": str(approval_id), "key": call.key, "tool": call.tool,
-                    "arguments": call.arguments, "expires_at": expires_at.isoformat()}
+                    "arguments": call.arguments, "expires_at": expires_at.isoformat(),
+                    "basis_seq": self._basis}
             seq = await log.append(conn, lease.tenant, lease.run,
                                    EventType.APPROVAL_REQUESTED, data, epoch=lease.epoch)
             await conn.execute(Q.park_run, lease.tenant.value, lease.run.uuid, lease.epoch)
@@ -298,6 +318,7 @@ class RunDriver:
         written = []
         async with self.engine.db.tenant_tx(lease.tenant) as conn:
             for type_, data in events:
+                data = {**data, "basis_seq": self._basis}
                 seq = await log.append(conn, lease.tenant, lease.run, type_, data,
                                        epoch=lease.epoch)
                 written.append(Event(seq, type_, data, datetime.now(UTC)))
@@ -316,6 +337,7 @@ class RunDriver:
     ) -> None:
         lease = self.lease
         async with self.engine.db.tenant_tx(lease.tenant) as conn:
+            data = {**data, "basis_seq": self._basis}
             seq = await log.append(conn, lease.tenant, lease.run, type_, data, epoch=lease.epoch)
             # The append above holds the run row's lock under our epoch until commit.
             await conn.execute(Q.set_terminal_status, lease.tenant.value, lease.run.uuid,

@@ -119,8 +119,9 @@ WHERE tenant_id = $1 AND run_id = $2 AND webhook_state = 'pending'
 -- name: ended_runs
 SELECT run_id FROM runs
 WHERE tenant_id = $1 AND status IN ('finished', 'failed', 'cancelled')
+  AND ($2::uuid IS NULL OR run_id > $2)
 ORDER BY run_id
-LIMIT $2
+LIMIT $3
 
 -- name: park_run
 -- Give the slot back while the run waits for something outside (an approval).

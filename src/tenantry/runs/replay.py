@@ -28,6 +28,8 @@ from tenantry.runs.decide import (
     Decision,
     Fail,
     Finish,
+    RecordUnknown,
+    RequestApproval,
     StopForBudget,
     decide,
 )
@@ -39,7 +41,8 @@ FORMAT = 1
 
 #: Events whose presence in the log is a decision of the agent loop.
 DECISIONS = frozenset({
-    EventType.MODEL_REPLIED, EventType.TOOL_COMPLETED, EventType.RUN_FINISHED,
+    EventType.MODEL_REPLIED, EventType.TOOL_COMPLETED, EventType.APPROVAL_REQUESTED,
+    EventType.RUN_FINISHED,
     EventType.RUN_FAILED, EventType.RUN_CANCELLED, EventType.BUDGET_STOPPED,
 })
 
@@ -92,14 +95,23 @@ class Difference:
 def replay(record: RecordedRun) -> list[Difference]:
     state = RunState(input=record.input)
     differences: list[Difference] = []
-    for event in record.events:
+    for index, event in enumerate(record.events):
         if event.type in DECISIONS and not _is_input(event):
-            decision = decide(state, record.spec, record.run_id)
-            mismatch = _compare(decision, event, state, record.spec)
+            basis = _basis(record, index)
+            decision = decide(basis, record.spec, record.run_id)
+            mismatch = _compare(decision, event, basis, record.spec)
             if mismatch is not None:
                 differences.append(Difference(record.run_id, event.seq, *mismatch))
         state.apply(event)
     return differences
+
+
+def _basis(record: RecordedRun, index: int) -> RunState:
+    """The state the decision recorded at ``index`` was made from: the log up to its
+    ``basis_seq`` (inputs that arrived while it was carried out came after it)."""
+    event = record.events[index]
+    upto = int(event.data.get("basis_seq", event.seq - 1))
+    return RunState.fold([e for e in record.events[:index] if e.seq <= upto], record.input)
 
 
 def _is_input(event: Event) -> bool:
@@ -116,6 +128,10 @@ def _describe(decision: Decision | None) -> str:
             if invalid is not None:
                 return f"tool error for call {key} ({invalid!r})"
             return f"call {tool}({_args(arguments)}) with key {key}"
+        case RecordUnknown(tool=tool, key=key, arguments=arguments):
+            return f"unknown outcome for {tool}({_args(arguments)}) with key {key}"
+        case RequestApproval(tool=tool, key=key, arguments=arguments):
+            return f"approval for {tool}({_args(arguments)}) with key {key}"
         case _:
             return repr(decision)
 
@@ -139,8 +155,16 @@ def _compare(
                 if current != recorded:
                     return (f"a model call with prompt {recorded}",
                             f"a model call with a different prompt ({current})")
+        case EventType.APPROVAL_REQUESTED:
+            expected = (f"approval for {data['tool']}({_args(data['arguments'])}) "
+                        f"with key {data['key']}")
+            if got != expected:
+                return expected, got
         case EventType.TOOL_COMPLETED:
-            if "arguments" in data:
+            if data.get("outcome") == "unknown":
+                expected = (f"unknown outcome for {data['tool']}({_args(data['arguments'])}) "
+                            f"with key {data['key']}")
+            elif "arguments" in data:
                 expected = f"call {data['tool']}({_args(data['arguments'])}) with key {data['key']}"
             else:
                 expected = f"tool error for call {data['key']} ({data.get('error')!r})"
@@ -173,7 +197,14 @@ async def export_run(db: Database, tenant: TenantId, run: RunId) -> RecordedRun:
     return RecordedRun(str(run), version.spec, row["input"], tuple(events))
 
 
-async def ended_runs(db: Database, tenant: TenantId, limit: int = 1000) -> list[RunId]:
-    async with db.tenant_tx(tenant) as conn:
-        rows = await conn.fetch(Q.ended_runs, tenant.value, limit)
-    return [RunId(r["run_id"]) for r in rows]
+async def ended_runs(db: Database, tenant: TenantId, page: int = 1000) -> list[RunId]:
+    """Every ended run of the tenant, oldest first (read in pages)."""
+    found: list[RunId] = []
+    after = None
+    while True:
+        async with db.tenant_tx(tenant) as conn:
+            rows = await conn.fetch(Q.ended_runs, tenant.value, after, page)
+        found += [RunId(r["run_id"]) for r in rows]
+        if len(rows) < page:
+            return found
+        after = rows[-1]["run_id"]
