@@ -42,6 +42,8 @@ from tenantry.runs.events import Event, EventType, RunStatus
 from tenantry.runs.lease import Lease
 from tenantry.runs.state import RunState
 from tenantry.tools import approvals
+from tenantry.tools import audit as audit_log
+from tenantry.tools.audit import AuditEntry
 from tenantry.tools.gateway import ToolGateway
 
 logger = logging.getLogger(__name__)
@@ -262,9 +264,8 @@ class RunDriver:
                                 "call_index": call.call_index}
         if call.invalid is not None or call.arguments is None:
             data["error"] = call.invalid
-            await tools.audit_refusal(tenant, self.lease.run, call.tool, call.key,
-                                      call.arguments, call.invalid or "invalid call")
-            await self._append([(EventType.TOOL_COMPLETED, data)])
+            await self._append([(EventType.TOOL_COMPLETED, data)], audit=AuditEntry.of(
+                call.tool, call.key, call.arguments, "refused", detail=call.invalid))
             return 0.0
         data["arguments"] = call.arguments
         if not await tools.honours_keys(tenant, call.tool):
@@ -273,7 +274,8 @@ class RunDriver:
         result = await tools.call(tenant, self.spec, call.tool, call.arguments, call.key,
                                   run=self.lease.run)
         data.update(result.to_json())
-        await self._append([(EventType.TOOL_COMPLETED, data)])
+        await self._append([(EventType.TOOL_COMPLETED, data)],
+                           audit=result.audit(call.tool, call.key, call.arguments))
         return result.duration_ms
 
     async def _record_unknown(self, call: RecordUnknown) -> None:
@@ -282,9 +284,8 @@ class RunDriver:
                 "outcome": "unknown",
                 "error": "the platform stopped during this call and the tool cannot dedupe "
                          "repeats, so its outcome is unknown; check before trying again"}
-        await self.engine.tools.audit_refusal(self.lease.tenant, self.lease.run, call.tool,
-                                              call.key, call.arguments, "unknown")
-        await self._append([(EventType.TOOL_COMPLETED, data)])
+        await self._append([(EventType.TOOL_COMPLETED, data)], audit=AuditEntry.of(
+            call.tool, call.key, call.arguments, "unknown", detail=str(data["error"])))
 
     async def _request_approval(self, call: RequestApproval) -> None:
         """Save the request and give the slot back: nothing waits in memory."""
@@ -311,7 +312,7 @@ class RunDriver:
 
     async def _append(
         self, events: list[tuple[str, dict[str, Any]]], *, steps: int = 0,
-        usage: TokenUsage | None = None, cost: int = 0,
+        usage: TokenUsage | None = None, cost: int = 0, audit: AuditEntry | None = None,
     ) -> None:
         usage = usage or TokenUsage()
         lease = self.lease
@@ -329,6 +330,8 @@ class RunDriver:
             )
             if renewed is None:
                 raise LeaseLost("the run is no longer running under this lease")
+            if audit is not None:
+                await audit_log.record(conn, lease.tenant, lease.run, audit)
         await self._absorb(written)
 
     async def _end(

@@ -111,6 +111,15 @@ async def expire_due(db: Database, now: datetime, batch: int = 100) -> int:
     return expired
 
 
+async def is_approved(
+    db: Database, tenant: TenantId, key: str, arguments: dict[str, Any]
+) -> bool:
+    """An approved row for this very key, over these very arguments."""
+    async with db.tenant_tx(tenant) as conn:
+        sha = await conn.fetchval(Q.approved_call, tenant.value, key)
+    return sha is not None and bytes(sha) == digest(arguments)
+
+
 async def get(db: Database, tenant: TenantId, approval: ApprovalId) -> ApprovalView:
     async with db.tenant_tx(tenant) as conn:
         row = await conn.fetchrow(Q.get_approval, tenant.value, approval.uuid)

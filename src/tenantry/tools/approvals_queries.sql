@@ -38,5 +38,9 @@ WHERE tenant_id = $1 AND ($2::text IS NULL OR status = $2)
 ORDER BY approval_id DESC
 LIMIT $4
 
+-- name: approved_call
+SELECT arguments_sha256 FROM approvals
+WHERE tenant_id = $1 AND key = $2 AND status = 'approved'
+
 -- name: expired_approvals
 SELECT tenant_id, approval_id FROM tenantry_expired_approvals($1, $2)

@@ -18,19 +18,20 @@ from typing import Any
 from tenantry.agents.spec import AgentSpec
 from tenantry.blobs import BlobStore
 from tenantry.db import Database
-from tenantry.db.queries import load
 from tenantry.errors import NotFound, ToolUnavailable
 from tenantry.ids import RunId, TenantId
-from tenantry.jsonutil import digest
+from tenantry.tools import approvals
+from tenantry.tools.audit import AuditEntry
 from tenantry.tools.breaker import CircuitBreaker
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.tools.servers import ToolServer, list_servers, tools_digest
 from tenantry.vault import Vault, VaultError
 
-AUDIT = load(__package__, "audit_queries.sql")
-
 #: Tool output kept in the log and shown to the model (invariant 10).
 OUTPUT_CAP_BYTES = 8192
+#: How long a decrypted credential may be reused from memory (a rotated secret takes
+#: effect within this time).
+CREDENTIAL_TTL_SECONDS = 60.0
 #: Retries for a server that could not be reached, with the same key each time.
 UNAVAILABLE_RETRIES = 2
 
@@ -47,6 +48,10 @@ class ToolResult:
     truncated: bool = False
     output_ref: str | None = None
     outcome: str = "ok"
+
+    def audit(self, tool: str, key: str, arguments: dict[str, Any] | None) -> AuditEntry:
+        return AuditEntry.of(tool, key, arguments, self.outcome, server=self.server,
+                             detail=self.error, duration_ms=self.duration_ms)
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"server": self.server, "duration_ms": round(self.duration_ms, 3)}
@@ -80,6 +85,7 @@ class ToolGateway:
         self._directory: dict[str, tuple[float, dict[str, ToolServer]]] = {}
         self._breakers: dict[tuple[str, uuid.UUID], CircuitBreaker] = {}
         self._pins_checked: dict[tuple[str, uuid.UUID, bytes], float] = {}
+        self._credentials: dict[tuple[str, str], tuple[float, dict[str, str]]] = {}
 
     # -- what the model may see --------------------------------------------------------
 
@@ -114,17 +120,17 @@ class ToolGateway:
         server: ToolServer | None = None
 
         async def refuse(error: str, outcome: str = "refused") -> ToolResult:
-            result = ToolResult(None, error, server.name if server else None,
-                                (time.perf_counter() - started) * 1000, outcome=outcome)
-            await self._audit(tenant, run, tool, key, arguments, result)
-            return result
+            return ToolResult(None, error, server.name if server else None,
+                              (time.perf_counter() - started) * 1000, outcome=outcome)
 
         if tool not in spec.tools:
             return await refuse(f"tool {tool!r} is not available to this agent")
         server = (await self._servers(tenant)).get(tool)
         if server is None:
             return await refuse(f"tool {tool!r} is not served by any registered tool server")
-        if tool in spec.needs_approval and not await self._approved(tenant, key, arguments):
+        # Defence in depth behind the decision logic: the approval must name this call.
+        if tool in spec.needs_approval and not await approvals.is_approved(
+                self._db, tenant, key, arguments):
             return await refuse(f"tool {tool!r} needs an approval for exactly this call")
         breaker = self._breaker(tenant, server)
         if not breaker.allow():
@@ -154,18 +160,8 @@ class ToolGateway:
                 if attempt == UNAVAILABLE_RETRIES or not safe or not breaker.allow():
                     return await refuse(f"tool server unavailable: {exc.detail}", "unavailable")
                 await asyncio.sleep(0.2 * 2**attempt)
-        result = await self._shape(tenant, run, key, server, outcome.ok,
-                                   outcome.content or outcome.error or "", started)
-        await self._audit(tenant, run, tool, key, arguments, result)
-        return result
-
-    async def audit_refusal(
-        self, tenant: TenantId, run: RunId, tool: str, key: str,
-        arguments: dict[str, Any] | None, detail: str,
-    ) -> None:
-        """Calls decided against before reaching the gateway (malformed, denied, unknown)."""
-        await self._audit(tenant, run, tool, key, arguments,
-                          ToolResult(None, detail, None, 0.0, outcome="refused"))
+        return await self._shape(tenant, run, key, server, outcome.ok,
+                                 outcome.content or outcome.error or "", started)
 
     # -- steps -------------------------------------------------------------------------
 
@@ -187,19 +183,20 @@ class ToolGateway:
                               truncated, ref, "error")
         return ToolResult(text, None, server.name, elapsed, len(encoded), truncated, ref)
 
-    async def _approved(self, tenant: TenantId, key: str, arguments: dict[str, Any]) -> bool:
-        """Defence in depth behind the decision logic: an approved row for this very key,
-        over these very arguments."""
-        async with self._db.tenant_tx(tenant) as conn:
-            sha = await conn.fetchval(AUDIT.approved_call, tenant.value, key)
-        return sha is not None and bytes(sha) == digest(arguments)
-
     async def _credential(self, tenant: TenantId, server: ToolServer) -> dict[str, str]:
+        """The server's credential, decrypted at most once a minute per worker and kept
+        only in memory, for the request header."""
         if server.secret_ref is None:
             return {}
         if self._vault is None:
             raise VaultError("the vault is not configured (TENANTRY_MASTER_KEY)")
-        return {"Authorization": f"Bearer {await self._vault.get(tenant, server.secret_ref)}"}
+        cache_key = (tenant.value, server.secret_ref)
+        cached = self._credentials.get(cache_key)
+        if cached is not None and time.monotonic() - cached[0] < CREDENTIAL_TTL_SECONDS:
+            return cached[1]
+        headers = {"Authorization": f"Bearer {await self._vault.get(tenant, server.secret_ref)}"}
+        self._credentials[cache_key] = (time.monotonic(), headers)
+        return headers
 
     async def _check_pin(
         self, tenant: TenantId, server: ToolServer, headers: dict[str, str]
@@ -230,18 +227,6 @@ class ToolGateway:
         if breaker is None:
             breaker = self._breakers[key] = CircuitBreaker(*self._breaker_args)
         return breaker
-
-    async def _audit(
-        self, tenant: TenantId, run: RunId, tool: str, key: str,
-        arguments: dict[str, Any] | None, result: ToolResult,
-    ) -> None:
-        detail = result.error[:500] if result.error else None
-        async with self._db.tenant_tx(tenant) as conn:
-            await conn.execute(
-                AUDIT.insert_audit, tenant.value, uuid.uuid4(), run.uuid, tool, result.server,
-                key, digest(arguments) if arguments is not None else None, result.outcome,
-                detail, result.duration_ms,
-            )
 
     async def _servers(self, tenant: TenantId) -> dict[str, ToolServer]:
         """tool name → server, cached briefly: registering a server is rare, calls are not."""
