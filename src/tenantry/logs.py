@@ -36,3 +36,6 @@ def configure(fmt: str = "auto", level: int = logging.INFO) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    # One line per outbound HTTP request is noise at INFO; their warnings still show.
+    for chatty in ("httpx2", "httpcore2", "mcp", "httpx", "httpcore"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)

@@ -1,0 +1,171 @@
+"""chaos: 1,000 runs while worker processes are killed with SIGKILL at random moments.
+
+Starts its own platform: a fresh migrated database (on ``TENANTRY_DATABASE_URL`` if set, else
+an embedded Postgres in a temp dir), the HTTP API in this process, the fake model server and
+the MCP test server (which counts idempotency keys and performs each key's effect once) in
+this process, and 4 ``tenantry worker`` processes (lease 2 s). It creates 1,000 runs through
+the API across 4 tenants - each makes three keyed ``effect`` calls (some also a ``slow``
+one) then answers - and every 0.5-2 s SIGKILLs a random worker and starts a replacement,
+until every run has ended. Then it checks what the chaos test checks (tests/chaos): every
+run finished, no gap in any log, no step twice, every effect exactly once.
+
+Progress goes to stderr; the last stdout line is one JSON object:
+``{"runs", "finished", "kills", "duplicate_effects", "gaps", "failed", "seconds"}``
+(``seconds``: from the first run created to the last one ended). Exit status 1 when any
+invariant broke. CHAOS_SEED replays a kill schedule (timing still varies).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import asyncpg
+import httpx2
+import uvicorn
+from starlette.requests import ClientDisconnect
+
+from _harness import Bench, console, emit
+from tenantry.api.app import create_app
+from tenantry.config import Settings
+from tenantry.serve import ApiServer
+from tenantry.testing.fake_model import FakeModelServer
+from tenantry.testing.mcp_server import EffectsMcpServer
+from tenantry.vault import MasterKey
+
+# The workload and the checks are the chaos test's own (tests/chaos/harness.py).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.chaos.harness import (
+    ChaosError,
+    PlannedRun,
+    Verdict,
+    WorkerFleet,
+    create_runs,
+    create_tenants,
+    kill_until_done,
+    plan_runs,
+    verify,
+)
+
+RUNS = 1000
+TENANTS = 4
+WORKERS = 4
+CONCURRENCY = 50  # per worker: 200 runs in flight, so every kill interrupts many
+TIMEOUT_S = 600.0
+PROGRESS_EVERY_S = 5.0
+OPERATOR_TOKEN = "op_benchmark_chaos"
+
+
+class _SkipClientDisconnects(logging.Filter):
+    """A worker killed mid-request leaves the servers in this process a request whose client
+    is gone: that is the experiment working, not an error worth a traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], ClientDisconnect))
+
+
+@asynccontextmanager
+async def serve_api(dsn: str, master_key: str) -> AsyncIterator[str]:
+    """The real HTTP app on a loopback port of its own, in this process."""
+    settings = Settings(database_url=dsn, operator_token=OPERATOR_TOKEN, db_pool_min=1,
+                        db_pool_max=10, master_key=master_key)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(create_app(settings, dsn), log_config=None, access_log=False,
+                            lifespan="on")
+    server = ApiServer(config)  # leaves SIGINT to asyncio.run: Ctrl-C cleans up in order
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            if task.done():
+                task.result()
+                raise RuntimeError("the API did not start")
+            await asyncio.sleep(0.01)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()
+
+
+async def chaos(bench: Bench) -> int:
+    seed = int(os.environ.get("CHAOS_SEED") or random.randrange(2**32))
+    rng = random.Random(seed)
+    database = await bench.database()
+    master_key = MasterKey.generate().encoded()
+    async with (
+        FakeModelServer() as model,
+        EffectsMcpServer() as mcp,
+        serve_api(database.dsn, master_key) as base_url,
+        httpx2.AsyncClient(base_url=base_url, timeout=30) as client,
+        WorkerFleet(dsn=database.dsn, model_url=model.base_url,
+                    log_dir=bench.workdir / "workers", size=WORKERS, concurrency=CONCURRENCY,
+                    master_key=master_key) as fleet,
+    ):
+        console.log(f"starting {WORKERS} workers (CHAOS_SEED={seed})")
+        await fleet.start()
+        tenants = await create_tenants(client, {"Authorization": f"Bearer {OPERATOR_TOKEN}"},
+                                       mcp.url, TENANTS)
+        runs: dict[str, PlannedRun] = {}
+        shown = time.monotonic()
+
+        def progress(ended: int, kills: int, elapsed: float) -> None:
+            nonlocal shown
+            if time.monotonic() - shown >= PROGRESS_EVERY_S:
+                shown = time.monotonic()
+                console.log(f"{ended}/{RUNS} runs ended, {kills} kills, {elapsed:.0f} s")
+
+        console.log(f"creating {RUNS} runs; killing a worker every 0.5-2 s until all end")
+        conn = await asyncpg.connect(database.dsn)
+        broken: str | None = None
+        started = time.monotonic()
+        try:
+            seconds = await kill_until_done(
+                fleet, conn, rng, total=RUNS, timeout=TIMEOUT_S, progress=progress,
+                arrivals=create_runs(client, tenants, plan_runs(RUNS, rng), runs))
+        except (ChaosError, httpx2.HTTPError) as exc:
+            broken = f"{type(exc).__name__}: {exc}"
+            seconds = time.monotonic() - started
+        await fleet.stop()  # every worker gone: nothing writes while we check
+        try:
+            verdict = await verify(conn, runs, mcp)
+        finally:
+            await conn.close()
+        # Runs the API never accepted (a chaos error stopped creation) did not finish.
+        verdict.failed += RUNS - len(runs)
+        if broken or not verdict.ok or verdict.finished != RUNS:
+            console.log(f"[red]not every run finished cleanly (CHAOS_SEED={seed}); logs follow")
+            console.log(broken or "", verdict.describe(), fleet.tails(), markup=False)
+        else:
+            console.log(f"all {RUNS} runs finished; {_summary(verdict)}")
+        emit({"runs": RUNS, "finished": verdict.finished, "kills": fleet.kills,
+              "duplicate_effects": verdict.duplicate_effects, "gaps": verdict.gaps,
+              "failed": verdict.failed, "seconds": round(seconds, 1)})
+        return 0 if broken is None and verdict.ok and verdict.finished == RUNS else 1
+
+
+def _summary(verdict: Verdict) -> str:
+    return (f"{verdict.resumed_runs} runs moved between workers, {verdict.retried_calls} "
+            "tool calls repeated with the same key after a kill")
+
+
+def main() -> None:
+    # Before the MCP server is built: its SDK would install a rich handler at INFO otherwise.
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    logging.getLogger("uvicorn.error").addFilter(_SkipClientDisconnects())
+    with Bench("chaos") as bench:
+        status = asyncio.run(chaos(bench))
+    raise SystemExit(status)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,205 @@
+"""Chaos: real worker processes killed with SIGKILL at random moments, or frozen past their
+lease, while runs make keyed tool calls to a real MCP server that counts what it receives.
+
+Invariants under test (DESIGN §2): a saved step is never lost (1), two workers never split a
+run (2), a keyed side effect happens exactly once (3). The fake model and the MCP server run
+in this process, so their counters are read directly; workers reach them over loopback.
+Set CHAOS_SEED to replay a kill schedule (timing still varies).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import cast
+
+import asyncpg
+import pytest
+
+from tenantry.ids import RunId
+from tenantry.testing.fake_model import FakeModelServer
+from tenantry.testing.mcp_server import EffectsMcpServer
+from tests.chaos.harness import (
+    LEASE_SECONDS,
+    PlannedRun,
+    WorkerFleet,
+    create_runs,
+    create_tenants,
+    kill_until_done,
+    plan_runs,
+    verify,
+)
+from tests.conftest import TEST_MASTER_KEY, Api, answer, call, scripted
+
+pytestmark = pytest.mark.chaos
+
+RUNS = 200
+TENANTS = 4
+WORKERS = 4
+CONCURRENCY = 16  # per worker
+# Runs arrive over this long, so kills land on runs at every stage (200 runs at once are
+# done in ~10 s here, too soon for many kills): about 20 kills in all.
+ARRIVAL_S = 30.0
+MIN_KILLS = 10
+CHAOS_TIMEOUT_S = 200.0
+
+
+@pytest.fixture
+async def mcp() -> AsyncIterator[EffectsMcpServer]:
+    async with EffectsMcpServer() as server:
+        yield server
+
+
+@pytest.fixture
+async def model() -> AsyncIterator[FakeModelServer]:
+    async with FakeModelServer() as server:
+        yield server
+
+
+@pytest.mark.timeout(300)
+async def test_every_run_finishes_once_while_workers_are_killed(
+    api: Api, database_dsn: str, admin_conn: asyncpg.Connection, mcp: EffectsMcpServer,
+    model: FakeModelServer, tmp_path: Path,
+) -> None:
+    seed = int(os.environ.get("CHAOS_SEED") or random.randrange(2**32))
+    rng = random.Random(seed)
+    async with WorkerFleet(dsn=database_dsn, model_url=model.base_url,
+                           log_dir=tmp_path / "workers", size=WORKERS, concurrency=CONCURRENCY,
+                           master_key=TEST_MASTER_KEY.encoded()) as fleet:
+        await fleet.start()
+        tenants = await create_tenants(api.client, api.operator, mcp.url, TENANTS)
+        runs: dict[str, PlannedRun] = {}
+        arrivals = create_runs(api.client, tenants, plan_runs(RUNS, rng), runs,
+                               per_second=RUNS / ARRIVAL_S)
+        seconds = await kill_until_done(fleet, admin_conn, rng, total=RUNS,
+                                        timeout=CHAOS_TIMEOUT_S, arrivals=arrivals)
+        await fleet.stop()
+        # Every worker this test started is gone: nothing can write any more.
+        verdict = await verify(admin_conn, runs, mcp)
+        context = (f"CHAOS_SEED={seed}: {fleet.kills} kills, all runs ended in {seconds:.1f}s"
+                   f"\n{verdict.describe()}")
+        assert verdict.ok, f"{context}\n{fleet.tails()}"
+        assert not fleet.unexpected_exits(), f"{context}\n{fleet.tails()}"
+    print(f"chaos: {context}")  # shown with -s, or -rP: what the chaos reached
+    assert verdict.finished == RUNS
+    assert fleet.kills >= MIN_KILLS, f"the runs finished too soon to test much: {context}"
+    # The chaos reached what it is meant to: runs moved between workers, and tool calls
+    # were cut off in flight and repeated with the same key (without a second effect).
+    assert verdict.resumed_runs > 0 and verdict.retried_calls > 0, context
+
+
+async def _until(
+    check: Callable[[], Awaitable[bool]], what: str, within: float,
+    details: Callable[[], str] = str,
+) -> None:
+    """Poll ``check`` (a database or log observation) until it holds."""
+    deadline = time.monotonic() + within
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {within:.0f}s: {what}\n{details()}")
+        await asyncio.sleep(0.05)
+
+
+RUN_ROW = """SELECT status, last_seq, lease_epoch, lease_owner, lease_expires_at, steps,
+                    input_tokens, output_tokens, cost_micros, answer::text, updated_at
+             FROM runs WHERE run_id = $1"""
+RENEWAL_WAITING = """SELECT count(*) FROM pg_stat_activity
+                     WHERE datname = current_database() AND pid <> pg_backend_pid()
+                       AND wait_event_type = 'Lock' AND query LIKE '%tenantry_renew_leases%'"""
+#: What the driver logs when its fenced write is refused (runs/driver.py).
+FENCED_OFF = b"lease lost; leaving the run to its new owner"
+
+
+async def test_frozen_worker_writes_nothing(
+    api: Api, database_dsn: str, admin_conn: asyncpg.Connection, mcp: EffectsMcpServer,
+    model: FakeModelServer, tmp_path: Path,
+) -> None:
+    """Worker A, frozen (SIGSTOP) inside a tool call past its lease, loses the run to worker
+    B; resumed after B finished the run, A writes nothing: its write names a stale epoch."""
+    (tenant,) = await create_tenants(api.client, api.operator, mcp.url, 1)
+    slow_s = 2.0 * LEASE_SECONDS  # still in flight when A is frozen; done when A resumes
+    async with WorkerFleet(dsn=database_dsn, model_url=model.base_url,
+                           log_dir=tmp_path / "workers", size=0, concurrency=4,
+                           master_key=TEST_MASTER_KEY.encoded()) as fleet:
+        a = await fleet.spawn()
+        await fleet.wait_ready(a)
+        run_id = await api.start(tenant.headers, tenant.agent_id, scripted(
+            call("slow", seconds=slow_s), answer("survived")))
+        run = RunId.parse(run_id).uuid
+        key = f"{run_id}:2:0"  # the slow call: reply saved in slot 2, call index 0
+
+        async def a_is_in_the_tool_call() -> bool:
+            return any(c.key == key for c in mcp.calls)
+
+        async def renewal_waits() -> bool:
+            return bool(await admin_conn.fetchval(RENEWAL_WAITING))
+
+        await _until(a_is_in_the_tool_call, "worker A calls the slow tool", 30, a.tail)
+        a_epoch = await admin_conn.fetchval("SELECT lease_epoch FROM runs WHERE run_id = $1",
+                                            run)
+        # Freeze A just after its heartbeat sent a renewal. Resumed, A then believes its
+        # lease is held (the renewal succeeded), so nothing but the epoch on the driver's
+        # write can stop it: that is the guard under test. Holding the run row's lock
+        # makes the renewal wait in Postgres, where we can see it, until A is frozen.
+        locker = await asyncpg.connect(database_dsn)
+        try:
+            async with locker.transaction():
+                await locker.execute("SELECT 1 FROM runs WHERE run_id = $1 FOR UPDATE", run)
+                await _until(renewal_waits, "A's lease renewal waits for the run row", 10,
+                             a.tail)
+                a.process.send_signal(signal.SIGSTOP)
+        finally:
+            await locker.close()
+        try:
+            b = await fleet.spawn()
+
+            async def b_took_over() -> bool:
+                epoch = await admin_conn.fetchval(
+                    "SELECT lease_epoch FROM runs WHERE run_id = $1", run)
+                return bool(epoch > a_epoch)
+
+            # A's lease expires LEASE_SECONDS after the renewal; B claims the run then.
+            await _until(b_took_over, "worker B claims the run after A's lease expired", 60,
+                         fleet.tails)
+            events = await api.events_until_end(tenant.headers, run_id, within=60)
+            before = await admin_conn.fetchrow(RUN_ROW, run)
+            rows_before = await admin_conn.fetchval("SELECT count(*) FROM run_events")
+        finally:
+            a.process.send_signal(signal.SIGCONT)
+
+        # A wakes with the tool's result waiting (the call ended while it was frozen) and
+        # tries to record it: refused (and logged), or - the bug this test is for - written.
+        async def a_tried_to_write() -> bool:
+            rows = await admin_conn.fetchval("SELECT count(*) FROM run_events")
+            return FENCED_OFF in a.log() or rows != rows_before
+
+        await _until(a_tried_to_write, "worker A, resumed, tries to record the tool result",
+                     30, a.tail)
+        # Stopping A waits for everything it still had in flight: after this, no write of
+        # A's can land later than our second look.
+        await fleet.stop()
+        after = await admin_conn.fetchrow(RUN_ROW, run)
+        rows_after = await admin_conn.fetchval("SELECT count(*) FROM run_events")
+        logs = f"{a.tail()}\n{b.tail()}"
+
+    assert [(e["seq"], e["type"]) for e in events] == [
+        (1, "RunCreated"), (2, "ModelReplied"), (3, "ToolCompleted"), (4, "ModelReplied"),
+        (5, "RunFinished")], logs
+    completed = cast("dict[str, object]", events[2]["data"])
+    assert completed["key"] == key and completed["result"] == f"slept {slow_s}"
+    assert before is not None and after is not None
+    assert before["status"] == "finished" and before["last_seq"] == 5
+    assert before["answer"] == '"survived"'
+    assert before["lease_epoch"] == a_epoch + 1  # one takeover: B's
+    # Nothing written after A resumed: not an event, not a counter, not the lease.
+    assert rows_after == rows_before == 5, f"events written after A resumed\n{logs}"
+    assert dict(after) == dict(before), f"the run row changed after A resumed\n{logs}"
+    assert FENCED_OFF in a.log(), logs
+    # B repeated A's in-flight call with the same key; A, resumed, did not call again.
+    assert mcp.key_counts()[key].calls == 2
+    assert not fleet.unexpected_exits(), logs
