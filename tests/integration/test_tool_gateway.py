@@ -203,3 +203,22 @@ async def test_a_keyless_tool_interrupted_mid_call_is_not_repeated(
     assert "UNKNOWN OUTCOME" in last_prompt
     assert (await api.run(h, run_id))["status"] == "finished"
     await check_and_record(db, tenant, run_id, "keyless-unknown-outcome")
+
+
+async def test_a_published_version_records_the_tool_lists_it_was_reviewed_against(
+    api: Api, fakes: Fakes, bank: BankMcpServer
+) -> None:
+    tenant, h = await api.tenant()
+    server = await api.tool_server(tenant, fakes.mcp.url)
+    agent = await api.agent(h, tools=["echo", "effect", "not_served"])
+    pins = (await api.client.get(f"/v1/agents/{agent}", headers=h)).json()["tool_pins"]
+    assert pins == {"echo": {"server": "effects", "sha256": server["tools_sha256"]},
+                    "effect": {"server": "effects", "sha256": server["tools_sha256"]}}
+    # A later version records the tool lists as they are then.
+    bank_server = await api.tool_server(tenant, bank.url, name="bank")
+    r = await api.client.post(f"/v1/agents/{agent}/versions", headers=h, json={
+        "model": "scripted", "system_prompt": "", "tools": ["wire_money"]})
+    assert r.json()["tool_pins"] == {
+        "wire_money": {"server": "bank", "sha256": bank_server["tools_sha256"]}}
+    v1 = (await api.client.get(f"/v1/agents/{agent}/versions/1", headers=h)).json()
+    assert v1["tool_pins"] == pins

@@ -14,19 +14,26 @@ UPDATE agents SET latest_version = $3
 WHERE tenant_id = $1 AND agent_id = $2
 
 -- name: insert_version
-INSERT INTO agent_versions (tenant_id, agent_id, version, spec, spec_sha256)
-VALUES ($1, $2, $3, $4, $5)
+INSERT INTO agent_versions (tenant_id, agent_id, version, spec, spec_sha256, tool_pins)
+VALUES ($1, $2, $3, $4, $5, $6)
 RETURNING created_at
 
+-- name: current_tool_pins
+SELECT tool.name AS tool, s.name AS server, encode(s.tools_sha256, 'hex') AS sha256
+FROM tool_servers s, jsonb_array_elements(s.tools) AS t(def),
+     LATERAL (SELECT t.def->>'name' AS name) AS tool
+WHERE s.tenant_id = $1 AND tool.name = ANY($2::text[])
+
 -- name: get_agent
-SELECT a.name, a.latest_version, a.created_at, v.spec, v.created_at AS version_created_at
+SELECT a.name, a.latest_version, a.created_at, v.spec, v.tool_pins,
+       v.created_at AS version_created_at
 FROM agents a
 JOIN agent_versions v
   ON v.tenant_id = a.tenant_id AND v.agent_id = a.agent_id AND v.version = a.latest_version
 WHERE a.tenant_id = $1 AND a.agent_id = $2
 
 -- name: get_version
-SELECT a.name, v.version, v.spec, v.created_at
+SELECT a.name, v.version, v.spec, v.tool_pins, v.created_at
 FROM agent_versions v
 JOIN agents a ON a.tenant_id = v.tenant_id AND a.agent_id = v.agent_id
 WHERE v.tenant_id = $1 AND v.agent_id = $2 AND v.version = $3

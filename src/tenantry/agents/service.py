@@ -3,7 +3,7 @@ version; a run is pinned to the version it started with."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from tenantry.agents.spec import AgentSpec
@@ -26,6 +26,8 @@ class AgentVersion:
     version: int
     spec: AgentSpec
     created_at: datetime
+    # tool → {server, sha256}: the server and tool list each tool resolved to at publishing.
+    tool_pins: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,10 +45,18 @@ async def create_agent(db: Database, tenant: TenantId, name: str, spec: AgentSpe
         created = await conn.fetchval(Q.insert_agent, tenant.value, agent_id.uuid, name)
         if created is None:
             raise Conflict("An agent with this name already exists.", field="name")
+        pins = await _tool_pins(conn, tenant, spec)
         created = await conn.fetchval(
-            Q.insert_version, tenant.value, agent_id.uuid, 1, body, digest(body)
+            Q.insert_version, tenant.value, agent_id.uuid, 1, body, digest(body), pins
         )
-    return AgentVersion(agent_id, name, 1, spec, created)
+    return AgentVersion(agent_id, name, 1, spec, created, pins)
+
+
+async def _tool_pins(
+    conn: Connection, tenant: TenantId, spec: AgentSpec
+) -> dict[str, dict[str, str]]:
+    rows = await conn.fetch(Q.current_tool_pins, tenant.value, list(spec.tools))
+    return {r["tool"]: {"server": r["server"], "sha256": r["sha256"]} for r in rows}
 
 
 async def create_version(
@@ -70,10 +80,11 @@ async def create_version(
                 )
             raise Conflict(f"The next version is {version}.", next_version=version)
         await conn.execute(Q.bump_latest_version, tenant.value, agent_id.uuid, version)
+        pins = await _tool_pins(conn, tenant, spec)
         created = await conn.fetchval(
-            Q.insert_version, tenant.value, agent_id.uuid, version, body, digest(body)
+            Q.insert_version, tenant.value, agent_id.uuid, version, body, digest(body), pins
         )
-    return AgentVersion(agent_id, row["name"], version, spec, created)
+    return AgentVersion(agent_id, row["name"], version, spec, created, pins)
 
 
 async def get_agent(db: Database, tenant: TenantId, agent_id: AgentId) -> AgentVersion:
@@ -84,7 +95,7 @@ async def get_agent(db: Database, tenant: TenantId, agent_id: AgentId) -> AgentV
         raise NotFound(NOT_FOUND)
     return AgentVersion(
         agent_id, row["name"], row["latest_version"], AgentSpec.from_json(row["spec"]),
-        row["version_created_at"],
+        row["version_created_at"], row["tool_pins"],
     )
 
 
@@ -99,7 +110,8 @@ async def get_version(
     if row is None:
         raise NotFound(VERSION_NOT_FOUND)
     return AgentVersion(
-        agent_id, row["name"], row["version"], AgentSpec.from_json(row["spec"]), row["created_at"]
+        agent_id, row["name"], row["version"], AgentSpec.from_json(row["spec"]),
+        row["created_at"], row["tool_pins"],
     )
 
 

@@ -93,6 +93,9 @@ class AgentOut(BaseModel):
     needs_approval: list[str]
     limits: LimitsBody
     sandbox: SandboxBody
+    tool_pins: dict[str, dict[str, str]] = Field(
+        description="For each tool: the registered server that served it when this version "
+                    "was published, and the hash of that server's pinned tool list.")
 
 
 class AgentSummaryOut(BaseModel):
@@ -113,7 +116,7 @@ NOT_FOUND = service.NOT_FOUND
 def _out(v: service.AgentVersion) -> AgentOut:
     spec = v.spec.to_json()
     return AgentOut(agent_id=str(v.agent_id), name=v.name, version=v.version,
-                    created_at=v.created_at, **spec)
+                    created_at=v.created_at, tool_pins=v.tool_pins, **spec)
 
 
 @router.post("", status_code=201, response_model=AgentOut)
