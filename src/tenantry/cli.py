@@ -171,9 +171,9 @@ def _serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers:
     logs.configure(settings.log_format)
     supplied_token = settings.operator_token is not None
     settings = settings.with_(operator_token=operator_token(settings))
-    if migrate:  # `up`: a development vault key in the data dir unless one is configured
-        master_key(settings, create=True)
     try:
+        if migrate:  # `up`: a development vault key in the data dir unless one is configured
+            master_key(settings, create=True)
         database = resolve_database(settings)
     except TenantryError as exc:
         _fail(exc.detail)
@@ -336,7 +336,7 @@ def rotate_master_key_cmd(
     settings = _settings(database_url=database_url, data_dir=data_dir)
     try:
         old = master_key(settings)
-        new = MasterKey.parse(new_key)
+        new = MasterKey.parse(new_key, "--new-key")
     except TenantryError as exc:
         _fail(exc.detail)
     if old is None:

@@ -124,5 +124,9 @@ async def test_cancelling_a_waiting_run_ends_it_and_closes_the_approval_to_decis
     assert r.json()["status"] == "cancelled"
     r = await api.client.post(f"/v1/approvals/{approval['approval_id']}",
                               json={"decision": "approve"}, headers=h)
-    assert r.status_code == 409 and r.json()["run_status"] == "cancelled"
+    assert r.status_code == 409 and r.json()["approval_status"] == "cancelled"
+    closed = (await api.client.get(f"/v1/approvals/{approval['approval_id']}", headers=h)).json()
+    assert closed["status"] == "cancelled" and closed["comment"] == "the run was cancelled"
+    assert (await api.client.get("/v1/approvals", params={"status": "pending"},
+                                 headers=h)).json()["data"] == []
     assert fakes.mcp.calls == []

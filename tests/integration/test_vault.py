@@ -24,8 +24,8 @@ async def test_rotate_master_key_rewraps_data_keys(
     a = (await tenants.create_tenant(db, "A")).tenant_id
     b = (await tenants.create_tenant(db, "B")).tenant_id
     vault = Vault(db, old)
-    assert await vault.put(a, "token", "alpha") is True
-    assert await vault.put(a, "token", "alpha-2") is False  # replaced
+    assert (await vault.put(a, "token", "alpha")).created is True
+    assert (await vault.put(a, "token", "alpha-2")).created is False  # replaced
     await vault.put(b, "token", "beta")
     secrets_before = await admin_conn.fetch("SELECT ciphertext FROM secrets ORDER BY tenant_id")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TENANTRY_")}

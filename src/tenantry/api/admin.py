@@ -221,9 +221,9 @@ async def put_secret(
     await service.get_tenant(p.db, tenant)
     if p.vault is None:
         raise ValidationFailed("the vault is not configured (TENANTRY_MASTER_KEY)")
-    created = await p.vault.put(tenant, name, body.value)
-    response.status_code = 201 if created else 200
-    return SecretOut(name=name)
+    stored = await p.vault.put(tenant, name, body.value)
+    response.status_code = 201 if stored.created else 200
+    return SecretOut(name=name, created_at=stored.created_at, updated_at=stored.updated_at)
 
 
 @router.get("/tenants/{tenant_id}/secrets", response_model=list[SecretOut])

@@ -53,7 +53,7 @@ def _out(a: approvals.ApprovalView) -> ApprovalOut:
 
 @router.get("", response_model=ApprovalList)
 async def list_approvals(
-    status: Literal["pending", "approved", "denied", "expired"] | None = Query(None),
+    status: Literal["pending", "approved", "denied", "expired", "cancelled"] | None = Query(None),
     limit: int = Query(50, ge=1, le=200),
     cursor: str | None = Query(None, description="next_cursor from the previous page"),
     tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import uuid
 from pathlib import Path
 from typing import Protocol
 
@@ -23,8 +24,9 @@ class BlobStore(Protocol):
 
 
 class DirectoryBlobStore:
-    """``<root>/<tenant>/<sha256 prefix>/<name>``: a tenant's blobs never share a folder with
-    another tenant's, and a ref from one tenant resolves nowhere for another."""
+    """``<root>/<tenant>/<name>.<sha256 prefix>``: a tenant's blobs never share a folder with
+    another tenant's, and a ref from one tenant resolves nowhere for another. One directory
+    per host: several worker hosts need a shared directory or an object store."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -39,7 +41,7 @@ class DirectoryBlobStore:
         ref = f"{_SAFE.sub('_', name)[:80]}.{digest}"
         path = self._path(tenant, ref)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
         tmp.write_bytes(data)
         os.replace(tmp, path)  # readers never see a half-written blob
         return ref

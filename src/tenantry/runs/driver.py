@@ -233,7 +233,10 @@ class RunDriver:
             await self._provider_failed(
                 f"the model provider kept sending malformed replies: {last.detail}")
             return None
-        await self._delay(f"model provider unavailable: {last}", settings.requeue_after_seconds)
+        # Each further delay doubles (up to an hour), so a long outage adds a few events a
+        # day to the log, not thousands.
+        seconds = min(settings.requeue_after_seconds * 2 ** self.state.parked, 3600.0)
+        await self._delay(f"model provider unavailable: {last}", seconds)
         return None
 
     async def _provider_failed(self, reason: str) -> None:

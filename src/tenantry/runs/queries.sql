@@ -47,6 +47,10 @@ WHERE tenant_id = $1
 ORDER BY run_id DESC
 LIMIT $4
 
+-- name: close_pending_approvals
+UPDATE approvals SET status = 'cancelled', decided_at = now(), comment = 'the run was cancelled'
+WHERE tenant_id = $1 AND run_id = $2 AND status = 'pending'
+
 -- name: mark_cancel_requested
 UPDATE runs SET cancel_requested = true, updated_at = now()
 WHERE tenant_id = $1 AND run_id = $2
@@ -124,7 +128,8 @@ ORDER BY run_id
 LIMIT $3
 
 -- name: park_run
--- Give the slot back while the run waits for something outside (an approval).
-UPDATE runs SET status = 'waiting', lease_owner = NULL, lease_expires_at = NULL,
-                updated_at = now()
+-- Give the slot back while the run waits for something outside (an approval). A cancel that
+-- arrived meanwhile sends it back to the queue instead, where the next worker ends it.
+UPDATE runs SET status = CASE WHEN cancel_requested THEN 'queued' ELSE 'waiting' END,
+                lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
 WHERE tenant_id = $1 AND run_id = $2 AND lease_epoch = $3 AND status = 'running'

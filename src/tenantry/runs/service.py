@@ -173,14 +173,18 @@ async def cancel_run(db: Database, tenant: TenantId, run: RunId) -> Run:
         if row is None:
             raise NotFound(NOT_FOUND)
         status = RunStatus(row["status"])
-        if status is RunStatus.CANCELLED or (row["cancel_requested"] and not status.terminal):
-            pass  # asking twice changes nothing
+        unheld = status in (RunStatus.QUEUED, RunStatus.WAITING)  # no worker holds it
+        if status is RunStatus.CANCELLED or (row["cancel_requested"] and not unheld
+                                             and not status.terminal):
+            pass  # asking twice changes nothing: its worker stops it between steps
         elif status.terminal:
             raise Conflict(f"The run already ended as {status.value}.", run_status=status.value)
         else:
-            await log.append(conn, tenant, run, EventType.CANCEL_REQUESTED, {}, epoch=None)
-            await conn.execute(Q.mark_cancel_requested, tenant.value, run.uuid)
-            if status in (RunStatus.QUEUED, RunStatus.WAITING):
+            if not row["cancel_requested"]:
+                await log.append(conn, tenant, run, EventType.CANCEL_REQUESTED, {}, epoch=None)
+                await conn.execute(Q.mark_cancel_requested, tenant.value, run.uuid)
+            if unheld:
+                await conn.execute(Q.close_pending_approvals, tenant.value, run.uuid)
                 await log.append(
                     conn, tenant, run, EventType.RUN_CANCELLED, {"reason": "cancel_requested"},
                     epoch=None,

@@ -46,6 +46,7 @@ class RunState:
     ended: str | None = None  # the terminal event's type, once there is one
     approvals: dict[str, Approval] = field(default_factory=dict)  # by call key
     started: set[str] = field(default_factory=set)  # keys with a ToolStarted intent
+    parked: int = 0  # RunParked since the last model reply: the next delay doubles
 
     @classmethod
     def fold(cls, events: list[Event], run_input: Any = None) -> RunState:
@@ -64,6 +65,7 @@ class RunState:
                 self.input = data["input"]
         elif event.type == EventType.MODEL_REPLIED:
             self.replies.append(Reply(event.seq, data.get("text", ""), list(data.get("calls", []))))
+            self.parked = 0
             self.steps += 1
             usage = data.get("usage", {})
             self.input_tokens += int(usage.get("input_tokens", 0))
@@ -83,6 +85,8 @@ class RunState:
                 approval.comment = data.get("comment")
         elif event.type == EventType.TOOL_STARTED:
             self.started.add(data["key"])
+        elif event.type == EventType.RUN_PARKED:
+            self.parked += 1
         elif event.type in TERMINAL_EVENTS:
             self.ended = event.type
 

@@ -3,10 +3,13 @@ the main thing a helper process does. Shared by the fake model and the MCP test 
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import socket
 from collections.abc import Generator
+from types import TracebackType
+from typing import Self
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -80,3 +83,48 @@ class LoopbackServer:
             return
         self._server.should_exit = True
         await self._task
+
+
+class LoopbackService(abc.ABC):
+    """The shared lifecycle of the test servers: ``async with`` (or ``start``/``stop``),
+    ``wait`` until stopped, and the ``origin`` they listen on."""
+
+    def __init__(self, *, host: str, port: int, handle_signals: bool) -> None:
+        self._host, self._port, self._handle_signals = host, port, handle_signals
+        self._http: LoopbackServer | None = None
+
+    @abc.abstractmethod
+    def _app(self) -> ASGIApp:
+        """The ASGI app to serve, built afresh for each start."""
+
+    @property
+    def origin(self) -> str:
+        """``http://127.0.0.1:PORT``."""
+        if self._http is None:
+            raise RuntimeError(f"{type(self).__name__} is not started")
+        return f"http://{self._http.host}:{self._http.port}"
+
+    async def start(self) -> None:
+        self._http = LoopbackServer(self._app(), host=self._host, port=self._port,
+                                    handle_signals=self._handle_signals)
+        await self._http.start()
+
+    async def stop(self) -> None:
+        if self._http is not None:
+            await self._http.stop()
+
+    async def wait(self) -> None:
+        if self._http is not None:
+            await self._http.wait()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()

@@ -29,14 +29,14 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
 import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from tenantry.models.scripted import (
     Reply,
@@ -45,7 +45,7 @@ from tenantry.models.scripted import (
     UnknownModel,
     select_script,
 )
-from tenantry.testing._server import LoopbackServer
+from tenantry.testing._server import LoopbackService
 
 __all__ = ["FakeModelServer", "Fault", "RecordedRequest", "UsageRecord", "load_scripts", "main"]
 
@@ -89,7 +89,7 @@ class Fault:
     retry_after: float | None
 
 
-class FakeModelServer:
+class FakeModelServer(LoopbackService):
     def __init__(
         self,
         scripts: Mapping[str, Script] | None = None,
@@ -101,13 +101,12 @@ class FakeModelServer:
         self.scripts: dict[str, Script] = dict(scripts or {})
         self.requests: list[RecordedRequest] = []
         self.usage_log: list[UsageRecord] = []
-        self._host, self._port, self._handle_signals = host, port, handle_signals
+        super().__init__(host=host, port=port, handle_signals=handle_signals)
         self._faults: list[Fault] = []
         self._mode: Mode = "ok"
         self._released = asyncio.Event()  # cleared while in "hang" mode
         self._released.set()
         self._closing = False
-        self._http: LoopbackServer | None = None
         self.app = Starlette(routes=[
             Route("/v1/chat/completions", self._chat_completions, methods=["POST"]),
             Route("/v1/models", self._models, methods=["GET"]),
@@ -118,37 +117,19 @@ class FakeModelServer:
     @property
     def base_url(self) -> str:
         """``http://127.0.0.1:PORT/v1``: what an OpenAI client takes as ``base_url``."""
-        if self._http is None:
-            raise RuntimeError("FakeModelServer is not started")
-        return f"http://{self._http.host}:{self._http.port}/v1"
+        return f"{self.origin}/v1"
+
+    def _app(self) -> ASGIApp:
+        return self.app
 
     async def start(self) -> None:
         self._closing = False
-        self._http = LoopbackServer(self.app, host=self._host, port=self._port,
-                                    handle_signals=self._handle_signals)
-        await self._http.start()
+        await super().start()
 
     async def stop(self) -> None:
         self._closing = True
         self._released.set()  # hung requests answer 503 instead of holding up shutdown
-        if self._http is not None:
-            await self._http.stop()
-
-    async def wait(self) -> None:
-        if self._http is not None:
-            await self._http.wait()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
+        await super().stop()
 
     # ------------------------------------------------------------------ fault hooks
 

@@ -31,8 +31,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import orjson
 from mcp.server.mcpserver import Context, MCPServer
@@ -41,7 +40,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tenantry.testing._server import LoopbackServer
+from tenantry.testing._server import LoopbackService
 
 __all__ = ["EffectsMcpServer", "KeyCount", "ToolCallRecord", "main"]
 
@@ -83,7 +82,7 @@ class KeyCount:
     effects: int
 
 
-class EffectsMcpServer:
+class EffectsMcpServer(LoopbackService):
     def __init__(
         self,
         *,
@@ -98,8 +97,7 @@ class EffectsMcpServer:
         self._unkeyed_effects = 0
         self._faults: list[int] = []
         self._state_file = Path(state_file) if state_file is not None else None
-        self._host, self._port, self._handle_signals = host, port, handle_signals
-        self._http: LoopbackServer | None = None
+        super().__init__(host=host, port=port, handle_signals=handle_signals)
         if self._state_file is not None and self._state_file.exists():
             self._replay(self._state_file)
 
@@ -112,36 +110,11 @@ class EffectsMcpServer:
 
     @property
     def base_url(self) -> str:
-        if self._http is None:
-            raise RuntimeError("EffectsMcpServer is not started")
-        return f"http://{self._http.host}:{self._http.port}"
+        return self.origin
 
-    async def start(self) -> None:
+    def _app(self) -> ASGIApp:
         # A fresh SDK server per start: its session manager runs once per app.
-        app = _build_app(self).streamable_http_app(host=self._host)
-        self._http = LoopbackServer(self._inject_faults(app), host=self._host, port=self._port,
-                                    handle_signals=self._handle_signals)
-        await self._http.start()
-
-    async def stop(self) -> None:
-        if self._http is not None:
-            await self._http.stop()
-
-    async def wait(self) -> None:
-        if self._http is not None:
-            await self._http.wait()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
+        return self._inject_faults(_build_app(self).streamable_http_app(host=self._host))
 
     # ------------------------------------------------------------------ fault hooks
 

@@ -41,6 +41,10 @@ class CircuitBreaker:
         self.opened_at = None
         self.probing = False
 
+    def release(self) -> None:
+        """The probe ended with neither success nor failure (refused, cancelled)."""
+        self.probing = False
+
     def failed(self) -> None:
         self.probing = False
         self.failures += 1

@@ -1,9 +1,10 @@
 """The one place every tool call of every run goes through (DESIGN §9), in order:
 
 allow-list (the pinned agent version) → approval (bound to the call's key and arguments)
-→ server pin (the tool list an operator reviewed) → circuit breaker → credential (from the
-vault, in this one request's header only) → idempotency key (``_meta`` and header) → call
-with a timeout → output capped at 8 KiB (the rest to the blob store by reference) → audit.
+→ credential (from the vault, for this one request's header only) → server pin (the tool
+list an operator reviewed) → circuit breaker → idempotency key (``_meta`` and header) →
+call with a timeout → output capped at 8 KiB (the rest to the blob store by reference);
+the driver writes the audit row with the call's ToolCompleted.
 
 Every refusal and failure becomes a result the model reads; none crashes the run."""
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,6 +138,17 @@ class ToolGateway:
         if not breaker.allow():
             return await refuse(f"tool server {server.name!r} is failing; calls are paused "
                                 "for a while (circuit open)", "unavailable")
+        try:
+            return await self._call_server(tenant, run, tool, arguments, key, server, breaker,
+                                           started, refuse)
+        finally:
+            breaker.release()  # a half-open probe that ended without a verdict frees the slot
+
+    async def _call_server(
+        self, tenant: TenantId, run: RunId, tool: str, arguments: dict[str, Any], key: str,
+        server: ToolServer, breaker: CircuitBreaker, started: float,
+        refuse: Callable[..., Awaitable[ToolResult]],
+    ) -> ToolResult:
         try:
             headers = await self._credential(tenant, server)
             await self._check_pin(tenant, server, headers)

@@ -28,13 +28,13 @@ class MasterKey:
     key: bytes
 
     @classmethod
-    def parse(cls, text: str) -> MasterKey:
+    def parse(cls, text: str, source: str = "TENANTRY_MASTER_KEY") -> MasterKey:
         try:
             raw = base64.b64decode(text.strip(), validate=True)
         except (binascii.Error, ValueError):
-            raise ConfigurationError("TENANTRY_MASTER_KEY must be base64") from None
+            raise ConfigurationError(f"{source} must be base64") from None
         if len(raw) != 32:
-            raise ConfigurationError("TENANTRY_MASTER_KEY must decode to 32 bytes")
+            raise ConfigurationError(f"{source} must decode to 32 bytes")
         return cls(raw)
 
     @classmethod

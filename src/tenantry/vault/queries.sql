@@ -11,7 +11,7 @@ INSERT INTO secrets (tenant_id, name, ciphertext, nonce)
 VALUES ($1, $2, $3, $4)
 ON CONFLICT (tenant_id, name)
 DO UPDATE SET ciphertext = excluded.ciphertext, nonce = excluded.nonce, updated_at = now()
-RETURNING (xmax = 0) AS created, updated_at
+RETURNING (xmax = 0) AS created, created_at, updated_at
 
 -- name: get_secret
 SELECT ciphertext, nonce FROM secrets WHERE tenant_id = $1 AND name = $2

@@ -23,6 +23,7 @@ class SecretInfo:
     name: str
     created_at: datetime
     updated_at: datetime
+    created: bool = False
 
 
 class Vault:
@@ -30,15 +31,14 @@ class Vault:
         self._db = db
         self._master = master
 
-    async def put(self, tenant: TenantId, name: str, value: str) -> bool:
-        """Store (or replace) a secret; True when it is new."""
+    async def put(self, tenant: TenantId, name: str, value: str) -> SecretInfo:
+        """Store (or replace) a secret; ``created`` tells which."""
         async with self._db.tenant_tx(tenant) as conn:
             data_key = await self._data_key(conn, tenant, create=True)
             ciphertext, nonce = crypto.encrypt_secret(data_key, tenant.value, name, value)
             row = await conn.fetchrow(Q.upsert_secret, tenant.value, name, ciphertext, nonce)
         assert row is not None
-        created: bool = row["created"]
-        return created
+        return SecretInfo(name, row["created_at"], row["updated_at"], row["created"])
 
     async def get(self, tenant: TenantId, name: str) -> str:
         async with self._db.tenant_tx(tenant) as conn:
