@@ -75,8 +75,11 @@ async def engine(settings: Settings, dsn: str, *, name: str = "worker") -> Async
 async def run_worker(settings: Settings, dsn: str, stop: asyncio.Event) -> None:
     async with engine(settings, dsn) as eng:
         webhooks = WebhookSender(eng.db, allow_private=settings.webhook_allow_private)
+        control = await Database.connect(dsn, role=settings.db_role or None, min_size=1,
+                                         max_size=2)
         try:
             await Worker(eng, dsn=dsn, concurrency=settings.worker_concurrency,
-                         webhooks=webhooks).run(stop)
+                         webhooks=webhooks, control=control).run(stop)
         finally:
+            await control.close()
             await webhooks.aclose()

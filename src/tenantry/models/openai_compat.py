@@ -7,6 +7,7 @@ refuses (4xx) is :class:`ModelRefused`."""
 from __future__ import annotations
 
 import time
+import zlib
 from typing import Any
 
 import httpx2
@@ -41,20 +42,32 @@ class OpenAICompatible:
 
     def __init__(
         self, base_url: str, *, api_key: str | None = None, account: str = "default",
-        timeout: float = 120.0, max_connections: int = 4096,
+        timeout: float = 120.0, max_connections: int = 4096, shards: int = 32,
     ) -> None:
         self.account = account
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx2.AsyncClient(
-            base_url=base_url.rstrip("/"),
-            headers=headers,
-            timeout=httpx2.Timeout(timeout, connect=10.0),
-            limits=httpx2.Limits(max_connections=max_connections,
-                                 max_keepalive_connections=max_connections),
-        )
+        # Several small connection pools instead of one big one: the HTTP client's pool
+        # scans all of its connections on every request, which at 2,000 runs in flight
+        # was most of the worker's CPU (see docs/BENCHMARKS.md). A run always uses the
+        # same shard, which also keeps its connection (and a provider's cache) warm.
+        per_shard = max(1, max_connections // shards)
+        self._shards = [
+            httpx2.AsyncClient(
+                base_url=base_url.rstrip("/"),
+                headers=headers,
+                timeout=httpx2.Timeout(timeout, connect=10.0),
+                limits=httpx2.Limits(max_connections=per_shard,
+                                     max_keepalive_connections=per_shard),
+            )
+            for _ in range(max(1, shards))
+        ]
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        for client in self._shards:
+            await client.aclose()
+
+    def _client_for(self, run_key: str) -> httpx2.AsyncClient:
+        return self._shards[zlib.crc32(run_key.encode()) % len(self._shards)]
 
     async def complete(self, request: ModelRequest) -> ModelReply:
         body: dict[str, Any] = {"model": request.model, "messages": list(request.messages)}
@@ -62,7 +75,7 @@ class OpenAICompatible:
             body["tools"] = list(request.tools)
         started = time.perf_counter()
         try:
-            response = await self._client.post(
+            response = await self._client_for(request.run_key).post(
                 "/chat/completions", content=orjson.dumps(body),
                 headers={"Content-Type": "application/json"},
             )

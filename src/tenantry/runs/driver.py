@@ -101,6 +101,10 @@ class RunDriver:
         self.state = RunState()
         self.spec: AgentSpec | None = None
         self._basis = 0
+        # True when memory is known to hold the whole log: our last append followed the
+        # previous event directly and no cancel was pending, so the next step need not
+        # re-read the log first. (A cancel landing just after is seen one step later.)
+        self._in_sync = False
 
     async def drive(self) -> None:
         try:
@@ -132,6 +136,7 @@ class RunDriver:
             events = await log.read(conn, lease.tenant, lease.run, after=0, limit=1_000_000)
         self.spec = version.spec
         self.state = RunState.fold(events, row["input"])
+        self._in_sync = True
 
     async def _catch_up(self) -> None:
         """Events others appended since our last one (a cancel request, a decision)."""
@@ -143,7 +148,9 @@ class RunDriver:
     async def _step(self) -> bool:
         assert self.spec is not None
         started = time.perf_counter()
-        await self._catch_up()
+        if not self._in_sync:
+            await self._catch_up()
+        self._in_sync = False
         # What this decision was based on: events that arrive while it is carried out (a
         # cancel request during a model call) come later in the log, and replay must not
         # count them as known at decision time.
@@ -335,7 +342,8 @@ class RunDriver:
                 raise LeaseLost("the run is no longer running under this lease")
             if audit is not None:
                 await audit_log.record(conn, lease.tenant, lease.run, audit)
-        await self._absorb(written)
+        clean = await self._absorb(written)
+        self._in_sync = clean and not renewed["cancel_requested"]
 
     async def _end(
         self, type_: str, data: dict[str, Any], status: RunStatus, *, answer: Any = None,
@@ -351,15 +359,16 @@ class RunDriver:
         await self._absorb([Event(seq, type_, data, datetime.now(UTC))])
         self.engine.stats.runs_ended += 1
 
-    async def _absorb(self, written: list[Event]) -> None:
+    async def _absorb(self, written: list[Event]) -> bool:
         """Bring the in-memory state up to what was just committed (only after the commit:
         memory never runs ahead of the log). If someone else appended in between — the API
         recording a cancel request — read the log instead of guessing."""
         if written and written[0].seq == self.state.last_seq + 1:
             for event in written:
                 self.state.apply(event)
-        else:
-            await self._catch_up()
+            return True
+        await self._catch_up()
+        return False
 
     async def _fail_ours(self, exc: Exception) -> None:
         self.engine.stats.runs_failed_ours += 1

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import asyncpg
 
-from tenantry.db import DATABASE_DOWN
+from tenantry.db import DATABASE_DOWN, Database
 from tenantry.runs.driver import Engine, RunDriver
 from tenantry.runs.lease import Lease, claim, release, renew
 from tenantry.runs.webhooks import WebhookSender
@@ -34,6 +34,7 @@ class Worker:
         self, engine: Engine, *, dsn: str, concurrency: int = 200, claim_batch: int = 32,
         poll_seconds: float = 1.0, webhooks: WebhookSender | None = None,
         drain_seconds: float = 5.0, clock: Callable[[], datetime] = _utcnow,
+        control: Database | None = None,
     ) -> None:
         self.engine = engine
         self._dsn = dsn
@@ -43,6 +44,9 @@ class Worker:
         self._webhooks = webhooks
         self._drain = drain_seconds
         self._clock = clock
+        # Claims and lease renewals on their own small pool: behind hundreds of steps
+        # queued for the main pool they would starve (fewer runs claimed, leases at risk).
+        self._control = control or engine.db
         self._active: dict[Lease, asyncio.Task[None]] = {}
         self._lease_of: dict[asyncio.Task[None], Lease] = {}
         self._wake = asyncio.Event()
@@ -76,7 +80,7 @@ class Worker:
         if free <= 0:
             return 0
         try:
-            leases = await claim(self.engine.db, self.engine.worker, min(free, self._batch),
+            leases = await claim(self._control, self.engine.worker, min(free, self._batch),
                                  self.engine.settings.lease_seconds)
         except DATABASE_DOWN as exc:
             logger.warning("cannot claim: database unavailable: %s", exc)
@@ -124,7 +128,7 @@ class Worker:
             await asyncio.sleep(interval)
             held = list(self._active)
             try:
-                lost = await renew(self.engine.db, self.engine.worker, held,
+                lost = await renew(self._control, self.engine.worker, held,
                                    self.engine.settings.lease_seconds)
             except DATABASE_DOWN as exc:
                 logger.warning("cannot renew leases: %s", exc)
