@@ -87,6 +87,18 @@ def source_state() -> str:
     return head + ("+dirty" if dirty else "")
 
 
+def env_positive(name: str, default: float) -> float:
+    """A positive number from the environment (benchmark knobs), or a clear exit."""
+    raw = os.environ.get(name, "")
+    try:
+        value = float(raw) if raw else default
+    except ValueError:
+        value = 0.0
+    if value <= 0:
+        raise SystemExit(f"{name} must be a positive number, got {raw!r}")
+    return value
+
+
 def emit(result: dict[str, Any]) -> None:
     """The one JSON line a benchmark prints last on stdout."""
     sys.stdout.write(orjson.dumps(result).decode() + "\n")

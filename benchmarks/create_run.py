@@ -19,7 +19,6 @@ CREATE_RUN_SECONDS (paced phase, 20; the saturated phase runs three quarters of 
 from __future__ import annotations
 
 import asyncio
-import math
 import os
 import re
 import shutil
@@ -38,6 +37,8 @@ import httpx2
 import orjson
 from rich.console import Console
 from rich.status import Status
+
+from _harness import emit, env_positive, percentile
 
 OPERATOR_TOKEN = "op_benchmark_create_run"
 STARTUP_TIMEOUT_S = 120.0  # initdb + migrations on a cold, busy 2-core box
@@ -88,35 +89,17 @@ class Phase:
     def summary(self) -> dict[str, float]:
         ordered = sorted(self.latencies)
         return {
-            "p50_ms": round(_percentile(ordered, 0.50) * 1000, 2),
-            "p99_ms": round(_percentile(ordered, 0.99) * 1000, 2),
+            "p50_ms": round(percentile(ordered, 0.50) * 1000, 2),
+            "p99_ms": round(percentile(ordered, 0.99) * 1000, 2),
             "per_s": round(self.per_s, 1),
         }
 
 
-def _percentile(ordered: list[float], q: float) -> float:
-    """Nearest-rank percentile: a latency some request really had, no interpolation."""
-    if not ordered:
-        return math.nan
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
-
-
-def _positive(name: str, default: float) -> float:
-    raw = os.environ.get(name, "")
-    try:
-        value = float(raw) if raw else default
-    except ValueError:
-        value = 0.0
-    if value <= 0:
-        raise SystemExit(f"{name} must be a positive number, got {raw!r}")
-    return value
-
-
 def _config() -> Config:
-    paced = _positive("CREATE_RUN_SECONDS", 20)
+    paced = env_positive("CREATE_RUN_SECONDS", 20)
     return Config(
-        clients=int(_positive("CREATE_RUN_CLIENTS", 50)),
-        rate=_positive("CREATE_RUN_RATE", 200),
+        clients=int(env_positive("CREATE_RUN_CLIENTS", 50)),
+        rate=env_positive("CREATE_RUN_RATE", 200),
         paced_s=paced,
         saturated_s=paced * 0.75,
     )
@@ -387,7 +370,7 @@ def main() -> int:
         return 2
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
-    sys.stdout.write(orjson.dumps(result).decode() + "\n")
+    emit(result)
     sys.stdout.flush()
     saturated = result["saturated"]
     assert isinstance(saturated, dict)

@@ -48,6 +48,7 @@ from _harness import (
     console,
     cpu_seconds,
     create_runs,
+    env_positive,
     latency_summary,
     log_overheads,
     main,
@@ -70,17 +71,6 @@ STEPS_PER_RUN = 6
 def _script(index: int) -> dict[str, Any]:
     call = {"tool_calls": [{"name": "echo", "arguments": {"text": f"{{input}} {index}"}}]}
     return scripted_input([call, call, {"text": "done: {last_tool_result}"}], f"run-{index}")
-
-
-def _positive_int(name: str, default: int) -> int:
-    raw = os.environ.get(name, "")
-    try:
-        value = int(raw) if raw else default
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise SystemExit(f"{name} must be a positive integer, got {raw!r}")
-    return value
 
 
 @dataclass(slots=True)
@@ -158,8 +148,8 @@ async def _show_stuck(dsn: str, ids: list[RunId]) -> None:
 
 
 async def _benchmark(bench: Bench) -> dict[str, Any]:
-    runs = _positive_int("STEP_OVERHEAD_RUNS", 200)
-    concurrency = _positive_int("STEP_OVERHEAD_CONCURRENCY", 20)
+    runs = int(env_positive("STEP_OVERHEAD_RUNS", 200))
+    concurrency = int(env_positive("STEP_OVERHEAD_CONCURRENCY", 20))
     settings = Settings.from_env()
     model_proc, mcp_proc = bench.fake_model(), bench.mcp_server()
     database = await bench.database()
