@@ -183,6 +183,13 @@ class Api:
 @pytest.fixture
 async def api(database_dsn: str) -> AsyncIterator[Api]:
     """The real app on a real loopback port, on this test's database."""
+    async with serving_api(database_dsn) as served:
+        yield served
+
+
+@asynccontextmanager
+async def serving_api(database_dsn: str) -> AsyncIterator[Api]:
+    """An API process's worth of app (its own pool, LISTEN connection and caches)."""
     settings = Settings(database_url=database_dsn, operator_token=OPERATOR_TOKEN,
                         db_pool_min=1, db_pool_max=5, max_body_bytes=64 * 1024,
                         master_key=TEST_MASTER_KEY.encoded())
@@ -196,10 +203,12 @@ async def api(database_dsn: str) -> AsyncIterator[Api]:
             task.result()
         await asyncio.sleep(0.01)
     base = f"http://127.0.0.1:{port}"
-    async with httpx2.AsyncClient(base_url=base, timeout=10) as client:
-        yield Api(base, client, {"Authorization": f"Bearer {OPERATOR_TOKEN}"})
-    server.should_exit = True
-    await task
+    try:
+        async with httpx2.AsyncClient(base_url=base, timeout=10) as client:
+            yield Api(base, client, {"Authorization": f"Bearer {OPERATOR_TOKEN}"})
+    finally:
+        server.should_exit = True
+        await task
 
 
 # -- the run engine -------------------------------------------------------------------------

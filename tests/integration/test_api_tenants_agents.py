@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import asyncpg
 
-from tests.conftest import Api
+from tests.conftest import Api, serving_api
 from tests.integration.helpers import row_counts
 
 
@@ -50,6 +52,26 @@ async def test_revoked_key_is_refused(api: Api) -> None:
     assert r.status_code == 200
     r = await api.client.get("/v1/agents", headers=headers)
     assert r.status_code == 401 and r.json()["type"] == "unauthorized"
+
+
+async def test_a_revoked_key_stops_working_in_every_api_process(
+    api: Api, database_dsn: str
+) -> None:
+    """Each API process caches key → tenant briefly; a revocation in one process reaches
+    the others' caches through a Postgres notification."""
+    tenant_id, _ = await api.tenant()
+    r = await api.client.post(f"/admin/v1/tenants/{tenant_id}/api-keys", headers=api.operator)
+    headers = {"Authorization": f"Bearer {r.json()['api_key']}"}
+    async with serving_api(database_dsn) as other:
+        assert (await other.client.get("/v1/agents", headers=headers)).status_code == 200
+        await api.client.delete(f"/admin/v1/tenants/{tenant_id}/api-keys/{r.json()['key_id']}",
+                                headers=api.operator)
+        assert (await api.client.get("/v1/agents", headers=headers)).status_code == 401
+        # Well under the cache's 5 s lifetime: only the notification can make this pass.
+        async with asyncio.timeout(2):
+            # Polling another process's answer: there is no event to await here.
+            while (await other.client.get("/v1/agents", headers=headers)).status_code != 401:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
 
 
 async def test_agent_versions_are_immutable_and_numbered(

@@ -158,7 +158,7 @@ async def revoke_api_key(
 ) -> RevokedOut:
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
     key = parse_or_404(ApiKeyId, key_id, "No API key with this id.")
-    revoked_at = await service.revoke_api_key(p.db, tenant, key)
+    revoked_at = await service.revoke_api_key(p.db, tenant, key, p.auth_cache)
     return RevokedOut(key_id=str(key), revoked_at=revoked_at)
 
 

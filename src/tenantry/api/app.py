@@ -17,6 +17,8 @@ from tenantry.config import Settings
 from tenantry.db import Database
 from tenantry.platform_setup import master_key
 from tenantry.runs.hub import EventHub
+from tenantry.tenants.auth_cache import CHANNEL as KEY_CHANNEL
+from tenantry.tenants.auth_cache import AuthCache
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.vault import Vault
 
@@ -56,13 +58,16 @@ def create_app(settings: Settings, dsn: str) -> FastAPI:
             dsn, role=settings.db_role or None, min_size=settings.db_pool_min,
             max_size=settings.db_pool_max,
         )
-        hub = EventHub(dsn)
+        auth_cache = AuthCache()
+        # One LISTEN connection carries both the event tails and key revocations.
+        hub = EventHub(dsn, extra={KEY_CHANNEL: auth_cache.clear})
         mcp = McpToolClient()
         master = master_key(settings)
         try:
             await hub.start()
             vault = Vault(db, master) if master is not None else None
-            app.state.platform = Platform(settings, db, hub, mcp, vault)
+            app.state.platform = Platform(settings, db, hub, mcp, vault,
+                                          auth_cache=auth_cache)
             yield
         finally:
             await mcp.aclose()

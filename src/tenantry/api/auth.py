@@ -27,7 +27,8 @@ def platform(request: Request) -> Platform:
 
 
 async def current_tenant(request: Request) -> TenantId:
-    return await authenticate(platform(request).db, _bearer(request))
+    p = platform(request)
+    return await authenticate(p.db, _bearer(request), p.auth_cache)
 
 
 async def operator(request: Request) -> None:

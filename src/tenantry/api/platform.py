@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from tenantry.config import Settings
 from tenantry.db import Database
 from tenantry.runs.hub import EventHub
+from tenantry.tenants.auth_cache import AuthCache
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.vault import Vault
 
@@ -22,3 +23,4 @@ class Platform:
     # Set when the server starts shutting down: open event streams end at once instead of
     # holding the shutdown for its whole grace period.
     closing: asyncio.Event = field(default_factory=asyncio.Event)
+    auth_cache: AuthCache = field(default_factory=AuthCache)

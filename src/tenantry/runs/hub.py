@@ -28,7 +28,11 @@ def _setter(event: asyncio.Event) -> Callable[[object], None]:
 
 
 class EventHub:
-    def __init__(self, dsn: str, *, reconnect_delay: float = 1.0) -> None:
+    def __init__(
+        self, dsn: str, *, reconnect_delay: float = 1.0,
+        extra: dict[str, Callable[..., None]] | None = None,
+    ) -> None:
+        self._extra = dict(extra or {})
         self._dsn = dsn
         self._reconnect_delay = reconnect_delay
         self._waiters: dict[tuple[str, uuid.UUID], set[asyncio.Event]] = defaultdict(set)
@@ -86,6 +90,9 @@ class EventHub:
             try:
                 self._conn = await asyncpg.connect(self._dsn)
                 await self._conn.add_listener(CHANNEL, self._on_notify)
+                for channel, callback in self._extra.items():
+                    await self._conn.add_listener(channel, callback)
+                    callback()  # whatever changed while we were not listening
                 closed = asyncio.Event()
                 self._conn.add_termination_listener(_setter(closed))
                 self._connected.set()

@@ -26,5 +26,8 @@ UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
 WHERE tenant_id = $1 AND key_id = $2
 RETURNING revoked_at
 
+-- name: announce_revocation
+SELECT pg_notify('tenantry_keys', '')
+
 -- name: authenticate
 SELECT tenantry_authenticate($1)

@@ -10,6 +10,7 @@ from tenantry.db import Database
 from tenantry.db.queries import load
 from tenantry.errors import Conflict, NotFound, Unauthorized
 from tenantry.ids import ApiKeyId, TenantId
+from tenantry.tenants.auth_cache import AuthCache
 from tenantry.tenants.keys import KEY_PREFIX, display_prefix, key_hash, new_key
 
 Q = load(__package__)
@@ -108,20 +109,32 @@ async def list_api_keys(db: Database, tenant: TenantId) -> list[ApiKeyInfo]:
                        r["revoked_at"]) for r in rows]
 
 
-async def revoke_api_key(db: Database, tenant: TenantId, key_id: ApiKeyId) -> datetime:
+async def revoke_api_key(
+    db: Database, tenant: TenantId, key_id: ApiKeyId, cache: AuthCache | None = None
+) -> datetime:
     async with db.tenant_tx(tenant) as conn:
         revoked: datetime | None = await conn.fetchval(Q.revoke_api_key, tenant.value, key_id.uuid)
+        if revoked is not None:  # every API process drops its cached keys at commit
+            await conn.execute(Q.announce_revocation)
     if revoked is None:
         raise NotFound("No API key with this id.")
+    if cache is not None:
+        cache.clear()
     return revoked
 
 
-async def authenticate(db: Database, api_key: str) -> TenantId:
+async def authenticate(db: Database, api_key: str, cache: AuthCache | None = None) -> TenantId:
     """The tenant an API key belongs to. Unknown and revoked keys look the same."""
     if not api_key.startswith(KEY_PREFIX) or len(api_key) > 200:
         raise Unauthorized("Missing or invalid API key.")
+    digest = key_hash(api_key)
+    cached = cache.get(digest) if cache is not None else None
+    if cached is not None:
+        return cached
     async with db.unscoped() as conn:
-        tenant: str | None = await conn.fetchval(Q.authenticate, key_hash(api_key))
-    if tenant is None:
+        tenant: str | None = await conn.fetchval(Q.authenticate, digest)
+    if tenant is None:  # never cached: a new key works at once
         raise Unauthorized("Missing or invalid API key.")
+    if cache is not None:
+        cache.put(digest, TenantId(tenant))
     return TenantId(tenant)
