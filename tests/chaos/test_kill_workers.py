@@ -203,3 +203,45 @@ async def test_frozen_worker_writes_nothing(
     # B repeated A's in-flight call with the same key; A, resumed, did not call again.
     assert mcp.key_counts()[key].calls == 2
     assert not fleet.unexpected_exits(), logs
+
+
+async def test_keyless_tool_killed_mid_call_is_not_repeated(
+    api: Api, database_dsn: str, admin_conn: asyncpg.Connection, mcp: EffectsMcpServer,
+    model: FakeModelServer, tmp_path: Path,
+) -> None:
+    """A worker process is SIGKILLed between ToolStarted and ToolCompleted of a call to a
+    server that cannot honour idempotency keys: the call is never made again, the run is
+    told the outcome is unknown and carries on."""
+    tenant, headers = await api.tenant("Keyless")
+    await api.tool_server(tenant, mcp.url, honours_idempotency_keys=False)
+    agent = await api.agent(headers, tools=["slow"])
+    async with WorkerFleet(dsn=database_dsn, model_url=model.base_url,
+                           log_dir=tmp_path / "workers", size=0, concurrency=4,
+                           master_key=TEST_MASTER_KEY.encoded()) as fleet:
+        a = await fleet.spawn()
+        await fleet.wait_ready(a)
+        run_id = await api.start(headers, agent, scripted(
+            call("slow", seconds=3 * LEASE_SECONDS), answer("{last_tool_result}")))
+        key = f"{run_id}:2:0"
+
+        async def a_is_in_the_call() -> bool:
+            started = await admin_conn.fetchval(
+                "SELECT count(*) FROM run_events WHERE type = 'ToolStarted'")
+            return bool(started) and any(c.key == key for c in mcp.calls)
+
+        await _until(a_is_in_the_call, "worker A records ToolStarted and calls the tool", 30,
+                     a.tail)
+        a.process.kill()  # SIGKILL: no ToolCompleted, no release
+        await a.process.wait()
+        b = await fleet.spawn()
+        events = await api.events_until_end(headers, run_id, within=60)
+        logs = f"{a.tail()}\n{b.tail()}"
+    assert [e["type"] for e in events] == [
+        "RunCreated", "ModelReplied", "ToolStarted", "ToolCompleted", "ModelReplied",
+        "RunFinished"], logs
+    completed = cast("dict[str, object]", events[3]["data"])
+    assert completed["outcome"] == "unknown" and completed["key"] == key
+    assert [c.key for c in mcp.calls if c.tool == "slow"] == [key]  # called once, ever
+    finished = await api.run(headers, run_id)
+    assert finished["status"] == "finished"
+    assert "UNKNOWN OUTCOME" in str(finished["answer"])
