@@ -21,18 +21,19 @@ def _bearer(request: Request) -> str:
     return token.strip()
 
 
-def platform(request: Request) -> Platform:
+async def platform(request: Request) -> Platform:
+    # async on purpose: FastAPI runs a plain-def dependency in a worker thread per request.
     p: Platform = request.app.state.platform
     return p
 
 
 async def current_tenant(request: Request) -> TenantId:
-    p = platform(request)
+    p = await platform(request)
     return await authenticate(p.db, _bearer(request), p.auth_cache)
 
 
 async def operator(request: Request) -> None:
-    expected = platform(request).settings.operator_token
+    expected = (await platform(request)).settings.operator_token
     token = _bearer(request)
     if not expected or not hmac.compare_digest(token.encode(), expected.encode()):
         raise Unauthorized("Invalid operator token.")
