@@ -25,7 +25,8 @@ from tenantry.db import Database
 from tenantry.db.embedded import EmbeddedPostgres
 from tenantry.db.migrate import migrate
 from tenantry.ledger.pricing import DEFAULT_PRICES
-from tenantry.models.openai_compat import OpenAICompatible
+from tenantry.models.accounts import ModelAccount
+from tenantry.models.gateway import GatewaySettings, ModelGateway
 from tenantry.runs.driver import Engine, EngineSettings
 from tenantry.runs.lease import worker_id
 from tenantry.runs.webhooks import WebhookSender
@@ -228,22 +229,36 @@ async def fakes() -> AsyncIterator[Fakes]:
         yield Fakes(model, mcp)
 
 
-TEST_ENGINE = EngineSettings(lease_seconds=30.0, model_attempts=3, model_backoff_seconds=0.02,
-                             requeue_after_seconds=0.3)
+TEST_ENGINE = EngineSettings(lease_seconds=30.0, park_recheck_seconds=0.3)
+# Fast ladders: short backoff, breakers that cool down (and get probed) within a second.
+TEST_GATEWAY = GatewaySettings(backoff_seconds=0.02, max_backoff_seconds=0.1,
+                               breaker_reset_seconds=0.3, breaker_max_reset_seconds=1.0,
+                               probe_interval_seconds=0.05, refresh_seconds=0.2,
+                               call_timeout_seconds=10.0)
 
 
 @asynccontextmanager
 async def running_worker(
-    dsn: str, model_url: str, *, settings: EngineSettings = TEST_ENGINE, concurrency: int = 50,
-    name: str = "test-worker", gateway: type[ToolGateway] = ToolGateway,
+    dsn: str, model_url: str | None, *, settings: EngineSettings = TEST_ENGINE,
+    concurrency: int = 50, name: str = "test-worker", gateway: type[ToolGateway] = ToolGateway,
+    model_gateway: GatewaySettings = TEST_GATEWAY,
 ) -> AsyncIterator[Worker]:
-    """A real worker loop (in this process) on its own pool, until the block ends."""
+    """A real worker loop (in this process) on its own pool, until the block ends. Its model
+    gateway routes over the accounts registered in the database plus, if ``model_url`` is
+    given, that fake server as a configured account serving any model."""
     database = await Database.connect(dsn, min_size=1, max_size=10)
-    model = OpenAICompatible(model_url, account="fake")
+    vault = Vault(database, TEST_MASTER_KEY)
+    implicit = []
+    if model_url is not None:
+        implicit.append((ModelAccount("fake", "openai", model_url, ("*",), "default",
+                                      priority=1000), None))
     stop = asyncio.Event()
     try:
-        async with McpToolClient() as mcp:
-            tools = gateway(database, mcp, vault=Vault(database, TEST_MASTER_KEY))
+        async with McpToolClient() as mcp, ModelGateway(
+            database, vault=vault, master=TEST_MASTER_KEY, settings=model_gateway,
+            implicit=implicit,
+        ) as model:
+            tools = gateway(database, mcp, vault=vault)
             engine = Engine(db=database, model=model, tools=tools,
                             prices=DEFAULT_PRICES, worker=worker_id(name), settings=settings)
             webhooks = WebhookSender(database, allow_private=True)
@@ -257,7 +272,6 @@ async def running_worker(
                 await task
                 await webhooks.aclose()
     finally:
-        await model.aclose()
         await database.close()
 
 

@@ -37,8 +37,12 @@ class Settings:
     max_body_bytes: int = 1024 * 1024
     log_format: str = "auto"  # auto | json | text
     # The run engine.
-    model_base_url: str | None = None  # OpenAI-compatible; unset → built-in scripted model
+    # One model account from configuration (besides those registered through the operator
+    # API): it serves any model, after every registered account. Unset → the built-in
+    # scripted model serves the `scripted` models.
+    model_base_url: str | None = None
     model_api_key: str | None = None
+    model_provider: str = "openai"  # the wire format of model_base_url: openai | anthropic
     lease_seconds: float = 30.0
     worker_concurrency: int = 200
     workers: int = 1  # worker loops inside `tenantry up`
@@ -83,6 +87,7 @@ class Settings:
         text("TENANTRY_LOG_FORMAT", "log_format")
         text("TENANTRY_MODEL_BASE_URL", "model_base_url")
         text("TENANTRY_MODEL_API_KEY", "model_api_key")
+        text("TENANTRY_MODEL_PROVIDER", "model_provider")
         integer("TENANTRY_LEASE_SECONDS", "lease_seconds", 1)
         integer("TENANTRY_WORKER_CONCURRENCY", "worker_concurrency", 1)
         integer("TENANTRY_WORKERS", "workers", 0)
@@ -102,6 +107,9 @@ class Settings:
                 f"TENANTRY_SANDBOX_BACKEND must be microvm, gvisor or bwrap, "
                 f"got {self.sandbox_backend!r}"
             )
+        if self.model_provider not in ("openai", "anthropic"):
+            raise ConfigurationError("TENANTRY_MODEL_PROVIDER must be openai or anthropic, "
+                                     f"got {self.model_provider!r}")
         if self.log_format not in ("auto", "json", "text"):
             raise ConfigurationError("TENANTRY_LOG_FORMAT must be auto, json or text")
         for name, value, minimum in (

@@ -4,6 +4,7 @@ database pool, model client, MCP client, tool gateway, webhooks, the worker loop
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -12,7 +13,8 @@ from tenantry.blobs import DirectoryBlobStore
 from tenantry.config import Settings
 from tenantry.db import Database
 from tenantry.ledger.pricing import DEFAULT_PRICES
-from tenantry.models.openai_compat import OpenAICompatible
+from tenantry.models.accounts import ANY_MODEL, ANY_REGION, ModelAccount
+from tenantry.models.gateway import ModelGateway
 from tenantry.platform_setup import master_key
 from tenantry.runs.driver import Engine, EngineSettings
 from tenantry.runs.lease import worker_id
@@ -21,33 +23,45 @@ from tenantry.runs.worker import Worker
 from tenantry.tools.gateway import ToolGateway
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.vault import Vault
+from tenantry.vault.crypto import MasterKey
 
 logger = logging.getLogger(__name__)
 
+# Accounts from configuration come after every registered account (lower goes first).
+CONFIGURED_PRIORITY = 1000
+
+
+def configured_account(settings: Settings, base_url: str) -> tuple[ModelAccount, str | None]:
+    """The account TENANTRY_MODEL_BASE_URL describes: any model, after registered ones."""
+    account = ModelAccount(
+        account_id="configured", provider=settings.model_provider, base_url=base_url,
+        models=(ANY_MODEL,), region=ANY_REGION, priority=CONFIGURED_PRIORITY,
+    )
+    return account, settings.model_api_key
+
 
 @asynccontextmanager
-async def model_client(settings: Settings) -> AsyncIterator[OpenAICompatible]:
-    """The configured OpenAI-compatible endpoint, or — when none is configured — the
-    built-in scripted model served on a loopback port (demos and local development)."""
-    if settings.model_base_url:
-        client = OpenAICompatible(settings.model_base_url, api_key=settings.model_api_key,
-                                  account="configured")
-        try:
-            yield client
-        finally:
-            await client.aclose()
-        return
-    from tenantry.testing.fake_model import FakeModelServer
+async def model_gateway(
+    settings: Settings, db: Database, *, vault: Vault | None, master: MasterKey | None,
+) -> AsyncIterator[ModelGateway]:
+    """The gateway over the registered accounts plus, from configuration, the endpoint in
+    TENANTRY_MODEL_BASE_URL — or, when none is set, the built-in scripted model on a
+    loopback port serving the ``scripted`` models (demos and local development)."""
+    async with contextlib.AsyncExitStack() as stack:
+        if settings.model_base_url:
+            implicit = [configured_account(settings, settings.model_base_url)]
+        else:
+            from tenantry.testing.fake_model import FakeModelServer
 
-    async with FakeModelServer() as server:
-        logger.info("no TENANTRY_MODEL_BASE_URL: using the built-in scripted model",
-                    extra={"base_url": server.base_url})
-        client = OpenAICompatible(server.base_url, account="scripted")
-        client.provider = "scripted"
-        try:
-            yield client
-        finally:
-            await client.aclose()
+            server = await stack.enter_async_context(FakeModelServer())
+            logger.info("no TENANTRY_MODEL_BASE_URL: the built-in scripted model serves "
+                        "the `scripted` models", extra={"base_url": server.base_url})
+            implicit = [(ModelAccount(
+                account_id="scripted", provider="scripted", base_url=server.base_url,
+                models=("scripted", "scripted/*"), region=ANY_REGION,
+                priority=CONFIGURED_PRIORITY), None)]
+        gateway = ModelGateway(db, vault=vault, master=master, implicit=implicit)
+        yield await stack.enter_async_context(gateway)
 
 
 @asynccontextmanager
@@ -61,7 +75,8 @@ async def engine(settings: Settings, dsn: str, *, name: str = "worker") -> Async
         logger.warning("no vault master key: tool servers with credentials will be refused")
     blobs = DirectoryBlobStore(settings.data_dir / "blobs")
     try:
-        async with McpToolClient() as mcp, model_client(settings) as model:
+        async with McpToolClient() as mcp, model_gateway(settings, db, vault=vault,
+                                                          master=master) as model:
             gateway = ToolGateway(db, mcp, vault=vault, blobs=blobs)
             yield Engine(
                 db=db, model=model, tools=gateway, prices=DEFAULT_PRICES,

@@ -157,14 +157,15 @@ async def test_worker_holds_many_runs_at_once(api: Api, fakes: Fakes, worker: ob
     assert started < completed
 
 
-async def test_an_unavailable_model_delays_the_run_instead_of_failing_it(
+async def test_an_unavailable_model_parks_the_run_instead_of_failing_it(
     api: Api, fakes: Fakes, worker: object
 ) -> None:
     _, h, agent = await _tenant_with_tools(api, fakes)
     fakes.model.fail_next(3, status=503)  # every attempt of the first step fails
     run_id = await api.start(h, agent, scripted(answer("made it")))
     events = await api.events_until_end(h, run_id)
-    assert [e["type"] for e in events] == ["RunCreated", "RunParked", "ModelReplied",
-                                           "RunFinished"]
-    assert "model provider unavailable" in events[1]["data"]["reason"]
+    assert [e["type"] for e in events] == ["RunCreated", "RunParked", "RunResumed",
+                                           "ModelReplied", "RunFinished"]
+    assert "model unavailable" in events[1]["data"]["reason"]
+    assert "503" in events[1]["data"]["reason"]
     assert (await api.run(h, run_id))["answer"] == "made it"

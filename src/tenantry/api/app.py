@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from tenantry import __version__
-from tenantry.api import admin, agents, approvals, problems, runs
+from tenantry.api import admin, agents, approvals, model_accounts, problems, runs
 from tenantry.api.body_limit import BodyLimit
 from tenantry.api.platform import Platform
 from tenantry.config import Settings
@@ -67,7 +67,7 @@ def create_app(settings: Settings, dsn: str) -> FastAPI:
             await hub.start()
             vault = Vault(db, master) if master is not None else None
             app.state.platform = Platform(settings, db, hub, mcp, vault,
-                                          auth_cache=auth_cache)
+                                          auth_cache=auth_cache, master=master)
             yield
         finally:
             await mcp.aclose()
@@ -86,6 +86,7 @@ def create_app(settings: Settings, dsn: str) -> FastAPI:
     )
     problems.install(app)
     app.include_router(admin.router)
+    app.include_router(model_accounts.router)
     app.include_router(agents.router)
     app.include_router(runs.router)
     app.include_router(approvals.router)

@@ -11,6 +11,7 @@ from tenantry.runs.hub import EventHub
 from tenantry.tenants.auth_cache import AuthCache
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.vault import Vault
+from tenantry.vault.crypto import MasterKey
 
 
 @dataclass(slots=True)
@@ -24,3 +25,4 @@ class Platform:
     # holding the shutdown for its whole grace period.
     closing: asyncio.Event = field(default_factory=asyncio.Event)
     auth_cache: AuthCache = field(default_factory=AuthCache)
+    master: MasterKey | None = None  # seals platform model accounts' API keys

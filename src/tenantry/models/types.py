@@ -8,18 +8,40 @@ from typing import Any, Protocol
 
 @dataclass(frozen=True, slots=True)
 class TokenUsage:
-    """As the provider reported it; billing is computed from these numbers only."""
+    """As the provider reported it; billing is computed from these numbers only.
+
+    ``input_tokens`` counts *every* prompt token, cached or not (OpenAI's ``prompt_tokens``;
+    for Anthropic ``input_tokens + cache_read_input_tokens + cache_creation_input_tokens``).
+    ``cached_input_tokens`` of them were read from the provider's prompt cache and
+    ``cache_write_input_tokens`` were written to it (Anthropic bills those differently)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cached_input_tokens: int = 0
+    cache_write_input_tokens: int = 0
 
     def to_json(self) -> dict[str, int]:
-        return {
+        data = {
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cached_input_tokens": self.cached_input_tokens,
         }
+        if self.cache_write_input_tokens:
+            data["cache_write_input_tokens"] = self.cache_write_input_tokens
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TokenUsage:
+        return cls(
+            input_tokens=int(data.get("input_tokens", 0)),
+            output_tokens=int(data.get("output_tokens", 0)),
+            cached_input_tokens=int(data.get("cached_input_tokens", 0)),
+            cache_write_input_tokens=int(data.get("cache_write_input_tokens", 0)),
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,12 +58,34 @@ class ModelToolCall:
 
 
 @dataclass(frozen=True, slots=True)
+class RateLimitInfo:
+    """An account's capacity as its provider last reported it in response headers
+    (``None`` where the provider did not say). Resets are seconds from when it was read."""
+
+    remaining_requests: int | None = None
+    remaining_tokens: int | None = None
+    reset_requests_seconds: float | None = None
+    reset_tokens_seconds: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ModelRequest:
+    """One model call. Provider clients read the first five fields; the rest steer the
+    model gateway (which account, which fallbacks, who waits first) and are ignored below
+    it."""
+
     model: str
     messages: tuple[dict[str, Any], ...]
     tools: tuple[dict[str, Any], ...] = ()
-    # Routing hints (sticky account per run, fair waiting) for the model gateway.
     run_key: str = ""
+    max_tokens: int | None = None
+    # -- routing (models/gateway.py) --
+    tenant: str = ""
+    region: str = ""  # the tenant's residency region; "" may use any account
+    fallback_models: tuple[str, ...] = ()
+    account: str = ""  # the account the run used last: it sticks there while healthy
+    previous_model: str = ""  # the model the run used last
+    in_flight: bool = False  # a later step of a run: served before first steps when busy
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +95,15 @@ class ModelReply:
     usage: TokenUsage
     provider: str
     account: str
+    # The model this call asked for (the platform's name, which prices it); the name the
+    # provider echoed back, if different, is ``provider_model``.
     model: str
     latency_ms: float = 0.0
+    provider_model: str = ""
+    rate_limits: RateLimitInfo | None = None
+    # Set by the gateway when this reply came from another account or model than the run's
+    # previous step: why it moved (recorded as ModelRerouted / ModelFallback).
+    switch_reason: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -60,3 +111,17 @@ class Model(Protocol):
     """Anything that answers chat requests: a provider client or the whole gateway."""
 
     async def complete(self, request: ModelRequest) -> ModelReply: ...
+
+
+class ProviderClient(Model, Protocol):
+    """One provider account's HTTP client (models/openai_compat.py, models/anthropic.py)."""
+
+    provider: str
+    account: str
+
+    async def probe(self) -> None:
+        """A cheap request that proves the endpoint answers (``GET …/models``); raises a
+        :class:`~tenantry.models.errors.ModelError` if it does not."""
+        ...
+
+    async def aclose(self) -> None: ...

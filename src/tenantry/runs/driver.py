@@ -6,14 +6,12 @@ every append names the lease epoch, so a worker that lost its lease writes nothi
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import random
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from tenantry.agents.service import get_version
 from tenantry.agents.spec import AgentSpec
@@ -22,8 +20,8 @@ from tenantry.db.queries import load
 from tenantry.errors import LeaseLost
 from tenantry.ids import AgentId
 from tenantry.ledger.pricing import PriceTable
-from tenantry.models.openai_compat import MalformedReply, ModelRefused, ModelUnavailable
-from tenantry.models.types import Model, ModelReply, ModelRequest, TokenUsage
+from tenantry.models.errors import ModelRefused, ModelUnavailable
+from tenantry.models.types import Model, ModelRequest, TokenUsage
 from tenantry.runs import conversation, log
 from tenantry.runs.decide import (
     AwaitApproval,
@@ -59,11 +57,10 @@ class Parked(Exception):
 @dataclass(frozen=True, slots=True)
 class EngineSettings:
     lease_seconds: float = 30.0
-    model_attempts: int = 4
-    model_backoff_seconds: float = 0.5
-    # When the provider stays unavailable, the run goes back to the queue for this long
-    # (its slot is freed) instead of failing: an outage costs time, not runs.
-    requeue_after_seconds: float = 30.0
+    # When no account can serve a run's model, the run parks (its slot is freed) instead of
+    # failing: an outage costs time, not runs. A probe that finds an account back wakes it;
+    # failing that it is looked at again after this long, doubling each time (≤ 1 hour).
+    park_recheck_seconds: float = 30.0
 
 
 @dataclass(slots=True)
@@ -100,6 +97,7 @@ class RunDriver:
         self.run_id = str(lease.run)
         self.state = RunState()
         self.spec: AgentSpec | None = None
+        self.region = ""
         self._basis = 0
         # True when memory is known to hold the whole log: our last append followed the
         # previous event directly and no cancel was pending, so the next step need not
@@ -135,8 +133,13 @@ class RunDriver:
                                         row["agent_version"], conn)
             events = await log.read(conn, lease.tenant, lease.run, after=0, limit=1_000_000)
         self.spec = version.spec
+        self.region = row["region"]
         self.state = RunState.fold(events, row["input"])
         self._in_sync = True
+        if events and events[-1].type == EventType.RUN_PARKED:
+            # Back from waiting for a model: say so in the log (the trace shows the wait).
+            self._basis = self.state.last_seq
+            await self._append([(EventType.RUN_RESUMED, {"after": EventType.RUN_PARKED})])
 
     async def _catch_up(self) -> None:
         """Events others appended since our last one (a cancel request, a decision)."""
@@ -196,55 +199,48 @@ class RunDriver:
 
     async def _call_model(self) -> float:
         assert self.spec is not None
-        engine = self.engine
-        messages = conversation.messages(self.state, self.spec)
-        tools = await engine.tools.definitions(self.lease.tenant, self.spec)
-        request = ModelRequest(self.spec.model, tuple(messages), tuple(tools), self.run_id)
+        engine, state, spec = self.engine, self.state, self.spec
+        messages = conversation.messages(state, spec)
+        tools = await engine.tools.definitions(self.lease.tenant, spec)
+        request = ModelRequest(
+            spec.model, tuple(messages), tuple(tools), self.run_id,
+            tenant=self.lease.tenant.value, region=self.region,
+            fallback_models=spec.fallback_models, account=state.account,
+            previous_model=state.model or spec.model, in_flight=state.steps > 0,
+        )
         started = time.perf_counter()
-        reply = await self._complete_with_retries(request)
+        try:
+            reply = await engine.model.complete(request)
+        except ModelRefused as exc:
+            await self._provider_failed(f"the model provider refused: {exc.detail}")
+            return (time.perf_counter() - started) * 1000
+        except ModelUnavailable as exc:
+            await self._park_for_model(request, exc)
         waited = (time.perf_counter() - started) * 1000
-        if reply is None:
-            return waited
-        cost = engine.prices.cost_micros(self.spec.model, reply.usage)
-        data: dict[str, Any] = {
+        cost = engine.prices.cost_micros(reply.model, reply.usage)
+        events: list[tuple[str, dict[str, Any]]] = []
+        if state.account and reply.account != state.account:
+            events.append((EventType.MODEL_REROUTED, {
+                "from": state.account, "to": reply.account, "model": reply.model,
+                "reason": reply.switch_reason or "the previous account did not answer"}))
+        if reply.model != request.previous_model:
+            events.append((EventType.MODEL_FALLBACK, {
+                "from": request.previous_model, "to": reply.model,
+                "reason": reply.switch_reason or "the previous model did not answer"}))
+        events.append((EventType.MODEL_REPLIED, {
             "text": reply.text,
             "calls": [call.to_json() for call in reply.calls],
             "usage": reply.usage.to_json(),
             "provider": reply.provider,
             "account": reply.account,
-            "model": self.spec.model,
+            "model": reply.model,
             "cost_micros": cost,
             "price_version": engine.prices.version,
             "latency_ms": round(reply.latency_ms, 3),
             "prompt_sha256": conversation.prompt_digest(messages),
-        }
-        await self._append([(EventType.MODEL_REPLIED, data)], steps=1, usage=reply.usage,
-                           cost=cost)
+        }))
+        await self._append(events, steps=1, usage=reply.usage, cost=cost)
         return waited
-
-    async def _complete_with_retries(self, request: ModelRequest) -> ModelReply | None:
-        settings = self.engine.settings
-        last: Exception | None = None
-        for attempt in range(settings.model_attempts):
-            try:
-                return await self.engine.model.complete(request)
-            except ModelRefused as exc:
-                await self._provider_failed(f"the model provider refused: {exc.detail}")
-                return None
-            except ModelUnavailable as exc:
-                last = exc
-                if attempt + 1 < settings.model_attempts:
-                    delay = _retry_after(exc) or settings.model_backoff_seconds * 2**attempt
-                    await asyncio.sleep(delay * random.uniform(0.8, 1.2))
-        if isinstance(last, MalformedReply):
-            await self._provider_failed(
-                f"the model provider kept sending malformed replies: {last.detail}")
-            return None
-        # Each further delay doubles (up to an hour), so a long outage adds a few events a
-        # day to the log, not thousands.
-        seconds = min(settings.requeue_after_seconds * 2 ** self.state.parked, 3600.0)
-        await self._delay(f"model provider unavailable: {last}", seconds)
-        return None
 
     async def _provider_failed(self, reason: str) -> None:
         error = {"message": reason, "ours": False, "cause": "model_provider"}
@@ -252,19 +248,22 @@ class RunDriver:
                                                "cause": "model_provider"},
                         RunStatus.FAILED, error=error)
 
-    async def _delay(self, reason: str, seconds: float) -> None:
-        """Give the run back to the queue for a while, recorded as RunParked with its
-        reason; the slot is freed meanwhile. (Parking until a provider's breaker closes
-        again is the model gateway's job.)"""
+    async def _park_for_model(self, request: ModelRequest, exc: ModelUnavailable) -> NoReturn:
+        """No account can serve the run now: record why, free the slot, and wait until a
+        probe finds one of its models' accounts back (or the recheck time comes)."""
         lease = self.lease
-        until = datetime.now(UTC) + timedelta(seconds=seconds)
-        logger.warning("run delayed: %s", reason, extra={"run_id": self.run_id})
+        models = [request.model, *request.fallback_models]
+        recheck = min(self.engine.settings.park_recheck_seconds * 2 ** self.state.parked,
+                      3600.0)
+        until = datetime.now(UTC) + timedelta(seconds=recheck)
+        logger.warning("run parked: %s", exc.detail, extra={"run_id": self.run_id})
+        data = {"reason": f"model unavailable: {exc.detail}"[:1000], "models": models,
+                "until": until.isoformat(), "basis_seq": self._basis}
         async with self.engine.db.tenant_tx(lease.tenant) as conn:
-            await log.append(conn, lease.tenant, lease.run, EventType.RUN_PARKED,
-                             {"reason": reason[:500], "until": until.isoformat()},
+            await log.append(conn, lease.tenant, lease.run, EventType.RUN_PARKED, data,
                              epoch=lease.epoch)
-            await conn.execute(Q.release_lease, lease.tenant.value, lease.run.uuid,
-                               lease.epoch, until)
+            await conn.execute(Q.park_for_model, lease.tenant.value, lease.run.uuid,
+                               lease.epoch, models, until)
         raise Parked
 
     async def _call_tool(self, call: CallTool) -> float:
@@ -379,10 +378,3 @@ class RunDriver:
         except LEASE_OR_DATABASE:
             logger.warning("could not record the platform failure", extra={"run_id": self.run_id})
 
-
-def _retry_after(exc: ModelUnavailable) -> float | None:
-    raw = exc.extra.get("retry_after")
-    try:
-        return min(float(raw), 60.0) if raw is not None else None
-    except (TypeError, ValueError):
-        return None

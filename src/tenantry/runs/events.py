@@ -19,6 +19,7 @@ class EventType(StrEnum):
     APPROVAL_REQUESTED = "ApprovalRequested"
     APPROVAL_DECIDED = "ApprovalDecided"
     MODEL_FALLBACK = "ModelFallback"
+    MODEL_REROUTED = "ModelRerouted"
     RUN_PARKED = "RunParked"
     RUN_RESUMED = "RunResumed"
     BUDGET_STOPPED = "BudgetStopped"

@@ -79,8 +79,9 @@ INSERT INTO run_event_payloads (tenant_id, run_id, seq, data) VALUES ($1, $2, $3
 SELECT 1 FROM runs WHERE tenant_id = $1 AND run_id = $2
 
 -- name: load_for_worker
-SELECT agent_id, agent_version, input, status, lease_epoch FROM runs
-WHERE tenant_id = $1 AND run_id = $2
+SELECT r.agent_id, r.agent_version, r.input, r.status, r.lease_epoch, t.region
+FROM runs r JOIN tenants t ON t.tenant_id = r.tenant_id
+WHERE r.tenant_id = $1 AND r.run_id = $2
 
 -- name: record_step
 -- Projections of the step just appended, and the lease renewed, under the writer's epoch.
@@ -131,5 +132,15 @@ LIMIT $3
 -- Give the slot back while the run waits for something outside (an approval). A cancel that
 -- arrived meanwhile sends it back to the queue instead, where the next worker ends it.
 UPDATE runs SET status = CASE WHEN cancel_requested THEN 'queued' ELSE 'waiting' END,
+                lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+WHERE tenant_id = $1 AND run_id = $2 AND lease_epoch = $3 AND status = 'running'
+
+-- name: park_for_model
+-- No account can serve the run's models now: it waits, slot released, until a probe of an
+-- account serving one of them succeeds (or until $5 at the latest). A cancel that arrived
+-- meanwhile sends it back to the queue instead, where the next worker ends it.
+UPDATE runs SET status = CASE WHEN cancel_requested THEN 'queued' ELSE 'waiting' END,
+                parked_on = CASE WHEN cancel_requested THEN NULL ELSE $4::text[] END,
+                available_at = CASE WHEN cancel_requested THEN NULL ELSE $5::timestamptz END,
                 lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
 WHERE tenant_id = $1 AND run_id = $2 AND lease_epoch = $3 AND status = 'running'

@@ -47,6 +47,10 @@ class RunState:
     approvals: dict[str, Approval] = field(default_factory=dict)  # by call key
     started: set[str] = field(default_factory=set)  # keys with a ToolStarted intent
     parked: int = 0  # RunParked since the last model reply: the next delay doubles
+    # Where the last model reply came from: the run sticks to that account (its prompt
+    # cache is there) and any change of model is recorded as a ModelFallback.
+    account: str = ""
+    model: str = ""
 
     @classmethod
     def fold(cls, events: list[Event], run_input: Any = None) -> RunState:
@@ -71,6 +75,8 @@ class RunState:
             self.input_tokens += int(usage.get("input_tokens", 0))
             self.output_tokens += int(usage.get("output_tokens", 0))
             self.cost_micros += int(data.get("cost_micros", 0))
+            self.account = str(data.get("account", ""))
+            self.model = str(data.get("model", ""))
         elif event.type == EventType.TOOL_COMPLETED:
             reply = self._reply_at(int(data["reply_seq"]))
             reply.completed[int(data["call_index"])] = data

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 import asyncpg
 
 from tenantry.db import DATABASE_DOWN, Database
+from tenantry.models.accounts import wake_parked
 from tenantry.runs.driver import Engine, RunDriver
 from tenantry.runs.lease import Lease, claim, release, renew
 from tenantry.runs.webhooks import WebhookSender
@@ -141,13 +142,15 @@ class Worker:
                     task.cancel()
 
     async def _housekeeping(self, stop: asyncio.Event) -> None:
-        """Deliver due webhooks and expire approvals nobody decided in time."""
+        """Deliver due webhooks, expire approvals nobody decided in time, and requeue runs
+        parked on a model whose recheck time has come."""
         while not stop.is_set():
             busy = 0
             try:
                 if self._webhooks is not None:
                     busy += await self._webhooks.deliver_due()
                 busy += await approvals.expire_due(self.engine.db, self._clock())
+                busy += await wake_parked(self.engine.db, None)
             except DATABASE_DOWN as exc:
                 logger.warning("housekeeping paused: %s", exc)
             if not busy:

@@ -24,7 +24,7 @@ from tenantry.errors import NotFound, ToolUnavailable
 from tenantry.ids import RunId, TenantId
 from tenantry.tools import approvals
 from tenantry.tools.audit import AuditEntry
-from tenantry.tools.breaker import CircuitBreaker
+from tenantry.breaker import CircuitBreaker
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.tools.servers import ToolServer, list_servers, tools_digest
 from tenantry.vault import Vault, VaultError

@@ -84,3 +84,14 @@ def encrypt_secret(data_key: bytes, tenant: str, name: str, value: str) -> tuple
 def decrypt_secret(data_key: bytes, tenant: str, name: str, ciphertext: bytes,
                    nonce: bytes) -> str:
     return _open(data_key, ciphertext, nonce, f"secret:{tenant}:{name}".encode()).decode()
+
+
+def seal_platform_secret(master: MasterKey, scope: str, value: str) -> tuple[bytes, bytes]:
+    """A platform-owned credential (a model account's API key), sealed by the master key
+    itself and bound to ``scope`` so a sealed value cannot be moved to another row."""
+    return _seal(master.key, value.encode(), f"platform-secret:{scope}:{master.key_id}".encode())
+
+
+def open_platform_secret(master: MasterKey, scope: str, sealed: bytes, nonce: bytes) -> str:
+    aad = f"platform-secret:{scope}:{master.key_id}".encode()
+    return _open(master.key, sealed, nonce, aad).decode()

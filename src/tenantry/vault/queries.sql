@@ -26,3 +26,12 @@ SELECT tenant_id, wrapped_key, nonce, master_key_id FROM tenant_keys FOR UPDATE
 -- name: rewrap_tenant_key
 UPDATE tenant_keys SET wrapped_key = $2, nonce = $3, master_key_id = $4, rotated_at = now()
 WHERE tenant_id = $1
+
+-- name: all_sealed_account_secrets
+SELECT account_id, secret_sealed, secret_nonce, master_key_id FROM model_accounts
+WHERE secret_sealed IS NOT NULL FOR UPDATE
+
+-- name: reseal_account_secret
+UPDATE model_accounts SET secret_sealed = $2, secret_nonce = $3, master_key_id = $4,
+                          updated_at = now()
+WHERE account_id = $1

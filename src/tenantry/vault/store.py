@@ -73,9 +73,10 @@ class Vault:
 
 
 async def rotate_master_key(conn: asyncpg.Connection, old: MasterKey, new: MasterKey) -> int:
-    """Re-wrap every tenant's data key under ``new`` in one transaction; secrets themselves
-    are not re-encrypted. Keys already under ``new`` are left alone, so an interrupted
-    rotation can simply be run again. Needs a connection that sees all tenants."""
+    """Re-wrap every tenant's data key (and re-seal model accounts' API keys) under ``new``
+    in one transaction; tenants' secrets themselves are not re-encrypted. Keys already under
+    ``new`` are left alone, so an interrupted rotation can simply be run again. Needs a
+    connection that sees all tenants."""
     count = 0
     async with conn.transaction():
         for row in await conn.fetch(Q.all_tenant_keys):
@@ -87,6 +88,20 @@ async def rotate_master_key(conn: asyncpg.Connection, old: MasterKey, new: Maste
                                      bytes(row["nonce"]))
             wrapped, nonce = crypto.wrap(new, row["tenant_id"], data_key)
             await conn.execute(Q.rewrap_tenant_key, row["tenant_id"], wrapped, nonce,
+                               new.key_id)
+            count += 1
+        # Model accounts' API keys are sealed by the master key directly.
+        for row in await conn.fetch(Q.all_sealed_account_secrets):
+            if row["master_key_id"] == new.key_id:
+                continue
+            if row["master_key_id"] != old.key_id:
+                raise VaultError(f"model account {row['account_id']}'s key is sealed by "
+                                 "neither key")
+            scope = f"model-account:{row['account_id']}"
+            value = crypto.open_platform_secret(old, scope, bytes(row["secret_sealed"]),
+                                                bytes(row["secret_nonce"]))
+            sealed, nonce = crypto.seal_platform_secret(new, scope, value)
+            await conn.execute(Q.reseal_account_secret, row["account_id"], sealed, nonce,
                                new.key_id)
             count += 1
     return count

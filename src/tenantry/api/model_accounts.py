@@ -1,0 +1,146 @@
+"""Operator API for model provider accounts: the platform's own, and tenants' own keys."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, ConfigDict, Field
+
+from tenantry.api.admin import TENANT_NOT_FOUND, Label, SecretName
+from tenantry.api.auth import operator, platform
+from tenantry.api.params import parse_or_404
+from tenantry.api.platform import Platform
+from tenantry.errors import NotFound, ValidationFailed
+from tenantry.ids import TenantId
+from tenantry.ledger.pricing import DEFAULT_PRICES
+from tenantry.models import accounts
+from tenantry.models.accounts import ModelAccount, NewAccount
+from tenantry.tenants import service
+
+router = APIRouter(prefix="/admin/v1", tags=["operator"], dependencies=[Depends(operator)])
+
+ModelName = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\s]+$")]
+
+
+class AccountFields(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    account_id: Label | None = Field(
+        default=None, description="A slug naming the account; generated when omitted.")
+    provider: Literal["openai", "anthropic", "scripted"] = Field(
+        description="Wire format: `openai` (chat completions: OpenAI, Azure-style, vLLM, "
+                    "Ollama, ...), `anthropic` (messages), `scripted` (the test model).")
+    base_url: str = Field(pattern=r"^https?://[^\s]+$", max_length=2048,
+                          description="OpenAI style ends in /v1; Anthropic style is the "
+                                      "origin (https://api.anthropic.com).")
+    models: list[ModelName] = Field(
+        min_length=1, max_length=100,
+        description="Models this account serves (`*` any, `family/*` a family). Each needs "
+                    "a price in the price table, so calls are billed exactly.")
+    region: Label = Field(description="Where the provider processes data, e.g. `us`, "
+                                      "`eu-west-1`. Tenants outside `default` only use "
+                                      "accounts in their region.")
+    rpm: int | None = Field(default=None, ge=1, le=10_000_000)
+    tpm: int | None = Field(default=None, ge=1, le=10_000_000_000)
+    priority: int = Field(default=0, ge=-1000, le=1000,
+                          description="Lower is preferred; runs spread over equal ones.")
+
+
+class CreatePlatformAccount(AccountFields):
+    secret: str | None = Field(
+        default=None, min_length=1, max_length=16384,
+        description="The provider API key. Write-only: sealed with the master key, never "
+                    "returned.")
+
+
+class CreateTenantAccount(AccountFields):
+    secret_name: SecretName = Field(
+        description="Name of the tenant's vault secret (PUT .../secrets/{name}) holding "
+                    "the tenant's own provider key.")
+
+
+class ModelAccountOut(BaseModel):
+    account_id: str
+    provider: str
+    base_url: str
+    models: list[str]
+    region: str
+    rpm: int | None
+    tpm: int | None
+    priority: int
+    tenant_id: str | None
+    secret: str | None = Field(description="The vault secret a tenant's account reads.")
+    has_secret: bool
+    created_at: datetime | None
+
+
+def _out(account: ModelAccount) -> ModelAccountOut:
+    return ModelAccountOut.model_validate(account.to_json())
+
+
+def _new(
+    body: AccountFields, *, secret: str | None = None, tenant: TenantId | None = None,
+    secret_name: str | None = None,
+) -> NewAccount:
+    account_id = body.account_id or f"{body.provider}-{secrets.token_hex(4)}"
+    return NewAccount(
+        account_id=account_id, provider=body.provider, base_url=body.base_url.rstrip("/"),
+        models=tuple(dict.fromkeys(body.models)), region=body.region, rpm=body.rpm,
+        tpm=body.tpm, priority=body.priority, tenant=tenant, secret=secret,
+        secret_name=secret_name,
+    )
+
+
+@router.post("/model-accounts", status_code=201, response_model=ModelAccountOut)
+async def register_account(
+    body: CreatePlatformAccount, p: Platform = Depends(platform)
+) -> ModelAccountOut:
+    """Register a provider account every tenant's runs may use (within their region)."""
+    account = await accounts.register(p.db, _new(body, secret=body.secret),
+                                      prices=DEFAULT_PRICES, master=p.master)
+    return _out(account)
+
+
+@router.get("/model-accounts", response_model=list[ModelAccountOut])
+async def list_accounts(p: Platform = Depends(platform)) -> list[ModelAccountOut]:
+    """Every account, the platform's and tenants' own."""
+    return [_out(a) for a in await accounts.list_for_admin(p.db)]
+
+
+@router.delete("/model-accounts/{account_id}", response_model=ModelAccountOut)
+async def disable_account(account_id: str, p: Platform = Depends(platform)) -> ModelAccountOut:
+    """Stop routing to an account (runs on it move to another on their next step)."""
+    return _out(await accounts.disable(p.db, account_id))
+
+
+@router.post("/tenants/{tenant_id}/model-accounts", status_code=201,
+             response_model=ModelAccountOut)
+async def register_tenant_account(
+    tenant_id: str, body: CreateTenantAccount, p: Platform = Depends(platform)
+) -> ModelAccountOut:
+    """A tenant's own provider key (bring your own key): serves only this tenant's runs,
+    which then use only their own accounts for the models these serve."""
+    tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
+    await service.get_tenant(p.db, tenant)
+    if p.vault is None:
+        raise ValidationFailed("secret_name: the vault is not configured (TENANTRY_MASTER_KEY)")
+    try:
+        await p.vault.get(tenant, body.secret_name)
+    except NotFound:
+        raise ValidationFailed(
+            f"secret_name: no secret named {body.secret_name!r} for this tenant") from None
+    account = await accounts.register(
+        p.db, _new(body, tenant=tenant, secret_name=body.secret_name),
+        prices=DEFAULT_PRICES, master=p.master)
+    return _out(account)
+
+
+@router.get("/tenants/{tenant_id}/model-accounts", response_model=list[ModelAccountOut])
+async def list_tenant_accounts(
+    tenant_id: str, p: Platform = Depends(platform)
+) -> list[ModelAccountOut]:
+    tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
+    await service.get_tenant(p.db, tenant)
+    return [_out(a) for a in await accounts.list_for_admin(p.db, tenant)]

@@ -1,0 +1,180 @@
+"""Provider accounts: where the model gateway can send a call, and with which credentials.
+
+Operators register platform accounts (``POST /admin/v1/model-accounts``); a tenant's own
+provider key (bring your own key) is an account owned by that tenant: it serves only that
+tenant's runs, with the tenant's own limits, and its key stays in the tenant's vault.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from tenantry.db import Database
+from tenantry.db.queries import load
+from tenantry.errors import Conflict, NotFound, ValidationFailed
+from tenantry.ids import TenantId
+from tenantry.ledger.pricing import PriceTable
+from tenantry.vault import crypto
+from tenantry.vault.crypto import MasterKey
+
+Q = load(__package__)
+
+PROVIDERS = ("openai", "anthropic", "scripted")
+ANY_MODEL = "*"
+ANY_REGION = "default"
+_ACCOUNT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{1,63}$")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelAccount:
+    account_id: str
+    provider: str
+    base_url: str
+    models: tuple[str, ...]
+    region: str
+    rpm: int | None = None
+    tpm: int | None = None
+    priority: int = 0
+    tenant: str | None = None  # set: a bring-your-own-key account serving only this tenant
+    secret_name: str | None = None  # BYOK: the tenant's vault secret holding the key
+    sealed_secret: tuple[bytes, bytes] | None = None  # platform: (sealed, nonce)
+    created_at: datetime | None = None
+
+    def serves(self, model: str) -> bool:
+        """``*`` serves any model; ``family/*`` any ``family/...`` model."""
+        return any(m == model or m == ANY_MODEL
+                   or (m.endswith("/*") and model.startswith(m[:-1])) for m in self.models)
+
+    def allowed_for(self, tenant: str, region: str) -> bool:
+        """May a run of ``tenant``, whose data must stay in ``region``, use this account?
+        A tenant in the ``default`` region may use any; otherwise the account's region must
+        be the tenant's or inside it (``eu`` allows ``eu``, ``eu-west-1``, ...)."""
+        if self.tenant is not None and self.tenant != tenant:
+            return False
+        return region_allows(region, self.region)
+
+    @property
+    def scope(self) -> str:
+        return f"model-account:{self.account_id}"
+
+    @classmethod
+    def from_row(cls, row: asyncpg.Record) -> ModelAccount:
+        sealed = None
+        if row["secret_sealed"] is not None:
+            sealed = (bytes(row["secret_sealed"]), bytes(row["secret_nonce"]))
+        return cls(
+            account_id=row["account_id"], provider=row["provider"], base_url=row["base_url"],
+            models=tuple(row["models"]), region=row["region"], rpm=row["rpm"], tpm=row["tpm"],
+            priority=row["priority"], tenant=row["tenant_id"], secret_name=row["secret_name"],
+            sealed_secret=sealed, created_at=row["created_at"],
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """What the operator API shows: never the key, only whether there is one."""
+        return {
+            "account_id": self.account_id, "provider": self.provider,
+            "base_url": self.base_url, "models": list(self.models), "region": self.region,
+            "rpm": self.rpm, "tpm": self.tpm, "priority": self.priority,
+            "tenant_id": self.tenant, "secret": self.secret_name,
+            "has_secret": self.sealed_secret is not None or self.secret_name is not None,
+            "created_at": self.created_at.isoformat() if self.created_at else None,
+        }
+
+
+def region_allows(tenant_region: str, account_region: str) -> bool:
+    if tenant_region in ("", ANY_REGION):
+        return True
+    return account_region == tenant_region or account_region.startswith(tenant_region + "-")
+
+
+@dataclass(frozen=True, slots=True)
+class NewAccount:
+    account_id: str
+    provider: str
+    base_url: str
+    models: tuple[str, ...]
+    region: str
+    rpm: int | None = None
+    tpm: int | None = None
+    priority: int = 0
+    tenant: TenantId | None = None
+    secret: str | None = None  # platform: the key itself (sealed before it is stored)
+    secret_name: str | None = None  # BYOK: name of the tenant's vault secret
+
+
+async def register(
+    db: Database, account: NewAccount, *, prices: PriceTable, master: MasterKey | None,
+) -> ModelAccount:
+    """Store a new account. Every model it serves must have a price (billing is exact or
+    it is refused); the key is sealed with the master key, or for BYOK must already be in
+    the tenant's vault."""
+    if not _ACCOUNT_ID.match(account.account_id):
+        raise ValidationFailed("account_id: 2-64 characters of a-z, 0-9, '_', '-'")
+    if account.provider not in PROVIDERS:
+        raise ValidationFailed(f"provider: one of {', '.join(PROVIDERS)}")
+    unpriced = [m for m in account.models if m != ANY_MODEL and prices.price(m) is None]
+    if unpriced:
+        raise ValidationFailed(
+            f"models: no price for {', '.join(unpriced)} in price table {prices.version}; "
+            "calls to an unpriced model could not be billed exactly", models=unpriced)
+    if account.tenant is None and account.secret_name is not None:
+        raise ValidationFailed("secret_name: only a tenant's own account reads the vault")
+    if account.tenant is not None and account.secret is not None:
+        raise ValidationFailed("secret: a tenant's own account names its vault secret "
+                               "(secret_name) instead of carrying a key")
+    sealed: tuple[bytes, bytes] | None = None
+    if account.secret is not None:
+        if master is None:
+            raise ValidationFailed("secret: the vault is not configured (TENANTRY_MASTER_KEY)")
+        sealed = crypto.seal_platform_secret(master, f"model-account:{account.account_id}",
+                                             account.secret)
+    async with db.unscoped() as conn:
+        try:
+            row = await conn.fetchrow(
+                Q.insert_account, account.account_id,
+                account.tenant.value if account.tenant else None, account.provider,
+                account.base_url, list(account.models), account.region, account.rpm,
+                account.tpm, account.priority, account.secret_name,
+                sealed[0] if sealed else None, sealed[1] if sealed else None,
+                master.key_id if sealed and master else None,
+            )
+        except asyncpg.ForeignKeyViolationError:
+            raise NotFound("No tenant with this id.") from None
+    if row is None:
+        raise Conflict(f"A model account named {account.account_id!r} already exists.")
+    return ModelAccount.from_row(row)
+
+
+async def list_enabled(db: Database) -> list[ModelAccount]:
+    async with db.unscoped() as conn:
+        return [ModelAccount.from_row(r) for r in await conn.fetch(Q.list_accounts)]
+
+
+async def list_for_admin(
+    db: Database, tenant: TenantId | None = None, *, include_tenants: bool = True,
+) -> list[ModelAccount]:
+    async with db.unscoped() as conn:
+        rows = await conn.fetch(Q.list_accounts_admin, tenant.value if tenant else None,
+                                include_tenants)
+    return [ModelAccount.from_row(r) for r in rows]
+
+
+async def disable(db: Database, account_id: str) -> ModelAccount:
+    async with db.unscoped() as conn:
+        row = await conn.fetchrow(Q.disable_account, account_id)
+    if row is None:
+        raise NotFound("No enabled model account with this id.")
+    return ModelAccount.from_row(row)
+
+
+async def wake_parked(db: Database, models: list[str] | None, *, limit: int = 1000) -> int:
+    """Send runs parked on one of ``models`` (or, with None, whose recheck is due) back to
+    the queue. Returns how many."""
+    async with db.unscoped() as conn:
+        woken = await conn.fetchval(Q.wake_parked, models, limit)
+    return int(woken or 0)

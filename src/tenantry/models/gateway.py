@@ -1,0 +1,408 @@
+"""The model gateway: every model call of every run goes through here (DESIGN §8).
+
+For one call it climbs a ladder and records every rung it takes:
+
+1. the run's current account, retried with exponential backoff and jitter (honouring the
+   provider's ``Retry-After``) — waiting its turn, fairly, while the account is at capacity;
+2. the same model on the next account (another provider or region) — ``ModelRerouted``;
+3. the agent version's fallback models, in order, only if it opted in —
+   ``ModelFallback{from, to, reason}``;
+4. nothing left: :class:`ModelsExhausted`, and the engine parks the run (slot released)
+   until a probe finds an account serving its model again.
+
+A circuit breaker per account stops calls to an endpoint that keeps failing; while one is
+open a background prober asks the provider (``GET /models``) and, once it answers, closes
+the breaker and wakes the runs parked on that account's models. The gateway never
+switches models on its own: a switch happens only down the agent's own fallback list, and
+the reply says why it happened so the engine can record it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Self
+
+import orjson
+
+from tenantry.breaker import CircuitBreaker
+from tenantry.db import DATABASE_DOWN, Database
+from tenantry.errors import TenantryError
+from tenantry.ids import TenantId
+from tenantry.models import accounts as account_store
+from tenantry.models.accounts import ModelAccount
+from tenantry.models.capacity import AccountCapacity
+from tenantry.models.errors import (
+    AccountUnusable,
+    ModelError,
+    ModelRefused,
+    ModelUnavailable,
+    RateLimited,
+)
+from tenantry.models.routing import candidates
+from tenantry.models.types import ModelReply, ModelRequest, ProviderClient
+from tenantry.vault import Vault, crypto
+from tenantry.vault.crypto import MasterKey
+
+logger = logging.getLogger(__name__)
+
+
+class ModelsExhausted(ModelUnavailable):
+    """No account of the run's model (or its opted-in fallbacks) can answer now."""
+
+    type = "model_unavailable"
+    title = "No model account can serve this run now"
+
+    @property
+    def retry_seconds(self) -> float:
+        return float(self.extra.get("retry_seconds", 60.0))
+
+
+@dataclass(frozen=True, slots=True)
+class GatewaySettings:
+    attempts_per_account: int = 3
+    backoff_seconds: float = 0.5
+    max_backoff_seconds: float = 10.0
+    # A Retry-After longer than this moves the call to the next account instead of waiting.
+    max_retry_after_seconds: float = 30.0
+    call_timeout_seconds: float = 120.0
+    breaker_threshold: int = 5
+    breaker_reset_seconds: float = 5.0
+    breaker_max_reset_seconds: float = 300.0
+    refresh_seconds: float = 5.0
+    probe_interval_seconds: float = 1.0
+    # Bring-your-own-key credentials are re-read from the vault this often (rotations).
+    credential_ttl_seconds: float = 300.0
+
+
+ClientFactory = Callable[[ModelAccount, str | None, float], ProviderClient]
+AccountsLoader = Callable[[], Awaitable[Sequence[ModelAccount]]]
+
+
+def http_client(account: ModelAccount, api_key: str | None, timeout: float) -> ProviderClient:
+    """The provider client for an account's wire format."""
+    if account.provider == "anthropic":
+        from tenantry.models.anthropic import AnthropicMessages
+
+        return AnthropicMessages(account.base_url, api_key=api_key,
+                                 account=account.account_id, timeout=timeout)
+    from tenantry.models.openai_compat import OpenAICompatible
+
+    client = OpenAICompatible(account.base_url, api_key=api_key, account=account.account_id,
+                              timeout=timeout)
+    client.provider = account.provider  # "scripted" speaks the OpenAI format
+    return client
+
+
+@dataclass(slots=True)
+class _Route:
+    """One account as this process sees it: client, breaker, capacity."""
+
+    account: ModelAccount
+    breaker: CircuitBreaker
+    capacity: AccountCapacity
+    client: ProviderClient | None = None
+    credential_read_at: float = 0.0
+    probing: bool = False
+
+
+@dataclass(slots=True)
+class _Attempts:
+    """Why earlier rungs of the ladder did not answer (for the record and the park)."""
+
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, note: str) -> None:
+        if len(self.notes) < 20:
+            self.notes.append(note)
+
+    def summary(self) -> str:
+        return "; ".join(self.notes)[:500] or "no account tried"
+
+
+class ModelGateway:
+    def __init__(
+        self, db: Database | None, *, vault: Vault | None = None,
+        master: MasterKey | None = None, settings: GatewaySettings | None = None,
+        implicit: Sequence[tuple[ModelAccount, str | None]] = (),
+        load_accounts: AccountsLoader | None = None,
+        client_factory: ClientFactory = http_client,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self._db = db
+        self._vault = vault
+        self._master = master
+        self.settings = settings or GatewaySettings()
+        # Accounts from configuration rather than the registry (TENANTRY_MODEL_BASE_URL, or
+        # the built-in scripted model), with their keys.
+        self._implicit = {account.account_id: (account, key) for account, key in implicit}
+        self._load = load_accounts or (self._load_registered if db is not None else None)
+        self._client_factory = client_factory
+        self._sleep = sleep
+        self._routes: dict[str, _Route] = {}
+        self._accounts: list[ModelAccount] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._set_accounts([a for a, _ in implicit])
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        await self.refresh()
+        self._tasks = [asyncio.create_task(self._refresh_loop(), name="model-accounts"),
+                       asyncio.create_task(self._probe_loop(), name="model-probes")]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        for route in self._routes.values():
+            await self._close_client(route)
+
+    async def refresh(self) -> None:
+        """Re-read the registered accounts (new ones appear, disabled ones go)."""
+        if self._load is None:
+            return
+        try:
+            registered = list(await self._load())
+        except DATABASE_DOWN as exc:
+            logger.warning("cannot refresh model accounts: %s", exc)
+            return
+        retired = self._set_accounts([*registered,
+                                      *(a for a, _ in self._implicit.values())])
+        for route in retired:
+            await self._close_client(route)
+
+    async def _load_registered(self) -> Sequence[ModelAccount]:
+        assert self._db is not None
+        return await account_store.list_enabled(self._db)
+
+    def _set_accounts(self, accounts: list[ModelAccount]) -> list[_Route]:
+        settings, retired = self.settings, []
+        fresh: dict[str, _Route] = {}
+        for account in accounts:
+            route = self._routes.get(account.account_id)
+            if route is not None and route.account == account:
+                fresh[account.account_id] = route
+                continue
+            if route is not None:
+                retired.append(route)  # changed: new client, same breaker history
+            fresh[account.account_id] = _Route(
+                account,
+                route.breaker if route else CircuitBreaker(
+                    settings.breaker_threshold, settings.breaker_reset_seconds,
+                    settings.breaker_max_reset_seconds),
+                AccountCapacity(account.rpm, account.tpm),
+            )
+        retired.extend(r for k, r in self._routes.items() if k not in fresh)
+        self._routes = fresh
+        self._accounts = accounts
+        return retired
+
+    # -- status (console, metrics, tests) -------------------------------------------
+
+    def breaker_states(self) -> dict[str, str]:
+        return {key: route.breaker.state for key, route in self._routes.items()}
+
+    def accounts(self) -> list[ModelAccount]:
+        return list(self._accounts)
+
+    # -- the ladder ---------------------------------------------------------------------
+
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        tried = _Attempts()
+        models = [request.model, *(m for m in request.fallback_models if m != request.model)]
+        soonest: float | None = None
+        for model in models:
+            routes = [self._routes[a.account_id] for a in candidates(
+                self._accounts, model=model, tenant=request.tenant, region=request.region,
+                run_key=request.run_key, current=request.account) if a.account_id in self._routes]
+            if not routes:
+                where = f" in region {request.region}" if request.region not in ("", "default") \
+                    else ""
+                tried.add(f"no account{where} serves {model}")
+                continue
+            for route in routes:
+                reply = await self._try_account(route, replace(request, model=model), tried)
+                if reply is not None:
+                    return self._explain(request, reply, tried)
+                wait = route.breaker.seconds_until_half_open()
+                soonest = wait if soonest is None else min(soonest, wait)
+        raise ModelsExhausted(
+            f"no account could serve {', '.join(models)}: {tried.summary()}",
+            models=models, retry_seconds=max(soonest or 0.0, 1.0),
+        )
+
+    async def _try_account(
+        self, route: _Route, request: ModelRequest, tried: _Attempts,
+    ) -> ModelReply | None:
+        settings, name = self.settings, route.account.account_id
+        estimate = _estimate_tokens(request) if route.account.tpm else 0
+        for attempt in range(settings.attempts_per_account):
+            if not route.breaker.allow():
+                tried.add(f"{name}: breaker {route.breaker.state}")
+                return None
+            try:
+                client = await self._client(route, request.tenant)
+                await route.capacity.acquire(request.tenant, in_flight=request.in_flight,
+                                             tokens=estimate)
+                reply = await client.complete(request)
+            except ModelRefused:
+                route.breaker.release()
+                raise
+            except RateLimited as exc:
+                route.breaker.release()  # busy is not broken
+                route.capacity.rate_limited(exc.retry_after)
+                tried.add(f"{name}: rate limited")
+                if (exc.retry_after or 0.0) > settings.max_retry_after_seconds:
+                    return None
+                continue  # the capacity gate holds the call until Retry-After has passed
+            except AccountUnusable as exc:
+                route.breaker.failed()
+                tried.add(f"{name}: {exc.detail[:120]}")
+                route.credential_read_at = 0.0  # maybe the key was rotated: read it again
+                return None
+            except ModelError as exc:
+                route.breaker.failed()
+                tried.add(f"{name}: {exc.detail[:120]}")
+                if attempt + 1 < settings.attempts_per_account:
+                    await self._sleep(self._backoff(attempt, exc.retry_after))
+                continue
+            was_closed = route.breaker.state == "closed"
+            route.breaker.succeeded()
+            route.capacity.observe(reply.rate_limits)
+            route.capacity.settle(estimate, reply.usage.total_tokens)
+            if not was_closed:
+                self._wake_later(route.account)
+            return reply
+        return None
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        settings = self.settings
+        if retry_after is not None and retry_after <= settings.max_retry_after_seconds:
+            return retry_after
+        delay: float = min(settings.backoff_seconds * 2.0**attempt, settings.max_backoff_seconds)
+        return delay * random.uniform(0.5, 1.5)  # full jitter would bunch near zero
+
+    @staticmethod
+    def _explain(request: ModelRequest, reply: ModelReply, tried: _Attempts) -> ModelReply:
+        """Say why this reply came from elsewhere than the run's previous step."""
+        reasons = []
+        if request.previous_model and reply.model != request.previous_model:
+            if reply.model == request.model:
+                reasons.append(f"{request.model} is available again")
+            else:
+                reasons.append(tried.summary())
+        elif request.account and reply.account != request.account:
+            reasons.append(tried.summary())
+        if not reasons:
+            return reply
+        return replace(reply, switch_reason=reasons[0])
+
+    # -- clients and credentials --------------------------------------------------------
+
+    async def _client(self, route: _Route, tenant: str) -> ProviderClient:
+        account = route.account
+        stale = (account.secret_name is not None and time.monotonic() - route.credential_read_at
+                 > self.settings.credential_ttl_seconds)
+        if route.client is not None and not stale:
+            return route.client
+        key = await self._api_key(account, tenant)
+        await self._close_client(route)
+        route.client = self._client_factory(account, key, self.settings.call_timeout_seconds)
+        route.credential_read_at = time.monotonic()
+        return route.client
+
+    async def _api_key(self, account: ModelAccount, tenant: str) -> str | None:
+        if account.account_id in self._implicit:
+            return self._implicit[account.account_id][1]
+        if account.sealed_secret is not None:
+            if self._master is None:
+                raise AccountUnusable(f"{account.account_id}: its key is sealed but no "
+                                      "master key is configured")
+            try:
+                return crypto.open_platform_secret(self._master, account.scope,
+                                                   *account.sealed_secret)
+            except crypto.VaultError as exc:
+                raise AccountUnusable(f"{account.account_id}: {exc.detail}") from None
+        if account.secret_name is not None:
+            if self._vault is None or account.tenant is None:
+                raise AccountUnusable(f"{account.account_id}: no vault to read its key from")
+            try:
+                return await self._vault.get(TenantId(account.tenant), account.secret_name)
+            except TenantryError as exc:  # the secret was deleted, or the vault is locked
+                raise AccountUnusable(
+                    f"{account.account_id}: cannot read secret {account.secret_name!r}: "
+                    f"{exc.detail}") from None
+        return None
+
+    async def _close_client(self, route: _Route) -> None:
+        if route.client is not None:
+            client, route.client = route.client, None
+            await client.aclose()
+
+    # -- recovery -------------------------------------------------------------------------
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.refresh_seconds)
+            await self.refresh()
+
+    async def _probe_loop(self) -> None:
+        """Ask providers behind open breakers whether they are back, once each is due."""
+        while True:
+            await asyncio.sleep(self.settings.probe_interval_seconds)
+            for route in list(self._routes.values()):
+                if route.breaker.state == "half_open" and not route.probing:
+                    route.probing = True
+                    self._background(self._probe(route), "model-probe")
+
+    async def _probe(self, route: _Route) -> None:
+        try:
+            if not route.breaker.allow():
+                return  # a real call is already probing it
+            try:
+                client = await self._client(route, route.account.tenant or "")
+                await client.probe()
+            except ModelError as exc:
+                route.breaker.failed()
+                logger.info("model account still unavailable: %s", exc.detail,
+                            extra={"account": route.account.account_id})
+                return
+            route.breaker.succeeded()
+            logger.info("model account is back", extra={"account": route.account.account_id})
+            await self._wake(route.account)
+        finally:
+            route.probing = False
+
+    def _wake_later(self, account: ModelAccount) -> None:
+        self._background(self._wake(account), "model-wake")
+
+    def _background(self, work: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.create_task(work, name=name)
+        self._tasks.append(task)
+        task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
+
+    async def _wake(self, account: ModelAccount) -> None:
+        if self._db is None:
+            return
+        with contextlib.suppress(*DATABASE_DOWN):
+            woken = await account_store.wake_parked(self._db, list(account.models))
+            if woken:
+                logger.info("woke %d parked runs", woken,
+                            extra={"account": account.account_id})
+
+
+def _estimate_tokens(request: ModelRequest) -> int:
+    """Rough prompt size for the tokens-per-minute bucket (settled to the real count after):
+    about four bytes of JSON per token, plus the reply's budget."""
+    size = len(orjson.dumps(request.messages)) + len(orjson.dumps(request.tools))
+    return size // 4 + (request.max_tokens or 1024)

@@ -1,0 +1,27 @@
+-- name: insert_account
+INSERT INTO model_accounts (account_id, tenant_id, provider, base_url, models, region, rpm,
+                            tpm, priority, secret_name, secret_sealed, secret_nonce,
+                            master_key_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+ON CONFLICT (account_id) DO NOTHING
+RETURNING *
+
+-- name: list_accounts
+-- Every enabled account, platform and BYOK: what a worker's gateway routes over.
+SELECT * FROM model_accounts WHERE enabled ORDER BY priority, account_id
+
+-- name: list_accounts_admin
+SELECT * FROM model_accounts
+WHERE ($1::text IS NULL OR tenant_id = $1) AND ($2::boolean OR tenant_id IS NULL)
+ORDER BY priority, account_id
+
+-- name: get_account
+SELECT * FROM model_accounts WHERE account_id = $1
+
+-- name: disable_account
+UPDATE model_accounts SET enabled = false, updated_at = now()
+WHERE account_id = $1 AND enabled
+RETURNING *
+
+-- name: wake_parked
+SELECT tenantry_wake_parked($1, $2)
