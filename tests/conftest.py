@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,9 +129,10 @@ class Api:
     client: httpx2.AsyncClient
     operator: dict[str, str]
 
-    async def tenant(self, name: str = "Acme") -> tuple[str, dict[str, str]]:
+    async def tenant(self, name: str = "Acme", *,
+                     region: str = "default") -> tuple[str, dict[str, str]]:
         """A new tenant and the auth headers of a fresh API key for it."""
-        r = await self.client.post("/admin/v1/tenants", json={"name": name},
+        r = await self.client.post("/admin/v1/tenants", json={"name": name, "region": region},
                                    headers=self.operator)
         assert r.status_code == 201, r.text
         tenant_id = r.json()["tenant_id"]
@@ -147,6 +149,18 @@ class Api:
         assert r.status_code == 201, r.text
         body: dict[str, object] = r.json()
         return body
+
+    async def model_account(self, account_id: str, base_url: str, *,
+                            tenant: str | None = None, **fields: object) -> dict[str, object]:
+        """Register a model account (a tenant's own when ``tenant`` is given)."""
+        body = {"account_id": account_id, "provider": "openai", "base_url": base_url,
+                "models": ["scripted"], "region": "us", **fields}
+        path = (f"/admin/v1/tenants/{tenant}/model-accounts" if tenant
+                else "/admin/v1/model-accounts")
+        r = await self.client.post(path, json=body, headers=self.operator)
+        assert r.status_code == 201, r.text
+        created: dict[str, object] = r.json()
+        return created
 
     async def start(self, headers: dict[str, str], agent: str, input: object,
                     **extra: object) -> str:
@@ -279,6 +293,18 @@ async def running_worker(
 async def worker(database_dsn: str, fakes: Fakes) -> AsyncIterator[Worker]:
     async with running_worker(database_dsn, fakes.model.base_url) as w:
         yield w
+
+
+async def until(
+    check: Callable[[], Awaitable[bool]], what: str, within: float,
+    details: Callable[[], str] = str,
+) -> None:
+    """Poll ``check`` (a database, API or log observation) until it holds."""
+    deadline = time.monotonic() + within
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {within:.0f}s: {what}\n{details()}")
+        await asyncio.sleep(0.05)
 
 
 def scripted(*steps: dict[str, object], text: str = "go") -> dict[str, object]:

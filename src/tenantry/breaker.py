@@ -27,7 +27,7 @@ class CircuitBreaker:
     def cooldown(self) -> float:
         if self.max_reset_seconds is None:
             return self.reset_seconds
-        return min(self.reset_seconds * 2 ** max(self.opens - 1, 0), self.max_reset_seconds)
+        return min(self.reset_seconds * 2.0 ** max(self.opens - 1, 0), self.max_reset_seconds)
 
     @property
     def state(self) -> str:

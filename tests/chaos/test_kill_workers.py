@@ -9,12 +9,10 @@ Set CHAOS_SEED to replay a kill schedule (timing still varies).
 
 from __future__ import annotations
 
-import asyncio
 import os
 import random
 import signal
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import cast
 
@@ -34,7 +32,7 @@ from tests.chaos.harness import (
     plan_runs,
     verify,
 )
-from tests.conftest import TEST_MASTER_KEY, Api, answer, call, scripted
+from tests.conftest import TEST_MASTER_KEY, Api, answer, call, scripted, until
 
 pytestmark = pytest.mark.chaos
 
@@ -93,18 +91,6 @@ async def test_every_run_finishes_once_while_workers_are_killed(
     assert verdict.resumed_runs > 0 and verdict.retried_calls > 0, context
 
 
-async def _until(
-    check: Callable[[], Awaitable[bool]], what: str, within: float,
-    details: Callable[[], str] = str,
-) -> None:
-    """Poll ``check`` (a database or log observation) until it holds."""
-    deadline = time.monotonic() + within
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {within:.0f}s: {what}\n{details()}")
-        await asyncio.sleep(0.05)
-
-
 RUN_ROW = """SELECT status, last_seq, lease_epoch, lease_owner, lease_expires_at, steps,
                     input_tokens, output_tokens, cost_micros, answer::text, updated_at
              FROM runs WHERE run_id = $1"""
@@ -139,7 +125,7 @@ async def test_frozen_worker_writes_nothing(
         async def renewal_waits() -> bool:
             return bool(await admin_conn.fetchval(RENEWAL_WAITING))
 
-        await _until(a_is_in_the_tool_call, "worker A calls the slow tool", 30, a.tail)
+        await until(a_is_in_the_tool_call, "worker A calls the slow tool", 30, a.tail)
         a_epoch = await admin_conn.fetchval("SELECT lease_epoch FROM runs WHERE run_id = $1",
                                             run)
         # Freeze A just after its heartbeat sent a renewal. Resumed, A then believes its
@@ -150,7 +136,7 @@ async def test_frozen_worker_writes_nothing(
         try:
             async with locker.transaction():
                 await locker.execute("SELECT 1 FROM runs WHERE run_id = $1 FOR UPDATE", run)
-                await _until(renewal_waits, "A's lease renewal waits for the run row", 10,
+                await until(renewal_waits, "A's lease renewal waits for the run row", 10,
                              a.tail)
                 a.process.send_signal(signal.SIGSTOP)
         finally:
@@ -164,7 +150,7 @@ async def test_frozen_worker_writes_nothing(
                 return bool(epoch > a_epoch)
 
             # A's lease expires LEASE_SECONDS after the renewal; B claims the run then.
-            await _until(b_took_over, "worker B claims the run after A's lease expired", 60,
+            await until(b_took_over, "worker B claims the run after A's lease expired", 60,
                          fleet.tails)
             events = await api.events_until_end(tenant.headers, run_id, within=60)
             before = await admin_conn.fetchrow(RUN_ROW, run)
@@ -178,7 +164,7 @@ async def test_frozen_worker_writes_nothing(
             rows = await admin_conn.fetchval("SELECT count(*) FROM run_events")
             return FENCED_OFF in a.log() or rows != rows_before
 
-        await _until(a_tried_to_write, "worker A, resumed, tries to record the tool result",
+        await until(a_tried_to_write, "worker A, resumed, tries to record the tool result",
                      30, a.tail)
         # Stopping A waits for everything it still had in flight: after this, no write of
         # A's can land later than our second look.
@@ -229,7 +215,7 @@ async def test_keyless_tool_killed_mid_call_is_not_repeated(
                 "SELECT count(*) FROM run_events WHERE type = 'ToolStarted'")
             return bool(started) and any(c.key == key for c in mcp.calls)
 
-        await _until(a_is_in_the_call, "worker A records ToolStarted and calls the tool", 30,
+        await until(a_is_in_the_call, "worker A records ToolStarted and calls the tool", 30,
                      a.tail)
         a.process.kill()  # SIGKILL: no ToolCompleted, no release
         await a.process.wait()

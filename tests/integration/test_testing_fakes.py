@@ -1,5 +1,6 @@
-"""The shipped test helpers over real HTTP: the fake OpenAI-compatible model server, the MCP
-effects server, and the production MCP client against it."""
+"""The shipped test helpers over real HTTP: the fake model server (OpenAI and Anthropic wire
+formats, checked with the official SDKs too), the MCP effects server, and the production MCP
+client against it."""
 
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import httpx2
+import openai
 import orjson
 import pytest
 
 from tenantry.errors import ToolUnavailable
+from tenantry.models.ratelimits import parse_rate_limits
 from tenantry.models.scripted import Script, Step, ToolCall, prompt_tokens
 from tenantry.testing import EffectsMcpServer, FakeModelServer, KeyCount
 from tenantry.tools.mcp_client import McpToolClient, ToolOutcome
@@ -28,6 +32,12 @@ LOOKUP = Script.of(
 @pytest.fixture
 async def model() -> AsyncIterator[FakeModelServer]:
     async with FakeModelServer(scripts={"lookup": LOOKUP}) as server:
+        yield server
+
+
+@pytest.fixture
+async def claude() -> AsyncIterator[FakeModelServer]:
+    async with FakeModelServer(scripts={"lookup": LOOKUP}, provider="anthropic") as server:
         yield server
 
 
@@ -111,7 +121,12 @@ async def test_a_conversation_ends_with_a_final_answer_and_replays_identically(
     final = await complete(http, model, {"model": "scripted/lookup", "messages": messages})
     again = await complete(http, model, {"model": "scripted/lookup", "messages": messages})
     assert final.json()["choices"] == again.json()["choices"]
-    assert final.json()["usage"] == again.json()["usage"]
+    # The same prompt again costs the same, but now comes from the (simulated) prompt cache.
+    final_usage, again_usage = final.json()["usage"], again.json()["usage"]
+    assert final_usage.pop("prompt_tokens_details") == {"cached_tokens": 0}
+    assert again_usage.pop("prompt_tokens_details") == {
+        "cached_tokens": again_usage["prompt_tokens"]}
+    assert final_usage == again_usage
     choice = final.json()["choices"][0]
     assert choice["finish_reason"] == "stop"
     assert choice["message"]["content"] == "Done: result call_0_0\nresult call_0_1"
@@ -198,6 +213,283 @@ async def test_malformed_and_hang_modes(model: FakeModelServer, http: httpx2.Asy
     assert (await complete(http, model, body)).status_code == 200
 
 
+async def test_down_mode_answers_everything_503_and_keeps_faults_queued(
+    model: FakeModelServer, http: httpx2.AsyncClient
+) -> None:
+    body = {"model": "scripted", "messages": [{"role": "user", "content": "x"}]}
+    model.fail_next(1, status=429)
+    model.set_mode("down")
+    assert (await http.get(f"{model.base_url}/models")).status_code == 503
+    r = await complete(http, model, body)
+    assert r.status_code == 503
+    assert r.json()["error"]["type"] == "server_error"
+    model.set_mode("ok")
+    assert [(await complete(http, model, body)).status_code for _ in range(2)] == [429, 200]
+    assert (await http.get(f"{model.base_url}/models")).status_code == 200
+
+
+async def test_no_choices_mode(model: FakeModelServer, http: httpx2.AsyncClient) -> None:
+    model.set_mode("no_choices")
+    r = await complete(http, model, {"model": "scripted",
+                                     "messages": [{"role": "user", "content": "x"}]})
+    assert r.status_code == 200
+    assert r.json()["object"] == "chat.completion"
+    assert "choices" not in r.json()
+    assert model.usage_log == []
+
+
+async def test_the_prompt_cache_is_the_longest_prefix_seen_before_on_this_server(
+    model: FakeModelServer, http: httpx2.AsyncClient
+) -> None:
+    def cached(r: httpx2.Response) -> int:
+        return int(r.json()["usage"]["prompt_tokens_details"]["cached_tokens"])
+
+    system = {"role": "system", "content": "You are a careful assistant. " * 4}
+    a = [system, {"role": "user", "content": "first question"}]
+    b = [system, {"role": "user", "content": "second question"}]
+    first = await complete(http, model, {"model": "scripted", "messages": a})
+    assert cached(first) == 0
+    longer = [*a, first.json()["choices"][0]["message"], {"role": "user", "content": "more"}]
+    r = await complete(http, model, {"model": "scripted", "messages": longer})
+    assert cached(r) == prompt_tokens(a)
+    assert r.json()["usage"]["prompt_tokens"] == prompt_tokens(longer)
+    # A single shared message is not a prefix the cache keeps; another model has its own.
+    assert cached(await complete(http, model, {"model": "scripted", "messages": b})) == 0
+    assert cached(await complete(http, model, {"model": "scripted/echo", "messages": a})) == 0
+    assert [u.cached_tokens for u in model.usage_log] == [0, prompt_tokens(a), 0, 0]
+    model.reset()
+    assert cached(await complete(http, model, {"model": "scripted", "messages": a})) == 0
+
+
+async def test_rpm_limits_requests_per_minute_with_headers(http: httpx2.AsyncClient) -> None:
+    body = {"model": "scripted", "messages": [{"role": "user", "content": "x"}]}
+    async with FakeModelServer(rpm=2) as model:
+        replies = [await complete(http, model, body) for _ in range(3)]
+    assert [r.status_code for r in replies] == [200, 200, 429]
+    assert [r.headers["x-ratelimit-remaining-requests"] for r in replies] == ["1", "0", "0"]
+    assert {r.headers["x-ratelimit-limit-requests"] for r in replies} == {"2"}
+    refused = replies[2]
+    assert refused.json()["error"]["code"] == "rate_limit_exceeded"
+    assert 0 < int(refused.headers["retry-after"]) <= 60
+    info = parse_rate_limits("openai", refused.headers)
+    assert info is not None and info.reset_requests_seconds is not None
+    assert 0 < info.reset_requests_seconds <= 60
+    assert len(model.usage_log) == 2
+
+
+# ---------------------------------------------------------------------- Anthropic wire format
+
+
+async def messages(http: httpx2.AsyncClient, server: FakeModelServer, body: Any,
+                   **headers: str) -> httpx2.Response:
+    return await http.post(f"{server.base_url}/v1/messages", json=body,
+                           headers={"anthropic-version": "2023-06-01", **headers})
+
+
+async def test_anthropic_messages_wire_format_with_tool_use(
+    claude: FakeModelServer, http: httpx2.AsyncClient
+) -> None:
+    assert claude.base_url == claude.origin
+    body: dict[str, Any] = {
+        "model": "scripted/lookup", "max_tokens": 100, "system": "Be brief.",
+        "messages": [{"role": "user", "content": "milk"}],
+        "tools": [{"name": "effect", "input_schema": {"type": "object"}}]}
+    r = await messages(http, claude, body, **{"x-api-key": "sk-ant-key"})
+    assert r.status_code == 200, r.text
+    reply = r.json()
+    assert set(reply) == {"id", "type", "role", "model", "content", "stop_reason",
+                          "stop_sequence", "usage"}
+    assert reply["id"].startswith("msg_")
+    assert (reply["type"], reply["role"], reply["model"]) == ("message", "assistant",
+                                                              "scripted/lookup")
+    assert reply["stop_reason"] == "tool_use"
+    assert reply["content"] == [
+        {"type": "tool_use", "id": "call_0_0", "name": "effect", "input": {"note": "milk"}},
+        {"type": "tool_use", "id": "call_0_1", "name": "add", "input": {"a": 1, "b": 2}},
+    ]
+    opening = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "milk"}]
+    (record,) = claude.usage_log
+    assert reply["usage"] == {"input_tokens": prompt_tokens(opening),
+                              "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
+                              "output_tokens": record.completion_tokens}
+    assert (record.provider, record.completion_id) == ("anthropic", reply["id"])
+    assert claude.requests[0].api_key == "sk-ant-key"
+
+    body["messages"] += [
+        {"role": "assistant", "content": reply["content"]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "call_0_0", "content": "applied milk"},
+            {"type": "tool_result", "tool_use_id": "call_0_1",
+             "content": [{"type": "text", "text": "3"}], "cache_control": {"type": "ephemeral"}},
+        ]},
+    ]
+    final = (await messages(http, claude, body)).json()
+    assert final["stop_reason"] == "end_turn"
+    assert final["content"] == [{"type": "text", "text": "Done: applied milk\n3"}]
+    record = claude.usage_log[-1]
+    assert final["usage"]["cache_read_input_tokens"] == record.cached_tokens == prompt_tokens(
+        opening)
+    assert final["usage"]["input_tokens"] == record.prompt_tokens - record.cached_tokens
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ({"model": "scripted", "messages": [{"role": "user", "content": "x"}]},
+     "max_tokens: Field required"),
+    ({"model": "scripted", "max_tokens": 10, "messages": []}, "messages: at least one"),
+    ({"model": "scripted", "max_tokens": 10, "messages": [
+        {"role": "user", "content": "a"}, {"role": "user", "content": "b"}]},
+     "roles must alternate"),
+    ({"model": "scripted", "max_tokens": 10, "messages": [
+        {"role": "system", "content": "a"}]}, "messages.0.role"),
+    ({"model": "scripted", "max_tokens": 10, "messages": [
+        {"role": "user", "content": [{"type": "text", "text": ""}]}]},
+     "text content blocks must be non-empty"),
+    ({"model": "scripted", "max_tokens": 10, "messages": [
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t9"}]}]},
+     "unexpected `tool_use_id`"),
+    ({"model": "scripted", "max_tokens": 10, "messages": [
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "add", "input": {}}]},
+        {"role": "user", "content": "and?"}]},
+     "`tool_use` ids were found without `tool_result` blocks"),
+    ({"model": "scripted", "max_tokens": 10, "messages": [{"role": "user", "content": "x"}],
+      "tools": [{"name": "add"}]}, "tools.0.input_schema: Field required"),
+])
+async def test_anthropic_style_400s(
+    claude: FakeModelServer, http: httpx2.AsyncClient, body: Any, message: str
+) -> None:
+    r = await messages(http, claude, body)
+    assert r.status_code == 400
+    assert r.json()["type"] == "error"
+    assert r.json()["error"]["type"] == "invalid_request_error"
+    assert message in r.json()["error"]["message"]
+    assert claude.usage_log == []
+
+
+async def test_anthropic_faults_and_modes(
+    claude: FakeModelServer, http: httpx2.AsyncClient
+) -> None:
+    body = {"model": "scripted", "max_tokens": 10,
+            "messages": [{"role": "user", "content": "x"}]}
+    claude.fail_next(1, status=429, retry_after=3)
+    claude.fail_next(1, status=500)
+    claude.fail_next(1, status=529)
+    errors = [await messages(http, claude, body) for _ in range(3)]
+    assert [(r.status_code, r.json()["error"]["type"]) for r in errors] == [
+        (429, "rate_limit_error"), (500, "api_error"), (529, "overloaded_error")]
+    assert errors[0].headers["retry-after"] == "3"
+    assert all(r.json()["request_id"] == r.headers["request-id"] for r in errors)
+
+    claude.set_mode("no_choices")
+    r = await messages(http, claude, body)
+    assert r.status_code == 200 and r.json()["type"] == "message" and "content" not in r.json()
+    claude.set_mode("malformed")
+    with pytest.raises(orjson.JSONDecodeError):
+        orjson.loads((await messages(http, claude, body)).content)
+    claude.set_mode("down")
+    down = await messages(http, claude, body)
+    assert (down.status_code, down.json()["error"]["type"]) == (503, "api_error")
+    assert (await http.get(f"{claude.base_url}/v1/models")).status_code == 503
+    claude.set_mode("ok")
+    listed = (await http.get(f"{claude.base_url}/v1/models")).json()
+    assert {"type": "model", "id": "scripted/lookup", "display_name": "scripted/lookup",
+            "created_at": "2025-01-01T00:00:00Z"} in listed["data"]
+    assert (await messages(http, claude, body)).status_code == 200
+    assert len(claude.usage_log) == 1
+
+
+async def test_anthropic_rpm_headers(http: httpx2.AsyncClient) -> None:
+    body = {"model": "scripted", "max_tokens": 10,
+            "messages": [{"role": "user", "content": "x"}]}
+    async with FakeModelServer(provider="anthropic", rpm=1) as claude:
+        ok, refused = [await messages(http, claude, body) for _ in range(2)]
+    assert (ok.status_code, refused.status_code) == (200, 429)
+    assert refused.json()["error"]["type"] == "rate_limit_error"
+    assert ok.headers["anthropic-ratelimit-requests-limit"] == "1"
+    assert ok.headers["anthropic-ratelimit-requests-remaining"] == "0"
+    info = parse_rate_limits("anthropic", ok.headers)
+    assert info is not None and info.remaining_requests == 0
+    assert info.reset_requests_seconds is not None and 0 < info.reset_requests_seconds <= 61
+
+
+# ---------------------------------------------------------------------- the official SDKs
+
+
+SDK_TOOLS = [{"name": "effect", "description": "Apply an effect.",
+              "input_schema": {"type": "object", "properties": {"note": {"type": "string"}}}},
+             {"name": "add", "input_schema": {"type": "object", "properties": {
+                 "a": {"type": "integer"}, "b": {"type": "integer"}}}}]
+
+
+async def test_the_openai_sdk_completes_a_tool_call_conversation(
+    model: FakeModelServer
+) -> None:
+    tools: Any = [{"type": "function", "function": {"name": t["name"],
+                                                    "parameters": t["input_schema"]}}
+                  for t in SDK_TOOLS]
+    conversation: Any = [{"role": "system", "content": "Be brief."},
+                         {"role": "user", "content": "milk"}]
+    async with openai.AsyncOpenAI(base_url=model.base_url, api_key="sk-openai",
+                                  max_retries=0) as sdk:
+        first = await sdk.chat.completions.create(model="scripted/lookup",
+                                                  messages=conversation, tools=tools)
+        message = first.choices[0].message
+        assert first.choices[0].finish_reason == "tool_calls"
+        calls = [(c.id, c.function.name, c.function.arguments)  # type: ignore[union-attr]
+                 for c in message.tool_calls or ()]
+        assert calls == [("call_0_0", "effect", '{"note":"milk"}'),
+                         ("call_0_1", "add", '{"a":1,"b":2}')]
+        conversation.append(message.model_dump(exclude_none=True))
+        conversation += [{"role": "tool", "tool_call_id": call_id, "content": f"r {call_id}"}
+                         for call_id, _, _ in calls]
+        final = await sdk.chat.completions.create(model="scripted/lookup",
+                                                  messages=conversation, tools=tools)
+        model.fail_next(1, status=429, retry_after=1)
+        with pytest.raises(openai.RateLimitError):
+            await sdk.chat.completions.create(model="scripted/lookup", messages=conversation)
+    assert final.choices[0].message.content == "Done: r call_0_0\nr call_0_1"
+    assert final.usage is not None and final.usage.prompt_tokens_details is not None
+    assert final.usage.prompt_tokens == prompt_tokens(conversation)
+    assert final.usage.prompt_tokens_details.cached_tokens == prompt_tokens(conversation[:2])
+    assert {r.api_key for r in model.requests} == {"sk-openai"}
+
+
+async def test_the_anthropic_sdk_completes_a_tool_call_conversation(
+    claude: FakeModelServer
+) -> None:
+    conversation: Any = [{"role": "user", "content": "milk"}]
+    async with anthropic.AsyncAnthropic(base_url=claude.base_url, api_key="sk-anthropic",
+                                        max_retries=0) as sdk:
+        first = await sdk.messages.create(model="scripted/lookup", max_tokens=256,
+                                          system="Be brief.", messages=conversation,
+                                          tools=SDK_TOOLS)  # type: ignore[arg-type]
+        assert first.stop_reason == "tool_use"
+        uses = [b for b in first.content if b.type == "tool_use"]
+        assert [(u.id, u.name, u.input) for u in uses] == [
+            ("call_0_0", "effect", {"note": "milk"}), ("call_0_1", "add", {"a": 1, "b": 2})]
+        conversation.append({"role": "assistant", "content": first.content})
+        conversation.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": u.id, "content": f"r {u.id}"} for u in uses]})
+        final = await sdk.messages.create(model="scripted/lookup", max_tokens=256,
+                                          system="Be brief.", messages=conversation,
+                                          tools=SDK_TOOLS)  # type: ignore[arg-type]
+        claude.fail_next(1, status=529)
+        with pytest.raises(anthropic.APIStatusError) as caught:
+            await sdk.messages.create(model="scripted/lookup", max_tokens=256,
+                                      messages=conversation)
+    assert final.stop_reason == "end_turn"
+    assert [b.type for b in final.content] == ["text"]
+    assert final.content[0].text == "Done: r call_0_0\nr call_0_1"  # type: ignore[union-attr]
+    record = claude.usage_log[-1]
+    assert final.usage.cache_read_input_tokens == record.cached_tokens == prompt_tokens(
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "milk"}])
+    assert final.usage.input_tokens == record.prompt_tokens - record.cached_tokens
+    assert final.usage.output_tokens == record.completion_tokens
+    assert (caught.value.status_code, caught.value.type) == (529, "overloaded_error")
+    assert {r.api_key for r in claude.requests} == {"sk-anthropic"}
+
+
 async def _start_process(*args: str) -> tuple[asyncio.subprocess.Process, str]:
     proc = await asyncio.create_subprocess_exec(sys.executable, *args,
                                                 stdout=asyncio.subprocess.PIPE)
@@ -228,6 +520,20 @@ async def test_fake_model_runs_as_its_own_process(tmp_path: Path, http: httpx2.A
         await _stop_process(proc)
     # uvicorn shuts down gracefully, then re-raises the signal it caught.
     assert proc.returncode in (0, -signal.SIGTERM)
+
+
+async def test_fake_anthropic_model_runs_as_its_own_process(http: httpx2.AsyncClient) -> None:
+    proc, base_url = await _start_process("-m", "tenantry.testing.fake_model", "--port", "0",
+                                          "--provider", "anthropic", "--rpm", "100")
+    try:
+        assert base_url.startswith("http://127.0.0.1:") and not base_url.endswith("/v1")
+        r = await http.post(f"{base_url}/v1/messages", json={
+            "model": "scripted", "max_tokens": 10,
+            "messages": [{"role": "user", "content": "tea"}]})
+        assert r.json()["content"] == [{"type": "text", "text": "You said: tea"}]
+        assert r.headers["anthropic-ratelimit-requests-remaining"] == "99"
+    finally:
+        await _stop_process(proc)
 
 
 # ---------------------------------------------------------------------- MCP server + client

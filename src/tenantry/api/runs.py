@@ -220,9 +220,14 @@ async def run_events(
         return Response(page.model_dump_json(), media_type="application/json")
     # Check the run exists (and is this tenant's) before committing to a 200 stream.
     first = await service.read_events(p.db, tenant, run, after=start, limit=500)
-    # Resumed after the run ended: send what is left (webhook records) and close.
+    # Resumed after the run ended: send what is left (webhook records) and close. The run
+    # may have ended between the read above and the status check: its terminal event and
+    # status commit together, so a read after a terminal status sees everything.
     first_is_all = (len(first) < 500 and not any(e.type in TERMINAL_EVENTS for e in first)
                     and (await service.get_run(p.db, tenant, run)).status.terminal)
+    if first_is_all:
+        first = await service.read_events(p.db, tenant, run, after=start, limit=500)
+        first_is_all = len(first) < 500 and not any(e.type in TERMINAL_EVENTS for e in first)
     return StreamingResponse(
         _stream(p, tenant, run, start, first, ended=first_is_all),
         media_type="text/event-stream",

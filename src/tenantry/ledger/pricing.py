@@ -15,6 +15,8 @@ class Price:
     input_per_m: int
     cached_input_per_m: int
     output_per_m: int
+    # Writing the prompt cache (Anthropic bills it above plain input); None: input price.
+    cache_write_per_m: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,17 +35,21 @@ class PriceTable:
         price = self.price(model)
         if price is None:
             return 0
-        uncached = max(usage.input_tokens - usage.cached_input_tokens, 0)
+        written = usage.cache_write_input_tokens
+        plain = max(usage.input_tokens - usage.cached_input_tokens - written, 0)
+        write_price = (price.input_per_m if price.cache_write_per_m is None
+                       else price.cache_write_per_m)
         total = (
-            uncached * price.input_per_m
+            plain * price.input_per_m
             + usage.cached_input_tokens * price.cached_input_per_m
+            + written * write_price
             + usage.output_tokens * price.output_per_m
         )
         return -(-total // 1_000_000)  # round up: never bill less than was used
 
 
 DEFAULT_PRICES = PriceTable(
-    version="2026-11-01",
+    version="2026-11-29",
     prices={
         # The scripted provider is priced like a small hosted model so that cost limits and
         # billing are exercised end to end in tests and demos.
@@ -51,7 +57,7 @@ DEFAULT_PRICES = PriceTable(
                           output_per_m=4_000_000),
         "gpt-4o-mini": Price(150_000, 75_000, 600_000),
         "gpt-4o": Price(2_500_000, 1_250_000, 10_000_000),
-        "claude-3-5-haiku": Price(800_000, 80_000, 4_000_000),
-        "claude-sonnet-4": Price(3_000_000, 300_000, 15_000_000),
+        "claude-3-5-haiku": Price(800_000, 80_000, 4_000_000, cache_write_per_m=1_000_000),
+        "claude-sonnet-4": Price(3_000_000, 300_000, 15_000_000, cache_write_per_m=3_750_000),
     },
 )

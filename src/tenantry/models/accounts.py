@@ -47,8 +47,8 @@ class ModelAccount:
 
     def serves(self, model: str) -> bool:
         """``*`` serves any model; ``family/*`` any ``family/...`` model."""
-        return any(m == model or m == ANY_MODEL
-                   or (m.endswith("/*") and model.startswith(m[:-1])) for m in self.models)
+        return any(m in (model, ANY_MODEL) or (m.endswith("/*") and model.startswith(m[:-1]))
+                   for m in self.models)
 
     def allowed_for(self, tenant: str, region: str) -> bool:
         """May a run of ``tenant``, whose data must stay in ``region``, use this account?

@@ -1,5 +1,6 @@
 """Helpers for testing agents on Tenantry, shipped for users' tests as well as ours: a
-scripted model, a fake OpenAI-compatible model server, and an MCP test server.
+scripted model, a fake model server (OpenAI or Anthropic wire format, with a simulated
+prompt cache, rate limits and outages), and an MCP test server.
 
 Re-exports are lazy, so ``import tenantry.testing`` stays cheap (the MCP SDK takes ~2 s to
 import) and ``python -m tenantry.testing.fake_model`` runs without a double import.

@@ -1,4 +1,5 @@
-"""A fake OpenAI-compatible model server that answers from scripts, over real HTTP.
+"""A fake model server that answers from scripts over real HTTP, in OpenAI's chat
+completions or Anthropic's Messages wire format.
 
 In a test::
 
@@ -6,30 +7,58 @@ In a test::
         ...  # point a model account at model.base_url ("http://127.0.0.1:PORT/v1")
         assert model.usage_log[0].total_tokens == ...
 
+    async with FakeModelServer(provider="anthropic") as model:
+        ...  # model.base_url is the origin "http://127.0.0.1:PORT", as Anthropic's SDK takes it
+
 As a process (multi-process and chaos tests)::
 
-    python -m tenantry.testing.fake_model --port 0 --scripts scripts.json
-    # prints "READY http://127.0.0.1:PORT/v1" once listening; SIGTERM stops it
+    python -m tenantry.testing.fake_model --port 0 --scripts scripts.json \\
+        [--provider anthropic] [--rpm 600]
+    # prints "READY <base_url>" once listening; SIGTERM stops it
 
 ``scripts.json`` maps names to scripts in the :mod:`tenantry.models.scripted` format. Which
-script answers is decided by :func:`tenantry.models.scripted.select_script`.
+script answers is decided by :func:`tenantry.models.scripted.select_script`. An Anthropic
+conversation is read back into the OpenAI shape first
+(:func:`tenantry.models.anthropic.openai_messages`), so one script answers both formats with
+the same text, tool call ids (``call_<step>_<n>``) and token counts. (Anthropic's format
+has no malformed tool calls: scripted arguments that are not a JSON object arrive as ``{}``.)
 
-It speaks non-streaming ``POST /v1/chat/completions`` (plus ``GET /v1/models``), records
-every request (headers and body) and every usage it reported, and has fault hooks:
-``fail_next(n, status=500|429, retry_after=...)`` and ``set_mode("hang"|"malformed"|"ok")``.
+It speaks non-streaming ``POST /v1/chat/completions`` (openai) or ``POST /v1/messages``
+(anthropic), plus ``GET /v1/models``, and records every request (headers and body) and every
+usage it reported (:class:`UsageRecord`).
+
+Prompt cache (deterministic): the server remembers every prefix of at least two messages of
+the conversations it answered (per model and tool list). A request whose longest such prefix
+was seen before reports that prefix's :func:`~tenantry.models.scripted.prompt_tokens` as
+cached: OpenAI's ``usage.prompt_tokens_details.cached_tokens`` (``prompt_tokens`` still
+counts all), Anthropic's ``cache_read_input_tokens`` (``input_tokens`` is then the rest;
+``cache_creation_input_tokens`` is always 0 and ``cache_control`` breakpoints are not
+needed; a step's ``usage`` override caps it). The cache belongs to the server, as a
+provider's belongs to an account: a run that moves to another account loses it.
+
+Fault hooks: ``fail_next(n, status=..., retry_after=...)`` answers with the provider's error
+body; ``set_mode``: ``hang`` (never answer), ``malformed`` (200, truncated JSON),
+``no_choices`` (200, valid JSON without ``choices``/``content``), ``down`` (503 to every
+request, ``GET /v1/models`` included), ``ok``. ``rpm=N`` enforces N chat requests per
+sliding minute (429 with ``retry-after`` beyond) and puts the provider's request rate-limit
+headers on every chat reply.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
+import math
 import sys
 import time
 import uuid
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, get_args
 
 import orjson
 from starlette.applications import Starlette
@@ -38,21 +67,29 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from tenantry.models.anthropic import openai_messages, tool_input
+from tenantry.models.ratelimits import format_duration
 from tenantry.models.scripted import (
     Reply,
     Script,
     ScriptError,
     UnknownModel,
+    prompt_tokens,
     select_script,
 )
+from tenantry.models.types import TokenUsage
 from tenantry.testing._server import LoopbackService
 
 __all__ = ["FakeModelServer", "Fault", "RecordedRequest", "UsageRecord", "load_scripts", "main"]
 
-Mode = Literal["ok", "hang", "malformed"]
+Provider = Literal["openai", "anthropic"]
+Mode = Literal["ok", "hang", "malformed", "no_choices", "down"]
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
-_MALFORMED_BODY = b'{"id": "chatcmpl-broken", "object": "chat.completion", "choices": ['
+_WINDOW_SECONDS = 60.0
+# Prefixes the prompt cache keeps (least recently used forgotten first): bounds a long
+# benchmark's memory; a test never comes near it.
+_CACHE_ENTRIES = 200_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,16 +108,42 @@ class RecordedRequest:
         except orjson.JSONDecodeError:
             return None
 
+    @property
+    def api_key(self) -> str | None:
+        """The credential sent: ``x-api-key``, else the ``Authorization: Bearer`` token
+        (OpenAI's SDK, and Anthropic's since 2.x, send the latter)."""
+        key = self.headers.get("x-api-key")
+        if key:
+            return key
+        scheme, _, token = self.headers.get("authorization", "").partition(" ")
+        return (token.strip() or None) if scheme.lower() == "bearer" else None
+
 
 @dataclass(frozen=True, slots=True)
 class UsageRecord:
-    """Usage as the provider reported it for one completion: the billing ground truth."""
+    """Usage as the provider reported it for one completion: the billing ground truth.
+
+    ``prompt_tokens`` counts every prompt token; ``cached_tokens`` of them were read from the
+    prompt cache. Price a record as ``(prompt_tokens - cached_tokens) * input price +
+    cached_tokens * cached-input price + completion_tokens * output price``, which is what
+    :meth:`~tenantry.ledger.pricing.PriceTable.cost_micros` computes from
+    :attr:`token_usage`. (On Anthropic's wire ``input_tokens`` is ``prompt_tokens -
+    cached_tokens`` and ``cache_read_input_tokens`` is ``cached_tokens``.)"""
 
     completion_id: str
     model: str
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    cached_tokens: int = 0
+    provider: Provider = "openai"
+
+    @property
+    def token_usage(self) -> TokenUsage:
+        """The :class:`TokenUsage` a client should have read from this reply."""
+        return TokenUsage(input_tokens=self.prompt_tokens,
+                          output_tokens=self.completion_tokens,
+                          cached_input_tokens=self.cached_tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,26 +152,46 @@ class Fault:
     retry_after: float | None
 
 
+@dataclass(frozen=True, slots=True)
+class _Chat:
+    """A chat request that passed its wire format's checks, in the OpenAI shape."""
+
+    model: str
+    messages: list[dict[str, Any]]
+    tools: Any  # as sent: part of the prompt cache's key
+
+
 class FakeModelServer(LoopbackService):
     def __init__(
         self,
         scripts: Mapping[str, Script] | None = None,
         *,
+        provider: Provider = "openai",
+        rpm: int | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
         handle_signals: bool = False,
     ) -> None:
+        if provider not in _WIRES:
+            raise ValueError(f"unknown provider {provider!r}")
+        if rpm is not None and rpm < 1:
+            raise ValueError("rpm must be at least 1")
         self.scripts: dict[str, Script] = dict(scripts or {})
+        self.provider: Provider = provider
+        self.rpm = rpm
         self.requests: list[RecordedRequest] = []
         self.usage_log: list[UsageRecord] = []
         super().__init__(host=host, port=port, handle_signals=handle_signals)
+        self._wire = _WIRES[provider]
         self._faults: list[Fault] = []
         self._mode: Mode = "ok"
         self._released = asyncio.Event()  # cleared while in "hang" mode
         self._released.set()
         self._closing = False
+        self._cache = _PromptCache()
+        self._window = _RequestWindow(rpm) if rpm is not None else None
         self.app = Starlette(routes=[
-            Route("/v1/chat/completions", self._chat_completions, methods=["POST"]),
+            Route(self._wire.chat_path, self._chat, methods=["POST"]),
             Route("/v1/models", self._models, methods=["GET"]),
         ])
 
@@ -116,8 +199,10 @@ class FakeModelServer(LoopbackService):
 
     @property
     def base_url(self) -> str:
-        """``http://127.0.0.1:PORT/v1``: what an OpenAI client takes as ``base_url``."""
-        return f"{self.origin}/v1"
+        """What the provider's SDK and Tenantry's client take as ``base_url``:
+        ``http://127.0.0.1:PORT/v1`` for openai, the origin ``http://127.0.0.1:PORT`` for
+        anthropic."""
+        return f"{self.origin}/v1" if self.provider == "openai" else self.origin
 
     def _app(self) -> ASGIApp:
         return self.app
@@ -134,16 +219,20 @@ class FakeModelServer(LoopbackService):
     # ------------------------------------------------------------------ fault hooks
 
     def fail_next(self, n: int = 1, *, status: int = 500, retry_after: float | None = None) -> None:
-        """Answer the next ``n`` chat completions with an OpenAI-style error ``status``
-        (500 server_error, 429 rate limit, ...), with ``Retry-After`` if given."""
+        """Answer the next ``n`` chat requests with error ``status`` in the provider's error
+        shape (openai: 500 ``server_error``, 429 ``rate_limit_exceeded``; anthropic: 500
+        ``api_error``, 429 ``rate_limit_error``, 529 ``overloaded_error``, ...), with
+        ``retry-after`` if given."""
         if not 400 <= status <= 599:
             raise ValueError("status must be an HTTP error status")
         self._faults.extend(Fault(status, retry_after) for _ in range(n))
 
     def set_mode(self, mode: Mode) -> None:
         """``hang``: accept requests and never answer (until the mode changes or the server
-        stops); ``malformed``: answer 200 with a truncated JSON body; ``ok``: normal."""
-        if mode not in ("ok", "hang", "malformed"):
+        stops); ``malformed``: answer 200 with a truncated JSON body; ``no_choices``: answer
+        200 with valid JSON that has no ``choices`` (openai) or ``content`` (anthropic);
+        ``down``: answer every request 503; ``ok``: normal."""
+        if mode not in get_args(Mode):
             raise ValueError(f"unknown mode {mode!r}")
         self._mode = mode
         if mode == "hang":
@@ -156,10 +245,13 @@ class FakeModelServer(LoopbackService):
         return self._mode
 
     def reset(self) -> None:
-        """Forget recorded requests and usage, pending faults, and go back to ``ok``."""
+        """Forget recorded requests and usage, pending faults, the prompt cache and the
+        rate-limit window, and go back to ``ok``."""
         self.requests.clear()
         self.usage_log.clear()
         self._faults.clear()
+        self._cache = _PromptCache()
+        self._window = _RequestWindow(self.rpm) if self.rpm is not None else None
         self.set_mode("ok")
 
     # ------------------------------------------------------------------ handlers
@@ -174,72 +266,278 @@ class FakeModelServer(LoopbackService):
 
     async def _models(self, request: Request) -> Response:
         await self._record(request)
+        if self._mode == "down":
+            return self._wire.error(503, _DOWN)
         names = ["scripted", "scripted/echo", *(f"scripted/{n}" for n in self.scripts)]
-        return _json(200, {"object": "list", "data": [
-            {"id": name, "object": "model", "created": 0, "owned_by": "tenantry-testing"}
-            for name in dict.fromkeys(names)
-        ]})
+        return _json(200, self._wire.models(list(dict.fromkeys(names))))
 
-    async def _chat_completions(self, request: Request) -> Response:
+    async def _chat(self, request: Request) -> Response:
+        response = await self._answer(request)
+        if self._window is not None:
+            remaining, reset = self._window.state(time.monotonic())
+            response.headers.update(self._wire.limit_headers(self._window.limit, remaining,
+                                                             reset))
+        return response
+
+    async def _answer(self, request: Request) -> Response:
         body = await self._record(request)
-        if self._faults:
-            return _fault_response(self._faults.pop(0))
-        while not self._released.is_set():
-            await self._released.wait()
+        wire = self._wire
+        if self._mode != "down":  # down: faults stay queued for when it is back
+            if self._faults:
+                return _fault_response(wire, self._faults.pop(0))
+            if self._window is not None:
+                wait = self._window.admit(time.monotonic())
+                if wait is not None:
+                    return wire.error(429, f"Rate limit of {self._window.limit} requests "
+                                      "per minute reached. Please try again later.",
+                                      headers={"retry-after": str(math.ceil(wait))})
+            while not self._released.is_set():
+                await self._released.wait()
         if self._closing:
-            return _error(503, "The server is shutting down.", "server_error")
+            return wire.error(503, "The server is shutting down.")
+        if self._mode == "down":
+            return wire.error(503, _DOWN)
         if self._mode == "malformed":
-            return Response(_MALFORMED_BODY, 200, media_type="application/json")
+            return Response(wire.malformed, 200, media_type="application/json")
 
         try:
             payload = orjson.loads(body)
         except orjson.JSONDecodeError:
-            return _error(400, "We could not parse the JSON body of your request.",
-                          "invalid_request_error")
-        problem = _validate(payload)
-        if problem is not None:
-            return _error(400, problem[0], "invalid_request_error", param=problem[1])
-        model: str = payload["model"]
-        messages: list[dict[str, Any]] = payload["messages"]
+            return wire.error(400, "We could not parse the JSON body of your request.")
+        chat = wire.read(payload)
+        if isinstance(chat, Response):
+            return chat
         try:
-            reply = select_script(model, messages, self.scripts).reply(messages)
+            reply = select_script(chat.model, chat.messages, self.scripts).reply(chat.messages)
         except UnknownModel as exc:
-            return _error(404, exc.detail, "invalid_request_error", param="model",
-                          code="model_not_found")
+            return wire.error(404, exc.detail, param="model", code="model_not_found")
         except ScriptError as exc:
-            return _error(400, exc.detail, "invalid_request_error", param="messages")
+            return wire.error(400, exc.detail, param="messages")
 
         if reply.delay_ms:
             await asyncio.sleep(reply.delay_ms / 1000)
-        completion_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+        completion_id = f"{wire.id_prefix}{uuid.uuid4().hex[:24]}"
+        if self._mode == "no_choices":
+            return _json(200, wire.without_content(completion_id, chat.model))
         usage = reply.usage
-        self.usage_log.append(UsageRecord(completion_id, model, usage.prompt_tokens,
-                                          usage.completion_tokens, usage.total_tokens))
-        return _json(200, _completion_body(completion_id, model, reply))
+        cached = min(self._cache.serve(chat), usage.prompt_tokens)
+        self.usage_log.append(UsageRecord(completion_id, chat.model, usage.prompt_tokens,
+                                          usage.completion_tokens, usage.total_tokens,
+                                          cached, self.provider))
+        return _json(200, wire.completion(completion_id, chat.model, reply, cached))
 
 
-# ---------------------------------------------------------------------- wire format
+_DOWN = "The server is temporarily unavailable."
 
 
-def _completion_body(completion_id: str, model: str, reply: Reply) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": reply.text, "refusal": None}
-    if reply.tool_calls:
-        message["tool_calls"] = [
-            {"id": call.id, "type": "function",
-             "function": {"name": call.name, "arguments": call.arguments}}
-            for call in reply.tool_calls
-        ]
-    return {
-        "id": completion_id,
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [{"index": 0, "message": message, "logprobs": None,
-                     "finish_reason": reply.finish_reason}],
-        "usage": {"prompt_tokens": reply.usage.prompt_tokens,
-                  "completion_tokens": reply.usage.completion_tokens,
-                  "total_tokens": reply.usage.total_tokens},
-    }
+# ---------------------------------------------------------------------- simulations
+
+
+class _PromptCache:
+    """Prefixes (at message boundaries, two messages at least) of the conversations served,
+    keyed by model and tools too, as a provider's cache is."""
+
+    def __init__(self) -> None:
+        self._seen: dict[bytes, None] = {}  # insertion order = least recently used first
+
+    def serve(self, chat: _Chat) -> int:
+        """Prompt tokens of the longest prefix of ``chat`` served before; remembers its
+        prefixes for the requests after it."""
+        digest = hashlib.sha256(orjson.dumps([chat.model, chat.tools],
+                                             option=orjson.OPT_SORT_KEYS))
+        prefixes: list[bytes] = []
+        for message in chat.messages:
+            digest.update(orjson.dumps(message, option=orjson.OPT_SORT_KEYS))
+            prefixes.append(digest.digest())
+        hit = next((length for length in range(len(prefixes), 1, -1)
+                    if prefixes[length - 1] in self._seen), 0)
+        for prefix in prefixes[1:]:
+            self._seen.pop(prefix, None)
+            self._seen[prefix] = None
+        while len(self._seen) > _CACHE_ENTRIES:
+            del self._seen[next(iter(self._seen))]
+        return prompt_tokens(chat.messages[:hit]) if hit else 0
+
+
+class _RequestWindow:
+    """Requests admitted in the last minute (a sliding window)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._admitted: deque[float] = deque()
+
+    def _expire(self, now: float) -> None:
+        while self._admitted and self._admitted[0] <= now - _WINDOW_SECONDS:
+            self._admitted.popleft()
+
+    def admit(self, now: float) -> float | None:
+        """``None`` if a request may go ahead now (it is counted), else the seconds until
+        one may."""
+        self._expire(now)
+        if len(self._admitted) >= self.limit:
+            return self._admitted[0] + _WINDOW_SECONDS - now
+        self._admitted.append(now)
+        return None
+
+    def state(self, now: float) -> tuple[int, float]:
+        """``(remaining, seconds until the window is empty again)``."""
+        self._expire(now)
+        reset = self._admitted[-1] + _WINDOW_SECONDS - now if self._admitted else 0.0
+        return self.limit - len(self._admitted), reset
+
+
+# ---------------------------------------------------------------------- wire formats
+
+
+class _Wire(Protocol):
+    chat_path: str
+    id_prefix: str
+    malformed: bytes
+
+    def error(self, status: int, message: str | None = None, *, param: str | None = None,
+              code: str | None = None, headers: Mapping[str, str] | None = None) -> Response:
+        """The provider's error body for ``status`` (a default message if none)."""
+        ...
+
+    def read(self, payload: Any) -> _Chat | Response:
+        """The chat request in ``payload``, or the provider's 400 answer to it."""
+        ...
+
+    def completion(self, completion_id: str, model: str, reply: Reply,
+                   cached: int) -> dict[str, Any]: ...
+
+    def without_content(self, completion_id: str, model: str) -> dict[str, Any]: ...
+
+    def models(self, names: list[str]) -> dict[str, Any]: ...
+
+    def limit_headers(self, limit: int, remaining: int, reset: float) -> dict[str, str]: ...
+
+
+class _OpenAIWire:
+    chat_path = "/v1/chat/completions"
+    id_prefix = "chatcmpl-"
+    malformed = b'{"id": "chatcmpl-broken", "object": "chat.completion", "choices": ['
+
+    def error(self, status: int, message: str | None = None, *, param: str | None = None,
+              code: str | None = None, headers: Mapping[str, str] | None = None) -> Response:
+        if status == 429:
+            type_, default = "requests", "Rate limit reached for requests. Please try again later."
+            code = code or "rate_limit_exceeded"
+        elif status >= 500:
+            type_ = "server_error"
+            default = "The server had an error while processing your request."
+        else:
+            type_, default = "invalid_request_error", "Injected error."
+        return _json(status, {"error": {"message": message or default, "type": type_,
+                                        "param": param, "code": code}}, headers)
+
+    def read(self, payload: Any) -> _Chat | Response:
+        problem = _validate(payload)
+        if problem is not None:
+            return self.error(400, problem[0], param=problem[1])
+        return _Chat(payload["model"], payload["messages"], payload.get("tools"))
+
+    def completion(self, completion_id: str, model: str, reply: Reply,
+                   cached: int) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": reply.text, "refusal": None}
+        if reply.tool_calls:
+            message["tool_calls"] = [
+                {"id": call.id, "type": "function",
+                 "function": {"name": call.name, "arguments": call.arguments}}
+                for call in reply.tool_calls
+            ]
+        body = self.without_content(completion_id, model)
+        body["choices"] = [{"index": 0, "message": message, "logprobs": None,
+                            "finish_reason": reply.finish_reason}]
+        body["usage"] = {"prompt_tokens": reply.usage.prompt_tokens,
+                         "completion_tokens": reply.usage.completion_tokens,
+                         "total_tokens": reply.usage.total_tokens,
+                         "prompt_tokens_details": {"cached_tokens": cached}}
+        return body
+
+    def without_content(self, completion_id: str, model: str) -> dict[str, Any]:
+        return {"id": completion_id, "object": "chat.completion", "created": int(time.time()),
+                "model": model}
+
+    def models(self, names: list[str]) -> dict[str, Any]:
+        return {"object": "list", "data": [
+            {"id": name, "object": "model", "created": 0, "owned_by": "tenantry-testing"}
+            for name in names
+        ]}
+
+    def limit_headers(self, limit: int, remaining: int, reset: float) -> dict[str, str]:
+        return {"x-ratelimit-limit-requests": str(limit),
+                "x-ratelimit-remaining-requests": str(remaining),
+                "x-ratelimit-reset-requests": format_duration(reset)}
+
+
+_ANTHROPIC_ERRORS = {400: "invalid_request_error", 401: "authentication_error",
+                     403: "permission_error", 404: "not_found_error", 413: "request_too_large",
+                     429: "rate_limit_error", 529: "overloaded_error"}
+_ANTHROPIC_MESSAGES = {"rate_limit_error": "Number of requests has exceeded your rate limit.",
+                       "overloaded_error": "Overloaded", "api_error": "Internal server error"}
+
+
+class _AnthropicWire:
+    chat_path = "/v1/messages"
+    id_prefix = "msg_"
+    malformed = b'{"id": "msg_broken", "type": "message", "role": "assistant", "content": ['
+
+    def error(self, status: int, message: str | None = None, *, param: str | None = None,
+              code: str | None = None, headers: Mapping[str, str] | None = None) -> Response:
+        type_ = _ANTHROPIC_ERRORS.get(status, "api_error" if status >= 500
+                                      else "invalid_request_error")
+        request_id = f"req_{uuid.uuid4().hex[:24]}"
+        return _json(status, {
+            "type": "error",
+            "error": {"type": type_,
+                      "message": message or _ANTHROPIC_MESSAGES.get(type_, "Injected error.")},
+            "request_id": request_id,
+        }, {**(headers or {}), "request-id": request_id})
+
+    def read(self, payload: Any) -> _Chat | Response:
+        problem = _anthropic_problem(payload)
+        if problem is not None:
+            return self.error(400, problem)
+        return _Chat(payload["model"], openai_messages(payload.get("system"),
+                                                       payload["messages"]),
+                     payload.get("tools"))
+
+    def completion(self, completion_id: str, model: str, reply: Reply,
+                   cached: int) -> dict[str, Any]:
+        content: list[dict[str, Any]] = [{"type": "text", "text": reply.text}] if reply.text else []
+        content += [{"type": "tool_use", "id": call.id, "name": call.name,
+                     "input": tool_input(call.arguments)} for call in reply.tool_calls]
+        body = self.without_content(completion_id, model)
+        body["content"] = content
+        body["stop_reason"] = "tool_use" if reply.tool_calls else "end_turn"
+        body["usage"] = {"input_tokens": reply.usage.prompt_tokens - cached,
+                         "cache_creation_input_tokens": 0,
+                         "cache_read_input_tokens": cached,
+                         "output_tokens": reply.usage.completion_tokens}
+        return body
+
+    def without_content(self, completion_id: str, model: str) -> dict[str, Any]:
+        return {"id": completion_id, "type": "message", "role": "assistant", "model": model,
+                "stop_reason": "end_turn", "stop_sequence": None}
+
+    def models(self, names: list[str]) -> dict[str, Any]:
+        return {"data": [{"type": "model", "id": name, "display_name": name,
+                          "created_at": "2025-01-01T00:00:00Z"} for name in names],
+                "has_more": False, "first_id": names[0], "last_id": names[-1]}
+
+    def limit_headers(self, limit: int, remaining: int, reset: float) -> dict[str, str]:
+        at = datetime.now(UTC) + timedelta(seconds=math.ceil(reset))
+        return {"anthropic-ratelimit-requests-limit": str(limit),
+                "anthropic-ratelimit-requests-remaining": str(remaining),
+                "anthropic-ratelimit-requests-reset":
+                    at.isoformat(timespec="seconds").replace("+00:00", "Z")}
+
+
+_WIRES: dict[str, _Wire] = {"openai": _OpenAIWire(), "anthropic": _AnthropicWire()}
+
+
+# ---------------------------------------------------------------------- request checks
 
 
 def _validate(payload: Any) -> tuple[str, str | None] | None:
@@ -303,37 +601,132 @@ def _message_problem(message: Any) -> str | None:
     return None
 
 
+def _anthropic_problem(payload: Any) -> str | None:
+    """The first problem in a Messages body, worded as Anthropic does, else None."""
+    if not isinstance(payload, dict):
+        return "Input should be a valid dictionary"
+    if not isinstance(payload.get("model"), str) or not payload["model"]:
+        return "model: Field required"
+    max_tokens = payload.get("max_tokens")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
+        return "max_tokens: Field required"
+    if max_tokens < 1:
+        return "max_tokens: Input should be greater than or equal to 1"
+    if payload.get("stream"):
+        return "stream: streaming is not supported by the fake model server"
+    system = payload.get("system")
+    if system is not None and not isinstance(system, str) and not (
+        isinstance(system, list) and all(_block_problem(b, "system") is None for b in system)
+    ):
+        return "system: Input should be a valid string or a list of text blocks"
+    problem = _anthropic_messages_problem(payload.get("messages"))
+    if problem is not None:
+        return problem
+    tools = payload.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list):
+            return "tools: Input should be a valid list"
+        for i, tool in enumerate(tools):
+            if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+                return f"tools.{i}.name: Field required"
+            schema = tool.get("input_schema")
+            if not isinstance(schema, dict):
+                return f"tools.{i}.input_schema: Field required"
+            if schema.get("type") != "object":
+                return f"tools.{i}.input_schema.type: Input should be 'object'"
+    tool_choice = payload.get("tool_choice")
+    if tool_choice is not None and not (
+        isinstance(tool_choice, dict) and tool_choice.get("type") in ("auto", "any", "tool",
+                                                                      "none")
+    ):
+        return "tool_choice: Input should be a valid tool choice"
+    return None
+
+
+def _anthropic_messages_problem(messages: Any) -> str | None:
+    if not isinstance(messages, list) or not messages:
+        return "messages: at least one message is required"
+    uses: list[str] = []  # tool_use ids of the message before
+    for i, message in enumerate(messages):
+        where = f"messages.{i}"
+        if not isinstance(message, dict):
+            return f"{where}: Input should be a valid dictionary"
+        role = message.get("role")
+        if role not in ("user", "assistant"):
+            return f"{where}.role: Input should be 'user' or 'assistant'"
+        if i and messages[i - 1].get("role") == role:
+            return ('messages: roles must alternate between "user" and "assistant", but '
+                    f'found multiple "{role}" roles in a row')
+        content = message.get("content")
+        if not isinstance(content, str | list):
+            return f"{where}.content: Input should be a valid string or list of blocks"
+        if not content and not (role == "assistant" and i == len(messages) - 1):
+            return f"{where}: all messages must have non-empty content except for the " \
+                   "optional final assistant message"
+        blocks = content if isinstance(content, list) else []
+        for j, block in enumerate(blocks):
+            problem = _block_problem(block, role)
+            if problem is not None:
+                return f"{where}.content.{j}{problem}"
+        results = [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"]
+        unexpected = [r for r in results if r not in uses]
+        if unexpected:
+            return (f"{where}: unexpected `tool_use_id` found in `tool_result` blocks: "
+                    f"{unexpected[0]}. Each `tool_result` block must have a corresponding "
+                    "`tool_use` block in the previous message.")
+        unanswered = [u for u in uses if u not in results]
+        if unanswered:
+            return (f"messages.{i - 1}: `tool_use` ids were found without `tool_result` "
+                    f"blocks immediately after: {', '.join(unanswered)}. Each `tool_use` "
+                    "block must have a corresponding `tool_result` block in the next message.")
+        uses = [b["id"] for b in blocks if b["type"] == "tool_use"]
+    return None
+
+
+def _block_problem(block: Any, role: str) -> str | None:
+    """What is wrong with one content block of a ``role`` message (a suffix to its
+    location), else None."""
+    if not isinstance(block, dict):
+        return ": Input should be a valid dictionary"
+    cache_control = block.get("cache_control")
+    if cache_control is not None and not (isinstance(cache_control, dict)
+                                          and cache_control.get("type") == "ephemeral"):
+        return ".cache_control: Input should be {\"type\": \"ephemeral\"}"
+    kind = block.get("type")
+    allowed = {"system": ("text",), "user": ("text", "tool_result"),
+               "assistant": ("text", "tool_use")}[role]
+    if kind not in allowed:
+        return f".type: Input should be one of {allowed} in {role} content, not {kind!r}"
+    if kind == "text":
+        if not isinstance(block.get("text"), str) or not block["text"]:
+            return ".text: text content blocks must be non-empty"
+    elif kind == "tool_use":
+        for key, type_ in (("id", str), ("name", str), ("input", dict)):
+            if not isinstance(block.get(key), type_):
+                return f".{key}: Field required"
+    else:  # tool_result
+        if not isinstance(block.get("tool_use_id"), str):
+            return ".tool_use_id: Field required"
+        result = block.get("content")
+        if result is not None and not isinstance(result, str) and not (
+            isinstance(result, list) and all(_block_problem(b, "system") is None for b in result)
+        ):
+            return ".content: Input should be a valid string or a list of text blocks"
+    return None
+
+
 def _json(status: int, body: Any, headers: Mapping[str, str] | None = None) -> Response:
     return Response(orjson.dumps(body), status, headers=dict(headers or {}),
                     media_type="application/json")
 
 
-def _error(
-    status: int,
-    message: str,
-    type_: str,
-    *,
-    param: str | None = None,
-    code: str | None = None,
-    headers: Mapping[str, str] | None = None,
-) -> Response:
-    return _json(status, {"error": {"message": message, "type": type_, "param": param,
-                                    "code": code}}, headers)
-
-
-def _fault_response(fault: Fault) -> Response:
+def _fault_response(wire: _Wire, fault: Fault) -> Response:
     headers: dict[str, str] = {}
     if fault.retry_after is not None:
         value = fault.retry_after
         headers["retry-after"] = str(int(value)) if value == int(value) else str(value)
         headers["retry-after-ms"] = str(int(value * 1000))
-    if fault.status == 429:
-        return _error(429, "Rate limit reached for requests. Please try again later.",
-                      "requests", code="rate_limit_exceeded", headers=headers)
-    if fault.status >= 500:
-        return _error(fault.status, "The server had an error while processing your request.",
-                      "server_error", headers=headers)
-    return _error(fault.status, "Injected error.", "invalid_request_error", headers=headers)
+    return wire.error(fault.status, headers=headers)
 
 
 # ---------------------------------------------------------------------- process mode
@@ -347,8 +740,10 @@ def load_scripts(path: str | Path) -> dict[str, Script]:
     return {str(name): Script.from_data(value) for name, value in data.items()}
 
 
-async def _serve(host: str, port: int, scripts: dict[str, Script]) -> None:
-    server = FakeModelServer(scripts, host=host, port=port, handle_signals=True)
+async def _serve(host: str, port: int, scripts: dict[str, Script], provider: Provider,
+                 rpm: int | None) -> None:
+    server = FakeModelServer(scripts, provider=provider, rpm=rpm, host=host, port=port,
+                             handle_signals=True)
     await server.start()
     print(f"READY {server.base_url}", flush=True)
     await server.wait()
@@ -356,17 +751,24 @@ async def _serve(host: str, port: int, scripts: dict[str, Script]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m tenantry.testing.fake_model",
-                                     description="Fake OpenAI-compatible model server.")
+                                     description="Fake model server (OpenAI or Anthropic "
+                                                 "wire format) answering from scripts.")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--scripts", help="JSON file mapping script names to scripts")
+    parser.add_argument("--provider", choices=get_args(Provider), default="openai",
+                        help="wire format to speak")
+    parser.add_argument("--rpm", type=int, default=None,
+                        help="requests per minute to allow (default: unlimited)")
     args = parser.parse_args(argv)
+    if args.rpm is not None and args.rpm < 1:
+        parser.error("--rpm must be at least 1")
     try:
         scripts = load_scripts(args.scripts) if args.scripts else {}
     except (OSError, orjson.JSONDecodeError, ScriptError) as exc:
         print(f"cannot read scripts: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    asyncio.run(_serve(args.host, args.port, scripts))
+    asyncio.run(_serve(args.host, args.port, scripts, args.provider, args.rpm))
 
 
 if __name__ == "__main__":

@@ -19,12 +19,12 @@ from typing import Any
 
 from tenantry.agents.spec import AgentSpec
 from tenantry.blobs import BlobStore
+from tenantry.breaker import CircuitBreaker
 from tenantry.db import Database
 from tenantry.errors import NotFound, ToolUnavailable
 from tenantry.ids import RunId, TenantId
 from tenantry.tools import approvals
 from tenantry.tools.audit import AuditEntry
-from tenantry.breaker import CircuitBreaker
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.tools.servers import ToolServer, list_servers, tools_digest
 from tenantry.vault import Vault, VaultError
