@@ -6,15 +6,27 @@ failure ladder's bad answers, and the operator API's refusals."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator
 
 import asyncpg
 import orjson
 import pytest
 
+from tenantry.db import Database
 from tenantry.ledger.pricing import DEFAULT_PRICES
 from tenantry.testing.fake_model import FakeModelServer
-from tests.conftest import Api, Fakes, answer, call, running_worker, scripted, until
+from tests.conftest import (
+    TEST_GATEWAY,
+    Api,
+    Fakes,
+    answer,
+    call,
+    running_worker,
+    scripted,
+    until,
+)
+from tests.integration.test_replay import check_and_record
 
 
 @pytest.fixture
@@ -173,7 +185,7 @@ async def test_a_fallback_model_is_used_only_when_the_version_opted_in(
 
 
 async def test_a_run_that_fell_back_returns_to_its_model_and_says_so(
-    api: Api, fakes: Fakes, servers: list[FakeModelServer], database_dsn: str,
+    api: Api, fakes: Fakes, servers: list[FakeModelServer], database_dsn: str, db: Database,
 ) -> None:
     primary, alternative = servers[0], servers[2]
     await api.model_account("primary", primary.base_url, models=["scripted"])
@@ -193,6 +205,26 @@ async def test_a_run_that_fell_back_returns_to_its_model_and_says_so(
                 if e["type"] == "ModelFallback"]
     assert switches == [("scripted", "scripted/echo"), ("scripted/echo", "scripted")]
     assert [r["model"] for r in _replies(events)] == ["scripted/echo", "scripted"]
+    # The switches are inputs to the loop, not decisions: replay still agrees.
+    await check_and_record(db, tenant, run_id, "model-fallback-and-back")
+
+
+async def test_a_hanging_provider_costs_a_timeout_then_the_call_moves_on(
+    api: Api, servers: list[FakeModelServer], database_dsn: str,
+) -> None:
+    hung, spare = servers[0], servers[2]
+    await api.model_account("hung", hung.base_url, priority=0)
+    await api.model_account("spare", spare.base_url, priority=1)
+    _, h = await api.tenant()
+    agent = await api.agent(h)
+    hung.set_mode("hang")
+    quick = dataclasses.replace(TEST_GATEWAY, call_timeout_seconds=0.5)
+    async with running_worker(database_dsn, None, model_gateway=quick):
+        run_id = await api.start(h, agent, scripted(answer("not stuck"), text="hang"))
+        events = await api.events_until_end(h, run_id)
+    assert events[-1]["type"] == "RunFinished"
+    assert _replies(events)[0]["account"] == "spare"
+    assert len(hung.requests) == TEST_GATEWAY.attempts_per_account
 
 
 async def test_an_eu_tenant_parks_rather_than_leave_its_region(

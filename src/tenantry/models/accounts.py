@@ -147,6 +147,8 @@ async def register(
             raise NotFound("No tenant with this id.") from None
     if row is None:
         raise Conflict(f"A model account named {account.account_id!r} already exists.")
+    # Runs parked because nothing served these models may be served now.
+    await wake_parked(db, list(account.models))
     return ModelAccount.from_row(row)
 
 

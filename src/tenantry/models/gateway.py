@@ -276,11 +276,11 @@ class ModelGateway:
                 if attempt + 1 < settings.attempts_per_account:
                     await self._sleep(self._backoff(attempt, exc.retry_after))
                 continue
-            was_closed = route.breaker.state == "closed"
+            was_failing = route.breaker.failures > 0 or route.breaker.state != "closed"
             route.breaker.succeeded()
             route.capacity.observe(reply.rate_limits)
             route.capacity.settle(estimate, reply.usage.total_tokens)
-            if not was_closed:
+            if was_failing:  # runs may have parked while it failed
                 self._wake_later(route.account)
             return reply
         return None
