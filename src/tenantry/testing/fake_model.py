@@ -56,9 +56,8 @@ import uuid
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal, Protocol, get_args
+from typing import Any, Literal, get_args
 
 import orjson
 from starlette.applications import Starlette
@@ -67,10 +66,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from tenantry.models.anthropic import openai_messages, tool_input
-from tenantry.models.ratelimits import format_duration
 from tenantry.models.scripted import (
-    Reply,
     Script,
     ScriptError,
     UnknownModel,
@@ -78,18 +74,22 @@ from tenantry.models.scripted import (
     select_script,
 )
 from tenantry.models.types import TokenUsage
+from tenantry.testing._anthropic_wire import AnthropicWire
+from tenantry.testing._openai_wire import OpenAIWire
 from tenantry.testing._server import LoopbackService
+from tenantry.testing._wire import Chat, Wire, json_response
 
 __all__ = ["FakeModelServer", "Fault", "RecordedRequest", "UsageRecord", "load_scripts", "main"]
 
 Provider = Literal["openai", "anthropic"]
 Mode = Literal["ok", "hang", "malformed", "no_choices", "down"]
 
-_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 _WINDOW_SECONDS = 60.0
 # Prefixes the prompt cache keeps (least recently used forgotten first): bounds a long
 # benchmark's memory; a test never comes near it.
 _CACHE_ENTRIES = 200_000
+# Each provider's request checks and reply, error and header shapes.
+_WIRES: dict[str, Wire] = {"openai": OpenAIWire(), "anthropic": AnthropicWire()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,15 +150,6 @@ class UsageRecord:
 class Fault:
     status: int
     retry_after: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class _Chat:
-    """A chat request that passed its wire format's checks, in the OpenAI shape."""
-
-    model: str
-    messages: list[dict[str, Any]]
-    tools: Any  # as sent: part of the prompt cache's key
 
 
 class FakeModelServer(LoopbackService):
@@ -269,7 +260,7 @@ class FakeModelServer(LoopbackService):
         if self._mode == "down":
             return self._wire.error(503, _DOWN)
         names = ["scripted", "scripted/echo", *(f"scripted/{n}" for n in self.scripts)]
-        return _json(200, self._wire.models(list(dict.fromkeys(names))))
+        return json_response(200, self._wire.models(list(dict.fromkeys(names))))
 
     async def _chat(self, request: Request) -> Response:
         response = await self._answer(request)
@@ -318,13 +309,13 @@ class FakeModelServer(LoopbackService):
             await asyncio.sleep(reply.delay_ms / 1000)
         completion_id = f"{wire.id_prefix}{uuid.uuid4().hex[:24]}"
         if self._mode == "no_choices":
-            return _json(200, wire.without_content(completion_id, chat.model))
+            return json_response(200, wire.without_content(completion_id, chat.model))
         usage = reply.usage
         cached = min(self._cache.serve(chat), usage.prompt_tokens)
         self.usage_log.append(UsageRecord(completion_id, chat.model, usage.prompt_tokens,
                                           usage.completion_tokens, usage.total_tokens,
                                           cached, self.provider))
-        return _json(200, wire.completion(completion_id, chat.model, reply, cached))
+        return json_response(200, wire.completion(completion_id, chat.model, reply, cached))
 
 
 _DOWN = "The server is temporarily unavailable."
@@ -340,7 +331,7 @@ class _PromptCache:
     def __init__(self) -> None:
         self._seen: dict[bytes, None] = {}  # insertion order = least recently used first
 
-    def serve(self, chat: _Chat) -> int:
+    def serve(self, chat: Chat) -> int:
         """Prompt tokens of the longest prefix of ``chat`` served before; remembers its
         prefixes for the requests after it."""
         digest = hashlib.sha256(orjson.dumps([chat.model, chat.tools],
@@ -386,341 +377,7 @@ class _RequestWindow:
         return self.limit - len(self._admitted), reset
 
 
-# ---------------------------------------------------------------------- wire formats
-
-
-class _Wire(Protocol):
-    chat_path: str
-    id_prefix: str
-    malformed: bytes
-
-    def error(self, status: int, message: str | None = None, *, param: str | None = None,
-              code: str | None = None, headers: Mapping[str, str] | None = None) -> Response:
-        """The provider's error body for ``status`` (a default message if none)."""
-        ...
-
-    def read(self, payload: Any) -> _Chat | Response:
-        """The chat request in ``payload``, or the provider's 400 answer to it."""
-        ...
-
-    def completion(self, completion_id: str, model: str, reply: Reply,
-                   cached: int) -> dict[str, Any]: ...
-
-    def without_content(self, completion_id: str, model: str) -> dict[str, Any]: ...
-
-    def models(self, names: list[str]) -> dict[str, Any]: ...
-
-    def limit_headers(self, limit: int, remaining: int, reset: float) -> dict[str, str]: ...
-
-
-class _OpenAIWire:
-    chat_path = "/v1/chat/completions"
-    id_prefix = "chatcmpl-"
-    malformed = b'{"id": "chatcmpl-broken", "object": "chat.completion", "choices": ['
-
-    def error(self, status: int, message: str | None = None, *, param: str | None = None,
-              code: str | None = None, headers: Mapping[str, str] | None = None) -> Response:
-        if status == 429:
-            type_, default = "requests", "Rate limit reached for requests. Please try again later."
-            code = code or "rate_limit_exceeded"
-        elif status >= 500:
-            type_ = "server_error"
-            default = "The server had an error while processing your request."
-        else:
-            type_, default = "invalid_request_error", "Injected error."
-        return _json(status, {"error": {"message": message or default, "type": type_,
-                                        "param": param, "code": code}}, headers)
-
-    def read(self, payload: Any) -> _Chat | Response:
-        problem = _validate(payload)
-        if problem is not None:
-            return self.error(400, problem[0], param=problem[1])
-        return _Chat(payload["model"], payload["messages"], payload.get("tools"))
-
-    def completion(self, completion_id: str, model: str, reply: Reply,
-                   cached: int) -> dict[str, Any]:
-        message: dict[str, Any] = {"role": "assistant", "content": reply.text, "refusal": None}
-        if reply.tool_calls:
-            message["tool_calls"] = [
-                {"id": call.id, "type": "function",
-                 "function": {"name": call.name, "arguments": call.arguments}}
-                for call in reply.tool_calls
-            ]
-        body = self.without_content(completion_id, model)
-        body["choices"] = [{"index": 0, "message": message, "logprobs": None,
-                            "finish_reason": reply.finish_reason}]
-        body["usage"] = {"prompt_tokens": reply.usage.prompt_tokens,
-                         "completion_tokens": reply.usage.completion_tokens,
-                         "total_tokens": reply.usage.total_tokens,
-                         "prompt_tokens_details": {"cached_tokens": cached}}
-        return body
-
-    def without_content(self, completion_id: str, model: str) -> dict[str, Any]:
-        return {"id": completion_id, "object": "chat.completion", "created": int(time.time()),
-                "model": model}
-
-    def models(self, names: list[str]) -> dict[str, Any]:
-        return {"object": "list", "data": [
-            {"id": name, "object": "model", "created": 0, "owned_by": "tenantry-testing"}
-            for name in names
-        ]}
-
-    def limit_headers(self, limit: int, remaining: int, reset: float) -> dict[str, str]:
-        return {"x-ratelimit-limit-requests": str(limit),
-                "x-ratelimit-remaining-requests": str(remaining),
-                "x-ratelimit-reset-requests": format_duration(reset)}
-
-
-_ANTHROPIC_ERRORS = {400: "invalid_request_error", 401: "authentication_error",
-                     403: "permission_error", 404: "not_found_error", 413: "request_too_large",
-                     429: "rate_limit_error", 529: "overloaded_error"}
-_ANTHROPIC_MESSAGES = {"rate_limit_error": "Number of requests has exceeded your rate limit.",
-                       "overloaded_error": "Overloaded", "api_error": "Internal server error"}
-
-
-class _AnthropicWire:
-    chat_path = "/v1/messages"
-    id_prefix = "msg_"
-    malformed = b'{"id": "msg_broken", "type": "message", "role": "assistant", "content": ['
-
-    def error(self, status: int, message: str | None = None, *, param: str | None = None,
-              code: str | None = None, headers: Mapping[str, str] | None = None) -> Response:
-        type_ = _ANTHROPIC_ERRORS.get(status, "api_error" if status >= 500
-                                      else "invalid_request_error")
-        request_id = f"req_{uuid.uuid4().hex[:24]}"
-        return _json(status, {
-            "type": "error",
-            "error": {"type": type_,
-                      "message": message or _ANTHROPIC_MESSAGES.get(type_, "Injected error.")},
-            "request_id": request_id,
-        }, {**(headers or {}), "request-id": request_id})
-
-    def read(self, payload: Any) -> _Chat | Response:
-        problem = _anthropic_problem(payload)
-        if problem is not None:
-            return self.error(400, problem)
-        return _Chat(payload["model"], openai_messages(payload.get("system"),
-                                                       payload["messages"]),
-                     payload.get("tools"))
-
-    def completion(self, completion_id: str, model: str, reply: Reply,
-                   cached: int) -> dict[str, Any]:
-        content: list[dict[str, Any]] = [{"type": "text", "text": reply.text}] if reply.text else []
-        content += [{"type": "tool_use", "id": call.id, "name": call.name,
-                     "input": tool_input(call.arguments)} for call in reply.tool_calls]
-        body = self.without_content(completion_id, model)
-        body["content"] = content
-        body["stop_reason"] = "tool_use" if reply.tool_calls else "end_turn"
-        body["usage"] = {"input_tokens": reply.usage.prompt_tokens - cached,
-                         "cache_creation_input_tokens": 0,
-                         "cache_read_input_tokens": cached,
-                         "output_tokens": reply.usage.completion_tokens}
-        return body
-
-    def without_content(self, completion_id: str, model: str) -> dict[str, Any]:
-        return {"id": completion_id, "type": "message", "role": "assistant", "model": model,
-                "stop_reason": "end_turn", "stop_sequence": None}
-
-    def models(self, names: list[str]) -> dict[str, Any]:
-        return {"data": [{"type": "model", "id": name, "display_name": name,
-                          "created_at": "2025-01-01T00:00:00Z"} for name in names],
-                "has_more": False, "first_id": names[0], "last_id": names[-1]}
-
-    def limit_headers(self, limit: int, remaining: int, reset: float) -> dict[str, str]:
-        at = datetime.now(UTC) + timedelta(seconds=math.ceil(reset))
-        return {"anthropic-ratelimit-requests-limit": str(limit),
-                "anthropic-ratelimit-requests-remaining": str(remaining),
-                "anthropic-ratelimit-requests-reset":
-                    at.isoformat(timespec="seconds").replace("+00:00", "Z")}
-
-
-_WIRES: dict[str, _Wire] = {"openai": _OpenAIWire(), "anthropic": _AnthropicWire()}
-
-
-# ---------------------------------------------------------------------- request checks
-
-
-def _validate(payload: Any) -> tuple[str, str | None] | None:
-    """``(message, param)`` for the first problem in a chat-completions body, else None."""
-    if not isinstance(payload, dict):
-        return "The request body must be a JSON object.", None
-    model = payload.get("model")
-    if not isinstance(model, str) or not model:
-        return "You must provide a model parameter.", "model"
-    if payload.get("stream"):
-        return "Streaming is not supported by the fake model server.", "stream"
-    messages = payload.get("messages")
-    if not isinstance(messages, list) or not messages:
-        return "'messages' must be a non-empty array.", "messages"
-    for i, message in enumerate(messages):
-        problem = _message_problem(message)
-        if problem is not None:
-            return f"Invalid 'messages[{i}]': {problem}", f"messages[{i}]"
-    tools = payload.get("tools")
-    if tools is not None:
-        if not isinstance(tools, list):
-            return "'tools' must be an array.", "tools"
-        for i, tool in enumerate(tools):
-            function = tool.get("function") if isinstance(tool, dict) else None
-            if (not isinstance(tool, dict) or tool.get("type") != "function"
-                    or not isinstance(function, dict)
-                    or not isinstance(function.get("name"), str)):
-                return (f"Invalid 'tools[{i}]': expected {{\"type\": \"function\", "
-                        f"\"function\": {{\"name\", ...}}}}."), f"tools[{i}]"
-    tool_choice = payload.get("tool_choice")
-    if tool_choice is not None and not (
-        tool_choice in ("none", "auto", "required") or isinstance(tool_choice, dict)
-    ):
-        return "Invalid 'tool_choice'.", "tool_choice"
-    return None
-
-
-def _message_problem(message: Any) -> str | None:
-    if not isinstance(message, dict):
-        return "expected an object."
-    role = message.get("role")
-    if role not in _ROLES:
-        return f"unknown role {role!r}."
-    content = message.get("content")
-    if content is not None and not isinstance(content, str | list):
-        return "'content' must be a string, an array of parts, or null."
-    if role == "tool" and not isinstance(message.get("tool_call_id"), str):
-        return "a tool message needs 'tool_call_id'."
-    calls = message.get("tool_calls")
-    if calls is not None:
-        if role != "assistant" or not isinstance(calls, list):
-            return "'tool_calls' is an array on assistant messages only."
-        for call in calls:
-            function = call.get("function") if isinstance(call, dict) else None
-            if (not isinstance(function, dict) or not isinstance(call.get("id"), str)
-                    or not isinstance(function.get("name"), str)
-                    or not isinstance(function.get("arguments"), str)):
-                return "a tool call is {id, type, function: {name, arguments: string}}."
-    elif role != "assistant" and content is None:
-        return "'content' is required."
-    return None
-
-
-def _anthropic_problem(payload: Any) -> str | None:
-    """The first problem in a Messages body, worded as Anthropic does, else None."""
-    if not isinstance(payload, dict):
-        return "Input should be a valid dictionary"
-    if not isinstance(payload.get("model"), str) or not payload["model"]:
-        return "model: Field required"
-    max_tokens = payload.get("max_tokens")
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
-        return "max_tokens: Field required"
-    if max_tokens < 1:
-        return "max_tokens: Input should be greater than or equal to 1"
-    if payload.get("stream"):
-        return "stream: streaming is not supported by the fake model server"
-    system = payload.get("system")
-    if system is not None and not isinstance(system, str) and not (
-        isinstance(system, list) and all(_block_problem(b, "system") is None for b in system)
-    ):
-        return "system: Input should be a valid string or a list of text blocks"
-    problem = _anthropic_messages_problem(payload.get("messages"))
-    if problem is not None:
-        return problem
-    tools = payload.get("tools")
-    if tools is not None:
-        if not isinstance(tools, list):
-            return "tools: Input should be a valid list"
-        for i, tool in enumerate(tools):
-            if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
-                return f"tools.{i}.name: Field required"
-            schema = tool.get("input_schema")
-            if not isinstance(schema, dict):
-                return f"tools.{i}.input_schema: Field required"
-            if schema.get("type") != "object":
-                return f"tools.{i}.input_schema.type: Input should be 'object'"
-    tool_choice = payload.get("tool_choice")
-    if tool_choice is not None and not (
-        isinstance(tool_choice, dict) and tool_choice.get("type") in ("auto", "any", "tool",
-                                                                      "none")
-    ):
-        return "tool_choice: Input should be a valid tool choice"
-    return None
-
-
-def _anthropic_messages_problem(messages: Any) -> str | None:
-    if not isinstance(messages, list) or not messages:
-        return "messages: at least one message is required"
-    uses: list[str] = []  # tool_use ids of the message before
-    for i, message in enumerate(messages):
-        where = f"messages.{i}"
-        if not isinstance(message, dict):
-            return f"{where}: Input should be a valid dictionary"
-        role = message.get("role")
-        if role not in ("user", "assistant"):
-            return f"{where}.role: Input should be 'user' or 'assistant'"
-        if i and messages[i - 1].get("role") == role:
-            return ('messages: roles must alternate between "user" and "assistant", but '
-                    f'found multiple "{role}" roles in a row')
-        content = message.get("content")
-        if not isinstance(content, str | list):
-            return f"{where}.content: Input should be a valid string or list of blocks"
-        if not content and not (role == "assistant" and i == len(messages) - 1):
-            return f"{where}: all messages must have non-empty content except for the " \
-                   "optional final assistant message"
-        blocks = content if isinstance(content, list) else []
-        for j, block in enumerate(blocks):
-            problem = _block_problem(block, role)
-            if problem is not None:
-                return f"{where}.content.{j}{problem}"
-        results = [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"]
-        unexpected = [r for r in results if r not in uses]
-        if unexpected:
-            return (f"{where}: unexpected `tool_use_id` found in `tool_result` blocks: "
-                    f"{unexpected[0]}. Each `tool_result` block must have a corresponding "
-                    "`tool_use` block in the previous message.")
-        unanswered = [u for u in uses if u not in results]
-        if unanswered:
-            return (f"messages.{i - 1}: `tool_use` ids were found without `tool_result` "
-                    f"blocks immediately after: {', '.join(unanswered)}. Each `tool_use` "
-                    "block must have a corresponding `tool_result` block in the next message.")
-        uses = [b["id"] for b in blocks if b["type"] == "tool_use"]
-    return None
-
-
-def _block_problem(block: Any, role: str) -> str | None:
-    """What is wrong with one content block of a ``role`` message (a suffix to its
-    location), else None."""
-    if not isinstance(block, dict):
-        return ": Input should be a valid dictionary"
-    cache_control = block.get("cache_control")
-    if cache_control is not None and not (isinstance(cache_control, dict)
-                                          and cache_control.get("type") == "ephemeral"):
-        return ".cache_control: Input should be {\"type\": \"ephemeral\"}"
-    kind = block.get("type")
-    allowed = {"system": ("text",), "user": ("text", "tool_result"),
-               "assistant": ("text", "tool_use")}[role]
-    if kind not in allowed:
-        return f".type: Input should be one of {allowed} in {role} content, not {kind!r}"
-    if kind == "text":
-        if not isinstance(block.get("text"), str) or not block["text"]:
-            return ".text: text content blocks must be non-empty"
-    elif kind == "tool_use":
-        for key, type_ in (("id", str), ("name", str), ("input", dict)):
-            if not isinstance(block.get(key), type_):
-                return f".{key}: Field required"
-    else:  # tool_result
-        if not isinstance(block.get("tool_use_id"), str):
-            return ".tool_use_id: Field required"
-        result = block.get("content")
-        if result is not None and not isinstance(result, str) and not (
-            isinstance(result, list) and all(_block_problem(b, "system") is None for b in result)
-        ):
-            return ".content: Input should be a valid string or a list of text blocks"
-    return None
-
-
-def _json(status: int, body: Any, headers: Mapping[str, str] | None = None) -> Response:
-    return Response(orjson.dumps(body), status, headers=dict(headers or {}),
-                    media_type="application/json")
-
-
-def _fault_response(wire: _Wire, fault: Fault) -> Response:
+def _fault_response(wire: Wire, fault: Fault) -> Response:
     headers: dict[str, str] = {}
     if fault.retry_after is not None:
         value = fault.retry_after

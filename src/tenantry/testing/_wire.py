@@ -1,0 +1,52 @@
+"""What the fake model server asks of a provider's wire format (:class:`Wire`), and the
+pieces both formats share. Each format lives in its own module: ``_openai_wire`` and
+``_anthropic_wire``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import orjson
+from starlette.responses import Response
+
+from tenantry.models.scripted import Reply
+
+
+@dataclass(frozen=True, slots=True)
+class Chat:
+    """A chat request that passed its wire format's checks, in the OpenAI shape."""
+
+    model: str
+    messages: list[dict[str, Any]]
+    tools: Any  # as sent: part of the prompt cache's key
+
+
+class Wire(Protocol):
+    chat_path: str
+    id_prefix: str
+    malformed: bytes
+
+    def error(self, status: int, message: str | None = None, *, param: str | None = None,
+              code: str | None = None, headers: Mapping[str, str] | None = None) -> Response:
+        """The provider's error body for ``status`` (a default message if none)."""
+        ...
+
+    def read(self, payload: Any) -> Chat | Response:
+        """The chat request in ``payload``, or the provider's 400 answer to it."""
+        ...
+
+    def completion(self, completion_id: str, model: str, reply: Reply,
+                   cached: int) -> dict[str, Any]: ...
+
+    def without_content(self, completion_id: str, model: str) -> dict[str, Any]: ...
+
+    def models(self, names: list[str]) -> dict[str, Any]: ...
+
+    def limit_headers(self, limit: int, remaining: int, reset: float) -> dict[str, str]: ...
+
+
+def json_response(status: int, body: Any, headers: Mapping[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(body), status, headers=dict(headers or {}),
+                    media_type="application/json")
