@@ -44,6 +44,11 @@ class Settings:
     model_api_key: str | None = None
     model_provider: str = "openai"  # the wire format of model_base_url: openai | anthropic
     lease_seconds: float = 30.0
+    # Admission: past this many queued runs in the whole cell, new runs get 503 overloaded.
+    max_queued_runs: int = 100_000
+    # The claim order: fair (the scheduler) or fifo (oldest run of any tenant; only for
+    # measuring what fairness buys — it ignores every tenant policy).
+    claim_order: str = "fair"
     worker_concurrency: int = 200
     workers: int = 1  # worker loops inside `tenantry up`
     # Webhooks to loopback/private addresses are refused unless this is set (dev, tests).
@@ -90,6 +95,8 @@ class Settings:
         text("TENANTRY_MODEL_PROVIDER", "model_provider")
         integer("TENANTRY_LEASE_SECONDS", "lease_seconds", 1)
         integer("TENANTRY_WORKER_CONCURRENCY", "worker_concurrency", 1)
+        integer("TENANTRY_MAX_QUEUED_RUNS", "max_queued_runs", 1)
+        text("TENANTRY_CLAIM_ORDER", "claim_order")
         integer("TENANTRY_WORKERS", "workers", 0)
         flag = env.get("TENANTRY_WEBHOOK_ALLOW_PRIVATE", "").lower()
         if flag:
@@ -107,6 +114,9 @@ class Settings:
                 f"TENANTRY_SANDBOX_BACKEND must be microvm, gvisor or bwrap, "
                 f"got {self.sandbox_backend!r}"
             )
+        if self.claim_order not in ("fair", "fifo"):
+            raise ConfigurationError(
+                f"TENANTRY_CLAIM_ORDER must be fair or fifo, got {self.claim_order!r}")
         if self.model_provider not in ("openai", "anthropic"):
             raise ConfigurationError("TENANTRY_MODEL_PROVIDER must be openai or anthropic, "
                                      f"got {self.model_provider!r}")

@@ -94,7 +94,8 @@ async def run_worker(settings: Settings, dsn: str, stop: asyncio.Event) -> None:
                                          max_size=2)
         try:
             await Worker(eng, dsn=dsn, concurrency=settings.worker_concurrency,
-                         webhooks=webhooks, control=control).run(stop)
+                         webhooks=webhooks, control=control,
+                         claim_order=settings.claim_order).run(stop)
         finally:
             await control.close()
             await webhooks.aclose()

@@ -10,13 +10,14 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from tenantry import __version__
-from tenantry.api import admin, agents, approvals, model_accounts, problems, runs
+from tenantry.api import admin, agents, approvals, model_accounts, policy, problems, runs
 from tenantry.api.body_limit import BodyLimit
 from tenantry.api.platform import Platform
 from tenantry.config import Settings
 from tenantry.db import Database
 from tenantry.platform_setup import master_key
 from tenantry.runs.hub import EventHub
+from tenantry.scheduler.admission import CellCapacity
 from tenantry.tenants.auth_cache import CHANNEL as KEY_CHANNEL
 from tenantry.tenants.auth_cache import AuthCache
 from tenantry.tools.mcp_client import McpToolClient
@@ -66,8 +67,9 @@ def create_app(settings: Settings, dsn: str) -> FastAPI:
         try:
             await hub.start()
             vault = Vault(db, master) if master is not None else None
-            app.state.platform = Platform(settings, db, hub, mcp, vault,
-                                          auth_cache=auth_cache, master=master)
+            app.state.platform = Platform(
+                settings, db, hub, mcp, vault, auth_cache=auth_cache, master=master,
+                cell=CellCapacity(db, settings.max_queued_runs))
             yield
         finally:
             await mcp.aclose()
@@ -87,6 +89,8 @@ def create_app(settings: Settings, dsn: str) -> FastAPI:
     problems.install(app)
     app.include_router(admin.router)
     app.include_router(model_accounts.router)
+    app.include_router(policy.admin_router)
+    app.include_router(policy.router)
     app.include_router(agents.router)
     app.include_router(runs.router)
     app.include_router(approvals.router)

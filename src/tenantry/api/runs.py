@@ -123,7 +123,11 @@ def _run_out(run: service.Run) -> RunOut:
     )
 
 
-@router.post("", status_code=202, response_model=Started)
+@router.post("", status_code=202, response_model=Started, responses={
+    429: {"description": "`quota_exceeded`: the tenant has `max_queued` runs not yet ended; "
+                         "`budget_exhausted`: its monthly spend cap is reached"},
+    503: {"description": "`overloaded`: the platform's queue is full (see Retry-After)"},
+})
 async def start_run(
     body: StartRun, response: Response,
     idempotency_key: str | None = Header(
@@ -138,7 +142,7 @@ async def start_run(
         priority=body.priority, idempotency_key=idempotency_key,
         request_sha256=digest(body.model_dump(mode="json")),
     )
-    created = await service.create_run(p.db, tenant, request)
+    created = await service.create_run(p.db, tenant, request, cell=p.cell)
     response.headers["Location"] = f"/v1/runs/{created.run_id}"
     return Started(run_id=str(created.run_id), status=created.status.value,
                    events_url=_events_url(created.run_id))

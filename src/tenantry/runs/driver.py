@@ -6,6 +6,7 @@ every append names the lease epoch, so a worker that lost its lease writes nothi
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections import deque
@@ -19,6 +20,7 @@ from tenantry.db import DATABASE_DOWN, Database
 from tenantry.db.queries import load
 from tenantry.errors import LeaseLost
 from tenantry.ids import AgentId
+from tenantry.ledger import budget
 from tenantry.ledger.pricing import PriceTable
 from tenantry.models.errors import ModelRefused, ModelUnavailable
 from tenantry.models.types import Model, ModelRequest, TokenUsage
@@ -98,6 +100,8 @@ class RunDriver:
         self.state = RunState()
         self.spec: AgentSpec | None = None
         self.region = ""
+        self.agent: AgentId | None = None  # from the run row, by _load
+        self.agent_version = 0
         self._basis = 0
         # True when memory is known to hold the whole log: our last append followed the
         # previous event directly and no cancel was pending, so the next step need not
@@ -134,6 +138,7 @@ class RunDriver:
             events = await log.read(conn, lease.tenant, lease.run, after=0, limit=1_000_000)
         self.spec = version.spec
         self.region = row["region"]
+        self.agent, self.agent_version = AgentId(row["agent_id"]), row["agent_version"]
         self.state = RunState.fold(events, row["input"])
         self._in_sync = True
         if events and events[-1].type == EventType.RUN_PARKED:
@@ -208,13 +213,18 @@ class RunDriver:
             fallback_models=spec.fallback_models, account=state.account,
             previous_model=state.model or spec.model, in_flight=state.steps > 0,
         )
+        reservation = await self._reserve(messages, tools)
+        if reservation is None:
+            return 0.0
         started = time.perf_counter()
         try:
             reply = await engine.model.complete(request)
         except ModelRefused as exc:
+            await self._release(reservation)
             await self._provider_failed(f"the model provider refused: {exc.detail}")
             return (time.perf_counter() - started) * 1000
         except ModelUnavailable as exc:
+            await self._release(reservation)
             await self._park_for_model(request, exc)
         waited = (time.perf_counter() - started) * 1000
         cost = engine.prices.cost_micros(reply.model, reply.usage)
@@ -239,8 +249,60 @@ class RunDriver:
             "latency_ms": round(reply.latency_ms, 3),
             "prompt_sha256": conversation.prompt_digest(messages),
         }))
-        await self._append(events, steps=1, usage=reply.usage, cost=cost)
+        assert self.agent is not None
+        fact = budget.UsageFact(
+            seq=0, agent=self.agent, agent_version=self.agent_version, provider=reply.provider,
+            account=reply.account, model=reply.model, usage=reply.usage, cost_micros=cost,
+            price_version=engine.prices.version)
+        await self._append(events, steps=1, usage=reply.usage, cost=cost,
+                           spend=(reservation, fact))
         return waited
+
+    async def _reserve(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+    ) -> budget.Reservation | None:
+        """Reserve the call's estimated tokens and cost against the tenant's budgets. If
+        its token bucket is short the run steps aside (slot freed) until it refills; past
+        its monthly spend cap the run stops. None: the run ended here."""
+        assert self.spec is not None
+        engine, lease = self.engine, self.lease
+        tokens, cost = budget.estimate(engine.prices, self.spec.model, messages, tools)
+        async with engine.db.tenant_tx(lease.tenant) as conn:
+            outcome = await budget.reserve(conn, lease.tenant, lease.run, lease.epoch,
+                                           tokens, cost)
+        match outcome:
+            case budget.Reservation():
+                return outcome
+            case budget.MustWait(seconds=seconds):
+                await self._step_aside(
+                    f"tokens_per_minute: the tenant's token bucket refills in {seconds:.1f} s",
+                    seconds)
+            case budget.OverCap(spent_micros=spent, cap_micros=cap):
+                limit = "monthly_spend_cap_micros"
+                await self._end(
+                    EventType.BUDGET_STOPPED, {"limit": limit, "used": spent, "max": cap},
+                    RunStatus.FAILED, error={
+                        "type": "budget_exhausted", "limit": limit,
+                        "message": f"stopped by the tenant's monthly spend cap ({spent} of "
+                                   f"{cap} micro-dollars spent or reserved)"})
+        return None
+
+    async def _release(self, reservation: budget.Reservation) -> None:
+        lease = self.lease
+        async with self.engine.db.tenant_tx(lease.tenant) as conn:
+            await budget.release(conn, lease.tenant, lease.run, lease.epoch, reservation)
+
+    async def _step_aside(self, reason: str, seconds: float) -> NoReturn:
+        """Give the slot back for ``seconds`` (queued, held back until then)."""
+        lease = self.lease
+        until = datetime.now(UTC) + timedelta(seconds=seconds)
+        async with self.engine.db.tenant_tx(lease.tenant) as conn:
+            await log.append(conn, lease.tenant, lease.run, EventType.RUN_PARKED,
+                             {"reason": reason, "until": until.isoformat(),
+                              "basis_seq": self._basis}, epoch=lease.epoch)
+            await conn.execute(Q.release_lease, lease.tenant.value, lease.run.uuid,
+                               lease.epoch, until)
+        raise Parked
 
     async def _provider_failed(self, reason: str) -> None:
         error = {"message": reason, "ours": False, "cause": "model_provider"}
@@ -322,6 +384,7 @@ class RunDriver:
     async def _append(
         self, events: list[tuple[str, dict[str, Any]]], *, steps: int = 0,
         usage: TokenUsage | None = None, cost: int = 0, audit: AuditEntry | None = None,
+        spend: tuple[budget.Reservation, budget.UsageFact] | None = None,
     ) -> None:
         usage = usage or TokenUsage()
         lease = self.lease
@@ -341,6 +404,14 @@ class RunDriver:
                 raise LeaseLost("the run is no longer running under this lease")
             if audit is not None:
                 await audit_log.record(conn, lease.tenant, lease.run, audit)
+            if spend is not None:
+                # The reservation is settled, and the billing fact written, with the reply
+                # that consumed it: both commit or neither does.
+                reservation, fact = spend
+                await budget.settle(conn, lease.tenant, lease.run, lease.epoch, reservation,
+                                    fact.usage, fact.cost_micros)
+                await budget.record(conn, lease.tenant, lease.run,
+                                    dataclasses.replace(fact, seq=written[-1].seq))
         clean = await self._absorb(written)
         self._in_sync = clean and not renewed["cancel_requested"]
 

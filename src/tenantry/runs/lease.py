@@ -2,8 +2,8 @@
 
 A claim bumps the run's epoch; every write under the lease names that epoch, so a worker
 that stalled past its lease (and whose run was claimed again) gets no slot and no update
-(invariant 2). Claims go through one SQL function, ``tenantry_claim_runs``: the seam the
-fair scheduler plugs into."""
+(invariant 2). Claims go through one SQL function, ``tenantry_claim_runs``: the fair
+scheduler (migration 0007)."""
 
 from __future__ import annotations
 
@@ -25,9 +25,14 @@ class Lease:
     epoch: int
 
 
-async def claim(db: Database, worker: str, batch: int, lease_seconds: float) -> list[Lease]:
+async def claim(
+    db: Database, worker: str, batch: int, lease_seconds: float, *, order: str = "fair",
+) -> list[Lease]:
+    """Up to ``batch`` runs for this worker, in the fair order (or ``fifo``: oldest run of
+    any tenant, ignoring policies — kept only as the fairness benchmark's baseline)."""
+    query = Q.claim_runs_fifo if order == "fifo" else Q.claim_runs
     async with db.unscoped() as conn:
-        rows = await conn.fetch(Q.claim_runs, worker, batch, lease_seconds)
+        rows = await conn.fetch(query, worker, batch, lease_seconds)
     return [Lease(TenantId(r["tenant_id"]), RunId(r["run_id"]), r["lease_epoch"]) for r in rows]
 
 

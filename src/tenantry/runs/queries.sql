@@ -100,6 +100,9 @@ WHERE tenant_id = $1 AND run_id = $2 AND lease_epoch = $3 AND status = 'running'
 -- name: claim_runs
 SELECT tenant_id, run_id, lease_epoch FROM tenantry_claim_runs($1, $2, $3)
 
+-- name: claim_runs_fifo
+SELECT tenant_id, run_id, lease_epoch FROM tenantry_claim_runs_fifo($1, $2, $3)
+
 -- name: renew_leases
 SELECT tenant_id, run_id FROM tenantry_renew_leases($1, $2, $3, $4, $5)
 

@@ -115,7 +115,10 @@ def _basis(record: RecordedRun, index: int) -> RunState:
 
 
 def _is_input(event: Event) -> bool:
-    """Endings the loop did not decide: platform faults and provider refusals."""
+    """Endings the loop did not decide: platform faults, provider refusals, and the
+    tenant's monthly spend cap (the tenant's spend is not in the run's log)."""
+    if event.type == EventType.BUDGET_STOPPED:
+        return event.data.get("limit") == "monthly_spend_cap_micros"
     return event.type == EventType.RUN_FAILED and (
         event.data.get("ours") is True or event.data.get("cause") == "model_provider")
 

@@ -17,6 +17,8 @@ from tenantry.ids import AgentId, RunId, TenantId
 from tenantry.jsonutil import dumps
 from tenantry.runs import log
 from tenantry.runs.events import Event, EventType, RunStatus
+from tenantry.scheduler import admission
+from tenantry.scheduler.admission import CellCapacity
 
 Q = load(__package__)
 
@@ -91,16 +93,23 @@ class Created:
     created: bool  # False when an idempotent retry found the run made the first time
 
 
-async def create_run(db: Database, tenant: TenantId, req: RunRequest) -> Created:
-    """Write the run row and its RunCreated event in one transaction."""
+async def create_run(
+    db: Database, tenant: TenantId, req: RunRequest, *, cell: CellCapacity | None = None,
+) -> Created:
+    """Admit the run and write its row and RunCreated event in one transaction."""
     run_id = RunId.new()
+    overloaded = await cell.refusal() if cell is not None else None
     async with db.tenant_tx(tenant) as conn:
         if req.idempotency_key is not None:
             # A retry is answered before resolving anything else, so it returns the same
-            # run even if the agent has published a newer version since.
+            # run even if the agent has published a newer version since — or the tenant is
+            # at its limits now.
             existing = await _existing(conn, tenant, req)
             if existing is not None:
                 return existing
+        if overloaded is not None:
+            raise overloaded
+        await admission.admit(conn, tenant)
         if req.version is None:
             version = await latest_version(conn, tenant, req.agent_id)
         else:

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 import asyncpg
 
 from tenantry.db import DATABASE_DOWN, Database
+from tenantry.ledger import budget
 from tenantry.models.accounts import wake_parked
 from tenantry.runs.driver import Engine, RunDriver
 from tenantry.runs.lease import Lease, claim, release, renew
@@ -35,7 +36,7 @@ class Worker:
         self, engine: Engine, *, dsn: str, concurrency: int = 200, claim_batch: int = 32,
         poll_seconds: float = 1.0, webhooks: WebhookSender | None = None,
         drain_seconds: float = 5.0, clock: Callable[[], datetime] = _utcnow,
-        control: Database | None = None,
+        control: Database | None = None, claim_order: str = "fair",
     ) -> None:
         self.engine = engine
         self._dsn = dsn
@@ -48,6 +49,7 @@ class Worker:
         # Claims and lease renewals on their own small pool: behind hundreds of steps
         # queued for the main pool they would starve (fewer runs claimed, leases at risk).
         self._control = control or engine.db
+        self._claim_order = claim_order
         self._active: dict[Lease, asyncio.Task[None]] = {}
         self._lease_of: dict[asyncio.Task[None], Lease] = {}
         self._wake = asyncio.Event()
@@ -82,7 +84,7 @@ class Worker:
             return 0
         try:
             leases = await claim(self._control, self.engine.worker, min(free, self._batch),
-                                 self.engine.settings.lease_seconds)
+                                 self.engine.settings.lease_seconds, order=self._claim_order)
         except DATABASE_DOWN as exc:
             logger.warning("cannot claim: database unavailable: %s", exc)
             return 0
@@ -142,8 +144,9 @@ class Worker:
                     task.cancel()
 
     async def _housekeeping(self, stop: asyncio.Event) -> None:
-        """Deliver due webhooks, expire approvals nobody decided in time, and requeue runs
-        parked on a model whose recheck time has come."""
+        """Deliver due webhooks, expire approvals nobody decided in time, requeue runs
+        parked on a model whose recheck time has come, and forfeit budget reservations
+        whose owner lost its lease."""
         while not stop.is_set():
             busy = 0
             try:
@@ -151,6 +154,7 @@ class Worker:
                     busy += await self._webhooks.deliver_due()
                 busy += await approvals.expire_due(self.engine.db, self._clock())
                 busy += await wake_parked(self.engine.db, None)
+                busy += await budget.sweep(self.engine.db)
             except DATABASE_DOWN as exc:
                 logger.warning("housekeeping paused: %s", exc)
             if not busy:

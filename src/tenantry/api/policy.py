@@ -1,0 +1,159 @@
+"""Tenant policy (operator) and usage (tenant and operator): the scheduler's and the
+ledger's faces in the API."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from typing import Literal
+
+from fastapi import APIRouter, Depends, Query
+from pydantic import BaseModel, ConfigDict, Field
+
+from tenantry.api.admin import TENANT_NOT_FOUND
+from tenantry.api.auth import current_tenant, operator, platform
+from tenantry.api.params import parse_or_404
+from tenantry.api.platform import Platform
+from tenantry.errors import ValidationFailed
+from tenantry.ids import TenantId
+from tenantry.ledger import usage
+from tenantry.scheduler import policy
+from tenantry.scheduler.policy import TenantPolicy
+
+admin_router = APIRouter(prefix="/admin/v1", tags=["operator"],
+                         dependencies=[Depends(operator)])
+router = APIRouter(prefix="/v1", tags=["usage"])
+
+
+class PolicyIn(BaseModel):
+    """The whole policy; fields left out take their defaults."""
+
+    model_config = ConfigDict(extra="forbid")
+    weight: int = Field(default=1, ge=1, le=1000,
+                        description="Share of contended worker slots relative to others.")
+    max_running: int = Field(default=100, ge=1, le=100_000,
+                             description="Runs holding a worker slot at once: a hard "
+                                         "ceiling, even when borrowing idle slots.")
+    max_queued: int = Field(default=10_000, ge=1, le=10_000_000,
+                            description="Runs not yet ended (queued, running, waiting); "
+                                        "more are refused with 429 quota_exceeded.")
+    tokens_per_minute: int | None = Field(default=None, ge=1, le=10**12,
+                                          description="Model tokens per minute; null: "
+                                                      "unlimited.")
+    monthly_spend_cap_micros: int | None = Field(default=None, ge=0, le=10**15,
+                                                 description="Model spend per calendar "
+                                                             "month (UTC); null: none.")
+    approval_ttl_seconds: int = Field(default=7 * 24 * 3600, ge=60, le=90 * 24 * 3600,
+                                      description="How long an approval waits for a "
+                                                  "decision.")
+
+
+class LoadOut(BaseModel):
+    queued: int
+    running: int
+    waiting: int
+    month_spend_micros: int = Field(description="Settled this month plus reserved for "
+                                                "calls in flight.")
+    reserved_micros: int
+    bucket_tokens: float | None
+
+
+class PolicyOut(PolicyIn):
+    tenant_id: str
+    plan: str
+    load: LoadOut
+    updated_at: datetime
+
+
+def _policy_out(state: policy.PolicyState) -> PolicyOut:
+    p, load = state.policy, state.load
+    return PolicyOut(
+        tenant_id=state.tenant.value, plan=state.plan, updated_at=state.updated_at,
+        weight=p.weight, max_running=p.max_running, max_queued=p.max_queued,
+        tokens_per_minute=p.tokens_per_minute,
+        monthly_spend_cap_micros=p.monthly_spend_cap_micros,
+        approval_ttl_seconds=p.approval_ttl_seconds,
+        load=LoadOut(queued=load.queued, running=load.running, waiting=load.waiting,
+                     month_spend_micros=load.month_spend_micros,
+                     reserved_micros=load.reserved_micros, bucket_tokens=load.bucket_tokens),
+    )
+
+
+@admin_router.put("/tenants/{tenant_id}/policy", response_model=PolicyOut)
+async def put_policy(tenant_id: str, body: PolicyIn, p: Platform = Depends(platform)) -> PolicyOut:
+    """Replace the tenant's policy. It applies to the next admission and the next claim;
+    runs already admitted are not refused retroactively."""
+    tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
+    new = TenantPolicy(**body.model_dump())
+    return _policy_out(await policy.set_policy(p.db, tenant, new))
+
+
+@admin_router.get("/tenants/{tenant_id}/policy", response_model=PolicyOut)
+async def get_policy(tenant_id: str, p: Platform = Depends(platform)) -> PolicyOut:
+    """The tenant's policy and what it holds now: runs by state, this month's spend, its
+    token bucket."""
+    tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
+    return _policy_out(await policy.get_policy(p.db, tenant))
+
+
+class UsageRow(BaseModel):
+    key: str = Field(description="The agent id or the day (YYYY-MM-DD, UTC).")
+    runs: int
+    calls: int
+    input_tokens: int
+    cached_input_tokens: int
+    output_tokens: int
+    cost_micros: int
+
+
+class UsageOut(BaseModel):
+    tenant_id: str
+    from_: date = Field(alias="from")
+    to: date
+    group_by: str | None
+    total: UsageRow
+    groups: list[UsageRow]
+
+    model_config = ConfigDict(populate_by_name=True)
+
+
+def _window(from_: date | None, to: date | None) -> tuple[date, date, datetime, datetime]:
+    today = datetime.now(UTC).date()
+    start = from_ or today.replace(day=1)
+    end = to or today
+    if end < start:
+        raise ValidationFailed("to: must not be before from")
+    if (end - start).days > 366:
+        raise ValidationFailed("from/to: at most 366 days at a time")
+    lo = datetime(start.year, start.month, start.day, tzinfo=UTC)
+    hi = datetime(end.year, end.month, end.day, tzinfo=UTC) + timedelta(days=1)
+    return start, end, lo, hi
+
+
+@router.get("/usage", response_model=UsageOut, response_model_by_alias=True)
+async def get_usage(
+    from_: date | None = Query(None, alias="from", description="First day (UTC), inclusive; "
+                                                               "default: the 1st of this month."),
+    to: date | None = Query(None, description="Last day (UTC), inclusive; default: today."),
+    group_by: Literal["agent", "day"] | None = Query(None),
+    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+) -> UsageOut:
+    """Model usage and cost from the billing record (one fact per model reply)."""
+    start, end, lo, hi = _window(from_, to)
+    total, groups = await usage.for_tenant(p.db, tenant, lo, hi, group_by)
+    return UsageOut(tenant_id=tenant.value, from_=start, to=end, group_by=group_by,
+                    total=UsageRow(key="total", **total),
+                    groups=[UsageRow(**g) for g in groups])
+
+
+class TenantUsageRow(UsageRow):
+    tenant_id: str
+
+
+@admin_router.get("/usage", response_model=list[TenantUsageRow])
+async def get_all_usage(
+    from_: date | None = Query(None, alias="from"), to: date | None = Query(None),
+    p: Platform = Depends(platform),
+) -> list[TenantUsageRow]:
+    """Totals per tenant for the window (default: this month)."""
+    _, _, lo, hi = _window(from_, to)
+    return [TenantUsageRow(**row) for row in await usage.per_tenant(p.db, lo, hi)]

@@ -1,0 +1,127 @@
+"""The durable budget ledger (invariant 9): reserve before a model call, settle to the
+provider-reported usage in the transaction that appends the reply, release when the call is
+abandoned; a sweeper forfeits what owners that lost their lease left open. Every step names
+the run's lease epoch, so a stale owner can neither spend nor release.
+
+Usage facts (one immutable row per reply) are the billing record; the run's totals, the
+tenant's month spend and ``/v1/usage`` are projections of them, written in the same
+transaction."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from tenantry.db import Connection, Database
+from tenantry.db.queries import load
+from tenantry.errors import LeaseLost
+from tenantry.ids import AgentId, RunId, TenantId
+from tenantry.ledger.pricing import PriceTable
+from tenantry.models.types import TokenUsage
+
+Q = load(__package__)
+
+#: What a reply is assumed to cost in output tokens before it exists.
+ESTIMATED_OUTPUT_TOKENS = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    reservation_id: uuid.UUID
+    tokens: int
+    cost_micros: int
+
+
+@dataclass(frozen=True, slots=True)
+class MustWait:
+    """The tenant's token bucket is short: try again in ``seconds``."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class OverCap:
+    """This call would take the tenant past its monthly spend cap."""
+
+    spent_micros: int
+    cap_micros: int
+
+
+def estimate(
+    prices: PriceTable, model: str, messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+) -> tuple[int, int]:
+    """Tokens and cost to reserve for a call: about four bytes of prompt JSON per token,
+    plus a typical reply; settled to the real numbers afterwards."""
+    prompt = (len(orjson.dumps(messages)) + len(orjson.dumps(tools))) // 4
+    usage = TokenUsage(input_tokens=prompt, output_tokens=ESTIMATED_OUTPUT_TOKENS)
+    return usage.total_tokens, prices.cost_micros(model, usage)
+
+
+async def reserve(
+    conn: Connection, tenant: TenantId, run: RunId, epoch: int, tokens: int, cost: int,
+) -> Reservation | MustWait | OverCap:
+    reservation = uuid.uuid4()
+    row = await conn.fetchrow(Q.reserve, tenant.value, run.uuid, epoch, reservation, tokens,
+                              cost)
+    assert row is not None
+    match row["outcome"]:
+        case "ok":
+            return Reservation(reservation, tokens, cost)
+        case "wait":
+            return MustWait(float(row["wait_seconds"]))
+        case "over_cap":
+            return OverCap(int(row["spent"]), int(row["cap"]))
+    raise LeaseLost("the run is no longer held under this lease")
+
+
+async def settle(
+    conn: Connection, tenant: TenantId, run: RunId, epoch: int, reservation: Reservation,
+    usage: TokenUsage, cost: int,
+) -> None:
+    """Close the reservation to what the provider reported (in the reply's transaction)."""
+    closed = await conn.fetchval(Q.close_reservation, tenant.value, run.uuid, epoch,
+                                 reservation.reservation_id, "settled", usage.total_tokens,
+                                 cost)
+    if not closed:
+        raise LeaseLost("the budget reservation is no longer this owner's to settle")
+
+
+async def release(
+    conn: Connection, tenant: TenantId, run: RunId, epoch: int, reservation: Reservation,
+) -> bool:
+    """Give the whole reservation back (the call was not made or not answered)."""
+    return bool(await conn.fetchval(Q.close_reservation, tenant.value, run.uuid, epoch,
+                                    reservation.reservation_id, "released", 0, 0))
+
+
+@dataclass(frozen=True, slots=True)
+class UsageFact:
+    seq: int
+    agent: AgentId
+    agent_version: int
+    provider: str
+    account: str
+    model: str
+    usage: TokenUsage
+    cost_micros: int
+    price_version: str
+
+
+async def record(conn: Connection, tenant: TenantId, run: RunId, fact: UsageFact) -> None:
+    usage = fact.usage
+    await conn.execute(
+        Q.insert_usage_fact, tenant.value, run.uuid, fact.seq, fact.agent.uuid,
+        fact.agent_version, fact.provider, fact.account, fact.model, usage.input_tokens,
+        usage.cached_input_tokens, usage.cache_write_input_tokens, usage.output_tokens,
+        fact.cost_micros, fact.price_version,
+    )
+
+
+async def sweep(db: Database, limit: int = 1000) -> int:
+    """Forfeit reservations whose owner lost the run; returns how many."""
+    async with db.unscoped() as conn:
+        return int(await conn.fetchval(Q.sweep_reservations, limit) or 0)

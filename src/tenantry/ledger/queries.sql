@@ -1,0 +1,42 @@
+-- name: reserve
+SELECT outcome, wait_seconds, spent, cap FROM tenantry_reserve($1, $2, $3, $4, $5, $6)
+
+-- name: close_reservation
+SELECT tenantry_close_reservation($1, $2, $3, $4, $5, $6, $7)
+
+-- name: insert_usage_fact
+INSERT INTO usage_facts (tenant_id, run_id, seq, agent_id, agent_version, provider, account,
+                         model, input_tokens, cached_input_tokens, cache_write_input_tokens,
+                         output_tokens, cost_micros, price_version)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+
+-- name: sweep_reservations
+SELECT tenantry_sweep_reservations($1)
+
+-- name: usage_by_agent
+SELECT agent_id::text AS key, count(*) AS calls, sum(input_tokens) AS input_tokens,
+       sum(cached_input_tokens) AS cached_input_tokens, sum(output_tokens) AS output_tokens,
+       sum(cost_micros) AS cost_micros, count(DISTINCT run_id) AS runs
+FROM usage_facts
+WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
+GROUP BY agent_id ORDER BY agent_id
+
+-- name: usage_by_day
+SELECT to_char(date_trunc('day', created_at AT TIME ZONE 'UTC'), 'YYYY-MM-DD') AS key,
+       count(*) AS calls, sum(input_tokens) AS input_tokens,
+       sum(cached_input_tokens) AS cached_input_tokens, sum(output_tokens) AS output_tokens,
+       sum(cost_micros) AS cost_micros, count(DISTINCT run_id) AS runs
+FROM usage_facts
+WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
+GROUP BY 1 ORDER BY 1
+
+-- name: usage_total
+SELECT count(*) AS calls, coalesce(sum(input_tokens), 0) AS input_tokens,
+       coalesce(sum(cached_input_tokens), 0) AS cached_input_tokens,
+       coalesce(sum(output_tokens), 0) AS output_tokens,
+       coalesce(sum(cost_micros), 0) AS cost_micros, count(DISTINCT run_id) AS runs
+FROM usage_facts
+WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
+
+-- name: usage_per_tenant
+SELECT * FROM tenantry_usage_per_tenant($1, $2)

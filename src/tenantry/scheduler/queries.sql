@@ -1,0 +1,32 @@
+-- name: get_policy
+SELECT p.tenant_id, p.weight, p.max_running, p.max_queued, p.tokens_per_minute,
+       p.monthly_spend_cap_micros, p.updated_at, t.approval_ttl_seconds, t.plan
+FROM tenant_policies p JOIN tenants t ON t.tenant_id = p.tenant_id
+WHERE p.tenant_id = $1
+
+-- name: set_policy
+UPDATE tenant_policies SET weight = $2, max_running = $3, max_queued = $4,
+    tokens_per_minute = $5, monthly_spend_cap_micros = $6, updated_at = now()
+WHERE tenant_id = $1
+
+-- name: set_approval_ttl
+UPDATE tenants SET approval_ttl_seconds = $2 WHERE tenant_id = $1
+
+-- name: get_load
+SELECT l.queued, l.running, l.waiting,
+       tenantry_month_spend(l) AS month_spend_micros, l.reserved_micros,
+       tenantry_bucket_level(l, p) AS bucket_tokens
+FROM tenant_load l JOIN tenant_policies p ON p.tenant_id = l.tenant_id
+WHERE l.tenant_id = $1
+
+-- name: lock_for_admission
+-- Taken in the transaction that inserts the run: concurrent admissions of one tenant
+-- queue here, so max_queued holds exactly.
+SELECT l.queued + l.running + l.waiting AS live, p.max_queued,
+       tenantry_month_spend(l) AS month_spend_micros, p.monthly_spend_cap_micros
+FROM tenant_load l JOIN tenant_policies p ON p.tenant_id = l.tenant_id
+WHERE l.tenant_id = $1
+FOR UPDATE OF l
+
+-- name: queue_depth
+SELECT tenantry_queue_depth()
