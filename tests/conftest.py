@@ -203,11 +203,12 @@ async def api(database_dsn: str) -> AsyncIterator[Api]:
 
 
 @asynccontextmanager
-async def serving_api(database_dsn: str) -> AsyncIterator[Api]:
+async def serving_api(database_dsn: str, **overrides: object) -> AsyncIterator[Api]:
     """An API process's worth of app (its own pool, LISTEN connection and caches)."""
-    settings = Settings(database_url=database_dsn, operator_token=OPERATOR_TOKEN,
-                        db_pool_min=1, db_pool_max=5, max_body_bytes=64 * 1024,
-                        master_key=TEST_MASTER_KEY.encoded())
+    settings = Settings(**{  # type: ignore[arg-type]
+        "database_url": database_dsn, "operator_token": OPERATOR_TOKEN, "db_pool_min": 1,
+        "db_pool_max": 5, "max_body_bytes": 64 * 1024,
+        "master_key": TEST_MASTER_KEY.encoded(), **overrides})
     port = free_port()
     config = uvicorn.Config(create_app(settings, database_dsn), host="127.0.0.1", port=port,
                             log_config=None, access_log=False, lifespan="on")
