@@ -361,3 +361,30 @@ async def test_policy_and_usage_refuse_bad_input(api: Api, admin_conn: asyncpg.C
     now = datetime.now(UTC)
     r = await api.client.get(f"/v1/usage?from={(now - timedelta(days=3)).date()}", headers=h)
     assert r.status_code == 200 and r.json()["total"]["calls"] == 0
+
+
+async def test_metrics_count_by_tenant_class_and_never_name_a_tenant(
+    api: Api, admin_conn: asyncpg.Connection,
+) -> None:
+    ids = []
+    for name, plan, runs_ in (("Gold One", "gold", 3), ("Gold Two", "gold", 2),
+                              ("Free One", "free", 1)):
+        r = await api.client.post("/admin/v1/tenants", json={"name": name, "plan": plan},
+                                  headers=api.operator)
+        tenant = r.json()["tenant_id"]
+        ids.append(tenant)
+        key = (await api.client.post(f"/admin/v1/tenants/{tenant}/api-keys",
+                                     headers=api.operator)).json()["api_key"]
+        h = {"Authorization": f"Bearer {key}"}
+        agent = await api.agent(h)
+        for i in range(runs_):
+            await api.start(h, agent, f"{i}")
+    r = await api.client.get("/metrics", headers=api.operator)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+    text = r.text
+    assert 'tenantry_runs_queued{tenant_class="gold"} 5' in text
+    assert 'tenantry_runs_queued{tenant_class="free"} 1' in text
+    assert 'tenantry_leases_active{tenant_class="gold"} 0' in text
+    assert "tenantry_queue_oldest_age_seconds{tenant_class=\"gold\"}" in text
+    assert not any(tenant in text for tenant in ids)
+    assert (await api.client.get("/metrics")).status_code == 401

@@ -10,7 +10,16 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from tenantry import __version__
-from tenantry.api import admin, agents, approvals, model_accounts, policy, problems, runs
+from tenantry.api import (
+    admin,
+    agents,
+    approvals,
+    metrics,
+    model_accounts,
+    policy,
+    problems,
+    runs,
+)
 from tenantry.api.body_limit import BodyLimit
 from tenantry.api.platform import Platform
 from tenantry.config import Settings
@@ -91,6 +100,7 @@ def create_app(settings: Settings, dsn: str) -> FastAPI:
     app.include_router(model_accounts.router)
     app.include_router(policy.admin_router)
     app.include_router(policy.router)
+    app.include_router(metrics.router)
     app.include_router(agents.router)
     app.include_router(runs.router)
     app.include_router(approvals.router)

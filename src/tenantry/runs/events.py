@@ -31,6 +31,10 @@ class EventType(StrEnum):
     CHILD_RUN_STARTED = "ChildRunStarted"
     WEBHOOK_DELIVERED = "WebhookDelivered"
     WEBHOOK_FAILED = "WebhookFailed"
+    # Library tasks (tenantry.store): a tenant's signal to a task, and its consumption by
+    # the task's lease holder (under the lease epoch, so each signal is consumed once).
+    SIGNALLED = "Signalled"
+    SIGNAL_CONSUMED = "SignalConsumed"
 
 
 #: After one of these nothing but webhook bookkeeping is appended; live tails end here.

@@ -93,10 +93,18 @@ class Created:
     created: bool  # False when an idempotent retry found the run made the first time
 
 
+#: What drives a run: the platform's workers ('agent') or a library user's own loop
+#: ('task', see tenantry.store). Both count against the same tenant policy.
+RUN_KINDS = ("agent", "task")
+
+
 async def create_run(
     db: Database, tenant: TenantId, req: RunRequest, *, cell: CellCapacity | None = None,
+    kind: str = "agent",
 ) -> Created:
     """Admit the run and write its row and RunCreated event in one transaction."""
+    if kind not in RUN_KINDS:
+        raise ValueError(f"run kind must be one of {RUN_KINDS}, not {kind!r}")
     run_id = RunId.new()
     overloaded = await cell.refusal() if cell is not None else None
     async with db.tenant_tx(tenant) as conn:
@@ -116,7 +124,7 @@ async def create_run(
             version = (await get_version(db, tenant, req.agent_id, req.version, conn)).version
         created_at = await conn.fetchval(
             Q.insert_run, tenant.value, run_id.uuid, req.agent_id.uuid, version, req.input,
-            req.idempotency_key, req.request_sha256, req.webhook_url, req.priority,
+            req.idempotency_key, req.request_sha256, req.webhook_url, req.priority, kind,
         )
         if created_at is None:
             # Another request with the same key committed between our check and insert.
@@ -136,6 +144,8 @@ async def create_run(
             data["input_bytes"] = len(encoded)
         if req.webhook_url:
             data["webhook_url"] = req.webhook_url
+        if kind != "agent":  # agent runs' RunCreated stays as it was (the replay corpus)
+            data["kind"] = kind
         await conn.execute(
             Q.insert_first_event, tenant.value, run_id.uuid, EventType.RUN_CREATED, data
         )

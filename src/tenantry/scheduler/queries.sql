@@ -30,3 +30,6 @@ FOR UPDATE OF l
 
 -- name: queue_depth
 SELECT tenantry_queue_depth()
+
+-- name: scheduler_gauges
+SELECT * FROM tenantry_scheduler_gauges()

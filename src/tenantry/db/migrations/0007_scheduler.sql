@@ -106,8 +106,9 @@ $$;
 -- already); then, one run at a time, the tenant using the smallest share of its weight
 -- (running / weight; ties: the one served longest ago) among tenants with queued work,
 -- under max_running, with tokens in their bucket and spend under their cap. The tenant's
--- load row is locked SKIP LOCKED, so concurrent claimers take other tenants instead of
--- pushing one past max_running; runs are locked SKIP LOCKED, so none is claimed twice.
+-- load row is locked, so concurrent claimers never push one past max_running (the first
+-- pick waits for a row another claimer holds; later picks skip it, so claimers never wait
+-- for each other in a cycle); runs are locked SKIP LOCKED, so none is claimed twice.
 -- Nothing is held after the transaction: no lock spans a model call.
 DROP FUNCTION tenantry_claim_runs(text, integer, double precision);
 CREATE FUNCTION tenantry_claim_runs(p_worker text, p_batch integer,
@@ -120,6 +121,7 @@ DECLARE
     v_tenant text;
     v_run uuid;
     v_skip text[] := '{}';
+    v_holding boolean := false;
 BEGIN
     RETURN QUERY
     WITH expired AS (
@@ -138,17 +140,36 @@ BEGIN
     GET DIAGNOSTICS v_claimed = ROW_COUNT;
 
     WHILE v_claimed < p_batch LOOP
-        SELECT l.tenant_id INTO v_tenant
-        FROM public.tenant_load l JOIN public.tenant_policies p ON p.tenant_id = l.tenant_id
-        WHERE l.queued > 0 AND l.running < p.max_running
-          AND l.tenant_id <> ALL (v_skip)
-          AND (p.tokens_per_minute IS NULL OR public.tenantry_bucket_level(l, p) > 0)
-          AND (p.monthly_spend_cap_micros IS NULL
-               OR public.tenantry_month_spend(l) < p.monthly_spend_cap_micros)
-        ORDER BY l.running::float8 / p.weight, l.last_claim_at NULLS FIRST, l.tenant_id
-        LIMIT 1
-        FOR UPDATE OF l SKIP LOCKED;
+        IF v_holding THEN
+            -- Holding a tenant row already: never wait for another (two claimers waiting
+            -- for each other's rows would deadlock); one being claimed for is skipped.
+            SELECT l.tenant_id INTO v_tenant
+            FROM public.tenant_load l JOIN public.tenant_policies p ON p.tenant_id = l.tenant_id
+            WHERE l.queued > 0 AND l.running < p.max_running
+              AND l.tenant_id <> ALL (v_skip)
+              AND (p.tokens_per_minute IS NULL OR public.tenantry_bucket_level(l, p) > 0)
+              AND (p.monthly_spend_cap_micros IS NULL
+                   OR public.tenantry_month_spend(l) < p.monthly_spend_cap_micros)
+            ORDER BY l.running::float8 / p.weight, l.last_claim_at NULLS FIRST, l.tenant_id
+            LIMIT 1
+            FOR UPDATE OF l SKIP LOCKED;
+        ELSE
+            -- Holding none: wait for the best tenant's row if another claimer has it (a
+            -- few ms), rather than come back empty while it has work. The row is checked
+            -- again once locked.
+            SELECT l.tenant_id INTO v_tenant
+            FROM public.tenant_load l JOIN public.tenant_policies p ON p.tenant_id = l.tenant_id
+            WHERE l.queued > 0 AND l.running < p.max_running
+              AND l.tenant_id <> ALL (v_skip)
+              AND (p.tokens_per_minute IS NULL OR public.tenantry_bucket_level(l, p) > 0)
+              AND (p.monthly_spend_cap_micros IS NULL
+                   OR public.tenantry_month_spend(l) < p.monthly_spend_cap_micros)
+            ORDER BY l.running::float8 / p.weight, l.last_claim_at NULLS FIRST, l.tenant_id
+            LIMIT 1
+            FOR UPDATE OF l;
+        END IF;
         EXIT WHEN v_tenant IS NULL;
+        v_holding := true;
 
         SELECT r.run_id INTO v_run FROM public.runs r
         WHERE r.tenant_id = v_tenant AND r.kind = p_kind AND r.status = 'queued'
@@ -420,3 +441,20 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 $$;
 REVOKE ALL ON FUNCTION tenantry_usage_per_tenant(timestamptz, timestamptz) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION tenantry_usage_per_tenant(timestamptz, timestamptz) TO tenantry_app;
+
+-- Scheduler gauges for /metrics, by tenant class (plan) — never by tenant id (bounded
+-- label sets, invariant 10).
+CREATE FUNCTION tenantry_scheduler_gauges()
+RETURNS TABLE (tenant_class text, queued bigint, running bigint, waiting bigint,
+               oldest_queued_seconds double precision)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+    SELECT t.plan, sum(l.queued)::bigint, sum(l.running)::bigint, sum(l.waiting)::bigint,
+           coalesce(extract(epoch FROM now() - (
+               SELECT min(r.created_at) FROM public.runs r JOIN public.tenants t2
+                   ON t2.tenant_id = r.tenant_id
+               WHERE r.status = 'queued' AND t2.plan = t.plan)), 0)::float8
+    FROM public.tenant_load l JOIN public.tenants t ON t.tenant_id = l.tenant_id
+    GROUP BY t.plan ORDER BY t.plan
+$$;
+REVOKE ALL ON FUNCTION tenantry_scheduler_gauges() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION tenantry_scheduler_gauges() TO tenantry_app;
