@@ -20,6 +20,7 @@ import os
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -175,6 +176,14 @@ class Helper:
         return self.proc.returncode
 
 
+def free_port() -> int:
+    """A loopback TCP port free right now (for a helper that needs its port given)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
 def python_module(module: str, *args: str) -> list[str]:
     return [sys.executable, "-m", module, *args]
 
@@ -296,6 +305,7 @@ class Bench:
         self._embedded: EmbeddedPostgres | None = None
         self._admin_dsn: str | None = None
         self._database: str | None = None
+        self._more_databases: list[str] = []
 
     def __enter__(self) -> Self:
         return self
@@ -307,6 +317,12 @@ class Bench:
         for helper in reversed(self.helpers):
             with contextlib.suppress(Exception):
                 helper.stop()
+        if self._embedded is None and self._admin_dsn:
+            for name in self._more_databases:
+                try:
+                    asyncio.run(self._drop(self._admin_dsn, name))
+                except Exception as exc:
+                    console.log(f"[red]could not drop database {name}: {exc}")
         if self._database is not None and self._embedded is None and self._admin_dsn:
             try:
                 asyncio.run(self._drop(self._admin_dsn, self._database))
@@ -346,6 +362,27 @@ class Bench:
             await conn.close()
         console.log(f"database {name} migrated ({kind} Postgres)")
         return BenchDatabase(dsn, kind)
+
+    async def another_database(self) -> BenchDatabase:
+        """One more fresh, migrated database on the server :meth:`database` chose (a clean
+        slate for each pass of a comparison); dropped on exit like the first."""
+        if self._admin_dsn is None:
+            raise RuntimeError("another_database() needs database() first")
+        name = f"tenantry_bench_{uuid.uuid4().hex[:12]}"
+        conn = await asyncpg.connect(self._admin_dsn)
+        try:
+            await conn.execute(f'CREATE DATABASE "{name}"')
+            self._more_databases.append(name)
+        finally:
+            await conn.close()
+        dsn = _dsn_for(self._admin_dsn, name)
+        conn = await asyncpg.connect(dsn)
+        try:
+            await migrate(conn)
+        finally:
+            await conn.close()
+        console.log(f"database {name} migrated")
+        return BenchDatabase(dsn, "embedded" if self._embedded is not None else "external")
 
     @staticmethod
     async def _drop(admin_dsn: str, name: str) -> None:
