@@ -150,7 +150,7 @@ async def test_a_stale_owner_cannot_settle_or_release_and_the_sweeper_forfeits(
     async with db.tenant_tx(tenant) as conn:
         reservation = await budget.reserve(conn, tenant, old.run, old.epoch, 2_000, 500)
     assert isinstance(reservation, budget.Reservation)
-    load = await admin_conn.fetchrow("SELECT reserved_micros, bucket_tokens FROM tenant_load "
+    load = await admin_conn.fetchrow("SELECT reserved_micros, bucket_tokens FROM tenant_budget "
                                      "WHERE tenant_id = $1", tenant.value)
     assert load["reserved_micros"] == 500 and 7_990 < load["bucket_tokens"] <= 8_000
     # The lease expires and another worker takes the run: epoch moves on.
@@ -171,7 +171,7 @@ async def test_a_stale_owner_cannot_settle_or_release_and_the_sweeper_forfeits(
     assert await budget.sweep(db) == 1
     row = await admin_conn.fetchrow("SELECT status FROM budget_reservations")
     assert row["status"] == "forfeited"
-    load = await admin_conn.fetchrow("SELECT reserved_micros, spent_micros FROM tenant_load "
+    load = await admin_conn.fetchrow("SELECT reserved_micros, spent_micros FROM tenant_budget "
                                      "WHERE tenant_id = $1", tenant.value)
     assert (load["reserved_micros"], load["spent_micros"]) == (0, 0)
     assert await admin_conn.fetchval("SELECT count(*) FROM usage_facts") == 0
@@ -332,7 +332,7 @@ async def test_the_ledger_the_run_totals_and_the_usage_api_agree(
         "SELECT status, count(*) FROM budget_reservations GROUP BY status")
     assert {r["status"]: r["count"] for r in statuses} == {"settled": 12}
     load = await admin_conn.fetchrow(
-        "SELECT spent_micros, reserved_micros FROM tenant_load WHERE tenant_id = $1", tenant)
+        "SELECT spent_micros, reserved_micros FROM tenant_budget WHERE tenant_id = $1", tenant)
     assert (load["spent_micros"], load["reserved_micros"]) == (facts["cost"], 0)
 
 

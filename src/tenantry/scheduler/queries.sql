@@ -14,17 +14,19 @@ UPDATE tenants SET approval_ttl_seconds = $2 WHERE tenant_id = $1
 
 -- name: get_load
 SELECT l.queued, l.running, l.waiting,
-       tenantry_month_spend(l) AS month_spend_micros, l.reserved_micros,
-       tenantry_bucket_level(l, p) AS bucket_tokens
+       tenantry_month_spend(b) AS month_spend_micros, b.reserved_micros,
+       tenantry_bucket_level(b, p) AS bucket_tokens
 FROM tenant_load l JOIN tenant_policies p ON p.tenant_id = l.tenant_id
+JOIN tenant_budget b ON b.tenant_id = l.tenant_id
 WHERE l.tenant_id = $1
 
 -- name: lock_for_admission
 -- Taken in the transaction that inserts the run: concurrent admissions of one tenant
 -- queue here, so max_queued holds exactly.
 SELECT l.queued + l.running + l.waiting AS live, p.max_queued,
-       tenantry_month_spend(l) AS month_spend_micros, p.monthly_spend_cap_micros
+       tenantry_month_spend(b) AS month_spend_micros, p.monthly_spend_cap_micros
 FROM tenant_load l JOIN tenant_policies p ON p.tenant_id = l.tenant_id
+JOIN tenant_budget b ON b.tenant_id = l.tenant_id
 WHERE l.tenant_id = $1
 FOR UPDATE OF l
 

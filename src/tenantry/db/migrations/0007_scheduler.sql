@@ -15,14 +15,20 @@ CREATE TABLE tenant_policies (
 );
 
 -- What a tenant holds now, kept by triggers in the same transaction as each change, so
--- admission and the claim read one row instead of counting runs. Also the tenant's token
--- bucket and this month's spend: durable, so every worker and API replica sees one level.
+-- admission and the claim read one row instead of counting runs.
 CREATE TABLE tenant_load (
     tenant_id       text PRIMARY KEY REFERENCES tenants (tenant_id),
     queued          integer NOT NULL DEFAULT 0 CHECK (queued >= 0),
     running         integer NOT NULL DEFAULT 0 CHECK (running >= 0),
     waiting         integer NOT NULL DEFAULT 0 CHECK (waiting >= 0),
-    last_claim_at   timestamptz,
+    last_claim_at   timestamptz
+);
+
+-- The tenant's token bucket and this month's spend: durable, so every worker and API
+-- replica sees one level. A row of its own, so the reservations and settlements of model
+-- calls do not queue behind the status changes and claims locking tenant_load.
+CREATE TABLE tenant_budget (
+    tenant_id       text PRIMARY KEY REFERENCES tenants (tenant_id),
     bucket_tokens   double precision,          -- NULL: full
     bucket_at       timestamptz NOT NULL DEFAULT now(),
     spend_month     date NOT NULL DEFAULT date_trunc('month', now())::date,
@@ -31,6 +37,7 @@ CREATE TABLE tenant_load (
 );
 
 INSERT INTO tenant_policies (tenant_id) SELECT tenant_id FROM tenants;
+INSERT INTO tenant_budget (tenant_id) SELECT tenant_id FROM tenants;
 INSERT INTO tenant_load (tenant_id, queued, running, waiting)
 SELECT t.tenant_id,
        count(r.run_id) FILTER (WHERE r.status = 'queued'),
@@ -44,6 +51,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 BEGIN
     INSERT INTO public.tenant_policies (tenant_id) VALUES (NEW.tenant_id);
     INSERT INTO public.tenant_load (tenant_id) VALUES (NEW.tenant_id);
+    INSERT INTO public.tenant_budget (tenant_id) VALUES (NEW.tenant_id);
     RETURN NULL;
 END
 $$;
@@ -86,20 +94,21 @@ CREATE INDEX runs_queued_by_tenant ON runs
     WHERE status = 'queued';
 
 -- A tenant's token bucket level now, refilled at tokens_per_minute (NULL: no bucket).
-CREATE FUNCTION tenantry_bucket_level(l tenant_load, p tenant_policies) RETURNS double precision
+CREATE FUNCTION tenantry_bucket_level(b tenant_budget, p tenant_policies)
+RETURNS double precision
 LANGUAGE sql STABLE SET search_path = pg_catalog, public AS $$
     SELECT CASE WHEN p.tokens_per_minute IS NULL THEN NULL ELSE
         least(p.tokens_per_minute::float8,
-              coalesce(l.bucket_tokens, p.tokens_per_minute::float8)
-              + extract(epoch FROM now() - l.bucket_at) * p.tokens_per_minute / 60.0)
+              coalesce(b.bucket_tokens, p.tokens_per_minute::float8)
+              + extract(epoch FROM now() - b.bucket_at) * p.tokens_per_minute / 60.0)
     END
 $$;
 
 -- This month's spend including reservations (a new month starts at zero).
-CREATE FUNCTION tenantry_month_spend(l tenant_load) RETURNS bigint
+CREATE FUNCTION tenantry_month_spend(b tenant_budget) RETURNS bigint
 LANGUAGE sql STABLE SET search_path = pg_catalog, public AS $$
-    SELECT CASE WHEN l.spend_month < date_trunc('month', now())::date THEN l.reserved_micros
-                ELSE l.spent_micros + l.reserved_micros END
+    SELECT CASE WHEN b.spend_month < date_trunc('month', now())::date THEN b.reserved_micros
+                ELSE b.spent_micros + b.reserved_micros END
 $$;
 
 -- The fair claim. Expired leases first (those runs were in flight and count as running
@@ -144,12 +153,14 @@ BEGIN
             -- Holding a tenant row already: never wait for another (two claimers waiting
             -- for each other's rows would deadlock); one being claimed for is skipped.
             SELECT l.tenant_id INTO v_tenant
-            FROM public.tenant_load l JOIN public.tenant_policies p ON p.tenant_id = l.tenant_id
+            FROM public.tenant_load l
+            JOIN public.tenant_policies p ON p.tenant_id = l.tenant_id
+            JOIN public.tenant_budget b ON b.tenant_id = l.tenant_id
             WHERE l.queued > 0 AND l.running < p.max_running
               AND l.tenant_id <> ALL (v_skip)
-              AND (p.tokens_per_minute IS NULL OR public.tenantry_bucket_level(l, p) > 0)
+              AND (p.tokens_per_minute IS NULL OR public.tenantry_bucket_level(b, p) > 0)
               AND (p.monthly_spend_cap_micros IS NULL
-                   OR public.tenantry_month_spend(l) < p.monthly_spend_cap_micros)
+                   OR public.tenantry_month_spend(b) < p.monthly_spend_cap_micros)
             ORDER BY l.running::float8 / p.weight, l.last_claim_at NULLS FIRST, l.tenant_id
             LIMIT 1
             FOR UPDATE OF l SKIP LOCKED;
@@ -158,12 +169,14 @@ BEGIN
             -- few ms), rather than come back empty while it has work. The row is checked
             -- again once locked.
             SELECT l.tenant_id INTO v_tenant
-            FROM public.tenant_load l JOIN public.tenant_policies p ON p.tenant_id = l.tenant_id
+            FROM public.tenant_load l
+            JOIN public.tenant_policies p ON p.tenant_id = l.tenant_id
+            JOIN public.tenant_budget b ON b.tenant_id = l.tenant_id
             WHERE l.queued > 0 AND l.running < p.max_running
               AND l.tenant_id <> ALL (v_skip)
-              AND (p.tokens_per_minute IS NULL OR public.tenantry_bucket_level(l, p) > 0)
+              AND (p.tokens_per_minute IS NULL OR public.tenantry_bucket_level(b, p) > 0)
               AND (p.monthly_spend_cap_micros IS NULL
-                   OR public.tenantry_month_spend(l) < p.monthly_spend_cap_micros)
+                   OR public.tenantry_month_spend(b) < p.monthly_spend_cap_micros)
             ORDER BY l.running::float8 / p.weight, l.last_claim_at NULLS FIRST, l.tenant_id
             LIMIT 1
             FOR UPDATE OF l;
@@ -285,15 +298,17 @@ CREATE TRIGGER usage_facts_immutable
 
 ALTER TABLE tenant_policies ENABLE ROW LEVEL SECURITY;
 ALTER TABLE tenant_load ENABLE ROW LEVEL SECURITY;
+ALTER TABLE tenant_budget ENABLE ROW LEVEL SECURITY;
 ALTER TABLE budget_reservations ENABLE ROW LEVEL SECURITY;
 ALTER TABLE usage_facts ENABLE ROW LEVEL SECURITY;
 CREATE POLICY tenant_isolation ON tenant_policies USING (tenant_id = tenantry_current_tenant());
 CREATE POLICY tenant_isolation ON tenant_load USING (tenant_id = tenantry_current_tenant());
+CREATE POLICY tenant_isolation ON tenant_budget USING (tenant_id = tenantry_current_tenant());
 CREATE POLICY tenant_isolation ON budget_reservations
     USING (tenant_id = tenantry_current_tenant());
 CREATE POLICY tenant_isolation ON usage_facts USING (tenant_id = tenantry_current_tenant());
 GRANT SELECT, INSERT, UPDATE ON tenant_policies, budget_reservations TO tenantry_app;
-GRANT SELECT, UPDATE ON tenant_load TO tenantry_app;
+GRANT SELECT, UPDATE ON tenant_load, tenant_budget TO tenantry_app;
 GRANT SELECT, INSERT ON usage_facts TO tenantry_app;
 
 -- Reserve before a model call. 'ok' with the reservation; 'wait' with the seconds until the
@@ -305,7 +320,7 @@ CREATE FUNCTION tenantry_reserve(p_tenant text, p_run uuid, p_epoch bigint,
                                  OUT spent bigint, OUT cap bigint)
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, public AS $$
 DECLARE
-    l public.tenant_load;
+    l public.tenant_budget;
     p public.tenant_policies;
     v_level double precision;
     v_need double precision;
@@ -317,7 +332,7 @@ BEGIN
         outcome := 'lease_lost';
         RETURN;
     END IF;
-    SELECT * INTO l FROM public.tenant_load WHERE tenant_id = p_tenant FOR UPDATE;
+    SELECT * INTO l FROM public.tenant_budget WHERE tenant_id = p_tenant FOR UPDATE;
     SELECT * INTO p FROM public.tenant_policies WHERE tenant_id = p_tenant;
     IF l.spend_month < date_trunc('month', now())::date THEN
         l.spent_micros := 0;
@@ -339,7 +354,7 @@ BEGIN
             RETURN;
         END IF;
     END IF;
-    UPDATE public.tenant_load SET
+    UPDATE public.tenant_budget SET
         bucket_tokens = CASE WHEN v_level IS NULL THEN NULL ELSE v_level - p_tokens END,
         bucket_at = now(), spend_month = l.spend_month, spent_micros = l.spent_micros,
         reserved_micros = l.reserved_micros + p_cost
@@ -373,7 +388,7 @@ BEGIN
     IF NOT FOUND THEN
         RETURN false;
     END IF;
-    UPDATE public.tenant_load l SET
+    UPDATE public.tenant_budget l SET
         bucket_tokens = CASE WHEN l.bucket_tokens IS NULL THEN NULL
                              ELSE l.bucket_tokens + v.tokens - p_tokens END,
         spent_micros = CASE WHEN l.spend_month < date_trunc('month', now())::date
@@ -406,7 +421,7 @@ LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, public AS $
     ), per_tenant AS (
         SELECT tenant_id, sum(cost_micros) AS cost FROM closed GROUP BY tenant_id
     ), released AS (
-        UPDATE public.tenant_load l
+        UPDATE public.tenant_budget l
         SET reserved_micros = greatest(l.reserved_micros - per_tenant.cost, 0)
         FROM per_tenant WHERE l.tenant_id = per_tenant.tenant_id
         RETURNING 1
