@@ -388,3 +388,15 @@ async def test_metrics_count_by_tenant_class_and_never_name_a_tenant(
     assert "tenantry_queue_oldest_age_seconds{tenant_class=\"gold\"}" in text
     assert not any(tenant in text for tenant in ids)
     assert (await api.client.get("/metrics")).status_code == 401
+
+
+async def test_the_fifo_baseline_takes_the_oldest_runs_whatever_the_policies(
+    db: Database, admin_conn: asyncpg.Connection,
+) -> None:
+    capped = await _tenant_with_runs(db, "fifo-old", 3, TenantPolicy(max_running=1))
+    other = await _tenant_with_runs(db, "fifo-new", 2)
+    leases = await claim(db, "w", 4, 30.0, order="fifo")
+    assert _by_tenant(leases) == {capped.value: 3, other.value: 1}  # ceiling ignored
+    started = await admin_conn.fetch("SELECT started_at, created_at FROM runs "
+                                     "WHERE started_at IS NOT NULL")
+    assert len(started) == 4 and all(r["started_at"] >= r["created_at"] for r in started)

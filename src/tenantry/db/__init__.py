@@ -1,3 +1,3 @@
-from tenantry.db.pool import DATABASE_DOWN, Connection, Database
+from tenantry.db.pool import DATABASE_DOWN, TRANSIENT, Connection, Database
 
-__all__ = ["DATABASE_DOWN", "Connection", "Database"]
+__all__ = ["DATABASE_DOWN", "TRANSIENT", "Connection", "Database"]

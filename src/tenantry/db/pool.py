@@ -19,6 +19,10 @@ DATABASE_DOWN: tuple[type[Exception], ...] = (
     asyncpg.CannotConnectNowError,
 )
 
+#: A transaction Postgres rolled back to break a deadlock or a serialization conflict:
+#: nothing was written, and the same work may simply be tried again.
+TRANSIENT: tuple[type[Exception], ...] = (asyncpg.exceptions.TransactionRollbackError,)
+
 #: What a transaction hands out: a pooled connection (or a plain one, in tools and tests).
 Connection: TypeAlias = "asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]"
 

@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 
 from tenantry.agents.service import get_version
 from tenantry.agents.spec import AgentSpec
-from tenantry.db import DATABASE_DOWN, Database
+from tenantry.db import DATABASE_DOWN, TRANSIENT, Database
 from tenantry.db.queries import load
 from tenantry.errors import LeaseLost
 from tenantry.ids import AgentId
@@ -121,6 +121,12 @@ class RunDriver:
         except DATABASE_DOWN as exc:
             logger.warning("database unavailable; stopping this run here: %s", exc,
                            extra={"run_id": self.run_id})
+        except TRANSIENT as exc:
+            # Postgres rolled the step back (a deadlock it broke): nothing of it was
+            # written. Leave the run; once its lease lapses any worker resumes it from the
+            # log, as after a crash — the run does not fail for it.
+            logger.warning("transaction rolled back by the database; leaving the run to be "
+                           "resumed: %s", exc, extra={"run_id": self.run_id})
         except Exception as exc:  # a platform fault: record it, never lose the run silently
             logger.exception("run failed in the platform", extra={"run_id": self.run_id})
             await self._fail_ours(exc)

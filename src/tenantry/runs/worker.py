@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import asyncpg
 
-from tenantry.db import DATABASE_DOWN, Database
+from tenantry.db import DATABASE_DOWN, TRANSIENT, Database
 from tenantry.ledger import budget
 from tenantry.models.accounts import wake_parked
 from tenantry.runs.driver import Engine, RunDriver
@@ -88,6 +88,9 @@ class Worker:
         except DATABASE_DOWN as exc:
             logger.warning("cannot claim: database unavailable: %s", exc)
             return 0
+        except TRANSIENT as exc:  # the claim was rolled back whole: nothing was taken
+            logger.warning("claim rolled back by the database, trying again: %s", exc)
+            return 0
         for lease in leases:
             task = asyncio.create_task(RunDriver(self.engine, lease).drive(),
                                        name=f"run {lease.run}")
@@ -133,7 +136,7 @@ class Worker:
             try:
                 lost = await renew(self._control, self.engine.worker, held,
                                    self.engine.settings.lease_seconds)
-            except DATABASE_DOWN as exc:
+            except (*DATABASE_DOWN, *TRANSIENT) as exc:
                 logger.warning("cannot renew leases: %s", exc)
                 continue
             for lease in lost:
@@ -155,7 +158,7 @@ class Worker:
                 busy += await approvals.expire_due(self.engine.db, self._clock())
                 busy += await wake_parked(self.engine.db, None)
                 busy += await budget.sweep(self.engine.db)
-            except DATABASE_DOWN as exc:
+            except (*DATABASE_DOWN, *TRANSIENT) as exc:
                 logger.warning("housekeeping paused: %s", exc)
             if not busy:
                 await asyncio.sleep(self._poll)

@@ -200,7 +200,10 @@ BEGIN
         UPDATE public.runs r
         SET status = 'running', lease_owner = p_worker, lease_epoch = r.lease_epoch + 1,
             lease_expires_at = now() + make_interval(secs => p_lease_seconds),
-            available_at = NULL, started_at = coalesce(r.started_at, now()), updated_at = now()
+            -- The moment of the claim, not the start of its transaction (which may have
+            -- waited for a tenant row): queue waits are never negative.
+            available_at = NULL, started_at = coalesce(r.started_at, clock_timestamp()),
+            updated_at = now()
         WHERE r.tenant_id = v_tenant AND r.run_id = v_run
         RETURNING r.tenant_id, r.run_id, r.lease_epoch;
         UPDATE public.tenant_load SET last_claim_at = clock_timestamp()
@@ -220,30 +223,41 @@ GRANT EXECUTE ON FUNCTION tenantry_claim_runs(text, integer, double precision, t
 CREATE FUNCTION tenantry_claim_runs_fifo(p_worker text, p_batch integer,
                                          p_lease_seconds double precision)
 RETURNS TABLE (tenant_id text, run_id uuid, lease_epoch bigint)
-LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
-    WITH expired AS (
-        SELECT r.tenant_id, r.run_id FROM public.runs r
-        WHERE r.status = 'running' AND r.lease_expires_at < now() AND r.kind = 'agent'
-        ORDER BY r.lease_expires_at
-        LIMIT p_batch
-        FOR UPDATE SKIP LOCKED
-    ), queued AS (
-        SELECT r.tenant_id, r.run_id FROM public.runs r
-        WHERE r.status = 'queued' AND r.kind = 'agent'
-          AND (r.available_at IS NULL OR r.available_at <= now())
-        ORDER BY r.created_at
-        LIMIT (SELECT p_batch - count(*) FROM expired)
-        FOR UPDATE SKIP LOCKED
-    ), picked AS (
-        SELECT * FROM expired UNION ALL SELECT * FROM queued
-    )
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_tenants text[];
+BEGIN
+    CREATE TEMP TABLE IF NOT EXISTS fifo_picked (tenant_id text, run_id uuid, expired boolean)
+        ON COMMIT DROP;
+    INSERT INTO fifo_picked
+    SELECT r.tenant_id, r.run_id, true FROM public.runs r
+    WHERE r.status = 'running' AND r.lease_expires_at < now() AND r.kind = 'agent'
+    ORDER BY r.lease_expires_at LIMIT p_batch
+    FOR UPDATE SKIP LOCKED;
+    INSERT INTO fifo_picked
+    SELECT r.tenant_id, r.run_id, false FROM public.runs r
+    WHERE r.status = 'queued' AND r.kind = 'agent'
+      AND (r.available_at IS NULL OR r.available_at <= now())
+    ORDER BY r.created_at LIMIT greatest(p_batch - (SELECT count(*) FROM fifo_picked), 0)
+    FOR UPDATE SKIP LOCKED;
+    -- The status change's trigger locks each tenant's load row: take them first, in one
+    -- order, so two claimers (or a claimer and a driver) never wait for each other in a
+    -- cycle.
+    SELECT array_agg(DISTINCT f.tenant_id ORDER BY f.tenant_id) INTO v_tenants
+    FROM fifo_picked f WHERE NOT f.expired;
+    PERFORM 1 FROM public.tenant_load l WHERE l.tenant_id = ANY (v_tenants)
+    ORDER BY l.tenant_id FOR UPDATE;
+    RETURN QUERY
     UPDATE public.runs r
     SET status = 'running', lease_owner = p_worker, lease_epoch = r.lease_epoch + 1,
         lease_expires_at = now() + make_interval(secs => p_lease_seconds),
-        available_at = NULL, started_at = coalesce(r.started_at, now()), updated_at = now()
-    FROM picked
-    WHERE r.tenant_id = picked.tenant_id AND r.run_id = picked.run_id
-    RETURNING r.tenant_id, r.run_id, r.lease_epoch
+        available_at = NULL, started_at = coalesce(r.started_at, clock_timestamp()),
+        updated_at = now()
+    FROM fifo_picked f
+    WHERE r.tenant_id = f.tenant_id AND r.run_id = f.run_id
+    RETURNING r.tenant_id, r.run_id, r.lease_epoch;
+    DROP TABLE fifo_picked;
+END
 $$;
 REVOKE ALL ON FUNCTION tenantry_claim_runs_fifo(text, integer, double precision) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION tenantry_claim_runs_fifo(text, integer, double precision)
