@@ -117,11 +117,13 @@ async def create_run(
                 return existing
         if overloaded is not None:
             raise overloaded
-        await admission.admit(conn, tenant)
         if req.version is None:
             version = await latest_version(conn, tenant, req.agent_id)
         else:
             version = (await get_version(db, tenant, req.agent_id, req.version, conn)).version
+        # Last before the insert: admission locks the tenant's load row until commit, and
+        # every admission of this tenant queues on it.
+        await admission.admit(conn, tenant)
         created_at = await conn.fetchval(
             Q.insert_run, tenant.value, run_id.uuid, req.agent_id.uuid, version, req.input,
             req.idempotency_key, req.request_sha256, req.webhook_url, req.priority, kind,
