@@ -11,22 +11,15 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any
-
-import orjson
 
 from tenantry.db import Connection, Database
 from tenantry.db.queries import load
 from tenantry.errors import LeaseLost
 from tenantry.ids import AgentId, RunId, TenantId
 from tenantry.ledger.pricing import PriceTable
-from tenantry.models.types import TokenUsage
+from tenantry.models.types import ModelRequest, TokenUsage, estimate_tokens
 
 Q = load(__package__)
-
-#: What a reply is assumed to cost in output tokens before it exists.
-ESTIMATED_OUTPUT_TOKENS = 1024
-
 
 @dataclass(frozen=True, slots=True)
 class Reservation:
@@ -50,15 +43,12 @@ class OverCap:
     cap_micros: int
 
 
-def estimate(
-    prices: PriceTable, model: str, messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]],
-) -> tuple[int, int]:
-    """Tokens and cost to reserve for a call: about four bytes of prompt JSON per token,
-    plus a typical reply; settled to the real numbers afterwards."""
-    prompt = (len(orjson.dumps(messages)) + len(orjson.dumps(tools))) // 4
-    usage = TokenUsage(input_tokens=prompt, output_tokens=ESTIMATED_OUTPUT_TOKENS)
-    return usage.total_tokens, prices.cost_micros(model, usage)
+def estimate(prices: PriceTable, request: ModelRequest) -> tuple[int, int]:
+    """Tokens and cost to reserve for a call (at its model's price); settled to the real
+    numbers afterwards."""
+    prompt, output = estimate_tokens(request.messages, request.tools, request.max_tokens)
+    usage = TokenUsage(input_tokens=prompt, output_tokens=output)
+    return usage.total_tokens, prices.cost_micros(request.model, usage)
 
 
 async def reserve(

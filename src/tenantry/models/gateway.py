@@ -27,8 +27,6 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Self
 
-import orjson
-
 from tenantry.breaker import CircuitBreaker
 from tenantry.db import DATABASE_DOWN, Database
 from tenantry.errors import TenantryError
@@ -44,7 +42,7 @@ from tenantry.models.errors import (
     RateLimited,
 )
 from tenantry.models.routing import candidates
-from tenantry.models.types import ModelReply, ModelRequest, ProviderClient
+from tenantry.models.types import ModelReply, ModelRequest, ProviderClient, estimate_tokens
 from tenantry.vault import Vault, crypto
 from tenantry.vault.crypto import MasterKey
 
@@ -245,7 +243,10 @@ class ModelGateway:
         self, route: _Route, request: ModelRequest, tried: _Attempts,
     ) -> ModelReply | None:
         settings, name = self.settings, route.account.account_id
-        estimate = _estimate_tokens(request) if route.account.tpm else 0
+        estimate = 0
+        if route.account.tpm:
+            estimate = request.estimated_tokens or sum(estimate_tokens(
+                request.messages, request.tools, request.max_tokens))
         for attempt in range(settings.attempts_per_account):
             if not route.breaker.allow():
                 tried.add(f"{name}: breaker {route.breaker.state}")
@@ -400,9 +401,3 @@ class ModelGateway:
                 logger.info("woke %d parked runs", woken,
                             extra={"account": account.account_id})
 
-
-def _estimate_tokens(request: ModelRequest) -> int:
-    """Rough prompt size for the tokens-per-minute bucket (settled to the real count after):
-    about four bytes of JSON per token, plus the reply's budget."""
-    size = len(orjson.dumps(request.messages)) + len(orjson.dumps(request.tools))
-    return size // 4 + (request.max_tokens or 1024)

@@ -2,8 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+import orjson
+
+#: What a reply is assumed to use in output tokens before it exists (when the request
+#: sets no max_tokens).
+ESTIMATED_OUTPUT_TOKENS = 1024
+
+
+def estimate_tokens(
+    messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]],
+    max_tokens: int | None = None,
+) -> tuple[int, int]:
+    """(input, output) tokens a call is expected to use before it is made — about four
+    bytes of prompt JSON per token, plus the reply's budget. Budgets and rate buckets are
+    reserved with it and settled to the provider's count afterwards."""
+    size = len(orjson.dumps(list(messages))) + len(orjson.dumps(list(tools)))
+    return size // 4, max_tokens or ESTIMATED_OUTPUT_TOKENS
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +97,8 @@ class ModelRequest:
     tools: tuple[dict[str, Any], ...] = ()
     run_key: str = ""
     max_tokens: int | None = None
+    # (input + output) tokens the caller estimated for this call; 0: not estimated.
+    estimated_tokens: int = 0
     # -- routing (models/gateway.py) --
     tenant: str = ""
     region: str = ""  # the tenant's residency region; "" may use any account

@@ -219,9 +219,11 @@ class RunDriver:
             fallback_models=spec.fallback_models, account=state.account,
             previous_model=state.model or spec.model, in_flight=state.steps > 0,
         )
-        reservation = await self._reserve(messages, tools)
+        reservation = await self._reserve(request)
         if reservation is None:
             return 0.0
+        # The gateway's rate buckets use the same estimate: the prompt is measured once.
+        request = dataclasses.replace(request, estimated_tokens=reservation.tokens)
         started = time.perf_counter()
         try:
             reply = await engine.model.complete(request)
@@ -264,15 +266,12 @@ class RunDriver:
                            spend=(reservation, fact))
         return waited
 
-    async def _reserve(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
-    ) -> budget.Reservation | None:
+    async def _reserve(self, request: ModelRequest) -> budget.Reservation | None:
         """Reserve the call's estimated tokens and cost against the tenant's budgets. If
         its token bucket is short the run steps aside (slot freed) until it refills; past
         its monthly spend cap the run stops. None: the run ended here."""
-        assert self.spec is not None
         engine, lease = self.engine, self.lease
-        tokens, cost = budget.estimate(engine.prices, self.spec.model, messages, tools)
+        tokens, cost = budget.estimate(engine.prices, request)
         async with engine.db.tenant_tx(lease.tenant) as conn:
             outcome = await budget.reserve(conn, lease.tenant, lease.run, lease.epoch,
                                            tokens, cost)
@@ -280,7 +279,7 @@ class RunDriver:
             case budget.Reservation():
                 return outcome
             case budget.MustWait(seconds=seconds):
-                await self._step_aside(
+                await self._park_until(
                     f"tokens_per_minute: the tenant's token bucket refills in {seconds:.1f} s",
                     seconds)
             case budget.OverCap(spent_micros=spent, cap_micros=cap):
@@ -298,16 +297,27 @@ class RunDriver:
         async with self.engine.db.tenant_tx(lease.tenant) as conn:
             await budget.release(conn, lease.tenant, lease.run, lease.epoch, reservation)
 
-    async def _step_aside(self, reason: str, seconds: float) -> NoReturn:
-        """Give the slot back for ``seconds`` (queued, held back until then)."""
+    async def _park_until(
+        self, reason: str, seconds: float, *, models: list[str] | None = None,
+    ) -> NoReturn:
+        """Record RunParked and give the slot back until ``seconds`` from now: queued and
+        held back until then, or — ``models`` given — waiting for an account serving one
+        of them (a probe wakes it sooner)."""
         lease = self.lease
         until = datetime.now(UTC) + timedelta(seconds=seconds)
+        data: dict[str, Any] = {"reason": reason[:1000], "until": until.isoformat(),
+                                "basis_seq": self._basis}
+        if models is not None:
+            data["models"] = models
         async with self.engine.db.tenant_tx(lease.tenant) as conn:
-            await log.append(conn, lease.tenant, lease.run, EventType.RUN_PARKED,
-                             {"reason": reason, "until": until.isoformat(),
-                              "basis_seq": self._basis}, epoch=lease.epoch)
-            await conn.execute(Q.release_lease, lease.tenant.value, lease.run.uuid,
-                               lease.epoch, until)
+            await log.append(conn, lease.tenant, lease.run, EventType.RUN_PARKED, data,
+                             epoch=lease.epoch)
+            if models is None:
+                await conn.execute(Q.release_lease, lease.tenant.value, lease.run.uuid,
+                                   lease.epoch, until)
+            else:
+                await conn.execute(Q.park_for_model, lease.tenant.value, lease.run.uuid,
+                                   lease.epoch, models, until)
         raise Parked
 
     async def _provider_failed(self, reason: str) -> None:
@@ -319,20 +329,11 @@ class RunDriver:
     async def _park_for_model(self, request: ModelRequest, exc: ModelUnavailable) -> NoReturn:
         """No account can serve the run now: record why, free the slot, and wait until a
         probe finds one of its models' accounts back (or the recheck time comes)."""
-        lease = self.lease
-        models = [request.model, *request.fallback_models]
         recheck = min(self.engine.settings.park_recheck_seconds * 2 ** self.state.parked,
                       3600.0)
-        until = datetime.now(UTC) + timedelta(seconds=recheck)
         logger.warning("run parked: %s", exc.detail, extra={"run_id": self.run_id})
-        data = {"reason": f"model unavailable: {exc.detail}"[:1000], "models": models,
-                "until": until.isoformat(), "basis_seq": self._basis}
-        async with self.engine.db.tenant_tx(lease.tenant) as conn:
-            await log.append(conn, lease.tenant, lease.run, EventType.RUN_PARKED, data,
-                             epoch=lease.epoch)
-            await conn.execute(Q.park_for_model, lease.tenant.value, lease.run.uuid,
-                               lease.epoch, models, until)
-        raise Parked
+        await self._park_until(f"model unavailable: {exc.detail}", recheck,
+                               models=[request.model, *request.fallback_models])
 
     async def _call_tool(self, call: CallTool) -> float:
         assert self.spec is not None

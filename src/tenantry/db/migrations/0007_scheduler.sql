@@ -111,6 +111,17 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, public AS $$
                 ELSE b.spent_micros + b.reserved_micros END
 $$;
 
+-- May a slot go to this tenant now? Queued work, under its running ceiling, tokens in its
+-- bucket, spend under its cap.
+CREATE FUNCTION tenantry_may_claim(l tenant_load, p tenant_policies, b tenant_budget)
+RETURNS boolean
+LANGUAGE sql STABLE SET search_path = pg_catalog, public AS $$
+    SELECT l.queued > 0 AND l.running < p.max_running
+       AND (p.tokens_per_minute IS NULL OR public.tenantry_bucket_level(b, p) > 0)
+       AND (p.monthly_spend_cap_micros IS NULL
+            OR public.tenantry_month_spend(b) < p.monthly_spend_cap_micros)
+$$;
+
 -- The fair claim. Expired leases first (those runs were in flight and count as running
 -- already); then, one run at a time, the tenant using the smallest share of its weight
 -- (running / weight; ties: the one served longest ago) among tenants with queued work,
@@ -156,11 +167,7 @@ BEGIN
             FROM public.tenant_load l
             JOIN public.tenant_policies p ON p.tenant_id = l.tenant_id
             JOIN public.tenant_budget b ON b.tenant_id = l.tenant_id
-            WHERE l.queued > 0 AND l.running < p.max_running
-              AND l.tenant_id <> ALL (v_skip)
-              AND (p.tokens_per_minute IS NULL OR public.tenantry_bucket_level(b, p) > 0)
-              AND (p.monthly_spend_cap_micros IS NULL
-                   OR public.tenantry_month_spend(b) < p.monthly_spend_cap_micros)
+            WHERE public.tenantry_may_claim(l, p, b) AND l.tenant_id <> ALL (v_skip)
             ORDER BY l.running::float8 / p.weight, l.last_claim_at NULLS FIRST, l.tenant_id
             LIMIT 1
             FOR UPDATE OF l SKIP LOCKED;
@@ -172,11 +179,7 @@ BEGIN
             FROM public.tenant_load l
             JOIN public.tenant_policies p ON p.tenant_id = l.tenant_id
             JOIN public.tenant_budget b ON b.tenant_id = l.tenant_id
-            WHERE l.queued > 0 AND l.running < p.max_running
-              AND l.tenant_id <> ALL (v_skip)
-              AND (p.tokens_per_minute IS NULL OR public.tenantry_bucket_level(b, p) > 0)
-              AND (p.monthly_spend_cap_micros IS NULL
-                   OR public.tenantry_month_spend(b) < p.monthly_spend_cap_micros)
+            WHERE public.tenantry_may_claim(l, p, b) AND l.tenant_id <> ALL (v_skip)
             ORDER BY l.running::float8 / p.weight, l.last_claim_at NULLS FIRST, l.tenant_id
             LIMIT 1
             FOR UPDATE OF l;
