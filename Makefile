@@ -6,7 +6,7 @@ PYTEST_ARGS ?=
 
 STAMP := $(VENV)/.installed
 
-.PHONY: up test lint typecheck check clean-venv
+.PHONY: up test lint typecheck check clean-venv image
 
 $(STAMP): pyproject.toml
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -14,11 +14,19 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/python -m pip install -q -e '.[test]'
 	@touch $@
 
+# The microVM guest image: built from Debian packages once, then a cached no-op.
+image: $(STAMP)
+	scripts/install-system-packages
+	$(VENV)/bin/tenantry sandbox build-image
+
+# `up` goes on without the image (the sandbox probe then picks gvisor or bwrap, and says
+# so); `test` does not: the microVM tests must run.
 up: $(STAMP)
+	-scripts/install-system-packages
+	-$(VENV)/bin/tenantry sandbox build-image
 	$(VENV)/bin/tenantry up $(if $(filter 1,$(DEMO)),--demo,)
 
-test: $(STAMP)
-	scripts/install-system-packages
+test: image
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)

@@ -413,7 +413,9 @@ class Bench:
         with out.open("wb") as stdout, err.open("wb") as stderr:
             proc = subprocess.Popen(
                 argv, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL,
-                env={**os.environ, **(env or {})}, start_new_session=True,
+                # Run-engine benchmarks measure no code execution: no sandbox pools.
+                env={"TENANTRY_SANDBOX_BACKEND": "none", **os.environ, **(env or {})},
+                start_new_session=True,
                 preexec_fn=_die_with_parent,
             )
         helper = Helper(name, proc, out, err)

@@ -29,9 +29,13 @@ from tenantry.ledger.pricing import DEFAULT_PRICES
 from tenantry.models.accounts import ModelAccount
 from tenantry.models.gateway import GatewaySettings, ModelGateway
 from tenantry.runs.driver import Engine, EngineSettings
+from tenantry.runs.inprocess import LocalWorkers
 from tenantry.runs.lease import worker_id
 from tenantry.runs.webhooks import WebhookSender
 from tenantry.runs.worker import Worker
+from tenantry.sandbox.manager import SandboxManager
+from tenantry.sandbox.tools import BuiltinTools
+from tenantry.telemetry.worker import WorkerMetrics
 from tenantry.testing.fake_model import FakeModelServer
 from tenantry.testing.mcp_server import EffectsMcpServer
 from tenantry.tools.gateway import ToolGateway
@@ -203,14 +207,18 @@ async def api(database_dsn: str) -> AsyncIterator[Api]:
 
 
 @asynccontextmanager
-async def serving_api(database_dsn: str, **overrides: object) -> AsyncIterator[Api]:
-    """An API process's worth of app (its own pool, LISTEN connection and caches)."""
+async def serving_api(database_dsn: str, *, local: LocalWorkers | None = None,
+                      **overrides: object) -> AsyncIterator[Api]:
+    """An API process's worth of app (its own pool, LISTEN connection and caches); with
+    ``local``, worker loops in this process are handed to it as `tenantry up` does (the
+    console and /metrics show their breakers, pools and figures)."""
     settings = Settings(**{  # type: ignore[arg-type]
         "database_url": database_dsn, "operator_token": OPERATOR_TOKEN, "db_pool_min": 1,
         "db_pool_max": 5, "max_body_bytes": 64 * 1024,
         "master_key": TEST_MASTER_KEY.encoded(), **overrides})
     port = free_port()
-    config = uvicorn.Config(create_app(settings, database_dsn), host="127.0.0.1", port=port,
+    config = uvicorn.Config(create_app(settings, database_dsn, local=local), host="127.0.0.1",
+                            port=port,
                             log_config=None, access_log=False, lifespan="on")
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
@@ -256,7 +264,8 @@ TEST_GATEWAY = GatewaySettings(backoff_seconds=0.02, max_backoff_seconds=0.1,
 async def running_worker(
     dsn: str, model_url: str | None, *, settings: EngineSettings = TEST_ENGINE,
     concurrency: int = 50, name: str = "test-worker", gateway: type[ToolGateway] = ToolGateway,
-    model_gateway: GatewaySettings = TEST_GATEWAY,
+    model_gateway: GatewaySettings = TEST_GATEWAY, sandboxes: SandboxManager | None = None,
+    metrics: WorkerMetrics | None = None,
 ) -> AsyncIterator[Worker]:
     """A real worker loop (in this process) on its own pool, until the block ends. Its model
     gateway routes over the accounts registered in the database plus, if ``model_url`` is
@@ -268,14 +277,16 @@ async def running_worker(
         implicit.append((ModelAccount("fake", "openai", model_url, ("*",), "default",
                                       priority=1000), None))
     stop = asyncio.Event()
+    metrics = metrics or WorkerMetrics()
     try:
         async with McpToolClient() as mcp, ModelGateway(
             database, vault=vault, master=TEST_MASTER_KEY, settings=model_gateway,
-            implicit=implicit,
+            implicit=implicit, observer=metrics,
         ) as model:
-            tools = gateway(database, mcp, vault=vault)
+            tools = gateway(database, mcp, vault=vault, builtins=BuiltinTools(sandboxes))
             engine = Engine(db=database, model=model, tools=tools,
-                            prices=DEFAULT_PRICES, worker=worker_id(name), settings=settings)
+                            prices=DEFAULT_PRICES, worker=worker_id(name), settings=settings,
+                            sandboxes=sandboxes, metrics=metrics)
             webhooks = WebhookSender(database, allow_private=True)
             worker = Worker(engine, dsn=dsn, concurrency=concurrency, poll_seconds=0.1,
                             webhooks=webhooks, drain_seconds=1.0)

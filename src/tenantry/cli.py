@@ -126,10 +126,15 @@ def api(
 def worker(
     database_url: DatabaseUrl = None, data_dir: DataDir = None,
     concurrency: Concurrency = None, model_base_url: ModelBaseUrl = None,
+    metrics_port: Annotated[int | None, typer.Option(
+        "--metrics-port", envvar="TENANTRY_WORKER_METRICS_PORT",
+        help="Serve this worker's /metrics (operator token) on this port; off by default.",
+    )] = None,
 ) -> None:
     """Run a worker: claim queued runs and drive them (the schema must be migrated)."""
     settings = _settings(database_url=database_url, data_dir=data_dir,
-                         worker_concurrency=concurrency, model_base_url=model_base_url)
+                         worker_concurrency=concurrency, model_base_url=model_base_url,
+                         worker_metrics_port=metrics_port)
     _serve(settings, migrate=False, demo=False, api=False, workers=1)
 
 
@@ -165,7 +170,8 @@ def _serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers:
         operator_token,
         resolve_database,
     )
-    from tenantry.runtime import run_worker
+    from tenantry.runs.inprocess import LocalWorkers
+    from tenantry.runtime import process_metrics, run_worker
     from tenantry.serve import ApiServer, Service, ServiceFailed, api_service, run_until_signalled
 
     logs.configure(settings.log_format)
@@ -185,13 +191,16 @@ def _serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers:
             if missing:
                 _fail(f"{missing} migration(s) pending; run 'tenantry migrate'")
         services: list[Service] = []
+        # The API sees the workers of its own process (console: breakers, sandbox pool).
+        local = LocalWorkers() if api and workers else None
         if api:
             demo_info = asyncio.run(ensure_demo(database.dsn, settings)) if demo else None
             base = f"http://{settings.host}:{settings.port}"
             _banner(base, None if supplied_token else settings.operator_token, demo_info,
                     "embedded" if database.embedded else "external")
             config = uvicorn.Config(
-                create_app(settings, database.dsn), host=settings.host, port=settings.port,
+                create_app(settings, database.dsn, local=local), host=settings.host,
+                port=settings.port,
                 log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=5,
             )
             app = config.app
@@ -203,9 +212,21 @@ def _serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers:
 
             services.append(api_service(ApiServer(config), closing))
         dsn = database.dsn
+        # One metrics object for the process: the API's /metrics renders it with the
+        # database gauges; a standalone worker serves it on --metrics-port.
+        metrics = process_metrics(settings)
+        if not api and workers and settings.worker_metrics_port:
+            from tenantry.telemetry.http import metrics_app
+
+            assert settings.operator_token is not None
+            services.append(api_service(ApiServer(uvicorn.Config(
+                metrics_app(metrics, settings.operator_token), host=settings.host,
+                port=settings.worker_metrics_port, log_config=None, access_log=False,
+                lifespan="off"))))
         for _ in range(workers):
-            services.append(lambda stop: run_worker(settings, dsn, stop))
+            services.append(lambda stop: run_worker(settings, dsn, stop, local, metrics))
         asyncio.run(run_until_signalled(*services))
+        metrics.spans.shutdown()
     except TenantryError as exc:
         _fail(exc.detail)
     except ServiceFailed as exc:
@@ -361,6 +382,73 @@ def rotate_master_key_cmd(
         (settings.data_dir / "master_key").write_text(new.encoded())
         typer.echo("updated the development key in the data dir")
     typer.echo(f"re-wrapped {count} tenant key(s) under master key {new.key_id}")
+
+
+def _client_commands() -> None:
+    from tenantry.cli_client import runs_app, usage
+
+    app.add_typer(runs_app, name="runs")
+    app.command("usage")(usage)
+
+
+_client_commands()
+
+sandbox_app = typer.Typer(help="Sandboxes for model-written code.", no_args_is_help=True)
+app.add_typer(sandbox_app, name="sandbox")
+
+
+@sandbox_app.command("build-image")
+def sandbox_build_image(
+    data_dir: DataDir = None,
+    image_dir: Annotated[Path | None, typer.Option(
+        "--image-dir", envvar="TENANTRY_SANDBOX_IMAGE_DIR",
+        help="Where guest images are kept (default: <data dir>/sandbox).")] = None,
+) -> None:
+    """Build the microVM guest image (kernel + root file system) from Debian packages.
+
+    Reproducible and cached: a no-op when the image for these package versions and this
+    guest agent exists. Only this step downloads (through apt); sandboxes never do."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from tenantry.sandbox.image import build_image
+    from tenantry.sandbox.types import SandboxError
+
+    settings = _settings(data_dir=data_dir, sandbox_image_dir=image_dir)
+    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                  transient=False) as bar:
+        task = bar.add_task("guest image", total=1.0)
+
+        def show(step: str, done: float) -> None:
+            bar.update(task, description=step, completed=done)
+
+        try:
+            image = build_image(settings.sandbox_dir, progress=show)
+        except SandboxError as exc:
+            _fail(exc.detail)
+        bar.update(task, description="guest image ready", completed=1.0)
+    typer.echo(f"image {image.digest[:16]}: {image.kernel} + {image.initramfs}")
+
+
+@sandbox_app.command("probe")
+def sandbox_probe(data_dir: DataDir = None) -> None:
+    """Which sandbox backends work on this host, and which one the platform would use."""
+    from tenantry.sandbox.microvm import kvm_usable
+    from tenantry.sandbox.setup import probe
+
+    settings = _settings(data_dir=data_dir)
+    found = probe(settings)
+    for name in ("microvm", "gvisor", "bwrap"):
+        reason = found.why_not.get(name)
+        mark = "ok " if reason is None else "no "
+        extra = ""
+        if name == "microvm" and reason is None:
+            extra = " (-accel kvm)" if kvm_usable() else " (software CPU emulation: no usable KVM)"
+        if name == "bwrap" and reason is None:
+            extra = " (development only: shares the host kernel)"
+        typer.echo(f"{mark} {name}{extra}{'' if reason is None else ': ' + reason}")
+    configured = settings.sandbox_backend
+    typer.echo(f"chosen: {configured or found.chosen or 'none'}"
+               f"{' (configured)' if configured else ' (probed)'}")
 
 
 def _fail(message: str) -> NoReturn:

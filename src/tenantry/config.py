@@ -28,7 +28,16 @@ class Settings:
     port: int = 8080
     operator_token: str | None = None
     master_key: str | None = None
+    # Sandboxes (DESIGN §10): the backend (None → probed: microvm, gvisor, bwrap; "none"
+    # turns code execution off), the warm pool's size per worker process, the per-sandbox
+    # guest memory, the per-execution time limit, and how long a parked run's sandbox is
+    # kept paused before it is hibernated (its files are saved at the park either way).
     sandbox_backend: str | None = None
+    sandbox_image_dir: Path | None = None  # guest images and templates; data_dir/sandbox
+    sandbox_pool_size: int = 2
+    sandbox_memory_mib: int = 256
+    sandbox_timeout_seconds: int = 60
+    sandbox_hibernate_seconds: int = 300
     # Role the application switches to on every connection: it has no BYPASSRLS, so
     # row-level security is the second wall behind every query's WHERE clause.
     db_role: str = "tenantry_app"
@@ -53,6 +62,10 @@ class Settings:
     workers: int = 1  # worker loops inside `tenantry up`
     # Webhooks to loopback/private addresses are refused unless this is set (dev, tests).
     webhook_allow_private: bool = False
+    # Observability: OpenTelemetry spans per step (None: off, console, otlp) and, for a
+    # standalone `tenantry worker`, a port serving its own /metrics (None: off).
+    otel_exporter: str | None = None
+    worker_metrics_port: int | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -84,6 +97,12 @@ class Settings:
         text("TENANTRY_OPERATOR_TOKEN", "operator_token")
         text("TENANTRY_MASTER_KEY", "master_key")
         text("TENANTRY_SANDBOX_BACKEND", "sandbox_backend")
+        if env.get("TENANTRY_SANDBOX_IMAGE_DIR"):
+            values["sandbox_image_dir"] = Path(env["TENANTRY_SANDBOX_IMAGE_DIR"]).expanduser()
+        integer("TENANTRY_SANDBOX_POOL_SIZE", "sandbox_pool_size", 0)
+        integer("TENANTRY_SANDBOX_MEMORY_MIB", "sandbox_memory_mib", 64)
+        integer("TENANTRY_SANDBOX_TIMEOUT_SECONDS", "sandbox_timeout_seconds", 1)
+        integer("TENANTRY_SANDBOX_HIBERNATE_SECONDS", "sandbox_hibernate_seconds", 0)
         if "TENANTRY_DB_ROLE" in env:
             values["db_role"] = env["TENANTRY_DB_ROLE"]
         integer("TENANTRY_DB_POOL_MIN", "db_pool_min", 1)
@@ -98,6 +117,8 @@ class Settings:
         integer("TENANTRY_MAX_QUEUED_RUNS", "max_queued_runs", 1)
         text("TENANTRY_CLAIM_ORDER", "claim_order")
         integer("TENANTRY_WORKERS", "workers", 0)
+        text("TENANTRY_OTEL_EXPORTER", "otel_exporter")
+        integer("TENANTRY_WORKER_METRICS_PORT", "worker_metrics_port", 1)
         flag = env.get("TENANTRY_WEBHOOK_ALLOW_PRIVATE", "").lower()
         if flag:
             if flag not in ("1", "true", "yes", "0", "false", "no"):
@@ -109,9 +130,9 @@ class Settings:
         return settings
 
     def validate(self) -> None:
-        if self.sandbox_backend not in (None, "microvm", "gvisor", "bwrap"):
+        if self.sandbox_backend not in (None, "microvm", "gvisor", "bwrap", "none"):
             raise ConfigurationError(
-                f"TENANTRY_SANDBOX_BACKEND must be microvm, gvisor or bwrap, "
+                f"TENANTRY_SANDBOX_BACKEND must be microvm, gvisor, bwrap or none, "
                 f"got {self.sandbox_backend!r}"
             )
         if self.claim_order not in ("fair", "fifo"):
@@ -120,6 +141,11 @@ class Settings:
         if self.model_provider not in ("openai", "anthropic"):
             raise ConfigurationError("TENANTRY_MODEL_PROVIDER must be openai or anthropic, "
                                      f"got {self.model_provider!r}")
+        if self.otel_exporter not in (None, "none", "console", "otlp"):
+            raise ConfigurationError("TENANTRY_OTEL_EXPORTER must be console, otlp or none, "
+                                     f"got {self.otel_exporter!r}")
+        if self.worker_metrics_port is not None and not 0 < self.worker_metrics_port <= 65535:
+            raise ConfigurationError("TENANTRY_WORKER_METRICS_PORT must be 1..65535")
         if self.log_format not in ("auto", "json", "text"):
             raise ConfigurationError("TENANTRY_LOG_FORMAT must be auto, json or text")
         for name, value, minimum in (
@@ -134,6 +160,10 @@ class Settings:
             raise ConfigurationError("TENANTRY_PORT / --port must be at most 65535")
         if self.db_pool_min > self.db_pool_max:
             raise ConfigurationError("TENANTRY_DB_POOL_MIN must not exceed TENANTRY_DB_POOL_MAX")
+
+    @property
+    def sandbox_dir(self) -> Path:
+        return self.sandbox_image_dir or self.data_dir / "sandbox"
 
     def with_(self, **changes: Any) -> Settings:
         return replace(self, **changes)

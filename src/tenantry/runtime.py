@@ -17,9 +17,14 @@ from tenantry.models.accounts import ANY_MODEL, ANY_REGION, ModelAccount
 from tenantry.models.gateway import ModelGateway
 from tenantry.platform_setup import master_key
 from tenantry.runs.driver import Engine, EngineSettings
+from tenantry.runs.inprocess import LocalWorkers
 from tenantry.runs.lease import worker_id
 from tenantry.runs.webhooks import WebhookSender
 from tenantry.runs.worker import Worker
+from tenantry.sandbox import setup as sandbox_setup
+from tenantry.sandbox.tools import BuiltinTools
+from tenantry.telemetry.spans import from_exporter
+from tenantry.telemetry.worker import WorkerMetrics
 from tenantry.tools.gateway import ToolGateway
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.vault import Vault
@@ -43,6 +48,7 @@ def configured_account(settings: Settings, base_url: str) -> tuple[ModelAccount,
 @asynccontextmanager
 async def model_gateway(
     settings: Settings, db: Database, *, vault: Vault | None, master: MasterKey | None,
+    observer: WorkerMetrics | None = None,
 ) -> AsyncIterator[ModelGateway]:
     """The gateway over the registered accounts plus, from configuration, the endpoint in
     TENANTRY_MODEL_BASE_URL — or, when none is set, the built-in scripted model on a
@@ -60,12 +66,20 @@ async def model_gateway(
                 account_id="scripted", provider="scripted", base_url=server.base_url,
                 models=("scripted", "scripted/*"), region=ANY_REGION,
                 priority=CONFIGURED_PRIORITY), None)]
-        gateway = ModelGateway(db, vault=vault, master=master, implicit=implicit)
+        gateway = ModelGateway(db, vault=vault, master=master, implicit=implicit,
+                               observer=observer)
         yield await stack.enter_async_context(gateway)
 
 
 @asynccontextmanager
-async def engine(settings: Settings, dsn: str, *, name: str = "worker") -> AsyncIterator[Engine]:
+async def engine(
+    settings: Settings, dsn: str, *, name: str = "worker", metrics: WorkerMetrics | None = None,
+) -> AsyncIterator[Engine]:
+    """``metrics``: the process's metrics, shared by its worker loops (None: this engine
+    gets its own, with spans as TENANTRY_OTEL_EXPORTER says)."""
+    own_metrics = metrics is None
+    if metrics is None:
+        metrics = process_metrics(settings)
     db = await Database.connect(dsn, role=settings.db_role or None,
                                 min_size=min(2, settings.db_pool_max),
                                 max_size=settings.db_pool_max)
@@ -75,20 +89,37 @@ async def engine(settings: Settings, dsn: str, *, name: str = "worker") -> Async
         logger.warning("no vault master key: tool servers with credentials will be refused")
     blobs = DirectoryBlobStore(settings.data_dir / "blobs")
     try:
-        async with McpToolClient() as mcp, model_gateway(settings, db, vault=vault,
-                                                          master=master) as model:
-            gateway = ToolGateway(db, mcp, vault=vault, blobs=blobs)
+        async with McpToolClient() as mcp, model_gateway(
+            settings, db, vault=vault, master=master, observer=metrics,
+        ) as model, sandbox_setup.sandboxes(settings, blobs) as boxes:
+            gateway = ToolGateway(db, mcp, vault=vault, blobs=blobs,
+                                  builtins=BuiltinTools(boxes))
             yield Engine(
                 db=db, model=model, tools=gateway, prices=DEFAULT_PRICES,
                 worker=worker_id(name),
                 settings=EngineSettings(lease_seconds=settings.lease_seconds),
+                sandboxes=boxes, metrics=metrics,
             )
     finally:
         await db.close()
+        if own_metrics:
+            metrics.spans.shutdown()
 
 
-async def run_worker(settings: Settings, dsn: str, stop: asyncio.Event) -> None:
-    async with engine(settings, dsn) as eng:
+def process_metrics(settings: Settings) -> WorkerMetrics:
+    """One per process: the worker loops' counters and, if configured, their spans."""
+    return WorkerMetrics(spans=from_exporter(settings.otel_exporter))
+
+
+async def run_worker(
+    settings: Settings, dsn: str, stop: asyncio.Event, local: LocalWorkers | None = None,
+    metrics: WorkerMetrics | None = None,
+) -> None:
+    """``local``: where an API in this same process (``tenantry up``) sees this worker;
+    ``metrics``: the process's metrics (the API's /metrics, or --metrics-port, shows them)."""
+    async with engine(settings, dsn, metrics=metrics) as eng, contextlib.AsyncExitStack() as shown:
+        if local is not None:
+            shown.enter_context(local.serving(eng))
         webhooks = WebhookSender(eng.db, allow_private=settings.webhook_allow_private)
         control = await Database.connect(dsn, role=settings.db_role or None, min_size=1,
                                          max_size=2)

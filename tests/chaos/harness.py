@@ -66,6 +66,8 @@ def worker_env(data_dir: Path, *, lease_seconds: int = LEASE_SECONDS,
         TENANTRY_LEASE_SECONDS=str(lease_seconds),
         TENANTRY_LOG_FORMAT="json",
         TENANTRY_DATA_DIR=str(data_dir),
+        # No code tools here: a kill -9 is the point, and sandboxes are tested on their own.
+        TENANTRY_SANDBOX_BACKEND="none",
         TENANTRY_DB_POOL_MIN="1",
         TENANTRY_DB_POOL_MAX=str(pool_max),
     )

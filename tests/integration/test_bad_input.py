@@ -104,6 +104,22 @@ async def test_inconsistent_agent_spec(world: World) -> None:
     assert "needs_approval" in body["detail"]
 
 
+@pytest.mark.parametrize(("entry", "said"), [
+    ("a..b", "not a host name"), ("-x.example", "not a host name"),
+    ("api.example:0", "bad port"), ("api.example:99999", "bad port"),
+])
+async def test_an_egress_entry_no_proxy_could_enforce_is_refused(
+        world: World, entry: str, said: str) -> None:
+    w = world
+    spec = {"model": "m", "system_prompt": "",
+            "sandbox": {"egress": ["api.example", entry]}}
+    for path, body in (("/v1/agents", {"name": "n", **spec}),
+                       (f"/v1/agents/{w.agent}/versions", spec)):
+        refused = await expect_refusal(w, "POST", path, 400, "validation_error", json=body,
+                                       headers=w.h)
+        assert "sandbox.egress[1]" in refused["detail"] and said in refused["detail"]
+
+
 async def test_oversize_body(world: World) -> None:
     w = world  # the test app allows 64 KiB
     big = b'{"agent_id": "%s", "input": "%s"}' % (w.agent.encode(), b"x" * 70_000)

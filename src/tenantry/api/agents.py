@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Response
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tenantry.agents import service
 from tenantry.agents.spec import AgentSpec, Limits, SandboxPolicy
@@ -15,6 +15,7 @@ from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.errors import Conflict, NotFound, ValidationFailed
 from tenantry.ids import AgentId, TenantId
+from tenantry.sandbox.egress import EgressPolicy
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
 
@@ -33,6 +34,19 @@ class LimitsBody(BaseModel):
 class SandboxBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     egress: list[Host] = Field(default_factory=list, max_length=64)
+
+    @field_validator("egress")
+    @classmethod
+    def _egress_entries(cls, hosts: list[str]) -> list[str]:
+        # The pattern lets through what no host is (``a..b``, ``-x``, port 0 or 99999):
+        # the proxy's own parser judges each entry now, so a version that saves is one
+        # its sandboxes can enforce.
+        for index, host in enumerate(hosts):
+            try:
+                EgressPolicy((host,))
+            except ValueError as exc:
+                raise ValueError(f"sandbox.egress[{index}]: {exc}") from None
+        return hosts
 
 
 class VersionBody(BaseModel):

@@ -14,6 +14,7 @@ from tenantry.api import (
     admin,
     agents,
     approvals,
+    console,
     metrics,
     model_accounts,
     policy,
@@ -26,6 +27,7 @@ from tenantry.config import Settings
 from tenantry.db import Database
 from tenantry.platform_setup import master_key
 from tenantry.runs.hub import EventHub
+from tenantry.runs.inprocess import LocalWorkers
 from tenantry.scheduler.admission import CellCapacity
 from tenantry.tenants.auth_cache import CHANNEL as KEY_CHANNEL
 from tenantry.tenants.auth_cache import AuthCache
@@ -59,8 +61,9 @@ _CONFLICTS = {
 _MISSING_REFERENCES = {("POST", "/v1/runs")}
 
 
-def create_app(settings: Settings, dsn: str) -> FastAPI:
-    """``dsn`` is the resolved database (the embedded one's or TENANTRY_DATABASE_URL)."""
+def create_app(settings: Settings, dsn: str, *, local: LocalWorkers | None = None) -> FastAPI:
+    """``dsn`` is the resolved database (the embedded one's or TENANTRY_DATABASE_URL);
+    ``local``: the workers sharing this process, if any (`tenantry up`)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -78,7 +81,7 @@ def create_app(settings: Settings, dsn: str) -> FastAPI:
             vault = Vault(db, master) if master is not None else None
             app.state.platform = Platform(
                 settings, db, hub, mcp, vault, auth_cache=auth_cache, master=master,
-                cell=CellCapacity(db, settings.max_queued_runs))
+                cell=CellCapacity(db, settings.max_queued_runs), local=local)
             yield
         finally:
             await mcp.aclose()
@@ -104,6 +107,7 @@ def create_app(settings: Settings, dsn: str) -> FastAPI:
     app.include_router(agents.router)
     app.include_router(runs.router)
     app.include_router(approvals.router)
+    app.include_router(console.build_router())
 
     @app.get("/healthz", tags=["meta"])
     async def healthz() -> dict[str, str]:

@@ -1,4 +1,10 @@
-"""``GET /metrics``: Prometheus text, for the operator's scraper (operator token)."""
+"""``GET /metrics``: Prometheus text, for the operator's scraper (operator token).
+
+The database's gauges (queue depth and age, leases held, runs by status), plus what the
+worker loops running in this same process counted (``tenantry up``): queue waits, step
+platform time, model calls and errors, breakers, the sandbox pool, budget refusals. A
+standalone ``tenantry worker`` serves its own figures on ``--metrics-port``. Every tenant
+label is a tenant *class* (plan), never a tenant id."""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ from fastapi.responses import PlainTextResponse
 from tenantry.api.auth import operator, platform
 from tenantry.api.platform import Platform
 from tenantry.scheduler import metrics
+from tenantry.telemetry.registry import merge
 
 router = APIRouter(tags=["operator"], dependencies=[Depends(operator)])
 
@@ -15,6 +22,10 @@ router = APIRouter(tags=["operator"], dependencies=[Depends(operator)])
 @router.get("/metrics", response_class=PlainTextResponse,
             responses={200: {"content": {"text/plain": {}}}})
 async def get_metrics(p: Platform = Depends(platform)) -> PlainTextResponse:
-    """Gauges labelled by tenant class (plan), never by tenant id."""
-    return PlainTextResponse(await metrics.render(p.db),
-                             media_type="text/plain; version=0.0.4")
+    """Gauges and counters labelled by tenant class (plan), never by tenant id."""
+    text = await metrics.render(p.db) + await metrics.render_runs(p.db)
+    if p.local is not None:
+        # Worker loops of one process share one metrics object; render each once.
+        seen = {id(e.metrics): e.metrics for e in p.local.engines}
+        text += merge(m.render() for m in seen.values())
+    return PlainTextResponse(text, media_type="text/plain; version=0.0.4")

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from tenantry.config import Settings
 from tenantry.db import Database
 from tenantry.runs.hub import EventHub
+from tenantry.runs.inprocess import LocalWorkers
 from tenantry.scheduler.admission import CellCapacity
 from tenantry.tenants.auth_cache import AuthCache
 from tenantry.tools.mcp_client import McpToolClient
@@ -28,3 +29,4 @@ class Platform:
     auth_cache: AuthCache = field(default_factory=AuthCache)
     master: MasterKey | None = None  # seals platform model accounts' API keys
     cell: CellCapacity | None = None  # admission's view of the whole cell's queue
+    local: LocalWorkers | None = None  # workers in this process (`tenantry up`), if any

@@ -20,6 +20,7 @@ from tenantry.ids import AgentId, RunId, TenantId
 from tenantry.jsonutil import digest, dumps
 from tenantry.runs import service
 from tenantry.runs.events import TERMINAL_EVENTS, Event, RunStatus
+from tenantry.runs.trace import build_trace
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
 
@@ -106,6 +107,59 @@ class EventPage(BaseModel):
     run_ended: bool
 
 
+class TraceTotals(BaseModel):
+    platform_ms: float
+    model_ms: float
+    tool_ms: float
+    sandbox_ms: float = Field(description="Execution time inside the run's sandbox; part "
+                                          "of tool_ms, not a separate slice.")
+    queue_ms: float
+    approval_ms: float
+    parked_ms: float
+    input_tokens: int
+    output_tokens: int
+    cost_micros: int
+
+
+class TraceSandbox(BaseModel):
+    backend: str | None
+
+
+class TraceSpan(BaseModel):
+    kind: Literal["queue", "platform", "model", "tool", "approval", "parked"]
+    start_ms: float = Field(description="Offset from the run's created_at.")
+    duration_ms: float
+    seq: int = Field(description="The event this span belongs to.")
+    label: str
+    detail: dict[str, Any]
+
+
+class TraceFallback(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+    seq: int
+    type: str = Field(description="ModelFallback (another model) or ModelRerouted (the "
+                                  "same model on another account).")
+    from_: str | None = Field(alias="from")
+    to: str | None
+    reason: str | None
+
+
+class TraceOut(BaseModel):
+    """Where a run's wall time went. Spans partition [created_at, ended_at or now]."""
+
+    run_id: str
+    status: str
+    agent_id: str
+    agent_version: int
+    created_at: datetime
+    ended_at: datetime | None
+    wall_ms: float
+    totals: TraceTotals
+    sandbox: TraceSandbox | None
+    spans: list[TraceSpan]
+    fallbacks: list[TraceFallback]
+
+
 def _events_url(run: RunId) -> str:
     return f"/v1/runs/{run}/events"
 
@@ -174,6 +228,22 @@ async def get_run(
 ) -> RunOut:
     run = parse_or_404(RunId, run_id, NOT_FOUND)
     return _run_out(await service.get_run(p.db, tenant, run))
+
+
+@router.get("/{run_id}/trace", response_model=TraceOut)
+async def get_trace(
+    run_id: str, tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform)
+) -> Response:
+    """The run's trace, derived from its event log: queue, platform, model, tool,
+    approval and parked time as contiguous spans whose durations add up to `wall_ms`,
+    token and cost totals, the sandbox backend, and every model fallback or reroute."""
+    run = parse_or_404(RunId, run_id, NOT_FOUND)
+    async with p.db.tenant_tx(tenant) as conn:
+        trace = await build_trace(conn, tenant, run)
+    if trace is None:
+        raise NotFound(NOT_FOUND)
+    # The contract is build_trace's own JSON (timestamps exactly as it wrote them).
+    return Response(dumps(trace), media_type="application/json")
 
 
 @router.post("/{run_id}/cancel", response_model=RunOut)

@@ -25,7 +25,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Self
+from typing import Any, Protocol, Self
 
 from tenantry.breaker import CircuitBreaker
 from tenantry.db import DATABASE_DOWN, Database
@@ -78,6 +78,13 @@ class GatewaySettings:
 
 
 ClientFactory = Callable[[ModelAccount, str | None, float], ProviderClient]
+
+
+class CallObserver(Protocol):
+    """Told of every attempt on an account (metrics): outcome is ok, error, rate_limited,
+    unusable or refused."""
+
+    def model_call(self, tenant: str, provider: str, account: str, outcome: str) -> None: ...
 AccountsLoader = Callable[[], Awaitable[Sequence[ModelAccount]]]
 
 
@@ -130,8 +137,10 @@ class ModelGateway:
         load_accounts: AccountsLoader | None = None,
         client_factory: ClientFactory = http_client,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        observer: CallObserver | None = None,
     ) -> None:
         self._db = db
+        self._observer = observer
         self._vault = vault
         self._master = master
         self.settings = settings or GatewaySettings()
@@ -258,9 +267,11 @@ class ModelGateway:
                 reply = await client.complete(request)
             except ModelRefused:
                 route.breaker.release()
+                self._observe(request, route, "refused")
                 raise
             except RateLimited as exc:
                 route.breaker.release()  # busy is not broken
+                self._observe(request, route, "rate_limited")
                 route.capacity.rate_limited(exc.retry_after)
                 tried.add(f"{name}: rate limited")
                 if (exc.retry_after or 0.0) > settings.max_retry_after_seconds:
@@ -268,15 +279,18 @@ class ModelGateway:
                 continue  # the capacity gate holds the call until Retry-After has passed
             except AccountUnusable as exc:
                 route.breaker.failed()
+                self._observe(request, route, "unusable")
                 tried.add(f"{name}: {exc.detail[:120]}")
                 route.credential_read_at = 0.0  # maybe the key was rotated: read it again
                 return None
             except ModelError as exc:
                 route.breaker.failed()
+                self._observe(request, route, "error")
                 tried.add(f"{name}: {exc.detail[:120]}")
                 if attempt + 1 < settings.attempts_per_account:
                     await self._sleep(self._backoff(attempt, exc.retry_after))
                 continue
+            self._observe(request, route, "ok")
             was_failing = route.breaker.failures > 0 or route.breaker.state != "closed"
             route.breaker.succeeded()
             route.capacity.observe(reply.rate_limits)
@@ -285,6 +299,11 @@ class ModelGateway:
                 self._wake_later(route.account)
             return reply
         return None
+
+    def _observe(self, request: ModelRequest, route: _Route, outcome: str) -> None:
+        if self._observer is not None:
+            self._observer.model_call(request.tenant, route.account.provider,
+                                      route.account.account_id, outcome)
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         settings = self.settings

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
+from tenantry import logs
 from tenantry.agents.service import get_version
 from tenantry.agents.spec import AgentSpec
 from tenantry.db import DATABASE_DOWN, TRANSIENT, Database
@@ -24,7 +25,7 @@ from tenantry.ledger import budget
 from tenantry.ledger.pricing import PriceTable
 from tenantry.models.errors import ModelRefused, ModelUnavailable
 from tenantry.models.types import Model, ModelRequest, TokenUsage
-from tenantry.runs import conversation, log
+from tenantry.runs import conversation, log, observe
 from tenantry.runs.decide import (
     AwaitApproval,
     CallModel,
@@ -41,6 +42,8 @@ from tenantry.runs.decide import (
 from tenantry.runs.events import Event, EventType, RunStatus
 from tenantry.runs.lease import Lease
 from tenantry.runs.state import RunState
+from tenantry.sandbox.manager import SandboxManager
+from tenantry.telemetry.worker import UNKNOWN_CLASS, WorkerMetrics
 from tenantry.tools import approvals
 from tenantry.tools import audit as audit_log
 from tenantry.tools.audit import AuditEntry
@@ -90,6 +93,9 @@ class Engine:
     worker: str
     settings: EngineSettings = field(default_factory=EngineSettings)
     stats: StepStats = field(default_factory=StepStats)
+    sandboxes: SandboxManager | None = None  # None: built-in code tools are unavailable
+    # This process's metrics and step spans (one per process, shared by its worker loops).
+    metrics: WorkerMetrics = field(default_factory=WorkerMetrics)
 
 
 class RunDriver:
@@ -102,6 +108,7 @@ class RunDriver:
         self.region = ""
         self.agent: AgentId | None = None  # from the run row, by _load
         self.agent_version = 0
+        self.tenant_class = UNKNOWN_CLASS  # the tenant's plan: the only tenant metric label
         self._basis = 0
         # True when memory is known to hold the whole log: our last append followed the
         # previous event directly and no cancel was pending, so the next step need not
@@ -109,11 +116,15 @@ class RunDriver:
         self._in_sync = False
 
     async def drive(self) -> None:
+        # Every log line of this task (driver, gateways, sandbox) names the run and tenant.
+        logs.bind(run_id=self.run_id, tenant_id=self.lease.tenant.value)
+        parked = False
         try:
             await self._load()
             while await self._step():
                 pass
         except Parked:
+            parked = True
             logger.info("run waits; its slot is free", extra={"run_id": self.run_id})
         except LeaseLost:
             logger.info("lease lost; leaving the run to its new owner",
@@ -130,6 +141,45 @@ class RunDriver:
         except Exception as exc:  # a platform fault: record it, never lose the run silently
             logger.exception("run failed in the platform", extra={"run_id": self.run_id})
             await self._fail_ours(exc)
+        finally:
+            await self._settle_sandbox(parked)
+
+    async def _settle_sandbox(self, parked: bool) -> None:
+        """Ended → the sandbox and its saved files go; parked → paused, hibernated later;
+        otherwise (lease lost, database down, shutdown) → destroyed unsaved: whoever drives
+        the run next restores the last save."""
+        sandboxes, tenant, run = self.engine.sandboxes, self.lease.tenant, self.lease.run
+        if sandboxes is None:
+            return
+        try:
+            if self.state.ended is not None:
+                await sandboxes.end(tenant, run, self.state.sandbox_ref)
+            elif parked:
+                sandboxes.parked(tenant, run)
+            else:
+                await sandboxes.drop(tenant, run)
+        except Exception:
+            logger.exception("could not release the run's sandbox", extra={"run_id": self.run_id})
+
+    async def _save_sandbox(self) -> tuple[str, dict[str, Any]] | None:
+        """Before the run parks: its sandbox's files to the blob store (None: no sandbox
+        here). The event goes into the park's own transaction."""
+        sandboxes = self.engine.sandboxes
+        if sandboxes is None:
+            return None
+        saved = await sandboxes.save(self.lease.tenant, self.lease.run)
+        if saved is None:
+            return None
+        return EventType.SANDBOX_SAVED, {"ref": saved.ref, "bytes": saved.bytes,
+                                         "duration_ms": round(saved.duration_ms, 3),
+                                         "basis_seq": self._basis}
+
+    async def _forget_superseded(self, saved: tuple[str, dict[str, Any]] | None) -> None:
+        """The previous save, once the new one is committed in the log."""
+        previous = self.state.sandbox_ref
+        if saved is not None and previous and previous != saved[1]["ref"]:
+            assert self.engine.sandboxes is not None
+            await self.engine.sandboxes.forget(self.lease.tenant, previous)
 
     # -- steps ------------------------------------------------------------------------
 
@@ -145,6 +195,12 @@ class RunDriver:
         self.spec = version.spec
         self.region = row["region"]
         self.agent, self.agent_version = AgentId(row["agent_id"]), row["agent_version"]
+        self.tenant_class = row["plan"]
+        engine.metrics.learn_class(lease.tenant.value, row["plan"])
+        if len(events) == 1 and row["started_at"] is not None:  # its first claim
+            engine.metrics.queue_wait.observe(
+                max((row["started_at"] - row["created_at"]).total_seconds(), 0.0),
+                self.tenant_class)
         self.state = RunState.fold(events, row["input"])
         self._in_sync = True
         if events and events[-1].type == EventType.RUN_PARKED:
@@ -173,7 +229,10 @@ class RunDriver:
         if decision is None:
             return False
         external_ms = await self._act(decision)
-        self.engine.stats.record((time.perf_counter() - started) * 1000 - external_ms)
+        platform_ms = (time.perf_counter() - started) * 1000 - external_ms
+        self.engine.stats.record(platform_ms)
+        self.engine.metrics.step_platform.observe(max(platform_ms, 0.0) / 1000,
+                                                  self.tenant_class)
         return self.state.ended is None
 
     async def _act(self, decision: Decision) -> float:
@@ -200,6 +259,7 @@ class RunDriver:
                 await self._end(EventType.RUN_CANCELLED, {"reason": "cancel_requested"},
                                 RunStatus.CANCELLED)
             case StopForBudget(limit=limit, used=used, maximum=maximum):
+                self.engine.metrics.budget_refusals.inc(self.tenant_class, limit)
                 message = f"stopped by the agent's {limit} limit ({used} of {maximum} used)"
                 await self._end(
                     EventType.BUDGET_STOPPED, {"limit": limit, "used": used, "max": maximum},
@@ -224,7 +284,7 @@ class RunDriver:
             return 0.0
         # The gateway's rate buckets use the same estimate: the prompt is measured once.
         request = dataclasses.replace(request, estimated_tokens=reservation.tokens)
-        started = time.perf_counter()
+        started, began_ns = time.perf_counter(), time.time_ns()
         try:
             reply = await engine.model.complete(request)
         except ModelRefused as exc:
@@ -255,6 +315,8 @@ class RunDriver:
             "cost_micros": cost,
             "price_version": engine.prices.version,
             "latency_ms": round(reply.latency_ms, 3),
+            # The whole gateway call: retries, backoff and other accounts included.
+            "waited_ms": round(waited, 3),
             "prompt_sha256": conversation.prompt_digest(messages),
         }))
         assert self.agent is not None
@@ -264,6 +326,10 @@ class RunDriver:
             price_version=engine.prices.version)
         await self._append(events, steps=1, usage=reply.usage, cost=cost,
                            spend=(reservation, fact))
+        observe.model_step(engine.metrics, tenant=self.lease.tenant.value,
+                           tenant_class=self.tenant_class, run_id=self.run_id,
+                           seq=self.state.last_seq, reply=reply, cost_micros=cost,
+                           began_ns=began_ns, ended_ns=began_ns + int(waited * 1e6))
         return waited
 
     async def _reserve(self, request: ModelRequest) -> budget.Reservation | None:
@@ -279,11 +345,13 @@ class RunDriver:
             case budget.Reservation():
                 return outcome
             case budget.MustWait(seconds=seconds):
+                engine.metrics.budget_refusals.inc(self.tenant_class, "tokens_per_minute")
                 await self._park_until(
                     f"tokens_per_minute: the tenant's token bucket refills in {seconds:.1f} s",
                     seconds)
             case budget.OverCap(spent_micros=spent, cap_micros=cap):
                 limit = "monthly_spend_cap_micros"
+                engine.metrics.budget_refusals.inc(self.tenant_class, limit)
                 await self._end(
                     EventType.BUDGET_STOPPED, {"limit": limit, "used": spent, "max": cap},
                     RunStatus.FAILED, error={
@@ -309,7 +377,10 @@ class RunDriver:
                                 "basis_seq": self._basis}
         if models is not None:
             data["models"] = models
+        saved = await self._save_sandbox()
         async with self.engine.db.tenant_tx(lease.tenant) as conn:
+            if saved is not None:
+                await log.append(conn, lease.tenant, lease.run, *saved, epoch=lease.epoch)
             await log.append(conn, lease.tenant, lease.run, EventType.RUN_PARKED, data,
                              epoch=lease.epoch)
             if models is None:
@@ -318,6 +389,7 @@ class RunDriver:
             else:
                 await conn.execute(Q.park_for_model, lease.tenant.value, lease.run.uuid,
                                    lease.epoch, models, until)
+        await self._forget_superseded(saved)
         raise Parked
 
     async def _provider_failed(self, reason: str) -> None:
@@ -349,11 +421,16 @@ class RunDriver:
         if not await tools.honours_keys(tenant, call.tool):
             # The intent is saved first: after a crash this call is never repeated blindly.
             await self._append([(EventType.TOOL_STARTED, {"key": call.key, "tool": call.tool})])
+        began_ns = time.time_ns()
         result = await tools.call(tenant, self.spec, call.tool, call.arguments, call.key,
-                                  run=self.lease.run)
+                                  run=self.lease.run, sandbox_ref=self.state.sandbox_ref)
         data.update(result.to_json())
         await self._append([(EventType.TOOL_COMPLETED, data)],
                            audit=result.audit(call.tool, call.key, call.arguments))
+        observe.tool_step(self.engine.metrics, tenant=tenant.value,
+                          tenant_class=self.tenant_class, run_id=self.run_id,
+                          seq=self.state.last_seq, tool=call.tool, key=call.key, result=result,
+                          began_ns=began_ns, ended_ns=began_ns + int(result.duration_ms * 1e6))
         return result.duration_ms
 
     async def _record_unknown(self, call: RecordUnknown) -> None:
@@ -368,7 +445,12 @@ class RunDriver:
     async def _request_approval(self, call: RequestApproval) -> None:
         """Save the request and give the slot back: nothing waits in memory."""
         lease = self.lease
+        saved = await self._save_sandbox()
+        written = []
         async with self.engine.db.tenant_tx(lease.tenant) as conn:
+            if saved is not None:
+                seq = await log.append(conn, lease.tenant, lease.run, *saved, epoch=lease.epoch)
+                written.append(Event(seq, *saved, datetime.now(UTC)))
             approval_id, expires_at = await approvals.open_request(
                 conn, lease.tenant, lease.run, call.key, call.tool, call.arguments)
             data = {"approval_id": str(approval_id), "key": call.key, "tool": call.tool,
@@ -377,13 +459,19 @@ class RunDriver:
             seq = await log.append(conn, lease.tenant, lease.run,
                                    EventType.APPROVAL_REQUESTED, data, epoch=lease.epoch)
             await conn.execute(Q.park_run, lease.tenant.value, lease.run.uuid, lease.epoch)
-        await self._absorb([Event(seq, EventType.APPROVAL_REQUESTED, data, datetime.now(UTC))])
+        written.append(Event(seq, EventType.APPROVAL_REQUESTED, data, datetime.now(UTC)))
+        await self._forget_superseded(saved)
+        await self._absorb(written)
         raise Parked
 
     async def _park(self) -> None:
-        async with self.engine.db.tenant_tx(self.lease.tenant) as conn:
-            await conn.execute(Q.park_run, self.lease.tenant.value, self.lease.run.uuid,
-                               self.lease.epoch)
+        lease = self.lease
+        saved = await self._save_sandbox()
+        async with self.engine.db.tenant_tx(lease.tenant) as conn:
+            if saved is not None:
+                await log.append(conn, lease.tenant, lease.run, *saved, epoch=lease.epoch)
+            await conn.execute(Q.park_run, lease.tenant.value, lease.run.uuid, lease.epoch)
+        await self._forget_superseded(saved)
         raise Parked
 
     # -- writing ----------------------------------------------------------------------
@@ -435,6 +523,7 @@ class RunDriver:
                                status.value, answer, error)
         await self._absorb([Event(seq, type_, data, datetime.now(UTC))])
         self.engine.stats.runs_ended += 1
+        self.engine.metrics.runs_ended.inc(self.tenant_class, status.value)
 
     async def _absorb(self, written: list[Event]) -> bool:
         """Bring the in-memory state up to what was just committed (only after the commit:

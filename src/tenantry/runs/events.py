@@ -22,6 +22,7 @@ class EventType(StrEnum):
     MODEL_REROUTED = "ModelRerouted"
     RUN_PARKED = "RunParked"
     RUN_RESUMED = "RunResumed"
+    SANDBOX_SAVED = "SandboxSaved"
     BUDGET_STOPPED = "BudgetStopped"
     CANCEL_REQUESTED = "CancelRequested"
     RUN_FINISHED = "RunFinished"

@@ -80,7 +80,9 @@ INSERT INTO run_event_payloads (tenant_id, run_id, seq, data) VALUES ($1, $2, $3
 SELECT 1 FROM runs WHERE tenant_id = $1 AND run_id = $2
 
 -- name: load_for_worker
-SELECT r.agent_id, r.agent_version, r.input, r.status, r.lease_epoch, t.region
+-- plan: the tenant's class, the only tenant label the worker's metrics carry.
+SELECT r.agent_id, r.agent_version, r.input, r.status, r.lease_epoch, t.region, t.plan,
+       r.created_at, r.started_at
 FROM runs r JOIN tenants t ON t.tenant_id = r.tenant_id
 WHERE r.tenant_id = $1 AND r.run_id = $2
 

@@ -47,6 +47,7 @@ class RunState:
     approvals: dict[str, Approval] = field(default_factory=dict)  # by call key
     started: set[str] = field(default_factory=set)  # keys with a ToolStarted intent
     parked: int = 0  # RunParked since the last model reply: the next delay doubles
+    sandbox_ref: str | None = None  # the last save of the run's sandbox files (a blob ref)
     # Where the last model reply came from: the run sticks to that account (its prompt
     # cache is there) and any change of model is recorded as a ModelFallback.
     account: str = ""
@@ -93,6 +94,8 @@ class RunState:
             self.started.add(data["key"])
         elif event.type == EventType.RUN_PARKED:
             self.parked += 1
+        elif event.type == EventType.SANDBOX_SAVED:
+            self.sandbox_ref = str(data["ref"])
         elif event.type in TERMINAL_EVENTS:
             self.ended = event.type
 

@@ -60,6 +60,10 @@ class Worker:
 
     async def run(self, stop: asyncio.Event) -> None:
         listener = await self._listen()
+        # Scrape-time gauges of this loop: breakers, sandbox pool, leases held by class.
+        unwatch = self.engine.metrics.watch(
+            model=self.engine.model, tools=self.engine.tools, sandboxes=self.engine.sandboxes,
+            leases=lambda: [lease.tenant.value for lease in self._active])
         background = [asyncio.create_task(self._heartbeat(stop), name="lease-heartbeat"),
                       asyncio.create_task(self._housekeeping(stop), name="housekeeping")]
         logger.info("worker started", extra={"worker": self.engine.worker,
@@ -69,6 +73,7 @@ class Worker:
                 if await self._fill() == 0:
                     await self._idle(stop)
         finally:
+            unwatch()
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)

@@ -36,3 +36,16 @@ async def render(db: Database) -> str:
             shown = f"{value:.3f}" if isinstance(value, float) else str(value)
             lines.append(f'{name}{{tenant_class="{_label(row["tenant_class"])}"}} {shown}')
     return "\n".join(lines) + "\n"
+
+
+async def render_runs(db: Database) -> str:
+    """``tenantry_runs``: runs by status — live ones from the scheduler's counters, ended
+    ones from their trigger-kept totals — by tenant class."""
+    async with db.unscoped() as conn:
+        rows = await conn.fetch(Q.runs_by_status)
+    lines = ["# HELP tenantry_runs Runs by status (queued, running, waiting, finished, "
+             "failed, cancelled). By tenant class (plan).", "# TYPE tenantry_runs gauge"]
+    for row in rows:
+        lines.append(f'tenantry_runs{{tenant_class="{_label(row["tenant_class"])}",'
+                     f'status="{_label(row["status"])}"}} {row["runs"]}')
+    return "\n".join(lines) + "\n"

@@ -35,3 +35,6 @@ SELECT tenantry_queue_depth()
 
 -- name: scheduler_gauges
 SELECT * FROM tenantry_scheduler_gauges()
+
+-- name: runs_by_status
+SELECT * FROM tenantry_runs_by_status()

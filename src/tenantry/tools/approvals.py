@@ -63,8 +63,11 @@ async def open_request(
 
 async def decide(
     db: Database, tenant: TenantId, approval: ApprovalId, decision: str, comment: str | None,
+    *, decided_by: str | None = None,
 ) -> ApprovalView:
-    """Record a person's decision and put the run back in the queue."""
+    """Record a person's decision and put the run back in the queue. ``decided_by`` names
+    who decided when it was not the tenant itself (``"operator"``: the console); it is kept
+    in the ApprovalDecided event, so the run's log says who let the call through."""
     status = {"approve": "approved", "deny": "denied"}[decision]
     async with db.tenant_tx(tenant) as conn:
         row = await conn.fetchrow(Q.lock_approval, tenant.value, approval.uuid)
@@ -76,7 +79,8 @@ async def decide(
         if RunStatus(row["run_status"]).terminal:
             raise Conflict(f"The run already ended as {row['run_status']}.",
                            run_status=row["run_status"])
-        await _record(conn, tenant, RunId(row["run_id"]), approval, row["key"], status, comment)
+        await _record(conn, tenant, RunId(row["run_id"]), approval, row["key"], status, comment,
+                      decided_by)
         updated = await conn.fetchrow(Q.get_approval, tenant.value, approval.uuid)
     assert updated is not None
     return ApprovalView.from_row(updated)
@@ -84,12 +88,14 @@ async def decide(
 
 async def _record(
     conn: Connection, tenant: TenantId, run: RunId, approval: ApprovalId, key: str,
-    status: str, comment: str | None,
+    status: str, comment: str | None, decided_by: str | None = None,
 ) -> None:
     await conn.execute(Q.set_decision, tenant.value, approval.uuid, status, comment)
     data: dict[str, Any] = {"approval_id": str(approval), "key": key, "decision": status}
     if comment:
         data["comment"] = comment
+    if decided_by:
+        data["decided_by"] = decided_by
     await log.append(conn, tenant, run, EventType.APPROVAL_DECIDED, data, epoch=None)
     await conn.execute(Q.requeue_waiting_run, tenant.value, run.uuid)
 

@@ -1,16 +1,18 @@
 """The one place every tool call of every run goes through (DESIGN §9), in order:
 
 allow-list (the pinned agent version) → approval (bound to the call's key and arguments)
-→ credential (from the vault, for this one request's header only) → server pin (the tool
+→ built-in tools (code, files) go to the run's own sandbox; tenants' tools go on through
+credential (from the vault, for this one request's header only) → server pin (the tool
 list an operator reviewed) → circuit breaker → idempotency key (``_meta`` and header) →
-call with a timeout → output capped at 8 KiB (the rest to the blob store by reference);
-the driver writes the audit row with the call's ToolCompleted.
+call with a timeout. Every output is capped at 8 KiB (the rest to the blob store by
+reference); the driver writes the audit row with the call's ToolCompleted.
 
 Every refusal and failure becomes a result the model reads; none crashes the run."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -23,6 +25,8 @@ from tenantry.breaker import CircuitBreaker
 from tenantry.db import Database
 from tenantry.errors import NotFound, ToolUnavailable
 from tenantry.ids import RunId, TenantId
+from tenantry.sandbox.tools import NAMES as BUILTIN_TOOLS
+from tenantry.sandbox.tools import BuiltinTools
 from tenantry.tools import approvals
 from tenantry.tools.audit import AuditEntry
 from tenantry.tools.mcp_client import McpToolClient
@@ -50,6 +54,7 @@ class ToolResult:
     truncated: bool = False
     output_ref: str | None = None
     outcome: str = "ok"
+    sandbox: dict[str, Any] | None = None  # built-in tools: which sandbox, and its times
 
     def audit(self, tool: str, key: str, arguments: dict[str, Any] | None) -> AuditEntry:
         return AuditEntry.of(tool, key, arguments, self.outcome, server=self.server,
@@ -61,6 +66,8 @@ class ToolResult:
             data["error"] = self.error
         else:
             data["result"] = self.result
+        if self.sandbox:
+            data["sandbox"] = self.sandbox
         if self.truncated:
             data["truncated"] = True
             data["output_bytes"] = self.output_bytes
@@ -74,9 +81,12 @@ class ToolGateway:
         self, db: Database, mcp: McpToolClient, *, vault: Vault | None = None,
         blobs: BlobStore | None = None, timeout: float = 30.0, directory_ttl: float = 5.0,
         pin_check_seconds: float = 60.0, breaker_threshold: int = 5,
-        breaker_reset_seconds: float = 30.0,
+        breaker_reset_seconds: float = 30.0, builtins: BuiltinTools | None = None,
     ) -> None:
         self._db = db
+        # Code execution and files: always known by name, served only where a sandbox
+        # backend is configured (otherwise the model is told it is unavailable).
+        self._builtins = builtins or BuiltinTools(None)
         self._mcp = mcp
         self._vault = vault
         self._blobs = blobs
@@ -96,6 +106,9 @@ class ToolGateway:
         directory = await self._servers(tenant)
         definitions = []
         for name in spec.tools:
+            if name in BUILTIN_TOOLS:
+                definitions.append(self._builtins.definition(name))
+                continue
             server = directory.get(name)
             if server is None:
                 continue
@@ -106,6 +119,8 @@ class ToolGateway:
         return definitions
 
     async def honours_keys(self, tenant: TenantId, tool: str) -> bool:
+        if tool in BUILTIN_TOOLS:
+            return True  # effects stay in the run's sandbox, which a crash rolls back
         server = (await self._servers(tenant)).get(tool)
         return server is None or server.honours_idempotency_keys
 
@@ -116,7 +131,7 @@ class ToolGateway:
 
     async def call(
         self, tenant: TenantId, spec: AgentSpec, tool: str, arguments: dict[str, Any],
-        key: str, *, run: RunId,
+        key: str, *, run: RunId, sandbox_ref: str | None = None,
     ) -> ToolResult:
         started = time.perf_counter()
         server: ToolServer | None = None
@@ -127,13 +142,16 @@ class ToolGateway:
 
         if tool not in spec.tools:
             return await refuse(f"tool {tool!r} is not available to this agent")
-        server = (await self._servers(tenant)).get(tool)
-        if server is None:
-            return await refuse(f"tool {tool!r} is not served by any registered tool server")
         # Defence in depth behind the decision logic: the approval must name this call.
         if tool in spec.needs_approval and not await approvals.is_approved(
                 self._db, tenant, key, arguments):
             return await refuse(f"tool {tool!r} needs an approval for exactly this call")
+        if tool in BUILTIN_TOOLS:
+            return await self._call_builtin(tenant, spec, tool, arguments, key, run,
+                                            sandbox_ref, started)
+        server = (await self._servers(tenant)).get(tool)
+        if server is None:
+            return await refuse(f"tool {tool!r} is not served by any registered tool server")
         breaker = self._breaker(tenant, server)
         if not breaker.allow():
             return await refuse(f"tool server {server.name!r} is failing; calls are paused "
@@ -173,13 +191,22 @@ class ToolGateway:
                 if attempt == UNAVAILABLE_RETRIES or not safe or not breaker.allow():
                     return await refuse(f"tool server unavailable: {exc.detail}", "unavailable")
                 await asyncio.sleep(0.2 * 2**attempt)
-        return await self._shape(tenant, run, key, server, outcome.ok,
+        return await self._shape(tenant, key, server.name, outcome.ok,
                                  outcome.content or outcome.error or "", started)
+
+    async def _call_builtin(
+        self, tenant: TenantId, spec: AgentSpec, tool: str, arguments: dict[str, Any],
+        key: str, run: RunId, sandbox_ref: str | None, started: float,
+    ) -> ToolResult:
+        outcome = await self._builtins.call(tenant, run, tool, arguments,
+                                            egress=spec.sandbox.egress, sandbox_ref=sandbox_ref)
+        result = await self._shape(tenant, key, None, outcome.ok, outcome.text, started)
+        return dataclasses.replace(result, sandbox=outcome.sandbox or None)
 
     # -- steps -------------------------------------------------------------------------
 
     async def _shape(
-        self, tenant: TenantId, run: RunId, key: str, server: ToolServer, ok: bool, text: str,
+        self, tenant: TenantId, key: str, server: str | None, ok: bool, text: str,
         started: float,
     ) -> ToolResult:
         """Cap the output; keep the whole of a larger one in the blob store by reference."""
@@ -192,9 +219,9 @@ class ToolGateway:
             text = encoded[:OUTPUT_CAP_BYTES].decode(errors="ignore")
         elapsed = (time.perf_counter() - started) * 1000
         if not ok:
-            return ToolResult(None, text or "tool error", server.name, elapsed, len(encoded),
+            return ToolResult(None, text or "tool error", server, elapsed, len(encoded),
                               truncated, ref, "error")
-        return ToolResult(text, None, server.name, elapsed, len(encoded), truncated, ref)
+        return ToolResult(text, None, server, elapsed, len(encoded), truncated, ref)
 
     async def _credential(self, tenant: TenantId, server: ToolServer) -> dict[str, str]:
         """The server's credential, decrypted at most once a minute per worker and kept

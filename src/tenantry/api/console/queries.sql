@@ -1,0 +1,24 @@
+-- The console's reads. Cross-tenant pages go through the definer functions of migration
+-- 0009 (bounded pages, only the columns shown); one run's details go through the tenant's
+-- own transaction, so row-level security checks them as it does every tenant read.
+
+-- name: runs_page
+SELECT * FROM tenantry_console_runs($1, $2, $3, $4, $5)
+
+-- name: pending_approvals
+SELECT * FROM tenantry_console_pending_approvals($1, $2)
+
+-- name: tenants_page
+SELECT * FROM tenantry_console_tenants($1, $2)
+
+-- name: queue_depth
+SELECT tenantry_queue_depth()
+
+-- name: run_approvals
+SELECT approval_id, key, tool, arguments, status, requested_at, expires_at
+FROM approvals WHERE tenant_id = $1 AND run_id = $2
+ORDER BY approval_id
+LIMIT $3
+
+-- name: agent_name
+SELECT name FROM agents WHERE tenant_id = $1 AND agent_id = $2

@@ -1,0 +1,158 @@
+"""What the console pages read: one or two statements per page, every page bounded."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from tenantry.db import Connection, Database
+from tenantry.db.queries import load
+from tenantry.ids import AgentId, ApprovalId, RunId, TenantId
+from tenantry.runs import log
+from tenantry.runs.events import Event
+from tenantry.runs.trace import build_trace
+from tenantry.scheduler.policy import TenantLoad, TenantPolicy
+
+Q = load(__package__)
+logger = logging.getLogger(__name__)
+
+PAGE = 50
+RUN_EVENTS_SHOWN = 200  # the run page renders the latest ones; the stream brings the rest
+RUN_APPROVALS_SHOWN = 20
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    tenant: TenantId
+    run_id: RunId
+    agent_id: AgentId
+    agent_version: int
+    status: str
+    priority: str
+    steps: int
+    input_tokens: int
+    output_tokens: int
+    cost_micros: int
+    cancel_requested: bool
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+
+    @classmethod
+    def from_row(cls, r: asyncpg.Record) -> RunRow:
+        return cls(TenantId(r["tenant_id"]), RunId(r["run_id"]), AgentId(r["agent_id"]),
+                   r["agent_version"], r["status"], r["priority"], r["steps"],
+                   r["input_tokens"], r["output_tokens"], r["cost_micros"],
+                   r["cancel_requested"], r["created_at"], r["updated_at"], r["finished_at"])
+
+
+@dataclass(frozen=True, slots=True)
+class PendingApproval:
+    tenant: TenantId
+    approval_id: ApprovalId
+    run_id: RunId
+    key: str
+    tool: str
+    arguments: dict[str, Any]
+    requested_at: datetime
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class TenantRow:
+    tenant: TenantId
+    name: str
+    plan: str
+    region: str
+    policy: TenantPolicy
+    load: TenantLoad
+    pending_approvals: int
+    policy_updated_at: datetime
+
+
+async def runs_page(
+    db: Database, *, tenant: TenantId | None, status: str | None, agent: AgentId | None,
+    before: RunId | None, limit: int = PAGE,
+) -> list[RunRow]:
+    async with db.unscoped() as conn:
+        rows = await conn.fetch(Q.runs_page, tenant.value if tenant else None, status,
+                                agent.uuid if agent else None, before.uuid if before else None,
+                                limit)
+    return [RunRow.from_row(r) for r in rows]
+
+
+async def pending_approvals(
+    db: Database, *, after: ApprovalId | None, limit: int = PAGE,
+) -> list[PendingApproval]:
+    async with db.unscoped() as conn:
+        rows = await conn.fetch(Q.pending_approvals, after.uuid if after else None, limit)
+    return [PendingApproval(TenantId(r["tenant_id"]), ApprovalId(r["approval_id"]),
+                            RunId(r["run_id"]), r["key"], r["tool"], r["arguments"],
+                            r["requested_at"], r["expires_at"]) for r in rows]
+
+
+async def tenants_page(
+    db: Database, *, after: TenantId | None, limit: int = PAGE,
+) -> tuple[list[TenantRow], int]:
+    """A page of tenants with policy and load, and the cell's whole queue depth."""
+    async with db.unscoped() as conn:
+        rows = await conn.fetch(Q.tenants_page, after.value if after else None, limit)
+        depth = await conn.fetchval(Q.queue_depth)
+    tenants = []
+    for r in rows:
+        bucket = r["bucket_tokens"]
+        tenants.append(TenantRow(
+            tenant=TenantId(r["tenant_id"]), name=r["name"], plan=r["plan"], region=r["region"],
+            policy=TenantPolicy(
+                weight=r["weight"], max_running=r["max_running"], max_queued=r["max_queued"],
+                tokens_per_minute=r["tokens_per_minute"],
+                monthly_spend_cap_micros=r["monthly_spend_cap_micros"],
+                approval_ttl_seconds=r["approval_ttl_seconds"]),
+            load=TenantLoad(
+                queued=r["queued"], running=r["running"], waiting=r["waiting"],
+                month_spend_micros=r["month_spend_micros"],
+                reserved_micros=r["reserved_micros"],
+                bucket_tokens=None if bucket is None else float(bucket)),
+            pending_approvals=r["pending_approvals"], policy_updated_at=r["policy_updated_at"]))
+    return tenants, int(depth or 0)
+
+
+@dataclass(frozen=True, slots=True)
+class RunDetails:
+    agent_name: str | None
+    events: list[Event]
+    approvals: list[dict[str, Any]]
+    trace: dict[str, Any] | None
+    trace_note: str | None  # why there is no trace, when there is none
+
+
+async def run_details(db: Database, tenant: TenantId, run: RunId, agent: AgentId,
+                      last_seq: int) -> RunDetails:
+    """Everything on a run's page besides the run row, in one transaction of its tenant."""
+    async with db.tenant_tx(tenant) as conn:
+        events = await log.read(conn, tenant, run, after=max(0, last_seq - RUN_EVENTS_SHOWN),
+                                limit=RUN_EVENTS_SHOWN)
+        approvals = [dict(r) for r in await conn.fetch(Q.run_approvals, tenant.value, run.uuid,
+                                                        RUN_APPROVALS_SHOWN)]
+        name = await conn.fetchval(Q.agent_name, tenant.value, agent.uuid)
+        trace, note = await _trace(conn, tenant, run)
+    for a in approvals:
+        a["approval_id"] = str(ApprovalId(a["approval_id"]))
+    return RunDetails(name, events, approvals, trace, note)
+
+
+async def _trace(conn: Connection, tenant: TenantId,
+                 run: RunId) -> tuple[dict[str, Any] | None, str | None]:
+    try:
+        async with conn.transaction():  # a savepoint: a failed trace leaves the page intact
+            trace = await build_trace(conn, tenant, run)
+    except (asyncpg.PostgresError, KeyError, ValueError, TypeError):
+        logger.exception("could not build the run's trace", extra={"run_id": str(run)})
+        return None, "The trace could not be built (see the API log)."
+    if trace is None:
+        return None, "No trace for this run yet."
+    return trace, None

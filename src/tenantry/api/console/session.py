@@ -1,0 +1,80 @@
+"""Console sessions and CSRF tokens, with no server-side state.
+
+Logging in with the operator token sets a cookie ``<expiry>.<nonce>.<mac>``: an HMAC over
+the expiry and a random nonce, keyed by a key derived from the operator token. Any API
+process configured with the same token can verify it (no session table, no sticky load
+balancing); changing the operator token logs every console out. The CSRF token of a session
+is another HMAC of its nonce, so forms carry a value a cross-site page cannot know or set.
+Before login there is no session yet: the login form is protected by a double-submit
+cookie (a random value both in a SameSite=Strict cookie and in the form)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from dataclasses import dataclass
+
+SESSION_COOKIE = "tenantry_console"
+LOGIN_COOKIE = "tenantry_console_login"
+SESSION_SECONDS = 8 * 3600  # a working day; a stolen cookie is useless after it
+_KEY_LABEL = b"tenantry console session v1"
+
+
+def _key(operator_token: str) -> bytes:
+    # Derived, so the cookie never carries (or lets anyone brute-force offline against) a
+    # value that is itself the operator credential's plain hash.
+    return hmac.new(operator_token.encode(), _KEY_LABEL, hashlib.sha256).digest()
+
+
+def _mac(key: bytes, *parts: str) -> str:
+    return hmac.new(key, ".".join(parts).encode(), hashlib.sha256).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    nonce: str
+    expires_at: int  # Unix seconds
+
+    def csrf(self, operator_token: str) -> str:
+        return _mac(_key(operator_token), "csrf", self.nonce)
+
+
+def issue(operator_token: str, *, now: float | None = None) -> tuple[str, Session]:
+    """A new session and its cookie value."""
+    expires = int((time.time() if now is None else now) + SESSION_SECONDS)
+    session = Session(secrets.token_hex(16), expires)
+    mac = _mac(_key(operator_token), "session", str(expires), session.nonce)
+    return f"{expires}.{session.nonce}.{mac}", session
+
+
+def verify(cookie: str | None, operator_token: str | None, *,
+           now: float | None = None) -> Session | None:
+    """The session the cookie proves, or None (absent, forged, expired, or no operator
+    token configured: then nobody can log in)."""
+    if not cookie or not operator_token:
+        return None
+    parts = cookie.split(".")
+    if len(parts) != 3 or not parts[0].isdigit():
+        return None
+    expires, nonce, mac = parts
+    expected = _mac(_key(operator_token), "session", expires, nonce)
+    if not hmac.compare_digest(mac.encode(), expected.encode()):
+        return None
+    if int(expires) <= (time.time() if now is None else now):
+        return None
+    return Session(nonce, int(expires))
+
+
+def token_matches(given: str, operator_token: str | None) -> bool:
+    if not operator_token or not given:
+        return False
+    return hmac.compare_digest(given.encode(), operator_token.encode())
+
+
+def same(a: str | None, b: str | None) -> bool:
+    """Constant-time equality of two tokens, neither of which may be empty."""
+    if not a or not b:
+        return False
+    return hmac.compare_digest(a.encode(), b.encode())

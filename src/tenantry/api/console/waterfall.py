@@ -1,0 +1,70 @@
+"""A run trace (``tenantry.runs.trace.build_trace``) laid out as a waterfall: one bar per
+span, positioned in per-mille of the run's wall time, drawn as SVG attributes (the
+console's Content-Security-Policy allows no inline styles)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+MAX_SPANS = 400  # bounded page: a run of thousands of steps shows its first spans
+KINDS = ("queue", "platform", "model", "tool", "sandbox", "approval", "parked")
+TOTALS = (("platform_ms", "platform"), ("model_ms", "model"), ("tool_ms", "tool"),
+          ("sandbox_ms", "sandbox (within tool)"), ("queue_ms", "queue"),
+          ("approval_ms", "approval wait"), ("parked_ms", "parked"))
+
+
+@dataclass(frozen=True, slots=True)
+class Bar:
+    kind: str  # one of KINDS, or "other": also the bar's CSS class
+    label: str
+    seq: int | None
+    start_ms: float
+    duration_ms: float
+    x: float  # 0..1000
+    width: float  # 0..1000, at least 1 so a sub-pixel span stays visible
+    detail: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Waterfall:
+    wall_ms: float
+    bars: list[Bar]
+    hidden: int  # spans beyond MAX_SPANS
+    totals: list[tuple[str, float]]
+    tokens: tuple[int, int]
+    cost_micros: int
+    sandbox_backend: str | None
+    fallbacks: list[dict[str, Any]]
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def layout(trace: dict[str, Any]) -> Waterfall:
+    spans = [s for s in trace.get("spans") or [] if isinstance(s, dict)]
+    ends = [_number(s.get("start_ms")) + _number(s.get("duration_ms")) for s in spans]
+    wall = max([_number(trace.get("wall_ms")), *ends, 1.0])
+    bars = []
+    for span in spans[:MAX_SPANS]:
+        start, duration = _number(span.get("start_ms")), _number(span.get("duration_ms"))
+        kind = str(span.get("kind", "other"))
+        seq = span.get("seq")
+        detail = span.get("detail")
+        bars.append(Bar(
+            kind=kind if kind in KINDS else "other", label=str(span.get("label") or kind),
+            seq=seq if isinstance(seq, int) else None, start_ms=start, duration_ms=duration,
+            x=round(start / wall * 1000, 2), width=round(max(duration / wall * 1000, 1.0), 2),
+            detail=detail if isinstance(detail, dict) else {}))
+    totals_in = trace.get("totals") or {}
+    sandbox = trace.get("sandbox")
+    return Waterfall(
+        wall_ms=wall, bars=bars, hidden=max(len(spans) - MAX_SPANS, 0),
+        totals=[(name, _number(totals_in.get(key))) for key, name in TOTALS],
+        tokens=(int(_number(totals_in.get("input_tokens"))),
+                int(_number(totals_in.get("output_tokens")))),
+        cost_micros=int(_number(totals_in.get("cost_micros"))),
+        sandbox_backend=str(sandbox.get("backend")) if isinstance(sandbox, dict) else None,
+        fallbacks=[f for f in trace.get("fallbacks") or [] if isinstance(f, dict)],
+    )

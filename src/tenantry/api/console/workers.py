@@ -1,0 +1,68 @@
+"""What only a worker process knows (model breakers, its sandbox pool), read from the workers
+sharing the API's process. Elsewhere the console says it cannot know, rather than guess."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tenantry.models.accounts import ModelAccount
+from tenantry.models.gateway import ModelGateway
+from tenantry.runs.inprocess import LocalWorkers
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerBreakers:
+    worker: str
+    states: dict[str, str]  # account id → closed | open | half_open
+    accounts: list[ModelAccount]  # what this worker routes over, configured ones included
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxView:
+    worker: str
+    backend: str | None  # None: this worker has no sandboxes (code tools unavailable)
+    live: int
+    hibernated: int
+    pool_size: int | None  # None: this backend has no warm pool
+    pool_ready: int | None
+    claims: int
+    warm: int
+    cold: int
+    launched: int
+    launch_failures: int
+    claim_ms_last: float
+
+
+def breakers(local: LocalWorkers | None) -> list[WorkerBreakers] | None:
+    """Per in-process worker; None when no worker shares this process."""
+    if local is None or not local.engines:
+        return None
+    found = []
+    for engine in local.engines:
+        model = engine.model
+        if isinstance(model, ModelGateway):
+            found.append(WorkerBreakers(engine.worker, model.breaker_states(), model.accounts()))
+    return found
+
+
+def sandboxes(local: LocalWorkers | None) -> list[SandboxView] | None:
+    if local is None or not local.engines:
+        return None
+    views = []
+    for engine in local.engines:
+        manager = engine.sandboxes
+        if manager is None:
+            views.append(SandboxView(engine.worker, None, 0, 0, None, None, 0, 0, 0, 0, 0, 0.0))
+            continue
+        # Only the pooled driver keeps clones warm; other drivers start one per claim.
+        pool = getattr(manager.driver, "pool", None)
+        stats = getattr(pool, "stats", None)
+        views.append(SandboxView(
+            worker=engine.worker, backend=manager.backend, live=manager.live,
+            hibernated=manager.hibernated,
+            pool_size=getattr(pool, "size", None), pool_ready=getattr(pool, "ready", None),
+            claims=getattr(stats, "claims", 0), warm=getattr(stats, "warm", 0),
+            cold=getattr(stats, "cold", 0), launched=getattr(stats, "launched", 0),
+            launch_failures=getattr(stats, "launch_failures", 0),
+            claim_ms_last=getattr(stats, "claim_ms_last", 0.0)))
+    return views

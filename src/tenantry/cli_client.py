@@ -1,0 +1,198 @@
+"""CLI conveniences that talk to a running platform over its HTTP API, as a tenant (API key)
+or as the operator: ``tenantry runs tail``, ``tenantry runs list``, ``tenantry usage``.
+
+They use only the public API, so they work against any deployment the caller can reach."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+runs_app = typer.Typer(help="Look at runs (as a tenant: TENANTRY_API_KEY).", no_args_is_help=True)
+
+Url = Annotated[str, typer.Option("--url", envvar="TENANTRY_URL",
+                                  help="The platform's API base URL.")]
+ApiKey = Annotated[str | None, typer.Option("--api-key", envvar="TENANTRY_API_KEY",
+                                            help="A tenant API key.")]
+OperatorToken = Annotated[str | None, typer.Option(
+    "--operator-token", envvar="TENANTRY_OPERATOR_TOKEN",
+    help="The operator credential (for every tenant's usage).")]
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+TERMINAL = {"RunFinished", "RunFailed", "RunCancelled", "BudgetStopped"}
+COLOURS = {"RunFinished": "green", "RunFailed": "red", "BudgetStopped": "red",
+           "RunCancelled": "yellow", "ApprovalRequested": "magenta", "RunParked": "yellow",
+           "ModelFallback": "yellow", "ModelRerouted": "yellow", "ModelReplied": "cyan",
+           "ToolCompleted": "blue"}
+
+
+def _fail(message: str) -> NoReturn:
+    typer.secho(f"error: {message}", fg="red", err=True)
+    raise typer.Exit(2)
+
+
+def _headers(api_key: str | None) -> dict[str, str]:
+    if not api_key:
+        _fail("a tenant API key is needed: --api-key or TENANTRY_API_KEY")
+    return {"Authorization": f"Bearer {api_key}"}
+
+
+def _problem(response: Any) -> NoReturn:
+    try:
+        body = response.json()
+        detail = body.get("detail") or body.get("title") or response.text
+    except ValueError:
+        detail = response.text
+    _fail(f"{response.status_code}: {detail}")
+
+
+def summarize(event: dict[str, Any]) -> str:
+    """One line a person can scan: what happened in this event."""
+    data = event.get("data", {})
+    match event.get("type"):
+        case "ModelReplied":
+            calls = ", ".join(c.get("name", "?") for c in data.get("calls", []))
+            usage = data.get("usage", {})
+            text = (data.get("text") or "")[:60]
+            return (f"{data.get('model')} via {data.get('account')}: "
+                    f"{'calls ' + calls if calls else repr(text)} "
+                    f"({usage.get('input_tokens', 0)}→{usage.get('output_tokens', 0)} tokens, "
+                    f"{data.get('latency_ms', 0):.0f} ms)")
+        case "ToolCompleted":
+            outcome = "error: " + str(data["error"])[:60] if "error" in data else "ok"
+            where = data.get("server") or (data.get("sandbox") or {}).get("backend") or ""
+            return (f"{data.get('tool')} [{where}] {outcome} "
+                    f"({data.get('duration_ms', 0):.0f} ms)")
+        case "ApprovalRequested":
+            return f"{data.get('tool')} waits for approval {data.get('approval_id')}"
+        case "ApprovalDecided":
+            return f"{data.get('decision')} {data.get('comment') or ''}".strip()
+        case "RunFinished":
+            return str(data.get("answer"))[:100]
+        case "RunFailed":
+            return str(data.get("error"))[:100]
+        case "RunParked":
+            return str(data.get("reason"))[:100]
+        case "ModelFallback" | "ModelRerouted":
+            return f"{data.get('from')} → {data.get('to')}: {data.get('reason')}"
+    return ""
+
+
+@runs_app.command("tail")
+def tail(run_id: str, url: Url = DEFAULT_URL, api_key: ApiKey = None) -> None:
+    """Follow a run's events live until it ends (Ctrl-C to stop watching)."""
+    import httpx2
+    import orjson
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    headers = _headers(api_key)
+
+    async def follow() -> int:
+        async with httpx2.AsyncClient(base_url=url, timeout=None) as client, client.stream(
+                "GET", f"/v1/runs/{run_id}/events", headers=headers) as response:
+            if response.status_code != 200:
+                await response.aread()
+                _problem(response)
+            async for line in response.aiter_lines():
+                if not line.startswith("data: "):
+                    continue
+                event = orjson.loads(line[6:])
+                kind = event.get("type", "")
+                at = datetime.fromisoformat(event["created_at"]).strftime("%H:%M:%S.%f")[:-3]
+                console.print(f"{event.get('seq'):>4} {at} [{COLOURS.get(kind, 'white')}]"
+                              f"{kind:<18}[/] {summarize(event)}", markup=True)
+                if kind in TERMINAL:
+                    return 0 if kind == "RunFinished" else 1
+        return 0
+
+    try:
+        raise typer.Exit(asyncio.run(follow()))
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    except OSError as exc:
+        _fail(f"cannot reach {url}: {exc}")
+
+
+@runs_app.command("list")
+def list_runs(
+    url: Url = DEFAULT_URL, api_key: ApiKey = None,
+    status: Annotated[str | None, typer.Option(help="queued, running, waiting, finished, "
+                                               "failed or cancelled")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=200)] = 20,
+) -> None:
+    """The most recent runs, newest first."""
+    import httpx2
+    from rich.console import Console
+    from rich.table import Table
+
+    params: dict[str, Any] = {"limit": limit}
+    if status:
+        params["status"] = status
+    try:
+        response = httpx2.get(f"{url}/v1/runs", params=params, headers=_headers(api_key))
+    except OSError as exc:
+        _fail(f"cannot reach {url}: {exc}")
+    if response.status_code != 200:
+        _problem(response)
+    table = Table("run", "agent", "v", "status", "steps", "tokens in/out", "cost $",
+                  "created (UTC)")
+    for run in response.json()["data"]:
+        usage = run["usage"]
+        table.add_row(run["run_id"], run["agent_id"], str(run["version"]), run["status"],
+                      str(run["steps"]), f"{usage['input_tokens']}/{usage['output_tokens']}",
+                      f"{run['cost_micros'] / 1e6:.4f}", run["created_at"][:19])
+    Console().print(table)
+
+
+def usage(
+    url: Url = DEFAULT_URL, api_key: ApiKey = None, operator_token: OperatorToken = None,
+    group_by: Annotated[str | None, typer.Option(
+        "--group-by", help="agent or day (tenant view)")] = None,
+    from_: Annotated[str | None, typer.Option("--from", help="YYYY-MM-DD (UTC)")] = None,
+    to: Annotated[str | None, typer.Option("--to", help="YYYY-MM-DD (UTC)")] = None,
+) -> None:
+    """Tokens and cost this month (or --from/--to), as a table.
+
+    With an API key: your tenant's, optionally by agent or day. With the operator token:
+    every tenant's."""
+    import httpx2
+    from rich.console import Console
+    from rich.table import Table
+
+    params = {k: v for k, v in {"from": from_, "to": to, "group_by": group_by}.items() if v}
+    if api_key:
+        path, headers = "/v1/usage", _headers(api_key)
+    elif operator_token:
+        path, headers = "/admin/v1/usage", {"Authorization": f"Bearer {operator_token}"}
+        params.pop("group_by", None)
+    else:
+        _fail("an API key (tenant view) or the operator token (all tenants) is needed")
+    try:
+        response = httpx2.get(f"{url}{path}", params=params, headers=headers)
+    except OSError as exc:
+        _fail(f"cannot reach {url}: {exc}")
+    if response.status_code != 200:
+        _problem(response)
+    body = response.json()
+    first = "tenant" if path.startswith("/admin") else (group_by or "total")
+    table = Table(first, "runs", "model calls", "input tokens", "cached", "output tokens",
+                  "cost $")
+
+    def add(key: str, row: dict[str, Any]) -> None:
+        table.add_row(key, str(row["runs"]), str(row["calls"]), f"{row['input_tokens']:,}",
+                      f"{row['cached_input_tokens']:,}", f"{row['output_tokens']:,}",
+                      f"{row['cost_micros'] / 1e6:.4f}")
+
+    if isinstance(body, list):
+        for row in body:
+            add(row["tenant_id"], row)
+    else:
+        for row in body["groups"]:
+            add(row["key"], row)
+        add("total" if body["groups"] else body["tenant_id"], body["total"])
+        table.title = f"{body['tenant_id']}: {body['from']} → {body['to']}"
+    Console().print(table)

@@ -1,0 +1,264 @@
+"""A run's trace: where its wall time went, step by step, derived from the run row and its
+event log only — so it is the same on any API replica and survives any worker crash.
+
+``spans`` partition ``[created_at, ended_at or now]`` contiguously: each span starts where
+the previous one ended, and their durations add up to ``wall_ms`` (exactly, in integer
+microseconds, before each is rounded to 0.001 ms for the JSON). Every gap between two
+consecutive *transactions* of the log is attributed to one cause:
+
+- ``queue``: from RunCreated to the first claim (the run row's ``started_at``), and, after an
+  approval was decided, the time until a worker took the run back (this also holds the few
+  milliseconds of that worker loading the run);
+- ``model``: the time the worker waited on the model gateway for a ModelReplied
+  (``waited_ms``: retries, backoff and other accounts included; ``latency_ms``, the
+  answering provider's own time, for events written before ``waited_ms`` existed), ending
+  at its event (a ModelFallback/ModelRerouted written with it shares its transaction);
+- ``tool``: a ToolCompleted's ``duration_ms``, ending at its event (for built-in code tools
+  ``detail.sandbox`` carries backend, id, warm, ready_ms, exec_ms; ``totals.sandbox_ms`` sums
+  exec_ms — it is part of tool time, not a separate slice of the partition);
+- ``approval``: ApprovalRequested → the decision (or whatever ended the wait);
+- ``parked``: RunParked → RunResumed (the run waited for a model provider or its token
+  bucket, slot released; includes being claimed again);
+- ``platform``: the rest of each gap — Postgres writes, budget reservation, deciding,
+  loading a run, a sandbox save before a park, and lease recovery after a worker died.
+
+How exact it is: ``run_events.created_at`` is ``now()`` — the *start* of the transaction
+that appended the event — so events of one transaction share a timestamp and an event's
+time is when its writer began saving it (just after the model or tool returned). Model and
+tool durations are the worker's own measurements; when one is longer than its gap (clock
+skew between worker and database, or another writer's transaction — a cancel request —
+landing during the call) it is clamped to the gap, never overlapping or going negative.
+Transactions that committed out of start order are clamped to zero-length gaps. So the
+partition is exact, and the attribution within a step is good to a few milliseconds (the
+database round trips around each call). A running run's last span runs to "now" and is
+``platform`` labelled ``in progress`` (a model or tool call in flight is not in the log
+yet)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from tenantry.db import Connection
+from tenantry.db.queries import load
+from tenantry.ids import AgentId, RunId, TenantId
+from tenantry.runs import log
+from tenantry.runs.events import TERMINAL_EVENTS, Event, EventType
+
+Q = load(__package__, "trace.sql")
+
+#: A trace reads at most this many events (a run of ~15 steps writes ~50).
+MAX_TRACE_EVENTS = 100_000
+SPAN_KINDS = ("queue", "platform", "model", "tool", "approval", "parked")
+#: Events written by someone other than the run's worker (the API, a person): the run was
+#: not necessarily being driven in the gap before them.
+FOREIGN = frozenset({EventType.CANCEL_REQUESTED, EventType.APPROVAL_DECIDED,
+                     EventType.SIGNALLED, EventType.WEBHOOK_DELIVERED,
+                     EventType.WEBHOOK_FAILED})
+_US = timedelta(microseconds=1)
+
+
+def _ms(us: int) -> float:
+    return round(us / 1000, 3)
+
+
+@dataclass(slots=True)
+class _Wait:
+    kind: str
+    seq: int
+    label: str
+    detail: dict[str, Any]
+
+
+@dataclass(slots=True)
+class _Builder:
+    """Lays spans end to end over integer microseconds since the run's creation."""
+
+    spans: list[dict[str, Any]] = field(default_factory=list)
+    totals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SPAN_KINDS, 0))
+    cursor: int = 0
+
+    def add(self, kind: str, until: int, seq: int, label: str,
+            detail: dict[str, Any] | None = None, *, keep_empty: bool = False) -> None:
+        until = max(until, self.cursor)
+        duration = until - self.cursor
+        if duration == 0 and not keep_empty:
+            return
+        self.spans.append({"kind": kind, "start_ms": _ms(self.cursor),
+                           "duration_ms": _ms(duration), "seq": seq, "label": label,
+                           "detail": detail or {}})
+        self.totals[kind] += duration
+        self.cursor = until
+
+
+def _external(group: list[Event]) -> tuple[str, Event, float] | None:
+    """The model or tool call that a transaction saved, with its measured duration."""
+    for event in group:
+        if event.type == EventType.MODEL_REPLIED:
+            # waited_ms: the whole gateway call (retries, other accounts); older events
+            # carry only the answering provider's latency_ms.
+            data = event.data
+            return "model", event, float(data.get("waited_ms") or data.get("latency_ms") or 0)
+        if event.type == EventType.TOOL_COMPLETED:
+            return "tool", event, float(event.data.get("duration_ms") or 0.0)
+    return None
+
+
+def _model_detail(data: dict[str, Any]) -> dict[str, Any]:
+    usage = data.get("usage") or {}
+    inp, out = int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
+    return {"provider": data.get("provider"), "account": data.get("account"),
+            "model": data.get("model"), "input_tokens": inp, "output_tokens": out,
+            "tokens": inp + out, "cost_micros": int(data.get("cost_micros", 0)),
+            "latency_ms": data.get("latency_ms"), "waited_ms": data.get("waited_ms")}
+
+
+def _tool_detail(data: dict[str, Any]) -> dict[str, Any]:
+    outcome = data.get("outcome") or ("error" if data.get("error") is not None else "ok")
+    detail: dict[str, Any] = {"tool": data.get("tool"), "server": data.get("server"),
+                              "outcome": outcome, "key": data.get("key"),
+                              "duration_ms": data.get("duration_ms")}
+    if isinstance(data.get("sandbox"), dict):
+        detail["sandbox"] = {k: data["sandbox"].get(k)
+                             for k in ("backend", "id", "warm", "ready_ms", "exec_ms")
+                             if k in data["sandbox"]}
+    return detail
+
+
+def _groups(events: list[Event]) -> list[list[Event]]:
+    """Consecutive events of one transaction (same ``created_at``)."""
+    groups: list[list[Event]] = []
+    for event in events:
+        if groups and groups[-1][0].created_at == event.created_at:
+            groups[-1].append(event)
+        else:
+            groups.append([event])
+    return groups
+
+
+async def build_trace(conn: Connection, tenant: TenantId, run: RunId) -> dict[str, Any] | None:
+    """The run's trace (see the module docstring), or None when this tenant has no such
+    run. ``conn`` must act for ``tenant`` (``Database.tenant_tx``)."""
+    row = await conn.fetchrow(Q.trace_run, tenant.value, run.uuid)
+    if row is None:
+        return None
+    events = await log.read(conn, tenant, run, after=0, limit=MAX_TRACE_EVENTS)
+    return trace_of(run, row, events)
+
+
+def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
+    """The pure part of :func:`build_trace`: the run row's fields and its events."""
+    created: datetime = row["created_at"]
+    ended_at: datetime | None = row["finished_at"]
+    end = max(((ended_at or row["now"]) - created) // _US, 0)
+    started: int | None = None
+    if row["started_at"] is not None:
+        started = min(max((row["started_at"] - created) // _US, 0), end)
+    # Only what happened up to the end: webhook bookkeeping after it is not run time.
+    kept: list[Event] = []
+    for event in events:
+        kept.append(event)
+        if event.type in TERMINAL_EVENTS:
+            break
+    body = [e for e in kept if e.seq > 1]  # after RunCreated (written with the run row)
+
+    b = _Builder()
+    fallbacks: list[dict[str, Any]] = []
+    sandbox: dict[str, Any] | None = None
+    sandbox_us = 0
+    tokens = {"input_tokens": 0, "output_tokens": 0, "cost_micros": 0}
+    waiting: _Wait | None = None
+    claimed = False  # a worker has written to the log
+    requeued = False  # an approval was decided: the run waits for a worker again
+    for group in _groups(body):
+        at = min(max((group[0].created_at - created) // _US, b.cursor), end)
+        foreign = group[0].type in FOREIGN
+        main = next((e for e in group if e.type in (EventType.MODEL_REPLIED,
+                                                    EventType.TOOL_COMPLETED)), group[0])
+        if waiting is not None:
+            # Whatever ends a wait (a decision, the claim after a park, a cancel) closes it.
+            if group[0].type == EventType.APPROVAL_DECIDED:
+                waiting.detail["decision"] = group[0].data.get("decision")
+            b.add(waiting.kind, at, waiting.seq, waiting.label, waiting.detail)
+            waiting = None
+        else:
+            external = _external(group)
+            ext_us = min(int((external[2] if external else 0.0) * 1000), at - b.cursor)
+            ext_start = at - ext_us
+            if not claimed or requeued:
+                label = "queued" if not claimed else "queued after the approval"
+                queue_end = ext_start
+                if not claimed and started is not None and not foreign:
+                    queue_end = min(max(started, b.cursor), ext_start)
+                elif not claimed and not foreign and started is None:
+                    queue_end = b.cursor  # claimed, but the row does not say when
+                b.add("queue", queue_end, main.seq, label)
+            b.add("platform", ext_start, main.seq, f"platform: {main.type}")
+            if external is not None:
+                kind, event, _ = external
+                if kind == "model":
+                    b.add("model", at, event.seq,
+                          f"{event.data.get('model')} via {event.data.get('account')}",
+                          _model_detail(event.data), keep_empty=True)
+                else:
+                    b.add("tool", at, event.seq, str(event.data.get("tool")),
+                          _tool_detail(event.data), keep_empty=True)
+        if not foreign:
+            claimed, requeued = True, False
+        for event in group:
+            data = event.data
+            match event.type:
+                case EventType.MODEL_REPLIED:
+                    usage = data.get("usage") or {}
+                    tokens["input_tokens"] += int(usage.get("input_tokens", 0))
+                    tokens["output_tokens"] += int(usage.get("output_tokens", 0))
+                    tokens["cost_micros"] += int(data.get("cost_micros", 0))
+                case EventType.MODEL_FALLBACK | EventType.MODEL_REROUTED:
+                    fallbacks.append({"seq": event.seq, "type": event.type,
+                                      "from": data.get("from"), "to": data.get("to"),
+                                      "reason": data.get("reason")})
+                case EventType.TOOL_COMPLETED if isinstance(data.get("sandbox"), dict):
+                    box = data["sandbox"]
+                    sandbox = sandbox or {"backend": box.get("backend")}
+                    sandbox_us += int(float(box.get("exec_ms") or 0.0) * 1000)
+                case EventType.APPROVAL_REQUESTED:
+                    waiting = _Wait("approval", event.seq, f"approval of {data.get('tool')}",
+                                    {"approval_id": data.get("approval_id"),
+                                     "tool": data.get("tool"), "key": data.get("key")})
+                case EventType.RUN_PARKED:
+                    reason = str(data.get("reason", ""))
+                    waiting = _Wait("parked", event.seq, f"parked: {reason[:120]}",
+                                    {"reason": reason, "until": data.get("until")})
+                case EventType.APPROVAL_DECIDED:
+                    requeued = True
+                case _:
+                    pass
+        b.cursor = max(b.cursor, at)
+    last_seq = kept[-1].seq if kept else 0
+    if b.cursor < end:
+        if waiting is not None:
+            b.add(waiting.kind, end, waiting.seq, waiting.label, waiting.detail)
+        elif not claimed or requeued or row["status"] == "queued":
+            b.add("queue", end, last_seq, "queued")
+        else:
+            b.add("platform", end, last_seq, "in progress")
+    totals: dict[str, Any] = {f"{kind}_ms": _ms(b.totals[kind]) for kind in
+                              ("platform", "model", "tool")}
+    totals["sandbox_ms"] = _ms(sandbox_us)
+    totals.update({f"{kind}_ms": _ms(b.totals[kind]) for kind in
+                   ("queue", "approval", "parked")})
+    totals.update(tokens)
+    return {
+        "run_id": str(run),
+        "status": row["status"],
+        "agent_id": str(AgentId(row["agent_id"])),
+        "agent_version": row["agent_version"],
+        "created_at": created.isoformat(),
+        "ended_at": ended_at.isoformat() if ended_at is not None else None,
+        "wall_ms": _ms(end),
+        "totals": totals,
+        "sandbox": sandbox,
+        "spans": b.spans,
+        "fallbacks": fallbacks,
+    }

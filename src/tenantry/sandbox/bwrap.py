@@ -1,0 +1,359 @@
+"""The ``bwrap`` backend (DESIGN §10): bubblewrap namespaces, a seccomp deny-list, rlimits
+and cgroup v1 limits around the guest agent. It shares the host kernel, so it is for local
+development only and is never presented as equal to ``microvm`` or ``gvisor``.
+
+Process chain (each step execs the next, so the agent's pid tree stays one line):
+``sh`` (joins the cgroups, as root) → ``prlimit`` (rlimits) → ``setpriv`` (drops to an
+unprivileged host uid, one per instance) → ``bwrap`` (user/pid/net/... namespaces, uid 1000
+inside, read-only /usr, seccomp) → ``sh``, which starts the egress relay beside the agent
+(``guest_command``) and becomes ``python3 -I /agent.py``. The agent speaks on a socket that
+is the process's stdin; its stdout is the egress channel, served once the sandbox is bound."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import shutil
+import socket
+import stat
+import tempfile
+from pathlib import Path
+
+from tenantry.sandbox.cgroups import CgroupV1, remove_stale
+from tenantry.sandbox.channel import MAX_LINE_BYTES, AgentChannel
+from tenantry.sandbox.egress import EgressPolicy, EgressProxy
+from tenantry.sandbox.egress_port import EgressPort
+from tenantry.sandbox.seccomp import deny_list_program
+from tenantry.sandbox.types import Limits, SandboxUnavailable
+
+log = logging.getLogger(__name__)
+
+#: Host uids handed to instances: unprivileged, outside any range a distribution allocates,
+#: distinct per instance so one sandbox's processes and files are not another's.
+HOST_UID_BASE = 200_000
+HOST_UID_COUNT = 60_000
+SANDBOX_UID = 1000
+NOFILE = 1024
+READY_TIMEOUT_S = 30.0
+HOST_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+#: The top-level entries Debian 12 has as symlinks into /usr (merged /usr) or directories.
+ROOT_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+#: Host files the sandbox may read: what common tools look for, nothing that names users.
+ETC_FILES = ("alternatives", "ld.so.cache", "localtime", "nsswitch.conf", "mime.types")
+
+#: Names for the sandbox's own users, not the host's.
+PASSWD = (f"root:x:0:0:root:/:/bin/sh\n"
+          f"sandbox:x:{SANDBOX_UID}:{SANDBOX_UID}:sandbox:/work:/bin/sh\n")
+GROUP = f"root:x:0:\nsandbox:x:{SANDBOX_UID}:\n"
+
+PACKAGES = {"bwrap": "bubblewrap", "prlimit": "util-linux", "setpriv": "util-linux",
+            "runsc": "runsc", "python3": "python3"}
+
+#: The guest's egress relay, mounted read-only at /relay.py beside /agent.py.
+RELAY_PATH = Path(__file__).parent / "guest" / "relay.py"
+_RELAY_READY = "/tmp/.tenantry-relay-ready"
+
+
+def guest_command(pids: int) -> list[str]:
+    """The sandbox's first process (bwrap and gVisor): the egress relay, then the agent.
+
+    Its stdin is the agent's channel, a socket used both ways (the agent's stdout becomes a
+    copy of it); its stdout is the egress channel, which only the relay keeps (as fd 3) —
+    so stdio carries both, as gVisor passes nothing else in. The agent starts once the
+    relay listens (its readiness line comes through a FIFO; EOF if it died, and the agent
+    starts anyway): the host runs code as soon as the agent answers."""
+    relay = (f"mkfifo {_RELAY_READY} && {{ python3 -I /relay.py --fd 3 3>&1 </dev/null "
+             f">{_RELAY_READY} & read -r _ <{_RELAY_READY}; rm -f {_RELAY_READY}; }}; ")
+    agent = f"exec python3 -I /agent.py --workdir /work --nproc {pids} 1>&0"
+    return ["/bin/sh", "-c", relay + agent]
+
+
+async def stdio_channels() -> tuple[AgentChannel, EgressPort, socket.socket, socket.socket]:
+    """The host ends of a stdio sandbox's two channels, and the guest ends to give its
+    process as stdin (the agent's) and stdout (the relay's); the caller closes those."""
+    host_agent, guest_agent = socket.socketpair()
+    host_egress, guest_egress = socket.socketpair()
+    reader, writer = await asyncio.open_connection(sock=host_agent, limit=MAX_LINE_BYTES)
+    return AgentChannel(reader, writer), EgressPort(host_egress), guest_agent, guest_egress
+
+
+def require_binary(name: str) -> str:
+    """The binary's path, or SandboxUnavailable naming the Debian package that has it."""
+    found = shutil.which(name, path=HOST_PATH)
+    if found is None:
+        package = PACKAGES.get(name, name)
+        raise SandboxUnavailable(f"{name} not found on {HOST_PATH}: install the Debian "
+                                 f"package {package!r} (apt-get install {package})")
+    return found
+
+
+def root_layout() -> list[str]:
+    """bwrap arguments recreating the host's top-level /bin, /lib... symlinks (or ro-binds
+    on a host without merged /usr)."""
+    args: list[str] = []
+    for name in ROOT_LINKS:
+        path = Path("/") / name
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), f"/{name}"]
+        elif path.is_dir():
+            args += ["--ro-bind", str(path), f"/{name}"]
+    for name in ETC_FILES:
+        if (Path("/etc") / name).exists():
+            args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+    return args
+
+
+class BwrapInstance:
+    backend = "bwrap"
+
+    def __init__(self, instance_id: str, directory: Path, process: asyncio.subprocess.Process,
+                 cgroup: CgroupV1, host_uid: int, owner: BwrapBackend, channel: AgentChannel,
+                 egress: EgressPort) -> None:
+        self.id = instance_id
+        self.directory = directory
+        self.process = process
+        self.pid = process.pid  # the outer bwrap: the sandbox dies with it
+        self.cgroup = cgroup
+        self.host_uid = host_uid
+        self.channel = channel
+        self._egress = egress
+        self._owner = owner
+        self._destroyed = False
+        self._destroy_lock = asyncio.Lock()
+
+    @property
+    def alive(self) -> bool:
+        return not self._destroyed and self.process.returncode is None
+
+    async def pause(self) -> None:
+        if not self.cgroup.can_freeze:
+            return  # no freezer here: a paused instance just idles
+        self.cgroup.freeze()
+        # FREEZING until every task has stopped; the kernel offers no event to await.
+        while self.cgroup.freezer_state() == "FREEZING":  # noqa: ASYNC110
+            await asyncio.sleep(0.002)
+
+    async def resume(self) -> None:
+        self.cgroup.thaw()
+
+    async def apply_limits(self, limits: Limits) -> None:
+        self.cgroup.set_cpus(limits.cpus)
+        self.cgroup.set_pids(limits.pids)
+
+    async def attach_egress(self, proxy: EgressProxy, policy: EgressPolicy,
+                            labels: dict[str, str]) -> None:
+        await self._egress.attach(proxy, policy, labels)
+
+    def pss_kib(self) -> int | None:
+        return self.cgroup.pss_kib()
+
+    async def destroy(self) -> None:
+        async with self._destroy_lock:
+            if self._destroyed:
+                return
+            self._destroyed = True
+            self.channel.close()
+            await self._egress.close()
+            # The cgroup holds every process of the sandbox, whatever it forked or detached.
+            await asyncio.to_thread(self.cgroup.destroy)
+            with contextlib.suppress(ProcessLookupError):
+                self.process.kill()
+            await self.process.wait()
+            await asyncio.to_thread(shutil.rmtree, self.directory, True)
+            self._owner._forget(self)
+
+
+class BwrapBackend:
+    name = "bwrap"
+
+    def __init__(self, state_dir: Path, agent_path: Path, *, relay_path: Path = RELAY_PATH,
+                 ready_timeout_s: float = READY_TIMEOUT_S) -> None:
+        for binary in ("bwrap", "prlimit", "setpriv"):
+            require_binary(binary)
+        if not CgroupV1.available():
+            raise SandboxUnavailable("the bwrap backend needs cgroup v1 memory, cpu and pids "
+                                     "controllers under /sys/fs/cgroup (not found)")
+        log.warning("sandbox backend 'bwrap' is for development only: it shares the host "
+                    "kernel and is not a tenant boundary")
+        self.state_dir = state_dir
+        self.ready_timeout_s = ready_timeout_s
+        state_dir.mkdir(parents=True, exist_ok=True)
+        state_dir.chmod(0o700)
+        self.instances_dir = _instances_dir(state_dir)
+        remove_stale("bw-")  # left by workers that were killed (their sandboxes died too)
+        # Read once: edits to the source tree cannot change sandboxes started later.
+        self._agent = agent_path.read_bytes()
+        self._relay = relay_path.read_bytes()
+        self._seccomp = deny_list_program()
+        self._instances: dict[str, BwrapInstance] = {}
+        self._uids: set[int] = set()
+
+    def _allocate_uid(self) -> int:
+        while True:
+            uid = HOST_UID_BASE + secrets.randbelow(HOST_UID_COUNT)
+            if uid not in self._uids:
+                self._uids.add(uid)
+                return uid
+
+    def _forget(self, instance: BwrapInstance) -> None:
+        self._instances.pop(instance.id, None)
+        self._uids.discard(instance.host_uid)
+
+    def _prepare_dir(self, instance_id: str, uid: int) -> Path:
+        directory = self.instances_dir / instance_id
+        directory.mkdir(mode=0o700)
+        (directory / "work").mkdir(mode=0o700)
+        # The instance's own uid, and no other, may enter (bwrap resolves the bind as it).
+        for path in (directory, directory / "work"):
+            os.chown(path, uid, uid)
+        return directory
+
+    def _argv(self, directory: Path, uid: int, limits: Limits,
+              fds: dict[str, int]) -> list[str]:
+        fsize = limits.disk_mib * 1024 * 1024
+        bwrap = [
+            "bwrap", "--unshare-all", "--unshare-user", "--disable-userns",
+            "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+            "--hostname", "sandbox", "--ro-bind", "/usr", "/usr", *root_layout(),
+            "--ro-bind-data", str(fds["passwd"]), "/etc/passwd",
+            "--ro-bind-data", str(fds["group"]), "/etc/group",
+            "--ro-bind-data", str(fds["agent"]), "/agent.py",
+            "--ro-bind-data", str(fds["relay"]), "/relay.py",
+            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+            "--bind", str(directory / "work"), "/work", "--chdir", "/work",
+            "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/work",
+            "--setenv", "LANG", "C.UTF-8",
+            "--seccomp", str(fds["seccomp"]),
+            "--", *guest_command(limits.pids),
+        ]
+        setpriv = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+        prlimit = ["prlimit", f"--nofile={NOFILE}:{NOFILE}", "--core=0:0",
+                   f"--fsize={fsize}:{fsize}", "--"]
+        return [*prlimit, *setpriv, *bwrap]
+
+    def _open_fds(self) -> dict[str, int]:
+        """What bwrap reads through descriptors rather than paths: it runs as an
+        unprivileged uid and needs to reach nothing of ours but the work directory."""
+        fds: dict[str, int] = {}
+        try:
+            for name, data in (("seccomp", self._seccomp), ("agent", self._agent),
+                               ("relay", self._relay), ("passwd", PASSWD.encode()),
+                               ("group", GROUP.encode())):
+                fds[name] = _memfd(name, data)
+        except BaseException:
+            for fd in fds.values():
+                os.close(fd)
+            raise
+        return fds
+
+    async def launch(self, limits: Limits) -> BwrapInstance:
+        instance_id = f"bw-{secrets.token_hex(6)}"
+        uid = self._allocate_uid()
+        directory: Path | None = None
+        cgroup: CgroupV1 | None = None
+        process: asyncio.subprocess.Process | None = None
+        channel: AgentChannel | None = None
+        egress: EgressPort | None = None
+        try:
+            directory = self._prepare_dir(instance_id, uid)
+            cgroup = CgroupV1.create(instance_id, memory_bytes=limits.memory_mib * 1024 * 1024,
+                                     cpus=limits.cpus, pids=limits.pids)
+            channel, egress, guest_agent, guest_egress = await stdio_channels()
+            fds = self._open_fds()
+            try:
+                log_file = await asyncio.to_thread(open, directory / "bwrap.log", "wb")
+                with log_file:
+                    process = await asyncio.create_subprocess_exec(
+                        *cgroup.wrap(self._argv(directory, uid, limits, fds)),
+                        stdin=guest_agent.fileno(), stdout=guest_egress.fileno(), stderr=log_file,
+                        pass_fds=tuple(fds.values()), cwd="/", env={"PATH": HOST_PATH},
+                    )
+            finally:
+                for fd in fds.values():
+                    os.close(fd)
+                guest_agent.close()  # the sandbox has its copies (or never will)
+                guest_egress.close()
+            instance = BwrapInstance(instance_id, directory, process, cgroup, uid, self,
+                                     channel, egress)
+            self._instances[instance_id] = instance
+        except BaseException:
+            if channel is not None:
+                channel.close()
+            if egress is not None:
+                await egress.close()
+            await _cleanup(directory, cgroup, process)
+            self._uids.discard(uid)
+            raise
+        try:
+            await instance.channel.wait_ready(self.ready_timeout_s)
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError) as exc:
+            detail = _tail(directory / "bwrap.log")
+            await instance.destroy()
+            raise SandboxUnavailable(f"bwrap sandbox did not become ready "
+                                     f"({type(exc).__name__}): {detail}") from None
+        except BaseException:
+            await instance.destroy()
+            raise
+        return instance
+
+    async def close(self) -> None:
+        for instance in list(self._instances.values()):
+            await instance.destroy()
+
+
+async def _cleanup(directory: Path | None, cgroup: CgroupV1 | None,
+                   process: asyncio.subprocess.Process | None) -> None:
+    """Undo a launch that failed before its instance existed."""
+    if cgroup is not None:
+        await asyncio.to_thread(cgroup.destroy)
+    if process is not None:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        await process.wait()
+    if directory is not None:
+        await asyncio.to_thread(shutil.rmtree, directory, True)
+
+
+def _instances_dir(state_dir: Path) -> Path:
+    """Where instance directories go. bwrap runs as an unprivileged uid and must reach its
+    work directory by path (bind sources are resolved as that uid), so: under state_dir
+    when every parent lets others through (o+x), else a root-owned directory in /tmp."""
+    if all(p.stat().st_mode & 0o001 for p in state_dir.resolve().parents):
+        state_dir.chmod(0o711)  # traversable, not listable
+        return state_dir
+    fallback = Path(tempfile.gettempdir()) / f"tenantry-bwrap-{os.getuid()}"
+    with contextlib.suppress(FileExistsError):
+        fallback.mkdir(mode=0o711)
+    info = fallback.lstat()
+    # /tmp is shared: refuse a directory (or symlink) someone else planted there.
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise SandboxUnavailable(f"{fallback} is not a private directory of this user; "
+                                 "remove it or give the bwrap backend a state directory "
+                                 "whose parents are o+x")
+    log.info("bwrap state directory %s is not reachable by unprivileged users; instance "
+             "directories go to %s", state_dir, fallback)
+    return fallback
+
+
+def _memfd(name: str, data: bytes) -> int:
+    fd = os.memfd_create(f"tenantry-{name}", 0)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _tail(path: Path, limit: int = 2000) -> str:
+    try:
+        return path.read_text(errors="replace")[-limit:].strip() or "(no output)"
+    except OSError:
+        return "(no log)"

@@ -1,0 +1,772 @@
+"""Sandbox egress (DESIGN §10): the host-side HTTP proxy behind a sandbox's relay.
+
+A sandbox has no network device. When the tenant's agent spec names hosts
+(``sandbox.egress``), code in the sandbox reaches exactly those hosts through the guest's
+relay (``guest/relay.py``, on 127.0.0.1:3128, code gets ``HTTP_PROXY``/``HTTPS_PROXY``),
+which carries each TCP connection as a stream over one byte stream to ``EgressProxy.serve``
+here. For each stream the host reads one request — ``CONNECT host:port`` (HTTPS and any
+other TLS) or an absolute-URI plain HTTP request (``GET http://host/path``) — and:
+
+1. checks ``host:port`` against the allow-list (``EgressPolicy.check``);
+2. resolves the name ON THE HOST (numeric forms such as ``2130706433`` or ``0x7f.1`` are
+   read as the address they spell, never sent to DNS) and refuses if ANY address is not a
+   public unicast one (``EgressPolicy.vet_addresses``): loopback, RFC 1918 and fc00::/7,
+   link-local (169.254/16 with cloud metadata, fe80::/10), CGNAT 100.64/10, multicast,
+   unspecified, reserved and other special-purpose ranges, and the same hidden inside
+   IPv4-mapped, NAT64 (64:ff9b::/96) or 6to4 addresses;
+3. connects to a vetted address itself — never re-resolving the name, so a DNS answer that
+   changes between check and use (rebinding) changes nothing;
+4. answers ``200 Connection established`` (CONNECT) or forwards the request with its
+   ``Host`` taken from the URL and ``Connection: close``, then splices bytes both ways
+   under an idle timeout and a per-stream byte cap.
+
+A refusal answers ``403`` (``400`` for a request that is not a proxy request, ``502``/``504``
+when an allowed host cannot be resolved or reached) with a one-line reason in the status
+line and the body, so ``Tunnel connection failed: 403 Forbidden (tenantry egress: ...)`` is
+what Python code prints. Every decision is one structured log record (tenant, run, host,
+port, decision, reason). Nothing but the vetted connection leaves the host.
+
+Allow-list entries (``EgressPolicy.hosts``): ``name`` allows ports 80 and 443 (what HTTP
+and HTTPS use: naming a host is consent to talk HTTP(S) to it, not to every service it
+runs); ``name:port`` allows exactly that port. Names match case-insensitively, a trailing
+dot ignored. ``*.example.com`` allows any subdomain at any depth but not ``example.com``
+itself (list both to have both); the suffix must have at least two labels, so ``*.com``
+is rejected. Wildcards are supported because whole API families live under one domain
+(``*.s3.amazonaws.com``); the tenant API's host pattern does not accept ``*`` yet, so today
+they can only come from code. IP literals are allowed only by the same literal and are
+vetted like any resolved address.
+
+Testing the allowed path honestly. Every address a test can run a server on here is one
+the vetting must refuse (loopback, or private/special ranges), and flipping the vetting off
+for tests would leave the one path that matters untested. So the policy is never relaxed.
+Instead ``EgressProxy`` takes two injection points, both constructor arguments that no
+configuration reaches: ``resolver`` (name → addresses, so a test can answer a public
+address, or a loopback one to prove the refusal) and ``connector`` (vetted address → open
+connection). A test's connector records the vetted address it was asked for — proving the
+proxy dials exactly what it vetted — and then opens its local server. The default connector
+is a plain non-resolving TCP connect of a literal address.
+
+Known limits: TLS through CONNECT is opaque, so a host that serves many names on one
+address (a CDN) can be asked for another name inside TLS (domain fronting); only plain HTTP
+has its ``Host`` pinned here. Requests after the first on a plain-HTTP connection go to the
+same vetted upstream (``Connection: close`` ends it there), never elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import re
+import socket
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from tenantry.sandbox.egress_frames import (
+    CLOSE,
+    DATA,
+    INITIAL_WINDOW,
+    MAX_CREDIT,
+    MAX_PAYLOAD,
+    OPEN,
+    RESET,
+    WINDOW,
+    Frame,
+    FrameError,
+    encode_frame,
+    encode_window,
+    read_frame,
+    window_increment,
+)
+
+log = logging.getLogger(__name__)
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+#: ``(host, port) -> addresses``; raises OSError when the name does not resolve.
+Resolver = Callable[[str, int], Awaitable[Sequence[IPAddress]]]
+#: ``(vetted address, port) -> connection``; must not resolve anything.
+Connector = Callable[[IPAddress, int],
+                     Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]
+
+#: Ports an entry without ``:port`` allows.
+DEFAULT_PORTS = frozenset({80, 443})
+_NAME = re.compile(r"^(?=.{1,253}$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
+                   r"(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*$")
+_NUMERIC = re.compile(r"^[0-9a-fx.]+$")
+_CGNAT = ipaddress.IPv4Network("100.64.0.0/10")
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_PRIVATE = (ipaddress.IPv4Network("10.0.0.0/8"), ipaddress.IPv4Network("172.16.0.0/12"),
+            ipaddress.IPv4Network("192.168.0.0/16"), ipaddress.IPv6Network("fc00::/7"))
+
+
+# -- policy ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    host: str  # for a wildcard, the suffix without "*."
+    wildcard: bool
+    port: int | None
+
+    def matches(self, host: str, port: int) -> bool:
+        if port not in ((self.port,) if self.port is not None else DEFAULT_PORTS):
+            return False
+        if self.wildcard:
+            return host.endswith("." + self.host) and literal_address(host) is None
+        return host == self.host
+
+
+@dataclass(frozen=True, slots=True)
+class EgressPolicy:
+    """The hosts one run's code may reach (its agent version's ``sandbox.egress``). An
+    empty policy allows nothing. Entries are validated here: a bad one raises ValueError."""
+
+    hosts: tuple[str, ...]
+    _rules: tuple[_Rule, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_rules", tuple(_parse_rule(entry) for entry in self.hosts))
+
+    def check(self, host: str, port: int) -> str | None:
+        """None when ``host:port`` is on the allow-list, else the reason it is not."""
+        name = normalize_host(host)
+        if not self._rules:
+            return "this agent allows no network access (its sandbox.egress is empty)"
+        if name is None:
+            return f"{_printable(host)!r} is not a valid host name"
+        if any(rule.matches(name, port) for rule in self._rules):
+            return None
+        return f"{_authority(name, port)} is not in this agent's sandbox.egress allow-list"
+
+    def vet_addresses(self, addresses: Iterable[IPAddress]) -> str | None:
+        """None when every address is public unicast, else the reason naming the first
+        that is not. No address at all is a refusal too."""
+        seen = False
+        for address in addresses:
+            seen = True
+            reason = address_refusal(address)
+            if reason is not None:
+                return reason
+        return None if seen else "no address"
+
+
+def _parse_rule(entry: str) -> _Rule:
+    text = entry.strip().lower()
+    port: int | None = None
+    host, colon, port_text = text.rpartition(":")
+    if not colon or (text.startswith("[") and not host.endswith("]")):
+        host = text  # no port (or the colons belong to a bracketed IPv6 literal)
+    else:
+        port = _port(port_text)
+        if port is None:
+            raise ValueError(f"egress entry {entry!r}: bad port {port_text!r}")
+    wildcard = host.startswith("*.")
+    if wildcard:
+        host = host[2:]
+    name = normalize_host(host)
+    if name is None:
+        raise ValueError(f"egress entry {entry!r}: not a host name")
+    if wildcard and (literal_address(name) is not None or "." not in name):
+        raise ValueError(f"egress entry {entry!r}: a wildcard needs a domain of two or more "
+                         "labels (*.example.com)")
+    return _Rule(name, wildcard, port)
+
+
+def normalize_host(host: str) -> str | None:
+    """The canonical form of a request's host (lower case, no trailing dot, an IPv6
+    literal without brackets), or None if it is not a host name or IP literal."""
+    text = host.strip().lower()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+        if ":" not in text:
+            return None
+    if ":" in text:
+        if "%" in text:
+            return None  # a scope id names one of our interfaces: never the tenant's to pick
+        try:
+            return str(ipaddress.IPv6Address(text))
+        except ValueError:
+            return None
+    text = text.removesuffix(".")
+    return text if _NAME.match(text) else None
+
+
+def literal_address(host: str) -> IPAddress | None:
+    """The address a host string spells without DNS: dotted quads, IPv6, and the legacy
+    forms ``inet_aton`` (and so the C resolver) accepts — ``2130706433``, ``0x7f.1``,
+    ``127.1``, ``0177.0.0.1`` — or None for a name."""
+    try:
+        return ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        pass
+    if _NUMERIC.match(host):
+        try:
+            return ipaddress.IPv4Address(socket.inet_aton(host))
+        except OSError:
+            return None
+    return None
+
+
+def address_refusal(address: IPAddress) -> str | None:
+    """None for a public unicast address, else why this address may not be reached."""
+    kind = _forbidden_kind(address)
+    return None if kind is None else f"{address}, {kind}"
+
+
+def _forbidden_kind(address: IPAddress) -> str | None:
+    if isinstance(address, ipaddress.IPv6Address):
+        # An IPv4 address inside an IPv6 one reaches that IPv4 address: judge that one.
+        embedded = address.ipv4_mapped
+        if embedded is None and address in _NAT64:
+            embedded = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+        if embedded is None and address.sixtofour is not None:
+            inner = _forbidden_kind(address.sixtofour)
+            if inner is not None:
+                return f"a 6to4 address embedding {address.sixtofour} ({inner})"
+        if embedded is not None:
+            inner = _forbidden_kind(embedded)
+            return None if inner is None else f"an address embedding {embedded} ({inner})"
+        if address.is_site_local:
+            return "a site-local address"
+    if address.is_unspecified:
+        return "an unspecified address"
+    if address.is_loopback:
+        return "a loopback address"
+    if address.is_link_local:
+        return "a link-local address (where cloud metadata lives)"
+    if address.is_multicast:
+        return "a multicast address"
+    if isinstance(address, ipaddress.IPv4Address) and address in _CGNAT:
+        return "a carrier-grade NAT address (100.64.0.0/10)"
+    if any(address in network for network in _PRIVATE):
+        return "a private address"
+    if address.is_reserved:
+        return "a reserved address"
+    if address.is_private or not address.is_global:
+        return "a special-purpose (non-public) address"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a request will not be carried out, and the HTTP status that says so."""
+
+    status: int
+    reason: str
+
+
+async def system_resolver(host: str, port: int) -> list[IPAddress]:
+    """Every address the host's resolver gives for ``host`` (the host's DNS, never the
+    sandbox's), in its order, without duplicates."""
+    loop = asyncio.get_running_loop()
+    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                   proto=socket.IPPROTO_TCP)
+    addresses: list[IPAddress] = []
+    for *_, sockaddr in infos:
+        address = ipaddress.ip_address(sockaddr[0])
+        if address not in addresses:
+            addresses.append(address)
+    return addresses
+
+
+async def resolve_and_vet(host: str, port: int, policy: EgressPolicy, *,
+                          resolver: Resolver | None = None
+                          ) -> tuple[IPAddress, ...] | Refusal:
+    """The addresses ``host:port`` may be reached at, or why not: the allow-list first
+    (nothing is resolved for a host that is not on it), then every resolved address."""
+    reason = policy.check(host, port)
+    if reason is not None:
+        return Refusal(403, reason)
+    name = normalize_host(host)
+    assert name is not None  # check() refused anything else
+    literal = literal_address(name)
+    if literal is not None:
+        addresses: Sequence[IPAddress] = (literal,)
+    else:
+        try:
+            addresses = await (resolver or system_resolver)(name, port)
+        except (OSError, UnicodeError) as exc:
+            return Refusal(502, f"{name} could not be resolved ({_printable(str(exc))})")
+    reason = policy.vet_addresses(addresses)
+    if reason is not None:
+        return Refusal(403, f"{name} resolves to {reason}")
+    return tuple(addresses)
+
+
+# -- the first request of a stream -----------------------------------------------------
+
+
+class BadRequest(Exception):
+    """Not a request this proxy serves (answered 400)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyRequest:
+    method: str
+    host: str  # normalized
+    port: int
+    tunnel: bool  # CONNECT: after 200, bytes flow untouched
+    forward_head: bytes = b""  # plain HTTP: the request head to send upstream
+
+
+#: Headers that belong to the hop between the code and this proxy, never forwarded.
+_HOP_BY_HOP = frozenset({"connection", "proxy-connection", "keep-alive", "proxy-authorization",
+                         "proxy-authenticate", "te", "trailer", "upgrade", "host"})
+_REQUEST_LINE = re.compile(r"^([A-Z]{1,20}) (\S{1,8000}) HTTP/1\.[01]$")
+
+
+def parse_request_head(head: bytes) -> ProxyRequest:
+    """Parse the head (up to the blank line) of the first request on a stream."""
+    lines = head.decode("latin-1").split("\r\n")
+    match = _REQUEST_LINE.match(lines[0])
+    if match is None:
+        raise BadRequest("not an HTTP/1.x request line")
+    method, target = match.groups()
+    if method == "CONNECT":
+        host, port = _split_authority(target, default_port=443)
+        return ProxyRequest(method, host, port, tunnel=True)
+    if target[:8].lower() == "https://":
+        raise BadRequest("https:// URLs go through CONNECT (set HTTPS_PROXY)")
+    if target[:7].lower() != "http://":
+        raise BadRequest("only CONNECT and absolute http:// URLs are proxied "
+                         "(is HTTP_PROXY set?)")
+    rest = target[7:]
+    cut = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    authority, path = rest[:cut], rest[cut:].split("#", 1)[0]
+    host, port = _split_authority(authority, default_port=80)
+    if not path.startswith("/"):
+        path = "/" + path
+    headers: list[str] = []
+    dropped = set(_HOP_BY_HOP)
+    for line in lines[1:]:
+        if not line:
+            continue
+        if line[0] in " \t" or ":" not in line:
+            raise BadRequest("malformed header line")
+        name, value = line.split(":", 1)
+        if name.strip().lower() == "connection":
+            dropped |= {token.strip().lower() for token in value.split(",")}
+        headers.append(line)
+    kept = [line for line in headers if line.split(":", 1)[0].strip().lower() not in dropped]
+    host_header = f"[{host}]" if ":" in host else host
+    if port != 80:
+        host_header += f":{port}"
+    forward = [f"{method} {path} HTTP/1.1", f"Host: {host_header}", *kept,
+               "Connection: close", "", ""]
+    return ProxyRequest(method, host, port, tunnel=False,
+                        forward_head="\r\n".join(forward).encode("latin-1"))
+
+
+def _split_authority(authority: str, *, default_port: int) -> tuple[str, int]:
+    if "@" in authority:
+        raise BadRequest("credentials in the URL are not supported")
+    if authority.startswith("["):
+        end = authority.find("]")
+        host_text, rest = authority[:end + 1], authority[end + 1:]
+        if end < 0 or (rest and not rest.startswith(":")):
+            raise BadRequest("malformed IPv6 literal")
+        port_text = rest[1:] if rest else None
+    elif authority.count(":") > 1:
+        raise BadRequest("an IPv6 address must be in brackets")
+    else:
+        host_text, colon, port_text_raw = authority.partition(":")
+        port_text = port_text_raw if colon else None
+    port = default_port if port_text is None else _port(port_text)
+    host = normalize_host(host_text)
+    if port is None or host is None:
+        raise BadRequest(f"malformed host or port in {_printable(authority)!r}")
+    return host, port
+
+
+def _port(text: str) -> int | None:
+    if not text.isdigit() or len(text) > 5:
+        return None
+    port = int(text)
+    return port if 0 < port < 65536 else None
+
+
+def _authority(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _printable(text: str, limit: int = 200) -> str:
+    """Safe for a status line and a log: printable ASCII, one line, bounded."""
+    cleaned = "".join(c if " " <= c <= "~" else "?" for c in text)
+    return cleaned if len(cleaned) <= limit else cleaned[:limit] + "..."
+
+
+_PHRASES = {400: "Bad Request", 403: "Forbidden", 408: "Request Timeout",
+            502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
+
+
+def refusal_response(status: int, reason: str) -> bytes:
+    """The answer to a refused request: the reason in the status line (what HTTP
+    clients put in their exception for a failed CONNECT) and as the one-line body."""
+    line = f"tenantry egress: {_printable(reason)}"
+    body = (line + "\n").encode()
+    return (f"HTTP/1.1 {status} {_PHRASES.get(status, 'Error')} ({line})\r\n"
+            "Content-Type: text/plain; charset=utf-8\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n"
+            "X-Tenantry-Egress: refused\r\n\r\n").encode() + body
+
+
+# -- the proxy --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class EgressLimits:
+    max_streams: int = 32  # connections at once per sandbox; more are answered 503
+    max_stream_bytes: int = 256 * 1024 * 1024  # both directions together, per connection
+    idle_timeout_s: float = 120.0  # no byte either way for this long ends a connection
+    head_timeout_s: float = 30.0  # to send the first request head (and to go away after a refusal)
+    connect_timeout_s: float = 15.0  # to resolve, and then to connect
+    max_head_bytes: int = 16 * 1024
+    max_drain_bytes: int = 1024 * 1024  # read and dropped after a refusal, at most
+
+
+class _ProtocolViolation(Exception):
+    """The guest broke the frame protocol: the whole channel is closed."""
+
+
+class _CapReached(Exception):
+    pass
+
+
+async def _default_connector(address: IPAddress, port: int
+                             ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setblocking(False)
+        # A literal address on our own socket: nothing here can resolve a name again.
+        await asyncio.get_running_loop().sock_connect(sock, (str(address), port))
+    except BaseException:
+        sock.close()
+        raise
+    return await asyncio.open_connection(sock=sock)
+
+
+class _Mux:
+    """One serve() call: the channel's writer and the live streams."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+        self.streams: dict[int, _Stream] = {}
+        self.last_id = 0
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    async def send(self, frame: bytes) -> None:
+        # One write() per frame: frames from concurrent streams never interleave.
+        self.writer.write(frame)
+        await self.writer.drain()
+
+    def send_nowait(self, frame: bytes) -> None:
+        with contextlib.suppress(Exception):  # cleanup paths: the channel may be gone
+            if not self.writer.is_closing():
+                self.writer.write(frame)
+
+
+class _Stream:
+    def __init__(self, mux: _Mux, sid: int, head_limit: int) -> None:
+        self.mux = mux
+        self.sid = sid
+        self.inbound = asyncio.StreamReader(limit=head_limit)
+        self.received = 0  # guest bytes taken in, not yet credited back
+        self.credit = INITIAL_WINDOW  # what we may still send the guest
+        self.credit_changed = asyncio.Event()
+        self.guest_closed = False
+        self.host_closed = False
+        self.guest_reset = False
+        self.task: asyncio.Task[None] | None = None
+
+    def on_data(self, payload: bytes) -> None:
+        if self.guest_closed or self.received + len(payload) > INITIAL_WINDOW:
+            raise _ProtocolViolation(f"stream {self.sid}: data past its window or its end")
+        self.received += len(payload)
+        self.inbound.feed_data(payload)
+
+    async def consumed(self, count: int) -> None:
+        """``count`` guest bytes were handed on: the guest may send that many more."""
+        if count and not self.guest_closed:
+            self.received -= count
+            await self.mux.send(encode_window(self.sid, count))
+
+    async def send(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            while self.credit <= 0:
+                self.credit_changed.clear()
+                await self.credit_changed.wait()
+            size = min(len(view), self.credit, MAX_PAYLOAD)
+            self.credit -= size
+            await self.mux.send(encode_frame(DATA, self.sid, bytes(view[:size])))
+            view = view[size:]
+
+    async def close(self) -> None:
+        if not self.host_closed:
+            self.host_closed = True
+            await self.mux.send(encode_frame(CLOSE, self.sid))
+
+
+class _Traffic:
+    def __init__(self, cap: int) -> None:
+        self.up = 0
+        self.down = 0
+        self._cap = cap
+        self.touch: Callable[[], None] = lambda: None  # pushes the idle deadline back
+
+    def add(self, count: int, *, up: bool) -> None:
+        if self.up + self.down + count > self._cap:
+            raise _CapReached
+        if up:
+            self.up += count
+        else:
+            self.down += count
+        self.touch()
+
+
+class EgressProxy:
+    """The host side of every sandbox's egress channel. One instance serves any number of
+    sandboxes; each ``serve`` call is one sandbox's channel, with its run's policy.
+
+    ``resolver`` and ``connector`` exist for tests (see the module docstring); the platform
+    passes neither, and no setting reaches them."""
+
+    def __init__(self, *, limits: EgressLimits | None = None, resolver: Resolver | None = None,
+                 connector: Connector | None = None) -> None:
+        self.limits = limits or EgressLimits()
+        self._resolver = resolver or system_resolver
+        self._connector = connector or _default_connector
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                    policy: EgressPolicy, *, labels: dict[str, str]) -> None:
+        """Serve one sandbox's multiplexed channel until it ends (EOF, a broken channel or
+        a protocol violation by the guest); every connection still open then is closed.
+        ``labels`` name the sandbox in the logs: ``tenant`` and ``run``, and any others."""
+        mux = _Mux(writer)
+        context = _log_context(labels)
+        try:
+            while True:
+                frame = await read_frame(reader)
+                if frame is None:
+                    break
+                await self._dispatch(mux, frame, policy, context)
+        except (FrameError, _ProtocolViolation) as exc:
+            log.warning("egress channel closed: the guest broke the protocol",
+                        extra={**context, "reason": str(exc)})
+        except (ConnectionError, OSError):
+            pass  # the channel broke: the sandbox is gone or going
+        finally:
+            for task in list(mux.tasks):
+                task.cancel()
+            await asyncio.gather(*mux.tasks, return_exceptions=True)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _dispatch(self, mux: _Mux, frame: Frame, policy: EgressPolicy,
+                        context: dict[str, str]) -> None:
+        kind, sid, payload = frame
+        if kind == OPEN:
+            if sid <= mux.last_id:
+                raise _ProtocolViolation(f"stream {sid} opened out of order")
+            mux.last_id = sid
+            if len(mux.streams) >= self.limits.max_streams:
+                reason = f"more than {self.limits.max_streams} connections at once"
+                log.info("egress refused", extra={**context, "stream": sid,
+                                                  "decision": "refused", "reason": reason})
+                # Not tracked: its later frames are ignored like any finished stream's.
+                await mux.send(encode_frame(DATA, sid, refusal_response(503, reason)))
+                await mux.send(encode_frame(CLOSE, sid))
+                return
+            stream = _Stream(mux, sid, self.limits.max_head_bytes)
+            mux.streams[sid] = stream
+            task = asyncio.create_task(self._run_stream(stream, policy, context))
+            stream.task = task
+            mux.tasks.add(task)
+            task.add_done_callback(mux.tasks.discard)
+            return
+        live = mux.streams.get(sid)
+        if live is None:
+            if sid > mux.last_id:
+                raise _ProtocolViolation(f"frame for stream {sid}, never opened")
+            return  # a stream that already ended: late frames mean nothing
+        if kind == DATA:
+            live.on_data(payload)
+        elif kind == CLOSE:
+            live.guest_closed = True
+            live.inbound.feed_eof()
+        elif kind == RESET:
+            live.guest_reset = True
+            if live.task is not None:
+                live.task.cancel()
+        elif kind == WINDOW:
+            live.credit += window_increment(payload)
+            if live.credit > MAX_CREDIT:
+                raise _ProtocolViolation(f"stream {sid}: credit past any window")
+            live.credit_changed.set()
+
+    async def _run_stream(self, stream: _Stream, policy: EgressPolicy,
+                          context: dict[str, str]) -> None:
+        context = {**context, "stream": str(stream.sid)}
+        try:
+            await self._serve_stream(stream, policy, context)
+        except (OSError, asyncio.IncompleteReadError, _CapReached):
+            pass  # a side went away, idled out (TimeoutError) or hit the cap: reset below
+        except Exception:
+            log.exception("egress stream failed", extra=context)
+        finally:
+            stream.mux.streams.pop(stream.sid, None)
+            if not (stream.guest_closed and stream.host_closed) and not stream.guest_reset:
+                stream.mux.send_nowait(encode_frame(RESET, stream.sid))
+
+    async def _serve_stream(self, stream: _Stream, policy: EgressPolicy,
+                            context: dict[str, str]) -> None:
+        limits = self.limits
+        try:
+            async with asyncio.timeout(limits.head_timeout_s):
+                head = await stream.inbound.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError:
+            await stream.close()  # the code closed without asking for anything
+            return
+        except asyncio.LimitOverrunError:
+            await self._refuse(stream, context, None, Refusal(
+                400, f"request head larger than {limits.max_head_bytes} bytes"))
+            return
+        except TimeoutError:
+            await self._refuse(stream, context, None, Refusal(408, "no request received"))
+            return
+        await stream.consumed(len(head))
+        try:
+            request = parse_request_head(head)
+        except BadRequest as exc:
+            await self._refuse(stream, context, None, Refusal(400, str(exc)))
+            return
+        target = {"egress_host": request.host, "egress_port": str(request.port)}
+        try:
+            async with asyncio.timeout(limits.connect_timeout_s):
+                vetted = await resolve_and_vet(request.host, request.port, policy,
+                                               resolver=self._resolver)
+        except TimeoutError:
+            vetted = Refusal(504, f"resolving {request.host} timed out")
+        if isinstance(vetted, Refusal):
+            await self._refuse(stream, context, target, vetted)
+            return
+        log.info("egress allowed", extra={**context, **target, "decision": "allowed",
+                                          "reason": "on the allow-list; addresses public",
+                                          "addresses": ",".join(map(str, vetted))})
+        try:
+            upstream = await self._connect(vetted, request.port)
+        except (OSError, TimeoutError) as exc:
+            reason = (f"{_authority(request.host, request.port)} could not be reached "
+                      f"({_printable(str(exc) or type(exc).__name__)})")
+            await self._refuse(stream, context, target, Refusal(502, reason), log_it=False)
+            log.info("egress connect failed", extra={**context, **target, "reason": reason})
+            return
+        up_reader, up_writer, address = upstream
+        started = time.monotonic()
+        outcome = "closed"
+        traffic = _Traffic(limits.max_stream_bytes)
+        try:
+            if request.tunnel:
+                await stream.send(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            else:
+                up_writer.write(request.forward_head)
+            await self._splice(stream, up_reader, up_writer, traffic)
+        except _CapReached:
+            outcome = f"byte cap of {limits.max_stream_bytes} reached"
+            raise
+        except TimeoutError:
+            outcome = f"idle for {limits.idle_timeout_s:g} s"
+            raise
+        except BaseException:
+            outcome = "reset"
+            raise
+        finally:
+            up_writer.close()
+            log.info("egress connection ended", extra={
+                **context, **target, "address": str(address), "outcome": outcome,
+                "duration_ms": round((time.monotonic() - started) * 1000),
+                "bytes_up": traffic.up, "bytes_down": traffic.down})
+
+    async def _connect(self, addresses: Sequence[IPAddress], port: int
+                       ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, IPAddress]:
+        """The first vetted address that answers, in the resolver's order."""
+        error: BaseException | None = None
+        async with asyncio.timeout(self.limits.connect_timeout_s):
+            for address in addresses:
+                try:
+                    reader, writer = await self._connector(address, port)
+                except OSError as exc:
+                    error = exc
+                    continue
+                return reader, writer, address
+        raise error or OSError("no address")
+
+    async def _refuse(self, stream: _Stream, context: dict[str, str],
+                      target: dict[str, str] | None, refusal: Refusal, *,
+                      log_it: bool = True) -> None:
+        if log_it:
+            log.info("egress refused", extra={**context, **(target or {}),
+                                              "decision": "refused", "status": refusal.status,
+                                              "reason": refusal.reason})
+        await stream.send(refusal_response(refusal.status, refusal.reason))
+        await stream.close()
+        # The code has to read the answer before it goes: keep taking (and dropping) what
+        # it still sends until it closes, so it is never reset mid-read.
+        drained = 0
+        async with asyncio.timeout(self.limits.head_timeout_s):
+            while data := await stream.inbound.read(MAX_PAYLOAD):
+                drained += len(data)
+                if drained > self.limits.max_drain_bytes:
+                    raise _CapReached
+                await stream.consumed(len(data))
+
+    async def _splice(self, stream: _Stream, up_reader: asyncio.StreamReader,
+                      up_writer: asyncio.StreamWriter, traffic: _Traffic) -> None:
+        """Bytes both ways until both sides have ended theirs; raises TimeoutError when
+        nothing moved for the idle timeout and _CapReached past the byte cap."""
+        loop = asyncio.get_running_loop()
+        idle = self.limits.idle_timeout_s
+        async with asyncio.timeout(idle) as deadline:
+            traffic.touch = lambda: deadline.reschedule(loop.time() + idle)
+
+            async def guest_to_upstream() -> None:
+                while data := await stream.inbound.read(65536):
+                    traffic.add(len(data), up=True)
+                    up_writer.write(data)
+                    await up_writer.drain()
+                    await stream.consumed(len(data))
+                if up_writer.can_write_eof():
+                    up_writer.write_eof()  # the code's half-close, passed on
+
+            async def upstream_to_guest() -> None:
+                while data := await up_reader.read(MAX_PAYLOAD):
+                    traffic.add(len(data), up=False)
+                    await stream.send(data)
+                await stream.close()
+
+            await _both(guest_to_upstream(), upstream_to_guest())
+
+
+async def _both(first: Awaitable[None], second: Awaitable[None]) -> None:
+    """Run both to completion; the first failure cancels the other and is raised."""
+    tasks = [asyncio.ensure_future(first), asyncio.ensure_future(second)]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            error = None if task.cancelled() else task.exception()
+            if error is not None:
+                raise error
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _log_context(labels: dict[str, str]) -> dict[str, str]:
+    context = {"tenant_id": labels.get("tenant", ""), "run_id": labels.get("run", "")}
+    context.update({f"label_{k}": v for k, v in labels.items() if k not in ("tenant", "run")})
+    return context

@@ -1,0 +1,347 @@
+"""The ``gvisor`` backend (DESIGN §10): the guest agent under gVisor's user-space kernel
+(``runsc``), for hosts without a usable VM path.
+
+Each instance is an OCI bundle: a shared, read-only root directory whose /usr (and the
+/bin, /lib… symlinks into it) comes read-only from the host, the agent and the egress relay
+read-only at /agent.py and /relay.py, and /work bound read-write to the instance's own host
+directory. This runsc has no ``--preserve-fds``: the process's stdio is all it passes in, so
+stdin is the agent's channel (a socket, used both ways) and stdout the relay's egress
+channel (``bwrap.guest_command``); stderr stays runsc's log. The agent runs as
+uid 1000 with no capabilities, so user code is not root even inside gVisor. No network:
+``runsc --network=none`` leaves only ``lo``. Memory, pids and cpu limits go in the spec's
+``linux.resources``; runsc applies them to a cgroup v1 at ``tenantry/<id>``.
+
+This Debian build of runsc (2022) only works with ``--platform=ptrace`` here: systrap does
+not exist in it and the KVM platform hangs on these PVM hosts (notes/sandbox-facts.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import secrets
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from tenantry.sandbox.bwrap import (
+    ETC_FILES,
+    HOST_PATH,
+    RELAY_PATH,
+    ROOT_LINKS,
+    guest_command,
+    require_binary,
+    stdio_channels,
+)
+from tenantry.sandbox.cgroups import PARENT, REQUIRED, ROOT, CgroupV1
+from tenantry.sandbox.channel import AgentChannel
+from tenantry.sandbox.egress import EgressPolicy, EgressProxy
+from tenantry.sandbox.egress_port import EgressPort
+from tenantry.sandbox.types import Limits, SandboxUnavailable
+
+logger = logging.getLogger(__name__)
+
+SANDBOX_UID = 1000
+#: gVisor's sentry and gofer live inside the memory limit with the guest's processes: at
+#: 256 MiB a trivial Python was killed (measured), so no sandbox gets less than this.
+MIN_MEMORY_MIB = 512
+#: The sentry's and gofer's own threads count against the host pids cgroup (measured ~40
+#: at idle under ptrace), so the host cap is the guest's cap plus this headroom; the
+#: guest's own process cap is the agent's RLIMIT_NPROC (--nproc).
+PIDS_HEADROOM = 256
+NOFILE = 1024
+READY_TIMEOUT_S = 30.0
+#: Mounts cached in the sentry ("exclusive"): nothing but the sandbox changes /usr or /work
+#: while it runs, and uncached ("shared") walks are ~30 s for `find /` under ptrace.
+RUNSC_FLAGS = ("--platform=ptrace", "--network=none", "--file-access-mounts=exclusive")
+
+
+def _bind(source: Path | str, destination: str, *, writable: bool = False) -> dict[str, Any]:
+    return {"destination": destination, "type": "bind", "source": str(source),
+            "options": ["rbind", "rw" if writable else "ro", "nosuid", "nodev"]}
+
+
+class GvisorInstance:
+    backend = "gvisor"
+
+    def __init__(self, instance_id: str, directory: Path,
+                 process: asyncio.subprocess.Process, owner: GvisorBackend,
+                 channel: AgentChannel, egress: EgressPort) -> None:
+        self.id = instance_id
+        self.directory = directory
+        self.process = process
+        self.pid = process.pid  # `runsc run`: the sandbox dies with it (attached)
+        self.channel = channel
+        self._egress = egress
+        self._paused = False
+        self._state_lock = asyncio.Lock()
+        # runsc creates these from the spec's cgroupsPath; a view, not created by us.
+        self.cgroup = CgroupV1(instance_id, {c: ROOT / c / PARENT / instance_id
+                                             for c in REQUIRED})
+        self._owner = owner
+        self._destroyed = False
+        self._destroy_lock = asyncio.Lock()
+
+    @property
+    def alive(self) -> bool:
+        return not self._destroyed and self.process.returncode is None
+
+    async def pause(self) -> None:
+        # Idempotent both ways: runsc refuses to pause a paused or resume a running one.
+        async with self._state_lock:
+            if not self._paused:
+                await self._owner.runsc("pause", self.id)
+                self._paused = True
+
+    async def resume(self) -> None:
+        async with self._state_lock:
+            if self._paused:
+                await self._owner.runsc("resume", self.id)
+                self._paused = False
+
+    async def apply_limits(self, limits: Limits) -> None:
+        # runsc's sentry keeps its own view of the CPU count; the host quota is what binds.
+        self.cgroup.set_cpus(limits.cpus)
+
+    async def attach_egress(self, proxy: EgressProxy, policy: EgressPolicy,
+                            labels: dict[str, str]) -> None:
+        await self._egress.attach(proxy, policy, labels)
+
+    def pss_kib(self) -> int | None:
+        """PSS of the sentry, the gofer and the ptrace stubs: all in the instance's cgroup."""
+        return self.cgroup.pss_kib()
+
+    async def destroy(self) -> None:
+        async with self._destroy_lock:
+            if self._destroyed:
+                return
+            self._destroyed = True
+            self.channel.close()
+            await self._egress.close()
+            # delete --force kills the sandbox, removes runsc's state and its cgroups.
+            with contextlib.suppress(SandboxUnavailable):
+                await self._owner.runsc("delete", "--force", self.id)
+            with contextlib.suppress(ProcessLookupError):
+                self.process.kill()
+            await self.process.wait()
+            # Whatever runsc left behind (it should be nothing).
+            await asyncio.to_thread(self.cgroup.destroy)
+            await asyncio.to_thread(shutil.rmtree, self.directory, True)
+            self._owner._instances.pop(self.id, None)
+
+
+class GvisorBackend:
+    name = "gvisor"
+
+    def __init__(self, state_dir: Path, agent_path: Path, *, relay_path: Path = RELAY_PATH,
+                 ready_timeout_s: float = READY_TIMEOUT_S) -> None:
+        self.runsc_path = require_binary("runsc")
+        if not CgroupV1.available():
+            raise SandboxUnavailable("the gvisor backend needs cgroup v1 memory, cpu and pids "
+                                     "controllers under /sys/fs/cgroup (not found)")
+        self.state_dir = state_dir
+        self.ready_timeout_s = ready_timeout_s
+        state_dir.mkdir(parents=True, exist_ok=True)
+        state_dir.chmod(0o700)
+        # runsc's sandboxes outlive a worker killed -9 (they are not its children for
+        # long): each worker process keeps its own runsc root and instance folders, and the
+        # next backend to start on this host reaps those of processes that are gone.
+        _reap_orphans(self.runsc_path, state_dir)
+        self.home = state_dir / f"proc-{os.getpid()}"
+        self.home.mkdir(mode=0o700, exist_ok=True)
+        self.runsc_root = self.home / "runsc-root"
+        self.runsc_root.mkdir(mode=0o700, exist_ok=True)
+        self.agent_path = state_dir / "agent.py"
+        shutil.copyfile(agent_path, self.agent_path)
+        self.agent_path.chmod(0o644)
+        self.relay_path = state_dir / "relay.py"
+        shutil.copyfile(relay_path, self.relay_path)
+        self.relay_path.chmod(0o644)
+        self.rootfs = self._build_rootfs()
+        self._instances: dict[str, GvisorInstance] = {}
+
+    def _build_rootfs(self) -> Path:
+        """Mount points only; everything real is mounted over them read-only. gVisor cannot
+        create a mount point on a read-only root, so each one exists here."""
+        rootfs = self.state_dir / "rootfs"
+        for name in ("usr", "proc", "dev", "tmp", "work", "etc"):
+            (rootfs / name).mkdir(parents=True, exist_ok=True)
+        for name in ("agent.py", "relay.py"):
+            (rootfs / name).touch()
+        for name in ("passwd", "group"):
+            (rootfs / "etc" / name).touch()
+        for name in ETC_FILES:
+            host = Path("/etc") / name
+            if host.is_dir():
+                (rootfs / "etc" / name).mkdir(exist_ok=True)
+            elif host.exists():
+                (rootfs / "etc" / name).touch()
+        for name in ROOT_LINKS:
+            host, link = Path("/") / name, rootfs / name
+            if host.is_symlink() and not link.is_symlink():
+                link.symlink_to(host.readlink())
+            elif host.is_dir() and not host.is_symlink():
+                link.mkdir(exist_ok=True)
+        rootfs.chmod(0o755)
+        return rootfs
+
+    def _spec(self, directory: Path, instance_id: str, limits: Limits) -> dict[str, Any]:
+        memory = max(limits.memory_mib, MIN_MEMORY_MIB) * 1024 * 1024
+        fsize = limits.disk_mib * 1024 * 1024
+        mounts: list[dict[str, Any]] = [
+            {"destination": "/proc", "type": "proc", "source": "proc"},
+            {"destination": "/dev", "type": "tmpfs", "source": "tmpfs"},
+            {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs",
+             "options": ["nosuid", "nodev"]},
+            _bind("/usr", "/usr"),
+            _bind(self.agent_path, "/agent.py"),
+            _bind(self.relay_path, "/relay.py"),
+            _bind(directory / "etc" / "passwd", "/etc/passwd"),
+            _bind(directory / "etc" / "group", "/etc/group"),
+            _bind(directory / "work", "/work", writable=True),
+        ]
+        for name in ROOT_LINKS:
+            host = Path("/") / name
+            if host.is_dir() and not host.is_symlink():
+                mounts.append(_bind(host, f"/{name}"))
+        mounts += [_bind(Path("/etc") / n, f"/etc/{n}") for n in ETC_FILES
+                   if (Path("/etc") / n).exists()]
+        return {
+            "ociVersion": "1.0.2",
+            "hostname": "sandbox",
+            "root": {"path": str(self.rootfs), "readonly": True},
+            "process": {
+                "terminal": False,
+                "user": {"uid": SANDBOX_UID, "gid": SANDBOX_UID},
+                "args": guest_command(limits.pids),
+                "env": ["PATH=/usr/bin:/bin", "HOME=/work", "LANG=C.UTF-8"],
+                "cwd": "/work",
+                "capabilities": {k: [] for k in ("bounding", "effective", "permitted",
+                                                 "inheritable", "ambient")},
+                "noNewPrivileges": True,
+                "rlimits": [{"type": "RLIMIT_NOFILE", "hard": NOFILE, "soft": NOFILE},
+                            {"type": "RLIMIT_CORE", "hard": 0, "soft": 0},
+                            # Not enforced by this runsc build (measured): a fork
+                            # bomb exhausts the host cgroup and loses the sandbox.
+                            {"type": "RLIMIT_NPROC", "hard": limits.pids,
+                             "soft": limits.pids},
+                            {"type": "RLIMIT_FSIZE", "hard": fsize, "soft": fsize}],
+            },
+            "mounts": mounts,
+            "linux": {
+                "cgroupsPath": f"/{PARENT}/{instance_id}",
+                "resources": {
+                    "memory": {"limit": memory, "swap": memory},
+                    "pids": {"limit": limits.pids + PIDS_HEADROOM},
+                    "cpu": {"period": 100_000, "quota": max(1000, int(limits.cpus * 100_000))},
+                },
+                "namespaces": [{"type": t} for t in ("pid", "network", "ipc", "uts", "mount")],
+            },
+        }
+
+    def _prepare_dir(self, instance_id: str, limits: Limits) -> Path:
+        directory = self.home / instance_id
+        directory.mkdir(mode=0o700)
+        work = directory / "work"
+        work.mkdir(mode=0o700)
+        # The gofer creates files as the guest's uid: the host directory must be its.
+        shutil.chown(work, SANDBOX_UID, SANDBOX_UID)
+        etc = directory / "etc"
+        etc.mkdir()
+        (etc / "passwd").write_text(f"root:x:0:0:root:/:/bin/sh\nsandbox:x:{SANDBOX_UID}:"
+                                    f"{SANDBOX_UID}:sandbox:/work:/bin/sh\n")
+        (etc / "group").write_text(f"root:x:0:\nsandbox:x:{SANDBOX_UID}:\n")
+        bundle = directory / "bundle"
+        bundle.mkdir()
+        spec = self._spec(directory, instance_id, limits)
+        (bundle / "config.json").write_text(json.dumps(spec, indent=1))
+        return directory
+
+    async def runsc(self, *args: str) -> str:
+        """Run a runsc management command; SandboxUnavailable with its output on failure."""
+        process = await asyncio.create_subprocess_exec(
+            self.runsc_path, *RUNSC_FLAGS, "--root", str(self.runsc_root), *args,
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT, env={"PATH": HOST_PATH}, cwd="/",
+        )
+        output, _ = await process.communicate()
+        text = output.decode(errors="replace")
+        if process.returncode != 0:
+            raise SandboxUnavailable(f"runsc {args[0]} failed ({process.returncode}): "
+                                     f"{text.strip()[-500:]}")
+        return text
+
+    async def launch(self, limits: Limits) -> GvisorInstance:
+        instance_id = f"gv-{secrets.token_hex(6)}"
+        directory = self._prepare_dir(instance_id, limits)
+        channel, egress, guest_agent, guest_egress = await stdio_channels()
+        try:
+            log_file = await asyncio.to_thread(open, directory / "runsc.log", "wb")
+            with log_file:
+                process = await asyncio.create_subprocess_exec(
+                    self.runsc_path, *RUNSC_FLAGS, "--root", str(self.runsc_root),
+                    "run", "--bundle", str(directory / "bundle"), instance_id,
+                    stdin=guest_agent.fileno(), stdout=guest_egress.fileno(),
+                    stderr=log_file, env={"PATH": HOST_PATH}, cwd="/",
+                )
+        except BaseException:
+            channel.close()
+            await egress.close()
+            await asyncio.to_thread(shutil.rmtree, directory, True)
+            raise
+        finally:
+            guest_agent.close()  # runsc has its copies (or never will)
+            guest_egress.close()
+        instance = GvisorInstance(instance_id, directory, process, self, channel, egress)
+        self._instances[instance_id] = instance
+        try:
+            await instance.channel.wait_ready(self.ready_timeout_s)
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError) as exc:
+            detail = _tail(directory / "runsc.log")
+            await instance.destroy()
+            raise SandboxUnavailable(f"gVisor sandbox did not become ready "
+                                     f"({type(exc).__name__}): {detail}") from None
+        except BaseException:
+            await instance.destroy()
+            raise
+        return instance
+
+    async def close(self) -> None:
+        for instance in list(self._instances.values()):
+            await instance.destroy()
+        await asyncio.to_thread(shutil.rmtree, self.home, True)
+
+
+def _reap_orphans(runsc: str, state_dir: Path) -> None:
+    """Delete the sandboxes and folders of worker processes that no longer exist."""
+    for home in state_dir.glob("proc-*"):
+        try:
+            pid = int(home.name.removeprefix("proc-"))
+            os.kill(pid, 0)
+            continue  # alive (ours or another worker's): not an orphan
+        except ValueError:
+            continue
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        root = home / "runsc-root"
+        base = [runsc, *RUNSC_FLAGS, "--root", str(root)]
+        listed = subprocess.run([*base, "list", "--quiet"], capture_output=True, text=True,
+                                check=False, env={"PATH": HOST_PATH})
+        for container in listed.stdout.split():
+            subprocess.run([*base, "delete", "--force", container], capture_output=True,
+                           check=False, env={"PATH": HOST_PATH})
+        logger.warning("reaped the gVisor sandboxes of a worker that is gone",
+                       extra={"pid": pid, "sandboxes": len(listed.stdout.split())})
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _tail(path: Path, limit: int = 2000) -> str:
+    try:
+        return path.read_text(errors="replace")[-limit:].strip() or "(no output)"
+    except OSError:
+        return "(no log)"

@@ -1,0 +1,177 @@
+"""A worker's sandboxes: one per run it drives, created at the run's first built-in tool
+call, kept while the run goes on, saved when it parks, destroyed when it ends.
+
+Saving happens at every park, before the slot is given back, and the blob ref goes into the
+run's log (``SandboxSaved``) in the same transaction as the park: whichever worker resumes
+the run — this one, another, or a fresh one after a crash — restores from the last save.
+The parked VM is paused and kept for ``hibernate_after`` seconds in case the run comes back
+here soon (an approval answered within minutes); past that it is destroyed (hibernated).
+A kept sandbox is reused only if its last save is the one the log names, so a run that
+went on elsewhere in between never gets stale files."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from tenantry.blobs import BlobStore
+from tenantry.ids import RunId, TenantId
+from tenantry.sandbox.sandbox import Sandbox, SavedFiles
+from tenantry.sandbox.types import Binding, Limits, SandboxDriver, SandboxError
+
+logger = logging.getLogger(__name__)
+
+Key = tuple[str, str]
+
+
+@dataclass(slots=True)
+class _Kept:
+    sandbox: Sandbox
+    saved_ref: str | None = None
+    hibernation: asyncio.TimerHandle | None = None
+
+
+class SandboxManager:
+    def __init__(
+        self, driver: SandboxDriver, blobs: BlobStore, *, limits: Limits,
+        hibernate_after: float = 300.0,
+    ) -> None:
+        self.driver = driver
+        self.blobs = blobs
+        self.limits = limits
+        self.hibernate_after = hibernate_after
+        self._kept: dict[Key, _Kept] = {}
+        self._locks: dict[Key, asyncio.Lock] = {}
+        self.hibernated = 0
+        self._background: set[asyncio.Task[None]] = set()
+
+    @property
+    def backend(self) -> str:
+        return self.driver.backend
+
+    @property
+    def live(self) -> int:
+        return len(self._kept)
+
+    async def for_run(
+        self, tenant: TenantId, run: RunId, *, egress: tuple[str, ...] = (),
+        restore_ref: str | None = None,
+    ) -> tuple[Sandbox, bool]:
+        """The run's sandbox, and whether this call created it. ``restore_ref`` is the
+        last save the run's log names; a fresh sandbox gets those files back."""
+        key = (tenant.value, str(run))
+        async with self._lock(key):
+            kept = self._kept.get(key)
+            if kept is not None:
+                if kept.hibernation is not None:
+                    kept.hibernation.cancel()
+                    kept.hibernation = None
+                if kept.sandbox.alive and kept.saved_ref == restore_ref:
+                    try:
+                        await kept.sandbox.instance.resume()
+                        return kept.sandbox, False
+                    except SandboxError as exc:
+                        logger.warning("kept sandbox did not resume: %s", exc)
+                await self._destroy(key)
+            sandbox = await self.driver.create(Binding(tenant, run, egress), self.limits)
+            try:
+                if restore_ref is not None:
+                    await sandbox.restore_files(self.blobs, restore_ref)
+            except BaseException:
+                await sandbox.destroy()
+                raise
+            self._kept[key] = _Kept(sandbox, saved_ref=restore_ref)
+            logger.info("sandbox ready", extra={"run_id": str(run), "tenant_id": tenant.value,
+                                                **sandbox.describe()})
+            return sandbox, True
+
+    async def save(self, tenant: TenantId, run: RunId) -> SavedFiles | None:
+        """Save the run's files if it has a live sandbox here (None if it has none)."""
+        key = (tenant.value, str(run))
+        kept = self._kept.get(key)
+        if kept is None or not kept.sandbox.alive:
+            return None
+        saved = await kept.sandbox.save_files(self.blobs)
+        kept.saved_ref = saved.ref
+        return saved
+
+    def parked(self, tenant: TenantId, run: RunId) -> None:
+        """The run gave its slot back: pause its sandbox and hibernate it later."""
+        key = (tenant.value, str(run))
+        kept = self._kept.get(key)
+        if kept is None:
+            return
+        if self.hibernate_after <= 0:
+            self._spawn(self._hibernate(key))
+            return
+        self._spawn(self._pause(kept))
+        kept.hibernation = asyncio.get_running_loop().call_later(
+            self.hibernate_after, lambda: self._spawn(self._hibernate(key)))
+
+    async def end(self, tenant: TenantId, run: RunId, last_ref: str | None) -> None:
+        """The run ended: its saved files go, and its sandbox (files first: they are the
+        cheap part, and a shutdown that cuts this short then leaves no orphaned blob)."""
+        if last_ref is not None:
+            await self.forget(tenant, last_ref)
+        await self.drop(tenant, run)
+
+    async def drop(self, tenant: TenantId, run: RunId) -> None:
+        """Destroy without saving (lease lost: the new owner restores the last save)."""
+        key = (tenant.value, str(run))
+        async with self._lock(key):
+            await self._destroy(key)
+        self._locks.pop(key, None)
+
+    async def forget(self, tenant: TenantId, ref: str) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            await self.blobs.delete(tenant, ref)
+
+    async def destroy_all(self) -> None:
+        for key in list(self._kept):
+            await self._destroy(key)
+
+    async def close(self) -> None:
+        await self.destroy_all()
+        await self.driver.close()
+
+    # -- inside ------------------------------------------------------------------------
+
+    async def _hibernate(self, key: Key) -> None:
+        async with self._lock(key):
+            kept = self._kept.get(key)
+            if kept is None or (kept.hibernation is None and self.hibernate_after > 0):
+                return  # resumed (timer cancelled) before we got here
+            await self._destroy(key)
+            self.hibernated += 1
+            logger.info("sandbox hibernated: files saved, VM destroyed",
+                        extra={"tenant_id": key[0], "run_id": key[1]})
+
+    async def _pause(self, kept: _Kept) -> None:
+        with contextlib.suppress(SandboxError):
+            await kept.sandbox.instance.pause()
+
+    async def _destroy(self, key: Key) -> None:
+        kept = self._kept.pop(key, None)
+        if kept is None:
+            return
+        if kept.hibernation is not None:
+            kept.hibernation.cancel()
+        try:
+            await kept.sandbox.destroy()
+        except Exception:
+            logger.exception("destroying a sandbox failed", extra={"run_id": key[1]})
+
+    def _lock(self, key: Key) -> asyncio.Lock:
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
+        return lock
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)

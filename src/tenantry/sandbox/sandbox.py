@@ -1,0 +1,134 @@
+"""A sandbox bound to one run: the only way platform code talks to a guest. It wraps a
+backend's ``Instance`` with the run's binding and limits, and counts its time (the trace
+shows sandbox time; tenants pay per sandbox second)."""
+
+from __future__ import annotations
+
+import base64
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from tenantry.blobs import BlobStore
+from tenantry.sandbox.channel import GRACE_SECONDS
+from tenantry.sandbox.types import (
+    Binding,
+    ExecResult,
+    FileEntry,
+    Instance,
+    Limits,
+    SandboxLost,
+    SandboxRefused,
+)
+
+#: Largest file the built-in tools move in one call (the agent enforces its own 16 MiB).
+MAX_FILE_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class SavedFiles:
+    """Where a run's work directory was saved (a blob ref), and what it cost."""
+
+    ref: str
+    bytes: int
+    duration_ms: float
+
+
+@dataclass(slots=True)
+class Sandbox:
+    instance: Instance
+    binding: Binding
+    limits: Limits
+    warm: bool  # came from the warm pool (False: restored or booted while the run waited)
+    ready_ms: float  # from the request for a sandbox to one that answers
+    busy_ms: float = 0.0  # time spent in executions and file transfers
+    created_at: float = field(default_factory=time.monotonic)
+    restored_from: str | None = None  # the blob ref its files came from, if any
+    destroyed: bool = False
+
+    @property
+    def backend(self) -> str:
+        return self.instance.backend
+
+    @property
+    def id(self) -> str:
+        return self.instance.id
+
+    @property
+    def alive(self) -> bool:
+        return not self.destroyed and self.instance.alive and not self.instance.channel.closed
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.backend, "id": self.id, "warm": self.warm,
+                "ready_ms": round(self.ready_ms, 3)}
+
+    # -- executions --------------------------------------------------------------------
+
+    async def run_python(self, code: str, *, timeout_s: float | None = None) -> ExecResult:
+        return await self._exec({"python": code}, timeout_s)
+
+    async def run_shell(self, command: str, *, timeout_s: float | None = None) -> ExecResult:
+        return await self._exec({"shell": command}, timeout_s)
+
+    async def run(self, argv: list[str], *, timeout_s: float | None = None) -> ExecResult:
+        return await self._exec({"argv": argv}, timeout_s)
+
+    async def _exec(self, what: dict[str, Any], timeout_s: float | None) -> ExecResult:
+        timeout = min(timeout_s or self.limits.timeout_s, self.limits.timeout_s)
+        reply = await self._request("exec", timeout=timeout + GRACE_SECONDS,
+                                    timeout_s=timeout, **what)
+        return ExecResult(int(reply["exit_code"]), str(reply["stdout"]), str(reply["stderr"]),
+                          float(reply["duration_ms"]), bool(reply.get("truncated")))
+
+    # -- files -------------------------------------------------------------------------
+
+    async def write_file(self, path: str, data: bytes) -> int:
+        if len(data) > MAX_FILE_BYTES:
+            raise SandboxRefused(f"file larger than {MAX_FILE_BYTES} bytes")
+        reply = await self._request("write", path=path, data=base64.b64encode(data).decode())
+        return int(reply["bytes"])
+
+    async def read_file(self, path: str, *, max_bytes: int = MAX_FILE_BYTES
+                        ) -> tuple[bytes, int, bool]:
+        """(data, the file's full size, whether data stops short of it)."""
+        reply = await self._request("read", path=path, max_bytes=min(max_bytes, MAX_FILE_BYTES))
+        return base64.b64decode(reply["data"]), int(reply["size"]), bool(reply["truncated"])
+
+    async def list_files(self, path: str = ".") -> list[FileEntry]:
+        reply = await self._request("list", path=path)
+        return [FileEntry(e["name"], e["kind"], int(e["size"])) for e in reply["entries"]]
+
+    async def save_files(self, blobs: BlobStore) -> SavedFiles:
+        """The work directory, tarred in the guest, into the blob store under the tenant."""
+        started = time.perf_counter()
+        reply = await self._request("save", timeout=120.0)
+        data = base64.b64decode(reply["tar"])
+        ref = await blobs.put(self.binding.tenant, f"sandbox-{self.binding.run}", data)
+        return SavedFiles(ref, len(data), (time.perf_counter() - started) * 1000)
+
+    async def restore_files(self, blobs: BlobStore, ref: str) -> int:
+        data = await blobs.get(self.binding.tenant, ref)
+        reply = await self._request("restore", timeout=120.0,
+                                    tar=base64.b64encode(data).decode())
+        self.restored_from = ref
+        return int(reply["files"])
+
+    # -- life --------------------------------------------------------------------------
+
+    async def destroy(self) -> None:
+        self.destroyed = True
+        await self.instance.destroy()
+
+    async def _request(
+        self, op: str, *, timeout: float = 30.0, **fields: Any,  # noqa: ASYNC109 - the op's
+    ) -> dict[str, Any]:
+        if self.destroyed:
+            raise SandboxLost("this sandbox was destroyed; it serves no further request")
+        started = time.perf_counter()
+        try:
+            return await self.instance.channel.request(op, timeout=timeout, **fields)
+        except SandboxLost:
+            await self.destroy()
+            raise
+        finally:
+            self.busy_ms += (time.perf_counter() - started) * 1000

@@ -1,0 +1,283 @@
+"""The operator console in a real headless Chromium (Debian's, driven by Playwright): log in,
+watch a run's events arrive live, decide an approval from the inbox, and the refusals
+(wrong token, forged form). The API and a worker run in this process, as `tenantry up` runs
+them; the browser talks to the real loopback port. Screenshots go to
+test-artifacts/console/."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tenantry.runs.inprocess import LocalWorkers
+from tests.conftest import (
+    OPERATOR_TOKEN,
+    Api,
+    Fakes,
+    answer,
+    call,
+    running_worker,
+    scripted,
+    serving_api,
+    until,
+)
+
+async_api = pytest.importorskip("playwright.async_api")
+
+CHROMIUM = Path("/usr/bin/chromium")
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="Debian's chromium is not installed "
+                                  "(scripts/system-packages.txt)")]
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "console"
+REFUND = "refund 120 EUR to order-9"
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return ARTIFACTS
+
+
+@pytest.fixture(scope="session")
+async def browser(artifacts: Path) -> AsyncIterator[async_api.Browser]:
+    async with async_api.async_playwright() as pw:
+        launched = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield launched
+        await launched.close()
+
+
+@pytest.fixture
+async def platform(database_dsn: str, fakes: Fakes) -> AsyncIterator[Api]:
+    local = LocalWorkers()
+    async with running_worker(database_dsn, fakes.model.base_url) as worker, \
+            serving_api(database_dsn, local=local) as api:
+        with local.serving(worker.engine):
+            yield api
+
+
+class Visit:
+    """One browser context on the platform, remembering every URL the browser fetched."""
+
+    def __init__(self, context: async_api.BrowserContext, base: str) -> None:
+        self.context = context
+        self.base = base
+        self.fetched: list[str] = []
+        context.on("request", lambda request: self.fetched.append(request.url))
+
+    async def page(self) -> async_api.Page:
+        page = await self.context.new_page()
+        page.set_default_timeout(30_000)
+        return page
+
+    def only_this_server(self) -> None:
+        strays = [u for u in self.fetched if not u.startswith(self.base + "/")]
+        assert strays == [], f"the console fetched from elsewhere: {strays}"
+
+
+@pytest.fixture
+async def visit(browser: async_api.Browser, platform: Api) -> AsyncIterator[Visit]:
+    context = await browser.new_context(base_url=platform.base_url,
+                                        viewport={"width": 1360, "height": 900})
+    try:
+        yield Visit(context, platform.base_url)
+    finally:
+        await context.close()
+
+
+async def shot(page: async_api.Page, name: str) -> None:
+    await page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+async def log_in(page: async_api.Page, token: str = OPERATOR_TOKEN) -> int:
+    """Open a console page, get sent to the login form, submit ``token``; the answer's
+    status (303 then the page on success)."""
+    await page.goto("/console/runs")
+    assert "/console/login" in page.url
+    await page.fill("#token", token)
+    async with page.expect_response(lambda r: r.url.endswith("/console/login")
+                                    and r.request.method == "POST") as answered:
+        await page.get_by_role("button", name="Log in").click()
+    status: int = (await answered.value).status
+    await page.wait_for_load_state()
+    return status
+
+
+async def waiting_run(api: Api, fakes: Fakes) -> tuple[str, dict[str, str], str, str]:
+    """A run of a fresh tenant, waiting for approval of one refund: tenant, its key's
+    headers, run id, approval id."""
+    tenant, h = await api.tenant("Acme Refunds")
+    await api.tool_server(tenant, fakes.mcp.url)
+    agent = await api.agent(h, tools=["effect"], needs_approval=["effect"])
+    run_id = await api.start(h, agent, scripted(call("effect", note=REFUND),
+                                                answer("{last_tool_result}")))
+    found: list[str] = []
+
+    async def pending() -> bool:
+        page = (await api.client.get("/v1/approvals", params={"status": "pending"},
+                                     headers=h)).json()
+        found[:] = [a["approval_id"] for a in page["data"]]
+        return bool(found)
+
+    await until(pending, "the run asks for approval", 30)
+    return tenant, h, run_id, found[0]
+
+
+async def test_wrong_token_is_refused(visit: Visit) -> None:
+    page = await visit.page()
+    assert await log_in(page, "not-the-operator-token") == 401
+    await async_api.expect(page.get_by_role("alert")).to_contain_text("not the operator token")
+    await shot(page, "login-refused")
+    assert not [c for c in await visit.context.cookies() if c["name"] == "tenantry_console"]
+    await page.goto("/console/approvals")
+    assert "/console/login" in page.url  # still nothing behind the login
+    visit.only_this_server()
+
+
+async def test_a_run_page_shows_new_events_live(
+    visit: Visit, platform: Api, fakes: Fakes,
+) -> None:
+    tenant, h, run_id, approval_id = await waiting_run(platform, fakes)
+    page = await visit.page()
+    assert await log_in(page) == 303
+    listing = await visit.page()
+    await listing.goto(f"/console/runs?tenant={tenant}")
+    row = listing.locator(f'tr[data-run="{run_id}"]')
+    await async_api.expect(row).to_have_attribute("data-status", "waiting")
+
+    await page.goto(f"/console/runs/{tenant}/{run_id}")
+    await async_api.expect(page.locator("#run-status")).to_have_text("waiting")
+    await async_api.expect(page.locator('tr[data-type="ApprovalRequested"]')).to_have_count(1)
+    await async_api.expect(page.locator(f'article[data-approval="{approval_id}"] pre.args')
+                           ).to_contain_text(REFUND)
+    await async_api.expect(page.locator("#stream-state")).to_have_text("(live)")
+    await shot(page, "run-waiting")
+    await page.evaluate("window.stayed = true")  # gone if the page were reloaded
+
+    # The tenant decides through its own API; the open page follows without a reload.
+    r = await platform.client.post(f"/v1/approvals/{approval_id}", headers=h,
+                                   json={"decision": "approve"})
+    assert r.status_code == 200, r.text
+    await async_api.expect(page.locator('tr[data-type="ApprovalDecided"]')).to_have_count(1)
+    await async_api.expect(page.locator('tr[data-type="RunFinished"]')).to_have_count(1)
+    await async_api.expect(page.locator("#run-status")).to_have_text("finished")
+    await async_api.expect(page.locator("#stream-state")).to_have_text("(run ended)")
+    assert await page.evaluate("window.stayed === true")
+    await shot(page, "run-live-finished")
+    # The runs list refreshed its status in place too.
+    await async_api.expect(row).to_have_attribute("data-status", "finished")
+    assert await listing.evaluate("document.readyState") == "complete"
+
+    # Reopened, the ended run shows its trace: an approval wait among the spans.
+    await page.reload()
+    await async_api.expect(page.locator("table.waterfall tr.k-approval")).to_have_count(1)
+    await async_api.expect(page.locator("table.waterfall tr.k-model")).to_have_count(2)
+    await shot(page, "run-trace")
+    visit.only_this_server()
+
+
+async def test_approving_from_the_inbox_lets_the_run_finish(
+    visit: Visit, platform: Api, fakes: Fakes,
+) -> None:
+    tenant, h, run_id, approval_id = await waiting_run(platform, fakes)
+    page = await visit.page()
+    assert await log_in(page) == 303
+    await page.goto("/console/approvals")
+    card = page.locator(f'article[data-approval="{approval_id}"]')
+    await async_api.expect(card.locator("pre.args")).to_contain_text(REFUND)
+    await async_api.expect(card).to_contain_text("effect")
+    await async_api.expect(card).to_contain_text(f"{run_id}:2:0")  # the call's key
+    await shot(page, "inbox")
+    await card.locator('input[name="comment"]').fill("checked with finance")
+    await card.get_by_role("button", name="Approve").click()
+    await page.wait_for_url("**/console/approvals?decided=*")
+    await async_api.expect(page.get_by_role("status")).to_contain_text("approved")
+    await async_api.expect(page.locator("#inbox-empty")).to_be_visible()
+    await shot(page, "inbox-decided")
+
+    events = await platform.events_until_end(h, run_id)
+    decided = [e for e in events if e["type"] == "ApprovalDecided"]
+    assert [e["data"] for e in decided] == [{  # type: ignore[index]
+        "approval_id": approval_id, "key": f"{run_id}:2:0", "decision": "approved",
+        "comment": "checked with finance", "decided_by": "operator"}]
+    assert events[-1]["type"] == "RunFinished"
+    assert (await platform.run(h, run_id))["answer"] == f"applied {REFUND}"
+    assert [c.arguments for c in fakes.mcp.calls] == [{"note": REFUND}]
+
+    await page.goto(f"/console/runs/{tenant}/{run_id}")
+    await async_api.expect(page.locator("#run-status")).to_have_text("finished")
+    await async_api.expect(page.locator(f'article[data-approval="{approval_id}"]')
+                           ).to_contain_text("approved")
+    await shot(page, "run-after-inbox")
+    visit.only_this_server()
+
+
+async def test_a_post_without_the_csrf_token_is_refused(
+    visit: Visit, platform: Api, fakes: Fakes,
+) -> None:
+    tenant, h, run_id, approval_id = await waiting_run(platform, fakes)
+    page = await visit.page()
+    assert await log_in(page) == 303
+    target = f"/console/approvals/{tenant}/{approval_id}"
+    # The request carries the session cookie (the browser context's), but no token / a
+    # made-up one: refused, and nothing is decided.
+    for form in ({"decision": "approve"}, {"decision": "approve", "csrf": "0" * 64}):
+        refused = await page.request.post(target, form=form, max_redirects=0)
+        assert refused.status == 403
+    logout = await page.request.post("/console/logout", form={}, max_redirects=0)
+    assert logout.status == 403
+    # Before login, the login form's own token guards it the same way.
+    anonymous = await visit.context.browser.new_context(  # type: ignore[union-attr]
+        base_url=platform.base_url)
+    try:
+        forged = await anonymous.request.post("/console/login", max_redirects=0,
+                                              form={"token": OPERATOR_TOKEN})
+        assert forged.status == 403
+        assert "tenantry_console=" not in (forged.headers.get("set-cookie") or "")
+    finally:
+        await anonymous.close()
+    approval = (await platform.client.get(f"/v1/approvals/{approval_id}", headers=h)).json()
+    assert approval["status"] == "pending"
+    assert (await platform.run(h, run_id))["status"] == "waiting"
+    # With the page's own form it goes through (the token was the only thing missing).
+    await page.goto(f"/console/runs/{tenant}/{run_id}")
+    await page.get_by_role("button", name="Deny").click()
+    await page.wait_for_url(f"**/console/runs/{tenant}/{run_id}")
+    events = await platform.events_until_end(h, run_id)
+    assert [e["data"]["decision"] for e in events  # type: ignore[index]
+            if e["type"] == "ApprovalDecided"] == ["denied"]
+    assert fakes.mcp.calls == []
+
+
+async def test_tenants_models_and_sandboxes_pages(
+    visit: Visit, platform: Api, fakes: Fakes,
+) -> None:
+    tenant, _, _, _ = await waiting_run(platform, fakes)
+    r = await platform.client.put(f"/admin/v1/tenants/{tenant}/policy", headers=platform.operator,
+                                  json={"max_running": 7, "monthly_spend_cap_micros": 5_000_000})
+    assert r.status_code == 200, r.text
+    page = await visit.page()
+    assert await log_in(page) == 303
+    await page.goto("/console/tenants")
+    row = page.locator(f'tr[data-tenant="{tenant}"]')
+    await async_api.expect(row).to_contain_text("Acme Refunds")
+    await async_api.expect(row).to_contain_text("0 / 7")  # running / max_running
+    await async_api.expect(row).to_contain_text("$5.000000")  # the monthly cap
+    await shot(page, "tenants")
+    await page.goto("/console/models")
+    # The in-process worker's breaker for its configured model account.
+    await async_api.expect(page.locator('tr[data-account="fake"] td.breaker')
+                           ).to_have_text("closed")
+    await shot(page, "models")
+    await page.goto("/console/sandboxes")
+    await async_api.expect(page.locator("main")).to_contain_text("No sandbox backend")
+    await shot(page, "sandboxes")
+    await page.get_by_role("button", name="Log out").click()
+    await page.wait_for_url("**/console/login")
+    await page.goto("/console/tenants")
+    assert "/console/login" in page.url
+    visit.only_this_server()

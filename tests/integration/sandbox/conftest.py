@@ -1,0 +1,78 @@
+"""Real sandboxes for the tests: every backend this platform supports, started for real.
+A backend whose program is missing fails its tests with the Debian package to install —
+none is skipped here (`make test` installs them and builds the guest image)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tenantry.blobs import DirectoryBlobStore
+from tenantry.config import Settings, default_data_dir
+from tenantry.sandbox import setup as sandbox_setup
+from tenantry.sandbox.manager import SandboxManager
+from tenantry.sandbox.pool import PooledDriver
+from tenantry.sandbox.types import Limits
+
+BACKENDS = ("microvm", "gvisor", "bwrap")
+#: Small limits so the bombs hit them quickly; gVisor needs ≥ 512 MiB (sandbox-facts).
+TEST_LIMITS = {"microvm": Limits(memory_mib=256, pids=64, timeout_s=20),
+               "gvisor": Limits(memory_mib=512, pids=64, timeout_s=20),
+               "bwrap": Limits(memory_mib=256, pids=64, timeout_s=20)}
+
+
+def sandbox_settings(tmp: Path, backend: str) -> Settings:
+    """The guest image lives where `make test` builds it (the default data dir), so it is
+    built once per machine; everything else goes under this test's temporary folder."""
+    images = Settings.from_env().sandbox_image_dir or default_data_dir() / "sandbox"
+    return Settings(data_dir=tmp, sandbox_backend=backend, sandbox_image_dir=images,
+                    sandbox_memory_mib=TEST_LIMITS[backend].memory_mib)
+
+
+def require(backend: str) -> None:
+    program, package = sandbox_setup.PACKAGES[backend]
+    if shutil.which(program) is None:
+        pytest.fail(f"{backend} sandbox tests need {program}: install the Debian package "
+                    f"{package} (scripts/install-system-packages does)")
+
+
+@pytest.fixture(scope="session")
+def guest_image() -> None:
+    """Build the microVM image if `make test` has not (a no-op when it is there)."""
+    from tenantry.sandbox.image import build_image
+
+    settings = sandbox_settings(Path("/nonexistent"), "microvm")
+    build_image(settings.sandbox_dir)
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+async def driver(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+                 ) -> AsyncIterator[PooledDriver]:
+    """One warm-pooled driver per backend for the session (the microVM template is booted
+    once and cached on disk)."""
+    name: str = request.param
+    require(name)
+    if name == "microvm":
+        request.getfixturevalue("guest_image")
+    settings = sandbox_settings(tmp_path_factory.mktemp(f"sandbox-{name}"), name)
+    pooled = PooledDriver(sandbox_setup.backend(name, settings), pool_size=1,
+                          limits=TEST_LIMITS[name])
+    pooled.start()
+    try:
+        yield pooled
+    finally:
+        await pooled.close()
+
+
+@pytest.fixture
+async def manager(driver: PooledDriver, tmp_path: Path) -> AsyncIterator[SandboxManager]:
+    """A worker's sandbox manager over the session's driver (closing it keeps the driver)."""
+    boxes = SandboxManager(driver, DirectoryBlobStore(tmp_path / "blobs"),
+                           limits=TEST_LIMITS[driver.backend], hibernate_after=0)
+    try:
+        yield boxes
+    finally:
+        await boxes.destroy_all()

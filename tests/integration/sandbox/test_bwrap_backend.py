@@ -1,0 +1,183 @@
+"""The bwrap backend on this host: bubblewrap + seccomp + rlimits + cgroup v1 around the
+guest agent. Real processes, real cgroups; needs root (cgroup v1 writes)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+import tenantry.sandbox.bwrap as bwrap_module
+from tenantry.sandbox import channel as channel_module
+from tenantry.sandbox.bwrap import BwrapBackend, BwrapInstance
+from tenantry.sandbox.cgroups import PARENT, ROOT
+from tenantry.sandbox.types import EXIT_KILLED, Limits, SandboxUnavailable
+
+AGENT = Path(channel_module.__file__).parent / "guest" / "agent.py"
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path) -> Path:
+    # Under pytest's 0700 base directory on purpose: bwrap runs as an unprivileged uid and
+    # must not need to reach it.
+    return tmp_path / "state"
+
+
+@pytest.fixture
+async def backend(state_dir: Path) -> AsyncIterator[BwrapBackend]:
+    backend = BwrapBackend(state_dir, AGENT)
+    yield backend
+    await backend.close()
+
+
+def running(pid: int) -> bool:
+    """Whether the process still exists and is not a zombie (a killed sandbox process
+    reparented to init may wait a moment to be reaped; it runs nothing)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+async def exec_(instance: BwrapInstance, **fields: object) -> dict[str, object]:
+    return await instance.channel.request("exec", timeout=60, **{"timeout_s": 30, **fields})
+
+
+async def test_runs_code_and_destroy_removes_everything(backend: BwrapBackend) -> None:
+    instance = await backend.launch(Limits())
+    cgroup_dirs = [ROOT / c / PARENT / instance.id for c in ("memory", "cpu", "pids")]
+    assert instance.alive and all(d.is_dir() for d in cgroup_dirs)
+    pids = instance.cgroup.pids()
+    assert instance.process.pid in pids
+
+    reply = await exec_(instance, argv=["python3", "-c", "print(6*7)"])
+    assert reply["exit_code"] == 0 and reply["stdout"] == "42\n"
+    assert instance.directory.is_dir()
+    assert (instance.pss_kib() or 0) > 0
+
+    await instance.destroy()
+    assert not instance.alive
+    assert not instance.directory.exists()
+    assert not any(d.exists() for d in cgroup_dirs)
+    assert not any(running(pid) for pid in pids)
+    await instance.destroy()  # idempotent
+
+
+async def test_files_persist_between_executions(backend: BwrapBackend) -> None:
+    instance = await backend.launch(Limits())
+    await exec_(instance, shell="echo kept > note.txt")
+    reply = await exec_(instance, shell="cat /work/note.txt")
+    assert reply["stdout"] == "kept\n"
+    assert (instance.directory / "work" / "note.txt").read_text() == "kept\n"
+
+
+async def test_confinement(backend: BwrapBackend) -> None:
+    instance = await backend.launch(Limits())
+    probe = (
+        "import os, socket\n"
+        "print(os.getuid())\n"
+        "try:\n"
+        "    socket.create_connection(('1.1.1.1', 53), timeout=5)\n"
+        "    print('connected')\n"
+        "except OSError as exc:\n"
+        "    print('no network', exc.errno)\n"
+        "print(sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:]))\n"
+        "try:\n"
+        "    open('/usr/evil', 'w')\n"
+        "except OSError:\n"
+        "    print('usr read-only')\n"
+        "print(os.path.exists('/root'), os.path.exists('/home'))\n"
+    )
+    reply = await exec_(instance, python=probe)
+    lines = str(reply["stdout"]).splitlines()
+    assert lines[0] == "1000"
+    assert lines[1].startswith("no network")
+    assert lines[2] == "['lo']"
+    assert lines[3] == "usr read-only"
+    assert lines[4] == "False False"
+
+
+async def test_seccomp_denies_namespaces_and_ptrace(backend: BwrapBackend) -> None:
+    instance = await backend.launch(Limits())
+    reply = await exec_(instance, shell="unshare -U true")
+    assert reply["exit_code"] != 0 and "Operation not permitted" in str(reply["stderr"])
+    reply = await exec_(instance, shell="grep Seccomp: /proc/self/status")
+    assert reply["stdout"] == "Seccomp:\t2\n"
+
+
+async def test_memory_limit_kills_the_execution_not_the_sandbox(
+    backend: BwrapBackend,
+) -> None:
+    instance = await backend.launch(Limits(memory_mib=96))
+    assert (ROOT / "memory" / PARENT / instance.id / "memory.limit_in_bytes").read_text() == (
+        f"{96 * 1024 * 1024}\n"
+    )
+    reply = await exec_(instance, python="x = bytearray(400 * 1024 * 1024)\nprint('survived')")
+    assert reply["exit_code"] == EXIT_KILLED
+    assert instance.cgroup.oom_killed()
+    assert (await instance.channel.request("ping"))["ok"]
+
+
+async def test_pids_limit_stops_a_fork_bomb(backend: BwrapBackend) -> None:
+    instance = await backend.launch(Limits(pids=24))
+    code = (
+        "import subprocess\n"
+        "children = []\n"
+        "try:\n"
+        "    for _ in range(64):\n"
+        "        children.append(subprocess.Popen(['sleep', '30']))\n"
+        "except OSError as exc:\n"
+        "    print('stopped', exc.errno)\n"
+        "for c in children: c.kill()\n"
+    )
+    reply = await exec_(instance, python=code)
+    assert str(reply["stdout"]).startswith("stopped")
+    assert (await instance.channel.request("ping"))["ok"]
+
+
+async def test_pause_freezes_and_resume_answers(backend: BwrapBackend) -> None:
+    instance = await backend.launch(Limits())
+    await instance.pause()
+    assert instance.cgroup.freezer_state() == "FROZEN"
+    await instance.resume()
+    assert (await instance.channel.request("ping"))["ok"]
+    await instance.apply_limits(Limits(cpus=0.5))
+    quota = (ROOT / "cpu" / PARENT / instance.id / "cpu.cfs_quota_us").read_text()
+    assert quota == "50000\n"
+
+
+async def test_close_destroys_every_instance(state_dir: Path) -> None:
+    backend = BwrapBackend(state_dir, AGENT)
+    instances = [await backend.launch(Limits()) for _ in range(2)]
+    await backend.close()
+    assert not any(i.alive or i.directory.exists() for i in instances)
+
+
+def test_missing_bwrap_names_the_debian_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(bwrap_module, "HOST_PATH", str(tmp_path))
+    with pytest.raises(SandboxUnavailable, match="bubblewrap"):
+        BwrapBackend(tmp_path / "state", AGENT)
+
+
+
+@pytest.fixture
+def reachable_dir() -> Iterator[Path]:
+    base = Path(tempfile.mkdtemp(prefix="tenantry-bwrap-test-"))
+    base.chmod(0o755)
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+async def test_instance_dirs_live_under_a_reachable_state_dir(reachable_dir: Path) -> None:
+    backend = BwrapBackend(reachable_dir / "state", AGENT)
+    instance = await backend.launch(Limits())
+    assert instance.directory.parent == reachable_dir / "state"
+    assert (await exec_(instance, shell="echo ok"))["stdout"] == "ok\n"
+    await backend.close()
+    assert not instance.directory.exists()

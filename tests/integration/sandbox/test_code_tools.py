@@ -1,0 +1,91 @@
+"""The built-in code and file tools in real agent runs, on every backend: files persist
+between steps of a run, a long wait hibernates the sandbox (files to the blob store, VM
+destroyed), and the run resumes in a fresh sandbox with its files back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import asyncpg
+
+from tenantry.blobs import DirectoryBlobStore
+from tenantry.sandbox.manager import SandboxManager
+from tenantry.sandbox.pool import PooledDriver
+from tests.conftest import Api, Fakes, answer, call, running_worker, scripted, until
+from tests.integration.sandbox.conftest import TEST_LIMITS
+
+SUM_CODE = "print(sum(map(int, open('data/numbers.txt').read().split())))"
+
+
+def boxes(driver: PooledDriver, blobs: Path) -> SandboxManager:
+    return SandboxManager(driver, DirectoryBlobStore(blobs), limits=TEST_LIMITS[driver.backend],
+                          hibernate_after=0)
+
+
+async def test_an_agent_writes_a_file_runs_python_on_it_and_answers(
+    api: Api, fakes: Fakes, database_dsn: str, driver: PooledDriver, tmp_path: Path,
+) -> None:
+    manager = boxes(driver, tmp_path / "blobs")
+    _, h = await api.tenant()
+    agent = await api.agent(h, tools=["write_file", "run_python", "list_files"])
+    async with running_worker(database_dsn, fakes.model.base_url, sandboxes=manager):
+        run_id = await api.start(h, agent, scripted(
+            call("write_file", path="data/numbers.txt", content="3 4 5"),
+            call("run_python", code=SUM_CODE),
+            answer("{last_tool_result}")))
+        events = await api.events_until_end(h, run_id, within=180)
+
+        async def destroyed() -> bool:
+            return manager.live == 0
+
+        await until(destroyed, "the ended run's sandbox destroyed", 30)
+    run = await api.run(h, run_id)
+    assert run["status"] == "finished", run
+    assert json.loads(str(run["answer"]))["stdout"] == "12\n"
+    completed = [e["data"] for e in events if e["type"] == "ToolCompleted"]
+    assert [c["tool"] for c in completed] == ["write_file", "run_python"]
+    # Both steps ran in the same sandbox, on the configured backend, reported per call.
+    assert {c["sandbox"]["id"] for c in completed} == {completed[0]["sandbox"]["id"]}
+    assert completed[0]["sandbox"]["backend"] == driver.backend
+    assert "ready_ms" in completed[0]["sandbox"] and "ready_ms" not in completed[1]["sandbox"]
+
+
+async def test_a_long_wait_hibernates_and_the_run_gets_its_files_back(
+    api: Api, fakes: Fakes, database_dsn: str, driver: PooledDriver, tmp_path: Path,
+    admin_conn: asyncpg.Connection,
+) -> None:
+    manager = boxes(driver, tmp_path / "blobs")
+    tenant, h = await api.tenant()
+    agent = await api.agent(h, tools=["write_file", "run_python"],
+                            needs_approval=["run_python"])
+    async with running_worker(database_dsn, fakes.model.base_url, sandboxes=manager):
+        run_id = await api.start(h, agent, scripted(
+            call("write_file", path="data/numbers.txt", content="10 20 30"),
+            call("run_python", code=SUM_CODE),
+            answer("{last_tool_result}")))
+
+        async def hibernated() -> bool:
+            return manager.hibernated == 1 and manager.live == 0
+
+        await until(hibernated, "the parked run's sandbox hibernated", 120)
+        saved = await admin_conn.fetchval(
+            "SELECT data->>'ref' FROM run_events WHERE type = 'SandboxSaved'")
+        assert saved and (tmp_path / "blobs" / tenant / saved).is_file()
+        pending = (await api.client.get("/v1/approvals", params={"status": "pending"},
+                                        headers=h)).json()["data"]
+        r = await api.client.post(f"/v1/approvals/{pending[0]['approval_id']}",
+                                  json={"decision": "approve"}, headers=h)
+        assert r.status_code == 200
+        events = await api.events_until_end(h, run_id, within=180)
+
+        async def cleaned_up() -> bool:
+            return manager.live == 0 and not (tmp_path / "blobs" / tenant / saved).exists()
+
+        # The run ended: its sandbox and saved files go (just after the end is logged).
+        await until(cleaned_up, "the ended run's sandbox and saved files removed", 30)
+    run = await api.run(h, run_id)
+    assert json.loads(str(run["answer"]))["stdout"] == "60\n"
+    completed = [e["data"] for e in events if e["type"] == "ToolCompleted"]
+    before, after = completed[0]["sandbox"], completed[1]["sandbox"]
+    assert after["id"] != before["id"] and after["restored_from"] == saved

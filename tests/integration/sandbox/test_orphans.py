@@ -1,0 +1,69 @@
+"""A worker killed -9 leaves no sandbox running: QEMU and bwrap die with their worker
+(parent-death signal), and gVisor's sandboxes — which outlive `runsc run` — are reaped by
+the next gVisor backend that starts on the host."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import textwrap
+from pathlib import Path
+
+from tenantry.sandbox import setup
+from tenantry.sandbox.pool import PooledDriver
+from tests.conftest import until
+from tests.integration.sandbox.conftest import sandbox_settings
+
+WORKER = textwrap.dedent("""
+    import asyncio, sys
+    from pathlib import Path
+    from tenantry.sandbox import setup
+    from tenantry.sandbox.types import Limits
+    from tests.integration.sandbox.conftest import TEST_LIMITS, sandbox_settings
+
+    async def main() -> None:
+        name, tmp = sys.argv[1], Path(sys.argv[2])
+        backend = setup.backend(name, sandbox_settings(tmp, name))
+        instance = await backend.launch(TEST_LIMITS[name])
+        print(instance.pid, flush=True)
+        await asyncio.sleep(3600)
+
+    asyncio.run(main())
+""")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead too (reaped by whoever adopts it).
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().split(") ")[1][0] != "Z"
+
+
+async def test_a_killed_worker_leaves_no_sandbox_running(
+    driver: PooledDriver, tmp_path: Path,
+) -> None:
+    name = driver.backend
+    worker = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", WORKER, name, str(tmp_path), stdout=asyncio.subprocess.PIPE,
+        cwd=Path(__file__).parents[3])
+    assert worker.stdout is not None
+    line = await asyncio.wait_for(worker.stdout.readline(), 240)
+    sandbox_pid = int(line)
+    assert _alive(sandbox_pid)
+    worker.send_signal(signal.SIGKILL)
+    await worker.wait()
+    if name == "gvisor":
+        # The next gVisor backend on this host (as a restarted worker's) reaps it.
+        reaper = setup.backend(name, sandbox_settings(tmp_path, name))
+        await reaper.close()
+        assert not list((tmp_path / "sandbox-state" / "gvisor").glob("proc-*"))
+
+    async def gone() -> bool:
+        return not _alive(sandbox_pid)
+
+    await until(gone, f"the {name} sandbox of the killed worker ended", 30)

@@ -1,0 +1,51 @@
+"""The CLI conveniences against a real API: `tenantry runs tail` follows a run live to its
+end, `tenantry runs list` and `tenantry usage` show tables of what the API holds."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from tests.conftest import Api, Fakes, answer, call, scripted
+
+TENANTRY = str(Path(sys.executable).with_name("tenantry"))
+
+
+async def cli(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        TENANTRY, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("TENANTRY_")},
+             "COLUMNS": "200", **env})
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_tail_follows_a_run_live_and_list_and_usage_show_it(
+    api: Api, fakes: Fakes, worker: object,
+) -> None:
+    tenant, h = await api.tenant()
+    await api.tool_server(tenant, fakes.mcp.url)
+    agent = await api.agent(h, tools=["echo"])
+    key = h["Authorization"].removeprefix("Bearer ")
+    env = {"TENANTRY_URL": api.base_url, "TENANTRY_API_KEY": key}
+    run_id = await api.start(h, agent, scripted(
+        {**call("echo", text="tail me"), "delay_ms": 300}, answer("done: {last_tool_result}")))
+    code, out, err = await cli("runs", "tail", run_id, env=env)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert "RunCreated" in lines[0] and "RunFinished" in lines[-1]
+    assert any("ToolCompleted" in line and "echo" in line for line in lines)
+    code, out, _ = await cli("runs", "list", env=env)
+    assert code == 0 and run_id in out and "finished" in out
+    code, out, _ = await cli("usage", "--group-by", "agent", env=env)
+    assert code == 0 and agent in out
+    code, out, _ = await cli("usage", env={"TENANTRY_URL": api.base_url,
+                                           "TENANTRY_OPERATOR_TOKEN": api.operator[
+                                               "Authorization"].removeprefix("Bearer ")})
+    assert code == 0 and tenant in out
+    # A wrong key is a clear error, not a traceback.
+    code, _, err = await cli("runs", "list", env={**env, "TENANTRY_API_KEY": "nope"})
+    assert code == 2 and "401" in err

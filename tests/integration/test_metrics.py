@@ -1,0 +1,159 @@
+"""/metrics after real runs (issue 8): runs by status from the database, and what the worker
+loops of the same process counted — queue waits, step platform time, model calls and
+errors, breakers, budget refusals — all by tenant class; no label value is a tenant id."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx2
+import uvicorn
+
+from tenantry.api.app import create_app
+from tenantry.config import Settings
+from tenantry.runs.inprocess import LocalWorkers
+from tenantry.telemetry.worker import WorkerMetrics
+from tests.conftest import (
+    OPERATOR_TOKEN,
+    TEST_MASTER_KEY,
+    Api,
+    Fakes,
+    answer,
+    call,
+    free_port,
+    running_worker,
+    scripted,
+)
+
+_SAMPLE = re.compile(r"^([a-z_]+)(?:\{(.*)\})? (\S+)$")
+_LABEL = re.compile(r'([a-z_]+)="((?:[^"\\]|\\.)*)"')
+
+
+@asynccontextmanager
+async def api_with_workers(dsn: str, local: LocalWorkers) -> AsyncIterator[Api]:
+    """The API as `tenantry up` serves it: it sees the worker loops of its process."""
+    settings = Settings(database_url=dsn, operator_token=OPERATOR_TOKEN, db_pool_min=1,
+                        db_pool_max=5, master_key=TEST_MASTER_KEY.encoded())
+    config = uvicorn.Config(create_app(settings, dsn, local=local), host="127.0.0.1",
+                            port=free_port(), log_config=None, access_log=False, lifespan="on")
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.01)
+    try:
+        async with httpx2.AsyncClient(base_url=f"http://127.0.0.1:{config.port}",
+                                      timeout=10) as client:
+            yield Api(str(client.base_url), client,
+                      {"Authorization": f"Bearer {OPERATOR_TOKEN}"})
+    finally:
+        server.should_exit = True
+        await task
+
+
+def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    found = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        match = _SAMPLE.match(line)
+        assert match is not None, line
+        name, labels, value = match.groups()
+        found[(name, frozenset(_LABEL.findall(labels or "")))] = float(value)
+    return found
+
+
+def value(found: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str,
+          **labels: str) -> float:
+    return found.get((name, frozenset(labels.items())), 0.0)
+
+
+async def _tenant(api: Api, name: str, plan: str) -> tuple[str, dict[str, str]]:
+    r = await api.client.post("/admin/v1/tenants", json={"name": name, "plan": plan},
+                              headers=api.operator)
+    tenant = r.json()["tenant_id"]
+    key = (await api.client.post(f"/admin/v1/tenants/{tenant}/api-keys",
+                                 headers=api.operator)).json()["api_key"]
+    return tenant, {"Authorization": f"Bearer {key}"}
+
+
+async def test_metrics_count_runs_calls_and_refusals_by_tenant_class(
+    database_dsn: str, fakes: Fakes,
+) -> None:
+    local = LocalWorkers()
+    metrics = WorkerMetrics()
+    async with api_with_workers(database_dsn, local) as api, running_worker(
+        database_dsn, fakes.model.base_url, metrics=metrics,
+    ) as worker:
+        local.engines.append(worker.engine)
+        gold, gh = await _tenant(api, "Gold", "gold")
+        gold2, g2h = await _tenant(api, "Gold Two", "gold")
+        free, fh = await _tenant(api, "Free", "free")
+        for tenant in (gold, gold2, free):
+            await api.tool_server(tenant, fakes.mcp.url)
+        gold_agent = await api.agent(gh, tools=["echo"])
+        gold_limited = await api.agent(g2h, tools=["echo"], limits={"max_steps": 1})
+        free_agent = await api.agent(fh)
+
+        finished = [await api.start(gh, gold_agent, scripted(answer(f"ok {i}"), text=str(i)))
+                    for i in range(2)]
+        finished.append(await api.start(fh, free_agent, scripted(answer("free"))))
+        for run in finished:
+            await api.events_until_end(gh if run != finished[-1] else fh, run)
+        # A provider refusal fails a run (not ours); an agent limit refuses a model call.
+        fakes.model.fail_next(1, status=400)
+        refused = await api.start(gh, gold_agent, scripted(answer("never"), text="400"))
+        assert (await api.events_until_end(gh, refused))[-1]["type"] == "RunFailed"
+        stopped = await api.start(g2h, gold_limited, scripted(call("echo", text="x"),
+                                                              answer("never")))
+        assert (await api.events_until_end(g2h, stopped))[-1]["type"] == "BudgetStopped"
+        r = await api.client.get("/metrics", headers=api.operator)
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+        text = r.text
+        assert (await api.client.get("/metrics")).status_code == 401
+    found = samples(text)
+
+    # Runs by status, from the database.
+    assert value(found, "tenantry_runs", tenant_class="gold", status="finished") == 2
+    assert value(found, "tenantry_runs", tenant_class="gold", status="failed") == 2
+    assert value(found, "tenantry_runs", tenant_class="free", status="finished") == 1
+    assert value(found, "tenantry_runs", tenant_class="free", status="failed") == 0
+    assert value(found, "tenantry_runs", tenant_class="gold", status="running") == 0
+    assert value(found, "tenantry_leases_active", tenant_class="gold") == 0
+    # What the worker counted.
+    assert value(found, "tenantry_worker_runs_ended_total", tenant_class="gold",
+                 status="finished") == 2
+    assert value(found, "tenantry_worker_runs_ended_total", tenant_class="gold",
+                 status="failed") == 2
+    assert value(found, "tenantry_budget_refusals_total", tenant_class="gold",
+                 limit="max_steps") == 1
+    assert value(found, "tenantry_queue_wait_seconds_count", tenant_class="gold") == 4
+    assert value(found, "tenantry_queue_wait_seconds_count", tenant_class="free") == 1
+    assert value(found, "tenantry_queue_wait_seconds_bucket", tenant_class="gold",
+                 le="+Inf") == 4
+    # Steps: gold's two answers, the refused call, the limited run's call, tool, stop.
+    assert value(found, "tenantry_step_platform_seconds_count", tenant_class="gold") >= 5
+    assert value(found, "tenantry_model_calls_total", tenant_class="gold", provider="openai",
+                 account="fake", outcome="ok") == 3
+    assert value(found, "tenantry_model_calls_total", tenant_class="gold", provider="openai",
+                 account="fake", outcome="refused") == 1
+    assert value(found, "tenantry_model_errors_total", tenant_class="gold",
+                 provider="openai", account="fake") == 1
+    assert value(found, "tenantry_model_calls_total", tenant_class="free", provider="openai",
+                 account="fake", outcome="ok") == 1
+    assert value(found, "tenantry_model_account_breakers", account="fake",
+                 state="closed") == 1
+    assert value(found, "tenantry_model_account_breakers", account="fake", state="open") == 0
+
+    # Bounded labels: no label value anywhere is a tenant id (or contains one).
+    tenants = {gold, gold2, free}
+    labels = {v for _, pairs in found for _, v in pairs}
+    assert labels, "no labelled samples"
+    assert not any(t in v for t in tenants for v in labels)
+    assert not any(t in text for t in tenants)
+    assert {v for (name, pairs) in found for k, v in pairs if k == "tenant_class"} <= {
+        "gold", "free", "standard", "unknown"}

@@ -1,0 +1,192 @@
+"""The run trace (issue 8): where a run's wall time went, derived from its log.
+
+One run shows a model fallback and an approval; its spans are contiguous and add up to the
+run's wall time within TOLERANCE_MS (rounding each span to 0.001 ms); the approval span is
+at least as long as the test demonstrably held the decision back; the model span at least
+the fake model's configured delay. Another tenant gets 404, like for any missing run."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from tenantry.api.runs import TraceOut
+from tenantry.telemetry.spans import OtelSpans
+from tenantry.telemetry.worker import WorkerMetrics
+from tenantry.testing.fake_model import FakeModelServer
+from tests.conftest import Api, Fakes, answer, call, running_worker, scripted, until
+
+#: Spans are laid end to end in integer microseconds and each is rounded to 0.001 ms for
+#: the JSON, so their sum may differ from wall_ms by at most 0.0005 ms per span.
+TOLERANCE_MS = 1.0
+MODEL_DELAY_MS = 300
+
+
+@pytest.fixture
+async def models() -> AsyncIterator[tuple[FakeModelServer, FakeModelServer]]:
+    async with FakeModelServer() as primary, FakeModelServer() as alternative:
+        yield primary, alternative
+
+
+async def _trace(api: Api, h: dict[str, str], run_id: str) -> dict[str, Any]:
+    r = await api.client.get(f"/v1/runs/{run_id}/trace", headers=h)
+    assert r.status_code == 200, r.text
+    body: dict[str, Any] = r.json()
+    # What /openapi.json promises for this route.
+    assert TraceOut.model_validate(body).model_dump(mode="json", by_alias=True)["fallbacks"] \
+        == body["fallbacks"]
+    return body
+
+
+def _check_partition(trace: dict[str, Any]) -> None:
+    spans = trace["spans"]
+    assert spans and spans[0]["start_ms"] == 0
+    for before, after in itertools.pairwise(spans):
+        assert after["start_ms"] == pytest.approx(before["start_ms"] + before["duration_ms"],
+                                                  abs=TOLERANCE_MS)
+    assert all(s["duration_ms"] >= 0 for s in spans)
+    assert sum(s["duration_ms"] for s in spans) == pytest.approx(trace["wall_ms"],
+                                                                 abs=TOLERANCE_MS)
+    by_kind = {k: sum(s["duration_ms"] for s in spans if s["kind"] == k)
+               for k in ("queue", "platform", "model", "tool", "approval", "parked")}
+    for kind, total in by_kind.items():
+        assert trace["totals"][f"{kind}_ms"] == pytest.approx(total, abs=TOLERANCE_MS)
+
+
+async def test_a_trace_shows_the_fallback_and_the_approval_and_adds_up(
+    api: Api, fakes: Fakes, models: tuple[FakeModelServer, FakeModelServer], database_dsn: str,
+) -> None:
+    primary, alternative = models
+    await api.model_account("primary", primary.base_url, models=["scripted"])
+    await api.model_account("alt", alternative.base_url, models=["scripted/echo"])
+    tenant, h = await api.tenant()
+    _, other = await api.tenant("Other")
+    await api.tool_server(tenant, fakes.mcp.url)
+    agent = await api.agent(h, tools=["effect"], needs_approval=["effect"],
+                            fallback_models=["scripted/echo"])
+    primary.set_mode("down")  # the run's model is out: it falls back to scripted/echo
+    async with running_worker(database_dsn, None):
+        run_id = await api.start(h, agent, scripted(
+            {**call("effect", note="refund order-7"), "delay_ms": MODEL_DELAY_MS},
+            answer("done: {last_tool_result}")))
+
+        async def pending() -> list[dict[str, Any]]:
+            r = await api.client.get("/v1/approvals", params={"status": "pending"}, headers=h)
+            data: list[dict[str, Any]] = r.json()["data"]
+            return data
+
+        async def has_pending() -> bool:
+            return bool(await pending())
+
+        await until(has_pending, "the run asks for an approval", 30)
+        seen = time.time()
+        # While it waits, the trace already ends in an open approval span.
+        waiting = await _trace(api, h, run_id)
+        assert waiting["status"] == "waiting" and waiting["ended_at"] is None
+        assert waiting["spans"][-1]["kind"] == "approval"
+        _check_partition(waiting)
+        approval = (await pending())[0]
+        decided = time.time()
+        r = await api.client.post(f"/v1/approvals/{approval['approval_id']}",
+                                  json={"decision": "approve"}, headers=h)
+        assert r.status_code == 200
+        events = await api.events_until_end(h, run_id)
+    held_ms = (decided - seen) * 1000
+    run = await api.run(h, run_id)
+    assert run["status"] == "finished"
+
+    trace = await _trace(api, h, run_id)
+    assert trace["run_id"] == run_id and trace["status"] == "finished"
+    assert trace["agent_id"] == agent and trace["agent_version"] == 1
+    created = datetime.fromisoformat(str(run["created_at"]))
+    finished = datetime.fromisoformat(str(run["finished_at"]))
+    assert trace["wall_ms"] == pytest.approx((finished - created).total_seconds() * 1000,
+                                             abs=TOLERANCE_MS)
+    _check_partition(trace)
+
+    # The fallback, as recorded.
+    [fallback] = trace["fallbacks"]
+    assert fallback["type"] == "ModelFallback"
+    assert (fallback["from"], fallback["to"]) == ("scripted", "scripted/echo")
+    assert "primary" in fallback["reason"]
+    assert fallback["seq"] == next(e["seq"] for e in events if e["type"] == "ModelFallback")
+
+    kinds = [s["kind"] for s in trace["spans"]]
+    assert kinds[0] == "queue"
+    assert kinds.count("model") == 2 and kinds.count("tool") == 1
+    assert kinds.count("approval") == 1
+    first_model = next(s for s in trace["spans"] if s["kind"] == "model")
+    assert first_model["duration_ms"] >= MODEL_DELAY_MS
+    assert first_model["detail"]["account"] == "alt"
+    assert first_model["detail"]["model"] == "scripted/echo"
+    assert first_model["detail"]["provider"] == "openai"
+    assert first_model["detail"]["tokens"] > 0
+    assert first_model["label"] == "scripted/echo via alt"
+
+    [wait] = [s for s in trace["spans"] if s["kind"] == "approval"]
+    assert wait["duration_ms"] >= held_ms
+    assert wait["detail"]["decision"] == "approved"
+    assert wait["detail"]["approval_id"] == approval["approval_id"]
+    assert trace["totals"]["approval_ms"] == wait["duration_ms"]
+
+    [tool] = [s for s in trace["spans"] if s["kind"] == "tool"]
+    assert tool["detail"]["tool"] == "effect" and tool["detail"]["server"] == "effects"
+    assert tool["detail"]["outcome"] == "ok"
+    assert tool["detail"]["key"] == approval["key"]
+    # A span after the decision, before the tool ran: the run waited for a worker again.
+    after_decision = kinds[kinds.index("approval") + 1]
+    assert after_decision in ("queue", "tool")
+
+    usage = run["usage"]
+    assert isinstance(usage, dict)
+    assert trace["totals"]["input_tokens"] == usage["input_tokens"]
+    assert trace["totals"]["output_tokens"] == usage["output_tokens"]
+    assert trace["totals"]["cost_micros"] == run["cost_micros"]
+    assert trace["sandbox"] is None  # no code ran
+    assert trace["totals"]["sandbox_ms"] == 0
+
+    # Another tenant's run answers exactly like a missing one.
+    for headers, run in ((other, run_id), (h, "run_00000000000000000000000000"),
+                         (h, "not-a-run")):
+        r = await api.client.get(f"/v1/runs/{run}/trace", headers=headers)
+        assert r.status_code == 404 and r.json()["type"] == "not_found"
+    assert (await api.client.get(f"/v1/runs/{run_id}/trace")).status_code == 401
+    doc = (await api.client.get("/openapi.json")).json()
+    ok = doc["paths"]["/v1/runs/{run_id}/trace"]["get"]["responses"]["200"]
+    assert ok["content"]["application/json"]["schema"]["$ref"].endswith("/TraceOut")
+
+
+async def test_the_worker_emits_a_span_per_step_when_an_exporter_is_configured(
+    api: Api, fakes: Fakes, database_dsn: str,
+) -> None:
+    exported = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exported))
+    metrics = WorkerMetrics(spans=OtelSpans(provider))
+    tenant, h = await api.tenant()
+    await api.tool_server(tenant, fakes.mcp.url)
+    agent = await api.agent(h, tools=["echo"])
+    async with running_worker(database_dsn, fakes.model.base_url, metrics=metrics):
+        run_id = await api.start(h, agent, scripted(call("echo", text="hi"), answer("ok")))
+        await api.events_until_end(h, run_id)
+    spans = exported.get_finished_spans()
+    assert [s.name for s in spans] == ["model scripted", "tool echo", "model scripted"]
+    for span in spans:
+        attributes = dict(span.attributes or {})
+        assert attributes["tenantry.run_id"] == run_id
+        assert attributes["tenantry.tenant_id"] == tenant
+        assert attributes["tenantry.tenant_class"] == "standard"
+        assert span.start_time is not None and span.end_time is not None
+        assert span.end_time >= span.start_time
+    tool = dict(spans[1].attributes or {})
+    assert tool["tenantry.tool.key"] == f"{run_id}:2:0"
+    assert tool["tenantry.tool.outcome"] == "ok"
+    assert dict(spans[0].attributes or {})["gen_ai.usage.input_tokens"] > 0
