@@ -110,6 +110,7 @@ class WarmPool:
             while len(self._ready) < self.size:
                 try:
                     instance = await self.backend.launch(self.limits)
+                    await _warm(instance)
                     await instance.pause()
                 except asyncio.CancelledError:
                     raise
@@ -187,6 +188,21 @@ def proxy_env(egress: tuple[str, ...]) -> dict[str, str]:
     loopback = "localhost,127.0.0.1,::1"
     return {"HTTP_PROXY": PROXY_URL, "HTTPS_PROXY": PROXY_URL, "http_proxy": PROXY_URL,
             "https_proxy": PROXY_URL, "NO_PROXY": loopback, "no_proxy": loopback}
+
+
+async def _warm(instance: Instance) -> None:
+    """Run the claim's own requests once, and one execution, before the instance is
+    paused: under software emulation a code path the guest has not run yet costs tens of
+    ms (page faults on the template's copy-on-write memory, QEMU translating the guest
+    code), and it should be paid here, not by the run that claims it (~80 → ~5 ms)."""
+    try:
+        channel = instance.channel
+        await channel.request("seed", entropy=_entropy(), time_ns=time.time_ns())
+        await channel.request("bind", labels={}, env={})
+        await channel.request("exec", python="pass", timeout_s=30)
+    except BaseException:
+        await instance.destroy()
+        raise
 
 
 def _entropy() -> str:
