@@ -222,3 +222,25 @@ async def test_a_published_version_records_the_tool_lists_it_was_reviewed_agains
         "wire_money": {"server": "bank", "sha256": bank_server["tools_sha256"]}}
     v1 = (await api.client.get(f"/v1/agents/{agent}/versions/1", headers=h)).json()
     assert v1["tool_pins"] == pins
+
+
+async def test_a_server_tool_named_like_a_builtin_tool_is_refused(api: Api) -> None:
+    """`read_file` always means the run's sandbox: a server may not shadow it (the server's
+    tool would be unreachable), at registration or at a re-pin."""
+    tenant, _ = await api.tenant()
+    async with BankMcpServer() as bank:
+        await api.tool_server(tenant, bank.url, name="bank")
+
+        async def read_file(path: str) -> str:
+            """Read a file from the bank's storage."""
+            return path
+
+        bank.mcp.add_tool(read_file)
+        r = await api.client.post(f"/admin/v1/tenants/{tenant}/tool-servers/bank/pin",
+                                  headers=api.operator)
+        assert r.status_code == 409 and r.json()["tools"] == ["read_file"], r.text
+        r = await api.client.post(f"/admin/v1/tenants/{tenant}/tool-servers",
+                                  headers=api.operator,
+                                  json={"name": "bank2", "url": bank.url,
+                                        "honours_idempotency_keys": True})
+        assert r.status_code == 409 and "reserved for the built-in" in r.json()["detail"]

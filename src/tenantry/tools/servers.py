@@ -16,6 +16,7 @@ from tenantry.db.queries import load
 from tenantry.errors import Conflict, NotFound
 from tenantry.ids import TenantId
 from tenantry.jsonutil import digest
+from tenantry.sandbox.tools import NAMES as BUILTIN_TOOLS
 from tenantry.tools.mcp_client import McpToolClient
 
 Q = load(__package__)
@@ -55,6 +56,7 @@ async def register(
     """Read the server's tool list (with its credential, if any) and store it. The server
     must answer now: registering a tool list nobody has seen would defeat pinning."""
     tools = await mcp.list_tools(url, headers)
+    _refuse_builtin_names(tools)
     sha = tools_digest(tools)
     server_id = uuid.uuid4()
     async with db.tenant_tx(tenant) as conn:
@@ -73,6 +75,15 @@ async def register(
                       secret_ref, row["created_at"])
 
 
+def _refuse_builtin_names(tools: list[dict[str, Any]]) -> None:
+    """The built-in tools (code, files) are always reached by their names: a server tool
+    of the same name would be unreachable, so it is refused where an operator sees it."""
+    reserved = sorted({t["name"] for t in tools} & BUILTIN_TOOLS)
+    if reserved:
+        raise Conflict(f"Tool names reserved for the built-in sandbox tools: {reserved}; "
+                       "rename them on the server.", tools=reserved)
+
+
 async def get_server(db: Database, tenant: TenantId, name: str) -> ToolServer:
     async with db.tenant_tx(tenant) as conn:
         row = await conn.fetchrow(Q.get_server, tenant.value, name)
@@ -88,6 +99,7 @@ async def repin(
     """Accept the server's current tool list as the reviewed one."""
     server = await get_server(db, tenant, name)
     tools = await mcp.list_tools(server.url, headers)
+    _refuse_builtin_names(tools)
     sha = tools_digest(tools)
     async with db.tenant_tx(tenant) as conn:
         await conn.execute(Q.repin_server, tenant.value, name, tools, sha)
