@@ -303,7 +303,7 @@ async def run_events(
         first = await service.read_events(p.db, tenant, run, after=start, limit=500)
         first_is_all = len(first) < 500 and not any(e.type in TERMINAL_EVENTS for e in first)
     return StreamingResponse(
-        _stream(p, tenant, run, start, first, ended=first_is_all),
+        event_stream(p, tenant, run, start, first, ended=first_is_all),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
@@ -325,9 +325,11 @@ def _sse(event: Event) -> bytes:
     )
 
 
-async def _stream(
+async def event_stream(
     p: Platform, tenant: TenantId, run: RunId, after: int, first: list[Event], *, ended: bool
 ) -> AsyncIterator[bytes]:
+    """A run's events as SSE from ``first`` on, live until the run ends (shared with the
+    operator console's stream)."""
     if ended:
         for event in first:
             yield _sse(event)

@@ -314,7 +314,7 @@ def build_router() -> APIRouter:
             first = await service.read_events(p.db, tenant, run, after=start, limit=500)
             ended = len(first) < 500 and not any(e.type in TERMINAL_EVENTS for e in first)
         return StreamingResponse(
-            runs_api._stream(p, tenant, run, start, first, ended=ended),
+            runs_api.event_stream(p, tenant, run, start, first, ended=ended),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no",
                      "X-Content-Type-Options": "nosniff"})
