@@ -20,6 +20,7 @@ from typing import Any
 
 from tenantry.blobs import BlobStore
 from tenantry.ids import RunId, TenantId
+from tenantry.sandbox.pool import WarmPool
 from tenantry.sandbox.sandbox import Sandbox, SavedFiles
 from tenantry.sandbox.types import Binding, Limits, SandboxDriver, SandboxError
 
@@ -56,6 +57,10 @@ class SandboxManager:
     @property
     def live(self) -> int:
         return len(self._kept)
+
+    def pool(self) -> WarmPool | None:
+        """The driver's warm pool, for metrics and the console (None: a driver without)."""
+        return getattr(self.driver, "pool", None)
 
     async def for_run(
         self, tenant: TenantId, run: RunId, *, egress: tuple[str, ...] = (),

@@ -10,10 +10,13 @@ with the process, as Prometheus expects; the ledger, not these, holds spending a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from tenantry.telemetry.registry import Registry, Sample
 from tenantry.telemetry.spans import NoSpans, StepSpans
+
+if TYPE_CHECKING:
+    from tenantry.sandbox.manager import SandboxManager
 
 #: Label value while a tenant's class is not known to this process (yet).
 UNKNOWN_CLASS = "unknown"
@@ -107,7 +110,8 @@ class WorkerMetrics:
     # -- scrape-time gauges -------------------------------------------------------------
 
     def watch(
-        self, *, model: object, tools: HasBreakers | None, sandboxes: Any = None,
+        self, *, model: object, tools: HasBreakers | None,
+        sandboxes: SandboxManager | None = None,
         leases: Callable[[], Iterable[str]] | None = None,
     ) -> Callable[[], None]:
         """Report one worker loop's breakers, sandbox pool and held leases at each scrape
@@ -142,18 +146,16 @@ class WorkerMetrics:
         return self.registry.render()
 
 
-def _sandbox_samples(sandboxes: Any) -> list[Sample]:
-    backend = str(getattr(sandboxes, "backend", "unknown"))
-    label = (("backend", backend),)
-    samples: list[Sample] = [("tenantry_sandboxes_live", label,
-                              float(getattr(sandboxes, "live", 0)))]
-    pool = getattr(getattr(sandboxes, "driver", None), "pool", None)
+def _sandbox_samples(sandboxes: SandboxManager) -> list[Sample]:
+    label = (("backend", sandboxes.backend),)
+    samples: list[Sample] = [("tenantry_sandboxes_live", label, float(sandboxes.live))]
+    pool = sandboxes.pool()
     if pool is None:
         return samples
     stats = pool.stats
     samples += [
         ("tenantry_sandbox_pool_ready", label, float(pool.ready)),
-        ("tenantry_sandbox_pool_target", label, float(getattr(pool, "size", 0))),
+        ("tenantry_sandbox_pool_target", label, float(pool.size)),
         ("tenantry_sandbox_pool_claims_total", (*label, ("kind", "warm")), float(stats.warm)),
         ("tenantry_sandbox_pool_claims_total", (*label, ("kind", "cold")), float(stats.cold)),
         ("tenantry_sandbox_pool_last_claim_seconds", label, stats.claim_ms_last / 1000),

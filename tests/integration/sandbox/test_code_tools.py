@@ -12,6 +12,7 @@ import asyncpg
 from tenantry.blobs import DirectoryBlobStore
 from tenantry.sandbox.manager import SandboxManager
 from tenantry.sandbox.pool import PooledDriver
+from tenantry.telemetry.worker import WorkerMetrics
 from tests.conftest import Api, Fakes, answer, call, running_worker, scripted, until
 from tests.integration.sandbox.conftest import TEST_LIMITS
 
@@ -29,7 +30,9 @@ async def test_an_agent_writes_a_file_runs_python_on_it_and_answers(
     manager = boxes(driver, tmp_path / "blobs")
     _, h = await api.tenant()
     agent = await api.agent(h, tools=["write_file", "run_python", "list_files"])
-    async with running_worker(database_dsn, fakes.model.base_url, sandboxes=manager):
+    metrics = WorkerMetrics()
+    async with running_worker(database_dsn, fakes.model.base_url, sandboxes=manager,
+                              metrics=metrics):
         run_id = await api.start(h, agent, scripted(
             call("write_file", path="data/numbers.txt", content="3 4 5"),
             call("run_python", code=SUM_CODE),
@@ -40,6 +43,13 @@ async def test_an_agent_writes_a_file_runs_python_on_it_and_answers(
             return manager.live == 0
 
         await until(destroyed, "the ended run's sandbox destroyed", 30)
+        scraped = metrics.render()  # what /metrics shows for this worker, by backend
+    backend = f'backend="{driver.backend}"'
+    assert f"tenantry_sandbox_pool_target{{{backend}}} 1" in scraped
+    assert f"tenantry_sandboxes_live{{{backend}}} 0" in scraped
+    claims = [line for line in scraped.splitlines()
+              if line.startswith("tenantry_sandbox_claim_seconds_count") and backend in line]
+    assert claims and sum(float(line.rsplit(" ", 1)[1]) for line in claims) == 1
     run = await api.run(h, run_id)
     assert run["status"] == "finished", run
     assert json.loads(str(run["answer"]))["stdout"] == "12\n"

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from tenantry.models.accounts import ModelAccount
 from tenantry.models.gateway import ModelGateway
 from tenantry.runs.inprocess import LocalWorkers
+from tenantry.sandbox.pool import PoolStats
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,14 +56,13 @@ def sandboxes(local: LocalWorkers | None) -> list[SandboxView] | None:
             views.append(SandboxView(engine.worker, None, 0, 0, None, None, 0, 0, 0, 0, 0, 0.0))
             continue
         # Only the pooled driver keeps clones warm; other drivers start one per claim.
-        pool = getattr(manager.driver, "pool", None)
-        stats = getattr(pool, "stats", None)
+        pool = manager.pool()
+        stats = pool.stats if pool is not None else PoolStats()
         views.append(SandboxView(
             worker=engine.worker, backend=manager.backend, live=manager.live,
             hibernated=manager.hibernated,
-            pool_size=getattr(pool, "size", None), pool_ready=getattr(pool, "ready", None),
-            claims=getattr(stats, "claims", 0), warm=getattr(stats, "warm", 0),
-            cold=getattr(stats, "cold", 0), launched=getattr(stats, "launched", 0),
-            launch_failures=getattr(stats, "launch_failures", 0),
-            claim_ms_last=getattr(stats, "claim_ms_last", 0.0)))
+            pool_size=pool.size if pool is not None else None,
+            pool_ready=pool.ready if pool is not None else None,
+            claims=stats.claims, warm=stats.warm, cold=stats.cold, launched=stats.launched,
+            launch_failures=stats.launch_failures, claim_ms_last=stats.claim_ms_last))
     return views
