@@ -26,6 +26,7 @@ from tenantry.sandbox.cgroups import CgroupV1, remove_stale
 from tenantry.sandbox.channel import MAX_LINE_BYTES, AgentChannel
 from tenantry.sandbox.egress import EgressPolicy, EgressProxy
 from tenantry.sandbox.egress_port import EgressPort
+from tenantry.sandbox.orphans import process_dir, reap_dead
 from tenantry.sandbox.seccomp import deny_list_program
 from tenantry.sandbox.types import Limits, SandboxUnavailable
 
@@ -182,8 +183,12 @@ class BwrapBackend:
         self.ready_timeout_s = ready_timeout_s
         state_dir.mkdir(parents=True, exist_ok=True)
         state_dir.chmod(0o700)
-        self.instances_dir = _instances_dir(state_dir)
-        remove_stale("bw-")  # left by workers that were killed (their sandboxes died too)
+        # Per worker process, so what a killed worker left is known to be orphaned (its
+        # sandboxes died with it: --die-with-parent) and the next start removes it.
+        shared = _instances_dir(state_dir)
+        reap_dead(shared)
+        self.process_dir = process_dir(shared, mode=0o711)  # bwrap's uid must traverse
+        remove_stale("bw-")
         # Read once: edits to the source tree cannot change sandboxes started later.
         self._agent = agent_path.read_bytes()
         self._relay = relay_path.read_bytes()
@@ -203,7 +208,7 @@ class BwrapBackend:
         self._uids.discard(instance.host_uid)
 
     def _prepare_dir(self, instance_id: str, uid: int) -> Path:
-        directory = self.instances_dir / instance_id
+        directory = self.process_dir / instance_id
         directory.mkdir(mode=0o700)
         (directory / "work").mkdir(mode=0o700)
         # The instance's own uid, and no other, may enter (bwrap resolves the bind as it).

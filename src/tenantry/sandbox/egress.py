@@ -56,13 +56,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
-import re
 import socket
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 
 from tenantry.sandbox.egress_frames import (
     CLOSE,
@@ -80,336 +78,39 @@ from tenantry.sandbox.egress_frames import (
     read_frame,
     window_increment,
 )
+from tenantry.sandbox.egress_policy import (
+    DEFAULT_PORTS,
+    EgressPolicy,
+    IPAddress,
+    Refusal,
+    Resolver,
+    address_refusal,
+    authority,
+    literal_address,
+    normalize_host,
+    printable,
+    resolve_and_vet,
+    system_resolver,
+)
+from tenantry.sandbox.egress_request import (
+    BadRequest,
+    ProxyRequest,
+    parse_request_head,
+    refusal_response,
+)
 
 log = logging.getLogger(__name__)
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-#: ``(host, port) -> addresses``; raises OSError when the name does not resolve.
-Resolver = Callable[[str, int], Awaitable[Sequence[IPAddress]]]
+__all__ = [
+    "DEFAULT_PORTS", "BadRequest", "Connector", "EgressLimits", "EgressPolicy", "EgressProxy",
+    "IPAddress", "ProxyRequest", "Refusal", "Resolver", "address_refusal", "literal_address",
+    "normalize_host", "parse_request_head", "refusal_response", "resolve_and_vet",
+    "system_resolver",
+]
+
 #: ``(vetted address, port) -> connection``; must not resolve anything.
 Connector = Callable[[IPAddress, int],
                      Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]
-
-#: Ports an entry without ``:port`` allows.
-DEFAULT_PORTS = frozenset({80, 443})
-_NAME = re.compile(r"^(?=.{1,253}$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
-                   r"(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*$")
-_NUMERIC = re.compile(r"^[0-9a-fx.]+$")
-_CGNAT = ipaddress.IPv4Network("100.64.0.0/10")
-_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
-_PRIVATE = (ipaddress.IPv4Network("10.0.0.0/8"), ipaddress.IPv4Network("172.16.0.0/12"),
-            ipaddress.IPv4Network("192.168.0.0/16"), ipaddress.IPv6Network("fc00::/7"))
-
-
-# -- policy ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Rule:
-    host: str  # for a wildcard, the suffix without "*."
-    wildcard: bool
-    port: int | None
-
-    def matches(self, host: str, port: int) -> bool:
-        if port not in ((self.port,) if self.port is not None else DEFAULT_PORTS):
-            return False
-        if self.wildcard:
-            return host.endswith("." + self.host) and literal_address(host) is None
-        return host == self.host
-
-
-@dataclass(frozen=True, slots=True)
-class EgressPolicy:
-    """The hosts one run's code may reach (its agent version's ``sandbox.egress``). An
-    empty policy allows nothing. Entries are validated here: a bad one raises ValueError."""
-
-    hosts: tuple[str, ...]
-    _rules: tuple[_Rule, ...] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_rules", tuple(_parse_rule(entry) for entry in self.hosts))
-
-    def check(self, host: str, port: int) -> str | None:
-        """None when ``host:port`` is on the allow-list, else the reason it is not."""
-        name = normalize_host(host)
-        if not self._rules:
-            return "this agent allows no network access (its sandbox.egress is empty)"
-        if name is None:
-            return f"{_printable(host)!r} is not a valid host name"
-        if any(rule.matches(name, port) for rule in self._rules):
-            return None
-        return f"{_authority(name, port)} is not in this agent's sandbox.egress allow-list"
-
-    def vet_addresses(self, addresses: Iterable[IPAddress]) -> str | None:
-        """None when every address is public unicast, else the reason naming the first
-        that is not. No address at all is a refusal too."""
-        seen = False
-        for address in addresses:
-            seen = True
-            reason = address_refusal(address)
-            if reason is not None:
-                return reason
-        return None if seen else "no address"
-
-
-def _parse_rule(entry: str) -> _Rule:
-    text = entry.strip().lower()
-    port: int | None = None
-    host, colon, port_text = text.rpartition(":")
-    if not colon or (text.startswith("[") and not host.endswith("]")):
-        host = text  # no port (or the colons belong to a bracketed IPv6 literal)
-    else:
-        port = _port(port_text)
-        if port is None:
-            raise ValueError(f"egress entry {entry!r}: bad port {port_text!r}")
-    wildcard = host.startswith("*.")
-    if wildcard:
-        host = host[2:]
-    name = normalize_host(host)
-    if name is None:
-        raise ValueError(f"egress entry {entry!r}: not a host name")
-    if wildcard and (literal_address(name) is not None or "." not in name):
-        raise ValueError(f"egress entry {entry!r}: a wildcard needs a domain of two or more "
-                         "labels (*.example.com)")
-    return _Rule(name, wildcard, port)
-
-
-def normalize_host(host: str) -> str | None:
-    """The canonical form of a request's host (lower case, no trailing dot, an IPv6
-    literal without brackets), or None if it is not a host name or IP literal."""
-    text = host.strip().lower()
-    if text.startswith("[") and text.endswith("]"):
-        text = text[1:-1]
-        if ":" not in text:
-            return None
-    if ":" in text:
-        if "%" in text:
-            return None  # a scope id names one of our interfaces: never the tenant's to pick
-        try:
-            return str(ipaddress.IPv6Address(text))
-        except ValueError:
-            return None
-    text = text.removesuffix(".")
-    return text if _NAME.match(text) else None
-
-
-def literal_address(host: str) -> IPAddress | None:
-    """The address a host string spells without DNS: dotted quads, IPv6, and the legacy
-    forms ``inet_aton`` (and so the C resolver) accepts — ``2130706433``, ``0x7f.1``,
-    ``127.1``, ``0177.0.0.1`` — or None for a name."""
-    try:
-        return ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        pass
-    if _NUMERIC.match(host):
-        try:
-            return ipaddress.IPv4Address(socket.inet_aton(host))
-        except OSError:
-            return None
-    return None
-
-
-def address_refusal(address: IPAddress) -> str | None:
-    """None for a public unicast address, else why this address may not be reached."""
-    kind = _forbidden_kind(address)
-    return None if kind is None else f"{address}, {kind}"
-
-
-def _forbidden_kind(address: IPAddress) -> str | None:
-    if isinstance(address, ipaddress.IPv6Address):
-        # An IPv4 address inside an IPv6 one reaches that IPv4 address: judge that one.
-        embedded = address.ipv4_mapped
-        if embedded is None and address in _NAT64:
-            embedded = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-        if embedded is None and address.sixtofour is not None:
-            inner = _forbidden_kind(address.sixtofour)
-            if inner is not None:
-                return f"a 6to4 address embedding {address.sixtofour} ({inner})"
-        if embedded is not None:
-            inner = _forbidden_kind(embedded)
-            return None if inner is None else f"an address embedding {embedded} ({inner})"
-        if address.is_site_local:
-            return "a site-local address"
-    if address.is_unspecified:
-        return "an unspecified address"
-    if address.is_loopback:
-        return "a loopback address"
-    if address.is_link_local:
-        return "a link-local address (where cloud metadata lives)"
-    if address.is_multicast:
-        return "a multicast address"
-    if isinstance(address, ipaddress.IPv4Address) and address in _CGNAT:
-        return "a carrier-grade NAT address (100.64.0.0/10)"
-    if any(address in network for network in _PRIVATE):
-        return "a private address"
-    if address.is_reserved:
-        return "a reserved address"
-    if address.is_private or not address.is_global:
-        return "a special-purpose (non-public) address"
-    return None
-
-
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    """Why a request will not be carried out, and the HTTP status that says so."""
-
-    status: int
-    reason: str
-
-
-async def system_resolver(host: str, port: int) -> list[IPAddress]:
-    """Every address the host's resolver gives for ``host`` (the host's DNS, never the
-    sandbox's), in its order, without duplicates."""
-    loop = asyncio.get_running_loop()
-    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                   proto=socket.IPPROTO_TCP)
-    addresses: list[IPAddress] = []
-    for *_, sockaddr in infos:
-        address = ipaddress.ip_address(sockaddr[0])
-        if address not in addresses:
-            addresses.append(address)
-    return addresses
-
-
-async def resolve_and_vet(host: str, port: int, policy: EgressPolicy, *,
-                          resolver: Resolver | None = None
-                          ) -> tuple[IPAddress, ...] | Refusal:
-    """The addresses ``host:port`` may be reached at, or why not: the allow-list first
-    (nothing is resolved for a host that is not on it), then every resolved address."""
-    reason = policy.check(host, port)
-    if reason is not None:
-        return Refusal(403, reason)
-    name = normalize_host(host)
-    assert name is not None  # check() refused anything else
-    literal = literal_address(name)
-    if literal is not None:
-        addresses: Sequence[IPAddress] = (literal,)
-    else:
-        try:
-            addresses = await (resolver or system_resolver)(name, port)
-        except (OSError, UnicodeError) as exc:
-            return Refusal(502, f"{name} could not be resolved ({_printable(str(exc))})")
-    reason = policy.vet_addresses(addresses)
-    if reason is not None:
-        return Refusal(403, f"{name} resolves to {reason}")
-    return tuple(addresses)
-
-
-# -- the first request of a stream -----------------------------------------------------
-
-
-class BadRequest(Exception):
-    """Not a request this proxy serves (answered 400)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ProxyRequest:
-    method: str
-    host: str  # normalized
-    port: int
-    tunnel: bool  # CONNECT: after 200, bytes flow untouched
-    forward_head: bytes = b""  # plain HTTP: the request head to send upstream
-
-
-#: Headers that belong to the hop between the code and this proxy, never forwarded.
-_HOP_BY_HOP = frozenset({"connection", "proxy-connection", "keep-alive", "proxy-authorization",
-                         "proxy-authenticate", "te", "trailer", "upgrade", "host"})
-_REQUEST_LINE = re.compile(r"^([A-Z]{1,20}) (\S{1,8000}) HTTP/1\.[01]$")
-
-
-def parse_request_head(head: bytes) -> ProxyRequest:
-    """Parse the head (up to the blank line) of the first request on a stream."""
-    lines = head.decode("latin-1").split("\r\n")
-    match = _REQUEST_LINE.match(lines[0])
-    if match is None:
-        raise BadRequest("not an HTTP/1.x request line")
-    method, target = match.groups()
-    if method == "CONNECT":
-        host, port = _split_authority(target, default_port=443)
-        return ProxyRequest(method, host, port, tunnel=True)
-    if target[:8].lower() == "https://":
-        raise BadRequest("https:// URLs go through CONNECT (set HTTPS_PROXY)")
-    if target[:7].lower() != "http://":
-        raise BadRequest("only CONNECT and absolute http:// URLs are proxied "
-                         "(is HTTP_PROXY set?)")
-    rest = target[7:]
-    cut = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
-    authority, path = rest[:cut], rest[cut:].split("#", 1)[0]
-    host, port = _split_authority(authority, default_port=80)
-    if not path.startswith("/"):
-        path = "/" + path
-    headers: list[str] = []
-    dropped = set(_HOP_BY_HOP)
-    for line in lines[1:]:
-        if not line:
-            continue
-        if line[0] in " \t" or ":" not in line:
-            raise BadRequest("malformed header line")
-        name, value = line.split(":", 1)
-        if name.strip().lower() == "connection":
-            dropped |= {token.strip().lower() for token in value.split(",")}
-        headers.append(line)
-    kept = [line for line in headers if line.split(":", 1)[0].strip().lower() not in dropped]
-    host_header = f"[{host}]" if ":" in host else host
-    if port != 80:
-        host_header += f":{port}"
-    forward = [f"{method} {path} HTTP/1.1", f"Host: {host_header}", *kept,
-               "Connection: close", "", ""]
-    return ProxyRequest(method, host, port, tunnel=False,
-                        forward_head="\r\n".join(forward).encode("latin-1"))
-
-
-def _split_authority(authority: str, *, default_port: int) -> tuple[str, int]:
-    if "@" in authority:
-        raise BadRequest("credentials in the URL are not supported")
-    if authority.startswith("["):
-        end = authority.find("]")
-        host_text, rest = authority[:end + 1], authority[end + 1:]
-        if end < 0 or (rest and not rest.startswith(":")):
-            raise BadRequest("malformed IPv6 literal")
-        port_text = rest[1:] if rest else None
-    elif authority.count(":") > 1:
-        raise BadRequest("an IPv6 address must be in brackets")
-    else:
-        host_text, colon, port_text_raw = authority.partition(":")
-        port_text = port_text_raw if colon else None
-    port = default_port if port_text is None else _port(port_text)
-    host = normalize_host(host_text)
-    if port is None or host is None:
-        raise BadRequest(f"malformed host or port in {_printable(authority)!r}")
-    return host, port
-
-
-def _port(text: str) -> int | None:
-    if not text.isdigit() or len(text) > 5:
-        return None
-    port = int(text)
-    return port if 0 < port < 65536 else None
-
-
-def _authority(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def _printable(text: str, limit: int = 200) -> str:
-    """Safe for a status line and a log: printable ASCII, one line, bounded."""
-    cleaned = "".join(c if " " <= c <= "~" else "?" for c in text)
-    return cleaned if len(cleaned) <= limit else cleaned[:limit] + "..."
-
-
-_PHRASES = {400: "Bad Request", 403: "Forbidden", 408: "Request Timeout",
-            502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
-
-
-def refusal_response(status: int, reason: str) -> bytes:
-    """The answer to a refused request: the reason in the status line (what HTTP
-    clients put in their exception for a failed CONNECT) and as the one-line body."""
-    line = f"tenantry egress: {_printable(reason)}"
-    body = (line + "\n").encode()
-    return (f"HTTP/1.1 {status} {_PHRASES.get(status, 'Error')} ({line})\r\n"
-            "Content-Type: text/plain; charset=utf-8\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n"
-            "X-Tenantry-Egress: refused\r\n\r\n").encode() + body
 
 
 # -- the proxy --------------------------------------------------------------------------
@@ -660,8 +361,8 @@ class EgressProxy:
         try:
             upstream = await self._connect(vetted, request.port)
         except (OSError, TimeoutError) as exc:
-            reason = (f"{_authority(request.host, request.port)} could not be reached "
-                      f"({_printable(str(exc) or type(exc).__name__)})")
+            reason = (f"{authority(request.host, request.port)} could not be reached "
+                      f"({printable(str(exc) or type(exc).__name__)})")
             await self._refuse(stream, context, target, Refusal(502, reason), log_it=False)
             log.info("egress connect failed", extra={**context, **target, "reason": reason})
             return

@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import secrets
 import shutil
 import subprocess
@@ -40,6 +39,7 @@ from tenantry.sandbox.cgroups import PARENT, REQUIRED, ROOT, CgroupV1
 from tenantry.sandbox.channel import AgentChannel
 from tenantry.sandbox.egress import EgressPolicy, EgressProxy
 from tenantry.sandbox.egress_port import EgressPort
+from tenantry.sandbox.orphans import process_dir, reap_dead
 from tenantry.sandbox.types import Limits, SandboxUnavailable
 
 logger = logging.getLogger(__name__)
@@ -154,9 +154,8 @@ class GvisorBackend:
         # long): each worker process keeps its own runsc root and instance folders, and the
         # next backend to start on this host reaps those of processes that are gone.
         _reap_orphans(self.runsc_path, state_dir)
-        self.home = state_dir / f"proc-{os.getpid()}"
-        self.home.mkdir(mode=0o700, exist_ok=True)
-        self.runsc_root = self.home / "runsc-root"
+        self.process_dir = process_dir(state_dir)
+        self.runsc_root = self.process_dir / "runsc-root"
         self.runsc_root.mkdir(mode=0o700, exist_ok=True)
         self.agent_path = state_dir / "agent.py"
         shutil.copyfile(agent_path, self.agent_path)
@@ -247,7 +246,7 @@ class GvisorBackend:
         }
 
     def _prepare_dir(self, instance_id: str, limits: Limits) -> Path:
-        directory = self.home / instance_id
+        directory = self.process_dir / instance_id
         directory.mkdir(mode=0o700)
         work = directory / "work"
         work.mkdir(mode=0o700)
@@ -316,33 +315,23 @@ class GvisorBackend:
     async def close(self) -> None:
         for instance in list(self._instances.values()):
             await instance.destroy()
-        await asyncio.to_thread(shutil.rmtree, self.home, True)
+        # The (now empty) process folder stays: another backend of this process may share
+        # it; it is removed once this process is gone (orphans.reap_dead).
 
 
 def _reap_orphans(runsc: str, state_dir: Path) -> None:
     """Delete the sandboxes and folders of worker processes that no longer exist."""
-    for home in state_dir.glob("proc-*"):
-        try:
-            pid = int(home.name.removeprefix("proc-"))
-            os.kill(pid, 0)
-            continue  # alive (ours or another worker's): not an orphan
-        except ValueError:
-            continue
-        except ProcessLookupError:
-            pass
-        except PermissionError:
-            continue
-        root = home / "runsc-root"
-        base = [runsc, *RUNSC_FLAGS, "--root", str(root)]
+
+    def delete_containers(home: Path) -> None:
+        base = [runsc, *RUNSC_FLAGS, "--root", str(home / "runsc-root")]
         listed = subprocess.run([*base, "list", "--quiet"], capture_output=True, text=True,
                                 check=False, env={"PATH": HOST_PATH})
         for container in listed.stdout.split():
             for command in (["kill", container, "KILL"], ["delete", "--force", container]):
                 subprocess.run([*base, *command], capture_output=True, check=False,
                                env={"PATH": HOST_PATH})
-        logger.warning("reaped the gVisor sandboxes of a worker that is gone",
-                       extra={"pid": pid, "sandboxes": len(listed.stdout.split())})
-        shutil.rmtree(home, ignore_errors=True)
+
+    reap_dead(state_dir, delete_containers)
 
 
 def _tail(path: Path, limit: int = 2000) -> str:

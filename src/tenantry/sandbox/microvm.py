@@ -44,6 +44,7 @@ from tenantry.sandbox.microvm_host import (
     sealed_copy,
     template_lock,
 )
+from tenantry.sandbox.orphans import process_dir, reap_dead
 from tenantry.sandbox.qmp import QmpClient, QmpError
 from tenantry.sandbox.types import Limits, SandboxLost, SandboxUnavailable
 
@@ -182,7 +183,10 @@ class MicroVmBackend:
         self._rams: dict[str, int] = {}  # template key → sealed memfd of its RAM
         self._template_locks: dict[str, asyncio.Lock] = {}
         self._instances: dict[str, MicroVmInstance] = {}
-        (state_dir / "instances").mkdir(parents=True, exist_ok=True)
+        # Per worker process (QEMU dies with its worker; its folder is removed by the
+        # next backend to start on this host).
+        reap_dead(state_dir / "instances")
+        self.process_dir = process_dir(state_dir / "instances")
         if os.geteuid() == 0 and CgroupV1.available():
             remove_stale("microvm-")  # left by killed workers (their VMs died with them)
 
@@ -335,7 +339,7 @@ class MicroVmBackend:
         boot also waits for the agent's hello; a restore leaves that to the caller (its
         agent said hello in the template)."""
         instance_id = "vm_" + secrets.token_hex(8)
-        directory = self.state_dir / "instances" / instance_id
+        directory = self.process_dir / instance_id
         directory.mkdir(parents=True)
         host_qmp, guest_qmp = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         host_agent, guest_agent = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -370,11 +374,12 @@ class MicroVmBackend:
                          "-append", self._kernel_cmdline(limits)]
             argv = [self._qemu, *args]
             if os.geteuid() == 0:
-                # Unprivileged, no capabilities, and killed if its worker dies (a worker
-                # killed -9 must not leave VMs behind).
-                argv = ["setpriv", f"--reuid={QEMU_UID}", f"--regid={QEMU_UID}",
-                        "--clear-groups", "--inh-caps=-all", "--bounding-set=-all",
-                        "--pdeathsig=KILL", "--", *argv]
+                # In a network namespace of its own (only a down loopback: a compromised
+                # QEMU has no network to reach either), unprivileged, no capabilities, and
+                # killed if its worker dies (a worker killed -9 must not leave VMs behind).
+                argv = ["unshare", "--net", "--", "setpriv", f"--reuid={QEMU_UID}",
+                        f"--regid={QEMU_UID}", "--clear-groups", "--inh-caps=-all",
+                        "--bounding-set=-all", "--pdeathsig=KILL", "--", *argv]
             cgroup = self._cgroup(instance_id, limits)
             if cgroup is not None:
                 argv = cgroup.wrap(argv)

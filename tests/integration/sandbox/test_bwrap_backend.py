@@ -177,7 +177,7 @@ def reachable_dir() -> Iterator[Path]:
 async def test_instance_dirs_live_under_a_reachable_state_dir(reachable_dir: Path) -> None:
     backend = BwrapBackend(reachable_dir / "state", AGENT)
     instance = await backend.launch(Limits())
-    assert instance.directory.parent == reachable_dir / "state"
+    assert instance.directory.parent.parent == reachable_dir / "state"  # …/proc-<pid>/<id>
     assert (await exec_(instance, shell="echo ok"))["stdout"] == "ok\n"
     await backend.close()
     assert not instance.directory.exists()

@@ -99,7 +99,10 @@ async def test_clone_launches_from_template_and_runs_code(backend: MicroVmBacken
         # QEMU itself is confined: unprivileged, seccomp-filtered, in its own cgroups.
         status = proc_text(instance.pid, "status")
         assert "Uid:\t65534" in status and "Seccomp:\t2" in status
+        assert "CapEff:\t0000000000000000" in status
         assert f"{PARENT}/microvm-{instance.id}" in proc_text(instance.pid, "cgroup")
+        # ... and in a network namespace of its own, not the host's.
+        assert os.readlink(f"/proc/{instance.pid}/ns/net") != os.readlink("/proc/self/ns/net")
         assert (instance.pss_kib() or 0) > 0
     finally:
         await instance.destroy()
