@@ -470,7 +470,8 @@ def _banner(base: str, token: str | None, demo: Demo | None, db_kind: str) -> No
     """What a person needs to start: the operator token (only if we generated it) and
     ready-to-paste commands."""
     lines = [f"Tenantry {__version__} on {base} (Postgres: {db_kind})",
-             f"operator token: {token or '(as configured in TENANTRY_OPERATOR_TOKEN)'}"]
+             f"operator token: {token or '(as configured in TENANTRY_OPERATOR_TOKEN)'}",
+             f"console: {base}/console (log in with the operator token)"]
     if demo is not None:
         body = shlex.quote(f'{{"agent_id": "{demo.agent_id}", "input": "Hello from the demo"}}')
         auth = f"-H 'Authorization: Bearer {demo.api_key}'"

@@ -87,6 +87,7 @@ def tail(run_id: str, url: Url = DEFAULT_URL, api_key: ApiKey = None) -> None:
     import httpx2
     import orjson
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console(highlight=False)
     headers = _headers(api_key)
@@ -104,7 +105,7 @@ def tail(run_id: str, url: Url = DEFAULT_URL, api_key: ApiKey = None) -> None:
                 kind = event.get("type", "")
                 at = datetime.fromisoformat(event["created_at"]).strftime("%H:%M:%S.%f")[:-3]
                 console.print(f"{event.get('seq'):>4} {at} [{COLOURS.get(kind, 'white')}]"
-                              f"{kind:<18}[/] {summarize(event)}", markup=True)
+                              f"{kind:<18}[/] {escape(summarize(event))}", markup=True)
                 if kind in TERMINAL:
                     return 0 if kind == "RunFinished" else 1
         return 0

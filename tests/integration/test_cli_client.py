@@ -37,7 +37,7 @@ async def test_tail_follows_a_run_live_and_list_and_usage_show_it(
     assert code == 0, err
     lines = out.splitlines()
     assert "RunCreated" in lines[0] and "RunFinished" in lines[-1]
-    assert any("ToolCompleted" in line and "echo" in line for line in lines)
+    assert any("ToolCompleted" in line and "echo [effects] ok" in line for line in lines)
     code, out, _ = await cli("runs", "list", env=env)
     assert code == 0 and run_id in out and "finished" in out
     code, out, _ = await cli("usage", "--group-by", "agent", env=env)
