@@ -156,7 +156,7 @@ def usage(
     from_: Annotated[str | None, typer.Option("--from", help="YYYY-MM-DD (UTC)")] = None,
     to: Annotated[str | None, typer.Option("--to", help="YYYY-MM-DD (UTC)")] = None,
 ) -> None:
-    """Tokens and cost this month (or --from/--to), as a table.
+    """Tokens, cost and sandbox time this month (or --from/--to), as a table.
 
     With an API key: your tenant's, optionally by agent or day. With the operator token:
     every tenant's."""
@@ -181,12 +181,12 @@ def usage(
     body = response.json()
     first = "tenant" if path.startswith("/admin") else (group_by or "total")
     table = Table(first, "runs", "model calls", "input tokens", "cached", "output tokens",
-                  "cost $")
+                  "cost $", "sandbox s")
 
     def add(key: str, row: dict[str, Any]) -> None:
         table.add_row(key, str(row["runs"]), str(row["calls"]), f"{row['input_tokens']:,}",
                       f"{row['cached_input_tokens']:,}", f"{row['output_tokens']:,}",
-                      f"{row['cost_micros'] / 1e6:.4f}")
+                      f"{row['cost_micros'] / 1e6:.4f}", f"{row['sandbox_ms'] / 1000:.1f}")
 
     if isinstance(body, list):
         for row in body:

@@ -72,3 +72,27 @@ async def test_agent_versions_cannot_be_changed(
         await admin_conn.execute("UPDATE agent_versions SET spec = '{}'")
     with pytest.raises(asyncpg.RestrictViolationError, match="immutable"):
         await admin_conn.execute("DELETE FROM agent_versions")
+
+
+async def test_every_table_with_a_tenant_column_has_row_level_security(
+    admin_conn: asyncpg.Connection,
+) -> None:
+    """A table added later cannot forget the second wall: every table with a tenant_id has
+    RLS enabled and a policy on it (one listed, deliberate exception)."""
+    rows = await admin_conn.fetch("""
+        SELECT c.relname, c.relrowsecurity,
+               EXISTS (SELECT 1 FROM pg_policies p
+                       WHERE p.schemaname = 'public' AND p.tablename = c.relname) AS policy
+        FROM pg_class c
+        JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'public'
+        JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'tenant_id'
+                               AND NOT a.attisdropped
+        WHERE c.relkind IN ('r', 'p')""")
+    tables = {r["relname"]: (r["relrowsecurity"], r["policy"]) for r in rows}
+    assert {"runs", "run_events", "usage_facts", "sandbox_usage_facts"} <= set(tables)
+    unprotected = sorted(name for name, (rls, policy) in tables.items()
+                         if not (rls and policy))
+    # The one known exception (ADR 0003): model accounts are the operator's routing table,
+    # read whole by every worker's gateway; a tenant's own (BYOK) rows are chosen by the
+    # routing code for that tenant only and their keys stay sealed under the master key.
+    assert unprotected == ["model_accounts"]

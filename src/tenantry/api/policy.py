@@ -103,6 +103,8 @@ class UsageRow(BaseModel):
     cached_input_tokens: int
     output_tokens: int
     cost_micros: int
+    sandbox_ms: int = Field(description="Time built-in tool calls spent in the runs' "
+                                        "sandboxes (billed per sandbox second).")
 
 
 class UsageOut(BaseModel):

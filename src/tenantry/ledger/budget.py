@@ -111,6 +111,23 @@ async def record(conn: Connection, tenant: TenantId, run: RunId, fact: UsageFact
     )
 
 
+@dataclass(frozen=True, slots=True)
+class SandboxFact:
+    """The time one built-in tool call spent in the run's sandbox (billed per second)."""
+
+    seq: int  # its ToolCompleted
+    agent: AgentId
+    agent_version: int
+    backend: str
+    sandbox_ms: int
+
+
+async def record_sandbox(conn: Connection, tenant: TenantId, run: RunId,
+                         fact: SandboxFact) -> None:
+    await conn.execute(Q.insert_sandbox_usage_fact, tenant.value, run.uuid, fact.seq,
+                       fact.agent.uuid, fact.agent_version, fact.backend, fact.sandbox_ms)
+
+
 async def sweep(db: Database, limit: int = 1000) -> int:
     """Forfeit reservations whose owner lost the run; returns how many."""
     async with db.unscoped() as conn:

@@ -10,6 +10,11 @@ INSERT INTO usage_facts (tenant_id, run_id, seq, agent_id, agent_version, provid
                          output_tokens, cost_micros, price_version)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 
+-- name: insert_sandbox_usage_fact
+INSERT INTO sandbox_usage_facts (tenant_id, run_id, seq, agent_id, agent_version, backend,
+                                 sandbox_ms)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+
 -- name: sweep_reservations
 SELECT tenantry_sweep_reservations($1)
 
@@ -36,6 +41,25 @@ SELECT count(*) AS calls, coalesce(sum(input_tokens), 0) AS input_tokens,
        coalesce(sum(output_tokens), 0) AS output_tokens,
        coalesce(sum(cost_micros), 0) AS cost_micros, count(DISTINCT run_id) AS runs
 FROM usage_facts
+WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
+
+-- name: sandbox_by_agent
+SELECT agent_id::text AS key, sum(sandbox_ms) AS sandbox_ms,
+       count(DISTINCT run_id) AS runs
+FROM sandbox_usage_facts
+WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
+GROUP BY agent_id ORDER BY agent_id
+
+-- name: sandbox_by_day
+SELECT to_char(date_trunc('day', created_at AT TIME ZONE 'UTC'), 'YYYY-MM-DD') AS key,
+       sum(sandbox_ms) AS sandbox_ms, count(DISTINCT run_id) AS runs
+FROM sandbox_usage_facts
+WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
+GROUP BY 1 ORDER BY 1
+
+-- name: sandbox_total
+SELECT coalesce(sum(sandbox_ms), 0) AS sandbox_ms
+FROM sandbox_usage_facts
 WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
 
 -- name: usage_per_tenant

@@ -426,12 +426,22 @@ class RunDriver:
                                   run=self.lease.run, sandbox_ref=self.state.sandbox_ref)
         data.update(result.to_json())
         await self._append([(EventType.TOOL_COMPLETED, data)],
-                           audit=result.audit(call.tool, call.key, call.arguments))
+                           audit=result.audit(call.tool, call.key, call.arguments),
+                           sandbox=self._sandbox_fact(result.sandbox))
         observe.tool_step(self.engine.metrics, tenant=tenant.value,
                           tenant_class=self.tenant_class, run_id=self.run_id,
                           seq=self.state.last_seq, tool=call.tool, key=call.key, result=result,
                           began_ns=began_ns, ended_ns=began_ns + int(result.duration_ms * 1e6))
         return result.duration_ms
+
+    def _sandbox_fact(self, sandbox: dict[str, Any] | None) -> budget.SandboxFact | None:
+        """The billing fact of a built-in tool call that ran in the sandbox."""
+        if not sandbox or "exec_ms" not in sandbox or "backend" not in sandbox:
+            return None
+        assert self.agent is not None
+        return budget.SandboxFact(seq=0, agent=self.agent, agent_version=self.agent_version,
+                                  backend=str(sandbox["backend"]),
+                                  sandbox_ms=round(float(sandbox["exec_ms"])))
 
     async def _record_unknown(self, call: RecordUnknown) -> None:
         data = {"key": call.key, "tool": call.tool, "reply_seq": call.reply_seq,
@@ -480,6 +490,7 @@ class RunDriver:
         self, events: list[tuple[str, dict[str, Any]]], *, steps: int = 0,
         usage: TokenUsage | None = None, cost: int = 0, audit: AuditEntry | None = None,
         spend: tuple[budget.Reservation, budget.UsageFact] | None = None,
+        sandbox: budget.SandboxFact | None = None,
     ) -> None:
         usage = usage or TokenUsage()
         lease = self.lease
@@ -507,6 +518,9 @@ class RunDriver:
                                     fact.usage, fact.cost_micros)
                 await budget.record(conn, lease.tenant, lease.run,
                                     dataclasses.replace(fact, seq=written[-1].seq))
+            if sandbox is not None:  # billed per sandbox second, with the call's result
+                await budget.record_sandbox(conn, lease.tenant, lease.run,
+                                            dataclasses.replace(sandbox, seq=written[-1].seq))
         clean = await self._absorb(written)
         self._in_sync = clean and not renewed["cancel_requested"]
 

@@ -59,6 +59,9 @@ async def test_an_agent_writes_a_file_runs_python_on_it_and_answers(
     assert {c["sandbox"]["id"] for c in completed} == {completed[0]["sandbox"]["id"]}
     assert completed[0]["sandbox"]["backend"] == driver.backend
     assert "ready_ms" in completed[0]["sandbox"] and "ready_ms" not in completed[1]["sandbox"]
+    # The sandbox time is in the billing record, per call, with the results it produced.
+    billed = (await api.client.get("/v1/usage", headers=h)).json()["total"]
+    assert billed["sandbox_ms"] == sum(round(c["sandbox"]["exec_ms"]) for c in completed) > 0
 
 
 async def test_a_long_wait_hibernates_and_the_run_gets_its_files_back(
