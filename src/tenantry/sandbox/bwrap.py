@@ -24,7 +24,7 @@ from pathlib import Path
 
 from tenantry.sandbox.cgroups import CgroupV1, remove_stale
 from tenantry.sandbox.channel import MAX_LINE_BYTES, AgentChannel
-from tenantry.sandbox.egress import EgressPolicy, EgressProxy
+from tenantry.sandbox.child import ChildInstance
 from tenantry.sandbox.egress_port import EgressPort
 from tenantry.sandbox.orphans import process_dir, reap_dead
 from tenantry.sandbox.seccomp import deny_list_program
@@ -107,27 +107,16 @@ def root_layout() -> list[str]:
     return args
 
 
-class BwrapInstance:
+class BwrapInstance(ChildInstance):
     backend = "bwrap"
 
     def __init__(self, instance_id: str, directory: Path, process: asyncio.subprocess.Process,
                  cgroup: CgroupV1, host_uid: int, owner: BwrapBackend, channel: AgentChannel,
                  egress: EgressPort) -> None:
-        self.id = instance_id
-        self.directory = directory
-        self.process = process
-        self.pid = process.pid  # the outer bwrap: the sandbox dies with it
-        self.cgroup = cgroup
+        # process is the outer bwrap: the sandbox dies with it (--die-with-parent inside).
+        super().__init__(instance_id, directory, process, cgroup, channel, egress,
+                         owner._forget)
         self.host_uid = host_uid
-        self.channel = channel
-        self._egress = egress
-        self._owner = owner
-        self._destroyed = False
-        self._destroy_lock = asyncio.Lock()
-
-    @property
-    def alive(self) -> bool:
-        return not self._destroyed and self.process.returncode is None
 
     async def pause(self) -> None:
         if not self.cgroup.can_freeze:
@@ -143,28 +132,6 @@ class BwrapInstance:
     async def apply_limits(self, limits: Limits) -> None:
         self.cgroup.set_cpus(limits.cpus)
         self.cgroup.set_pids(limits.pids)
-
-    async def attach_egress(self, proxy: EgressProxy, policy: EgressPolicy,
-                            labels: dict[str, str]) -> None:
-        await self._egress.attach(proxy, policy, labels)
-
-    def pss_kib(self) -> int | None:
-        return self.cgroup.pss_kib()
-
-    async def destroy(self) -> None:
-        async with self._destroy_lock:
-            if self._destroyed:
-                return
-            self._destroyed = True
-            self.channel.close()
-            await self._egress.close()
-            # The cgroup holds every process of the sandbox, whatever it forked or detached.
-            await asyncio.to_thread(self.cgroup.destroy)
-            with contextlib.suppress(ProcessLookupError):
-                self.process.kill()
-            await self.process.wait()
-            await asyncio.to_thread(shutil.rmtree, self.directory, True)
-            self._owner._forget(self)
 
 
 class BwrapBackend:
@@ -203,9 +170,10 @@ class BwrapBackend:
                 self._uids.add(uid)
                 return uid
 
-    def _forget(self, instance: BwrapInstance) -> None:
-        self._instances.pop(instance.id, None)
-        self._uids.discard(instance.host_uid)
+    def _forget(self, instance_id: str) -> None:
+        instance = self._instances.pop(instance_id, None)
+        if instance is not None:
+            self._uids.discard(instance.host_uid)
 
     def _prepare_dir(self, instance_id: str, uid: int) -> Path:
         directory = self.process_dir / instance_id

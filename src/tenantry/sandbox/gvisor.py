@@ -37,7 +37,7 @@ from tenantry.sandbox.bwrap import (
 )
 from tenantry.sandbox.cgroups import PARENT, REQUIRED, ROOT, CgroupV1
 from tenantry.sandbox.channel import AgentChannel
-from tenantry.sandbox.egress import EgressPolicy, EgressProxy
+from tenantry.sandbox.child import ChildInstance
 from tenantry.sandbox.egress_port import EgressPort
 from tenantry.sandbox.orphans import process_dir, reap_dead
 from tenantry.sandbox.types import Limits, SandboxUnavailable
@@ -64,30 +64,20 @@ def _bind(source: Path | str, destination: str, *, writable: bool = False) -> di
             "options": ["rbind", "rw" if writable else "ro", "nosuid", "nodev"]}
 
 
-class GvisorInstance:
+class GvisorInstance(ChildInstance):
     backend = "gvisor"
 
     def __init__(self, instance_id: str, directory: Path,
                  process: asyncio.subprocess.Process, owner: GvisorBackend,
                  channel: AgentChannel, egress: EgressPort) -> None:
-        self.id = instance_id
-        self.directory = directory
-        self.process = process
-        self.pid = process.pid  # `runsc run`: the sandbox dies with it (attached)
-        self.channel = channel
-        self._egress = egress
+        # process is `runsc run` (attached); runsc creates the cgroups from the spec's
+        # cgroupsPath: this is a view of them, not created by us.
+        cgroup = CgroupV1(instance_id, {c: ROOT / c / PARENT / instance_id for c in REQUIRED})
+        super().__init__(instance_id, directory, process, cgroup, channel, egress,
+                         owner.forget)
+        self._owner = owner
         self._paused = False
         self._state_lock = asyncio.Lock()
-        # runsc creates these from the spec's cgroupsPath; a view, not created by us.
-        self.cgroup = CgroupV1(instance_id, {c: ROOT / c / PARENT / instance_id
-                                             for c in REQUIRED})
-        self._owner = owner
-        self._destroyed = False
-        self._destroy_lock = asyncio.Lock()
-
-    @property
-    def alive(self) -> bool:
-        return not self._destroyed and self.process.returncode is None
 
     async def pause(self) -> None:
         # Idempotent both ways: runsc refuses to pause a paused or resume a running one.
@@ -106,35 +96,14 @@ class GvisorInstance:
         # runsc's sentry keeps its own view of the CPU count; the host quota is what binds.
         self.cgroup.set_cpus(limits.cpus)
 
-    async def attach_egress(self, proxy: EgressProxy, policy: EgressPolicy,
-                            labels: dict[str, str]) -> None:
-        await self._egress.attach(proxy, policy, labels)
-
-    def pss_kib(self) -> int | None:
-        """PSS of the sentry, the gofer and the ptrace stubs: all in the instance's cgroup."""
-        return self.cgroup.pss_kib()
-
-    async def destroy(self) -> None:
-        async with self._destroy_lock:
-            if self._destroyed:
-                return
-            self._destroyed = True
-            self.channel.close()
-            await self._egress.close()
-            # SIGKILL the container first: `delete --force` alone waits for a stop that
-            # never comes and gives up after 5 s ("context deadline exceeded"); after the
-            # kill it takes ~30 ms. delete removes runsc's state and its cgroups.
-            with contextlib.suppress(SandboxUnavailable):
-                await self._owner.runsc("kill", self.id, "KILL")
-            with contextlib.suppress(SandboxUnavailable):
-                await self._owner.runsc("delete", "--force", self.id)
-            with contextlib.suppress(ProcessLookupError):
-                self.process.kill()
-            await self.process.wait()
-            # Whatever runsc left behind (it should be nothing).
-            await asyncio.to_thread(self.cgroup.destroy)
-            await asyncio.to_thread(shutil.rmtree, self.directory, True)
-            self._owner._instances.pop(self.id, None)
+    async def _stop(self) -> None:
+        # SIGKILL the container first: `delete --force` alone waits for a stop that never
+        # comes and gives up after 5 s ("context deadline exceeded"); after the kill it
+        # takes ~30 ms. delete removes runsc's state and its cgroups.
+        with contextlib.suppress(SandboxUnavailable):
+            await self._owner.runsc("kill", self.id, "KILL")
+        with contextlib.suppress(SandboxUnavailable):
+            await self._owner.runsc("delete", "--force", self.id)
 
 
 class GvisorBackend:
@@ -311,6 +280,9 @@ class GvisorBackend:
             await instance.destroy()
             raise
         return instance
+
+    def forget(self, instance_id: str) -> None:
+        self._instances.pop(instance_id, None)
 
     async def close(self) -> None:
         for instance in list(self._instances.values()):

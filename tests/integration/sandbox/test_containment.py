@@ -239,3 +239,11 @@ async def test_the_warm_pool_serves_claims_and_an_empty_one_still_does(
         results = [await warm.run_shell("echo ok"), await cold.run_shell("echo ok")]
     assert [r.stdout for r in results] == ["ok\n", "ok\n"]
     await driver.pool.wait_full(180)  # and it refills in the background
+
+
+async def test_a_paused_sandbox_is_destroyed_promptly(driver: PooledDriver) -> None:
+    """Pooled sandboxes are paused (frozen, stopped); destroying one must not wait on it."""
+    instance = await driver.pool.backend.launch(TEST_LIMITS[driver.backend])
+    await instance.pause()
+    await instance.destroy()  # a hang here is the failure (the module's timeout)
+    assert not instance.alive
