@@ -107,6 +107,7 @@ async def test_inconsistent_agent_spec(world: World) -> None:
 @pytest.mark.parametrize(("entry", "said"), [
     ("a..b", "not a host name"), ("-x.example", "not a host name"),
     ("api.example:0", "bad port"), ("api.example:99999", "bad port"),
+    ("*.com", "two or more labels"),
 ])
 async def test_an_egress_entry_no_proxy_could_enforce_is_refused(
         world: World, entry: str, said: str) -> None:
@@ -118,6 +119,15 @@ async def test_an_egress_entry_no_proxy_could_enforce_is_refused(
         refused = await expect_refusal(w, "POST", path, 400, "validation_error", json=body,
                                        headers=w.h)
         assert "sandbox.egress[1]" in refused["detail"] and said in refused["detail"]
+
+
+async def test_a_wildcard_egress_entry_allows_subdomains(world: World) -> None:
+    w = world
+    r = await w.api.client.post("/v1/agents", headers=w.h, json={
+        "name": "wild", "model": "m", "system_prompt": "",
+        "sandbox": {"egress": ["*.example.com", "api.example.org:8443"]}})
+    assert r.status_code == 201, r.text
+    assert r.json()["sandbox"]["egress"] == ["*.example.com", "api.example.org:8443"]
 
 
 async def test_oversize_body(world: World) -> None:

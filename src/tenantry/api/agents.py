@@ -21,7 +21,8 @@ router = APIRouter(prefix="/v1/agents", tags=["agents"])
 
 ToolName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
 _DEFAULTS = Limits()
-Host = Annotated[str, Field(pattern=r"^[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?$")]
+# A host name, optionally `*.`-prefixed (its subdomains), optionally `:port`.
+Host = Annotated[str, Field(pattern=r"^(\*\.)?[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?$")]
 
 
 class LimitsBody(BaseModel):
