@@ -153,7 +153,7 @@ class BwrapBackend:
         # Per worker process, so what a killed worker left is known to be orphaned (its
         # sandboxes died with it: --die-with-parent) and the next start removes it.
         shared = _instances_dir(state_dir)
-        reap_dead(shared)
+        reap_dead(shared, _destroy_cgroups_of)
         self.process_dir = process_dir(shared, mode=0o711)  # bwrap's uid must traverse
         remove_stale("bw-")
         # Read once: edits to the source tree cannot change sandboxes started later.
@@ -289,6 +289,15 @@ async def _cleanup(directory: Path | None, cgroup: CgroupV1 | None,
         await process.wait()
     if directory is not None:
         await asyncio.to_thread(shutil.rmtree, directory, True)
+
+
+def _destroy_cgroups_of(home: Path) -> None:
+    """A dead worker's sandboxes: a paused one is frozen, and a frozen process ignores the
+    parent-death SIGKILL until thawed — so it outlives its worker until its cgroup is
+    destroyed (thawed, killed, removed) here."""
+    for instance in home.glob("bw-*"):
+        with contextlib.suppress(OSError, ValueError):
+            CgroupV1.existing(instance.name).destroy()
 
 
 def _instances_dir(state_dir: Path) -> Path:

@@ -51,6 +51,15 @@ class CgroupV1:
         return all(_is_v1(root / controller) for controller in REQUIRED)
 
     @classmethod
+    def existing(cls, name: str, root: Path = ROOT) -> CgroupV1:
+        """A view of a sandbox's cgroups that exist already (to destroy what a dead
+        worker left: thawed, killed, removed)."""
+        if not _NAME.match(name):
+            raise ValueError(f"bad cgroup name {name!r}")
+        return cls(name, {c: root / c / PARENT / name for c in (*REQUIRED, *OPTIONAL)
+                          if (root / c / PARENT / name).is_dir()})
+
+    @classmethod
     def create(
         cls,
         name: str,

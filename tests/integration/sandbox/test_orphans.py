@@ -1,6 +1,7 @@
-"""A worker killed -9 leaves no sandbox running: QEMU and bwrap die with their worker
-(parent-death signal), and gVisor's sandboxes — which outlive `runsc run` — are reaped by
-the next gVisor backend that starts on the host."""
+"""A worker killed -9 leaves no sandbox running, even a paused one from its warm pool: QEMU
+dies with its worker (parent-death signal; a stopped VM is not a frozen process); a paused
+bwrap sandbox is frozen and ignores that signal, and gVisor's sandboxes outlive `runsc run`
+— both are destroyed by the next backend that starts on the host."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ WORKER = textwrap.dedent("""
         name, tmp = sys.argv[1], Path(sys.argv[2])
         backend = setup.backend(name, sandbox_settings(tmp, name))
         instance = await backend.launch(TEST_LIMITS[name])
+        await instance.pause()  # as in a warm pool: paused is the common state
         print(instance.pid, backend.process_dir, flush=True)
         await asyncio.sleep(3600)
 
