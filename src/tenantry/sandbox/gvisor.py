@@ -35,7 +35,7 @@ from tenantry.sandbox.bwrap import (
     require_binary,
     stdio_channels,
 )
-from tenantry.sandbox.cgroups import PARENT, REQUIRED, ROOT, CgroupV1
+from tenantry.sandbox.cgroups import PARENT, REQUIRED, ROOT, CgroupV1, remove_stale
 from tenantry.sandbox.channel import AgentChannel
 from tenantry.sandbox.child import ChildInstance
 from tenantry.sandbox.egress_port import EgressPort
@@ -104,6 +104,9 @@ class GvisorInstance(ChildInstance):
             await self._owner.runsc("kill", self.id, "KILL")
         with contextlib.suppress(SandboxUnavailable):
             await self._owner.runsc("delete", "--force", self.id)
+        # runsc also made a freezer cgroup (pause) that delete leaves behind: look again
+        # at what exists, so the destroy that follows removes every one.
+        self.cgroup = CgroupV1.existing(self.id)
 
 
 class GvisorBackend:
@@ -123,6 +126,7 @@ class GvisorBackend:
         # long): each worker process keeps its own runsc root and instance folders, and the
         # next backend to start on this host reaps those of processes that are gone.
         _reap_orphans(self.runsc_path, state_dir)
+        remove_stale("gv-")  # empty cgroups older than a minute: their sandbox is gone
         self.process_dir = process_dir(state_dir)
         self.runsc_root = self.process_dir / "runsc-root"
         self.runsc_root.mkdir(mode=0o700, exist_ok=True)
