@@ -34,6 +34,17 @@ def _is_v1(directory: Path) -> bool:
     return (directory / "tasks").exists() and (directory / "cgroup.procs").exists()
 
 
+def _hierarchies(root: Path) -> list[str]:
+    """Every v1 hierarchy mounted under ``root``, once each (``cpu`` and ``cpuacct`` are
+    links to ``cpu,cpuacct``): runsc places a sandbox in all of them, not only ours."""
+    seen: dict[Path, str] = {}
+    for entry in sorted(root.iterdir()) if root.is_dir() else ():
+        with contextlib.suppress(OSError):
+            if _is_v1(entry):
+                seen.setdefault(entry.resolve(), entry.name)
+    return sorted(seen.values())
+
+
 def _write(path: Path, value: str) -> None:
     path.write_text(value)
 
@@ -56,7 +67,7 @@ class CgroupV1:
         worker left: thawed, killed, removed)."""
         if not _NAME.match(name):
             raise ValueError(f"bad cgroup name {name!r}")
-        return cls(name, {c: root / c / PARENT / name for c in (*REQUIRED, *OPTIONAL)
+        return cls(name, {c: root / c / PARENT / name for c in _hierarchies(root)
                           if (root / c / PARENT / name).is_dir()})
 
     @classmethod
@@ -233,7 +244,7 @@ def remove_stale(prefix: str, root: Path = ROOT) -> int:
     processes died with them; the directories did not). Returns how many went."""
     removed = 0
     now = time.time()
-    for controller in (*REQUIRED, *OPTIONAL):
+    for controller in _hierarchies(root):
         parent = root / controller / PARENT
         for directory in parent.glob(f"{prefix}*") if parent.is_dir() else ():
             try:
