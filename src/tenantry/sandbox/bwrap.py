@@ -261,16 +261,7 @@ class BwrapBackend:
             await _cleanup(directory, cgroup, process)
             self._uids.discard(uid)
             raise
-        try:
-            await instance.channel.wait_ready(self.ready_timeout_s)
-        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError) as exc:
-            detail = _tail(directory / "bwrap.log")
-            await instance.destroy()
-            raise SandboxUnavailable(f"bwrap sandbox did not become ready "
-                                     f"({type(exc).__name__}): {detail}") from None
-        except BaseException:
-            await instance.destroy()
-            raise
+        await instance.ready(self.ready_timeout_s, directory / "bwrap.log", "bwrap")
         return instance
 
     async def close(self) -> None:
@@ -334,8 +325,3 @@ def _memfd(name: str, data: bytes) -> int:
     return fd
 
 
-def _tail(path: Path, limit: int = 2000) -> str:
-    try:
-        return path.read_text(errors="replace")[-limit:].strip() or "(no output)"
-    except OSError:
-        return "(no log)"

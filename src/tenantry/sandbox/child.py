@@ -13,6 +13,7 @@ from tenantry.sandbox.cgroups import CgroupV1
 from tenantry.sandbox.channel import AgentChannel
 from tenantry.sandbox.egress import EgressPolicy, EgressProxy
 from tenantry.sandbox.egress_port import EgressPort
+from tenantry.sandbox.types import SandboxUnavailable
 
 
 class ChildInstance:
@@ -67,3 +68,25 @@ class ChildInstance:
 
     async def _stop(self) -> None:
         """Backend-specific teardown before the process is killed (none by default)."""
+
+    async def ready(self, timeout: float, log: Path, label: str) -> None:  # noqa: ASYNC109
+        """Wait for the agent's hello; on failure destroy the instance and say why, with
+        the tail of the backend's own log."""
+        try:
+            await self.channel.wait_ready(timeout)
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError) as exc:
+            detail = tail(log)
+            await self.destroy()
+            raise SandboxUnavailable(f"{label} sandbox did not become ready "
+                                     f"({type(exc).__name__}): {detail}") from None
+        except BaseException:
+            await self.destroy()
+            raise
+
+
+def tail(path: Path, limit: int = 2000) -> str:
+    """The end of a backend's log file, for error messages."""
+    try:
+        return path.read_text(errors="replace")[-limit:].strip() or "(no output)"
+    except OSError:
+        return "(no log)"

@@ -273,16 +273,7 @@ class GvisorBackend:
             guest_egress.close()
         instance = GvisorInstance(instance_id, directory, process, self, channel, egress)
         self._instances[instance_id] = instance
-        try:
-            await instance.channel.wait_ready(self.ready_timeout_s)
-        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError) as exc:
-            detail = _tail(directory / "runsc.log")
-            await instance.destroy()
-            raise SandboxUnavailable(f"gVisor sandbox did not become ready "
-                                     f"({type(exc).__name__}): {detail}") from None
-        except BaseException:
-            await instance.destroy()
-            raise
+        await instance.ready(self.ready_timeout_s, directory / "runsc.log", "gVisor")
         return instance
 
     def forget(self, instance_id: str) -> None:
@@ -310,8 +301,3 @@ def _reap_orphans(runsc: str, state_dir: Path) -> None:
     reap_dead(state_dir, delete_containers)
 
 
-def _tail(path: Path, limit: int = 2000) -> str:
-    try:
-        return path.read_text(errors="replace")[-limit:].strip() or "(no output)"
-    except OSError:
-        return "(no log)"
