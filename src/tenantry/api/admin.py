@@ -28,6 +28,8 @@ _SECRET_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
 _LABEL_PATTERN = r"^[a-z0-9][a-z0-9_-]{1,63}$"
 _SECRET_NAME = re.compile(_SECRET_PATTERN)
 _LABEL = re.compile(_LABEL_PATTERN)
+_SECRET_CURSOR = matching(_SECRET_PATTERN)
+_SERVER_CURSOR = matching(_LABEL_PATTERN)
 Slug = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{2,63}$")]
 Label = Annotated[str, Field(pattern=_LABEL_PATTERN)]
 SecretName = Annotated[str, Field(pattern=_SECRET_PATTERN)]
@@ -312,7 +314,7 @@ async def list_secrets(
 ) -> SecretList:
     """Names and dates only, ordered by name."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
-    after = page.position(matching(_SECRET_PATTERN))
+    after = page.position(_SECRET_CURSOR)
     await service.get_tenant(p.db, tenant)
     found = await vault_store.secrets_page(p.db, tenant, after=after, limit=page.limit)
     return SecretList(data=[_secret_out(s) for s in found],
@@ -338,7 +340,7 @@ async def list_tool_servers(
 ) -> ToolServerList:
     """The tenant's tool servers, ordered by name."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
-    found = await servers.servers_page(p.db, tenant, after=page.position(matching(_LABEL_PATTERN)),
+    found = await servers.servers_page(p.db, tenant, after=page.position(_SERVER_CURSOR),
                                        limit=page.limit)
     return ToolServerList(data=[_server_out(s) for s in found],
                           next_cursor=page.next_cursor(found, lambda s: s.name))
