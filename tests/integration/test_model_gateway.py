@@ -366,8 +366,9 @@ async def test_model_account_registration_refuses_bad_input_and_writes_nothing(
         "SELECT secret_sealed FROM model_accounts WHERE account_id = 'ok-1'")
     assert b"sk-live-1" not in bytes(sealed)
     listed = (await api.client.get("/admin/v1/model-accounts", headers=api.operator)).json()
-    assert [a["account_id"] for a in listed] == ["ok-1"] and "sk-live-1" not in str(listed)
+    assert [a["account_id"] for a in listed["data"]] == ["ok-1"]
+    assert "sk-live-1" not in str(listed)
     r = await api.client.delete("/admin/v1/model-accounts/ok-1", headers=api.operator)
-    assert r.status_code == 200
+    assert r.status_code == 200 and r.json()["enabled"] is False
     r = await api.client.delete("/admin/v1/model-accounts/ok-1", headers=api.operator)
     assert r.status_code == 404

@@ -1,4 +1,5 @@
-"""Operator API (``/admin/v1``): tenants and their API keys."""
+"""Operator API (``/admin/v1``): tenants, their API keys, secrets and tool servers. Each
+is listed (a keyset page, see :mod:`tenantry.api.pages`) and fetched as well as created."""
 
 from __future__ import annotations
 
@@ -10,20 +11,28 @@ from fastapi import APIRouter, Depends, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from tenantry.api.auth import operator, platform
+from tenantry.api.pages import PageRequest, matching, page_request
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.errors import NotFound, ValidationFailed
 from tenantry.ids import ApiKeyId, TenantId
 from tenantry.tenants import service
 from tenantry.tools import servers
+from tenantry.vault import store as vault_store
 
 router = APIRouter(prefix="/admin/v1", tags=["operator"], dependencies=[Depends(operator)])
 
-TENANT_NOT_FOUND = "No tenant with this id."
-_SECRET_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+TENANT_NOT_FOUND = service.TENANT_NOT_FOUND
+SERVER_NOT_FOUND = "No tool server with this name."
+_SECRET_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
+_LABEL_PATTERN = r"^[a-z0-9][a-z0-9_-]{1,63}$"
+_SECRET_NAME = re.compile(_SECRET_PATTERN)
+_LABEL = re.compile(_LABEL_PATTERN)
+_SECRET_CURSOR = matching(_SECRET_PATTERN)
+_SERVER_CURSOR = matching(_LABEL_PATTERN)
 Slug = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{2,63}$")]
-Label = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{1,63}$")]
-SecretName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,128}$")]
+Label = Annotated[str, Field(pattern=_LABEL_PATTERN)]
+SecretName = Annotated[str, Field(pattern=_SECRET_PATTERN)]
 
 
 class PutSecret(BaseModel):
@@ -32,9 +41,16 @@ class PutSecret(BaseModel):
 
 
 class SecretOut(BaseModel):
+    """A secret's name and dates: its value is never returned."""
+
     name: str
-    created_at: datetime | None = None
-    updated_at: datetime | None = None
+    created_at: datetime
+    updated_at: datetime
+
+
+class SecretList(BaseModel):
+    data: list[SecretOut]
+    next_cursor: str | None
 
 
 class CreateTenant(BaseModel):
@@ -54,6 +70,11 @@ class TenantOut(BaseModel):
     plan: str
     home_cell: str
     created_at: datetime
+
+
+class TenantList(BaseModel):
+    data: list[TenantOut]
+    next_cursor: str | None
 
 
 class CreatedTenantOut(TenantOut):
@@ -76,6 +97,21 @@ class KeyOut(BaseModel):
     api_key: str = Field(description="Shown once; only its SHA-256 is stored.")
     prefix: str
     created_at: datetime
+
+
+class ApiKeyOut(BaseModel):
+    """A key's metadata: never the key or its hash."""
+
+    key_id: str
+    prefix: str = Field(description="The key's first characters, to tell keys apart.")
+    name: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+class ApiKeyList(BaseModel):
+    data: list[ApiKeyOut]
+    next_cursor: str | None
 
 
 class RegisterToolServer(BaseModel):
@@ -103,6 +139,11 @@ class ToolServerOut(BaseModel):
     created_at: datetime
 
 
+class ToolServerList(BaseModel):
+    data: list[ToolServerOut]
+    next_cursor: str | None
+
+
 class RevokedOut(BaseModel):
     key_id: str
     revoked_at: datetime
@@ -123,6 +164,17 @@ async def create_tenant(body: CreateTenant, p: Platform = Depends(platform)) -> 
     )
     return CreatedTenantOut(**_tenant_out(created.tenant).model_dump(),
                             webhook_secret=created.webhook_secret)
+
+
+@router.get("/tenants", response_model=TenantList)
+async def list_tenants(
+    page: PageRequest = Depends(page_request), p: Platform = Depends(platform)
+) -> TenantList:
+    """Every tenant, ordered by id."""
+    found = await service.list_tenants(p.db, after=page.position(TenantId.parse),
+                                       limit=page.limit)
+    return TenantList(data=[_tenant_out(t) for t in found],
+                      next_cursor=page.next_cursor(found, lambda t: t.tenant_id.value))
 
 
 @router.post("/tenants/{tenant_id}/webhook-secret", response_model=WebhookSecretOut)
@@ -152,12 +204,36 @@ async def create_api_key(
     )
 
 
+def _key_out(k: service.ApiKeyInfo) -> ApiKeyOut:
+    return ApiKeyOut(key_id=str(k.key_id), prefix=k.prefix, name=k.name,
+                     created_at=k.created_at, revoked_at=k.revoked_at)
+
+
+@router.get("/tenants/{tenant_id}/api-keys", response_model=ApiKeyList)
+async def list_api_keys(
+    tenant_id: str, page: PageRequest = Depends(page_request), p: Platform = Depends(platform)
+) -> ApiKeyList:
+    """The tenant's keys, revoked ones included, newest first."""
+    tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
+    found = await service.api_keys_page(p.db, tenant, before=page.position(ApiKeyId.parse),
+                                        limit=page.limit)
+    return ApiKeyList(data=[_key_out(k) for k in found],
+                      next_cursor=page.next_cursor(found, lambda k: str(k.key_id)))
+
+
+@router.get("/tenants/{tenant_id}/api-keys/{key_id}", response_model=ApiKeyOut)
+async def get_api_key(tenant_id: str, key_id: str, p: Platform = Depends(platform)) -> ApiKeyOut:
+    tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
+    key = parse_or_404(ApiKeyId, key_id, service.KEY_NOT_FOUND)
+    return _key_out(await service.get_api_key(p.db, tenant, key))
+
+
 @router.delete("/tenants/{tenant_id}/api-keys/{key_id}", response_model=RevokedOut)
 async def revoke_api_key(
     tenant_id: str, key_id: str, p: Platform = Depends(platform)
 ) -> RevokedOut:
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
-    key = parse_or_404(ApiKeyId, key_id, "No API key with this id.")
+    key = parse_or_404(ApiKeyId, key_id, service.KEY_NOT_FOUND)
     revoked_at = await service.revoke_api_key(p.db, tenant, key, p.auth_cache)
     return RevokedOut(key_id=str(key), revoked_at=revoked_at)
 
@@ -191,9 +267,15 @@ async def repin_tool_server(
 ) -> ToolServerOut:
     """Accept the server's current tool list as reviewed (after it changed)."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
-    server = await servers.get_server(p.db, tenant, name)
+    server = await _server(p, tenant, name)
     headers = await _credential(p, tenant, server.secret_ref)
     return _server_out(await servers.repin(p.db, p.mcp, tenant, name, headers))
+
+
+async def _server(p: Platform, tenant: TenantId, name: str) -> servers.ToolServer:
+    if not _LABEL.fullmatch(name):  # not a name a server can have (and never a NUL)
+        raise NotFound(SERVER_NOT_FOUND)
+    return await servers.get_server(p.db, tenant, name)
 
 
 async def _credential(p: Platform, tenant: TenantId, secret: str | None) -> dict[str, str]:
@@ -216,7 +298,7 @@ async def put_secret(
 ) -> SecretOut:
     """Store a secret, encrypted with the tenant's data key. Write-only: no API returns it."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
-    if not _SECRET_NAME.match(name):
+    if not _SECRET_NAME.fullmatch(name):
         raise ValidationFailed("name: 1-128 characters of A-Z, a-z, 0-9, '_', '.', '-'")
     await service.get_tenant(p.db, tenant)
     if p.vault is None:
@@ -226,19 +308,47 @@ async def put_secret(
     return SecretOut(name=name, created_at=stored.created_at, updated_at=stored.updated_at)
 
 
-@router.get("/tenants/{tenant_id}/secrets", response_model=list[SecretOut])
-async def list_secrets(tenant_id: str, p: Platform = Depends(platform)) -> list[SecretOut]:
-    """Names and dates only."""
+@router.get("/tenants/{tenant_id}/secrets", response_model=SecretList)
+async def list_secrets(
+    tenant_id: str, page: PageRequest = Depends(page_request), p: Platform = Depends(platform)
+) -> SecretList:
+    """Names and dates only, ordered by name."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
+    after = page.position(_SECRET_CURSOR)
     await service.get_tenant(p.db, tenant)
-    if p.vault is None:
-        return []
-    return [SecretOut(name=s.name, created_at=s.created_at, updated_at=s.updated_at)
-            for s in await p.vault.names(tenant)]
+    found = await vault_store.secrets_page(p.db, tenant, after=after, limit=page.limit)
+    return SecretList(data=[_secret_out(s) for s in found],
+                      next_cursor=page.next_cursor(found, lambda s: s.name))
 
 
-@router.get("/tenants/{tenant_id}/tool-servers", response_model=list[ToolServerOut])
-async def list_tool_servers(tenant_id: str, p: Platform = Depends(platform)) -> list[ToolServerOut]:
+@router.get("/tenants/{tenant_id}/secrets/{name}", response_model=SecretOut)
+async def get_secret(tenant_id: str, name: str, p: Platform = Depends(platform)) -> SecretOut:
+    """A secret's name and dates (to check it is there); its value is never returned."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
-    await service.get_tenant(p.db, tenant)
-    return [_server_out(s) for s in await servers.list_servers(p.db, tenant)]
+    if not _SECRET_NAME.fullmatch(name):
+        raise NotFound(f"No secret named {name!r}.")
+    return _secret_out(await vault_store.secret_info(p.db, tenant, name))
+
+
+def _secret_out(s: vault_store.SecretInfo) -> SecretOut:
+    return SecretOut(name=s.name, created_at=s.created_at, updated_at=s.updated_at)
+
+
+@router.get("/tenants/{tenant_id}/tool-servers", response_model=ToolServerList)
+async def list_tool_servers(
+    tenant_id: str, page: PageRequest = Depends(page_request), p: Platform = Depends(platform)
+) -> ToolServerList:
+    """The tenant's tool servers, ordered by name."""
+    tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
+    found = await servers.servers_page(p.db, tenant, after=page.position(_SERVER_CURSOR),
+                                       limit=page.limit)
+    return ToolServerList(data=[_server_out(s) for s in found],
+                          next_cursor=page.next_cursor(found, lambda s: s.name))
+
+
+@router.get("/tenants/{tenant_id}/tool-servers/{name}", response_model=ToolServerOut)
+async def get_tool_server(
+    tenant_id: str, name: str, p: Platform = Depends(platform)
+) -> ToolServerOut:
+    tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
+    return _server_out(await _server(p, tenant, name))

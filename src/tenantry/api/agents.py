@@ -5,15 +5,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Depends, Response
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tenantry.agents import service
 from tenantry.agents.spec import AgentSpec, Limits, SandboxPolicy
 from tenantry.api.auth import current_tenant, platform
+from tenantry.api.pages import PageRequest, page_request
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
-from tenantry.errors import Conflict, NotFound, ValidationFailed
+from tenantry.errors import Conflict, NotFound
 from tenantry.ids import AgentId, TenantId
 from tenantry.sandbox.egress import EgressPolicy
 
@@ -146,24 +147,18 @@ async def create_agent(
 
 @router.get("", response_model=AgentList)
 async def list_agents(
-    limit: int = Query(50, ge=1, le=200),
-    cursor: str | None = Query(None, description="next_cursor from the previous page"),
+    page: PageRequest = Depends(page_request),
     tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
 ) -> AgentList:
-    before = None
-    if cursor is not None:
-        try:
-            before = AgentId.parse(cursor)
-        except ValueError:
-            raise ValidationFailed("cursor: not a cursor this API returned") from None
-    agents = await service.list_agents(p.db, tenant, before=before, limit=limit)
+    agents = await service.list_agents(p.db, tenant, before=page.position(AgentId.parse),
+                                       limit=page.limit)
     return AgentList(
         data=[
             AgentSummaryOut(agent_id=str(a.agent_id), name=a.name,
                             latest_version=a.latest_version, created_at=a.created_at)
             for a in agents
         ],
-        next_cursor=str(agents[-1].agent_id) if len(agents) == limit else None,
+        next_cursor=page.next_cursor(agents, lambda a: str(a.agent_id)),
     )
 
 

@@ -10,9 +10,9 @@ from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from tenantry.api.auth import current_tenant, platform
+from tenantry.api.pages import PageRequest, page_request
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
-from tenantry.errors import ValidationFailed
 from tenantry.ids import ApprovalId, TenantId
 from tenantry.tools import approvals
 
@@ -54,20 +54,14 @@ def _out(a: approvals.ApprovalView) -> ApprovalOut:
 @router.get("", response_model=ApprovalList)
 async def list_approvals(
     status: Literal["pending", "approved", "denied", "expired", "cancelled"] | None = Query(None),
-    limit: int = Query(50, ge=1, le=200),
-    cursor: str | None = Query(None, description="next_cursor from the previous page"),
+    page: PageRequest = Depends(page_request),
     tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
 ) -> ApprovalList:
-    before = None
-    if cursor is not None:
-        try:
-            before = ApprovalId.parse(cursor)
-        except ValueError:
-            raise ValidationFailed("cursor: not a cursor this API returned") from None
-    found = await approvals.list_approvals(p.db, tenant, status=status, before=before,
-                                           limit=limit)
+    found = await approvals.list_approvals(p.db, tenant, status=status,
+                                           before=page.position(ApprovalId.parse),
+                                           limit=page.limit)
     return ApprovalList(data=[_out(a) for a in found],
-                        next_cursor=str(found[-1].approval_id) if len(found) == limit else None)
+                        next_cursor=page.next_cursor(found, lambda a: str(a.approval_id)))
 
 
 @router.get("/{approval_id}", response_model=ApprovalOut)

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tenantry.api.admin import TENANT_NOT_FOUND, Label, SecretName
 from tenantry.api.auth import operator, platform
+from tenantry.api.pages import PageRequest, page_request
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.errors import NotFound, ValidationFailed
@@ -74,6 +75,12 @@ class ModelAccountOut(BaseModel):
     secret: str | None = Field(description="The vault secret a tenant's account reads.")
     has_secret: bool
     created_at: datetime | None
+    enabled: bool = Field(description="False once disabled (DELETE): no longer routed to.")
+
+
+class ModelAccountList(BaseModel):
+    data: list[ModelAccountOut]
+    next_cursor: str | None
 
 
 def _out(account: ModelAccount) -> ModelAccountOut:
@@ -103,10 +110,25 @@ async def register_account(
     return _out(account)
 
 
-@router.get("/model-accounts", response_model=list[ModelAccountOut])
-async def list_accounts(p: Platform = Depends(platform)) -> list[ModelAccountOut]:
-    """Every account, the platform's and tenants' own."""
-    return [_out(a) for a in await accounts.list_for_admin(p.db)]
+@router.get("/model-accounts", response_model=ModelAccountList)
+async def list_accounts(
+    page: PageRequest = Depends(page_request), p: Platform = Depends(platform)
+) -> ModelAccountList:
+    """Every account, the platform's and tenants' own, disabled ones included; by id."""
+    return await _page(p, page, None)
+
+
+@router.get("/model-accounts/{account_id}", response_model=ModelAccountOut)
+async def get_account(account_id: str, p: Platform = Depends(platform)) -> ModelAccountOut:
+    """Any account by id, the platform's or a tenant's own."""
+    return _out(await accounts.get_account(p.db, account_id))
+
+
+async def _page(p: Platform, page: PageRequest, tenant: TenantId | None) -> ModelAccountList:
+    found = await accounts.accounts_page(
+        p.db, tenant=tenant, after=page.position(accounts.parse_account_id), limit=page.limit)
+    return ModelAccountList(data=[_out(a) for a in found],
+                            next_cursor=page.next_cursor(found, lambda a: a.account_id))
 
 
 @router.delete("/model-accounts/{account_id}", response_model=ModelAccountOut)
@@ -137,10 +159,21 @@ async def register_tenant_account(
     return _out(account)
 
 
-@router.get("/tenants/{tenant_id}/model-accounts", response_model=list[ModelAccountOut])
+@router.get("/tenants/{tenant_id}/model-accounts", response_model=ModelAccountList)
 async def list_tenant_accounts(
-    tenant_id: str, p: Platform = Depends(platform)
-) -> list[ModelAccountOut]:
+    tenant_id: str, page: PageRequest = Depends(page_request), p: Platform = Depends(platform)
+) -> ModelAccountList:
+    """The tenant's own accounts (bring your own key), by id."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
+    page.position(accounts.parse_account_id)  # a bad cursor is a 400 before anything else
     await service.get_tenant(p.db, tenant)
-    return [_out(a) for a in await accounts.list_for_admin(p.db, tenant)]
+    return await _page(p, page, tenant)
+
+
+@router.get("/tenants/{tenant_id}/model-accounts/{account_id}", response_model=ModelAccountOut)
+async def get_tenant_account(
+    tenant_id: str, account_id: str, p: Platform = Depends(platform)
+) -> ModelAccountOut:
+    """One of the tenant's own accounts; another tenant's, or a platform one, is a 404."""
+    tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
+    return _out(await accounts.get_account(p.db, account_id, tenant))

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 from starlette.responses import StreamingResponse
 
 from tenantry.api.auth import current_tenant, platform
+from tenantry.api.pages import PageRequest, page_request
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.errors import NotFound, ValidationFailed
@@ -204,22 +205,14 @@ async def start_run(
 
 @router.get("", response_model=RunList)
 async def list_runs(
-    limit: int = Query(50, ge=1, le=200),
-    cursor: str | None = Query(None, description="next_cursor from the previous page"),
+    page: PageRequest = Depends(page_request),
     status: RunStatus | None = Query(None),
     tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
 ) -> RunList:
-    before = None
-    if cursor is not None:
-        try:
-            before = RunId.parse(cursor)
-        except ValueError:
-            raise ValidationFailed("cursor: not a cursor this API returned") from None
-    runs = await service.list_runs(p.db, tenant, before=before, status=status, limit=limit)
-    return RunList(
-        data=[_run_out(r) for r in runs],
-        next_cursor=str(runs[-1].run_id) if len(runs) == limit else None,
-    )
+    runs = await service.list_runs(p.db, tenant, before=page.position(RunId.parse),
+                                   status=status, limit=page.limit)
+    return RunList(data=[_run_out(r) for r in runs],
+                   next_cursor=page.next_cursor(runs, lambda r: str(r.run_id)))
 
 
 @router.get("/{run_id}", response_model=RunOut)

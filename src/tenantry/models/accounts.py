@@ -44,6 +44,7 @@ class ModelAccount:
     secret_name: str | None = None  # BYOK: the tenant's vault secret holding the key
     sealed_secret: tuple[bytes, bytes] | None = None  # platform: (sealed, nonce)
     created_at: datetime | None = None
+    enabled: bool = True  # false: disabled by an operator, no longer routed to
 
     def serves(self, model: str) -> bool:
         """``*`` serves any model; ``family/*`` any ``family/...`` model."""
@@ -71,7 +72,7 @@ class ModelAccount:
             account_id=row["account_id"], provider=row["provider"], base_url=row["base_url"],
             models=tuple(row["models"]), region=row["region"], rpm=row["rpm"], tpm=row["tpm"],
             priority=row["priority"], tenant=row["tenant_id"], secret_name=row["secret_name"],
-            sealed_secret=sealed, created_at=row["created_at"],
+            sealed_secret=sealed, created_at=row["created_at"], enabled=row["enabled"],
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -83,7 +84,16 @@ class ModelAccount:
             "tenant_id": self.tenant, "secret": self.secret_name,
             "has_secret": self.sealed_secret is not None or self.secret_name is not None,
             "created_at": self.created_at.isoformat() if self.created_at else None,
+            "enabled": self.enabled,
         }
+
+
+def parse_account_id(text: str) -> str:
+    """An account id (a slug), or ValueError: text that is none (a NUL, a newline) never
+    reaches a query."""
+    if not _ACCOUNT_ID.fullmatch(text):
+        raise ValueError("account_id: 2-64 characters of a-z, 0-9, '_', '-'")
+    return text
 
 
 def region_allows(tenant_region: str, account_region: str) -> bool:
@@ -157,18 +167,33 @@ async def list_enabled(db: Database) -> list[ModelAccount]:
         return [ModelAccount.from_row(r) for r in await conn.fetch(Q.list_accounts)]
 
 
-async def list_for_admin(
-    db: Database, tenant: TenantId | None = None, *, include_tenants: bool = True,
+async def accounts_page(
+    db: Database, *, tenant: TenantId | None, after: str | None, limit: int,
 ) -> list[ModelAccount]:
+    """A page of accounts by id: every one (``tenant`` None) or one tenant's own."""
     async with db.unscoped() as conn:
-        rows = await conn.fetch(Q.list_accounts_admin, tenant.value if tenant else None,
-                                include_tenants)
+        rows = await conn.fetch(Q.accounts_page, tenant.value if tenant else None, after,
+                                limit)
     return [ModelAccount.from_row(r) for r in rows]
 
 
+async def get_account(db: Database, account_id: str,
+                      tenant: TenantId | None = None) -> ModelAccount:
+    """One account (disabled ones too); with ``tenant``, only that tenant's own."""
+    row = None
+    if _ACCOUNT_ID.fullmatch(account_id):
+        async with db.unscoped() as conn:
+            row = await conn.fetchrow(Q.get_account, account_id)
+    if row is None or (tenant is not None and row["tenant_id"] != tenant.value):
+        raise NotFound("No model account with this id.")
+    return ModelAccount.from_row(row)
+
+
 async def disable(db: Database, account_id: str) -> ModelAccount:
-    async with db.unscoped() as conn:
-        row = await conn.fetchrow(Q.disable_account, account_id)
+    row = None
+    if _ACCOUNT_ID.fullmatch(account_id):  # text Postgres cannot hold (NUL) is no id either
+        async with db.unscoped() as conn:
+            row = await conn.fetchrow(Q.disable_account, account_id)
     if row is None:
         raise NotFound("No enabled model account with this id.")
     return ModelAccount.from_row(row)

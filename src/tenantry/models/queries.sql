@@ -10,13 +10,16 @@ RETURNING *
 -- Every enabled account, platform and BYOK: what a worker's gateway routes over.
 SELECT * FROM model_accounts WHERE enabled ORDER BY priority, account_id
 
--- name: list_accounts_admin
-SELECT * FROM model_accounts
-WHERE ($1::text IS NULL OR tenant_id = $1) AND ($2::boolean OR tenant_id IS NULL)
-ORDER BY priority, account_id
-
 -- name: get_account
 SELECT * FROM model_accounts WHERE account_id = $1
+
+-- name: accounts_page
+-- The operator lists: every account (platform and tenants' own, disabled ones too), or
+-- one tenant's own; by id, a page after $2.
+SELECT * FROM model_accounts
+WHERE ($1::text IS NULL OR tenant_id = $1) AND ($2::text IS NULL OR account_id > $2)
+ORDER BY account_id
+LIMIT $3
 
 -- name: disable_account
 UPDATE model_accounts SET enabled = false, updated_at = now()

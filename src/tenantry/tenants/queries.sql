@@ -31,3 +31,18 @@ SELECT pg_notify('tenantry_keys', '')
 
 -- name: authenticate
 SELECT tenantry_authenticate($1)
+
+-- name: tenants_page
+-- Cross-tenant: through the definer function of migration 0014 (a bounded page).
+SELECT * FROM tenantry_admin_tenants($1, $2)
+
+-- name: api_keys_page
+-- Newest first (key ids are UUIDv7); never the hash.
+SELECT key_id, key_prefix, name, created_at, revoked_at
+FROM api_keys WHERE tenant_id = $1 AND ($2::uuid IS NULL OR key_id < $2)
+ORDER BY key_id DESC
+LIMIT $3
+
+-- name: get_api_key
+SELECT key_id, key_prefix, name, created_at, revoked_at
+FROM api_keys WHERE tenant_id = $1 AND key_id = $2

@@ -6,6 +6,8 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime
 
+import asyncpg
+
 from tenantry.db import Database
 from tenantry.db.queries import load
 from tenantry.errors import Conflict, NotFound, Unauthorized
@@ -14,6 +16,9 @@ from tenantry.tenants.auth_cache import AuthCache
 from tenantry.tenants.keys import KEY_PREFIX, display_prefix, key_hash, new_key
 
 Q = load(__package__)
+
+TENANT_NOT_FOUND = "No tenant with this id."
+KEY_NOT_FOUND = "No API key with this id."
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +73,7 @@ async def rotate_webhook_secret(db: Database, tenant: TenantId) -> str:
     async with db.tenant_tx(tenant) as conn:
         done = await conn.execute(Q.set_webhook_secret, tenant.value, secret)
     if not done.endswith(" 1"):
-        raise NotFound("No tenant with this id.")
+        raise NotFound(TENANT_NOT_FOUND)
     return secret
 
 
@@ -76,9 +81,20 @@ async def get_tenant(db: Database, tenant: TenantId) -> Tenant:
     async with db.tenant_tx(tenant) as conn:
         row = await conn.fetchrow(Q.get_tenant, tenant.value)
     if row is None:
-        raise NotFound("No tenant with this id.")
-    return Tenant(tenant, row["name"], row["region"], row["plan"], row["home_cell"],
-                  row["created_at"])
+        raise NotFound(TENANT_NOT_FOUND)
+    return _tenant(row)
+
+
+async def list_tenants(db: Database, *, after: TenantId | None, limit: int) -> list[Tenant]:
+    """Every tenant, by id: a page of at most ``limit`` (capped at 200) after ``after``."""
+    async with db.unscoped() as conn:
+        rows = await conn.fetch(Q.tenants_page, after.value if after else None, limit)
+    return [_tenant(r) for r in rows]
+
+
+def _tenant(row: asyncpg.Record) -> Tenant:
+    return Tenant(TenantId(row["tenant_id"]), row["name"], row["region"], row["plan"],
+                  row["home_cell"], row["created_at"])
 
 
 async def issue_api_key(db: Database, tenant: TenantId, name: str = "") -> IssuedKey:
@@ -86,7 +102,7 @@ async def issue_api_key(db: Database, tenant: TenantId, name: str = "") -> Issue
     key_id = ApiKeyId.new()
     async with db.tenant_tx(tenant) as conn:
         if await conn.fetchrow(Q.get_tenant, tenant.value) is None:
-            raise NotFound("No tenant with this id.")
+            raise NotFound(TENANT_NOT_FOUND)
         created = await conn.fetchval(
             Q.insert_api_key, tenant.value, key_id.uuid, key_hash(key), display_prefix(key), name
         )
@@ -102,11 +118,36 @@ class ApiKeyInfo:
     revoked_at: datetime | None
 
 
+    @classmethod
+    def from_row(cls, r: asyncpg.Record) -> ApiKeyInfo:
+        return cls(ApiKeyId(r["key_id"]), r["key_prefix"], r["name"], r["created_at"],
+                   r["revoked_at"])
+
+
 async def list_api_keys(db: Database, tenant: TenantId) -> list[ApiKeyInfo]:
     async with db.tenant_tx(tenant) as conn:
         rows = await conn.fetch(Q.list_api_keys, tenant.value)
-    return [ApiKeyInfo(ApiKeyId(r["key_id"]), r["key_prefix"], r["name"], r["created_at"],
-                       r["revoked_at"]) for r in rows]
+    return [ApiKeyInfo.from_row(r) for r in rows]
+
+
+async def api_keys_page(
+    db: Database, tenant: TenantId, *, before: ApiKeyId | None, limit: int
+) -> list[ApiKeyInfo]:
+    """The tenant's keys, revoked ones included, newest first (404 for no such tenant)."""
+    async with db.tenant_tx(tenant) as conn:
+        if await conn.fetchrow(Q.get_tenant, tenant.value) is None:
+            raise NotFound(TENANT_NOT_FOUND)
+        rows = await conn.fetch(Q.api_keys_page, tenant.value,
+                                before.uuid if before else None, limit)
+    return [ApiKeyInfo.from_row(r) for r in rows]
+
+
+async def get_api_key(db: Database, tenant: TenantId, key_id: ApiKeyId) -> ApiKeyInfo:
+    async with db.tenant_tx(tenant) as conn:
+        row = await conn.fetchrow(Q.get_api_key, tenant.value, key_id.uuid)
+    if row is None:
+        raise NotFound(KEY_NOT_FOUND)
+    return ApiKeyInfo.from_row(row)
 
 
 async def revoke_api_key(
@@ -117,7 +158,7 @@ async def revoke_api_key(
         if revoked is not None:  # every API process drops its cached keys at commit
             await conn.execute(Q.announce_revocation)
     if revoked is None:
-        raise NotFound("No API key with this id.")
+        raise NotFound(KEY_NOT_FOUND)
     if cache is not None:
         cache.clear()
     return revoked

@@ -22,3 +22,10 @@ WHERE tenant_id = $1 AND name = $2
 
 -- name: tenant_exists
 SELECT 1 FROM tenants WHERE tenant_id = $1
+
+-- name: servers_page
+SELECT server_id, name, url, honours_idempotency_keys, tools, tools_sha256, secret_ref,
+       created_at
+FROM tool_servers WHERE tenant_id = $1 AND ($2::text IS NULL OR name > $2)
+ORDER BY name
+LIMIT $3

@@ -109,3 +109,14 @@ async def repin(
 async def list_servers(db: Database, tenant: TenantId) -> list[ToolServer]:
     async with db.tenant_tx(tenant) as conn:
         return [ToolServer.from_row(r) for r in await conn.fetch(Q.list_servers, tenant.value)]
+
+
+async def servers_page(
+    db: Database, tenant: TenantId, *, after: str | None, limit: int
+) -> list[ToolServer]:
+    """The tenant's servers by name, a page after ``after`` (404 for no such tenant)."""
+    async with db.tenant_tx(tenant) as conn:
+        if await conn.fetchval(Q.tenant_exists, tenant.value) is None:
+            raise NotFound("No tenant with this id.")
+        rows = await conn.fetch(Q.servers_page, tenant.value, after, limit)
+    return [ToolServer.from_row(r) for r in rows]

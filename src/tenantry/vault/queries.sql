@@ -16,8 +16,14 @@ RETURNING (xmax = 0) AS created, created_at, updated_at
 -- name: get_secret
 SELECT ciphertext, nonce FROM secrets WHERE tenant_id = $1 AND name = $2
 
--- name: list_secret_names
-SELECT name, created_at, updated_at FROM secrets WHERE tenant_id = $1 ORDER BY name
+-- name: secrets_page
+SELECT name, created_at, updated_at FROM secrets
+WHERE tenant_id = $1 AND ($2::text IS NULL OR name > $2)
+ORDER BY name
+LIMIT $3
+
+-- name: secret_info
+SELECT name, created_at, updated_at FROM secrets WHERE tenant_id = $1 AND name = $2
 
 -- name: all_tenant_keys
 -- Rotation only: run by the operator's CLI with the migrating role (it sees all tenants).

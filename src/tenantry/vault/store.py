@@ -1,5 +1,6 @@
-"""Per-tenant secrets. Written by operators (write-only: there is no read API); read by the
-tool gateway for the one outbound call that needs a credential (invariant 5)."""
+"""Per-tenant secrets. Written by operators (write-only: the API lists names and dates,
+never a value); read by the tool gateway for the one outbound call that needs a
+credential (invariant 5)."""
 
 from __future__ import annotations
 
@@ -49,11 +50,6 @@ class Vault:
         return crypto.decrypt_secret(data_key, tenant.value, name, bytes(row["ciphertext"]),
                                      bytes(row["nonce"]))
 
-    async def names(self, tenant: TenantId) -> list[SecretInfo]:
-        async with self._db.tenant_tx(tenant) as conn:
-            rows = await conn.fetch(Q.list_secret_names, tenant.value)
-        return [SecretInfo(r["name"], r["created_at"], r["updated_at"]) for r in rows]
-
     async def _data_key(self, conn: Connection, tenant: TenantId, *, create: bool) -> bytes:
         row = await conn.fetchrow(Q.get_tenant_key, tenant.value)
         if row is None:
@@ -70,6 +66,24 @@ class Vault:
                              "finish `tenantry vault rotate-master-key` first")
         return crypto.unwrap(self._master, tenant.value, bytes(row["wrapped_key"]),
                              bytes(row["nonce"]))
+
+
+async def secrets_page(
+    db: Database, tenant: TenantId, *, after: str | None, limit: int
+) -> list[SecretInfo]:
+    """Names and dates of the tenant's secrets, by name; never a value. Needs no master
+    key: nothing is decrypted."""
+    async with db.tenant_tx(tenant) as conn:
+        rows = await conn.fetch(Q.secrets_page, tenant.value, after, limit)
+    return [SecretInfo(r["name"], r["created_at"], r["updated_at"]) for r in rows]
+
+
+async def secret_info(db: Database, tenant: TenantId, name: str) -> SecretInfo:
+    async with db.tenant_tx(tenant) as conn:
+        row = await conn.fetchrow(Q.secret_info, tenant.value, name)
+    if row is None:
+        raise NotFound(f"No secret named {name!r}.")
+    return SecretInfo(row["name"], row["created_at"], row["updated_at"])
 
 
 async def rotate_master_key(conn: asyncpg.Connection, old: MasterKey, new: MasterKey) -> int:

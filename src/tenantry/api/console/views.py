@@ -402,17 +402,26 @@ def build_router() -> APIRouter:
         if sess is None:
             return _to_login(request)
         p = _platform(request)
-        registered = await accounts.list_for_admin(p.db)
+        after_text = (request.query_params.get("after") or "").strip()
+        try:
+            after = accounts.parse_account_id(after_text) if after_text else None
+        except ValueError:
+            after = None
+        # The same pages as GET /admin/v1/model-accounts.
+        registered = await accounts.accounts_page(p.db, tenant=None, after=after,
+                                                  limit=reads.PAGE)
+        more = (f"{PREFIX}/models?{urlencode({'after': registered[-1].account_id})}"
+                if len(registered) == reads.PAGE else None)
         local = workers.breakers(p.local)
         seen = {a.account_id for a in registered}
         configured = []  # accounts from configuration, known only to the workers
-        for w in local or []:
+        for w in (local or []) if after is None else []:
             for account in w.accounts:
                 if account.account_id not in seen:
                     seen.add(account.account_id)
                     configured.append(account)
         return render(request, "models.html", sess, title="Model accounts",
-                      accounts=[*registered, *configured], workers=local)
+                      accounts=[*registered, *configured], workers=local, more=more)
 
     @router.get("/sandboxes")
     async def sandboxes(request: Request) -> Response:

@@ -1,0 +1,66 @@
+"""Keyset pagination, the same for every list route: ``limit`` and ``cursor`` in,
+``{"data": [...], "next_cursor": ...}`` out.
+
+A cursor is the key of the previous page's last item (an id or a name), handed back
+unchanged: clients treat it as opaque. Each list parses it as its own kind of key, so a
+cursor that could not have come from that list is refused with 400 before any query runs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from fastapi import Query
+
+from tenantry.errors import ValidationFailed
+
+K = TypeVar("K")
+T = TypeVar("T")
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 200
+BAD_CURSOR = "cursor: not a cursor this API returned"
+
+
+@dataclass(frozen=True, slots=True)
+class PageRequest:
+    limit: int
+    cursor: str | None
+
+    def position(self, parse: Callable[[str], K]) -> K | None:
+        """The key to continue after (None: the first page). ``parse`` raises ValueError
+        on text that is not a key of this list."""
+        if self.cursor is None:
+            return None
+        try:
+            return parse(self.cursor)
+        except ValueError:
+            raise ValidationFailed(BAD_CURSOR) from None
+
+    def next_cursor(self, items: Sequence[T], key: Callable[[T], str]) -> str | None:
+        """A full page may have more after it; a short one is the last."""
+        return key(items[-1]) if items and len(items) >= self.limit else None
+
+
+async def page_request(
+    limit: int = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description="Items per page."),
+    cursor: str | None = Query(None, min_length=1, max_length=256,
+                               description="next_cursor from the previous page"),
+) -> PageRequest:
+    # async on purpose: FastAPI runs a plain-def dependency in a worker thread per request.
+    return PageRequest(limit, cursor)
+
+
+def matching(pattern: str) -> Callable[[str], str]:
+    """A parser for lists keyed by a name: the name itself, if it matches ``pattern``."""
+    compiled = re.compile(pattern)
+
+    def parse(text: str) -> str:
+        if not compiled.fullmatch(text):
+            raise ValueError("not a name of this list")
+        return text
+
+    return parse
