@@ -33,7 +33,7 @@ SELECT pg_notify('tenantry_keys', '')
 SELECT tenantry_authenticate($1)
 
 -- name: tenants_page
--- Cross-tenant: through the definer function of migration 0014 (a bounded page).
+-- Cross-tenant: through the definer function of migration 0011 (a bounded page).
 SELECT * FROM tenantry_admin_tenants($1, $2)
 
 -- name: api_keys_page
