@@ -126,7 +126,7 @@ async def test_reconcile_flags_exactly_the_day_and_account_the_provider_disagree
     openai.usage_log.append(UsageRecord("chatcmpl-unseen", "scripted", 500, 20, 520,
                                         created_at=noon.timestamp()))
     day_output = sum(r.completion_tokens for r in openai.usage_log[:6])
-    assert 100 * 1 < day_output  # one token is under 1% of today's output
+    assert day_output > 100  # so one more token is under 1% of the day
     openai.usage_log[0] = dataclasses.replace(
         openai.usage_log[0], completion_tokens=openai.usage_log[0].completion_tokens + 1)
     # Anthropic billed a call today whose reply we never recorded (>1% of the day).
@@ -203,6 +203,8 @@ async def test_a_malformed_export_is_a_clear_400_and_stores_nothing(
         ({**base, "export": {"format": "openai"}}, 400, "usage"),
         ({**base, "export": {"format": "openai", "usage": [_openai_page(
             midnight, output_tokens=-3)]}}, 400, "output_tokens"),
+        ({**base, "export": {"format": "openai", "usage": [_openai_page(
+            midnight, input_tokens=10**20)]}}, 400, "input_tokens"),
         ({**base, "export": {"format": "openai", "usage": [{"data": []}]}}, 400, "object"),
         ({**base, "export": {"format": "openai", "usage": [_openai_page(
             midnight + timedelta(hours=5))]}}, 400, "whole UTC days"),
@@ -223,6 +225,8 @@ async def test_a_malformed_export_is_a_clear_400_and_stores_nothing(
          "exactly one"),
         ({**base, "to": (today - timedelta(days=1)).isoformat(),
           "fetch": {"admin_key": ADMIN_KEY}}, 400, "before"),
+        ({**base, "from": "9999-12-30", "to": "9999-12-31",
+          "fetch": {"admin_key": ADMIN_KEY}}, 400, "only"),
         ({**base, "fetch": {"admin_key": "sk-not-the-admin-key"}}, 400, "refused"),
         ({**base, "account": "no-such-account", "fetch": {"admin_key": ADMIN_KEY}}, 404,
          "No model account"),
@@ -249,7 +253,7 @@ async def test_a_malformed_export_is_a_clear_400_and_stores_nothing(
     ok = await _reconcile(api, "bill-oa", today, today, export={
         "format": "openai", "usage": [_openai_page(midnight)]})
     assert [d["status"] for d in ok["days"]] == ["only_provider"]
-    code, out, err = await cli("billing", "reconcile", "--account", "bill-oa", "--from",
+    code, _, err = await cli("billing", "reconcile", "--account", "bill-oa", "--from",
                                today.isoformat(), "--to", today.isoformat(), "--export",
                                "/nonexistent/usage.json",
                                env={"TENANTRY_URL": api.base_url,

@@ -22,6 +22,7 @@ router = APIRouter(prefix="/admin/v1/billing", tags=["operator"],
                    dependencies=[Depends(operator)])
 
 MAX_DAYS = 366
+EARLIEST, LATEST = date(2000, 1, 1), date(2099, 12, 31)
 ACCOUNT_NOT_FOUND = "No model account with this id."
 
 
@@ -59,6 +60,8 @@ class ReconcileIn(BaseModel):
             raise ValueError("give exactly one of export and fetch")
         if self.to < self.from_:
             raise ValueError("to must not be before from")
+        if self.from_ < EARLIEST or self.to > LATEST:
+            raise ValueError(f"days from {EARLIEST} to {LATEST} only")
         if (self.to - self.from_).days >= MAX_DAYS:
             raise ValueError(f"at most {MAX_DAYS} days at a time")
         return self

@@ -24,12 +24,16 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, NonNegativeInt
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from tenantry.errors import ValidationFailed
 
 MAX_PAGES = 100
 DAY = timedelta(days=1)
+# Bounds far above any real account's day that keep every sum inside a 64-bit integer
+# (a day is one bucket of at most 10,000 results) and every time inside datetime's range.
+Tokens = Annotated[int, Field(ge=0, le=10**12)]
+UnixSeconds = Annotated[int, Field(ge=0, le=4_102_444_800, description="Unix seconds.")]
 
 
 class _Report(BaseModel):
@@ -42,17 +46,17 @@ class _Report(BaseModel):
 
 class OpenAIUsageResult(_Report):
     object: Literal["organization.usage.completions.result"]
-    input_tokens: NonNegativeInt = Field(description="All input tokens, cached included.")
-    input_cached_tokens: NonNegativeInt = 0
-    output_tokens: NonNegativeInt
-    num_model_requests: NonNegativeInt
+    input_tokens: Tokens = Field(description="All input tokens, cached included.")
+    input_cached_tokens: Tokens = 0
+    output_tokens: Tokens
+    num_model_requests: Tokens
     model: str | None = None
 
 
 class OpenAIUsageBucket(_Report):
     object: Literal["bucket"]
-    start_time: int = Field(ge=0, description="Unix seconds.")
-    end_time: int = Field(ge=0, description="Unix seconds.")
+    start_time: UnixSeconds
+    end_time: UnixSeconds
     results: list[OpenAIUsageResult] = Field(max_length=10_000)
 
 
@@ -64,7 +68,7 @@ class OpenAIUsagePage(_Report):
 
 
 class OpenAICostAmount(_Report):
-    value: float = Field(ge=0, allow_inf_nan=False, description="Dollars.")
+    value: float = Field(ge=0, le=10**8, allow_inf_nan=False, description="Dollars.")
     currency: str = Field(min_length=1, max_length=8)
 
 
@@ -76,8 +80,8 @@ class OpenAICostResult(_Report):
 
 class OpenAICostBucket(_Report):
     object: Literal["bucket"]
-    start_time: int = Field(ge=0)
-    end_time: int = Field(ge=0)
+    start_time: UnixSeconds
+    end_time: UnixSeconds
     results: list[OpenAICostResult] = Field(max_length=10_000)
 
 
@@ -102,15 +106,15 @@ class OpenAIExport(BaseModel):
 
 
 class AnthropicCacheCreation(_Report):
-    ephemeral_1h_input_tokens: NonNegativeInt = 0
-    ephemeral_5m_input_tokens: NonNegativeInt = 0
+    ephemeral_1h_input_tokens: Tokens = 0
+    ephemeral_5m_input_tokens: Tokens = 0
 
 
 class AnthropicUsageResult(_Report):
-    uncached_input_tokens: NonNegativeInt
-    cache_read_input_tokens: NonNegativeInt
+    uncached_input_tokens: Tokens
+    cache_read_input_tokens: Tokens
     cache_creation: AnthropicCacheCreation = AnthropicCacheCreation()
-    output_tokens: NonNegativeInt
+    output_tokens: Tokens
     model: str | None = None
 
 
@@ -127,7 +131,7 @@ class AnthropicUsagePage(_Report):
 
 
 class AnthropicCostResult(_Report):
-    amount: str = Field(pattern=r"^\d{1,15}(\.\d{1,12})?$",
+    amount: str = Field(pattern=r"^\d{1,10}(\.\d{1,12})?$",
                         description="Cents, as a decimal string.")
     currency: str = Field(min_length=1, max_length=8)
 
