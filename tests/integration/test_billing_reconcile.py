@@ -248,6 +248,11 @@ async def test_a_malformed_export_is_a_clear_400_and_stores_nothing(
         assert "sk-not-the-admin-key" not in r.text
     r = await api.client.get("/admin/v1/billing/reconciliations", headers=api.operator)
     assert r.status_code == 200 and r.json() == []
+    cookie, _ = session.issue(OPERATOR_TOKEN)
+    page = await api.client.get("/console/billing",
+                                headers={"Cookie": f"{session.SESSION_COOKIE}={cookie}"})
+    assert page.status_code == 200 and "No reconciliation yet." in page.text
+    assert (await api.client.get("/console/billing")).status_code == 303  # to the login
 
     # The same export, well formed, is accepted; the CLI's unreadable file is one line.
     ok = await _reconcile(api, "bill-oa", today, today, export={
