@@ -16,7 +16,16 @@ import pytest
 from tenantry.api.console import session
 from tenantry.ledger.pricing import DEFAULT_PRICES
 from tenantry.testing.fake_model import FakeModelServer, UsageRecord
-from tests.conftest import OPERATOR_TOKEN, Api, Fakes, answer, call, running_worker, scripted
+from tests.conftest import (
+    OPERATOR_TOKEN,
+    Api,
+    Fakes,
+    answer,
+    call,
+    free_port,
+    running_worker,
+    scripted,
+)
 from tests.integration.test_cli_client import cli
 
 ADMIN_KEY = "sk-admin-billing-test-5f1e"
@@ -264,3 +273,28 @@ async def test_a_malformed_export_is_a_clear_400_and_stores_nothing(
                                env={"TENANTRY_URL": api.base_url,
                                     "TENANTRY_OPERATOR_TOKEN": OPERATOR_TOKEN})
     assert code == 2 and err.startswith("error: cannot read") and "Traceback" not in err
+
+
+async def test_a_report_api_that_does_not_answer_is_a_502_problem(
+    api: Api, providers: tuple[FakeModelServer, FakeModelServer],
+) -> None:
+    openai, _ = providers
+    await api.model_account("bill-oa", openai.base_url)
+    today = _today().isoformat()
+    r = await api.client.post("/admin/v1/billing/reconcile", headers=api.operator, json={
+        "account": "bill-oa", "from": today, "to": today,
+        "fetch": {"admin_key": ADMIN_KEY, "base_url": f"http://127.0.0.1:{free_port()}/v1"}})
+    assert r.status_code == 502, r.text
+    assert r.json()["type"] == "provider_report_unavailable"
+    assert ADMIN_KEY not in r.text
+    # A provider without a cost report, asked for one: the same answer, nothing stored.
+    async with FakeModelServer(admin_key=ADMIN_KEY) as unpriced:
+        r = await api.client.post("/admin/v1/billing/reconcile", headers=api.operator, json={
+            "account": "bill-oa", "from": today, "to": today,
+            "fetch": {"admin_key": ADMIN_KEY, "base_url": unpriced.base_url}})
+        assert r.status_code == 502 and "cost report" in r.json()["detail"]
+        ok = await _reconcile(api, "bill-oa", _today(), _today(), fetch={
+            "admin_key": ADMIN_KEY, "base_url": unpriced.base_url, "costs": False})
+    assert ok["cost_compared"] is False and ok["days"] == []
+    history = await api.client.get("/admin/v1/billing/reconciliations", headers=api.operator)
+    assert [h["reconciliation_id"] for h in history.json()] == [ok["reconciliation_id"]]

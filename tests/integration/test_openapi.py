@@ -41,7 +41,8 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
                 ("/v1/agents/{agent_id}/versions/{version}", "GET"),
                 ("/admin/v1/tenants", "POST"), ("/admin/v1/tenants/{tenant_id}/api-keys", "POST"),
                 ("/admin/v1/model-accounts", "POST"), ("/v1/usage", "GET"),
-                ("/admin/v1/tenants/{tenant_id}/policy", "PUT")}
+                ("/admin/v1/tenants/{tenant_id}/policy", "PUT"),
+                ("/admin/v1/billing/reconcile", "POST")}
     assert expected <= documented
 
 
