@@ -99,6 +99,8 @@ def reconcile(
         _fail("the operator token is needed: --operator-token or TENANTRY_OPERATOR_TOKEN")
     if (export is None) == (not fetch):
         _fail("give exactly one of --export FILE and --fetch")
+    if costs is not None and export is None:
+        _fail("--costs FILE goes with --export (--fetch fetches the cost report itself)")
     body: dict[str, Any] = {"account": account, "from": from_, "to": to}
     if export is not None:
         body["export"] = _export(export, costs)
@@ -110,7 +112,7 @@ def reconcile(
     try:
         response = httpx2.post(f"{url}/admin/v1/billing/reconcile", json=body, timeout=120,
                                headers={"Authorization": f"Bearer {operator_token}"})
-    except OSError as exc:
+    except (OSError, httpx2.TransportError) as exc:  # httpx2's are not OSErrors
         _fail(f"cannot reach {url}: {exc}")
     if response.status_code != 201:
         _problem(response)

@@ -273,6 +273,13 @@ async def test_a_malformed_export_is_a_clear_400_and_stores_nothing(
                                env={"TENANTRY_URL": api.base_url,
                                     "TENANTRY_OPERATOR_TOKEN": OPERATOR_TOKEN})
     assert code == 2 and err.startswith("error: cannot read") and "Traceback" not in err
+    # An API that does not answer is an error (2), never mistaken for a flagged day (1).
+    code, _, err = await cli("billing", "reconcile", "--account", "bill-oa", "--from",
+                             today.isoformat(), "--to", today.isoformat(), "--fetch",
+                             env={"TENANTRY_URL": f"http://127.0.0.1:{free_port()}",
+                                  "TENANTRY_OPERATOR_TOKEN": OPERATOR_TOKEN,
+                                  "TENANTRY_PROVIDER_ADMIN_KEY": ADMIN_KEY})
+    assert code == 2 and err.startswith("error: cannot reach") and "Traceback" not in err
 
 
 async def test_a_report_api_that_does_not_answer_is_a_502_problem(
