@@ -92,3 +92,10 @@ class ApprovalId(_PrefixedId):
 class ApiKeyId(_PrefixedId):
     __slots__ = ()
     prefix = "key"
+
+
+class ReconciliationId(_PrefixedId):
+    """One billing reconciliation (operator data)."""
+
+    __slots__ = ()
+    prefix = "rec"

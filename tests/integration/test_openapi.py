@@ -13,9 +13,19 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
     doc = r.json()
     documented = {(path, method.upper()) for path, ops in doc["paths"].items() for method in ops}
 
-    from tenantry.api import admin, agents, approvals, metrics, model_accounts, policy, runs
+    from tenantry.api import (
+        admin,
+        agents,
+        approvals,
+        billing,
+        metrics,
+        model_accounts,
+        policy,
+        runs,
+    )
 
     routes = [*admin.router.routes, *agents.router.routes, *runs.router.routes,
+              *billing.router.routes,
               *approvals.router.routes, *model_accounts.router.routes,
               *policy.admin_router.routes, *policy.router.routes, *metrics.router.routes]
     served = {
@@ -31,7 +41,8 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
                 ("/v1/agents/{agent_id}/versions/{version}", "GET"),
                 ("/admin/v1/tenants", "POST"), ("/admin/v1/tenants/{tenant_id}/api-keys", "POST"),
                 ("/admin/v1/model-accounts", "POST"), ("/v1/usage", "GET"),
-                ("/admin/v1/tenants/{tenant_id}/policy", "PUT")}
+                ("/admin/v1/tenants/{tenant_id}/policy", "PUT"),
+                ("/admin/v1/billing/reconcile", "POST")}
     assert expected <= documented
 
 

@@ -14,6 +14,7 @@ from tenantry.api import (
     admin,
     agents,
     approvals,
+    billing,
     console,
     metrics,
     model_accounts,
@@ -58,7 +59,7 @@ _CONFLICTS = {
     ("POST", "/v1/runs/{run_id}/cancel"), ("POST", "/v1/approvals/{approval_id}"),
     ("POST", "/admin/v1/tenants"), ("POST", "/admin/v1/tenants/{tenant_id}/tool-servers"),
 }
-_MISSING_REFERENCES = {("POST", "/v1/runs")}
+_MISSING_REFERENCES = {("POST", "/v1/runs"), ("POST", "/admin/v1/billing/reconcile")}
 
 
 def create_app(settings: Settings, dsn: str, *, local: LocalWorkers | None = None) -> FastAPI:
@@ -101,6 +102,7 @@ def create_app(settings: Settings, dsn: str, *, local: LocalWorkers | None = Non
     problems.install(app)
     app.include_router(admin.router)
     app.include_router(model_accounts.router)
+    app.include_router(billing.router)
     app.include_router(policy.admin_router)
     app.include_router(policy.router)
     app.include_router(metrics.router)

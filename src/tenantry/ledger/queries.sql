@@ -64,3 +64,20 @@ WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
 
 -- name: usage_per_tenant
 SELECT * FROM tenantry_usage_per_tenant($1, $2)
+
+-- name: usage_per_account_day
+SELECT * FROM tenantry_usage_per_account_day($1, $2, $3)
+
+-- name: insert_reconciliation
+INSERT INTO billing_reconciliations (reconciliation_id, account, provider, from_day, to_day,
+                                     source, cost_compared, flagged_days, days)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+RETURNING created_at
+
+-- name: recent_reconciliations
+SELECT reconciliation_id, account, provider, from_day, to_day, source, cost_compared,
+       flagged_days, days, created_at
+FROM billing_reconciliations
+WHERE ($1::text IS NULL OR account = $1)
+ORDER BY created_at DESC, reconciliation_id DESC
+LIMIT $2

@@ -25,7 +25,13 @@ has no malformed tool calls: scripted arguments that are not a JSON object arriv
 
 It speaks non-streaming ``POST /v1/chat/completions`` (openai) or ``POST /v1/messages``
 (anthropic), plus ``GET /v1/models``, and records every request (headers and body) and every
-usage it reported (:class:`UsageRecord`).
+usage it reported (:class:`UsageRecord`, with the time it was served).
+
+Billing exports: the provider's own usage report and cost report (OpenAI's organization
+Usage and Costs APIs, Anthropic's Admin API usage and cost reports), per UTC day, computed
+from ``usage_log`` and guarded by ``admin_key`` (see :mod:`tenantry.testing._usage_reports`).
+Costs need ``prices``. A test makes the provider disagree with the platform by appending a
+record the platform never saw to ``usage_log``, or by replacing one.
 
 Prompt cache (deterministic): the server remembers every prefix of at least two messages of
 the conversations it answered (per model and tool list). A request whose longest such prefix
@@ -55,7 +61,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -77,6 +83,7 @@ from tenantry.models.types import TokenUsage
 from tenantry.testing._anthropic_wire import AnthropicWire
 from tenantry.testing._openai_wire import OpenAIWire
 from tenantry.testing._server import LoopbackService
+from tenantry.testing._usage_reports import Prices, UsageReports
 from tenantry.testing._wire import Chat, Wire, json_response
 
 __all__ = ["FakeModelServer", "Fault", "RecordedRequest", "UsageRecord", "load_scripts", "main"]
@@ -137,6 +144,7 @@ class UsageRecord:
     total_tokens: int
     cached_tokens: int = 0
     provider: Provider = "openai"
+    created_at: float = field(default_factory=time.time)  # Unix seconds: its report day
 
     @property
     def token_usage(self) -> TokenUsage:
@@ -162,6 +170,8 @@ class FakeModelServer(LoopbackService):
         host: str = "127.0.0.1",
         port: int = 0,
         handle_signals: bool = False,
+        admin_key: str = "sk-admin-fake",
+        prices: Prices | None = None,
     ) -> None:
         if provider not in _WIRES:
             raise ValueError(f"unknown provider {provider!r}")
@@ -181,9 +191,14 @@ class FakeModelServer(LoopbackService):
         self._closing = False
         self._cache = _PromptCache()
         self._window = _RequestWindow(rpm) if rpm is not None else None
+        self.reports = UsageReports(provider=provider, wire=self._wire,
+                                    log=lambda: self.usage_log, record=self._record,
+                                    admin_key=admin_key,
+                                    prices=prices)
         self.app = Starlette(routes=[
             Route(self._wire.chat_path, self._chat, methods=["POST"]),
             Route("/v1/models", self._models, methods=["GET"]),
+            *self.reports.routes(),
         ])
 
     # ------------------------------------------------------------------ lifecycle

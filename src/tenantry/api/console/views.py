@@ -25,6 +25,7 @@ from tenantry.api.console import reads, session, waterfall, workers
 from tenantry.api.platform import Platform
 from tenantry.errors import Conflict, NotFound
 from tenantry.ids import AgentId, ApprovalId, RunId, TenantId
+from tenantry.ledger import reconcile
 from tenantry.models import accounts
 from tenantry.runs import service
 from tenantry.runs.events import TERMINAL_EVENTS, EventType, RunStatus
@@ -45,6 +46,11 @@ _STATIC = {"console.css": "text/css; charset=utf-8",
            "console.js": "text/javascript; charset=utf-8",
            "favicon.svg": "image/svg+xml"}
 MAX_COMMENT = 2000
+BILLING_SHOWN = 100  # the newest reconciliations, grouped per account on the page
+_BILLING_FIGURES = (("requests", "Requests"), ("input_tokens", "Input tokens"),
+                    ("cached_input_tokens", "Cached input"),
+                    ("cache_write_input_tokens", "Cache writes"),
+                    ("output_tokens", "Output tokens"), ("cost_micros", "Cost"))
 MAX_SHOWN_JSON = 4096
 
 
@@ -422,6 +428,19 @@ def build_router() -> APIRouter:
                     configured.append(account)
         return render(request, "models.html", sess, title="Model accounts",
                       accounts=[*registered, *configured], workers=local, more=more)
+
+    @router.get("/billing")
+    async def billing(request: Request) -> Response:
+        sess = _session(request)
+        if sess is None:
+            return _to_login(request)
+        latest = await reconcile.recent(_platform(request).db, limit=BILLING_SHOWN)
+        by_account: dict[str, list[reconcile.Reconciliation]] = {}
+        for rec in latest:  # newest first: each account's first is its last check
+            by_account.setdefault(rec.account, []).append(rec)
+        return render(request, "billing.html", sess, title="Billing",
+                      by_account=sorted(by_account.items()),
+                      tolerance=reconcile.TOLERANCE_PERCENT, figures=_BILLING_FIGURES)
 
     @router.get("/sandboxes")
     async def sandboxes(request: Request) -> Response:
