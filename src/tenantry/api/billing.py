@@ -122,10 +122,10 @@ async def reconcile_account(body: ReconcileIn,
     """Compare the account's usage facts per UTC day with the provider's own report and
     store the result. A day is flagged when a figure differs by more than 1% or the day
     appears on one side only; `flagged_days` counts them."""
-    account = next((a for a in await accounts.list_for_admin(p.db)
-                    if a.account_id == body.account), None)
-    if account is None:
-        raise NotFound(ACCOUNT_NOT_FOUND)
+    try:
+        account = await accounts.get_account(p.db, body.account)
+    except NotFound:
+        raise NotFound(ACCOUNT_NOT_FOUND) from None
     if body.export is not None:
         if body.export.format != account.provider:
             raise ValidationFailed(f"export.format: the report is {body.export.format}'s but "
