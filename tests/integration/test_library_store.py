@@ -119,6 +119,7 @@ async def test_budget_and_cell_refusals_are_values(
     overloaded = await full.enqueue(Task.new("order-review").with_tenant(GLOBEX))
     assert isinstance(overloaded, Overloaded)
     assert (overloaded.queued, overloaded.limit_value) == (1, 1)
+    assert overloaded.shed == ("batch", "interactive")  # every new task, at this level
     assert await _counts(admin_conn, GLOBEX) == before
 
 
