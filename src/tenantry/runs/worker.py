@@ -97,7 +97,8 @@ class Worker:
             level = await self._load.level() if self._load is not None else ShedLevel.NORMAL
             if level is not self._level:
                 logger.info("cell load level changed", extra={
-                    "level": level.name.lower(), "was": self._level.name.lower()})
+                    "level": level.name.lower(), "was": self._level.name.lower(),
+                    "queued": self._load.depth if self._load is not None else 0})
                 self._level = level
             leases = await claim(self._control, self.engine.worker, min(free, self._batch),
                                  self.engine.settings.lease_seconds, order=self._claim_order,
