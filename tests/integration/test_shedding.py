@@ -4,8 +4,6 @@ batch runs are refused, then every new run; steps of runs in flight go on at eve
 
 from __future__ import annotations
 
-import asyncio
-
 import asyncpg
 import httpx2
 
@@ -14,7 +12,16 @@ from tenantry.ids import RunId
 from tenantry.runs.lease import claim
 from tenantry.scheduler.policy import TenantPolicy
 from tenantry.scheduler.shedding import ShedThresholds
-from tests.conftest import Api, Fakes, answer, call, running_worker, scripted, serving_api
+from tests.conftest import (
+    Api,
+    Fakes,
+    answer,
+    call,
+    running_worker,
+    scripted,
+    serving_api,
+    until,
+)
 from tests.integration.test_scheduler import _tenant_with_runs
 
 #: Only what a tenant may know about a shed request: never the cell's depth.
@@ -27,14 +34,17 @@ def _shedding(**levels: int) -> dict[str, int]:
 
 
 async def _pending_approval(api: Api, h: dict[str, str]) -> str:
-    async with asyncio.timeout(30):
-        while True:  # the run parks itself; wait for its approval to appear
-            page = (await api.client.get("/v1/approvals", params={"status": "pending"},
-                                         headers=h)).json()
-            if page["data"]:
-                approval_id: str = page["data"][0]["approval_id"]
-                return approval_id
-            await asyncio.sleep(0.05)
+    """The run parks itself: its approval appears."""
+    found: list[str] = []
+
+    async def appeared() -> bool:
+        page = (await api.client.get("/v1/approvals", params={"status": "pending"},
+                                     headers=h)).json()
+        found[:] = [a["approval_id"] for a in page["data"]]
+        return bool(found)
+
+    await until(appeared, "the run waits for an approval", 30)
+    return found[0]
 
 
 async def _waiting_on_approval(api: Api, fakes: Fakes, database_dsn: str,
@@ -136,6 +146,20 @@ async def test_past_the_second_level_new_batch_runs_are_refused_interactive_ones
         interactive = await _post(api, h, agent, "interactive")
         assert interactive.status_code == 202, interactive.text
         assert (await api.run(h, interactive.json()["run_id"]))["status"] == "queued"
+
+
+async def test_metrics_show_the_level_new_runs_are_answered_with(database_dsn: str) -> None:
+    levels = _shedding(delay_new_runs_at=1, refuse_batch_runs_at=2, max_queued_runs=3)
+    async with serving_api(database_dsn, **levels) as api:
+
+        async def level() -> str:
+            text = (await api.client.get("/metrics", headers=api.operator)).text
+            return next(line for line in text.splitlines()
+                        if line.startswith("tenantry_shed_level "))
+
+        assert await level() == "tenantry_shed_level 0"
+        await _filler(api, 2)
+        assert await level() == "tenantry_shed_level 2"
 
 
 async def test_past_the_last_level_every_new_run_is_refused_but_a_retry_is_answered(

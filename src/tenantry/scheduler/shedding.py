@@ -109,3 +109,12 @@ class CellLoad:
                 self.depth = int(await conn.fetchval(Q.queue_depth))
             self._read_at = now
         return self.thresholds.level(self.depth)
+
+
+async def render(load: CellLoad) -> str:
+    """``tenantry_shed_level`` for /metrics: the level this process answers new runs with."""
+    level = await load.level()
+    return ("# HELP tenantry_shed_level The cell's load level as this API process sees it: "
+            "0 normal, 1 new runs delayed, 2 new batch runs refused, 3 every new run "
+            "refused.\n# TYPE tenantry_shed_level gauge\n"
+            f"tenantry_shed_level {int(level)}\n")

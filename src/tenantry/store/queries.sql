@@ -20,7 +20,7 @@ LEFT JOIN agents a ON a.tenant_id = $1 AND a.name = $2
 -- name: claim_tasks
 -- The fair claim (migration 0007), restricted to library tasks: platform workers claim
 -- 'agent' runs through the same function and never see these.
-SELECT tenant_id, run_id, lease_epoch FROM tenantry_claim_runs($1, $2, $3, 'task', $4)
+SELECT tenant_id, run_id, lease_epoch FROM tenantry_claim_runs($1, $2, $3, 'task')
 
 -- name: leased_tasks
 SELECT r.run_id, a.name, r.agent_version, r.input

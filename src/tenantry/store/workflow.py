@@ -79,10 +79,8 @@ class WorkflowStore:
     ``WorkflowStore(db)`` uses a :class:`~tenantry.db.Database` you own;
     ``async with WorkflowStore.connect(dsn) as store`` opens and closes one.
     ``max_queued_runs`` bounds the whole cell's queue (every tenant, agents and tasks):
-    past it ``enqueue`` answers ``Overloaded``; None turns that check off. Below it the
-    platform's shedding levels apply (ADR 0008): past half of it ``claim`` serves tasks
-    that already took steps, of every tenant, before new ones; past 80% new ``batch``
-    tasks are refused.
+    past it ``enqueue`` answers ``Overloaded``; None turns that check off. From 80% of it
+    new ``batch`` tasks are refused already (the platform's shedding levels, ADR 0008).
     """
 
     def __init__(self, db: Database, *,
@@ -185,10 +183,8 @@ class WorkflowStore:
             raise ValidationFailed(f"batch must be an integer from 1 to {MAX_BATCH}",
                                    field="batch")
         _check_lease_seconds(lease_seconds)
-        in_flight_first = await self._in_flight_first()
         async with self.db.unscoped() as conn:
-            rows = await conn.fetch(Q.claim_tasks, worker_id, batch, float(lease_seconds),
-                                    in_flight_first)
+            rows = await conn.fetch(Q.claim_tasks, worker_id, batch, float(lease_seconds))
         by_tenant: dict[str, dict[Any, int]] = defaultdict(dict)
         for r in rows:
             by_tenant[r["tenant_id"]][r["run_id"]] = r["lease_epoch"]
@@ -199,9 +195,6 @@ class WorkflowStore:
         leases = {(x.tenant.value, x.task_id.uuid): x for group in loaded for x in group}
         keys = [(r["tenant_id"], r["run_id"]) for r in rows]
         return [leases[k] for k in keys if k in leases]  # claim order: fair order
-
-    async def _in_flight_first(self) -> bool:
-        return self._cell is not None and (await self._cell.load.level()).in_flight_first
 
     async def _leased(self, tenant: TenantId, epochs: dict[Any, int],
                       worker_id: str) -> list[TaskLease]:

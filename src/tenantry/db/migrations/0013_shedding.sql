@@ -2,8 +2,8 @@
 -- claim serves steps of runs already in flight — of every tenant — before the first step
 -- of any new run. Below it the claim is unchanged (in flight first only inside a tenant).
 
--- Which tenants have an in-flight run ready to go on: probed once per tenant considered,
--- only while the cell is overloaded. Small: only runs back in the queue after a step
+-- Which tenants have an in-flight run ready to go on: read by the claim only while the
+-- cell is overloaded. Small: only runs back in the queue after a step
 -- (approvals, parks, tool waits), never the backlog of new runs.
 CREATE INDEX runs_queued_in_flight ON runs (tenant_id, kind, available_at)
     WHERE status = 'queued' AND steps > 0;
