@@ -183,12 +183,13 @@ _OVERLOADED: dict[str, Any] = {
     "description": "`overloaded`: the cell is shedding new runs — new batch runs past its "
                    "batch level, every new run past its last; `shed` names the priorities "
                    "refused now. Nothing was written; retry after `Retry-After` seconds. An "
-                   "idempotent retry of a run already accepted is answered, never refused.",
+                   "idempotent retry of a run already accepted is answered, never refused. "
+                   "(`database_unavailable`, without `shed`: the database is not answering.)",
     "headers": {"Retry-After": {"description": "Seconds to wait before retrying.",
                                 "schema": {"type": "integer", "minimum": 1}}},
     "content": {"application/problem+json": {"schema": {"allOf": [
         {"$ref": "#/components/schemas/Problem"},
-        {"type": "object", "required": ["shed", "retry_after"], "properties": {
+        {"type": "object", "required": ["retry_after"], "properties": {
             "shed": {"type": "array", "items": {"type": "string",
                                                 "enum": ["batch", "interactive"]}},
             "retry_after": {"type": "integer", "minimum": 1}}},
