@@ -35,6 +35,7 @@ from tenantry.runs.webhooks import WebhookSender
 from tenantry.runs.worker import Worker
 from tenantry.sandbox.manager import SandboxManager
 from tenantry.sandbox.tools import BuiltinTools
+from tenantry.scheduler.shedding import CellLoad, ShedThresholds
 from tenantry.telemetry.worker import WorkerMetrics
 from tenantry.testing.fake_model import FakeModelServer
 from tenantry.testing.mcp_server import EffectsMcpServer
@@ -265,11 +266,12 @@ async def running_worker(
     dsn: str, model_url: str | None, *, settings: EngineSettings = TEST_ENGINE,
     concurrency: int = 50, name: str = "test-worker", gateway: type[ToolGateway] = ToolGateway,
     model_gateway: GatewaySettings = TEST_GATEWAY, sandboxes: SandboxManager | None = None,
-    metrics: WorkerMetrics | None = None,
+    metrics: WorkerMetrics | None = None, shedding: ShedThresholds | None = None,
 ) -> AsyncIterator[Worker]:
     """A real worker loop (in this process) on its own pool, until the block ends. Its model
     gateway routes over the accounts registered in the database plus, if ``model_url`` is
-    given, that fake server as a configured account serving any model."""
+    given, that fake server as a configured account serving any model. With ``shedding``
+    its claims follow the cell's load level (read on every claim), as a deployed worker's."""
     database = await Database.connect(dsn, min_size=1, max_size=10)
     vault = Vault(database, TEST_MASTER_KEY)
     implicit = []
@@ -288,8 +290,9 @@ async def running_worker(
                             prices=DEFAULT_PRICES, worker=worker_id(name), settings=settings,
                             sandboxes=sandboxes, metrics=metrics)
             webhooks = WebhookSender(database, allow_private=True)
+            load = None if shedding is None else CellLoad(database, shedding, ttl_seconds=0)
             worker = Worker(engine, dsn=dsn, concurrency=concurrency, poll_seconds=0.1,
-                            webhooks=webhooks, drain_seconds=1.0)
+                            webhooks=webhooks, drain_seconds=1.0, load=load)
             task = asyncio.create_task(worker.run(stop))
             try:
                 yield worker

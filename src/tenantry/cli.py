@@ -109,16 +109,36 @@ Concurrency = Annotated[
     typer.Option("--concurrency", envvar="TENANTRY_WORKER_CONCURRENCY",
                  help="Runs one worker process holds at once."),
 ]
+# Shedding levels (ADR 0008), in runs queued in the whole cell.
+MaxQueuedRuns = Annotated[
+    int | None,
+    typer.Option("--max-queued-runs", envvar="TENANTRY_MAX_QUEUED_RUNS",
+                 help="From this many queued runs every new run is refused (503)."),
+]
+RefuseBatchRunsAt = Annotated[
+    int | None,
+    typer.Option("--refuse-batch-runs-at", envvar="TENANTRY_REFUSE_BATCH_RUNS_AT",
+                 help="From this many queued runs new batch runs are refused (503); "
+                      "default 80% of --max-queued-runs."),
+]
+DelayNewRunsAt = Annotated[
+    int | None,
+    typer.Option("--delay-new-runs-at", envvar="TENANTRY_DELAY_NEW_RUNS_AT",
+                 help="From this many queued runs in-flight runs of every tenant are "
+                      "claimed before new runs; default 50% of --max-queued-runs."),
+]
 
 
 @app.command()
 def api(
     database_url: DatabaseUrl = None, data_dir: DataDir = None, host: Host = None,
     port: Port = None, operator_token: OperatorToken = None,
+    max_queued_runs: MaxQueuedRuns = None, refuse_batch_runs_at: RefuseBatchRunsAt = None,
 ) -> None:
     """Serve the HTTP API only (the schema must be migrated)."""
     settings = _settings(database_url=database_url, data_dir=data_dir, host=host, port=port,
-                         operator_token=operator_token)
+                         operator_token=operator_token, max_queued_runs=max_queued_runs,
+                         refuse_batch_runs_at=refuse_batch_runs_at)
     _serve(settings, migrate=False, demo=False, api=True, workers=0)
 
 
@@ -130,11 +150,13 @@ def worker(
         "--metrics-port", envvar="TENANTRY_WORKER_METRICS_PORT",
         help="Serve this worker's /metrics (operator token) on this port; off by default.",
     )] = None,
+    max_queued_runs: MaxQueuedRuns = None, delay_new_runs_at: DelayNewRunsAt = None,
 ) -> None:
     """Run a worker: claim queued runs and drive them (the schema must be migrated)."""
     settings = _settings(database_url=database_url, data_dir=data_dir,
                          worker_concurrency=concurrency, model_base_url=model_base_url,
-                         worker_metrics_port=metrics_port)
+                         worker_metrics_port=metrics_port, max_queued_runs=max_queued_runs,
+                         delay_new_runs_at=delay_new_runs_at)
     _serve(settings, migrate=False, demo=False, api=False, workers=1)
 
 
@@ -147,11 +169,16 @@ def up(
     concurrency: Concurrency = None, model_base_url: ModelBaseUrl = None,
     workers: Annotated[int | None, typer.Option("--workers", envvar="TENANTRY_WORKERS",
                                                 help="Worker loops in this process.")] = None,
+    max_queued_runs: MaxQueuedRuns = None, refuse_batch_runs_at: RefuseBatchRunsAt = None,
+    delay_new_runs_at: DelayNewRunsAt = None,
 ) -> None:
     """Run the whole platform: (embedded) Postgres, migrations, the API and a worker."""
     settings = _settings(database_url=database_url, data_dir=data_dir, host=host, port=port,
                          operator_token=operator_token, worker_concurrency=concurrency,
-                         model_base_url=model_base_url, workers=workers)
+                         model_base_url=model_base_url, workers=workers,
+                         max_queued_runs=max_queued_runs,
+                         refuse_batch_runs_at=refuse_batch_runs_at,
+                         delay_new_runs_at=delay_new_runs_at)
     _serve(settings, migrate=True, demo=demo, api=True, workers=settings.workers)
 
 

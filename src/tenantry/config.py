@@ -6,6 +6,7 @@ worker factories; tests build their own.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -53,8 +54,15 @@ class Settings:
     model_api_key: str | None = None
     model_provider: str = "openai"  # the wire format of model_base_url: openai | anthropic
     lease_seconds: float = 30.0
-    # Admission: past this many queued runs in the whole cell, new runs get 503 overloaded.
+    # Shedding (ADR 0008), by runs queued in the whole cell: from delay_new_runs_at the
+    # claim serves in-flight runs of every tenant before new runs; from
+    # refuse_batch_runs_at new batch runs get 503 overloaded; from max_queued_runs every
+    # new run does. Unset levels derive from max_queued_runs (50%, 80%). Each API and
+    # worker process reads the depth at most once per load_read_seconds.
     max_queued_runs: int = 100_000
+    refuse_batch_runs_at: int | None = None
+    delay_new_runs_at: int | None = None
+    load_read_seconds: float = 1.0
     # The claim order: fair (the scheduler) or fifo (oldest run of any tenant; only for
     # measuring what fairness buys — it ignores every tenant policy).
     claim_order: str = "fair"
@@ -115,6 +123,9 @@ class Settings:
         integer("TENANTRY_LEASE_SECONDS", "lease_seconds", 1)
         integer("TENANTRY_WORKER_CONCURRENCY", "worker_concurrency", 1)
         integer("TENANTRY_MAX_QUEUED_RUNS", "max_queued_runs", 1)
+        integer("TENANTRY_REFUSE_BATCH_RUNS_AT", "refuse_batch_runs_at", 1)
+        integer("TENANTRY_DELAY_NEW_RUNS_AT", "delay_new_runs_at", 1)
+        integer("TENANTRY_LOAD_READ_SECONDS", "load_read_seconds", 0)
         text("TENANTRY_CLAIM_ORDER", "claim_order")
         integer("TENANTRY_WORKERS", "workers", 0)
         text("TENANTRY_OTEL_EXPORTER", "otel_exporter")
@@ -158,8 +169,26 @@ class Settings:
                 raise ConfigurationError(f"{name} must be at least {minimum}, got {value}")
         if self.port > 65535:
             raise ConfigurationError("TENANTRY_PORT / --port must be at most 65535")
+        self._validate_shedding()
         if self.db_pool_min > self.db_pool_max:
             raise ConfigurationError("TENANTRY_DB_POOL_MIN must not exceed TENANTRY_DB_POOL_MAX")
+
+    def _validate_shedding(self) -> None:
+        levels = [("TENANTRY_DELAY_NEW_RUNS_AT / --delay-new-runs-at", self.delay_new_runs_at),
+                  ("TENANTRY_REFUSE_BATCH_RUNS_AT / --refuse-batch-runs-at",
+                   self.refuse_batch_runs_at),
+                  ("TENANTRY_MAX_QUEUED_RUNS / --max-queued-runs", self.max_queued_runs)]
+        given: list[tuple[str, int]] = [(n, v) for n, v in levels if v is not None]
+        for name, value in given:
+            if value < 1:
+                raise ConfigurationError(f"{name} must be at least 1, got {value}")
+        for (low_name, low), (high_name, high) in itertools.pairwise(given):
+            if low > high:
+                raise ConfigurationError(
+                    f"{low_name} ({low}) must not exceed {high_name} ({high}): the levels "
+                    "of shedding come in this order")
+        if self.load_read_seconds < 0:
+            raise ConfigurationError("TENANTRY_LOAD_READ_SECONDS must be at least 0")
 
     @property
     def sandbox_dir(self) -> Path:

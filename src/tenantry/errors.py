@@ -65,10 +65,20 @@ class QuotaExceeded(TenantryError):
 
 
 class Overloaded(TenantryError):
+    """The cell sheds new runs (ADR 0008). ``queued`` and ``limit_value`` — the cell's depth
+    and the level's threshold — are for the operator's side (the library's value, logs):
+    kept out of ``extra``, so the problem body never shows tenants the cell's depth."""
+
     type = "overloaded"
     status = 503
     title = "Platform overloaded"
     retryable = True
+
+    def __init__(self, detail: str = "", *, queued: int = 0, limit_value: int = 0,
+                 **extra: Any) -> None:
+        super().__init__(detail, **extra)
+        self.queued = queued
+        self.limit_value = limit_value
 
 
 class BudgetExhausted(TenantryError):

@@ -23,6 +23,7 @@ from tenantry.runs.webhooks import WebhookSender
 from tenantry.runs.worker import Worker
 from tenantry.sandbox import setup as sandbox_setup
 from tenantry.sandbox.tools import BuiltinTools
+from tenantry.scheduler.shedding import CellLoad, ShedThresholds
 from tenantry.telemetry.spans import from_exporter
 from tenantry.telemetry.worker import WorkerMetrics
 from tenantry.tools.gateway import ToolGateway
@@ -126,7 +127,9 @@ async def run_worker(
         try:
             await Worker(eng, dsn=dsn, concurrency=settings.worker_concurrency,
                          webhooks=webhooks, control=control,
-                         claim_order=settings.claim_order).run(stop)
+                         claim_order=settings.claim_order,
+                         load=CellLoad(control, ShedThresholds.of(settings),
+                                       settings.load_read_seconds)).run(stop)
         finally:
             await control.close()
             await webhooks.aclose()

@@ -119,7 +119,22 @@ async def test_budget_and_cell_refusals_are_values(
     overloaded = await full.enqueue(Task.new("order-review").with_tenant(GLOBEX))
     assert isinstance(overloaded, Overloaded)
     assert (overloaded.queued, overloaded.limit_value) == (1, 1)
+    assert overloaded.shed == ("batch", "interactive")  # every new task, at this level
     assert await _counts(admin_conn, GLOBEX) == before
+
+
+async def test_past_the_batch_level_new_batch_tasks_are_refused_interactive_ones_taken(
+    db: Database, store: WorkflowStore, admin_conn: asyncpg.Connection
+) -> None:
+    await _enqueue(store, GLOBEX, 4)  # the cell holds four: 80% of five, the batch level
+    shedding = WorkflowStore(db, max_queued_runs=5)
+    before = await _counts(admin_conn, ACME)
+    batch = await shedding.enqueue(Task.new("nightly", priority="batch").with_tenant(ACME))
+    assert isinstance(batch, Overloaded) and batch.shed == ("batch",)
+    assert (batch.queued, batch.limit_value) == (4, 4)
+    assert await _counts(admin_conn, ACME) == before
+    interactive = await shedding.enqueue(Task.new("order-review").with_tenant(ACME))
+    assert isinstance(interactive, Admitted)
 
 
 async def test_idempotency_key_answers_the_first_enqueue(store: WorkflowStore) -> None:

@@ -215,12 +215,12 @@ async def test_admission_refuses_past_max_queued_with_the_limit_and_count(
 async def test_the_cell_refuses_new_runs_when_its_queue_is_full(database_dsn: str) -> None:
     from tests.conftest import serving_api
 
-    async with serving_api(database_dsn, max_queued_runs=2) as api:
+    # The depth read on every request (not at most once a second): no sleeping for it.
+    async with serving_api(database_dsn, max_queued_runs=2, load_read_seconds=0) as api:
         _, h = await api.tenant()
         agent = await api.agent(h)
         await api.start(h, agent, "1")
         await api.start(h, agent, "2")
-        await asyncio.sleep(1.1)  # the cell's depth is read at most once a second
         r = await api.client.post("/v1/runs", json={"agent_id": agent, "input": "3"},
                                   headers=h)
     assert r.status_code == 503 and r.json()["type"] == "overloaded"

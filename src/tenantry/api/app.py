@@ -30,6 +30,7 @@ from tenantry.platform_setup import master_key
 from tenantry.runs.hub import EventHub
 from tenantry.runs.inprocess import LocalWorkers
 from tenantry.scheduler.admission import CellCapacity
+from tenantry.scheduler.shedding import CellLoad, ShedThresholds
 from tenantry.tenants.auth_cache import CHANNEL as KEY_CHANNEL
 from tenantry.tenants.auth_cache import AuthCache
 from tenantry.tools.mcp_client import McpToolClient
@@ -82,7 +83,8 @@ def create_app(settings: Settings, dsn: str, *, local: LocalWorkers | None = Non
             vault = Vault(db, master) if master is not None else None
             app.state.platform = Platform(
                 settings, db, hub, mcp, vault, auth_cache=auth_cache, master=master,
-                cell=CellCapacity(db, settings.max_queued_runs), local=local)
+                cell=CellCapacity(CellLoad(db, ShedThresholds.of(settings),
+                                           settings.load_read_seconds)), local=local)
             yield
         finally:
             await mcp.aclose()

@@ -2,7 +2,8 @@
 
 The database's gauges (queue depth and age, leases held, runs by status), plus what the
 worker loops running in this same process counted (``tenantry up``): queue waits, step
-platform time, model calls and errors, breakers, the sandbox pool, budget refusals. A
+platform time, model calls and errors, breakers, the sandbox pool, budget refusals — and
+the shedding level this API process answers new runs with. A
 standalone ``tenantry worker`` serves its own figures on ``--metrics-port``. Every tenant
 label is a tenant *class* (plan), never a tenant id."""
 
@@ -13,7 +14,7 @@ from fastapi.responses import PlainTextResponse
 
 from tenantry.api.auth import operator, platform
 from tenantry.api.platform import Platform
-from tenantry.scheduler import metrics
+from tenantry.scheduler import metrics, shedding
 from tenantry.telemetry.registry import merge
 
 router = APIRouter(tags=["operator"], dependencies=[Depends(operator)])
@@ -24,6 +25,8 @@ router = APIRouter(tags=["operator"], dependencies=[Depends(operator)])
 async def get_metrics(p: Platform = Depends(platform)) -> PlainTextResponse:
     """Gauges and counters labelled by tenant class (plan), never by tenant id."""
     text = await metrics.render(p.db) + await metrics.render_runs(p.db)
+    if p.cell is not None:
+        text += await shedding.render(p.cell.load)
     if p.local is not None:
         # Worker loops of one process share one metrics object; render each once.
         seen = {id(e.metrics): e.metrics for e in p.local.engines}

@@ -11,7 +11,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from tenantry.db import DATABASE_DOWN
-from tenantry.errors import DatabaseUnavailable, TenantryError
+from tenantry.errors import DatabaseUnavailable, Overloaded, TenantryError
 from tenantry.jsonutil import dumps
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,9 @@ _HTTP_TYPES = {404: "not_found", 405: "method_not_allowed", 401: "unauthorized"}
 def install(app: FastAPI) -> None:
     @app.exception_handler(TenantryError)
     async def tenantry_error(_request: Request, exc: TenantryError) -> Response:
-        if exc.status >= 500:
+        # Shedding is the platform working as designed, not failing: one error line per
+        # refused request would add load to an overloaded cell's logs.
+        if exc.status >= 500 and not isinstance(exc, Overloaded):
             log.error("request failed: %s", exc.detail)
         return from_error(exc)
 

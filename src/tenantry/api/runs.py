@@ -178,10 +178,30 @@ def _run_out(run: service.Run) -> RunOut:
     )
 
 
+#: The shedding answer (ADR 0008): which priorities of new runs the cell refuses now, never
+#: how deep its queue is.
+_OVERLOADED: dict[str, Any] = {
+    "description": "`overloaded`: the cell is shedding new runs — new batch runs past its "
+                   "batch level, every new run past its last; `shed` names the priorities "
+                   "refused now. Nothing was written; retry after `Retry-After` seconds. An "
+                   "idempotent retry of a run already accepted is answered, never refused. "
+                   "(`database_unavailable`, without `shed`: the database is not answering.)",
+    "headers": {"Retry-After": {"description": "Seconds to wait before retrying.",
+                                "schema": {"type": "integer", "minimum": 1}}},
+    "content": {"application/problem+json": {"schema": {"allOf": [
+        {"$ref": "#/components/schemas/Problem"},
+        {"type": "object", "required": ["retry_after"], "properties": {
+            "shed": {"type": "array", "items": {"type": "string",
+                                                "enum": ["batch", "interactive"]}},
+            "retry_after": {"type": "integer", "minimum": 1}}},
+    ]}}},
+}
+
+
 @router.post("", status_code=202, response_model=Started, responses={
     429: {"description": "`quota_exceeded`: the tenant has `max_queued` runs not yet ended; "
                          "`budget_exhausted`: its monthly spend cap is reached"},
-    503: {"description": "`overloaded`: the platform's queue is full (see Retry-After)"},
+    503: _OVERLOADED,
 })
 async def start_run(
     body: StartRun, response: Response,

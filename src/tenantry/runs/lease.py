@@ -27,12 +27,19 @@ class Lease:
 
 async def claim(
     db: Database, worker: str, batch: int, lease_seconds: float, *, order: str = "fair",
+    in_flight_first: bool = False,
 ) -> list[Lease]:
     """Up to ``batch`` runs for this worker, in the fair order (or ``fifo``: oldest run of
-    any tenant, ignoring policies — kept only as the fairness benchmark's baseline)."""
-    query = Q.claim_runs_fifo if order == "fifo" else Q.claim_runs
+    any tenant, ignoring policies — kept only as the fairness benchmark's baseline).
+
+    ``in_flight_first`` (the cell is overloaded, ADR 0008): runs that already took steps,
+    of every tenant, before the first step of any new run."""
     async with db.unscoped() as conn:
-        rows = await conn.fetch(query, worker, batch, lease_seconds)
+        if order == "fifo":
+            rows = await conn.fetch(Q.claim_runs_fifo, worker, batch, lease_seconds)
+        else:
+            rows = await conn.fetch(Q.claim_runs, worker, batch, lease_seconds,
+                                    in_flight_first)
     return [Lease(TenantId(r["tenant_id"]), RunId(r["run_id"]), r["lease_epoch"]) for r in rows]
 
 

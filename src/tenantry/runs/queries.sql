@@ -101,7 +101,8 @@ UPDATE runs SET status = 'queued', lease_owner = NULL, lease_expires_at = NULL,
 WHERE tenant_id = $1 AND run_id = $2 AND lease_epoch = $3 AND status = 'running'
 
 -- name: claim_runs
-SELECT tenant_id, run_id, lease_epoch FROM tenantry_claim_runs($1, $2, $3)
+-- $4: serve in-flight runs of every tenant before new ones (the cell is overloaded).
+SELECT tenant_id, run_id, lease_epoch FROM tenantry_claim_runs($1, $2, $3, 'agent', $4)
 
 -- name: claim_runs_fifo
 SELECT tenant_id, run_id, lease_epoch FROM tenantry_claim_runs_fifo($1, $2, $3)

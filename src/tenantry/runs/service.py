@@ -106,7 +106,9 @@ async def create_run(
     if kind not in RUN_KINDS:
         raise ValueError(f"run kind must be one of {RUN_KINDS}, not {kind!r}")
     run_id = RunId.new()
-    overloaded = await cell.refusal() if cell is not None else None
+    # Shedding (ADR 0008) looks at this run's priority; an idempotent retry of a run
+    # already accepted is answered below even while its class is shed.
+    overloaded = await cell.refusal(req.priority) if cell is not None else None
     async with db.tenant_tx(tenant) as conn:
         if req.idempotency_key is not None:
             # A retry is answered before resolving anything else, so it returns the same

@@ -17,6 +17,7 @@ from tenantry.models.accounts import wake_parked
 from tenantry.runs.driver import Engine, RunDriver
 from tenantry.runs.lease import Lease, claim, release, renew
 from tenantry.runs.webhooks import WebhookSender
+from tenantry.scheduler.shedding import CellLoad, ShedLevel
 from tenantry.tools import approvals
 
 logger = logging.getLogger(__name__)
@@ -37,6 +38,7 @@ class Worker:
         poll_seconds: float = 1.0, webhooks: WebhookSender | None = None,
         drain_seconds: float = 5.0, clock: Callable[[], datetime] = _utcnow,
         control: Database | None = None, claim_order: str = "fair",
+        load: CellLoad | None = None,
     ) -> None:
         self.engine = engine
         self._dsn = dsn
@@ -50,6 +52,10 @@ class Worker:
         # queued for the main pool they would starve (fewer runs claimed, leases at risk).
         self._control = control or engine.db
         self._claim_order = claim_order
+        # The cell's load level (ADR 0008): from its first level on, in-flight runs of every
+        # tenant are claimed before new runs. None: never (the claim's normal order).
+        self._load = load
+        self._level = ShedLevel.NORMAL
         self._active: dict[Lease, asyncio.Task[None]] = {}
         self._lease_of: dict[asyncio.Task[None], Lease] = {}
         self._wake = asyncio.Event()
@@ -88,8 +94,15 @@ class Worker:
         if free <= 0:
             return 0
         try:
+            level = await self._load.level() if self._load is not None else ShedLevel.NORMAL
+            if level is not self._level:
+                logger.info("cell load level changed", extra={
+                    "level": level.name.lower(), "was": self._level.name.lower(),
+                    "queued": self._load.depth if self._load is not None else 0})
+                self._level = level
             leases = await claim(self._control, self.engine.worker, min(free, self._batch),
-                                 self.engine.settings.lease_seconds, order=self._claim_order)
+                                 self.engine.settings.lease_seconds, order=self._claim_order,
+                                 in_flight_first=level.in_flight_first)
         except DATABASE_DOWN as exc:
             logger.warning("cannot claim: database unavailable: %s", exc)
             return 0

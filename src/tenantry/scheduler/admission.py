@@ -5,13 +5,13 @@ fair claim serves it when a slot frees."""
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from tenantry.db import Connection, Database
+from tenantry.db import Connection
 from tenantry.db.queries import load
 from tenantry.errors import BudgetExhausted, Overloaded, QuotaExceeded
 from tenantry.ids import TenantId
+from tenantry.scheduler.shedding import CellLoad, ShedLevel
 
 Q = load(__package__)
 
@@ -41,28 +41,29 @@ async def admit(conn: Connection, tenant: TenantId) -> None:
 
 @dataclass(slots=True)
 class CellCapacity:
-    """The whole cell's queue, as one API process sees it: read at most once a second (a
-    soft limit does not need an exact count, and this keeps admission to one query)."""
+    """Admission's side of shedding (ADR 0008): past the cell's second level new batch runs
+    are refused, past its third every new run. The refusal names what is shed, never how
+    deep the cell's queue is (that is other tenants' business)."""
 
-    db: Database
-    max_queued: int
-    ttl_seconds: float = 1.0
+    load: CellLoad
     retry_after_seconds: int = 5
-    _depth: int = 0
-    _read_at: float = field(default=-1e9)
 
-    async def refusal(self) -> Overloaded | None:
-        """The error to answer new runs with while the cell's queue is full, else None."""
-        now = time.monotonic()
-        if now - self._read_at > self.ttl_seconds:
-            async with self.db.unscoped() as conn:
-                self._depth = int(await conn.fetchval(Q.queue_depth))
-            self._read_at = now
-        if self._depth < self.max_queued:
+    async def refusal(self, priority: str) -> Overloaded | None:
+        """The error to answer a new run of this priority with now, else None."""
+        level = await self.load.level()
+        if not level.refuses(priority):
             return None
+        if level is ShedLevel.REFUSE_ALL:
+            detail = ("The platform is overloaded: new runs are refused for now; runs "
+                      "already accepted go on. Retry later.")
+        else:
+            detail = ("The platform is shedding load: new batch runs are refused for now "
+                      "(interactive runs are still accepted). Retry later.")
         return Overloaded(
-                f"The platform has {self._depth} runs queued (its limit is "
-                f"{self.max_queued}); retry later.",
-                retry_after=self.retry_after_seconds, queued=self._depth,
-                limit_value=self.max_queued,
-            )
+            detail, retry_after=self.retry_after_seconds, shed=list(level.shed_priorities),
+            queued=self.load.depth, limit_value=self._threshold(level),
+        )
+
+    def _threshold(self, level: ShedLevel) -> int:
+        t = self.load.thresholds
+        return t.refuse_all_at if level is ShedLevel.REFUSE_ALL else t.refuse_batch_at

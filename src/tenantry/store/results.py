@@ -68,19 +68,24 @@ class BudgetExhausted:
 
 @dataclass(frozen=True, slots=True)
 class Overloaded:
-    """The whole cell's queue is full (``queued`` of ``limit_value``), whoever's work it is.
-    Nothing was written. Retry after ``retry_after`` seconds."""
+    """The whole cell sheds new work, whoever's it is (ADR 0008): past its batch level new
+    ``batch`` tasks are refused, past its last level every new task. ``shed`` names the
+    priorities refused now; ``queued`` is the cell's depth, ``limit_value`` the level's
+    threshold (operator figures: don't pass them on to tenants). Nothing was written.
+    Retry after ``retry_after`` seconds."""
 
     detail: str
     retry_after: int
     queued: int
     limit_value: int
+    shed: tuple[str, ...] = ("batch", "interactive")
     type: ClassVar[str] = errors.Overloaded.type
     retryable: ClassVar[bool] = True
 
     def to_error(self) -> errors.Overloaded:
         return errors.Overloaded(self.detail, retry_after=self.retry_after,
-                                 queued=self.queued, limit_value=self.limit_value)
+                                 shed=list(self.shed), queued=self.queued,
+                                 limit_value=self.limit_value)
 
 
 EnqueueResult: TypeAlias = Admitted | Overloaded | QuotaExceeded | BudgetExhausted
@@ -91,8 +96,8 @@ def refusal(exc: errors.QuotaExceeded | errors.BudgetExhausted | errors.Overload
     """The value for an admission refusal raised by the platform's admission code."""
     extra = exc.extra
     if isinstance(exc, errors.Overloaded):
-        return Overloaded(exc.detail, int(extra.get("retry_after", 1)),
-                          int(extra.get("queued", 0)), int(extra.get("limit_value", 0)))
+        return Overloaded(exc.detail, int(extra.get("retry_after", 1)), exc.queued,
+                          exc.limit_value, tuple(extra.get("shed", ("batch", "interactive"))))
     limit = str(extra.get("limit", ""))
     limit = _LIMIT_NAMES.get(limit, limit)
     value, current = int(extra.get("limit_value", 0)), int(extra.get("current", 0))

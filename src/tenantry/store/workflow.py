@@ -44,6 +44,7 @@ from tenantry.runs.events import Event, EventType, RunStatus
 from tenantry.runs.service import RunRequest, create_run
 from tenantry.scheduler import policy as scheduler_policy
 from tenantry.scheduler.admission import CellCapacity
+from tenantry.scheduler.shedding import CellLoad, ShedThresholds
 from tenantry.store.results import Admitted, EnqueueResult, refusal
 from tenantry.store.task_types import TaskType, TaskTypes
 from tenantry.store.values import (
@@ -78,14 +79,16 @@ class WorkflowStore:
     ``WorkflowStore(db)`` uses a :class:`~tenantry.db.Database` you own;
     ``async with WorkflowStore.connect(dsn) as store`` opens and closes one.
     ``max_queued_runs`` bounds the whole cell's queue (every tenant, agents and tasks):
-    past it ``enqueue`` answers ``Overloaded``; None turns that check off.
+    past it ``enqueue`` answers ``Overloaded``; None turns that check off. From 80% of it
+    new ``batch`` tasks are refused already (the platform's shedding levels, ADR 0008).
     """
 
     def __init__(self, db: Database, *,
                  max_queued_runs: int | None = DEFAULT_MAX_QUEUED_RUNS) -> None:
         self.db = db
         self._types = TaskTypes(db)
-        self._cell = CellCapacity(db, max_queued_runs) if max_queued_runs is not None else None
+        self._cell = None if max_queued_runs is None else CellCapacity(
+            CellLoad(db, ShedThresholds.derive(max_queued_runs)))
 
     @classmethod
     @asynccontextmanager

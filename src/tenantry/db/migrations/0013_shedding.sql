@@ -1,0 +1,126 @@
+-- Shedding under overload (DESIGN §7b, ADR 0008): past the first level of cell load the
+-- claim serves steps of runs already in flight — of every tenant — before the first step
+-- of any new run. Below it the claim is unchanged (in flight first only inside a tenant).
+
+-- Which tenants have an in-flight run ready to go on: read by the claim only while the
+-- cell is overloaded. Small: only runs back in the queue after a step
+-- (approvals, parks, tool waits), never the backlog of new runs.
+CREATE INDEX runs_queued_in_flight ON runs (tenant_id, kind, available_at)
+    WHERE status = 'queued' AND steps > 0;
+
+-- The fair claim of 0007 with one more argument. p_in_flight_first (the caller's view of
+-- the cell's load, ADR 0008): serve in two tiers — first runs that already took steps,
+-- across tenants, the tenant with the smallest running / weight first as always; then,
+-- when no tenant has one left to claim, new runs in the usual fair order. Every other
+-- rule holds in both tiers: max_running, token buckets, spend caps, the locking order.
+DROP FUNCTION tenantry_claim_runs(text, integer, double precision, text);
+CREATE FUNCTION tenantry_claim_runs(p_worker text, p_batch integer,
+                                    p_lease_seconds double precision,
+                                    p_kind text DEFAULT 'agent',
+                                    p_in_flight_first boolean DEFAULT false)
+RETURNS TABLE (tenant_id text, run_id uuid, lease_epoch bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_claimed integer;
+    v_tenant text;
+    v_run uuid;
+    v_skip text[] := '{}';
+    v_holding boolean := false;
+    v_in_flight boolean := coalesce(p_in_flight_first, false);  -- the tier being served
+BEGIN
+    RETURN QUERY
+    WITH expired AS (
+        SELECT r.tenant_id, r.run_id FROM public.runs r
+        WHERE r.status = 'running' AND r.lease_expires_at < now() AND r.kind = p_kind
+        ORDER BY r.lease_expires_at
+        LIMIT p_batch
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE public.runs r
+    SET lease_owner = p_worker, lease_epoch = r.lease_epoch + 1,
+        lease_expires_at = now() + make_interval(secs => p_lease_seconds), updated_at = now()
+    FROM expired
+    WHERE r.tenant_id = expired.tenant_id AND r.run_id = expired.run_id
+    RETURNING r.tenant_id, r.run_id, r.lease_epoch;
+    GET DIAGNOSTICS v_claimed = ROW_COUNT;
+
+    WHILE v_claimed < p_batch LOOP
+        IF v_holding THEN
+            -- Holding a tenant row already: never wait for another (two claimers waiting
+            -- for each other's rows would deadlock); one being claimed for is skipped.
+            SELECT l.tenant_id INTO v_tenant
+            FROM public.tenant_load l
+            JOIN public.tenant_policies p ON p.tenant_id = l.tenant_id
+            JOIN public.tenant_budget b ON b.tenant_id = l.tenant_id
+            WHERE public.tenantry_may_claim(l, p, b) AND l.tenant_id <> ALL (v_skip)
+              AND (NOT v_in_flight OR EXISTS (
+                  SELECT 1 FROM public.runs r
+                  WHERE r.tenant_id = l.tenant_id AND r.kind = p_kind
+                    AND r.status = 'queued' AND r.steps > 0
+                    AND (r.available_at IS NULL OR r.available_at <= now())))
+            ORDER BY l.running::float8 / p.weight, l.last_claim_at NULLS FIRST, l.tenant_id
+            LIMIT 1
+            FOR UPDATE OF l SKIP LOCKED;
+        ELSE
+            -- Holding none: wait for the best tenant's row if another claimer has it (a
+            -- few ms), rather than come back empty while it has work. The row is checked
+            -- again once locked.
+            SELECT l.tenant_id INTO v_tenant
+            FROM public.tenant_load l
+            JOIN public.tenant_policies p ON p.tenant_id = l.tenant_id
+            JOIN public.tenant_budget b ON b.tenant_id = l.tenant_id
+            WHERE public.tenantry_may_claim(l, p, b) AND l.tenant_id <> ALL (v_skip)
+              AND (NOT v_in_flight OR EXISTS (
+                  SELECT 1 FROM public.runs r
+                  WHERE r.tenant_id = l.tenant_id AND r.kind = p_kind
+                    AND r.status = 'queued' AND r.steps > 0
+                    AND (r.available_at IS NULL OR r.available_at <= now())))
+            ORDER BY l.running::float8 / p.weight, l.last_claim_at NULLS FIRST, l.tenant_id
+            LIMIT 1
+            FOR UPDATE OF l;
+        END IF;
+        IF v_tenant IS NULL THEN
+            EXIT WHEN NOT v_in_flight;
+            -- No tenant has in-flight work left to claim: new runs now, in the fair order.
+            -- Tenants skipped in that tier may still have new runs.
+            v_in_flight := false;
+            v_skip := '{}';
+            CONTINUE;
+        END IF;
+        v_holding := true;
+
+        SELECT r.run_id INTO v_run FROM public.runs r
+        WHERE r.tenant_id = v_tenant AND r.kind = p_kind AND r.status = 'queued'
+          AND (r.available_at IS NULL OR r.available_at <= now())
+          AND (NOT v_in_flight OR r.steps > 0)
+        ORDER BY (r.steps = 0), (r.priority <> 'interactive'), r.created_at
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED;
+        IF v_run IS NULL THEN  -- all its queued runs are held back (or being claimed)
+            v_skip := v_skip || v_tenant;
+            v_tenant := NULL;
+            CONTINUE;
+        END IF;
+
+        RETURN QUERY
+        UPDATE public.runs r
+        SET status = 'running', lease_owner = p_worker, lease_epoch = r.lease_epoch + 1,
+            lease_expires_at = now() + make_interval(secs => p_lease_seconds),
+            -- The moment of the claim, not the start of its transaction (which may have
+            -- waited for a tenant row): queue waits are never negative.
+            available_at = NULL, started_at = coalesce(r.started_at, clock_timestamp()),
+            updated_at = now()
+        WHERE r.tenant_id = v_tenant AND r.run_id = v_run
+        RETURNING r.tenant_id, r.run_id, r.lease_epoch;
+        UPDATE public.tenant_load SET last_claim_at = clock_timestamp()
+        WHERE tenant_load.tenant_id = v_tenant;
+        v_claimed := v_claimed + 1;
+        v_tenant := NULL;
+        v_run := NULL;
+    END LOOP;
+END
+$$;
+REVOKE ALL ON FUNCTION tenantry_claim_runs(text, integer, double precision, text, boolean)
+    FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION tenantry_claim_runs(text, integer, double precision, text, boolean)
+    TO tenantry_app;
