@@ -18,6 +18,7 @@ from tenantry.api import (
     metrics,
     model_accounts,
     policy,
+    prices,
     problems,
     runs,
 )
@@ -57,6 +58,7 @@ _CONFLICTS = {
     ("POST", "/v1/runs"), ("POST", "/v1/agents"), ("POST", "/v1/agents/{agent_id}/versions"),
     ("POST", "/v1/runs/{run_id}/cancel"), ("POST", "/v1/approvals/{approval_id}"),
     ("POST", "/admin/v1/tenants"), ("POST", "/admin/v1/tenants/{tenant_id}/tool-servers"),
+    ("PUT", "/admin/v1/prices/{model}"),
 }
 _MISSING_REFERENCES = {("POST", "/v1/runs")}
 
@@ -101,6 +103,7 @@ def create_app(settings: Settings, dsn: str, *, local: LocalWorkers | None = Non
     problems.install(app)
     app.include_router(admin.router)
     app.include_router(model_accounts.router)
+    app.include_router(prices.router)
     app.include_router(policy.admin_router)
     app.include_router(policy.router)
     app.include_router(metrics.router)
