@@ -274,3 +274,24 @@ async def test_a_model_in_a_priced_family_is_billed_at_the_familys_price(
     assert events[-1]["type"] == "RunFinished", events[-1]
     assert {d["price_version"].split("@")[0] for d in replies(events)} == {"acme"}
     assert (await api.run(h, run))["cost_micros"] == billed(provider.usage_log, FIRST)
+
+
+async def test_the_openapi_document_declares_the_price_routes_and_their_rules(
+    api: Api,
+) -> None:
+    doc = (await api.client.get("/openapi.json")).json()
+    put = doc["paths"]["/admin/v1/prices/{model}"]["put"]
+    assert set(put["responses"]) >= {"200", "201", "400", "401", "404", "409", "413"}
+    (model,) = put["parameters"]
+    assert model["in"] == "path" and model["schema"]["maxLength"] == 200
+    assert "pattern" in model["schema"]
+    body = doc["components"]["schemas"]["PutPrice"]
+    assert body["additionalProperties"] is False
+    for name in ("input_per_m", "cached_input_per_m", "cache_write_per_m", "output_per_m",
+                 "per_second_micros"):
+        (number, _) = body["properties"][name]["anyOf"]
+        assert (number["minimum"], number["maximum"]) == (0, 2**63 - 1), name
+    assert body["properties"]["effective_from"]["anyOf"][0]["format"] == "date-time"
+    listing = doc["paths"]["/admin/v1/prices"]["get"]
+    assert {p["name"] for p in listing["parameters"]} == {"after", "limit"}
+    assert "get" in doc["paths"]["/admin/v1/prices/{model}"]

@@ -136,6 +136,9 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         ref_template="#/components/schemas/{model}"))
     for name, sub in schemas["EventPage"].pop("$defs", {}).items():
         schemas.setdefault(name, sub)
+    # FastAPI renders numeric bounds as floats, and 2^63-1 does not survive that (it reads
+    # back as 2^63): the price body's schema is pydantic's own, exact.
+    schemas["PutPrice"] = prices.PutPrice.model_json_schema()
     ref = {"$ref": "#/components/schemas/Problem"}
     problem = {"content": {problems.MEDIA_TYPE: {"schema": ref}}}
     for path, operations in doc["paths"].items():

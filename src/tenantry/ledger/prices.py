@@ -187,9 +187,14 @@ class PriceBook:
     async def refresh(self) -> None:
         """Load the operator's current and scheduled versions (a database error propagates:
         billing at a guessed price is worse than a step that waits for the database)."""
+        await self._reload(self._loaded_at)
+
+    async def _reload(self, seen: float | None) -> None:
         if self._db is None:
             return
         async with self._lock:
+            if self._loaded_at != seen:
+                return  # another lookup reloaded while this one waited: one load will do
             async with self._db.unscoped() as conn:
                 rows = await conn.fetch(Q.prices_in_force_and_later)
             versions: dict[str, list[PriceVersion]] = {}
@@ -206,7 +211,7 @@ class PriceBook:
         loaded = self._loaded_at
         if loaded is not None and time.monotonic() - loaded < self.refresh_seconds:
             return False
-        await self.refresh()
+        await self._reload(loaded)
         return True
 
     def _in_force(self, name: str, at: datetime) -> PriceVersion | None:
@@ -234,11 +239,12 @@ class PriceBook:
     async def quote(self, model: str, *, at: datetime | None = None) -> Quote | None:
         """The price a call to ``model`` made at ``at`` (default now) is billed at; None:
         the model is unpriced."""
+        seen = self._loaded_at
         reloaded = await self._fresh()
         when = at or datetime.now(UTC)
         quote = self._lookup(model, when)
         if quote is None and self._db is not None and not reloaded:
-            await self.refresh()
+            await self._reload(seen)  # (unless another lookup reloaded since this began)
             quote = self._lookup(model, when)
         return quote
 

@@ -345,12 +345,11 @@ class RunDriver:
         """The price of the call's model. Every model it may be answered by (its fallbacks
         too) must be priced, or the run fails before anything is sent: an unpriced model is
         never served at price 0. None: the run ended here."""
-        prices = self.engine.prices
-        quote = await prices.quote(request.model)
-        unpriced = [m for m in dict.fromkeys((request.model, *request.fallback_models))
-                    if (quote if m == request.model else await prices.quote(m)) is None]
-        if quote is not None and not unpriced:
-            return quote
+        quotes = {model: await self.engine.prices.quote(model)
+                  for model in (request.model, *request.fallback_models)}
+        unpriced = [model for model, quote in quotes.items() if quote is None]
+        if not unpriced:
+            return quotes[request.model]
         reason = f"the operator has not priced this agent's model: {how_to_price(unpriced)}"
         await self._end(EventType.RUN_FAILED, {"error": reason, "ours": False,
                                                "cause": "unpriced_model"},
