@@ -11,6 +11,7 @@ import pytest
 
 from tenantry.sandbox.manager import SandboxManager
 from tests.conftest import Api, Fakes, answer, call, running_worker, scripted
+from tests.integration.test_cli_client import cli
 
 pytestmark = pytest.mark.parametrize("driver", ["bwrap"], indirect=True)
 
@@ -71,6 +72,13 @@ async def test_a_runs_sandbox_time_is_billed_at_the_sandbox_price(
     trace = (await api.client.get(f"/v1/runs/{run_id}/trace", headers=h)).json()
     assert trace["totals"]["sandbox_cost_micros"] == sandbox_cost
     assert trace["totals"]["cost_micros"] == model_cost + sandbox_cost
+    code, out, err = await cli("usage", env={"TENANTRY_URL": api.base_url,
+                                             "TENANTRY_API_KEY": h["Authorization"][7:]})
+    assert code == 0, err
+    assert "sandbox $" in out
+    # Without groups the one row is the tenant's total (the title names the tenant too).
+    total = next(line for line in out.splitlines() if tenant in line and "→" not in line)
+    assert f"{model_cost / 1e6:.4f}" in total and f"{sandbox_cost / 1e6:.4f}" in total
 
 
 async def test_sandbox_spend_alone_reaches_the_spend_cap_and_the_runs_cost_limit(
