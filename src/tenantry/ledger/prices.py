@@ -187,14 +187,17 @@ class PriceBook:
     async def refresh(self) -> None:
         """Load the operator's current and scheduled versions (a database error propagates:
         billing at a guessed price is worse than a step that waits for the database)."""
-        await self._reload(self._loaded_at)
+        await self._reload(since=time.monotonic())
 
-    async def _reload(self, seen: float | None) -> None:
+    async def _reload(self, *, since: float) -> None:
+        """Load, unless a load that started after ``since`` (monotonic) finished while this
+        one waited: lookups that find the book stale together share one load."""
         if self._db is None:
             return
         async with self._lock:
-            if self._loaded_at != seen:
-                return  # another lookup reloaded while this one waited: one load will do
+            if self._loaded_at is not None and self._loaded_at > since:
+                return
+            started = time.monotonic()
             async with self._db.unscoped() as conn:
                 rows = await conn.fetch(Q.prices_in_force_and_later)
             versions: dict[str, list[PriceVersion]] = {}
@@ -202,17 +205,13 @@ class PriceBook:
                                   key=lambda v: (v.model, v.effective_from)):
                 versions.setdefault(version.model, []).append(version)
             self._versions = versions
-            self._loaded_at = time.monotonic()
+            self._loaded_at = started  # what was loaded is at least as new as this
 
-    async def _fresh(self) -> bool:
-        """Reload if the cache is older than ``refresh_seconds``; True if it reloaded."""
-        if self._db is None:
-            return False
-        loaded = self._loaded_at
-        if loaded is not None and time.monotonic() - loaded < self.refresh_seconds:
-            return False
-        await self._reload(loaded)
-        return True
+    async def _fresh(self) -> None:
+        """Reload if what is loaded is older than ``refresh_seconds``."""
+        now, loaded = time.monotonic(), self._loaded_at
+        if loaded is None or now - loaded >= self.refresh_seconds:
+            await self._reload(since=now - self.refresh_seconds)
 
     def _in_force(self, name: str, at: datetime) -> PriceVersion | None:
         current = None
@@ -239,12 +238,13 @@ class PriceBook:
     async def quote(self, model: str, *, at: datetime | None = None) -> Quote | None:
         """The price a call to ``model`` made at ``at`` (default now) is billed at; None:
         the model is unpriced."""
-        seen = self._loaded_at
-        reloaded = await self._fresh()
+        began = time.monotonic()
+        await self._fresh()
         when = at or datetime.now(UTC)
         quote = self._lookup(model, when)
-        if quote is None and self._db is not None and not reloaded:
-            await self._reload(seen)  # (unless another lookup reloaded since this began)
+        if quote is None and self._db is not None:
+            # A price PUT before this lookup began is seen: by a load started since then.
+            await self._reload(since=began)
             quote = self._lookup(model, when)
         return quote
 
