@@ -25,7 +25,7 @@ from tenantry.config import Settings
 from tenantry.db import Database
 from tenantry.db.embedded import EmbeddedPostgres
 from tenantry.db.migrate import migrate
-from tenantry.ledger.pricing import DEFAULT_PRICES
+from tenantry.ledger.prices import PriceBook
 from tenantry.models.accounts import ModelAccount
 from tenantry.models.gateway import GatewaySettings, ModelGateway
 from tenantry.runs.driver import Engine, EngineSettings
@@ -287,7 +287,8 @@ async def running_worker(
         ) as model:
             tools = gateway(database, mcp, vault=vault, builtins=BuiltinTools(sandboxes))
             engine = Engine(db=database, model=model, tools=tools,
-                            prices=DEFAULT_PRICES, worker=worker_id(name), settings=settings,
+                            prices=PriceBook(database, refresh_seconds=0.2),
+                            worker=worker_id(name), settings=settings,
                             sandboxes=sandboxes, metrics=metrics)
             webhooks = WebhookSender(database, allow_private=True)
             load = None if shedding is None else CellLoad(database, shedding, ttl_seconds=0)

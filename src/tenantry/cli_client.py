@@ -181,12 +181,13 @@ def usage(
     body = response.json()
     first = "tenant" if path.startswith("/admin") else (group_by or "total")
     table = Table(first, "runs", "model calls", "input tokens", "cached", "output tokens",
-                  "cost $", "sandbox s")
+                  "model $", "sandbox s", "sandbox $")
 
     def add(key: str, row: dict[str, Any]) -> None:
         table.add_row(key, str(row["runs"]), str(row["calls"]), f"{row['input_tokens']:,}",
                       f"{row['cached_input_tokens']:,}", f"{row['output_tokens']:,}",
-                      f"{row['cost_micros'] / 1e6:.4f}", f"{row['sandbox_ms'] / 1000:.1f}")
+                      f"{row['cost_micros'] / 1e6:.4f}", f"{row['sandbox_ms'] / 1000:.1f}",
+                      f"{row['sandbox_cost_micros'] / 1e6:.4f}")
 
     if isinstance(body, list):
         for row in body:

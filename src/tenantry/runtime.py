@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 from tenantry.blobs import DirectoryBlobStore
 from tenantry.config import Settings
 from tenantry.db import Database
-from tenantry.ledger.pricing import DEFAULT_PRICES
+from tenantry.ledger.prices import PriceBook
 from tenantry.models.accounts import ANY_MODEL, ANY_REGION, ModelAccount
 from tenantry.models.gateway import ModelGateway
 from tenantry.platform_setup import master_key
@@ -96,7 +96,7 @@ async def engine(
             gateway = ToolGateway(db, mcp, vault=vault, blobs=blobs,
                                   builtins=BuiltinTools(boxes))
             yield Engine(
-                db=db, model=model, tools=gateway, prices=DEFAULT_PRICES,
+                db=db, model=model, tools=gateway, prices=PriceBook(db),
                 worker=worker_id(name),
                 settings=EngineSettings(lease_seconds=settings.lease_seconds),
                 sandboxes=boxes, metrics=metrics,

@@ -21,15 +21,18 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
         metrics,
         model_accounts,
         policy,
+        prices,
         runs,
     )
 
     routes = [*admin.router.routes, *agents.router.routes, *runs.router.routes,
               *billing.router.routes,
               *approvals.router.routes, *model_accounts.router.routes,
-              *policy.admin_router.routes, *policy.router.routes, *metrics.router.routes]
+              *policy.admin_router.routes, *policy.router.routes, *metrics.router.routes,
+              *prices.router.routes]
     served = {
-        (route.path, method)
+        # The document names a `{model:path}` parameter as `{model}`, as OpenAPI has it.
+        (route.path_format, method)
         for route in routes if isinstance(route, APIRoute)
         for method in route.methods
     } | {("/healthz", "GET")}
@@ -42,7 +45,9 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
                 ("/admin/v1/tenants", "POST"), ("/admin/v1/tenants/{tenant_id}/api-keys", "POST"),
                 ("/admin/v1/model-accounts", "POST"), ("/v1/usage", "GET"),
                 ("/admin/v1/tenants/{tenant_id}/policy", "PUT"),
-                ("/admin/v1/billing/reconcile", "POST")}
+                ("/admin/v1/billing/reconcile", "POST"),
+                ("/admin/v1/prices/{model}", "PUT"), ("/admin/v1/prices/{model}", "GET"),
+                ("/admin/v1/prices", "GET")}
     assert expected <= documented
 
 
@@ -69,7 +74,7 @@ async def test_every_documented_operation_is_served(api: Api) -> None:
                     .replace("{agent_id}", "agt_" + "0" * 32)
                     .replace("{tenant_id}", "ten_x").replace("{key_id}", "key_x")
                     .replace("{approval_id}", "apr_" + "0" * 32).replace("{name}", "x")
-                    .replace("{version}", "1"))
+                    .replace("{version}", "1").replace("{model}", "qwen2.5:7b"))
         for method in ops:
             r = await api.client.request(method.upper(), concrete)
             assert r.status_code in (200, 401), (method, path, r.status_code, r.text)

@@ -19,6 +19,7 @@ from tenantry.api import (
     metrics,
     model_accounts,
     policy,
+    prices,
     problems,
     runs,
 )
@@ -59,6 +60,7 @@ _CONFLICTS = {
     ("POST", "/v1/runs"), ("POST", "/v1/agents"), ("POST", "/v1/agents/{agent_id}/versions"),
     ("POST", "/v1/runs/{run_id}/cancel"), ("POST", "/v1/approvals/{approval_id}"),
     ("POST", "/admin/v1/tenants"), ("POST", "/admin/v1/tenants/{tenant_id}/tool-servers"),
+    ("PUT", "/admin/v1/prices/{model}"),
 }
 _MISSING_REFERENCES = {("POST", "/v1/runs"), ("POST", "/admin/v1/billing/reconcile")}
 
@@ -105,6 +107,7 @@ def create_app(settings: Settings, dsn: str, *, local: LocalWorkers | None = Non
     app.include_router(admin.router)
     app.include_router(model_accounts.router)
     app.include_router(billing.router)
+    app.include_router(prices.router)
     app.include_router(policy.admin_router)
     app.include_router(policy.router)
     app.include_router(metrics.router)
@@ -137,6 +140,9 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         ref_template="#/components/schemas/{model}"))
     for name, sub in schemas["EventPage"].pop("$defs", {}).items():
         schemas.setdefault(name, sub)
+    # FastAPI renders numeric bounds as floats, and 2^63-1 does not survive that (it reads
+    # back as 2^63): the price body's schema is pydantic's own, exact.
+    schemas["PutPrice"] = prices.PutPrice.model_json_schema()
     ref = {"$ref": "#/components/schemas/Problem"}
     problem = {"content": {problems.MEDIA_TYPE: {"schema": ref}}}
     for path, operations in doc["paths"].items():

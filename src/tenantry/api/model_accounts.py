@@ -16,14 +16,16 @@ from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.errors import NotFound, ValidationFailed
 from tenantry.ids import TenantId
-from tenantry.ledger.pricing import DEFAULT_PRICES
+from tenantry.ledger.prices import PriceBook
 from tenantry.models import accounts
 from tenantry.models.accounts import ModelAccount, NewAccount
 from tenantry.tenants import service
 
 router = APIRouter(prefix="/admin/v1", tags=["operator"], dependencies=[Depends(operator)])
 
-ModelName = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\s]+$")]
+# No whitespace or control characters (a NUL cannot be stored); `*` only as a wildcard.
+ModelName = Annotated[str, Field(min_length=1, max_length=200,
+                                 pattern=r"^[^\s\x00-\x1f\x7f]+$")]
 
 
 class AccountFields(BaseModel):
@@ -38,8 +40,11 @@ class AccountFields(BaseModel):
                                       "origin (https://api.anthropic.com).")
     models: list[ModelName] = Field(
         min_length=1, max_length=100,
-        description="Models this account serves (`*` any, `family/*` a family). Each needs "
-                    "a price in the price table, so calls are billed exactly.")
+        description="Models this account serves (`*` any, `family/*` a family). Each named "
+                    "model needs a price in force (built-in, or the operator's: PUT "
+                    "/admin/v1/prices/{model}), so calls are billed exactly; through a "
+                    "wildcard, a call to a model with no price fails its run before it "
+                    "is sent.")
     region: Label = Field(description="Where the provider processes data, e.g. `us`, "
                                       "`eu-west-1`. Tenants outside `default` only use "
                                       "accounts in their region.")
@@ -106,7 +111,7 @@ async def register_account(
 ) -> ModelAccountOut:
     """Register a provider account every tenant's runs may use (within their region)."""
     account = await accounts.register(p.db, _new(body, secret=body.secret),
-                                      prices=DEFAULT_PRICES, master=p.master)
+                                      prices=PriceBook(p.db), master=p.master)
     return _out(account)
 
 
@@ -155,7 +160,7 @@ async def register_tenant_account(
             f"secret_name: no secret named {body.secret_name!r} for this tenant") from None
     account = await accounts.register(
         p.db, _new(body, tenant=tenant, secret_name=body.secret_name),
-        prices=DEFAULT_PRICES, master=p.master)
+        prices=PriceBook(p.db), master=p.master)
     return _out(account)
 
 

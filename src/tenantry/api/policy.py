@@ -102,9 +102,12 @@ class UsageRow(BaseModel):
     input_tokens: int
     cached_input_tokens: int
     output_tokens: int
-    cost_micros: int
+    cost_micros: int = Field(description="What the model calls cost (micro-dollars).")
     sandbox_ms: int = Field(description="Time built-in tool calls spent in the runs' "
                                         "sandboxes (billed per sandbox second).")
+    sandbox_cost_micros: int = Field(description="What that sandbox time cost, at the "
+                                                 "sandbox price in force at each call; "
+                                                 "spend is cost_micros + this.")
 
 
 class UsageOut(BaseModel):

@@ -119,7 +119,9 @@ class TraceTotals(BaseModel):
     parked_ms: float
     input_tokens: int
     output_tokens: int
-    cost_micros: int
+    cost_micros: int = Field(description="The run's cost: its model calls and its sandbox "
+                                         "time.")
+    sandbox_cost_micros: int = Field(description="The sandbox time's part of cost_micros.")
 
 
 class TraceSandbox(BaseModel):

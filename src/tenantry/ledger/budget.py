@@ -16,7 +16,7 @@ from tenantry.db import Connection, Database
 from tenantry.db.queries import load
 from tenantry.errors import LeaseLost
 from tenantry.ids import AgentId, RunId, TenantId
-from tenantry.ledger.pricing import PriceTable
+from tenantry.ledger.pricing import Quote
 from tenantry.models.types import ModelRequest, TokenUsage, estimate_tokens
 
 Q = load(__package__)
@@ -43,12 +43,12 @@ class OverCap:
     cap_micros: int
 
 
-def estimate(prices: PriceTable, request: ModelRequest) -> tuple[int, int]:
-    """Tokens and cost to reserve for a call (at its model's price); settled to the real
-    numbers afterwards."""
+def estimate(quote: Quote, request: ModelRequest) -> tuple[int, int]:
+    """Tokens and cost to reserve for a call (at its model's price, ``quote``); settled to
+    the real numbers afterwards."""
     prompt, output = estimate_tokens(request.messages, request.tools, request.max_tokens)
     usage = TokenUsage(input_tokens=prompt, output_tokens=output)
-    return usage.total_tokens, prices.cost_micros(request.model, usage)
+    return usage.total_tokens, quote.cost_micros(usage)
 
 
 async def reserve(
@@ -113,19 +113,26 @@ async def record(conn: Connection, tenant: TenantId, run: RunId, fact: UsageFact
 
 @dataclass(frozen=True, slots=True)
 class SandboxFact:
-    """The time one built-in tool call spent in the run's sandbox (billed per second)."""
+    """The time one built-in tool call spent in the run's sandbox, and its cost at the
+    sandbox price (per second) in force when it completed."""
 
     seq: int  # its ToolCompleted
     agent: AgentId
     agent_version: int
     backend: str
     sandbox_ms: int
+    cost_micros: int
+    price_version: str
 
 
 async def record_sandbox(conn: Connection, tenant: TenantId, run: RunId,
                          fact: SandboxFact) -> None:
+    """The fact, and its cost into the tenant's month spend (the spend cap counts it)."""
     await conn.execute(Q.insert_sandbox_usage_fact, tenant.value, run.uuid, fact.seq,
-                       fact.agent.uuid, fact.agent_version, fact.backend, fact.sandbox_ms)
+                       fact.agent.uuid, fact.agent_version, fact.backend, fact.sandbox_ms,
+                       fact.cost_micros, fact.price_version)
+    if fact.cost_micros:
+        await conn.execute(Q.add_sandbox_spend, tenant.value, fact.cost_micros)
 
 
 async def sweep(db: Database, limit: int = 1000) -> int:

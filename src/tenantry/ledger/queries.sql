@@ -12,8 +12,8 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 
 -- name: insert_sandbox_usage_fact
 INSERT INTO sandbox_usage_facts (tenant_id, run_id, seq, agent_id, agent_version, backend,
-                                 sandbox_ms)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+                                 sandbox_ms, cost_micros, price_version)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 
 -- name: sweep_reservations
 SELECT tenantry_sweep_reservations($1)
@@ -45,20 +45,22 @@ WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
 
 -- name: sandbox_by_agent
 SELECT agent_id::text AS key, sum(sandbox_ms) AS sandbox_ms,
-       count(DISTINCT run_id) AS runs
+       sum(cost_micros) AS sandbox_cost_micros, count(DISTINCT run_id) AS runs
 FROM sandbox_usage_facts
 WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
 GROUP BY agent_id ORDER BY agent_id
 
 -- name: sandbox_by_day
 SELECT to_char(date_trunc('day', created_at AT TIME ZONE 'UTC'), 'YYYY-MM-DD') AS key,
-       sum(sandbox_ms) AS sandbox_ms, count(DISTINCT run_id) AS runs
+       sum(sandbox_ms) AS sandbox_ms, sum(cost_micros) AS sandbox_cost_micros,
+       count(DISTINCT run_id) AS runs
 FROM sandbox_usage_facts
 WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
 GROUP BY 1 ORDER BY 1
 
 -- name: sandbox_total
-SELECT coalesce(sum(sandbox_ms), 0) AS sandbox_ms
+SELECT coalesce(sum(sandbox_ms), 0) AS sandbox_ms,
+       coalesce(sum(cost_micros), 0) AS sandbox_cost_micros
 FROM sandbox_usage_facts
 WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
 
@@ -80,4 +82,43 @@ SELECT reconciliation_id, account, provider, from_day, to_day, source, cost_comp
 FROM billing_reconciliations
 WHERE ($1::text IS NULL OR account = $1)
 ORDER BY created_at DESC, reconciliation_id DESC
+
+-- name: add_sandbox_spend
+-- A built-in tool call's sandbox cost joins the tenant's month spend (with its usage fact,
+-- in the ToolCompleted transaction), so the monthly spend cap counts sandbox time too.
+UPDATE tenant_budget SET
+    spent_micros = CASE WHEN spend_month < date_trunc('month', now())::date
+                        THEN $2 ELSE spent_micros + $2 END,
+    spend_month = date_trunc('month', now())::date
+WHERE tenant_id = $1
+
+-- name: prices_in_force_and_later
+-- What a worker's price book holds: each model's version in force now and any scheduled
+-- after it (older versions bill nothing new).
+SELECT * FROM model_prices p
+WHERE p.effective_from > now()
+   OR p.effective_from = (SELECT max(q.effective_from) FROM model_prices q
+                          WHERE q.model = p.model AND q.effective_from <= now())
+
+-- name: insert_price
+-- A new version from $2 (NULL: now). Never in the past: a call already billed must stay
+-- billed at the version that was in force. Nothing returned: that version exists already,
+-- or $2 is in the past.
+WITH v AS (SELECT coalesce($2::timestamptz, now()) AS effective_from)
+INSERT INTO model_prices (model, effective_from, input_per_m, cached_input_per_m,
+                          cache_write_per_m, output_per_m, per_second_micros)
+SELECT $1, v.effective_from, $3, $4, $5, $6, $7 FROM v WHERE v.effective_from >= now()
+ON CONFLICT (model, effective_from) DO NOTHING
+RETURNING *
+
+-- name: price_at
+SELECT * FROM model_prices WHERE model = $1 AND effective_from = $2
+
+-- name: price_history
+SELECT * FROM model_prices WHERE model = $1 ORDER BY effective_from DESC LIMIT $2
+
+-- name: prices_in_force_page
+SELECT DISTINCT ON (model) * FROM model_prices
+WHERE effective_from <= now() AND ($1::text IS NULL OR model > $1)
+ORDER BY model, effective_from DESC
 LIMIT $2

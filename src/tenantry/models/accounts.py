@@ -18,7 +18,8 @@ from tenantry.db import Database
 from tenantry.db.queries import load
 from tenantry.errors import Conflict, NotFound, ValidationFailed
 from tenantry.ids import TenantId
-from tenantry.ledger.pricing import PriceTable
+from tenantry.ledger.prices import PriceBook, how_to_price
+from tenantry.ledger.pricing import SANDBOX
 from tenantry.vault import crypto
 from tenantry.vault.crypto import MasterKey
 
@@ -96,6 +97,10 @@ def parse_account_id(text: str) -> str:
     return text
 
 
+def is_wildcard(model: str) -> bool:
+    return model == ANY_MODEL or model.endswith("/*")
+
+
 def region_allows(tenant_region: str, account_region: str) -> bool:
     if tenant_region in ("", ANY_REGION):
         return True
@@ -118,20 +123,23 @@ class NewAccount:
 
 
 async def register(
-    db: Database, account: NewAccount, *, prices: PriceTable, master: MasterKey | None,
+    db: Database, account: NewAccount, *, prices: PriceBook, master: MasterKey | None,
 ) -> ModelAccount:
-    """Store a new account. Every model it serves must have a price (billing is exact or
-    it is refused); the key is sealed with the master key, or for BYOK must already be in
-    the tenant's vault."""
+    """Store a new account. Every model it names must have a price in force (billing is
+    exact or it is refused); a wildcard (``*``, ``family/*``) is accepted, and each call
+    through it needs its own model priced (the run fails before the call otherwise). The
+    key is sealed with the master key, or for BYOK must already be in the tenant's vault."""
     if not _ACCOUNT_ID.match(account.account_id):
         raise ValidationFailed("account_id: 2-64 characters of a-z, 0-9, '_', '-'")
     if account.provider not in PROVIDERS:
         raise ValidationFailed(f"provider: one of {', '.join(PROVIDERS)}")
-    unpriced = [m for m in account.models if m != ANY_MODEL and prices.price(m) is None]
+    if SANDBOX in account.models:
+        raise ValidationFailed(f"models: {SANDBOX!r} is the reserved name of the sandbox's "
+                               "price, not a model")
+    unpriced = [m for m in account.models
+                if not is_wildcard(m) and not await prices.is_priced(m)]
     if unpriced:
-        raise ValidationFailed(
-            f"models: no price for {', '.join(unpriced)} in price table {prices.version}; "
-            "calls to an unpriced model could not be billed exactly", models=unpriced)
+        raise ValidationFailed(f"models: {how_to_price(unpriced)}", models=unpriced)
     if account.tenant is None and account.secret_name is not None:
         raise ValidationFailed("secret_name: only a tenant's own account reads the vault")
     if account.tenant is not None and account.secret is not None:

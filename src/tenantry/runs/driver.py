@@ -22,7 +22,8 @@ from tenantry.db.queries import load
 from tenantry.errors import LeaseLost
 from tenantry.ids import AgentId
 from tenantry.ledger import budget
-from tenantry.ledger.pricing import PriceTable
+from tenantry.ledger.prices import PriceBook, how_to_price
+from tenantry.ledger.pricing import Quote
 from tenantry.models.errors import ModelRefused, ModelUnavailable
 from tenantry.models.types import Model, ModelRequest, TokenUsage
 from tenantry.runs import conversation, log, observe
@@ -89,7 +90,7 @@ class Engine:
     db: Database
     model: Model
     tools: ToolGateway
-    prices: PriceTable
+    prices: PriceBook  # the operator's prices over the built-in defaults
     worker: str
     settings: EngineSettings = field(default_factory=EngineSettings)
     stats: StepStats = field(default_factory=StepStats)
@@ -279,7 +280,10 @@ class RunDriver:
             fallback_models=spec.fallback_models, account=state.account,
             previous_model=state.model or spec.model, in_flight=state.steps > 0,
         )
-        reservation = await self._reserve(request)
+        quote = await self._quote(request)
+        if quote is None:
+            return 0.0
+        reservation = await self._reserve(request, quote)
         if reservation is None:
             return 0.0
         # The gateway's rate buckets use the same estimate: the prompt is measured once.
@@ -295,7 +299,12 @@ class RunDriver:
             await self._release(reservation)
             await self._park_for_model(request, exc)
         waited = (time.perf_counter() - started) * 1000
-        cost = engine.prices.cost_micros(reply.model, reply.usage)
+        # Billed at the price in force now, for the model that answered (a fallback's own);
+        # every model the request could use was priced before it was sent.
+        billed = await engine.prices.quote(reply.model)
+        if billed is None:
+            raise RuntimeError(f"model {reply.model!r} answered but has no price")
+        cost = billed.cost_micros(reply.usage)
         events: list[tuple[str, dict[str, Any]]] = []
         if state.account and reply.account != state.account:
             events.append((EventType.MODEL_REROUTED, {
@@ -313,7 +322,7 @@ class RunDriver:
             "account": reply.account,
             "model": reply.model,
             "cost_micros": cost,
-            "price_version": engine.prices.version,
+            "price_version": billed.version,
             "latency_ms": round(reply.latency_ms, 3),
             # The whole gateway call: retries, backoff and other accounts included.
             "waited_ms": round(waited, 3),
@@ -323,7 +332,7 @@ class RunDriver:
         fact = budget.UsageFact(
             seq=0, agent=self.agent, agent_version=self.agent_version, provider=reply.provider,
             account=reply.account, model=reply.model, usage=reply.usage, cost_micros=cost,
-            price_version=engine.prices.version)
+            price_version=billed.version)
         await self._append(events, steps=1, usage=reply.usage, cost=cost,
                            spend=(reservation, fact))
         observe.model_step(engine.metrics, tenant=self.lease.tenant.value,
@@ -332,12 +341,28 @@ class RunDriver:
                            began_ns=began_ns, ended_ns=began_ns + int(waited * 1e6))
         return waited
 
-    async def _reserve(self, request: ModelRequest) -> budget.Reservation | None:
+    async def _quote(self, request: ModelRequest) -> Quote | None:
+        """The price of the call's model. Every model it may be answered by (its fallbacks
+        too) must be priced, or the run fails before anything is sent: an unpriced model is
+        never served at price 0. None: the run ended here."""
+        quotes = {model: await self.engine.prices.quote(model)
+                  for model in (request.model, *request.fallback_models)}
+        unpriced = [model for model, quote in quotes.items() if quote is None]
+        if not unpriced:
+            return quotes[request.model]
+        reason = f"the operator has not priced this agent's model: {how_to_price(unpriced)}"
+        await self._end(EventType.RUN_FAILED, {"error": reason, "ours": False,
+                                               "cause": "unpriced_model"},
+                        RunStatus.FAILED, error={"message": reason, "ours": False,
+                                                 "cause": "unpriced_model"})
+        return None
+
+    async def _reserve(self, request: ModelRequest, quote: Quote) -> budget.Reservation | None:
         """Reserve the call's estimated tokens and cost against the tenant's budgets. If
         its token bucket is short the run steps aside (slot freed) until it refills; past
         its monthly spend cap the run stops. None: the run ended here."""
         engine, lease = self.engine, self.lease
-        tokens, cost = budget.estimate(engine.prices, request)
+        tokens, cost = budget.estimate(quote, request)
         async with engine.db.tenant_tx(lease.tenant) as conn:
             outcome = await budget.reserve(conn, lease.tenant, lease.run, lease.epoch,
                                            tokens, cost)
@@ -425,23 +450,31 @@ class RunDriver:
         result = await tools.call(tenant, self.spec, call.tool, call.arguments, call.key,
                                   run=self.lease.run, sandbox_ref=self.state.sandbox_ref)
         data.update(result.to_json())
+        fact = await self._sandbox_fact(result.sandbox)
+        if fact is not None:  # the run's cost and the log both show what the sandbox cost
+            data["sandbox"] = {**data["sandbox"], "cost_micros": fact.cost_micros,
+                               "price_version": fact.price_version}
         await self._append([(EventType.TOOL_COMPLETED, data)],
                            audit=result.audit(call.tool, call.key, call.arguments),
-                           sandbox=self._sandbox_fact(result.sandbox))
+                           cost=fact.cost_micros if fact else 0, sandbox=fact)
         observe.tool_step(self.engine.metrics, tenant=tenant.value,
                           tenant_class=self.tenant_class, run_id=self.run_id,
                           seq=self.state.last_seq, tool=call.tool, key=call.key, result=result,
                           began_ns=began_ns, ended_ns=began_ns + int(result.duration_ms * 1e6))
         return result.duration_ms
 
-    def _sandbox_fact(self, sandbox: dict[str, Any] | None) -> budget.SandboxFact | None:
-        """The billing fact of a built-in tool call that ran in the sandbox."""
+    async def _sandbox_fact(self, sandbox: dict[str, Any] | None) -> budget.SandboxFact | None:
+        """The billing fact of a built-in tool call that ran in the sandbox, priced at the
+        sandbox price in force now."""
         if not sandbox or "exec_ms" not in sandbox or "backend" not in sandbox:
             return None
         assert self.agent is not None
+        sandbox_ms = round(float(sandbox["exec_ms"]))
+        quote = await self.engine.prices.sandbox()
         return budget.SandboxFact(seq=0, agent=self.agent, agent_version=self.agent_version,
-                                  backend=str(sandbox["backend"]),
-                                  sandbox_ms=round(float(sandbox["exec_ms"])))
+                                  backend=str(sandbox["backend"]), sandbox_ms=sandbox_ms,
+                                  cost_micros=quote.cost_micros(sandbox_ms),
+                                  price_version=quote.version)
 
     async def _record_unknown(self, call: RecordUnknown) -> None:
         data = {"key": call.key, "tool": call.tool, "reply_seq": call.reply_seq,

@@ -81,6 +81,8 @@ class RunState:
         elif event.type == EventType.TOOL_COMPLETED:
             reply = self._reply_at(int(data["reply_seq"]))
             reply.completed[int(data["call_index"])] = data
+            # Sandbox time is part of the run's cost (and of its max_cost_micros).
+            self.cost_micros += int((data.get("sandbox") or {}).get("cost_micros", 0))
         elif event.type == EventType.CANCEL_REQUESTED:
             self.cancel_requested = True
         elif event.type == EventType.APPROVAL_REQUESTED:

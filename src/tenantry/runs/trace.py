@@ -167,7 +167,8 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
     fallbacks: list[dict[str, Any]] = []
     sandbox: dict[str, Any] | None = None
     sandbox_us = 0
-    tokens = {"input_tokens": 0, "output_tokens": 0, "cost_micros": 0}
+    tokens = {"input_tokens": 0, "output_tokens": 0, "cost_micros": 0,
+              "sandbox_cost_micros": 0}
     waiting: _Wait | None = None
     claimed = False  # a worker has written to the log
     requeued = False  # an approval was decided: the run waits for a worker again
@@ -222,6 +223,9 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
                     box = data["sandbox"]
                     sandbox = sandbox or {"backend": box.get("backend")}
                     sandbox_us += int(float(box.get("exec_ms") or 0.0) * 1000)
+                    # The run's cost counts its sandbox time (the run row's cost does too).
+                    tokens["sandbox_cost_micros"] += int(box.get("cost_micros") or 0)
+                    tokens["cost_micros"] += int(box.get("cost_micros") or 0)
                 case EventType.APPROVAL_REQUESTED:
                     waiting = _Wait("approval", event.seq, f"approval of {data.get('tool')}",
                                     {"approval_id": data.get("approval_id"),
