@@ -82,6 +82,7 @@ SELECT reconciliation_id, account, provider, from_day, to_day, source, cost_comp
 FROM billing_reconciliations
 WHERE ($1::text IS NULL OR account = $1)
 ORDER BY created_at DESC, reconciliation_id DESC
+LIMIT $2
 
 -- name: add_sandbox_spend
 -- A built-in tool call's sandbox cost joins the tenant's month spend (with its usage fact,
