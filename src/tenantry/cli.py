@@ -68,6 +68,8 @@ def migrate_cmd(database_url: DatabaseUrl = None, data_dir: DataDir = None) -> N
 
     settings = _settings(database_url=database_url, data_dir=data_dir)
     logs.configure(settings.log_format)
+    from tenantry.db import DATABASE_DOWN
+    from tenantry.db.reach import check_database, describe_failure
     from tenantry.errors import TenantryError
 
     try:
@@ -75,11 +77,12 @@ def migrate_cmd(database_url: DatabaseUrl = None, data_dir: DataDir = None) -> N
     except TenantryError as exc:
         _fail(exc.detail)
     try:
+        asyncio.run(check_database(database.dsn))
         applied = asyncio.run(_migrate_with_progress(database.dsn))
     except TenantryError as exc:
         _fail(exc.detail)
-    except OSError as exc:
-        _fail(f"cannot reach the database: {exc}")
+    except DATABASE_DOWN as exc:  # it went away after the check
+        _fail(describe_failure(database.dsn, exc))
     finally:
         database.stop()
     typer.echo(f"applied {len(applied)} migration(s); schema is current")
@@ -162,6 +165,7 @@ def _serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers:
     from tenantry.api.app import create_app
     from tenantry.db import DATABASE_DOWN
     from tenantry.db.migrate import pending
+    from tenantry.db.reach import check_database, describe_failure
     from tenantry.errors import TenantryError
     from tenantry.platform_setup import (
         apply_migrations,
@@ -184,6 +188,9 @@ def _serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers:
     except TenantryError as exc:
         _fail(exc.detail)
     try:
+        # First, and alone: a database that is missing, unreachable or refuses us is one
+        # line naming where and what to do, not a traceback from whatever touched it first.
+        asyncio.run(check_database(database.dsn))
         if migrate:
             asyncio.run(apply_migrations(database.dsn))
         else:
@@ -231,8 +238,8 @@ def _serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers:
         _fail(exc.detail)
     except ServiceFailed as exc:
         _fail(str(exc))
-    except DATABASE_DOWN as exc:
-        _fail(f"cannot reach the database: {exc}")
+    except DATABASE_DOWN as exc:  # it went away after the check, before serving
+        _fail(describe_failure(database.dsn, exc))
     finally:
         database.stop()
 

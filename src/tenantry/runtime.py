@@ -122,7 +122,7 @@ async def run_worker(
             shown.enter_context(local.serving(eng))
         webhooks = WebhookSender(eng.db, allow_private=settings.webhook_allow_private)
         control = await Database.connect(dsn, role=settings.db_role or None, min_size=1,
-                                         max_size=2)
+                                         max_size=2, outage=eng.db.outage)
         try:
             await Worker(eng, dsn=dsn, concurrency=settings.worker_concurrency,
                          webhooks=webhooks, control=control,

@@ -73,7 +73,7 @@ def create_app(settings: Settings, dsn: str, *, local: LocalWorkers | None = Non
         )
         auth_cache = AuthCache()
         # One LISTEN connection carries both the event tails and key revocations.
-        hub = EventHub(dsn, extra={KEY_CHANNEL: auth_cache.clear})
+        hub = EventHub(dsn, extra={KEY_CHANNEL: auth_cache.clear}, outage=db.outage)
         mcp = McpToolClient()
         master = master_key(settings)
         try:
