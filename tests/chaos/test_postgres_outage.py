@@ -1,0 +1,214 @@
+"""Chaos: Postgres crashes (``pg_ctl stop -m immediate``) while runs are inside keyed tool
+calls, stays down about ten seconds, and comes back. Real ``tenantry api`` and ``tenantry
+worker`` processes at production settings (default lease, timeouts and pool sizes) on a
+cluster this test owns, so crashing it disturbs no other test.
+
+What a user would notice, asserted: during the outage every route answers 503
+problem+json with Retry-After at once (no hang, no 500, no dropped connection); the
+workers stay up and carry on afterwards; every run finishes; every keyed effect happened
+exactly once; each process says once that the database went away and once that it came
+back, with no traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+
+import asyncpg
+import httpx2
+import orjson
+import pytest
+
+from tenantry.testing.fake_model import FakeModelServer
+from tenantry.testing.mcp_server import EffectsMcpServer
+from tests.chaos.api_process import ApiProcess, api_process
+from tests.chaos.harness import (
+    PlannedRun,
+    TenantHandle,
+    WorkerFleet,
+    create_runs,
+    create_tenants,
+    ended_runs,
+    tenantry_command,
+    verify,
+    worker_env,
+)
+from tests.conftest import TEST_MASTER_KEY, until
+from tests.support.pgcluster import PgCluster
+
+pytestmark = pytest.mark.chaos
+
+RUNS = 24
+TENANTS = 2
+WORKERS = 2
+CONCURRENCY = 16  # per worker: every run is in flight when the database goes
+OUTAGE_S = 10.0
+#: The slow call every run is inside when the database crashes; it ends during the outage.
+SLOW_S = 2.0
+#: What each process logs when an outage starts and when it ends (tenantry.db.outage).
+DOWN_MARK = "database unavailable ("
+BACK_MARK = "database answering again"
+
+
+def plan(index: int) -> PlannedRun:
+    """An effect, a slow call (where the crash lands), two effects in one reply, an answer."""
+    notes = [f"run{index}-effect{j}" for j in range(3)]
+    steps = [[_effect(notes[0])], [{"name": "slow", "arguments": {"seconds": SLOW_S}}],
+             [_effect(notes[1]), _effect(notes[2])]]
+    script = [*({"tool_calls": calls, "delay_ms": 20} for calls in steps),
+              {"text": f"done {index}", "delay_ms": 20}]
+    return PlannedRun(index=index, calls=tuple(tuple(str(c["name"]) for c in calls)
+                                               for calls in steps), script=tuple(script))
+
+
+def _effect(note: str) -> dict[str, object]:
+    return {"name": "effect", "arguments": {"note": note}}
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[PgCluster]:
+    with PgCluster(tmp_path / "pg") as owned:
+        yield owned
+
+
+@pytest.fixture
+async def mcp() -> AsyncIterator[EffectsMcpServer]:
+    async with EffectsMcpServer() as server:
+        yield server
+
+
+@pytest.fixture
+async def model() -> AsyncIterator[FakeModelServer]:
+    async with FakeModelServer() as server:
+        yield server
+
+
+async def migrate(dsn: str, tmp_path: Path) -> None:
+    process = await asyncio.create_subprocess_exec(
+        *tenantry_command(), "migrate", "--database-url", dsn,
+        env=worker_env(tmp_path / "migrate-data", lease_seconds=None, pool_max=None),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await process.communicate()
+    assert process.returncode == 0, (out + err).decode()
+
+
+async def probe_every_route(
+    client: httpx2.AsyncClient, api: ApiProcess, tenant: TenantHandle, run_id: str,
+) -> list[str]:
+    """One request to each kind of route; what was wrong with any answer (empty: all were
+    503 database_unavailable problem+json with Retry-After). A hang shows as the client's
+    timeout, a dropped connection as a transport error: both are failures here."""
+    requests = [
+        ("POST", "/v1/runs", tenant.headers, {"agent_id": tenant.agent_id, "input": "x"}),
+        ("GET", "/v1/runs", tenant.headers, None),
+        ("GET", f"/v1/runs/{run_id}", tenant.headers, None),
+        ("GET", f"/v1/runs/{run_id}/events", {**tenant.headers, "Accept": "application/json"},
+         None),
+        ("POST", f"/v1/runs/{run_id}/cancel", tenant.headers, None),
+        ("GET", f"/v1/agents/{tenant.agent_id}", tenant.headers, None),
+        ("POST", "/admin/v1/tenants", api.operator, {"name": "During the outage"}),
+        ("POST", f"/admin/v1/tenants/{tenant.tenant_id}/api-keys", api.operator, None),
+    ]
+    wrong = []
+    for method, path, headers, body in requests:
+        try:
+            r = await client.request(method, path, headers=headers, json=body)
+        except httpx2.TransportError as exc:
+            wrong.append(f"{method} {path}: {type(exc).__name__} {exc}")
+            continue
+        problem = orjson.loads(r.content) if r.content.startswith(b"{") else {}
+        if (r.status_code != 503 or r.headers.get("content-type") != "application/problem+json"
+                or r.headers.get("retry-after") != "5"
+                or problem.get("type") != "database_unavailable"):
+            wrong.append(f"{method} {path}: {r.status_code} {dict(r.headers)} {r.text[:300]}")
+    return wrong
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("lease_seconds", "pool_max"), [
+    pytest.param(None, None, id="production-defaults"),
+    pytest.param(2, 6, id="short-lease-small-pools"),
+])
+async def test_runs_survive_a_postgres_crash(
+    cluster: PgCluster, mcp: EffectsMcpServer, model: FakeModelServer, tmp_path: Path,
+    lease_seconds: int | None, pool_max: int | None,
+) -> None:
+    """``None``: the production default (a 30 s lease, 20-connection pools, 5 s connect
+    timeout); the short variant resumes the cut-off runs within seconds."""
+    dsn = cluster.dsn()
+    await migrate(dsn, tmp_path)
+    key = TEST_MASTER_KEY.encoded()
+    async with api_process(dsn, tmp_path / "api", master_key=key,
+                           pool_max=pool_max) as api, WorkerFleet(
+        dsn=dsn, model_url=model.base_url, log_dir=tmp_path / "workers", size=WORKERS,
+        concurrency=CONCURRENCY, lease_seconds=lease_seconds, pool_max=pool_max,
+        master_key=key,
+    ) as fleet, httpx2.AsyncClient(base_url=api.base_url, timeout=10) as client:
+        await fleet.start()
+        tenants = await create_tenants(client, api.operator, mcp.url, TENANTS)
+        runs: dict[str, PlannedRun] = {}
+        await create_runs(client, tenants, [plan(i) for i in range(RUNS)], runs)
+
+        async def every_run_is_in_its_slow_call() -> bool:
+            return sum(1 for c in mcp.calls if c.tool == "slow") >= RUNS
+
+        def logs() -> str:
+            return f"{api.tail()}\n{fleet.tails()}"
+
+        await until(every_run_is_in_its_slow_call, "every run calls the slow tool", 60, logs)
+        cluster.crash()
+        down_since = time.monotonic()
+        probes = 0
+        any_run = next(iter(runs))
+        # The outage lasts OUTAGE_S whatever happens; meanwhile every route is asked again
+        # and again, and the workers must stay up.
+        while time.monotonic() - down_since < OUTAGE_S:
+            wrong = await probe_every_route(client, api, tenants[probes % TENANTS], any_run)
+            assert not wrong, "\n".join(wrong) + "\n" + logs()
+            assert not fleet.unexpected_exits(), logs()
+            assert api.process.returncode is None, logs()
+            probes += 1
+            await asyncio.sleep(0.5)  # pacing the probes; the outage is what we wait out
+        cluster.start()
+
+        admin = await asyncpg.connect(dsn)
+        try:
+            # Runs cut off mid-step resume once their lease (30 s by default) lapses.
+            await until(ended_at_least(admin, RUNS), f"all {RUNS} runs end after the outage",
+                        180, logs)
+            # The API is itself again: a new run is accepted and finishes too.
+            started = await client.post("/v1/runs", headers=tenants[0].headers, json={
+                "agent_id": tenants[0].agent_id, "input": plan(RUNS).input})
+            assert started.status_code == 202, started.text
+            runs[started.json()["run_id"]] = plan(RUNS)
+            await until(ended_at_least(admin, RUNS + 1), "the run started after the outage "
+                        "ends", 60, logs)
+            await fleet.stop()
+            verdict = await verify(admin, runs, mcp)
+        finally:
+            await admin.close()
+        assert verdict.ok, f"{probes} probes\n{verdict.describe()}\n{logs()}"
+        assert verdict.finished == RUNS + 1
+        assert not fleet.unexpected_exits(), logs()
+        # The crash landed inside tool calls: they were repeated with the same key.
+        assert verdict.retried_calls > 0, verdict.describe()
+        assert probes > 0
+        print(f"outage: {probes} rounds of probes; {verdict.counts()}")  # shown with -s
+
+    # One line when the outage began and one when it ended, per process; no traceback.
+    for name, text in [("api", api.log()), *((w.name, w.log().decode(errors="replace"))
+                                             for w in fleet.gone)]:
+        messages = [orjson.loads(line).get("msg", "") for line in text.splitlines()
+                    if line.startswith("{")]
+        assert sum(DOWN_MARK in m for m in messages) == 1, f"{name}:\n{text[-4000:]}"
+        assert sum(BACK_MARK in m for m in messages) == 1, f"{name}:\n{text[-4000:]}"
+        assert "Traceback" not in text, f"{name}:\n{text[-4000:]}"
+
+
+def ended_at_least(admin: asyncpg.Connection, total: int) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return await ended_runs(admin) >= total
+    return check
