@@ -15,6 +15,9 @@ from tenantry.db.outage import one_line
 from tenantry.db.pool import CONNECT_TIMEOUT_SECONDS, DATABASE_DOWN
 from tenantry.errors import ConfigurationError
 
+#: What a failed connect can raise: the server not answering, or answering "no".
+CONNECT_FAILURES: tuple[type[Exception], ...] = (*DATABASE_DOWN, asyncpg.PostgresError)
+
 #: Where the URL came from, for the "what to do" half of each message.
 URL_SOURCE = "--database-url / TENANTRY_DATABASE_URL"
 
@@ -87,7 +90,7 @@ async def check_database(dsn: str) -> None:
     that fails. Run before anything else touches the database."""
     try:
         conn = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT_SECONDS)
-    except (*DATABASE_DOWN, asyncpg.PostgresError) as exc:
+    except CONNECT_FAILURES as exc:
         raise ConfigurationError(describe_failure(dsn, exc)) from None
     except ValueError as exc:  # asyncpg's own parsing of a malformed URL
         reason = _without_secret(_first_line(exc), target(dsn).password)
