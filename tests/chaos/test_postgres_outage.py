@@ -1,7 +1,8 @@
 """Chaos: Postgres crashes (``pg_ctl stop -m immediate``) while runs are inside keyed tool
-calls, stays down about ten seconds, and comes back. Real ``tenantry api`` and ``tenantry
-worker`` processes at production settings (default lease, timeouts and pool sizes) on a
-cluster this test owns, so crashing it disturbs no other test.
+calls, stays down about ten seconds (or past an event stream's keepalive), and comes back.
+Real ``tenantry api`` and ``tenantry worker`` processes at production settings (default
+lease, timeouts and pool sizes) on a cluster this test owns, so crashing it disturbs no
+other test.
 
 What a user would notice, asserted: during the outage every route answers 503
 problem+json with Retry-After at once (no hang, no 500, no dropped connection); the
@@ -22,6 +23,8 @@ import httpx2
 import orjson
 import pytest
 
+from tenantry.api.runs import KEEPALIVE_SECONDS
+from tenantry.ids import RunId
 from tenantry.testing.fake_model import FakeModelServer
 from tenantry.testing.mcp_server import EffectsMcpServer
 from tests.chaos.api_process import ApiProcess, api_process
@@ -46,6 +49,8 @@ TENANTS = 2
 WORKERS = 2
 CONCURRENCY = 16  # per worker: every run is in flight when the database goes
 OUTAGE_S = 10.0
+#: Longer than an event stream's keepalive interval: the stream re-reads mid-outage.
+LONG_OUTAGE_S = KEEPALIVE_SECONDS + 3.0
 #: The slow call every run is inside when the database crashes; it ends during the outage.
 SLOW_S = 2.0
 #: What each process logs when an outage starts and when it ends (tenantry.db.outage).
@@ -128,16 +133,17 @@ async def probe_every_route(
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize(("lease_seconds", "pool_max"), [
-    pytest.param(None, None, id="production-defaults"),
-    pytest.param(2, 6, id="short-lease-small-pools"),
+@pytest.mark.parametrize(("lease_seconds", "pool_max", "outage_s"), [
+    pytest.param(None, None, OUTAGE_S, id="production-defaults"),
+    pytest.param(2, 6, LONG_OUTAGE_S, id="short-lease-small-pools-long-outage"),
 ])
 async def test_runs_survive_a_postgres_crash(
     cluster: PgCluster, mcp: EffectsMcpServer, model: FakeModelServer, tmp_path: Path,
-    lease_seconds: int | None, pool_max: int | None,
+    lease_seconds: int | None, pool_max: int | None, outage_s: float,
 ) -> None:
     """``None``: the production default (a 30 s lease, 20-connection pools, 5 s connect
-    timeout); the short variant resumes the cut-off runs within seconds."""
+    timeout); the short variant resumes the cut-off runs within seconds, and its outage
+    outlasts an event stream's keepalive, so the stream reads during the outage too."""
     dsn = cluster.dsn()
     await migrate(dsn, tmp_path)
     key = TEST_MASTER_KEY.encoded()
@@ -159,13 +165,18 @@ async def test_runs_survive_a_postgres_crash(
             return f"{api.tail()}\n{fleet.tails()}"
 
         await until(every_run_is_in_its_slow_call, "every run calls the slow tool", 60, logs)
+        # A client watching a run live: its stream must outlive the outage.
+        watched = next(iter(runs))
+        opened = asyncio.Event()
+        stream = asyncio.create_task(read_stream(client, tenants, runs, watched, opened))
+        await asyncio.wait_for(opened.wait(), 30)
         cluster.crash()
         down_since = time.monotonic()
         probes = 0
         any_run = next(iter(runs))
         # The outage lasts OUTAGE_S whatever happens; meanwhile every route is asked again
         # and again, and the workers must stay up.
-        while time.monotonic() - down_since < OUTAGE_S:
+        while time.monotonic() - down_since < outage_s:
             wrong = await probe_every_route(client, api, tenants[probes % TENANTS], any_run)
             assert not wrong, "\n".join(wrong) + "\n" + logs()
             assert not fleet.unexpected_exits(), logs()
@@ -188,6 +199,9 @@ async def test_runs_survive_a_postgres_crash(
                         "ends", 60, logs)
             await fleet.stop()
             verdict = await verify(admin, runs, mcp)
+            streamed = await asyncio.wait_for(stream, 30)
+            logged = await admin.fetchval(
+                "SELECT last_seq FROM runs WHERE run_id = $1", RunId.parse(watched).uuid)
         finally:
             await admin.close()
         assert verdict.ok, f"{probes} probes\n{verdict.describe()}\n{logs()}"
@@ -196,6 +210,9 @@ async def test_runs_survive_a_postgres_crash(
         # The crash landed inside tool calls: they were repeated with the same key.
         assert verdict.retried_calls > 0, verdict.describe()
         assert probes > 0
+        # One connection, the whole log in order, through the outage, to the end.
+        assert [seq for seq, _ in streamed] == list(range(1, logged + 1)), streamed
+        assert streamed[-1][1] == "RunFinished", streamed
         print(f"outage: {probes} rounds of probes; {verdict.counts()}")  # shown with -s
 
     # One line when the outage began and one when it ended, per process; no traceback.
@@ -206,6 +223,24 @@ async def test_runs_survive_a_postgres_crash(
         assert sum(DOWN_MARK in m for m in messages) == 1, f"{name}:\n{text[-4000:]}"
         assert sum(BACK_MARK in m for m in messages) == 1, f"{name}:\n{text[-4000:]}"
         assert "Traceback" not in text, f"{name}:\n{text[-4000:]}"
+
+
+async def read_stream(client: httpx2.AsyncClient, tenants: list[TenantHandle],
+                      runs: dict[str, PlannedRun], run_id: str,
+                      opened: asyncio.Event) -> list[tuple[int, str]]:
+    """The run's SSE stream, from the start to its terminal event: (seq, type) pairs.
+    ``opened`` is set once the first event has arrived."""
+    tenant = tenants[runs[run_id].index % len(tenants)]  # create_runs' round-robin
+    seen: list[tuple[int, str]] = []
+    async with client.stream("GET", f"/v1/runs/{run_id}/events", headers=tenant.headers,
+                             timeout=httpx2.Timeout(10, read=None)) as r:
+        assert r.status_code == 200, await r.aread()
+        async for line in r.aiter_lines():
+            if line.startswith("data: "):
+                event = orjson.loads(line[6:])
+                seen.append((event["seq"], event["type"]))
+                opened.set()
+    return seen
 
 
 def ended_at_least(admin: asyncpg.Connection, total: int) -> Callable[[], Awaitable[bool]]:
