@@ -311,7 +311,14 @@ async def _records_from_db(
         runs = [RunId.parse(r) for r in run_ids]
     except ValueError as exc:
         _fail(str(exc))
+    from tenantry.db.reach import check_database
+
     database = resolve_database(settings)
+    try:
+        await check_database(database.dsn)
+    except BaseException:
+        database.stop()
+        raise
     db = await Database.connect(database.dsn, role=settings.db_role or None, min_size=1,
                                 max_size=2)
     try:
@@ -357,6 +364,7 @@ def rotate_master_key_cmd(
     again after an interruption. Afterwards, start the platform with the new key."""
     import asyncpg
 
+    from tenantry.db.reach import check_database
     from tenantry.errors import TenantryError
     from tenantry.platform_setup import master_key, resolve_database
     from tenantry.vault import MasterKey, rotate_master_key
@@ -372,6 +380,7 @@ def rotate_master_key_cmd(
     database = resolve_database(settings)
 
     async def rotate() -> int:
+        await check_database(database.dsn)
         # The migrating role, not the application role: rotation touches every tenant.
         conn = await asyncpg.connect(database.dsn)
         try:

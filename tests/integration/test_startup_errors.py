@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tenantry.vault import MasterKey
 from tests.chaos.harness import tenantry_command
 from tests.support.pgcluster import PgCluster, free_port
 
@@ -85,3 +86,17 @@ def test_the_right_password_gets_past_the_check(password_cluster: PgCluster,
     assert result.returncode == 0, result.stderr
     assert "schema is current" in result.stdout
     assert PASSWORD not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("argv", [
+    ["replay", "--tenant", "acme"],
+    ["vault", "rotate-master-key", "--new-key", MasterKey.generate().encoded()],
+])
+def test_the_other_database_commands_say_the_same(argv: list[str], tmp_path: Path) -> None:
+    name = f"tenantry_missing_{uuid.uuid4().hex[:8]}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TENANTRY_")}
+    env.update(TENANTRY_DATA_DIR=str(tmp_path), TENANTRY_MASTER_KEY=MasterKey.generate().encoded(),
+               TENANTRY_DATABASE_URL=f"postgresql://postgres@127.0.0.1:5432/{name}")
+    result = subprocess.run([*tenantry_command(), *argv], env=env, capture_output=True,
+                            text=True, timeout=60, check=False)
+    assert_one_line(result, says=["127.0.0.1:5432", f"no database '{name}'"])
