@@ -165,6 +165,7 @@ def _serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers:
     from tenantry.api.app import create_app
     from tenantry.db import DATABASE_DOWN
     from tenantry.db.migrate import pending
+    from tenantry.db.outage import Outage
     from tenantry.db.reach import check_database, describe_failure
     from tenantry.errors import TenantryError
     from tenantry.platform_setup import (
@@ -198,6 +199,9 @@ def _serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers:
             if missing:
                 _fail(f"{missing} migration(s) pending; run 'tenantry migrate'")
         services: list[Service] = []
+        # One record of database outages for the whole process: an outage is one line
+        # when it starts and one when it ends, however many loops and pools notice it.
+        outage = Outage()
         # The API sees the workers of its own process (console: breakers, sandbox pool).
         local = LocalWorkers() if api and workers else None
         if api:
@@ -206,7 +210,8 @@ def _serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers:
             _banner(base, None if supplied_token else settings.operator_token, demo_info,
                     "embedded" if database.embedded else "external")
             config = uvicorn.Config(
-                create_app(settings, database.dsn, local=local), host=settings.host,
+                create_app(settings, database.dsn, local=local, outage=outage),
+                host=settings.host,
                 port=settings.port,
                 log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=5,
             )
@@ -231,7 +236,7 @@ def _serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers:
                 port=settings.worker_metrics_port, log_config=None, access_log=False,
                 lifespan="off"))))
         for _ in range(workers):
-            services.append(lambda stop: run_worker(settings, dsn, stop, local, metrics))
+            services.append(lambda stop: run_worker(settings, dsn, stop, local, metrics, outage))
         asyncio.run(run_until_signalled(*services))
         metrics.spans.shutdown()
     except TenantryError as exc:

@@ -49,10 +49,11 @@ class ApiProcess:
 @asynccontextmanager
 async def api_process(
     dsn: str, log_dir: Path, *, master_key: str | None = None,
-    pool_max: int | None = None, ready_within: float = 60.0,
+    pool_max: int | None = None, ready_within: float = 60.0, command: str = "api",
 ) -> AsyncIterator[ApiProcess]:
     """``tenantry api`` on ``dsn`` until the block ends (SIGTERM, then SIGKILL). ``pool_max``
-    None: the production pool size."""
+    None: the production pool size. ``command="up"``: the API and a worker in one process
+    (it migrates ``dsn`` first)."""
     _make_dir(log_dir)
     env = worker_env(log_dir / "api-data", lease_seconds=None, pool_max=pool_max,
                      master_key=master_key)
@@ -61,7 +62,7 @@ async def api_process(
     stderr = log_dir / "api.err"
     with (log_dir / "api.out").open("wb") as out, stderr.open("wb") as err:
         process = await asyncio.create_subprocess_exec(
-            *tenantry_command(), "api", "--database-url", dsn, "--host", "127.0.0.1",
+            *tenantry_command(), command, "--database-url", dsn, "--host", "127.0.0.1",
             "--port", str(port), stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=err,
             env=env, start_new_session=True, preexec_fn=_die_with_parent)
     api = ApiProcess(process, f"http://127.0.0.1:{port}", stderr)

@@ -247,3 +247,39 @@ def ended_at_least(admin: asyncpg.Connection, total: int) -> Callable[[], Awaita
     async def check() -> bool:
         return await ended_runs(admin) >= total
     return check
+
+
+@pytest.mark.timeout(180)
+async def test_tenantry_up_reports_an_outage_once(cluster: PgCluster, tmp_path: Path) -> None:
+    """``tenantry up``: the API and a worker loop in one process, several pools and LISTEN
+    loops; an outage is still one line when it starts and one when it ends."""
+    async with api_process(cluster.dsn(), tmp_path / "up", command="up") as up, \
+            httpx2.AsyncClient(base_url=up.base_url, timeout=10) as client:
+        async def create_tenant() -> httpx2.Response:
+            return await client.post("/admin/v1/tenants", headers=up.operator,
+                                     json={"name": "Outage"})
+
+        assert (await create_tenant()).status_code == 201
+        cluster.crash()
+        down_since = time.monotonic()
+        while time.monotonic() - down_since < OUTAGE_S / 2:
+            r = await create_tenant()
+            assert r.status_code == 503 and r.json()["type"] == "database_unavailable", r.text
+            await asyncio.sleep(0.5)  # pacing; the outage is what we wait out
+        cluster.start()
+
+        async def accepted_again() -> bool:
+            return (await create_tenant()).status_code == 201
+
+        async def said_it_is_back() -> bool:
+            return BACK_MARK in up.log()
+
+        await until(accepted_again, "the API accepts writes after the outage", 30, up.tail)
+        await until(said_it_is_back, "the process logs that the database is back", 30,
+                    up.tail)
+    text = up.log()
+    messages = [orjson.loads(line).get("msg", "") for line in text.splitlines()
+                if line.startswith("{")]
+    assert sum(DOWN_MARK in m for m in messages) == 1, text[-4000:]
+    assert sum(BACK_MARK in m for m in messages) == 1, text[-4000:]
+    assert "Traceback" not in text, text[-4000:]

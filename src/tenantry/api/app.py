@@ -25,6 +25,7 @@ from tenantry.api.body_limit import BodyLimit
 from tenantry.api.platform import Platform
 from tenantry.config import Settings
 from tenantry.db import Database
+from tenantry.db.outage import Outage
 from tenantry.platform_setup import master_key
 from tenantry.runs.hub import EventHub
 from tenantry.runs.inprocess import LocalWorkers
@@ -61,15 +62,19 @@ _CONFLICTS = {
 _MISSING_REFERENCES = {("POST", "/v1/runs")}
 
 
-def create_app(settings: Settings, dsn: str, *, local: LocalWorkers | None = None) -> FastAPI:
+def create_app(
+    settings: Settings, dsn: str, *, local: LocalWorkers | None = None,
+    outage: Outage | None = None,
+) -> FastAPI:
     """``dsn`` is the resolved database (the embedded one's or TENANTRY_DATABASE_URL);
-    ``local``: the workers sharing this process, if any (`tenantry up`)."""
+    ``local``: the workers sharing this process, if any (`tenantry up`); ``outage``: the
+    process's record of database outages, shared with those workers (one log line each)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         db = await Database.connect(
             dsn, role=settings.db_role or None, min_size=settings.db_pool_min,
-            max_size=settings.db_pool_max,
+            max_size=settings.db_pool_max, outage=outage,
         )
         auth_cache = AuthCache()
         # One LISTEN connection carries both the event tails and key revocations.
