@@ -52,6 +52,10 @@ _PROBLEM_SCHEMA = {
 }
 
 
+_DATABASE_UNAVAILABLE = "`database_unavailable`: the database is not answering (see Retry-After)"
+_RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before retrying.",
+                                "schema": {"type": "integer", "minimum": 0}}}
+
 #: Operations that can answer 409, and body references that can answer 404 on a path
 #: without ids: kept beside the routes so the document says what really happens.
 _CONFLICTS = {
@@ -147,7 +151,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
             answers: list[tuple[str, str]] = []
             if path != "/healthz":
                 answers += [("400", "Invalid request"), ("401", "Missing or invalid credentials"),
-                            ("503", "Database unavailable")]
+                            ("503", _DATABASE_UNAVAILABLE)]
             if "{" in path or (method.upper(), path) in _MISSING_REFERENCES:
                 answers.append(("404", "Not found"))
             if operation.get("requestBody"):
@@ -156,6 +160,12 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
                 answers.append(("409", "Conflict"))
             for status, description in answers:
                 responses.setdefault(status, {"description": description, **problem})
+            if "503" in responses:  # any route that reads the database, whatever else
+                busy = responses["503"]
+                if _DATABASE_UNAVAILABLE not in busy["description"]:
+                    busy["description"] += f"; {_DATABASE_UNAVAILABLE}"
+                busy.setdefault("content", problem["content"])
+                busy.setdefault("headers", _RETRY_AFTER)
             if path.startswith("/admin/"):
                 operation["security"] = [{"operatorToken": []}]
             elif path.startswith("/v1/"):
