@@ -68,6 +68,8 @@ def migrate_cmd(database_url: DatabaseUrl = None, data_dir: DataDir = None) -> N
 
     settings = _settings(database_url=database_url, data_dir=data_dir)
     logs.configure(settings.log_format)
+    from tenantry.db import DATABASE_DOWN
+    from tenantry.db.reach import check_database, describe_failure
     from tenantry.errors import TenantryError
 
     try:
@@ -75,11 +77,12 @@ def migrate_cmd(database_url: DatabaseUrl = None, data_dir: DataDir = None) -> N
     except TenantryError as exc:
         _fail(exc.detail)
     try:
+        asyncio.run(check_database(database.dsn))
         applied = asyncio.run(_migrate_with_progress(database.dsn))
     except TenantryError as exc:
         _fail(exc.detail)
-    except OSError as exc:
-        _fail(f"cannot reach the database: {exc}")
+    except DATABASE_DOWN as exc:  # it went away after the check
+        _fail(describe_failure(database.dsn, exc))
     finally:
         database.stop()
     typer.echo(f"applied {len(applied)} migration(s); schema is current")
@@ -189,6 +192,8 @@ def _serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers:
     from tenantry.api.app import create_app
     from tenantry.db import DATABASE_DOWN
     from tenantry.db.migrate import pending
+    from tenantry.db.outage import Outage
+    from tenantry.db.reach import check_database, describe_failure
     from tenantry.errors import TenantryError
     from tenantry.platform_setup import (
         apply_migrations,
@@ -211,6 +216,9 @@ def _serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers:
     except TenantryError as exc:
         _fail(exc.detail)
     try:
+        # First, and alone: a database that is missing, unreachable or refuses us is one
+        # line naming where and what to do, not a traceback from whatever touched it first.
+        asyncio.run(check_database(database.dsn))
         if migrate:
             asyncio.run(apply_migrations(database.dsn))
         else:
@@ -218,6 +226,9 @@ def _serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers:
             if missing:
                 _fail(f"{missing} migration(s) pending; run 'tenantry migrate'")
         services: list[Service] = []
+        # One record of database outages for the whole process: an outage is one line
+        # when it starts and one when it ends, however many loops and pools notice it.
+        outage = Outage()
         # The API sees the workers of its own process (console: breakers, sandbox pool).
         local = LocalWorkers() if api and workers else None
         if api:
@@ -226,7 +237,8 @@ def _serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers:
             _banner(base, None if supplied_token else settings.operator_token, demo_info,
                     "embedded" if database.embedded else "external")
             config = uvicorn.Config(
-                create_app(settings, database.dsn, local=local), host=settings.host,
+                create_app(settings, database.dsn, local=local, outage=outage),
+                host=settings.host,
                 port=settings.port,
                 log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=5,
             )
@@ -251,15 +263,15 @@ def _serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers:
                 port=settings.worker_metrics_port, log_config=None, access_log=False,
                 lifespan="off"))))
         for _ in range(workers):
-            services.append(lambda stop: run_worker(settings, dsn, stop, local, metrics))
+            services.append(lambda stop: run_worker(settings, dsn, stop, local, metrics, outage))
         asyncio.run(run_until_signalled(*services))
         metrics.spans.shutdown()
     except TenantryError as exc:
         _fail(exc.detail)
     except ServiceFailed as exc:
         _fail(str(exc))
-    except DATABASE_DOWN as exc:
-        _fail(f"cannot reach the database: {exc}")
+    except DATABASE_DOWN as exc:  # it went away after the check, before serving
+        _fail(describe_failure(database.dsn, exc))
     finally:
         database.stop()
 
@@ -331,7 +343,14 @@ async def _records_from_db(
         runs = [RunId.parse(r) for r in run_ids]
     except ValueError as exc:
         _fail(str(exc))
+    from tenantry.db.reach import check_database
+
     database = resolve_database(settings)
+    try:
+        await check_database(database.dsn)
+    except BaseException:
+        database.stop()
+        raise
     db = await Database.connect(database.dsn, role=settings.db_role or None, min_size=1,
                                 max_size=2)
     try:
@@ -377,6 +396,7 @@ def rotate_master_key_cmd(
     again after an interruption. Afterwards, start the platform with the new key."""
     import asyncpg
 
+    from tenantry.db.reach import check_database
     from tenantry.errors import TenantryError
     from tenantry.platform_setup import master_key, resolve_database
     from tenantry.vault import MasterKey, rotate_master_key
@@ -392,6 +412,7 @@ def rotate_master_key_cmd(
     database = resolve_database(settings)
 
     async def rotate() -> int:
+        await check_database(database.dsn)
         # The migrating role, not the application role: rotation touches every tenant.
         conn = await asyncpg.connect(database.dsn)
         try:

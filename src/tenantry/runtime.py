@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from tenantry.blobs import DirectoryBlobStore
 from tenantry.config import Settings
 from tenantry.db import Database
+from tenantry.db.outage import Outage
 from tenantry.ledger.prices import PriceBook
 from tenantry.models.accounts import ANY_MODEL, ANY_REGION, ModelAccount
 from tenantry.models.gateway import ModelGateway
@@ -75,15 +76,17 @@ async def model_gateway(
 @asynccontextmanager
 async def engine(
     settings: Settings, dsn: str, *, name: str = "worker", metrics: WorkerMetrics | None = None,
+    outage: Outage | None = None,
 ) -> AsyncIterator[Engine]:
     """``metrics``: the process's metrics, shared by its worker loops (None: this engine
-    gets its own, with spans as TENANTRY_OTEL_EXPORTER says)."""
+    gets its own, with spans as TENANTRY_OTEL_EXPORTER says); ``outage``: the process's
+    record of database outages (None: this engine's own)."""
     own_metrics = metrics is None
     if metrics is None:
         metrics = process_metrics(settings)
     db = await Database.connect(dsn, role=settings.db_role or None,
                                 min_size=min(2, settings.db_pool_max),
-                                max_size=settings.db_pool_max)
+                                max_size=settings.db_pool_max, outage=outage)
     master = master_key(settings)
     vault = Vault(db, master) if master is not None else None
     if vault is None:
@@ -114,16 +117,18 @@ def process_metrics(settings: Settings) -> WorkerMetrics:
 
 async def run_worker(
     settings: Settings, dsn: str, stop: asyncio.Event, local: LocalWorkers | None = None,
-    metrics: WorkerMetrics | None = None,
+    metrics: WorkerMetrics | None = None, outage: Outage | None = None,
 ) -> None:
     """``local``: where an API in this same process (``tenantry up``) sees this worker;
-    ``metrics``: the process's metrics (the API's /metrics, or --metrics-port, shows them)."""
-    async with engine(settings, dsn, metrics=metrics) as eng, contextlib.AsyncExitStack() as shown:
+    ``metrics``: the process's metrics (the API's /metrics, or --metrics-port, shows them);
+    ``outage``: the process's record of database outages, shared by its loops and API."""
+    async with (engine(settings, dsn, metrics=metrics, outage=outage) as eng,
+                contextlib.AsyncExitStack() as shown):
         if local is not None:
             shown.enter_context(local.serving(eng))
         webhooks = WebhookSender(eng.db, allow_private=settings.webhook_allow_private)
         control = await Database.connect(dsn, role=settings.db_role or None, min_size=1,
-                                         max_size=2)
+                                         max_size=2, outage=eng.db.outage)
         try:
             await Worker(eng, dsn=dsn, concurrency=settings.worker_concurrency,
                          webhooks=webhooks, control=control,

@@ -56,21 +56,24 @@ def tenantry_command() -> list[str]:
     return [sys.executable, "-c", "from tenantry.cli import main; main()"]
 
 
-def worker_env(data_dir: Path, *, lease_seconds: int = LEASE_SECONDS,
-               pool_max: int = WORKER_POOL_MAX, master_key: str | None = None) -> dict[str, str]:
+def worker_env(data_dir: Path, *, lease_seconds: int | None = LEASE_SECONDS,
+               pool_max: int | None = WORKER_POOL_MAX,
+               master_key: str | None = None) -> dict[str, str]:
     """This process's environment without any inherited ``TENANTRY_*`` setting, plus the
     worker's: short lease, JSON logs, a private data dir (the CLI keeps an operator token
-    there), a small pool, and the vault key the API uses, if given."""
+    there), a small pool, and the vault key the API uses, if given. ``None`` for the lease
+    or the pool leaves that setting at its production default."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TENANTRY_")}
     env.update(
-        TENANTRY_LEASE_SECONDS=str(lease_seconds),
         TENANTRY_LOG_FORMAT="json",
         TENANTRY_DATA_DIR=str(data_dir),
         # No code tools here: a kill -9 is the point, and sandboxes are tested on their own.
         TENANTRY_SANDBOX_BACKEND="none",
-        TENANTRY_DB_POOL_MIN="1",
-        TENANTRY_DB_POOL_MAX=str(pool_max),
     )
+    if lease_seconds is not None:
+        env["TENANTRY_LEASE_SECONDS"] = str(lease_seconds)
+    if pool_max is not None:
+        env.update(TENANTRY_DB_POOL_MIN="1", TENANTRY_DB_POOL_MAX=str(pool_max))
     if master_key is not None:
         env["TENANTRY_MASTER_KEY"] = master_key
     return env
@@ -136,7 +139,7 @@ class WorkerFleet:
 
     def __init__(
         self, *, dsn: str, model_url: str, log_dir: Path, size: int, concurrency: int,
-        lease_seconds: int = LEASE_SECONDS, pool_max: int = WORKER_POOL_MAX,
+        lease_seconds: int | None = LEASE_SECONDS, pool_max: int | None = WORKER_POOL_MAX,
         master_key: str | None = None, stop_timeout: float = 15.0,
     ) -> None:
         self.dsn = dsn

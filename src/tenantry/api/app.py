@@ -27,6 +27,7 @@ from tenantry.api.body_limit import BodyLimit
 from tenantry.api.platform import Platform
 from tenantry.config import Settings
 from tenantry.db import Database
+from tenantry.db.outage import Outage
 from tenantry.platform_setup import master_key
 from tenantry.runs.hub import EventHub
 from tenantry.runs.inprocess import LocalWorkers
@@ -54,6 +55,10 @@ _PROBLEM_SCHEMA = {
 }
 
 
+_DATABASE_UNAVAILABLE = "`database_unavailable`: the database is not answering (see Retry-After)"
+_RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before retrying.",
+                                "schema": {"type": "integer", "minimum": 0}}}
+
 #: Operations that can answer 409, and body references that can answer 404 on a path
 #: without ids: kept beside the routes so the document says what really happens.
 _CONFLICTS = {
@@ -65,19 +70,23 @@ _CONFLICTS = {
 _MISSING_REFERENCES = {("POST", "/v1/runs"), ("POST", "/admin/v1/billing/reconcile")}
 
 
-def create_app(settings: Settings, dsn: str, *, local: LocalWorkers | None = None) -> FastAPI:
+def create_app(
+    settings: Settings, dsn: str, *, local: LocalWorkers | None = None,
+    outage: Outage | None = None,
+) -> FastAPI:
     """``dsn`` is the resolved database (the embedded one's or TENANTRY_DATABASE_URL);
-    ``local``: the workers sharing this process, if any (`tenantry up`)."""
+    ``local``: the workers sharing this process, if any (`tenantry up`); ``outage``: the
+    process's record of database outages, shared with those workers (one log line each)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         db = await Database.connect(
             dsn, role=settings.db_role or None, min_size=settings.db_pool_min,
-            max_size=settings.db_pool_max,
+            max_size=settings.db_pool_max, outage=outage,
         )
         auth_cache = AuthCache()
         # One LISTEN connection carries both the event tails and key revocations.
-        hub = EventHub(dsn, extra={KEY_CHANNEL: auth_cache.clear})
+        hub = EventHub(dsn, extra={KEY_CHANNEL: auth_cache.clear}, outage=db.outage)
         mcp = McpToolClient()
         master = master_key(settings)
         try:
@@ -152,7 +161,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
             answers: list[tuple[str, str]] = []
             if path != "/healthz":
                 answers += [("400", "Invalid request"), ("401", "Missing or invalid credentials"),
-                            ("503", "Database unavailable")]
+                            ("503", _DATABASE_UNAVAILABLE)]
             if "{" in path or (method.upper(), path) in _MISSING_REFERENCES:
                 answers.append(("404", "Not found"))
             if operation.get("requestBody"):
@@ -161,6 +170,12 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
                 answers.append(("409", "Conflict"))
             for status, description in answers:
                 responses.setdefault(status, {"description": description, **problem})
+            if "503" in responses:  # any route that reads the database, whatever else
+                busy = responses["503"]
+                if _DATABASE_UNAVAILABLE not in busy["description"]:
+                    busy["description"] += f"; {_DATABASE_UNAVAILABLE}"
+                busy.setdefault("content", problem["content"])
+                busy.setdefault("headers", _RETRY_AFTER)
             if path.startswith("/admin/"):
                 operation["security"] = [{"operatorToken": []}]
             elif path.startswith("/v1/"):

@@ -17,6 +17,8 @@ from tenantry.jsonutil import dumps
 log = logging.getLogger(__name__)
 
 MEDIA_TYPE = "application/problem+json"
+#: Seconds a client is told to wait when the database is not answering.
+DATABASE_RETRY_AFTER = 5
 
 
 def problem(
@@ -73,11 +75,23 @@ def install(app: FastAPI) -> None:
         detail = "No such resource." if exc.status_code == 404 else str(exc.detail)
         return problem(exc.status_code, type_, detail, detail, dict(exc.headers or {}) or None)
 
+    async def database_down(request: Request, exc: Exception) -> Response:
+        platform = getattr(request.app.state, "platform", None)
+        if platform is not None:
+            platform.db.outage.failed(f"{request.method} {request.url.path}", exc)
+        return from_error(DatabaseUnavailable(
+            "The database is not answering; retry shortly.", retry_after=DATABASE_RETRY_AFTER))
+
+    # A handler per class, not a branch in the catch-all below: Starlette answers the
+    # catch-all's response and then re-raises, and uvicorn, seeing the exception after
+    # the response started, logs a traceback and drops the connection (the next request
+    # on a kept-alive connection then fails). These handlers answer and are done.
+    for kind in DATABASE_DOWN:
+        app.add_exception_handler(kind, database_down)
+
     @app.exception_handler(Exception)
-    async def unexpected(_request: Request, exc: Exception) -> Response:
-        if isinstance(exc, DATABASE_DOWN):
-            log.warning("database unavailable: %s", exc)
-            return from_error(DatabaseUnavailable(
-                "The database is not answering; retry shortly.", retry_after=5))
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        if isinstance(exc, DATABASE_DOWN):  # raised outside the routes (a middleware)
+            return await database_down(request, exc)
         log.exception("unhandled error", exc_info=exc)
         return problem(500, "internal_error", "Internal error", "The platform failed; retry later.")

@@ -16,6 +16,7 @@ from tenantry.api.auth import current_tenant, platform
 from tenantry.api.pages import PageRequest, page_request
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
+from tenantry.db import DATABASE_DOWN
 from tenantry.errors import NotFound, ValidationFailed
 from tenantry.ids import AgentId, RunId, TenantId
 from tenantry.jsonutil import digest, dumps
@@ -370,3 +371,8 @@ async def event_stream(
                 batch = await service.read_events(p.db, tenant, run, after=after, limit=500)
             except NotFound:
                 return
+            except DATABASE_DOWN as exc:
+                # The stream outlives an outage: the hub wakes every stream when its LISTEN
+                # connection is back, and the keepalive interval retries meanwhile.
+                p.db.outage.failed("event stream", exc)
+                batch = []

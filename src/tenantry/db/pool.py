@@ -11,6 +11,7 @@ import asyncpg
 import orjson
 from asyncpg.pool import PoolConnectionProxy
 
+from tenantry.db.outage import Outage
 from tenantry.ids import TenantId
 
 #: Errors meaning "the database is not answering": callers stop and retry later, never guess.
@@ -18,6 +19,10 @@ DATABASE_DOWN: tuple[type[Exception], ...] = (
     OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
     asyncpg.CannotConnectNowError,
 )
+
+#: How long opening one connection may take. asyncpg's default is 60 s: a request would
+#: hang that long on an unreachable host (a dead primary, a partition) before its 503.
+CONNECT_TIMEOUT_SECONDS = 5.0
 
 #: A transaction Postgres rolled back to break a deadlock or a serialization conflict:
 #: nothing was written, and the same work may simply be tried again.
@@ -39,24 +44,32 @@ async def _init_connection(conn: asyncpg.Connection[asyncpg.Record]) -> None:
 class Database:
     """Owns the pool. Built by the app/worker factory and passed down; never global."""
 
-    def __init__(self, pool: asyncpg.Pool[asyncpg.Record]) -> None:
+    def __init__(self, pool: asyncpg.Pool[asyncpg.Record], outage: Outage | None = None) -> None:
         self.pool = pool
+        #: Shared with the process's other pools and LISTEN loops: one line per outage.
+        self.outage = outage or Outage()
 
     @classmethod
     async def connect(
-        cls, dsn: str, *, role: str | None = "tenantry_app", min_size: int = 2, max_size: int = 20
+        cls, dsn: str, *, role: str | None = "tenantry_app", min_size: int = 2,
+        max_size: int = 20, outage: Outage | None = None,
     ) -> Database:
         # The role is a startup parameter, not a SET, so the pool's RESET ALL on release
         # returns every connection to the restricted role rather than to the login user.
         settings = {"role": role} if role else {}
         pool: asyncpg.Pool[asyncpg.Record] = await asyncpg.create_pool(
             dsn,
-            min_size=min_size,
+            # min_size opens the first connections only. A connection floor (asyncpg's
+            # min_size) would have the pool reconnect in the background during an outage,
+            # logging a traceback each time; acquire reconnects on demand anyway.
+            init_size=min_size,
+            min_size=0,
             max_size=max_size,
             init=_init_connection,
             server_settings=settings,
+            timeout=CONNECT_TIMEOUT_SECONDS,
         )
-        return cls(pool)
+        return cls(pool, outage)
 
     async def close(self) -> None:
         await self.pool.close()
@@ -64,7 +77,7 @@ class Database:
     @asynccontextmanager
     async def tenant_tx(self, tenant: TenantId) -> AsyncIterator[Connection]:
         """A transaction that acts for ``tenant``: RLS shows it that tenant's rows only."""
-        async with self.pool.acquire() as conn, conn.transaction():
+        async with self._acquire() as conn, conn.transaction():
             await conn.execute("SELECT set_config('tenantry.tenant_id', $1, true)", tenant.value)
             yield conn
 
@@ -72,5 +85,19 @@ class Database:
     async def unscoped(self) -> AsyncIterator[Connection]:
         """A connection with no tenant set: RLS shows it no tenant rows at all. For the
         few cross-tenant entry points that go through SECURITY DEFINER functions."""
-        async with self.pool.acquire() as conn:
+        async with self._acquire() as conn:
             yield conn
+
+    @asynccontextmanager
+    async def _acquire(self) -> AsyncIterator[Connection]:
+        """A pooled connection; a failure to get one is noted on the outage (and raised)."""
+        try:
+            conn = await self.pool.acquire()
+        except DATABASE_DOWN as exc:
+            self.outage.failed("connect", exc)
+            raise
+        try:
+            self.outage.answered()
+            yield conn
+        finally:
+            await self.pool.release(conn)

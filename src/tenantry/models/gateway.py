@@ -181,7 +181,8 @@ class ModelGateway:
         try:
             registered = list(await self._load())
         except DATABASE_DOWN as exc:
-            logger.warning("cannot refresh model accounts: %s", exc)
+            if self._db is not None:
+                self._db.outage.failed("model accounts refresh", exc)
             return
         retired = self._set_accounts([*registered,
                                       *(a for a, _ in self._implicit.values())])

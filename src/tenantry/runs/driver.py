@@ -131,8 +131,11 @@ class RunDriver:
             logger.info("lease lost; leaving the run to its new owner",
                         extra={"run_id": self.run_id, "tenant_id": self.lease.tenant.value})
         except DATABASE_DOWN as exc:
-            logger.warning("database unavailable; stopping this run here: %s", exc,
-                           extra={"run_id": self.run_id})
+            # Said once per outage for the whole process; the run resumes from its log
+            # once its lease lapses (it could not be handed back: the database is away).
+            self.engine.db.outage.failed("run step", exc)
+            logger.debug("database unavailable; stopping this run here: %s", exc,
+                         extra={"run_id": self.run_id})
         except TRANSIENT as exc:
             # Postgres rolled the step back (a deadlock it broke): nothing of it was
             # written. Leave the run; once its lease lapses any worker resumes it from the

@@ -18,6 +18,10 @@ from collections.abc import AsyncIterator, Callable
 
 import asyncpg
 
+from tenantry.db import DATABASE_DOWN
+from tenantry.db.outage import Outage
+from tenantry.db.pool import CONNECT_TIMEOUT_SECONDS
+
 log = logging.getLogger(__name__)
 
 CHANNEL = "tenantry_events"
@@ -30,8 +34,11 @@ def _setter(event: asyncio.Event) -> Callable[[object], None]:
 class EventHub:
     def __init__(
         self, dsn: str, *, reconnect_delay: float = 1.0,
-        extra: dict[str, Callable[..., None]] | None = None,
+        extra: dict[str, Callable[..., None]] | None = None, outage: Outage | None = None,
     ) -> None:
+        # The process's outage record: a reconnect loop failing every second during an
+        # outage says so once, not every second.
+        self._outage = outage or Outage()
         self._extra = dict(extra or {})
         self._dsn = dsn
         self._reconnect_delay = reconnect_delay
@@ -88,7 +95,7 @@ class EventHub:
     async def _run(self) -> None:
         while True:
             try:
-                self._conn = await asyncpg.connect(self._dsn)
+                self._conn = await asyncpg.connect(self._dsn, timeout=CONNECT_TIMEOUT_SECONDS)
                 await self._conn.add_listener(CHANNEL, self._on_notify)
                 for channel, callback in self._extra.items():
                     await self._conn.add_listener(channel, callback)
@@ -96,10 +103,13 @@ class EventHub:
                 closed = asyncio.Event()
                 self._conn.add_termination_listener(_setter(closed))
                 self._connected.set()
+                self._outage.answered()
                 # Anything committed while we were not listening: let every stream re-read.
                 self._wake_all()
                 await closed.wait()
-                log.warning("event hub lost its database connection; reconnecting")
-            except (OSError, asyncpg.PostgresError) as exc:
+                self._outage.failed("event hub", ConnectionError("LISTEN connection lost"))
+            except DATABASE_DOWN as exc:
+                self._outage.failed("event hub", exc)
+            except asyncpg.PostgresError as exc:
                 log.warning("event hub cannot listen: %s", exc)
             await asyncio.sleep(self._reconnect_delay)

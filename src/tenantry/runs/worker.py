@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 import asyncpg
 
 from tenantry.db import DATABASE_DOWN, TRANSIENT, Database
+from tenantry.db.pool import CONNECT_TIMEOUT_SECONDS
 from tenantry.ledger import budget
 from tenantry.models.accounts import wake_parked
 from tenantry.runs.driver import Engine, RunDriver
@@ -59,13 +60,14 @@ class Worker:
         self._active: dict[Lease, asyncio.Task[None]] = {}
         self._lease_of: dict[asyncio.Task[None], Lease] = {}
         self._wake = asyncio.Event()
+        self._listener: asyncpg.Connection | None = None
 
     @property
     def active(self) -> int:
         return len(self._active)
 
     async def run(self, stop: asyncio.Event) -> None:
-        listener = await self._listen()
+        await self._listen()
         # Scrape-time gauges of this loop: breakers, sandbox pool, leases held by class.
         unwatch = self.engine.metrics.watch(
             model=self.engine.model, tools=self.engine.tools, sandboxes=self.engine.sandboxes,
@@ -84,9 +86,9 @@ class Worker:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
             await self._shutdown()
-            if listener is not None:
+            if self._listener is not None:
                 with contextlib.suppress(Exception):
-                    await listener.close()
+                    await self._listener.close()
 
     async def _fill(self) -> int:
         """Claim as many runs as there are free slots; return how many were claimed."""
@@ -104,7 +106,7 @@ class Worker:
                                  self.engine.settings.lease_seconds, order=self._claim_order,
                                  in_flight_first=level.in_flight_first)
         except DATABASE_DOWN as exc:
-            logger.warning("cannot claim: database unavailable: %s", exc)
+            self._control.outage.failed("claim", exc)
             return 0
         except TRANSIENT as exc:  # the claim was rolled back whole: nothing was taken
             logger.warning("claim rolled back by the database, trying again: %s", exc)
@@ -134,14 +136,22 @@ class Worker:
             for waiter in waiters:
                 waiter.cancel()
 
-    async def _listen(self) -> asyncpg.Connection | None:
+    async def _listen(self) -> None:
+        """(Re)open the LISTEN connection; without one the loop still polls every second.
+        A database restart closes it: housekeeping calls this again until it is back."""
+        if self._listener is not None and not self._listener.is_closed():
+            return
+        self._listener = None
         try:
-            conn = await asyncpg.connect(self._dsn)
+            conn = await asyncpg.connect(self._dsn, timeout=CONNECT_TIMEOUT_SECONDS)
             await conn.add_listener(WAKE_CHANNEL, self._on_runnable)
-            return conn
+        except DATABASE_DOWN as exc:
+            self._control.outage.failed("LISTEN", exc)
+            return
         except LISTEN_FAILURES as exc:
             logger.warning("no LISTEN connection, polling only: %s", exc)
-            return None
+            return
+        self._listener = conn
 
     def _on_runnable(self, *_args: object) -> None:
         self._wake.set()
@@ -154,7 +164,10 @@ class Worker:
             try:
                 lost = await renew(self._control, self.engine.worker, held,
                                    self.engine.settings.lease_seconds)
-            except (*DATABASE_DOWN, *TRANSIENT) as exc:
+            except DATABASE_DOWN as exc:
+                self._control.outage.failed("lease renewal", exc)
+                continue
+            except TRANSIENT as exc:
                 logger.warning("cannot renew leases: %s", exc)
                 continue
             for lease in lost:
@@ -170,13 +183,16 @@ class Worker:
         whose owner lost its lease."""
         while not stop.is_set():
             busy = 0
+            await self._listen()
             try:
                 if self._webhooks is not None:
                     busy += await self._webhooks.deliver_due()
                 busy += await approvals.expire_due(self.engine.db, self._clock())
                 busy += await wake_parked(self.engine.db, None)
                 busy += await budget.sweep(self.engine.db)
-            except (*DATABASE_DOWN, *TRANSIENT) as exc:
+            except DATABASE_DOWN as exc:
+                self.engine.db.outage.failed("housekeeping", exc)
+            except TRANSIENT as exc:
                 logger.warning("housekeeping paused: %s", exc)
             if not busy:
                 await asyncio.sleep(self._poll)

@@ -1,0 +1,50 @@
+"""Saying once that the database went away, and once that it came back.
+
+During an outage every loop of a process (claims, lease renewals, housekeeping, the event
+hub, each request) fails about once a second. One line when the first failure is seen and
+one when a connection works again tell an operator everything; the repeats in between go
+to DEBUG. One ``Outage`` per process, shared by its pools (see ``Database.connect``)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+log = logging.getLogger("tenantry.db")
+
+
+class Outage:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._since: float | None = None
+        self._failures = 0
+
+    @property
+    def down(self) -> bool:
+        return self._since is not None
+
+    def failed(self, where: str, exc: BaseException) -> None:
+        """A database call failed because the database is not answering."""
+        self._failures += 1
+        if self._since is None:
+            self._since = self._clock()
+            log.warning("database unavailable (%s): %s; retrying, and saying nothing more "
+                        "until it answers", where, one_line(exc))
+        else:
+            log.debug("database still unavailable (%s): %s", where, one_line(exc))
+
+    def answered(self) -> None:
+        """A database call worked: if an outage was reported, report its end."""
+        if self._since is None:
+            return
+        seconds = self._clock() - self._since
+        failures, self._since, self._failures = self._failures, None, 0
+        log.warning("database answering again after %.1f s (%d failed attempts)",
+                    seconds, failures)
+
+
+def one_line(exc: BaseException) -> str:
+    """The exception as one line: its type and its first message line."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

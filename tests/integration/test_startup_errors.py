@@ -1,0 +1,102 @@
+"""Start-up against a database that is not there, not listening, or refuses the password:
+each command (``api``, ``worker``, ``up`` with an external URL, ``migrate``) prints one line
+on stderr naming the host, port and database and what to do, exits 2, shows no traceback
+and never the password. Real ``tenantry`` processes; the wrong-password case uses a
+cluster this module owns with scram-sha-256 authentication."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tenantry.vault import MasterKey
+from tests.chaos.harness import tenantry_command
+from tests.support.pgcluster import PgCluster, free_port
+
+COMMANDS = ["api", "worker", "up", "migrate"]
+PASSWORD = "correct-horse-battery"
+WRONG_PASSWORD = "wrong-staple-9f3a"
+
+
+@pytest.fixture(scope="module")
+def password_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgCluster]:
+    with PgCluster(tmp_path_factory.mktemp("scram") / "pg", password=PASSWORD) as cluster:
+        yield cluster
+
+
+def run_command(command: str, url: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TENANTRY_")}
+    env.update(TENANTRY_DATA_DIR=str(data_dir), TENANTRY_DATABASE_URL=url,
+               TENANTRY_SANDBOX_BACKEND="none")
+    argv = [*tenantry_command(), command]
+    if command in ("api", "up"):
+        argv += ["--port", str(free_port())]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60,
+                          check=False)
+
+
+def assert_one_line(result: subprocess.CompletedProcess[str], *, says: list[str],
+                    secret: str | None = None) -> None:
+    shown = f"stdout: {result.stdout!r}\nstderr: {result.stderr!r}"
+    assert result.returncode == 2, shown
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, shown
+    assert lines[0].startswith("error: "), shown
+    assert "Traceback" not in result.stderr + result.stdout, shown
+    for text in says:
+        assert text in lines[0], shown
+    if secret is not None:
+        assert secret not in result.stderr + result.stdout, shown
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_database_that_does_not_exist(command: str, tmp_path: Path) -> None:
+    name = f"tenantry_missing_{uuid.uuid4().hex[:8]}"
+    result = run_command(command, f"postgresql://postgres@127.0.0.1:5432/{name}", tmp_path)
+    assert_one_line(result, says=["127.0.0.1:5432", f"no database '{name}'", "createdb"])
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_host_nobody_listens_on(command: str, tmp_path: Path) -> None:
+    port = free_port()  # bound and released: nothing listens there
+    result = run_command(command, f"postgresql://postgres:{PASSWORD}@127.0.0.1:{port}/tenantry",
+                         tmp_path)
+    assert_one_line(result, says=[f"127.0.0.1:{port}", "'tenantry'", "connection refused"],
+                    secret=PASSWORD)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_wrong_password(command: str, password_cluster: PgCluster, tmp_path: Path) -> None:
+    result = run_command(command, password_cluster.dsn(password=WRONG_PASSWORD), tmp_path)
+    assert_one_line(result, says=[f"127.0.0.1:{password_cluster.port}",
+                                  "refused the password of user 'postgres'"],
+                    secret=WRONG_PASSWORD)
+
+
+def test_the_right_password_gets_past_the_check(password_cluster: PgCluster,
+                                                tmp_path: Path) -> None:
+    """The same cluster with its password: migrate succeeds (so the failures above are the
+    password's, not the cluster's)."""
+    result = run_command("migrate", password_cluster.dsn(), tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "schema is current" in result.stdout
+    assert PASSWORD not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("argv", [
+    ["replay", "--tenant", "acme"],
+    ["vault", "rotate-master-key", "--new-key", MasterKey.generate().encoded()],
+])
+def test_the_other_database_commands_say_the_same(argv: list[str], tmp_path: Path) -> None:
+    name = f"tenantry_missing_{uuid.uuid4().hex[:8]}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TENANTRY_")}
+    env.update(TENANTRY_DATA_DIR=str(tmp_path), TENANTRY_MASTER_KEY=MasterKey.generate().encoded(),
+               TENANTRY_DATABASE_URL=f"postgresql://postgres@127.0.0.1:5432/{name}")
+    result = subprocess.run([*tenantry_command(), *argv], env=env, capture_output=True,
+                            text=True, timeout=60, check=False)
+    assert_one_line(result, says=["127.0.0.1:5432", f"no database '{name}'"])

@@ -1,0 +1,90 @@
+"""The one-line start-up errors (tenantry.db.reach) and the once-per-outage log
+(tenantry.db.outage)."""
+
+from __future__ import annotations
+
+import logging
+
+import asyncpg
+import pytest
+
+from tenantry.db.outage import Outage
+from tenantry.db.reach import describe_failure, target
+
+DSN = "postgresql://bob:s3cr3t-pw@db.example:6543/tenantry"
+
+
+@pytest.mark.parametrize(("error", "says"), [
+    (asyncpg.InvalidCatalogNameError('database "tenantry" does not exist'),
+     ["has no database 'tenantry'", "createdb -h db.example -p 6543 -U bob tenantry"]),
+    (asyncpg.InvalidPasswordError('password authentication failed for user "bob"'),
+     ["refused the password of user 'bob'", "correct the password"]),
+    (asyncpg.InvalidAuthorizationSpecificationError('no pg_hba.conf entry for host "1.2.3.4"'),
+     ["refused user 'bob'", "no pg_hba.conf entry", "pg_hba.conf"]),
+    (ConnectionRefusedError(111, "Connect call failed ('10.0.0.9', 6543)"),
+     ["cannot reach", "connection refused", "is the server running"]),
+    (TimeoutError(), ["cannot reach", "no answer within 5 s"]),
+    (OSError("Multiple exceptions: [Errno 111] Connect call failed ('::1', 6543), "
+             "[Errno 111] Connect call failed ('127.0.0.1', 6543)"),
+     ["cannot reach", "Multiple exceptions"]),
+    (asyncpg.CannotConnectNowError("the database system is starting up"),
+     ["not accepting connections yet", "starting up"]),
+    (asyncpg.TooManyConnectionsError("sorry, too many clients already"),
+     ["no free connection slots", "TENANTRY_DB_POOL_MAX"]),
+])
+def test_each_failure_is_one_line_naming_where_and_what_to_do(
+    error: Exception, says: list[str]
+) -> None:
+    line = describe_failure(DSN, error)
+    assert "\n" not in line
+    assert "db.example:6543" in line
+    assert "s3cr3t-pw" not in line
+    for text in says:
+        assert text in line
+
+
+def test_the_password_is_never_shown_even_if_the_server_echoes_it() -> None:
+    line = describe_failure(DSN, asyncpg.PostgresError("rejected s3cr3t-pw\nDETAIL: more"))
+    assert "s3cr3t-pw" not in line and "***" in line
+    assert "\n" not in line
+
+
+def test_targets_fill_in_libpq_defaults_and_unix_sockets() -> None:
+    assert target("postgresql://db.example/app") == target(
+        "postgresql://postgres@db.example:5432/app")
+    socket = target("postgresql://postgres@/postgres?host=/run/tenantry&port=5433")
+    assert (socket.host, socket.port, socket.database) == ("/run/tenantry", 5433, "postgres")
+    assert "Postgres at /run/tenantry " in describe_failure(
+        "postgresql://postgres@/postgres?host=/run/tenantry", ConnectionRefusedError(111, "x"))
+    assert target("postgresql://alice@h").database == "alice"  # libpq: database = user
+
+
+def test_an_outage_is_logged_when_it_starts_and_when_it_ends(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    now = [100.0]
+    outage = Outage(clock=lambda: now[0])
+    outage.answered()  # no outage yet: nothing to say
+    with caplog.at_level(logging.DEBUG, logger="tenantry.db"):
+        for where in ("claim", "lease renewal", "housekeeping", "claim", "event hub"):
+            outage.failed(where, ConnectionRefusedError(111, "Connect call failed"))
+            now[0] += 1.0
+        assert outage.down
+        outage.answered()
+        outage.answered()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        "database unavailable (claim): ConnectionRefusedError: [Errno 111] Connect call "
+        "failed; retrying, and saying nothing more until it answers",
+        "database answering again after 5.0 s (5 failed attempts)",
+    ]
+    assert all(r.exc_info is None for r in caplog.records)  # never a traceback
+    assert sum(r.levelno == logging.DEBUG for r in caplog.records) == 4
+    assert not outage.down
+    # A second outage is reported on its own.
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tenantry.db"):
+        outage.failed("claim", TimeoutError())
+    assert [r.getMessage() for r in caplog.records] == [
+        "database unavailable (claim): TimeoutError; retrying, and saying nothing more "
+        "until it answers"]
