@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated
 
 from fastapi import APIRouter, Depends, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from tenantry.api.auth import operator, platform
-from tenantry.api.params import parse_or_404
+from tenantry.api.fields import LABEL_RE, SECRET_NAME_RE, HttpUrl, Label, SecretName, Slug, Text
+from tenantry.api.params import name_or_404, parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.errors import NotFound, ValidationFailed
 from tenantry.ids import ApiKeyId, TenantId
@@ -20,15 +20,14 @@ from tenantry.tools import servers
 router = APIRouter(prefix="/admin/v1", tags=["operator"], dependencies=[Depends(operator)])
 
 TENANT_NOT_FOUND = "No tenant with this id."
-_SECRET_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
-Slug = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{2,63}$")]
-Label = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{1,63}$")]
-SecretName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,128}$")]
+_SECRET_NAME = re.compile(SECRET_NAME_RE)
+_LABEL = re.compile(LABEL_RE)
+__all__ = ["TENANT_NOT_FOUND", "Label", "SecretName", "Slug", "router"]
 
 
 class PutSecret(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    value: str = Field(min_length=1, max_length=16384)
+    value: Text = Field(min_length=1, max_length=16384)
 
 
 class SecretOut(BaseModel):
@@ -39,7 +38,7 @@ class SecretOut(BaseModel):
 
 class CreateTenant(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(min_length=1, max_length=200)
+    name: Text = Field(min_length=1, max_length=200)
     tenant_id: Slug | None = Field(
         default=None, description="Bring your own id (a slug); generated when omitted."
     )
@@ -68,7 +67,7 @@ class WebhookSecretOut(BaseModel):
 
 class CreateKey(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(default="", max_length=200)
+    name: Text = Field(default="", max_length=200)
 
 
 class KeyOut(BaseModel):
@@ -81,8 +80,7 @@ class KeyOut(BaseModel):
 class RegisterToolServer(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: Label
-    url: str = Field(pattern=r"^https?://", max_length=2048,
-                     description="The MCP server's streamable-HTTP endpoint.")
+    url: HttpUrl = Field(description="The MCP server's streamable-HTTP endpoint.")
     honours_idempotency_keys: bool = Field(
         description="Whether the server performs a call once per Idempotency-Key. Calls to "
                     "servers that do not are never retried after an ambiguous crash.")
@@ -191,6 +189,7 @@ async def repin_tool_server(
 ) -> ToolServerOut:
     """Accept the server's current tool list as reviewed (after it changed)."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
+    name = name_or_404(_LABEL, name, "No tool server with this name.")
     server = await servers.get_server(p.db, tenant, name)
     headers = await _credential(p, tenant, server.secret_ref)
     return _server_out(await servers.repin(p.db, p.mcp, tenant, name, headers))
@@ -216,7 +215,7 @@ async def put_secret(
 ) -> SecretOut:
     """Store a secret, encrypted with the tenant's data key. Write-only: no API returns it."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
-    if not _SECRET_NAME.match(name):
+    if not _SECRET_NAME.fullmatch(name):
         raise ValidationFailed("name: 1-128 characters of A-Z, a-z, 0-9, '_', '.', '-'")
     await service.get_tenant(p.db, tenant)
     if p.vault is None:

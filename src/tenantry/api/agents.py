@@ -11,9 +11,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from tenantry.agents import service
 from tenantry.agents.spec import AgentSpec, Limits, SandboxPolicy
 from tenantry.api.auth import current_tenant, platform
-from tenantry.api.params import parse_or_404
+from tenantry.api.fields import PositiveInt4, Text
+from tenantry.api.params import parse_or_404, positive_int4_or_404
 from tenantry.api.platform import Platform
-from tenantry.errors import Conflict, NotFound, ValidationFailed
+from tenantry.errors import Conflict, ValidationFailed
 from tenantry.ids import AgentId, TenantId
 from tenantry.sandbox.egress import EgressPolicy
 
@@ -54,11 +55,11 @@ class VersionBody(BaseModel):
     """The contents of one immutable version."""
 
     model_config = ConfigDict(extra="forbid")
-    model: str = Field(min_length=1, max_length=200)
-    fallback_models: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+    model: Text = Field(min_length=1, max_length=200)
+    fallback_models: list[Annotated[Text, Field(min_length=1, max_length=200)]] = Field(
         default_factory=list, max_length=8
     )
-    system_prompt: str = Field(max_length=100_000)
+    system_prompt: Text = Field(max_length=100_000)
     tools: list[ToolName] = Field(default_factory=list, max_length=128)
     needs_approval: list[ToolName] = Field(default_factory=list, max_length=128)
     limits: LimitsBody = Field(default_factory=LimitsBody)
@@ -86,12 +87,12 @@ class VersionBody(BaseModel):
 
 
 class CreateAgent(VersionBody):
-    name: str = Field(min_length=1, max_length=200)
+    name: Text = Field(min_length=1, max_length=200)
 
 
 class NewVersion(VersionBody):
-    version: int | None = Field(
-        default=None, ge=1,
+    version: PositiveInt4 | None = Field(
+        default=None,
         description="The number you expect to create; naming an existing one is refused (409).",
     )
 
@@ -192,9 +193,8 @@ async def get_version(
     tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
 ) -> AgentOut:
     agent = parse_or_404(AgentId, agent_id, NOT_FOUND)
-    if not version.isdigit() or not 1 <= int(version) <= 2**31 - 1:
-        raise NotFound(service.VERSION_NOT_FOUND)
-    return _out(await service.get_version(p.db, tenant, agent, int(version)))
+    number = positive_int4_or_404(version, service.VERSION_NOT_FOUND)
+    return _out(await service.get_version(p.db, tenant, agent, number))
 
 
 async def change_version(

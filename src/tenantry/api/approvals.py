@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from tenantry.api.auth import current_tenant, platform
+from tenantry.api.fields import Text
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.errors import ValidationFailed
@@ -40,7 +41,7 @@ class ApprovalList(BaseModel):
 class Decide(BaseModel):
     model_config = ConfigDict(extra="forbid")
     decision: Literal["approve", "deny"]
-    comment: str | None = Field(default=None, max_length=2000,
+    comment: Text | None = Field(default=None, max_length=2000,
                                 description="Shown to the model when the call is denied.")
 
 

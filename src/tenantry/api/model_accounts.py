@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import secrets
 from datetime import datetime
 from typing import Annotated, Literal
@@ -9,9 +10,10 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
-from tenantry.api.admin import TENANT_NOT_FOUND, Label, SecretName
+from tenantry.api.admin import TENANT_NOT_FOUND
 from tenantry.api.auth import operator, platform
-from tenantry.api.params import parse_or_404
+from tenantry.api.fields import INT4_MAX, LABEL_RE, HttpUrl, Label, SecretName, Text
+from tenantry.api.params import name_or_404, parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.errors import NotFound, ValidationFailed
 from tenantry.ids import TenantId
@@ -22,7 +24,9 @@ from tenantry.tenants import service
 
 router = APIRouter(prefix="/admin/v1", tags=["operator"], dependencies=[Depends(operator)])
 
-ModelName = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\s]+$")]
+ModelName = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\s\x00]+$")]
+_LABEL = re.compile(LABEL_RE)
+ACCOUNT_NOT_FOUND = "No enabled model account with this id."
 
 
 class AccountFields(BaseModel):
@@ -32,8 +36,7 @@ class AccountFields(BaseModel):
     provider: Literal["openai", "anthropic", "scripted"] = Field(
         description="Wire format: `openai` (chat completions: OpenAI, Azure-style, vLLM, "
                     "Ollama, ...), `anthropic` (messages), `scripted` (the test model).")
-    base_url: str = Field(pattern=r"^https?://[^\s]+$", max_length=2048,
-                          description="OpenAI style ends in /v1; Anthropic style is the "
+    base_url: HttpUrl = Field(description="OpenAI style ends in /v1; Anthropic style is the "
                                       "origin (https://api.anthropic.com).")
     models: list[ModelName] = Field(
         min_length=1, max_length=100,
@@ -43,13 +46,14 @@ class AccountFields(BaseModel):
                                       "`eu-west-1`. Tenants outside `default` only use "
                                       "accounts in their region.")
     rpm: int | None = Field(default=None, ge=1, le=10_000_000)
-    tpm: int | None = Field(default=None, ge=1, le=10_000_000_000)
+    # The column is an `integer`: ~2.1 billion tokens a minute is the most it holds.
+    tpm: int | None = Field(default=None, ge=1, le=INT4_MAX)
     priority: int = Field(default=0, ge=-1000, le=1000,
                           description="Lower is preferred; runs spread over equal ones.")
 
 
 class CreatePlatformAccount(AccountFields):
-    secret: str | None = Field(
+    secret: Text | None = Field(
         default=None, min_length=1, max_length=16384,
         description="The provider API key. Write-only: sealed with the master key, never "
                     "returned.")
@@ -112,6 +116,7 @@ async def list_accounts(p: Platform = Depends(platform)) -> list[ModelAccountOut
 @router.delete("/model-accounts/{account_id}", response_model=ModelAccountOut)
 async def disable_account(account_id: str, p: Platform = Depends(platform)) -> ModelAccountOut:
     """Stop routing to an account (runs on it move to another on their next step)."""
+    account_id = name_or_404(_LABEL, account_id, ACCOUNT_NOT_FOUND)
     return _out(await accounts.disable(p.db, account_id))
 
 

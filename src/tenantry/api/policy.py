@@ -124,6 +124,8 @@ def _window(from_: date | None, to: date | None) -> tuple[date, date, datetime, 
     end = to or today
     if end < start:
         raise ValidationFailed("to: must not be before from")
+    if end >= date.max:  # the window ends the day after `to`
+        raise ValidationFailed(f"to: must be before {date.max.isoformat()}")
     if (end - start).days > 366:
         raise ValidationFailed("from/to: at most 366 days at a time")
     lo = datetime(start.year, start.month, start.day, tzinfo=UTC)

@@ -6,14 +6,14 @@ import asyncio
 from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 from starlette.responses import StreamingResponse
 
 from tenantry.api.auth import current_tenant, platform
-from tenantry.api.params import parse_or_404
+from tenantry.api.fields import INT4_MAX, HttpUrl, PositiveInt4, storable_json
+from tenantry.api.params import parse_or_404, seq_or_400
 from tenantry.api.platform import Platform
 from tenantry.errors import NotFound, ValidationFailed
 from tenantry.ids import AgentId, RunId, TenantId
@@ -31,27 +31,19 @@ KEEPALIVE_SECONDS = 15.0
 
 class StartRun(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    agent_id: str
-    version: int | None = Field(default=None, ge=1, le=2**31 - 1)
-    input: JsonValue
-    webhook: str | None = Field(default=None, max_length=2048)
+    agent_id: str = Field(max_length=200, description="An ill-formed id answers 404.")
+    version: PositiveInt4 | None = None
+    input: JsonValue = Field(description="Any JSON but null, at most 64 KiB; no string "
+                                         "(or key) may contain NUL.")
+    webhook: HttpUrl | None = None
     priority: Literal["interactive", "batch"] = "interactive"
-
-    @field_validator("webhook")
-    @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError("webhook must be an http:// or https:// URL")
-        return value
 
     @field_validator("input")
     @classmethod
     def _bounded(cls, value: JsonValue) -> JsonValue:
         if value is None:
             raise ValueError("input must not be null")
+        storable_json(value, "input")
         if len(dumps(value)) > MAX_INPUT_BYTES:
             raise ValueError(f"input must be at most {MAX_INPUT_BYTES} bytes as JSON")
         return value
@@ -268,17 +260,16 @@ async def cancel_run(
 )
 async def run_events(
     run_id: str, request: Request,
-    after: int | None = Query(None, ge=0, le=2**31 - 1,
+    after: int | None = Query(None, ge=0, le=INT4_MAX,
                               description="Resume after this seq (default 0)."),
     limit: int = Query(500, ge=1, le=1000, description="JSON page size."),
-    last_event_id: str | None = Header(None, description="SSE resume; same as `after`."),
+    last_event_id: str | None = Header(None, pattern=r"^[0-9]{1,10}$",
+                                       description="SSE resume; same as `after`."),
     tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
 ) -> Response:
     run = parse_or_404(RunId, run_id, NOT_FOUND)
     if after is None and last_event_id is not None:
-        if not last_event_id.isdigit():
-            raise ValidationFailed("Last-Event-ID must be an event seq (an integer).")
-        after = int(last_event_id)
+        after = seq_or_400(last_event_id, "Last-Event-ID")
     start = after or 0
     if "application/json" in request.headers.get("accept", "") and (
         "text/event-stream" not in request.headers.get("accept", "")
