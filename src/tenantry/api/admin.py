@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from typing import Any
 
 from fastapi import APIRouter, Depends, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from tenantry.api.auth import operator, platform
-from tenantry.api.fields import LABEL_RE, SECRET_NAME_RE, HttpUrl, Label, SecretName, Slug, Text
+from tenantry.api.fields import (
+    LABEL_RE,
+    SECRET_NAME_RE,
+    Body,
+    HttpUrl,
+    Label,
+    SecretName,
+    Slug,
+    Text,
+)
 from tenantry.api.params import name_or_404, parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.errors import NotFound, ValidationFailed
@@ -22,11 +32,16 @@ router = APIRouter(prefix="/admin/v1", tags=["operator"], dependencies=[Depends(
 TENANT_NOT_FOUND = "No tenant with this id."
 _SECRET_NAME = re.compile(SECRET_NAME_RE)
 _LABEL = re.compile(LABEL_RE)
-__all__ = ["TENANT_NOT_FOUND", "Label", "SecretName", "Slug", "router"]
+__all__ = ["TENANT_NOT_FOUND", "VAULT_ERROR", "Label", "SecretName", "Slug", "router"]
+#: Routes that read or write the vault can meet a data key wrapped by another master key.
+VAULT_ERROR: dict[int | str, dict[str, Any]] = {500: {
+    "description": "`vault_error`: the tenant's data key is wrapped by another master key, "
+                   "or a ciphertext did not authenticate"}}
+_UNREACHABLE: dict[int | str, dict[str, Any]] = {502: {
+    "description": "`tool_unavailable`: the server did not answer tools/list"}}
 
 
-class PutSecret(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class PutSecret(Body):
     value: Text = Field(min_length=1, max_length=16384)
 
 
@@ -36,8 +51,7 @@ class SecretOut(BaseModel):
     updated_at: datetime | None = None
 
 
-class CreateTenant(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class CreateTenant(Body):
     name: Text = Field(min_length=1, max_length=200)
     tenant_id: Slug | None = Field(
         default=None, description="Bring your own id (a slug); generated when omitted."
@@ -65,8 +79,7 @@ class WebhookSecretOut(BaseModel):
     webhook_secret: str
 
 
-class CreateKey(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class CreateKey(Body):
     name: Text = Field(default="", max_length=200)
 
 
@@ -77,8 +90,7 @@ class KeyOut(BaseModel):
     created_at: datetime
 
 
-class RegisterToolServer(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class RegisterToolServer(Body):
     name: Label
     url: HttpUrl = Field(description="The MCP server's streamable-HTTP endpoint.")
     honours_idempotency_keys: bool = Field(
@@ -169,7 +181,7 @@ def _server_out(s: servers.ToolServer) -> ToolServerOut:
 
 
 @router.post("/tenants/{tenant_id}/tool-servers", status_code=201, response_model=ToolServerOut,
-             responses={502: {"description": "The server did not answer tools/list"}})
+             responses={**_UNREACHABLE, **VAULT_ERROR})
 async def register_tool_server(
     tenant_id: str, body: RegisterToolServer, p: Platform = Depends(platform)
 ) -> ToolServerOut:
@@ -183,7 +195,8 @@ async def register_tool_server(
     return _server_out(server)
 
 
-@router.post("/tenants/{tenant_id}/tool-servers/{name}/pin", response_model=ToolServerOut)
+@router.post("/tenants/{tenant_id}/tool-servers/{name}/pin", response_model=ToolServerOut,
+             responses={**_UNREACHABLE, **VAULT_ERROR})
 async def repin_tool_server(
     tenant_id: str, name: str, p: Platform = Depends(platform)
 ) -> ToolServerOut:
@@ -208,7 +221,7 @@ async def _credential(p: Platform, tenant: TenantId, secret: str | None) -> dict
 
 
 @router.put("/tenants/{tenant_id}/secrets/{name}", response_model=SecretOut,
-            responses={201: {"description": "Created", "model": SecretOut}})
+            responses={201: {"description": "Created", "model": SecretOut}, **VAULT_ERROR})
 async def put_secret(
     tenant_id: str, name: str, body: PutSecret, response: Response,
     p: Platform = Depends(platform),

@@ -6,12 +6,12 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Response
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from tenantry.agents import service
 from tenantry.agents.spec import AgentSpec, Limits, SandboxPolicy
 from tenantry.api.auth import current_tenant, platform
-from tenantry.api.fields import PositiveInt4, Text
+from tenantry.api.fields import Body, PositiveInt4, Text
 from tenantry.api.params import parse_or_404, positive_int4_or_404
 from tenantry.api.platform import Platform
 from tenantry.errors import Conflict, ValidationFailed
@@ -26,15 +26,13 @@ _DEFAULTS = Limits()
 Host = Annotated[str, Field(pattern=r"^(\*\.)?[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?$")]
 
 
-class LimitsBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class LimitsBody(Body):
     max_steps: int = Field(default=_DEFAULTS.max_steps, ge=1, le=10_000)
     max_tokens: int = Field(default=_DEFAULTS.max_tokens, ge=1, le=1_000_000_000)
     max_cost_micros: int = Field(default=_DEFAULTS.max_cost_micros, ge=0, le=10**12)
 
 
-class SandboxBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class SandboxBody(Body):
     egress: list[Host] = Field(default_factory=list, max_length=64)
 
     @field_validator("egress")
@@ -51,10 +49,9 @@ class SandboxBody(BaseModel):
         return hosts
 
 
-class VersionBody(BaseModel):
+class VersionBody(Body):
     """The contents of one immutable version."""
 
-    model_config = ConfigDict(extra="forbid")
     model: Text = Field(min_length=1, max_length=200)
     fallback_models: list[Annotated[Text, Field(min_length=1, max_length=200)]] = Field(
         default_factory=list, max_length=8

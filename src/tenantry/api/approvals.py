@@ -7,10 +7,10 @@ from datetime import datetime
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from tenantry.api.auth import current_tenant, platform
-from tenantry.api.fields import Text
+from tenantry.api.fields import Body, Text
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.errors import ValidationFailed
@@ -38,8 +38,7 @@ class ApprovalList(BaseModel):
     next_cursor: str | None
 
 
-class Decide(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Decide(Body):
     decision: Literal["approve", "deny"]
     comment: Text | None = Field(default=None, max_length=2000,
                                 description="Shown to the model when the call is denied.")

@@ -9,13 +9,22 @@ a 500 from deep inside a query."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import ipaddress
+import re
+from typing import Annotated
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, Field, JsonValue
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue
 
 INT4_MAX = 2**31 - 1
 INT8_MAX = 2**63 - 1
+
+class Body(BaseModel):
+    """The base of every request body: unknown fields are refused, and values are not
+    coerced (``"5"`` or ``true`` is not an integer, ``1`` is not a string)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
 
 #: A Postgres ``integer`` column, and the positive ids and counts stored in one.
 Int4 = Annotated[int, Field(ge=-(2**31), le=INT4_MAX)]
@@ -70,32 +79,45 @@ def storable_json(value: JsonValue, where: str = "") -> JsonValue:
     return value
 
 
+# One label of a host name (letters, digits, '-', '_'; no empty labels), or an IP literal.
+_LABEL = r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+_URL_CHAR = r"[^\s\x00-\x1f\x7f-\x9f\ufeff]"
+URL_PATTERN = (rf"^https?://({_LABEL}(\.{_LABEL})*\.?|\[[0-9A-Fa-f:.]+\])(:[0-9]{{1,5}})?"
+               rf"([/?#]{_URL_CHAR}*)?$")
+_URL = re.compile(URL_PATTERN)
+
+
 def http_url(value: str) -> str:
-    """An absolute http(s) URL with a host, without credentials, whitespace or control
-    characters: one an HTTP client can call as given."""
-    if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in value):
-        raise ValueError("URL must not contain whitespace or control characters")
-    storable(value, "URL")
-    try:
-        parts = urlsplit(value)
-        port = parts.port  # raises on a port out of range or not a number
-    except ValueError as exc:
-        raise ValueError(f"not a URL: {exc}") from None
+    """An absolute http(s) URL an HTTP client can call as given: an ASCII host name
+    (international names in their xn-- form) or an IP literal, an optional port 1-65535,
+    no credentials (``user:pass@``), no whitespace or control characters. The document
+    states the same pattern; the port range and the IPv6 literal are checked here."""
     if not value.startswith(("http://", "https://")):
         raise ValueError("URL must start with http:// or https://")
-    if not parts.hostname:
-        raise ValueError("URL must name a host (http://host[:port]/...)")
-    if parts.username is not None or parts.password is not None:
+    if "@" in value.split("/", 3)[2]:
         raise ValueError("URL must not carry credentials (user:password@); use a secret")
+    if not _URL.fullmatch(value):
+        raise ValueError("not an http(s) URL with a host name or IP address (no credentials, "
+                         "whitespace or control characters)")
+    parts = urlsplit(value)
+    try:
+        port = parts.port
+        host = parts.hostname or ""
+    except ValueError as exc:
+        raise ValueError(f"not a URL: {exc}") from None
     if port == 0:
         raise ValueError("URL port must be 1-65535")
+    if parts.netloc.startswith("["):
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError("URL host is not an IPv6 address") from None
+    elif len(host) > 253:
+        raise ValueError("URL host name is longer than 253 characters")
     return value
 
 
-# What the document can say of it (the port range and a non-empty host name aside).
-_URL_SCHEMA: dict[str, Any] = {
-    "pattern": r"^https?://[^\s\x00-\x1f\x7f/?#@]+([/?#][^\s\x00-\x1f\x7f]*)?$"}
-
 #: An http(s) URL of at most 2048 characters (see ``http_url``).
-HttpUrl = Annotated[str, Field(min_length=8, max_length=2048, json_schema_extra=_URL_SCHEMA),
+HttpUrl = Annotated[str, Field(min_length=8, max_length=2048,
+                               json_schema_extra={"pattern": URL_PATTERN}),
                     AfterValidator(http_url)]

@@ -8,11 +8,11 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from tenantry.api.admin import TENANT_NOT_FOUND
+from tenantry.api.admin import TENANT_NOT_FOUND, VAULT_ERROR
 from tenantry.api.auth import operator, platform
-from tenantry.api.fields import INT4_MAX, LABEL_RE, HttpUrl, Label, SecretName, Text
+from tenantry.api.fields import INT4_MAX, LABEL_RE, Body, HttpUrl, Label, SecretName, Text
 from tenantry.api.params import name_or_404, parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.errors import NotFound, ValidationFailed
@@ -29,8 +29,7 @@ _LABEL = re.compile(LABEL_RE)
 ACCOUNT_NOT_FOUND = "No enabled model account with this id."
 
 
-class AccountFields(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class AccountFields(Body):
     account_id: Label | None = Field(
         default=None, description="A slug naming the account; generated when omitted.")
     provider: Literal["openai", "anthropic", "scripted"] = Field(
@@ -121,7 +120,7 @@ async def disable_account(account_id: str, p: Platform = Depends(platform)) -> M
 
 
 @router.post("/tenants/{tenant_id}/model-accounts", status_code=201,
-             response_model=ModelAccountOut)
+             response_model=ModelAccountOut, responses=VAULT_ERROR)
 async def register_tenant_account(
     tenant_id: str, body: CreateTenantAccount, p: Platform = Depends(platform)
 ) -> ModelAccountOut:

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 from starlette.responses import StreamingResponse
 
 from tenantry.api.auth import current_tenant, platform
-from tenantry.api.fields import INT4_MAX, HttpUrl, PositiveInt4, storable_json
+from tenantry.api.fields import INT4_MAX, Body, HttpUrl, PositiveInt4, storable_json
 from tenantry.api.params import parse_or_404, seq_or_400
 from tenantry.api.platform import Platform
 from tenantry.errors import NotFound, ValidationFailed
@@ -27,10 +27,20 @@ router = APIRouter(prefix="/v1/runs", tags=["runs"])
 NOT_FOUND = service.NOT_FOUND
 MAX_INPUT_BYTES = 64 * 1024
 KEEPALIVE_SECONDS = 15.0
+#: One Server-Sent Event of the stream: `data` is the event as JSON (an EventOut).
+SSE_EVENT = {
+    "type": "object",
+    "required": ["id", "event", "data"],
+    "properties": {
+        "id": {"type": "string", "pattern": "^[0-9]+$", "description": "The event's seq."},
+        "event": {"type": "string", "description": "The event type."},
+        "data": {"type": "string", "contentMediaType": "application/json",
+                 "description": "The event: {seq, type, data, created_at}."},
+    },
+}
 
 
-class StartRun(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class StartRun(Body):
     agent_id: str = Field(max_length=200, description="An ill-formed id answers 404.")
     version: PositiveInt4 | None = None
     input: JsonValue = Field(description="Any JSON but null, at most 64 KiB; no string "
@@ -253,7 +263,7 @@ async def cancel_run(
         "description": "The run's event log after `after`: Server-Sent Events by default "
                        "(`id` is the seq), or one JSON page with `Accept: application/json`.",
         "content": {
-            "text/event-stream": {"schema": {"type": "string"}},
+            "text/event-stream": {"schema": SSE_EVENT},
             "application/json": {"schema": {"$ref": "#/components/schemas/EventPage"}},
         },
     }},
