@@ -19,6 +19,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue
 INT4_MAX = 2**31 - 1
 INT8_MAX = 2**63 - 1
 
+
 class Body(BaseModel):
     """The base of every request body: unknown fields are refused, and values are not
     coerced (``"5"`` or ``true`` is not an integer, ``1`` is not a string)."""

@@ -41,7 +41,7 @@ SSE_EVENT = {
 
 
 class StartRun(Body):
-    agent_id: str = Field(max_length=200, description="An ill-formed id answers 404.")
+    agent_id: str = Field(description="An ill-formed id answers 404, like a missing one.")
     version: PositiveInt4 | None = None
     input: JsonValue = Field(description="Any JSON but null, at most 64 KiB; no string "
                                          "(or key) may contain NUL.")
