@@ -5,10 +5,10 @@ operator token), with inputs the document allows and inputs it forbids. Nothing 
 body's schema and its declared headers.
 
 The app runs in a thread of its own (uvicorn with its own event loop) because Schemathesis
-calls it synchronously. Each operation is fuzzed twice: once with generated path
-parameters (ill-formed and unknown ids), once with the ids of real objects created first
-(a tenant, its key, agent, run, secret, tool server and model account), so lookups that
-find something are fuzzed too.
+calls it synchronously. About half the cases keep their generated path parameters
+(ill-formed and unknown ids); the other half name real objects created first (a tenant,
+a spare key, an agent, a run, a secret, a tool server and a model account), so the lookups
+that find something, and what they answer, are fuzzed too.
 
 Nothing is excluded. Two choices are stated where they are made: unknown query parameters
 are not sent as "invalid" input (the API ignores them, as docs/reference/api.md says; only
@@ -165,7 +165,9 @@ def served(admin_dsn: str, template_db: str) -> Iterator[Served]:
 
 def _document() -> dict[str, Any]:
     """The document the app publishes, built without a database so the tests can be
-    generated at collection; ``served`` checks the live /openapi.json is this document."""
+    generated at collection; ``served`` checks the live /openapi.json is this document.
+    (Schemathesis 4.32's lazy loader, ``schemathesis.pytest.from_fixture``, fails under
+    pytest 9: it sets ``request.node._nodeid``, which pytest no longer has.)"""
     settings = Settings(operator_token=OPERATOR_TOKEN)
     doc: dict[str, Any] = create_app(settings, "postgresql://unused").openapi()
     return doc
