@@ -35,7 +35,7 @@ class TenantId:
 
     @classmethod
     def parse(cls, text: str) -> TenantId:
-        if not isinstance(text, str) or not _TENANT_RE.match(text):
+        if not isinstance(text, str) or not _TENANT_RE.fullmatch(text):
             raise ValueError("tenant id must be 3-64 chars of a-z, 0-9, '_' or '-'")
         return cls(text)
 

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import asyncpg
 
-TABLES = ("tenants", "api_keys", "agents", "agent_versions", "runs", "run_events")
+TABLES = ("tenants", "api_keys", "agents", "agent_versions", "runs", "run_events",
+          "model_accounts", "tool_servers", "secrets", "tenant_policies", "approvals")
 
 
 async def row_counts(conn: asyncpg.Connection) -> dict[str, int]:

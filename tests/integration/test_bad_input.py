@@ -243,3 +243,137 @@ async def test_unknown_route_and_method(world: World) -> None:
     w = world
     await expect_refusal(w, "GET", "/v1/nothing", 404, "not_found", headers=w.h)
     await expect_refusal(w, "DELETE", "/v1/runs", 405, "method_not_allowed", headers=w.h)
+
+
+# -- the edge's rules (docs/reference/api.md, "Input rules") --------------------------------
+# Each of these reached Postgres (or the network) and answered 5xx before the edge knew it.
+
+INT4_MAX = 2**31 - 1
+
+
+def _account(**fields: object) -> dict[str, object]:
+    return {"account_id": "acct-edge", "provider": "openai", "base_url": "http://127.0.0.1:9/v1",
+            "models": ["scripted"], "region": "us", **fields}
+
+
+@pytest.mark.parametrize("tpm", [INT4_MAX + 1, 10_000_000_000, 2**63])
+async def test_a_tpm_larger_than_its_column_is_refused(world: World, tpm: int) -> None:
+    w = world
+    body = await expect_refusal(w, "POST", "/admin/v1/model-accounts", 400, "validation_error",
+                                json=_account(tpm=tpm), headers=w.api.operator)
+    assert body["errors"][0]["loc"] == ["body", "tpm"]
+    await expect_refusal(w, "POST", f"/admin/v1/tenants/{w.tenant}/model-accounts", 400,
+                         "validation_error", json={**_account(tpm=tpm), "secret_name": "k"},
+                         headers=w.api.operator)
+    # The largest the column holds is accepted, and read back as given.
+    r = await w.api.client.post("/admin/v1/model-accounts", json=_account(tpm=INT4_MAX),
+                                headers=w.api.operator)
+    assert r.status_code == 201, r.text
+    assert r.json()["tpm"] == INT4_MAX
+
+
+@pytest.mark.parametrize("field", ["name", "model", "system_prompt"])
+async def test_a_nul_in_an_agents_text_is_refused(world: World, field: str) -> None:
+    w = world
+    spec = {"name": "n", "model": "scripted", "system_prompt": "", field: "a\x00b"}
+    body = await expect_refusal(w, "POST", "/v1/agents", 400, "validation_error", json=spec,
+                                headers=w.h)
+    assert body["errors"][0]["loc"] == ["body", field] and "NUL" in body["detail"]
+    if field != "name":
+        spec.pop("name")
+        await expect_refusal(w, "POST", f"/v1/agents/{w.agent}/versions", 400,
+                             "validation_error", json=spec, headers=w.h)
+
+
+async def test_a_nul_or_lone_surrogate_anywhere_in_text_or_json_is_refused(world: World) -> None:
+    w = world
+    fallback = {"name": "n", "model": "m", "system_prompt": "", "fallback_models": ["x\x00"]}
+    await expect_refusal(w, "POST", "/v1/agents", 400, "validation_error", json=fallback,
+                         headers=w.h)
+    for value in ({"deep": [{"k": "v\x00"}]}, {"k\x00": 1}, "\x00"):
+        body = await expect_refusal(w, "POST", "/v1/runs", 400, "validation_error",
+                                    json={"agent_id": w.agent, "input": value}, headers=w.h)
+        assert "input" in body["detail"] and "NUL" in body["detail"]
+    # JSON may spell an unpaired surrogate; nothing downstream can encode one.
+    raw = b'{"agent_id": "%s", "input": {"text": "\\ud800"}}' % w.agent.encode()
+    body = await expect_refusal(w, "POST", "/v1/runs", 400, "validation_error",
+                                **_json(w, raw))
+    assert "surrogate" in body["detail"]
+    await expect_refusal(w, "POST", "/admin/v1/tenants", 400, "validation_error",
+                         json={"name": "Acme\x00"}, headers=w.api.operator)
+
+
+@pytest.mark.parametrize("url", ["http://", "https://", "http://:80/mcp", "http://u:p@host/mcp",
+                                 "http://host:0/mcp", "http://host:99999/mcp",
+                                 "http://ho st/mcp", "http://host/m\x00cp", "HTTP://host/mcp",
+                                 "http://õz>\"-/", "http://[zz]/mcp"])
+async def test_a_tool_server_url_no_client_can_call_is_refused_not_502(
+        world: World, url: str) -> None:
+    w = world
+    body = await expect_refusal(
+        w, "POST", f"/admin/v1/tenants/{w.tenant}/tool-servers", 400, "validation_error",
+        json={"name": "crm", "url": url, "honours_idempotency_keys": True},
+        headers=w.api.operator)
+    assert body["errors"][0]["loc"] == ["body", "url"]
+    await expect_refusal(w, "POST", "/admin/v1/model-accounts", 400, "validation_error",
+                         json=_account(base_url=url), headers=w.api.operator)
+    await expect_refusal(w, "POST", "/v1/runs", 400, "validation_error",
+                         json={"agent_id": w.agent, "input": "x", "webhook": url}, headers=w.h)
+
+
+async def test_integers_beyond_their_column_are_refused(world: World) -> None:
+    w = world
+    spec = {"model": "m", "system_prompt": ""}
+    await expect_refusal(w, "POST", f"/v1/agents/{w.agent}/versions", 400, "validation_error",
+                         json={**spec, "version": INT4_MAX + 1}, headers=w.h)
+    await expect_refusal(w, "POST", "/v1/runs", 400, "validation_error",
+                         json={"agent_id": w.agent, "input": "x", "version": 2**63},
+                         headers=w.h)
+    await expect_refusal(w, "GET", f"/v1/runs/{w.run}/events", 400, "validation_error",
+                         params={"after": INT4_MAX + 1}, headers=w.h)
+
+
+@pytest.mark.parametrize("value", ["\u00b2", "\u0661", "\uff11", "99999999999", "-1"])
+async def test_digits_in_paths_and_headers_are_ascii_and_in_range(
+        world: World, value: str) -> None:
+    """str.isdigit() says yes to '²' and int() then raises: that was a 500."""
+    w = world
+    await expect_refusal(w, "GET", f"/v1/agents/{w.agent}/versions/{value}", 404, "not_found",
+                         headers=w.h)
+    body = await expect_refusal(w, "GET", f"/v1/runs/{w.run}/events", 400, "validation_error",
+                                headers={**w.h, "Last-Event-ID": value.encode()})
+    assert "last-event-id" in body["detail"].lower()
+
+
+async def test_integers_are_not_coerced_from_strings_or_booleans(world: World) -> None:
+    w = world
+    for bad in ("5", True, 5.5):
+        await expect_refusal(w, "POST", "/v1/agents", 400, "validation_error", json={
+            "name": "n", "model": "m", "system_prompt": "", "limits": {"max_steps": bad}},
+            headers=w.h)
+    await expect_refusal(w, "POST", f"/admin/v1/tenants/{w.tenant}/tool-servers", 400,
+                         "validation_error", json={"name": "crm", "url": "http://host/mcp",
+                                                   "honours_idempotency_keys": "yes"},
+                         headers=w.api.operator)
+
+
+async def test_path_names_that_cannot_name_anything_are_404(world: World) -> None:
+    w = world
+    for name in ("a%00b", "UPPER", "x" * 100):
+        await expect_refusal(w, "POST", f"/admin/v1/tenants/{w.tenant}/tool-servers/{name}/pin",
+                             404, "not_found", headers=w.api.operator)
+        await expect_refusal(w, "DELETE", f"/admin/v1/model-accounts/{name}", 404, "not_found",
+                             headers=w.api.operator)
+    await expect_refusal(w, "PUT", f"/admin/v1/tenants/{w.tenant}/secrets/a%00b", 400,
+                         "validation_error", json={"value": "v"}, headers=w.api.operator)
+    await expect_refusal(w, "PUT", f"/admin/v1/tenants/{w.tenant}/secrets/k", 400,
+                         "validation_error", json={"value": "v\x00"}, headers=w.api.operator)
+
+
+async def test_a_usage_window_at_the_end_of_the_calendar_is_refused(world: World) -> None:
+    w = world
+    await expect_refusal(w, "GET", "/v1/usage", 400, "validation_error",
+                         params={"from": "9999-12-30", "to": "9999-12-31"}, headers=w.h)
+    await expect_refusal(w, "GET", "/admin/v1/usage", 400, "validation_error",
+                         params={"from": "9999-12-30", "to": "9999-12-31"},
+                         headers=w.api.operator)

@@ -78,3 +78,46 @@ async def test_every_documented_operation_is_served(api: Api) -> None:
         for method in ops:
             r = await api.client.request(method.upper(), concrete)
             assert r.status_code in (200, 401), (method, path, r.status_code, r.text)
+
+
+async def test_openapi_states_the_input_rules(api: Api) -> None:
+    """What the edge enforces is in the document, so a client (or Schemathesis) can know it."""
+    doc = (await api.client.get("/openapi.json")).json()
+    schemas = doc["components"]["schemas"]
+
+    def field(model: str, name: str) -> dict[str, object]:
+        prop: dict[str, object] = schemas[model]["properties"][name]
+        options = prop.get("anyOf")
+        return options[0] if isinstance(options, list) else prop  # `X | None`: the X
+
+    assert field("CreatePlatformAccount", "tpm")["maximum"] == 2**31 - 1
+    assert field("NewVersion", "version")["maximum"] == 2**31 - 1
+    for model, name in (("CreateAgent", "name"), ("CreateAgent", "model"),
+                        ("CreateAgent", "system_prompt"), ("Decide", "comment"),
+                        ("CreateTenant", "name"), ("PutSecret", "value")):
+        assert field(model, name)["pattern"] == "^[^\\x00]*$", (model, name)
+        assert "maxLength" in field(model, name), (model, name)
+    url = field("RegisterToolServer", "url")
+    assert str(url["pattern"]).startswith("^https?://") and url["maxLength"] == 2048
+    assert field("StartRun", "webhook")["pattern"] == url["pattern"]
+    events = doc["paths"]["/v1/runs/{run_id}/events"]["get"]
+    last_event_id = next(p for p in events["parameters"] if p["name"] == "last-event-id")
+    assert last_event_id["schema"]["anyOf"][0]["pattern"] == "^[0-9]{1,10}$"
+
+
+async def test_every_error_is_documented_as_problem_json(api: Api) -> None:
+    doc = (await api.client.get("/openapi.json")).json()
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            for status, response in op["responses"].items():
+                if status[0] in "45":
+                    assert list(response["content"]) == ["application/problem+json"], (
+                        method, path, status)
+            needs = op.get("security", [])
+            if path == "/healthz":
+                assert not needs and "401" not in op["responses"]
+            else:
+                scheme = "operatorToken" if path.startswith(("/admin/", "/metrics")) else "apiKey"
+                assert needs == [{scheme: []}] and "401" in op["responses"], (method, path)
+    pin = doc["paths"]["/admin/v1/tenants/{tenant_id}/tool-servers/{name}/pin"]["post"]
+    assert {"502", "500"} <= set(pin["responses"])

@@ -5,12 +5,22 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated
+from typing import Any
 
 from fastapi import APIRouter, Depends, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from tenantry.api.auth import operator, platform
+from tenantry.api.fields import (
+    LABEL_RE,
+    SECRET_NAME_RE,
+    Body,
+    HttpUrl,
+    Label,
+    SecretName,
+    Slug,
+    Text,
+)
 from tenantry.api.pages import PageRequest, matching, page_request
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
@@ -24,20 +34,21 @@ router = APIRouter(prefix="/admin/v1", tags=["operator"], dependencies=[Depends(
 
 TENANT_NOT_FOUND = service.TENANT_NOT_FOUND
 SERVER_NOT_FOUND = "No tool server with this name."
-_SECRET_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
-_LABEL_PATTERN = r"^[a-z0-9][a-z0-9_-]{1,63}$"
-_SECRET_NAME = re.compile(_SECRET_PATTERN)
-_LABEL = re.compile(_LABEL_PATTERN)
-_SECRET_CURSOR = matching(_SECRET_PATTERN)
-_SERVER_CURSOR = matching(_LABEL_PATTERN)
-Slug = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{2,63}$")]
-Label = Annotated[str, Field(pattern=_LABEL_PATTERN)]
-SecretName = Annotated[str, Field(pattern=_SECRET_PATTERN)]
+_SECRET_NAME = re.compile(SECRET_NAME_RE)
+_LABEL = re.compile(LABEL_RE)
+_SECRET_CURSOR = matching(SECRET_NAME_RE)
+_SERVER_CURSOR = matching(LABEL_RE)
+__all__ = ["TENANT_NOT_FOUND", "VAULT_ERROR", "Label", "SecretName", "Slug", "router"]
+#: Routes that read or write the vault can meet a data key wrapped by another master key.
+VAULT_ERROR: dict[int | str, dict[str, Any]] = {500: {
+    "description": "`vault_error`: the tenant's data key is wrapped by another master key, "
+                   "or a ciphertext did not authenticate"}}
+_UNREACHABLE: dict[int | str, dict[str, Any]] = {502: {
+    "description": "`tool_unavailable`: the server did not answer tools/list"}}
 
 
-class PutSecret(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    value: str = Field(min_length=1, max_length=16384)
+class PutSecret(Body):
+    value: Text = Field(min_length=1, max_length=16384)
 
 
 class SecretOut(BaseModel):
@@ -53,9 +64,8 @@ class SecretList(BaseModel):
     next_cursor: str | None
 
 
-class CreateTenant(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str = Field(min_length=1, max_length=200)
+class CreateTenant(Body):
+    name: Text = Field(min_length=1, max_length=200)
     tenant_id: Slug | None = Field(
         default=None, description="Bring your own id (a slug); generated when omitted."
     )
@@ -87,9 +97,8 @@ class WebhookSecretOut(BaseModel):
     webhook_secret: str
 
 
-class CreateKey(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str = Field(default="", max_length=200)
+class CreateKey(Body):
+    name: Text = Field(default="", max_length=200)
 
 
 class KeyOut(BaseModel):
@@ -114,11 +123,9 @@ class ApiKeyList(BaseModel):
     next_cursor: str | None
 
 
-class RegisterToolServer(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class RegisterToolServer(Body):
     name: Label
-    url: str = Field(pattern=r"^https?://", max_length=2048,
-                     description="The MCP server's streamable-HTTP endpoint.")
+    url: HttpUrl = Field(description="The MCP server's streamable-HTTP endpoint.")
     honours_idempotency_keys: bool = Field(
         description="Whether the server performs a call once per Idempotency-Key. Calls to "
                     "servers that do not are never retried after an ambiguous crash.")
@@ -247,7 +254,7 @@ def _server_out(s: servers.ToolServer) -> ToolServerOut:
 
 
 @router.post("/tenants/{tenant_id}/tool-servers", status_code=201, response_model=ToolServerOut,
-             responses={502: {"description": "The server did not answer tools/list"}})
+             responses={**_UNREACHABLE, **VAULT_ERROR})
 async def register_tool_server(
     tenant_id: str, body: RegisterToolServer, p: Platform = Depends(platform)
 ) -> ToolServerOut:
@@ -261,7 +268,8 @@ async def register_tool_server(
     return _server_out(server)
 
 
-@router.post("/tenants/{tenant_id}/tool-servers/{name}/pin", response_model=ToolServerOut)
+@router.post("/tenants/{tenant_id}/tool-servers/{name}/pin", response_model=ToolServerOut,
+             responses={**_UNREACHABLE, **VAULT_ERROR})
 async def repin_tool_server(
     tenant_id: str, name: str, p: Platform = Depends(platform)
 ) -> ToolServerOut:
@@ -291,7 +299,7 @@ async def _credential(p: Platform, tenant: TenantId, secret: str | None) -> dict
 
 
 @router.put("/tenants/{tenant_id}/secrets/{name}", response_model=SecretOut,
-            responses={201: {"description": "Created", "model": SecretOut}})
+            responses={201: {"description": "Created", "model": SecretOut}, **VAULT_ERROR})
 async def put_secret(
     tenant_id: str, name: str, body: PutSecret, response: Response,
     p: Platform = Depends(platform),

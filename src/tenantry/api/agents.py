@@ -6,15 +6,16 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Response
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from tenantry.agents import service
 from tenantry.agents.spec import AgentSpec, Limits, SandboxPolicy
 from tenantry.api.auth import current_tenant, platform
+from tenantry.api.fields import Body, PositiveInt4, Text
 from tenantry.api.pages import PageRequest, page_request
-from tenantry.api.params import parse_or_404
+from tenantry.api.params import parse_or_404, positive_int4_or_404
 from tenantry.api.platform import Platform
-from tenantry.errors import Conflict, NotFound
+from tenantry.errors import Conflict
 from tenantry.ids import AgentId, TenantId
 from tenantry.sandbox.egress import EgressPolicy
 
@@ -26,15 +27,13 @@ _DEFAULTS = Limits()
 Host = Annotated[str, Field(pattern=r"^(\*\.)?[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?$")]
 
 
-class LimitsBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class LimitsBody(Body):
     max_steps: int = Field(default=_DEFAULTS.max_steps, ge=1, le=10_000)
     max_tokens: int = Field(default=_DEFAULTS.max_tokens, ge=1, le=1_000_000_000)
     max_cost_micros: int = Field(default=_DEFAULTS.max_cost_micros, ge=0, le=10**12)
 
 
-class SandboxBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class SandboxBody(Body):
     egress: list[Host] = Field(default_factory=list, max_length=64)
 
     @field_validator("egress")
@@ -51,15 +50,14 @@ class SandboxBody(BaseModel):
         return hosts
 
 
-class VersionBody(BaseModel):
+class VersionBody(Body):
     """The contents of one immutable version."""
 
-    model_config = ConfigDict(extra="forbid")
-    model: str = Field(min_length=1, max_length=200)
-    fallback_models: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+    model: Text = Field(min_length=1, max_length=200)
+    fallback_models: list[Annotated[Text, Field(min_length=1, max_length=200)]] = Field(
         default_factory=list, max_length=8
     )
-    system_prompt: str = Field(max_length=100_000)
+    system_prompt: Text = Field(max_length=100_000)
     tools: list[ToolName] = Field(default_factory=list, max_length=128)
     needs_approval: list[ToolName] = Field(default_factory=list, max_length=128)
     limits: LimitsBody = Field(default_factory=LimitsBody)
@@ -87,12 +85,12 @@ class VersionBody(BaseModel):
 
 
 class CreateAgent(VersionBody):
-    name: str = Field(min_length=1, max_length=200)
+    name: Text = Field(min_length=1, max_length=200)
 
 
 class NewVersion(VersionBody):
-    version: int | None = Field(
-        default=None, ge=1,
+    version: PositiveInt4 | None = Field(
+        default=None,
         description="The number you expect to create; naming an existing one is refused (409).",
     )
 
@@ -187,9 +185,8 @@ async def get_version(
     tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
 ) -> AgentOut:
     agent = parse_or_404(AgentId, agent_id, NOT_FOUND)
-    if not version.isdigit() or not 1 <= int(version) <= 2**31 - 1:
-        raise NotFound(service.VERSION_NOT_FOUND)
-    return _out(await service.get_version(p.db, tenant, agent, int(version)))
+    number = positive_int4_or_404(version, service.VERSION_NOT_FOUND)
+    return _out(await service.get_version(p.db, tenant, agent, number))
 
 
 async def change_version(

@@ -6,14 +6,16 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute
 
 from tenantry import __version__
 from tenantry.api import (
     admin,
     agents,
     approvals,
+    auth,
     billing,
     console,
     metrics,
@@ -60,14 +62,19 @@ _RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before retrying.
                                 "schema": {"type": "integer", "minimum": 0}}}
 
 #: Operations that can answer 409, and body references that can answer 404 on a path
-#: without ids: kept beside the routes so the document says what really happens.
+#: without ids: kept beside the routes so the document says what really happens. (A route
+#: may instead declare ``responses={409: {"description": ...}}`` itself: every 4xx/5xx it
+#: declares is published as problem+json.)
 _CONFLICTS = {
     ("POST", "/v1/runs"), ("POST", "/v1/agents"), ("POST", "/v1/agents/{agent_id}/versions"),
     ("POST", "/v1/runs/{run_id}/cancel"), ("POST", "/v1/approvals/{approval_id}"),
     ("POST", "/admin/v1/tenants"), ("POST", "/admin/v1/tenants/{tenant_id}/tool-servers"),
     ("PUT", "/admin/v1/prices/{model}"),
+    ("POST", "/admin/v1/model-accounts"), ("POST", "/admin/v1/tenants/{tenant_id}/model-accounts"),
 }
 _MISSING_REFERENCES = {("POST", "/v1/runs"), ("POST", "/admin/v1/billing/reconcile")}
+#: Methods whose body BodyLimit measures: any of them can answer 413, with or without a body.
+_BODY_METHODS = {"post", "put", "patch"}
 
 
 def create_app(
@@ -113,16 +120,11 @@ def create_app(
         redoc_url=None,
     )
     problems.install(app)
-    app.include_router(admin.router)
-    app.include_router(model_accounts.router)
-    app.include_router(billing.router)
-    app.include_router(prices.router)
-    app.include_router(policy.admin_router)
-    app.include_router(policy.router)
-    app.include_router(metrics.router)
-    app.include_router(agents.router)
-    app.include_router(runs.router)
-    app.include_router(approvals.router)
+    api_routers = [admin.router, model_accounts.router, billing.router, prices.router,
+                   policy.admin_router, policy.router, metrics.router, agents.router,
+                   runs.router, approvals.router]
+    for router in api_routers:
+        app.include_router(router)
     app.include_router(console.build_router())
 
     @app.get("/healthz", tags=["meta"])
@@ -130,13 +132,35 @@ def create_app(
         return {"status": "ok"}
 
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
-    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    app.openapi = lambda: _openapi(app, api_routers)  # type: ignore[method-assign]
     return app
 
 
-def _openapi(app: FastAPI) -> dict[str, Any]:
+def _credentials(routers: list[APIRouter]) -> dict[str, str]:
+    """Which bearer scheme each operation takes, read from its dependencies (so a new route
+    is documented by what it really checks, not by its prefix)."""
+    schemes: dict[str, str] = {}
+    for route in (r for router in routers for r in router.routes):
+        if not isinstance(route, APIRoute):
+            continue
+        calls = set()
+        pending = [route.dependant]
+        while pending:
+            dependant = pending.pop()
+            calls.add(dependant.call)
+            pending.extend(dependant.dependencies)
+        scheme = ("operatorToken" if auth.operator in calls
+                  else "apiKey" if auth.current_tenant in calls else None)
+        if scheme is not None:
+            for method in route.methods or ():
+                schemes[f"{method.lower()} {route.path_format}"] = scheme
+    return schemes
+
+
+def _openapi(app: FastAPI, routers: list[APIRouter]) -> dict[str, Any]:
     """FastAPI's document, corrected to what the API really answers: validation errors are
-    400 problem+json (not 422), and every route may answer with a problem."""
+    400 problem+json (not 422), every error is problem+json, and every route may answer
+    with a problem."""
     if app.openapi_schema:
         return app.openapi_schema
     doc = get_openapi(title=app.title, version=app.version, description=app.description,
@@ -154,32 +178,35 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     schemas["PutPrice"] = prices.PutPrice.model_json_schema()
     ref = {"$ref": "#/components/schemas/Problem"}
     problem = {"content": {problems.MEDIA_TYPE: {"schema": ref}}}
+    schemes = _credentials(routers)
     for path, operations in doc["paths"].items():
         for method, operation in operations.items():
             responses = operation.setdefault("responses", {})
             responses.pop("422", None)
             answers: list[tuple[str, str]] = []
             if path != "/healthz":
-                answers += [("400", "Invalid request"), ("401", "Missing or invalid credentials"),
-                            ("503", _DATABASE_UNAVAILABLE)]
+                answers += [("400", "Invalid request"), ("503", _DATABASE_UNAVAILABLE)]
+            if f"{method} {path}" in schemes:
+                answers.append(("401", "Missing or invalid credentials"))
             if "{" in path or (method.upper(), path) in _MISSING_REFERENCES:
                 answers.append(("404", "Not found"))
-            if operation.get("requestBody"):
+            if method in _BODY_METHODS:
                 answers.append(("413", "Body too large"))
             if (method.upper(), path) in _CONFLICTS:
                 answers.append(("409", "Conflict"))
             for status, description in answers:
-                responses.setdefault(status, {"description": description, **problem})
+                responses.setdefault(status, {"description": description})
+            for status, response in responses.items():
+                if status[0] in "45":  # whatever a route declared, errors are problems
+                    response.update(problem)
             if "503" in responses:  # any route that reads the database, whatever else
                 busy = responses["503"]
                 if _DATABASE_UNAVAILABLE not in busy["description"]:
                     busy["description"] += f"; {_DATABASE_UNAVAILABLE}"
-                busy.setdefault("content", problem["content"])
                 busy.setdefault("headers", _RETRY_AFTER)
-            if path.startswith("/admin/"):
-                operation["security"] = [{"operatorToken": []}]
-            elif path.startswith("/v1/"):
-                operation["security"] = [{"apiKey": []}]
+            scheme = schemes.get(f"{method} {path}")
+            if scheme is not None:
+                operation["security"] = [{scheme: []}]
     doc["components"]["securitySchemes"] = {
         "apiKey": {"type": "http", "scheme": "bearer",
                    "description": "A tenant API key (tnt_...)."},

@@ -7,9 +7,10 @@ from datetime import datetime
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from tenantry.api.auth import current_tenant, platform
+from tenantry.api.fields import Body, Text
 from tenantry.api.pages import PageRequest, page_request
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
@@ -37,10 +38,9 @@ class ApprovalList(BaseModel):
     next_cursor: str | None
 
 
-class Decide(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Decide(Body):
     decision: Literal["approve", "deny"]
-    comment: str | None = Field(default=None, max_length=2000,
+    comment: Text | None = Field(default=None, max_length=2000,
                                 description="Shown to the model when the call is denied.")
 
 

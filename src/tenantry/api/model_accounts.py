@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import re
 import secrets
 from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from tenantry.api.admin import TENANT_NOT_FOUND, Label, SecretName
+from tenantry.api.admin import TENANT_NOT_FOUND, VAULT_ERROR
 from tenantry.api.auth import operator, platform
+from tenantry.api.fields import INT4_MAX, LABEL_RE, Body, HttpUrl, Label, SecretName, Text
 from tenantry.api.pages import PageRequest, page_request
-from tenantry.api.params import parse_or_404
+from tenantry.api.params import name_or_404, parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.errors import NotFound, ValidationFailed
 from tenantry.ids import TenantId
@@ -26,17 +28,17 @@ router = APIRouter(prefix="/admin/v1", tags=["operator"], dependencies=[Depends(
 # No whitespace or control characters (a NUL cannot be stored); `*` only as a wildcard.
 ModelName = Annotated[str, Field(min_length=1, max_length=200,
                                  pattern=r"^[^\s\x00-\x1f\x7f]+$")]
+_LABEL = re.compile(LABEL_RE)
+ACCOUNT_NOT_FOUND = "No enabled model account with this id."
 
 
-class AccountFields(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class AccountFields(Body):
     account_id: Label | None = Field(
         default=None, description="A slug naming the account; generated when omitted.")
     provider: Literal["openai", "anthropic", "scripted"] = Field(
         description="Wire format: `openai` (chat completions: OpenAI, Azure-style, vLLM, "
                     "Ollama, ...), `anthropic` (messages), `scripted` (the test model).")
-    base_url: str = Field(pattern=r"^https?://[^\s]+$", max_length=2048,
-                          description="OpenAI style ends in /v1; Anthropic style is the "
+    base_url: HttpUrl = Field(description="OpenAI style ends in /v1; Anthropic style is the "
                                       "origin (https://api.anthropic.com).")
     models: list[ModelName] = Field(
         min_length=1, max_length=100,
@@ -49,13 +51,14 @@ class AccountFields(BaseModel):
                                       "`eu-west-1`. Tenants outside `default` only use "
                                       "accounts in their region.")
     rpm: int | None = Field(default=None, ge=1, le=10_000_000)
-    tpm: int | None = Field(default=None, ge=1, le=10_000_000_000)
+    # The column is an `integer`: ~2.1 billion tokens a minute is the most it holds.
+    tpm: int | None = Field(default=None, ge=1, le=INT4_MAX)
     priority: int = Field(default=0, ge=-1000, le=1000,
                           description="Lower is preferred; runs spread over equal ones.")
 
 
 class CreatePlatformAccount(AccountFields):
-    secret: str | None = Field(
+    secret: Text | None = Field(
         default=None, min_length=1, max_length=16384,
         description="The provider API key. Write-only: sealed with the master key, never "
                     "returned.")
@@ -139,11 +142,12 @@ async def _page(p: Platform, page: PageRequest, tenant: TenantId | None) -> Mode
 @router.delete("/model-accounts/{account_id}", response_model=ModelAccountOut)
 async def disable_account(account_id: str, p: Platform = Depends(platform)) -> ModelAccountOut:
     """Stop routing to an account (runs on it move to another on their next step)."""
+    account_id = name_or_404(_LABEL, account_id, ACCOUNT_NOT_FOUND)
     return _out(await accounts.disable(p.db, account_id))
 
 
 @router.post("/tenants/{tenant_id}/model-accounts", status_code=201,
-             response_model=ModelAccountOut)
+             response_model=ModelAccountOut, responses=VAULT_ERROR)
 async def register_tenant_account(
     tenant_id: str, body: CreateTenantAccount, p: Platform = Depends(platform)
 ) -> ModelAccountOut:

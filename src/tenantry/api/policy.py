@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tenantry.api.admin import TENANT_NOT_FOUND
 from tenantry.api.auth import current_tenant, operator, platform
+from tenantry.api.fields import Body
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.errors import ValidationFailed
@@ -24,10 +25,9 @@ admin_router = APIRouter(prefix="/admin/v1", tags=["operator"],
 router = APIRouter(prefix="/v1", tags=["usage"])
 
 
-class PolicyIn(BaseModel):
+class PolicyIn(Body):
     """The whole policy; fields left out take their defaults."""
 
-    model_config = ConfigDict(extra="forbid")
     weight: int = Field(default=1, ge=1, le=1000,
                         description="Share of contended worker slots relative to others.")
     max_running: int = Field(default=100, ge=1, le=100_000,
@@ -127,6 +127,8 @@ def _window(from_: date | None, to: date | None) -> tuple[date, date, datetime, 
     end = to or today
     if end < start:
         raise ValidationFailed("to: must not be before from")
+    if end >= date.max:  # the window ends the day after `to`
+        raise ValidationFailed(f"to: must be before {date.max.isoformat()}")
     if (end - start).days > 366:
         raise ValidationFailed("from/to: at most 366 days at a time")
     lo = datetime(start.year, start.month, start.day, tzinfo=UTC)

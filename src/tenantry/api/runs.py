@@ -6,18 +6,18 @@ import asyncio
 from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 from starlette.responses import StreamingResponse
 
 from tenantry.api.auth import current_tenant, platform
+from tenantry.api.fields import INT4_MAX, Body, HttpUrl, PositiveInt4, storable_json
 from tenantry.api.pages import PageRequest, page_request
-from tenantry.api.params import parse_or_404
+from tenantry.api.params import parse_or_404, seq_or_400
 from tenantry.api.platform import Platform
 from tenantry.db import DATABASE_DOWN
-from tenantry.errors import NotFound, ValidationFailed
+from tenantry.errors import NotFound
 from tenantry.ids import AgentId, RunId, TenantId
 from tenantry.jsonutil import digest, dumps
 from tenantry.runs import service
@@ -29,31 +29,33 @@ router = APIRouter(prefix="/v1/runs", tags=["runs"])
 NOT_FOUND = service.NOT_FOUND
 MAX_INPUT_BYTES = 64 * 1024
 KEEPALIVE_SECONDS = 15.0
+#: One Server-Sent Event of the stream: `data` is the event as JSON (an EventOut).
+SSE_EVENT = {
+    "type": "object",
+    "required": ["id", "event", "data"],
+    "properties": {
+        "id": {"type": "string", "pattern": "^[0-9]+$", "description": "The event's seq."},
+        "event": {"type": "string", "description": "The event type."},
+        "data": {"type": "string", "contentMediaType": "application/json",
+                 "description": "The event: {seq, type, data, created_at}."},
+    },
+}
 
 
-class StartRun(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    agent_id: str
-    version: int | None = Field(default=None, ge=1, le=2**31 - 1)
-    input: JsonValue
-    webhook: str | None = Field(default=None, max_length=2048)
+class StartRun(Body):
+    agent_id: str = Field(description="An ill-formed id answers 404, like a missing one.")
+    version: PositiveInt4 | None = None
+    input: JsonValue = Field(description="Any JSON but null, at most 64 KiB; no string "
+                                         "(or key) may contain NUL.")
+    webhook: HttpUrl | None = None
     priority: Literal["interactive", "batch"] = "interactive"
-
-    @field_validator("webhook")
-    @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError("webhook must be an http:// or https:// URL")
-        return value
 
     @field_validator("input")
     @classmethod
     def _bounded(cls, value: JsonValue) -> JsonValue:
         if value is None:
             raise ValueError("input must not be null")
+        storable_json(value, "input")
         if len(dumps(value)) > MAX_INPUT_BYTES:
             raise ValueError(f"input must be at most {MAX_INPUT_BYTES} bytes as JSON")
         return value
@@ -277,24 +279,23 @@ async def cancel_run(
         "description": "The run's event log after `after`: Server-Sent Events by default "
                        "(`id` is the seq), or one JSON page with `Accept: application/json`.",
         "content": {
-            "text/event-stream": {"schema": {"type": "string"}},
+            "text/event-stream": {"schema": SSE_EVENT},
             "application/json": {"schema": {"$ref": "#/components/schemas/EventPage"}},
         },
     }},
 )
 async def run_events(
     run_id: str, request: Request,
-    after: int | None = Query(None, ge=0, le=2**31 - 1,
+    after: int | None = Query(None, ge=0, le=INT4_MAX,
                               description="Resume after this seq (default 0)."),
     limit: int = Query(500, ge=1, le=1000, description="JSON page size."),
-    last_event_id: str | None = Header(None, description="SSE resume; same as `after`."),
+    last_event_id: str | None = Header(None, pattern=r"^[0-9]{1,10}$",
+                                       description="SSE resume; same as `after`."),
     tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
 ) -> Response:
     run = parse_or_404(RunId, run_id, NOT_FOUND)
     if after is None and last_event_id is not None:
-        if not last_event_id.isdigit():
-            raise ValidationFailed("Last-Event-ID must be an event seq (an integer).")
-        after = int(last_event_id)
+        after = seq_or_400(last_event_id, "Last-Event-ID")
     start = after or 0
     if "application/json" in request.headers.get("accept", "") and (
         "text/event-stream" not in request.headers.get("accept", "")
