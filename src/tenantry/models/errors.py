@@ -96,3 +96,17 @@ def error_for_status(status: int, headers: Mapping[str, str], body: str) -> Mode
     if status in (408, 409) or status >= 500:
         return ModelUnavailable(detail, **fields)
     return ModelRefused(detail, **fields)
+
+
+def probe_tells_nothing(error: ModelError) -> bool:
+    """Whether a failed probe (``GET …/models``) is no evidence that the account is failing.
+
+    The probe endpoint is optional: a provider may not have it (404, 405, 501), or not let
+    this key use it (401, 403: a key scoped to completions only), or be busy (429). Only a
+    server that does not answer, or answers 408, 409 or 5xx, counts as failing; anything
+    else leaves the verdict to a real call (ADR 0007)."""
+    status = error.http_status
+    if status is None:
+        return False  # no answer at all: the network, a timeout, a body we could not read
+    failing = status in (408, 409) or (status >= 500 and status != 501)
+    return not failing

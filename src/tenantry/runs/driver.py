@@ -63,9 +63,12 @@ class Parked(Exception):
 class EngineSettings:
     lease_seconds: float = 30.0
     # When no account can serve a run's model, the run parks (its slot is freed) instead of
-    # failing: an outage costs time, not runs. A probe that finds an account back wakes it;
-    # failing that it is looked at again after this long, doubling each time (≤ 1 hour).
+    # failing: an outage costs time, not runs. The model gateway wakes it when an account
+    # serving its model is back; failing that it is looked at again after this long,
+    # doubling each time up to the maximum — which bounds how long a parked run can wait
+    # after recovery when no worker remembers the outage (all restarted, ADR 0007).
     park_recheck_seconds: float = 30.0
+    park_recheck_max_seconds: float = 120.0
 
 
 @dataclass(slots=True)
@@ -399,10 +402,11 @@ class RunDriver:
                         RunStatus.FAILED, error=error)
 
     async def _park_for_model(self, request: ModelRequest, exc: ModelUnavailable) -> NoReturn:
-        """No account can serve the run now: record why, free the slot, and wait until a
-        probe finds one of its models' accounts back (or the recheck time comes)."""
-        recheck = min(self.engine.settings.park_recheck_seconds * 2 ** self.state.parked,
-                      3600.0)
+        """No account can serve the run now: record why, free the slot, and wait until the
+        gateway finds one of its models' accounts back (or the recheck time comes)."""
+        settings = self.engine.settings
+        recheck = min(settings.park_recheck_seconds * 2.0 ** min(self.state.parked, 30),
+                      settings.park_recheck_max_seconds)
         logger.warning("run parked: %s", exc.detail, extra={"run_id": self.run_id})
         await self._park_until(f"model unavailable: {exc.detail}", recheck,
                                models=[request.model, *request.fallback_models])
