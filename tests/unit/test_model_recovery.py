@@ -224,3 +224,22 @@ async def test_a_call_cancelled_while_holding_the_half_open_slot_gives_it_back()
     hold.set()
     assert (await s.gateway.complete(REQUEST)).account == "acct"
     assert s.state() == "closed"
+
+
+async def test_a_run_told_to_park_learns_whether_an_account_recovered_meanwhile() -> None:
+    """The wake-up after a recovery can run before a run that was failing at the same time
+    has written its park; ``recovered_since`` tells that run to wake the parked ones itself."""
+    s = setup(Provider())
+    s.provider.call_error = error_for_status(503, {}, "down")
+    with pytest.raises(ModelsExhausted) as failed:
+        await s.gateway.complete(REQUEST)
+    s.provider.call_error = None
+    assert not failed.value.recovered_since()
+    s.clock.now += 10.0
+    await s.gateway.complete(REQUEST)  # the account serves again
+    assert failed.value.recovered_since()
+    await s.fail_a_call()
+    s.provider.call_error = error_for_status(503, {}, "down")
+    with pytest.raises(ModelsExhausted) as later:
+        await s.gateway.complete(REQUEST)
+    assert not later.value.recovered_since()

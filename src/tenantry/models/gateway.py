@@ -59,9 +59,18 @@ class ModelsExhausted(ModelUnavailable):
     type = "model_unavailable"
     title = "No model account can serve this run now"
 
+    # Set by the gateway that raised it (see recovered_since).
+    _recovered: Callable[[], bool] | None = None
+
     @property
     def retry_seconds(self) -> float:
         return float(self.extra.get("retry_seconds", 60.0))
+
+    def recovered_since(self) -> bool:
+        """Whether an account recovered while this call was failing. Its wake-up may have
+        gone out before this run's park was written, and missed it: the run must then
+        wake the runs parked on its models itself, once parked."""
+        return self._recovered is not None and self._recovered()
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +186,7 @@ class ModelGateway:
         self._routes: dict[str, _Route] = {}
         self._accounts: list[ModelAccount] = []
         self._tasks: list[asyncio.Task[None]] = []
+        self._recoveries = 0  # failing accounts found serving again, ever
         self._set_accounts([a for a, _ in implicit])
 
     # -- lifecycle --------------------------------------------------------------------
@@ -253,7 +263,7 @@ class ModelGateway:
     # -- the ladder ---------------------------------------------------------------------
 
     async def complete(self, request: ModelRequest) -> ModelReply:
-        tried = _Attempts()
+        tried, recoveries = _Attempts(), self._recoveries
         models = [request.model, *(m for m in request.fallback_models if m != request.model)]
         soonest: float | None = None
         for model in models:
@@ -271,10 +281,12 @@ class ModelGateway:
                     return self._explain(request, reply, tried)
                 wait = route.breaker.seconds_until_half_open()
                 soonest = wait if soonest is None else min(soonest, wait)
-        raise ModelsExhausted(
+        exhausted = ModelsExhausted(
             f"no account could serve {', '.join(models)}: {tried.summary()}",
             models=models, retry_seconds=max(soonest or 0.0, 1.0),
         )
+        exhausted._recovered = lambda: self._recoveries != recoveries
+        raise exhausted
 
     async def _try_account(
         self, route: _Route, request: ModelRequest, tried: _Attempts,
@@ -329,6 +341,7 @@ class ModelGateway:
             route.capacity.observe(reply.rate_limits)
             route.capacity.settle(estimate, reply.usage.total_tokens)
             if was_failing:  # runs may have parked while it failed
+                self._recoveries += 1
                 self._wake_later(route.account)
             return reply
         return None
@@ -447,6 +460,7 @@ class ModelGateway:
                 route.breaker.release()
                 raise
             route.breaker.succeeded()
+            self._recoveries += 1
             logger.info("model account is back", extra={"account": account.account_id})
             await self._wake(account)
         finally:

@@ -6,6 +6,7 @@ every append names the lease epoch, so a worker that lost its lease writes nothi
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -23,7 +24,9 @@ from tenantry.errors import LeaseLost
 from tenantry.ids import AgentId
 from tenantry.ledger import budget
 from tenantry.ledger.pricing import PriceTable
+from tenantry.models.accounts import wake_parked_on
 from tenantry.models.errors import ModelRefused, ModelUnavailable
+from tenantry.models.gateway import ModelsExhausted
 from tenantry.models.types import Model, ModelRequest, TokenUsage
 from tenantry.runs import conversation, log, observe
 from tenantry.runs.decide import (
@@ -408,8 +411,16 @@ class RunDriver:
         recheck = min(settings.park_recheck_seconds * 2.0 ** min(self.state.parked, 30),
                       settings.park_recheck_max_seconds)
         logger.warning("run parked: %s", exc.detail, extra={"run_id": self.run_id})
-        await self._park_until(f"model unavailable: {exc.detail}", recheck,
-                               models=[request.model, *request.fallback_models])
+        models = [request.model, *request.fallback_models]
+        try:
+            await self._park_until(f"model unavailable: {exc.detail}", recheck, models=models)
+        except Parked:
+            if isinstance(exc, ModelsExhausted) and exc.recovered_since():
+                # An account came back while this call was failing: its wake-up may have
+                # run before this park was written. Wake them (this run too) now instead.
+                with contextlib.suppress(*DATABASE_DOWN):
+                    await wake_parked_on(self.engine.db, models)
+            raise
 
     async def _call_tool(self, call: CallTool) -> float:
         assert self.spec is not None

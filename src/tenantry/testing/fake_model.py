@@ -41,9 +41,9 @@ provider's belongs to an account: a run that moves to another account loses it.
 Fault hooks: ``fail_next(n, status=..., retry_after=...)`` answers with the provider's error
 body; ``set_mode``: ``hang`` (never answer), ``malformed`` (200, truncated JSON),
 ``no_choices`` (200, valid JSON without ``choices``/``content``), ``down`` (503 to every
-request, ``GET /v1/models`` included if the server has it), ``ok``. ``rpm=N`` enforces N chat requests per
-sliding minute (429 with ``retry-after`` beyond) and puts the provider's request rate-limit
-headers on every chat reply.
+request, ``GET /v1/models`` included if the server has it), ``ok``. ``rpm=N`` enforces N
+chat requests per sliding minute (429 with ``retry-after`` beyond) and puts the provider's
+request rate-limit headers on every chat reply.
 """
 
 from __future__ import annotations
