@@ -20,7 +20,17 @@ from tenantry.models.accounts import ModelAccount, wake_parked_for
 from tenantry.models.gateway import GatewaySettings
 from tenantry.runs.driver import EngineSettings
 from tenantry.testing.fake_model import FakeModelServer
-from tests.conftest import TEST_ENGINE, Api, Fakes, answer, call, running_worker, scripted, until
+from tests.conftest import (
+    TEST_ENGINE,
+    TEST_GATEWAY,
+    Api,
+    Fakes,
+    answer,
+    call,
+    running_worker,
+    scripted,
+    until,
+)
 
 STEP = {"delay_ms": 100}
 
@@ -35,6 +45,15 @@ async def providers() -> AsyncIterator[tuple[FakeModelServer, FakeModelServer]]:
 def _script(i: int, steps: int) -> dict[str, object]:
     calls = [{**call("echo", text=f"{i}-{n}"), **STEP} for n in range(steps)]
     return scripted(*calls, {**answer(f"done {i}"), **STEP}, text=f"run {i}")
+
+
+async def _start(api: Api, h: dict[str, str], agent: str, runs: int,
+                 steps: int) -> list[str]:
+    started: list[str] = []
+    for first in range(0, runs, 8):  # a few at a time: the API shares this loop and CPU
+        started += await asyncio.gather(*(api.start(h, agent, _script(i, steps))
+                                          for i in range(first, min(first + 8, runs))))
+    return started
 
 
 async def _statuses(conn: asyncpg.Connection, runs: list[str]) -> dict[str, int]:
@@ -78,7 +97,10 @@ async def test_runs_parked_on_providers_without_a_models_endpoint_wake_on_recove
 ) -> None:
     """Two workers (each its own gateway and breakers), two providers without ``/models``:
     every account goes down mid-run, every run parks, one provider comes back, every run
-    finishes. The park recheck is an hour, so waking can only come from the gateways."""
+    finishes. The park recheck is an hour, so waking can only come from the gateways.
+    (Breakers cool down for 2 s: while the providers are down, each worker wakes a parked
+    run per account and cool-down to try them, so the moment when every run is parked
+    comes often enough to observe.)"""
     gpt, claude = providers
     await api.model_account("gpt", gpt.base_url, priority=0)
     await api.model_account("claude", claude.base_url, provider="anthropic", priority=0)
@@ -87,11 +109,14 @@ async def test_runs_parked_on_providers_without_a_models_endpoint_wake_on_recove
     agent = await api.agent(h, tools=["echo"])
     engine = dataclasses.replace(TEST_ENGINE, park_recheck_seconds=3600.0,
                                  park_recheck_max_seconds=3600.0)
+    gateway = dataclasses.replace(TEST_GATEWAY, breaker_reset_seconds=2.0,
+                                  breaker_max_reset_seconds=2.0)
     runs = 40
-    async with (running_worker(database_dsn, None, settings=engine, name="one") as one,
-                running_worker(database_dsn, None, settings=engine, name="two") as two):
-        batch = list(await asyncio.gather(*(api.start(h, agent, _script(i, 4))
-                                            for i in range(runs))))
+    async with (running_worker(database_dsn, None, settings=engine, name="one",
+                               model_gateway=gateway) as one,
+                running_worker(database_dsn, None, settings=engine, name="two",
+                               model_gateway=gateway) as two):
+        batch = await _start(api, h, agent, runs, 4)
         await until(lambda: _at_least(_replied_runs(admin_conn, batch), runs),
                     "every run has had its first reply", 60)
         gpt.set_mode("down")
@@ -133,8 +158,7 @@ async def test_at_default_settings_parked_runs_wake_after_recovery_without_model
     gpt.set_mode("down")
     async with running_worker(database_dsn, None, settings=EngineSettings(),
                               model_gateway=GatewaySettings()) as worker:
-        batch = list(await asyncio.gather(*(api.start(h, agent, _script(i, 1))
-                                            for i in range(5))))
+        batch = await _start(api, h, agent, 5, 1)
 
         async def all_parked() -> bool:
             return await _all(admin_conn, batch, "waiting") and worker.active == 0

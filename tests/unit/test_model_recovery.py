@@ -12,11 +12,12 @@ import pytest
 from tenantry.models.accounts import ModelAccount
 from tenantry.models.errors import (
     ModelError,
+    ModelsExhausted,
     ModelUnavailable,
     error_for_status,
     probe_tells_nothing,
 )
-from tenantry.models.gateway import GatewaySettings, ModelGateway, ModelsExhausted
+from tenantry.models.gateway import GatewaySettings, ModelGateway
 from tenantry.models.types import ModelReply, ModelRequest, ProviderClient, TokenUsage
 from tests.unit.test_model_routing import Clock
 

@@ -9,11 +9,13 @@ The failure ladder (models/gateway.py) branches on these classes only:
   bad key, no access to the model): never retried on it, other accounts may work;
 - :class:`ModelRefused` — the request itself is refused (400, 413, 422): every account would
   say the same, so the run is told instead of the ladder being climbed.
+
+At the end of the ladder, :class:`ModelsExhausted` tells the engine to park the run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from tenantry.errors import TenantryError
 
@@ -58,6 +60,26 @@ class AccountUnusable(ModelUnavailable):
 
     type = "model_account_unusable"
     title = "Model account cannot serve this request"
+
+
+class ModelsExhausted(ModelUnavailable):
+    """No account of the run's model (or its opted-in fallbacks) can answer now."""
+
+    type = "model_unavailable"
+    title = "No model account can serve this run now"
+
+    # Set by the gateway that raised it (see recovered_since).
+    _recovered: Callable[[], bool] | None = None
+
+    @property
+    def retry_seconds(self) -> float:
+        return float(self.extra.get("retry_seconds", 60.0))
+
+    def recovered_since(self) -> bool:
+        """Whether an account recovered while this call was failing. Its wake-up may have
+        gone out before this run's park was written, and missed it: the run must then
+        wake the runs parked on its models itself, once parked."""
+        return self._recovered is not None and self._recovered()
 
 
 class ModelRefused(ModelError):

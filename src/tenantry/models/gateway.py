@@ -41,7 +41,7 @@ from tenantry.models.errors import (
     AccountUnusable,
     ModelError,
     ModelRefused,
-    ModelUnavailable,
+    ModelsExhausted,
     RateLimited,
     probe_tells_nothing,
 )
@@ -51,26 +51,6 @@ from tenantry.vault import Vault, crypto
 from tenantry.vault.crypto import MasterKey
 
 logger = logging.getLogger(__name__)
-
-
-class ModelsExhausted(ModelUnavailable):
-    """No account of the run's model (or its opted-in fallbacks) can answer now."""
-
-    type = "model_unavailable"
-    title = "No model account can serve this run now"
-
-    # Set by the gateway that raised it (see recovered_since).
-    _recovered: Callable[[], bool] | None = None
-
-    @property
-    def retry_seconds(self) -> float:
-        return float(self.extra.get("retry_seconds", 60.0))
-
-    def recovered_since(self) -> bool:
-        """Whether an account recovered while this call was failing. Its wake-up may have
-        gone out before this run's park was written, and missed it: the run must then
-        wake the runs parked on its models itself, once parked."""
-        return self._recovered is not None and self._recovered()
 
 
 @dataclass(frozen=True, slots=True)

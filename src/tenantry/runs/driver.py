@@ -25,8 +25,7 @@ from tenantry.ids import AgentId
 from tenantry.ledger import budget
 from tenantry.ledger.pricing import PriceTable
 from tenantry.models.accounts import wake_parked_on
-from tenantry.models.errors import ModelRefused, ModelUnavailable
-from tenantry.models.gateway import ModelsExhausted
+from tenantry.models.errors import ModelRefused, ModelsExhausted, ModelUnavailable
 from tenantry.models.types import Model, ModelRequest, TokenUsage
 from tenantry.runs import conversation, log, observe
 from tenantry.runs.decide import (
