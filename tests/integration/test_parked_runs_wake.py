@@ -49,8 +49,9 @@ def _script(i: int, steps: int) -> dict[str, object]:
 
 async def _start(api: Api, h: dict[str, str], agent: str, runs: int,
                  steps: int) -> list[str]:
+    """Start runs a few at a time (the API shares this process's loop with the fakes)."""
     started: list[str] = []
-    for first in range(0, runs, 8):  # a few at a time: the API shares this loop and CPU
+    for first in range(0, runs, 8):
         started += await asyncio.gather(*(api.start(h, agent, _script(i, steps))
                                           for i in range(first, min(first + 8, runs))))
     return started
@@ -112,11 +113,11 @@ async def test_runs_parked_on_providers_without_a_models_endpoint_wake_on_recove
     gateway = dataclasses.replace(TEST_GATEWAY, breaker_reset_seconds=2.0,
                                   breaker_max_reset_seconds=2.0)
     runs = 40
+    batch = await _start(api, h, agent, runs, 4)  # queued: the workers start after
     async with (running_worker(database_dsn, None, settings=engine, name="one",
                                model_gateway=gateway) as one,
                 running_worker(database_dsn, None, settings=engine, name="two",
                                model_gateway=gateway) as two):
-        batch = await _start(api, h, agent, runs, 4)
         await until(lambda: _at_least(_replied_runs(admin_conn, batch), runs),
                     "every run has had its first reply", 60)
         gpt.set_mode("down")
@@ -156,9 +157,9 @@ async def test_at_default_settings_parked_runs_wake_after_recovery_without_model
     await api.tool_server(tenant, fakes.mcp.url)
     agent = await api.agent(h, tools=["echo"])
     gpt.set_mode("down")
+    batch = await _start(api, h, agent, 5, 1)
     async with running_worker(database_dsn, None, settings=EngineSettings(),
                               model_gateway=GatewaySettings()) as worker:
-        batch = await _start(api, h, agent, 5, 1)
 
         async def all_parked() -> bool:
             return await _all(admin_conn, batch, "waiting") and worker.active == 0
