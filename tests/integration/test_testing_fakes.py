@@ -228,6 +228,30 @@ async def test_down_mode_answers_everything_503_and_keeps_faults_queued(
     assert (await http.get(f"{model.base_url}/models")).status_code == 200
 
 
+async def test_a_server_without_the_models_endpoint_answers_it_404_down_or_not(
+    http: httpx2.AsyncClient,
+) -> None:
+    async with (FakeModelServer(models_endpoint=False) as gpt,
+                FakeModelServer(provider="anthropic", models_endpoint=False) as claude):
+        for server, url in ((gpt, f"{gpt.base_url}/models"),
+                            (claude, f"{claude.base_url}/v1/models")):
+            ok = await http.get(url)
+            server.set_mode("down")
+            down = await http.get(url)
+            server.set_mode("ok")
+            for r in (ok, down):
+                assert r.status_code == 404, (server.provider, r.text)
+                assert "error" in r.json()  # in the provider's error body
+            assert [q.method + " " + q.path for q in server.requests] == \
+                ["GET /v1/models"] * 2  # recorded: a test can see the probe was tried
+        chat = await complete(http, gpt, {"model": "scripted",
+                                          "messages": [{"role": "user", "content": "x"}]})
+        assert chat.status_code == 200
+        assert (await messages(http, claude, {
+            "model": "scripted", "max_tokens": 10,
+            "messages": [{"role": "user", "content": "x"}]})).status_code == 200
+
+
 async def test_no_choices_mode(model: FakeModelServer, http: httpx2.AsyncClient) -> None:
     model.set_mode("no_choices")
     r = await complete(http, model, {"model": "scripted",
@@ -524,7 +548,8 @@ async def test_fake_model_runs_as_its_own_process(tmp_path: Path, http: httpx2.A
 
 async def test_fake_anthropic_model_runs_as_its_own_process(http: httpx2.AsyncClient) -> None:
     proc, base_url = await _start_process("-m", "tenantry.testing.fake_model", "--port", "0",
-                                          "--provider", "anthropic", "--rpm", "100")
+                                          "--provider", "anthropic", "--rpm", "100",
+                                          "--no-models-endpoint")
     try:
         assert base_url.startswith("http://127.0.0.1:") and not base_url.endswith("/v1")
         r = await http.post(f"{base_url}/v1/messages", json={
@@ -532,6 +557,7 @@ async def test_fake_anthropic_model_runs_as_its_own_process(http: httpx2.AsyncCl
             "messages": [{"role": "user", "content": "tea"}]})
         assert r.json()["content"] == [{"type": "text", "text": "You said: tea"}]
         assert r.headers["anthropic-ratelimit-requests-remaining"] == "99"
+        assert (await http.get(f"{base_url}/v1/models")).status_code == 404
     finally:
         await _stop_process(proc)
 

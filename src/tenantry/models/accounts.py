@@ -207,9 +207,46 @@ async def disable(db: Database, account_id: str) -> ModelAccount:
     return ModelAccount.from_row(row)
 
 
-async def wake_parked(db: Database, models: list[str] | None, *, limit: int = 1000) -> int:
+WAKE_BATCH = 1000  # runs queued per statement
+
+
+async def wake_parked(db: Database, models: list[str] | None, *,
+                      limit: int = WAKE_BATCH) -> int:
     """Send runs parked on one of ``models`` (or, with None, whose recheck is due) back to
-    the queue. Returns how many."""
+    the queue, at most ``limit``. Returns how many."""
     async with db.unscoped() as conn:
         woken = await conn.fetchval(Q.wake_parked, models, limit)
     return int(woken or 0)
+
+
+async def wake_parked_for(db: Database, account: ModelAccount, limit: int | None = None) -> int:
+    """Send runs parked on a model ``account`` serves back to the queue: ``limit`` of them,
+    or (None) all. A tenant's own account wakes only that tenant's runs. A ``family/*``
+    account wakes runs parked on any model (the store matches names exactly): the ones it
+    cannot serve park again, which costs a little; missing one would cost liveness."""
+    models = list(account.models)
+    if any(m.endswith("/*") for m in models):
+        models = [ANY_MODEL]
+    tenant = TenantId(account.tenant) if account.tenant is not None else None
+    return await wake_parked_on(db, models, tenant=tenant, limit=limit)
+
+
+async def wake_parked_on(db: Database, models: list[str], *, tenant: TenantId | None = None,
+                         limit: int | None = None) -> int:
+    """Send runs parked on one of ``models`` (of ``tenant`` only, if given) back to the
+    queue: ``limit`` of them, or (None) all, a batch at a time. Returns how many."""
+    total = 0
+    for _ in range(100):  # a bound, should woken runs park again as fast as they are woken
+        batch = WAKE_BATCH if limit is None else min(limit - total, WAKE_BATCH)
+        if batch <= 0:
+            break
+        if tenant is None:
+            woken = await wake_parked(db, models, limit=batch)
+        else:
+            async with db.tenant_tx(tenant) as conn:
+                woken = int(await conn.fetchval(Q.wake_parked_of_tenant, tenant.value,
+                                                models, batch) or 0)
+        total += woken
+        if woken < batch:
+            break
+    return total

@@ -9,11 +9,13 @@ The failure ladder (models/gateway.py) branches on these classes only:
   bad key, no access to the model): never retried on it, other accounts may work;
 - :class:`ModelRefused` — the request itself is refused (400, 413, 422): every account would
   say the same, so the run is told instead of the ladder being climbed.
+
+At the end of the ladder, :class:`ModelsExhausted` tells the engine to park the run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from tenantry.errors import TenantryError
 
@@ -60,6 +62,26 @@ class AccountUnusable(ModelUnavailable):
     title = "Model account cannot serve this request"
 
 
+class ModelsExhausted(ModelUnavailable):
+    """No account of the run's model (or its opted-in fallbacks) can answer now."""
+
+    type = "model_unavailable"
+    title = "No model account can serve this run now"
+
+    # Set by the gateway that raised it (see recovered_since).
+    _recovered: Callable[[], bool] | None = None
+
+    @property
+    def retry_seconds(self) -> float:
+        return float(self.extra.get("retry_seconds", 60.0))
+
+    def recovered_since(self) -> bool:
+        """Whether an account recovered while this call was failing. Its wake-up may have
+        gone out before this run's park was written, and missed it: the run must then
+        wake the runs parked on its models itself, once parked."""
+        return self._recovered is not None and self._recovered()
+
+
 class ModelRefused(ModelError):
     type = "model_refused"
     status = 502
@@ -96,3 +118,17 @@ def error_for_status(status: int, headers: Mapping[str, str], body: str) -> Mode
     if status in (408, 409) or status >= 500:
         return ModelUnavailable(detail, **fields)
     return ModelRefused(detail, **fields)
+
+
+def probe_tells_nothing(error: ModelError) -> bool:
+    """Whether a failed probe (``GET …/models``) is no evidence that the account is failing.
+
+    The probe endpoint is optional: a provider may not have it (404, 405, 501), or not let
+    this key use it (401, 403: a key scoped to completions only), or be busy (429). Only a
+    server that does not answer, or answers 408, 409 or 5xx, counts as failing; anything
+    else leaves the verdict to a real call (ADR 0009)."""
+    status = error.http_status
+    if status is None:
+        return False  # no answer at all: the network, a timeout, a body we could not read
+    failing = status in (408, 409) or (status >= 500 and status != 501)
+    return not failing

@@ -8,11 +8,14 @@ For one call it climbs a ladder and records every rung it takes:
 3. the agent version's fallback models, in order, only if it opted in —
    ``ModelFallback{from, to, reason}``;
 4. nothing left: :class:`ModelsExhausted`, and the engine parks the run (slot released)
-   until a probe finds an account serving its model again.
+   until an account serving its model is found serving again.
 
-A circuit breaker per account stops calls to an endpoint that keeps failing; while one is
-open a background prober asks the provider (``GET /models``) and, once it answers, closes
-the breaker and wakes the runs parked on that account's models. The gateway never
+A circuit breaker per account stops calls to an endpoint that keeps failing. When it turns
+half-open, one call may try the account: a background prober asks the provider
+(``GET /models``); if that answers, it closes the breaker and wakes the runs parked on that
+account's models. The endpoint is optional — a provider may not have it — so an answer that
+tells nothing (404, 403, ...) is not a failure: the prober then wakes a few parked runs
+instead, and the first one's real call is the probe (ADR 0009). The gateway never
 switches models on its own: a switch happens only down the agent's own fallback list, and
 the reply says why it happened so the engine can record it."""
 
@@ -38,8 +41,9 @@ from tenantry.models.errors import (
     AccountUnusable,
     ModelError,
     ModelRefused,
-    ModelUnavailable,
+    ModelsExhausted,
     RateLimited,
+    probe_tells_nothing,
 )
 from tenantry.models.routing import candidates
 from tenantry.models.types import ModelReply, ModelRequest, ProviderClient, estimate_tokens
@@ -47,17 +51,6 @@ from tenantry.vault import Vault, crypto
 from tenantry.vault.crypto import MasterKey
 
 logger = logging.getLogger(__name__)
-
-
-class ModelsExhausted(ModelUnavailable):
-    """No account of the run's model (or its opted-in fallbacks) can answer now."""
-
-    type = "model_unavailable"
-    title = "No model account can serve this run now"
-
-    @property
-    def retry_seconds(self) -> float:
-        return float(self.extra.get("retry_seconds", 60.0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,14 +63,25 @@ class GatewaySettings:
     call_timeout_seconds: float = 120.0
     breaker_threshold: int = 5
     breaker_reset_seconds: float = 5.0
-    breaker_max_reset_seconds: float = 300.0
+    # The longest a breaker stays open: with the probe interval, most of how long a parked
+    # run may wait after its provider recovered (docs/how-to/model-providers.md).
+    breaker_max_reset_seconds: float = 30.0
     refresh_seconds: float = 5.0
     probe_interval_seconds: float = 1.0
+    # When the probe tells nothing (no GET /models, or not for this key), a half-open
+    # account wakes this many runs parked on its models: their real call is the probe.
+    # While none of them takes the half-open slot (another worker claimed them, or they
+    # cannot use this account), twice as many are woken each time this much time passes.
+    probe_runs: int = 1
+    probe_runs_retry_seconds: float = 5.0
     # Bring-your-own-key credentials are re-read from the vault this often (rotations).
     credential_ttl_seconds: float = 300.0
 
 
 ClientFactory = Callable[[ModelAccount, str | None, float], ProviderClient]
+# Send runs parked on a model the account serves back to the queue: ``limit`` of them, or
+# (None) all; returns how many.
+WakeParked = Callable[[ModelAccount, int | None], Awaitable[int]]
 
 
 class CallObserver(Protocol):
@@ -113,6 +117,11 @@ class _Route:
     client: ProviderClient | None = None
     credential_read_at: float = 0.0
     probing: bool = False
+    probe_after: float = 0.0  # monotonic: no probe before then
+    # Runs woken to probe the account with their real call: for which opening of the
+    # breaker, and how many the last time.
+    woken_for: float | None = None
+    woken: int = 0
 
 
 @dataclass(slots=True)
@@ -138,6 +147,8 @@ class ModelGateway:
         client_factory: ClientFactory = http_client,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         observer: CallObserver | None = None,
+        wake_parked: WakeParked | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._db = db
         self._observer = observer
@@ -150,9 +161,12 @@ class ModelGateway:
         self._load = load_accounts or (self._load_registered if db is not None else None)
         self._client_factory = client_factory
         self._sleep = sleep
+        self._clock = clock
+        self._wake_parked = wake_parked or (self._wake_registered if db is not None else None)
         self._routes: dict[str, _Route] = {}
         self._accounts: list[ModelAccount] = []
         self._tasks: list[asyncio.Task[None]] = []
+        self._recoveries = 0  # failing accounts found serving again, ever
         self._set_accounts([a for a, _ in implicit])
 
     # -- lifecycle --------------------------------------------------------------------
@@ -193,6 +207,10 @@ class ModelGateway:
         assert self._db is not None
         return await account_store.list_enabled(self._db)
 
+    async def _wake_registered(self, account: ModelAccount, limit: int | None) -> int:
+        assert self._db is not None
+        return await account_store.wake_parked_for(self._db, account, limit)
+
     def _set_accounts(self, accounts: list[ModelAccount]) -> list[_Route]:
         settings, retired = self.settings, []
         fresh: dict[str, _Route] = {}
@@ -207,7 +225,7 @@ class ModelGateway:
                 account,
                 route.breaker if route else CircuitBreaker(
                     settings.breaker_threshold, settings.breaker_reset_seconds,
-                    settings.breaker_max_reset_seconds),
+                    settings.breaker_max_reset_seconds, clock=self._clock),
                 AccountCapacity(account.rpm, account.tpm),
             )
         retired.extend(r for k, r in self._routes.items() if k not in fresh)
@@ -226,7 +244,7 @@ class ModelGateway:
     # -- the ladder ---------------------------------------------------------------------
 
     async def complete(self, request: ModelRequest) -> ModelReply:
-        tried = _Attempts()
+        tried, recoveries = _Attempts(), self._recoveries
         models = [request.model, *(m for m in request.fallback_models if m != request.model)]
         soonest: float | None = None
         for model in models:
@@ -244,10 +262,12 @@ class ModelGateway:
                     return self._explain(request, reply, tried)
                 wait = route.breaker.seconds_until_half_open()
                 soonest = wait if soonest is None else min(soonest, wait)
-        raise ModelsExhausted(
+        exhausted = ModelsExhausted(
             f"no account could serve {', '.join(models)}: {tried.summary()}",
             models=models, retry_seconds=max(soonest or 0.0, 1.0),
         )
+        exhausted._recovered = lambda: self._recoveries != recoveries
+        raise exhausted
 
     async def _try_account(
         self, route: _Route, request: ModelRequest, tried: _Attempts,
@@ -291,12 +311,18 @@ class ModelGateway:
                 if attempt + 1 < settings.attempts_per_account:
                     await self._sleep(self._backoff(attempt, exc.retry_after))
                 continue
+            except BaseException:
+                # Cancelled (the run was cancelled, its lease lost) or a fault of ours: no
+                # verdict on the account, and a half-open slot must not stay taken for good.
+                route.breaker.release()
+                raise
             self._observe(request, route, "ok")
             was_failing = route.breaker.failures > 0 or route.breaker.state != "closed"
             route.breaker.succeeded()
             route.capacity.observe(reply.rate_limits)
             route.capacity.settle(estimate, reply.usage.total_tokens)
             if was_failing:  # runs may have parked while it failed
+                self._recoveries += 1
                 self._wake_later(route.account)
             return reply
         return None
@@ -381,42 +407,77 @@ class ModelGateway:
         """Ask providers behind open breakers whether they are back, once each is due."""
         while True:
             await asyncio.sleep(self.settings.probe_interval_seconds)
-            for route in list(self._routes.values()):
-                if route.breaker.state == "half_open" and not route.probing:
-                    route.probing = True
-                    self._background(self._probe(route), "model-probe")
+            self.probe_due()
+
+    def probe_due(self) -> list[asyncio.Task[None]]:
+        """Start a probe of every half-open account that is due one (the background loop
+        calls this; a test may too, and await what it started)."""
+        now, started = self._clock(), []
+        for route in list(self._routes.values()):
+            if route.breaker.state == "half_open" and not route.probing \
+                    and now >= route.probe_after:
+                route.probing = True
+                started.append(self._background(self._probe(route), "model-probe"))
+        return started
 
     async def _probe(self, route: _Route) -> None:
+        account = route.account
         try:
             if not route.breaker.allow():
-                return  # a real call is already probing it
+                return  # a real call holds the half-open slot: it is the probe
             try:
-                client = await self._client(route, route.account.tenant or "")
+                client = await self._client(route, account.tenant or "")
                 await client.probe()
             except ModelError as exc:
+                if probe_tells_nothing(exc):
+                    route.breaker.release()  # not a failure: leave the slot to a real call
+                    await self._probe_with_runs(route, exc)
+                    return
                 route.breaker.failed()
                 logger.info("model account still unavailable: %s", exc.detail,
-                            extra={"account": route.account.account_id})
+                            extra={"account": account.account_id})
                 return
+            except BaseException:
+                route.breaker.release()
+                raise
             route.breaker.succeeded()
-            logger.info("model account is back", extra={"account": route.account.account_id})
-            await self._wake(route.account)
+            self._recoveries += 1
+            logger.info("model account is back", extra={"account": account.account_id})
+            await self._wake(account)
         finally:
             route.probing = False
+
+    async def _probe_with_runs(self, route: _Route, exc: ModelError) -> None:
+        """The probe told nothing: wake a few runs parked on the account's models, so that a
+        real call takes the half-open slot — its success closes the breaker and wakes the
+        rest, its failure opens the breaker again. Wake twice as many each time the slot is
+        still free when the retry comes, so the runs that can use the account are reached
+        whoever else is parked; a new opening of the breaker starts again from a few."""
+        settings, breaker = self.settings, route.breaker
+        if route.woken_for != breaker.opened_at:
+            route.woken_for, route.woken = breaker.opened_at, max(1, settings.probe_runs)
+            logger.info("model account's probe tells nothing (%s): parked runs will try it",
+                        exc.detail[:200], extra={"account": route.account.account_id})
+        else:
+            route.woken = min(route.woken * 2, account_store.WAKE_BATCH)
+        route.probe_after = self._clock() + settings.probe_runs_retry_seconds
+        await self._wake(route.account, route.woken)
 
     def _wake_later(self, account: ModelAccount) -> None:
         self._background(self._wake(account), "model-wake")
 
-    def _background(self, work: Coroutine[Any, Any, None], name: str) -> None:
+    def _background(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         task = asyncio.create_task(work, name=name)
         self._tasks.append(task)
         task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
+        return task
 
-    async def _wake(self, account: ModelAccount) -> None:
-        if self._db is None:
+    async def _wake(self, account: ModelAccount, limit: int | None = None) -> None:
+        """Queue the runs parked on the account's models: ``limit`` of them, or all."""
+        if self._wake_parked is None:
             return
         with contextlib.suppress(*DATABASE_DOWN):
-            woken = await account_store.wake_parked(self._db, list(account.models))
+            woken = await self._wake_parked(account, limit)
             if woken:
                 logger.info("woke %d parked runs", woken,
                             extra={"account": account.account_id})

@@ -28,3 +28,21 @@ RETURNING *
 
 -- name: wake_parked
 SELECT tenantry_wake_parked($1, $2)
+
+-- name: wake_parked_of_tenant
+-- What tenantry_wake_parked does, for one tenant's runs (its own account recovered), under
+-- its row-level security. Earliest recheck first.
+WITH due AS (
+    SELECT run_id FROM runs
+    WHERE tenant_id = $1 AND status = 'waiting' AND parked_on IS NOT NULL
+      AND (parked_on && $2::text[] OR '*' = ANY ($2::text[]))
+    ORDER BY available_at
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+), woken AS (
+    UPDATE runs r
+    SET status = 'queued', parked_on = NULL, available_at = NULL, updated_at = now()
+    FROM due WHERE r.tenant_id = $1 AND r.run_id = due.run_id
+    RETURNING 1
+)
+SELECT count(*)::integer FROM woken

@@ -6,6 +6,7 @@ every append names the lease epoch, so a worker that lost its lease writes nothi
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -24,7 +25,8 @@ from tenantry.ids import AgentId
 from tenantry.ledger import budget
 from tenantry.ledger.prices import PriceBook, how_to_price
 from tenantry.ledger.pricing import Quote
-from tenantry.models.errors import ModelRefused, ModelUnavailable
+from tenantry.models.accounts import wake_parked_on
+from tenantry.models.errors import ModelRefused, ModelsExhausted, ModelUnavailable
 from tenantry.models.types import Model, ModelRequest, TokenUsage
 from tenantry.runs import conversation, log, observe
 from tenantry.runs.decide import (
@@ -64,9 +66,12 @@ class Parked(Exception):
 class EngineSettings:
     lease_seconds: float = 30.0
     # When no account can serve a run's model, the run parks (its slot is freed) instead of
-    # failing: an outage costs time, not runs. A probe that finds an account back wakes it;
-    # failing that it is looked at again after this long, doubling each time (≤ 1 hour).
+    # failing: an outage costs time, not runs. The model gateway wakes it when an account
+    # serving its model is back; failing that it is looked at again after this long,
+    # doubling each time up to the maximum — which bounds how long a parked run can wait
+    # after recovery when no worker remembers the outage (all restarted, ADR 0009).
     park_recheck_seconds: float = 30.0
+    park_recheck_max_seconds: float = 120.0
 
 
 @dataclass(slots=True)
@@ -427,13 +432,22 @@ class RunDriver:
                         RunStatus.FAILED, error=error)
 
     async def _park_for_model(self, request: ModelRequest, exc: ModelUnavailable) -> NoReturn:
-        """No account can serve the run now: record why, free the slot, and wait until a
-        probe finds one of its models' accounts back (or the recheck time comes)."""
-        recheck = min(self.engine.settings.park_recheck_seconds * 2 ** self.state.parked,
-                      3600.0)
+        """No account can serve the run now: record why, free the slot, and wait until the
+        gateway finds one of its models' accounts back (or the recheck time comes)."""
+        settings = self.engine.settings
+        recheck = min(settings.park_recheck_seconds * 2.0 ** min(self.state.parked, 30),
+                      settings.park_recheck_max_seconds)
         logger.warning("run parked: %s", exc.detail, extra={"run_id": self.run_id})
-        await self._park_until(f"model unavailable: {exc.detail}", recheck,
-                               models=[request.model, *request.fallback_models])
+        models = [request.model, *request.fallback_models]
+        try:
+            await self._park_until(f"model unavailable: {exc.detail}", recheck, models=models)
+        except Parked:
+            if isinstance(exc, ModelsExhausted) and exc.recovered_since():
+                # An account came back while this call was failing: its wake-up may have
+                # run before this park was written. Wake them (this run too) now instead.
+                with contextlib.suppress(*DATABASE_DOWN):
+                    await wake_parked_on(self.engine.db, models)
+            raise
 
     async def _call_tool(self, call: CallTool) -> float:
         assert self.spec is not None

@@ -13,7 +13,7 @@ In a test::
 As a process (multi-process and chaos tests)::
 
     python -m tenantry.testing.fake_model --port 0 --scripts scripts.json \\
-        [--provider anthropic] [--rpm 600]
+        [--provider anthropic] [--rpm 600] [--no-models-endpoint]
     # prints "READY <base_url>" once listening; SIGTERM stops it
 
 ``scripts.json`` maps names to scripts in the :mod:`tenantry.models.scripted` format. Which
@@ -24,8 +24,10 @@ the same text, tool call ids (``call_<step>_<n>``) and token counts. (Anthropic'
 has no malformed tool calls: scripted arguments that are not a JSON object arrive as ``{}``.)
 
 It speaks non-streaming ``POST /v1/chat/completions`` (openai) or ``POST /v1/messages``
-(anthropic), plus ``GET /v1/models``, and records every request (headers and body) and every
-usage it reported (:class:`UsageRecord`, with the time it was served).
+(anthropic), plus ``GET /v1/models`` — unless ``models_endpoint=False``: then that path
+answers 404 in the provider's error body, down or not, as a provider without the endpoint
+does — and records every request (headers and body) and every usage it reported
+(:class:`UsageRecord`, with the time it was served).
 
 Billing exports: the provider's own usage report and cost report (OpenAI's organization
 Usage and Costs APIs, Anthropic's Admin API usage and cost reports), per UTC day, computed
@@ -45,9 +47,9 @@ provider's belongs to an account: a run that moves to another account loses it.
 Fault hooks: ``fail_next(n, status=..., retry_after=...)`` answers with the provider's error
 body; ``set_mode``: ``hang`` (never answer), ``malformed`` (200, truncated JSON),
 ``no_choices`` (200, valid JSON without ``choices``/``content``), ``down`` (503 to every
-request, ``GET /v1/models`` included), ``ok``. ``rpm=N`` enforces N chat requests per
-sliding minute (429 with ``retry-after`` beyond) and puts the provider's request rate-limit
-headers on every chat reply.
+request, ``GET /v1/models`` included if the server has it), ``ok``. ``rpm=N`` enforces N
+chat requests per sliding minute (429 with ``retry-after`` beyond) and puts the provider's
+request rate-limit headers on every chat reply.
 """
 
 from __future__ import annotations
@@ -167,6 +169,7 @@ class FakeModelServer(LoopbackService):
         *,
         provider: Provider = "openai",
         rpm: int | None = None,
+        models_endpoint: bool = True,
         host: str = "127.0.0.1",
         port: int = 0,
         handle_signals: bool = False,
@@ -180,6 +183,7 @@ class FakeModelServer(LoopbackService):
         self.scripts: dict[str, Script] = dict(scripts or {})
         self.provider: Provider = provider
         self.rpm = rpm
+        self.models_endpoint = models_endpoint
         self.requests: list[RecordedRequest] = []
         self.usage_log: list[UsageRecord] = []
         super().__init__(host=host, port=port, handle_signals=handle_signals)
@@ -272,6 +276,8 @@ class FakeModelServer(LoopbackService):
 
     async def _models(self, request: Request) -> Response:
         await self._record(request)
+        if not self.models_endpoint:  # optional: many OpenAI-compatible servers lack it
+            return self._wire.error(404, "Unknown path: GET /v1/models.")
         if self._mode == "down":
             return self._wire.error(503, _DOWN)
         names = ["scripted", "scripted/echo", *(f"scripted/{n}" for n in self.scripts)]
@@ -413,8 +419,9 @@ def load_scripts(path: str | Path) -> dict[str, Script]:
 
 
 async def _serve(host: str, port: int, scripts: dict[str, Script], provider: Provider,
-                 rpm: int | None) -> None:
-    server = FakeModelServer(scripts, provider=provider, rpm=rpm, host=host, port=port,
+                 rpm: int | None, models_endpoint: bool) -> None:
+    server = FakeModelServer(scripts, provider=provider, rpm=rpm,
+                             models_endpoint=models_endpoint, host=host, port=port,
                              handle_signals=True)
     await server.start()
     print(f"READY {server.base_url}", flush=True)
@@ -432,6 +439,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="wire format to speak")
     parser.add_argument("--rpm", type=int, default=None,
                         help="requests per minute to allow (default: unlimited)")
+    parser.add_argument("--no-models-endpoint", dest="models_endpoint", action="store_false",
+                        help="answer GET /v1/models 404, like a provider without it")
     args = parser.parse_args(argv)
     if args.rpm is not None and args.rpm < 1:
         parser.error("--rpm must be at least 1")
@@ -440,7 +449,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     except (OSError, orjson.JSONDecodeError, ScriptError) as exc:
         print(f"cannot read scripts: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    asyncio.run(_serve(args.host, args.port, scripts, args.provider, args.rpm))
+    asyncio.run(_serve(args.host, args.port, scripts, args.provider, args.rpm,
+                       args.models_endpoint))
 
 
 if __name__ == "__main__":
