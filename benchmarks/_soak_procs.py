@@ -11,9 +11,13 @@ Every sample walks /proc once and sums, per group:
 * ``strays``: any other process whose command line names the platform's data directory
   (a sandbox program that lost its parent, for instance) — there should be none.
 
-Per process: VmRSS and open file descriptors (entries of /proc/<pid>/fd), and PSS from
-smaps_rollup (RSS counts shared pages once per process; summed over Postgres backends that
-share their buffers, PSS is the honest total). A process that exits mid-read counts zero.
+Per process: open file descriptors (entries of /proc/<pid>/fd), VmRSS (/proc/<pid>/status)
+and PSS (/proc/<pid>/smaps_rollup). The resident memory the figures sum is **PSS**: VmRSS
+counts a shared page once in every process that maps it, so a sum of VmRSS over Postgres
+backends grows as each one touches more of the shared buffer pool (up to backends x
+shared_buffers) and over microVM clones counts their template's pages once per clone; PSS
+splits each shared page among its sharers, so the sum is the memory really resident. The
+VmRSS sums are reported beside it (``vmrss_*``). A process that exits mid-read counts zero.
 """
 
 from __future__ import annotations
@@ -168,19 +172,21 @@ def trend(samples: Sequence[Sample], group: str | None) -> dict[str, float]:
     def pick(s: Sample) -> Usage:
         return s.total if group is None else s.groups[group]
 
-    rss = [(s.at_s, pick(s).rss_kib / 1024) for s in samples]
-    pss = [(s.at_s, pick(s).pss_kib / 1024) for s in samples]
-    fds = [(s.at_s, float(pick(s).fds)) for s in samples]
     if not samples:
         return {}
+    resident = [(s.at_s, pick(s).pss_kib / 1024) for s in samples]  # see the docstring
+    vmrss = [(s.at_s, pick(s).rss_kib / 1024) for s in samples]
+    fds = [(s.at_s, float(pick(s).fds)) for s in samples]
     return {
-        "rss_mib_per_hour": round(slope_per_hour(rss), 1),
-        "pss_mib_per_hour": round(slope_per_hour(pss), 1),
+        "rss_mib_per_hour": round(slope_per_hour(resident), 1),
         "fds_per_hour": round(slope_per_hour(fds), 1),
-        "rss_mib_start": round(rss[0][1], 1),
-        "rss_mib_end": round(rss[-1][1], 1),
+        "rss_mib_start": round(resident[0][1], 1),
+        "rss_mib_end": round(resident[-1][1], 1),
         "fds_start": int(fds[0][1]),
         "fds_end": int(fds[-1][1]),
+        "vmrss_mib_per_hour": round(slope_per_hour(vmrss), 1),
+        "vmrss_mib_start": round(vmrss[0][1], 1),
+        "vmrss_mib_end": round(vmrss[-1][1], 1),
         "processes_end": pick(samples[-1]).processes,
     }
 

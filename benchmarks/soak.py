@@ -13,21 +13,23 @@ SSE watchers — through the real HTTP API at ``SOAK_RATE`` runs/s (1.5), at mos
 ``SOAK_IN_FLIGHT`` (40) unfinished at once. Every ~5 minutes (a third of a short run) the
 provider is stopped for 20-30 s and started again on the same port: runs park and wake.
 
-Every 10 s the RSS, PSS and open file descriptors of every platform process are summed
-(``_soak_procs.py``: the ``tenantry up`` process, all its descendants, the embedded
-postmaster and all its backends, and strays naming the data dir). After ``--minutes`` (30) it
-drains: no new runs, every pending approval approved, the provider brought back, every run
-followed until it ends (at most 5 minutes) and its webhook delivered (at most 1 more); then
-it reads every run once more and stops the platform.
+Every 10 s the resident memory (PSS: shared pages split among their sharers, see
+``_soak_procs.py``; plain VmRSS beside it) and open file descriptors of every platform
+process are summed: the ``tenantry up`` process, all its descendants (sandbox programs),
+the embedded postmaster and all its backends, and strays naming the data dir. After
+``--minutes`` (30) it drains: no new runs, every pending approval approved, the provider
+brought back, every run followed until it ends (at most 5 minutes) and its webhook
+delivered (at most 1 more); then it reads every run once more and stops the platform.
 
 The last stdout line is one JSON object: ``minutes``; ``rss_mib_per_hour`` and
-``fds_per_hour``, the least-squares slope of the summed RSS and descriptors over the last
-two-thirds of the load (the last 20 of 30 minutes); ``errors``, the platform log's lines at
-level error/critical or carrying a traceback; ``runs_lost``, created (202) runs that did not
-end, are missing, or ended ``failed`` with ``ours: true`` (a platform fault counts as lost);
-plus ``runs``, ``statuses``, per-group trends, ``postgres_errors`` (ERROR/FATAL/PANIC lines
-of the embedded Postgres's log), webhook, stream and effect checks. Exit status 1 when a run
-was lost or the log has errors. ``SOAK_SEED`` replays a plan (timing still varies).
+``fds_per_hour``, the least-squares slope of the summed resident memory (PSS) and
+descriptors over the last two-thirds of the load (the last 20 of 30 minutes); ``errors``,
+the platform log's lines at level error/critical or carrying a traceback; ``runs_lost``,
+created (202) runs that did not end, are missing, or ended ``failed`` with ``ours: true``
+(a platform fault counts as lost); plus ``runs``, ``statuses``, per-group trends,
+``postgres_errors`` (ERROR/FATAL/PANIC lines of the embedded Postgres's log), webhook,
+stream and effect checks. Exit status 1 when a run was lost or the log has errors.
+``SOAK_SEED`` replays a plan (timing still varies); ``SOAK_LOG_DIR`` keeps logs and samples.
 """
 
 from __future__ import annotations
@@ -39,15 +41,15 @@ import os
 import random
 import shutil
 import signal
-import socket
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx2
+import orjson
 
 from _harness import (
     Bench,
@@ -55,25 +57,27 @@ from _harness import (
     console,
     emit,
     env_positive,
-    python_module,
     raise_fd_limit,
     source_state,
-    tenantry_command,
     wait_for,
 )
 from _soak_load import Load, Webhooks, provision
-from _soak_procs import Sample, json_entry, log_errors, postgres_errors, sample, trend
-from tenantry.config import default_data_dir
-from tenantry.db.embedded import EmbeddedPostgres
+from _soak_platform import (
+    OPERATOR_TOKEN,
+    LogWatch,
+    Provider,
+    outage_schedule,
+    port_outside_ephemeral_range,
+    start_platform,
+    stop_platform,
+    wait_healthy,
+)
+from _soak_procs import Sample, postgres_errors, sample, trend
 from tenantry.testing._server import LoopbackServer
 
-OPERATOR_TOKEN = "op_benchmark_soak"
 TENANTS = ["soak-a", "soak-b", "soak-c"]
 SAMPLE_EVERY_S = 10.0
 PROGRESS_EVERY_S = 60.0
-OUTAGE_S = (20.0, 30.0)
-OUTAGE_EVERY_S = 300.0
-STARTUP_TIMEOUT_S = 120.0
 DRAIN_TIMEOUT_S = 300.0
 WEBHOOK_WAIT_S = 60.0
 
@@ -106,173 +110,6 @@ def _config(argv: list[str]) -> Config:
                   int(os.environ.get("SOAK_SEED") or random.randrange(2**32)))
 
 
-# -- the provider that goes away ---------------------------------------------------------
-
-
-def _port_outside_ephemeral_range() -> int:
-    """A free port below the kernel's ephemeral range: while the provider is down no
-    outgoing connection can take its port, so it comes back at the same address."""
-    try:
-        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    rng = random.Random()
-    for _ in range(200):
-        port = rng.randrange(10000, max(low, 10001))
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port below the ephemeral range")
-
-
-@dataclass(slots=True)
-class Provider:
-    """The fake model server in its own process, stopped and restarted on one port."""
-
-    bench: Bench
-    port: int
-    helper: Helper | None = None
-    starts: int = 0
-    outages: int = 0
-    down_s: float = 0.0
-
-    @property
-    def up(self) -> bool:
-        return self.helper is not None and self.helper.proc.poll() is None
-
-    async def start(self) -> str:
-        for _ in range(30):  # the port may take a moment to be free again
-            self.starts += 1
-            self.helper = self.bench.start(f"fake-model-{self.starts}", python_module(
-                "tenantry.testing.fake_model", "--port", str(self.port)))
-            try:
-                return await self.helper.ready()
-            except RuntimeError as exc:
-                console.log(f"[yellow]fake model did not start ({exc}); retrying")
-                await asyncio.sleep(1.0)
-        raise RuntimeError(f"the fake model cannot listen on port {self.port} again")
-
-    async def stop(self) -> None:
-        if self.helper is not None:
-            await asyncio.to_thread(self.helper.stop)
-
-    async def outages_until(self, schedule: list[tuple[float, float]], t0: float) -> None:
-        for start, length in schedule:
-            await asyncio.sleep(max(0.0, t0 + start - time.monotonic()))
-            console.log(f"provider down for {length:.0f} s")
-            down = time.monotonic()
-            await self.stop()
-            self.outages += 1
-            try:
-                await asyncio.sleep(length)
-            finally:
-                await self.start()
-                self.down_s += time.monotonic() - down
-                console.log("provider back")
-
-
-def outage_schedule(config: Config, rng: random.Random) -> list[tuple[float, float]]:
-    """(start, length) of each outage: every 5 minutes (a third of a shorter run), the
-    first after a minute (sooner in a short run), each over before the load stops."""
-    every = min(OUTAGE_EVERY_S, max(60.0, config.seconds / 3))
-    found: list[tuple[float, float]] = []
-    start = min(60.0, every / 4 * 3)
-    while True:
-        length = rng.uniform(*OUTAGE_S)
-        if start + length + 10 > config.seconds:
-            return found
-        found.append((start, length))
-        start += every
-
-
-# -- the platform ------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class LogWatch:
-    """A growing log file, read from where the last look stopped: its error lines, and how
-    many warnings it has per message (parks show up as ``run parked: …``)."""
-
-    path: Path
-    offset: int = 0
-    lines: int = 0
-    errors: list[str] = field(default_factory=list)
-    warnings: Counter[str] = field(default_factory=Counter)
-
-    def read(self) -> list[str]:
-        if not self.path.exists():
-            return self.errors
-        with self.path.open("rb") as f:
-            f.seek(self.offset)
-            chunk = f.read()
-        complete = chunk[:chunk.rfind(b"\n") + 1]
-        self.offset += len(complete)
-        lines = complete.decode(errors="replace").splitlines()
-        self.lines += len(lines)
-        self.errors.extend(log_errors(lines))
-        for line in lines:
-            entry = json_entry(line)
-            if entry is not None and entry.get("level") == "warning":
-                self.warnings[str(entry.get("msg", "")).split(":", 1)[0][:80]] += 1
-        return self.errors
-
-
-def _sandbox_image_dir() -> str:
-    """The guest image the machine has built (``tenantry up``'s temp data dir has none)."""
-    configured = os.environ.get("TENANTRY_SANDBOX_IMAGE_DIR")
-    if configured:
-        return configured
-    shared = default_data_dir() / "sandbox"
-    return str(shared) if shared.exists() else ""
-
-
-def start_platform(bench: Bench, data_dir: Path, port: int, model_url: str,
-                   database_url: str | None) -> Helper:
-    env = {
-        "TENANTRY_DATA_DIR": str(data_dir),
-        "TENANTRY_OPERATOR_TOKEN": OPERATOR_TOKEN,
-        "TENANTRY_HOST": "127.0.0.1",
-        "TENANTRY_PORT": str(port),
-        "TENANTRY_MODEL_BASE_URL": model_url,
-        "TENANTRY_LOG_FORMAT": "json",
-        "TENANTRY_WEBHOOK_ALLOW_PRIVATE": "1",
-        "TENANTRY_WORKERS": "1",
-        # Empty = unset: the platform probes (the harness turns sandboxes off otherwise).
-        "TENANTRY_SANDBOX_BACKEND": os.environ.get("TENANTRY_SANDBOX_BACKEND", ""),
-        "TENANTRY_SANDBOX_IMAGE_DIR": _sandbox_image_dir(),
-        "TENANTRY_DATABASE_URL": database_url or "",
-    }
-    return bench.start("platform", tenantry_command("up", "--port", str(port)), env=env)
-
-
-async def wait_healthy(http: httpx2.AsyncClient, platform: Helper) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if platform.proc.poll() is not None:
-            raise RuntimeError(f"tenantry up exited with {platform.proc.returncode}:\n"
-                               f"{platform.tail()}")
-        with contextlib.suppress(httpx2.TransportError):
-            if (await http.get("/healthz")).status_code == 200:
-                return
-        await asyncio.sleep(0.3)
-    raise RuntimeError(f"tenantry up not healthy after {STARTUP_TIMEOUT_S:.0f} s:\n"
-                       f"{platform.tail()}")
-
-
-def stop_platform(platform: Helper, data_dir: Path) -> int | None:
-    """SIGTERM (graceful), and the embedded Postgres if a killed ``up`` left it running."""
-    status = platform.stop()
-    if (data_dir / "postgres" / "postmaster.pid").exists():
-        try:
-            EmbeddedPostgres(data_dir).stop()
-        except Exception as exc:  # keep cleaning up; say what is left
-            console.log(f"[red]could not stop the embedded Postgres: {exc}")
-    return status
-
-
 # -- sampling and progress ---------------------------------------------------------------
 
 
@@ -290,9 +127,9 @@ def _status_line(load: Load, samples: list[Sample], provider: Provider, log: Log
     memory = ""
     if last is not None:
         g = last.groups
-        memory = (f"RSS {last.total.rss_kib / 1024:.0f} MiB (platform "
-                  f"{g['platform'].rss_kib / 1024:.0f}, postgres {g['postgres'].rss_kib / 1024:.0f}"
-                  f" in {g['postgres'].processes}, children {g['children'].rss_kib / 1024:.0f} "
+        memory = (f"PSS {last.total.pss_kib / 1024:.0f} MiB (platform "
+                  f"{g['platform'].pss_kib / 1024:.0f}, postgres {g['postgres'].pss_kib / 1024:.0f}"
+                  f" in {g['postgres'].processes}, children {g['children'].pss_kib / 1024:.0f} "
                   f"in {g['children'].processes}), fds {last.total.fds}; ")
     return (f"{(time.monotonic() - t0) / 60:5.1f} min: {load.counts.created} runs created, "
             f"{len(load.unfinished)} unfinished {dict(unfinished)}; {memory}provider "
@@ -319,14 +156,19 @@ async def _until(deadline: float, platform: Helper) -> None:
 
 
 async def soak(bench: Bench, config: Config) -> dict[str, Any]:
+    # SIGTERM cancels the soak like Ctrl-C does (asyncio.run cancels the main task): the
+    # finally below stops everything in order, the webhook receiver's server included.
+    main_task = asyncio.current_task()
+    assert main_task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
     rng = random.Random(config.seed)
     data_dir = bench.workdir / "platform"
     database = await bench.database() if os.environ.get("TENANTRY_DATABASE_URL") else None
-    provider = Provider(bench, _port_outside_ephemeral_range())
+    provider = Provider(bench, port_outside_ephemeral_range())
     mcp = bench.mcp_server()
     model_url = await provider.start()
     mcp_url = await mcp.ready()
-    port = _port_outside_ephemeral_range()
+    port = port_outside_ephemeral_range()
     platform = start_platform(bench, data_dir, port, model_url,
                               database.dsn if database else None)
     hooks = Webhooks({})
@@ -347,7 +189,7 @@ async def soak(bench: Bench, config: Config) -> dict[str, Any]:
                     f"{config.in_flight} unfinished (SOAK_SEED={config.seed})")
         load = Load(base, tenants, f"http://127.0.0.1:{receiver.port}", rate=config.rate,
                     in_flight=config.in_flight, seed=config.seed)
-        schedule = outage_schedule(config, rng)
+        schedule = outage_schedule(config.seconds, rng)
         stop_creating, stop_approving = asyncio.Event(), asyncio.Event()
         t0 = time.monotonic()
         tasks = [asyncio.create_task(sampler(platform, data_dir, t0, samples)),
@@ -387,7 +229,7 @@ async def soak(bench: Bench, config: Config) -> dict[str, Any]:
             await load.aclose()
         await receiver.stop()
         exit_status = await asyncio.to_thread(stop_platform, platform, data_dir)
-        _keep_logs(platform, data_dir)
+        _keep_logs(platform, data_dir, samples)
     errors = log.read()
     pg_log = data_dir / "postgres.log"
     pg_errors = postgres_errors(pg_log.read_text(errors="replace").splitlines()
@@ -402,9 +244,9 @@ async def soak(bench: Bench, config: Config) -> dict[str, Any]:
                    "external" if database else "embedded")
 
 
-def _keep_logs(platform: Helper, data_dir: Path) -> None:
+def _keep_logs(platform: Helper, data_dir: Path, samples: list[Sample]) -> None:
     """SOAK_LOG_DIR=<dir>: copy the platform's and Postgres's logs there before the temp
-    dir goes (to read what an error line was about)."""
+    dir goes (to read what an error line was about), and every sample (samples.jsonl)."""
     target = os.environ.get("SOAK_LOG_DIR")
     if not target:
         return
@@ -413,7 +255,11 @@ def _keep_logs(platform: Helper, data_dir: Path) -> None:
     for path in (platform.stdout, platform.stderr, data_dir / "postgres.log"):
         if path.exists():
             shutil.copy(path, keep / path.name)
-    console.log(f"logs copied to {keep}")
+    with (keep / "samples.jsonl").open("wb") as out:
+        for s in samples:
+            out.write(orjson.dumps({"at_s": round(s.at_s, 1), "programs": s.programs,
+                                    **{g: asdict(u) for g, u in s.groups.items()}}) + b"\n")
+    console.log(f"logs and samples copied to {keep}")
 
 
 async def _effects(mcp_url: str) -> dict[str, int]:
@@ -453,7 +299,7 @@ def _result(config: Config, load: Load, samples: list[Sample], after_drain: Samp
         **{k: v for k, v in total.items() if k not in ("rss_mib_per_hour", "fds_per_hour")},
         "by_group": {g: trend(window, g) for g in ("platform", "children", "postgres",
                                                    "strays")},
-        "rss_mib_after_drain": round(after_drain.total.rss_kib / 1024, 1),
+        "rss_mib_after_drain": round(after_drain.total.pss_kib / 1024, 1),
         "fds_after_drain": after_drain.total.fds,
         "children_programs_end": samples[-1].programs if samples else {},
         "window_min": [round(config.window_start_s / 60, 1), config.minutes],
@@ -493,8 +339,6 @@ def _result(config: Config, load: Load, samples: list[Sample], after_drain: Samp
 
 def main(argv: list[str] | None = None) -> int:
     config = _config(sys.argv[1:] if argv is None else argv)
-    # SIGTERM unwinds like Ctrl-C: every process started is stopped on the way out.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
     raise_fd_limit()
     try:
         with Bench("soak") as bench:
@@ -502,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as exc:
         console.print(f"soak failed: {exc}", style="red", markup=False)
         return 2
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):
         console.print("soak interrupted; everything it started is stopped", style="yellow")
         return 130
     emit(result)
