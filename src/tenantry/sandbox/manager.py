@@ -7,7 +7,9 @@ the run — this one, another, or a fresh one after a crash — restores from th
 The parked VM is paused and kept for ``hibernate_after`` seconds in case the run comes back
 here soon (an approval answered within minutes); past that it is destroyed (hibernated).
 A kept sandbox is reused only if its last save is the one the log names, so a run that
-went on elsewhere in between never gets stale files."""
+went on elsewhere in between never gets stale files. A run that parks again before using its
+sandbox (back from an approval, straight into a model outage) has nothing new to save: its
+paused sandbox is not asked (a paused guest cannot answer) and the log's last save stands."""
 
 from __future__ import annotations
 
@@ -34,6 +36,9 @@ class _Kept:
     sandbox: Sandbox
     saved_ref: str | None = None
     hibernation: asyncio.TimerHandle | None = None
+    # The run may have changed its files since saved_ref: only a sandbox handed out by
+    # for_run can change them.
+    changed: bool = True
 
 
 class SandboxManager:
@@ -78,6 +83,7 @@ class SandboxManager:
                 if kept.sandbox.alive and kept.saved_ref == restore_ref:
                     try:
                         await kept.sandbox.instance.resume()
+                        kept.changed = True
                         return kept.sandbox, False
                     except SandboxError as exc:
                         logger.warning("kept sandbox did not resume: %s", exc)
@@ -95,13 +101,14 @@ class SandboxManager:
             return sandbox, True
 
     async def save(self, tenant: TenantId, run: RunId) -> SavedFiles | None:
-        """Save the run's files if it has a live sandbox here (None if it has none)."""
+        """Save the run's files if it has a live sandbox here (None if it has none, or
+        if it has not been used since its last save: that save still holds)."""
         key = (tenant.value, str(run))
         kept = self._kept.get(key)
-        if kept is None or not kept.sandbox.alive:
+        if kept is None or not kept.sandbox.alive or not kept.changed:
             return None
         saved = await kept.sandbox.save_files(self.blobs)
-        kept.saved_ref = saved.ref
+        kept.saved_ref, kept.changed = saved.ref, False
         return saved
 
     def parked(self, tenant: TenantId, run: RunId) -> None:
@@ -110,6 +117,9 @@ class SandboxManager:
         kept = self._kept.get(key)
         if kept is None:
             return
+        if kept.hibernation is not None:  # parked again while still paused: a new timer
+            kept.hibernation.cancel()
+            kept.hibernation = None
         if self.hibernate_after <= 0:
             self._spawn(self._hibernate(key))
             return

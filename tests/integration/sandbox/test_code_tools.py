@@ -102,3 +102,60 @@ async def test_a_long_wait_hibernates_and_the_run_gets_its_files_back(
     completed = [e["data"] for e in events if e["type"] == "ToolCompleted"]
     before, after = completed[0]["sandbox"], completed[1]["sandbox"]
     assert after["id"] != before["id"] and after["restored_from"] == saved
+
+
+async def test_a_run_that_parks_twice_without_running_code_keeps_its_sandbox_and_files(
+    api: Api, fakes: Fakes, database_dsn: str, driver: PooledDriver, tmp_path: Path,
+) -> None:
+    # The sandbox is paused when the run waits for an approval, and stays paused while the
+    # run comes back (denied: no code runs) and parks again because its model is down.
+    # That second park has nothing new to save — and a paused guest cannot answer a save.
+    manager = SandboxManager(driver, DirectoryBlobStore(tmp_path / "blobs"),
+                             limits=TEST_LIMITS[driver.backend], hibernate_after=300)
+    _, h = await api.tenant()
+    agent = await api.agent(h, tools=["write_file", "list_files", "run_python"],
+                            needs_approval=["list_files"])
+    try:
+        async with running_worker(database_dsn, fakes.model.base_url, sandboxes=manager):
+            run_id = await api.start(h, agent, scripted(
+                call("write_file", path="data/numbers.txt", content="1 2 3"),
+                call("list_files"),
+                call("run_python", code=SUM_CODE),
+                answer("{last_tool_result}")))
+            pending: list[dict[str, str]] = []
+
+            async def approval_pending() -> bool:
+                nonlocal pending
+                pending = (await api.client.get("/v1/approvals", params={"status": "pending"},
+                                                headers=h)).json()["data"]
+                return bool(pending)
+
+            await until(approval_pending, "the run waiting for its approval", 120)
+            fakes.model.set_mode("down")
+            r = await api.client.post(f"/v1/approvals/{pending[0]['approval_id']}",
+                                      json={"decision": "deny"}, headers=h)
+            assert r.status_code == 200, r.text
+
+            async def parked_for_the_model() -> bool:
+                r = await api.client.get(f"/v1/runs/{run_id}/events", headers={
+                    **h, "Accept": "application/json"})
+                body = r.json()
+                return body["run_ended"] or any(
+                    e["type"] == "RunParked" for e in body["events"])
+
+            await until(parked_for_the_model, "the run parked for its model", 60)
+            fakes.model.set_mode("ok")
+            events = await api.events_until_end(h, run_id, within=120)
+    finally:
+        await manager.destroy_all()
+    run = await api.run(h, run_id)
+    assert run["status"] == "finished", run
+    assert json.loads(str(run["answer"]))["stdout"] == "6\n"
+    types = [e["type"] for e in events]
+    assert "RunParked" in types and types.count("SandboxSaved") == 1, types
+    completed = [e["data"] for e in events if e["type"] == "ToolCompleted"]
+    written, ran = completed[0], completed[2]
+    assert [c["tool"] for c in completed] == ["write_file", "list_files", "run_python"]
+    # The paused sandbox was kept and resumed: the same one, nothing restored.
+    assert ran["sandbox"]["id"] == written["sandbox"]["id"]
+    assert "restored_from" not in ran["sandbox"]
