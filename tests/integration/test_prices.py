@@ -190,15 +190,15 @@ async def test_prices_are_listed_with_the_defaults_and_each_models_history(api: 
     await put_price(api, "sandbox", {"per_second_micros": 40})
 
     seen: list[dict[str, Any]] = []
-    after: str | None = None
+    cursor: str | None = None
     while True:
-        params: dict[str, Any] = {"limit": 2, **({"after": after} if after else {})}
+        params: dict[str, Any] = {"limit": 2, **({"cursor": cursor} if cursor else {})}
         r = await api.client.get("/admin/v1/prices", params=params, headers=api.operator)
         assert r.status_code == 200, r.text
         page = r.json()
         seen += page["data"]
-        after = page["next_after"]
-        if after is None:
+        cursor = page["next_cursor"]
+        if cursor is None:
             break
     by_model = {p["model"]: p for p in seen}
     assert [p["model"] for p in seen] == sorted(by_model)  # each once, in name order
@@ -293,5 +293,5 @@ async def test_the_openapi_document_declares_the_price_routes_and_their_rules(
         assert (number["minimum"], number["maximum"]) == (0, 2**63 - 1), name
     assert body["properties"]["effective_from"]["anyOf"][0]["format"] == "date-time"
     listing = doc["paths"]["/admin/v1/prices"]["get"]
-    assert {p["name"] for p in listing["parameters"]} == {"after", "limit"}
+    assert {p["name"] for p in listing["parameters"]} == {"cursor", "limit"}
     assert "get" in doc["paths"]["/admin/v1/prices/{model}"]

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends, Path, Query, Response
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from tenantry.api.auth import operator, platform
+from tenantry.api.pages import PageRequest, matching, page_request
 from tenantry.api.platform import Platform
 from tenantry.errors import NotFound, ValidationFailed
 from tenantry.ledger import prices
@@ -22,6 +23,7 @@ router = APIRouter(prefix="/admin/v1", tags=["operator"], dependencies=[Depends(
 
 #: A model name as accounts and prices take it: no whitespace, control characters or `*`.
 MODEL_PATTERN = r"^[^\s\x00-\x1f\x7f*]{1,200}$"
+_MODEL_CURSOR = matching(MODEL_PATTERN)
 Micros = Annotated[int, Field(ge=0, le=MAX_MICROS, strict=True)]
 ModelPath = Annotated[str, Path(
     min_length=1, max_length=200, pattern=MODEL_PATTERN,
@@ -71,8 +73,7 @@ class PriceOut(BaseModel):
 
 class PricePage(BaseModel):
     data: list[PriceOut]
-    next_after: str | None = Field(description="Pass as `after` for the next page; None: "
-                                               "this was the last.")
+    next_cursor: str | None
 
 
 class PriceHistory(BaseModel):
@@ -120,16 +121,13 @@ async def put_price(model: ModelPath, body: PutPrice, response: Response,
 
 @router.get("/prices", response_model=PricePage)
 async def list_prices(
-    after: str | None = Query(None, min_length=1, max_length=200, pattern=MODEL_PATTERN,
-                              description="The last model of the previous page."),
-    limit: int = Query(100, ge=1, le=500),
-    p: Platform = Depends(platform),
+    page: PageRequest = Depends(page_request), p: Platform = Depends(platform),
 ) -> PricePage:
     """Each model's price in force now — the operator's, or the built-in default — and the
     sandbox's, by model name."""
-    page = await prices.in_force_page(p.db, after, limit)
-    return PricePage(data=[_out(v, True) for v in page],
-                     next_after=page[-1].model if len(page) == limit else None)
+    found = await prices.in_force_page(p.db, page.position(_MODEL_CURSOR), page.limit)
+    return PricePage(data=[_out(v, True) for v in found],
+                     next_cursor=page.next_cursor(found, lambda v: v.model))
 
 
 @router.get("/prices/{model:path}", response_model=PriceHistory)
