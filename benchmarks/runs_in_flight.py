@@ -64,6 +64,7 @@ from _harness import (
 from tenantry.config import Settings
 from tenantry.db import Database
 from tenantry.ids import RunId
+from tenantry.scheduler.policy import TenantPolicy, set_policy
 
 SAMPLE_EVERY_S = 0.5
 FINISH_TIMEOUT_S = 420.0
@@ -166,6 +167,10 @@ async def _benchmark(bench: Bench) -> dict[str, Any]:
                                 max_size=8)
     try:
         tenancy = await provision(db, mcp_url, ("echo",))
+        # One tenant holds every run, as an operator lets a large tenant: the default
+        # policy's max_running (100) would cap what is measured here, not the worker.
+        await set_policy(db, tenancy.tenant, TenantPolicy(max_running=total,
+                                                          max_queued=max(total, 10_000)))
         made = _scripts(total, low, high)
         console.log(f"queueing {total} runs (model delays {low}-{high} ms)")
         ids: list[RunId] = await create_runs(db, tenancy, [value for value, _ in made])
