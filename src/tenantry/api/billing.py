@@ -13,7 +13,7 @@ from tenantry.api.admin import Label
 from tenantry.api.auth import operator, platform
 from tenantry.api.platform import Platform
 from tenantry.api.problems import MEDIA_TYPE
-from tenantry.errors import NotFound, ValidationFailed
+from tenantry.errors import ValidationFailed
 from tenantry.ledger import provider_fetch, provider_reports, reconcile
 from tenantry.ledger.provider_reports import ProviderExport
 from tenantry.models import accounts
@@ -23,7 +23,6 @@ router = APIRouter(prefix="/admin/v1/billing", tags=["operator"],
 
 MAX_DAYS = 366
 EARLIEST, LATEST = date(2000, 1, 1), date(2099, 12, 31)
-ACCOUNT_NOT_FOUND = "No model account with this id."
 
 
 class FetchReport(BaseModel):
@@ -122,10 +121,7 @@ async def reconcile_account(body: ReconcileIn,
     """Compare the account's usage facts per UTC day with the provider's own report and
     store the result. A day is flagged when a figure differs by more than 1% or the day
     appears on one side only; `flagged_days` counts them."""
-    try:
-        account = await accounts.get_account(p.db, body.account)
-    except NotFound:
-        raise NotFound(ACCOUNT_NOT_FOUND) from None
+    account = await accounts.get_account(p.db, body.account)  # 404 when there is none
     if body.export is not None:
         if body.export.format != account.provider:
             raise ValidationFailed(f"export.format: the report is {body.export.format}'s but "

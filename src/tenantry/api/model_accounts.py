@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import secrets
 from datetime import datetime
 from typing import Annotated, Literal
@@ -12,9 +11,9 @@ from pydantic import BaseModel, Field
 
 from tenantry.api.admin import TENANT_NOT_FOUND, VAULT_ERROR
 from tenantry.api.auth import operator, platform
-from tenantry.api.fields import INT4_MAX, LABEL_RE, Body, HttpUrl, Label, SecretName, Text
+from tenantry.api.fields import INT4_MAX, Body, HttpUrl, Label, SecretName, Text
 from tenantry.api.pages import PageRequest, page_request
-from tenantry.api.params import name_or_404, parse_or_404
+from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.errors import NotFound, ValidationFailed
 from tenantry.ids import TenantId
@@ -28,8 +27,6 @@ router = APIRouter(prefix="/admin/v1", tags=["operator"], dependencies=[Depends(
 # No whitespace or control characters (a NUL cannot be stored); `*` only as a wildcard.
 ModelName = Annotated[str, Field(min_length=1, max_length=200,
                                  pattern=r"^[^\s\x00-\x1f\x7f]+$")]
-_LABEL = re.compile(LABEL_RE)
-ACCOUNT_NOT_FOUND = "No enabled model account with this id."
 
 
 class AccountFields(Body):
@@ -142,7 +139,6 @@ async def _page(p: Platform, page: PageRequest, tenant: TenantId | None) -> Mode
 @router.delete("/model-accounts/{account_id}", response_model=ModelAccountOut)
 async def disable_account(account_id: str, p: Platform = Depends(platform)) -> ModelAccountOut:
     """Stop routing to an account (runs on it move to another on their next step)."""
-    account_id = name_or_404(_LABEL, account_id, ACCOUNT_NOT_FOUND)
     return _out(await accounts.disable(p.db, account_id))
 
 

@@ -44,8 +44,3 @@ def seq_or_400(text: str, what: str) -> int:
     return value
 
 
-def name_or_404(pattern: re.Pattern[str], text: str, detail: str) -> str:
-    """A path segment naming something by a slug: one that cannot be a name is missing."""
-    if not pattern.fullmatch(text):
-        raise NotFound(detail)
-    return text
