@@ -1,6 +1,6 @@
 """Serve an ASGI app with uvicorn on a loopback socket, inside the running event loop or as
 the main thing a helper process does. The built-in scripted model serves on it, and so do
-the test servers in :mod:`tenantry.testing` (fake model, MCP)."""
+the test servers shipped for users' tests (fake model, MCP)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,9 @@
 :mod:`tenantry.models.scripted` scripts in OpenAI's chat completions wire format.
 
 The platform serves the ``scripted`` models from it when TENANTRY_MODEL_BASE_URL is unset
-(demos, local development); ``tenantry.testing.FakeModelServer`` builds on it with what only
-tests need (faults, rate limits, recorded requests, usage reports, Anthropic's wire format).
+(demos, local development); the testing package's ``FakeModelServer`` builds on it with
+what only tests need (faults, rate limits, recorded requests, usage reports, Anthropic's
+wire format).
 
 It speaks non-streaming ``POST /v1/chat/completions`` and ``GET /v1/models``. Which script
 answers is decided by :func:`~tenantry.models.scripted.select_script`.

@@ -1,6 +1,6 @@
 """What the scripted model server asks of a provider's wire format (:class:`Wire`), and the
 pieces every format shares. Each format lives in its own module: :mod:`.openai_wire` (the one
-the platform serves) and ``tenantry.testing._anthropic_wire`` (tests only)."""
+the platform serves) and the testing package's ``_anthropic_wire`` (tests only)."""
 
 from __future__ import annotations
 
