@@ -14,16 +14,19 @@ from tenantry.errors import Conflict
 from tenantry.ids import AgentId, TenantId
 from tenantry.tenants import service as tenants
 
-DEMO_TENANT = TenantId("demo")
-DEMO_AGENT = "demo-agent"
-DEMO_KEY_NAME = "tenantry up --demo"
-
 
 @dataclass(frozen=True, slots=True)
 class Demo:
+    """What the start-up banner shows: the tenant, this start's API key, the agent."""
+
     tenant: TenantId
     api_key: str
     agent_id: AgentId
+
+
+DEMO_TENANT = TenantId("demo")
+DEMO_AGENT = "demo-agent"
+DEMO_KEY_NAME = "tenantry up --demo"
 
 
 async def ensure_demo(dsn: str, settings: Settings) -> Demo:
