@@ -29,7 +29,6 @@ def migrate(settings: Settings) -> int:
     logs.configure(settings.log_format)
     database = resolve_database(settings)
     try:
-        asyncio.run(check_database(database.dsn))
         return len(asyncio.run(_migrate_with_progress(database.dsn)))
     except DATABASE_DOWN as exc:  # it went away after the check
         raise StartupFailed(describe_failure(database.dsn, exc)) from None
@@ -38,6 +37,7 @@ def migrate(settings: Settings) -> int:
 
 
 async def _migrate_with_progress(dsn: str) -> list[Migration]:
+    await check_database(dsn)
     console = Console(stderr=True)
     with console.status("applying migrations") as status:
         def show(m: Migration) -> None:
