@@ -34,9 +34,9 @@ import uvicorn
 from starlette.requests import ClientDisconnect
 
 from _harness import Bench, console, emit
-from tenantry.api.app import create_app
+from tenantry.bootstrap.api import build_app
+from tenantry.bootstrap.services import ApiServer
 from tenantry.config import Settings
-from tenantry.serve import ApiServer
 from tenantry.testing.fake_model import FakeModelServer
 from tenantry.testing.mcp_server import EffectsMcpServer
 from tenantry.vault import MasterKey
@@ -80,7 +80,7 @@ async def serve_api(dsn: str, master_key: str) -> AsyncIterator[str]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(create_app(settings, dsn), log_config=None, access_log=False,
+    config = uvicorn.Config(build_app(settings, dsn), log_config=None, access_log=False,
                             lifespan="on")
     server = ApiServer(config)  # leaves SIGINT to asyncio.run: Ctrl-C cleans up in order
     task = asyncio.create_task(server.serve(sockets=[sock]))

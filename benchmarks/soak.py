@@ -73,7 +73,7 @@ from _soak_platform import (
     wait_healthy,
 )
 from _soak_procs import Sample, postgres_errors, sample, trend
-from tenantry.testing._server import LoopbackServer
+from tenantry.models.loopback import LoopbackServer
 
 TENANTS = ["soak-a", "soak-b", "soak-c"]
 SAMPLE_EVERY_S = 10.0

@@ -8,9 +8,9 @@ deciding, and the append transaction that saves the result and renews the lease 
 Set-up: a fresh database (``TENANTRY_DATABASE_URL``, else an embedded Postgres), the fake
 model server and the MCP test server each in their own process (so their CPU does not run in
 the worker's event loop), and one worker in this process, built by the factory ``tenantry
-worker`` uses (``tenantry.runtime.engine``: same settings, same pool sizes). Every run carries
-the script ``echo → echo → answer`` with no model delay: 6 steps per run (3 model, 2 tool,
-1 finish).
+worker`` uses (``tenantry.bootstrap.worker.engine``: same settings, same pool sizes). Every
+run carries the script ``echo → echo → answer`` with no model delay: 6 steps per run
+(3 model, 2 tool, 1 finish).
 
 Phases: a warm-up (opens pooled connections, prepares statements), then the measured phase
 (``STEP_OVERHEAD_RUNS`` runs, default 200, at most ``STEP_OVERHEAD_CONCURRENCY``, default 20,
@@ -58,7 +58,7 @@ from _harness import (
     source_state,
     wait_for,
 )
-from tenantry import runtime
+from tenantry.bootstrap import worker as runtime
 from tenantry.config import Settings
 from tenantry.ids import RunId
 from tenantry.runs.driver import Engine, StepStats
@@ -162,8 +162,8 @@ async def _benchmark(bench: Bench) -> dict[str, Any]:
         "postgres": bench.postgres_cpu(),
     })
 
-    # The engine `tenantry worker` runs (tenantry.runtime.engine: pool, model client, MCP
-    # client, tool gateway), pointed at the fake model server.
+    # The engine `tenantry worker` runs (tenantry.bootstrap.worker.engine: pool, model
+    # client, MCP client, tool gateway), pointed at the fake model server.
     async with runtime.engine(settings.with_(model_base_url=model_url), database.dsn,
                               name="bench") as engine:
         tenancy = await provision(engine.db, mcp_url, ("echo",))

@@ -20,7 +20,7 @@ import orjson
 import pytest
 import uvicorn
 
-from tenantry.api.app import create_app
+from tenantry.bootstrap.api import build_app
 from tenantry.config import Settings
 from tenantry.db import Database
 from tenantry.db.embedded import EmbeddedPostgres
@@ -218,7 +218,7 @@ async def serving_api(database_dsn: str, *, local: LocalWorkers | None = None,
         "db_pool_max": 5, "max_body_bytes": 64 * 1024,
         "master_key": TEST_MASTER_KEY.encoded(), **overrides})
     port = free_port()
-    config = uvicorn.Config(create_app(settings, database_dsn, local=local), host="127.0.0.1",
+    config = uvicorn.Config(build_app(settings, database_dsn, local=local), host="127.0.0.1",
                             port=port,
                             log_config=None, access_log=False, lifespan="on")
     server = uvicorn.Server(config)

@@ -1,12 +1,12 @@
-"""The ``tenantry`` command. Heavy libraries are imported inside commands so that
-``tenantry --help`` stays fast."""
+"""The ``tenantry`` command: parses flags and calls :mod:`tenantry.bootstrap` (or
+``cli_client``/``cli_billing``) to do the work. Heavy libraries are imported inside
+commands so that ``tenantry --help`` stays fast."""
 
 from __future__ import annotations
 
-import asyncio
-import shlex
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
@@ -14,8 +14,9 @@ from tenantry import __version__
 
 if TYPE_CHECKING:
     from tenantry.config import Settings
-    from tenantry.platform_setup import Demo
     from tenantry.runs.replay import RecordedRun
+
+T = TypeVar("T")
 
 app = typer.Typer(
     name="tenantry",
@@ -63,43 +64,11 @@ def version() -> None:
 @app.command("migrate")
 def migrate_cmd(database_url: DatabaseUrl = None, data_dir: DataDir = None) -> None:
     """Apply pending database migrations (the embedded database when no URL is given)."""
-    from tenantry import logs
-    from tenantry.platform_setup import resolve_database
+    from tenantry.bootstrap import commands
 
     settings = _settings(database_url=database_url, data_dir=data_dir)
-    logs.configure(settings.log_format)
-    from tenantry.db import DATABASE_DOWN
-    from tenantry.db.reach import check_database, describe_failure
-    from tenantry.errors import TenantryError
-
-    try:
-        database = resolve_database(settings)
-    except TenantryError as exc:
-        _fail(exc.detail)
-    try:
-        asyncio.run(check_database(database.dsn))
-        applied = asyncio.run(_migrate_with_progress(database.dsn))
-    except TenantryError as exc:
-        _fail(exc.detail)
-    except DATABASE_DOWN as exc:  # it went away after the check
-        _fail(describe_failure(database.dsn, exc))
-    finally:
-        database.stop()
-    typer.echo(f"applied {len(applied)} migration(s); schema is current")
-
-
-async def _migrate_with_progress(dsn: str) -> list[object]:
-    from rich.console import Console
-
-    from tenantry.platform_setup import apply_migrations
-
-    console = Console(stderr=True)
-    with console.status("applying migrations") as status:
-        def show(m: object) -> None:
-            status.update(f"applying {m.version:04d}_{m.name}")  # type: ignore[attr-defined]
-            console.log(f"migration {m.version:04d}_{m.name}")  # type: ignore[attr-defined]
-
-        return list(await apply_migrations(dsn, show))
+    applied = _run(lambda: commands.migrate(settings))
+    typer.echo(f"applied {applied} migration(s); schema is current")
 
 
 ModelBaseUrl = Annotated[
@@ -186,94 +155,9 @@ def up(
 
 
 def _serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers: int) -> None:
-    import uvicorn
+    from tenantry.bootstrap import process
 
-    from tenantry import logs
-    from tenantry.api.app import create_app
-    from tenantry.db import DATABASE_DOWN
-    from tenantry.db.migrate import pending
-    from tenantry.db.outage import Outage
-    from tenantry.db.reach import check_database, describe_failure
-    from tenantry.errors import TenantryError
-    from tenantry.platform_setup import (
-        apply_migrations,
-        ensure_demo,
-        master_key,
-        operator_token,
-        resolve_database,
-    )
-    from tenantry.runs.inprocess import LocalWorkers
-    from tenantry.runtime import process_metrics, run_worker
-    from tenantry.serve import ApiServer, Service, ServiceFailed, api_service, run_until_signalled
-
-    logs.configure(settings.log_format)
-    supplied_token = settings.operator_token is not None
-    settings = settings.with_(operator_token=operator_token(settings))
-    try:
-        if migrate:  # `up`: a development vault key in the data dir unless one is configured
-            master_key(settings, create=True)
-        database = resolve_database(settings)
-    except TenantryError as exc:
-        _fail(exc.detail)
-    try:
-        # First, and alone: a database that is missing, unreachable or refuses us is one
-        # line naming where and what to do, not a traceback from whatever touched it first.
-        asyncio.run(check_database(database.dsn))
-        if migrate:
-            asyncio.run(apply_migrations(database.dsn))
-        else:
-            missing = asyncio.run(_pending(database.dsn, pending))
-            if missing:
-                _fail(f"{missing} migration(s) pending; run 'tenantry migrate'")
-        services: list[Service] = []
-        # One record of database outages for the whole process: an outage is one line
-        # when it starts and one when it ends, however many loops and pools notice it.
-        outage = Outage()
-        # The API sees the workers of its own process (console: breakers, sandbox pool).
-        local = LocalWorkers() if api and workers else None
-        if api:
-            demo_info = asyncio.run(ensure_demo(database.dsn, settings)) if demo else None
-            base = f"http://{settings.host}:{settings.port}"
-            _banner(base, None if supplied_token else settings.operator_token, demo_info,
-                    "embedded" if database.embedded else "external")
-            config = uvicorn.Config(
-                create_app(settings, database.dsn, local=local, outage=outage),
-                host=settings.host,
-                port=settings.port,
-                log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=5,
-            )
-            app = config.app
-
-            def closing() -> None:
-                platform = getattr(app.state, "platform", None)  # type: ignore[union-attr]
-                if platform is not None:
-                    platform.closing.set()
-
-            services.append(api_service(ApiServer(config), closing))
-        dsn = database.dsn
-        # One metrics object for the process: the API's /metrics renders it with the
-        # database gauges; a standalone worker serves it on --metrics-port.
-        metrics = process_metrics(settings)
-        if not api and workers and settings.worker_metrics_port:
-            from tenantry.telemetry.http import metrics_app
-
-            assert settings.operator_token is not None
-            services.append(api_service(ApiServer(uvicorn.Config(
-                metrics_app(metrics, settings.operator_token), host=settings.host,
-                port=settings.worker_metrics_port, log_config=None, access_log=False,
-                lifespan="off"))))
-        for _ in range(workers):
-            services.append(lambda stop: run_worker(settings, dsn, stop, local, metrics, outage))
-        asyncio.run(run_until_signalled(*services))
-        metrics.spans.shutdown()
-    except TenantryError as exc:
-        _fail(exc.detail)
-    except ServiceFailed as exc:
-        _fail(str(exc))
-    except DATABASE_DOWN as exc:  # it went away after the check, before serving
-        _fail(describe_failure(database.dsn, exc))
-    finally:
-        database.stop()
+    _run(lambda: process.serve(settings, migrate=migrate, demo=demo, api=api, workers=workers))
 
 
 @app.command()
@@ -306,14 +190,12 @@ def replay(
             except (OSError, ValueError, KeyError) as exc:
                 _fail(f"{file}: not a recorded run: {exc}")
     if tenant is not None:
+        from tenantry.bootstrap import commands
         from tenantry.db import DATABASE_DOWN
-        from tenantry.errors import TenantryError
 
         settings = _settings(database_url=database_url, data_dir=data_dir)
         try:
-            records += asyncio.run(_records_from_db(settings, tenant, run or []))
-        except TenantryError as exc:
-            _fail(exc.detail)
+            records += _run(lambda: commands.recorded_runs(settings, tenant, run or []))
         except DATABASE_DOWN as exc:
             _fail(f"cannot reach the database: {exc}")
     if not records:
@@ -328,37 +210,6 @@ def replay(
         typer.echo(f"exported {len(records)} run(s) to {export}")
         return
     _report_replay(records)
-
-
-async def _records_from_db(
-    settings: Settings, tenant_text: str, run_ids: list[str]
-) -> list[tuple[str, RecordedRun]]:
-    from tenantry.db import Database
-    from tenantry.ids import RunId, TenantId
-    from tenantry.platform_setup import resolve_database
-    from tenantry.runs.replay import ended_runs, export_run
-
-    try:
-        tenant = TenantId.parse(tenant_text)
-        runs = [RunId.parse(r) for r in run_ids]
-    except ValueError as exc:
-        _fail(str(exc))
-    from tenantry.db.reach import check_database
-
-    database = resolve_database(settings)
-    try:
-        await check_database(database.dsn)
-    except BaseException:
-        database.stop()
-        raise
-    db = await Database.connect(database.dsn, role=settings.db_role or None, min_size=1,
-                                max_size=2)
-    try:
-        runs = runs or await ended_runs(db, tenant)
-        return [(str(r), await export_run(db, tenant, r)) for r in runs]
-    finally:
-        await db.close()
-        database.stop()
 
 
 def _report_replay(records: list[tuple[str, RecordedRun]]) -> None:
@@ -394,42 +245,14 @@ def rotate_master_key_cmd(
 
     The current key comes from TENANTRY_MASTER_KEY (or the data dir's dev key). Safe to run
     again after an interruption. Afterwards, start the platform with the new key."""
-    import asyncpg
-
-    from tenantry.db.reach import check_database
-    from tenantry.errors import TenantryError
-    from tenantry.platform_setup import master_key, resolve_database
-    from tenantry.vault import MasterKey, rotate_master_key
+    from tenantry.bootstrap import commands
 
     settings = _settings(database_url=database_url, data_dir=data_dir)
-    try:
-        old = master_key(settings)
-        new = MasterKey.parse(new_key, "--new-key")
-    except TenantryError as exc:
-        _fail(exc.detail)
-    if old is None:
-        _fail("no current master key: set TENANTRY_MASTER_KEY")
-    database = resolve_database(settings)
-
-    async def rotate() -> int:
-        await check_database(database.dsn)
-        # The migrating role, not the application role: rotation touches every tenant.
-        conn = await asyncpg.connect(database.dsn)
-        try:
-            return await rotate_master_key(conn, old, new)
-        finally:
-            await conn.close()
-
-    try:
-        count = asyncio.run(rotate())
-    except TenantryError as exc:
-        _fail(exc.detail)
-    finally:
-        database.stop()
-    if settings.master_key is None and (settings.data_dir / "master_key").exists():
-        (settings.data_dir / "master_key").write_text(new.encoded())
+    rotation = _run(lambda: commands.rotate_master_key(settings, new_key))
+    if rotation.dev_key_replaced:
         typer.echo("updated the development key in the data dir")
-    typer.echo(f"re-wrapped {count} tenant key(s) under master key {new.key_id}")
+    typer.echo(f"re-wrapped {rotation.rewrapped} tenant key(s) under master key "
+               f"{rotation.key_id}")
 
 
 def _client_commands() -> None:
@@ -507,42 +330,14 @@ def _fail(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
-async def _pending(dsn: str, pending: object) -> int:
-    import asyncpg
+def _run(command: Callable[[], T]) -> T:
+    """``command``'s result; a refusal from it (a platform error) is its one line, exit 2."""
+    from tenantry.errors import TenantryError
 
-    conn = await asyncpg.connect(dsn)
     try:
-        return len(await pending(conn))  # type: ignore[operator]
-    finally:
-        await conn.close()
-
-
-def _banner(base: str, token: str | None, demo: Demo | None, db_kind: str) -> None:
-    """What a person needs to start: the operator token (only if we generated it) and
-    ready-to-paste commands."""
-    lines = [f"Tenantry {__version__} on {base} (Postgres: {db_kind})",
-             f"operator token: {token or '(as configured in TENANTRY_OPERATOR_TOKEN)'}",
-             f"console: {base}/console (log in with the operator token)"]
-    if demo is not None:
-        body = shlex.quote(f'{{"agent_id": "{demo.agent_id}", "input": "Hello from the demo"}}')
-        auth = f"-H 'Authorization: Bearer {demo.api_key}'"
-        lines += [
-            f"demo tenant: {demo.tenant}  api key: {demo.api_key}",
-            "start a demo run:",
-            f"  curl -s -X POST {base}/v1/runs {auth} -H 'Content-Type: application/json' "
-            f"-d {body}",
-            "watch it:",
-            f"  curl -sN {base}/v1/runs/<run_id>/events {auth}",
-        ]
-    else:
-        bearer = token or "$TENANTRY_OPERATOR_TOKEN"
-        auth = f"-H \"Authorization: Bearer {bearer}\" -H 'Content-Type: application/json'"
-        lines += [
-            "create a tenant and an API key (or start with --demo):",
-            f"  curl -s -X POST {base}/admin/v1/tenants {auth} -d '{{\"name\": \"Acme\"}}'",
-            f"  curl -s -X POST {base}/admin/v1/tenants/<tenant_id>/api-keys {auth}",
-        ]
-    typer.echo("\n".join(lines), err=False)
+        return command()
+    except TenantryError as exc:
+        _fail(exc.detail)
 
 
 def main() -> None:

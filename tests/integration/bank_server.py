@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from mcp.server.mcpserver import Context, MCPServer
 
-from tenantry.testing._server import LoopbackServer
+from tenantry.models.loopback import LoopbackServer
 
 
 class BankMcpServer:

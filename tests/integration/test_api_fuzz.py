@@ -43,7 +43,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tenantry.api.app import create_app
+from tenantry.bootstrap.api import build_app
 from tenantry.config import Settings
 from tenantry.testing.mcp_server import EffectsMcpServer
 from tests.conftest import OPERATOR_TOKEN, TEST_MASTER_KEY, dsn_for, free_port
@@ -106,7 +106,7 @@ class _ServerThread:
                     database_url=dsn, operator_token=OPERATOR_TOKEN, db_pool_min=1,
                     db_pool_max=5,
                     master_key=TEST_MASTER_KEY.encoded())
-                config = uvicorn.Config(create_app(settings, dsn), host="127.0.0.1",
+                config = uvicorn.Config(build_app(settings, dsn), host="127.0.0.1",
                                         port=self.port, log_config=None, access_log=False,
                                         lifespan="on")
                 self.server = uvicorn.Server(config)
@@ -169,7 +169,7 @@ def _document() -> dict[str, Any]:
     (Schemathesis 4.32's lazy loader, ``schemathesis.pytest.from_fixture``, fails under
     pytest 9: it sets ``request.node._nodeid``, which pytest no longer has.)"""
     settings = Settings(operator_token=OPERATOR_TOKEN)
-    doc: dict[str, Any] = create_app(settings, "postgresql://unused").openapi()
+    doc: dict[str, Any] = build_app(settings, "postgresql://unused").openapi()
     return doc
 
 

@@ -21,10 +21,10 @@ from starlette.routing import Route
 from tenantry.db import Database
 from tenantry.errors import LeaseLost
 from tenantry.ids import RunId, TenantId
+from tenantry.models.loopback import LoopbackServer
 from tenantry.runs import lease as leases
 from tenantry.runs import log
 from tenantry.runs.webhooks import BlockedAddress, check_destination
-from tenantry.testing._server import LoopbackServer
 from tenantry.tools.gateway import ToolGateway, ToolResult
 from tests.conftest import TEST_ENGINE, Api, Fakes, answer, call, running_worker, scripted
 

@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 import httpx2
 import uvicorn
 
-from tenantry.api.app import create_app
+from tenantry.bootstrap.api import build_app
 from tenantry.config import Settings
 from tenantry.runs.inprocess import LocalWorkers
 from tenantry.telemetry.worker import WorkerMetrics
@@ -37,7 +37,7 @@ async def api_with_workers(dsn: str, local: LocalWorkers) -> AsyncIterator[Api]:
     """The API as `tenantry up` serves it: it sees the worker loops of its process."""
     settings = Settings(database_url=dsn, operator_token=OPERATOR_TOKEN, db_pool_min=1,
                         db_pool_max=5, master_key=TEST_MASTER_KEY.encoded())
-    config = uvicorn.Config(create_app(settings, dsn, local=local), host="127.0.0.1",
+    config = uvicorn.Config(build_app(settings, dsn, local=local), host="127.0.0.1",
                             port=free_port(), log_config=None, access_log=False, lifespan="on")
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())

@@ -1,9 +1,10 @@
-"""The HTTP app factory: wires settings, database and event hub into FastAPI routes."""
+"""The HTTP app factory: FastAPI routes over the :class:`Platform` its caller builds
+(``tenantry.bootstrap.api`` does, for a process), and the OpenAPI document they answer."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
@@ -28,17 +29,6 @@ from tenantry.api import (
 from tenantry.api.body_limit import BodyLimit
 from tenantry.api.platform import Platform
 from tenantry.config import Settings
-from tenantry.db import Database
-from tenantry.db.outage import Outage
-from tenantry.platform_setup import master_key
-from tenantry.runs.hub import EventHub
-from tenantry.runs.inprocess import LocalWorkers
-from tenantry.scheduler.admission import CellCapacity
-from tenantry.scheduler.shedding import CellLoad, ShedThresholds
-from tenantry.tenants.auth_cache import CHANNEL as KEY_CHANNEL
-from tenantry.tenants.auth_cache import AuthCache
-from tenantry.tools.mcp_client import McpToolClient
-from tenantry.vault import Vault
 
 _PROBLEM_SCHEMA = {
     "type": "object",
@@ -78,36 +68,16 @@ _BODY_METHODS = {"post", "put", "patch"}
 
 
 def create_app(
-    settings: Settings, dsn: str, *, local: LocalWorkers | None = None,
-    outage: Outage | None = None,
+    settings: Settings, platform: Callable[[], AbstractAsyncContextManager[Platform]],
 ) -> FastAPI:
-    """``dsn`` is the resolved database (the embedded one's or TENANTRY_DATABASE_URL);
-    ``local``: the workers sharing this process, if any (`tenantry up`); ``outage``: the
-    process's record of database outages, shared with those workers (one log line each)."""
+    """``platform`` opens what the handlers need for as long as the app serves (its
+    lifespan): ``tenantry.bootstrap.api.build_app`` passes the process's."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        db = await Database.connect(
-            dsn, role=settings.db_role or None, min_size=settings.db_pool_min,
-            max_size=settings.db_pool_max, outage=outage,
-        )
-        auth_cache = AuthCache()
-        # One LISTEN connection carries both the event tails and key revocations.
-        hub = EventHub(dsn, extra={KEY_CHANNEL: auth_cache.clear}, outage=db.outage)
-        mcp = McpToolClient()
-        master = master_key(settings)
-        try:
-            await hub.start()
-            vault = Vault(db, master) if master is not None else None
-            app.state.platform = Platform(
-                settings, db, hub, mcp, vault, auth_cache=auth_cache, master=master,
-                cell=CellCapacity(CellLoad(db, ShedThresholds.of(settings),
-                                           settings.load_read_seconds)), local=local)
+        async with platform() as state:
+            app.state.platform = state
             yield
-        finally:
-            await mcp.aclose()
-            await hub.close()
-            await db.close()
 
     app = FastAPI(
         title="Tenantry",

@@ -1,4 +1,4 @@
-"""What every request handler needs, built once by the app factory."""
+"""What every request handler needs, built for the app's lifespan (``bootstrap.api``)."""
 
 from __future__ import annotations
 

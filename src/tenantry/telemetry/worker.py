@@ -2,10 +2,10 @@
 *class* (the tenant's plan), never by tenant id (invariant 10).
 
 One :class:`WorkerMetrics` per process, built by the factory that starts the worker loops
-(``tenantry.runtime``; the tests build their own) and handed to each loop's ``Engine``. In
-``tenantry up`` the API's ``/metrics`` renders it together with the database gauges; a
-standalone ``tenantry worker`` serves it on ``--metrics-port``. Counters restart at zero
-with the process, as Prometheus expects; the ledger, not these, holds spending authority."""
+(``tenantry.bootstrap.worker``; the tests build their own) and handed to each loop's
+``Engine``. In ``tenantry up`` the API's ``/metrics`` renders it together with the database
+gauges; a standalone ``tenantry worker`` serves it on ``--metrics-port``. Counters restart
+at zero with the process, as Prometheus expects; the ledger, not these, holds spending authority."""
 
 from __future__ import annotations
 

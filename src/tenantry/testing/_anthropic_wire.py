@@ -17,7 +17,7 @@ from starlette.responses import Response
 
 from tenantry.models.anthropic import openai_messages, tool_input
 from tenantry.models.scripted import Reply
-from tenantry.testing._wire import Chat, json_response
+from tenantry.models.wire import Chat, json_response
 
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
                 403: "permission_error", 404: "not_found_error", 413: "request_too_large",
@@ -27,6 +27,7 @@ _DEFAULT_MESSAGES = {"rate_limit_error": "Number of requests has exceeded your r
 
 
 class AnthropicWire:
+    base_path = ""  # Anthropic's SDK takes the origin
     chat_path = "/v1/messages"
     id_prefix = "msg_"
     malformed = b'{"id": "msg_broken", "type": "message", "role": "assistant", "content": ['

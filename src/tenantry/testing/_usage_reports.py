@@ -25,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tenantry.testing._wire import Wire, json_response
+from tenantry.models.wire import Wire, json_response
 
 if TYPE_CHECKING:
     from tenantry.testing.fake_model import UsageRecord

@@ -1,5 +1,6 @@
 """A fake model server that answers from scripts over real HTTP, in OpenAI's chat
-completions or Anthropic's Messages wire format.
+completions or Anthropic's Messages wire format: the platform's built-in scripted model
+(:class:`tenantry.models.scripted_server.ScriptedModelServer`) plus what tests need.
 
 In a test::
 
@@ -35,11 +36,12 @@ from ``usage_log`` and guarded by ``admin_key`` (see :mod:`tenantry.testing._usa
 Costs need ``prices``. A test makes the provider disagree with the platform by appending a
 record the platform never saw to ``usage_log``, or by replacing one.
 
-Prompt cache (deterministic): the server remembers every prefix of at least two messages of
-the conversations it answered (per model and tool list). A request whose longest such prefix
-was seen before reports that prefix's :func:`~tenantry.models.scripted.prompt_tokens` as
-cached: OpenAI's ``usage.prompt_tokens_details.cached_tokens`` (``prompt_tokens`` still
-counts all), Anthropic's ``cache_read_input_tokens`` (``input_tokens`` is then the rest;
+Prompt cache (deterministic, :class:`~tenantry.models.scripted_server.PromptCache`): the
+server remembers every prefix of at least two messages of the conversations it answered (per
+model and tool list). A request whose longest such prefix was seen before reports that
+prefix's :func:`~tenantry.models.scripted.prompt_tokens` as cached: OpenAI's
+``usage.prompt_tokens_details.cached_tokens`` (``prompt_tokens`` still counts all),
+Anthropic's ``cache_read_input_tokens`` (``input_tokens`` is then the rest;
 ``cache_creation_input_tokens`` is always 0 and ``cache_control`` breakpoints are not
 needed; a step's ``usage`` override caps it). The cache belongs to the server, as a
 provider's belongs to an account: a run that moves to another account loses it.
@@ -56,11 +58,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import math
 import sys
 import time
-import uuid
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -68,25 +68,17 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 import orjson
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
-from starlette.types import ASGIApp
+from starlette.routing import BaseRoute
 
-from tenantry.models.scripted import (
-    Script,
-    ScriptError,
-    UnknownModel,
-    prompt_tokens,
-    select_script,
-)
+from tenantry.models.openai_wire import OpenAIWire
+from tenantry.models.scripted import Reply, Script, ScriptError, Usage
+from tenantry.models.scripted_server import PromptCache, ScriptedModelServer
 from tenantry.models.types import TokenUsage
+from tenantry.models.wire import Chat, Wire, json_response
 from tenantry.testing._anthropic_wire import AnthropicWire
-from tenantry.testing._openai_wire import OpenAIWire
-from tenantry.testing._server import LoopbackService
 from tenantry.testing._usage_reports import Prices, UsageReports
-from tenantry.testing._wire import Chat, Wire, json_response
 
 __all__ = ["FakeModelServer", "Fault", "RecordedRequest", "UsageRecord", "load_scripts", "main"]
 
@@ -94,9 +86,6 @@ Provider = Literal["openai", "anthropic"]
 Mode = Literal["ok", "hang", "malformed", "no_choices", "down"]
 
 _WINDOW_SECONDS = 60.0
-# Prefixes the prompt cache keeps (least recently used forgotten first): bounds a long
-# benchmark's memory; a test never comes near it.
-_CACHE_ENTRIES = 200_000
 # Each provider's request checks and reply, error and header shapes.
 _WIRES: dict[str, Wire] = {"openai": OpenAIWire(), "anthropic": AnthropicWire()}
 
@@ -162,7 +151,7 @@ class Fault:
     retry_after: float | None
 
 
-class FakeModelServer(LoopbackService):
+class FakeModelServer(ScriptedModelServer):
     def __init__(
         self,
         scripts: Mapping[str, Script] | None = None,
@@ -180,42 +169,30 @@ class FakeModelServer(LoopbackService):
             raise ValueError(f"unknown provider {provider!r}")
         if rpm is not None and rpm < 1:
             raise ValueError("rpm must be at least 1")
-        self.scripts: dict[str, Script] = dict(scripts or {})
+        wire = _WIRES[provider]
         self.provider: Provider = provider
         self.rpm = rpm
         self.models_endpoint = models_endpoint
         self.requests: list[RecordedRequest] = []
         self.usage_log: list[UsageRecord] = []
-        super().__init__(host=host, port=port, handle_signals=handle_signals)
-        self._wire = _WIRES[provider]
         self._faults: list[Fault] = []
         self._mode: Mode = "ok"
         self._released = asyncio.Event()  # cleared while in "hang" mode
         self._released.set()
         self._closing = False
-        self._cache = _PromptCache()
         self._window = _RequestWindow(rpm) if rpm is not None else None
-        self.reports = UsageReports(provider=provider, wire=self._wire,
+        # Before the base builds the app: its routes include the reports'.
+        self.reports = UsageReports(provider=provider, wire=wire,
                                     log=lambda: self.usage_log, record=self._record,
                                     admin_key=admin_key,
                                     prices=prices)
-        self.app = Starlette(routes=[
-            Route(self._wire.chat_path, self._chat, methods=["POST"]),
-            Route("/v1/models", self._models, methods=["GET"]),
-            *self.reports.routes(),
-        ])
+        super().__init__(scripts, wire=wire, host=host, port=port,
+                         handle_signals=handle_signals)
+
+    def _routes(self) -> list[BaseRoute]:
+        return [*super()._routes(), *self.reports.routes()]
 
     # ------------------------------------------------------------------ lifecycle
-
-    @property
-    def base_url(self) -> str:
-        """What the provider's SDK and Tenantry's client take as ``base_url``:
-        ``http://127.0.0.1:PORT/v1`` for openai, the origin ``http://127.0.0.1:PORT`` for
-        anthropic."""
-        return f"{self.origin}/v1" if self.provider == "openai" else self.origin
-
-    def _app(self) -> ASGIApp:
-        return self.app
 
     async def start(self) -> None:
         self._closing = False
@@ -260,7 +237,7 @@ class FakeModelServer(LoopbackService):
         self.requests.clear()
         self.usage_log.clear()
         self._faults.clear()
-        self._cache = _PromptCache()
+        self._cache = PromptCache()
         self._window = _RequestWindow(self.rpm) if self.rpm is not None else None
         self.set_mode("ok")
 
@@ -274,25 +251,25 @@ class FakeModelServer(LoopbackService):
         ))
         return body
 
-    async def _models(self, request: Request) -> Response:
-        await self._record(request)
+    async def _body(self, request: Request) -> bytes:
+        return await self._record(request)
+
+    def _model_list(self) -> Response:
         if not self.models_endpoint:  # optional: many OpenAI-compatible servers lack it
             return self._wire.error(404, "Unknown path: GET /v1/models.")
         if self._mode == "down":
             return self._wire.error(503, _DOWN)
-        names = ["scripted", "scripted/echo", *(f"scripted/{n}" for n in self.scripts)]
-        return json_response(200, self._wire.models(list(dict.fromkeys(names))))
+        return super()._model_list()
 
     async def _chat(self, request: Request) -> Response:
-        response = await self._answer(request)
+        response = await super()._chat(request)
         if self._window is not None:
             remaining, reset = self._window.state(time.monotonic())
             response.headers.update(self._wire.limit_headers(self._window.limit, remaining,
                                                              reset))
         return response
 
-    async def _answer(self, request: Request) -> Response:
-        body = await self._record(request)
+    async def _answer(self, body: bytes) -> Response:
         wire = self._wire
         if self._mode != "down":  # down: faults stay queued for when it is back
             if self._faults:
@@ -311,64 +288,23 @@ class FakeModelServer(LoopbackService):
             return wire.error(503, _DOWN)
         if self._mode == "malformed":
             return Response(wire.malformed, 200, media_type="application/json")
+        return await super()._answer(body)
 
-        try:
-            payload = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            return wire.error(400, "We could not parse the JSON body of your request.")
-        chat = wire.read(payload)
-        if isinstance(chat, Response):
-            return chat
-        try:
-            reply = select_script(chat.model, chat.messages, self.scripts).reply(chat.messages)
-        except UnknownModel as exc:
-            return wire.error(404, exc.detail, param="model", code="model_not_found")
-        except ScriptError as exc:
-            return wire.error(400, exc.detail, param="messages")
-
-        if reply.delay_ms:
-            await asyncio.sleep(reply.delay_ms / 1000)
-        completion_id = f"{wire.id_prefix}{uuid.uuid4().hex[:24]}"
+    def _complete(self, completion_id: str, chat: Chat, reply: Reply) -> Response:
         if self._mode == "no_choices":
-            return json_response(200, wire.without_content(completion_id, chat.model))
-        usage = reply.usage
-        cached = min(self._cache.serve(chat), usage.prompt_tokens)
-        self.usage_log.append(UsageRecord(completion_id, chat.model, usage.prompt_tokens,
+            return json_response(200, self._wire.without_content(completion_id, chat.model))
+        return super()._complete(completion_id, chat, reply)
+
+    def _served(self, completion_id: str, model: str, usage: Usage, cached: int) -> None:
+        self.usage_log.append(UsageRecord(completion_id, model, usage.prompt_tokens,
                                           usage.completion_tokens, usage.total_tokens,
                                           cached, self.provider))
-        return json_response(200, wire.completion(completion_id, chat.model, reply, cached))
 
 
 _DOWN = "The server is temporarily unavailable."
 
 
 # ---------------------------------------------------------------------- simulations
-
-
-class _PromptCache:
-    """Prefixes (at message boundaries, two messages at least) of the conversations served,
-    keyed by model and tools too, as a provider's cache is."""
-
-    def __init__(self) -> None:
-        self._seen: dict[bytes, None] = {}  # insertion order = least recently used first
-
-    def serve(self, chat: Chat) -> int:
-        """Prompt tokens of the longest prefix of ``chat`` served before; remembers its
-        prefixes for the requests after it."""
-        digest = hashlib.sha256(orjson.dumps([chat.model, chat.tools],
-                                             option=orjson.OPT_SORT_KEYS))
-        prefixes: list[bytes] = []
-        for message in chat.messages:
-            digest.update(orjson.dumps(message, option=orjson.OPT_SORT_KEYS))
-            prefixes.append(digest.digest())
-        hit = next((length for length in range(len(prefixes), 1, -1)
-                    if prefixes[length - 1] in self._seen), 0)
-        for prefix in prefixes[1:]:
-            self._seen.pop(prefix, None)
-            self._seen[prefix] = None
-        while len(self._seen) > _CACHE_ENTRIES:
-            del self._seen[next(iter(self._seen))]
-        return prompt_tokens(chat.messages[:hit]) if hit else 0
 
 
 class _RequestWindow:

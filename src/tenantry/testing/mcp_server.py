@@ -40,7 +40,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tenantry.testing._server import LoopbackService
+from tenantry.models.loopback import LoopbackService
 
 __all__ = ["EffectsMcpServer", "KeyCount", "ToolCallRecord", "main"]
 

@@ -1,4 +1,4 @@
-"""OpenAI's chat completions wire format for the fake model server: requests validated as
+"""OpenAI's chat completions wire format for the scripted model server: requests validated as
 OpenAI does (``POST /v1/chat/completions``, non-streaming), its reply, error, model-list
 and rate-limit header shapes."""
 
@@ -12,12 +12,13 @@ from starlette.responses import Response
 
 from tenantry.models.ratelimits import format_duration
 from tenantry.models.scripted import Reply
-from tenantry.testing._wire import Chat, json_response
+from tenantry.models.wire import Chat, json_response
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 
 
 class OpenAIWire:
+    base_path = "/v1"
     chat_path = "/v1/chat/completions"
     id_prefix = "chatcmpl-"
     malformed = b'{"id": "chatcmpl-broken", "object": "chat.completion", "choices": ['

@@ -1,6 +1,6 @@
-"""What the fake model server asks of a provider's wire format (:class:`Wire`), and the
-pieces both formats share. Each format lives in its own module: ``_openai_wire`` and
-``_anthropic_wire``."""
+"""What the scripted model server asks of a provider's wire format (:class:`Wire`), and the
+pieces every format shares. Each format lives in its own module: :mod:`.openai_wire` (the one
+the platform serves) and the testing package's ``_anthropic_wire`` (tests only)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ class Chat:
 
 
 class Wire(Protocol):
+    base_path: str  # what a client appends to the origin for its base_url
     chat_path: str
     id_prefix: str
     malformed: bytes

@@ -15,6 +15,8 @@ from typing import Any
 
 import uvicorn
 
+from tenantry.bootstrap import StartupFailed
+
 Service = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
 
 
@@ -32,8 +34,8 @@ class ApiServer(uvicorn.Server):
             self.should_exit = True
 
 
-class ServiceFailed(Exception):
-    pass
+class ServiceFailed(StartupFailed):
+    """A service that did not start (the API could not bind its port)."""
 
 
 def api_service(server: ApiServer, on_stop: Callable[[], None] | None = None) -> Service:

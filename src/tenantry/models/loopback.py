@@ -1,5 +1,6 @@
 """Serve an ASGI app with uvicorn on a loopback socket, inside the running event loop or as
-the main thing a helper process does. Shared by the fake model and the MCP test server."""
+the main thing a helper process does. The built-in scripted model serves on it, and so do
+the test servers shipped for users' tests (fake model, MCP)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ class _Server(uvicorn.Server):
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
-        # Embedded in a test's loop, uvicorn must not take over the host's SIGINT/SIGTERM.
+        # Embedded in another loop (the platform's, a test's), uvicorn must not take over
+        # the host's SIGINT/SIGTERM.
         if self._handle_signals:
             with super().capture_signals():
                 yield
@@ -69,7 +71,7 @@ class LoopbackServer:
             if self._task.done():
                 # Startup failed (uvicorn exits with SystemExit): surface it as an error.
                 exc = self._task.exception()
-                raise RuntimeError("test server failed to start") from exc
+                raise RuntimeError("loopback server failed to start") from exc
             await asyncio.sleep(0.005)
 
     async def wait(self) -> None:
@@ -86,7 +88,7 @@ class LoopbackServer:
 
 
 class LoopbackService(abc.ABC):
-    """The shared lifecycle of the test servers: ``async with`` (or ``start``/``stop``),
+    """The shared lifecycle of the loopback servers: ``async with`` (or ``start``/``stop``),
     ``wait`` until stopped, and the ``origin`` they listen on."""
 
     def __init__(self, *, host: str, port: int, handle_signals: bool) -> None:

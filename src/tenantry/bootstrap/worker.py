@@ -10,13 +10,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from tenantry.blobs import DirectoryBlobStore
+from tenantry.bootstrap.secrets import master_key
 from tenantry.config import Settings
 from tenantry.db import Database
 from tenantry.db.outage import Outage
 from tenantry.ledger.prices import PriceBook
 from tenantry.models.accounts import ANY_MODEL, ANY_REGION, ModelAccount
 from tenantry.models.gateway import ModelGateway
-from tenantry.platform_setup import master_key
+from tenantry.models.scripted_server import ScriptedModelServer
 from tenantry.runs.driver import Engine, EngineSettings
 from tenantry.runs.inprocess import LocalWorkers
 from tenantry.runs.lease import worker_id
@@ -59,9 +60,7 @@ async def model_gateway(
         if settings.model_base_url:
             implicit = [configured_account(settings, settings.model_base_url)]
         else:
-            from tenantry.testing.fake_model import FakeModelServer
-
-            server = await stack.enter_async_context(FakeModelServer())
+            server = await stack.enter_async_context(ScriptedModelServer())
             logger.info("no TENANTRY_MODEL_BASE_URL: the built-in scripted model serves "
                         "the `scripted` models", extra={"base_url": server.base_url})
             implicit = [(ModelAccount(

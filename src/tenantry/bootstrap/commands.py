@@ -1,0 +1,109 @@
+"""The one-shot commands that open the platform's database: ``migrate``, ``vault
+rotate-master-key`` and ``replay --tenant``'s reading of recorded runs. Each resolves the
+database (starting the embedded one if need be), checks it can be reached, and stops it."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import asyncpg
+from rich.console import Console
+
+from tenantry import logs
+from tenantry.bootstrap import StartupFailed
+from tenantry.bootstrap.database import apply_migrations, resolve_database
+from tenantry.bootstrap.secrets import master_key, replace_dev_key
+from tenantry.config import Settings
+from tenantry.db import DATABASE_DOWN, Database
+from tenantry.db.migrate import Migration
+from tenantry.db.reach import check_database, describe_failure
+from tenantry.ids import RunId, TenantId
+from tenantry.runs.replay import RecordedRun, ended_runs, export_run
+from tenantry.vault import MasterKey
+from tenantry.vault import rotate_master_key as rewrap
+
+
+def migrate(settings: Settings) -> int:
+    """Apply pending migrations, showing each on stderr; how many were applied."""
+    logs.configure(settings.log_format)
+    database = resolve_database(settings)
+    try:
+        return len(asyncio.run(_migrate_with_progress(database.dsn)))
+    except DATABASE_DOWN as exc:  # it went away after the check
+        raise StartupFailed(describe_failure(database.dsn, exc)) from None
+    finally:
+        database.stop()
+
+
+async def _migrate_with_progress(dsn: str) -> list[Migration]:
+    await check_database(dsn)
+    console = Console(stderr=True)
+    with console.status("applying migrations") as status:
+        def show(m: Migration) -> None:
+            status.update(f"applying {m.version:04d}_{m.name}")
+            console.log(f"migration {m.version:04d}_{m.name}")
+
+        return await apply_migrations(dsn, show)
+
+
+@dataclass(frozen=True, slots=True)
+class Rotation:
+    rewrapped: int  # tenant data keys
+    key_id: str  # the new master key's
+    dev_key_replaced: bool  # the data dir's development key now holds the new key
+
+
+def rotate_master_key(settings: Settings, new_key: str) -> Rotation:
+    """Re-wrap every tenant's data key under ``new_key`` (the current key: as configured)."""
+    old = master_key(settings)
+    new = MasterKey.parse(new_key, "--new-key")
+    if old is None:
+        raise StartupFailed("no current master key: set TENANTRY_MASTER_KEY")
+    database = resolve_database(settings)
+
+    async def rotate() -> int:
+        await check_database(database.dsn)
+        # The migrating role, not the application role: rotation touches every tenant.
+        conn = await asyncpg.connect(database.dsn)
+        try:
+            return await rewrap(conn, old, new)
+        finally:
+            await conn.close()
+
+    try:
+        count = asyncio.run(rotate())
+    finally:
+        database.stop()
+    return Rotation(count, new.key_id, replace_dev_key(settings, new))
+
+
+def recorded_runs(
+    settings: Settings, tenant_text: str, run_ids: list[str]
+) -> list[tuple[str, RecordedRun]]:
+    """A tenant's ended runs (or just ``run_ids``) as recorded runs, named by run id."""
+    return asyncio.run(_recorded_runs(settings, tenant_text, run_ids))
+
+
+async def _recorded_runs(
+    settings: Settings, tenant_text: str, run_ids: list[str]
+) -> list[tuple[str, RecordedRun]]:
+    try:
+        tenant = TenantId.parse(tenant_text)
+        runs = [RunId.parse(r) for r in run_ids]
+    except ValueError as exc:
+        raise StartupFailed(str(exc)) from None
+    database = resolve_database(settings)
+    try:
+        await check_database(database.dsn)
+    except BaseException:
+        database.stop()
+        raise
+    db = await Database.connect(database.dsn, role=settings.db_role or None, min_size=1,
+                                max_size=2)
+    try:
+        runs = runs or await ended_runs(db, tenant)
+        return [(str(r), await export_run(db, tenant, r)) for r in runs]
+    finally:
+        await db.close()
+        database.stop()

@@ -1,0 +1,105 @@
+"""What ``tenantry up``, ``api`` and ``worker`` run: one process, one event loop, from the
+database check to the signal that stops it.
+
+Before anything serves, the database is checked alone: a database that is missing,
+unreachable or refuses us is one line naming where and what to do, not a traceback from
+whatever touched it first."""
+
+from __future__ import annotations
+
+import asyncio
+
+import uvicorn
+
+from tenantry import logs
+from tenantry.bootstrap import StartupFailed
+from tenantry.bootstrap.api import build_app
+from tenantry.bootstrap.banner import banner
+from tenantry.bootstrap.database import (
+    ResolvedDatabase,
+    apply_migrations,
+    pending_migrations,
+    resolve_database,
+)
+from tenantry.bootstrap.demo import ensure_demo
+from tenantry.bootstrap.secrets import master_key, operator_token
+from tenantry.bootstrap.services import ApiServer, Service, api_service, run_until_signalled
+from tenantry.bootstrap.worker import process_metrics, run_worker
+from tenantry.config import Settings
+from tenantry.db import DATABASE_DOWN
+from tenantry.db.outage import Outage
+from tenantry.db.reach import check_database, describe_failure
+from tenantry.runs.inprocess import LocalWorkers
+
+
+def serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers: int) -> None:
+    """Run until SIGINT/SIGTERM: the API if ``api``, ``workers`` worker loops; ``migrate``
+    (``up``) brings the schema current first, else a schema behind is refused. Raises a
+    :class:`~tenantry.errors.TenantryError` whose detail is the one line to show."""
+    logs.configure(settings.log_format)
+    generated_token = settings.operator_token is None
+    settings = settings.with_(operator_token=operator_token(settings))
+    if migrate:  # `up`: a development vault key in the data dir unless one is configured
+        master_key(settings, create=True)
+    database = resolve_database(settings)
+    try:
+        asyncio.run(_serve(settings, database, migrate=migrate, demo=demo, api=api,
+                           workers=workers, generated_token=generated_token))
+    except DATABASE_DOWN as exc:  # it went away after the check, before serving
+        raise StartupFailed(describe_failure(database.dsn, exc)) from None
+    finally:
+        database.stop()
+
+
+async def _serve(
+    settings: Settings, database: ResolvedDatabase, *, migrate: bool, demo: bool, api: bool,
+    workers: int, generated_token: bool,
+) -> None:
+    dsn = database.dsn
+    await check_database(dsn)
+    if migrate:
+        await apply_migrations(dsn)
+    else:
+        missing = await pending_migrations(dsn)
+        if missing:
+            raise StartupFailed(f"{missing} migration(s) pending; run 'tenantry migrate'")
+    services: list[Service] = []
+    # One record of database outages for the whole process: an outage is one line when it
+    # starts and one when it ends, however many loops and pools notice it.
+    outage = Outage()
+    # The API sees the workers of its own process (console: breakers, sandbox pool).
+    local = LocalWorkers() if api and workers else None
+    if api:
+        demo_info = await ensure_demo(dsn, settings) if demo else None
+        base = f"http://{settings.host}:{settings.port}"
+        print(banner(base, settings.operator_token if generated_token else None, demo_info,
+                     database.kind), flush=True)
+        services.append(_api(settings, dsn, local, outage))
+    # One metrics object for the process: the API's /metrics renders it with the database
+    # gauges; a standalone worker serves it on --metrics-port.
+    metrics = process_metrics(settings)
+    if not api and workers and settings.worker_metrics_port:
+        from tenantry.telemetry.http import metrics_app
+
+        assert settings.operator_token is not None
+        services.append(api_service(ApiServer(uvicorn.Config(
+            metrics_app(metrics, settings.operator_token), host=settings.host,
+            port=settings.worker_metrics_port, log_config=None, access_log=False,
+            lifespan="off"))))
+    for _ in range(workers):
+        services.append(lambda stop: run_worker(settings, dsn, stop, local, metrics, outage))
+    await run_until_signalled(*services)
+    metrics.spans.shutdown()
+
+
+def _api(settings: Settings, dsn: str, local: LocalWorkers | None, outage: Outage) -> Service:
+    app = build_app(settings, dsn, local=local, outage=outage)
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None,
+                            access_log=False, lifespan="on", timeout_graceful_shutdown=5)
+
+    def closing() -> None:
+        platform = getattr(app.state, "platform", None)
+        if platform is not None:
+            platform.closing.set()
+
+    return api_service(ApiServer(config), closing)
