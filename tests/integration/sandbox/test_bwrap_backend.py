@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-import tenantry.sandbox.bwrap as bwrap_module
+import tenantry.sandbox.backends.bwrap as bwrap_module
 from tenantry.sandbox import channel as channel_module
-from tenantry.sandbox.bwrap import BwrapBackend, BwrapInstance
-from tenantry.sandbox.cgroups import PARENT, ROOT
+from tenantry.sandbox.backends.bwrap import BwrapBackend, BwrapInstance
+from tenantry.sandbox.backends.cgroups import PARENT, ROOT
 from tenantry.sandbox.types import EXIT_KILLED, Limits, SandboxUnavailable
 
 AGENT = Path(channel_module.__file__).parent / "guest" / "agent.py"

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-import tenantry.sandbox.bwrap as bwrap_module
+import tenantry.sandbox.backends.bwrap as bwrap_module
 from tenantry.sandbox import channel as channel_module
-from tenantry.sandbox.cgroups import PARENT, ROOT
-from tenantry.sandbox.gvisor import MIN_MEMORY_MIB, GvisorBackend, GvisorInstance
+from tenantry.sandbox.backends.cgroups import PARENT, ROOT
+from tenantry.sandbox.backends.gvisor import MIN_MEMORY_MIB, GvisorBackend, GvisorInstance
 from tenantry.sandbox.types import Limits, SandboxUnavailable
 
 AGENT = Path(channel_module.__file__).parent / "guest" / "agent.py"

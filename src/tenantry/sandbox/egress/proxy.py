@@ -62,7 +62,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from tenantry.sandbox.egress_frames import (
+from tenantry.sandbox.egress.frames import (
     CLOSE,
     DATA,
     INITIAL_WINDOW,
@@ -78,35 +78,23 @@ from tenantry.sandbox.egress_frames import (
     read_frame,
     window_increment,
 )
-from tenantry.sandbox.egress_policy import (
-    DEFAULT_PORTS,
+from tenantry.sandbox.egress.policy import (
     EgressPolicy,
     IPAddress,
     Refusal,
     Resolver,
-    address_refusal,
     authority,
-    literal_address,
-    normalize_host,
     printable,
     resolve_and_vet,
     system_resolver,
 )
-from tenantry.sandbox.egress_request import (
+from tenantry.sandbox.egress.request import (
     BadRequest,
-    ProxyRequest,
     parse_request_head,
     refusal_response,
 )
 
 log = logging.getLogger(__name__)
-
-__all__ = [
-    "DEFAULT_PORTS", "BadRequest", "Connector", "EgressLimits", "EgressPolicy", "EgressProxy",
-    "IPAddress", "ProxyRequest", "Refusal", "Resolver", "address_refusal", "literal_address",
-    "normalize_host", "parse_request_head", "refusal_response", "resolve_and_vet",
-    "system_resolver",
-]
 
 #: ``(vetted address, port) -> connection``; must not resolve anything.
 Connector = Callable[[IPAddress, int],

@@ -6,7 +6,7 @@ Each instance is an OCI bundle: a shared, read-only root directory whose /usr (a
 read-only at /agent.py and /relay.py, and /work bound read-write to the instance's own host
 directory. This runsc has no ``--preserve-fds``: the process's stdio is all it passes in, so
 stdin is the agent's channel (a socket, used both ways) and stdout the relay's egress
-channel (``bwrap.guest_command``); stderr stays runsc's log. The agent runs as
+channel (``child.guest_command``); stderr stays runsc's log. The agent runs as
 uid 1000 with no capabilities, so user code is not root even inside gVisor. No network:
 ``runsc --network=none`` leaves only ``lo``. Memory, pids and cpu limits go in the spec's
 ``linux.resources``; runsc applies them to a cgroup v1 at ``tenantry/<id>``.
@@ -26,20 +26,20 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tenantry.sandbox.bwrap import (
+from tenantry.sandbox.backends.cgroups import PARENT, REQUIRED, ROOT, CgroupV1, remove_stale
+from tenantry.sandbox.backends.child import (
     ETC_FILES,
     HOST_PATH,
     RELAY_PATH,
     ROOT_LINKS,
+    ChildInstance,
     guest_command,
     require_binary,
     stdio_channels,
 )
-from tenantry.sandbox.cgroups import PARENT, REQUIRED, ROOT, CgroupV1, remove_stale
+from tenantry.sandbox.backends.orphans import process_dir, reap_dead
 from tenantry.sandbox.channel import AgentChannel
-from tenantry.sandbox.child import ChildInstance
-from tenantry.sandbox.egress_port import EgressPort
-from tenantry.sandbox.orphans import process_dir, reap_dead
+from tenantry.sandbox.egress.port import EgressPort
 from tenantry.sandbox.types import Limits, SandboxUnavailable
 
 logger = logging.getLogger(__name__)
