@@ -2,7 +2,7 @@
 
 A sandbox has no network device. When the tenant's agent spec names hosts
 (``sandbox.egress``), code in the sandbox reaches exactly those hosts through the guest's
-relay (``guest/relay.py``, on 127.0.0.1:3128, code gets ``HTTP_PROXY``/``HTTPS_PROXY``),
+relay (``sandbox/guest/relay.py``, on 127.0.0.1:3128, code gets ``HTTP_PROXY``/``HTTPS_PROXY``),
 which carries each TCP connection as a stream over one byte stream to ``EgressProxy.serve``
 here. For each stream the host reads one request — ``CONNECT host:port`` (HTTPS and any
 other TLS) or an absolute-URI plain HTTP request (``GET http://host/path``) — and:
