@@ -461,7 +461,7 @@ def sandbox_build_image(
     guest agent exists. Only this step downloads (through apt); sandboxes never do."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from tenantry.sandbox.image.build import build_image
+    from tenantry.sandbox.image import build_image
     from tenantry.sandbox.types import SandboxError
 
     settings = _settings(data_dir=data_dir, sandbox_image_dir=image_dir)
