@@ -28,7 +28,7 @@ from typing import Any
 from _harness import console, emit, env_positive, latency_summary, source_state
 from tenantry.config import Settings, default_data_dir
 from tenantry.ids import RunId, TenantId
-from tenantry.sandbox import setup as sandbox_setup
+from tenantry.sandbox import probe as sandbox_probe
 from tenantry.sandbox.pool import PooledDriver
 from tenantry.sandbox.types import Binding, Limits
 
@@ -62,7 +62,7 @@ async def measure(name: str, data_dir: Path) -> dict[str, Any]:
     result: dict[str, Any] = {}
 
     # Warm claims: the pool refilled to full before each one.
-    driver = PooledDriver(sandbox_setup.backend(name, settings), pool_size=POOL_SIZE,
+    driver = PooledDriver(sandbox_probe.build_backend(name, settings), pool_size=POOL_SIZE,
                           limits=limits)
     driver.start()
     try:
@@ -89,7 +89,7 @@ async def measure(name: str, data_dir: Path) -> dict[str, Any]:
         await driver.close()
 
     # Cold restores: no pool, every claim pays the launch.
-    driver = PooledDriver(sandbox_setup.backend(name, settings), pool_size=0, limits=limits)
+    driver = PooledDriver(sandbox_probe.build_backend(name, settings), pool_size=0, limits=limits)
     try:
         cold = []
         for i in range(colds):
@@ -102,9 +102,9 @@ async def measure(name: str, data_dir: Path) -> dict[str, Any]:
         await driver.close()
 
     if name == "microvm":
-        from tenantry.sandbox.microvm import MicroVmBackend, kvm_usable
+        from tenantry.sandbox.backends.microvm import MicroVmBackend, kvm_usable
 
-        backend = sandbox_setup.backend(name, settings)
+        backend = sandbox_probe.build_backend(name, settings)
         assert isinstance(backend, MicroVmBackend)
         booted = []
         try:
@@ -125,7 +125,7 @@ async def measure(name: str, data_dir: Path) -> dict[str, Any]:
 
 async def run() -> dict[str, Any]:
     wanted = [b for b in os.environ.get("SANDBOX_BENCH_BACKENDS", "").split(",") if b]
-    found = sandbox_setup.probe(Settings())
+    found = sandbox_probe.detect(Settings())
     names = wanted or [b for b in ("microvm", "gvisor", "bwrap") if b not in found.why_not]
     for skipped, reason in found.why_not.items():
         if skipped not in names:

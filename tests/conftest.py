@@ -34,11 +34,11 @@ from tenantry.runs.lease import worker_id
 from tenantry.runs.webhooks import WebhookSender
 from tenantry.runs.worker import Worker
 from tenantry.sandbox.manager import SandboxManager
-from tenantry.sandbox.tools import BuiltinTools
 from tenantry.scheduler.shedding import CellLoad, ShedThresholds
 from tenantry.telemetry.worker import WorkerMetrics
 from tenantry.testing.fake_model import FakeModelServer
 from tenantry.testing.mcp_server import EffectsMcpServer
+from tenantry.tools.builtin import BuiltinTools
 from tenantry.tools.gateway import ToolGateway
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.vault import MasterKey, Vault

@@ -306,11 +306,11 @@ def sandbox_build_image(
 @sandbox_app.command("probe")
 def sandbox_probe(data_dir: DataDir = None) -> None:
     """Which sandbox backends work on this host, and which one the platform would use."""
-    from tenantry.sandbox.microvm import kvm_usable
-    from tenantry.sandbox.setup import probe
+    from tenantry.sandbox.backends.microvm import kvm_usable
+    from tenantry.sandbox.probe import detect
 
     settings = _settings(data_dir=data_dir)
-    found = probe(settings)
+    found = detect(settings)
     for name in ("microvm", "gvisor", "bwrap"):
         reason = found.why_not.get(name)
         mark = "ok " if reason is None else "no "

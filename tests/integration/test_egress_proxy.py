@@ -6,7 +6,7 @@ connecting to the relay's listening port as its HTTP proxy.
 The allowed path: every address a test server can listen on here is one the proxy must
 refuse, and the vetting is never relaxed for tests. So the test's resolver answers a public
 address for the allowed name, and the test's connector — handed the vetted address —
-records it and opens the local server instead (see ``tenantry.sandbox.egress``)."""
+records it and opens the local server instead (see ``tenantry.sandbox.egress.proxy``)."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ from typing import Any
 import pytest
 
 import tenantry.sandbox.guest
-from tenantry.sandbox.egress import EgressLimits, EgressPolicy, EgressProxy, IPAddress
-from tenantry.sandbox.egress_frames import (
+from tenantry.sandbox.egress import EgressLimits, EgressPolicy, EgressProxy
+from tenantry.sandbox.egress.frames import (
     DATA,
     INITIAL_WINDOW,
     MAX_PAYLOAD,
@@ -37,6 +37,7 @@ from tenantry.sandbox.egress_frames import (
     encode_frame,
     read_frame,
 )
+from tenantry.sandbox.egress.policy import IPAddress
 
 RELAY = Path(tenantry.sandbox.guest.__file__).parent / "relay.py"
 ALLOWED = "api.allowed.test"
@@ -143,7 +144,7 @@ async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> No
 
 @pytest.fixture
 def egress_logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
-    caplog.set_level(logging.INFO, logger="tenantry.sandbox.egress")
+    caplog.set_level(logging.INFO, logger="tenantry.sandbox.egress.proxy")
     return caplog
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from tenantry.sandbox.channel import MAX_LINE_BYTES, AgentChannel
-from tenantry.sandbox.setup import AGENT_PATH
-from tenantry.sandbox.tools import BuiltinTools
+from tenantry.sandbox.probe import AGENT_PATH
 from tenantry.sandbox.types import SandboxLost, SandboxRefused
+from tenantry.tools.builtin import BuiltinTools
 
 
 @pytest.fixture

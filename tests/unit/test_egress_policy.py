@@ -8,18 +8,7 @@ import ipaddress
 
 import pytest
 
-from tenantry.sandbox.egress import (
-    BadRequest,
-    EgressPolicy,
-    IPAddress,
-    Refusal,
-    address_refusal,
-    literal_address,
-    parse_request_head,
-    refusal_response,
-    resolve_and_vet,
-)
-from tenantry.sandbox.egress_frames import (
+from tenantry.sandbox.egress.frames import (
     CLOSE,
     DATA,
     MAX_PAYLOAD,
@@ -32,6 +21,15 @@ from tenantry.sandbox.egress_frames import (
     encode_window,
     window_increment,
 )
+from tenantry.sandbox.egress.policy import (
+    EgressPolicy,
+    IPAddress,
+    Refusal,
+    address_refusal,
+    literal_address,
+    resolve_and_vet,
+)
+from tenantry.sandbox.egress.request import BadRequest, parse_request_head, refusal_response
 
 # -- the allow-list ---------------------------------------------------------------------
 

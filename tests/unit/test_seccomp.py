@@ -8,7 +8,7 @@ import os
 import struct
 import subprocess
 
-from tenantry.sandbox.seccomp import (
+from tenantry.sandbox.backends.seccomp import (
     AUDIT_ARCH_X86_64,
     DENIED,
     SECCOMP_RET_ALLOW,

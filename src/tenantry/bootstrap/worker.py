@@ -23,11 +23,11 @@ from tenantry.runs.inprocess import LocalWorkers
 from tenantry.runs.lease import worker_id
 from tenantry.runs.webhooks import WebhookSender
 from tenantry.runs.worker import Worker
-from tenantry.sandbox import setup as sandbox_setup
-from tenantry.sandbox.tools import BuiltinTools
+from tenantry.sandbox import probe as sandbox_probe
 from tenantry.scheduler.shedding import CellLoad, ShedThresholds
 from tenantry.telemetry.spans import from_exporter
 from tenantry.telemetry.worker import WorkerMetrics
+from tenantry.tools.builtin import BuiltinTools
 from tenantry.tools.gateway import ToolGateway
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.vault import Vault
@@ -94,7 +94,7 @@ async def engine(
     try:
         async with McpToolClient() as mcp, model_gateway(
             settings, db, vault=vault, master=master, observer=metrics,
-        ) as model, sandbox_setup.sandboxes(settings, blobs) as boxes:
+        ) as model, sandbox_probe.sandbox_manager(settings, blobs) as boxes:
             gateway = ToolGateway(db, mcp, vault=vault, blobs=blobs,
                                   builtins=BuiltinTools(boxes))
             yield Engine(

@@ -93,8 +93,3 @@ class AgentChannel:
             self.closed = True
             with contextlib.suppress(Exception):
                 self._writer.close()
-
-
-def stream_reader() -> asyncio.StreamReader:
-    """A reader whose line limit fits the protocol's largest message."""
-    return asyncio.StreamReader(limit=MAX_LINE_BYTES)

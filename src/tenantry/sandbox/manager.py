@@ -23,8 +23,8 @@ from typing import Any
 from tenantry.blobs import BlobStore
 from tenantry.ids import RunId, TenantId
 from tenantry.sandbox.pool import WarmPool
-from tenantry.sandbox.sandbox import Sandbox, SavedFiles
-from tenantry.sandbox.types import Binding, Limits, SandboxDriver, SandboxError
+from tenantry.sandbox.sandbox import Sandbox, SandboxDriver, SavedFiles
+from tenantry.sandbox.types import Binding, Limits, SandboxError
 
 logger = logging.getLogger(__name__)
 

@@ -17,12 +17,12 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from tenantry.sandbox.egress import EgressPolicy, EgressProxy
+from tenantry.sandbox.backends.protocol import Backend, Instance
+from tenantry.sandbox.egress.policy import EgressPolicy
+from tenantry.sandbox.egress.proxy import EgressProxy
 from tenantry.sandbox.sandbox import Sandbox
 from tenantry.sandbox.types import (
-    Backend,
     Binding,
-    Instance,
     Limits,
     SandboxError,
     SandboxLost,

@@ -1,21 +1,22 @@
 """A sandbox bound to one run: the only way platform code talks to a guest. It wraps a
 backend's ``Instance`` with the run's binding and limits, and counts its time (the trace
-shows sandbox time; tenants pay per sandbox second)."""
+shows sandbox time; tenants pay per sandbox second). ``SandboxDriver`` is what hands one
+out (the pool, in ``pool.py``)."""
 
 from __future__ import annotations
 
 import base64
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from tenantry.blobs import BlobStore
+from tenantry.sandbox.backends.protocol import Instance
 from tenantry.sandbox.channel import GRACE_SECONDS
 from tenantry.sandbox.types import (
     Binding,
     ExecResult,
     FileEntry,
-    Instance,
     Limits,
     SandboxLost,
     SandboxRefused,
@@ -132,3 +133,13 @@ class Sandbox:
             raise
         finally:
             self.busy_ms += (time.perf_counter() - started) * 1000
+
+
+class SandboxDriver(Protocol):
+    """What the platform uses: create (bound), then the sandbox's own methods."""
+
+    backend: str
+
+    async def create(self, binding: Binding, limits: Limits) -> Sandbox: ...
+
+    async def close(self) -> None: ...

@@ -1,19 +1,14 @@
 """The sandbox vocabulary shared by every backend (DESIGN §10): limits, the binding of a
-sandbox to one tenant's run, what an execution returns, the errors, and the two protocols
-— ``Instance`` (what a backend starts) and ``SandboxDriver`` (what the platform uses)."""
+sandbox to one tenant's run, what an execution returns, and the errors. It imports nothing
+else of ``sandbox/``; the protocols built on it live with what they describe —
+``Instance``/``Backend`` in ``backends/protocol.py``, ``SandboxDriver`` in ``sandbox.py``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
 
 from tenantry.errors import TenantryError
 from tenantry.ids import RunId, TenantId
-
-if TYPE_CHECKING:
-    from tenantry.sandbox.channel import AgentChannel
-    from tenantry.sandbox.egress import EgressPolicy, EgressProxy
-    from tenantry.sandbox.sandbox import Sandbox
 
 #: Exit codes with a meaning of their own, whatever the backend (coreutils' ``timeout``
 #: and the shell's 128+SIGKILL): the model and the trace can tell them apart.
@@ -94,59 +89,3 @@ class SandboxRefused(SandboxError):
 
     type = "sandbox_refused"
     status = 400
-
-
-class Instance(Protocol):
-    """A started sandbox of one backend, not yet bound to a run. The backend owns the
-    process (QEMU, runsc, bwrap); the guest agent answers on ``channel``."""
-
-    backend: str
-    id: str
-    channel: AgentChannel
-
-    @property
-    def alive(self) -> bool: ...
-
-    @property
-    def pid(self) -> int | None:
-        """The host process that holds the sandbox (QEMU, the runsc sandbox, bwrap)."""
-
-    async def pause(self) -> None:
-        """Stop using CPU while pooled (microvm: the VM stops; others may do nothing)."""
-
-    async def resume(self) -> None: ...
-
-    async def apply_limits(self, limits: Limits) -> None:
-        """Narrow CPU (and whatever else can change after start) for the bound run."""
-
-    async def attach_egress(self, proxy: EgressProxy, policy: EgressPolicy,
-                            labels: dict[str, str]) -> None:
-        """Serve the byte stream behind the guest's egress relay (its only way out) with
-        ``proxy`` under the bound run's ``policy`` until ``destroy``. Once, at bind: until
-        then nothing reads that stream, so a pooled sandbox reaches nothing."""
-
-    async def destroy(self) -> None:
-        """Kill the process and remove every file it had on the host. Idempotent."""
-
-    def pss_kib(self) -> int | None:
-        """Proportional set size of the backend's processes, for the benchmarks."""
-
-
-class Backend(Protocol):
-    name: str
-
-    async def launch(self, limits: Limits) -> Instance:
-        """A fresh instance, ready (its agent answered), the cheapest way this backend
-        has (microvm: restore a clone of the booted template)."""
-
-    async def close(self) -> None: ...
-
-
-class SandboxDriver(Protocol):
-    """What the platform uses: create (bound), then the sandbox's own methods."""
-
-    backend: str
-
-    async def create(self, binding: Binding, limits: Limits) -> Sandbox: ...
-
-    async def close(self) -> None: ...

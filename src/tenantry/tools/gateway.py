@@ -25,10 +25,10 @@ from tenantry.breaker import CircuitBreaker
 from tenantry.db import Database
 from tenantry.errors import NotFound, ToolUnavailable
 from tenantry.ids import RunId, TenantId
-from tenantry.sandbox.tools import NAMES as BUILTIN_TOOLS
-from tenantry.sandbox.tools import BuiltinTools
 from tenantry.tools import approvals
 from tenantry.tools.audit import AuditEntry
+from tenantry.tools.builtin import NAMES as BUILTIN_TOOLS
+from tenantry.tools.builtin import BuiltinTools
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.tools.servers import ToolServer, list_servers, tools_digest
 from tenantry.vault import Vault, VaultError

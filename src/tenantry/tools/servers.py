@@ -16,7 +16,7 @@ from tenantry.db.queries import load
 from tenantry.errors import Conflict, NotFound
 from tenantry.ids import TenantId
 from tenantry.jsonutil import digest
-from tenantry.sandbox.tools import NAMES as BUILTIN_TOOLS
+from tenantry.tools.builtin import NAMES as BUILTIN_TOOLS
 from tenantry.tools.mcp_client import McpToolClient
 
 Q = load(__package__)

@@ -12,7 +12,7 @@ import pytest
 
 from tenantry.blobs import DirectoryBlobStore
 from tenantry.config import Settings, default_data_dir
-from tenantry.sandbox import setup as sandbox_setup
+from tenantry.sandbox import probe as sandbox_probe
 from tenantry.sandbox.manager import SandboxManager
 from tenantry.sandbox.pool import PooledDriver
 from tenantry.sandbox.types import Limits
@@ -33,7 +33,7 @@ def sandbox_settings(tmp: Path, backend: str) -> Settings:
 
 
 def require(backend: str) -> None:
-    program, package = sandbox_setup.PACKAGES[backend]
+    program, package = sandbox_probe.PACKAGES[backend]
     if shutil.which(program) is None:
         pytest.fail(f"{backend} sandbox tests need {program}: install the Debian package "
                     f"{package} (scripts/install-system-packages does)")
@@ -42,7 +42,7 @@ def require(backend: str) -> None:
 @pytest.fixture(scope="session")
 def guest_image() -> None:
     """Build the microVM image if `make test` has not (a no-op when it is there)."""
-    from tenantry.sandbox.image import build_image
+    from tenantry.sandbox.image.build import build_image
 
     settings = sandbox_settings(Path("/nonexistent"), "microvm")
     build_image(settings.sandbox_dir)
@@ -58,7 +58,7 @@ async def driver(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
     if name == "microvm":
         request.getfixturevalue("guest_image")
     settings = sandbox_settings(tmp_path_factory.mktemp(f"sandbox-{name}"), name)
-    pooled = PooledDriver(sandbox_setup.backend(name, settings), pool_size=1,
+    pooled = PooledDriver(sandbox_probe.build_backend(name, settings), pool_size=1,
                           limits=TEST_LIMITS[name])
     pooled.start()
     try:

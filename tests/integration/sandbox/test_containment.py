@@ -163,7 +163,7 @@ async def test_a_crashed_sandbox_fails_the_step_not_the_worker(
 ) -> None:
     """The process holding the sandbox dies mid-execution (a guest crash, a host OOM kill):
     that call reports the loss; the next call of the same run gets a fresh sandbox."""
-    from tenantry.sandbox.tools import BuiltinTools
+    from tenantry.tools.builtin import BuiltinTools
 
     tools = BuiltinTools(manager)
     tenant, run = TenantId("tenant-a"), RunId.new()

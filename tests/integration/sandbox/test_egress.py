@@ -3,7 +3,7 @@ guest's relay (127.0.0.1:3128, its HTTP(S)_PROXY) and the host's ``EgressProxy``
 run's ``sandbox.egress``. On microvm every sandbox here is a clone restored from the
 template, so these also prove the relay's port works behind a clone's fresh host end.
 
-The allowed path is tested the honest way (see ``tenantry.sandbox.egress``): the vetting is
+The allowed path is tested the honest way (see ``tenantry.sandbox.egress.proxy``): the vetting is
 never relaxed; the driver gets a proxy whose resolver answers a public address for the
 allowed name, and whose connector records the vetted address it is handed and then opens
 a server of this test instead."""
@@ -22,8 +22,9 @@ from typing import Any
 import pytest
 
 from tenantry.ids import RunId, TenantId
-from tenantry.sandbox import setup as sandbox_setup
-from tenantry.sandbox.egress import EgressPolicy, EgressProxy, IPAddress
+from tenantry.sandbox import probe as sandbox_probe
+from tenantry.sandbox.egress import EgressPolicy, EgressProxy
+from tenantry.sandbox.egress.policy import IPAddress
 from tenantry.sandbox.pool import PooledDriver
 from tenantry.sandbox.sandbox import Sandbox
 from tenantry.sandbox.types import Binding, SandboxRefused
@@ -125,7 +126,7 @@ async def egress_driver(driver: PooledDriver, upstream: Upstream,
     name = driver.backend
     settings = sandbox_settings(tmp_path_factory.mktemp(f"egress-{name}"), name)
     proxy = EgressProxy(resolver=upstream.resolve, connector=upstream.connect)
-    test_driver = PooledDriver(sandbox_setup.backend(name, settings), pool_size=0,
+    test_driver = PooledDriver(sandbox_probe.build_backend(name, settings), pool_size=0,
                                limits=TEST_LIMITS[name], egress=proxy)
     try:
         yield test_driver
@@ -138,7 +139,7 @@ def egress_logs(caplog: pytest.LogCaptureFixture, upstream: Upstream
                 ) -> pytest.LogCaptureFixture:
     upstream.dialed.clear()
     upstream.requests.clear()
-    caplog.set_level(logging.INFO, logger="tenantry.sandbox.egress")
+    caplog.set_level(logging.INFO, logger="tenantry.sandbox.egress.proxy")
     return caplog
 
 

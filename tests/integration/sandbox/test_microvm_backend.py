@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.sandbox.cgroups import PARENT, ROOT
-from tenantry.sandbox.image import ImageInfo, build_image, find_image
-from tenantry.sandbox.microvm import MicroVmBackend, MicroVmInstance
-from tenantry.sandbox.microvm_host import QEMU_BINARY, QEMU_PACKAGE
+from tenantry.sandbox.backends.cgroups import PARENT, ROOT
+from tenantry.sandbox.backends.microvm import MicroVmBackend, MicroVmInstance
+from tenantry.sandbox.backends.microvm_host import QEMU_BINARY, QEMU_PACKAGE
+from tenantry.sandbox.image.build import ImageInfo, build_image, find_image
 from tenantry.sandbox.types import Limits
 from tests.integration.sandbox.conftest import sandbox_settings
 

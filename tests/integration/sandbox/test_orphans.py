@@ -12,7 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from tenantry.sandbox import setup
+from tenantry.sandbox import probe
 from tenantry.sandbox.pool import PooledDriver
 from tests.conftest import until
 from tests.integration.sandbox.conftest import sandbox_settings
@@ -20,13 +20,13 @@ from tests.integration.sandbox.conftest import sandbox_settings
 WORKER = textwrap.dedent("""
     import asyncio, sys
     from pathlib import Path
-    from tenantry.sandbox import setup
+    from tenantry.sandbox import probe
     from tenantry.sandbox.types import Limits
     from tests.integration.sandbox.conftest import TEST_LIMITS, sandbox_settings
 
     async def main() -> None:
         name, tmp = sys.argv[1], Path(sys.argv[2])
-        backend = setup.backend(name, sandbox_settings(tmp, name))
+        backend = probe.build_backend(name, sandbox_settings(tmp, name))
         instance = await backend.launch(TEST_LIMITS[name])
         await instance.pause()  # as in a warm pool: paused is the common state
         print(instance.pid, backend.process_dir, flush=True)
@@ -63,7 +63,7 @@ async def test_a_killed_worker_leaves_no_sandbox_running(
     # The next backend on this host (as a restarted worker's) removes what it left: for
     # gVisor that includes the sandbox itself, which outlives `runsc run`.
     assert folder.name == f"proc-{worker.pid}" and await asyncio.to_thread(folder.is_dir)
-    reaper = setup.backend(name, sandbox_settings(tmp_path, name))
+    reaper = probe.build_backend(name, sandbox_settings(tmp_path, name))
     await reaper.close()
     assert not await asyncio.to_thread(folder.exists)
 

@@ -9,7 +9,7 @@ kills it or speaks the protocol itself gains nothing.
 Standard library only, Python 3.11: it is copied into the guest beside the agent and runs as
 ``python3 -I /relay.py --port-name tenantry.egress`` (microVM) or ``--fd N`` (an inherited
 socket). ``python3 -I`` puts no script directory on ``sys.path``, so the frame protocol lives
-in this file; the host imports it from here (``tenantry.sandbox.egress_frames``): one
+in this file; the host imports it from here (``tenantry.sandbox.egress.frames``): one
 implementation.
 
 Frame protocol (both directions)::

@@ -2,7 +2,7 @@
 
 A sandbox has no network device. When the tenant's agent spec names hosts
 (``sandbox.egress``), code in the sandbox reaches exactly those hosts through the guest's
-relay (``guest/relay.py``, on 127.0.0.1:3128, code gets ``HTTP_PROXY``/``HTTPS_PROXY``),
+relay (``sandbox/guest/relay.py``, on 127.0.0.1:3128, code gets ``HTTP_PROXY``/``HTTPS_PROXY``),
 which carries each TCP connection as a stream over one byte stream to ``EgressProxy.serve``
 here. For each stream the host reads one request — ``CONNECT host:port`` (HTTPS and any
 other TLS) or an absolute-URI plain HTTP request (``GET http://host/path``) — and:
@@ -62,7 +62,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from tenantry.sandbox.egress_frames import (
+from tenantry.sandbox.egress.frames import (
     CLOSE,
     DATA,
     INITIAL_WINDOW,
@@ -78,35 +78,23 @@ from tenantry.sandbox.egress_frames import (
     read_frame,
     window_increment,
 )
-from tenantry.sandbox.egress_policy import (
-    DEFAULT_PORTS,
+from tenantry.sandbox.egress.policy import (
     EgressPolicy,
     IPAddress,
     Refusal,
     Resolver,
-    address_refusal,
     authority,
-    literal_address,
-    normalize_host,
     printable,
     resolve_and_vet,
     system_resolver,
 )
-from tenantry.sandbox.egress_request import (
+from tenantry.sandbox.egress.request import (
     BadRequest,
-    ProxyRequest,
     parse_request_head,
     refusal_response,
 )
 
 log = logging.getLogger(__name__)
-
-__all__ = [
-    "DEFAULT_PORTS", "BadRequest", "Connector", "EgressLimits", "EgressPolicy", "EgressProxy",
-    "IPAddress", "ProxyRequest", "Refusal", "Resolver", "address_refusal", "literal_address",
-    "normalize_host", "parse_request_head", "refusal_response", "resolve_and_vet",
-    "system_resolver",
-]
 
 #: ``(vetted address, port) -> connection``; must not resolve anything.
 Connector = Callable[[IPAddress, int],

@@ -1,11 +1,10 @@
 """A small asyncio client for QEMU's machine protocol (QMP): the greeting and capabilities
 handshake, ``execute``, and passing a file descriptor (``getfd``) for ``migrate fd:``.
-Events are kept (bounded) for ``wait_event``; nothing else consumes them."""
+Asynchronous events are read past and dropped: nothing here waits for one."""
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import itertools
 import json
@@ -14,8 +13,6 @@ import socket
 from typing import Any
 
 from tenantry.sandbox.types import SandboxError
-
-MAX_EVENTS = 256
 
 
 class QmpError(SandboxError):
@@ -35,7 +32,6 @@ class QmpClient:
         self._writer = writer
         self._ids = itertools.count(1)
         self._lock = asyncio.Lock()
-        self.events: collections.deque[dict[str, Any]] = collections.deque(maxlen=MAX_EVENTS)
         self.greeting: dict[str, Any] = {}
 
     @classmethod
@@ -80,7 +76,6 @@ class QmpClient:
                 while True:
                     reply = await self._read()
                     if "event" in reply:
-                        self.events.append(reply)
                         continue
                     if reply.get("id") == request_id:
                         break
@@ -103,19 +98,6 @@ class QmpClient:
             duplicate.close()
         if sent != len(data):
             raise ConnectionError("short write passing a descriptor to QEMU")
-
-    async def wait_event(self, name: str) -> dict[str, Any]:
-        """The first event called ``name``, queued or yet to come (bound the wait with
-        ``asyncio.timeout``)."""
-        async with self._lock:
-            while True:
-                for event in list(self.events):
-                    if event.get("event") == name:
-                        self.events.remove(event)
-                        return event
-                reply = await self._read()
-                if "event" in reply:
-                    self.events.append(reply)
 
     async def _read(self) -> dict[str, Any]:
         line = await self._reader.readline()

@@ -1,6 +1,7 @@
-"""Choosing and building the sandbox backend at start-up (DESIGN §10): the configured one,
-or the first that works here of microvm → gvisor → bwrap. The choice and the reasons the
-others were passed over are logged, and every sandbox reports its backend in the trace."""
+"""Probing which sandbox backend works here and building the worker's sandbox manager over
+it at start-up (DESIGN §10): the configured backend, or the first that works here of
+microvm → gvisor → bwrap. The choice and the reasons the others were passed over are
+logged, and every sandbox reports its backend in the trace."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from pathlib import Path
 
 from tenantry.blobs import BlobStore
 from tenantry.config import Settings
+from tenantry.sandbox.backends.protocol import Backend
 from tenantry.sandbox.manager import SandboxManager
 from tenantry.sandbox.pool import PooledDriver
-from tenantry.sandbox.types import BACKENDS, Backend, Limits, SandboxUnavailable
+from tenantry.sandbox.types import BACKENDS, Limits, SandboxUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -26,12 +28,12 @@ PACKAGES = {"microvm": ("qemu-system-x86_64", "qemu-system-x86"),
 
 
 @dataclass(frozen=True, slots=True)
-class Probe:
+class Detection:
     chosen: str | None
     why_not: dict[str, str] = field(default_factory=dict)  # backend → what it lacks
 
 
-def probe(settings: Settings) -> Probe:
+def detect(settings: Settings) -> Detection:
     """What works on this host, without starting anything."""
     why_not: dict[str, str] = {}
     for name in BACKENDS:
@@ -47,15 +49,15 @@ def probe(settings: Settings) -> Probe:
                                  f"(looked in {settings.sandbox_dir})")
                 continue
     available = [name for name in BACKENDS if name not in why_not]
-    return Probe(available[0] if available else None, why_not)
+    return Detection(available[0] if available else None, why_not)
 
 
-def limits(settings: Settings) -> Limits:
+def default_limits(settings: Settings) -> Limits:
     return Limits(memory_mib=settings.sandbox_memory_mib,
                   timeout_s=float(settings.sandbox_timeout_seconds))
 
 
-def backend(name: str, settings: Settings) -> Backend:
+def build_backend(name: str, settings: Settings) -> Backend:
     """The named backend; SandboxUnavailable (with the reason) if it cannot run here."""
     program, package = PACKAGES[name]
     if shutil.which(program) is None:
@@ -63,8 +65,8 @@ def backend(name: str, settings: Settings) -> Backend:
     state = settings.data_dir / "sandbox-state" / name
     state.mkdir(parents=True, exist_ok=True)
     if name == "microvm":
+        from tenantry.sandbox.backends.microvm import MicroVmBackend
         from tenantry.sandbox.image import find_image
-        from tenantry.sandbox.microvm import MicroVmBackend
 
         image = find_image(settings.sandbox_dir)
         if image is None:
@@ -73,16 +75,17 @@ def backend(name: str, settings: Settings) -> Backend:
         return MicroVmBackend(image, settings.sandbox_dir / "microvm",
                               memory_mib=settings.sandbox_memory_mib)
     if name == "gvisor":
-        from tenantry.sandbox.gvisor import GvisorBackend
+        from tenantry.sandbox.backends.gvisor import GvisorBackend
 
         return GvisorBackend(state, AGENT_PATH)
-    from tenantry.sandbox.bwrap import BwrapBackend
+    from tenantry.sandbox.backends.bwrap import BwrapBackend
 
     return BwrapBackend(state, AGENT_PATH)
 
 
 @contextlib.asynccontextmanager
-async def sandboxes(settings: Settings, blobs: BlobStore) -> AsyncIterator[SandboxManager | None]:
+async def sandbox_manager(settings: Settings,
+                          blobs: BlobStore) -> AsyncIterator[SandboxManager | None]:
     """The worker's sandbox manager over the chosen backend's warm pool, or None when code
     execution is off (configured ``none``, or nothing works here: logged loudly)."""
     name = settings.sandbox_backend
@@ -90,7 +93,7 @@ async def sandboxes(settings: Settings, blobs: BlobStore) -> AsyncIterator[Sandb
         yield None
         return
     if name is None:
-        found = probe(settings)
+        found = detect(settings)
         for other, reason in found.why_not.items():
             logger.info("sandbox backend %s not usable here: %s", other, reason)
         if found.chosen is None:
@@ -99,11 +102,11 @@ async def sandboxes(settings: Settings, blobs: BlobStore) -> AsyncIterator[Sandb
             yield None
             return
         name = found.chosen
-    driver = PooledDriver(backend(name, settings), pool_size=settings.sandbox_pool_size,
-                          limits=limits(settings))
+    driver = PooledDriver(build_backend(name, settings), pool_size=settings.sandbox_pool_size,
+                          limits=default_limits(settings))
     logger.info("sandbox backend: %s", name, extra={"pool_size": settings.sandbox_pool_size})
     driver.start()
-    manager = SandboxManager(driver, blobs, limits=limits(settings),
+    manager = SandboxManager(driver, blobs, limits=default_limits(settings),
                              hibernate_after=float(settings.sandbox_hibernate_seconds))
     try:
         yield manager

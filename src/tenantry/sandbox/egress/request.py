@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tenantry.sandbox.egress_policy import normalize_host, parse_port, printable
+from tenantry.sandbox.egress.policy import normalize_host, parse_port, printable
 
 
 class BadRequest(Exception):

@@ -159,11 +159,6 @@ class CgroupV1:
             return int((self.dirs["memory"] / "memory.failcnt").read_text()) > 0
         return False
 
-    def memory_usage_bytes(self) -> int | None:
-        with contextlib.suppress(OSError, ValueError):
-            return int((self.dirs["memory"] / "memory.usage_in_bytes").read_text())
-        return None
-
     # Freezer (v1): pause a pooled sandbox without killing it.
     @property
     def can_freeze(self) -> bool:

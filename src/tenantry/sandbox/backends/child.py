@@ -1,19 +1,71 @@
-"""What the gVisor and bwrap instances share: a sandbox held by one child process of the
-worker, its agent on that child's stdio, its egress stream, its cgroup and its folder."""
+"""What the gVisor and bwrap backends share: a sandbox held by one child process of the
+worker (``ChildInstance``), its agent on that child's stdio, its egress stream, its cgroup
+and its folder; the guest command both start, the host paths both expose read-only, and
+how both find their programs. Neither backend imports the other; both import this."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import shutil
+import socket
 from collections.abc import Callable
 from pathlib import Path
 
-from tenantry.sandbox.cgroups import CgroupV1
-from tenantry.sandbox.channel import AgentChannel
-from tenantry.sandbox.egress import EgressPolicy, EgressProxy
-from tenantry.sandbox.egress_port import EgressPort
+from tenantry.sandbox.backends.cgroups import CgroupV1
+from tenantry.sandbox.channel import MAX_LINE_BYTES, AgentChannel
+from tenantry.sandbox.egress.policy import EgressPolicy
+from tenantry.sandbox.egress.port import EgressPort
+from tenantry.sandbox.egress.proxy import EgressProxy
 from tenantry.sandbox.types import SandboxUnavailable
+
+#: Where the backends look for their programs, and the PATH their processes get.
+HOST_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+#: The top-level entries Debian 12 has as symlinks into /usr (merged /usr) or directories.
+ROOT_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+#: Host files the sandbox may read: what common tools look for, nothing that names users.
+ETC_FILES = ("alternatives", "ld.so.cache", "localtime", "nsswitch.conf", "mime.types")
+
+#: The Debian package to name when a program is missing.
+PACKAGES = {"bwrap": "bubblewrap", "prlimit": "util-linux", "setpriv": "util-linux",
+            "runsc": "runsc", "python3": "python3"}
+
+#: The guest's egress relay, mounted read-only at /relay.py beside /agent.py.
+RELAY_PATH = Path(__file__).parent.parent / "guest" / "relay.py"
+_RELAY_READY = "/tmp/.tenantry-relay-ready"
+
+
+def guest_command(pids: int) -> list[str]:
+    """The sandbox's first process: the egress relay, then the agent.
+
+    Its stdin is the agent's channel, a socket used both ways (the agent's stdout becomes a
+    copy of it); its stdout is the egress channel, which only the relay keeps (as fd 3) —
+    so stdio carries both, as gVisor passes nothing else in. The agent starts once the
+    relay listens (its readiness line comes through a FIFO; EOF if it died, and the agent
+    starts anyway): the host runs code as soon as the agent answers."""
+    relay = (f"mkfifo {_RELAY_READY} && {{ python3 -I /relay.py --fd 3 3>&1 </dev/null "
+             f">{_RELAY_READY} & read -r _ <{_RELAY_READY}; rm -f {_RELAY_READY}; }}; ")
+    agent = f"exec python3 -I /agent.py --workdir /work --nproc {pids} 1>&0"
+    return ["/bin/sh", "-c", relay + agent]
+
+
+async def stdio_channels() -> tuple[AgentChannel, EgressPort, socket.socket, socket.socket]:
+    """The host ends of a stdio sandbox's two channels, and the guest ends to give its
+    process as stdin (the agent's) and stdout (the relay's); the caller closes those."""
+    host_agent, guest_agent = socket.socketpair()
+    host_egress, guest_egress = socket.socketpair()
+    reader, writer = await asyncio.open_connection(sock=host_agent, limit=MAX_LINE_BYTES)
+    return AgentChannel(reader, writer), EgressPort(host_egress), guest_agent, guest_egress
+
+
+def require_binary(name: str) -> str:
+    """The binary's path, or SandboxUnavailable naming the Debian package that has it."""
+    found = shutil.which(name, path=HOST_PATH)
+    if found is None:
+        package = PACKAGES.get(name, name)
+        raise SandboxUnavailable(f"{name} not found on {HOST_PATH}: install the Debian "
+                                 f"package {package!r} (apt-get install {package})")
+    return found
 
 
 class ChildInstance:

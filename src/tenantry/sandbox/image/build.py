@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tenantry.sandbox import imagefmt
+from tenantry.sandbox.image import format as imagefmt
 from tenantry.sandbox.types import SandboxError, SandboxUnavailable
 
 #: Bump when the builder's output changes for the same inputs.
@@ -45,7 +45,7 @@ DROPPED_EXTENSIONS = ("_test", "_xx", "xxlimited", "_ctypes_test", "_curses", "_
                       "ossaudiodev", "readline")
 SANDBOX_UID = 1000
 KEEP_IMAGES = 2
-GUEST_DIR = Path(__file__).parent / "guest"
+GUEST_DIR = Path(__file__).parent.parent / "guest"
 
 Progress = Callable[[str, float], None]
 

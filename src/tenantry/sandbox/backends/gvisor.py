@@ -6,7 +6,7 @@ Each instance is an OCI bundle: a shared, read-only root directory whose /usr (a
 read-only at /agent.py and /relay.py, and /work bound read-write to the instance's own host
 directory. This runsc has no ``--preserve-fds``: the process's stdio is all it passes in, so
 stdin is the agent's channel (a socket, used both ways) and stdout the relay's egress
-channel (``bwrap.guest_command``); stderr stays runsc's log. The agent runs as
+channel (``child.guest_command``); stderr stays runsc's log. The agent runs as
 uid 1000 with no capabilities, so user code is not root even inside gVisor. No network:
 ``runsc --network=none`` leaves only ``lo``. Memory, pids and cpu limits go in the spec's
 ``linux.resources``; runsc applies them to a cgroup v1 at ``tenantry/<id>``.
@@ -26,20 +26,17 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tenantry.sandbox.bwrap import (
-    ETC_FILES,
-    HOST_PATH,
-    RELAY_PATH,
-    ROOT_LINKS,
+from tenantry.sandbox.backends import child
+from tenantry.sandbox.backends.cgroups import PARENT, REQUIRED, ROOT, CgroupV1, remove_stale
+from tenantry.sandbox.backends.child import (
+    ChildInstance,
     guest_command,
     require_binary,
     stdio_channels,
 )
-from tenantry.sandbox.cgroups import PARENT, REQUIRED, ROOT, CgroupV1, remove_stale
+from tenantry.sandbox.backends.orphans import process_dir, reap_dead
 from tenantry.sandbox.channel import AgentChannel
-from tenantry.sandbox.child import ChildInstance
-from tenantry.sandbox.egress_port import EgressPort
-from tenantry.sandbox.orphans import process_dir, reap_dead
+from tenantry.sandbox.egress.port import EgressPort
 from tenantry.sandbox.types import Limits, SandboxUnavailable
 
 logger = logging.getLogger(__name__)
@@ -112,7 +109,7 @@ class GvisorInstance(ChildInstance):
 class GvisorBackend:
     name = "gvisor"
 
-    def __init__(self, state_dir: Path, agent_path: Path, *, relay_path: Path = RELAY_PATH,
+    def __init__(self, state_dir: Path, agent_path: Path, *, relay_path: Path = child.RELAY_PATH,
                  ready_timeout_s: float = READY_TIMEOUT_S) -> None:
         self.runsc_path = require_binary("runsc")
         if not CgroupV1.available():
@@ -149,13 +146,13 @@ class GvisorBackend:
             (rootfs / name).touch()
         for name in ("passwd", "group"):
             (rootfs / "etc" / name).touch()
-        for name in ETC_FILES:
+        for name in child.ETC_FILES:
             host = Path("/etc") / name
             if host.is_dir():
                 (rootfs / "etc" / name).mkdir(exist_ok=True)
             elif host.exists():
                 (rootfs / "etc" / name).touch()
-        for name in ROOT_LINKS:
+        for name in child.ROOT_LINKS:
             host, link = Path("/") / name, rootfs / name
             if host.is_symlink() and not link.is_symlink():
                 link.symlink_to(host.readlink())
@@ -179,11 +176,11 @@ class GvisorBackend:
             _bind(directory / "etc" / "group", "/etc/group"),
             _bind(directory / "work", "/work", writable=True),
         ]
-        for name in ROOT_LINKS:
+        for name in child.ROOT_LINKS:
             host = Path("/") / name
             if host.is_dir() and not host.is_symlink():
                 mounts.append(_bind(host, f"/{name}"))
-        mounts += [_bind(Path("/etc") / n, f"/etc/{n}") for n in ETC_FILES
+        mounts += [_bind(Path("/etc") / n, f"/etc/{n}") for n in child.ETC_FILES
                    if (Path("/etc") / n).exists()]
         return {
             "ociVersion": "1.0.2",
@@ -241,7 +238,7 @@ class GvisorBackend:
         process = await asyncio.create_subprocess_exec(
             self.runsc_path, *RUNSC_FLAGS, "--root", str(self.runsc_root), *args,
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT, env={"PATH": HOST_PATH}, cwd="/",
+            stderr=asyncio.subprocess.STDOUT, env={"PATH": child.HOST_PATH}, cwd="/",
         )
         output, _ = await process.communicate()
         text = output.decode(errors="replace")
@@ -261,7 +258,7 @@ class GvisorBackend:
                     self.runsc_path, *RUNSC_FLAGS, "--root", str(self.runsc_root),
                     "run", "--bundle", str(directory / "bundle"), instance_id,
                     stdin=guest_agent.fileno(), stdout=guest_egress.fileno(),
-                    stderr=log_file, env={"PATH": HOST_PATH}, cwd="/",
+                    stderr=log_file, env={"PATH": child.HOST_PATH}, cwd="/",
                 )
         except BaseException:
             channel.close()
@@ -292,11 +289,11 @@ def _reap_orphans(runsc: str, state_dir: Path) -> None:
     def delete_containers(home: Path) -> None:
         base = [runsc, *RUNSC_FLAGS, "--root", str(home / "runsc-root")]
         listed = subprocess.run([*base, "list", "--quiet"], capture_output=True, text=True,
-                                check=False, env={"PATH": HOST_PATH})
+                                check=False, env={"PATH": child.HOST_PATH})
         for container in listed.stdout.split():
             for command in (["kill", container, "KILL"], ["delete", "--force", container]):
                 subprocess.run([*base, *command], capture_output=True, check=False,
-                               env={"PATH": HOST_PATH})
+                               env={"PATH": child.HOST_PATH})
 
     reap_dead(state_dir, delete_containers)
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from tenantry.sandbox.egress import EgressPolicy, EgressProxy
+from tenantry.sandbox.egress.policy import EgressPolicy
+from tenantry.sandbox.egress.proxy import EgressProxy
 from tenantry.sandbox.types import SandboxRefused
 
 

@@ -28,12 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tenantry.sandbox.cgroups import CgroupV1, remove_stale
-from tenantry.sandbox.channel import MAX_LINE_BYTES, AgentChannel
-from tenantry.sandbox.egress import EgressPolicy, EgressProxy
-from tenantry.sandbox.egress_port import EgressPort
-from tenantry.sandbox.image import ImageInfo
-from tenantry.sandbox.microvm_host import (
+from tenantry.sandbox.backends.cgroups import CgroupV1, remove_stale
+from tenantry.sandbox.backends.microvm_host import (
     QEMU_PACKAGE,
     TemplateFiles,
     host_tsc_khz,
@@ -44,8 +40,13 @@ from tenantry.sandbox.microvm_host import (
     sealed_copy,
     template_lock,
 )
-from tenantry.sandbox.orphans import process_dir, reap_dead
-from tenantry.sandbox.qmp import QmpClient, QmpError
+from tenantry.sandbox.backends.orphans import process_dir, reap_dead
+from tenantry.sandbox.backends.qmp import QmpClient, QmpError
+from tenantry.sandbox.channel import MAX_LINE_BYTES, AgentChannel
+from tenantry.sandbox.egress.policy import EgressPolicy
+from tenantry.sandbox.egress.port import EgressPort
+from tenantry.sandbox.egress.proxy import EgressProxy
+from tenantry.sandbox.image.build import ImageInfo
 from tenantry.sandbox.types import Limits, SandboxLost, SandboxUnavailable
 
 __all__ = ["QEMU_PACKAGE", "MicroVmBackend", "MicroVmInstance", "kvm_usable"]
@@ -159,12 +160,6 @@ class MicroVmInstance:
             if line.startswith("Pss:"):
                 return int(line.split()[1])
         return None
-
-    def console_log(self) -> str:
-        """The guest's serial console (written only with TENANTRY_SANDBOX_DEBUG=1)."""
-        with contextlib.suppress(OSError):
-            return (self.directory / "console.log").read_text(errors="replace")
-        return ""
 
 
 class MicroVmBackend:

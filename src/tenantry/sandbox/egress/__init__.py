@@ -1,0 +1,9 @@
+"""Sandbox egress (DESIGN §10): the allow-list (``policy``), the host-side proxy behind a
+sandbox's relay (``proxy``, whose docstring tells the whole path), the request it reads
+(``request``), the frames of the one byte stream (``frames``) and a backend's end of that
+stream (``port``)."""
+
+from tenantry.sandbox.egress.policy import EgressPolicy
+from tenantry.sandbox.egress.proxy import EgressLimits, EgressProxy
+
+__all__ = ["EgressLimits", "EgressPolicy", "EgressProxy"]
