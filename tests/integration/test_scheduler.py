@@ -17,7 +17,7 @@ from tenantry.errors import LeaseLost
 from tenantry.ids import RunId, TenantId
 from tenantry.jsonutil import digest
 from tenantry.ledger import budget
-from tenantry.models.types import TokenUsage
+from tenantry.ledger.tokens import TokenUsage
 from tenantry.runs import service as runs
 from tenantry.runs.lease import Lease, claim
 from tenantry.scheduler import policy

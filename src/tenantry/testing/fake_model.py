@@ -74,6 +74,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from tenantry.ledger.tokens import TokenUsage
 from tenantry.models.scripted import (
     Script,
     ScriptError,
@@ -81,7 +82,6 @@ from tenantry.models.scripted import (
     prompt_tokens,
     select_script,
 )
-from tenantry.models.types import TokenUsage
 from tenantry.testing._anthropic_wire import AnthropicWire
 from tenantry.testing._openai_wire import OpenAIWire
 from tenantry.testing._server import LoopbackService
