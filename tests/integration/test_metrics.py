@@ -16,17 +16,9 @@ from tenantry.api.app import create_app
 from tenantry.config import Settings
 from tenantry.runs.inprocess import LocalWorkers
 from tenantry.telemetry.worker import WorkerMetrics
-from tests.conftest import (
-    OPERATOR_TOKEN,
-    TEST_MASTER_KEY,
-    Api,
-    Fakes,
-    answer,
-    call,
-    free_port,
-    running_worker,
-    scripted,
-)
+from tests.support.api import OPERATOR_TOKEN, TEST_MASTER_KEY, Api, free_port
+from tests.support.scripts import answer, call, scripted
+from tests.support.worker import Fakes, running_worker
 
 _SAMPLE = re.compile(r"^([a-z_]+)(?:\{(.*)\})? (\S+)$")
 _LABEL = re.compile(r'([a-z_]+)="((?:[^"\\]|\\.)*)"')

@@ -10,7 +10,7 @@ import pytest
 
 from tenantry.db.migrate import available, migrate, pending
 from tenantry.errors import ConfigurationError
-from tests.conftest import dsn_for
+from tests.support.db import dsn_for
 
 TENANT_TABLES = {"tenants", "api_keys", "agents", "agent_versions", "runs", "run_events"}
 

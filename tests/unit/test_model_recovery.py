@@ -20,7 +20,7 @@ from tenantry.models.errors import (
 )
 from tenantry.models.gateway import GatewaySettings, ModelGateway
 from tenantry.models.types import ModelReply, ModelRequest, ProviderClient
-from tests.unit.test_model_routing import Clock
+from tests.support.clock import Clock
 
 ACCOUNT = ModelAccount("acct", "openai", "http://acct.invalid/v1", ("m",), "us")
 REQUEST = ModelRequest(model="m", messages=({"role": "user", "content": "hi"},), run_key="r1")
