@@ -43,5 +43,9 @@ contracts: $(STAMP)
 
 check: test
 
+# Rewrites src/tenantry/db/schema.sql from a freshly migrated database (after a new migration).
+schema: $(STAMP)
+	$(VENV)/bin/python -m tests.support.schema
+
 clean-venv:
 	rm -rf $(VENV)
