@@ -1,4 +1,5 @@
-# The two commands of the README: `make up` runs the platform, `make test` runs every test.
+# The two commands of the README: `make up` runs the platform, `make test` runs the whole
+# check: ruff, mypy --strict, the import contracts, then every test.
 PYTHON ?= python3
 VENV ?= .venv
 DEMO ?= 1
@@ -6,7 +7,7 @@ PYTEST_ARGS ?=
 
 STAMP := $(VENV)/.installed
 
-.PHONY: up test lint typecheck check clean-venv image
+.PHONY: up test lint typecheck contracts check schema clean-venv image
 
 $(STAMP): pyproject.toml
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -26,7 +27,8 @@ up: $(STAMP)
 	-$(VENV)/bin/tenantry sandbox build-image
 	$(VENV)/bin/tenantry up $(if $(filter 1,$(DEMO)),--demo,)
 
-test: image
+# The static checks first: they take seconds, the suite minutes.
+test: image lint typecheck contracts
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
@@ -35,7 +37,15 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-check: lint typecheck test
+# The layers of DESIGN §4 ([tool.importlinter] in pyproject.toml).
+contracts: $(STAMP)
+	$(VENV)/bin/lint-imports
+
+check: test
+
+# Rewrites src/tenantry/db/schema.sql from a freshly migrated database (after a new migration).
+schema: $(STAMP)
+	$(VENV)/bin/python -m tests.support.schema
 
 clean-venv:
 	rm -rf $(VENV)

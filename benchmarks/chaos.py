@@ -41,9 +41,9 @@ from tenantry.testing.fake_model import FakeModelServer
 from tenantry.testing.mcp_server import EffectsMcpServer
 from tenantry.vault import MasterKey
 
-# The workload and the checks are the chaos test's own (tests/chaos/harness.py).
+# The workload and the checks are the chaos test's own (tests/support/harness.py).
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.chaos.harness import (
+from tests.support.harness import (
     ChaosError,
     PlannedRun,
     Verdict,

@@ -22,7 +22,8 @@ import pytest
 from tenantry.ids import RunId
 from tenantry.testing.fake_model import FakeModelServer
 from tenantry.testing.mcp_server import EffectsMcpServer
-from tests.chaos.harness import (
+from tests.support.api import TEST_MASTER_KEY, Api
+from tests.support.harness import (
     LEASE_SECONDS,
     PlannedRun,
     WorkerFleet,
@@ -32,7 +33,8 @@ from tests.chaos.harness import (
     plan_runs,
     verify,
 )
-from tests.conftest import TEST_MASTER_KEY, Api, answer, call, scripted, until
+from tests.support.scripts import answer, call, scripted
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.chaos
 

@@ -27,8 +27,9 @@ from tenantry.api.runs import KEEPALIVE_SECONDS
 from tenantry.ids import RunId
 from tenantry.testing.fake_model import FakeModelServer
 from tenantry.testing.mcp_server import EffectsMcpServer
-from tests.chaos.api_process import ApiProcess, api_process
-from tests.chaos.harness import (
+from tests.support.api import TEST_MASTER_KEY
+from tests.support.api_process import ApiProcess, api_process
+from tests.support.harness import (
     PlannedRun,
     TenantHandle,
     WorkerFleet,
@@ -39,8 +40,8 @@ from tests.chaos.harness import (
     verify,
     worker_env,
 )
-from tests.conftest import TEST_MASTER_KEY, until
 from tests.support.pgcluster import PgCluster
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.chaos
 

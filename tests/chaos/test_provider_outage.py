@@ -16,21 +16,17 @@ import asyncpg
 import pytest
 
 from tenantry.testing.fake_model import FakeModelServer
-from tests.chaos.harness import WorkerFleet
-from tests.conftest import Api, answer, scripted, until
+from tests.support.api import Api
+from tests.support.db import run_statuses
+from tests.support.harness import WorkerFleet
+from tests.support.scripts import answer, scripted
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.chaos
 
 RUNS = 12
 #: What a worker logs (JSON, on stderr) when a run parks and frees its slot.
 PARKED_MARK = b'"msg":"run waits; its slot is free"'
-
-
-async def _statuses(conn: asyncpg.Connection, runs: list[str]) -> dict[str, int]:
-    rows = await conn.fetch(
-        "SELECT status, count(*) AS n FROM runs "
-        "WHERE 'run_' || replace(run_id::text, '-', '') = ANY($1) GROUP BY status", runs)
-    return {r["status"]: r["n"] for r in rows}
 
 
 async def test_runs_parked_by_a_killed_worker_wake_in_the_other_after_recovery(
@@ -48,7 +44,7 @@ async def test_runs_parked_by_a_killed_worker_wake_in_the_other_after_recovery(
             await fleet.start()
 
             async def all_parked() -> bool:
-                return await _statuses(admin_conn, runs) == {"waiting": RUNS}
+                return await run_statuses(admin_conn, runs) == {"waiting": RUNS}
             await until(all_parked, "every run parked", 60, fleet.tails)
             victim = max(fleet.live, key=lambda w: w.stderr.read_bytes().count(PARKED_MARK))
             assert PARKED_MARK in victim.stderr.read_bytes()
@@ -56,7 +52,7 @@ async def test_runs_parked_by_a_killed_worker_wake_in_the_other_after_recovery(
             model.set_mode("ok")
 
             async def all_finished() -> bool:
-                statuses = await _statuses(admin_conn, runs)
+                statuses = await run_statuses(admin_conn, runs)
                 assert "failed" not in statuses, statuses
                 return statuses == {"finished": RUNS}
             # About 35 s at most at the default settings (docs/how-to/model-providers.md).

@@ -12,17 +12,10 @@ from pathlib import Path
 import pytest
 
 from tenantry.runs.inprocess import LocalWorkers
-from tests.conftest import (
-    OPERATOR_TOKEN,
-    Api,
-    Fakes,
-    answer,
-    call,
-    running_worker,
-    scripted,
-    serving_api,
-    until,
-)
+from tests.support.api import OPERATOR_TOKEN, Api, serving_api
+from tests.support.scripts import answer, call, scripted
+from tests.support.waiting import until
+from tests.support.worker import Fakes, running_worker
 
 async_api = pytest.importorskip("playwright.async_api")
 

@@ -17,8 +17,8 @@ import httpx2
 import pytest
 
 from tenantry.db.embedded import EmbeddedPostgres
-from tests.conftest import free_port
-from tests.integration.sse import read_sse
+from tests.support.api import free_port
+from tests.support.sse import read_sse
 
 pytestmark = pytest.mark.e2e
 TOKEN = "op_e2e_token"

@@ -46,7 +46,8 @@ from schemathesis.specs.openapi.checks import (
 from tenantry.bootstrap.api import build_app
 from tenantry.config import Settings
 from tenantry.testing.mcp_server import EffectsMcpServer
-from tests.conftest import OPERATOR_TOKEN, TEST_MASTER_KEY, dsn_for, free_port
+from tests.support.api import OPERATOR_TOKEN, TEST_MASTER_KEY, free_port
+from tests.support.db import dsn_for
 
 #: Examples per operation and pass: the whole module stays around a minute on 2 cores.
 MAX_EXAMPLES = 15

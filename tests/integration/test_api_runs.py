@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncpg
 
-from tests.conftest import Api
-from tests.integration.helpers import row_counts
+from tests.support.api import Api
+from tests.support.db import row_counts
 
 
 async def _setup(api: Api) -> tuple[dict[str, str], str]:

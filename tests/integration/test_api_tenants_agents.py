@@ -6,8 +6,8 @@ import asyncio
 
 import asyncpg
 
-from tests.conftest import Api, serving_api
-from tests.integration.helpers import row_counts
+from tests.support.api import Api, serving_api
+from tests.support.db import row_counts
 
 
 async def test_operator_creates_tenant_and_key_that_authenticates(

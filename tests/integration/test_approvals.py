@@ -10,8 +10,10 @@ import asyncpg
 
 from tenantry.db import Database
 from tenantry.tools import approvals
-from tests.conftest import Api, Fakes, answer, call, running_worker, scripted
-from tests.integration.test_replay import check_and_record
+from tests.support.api import Api
+from tests.support.replay import check_and_record
+from tests.support.scripts import answer, call, scripted
+from tests.support.worker import Fakes, running_worker
 
 
 async def _waiting_run(

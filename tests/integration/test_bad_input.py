@@ -9,8 +9,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from tests.conftest import Api
-from tests.integration.helpers import row_counts
+from tests.support.api import Api
+from tests.support.db import row_counts
 
 
 @dataclass

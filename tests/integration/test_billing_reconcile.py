@@ -16,17 +16,10 @@ import pytest
 from tenantry.api.console import session
 from tenantry.ledger.pricing import DEFAULT_PRICES
 from tenantry.testing.fake_model import FakeModelServer, UsageRecord
-from tests.conftest import (
-    OPERATOR_TOKEN,
-    Api,
-    Fakes,
-    answer,
-    call,
-    free_port,
-    running_worker,
-    scripted,
-)
-from tests.integration.test_cli_client import cli
+from tests.support.api import OPERATOR_TOKEN, Api, free_port
+from tests.support.cli import cli
+from tests.support.scripts import answer, call, scripted
+from tests.support.worker import Fakes, running_worker
 
 ADMIN_KEY = "sk-admin-billing-test-5f1e"
 _PRICE = DEFAULT_PRICES.prices["scripted"]

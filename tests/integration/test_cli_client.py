@@ -3,24 +3,10 @@ end, `tenantry runs list` and `tenantry usage` show tables of what the API holds
 
 from __future__ import annotations
 
-import asyncio
-import os
-import sys
-from pathlib import Path
-
-from tests.conftest import Api, Fakes, answer, call, scripted
-
-TENANTRY = str(Path(sys.executable).with_name("tenantry"))
-
-
-async def cli(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        TENANTRY, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env={**{k: v for k, v in os.environ.items() if not k.startswith("TENANTRY_")},
-             "COLUMNS": "200", **env})
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
+from tests.support.api import Api
+from tests.support.cli import cli
+from tests.support.scripts import answer, call, scripted
+from tests.support.worker import Fakes
 
 
 async def test_tail_follows_a_run_live_and_list_and_usage_show_it(

@@ -7,8 +7,10 @@ import asyncio
 import asyncpg
 
 from tenantry.db import Database
-from tests.conftest import Api, Fakes, answer, call, scripted
-from tests.integration.test_replay import check_and_record
+from tests.support.api import Api
+from tests.support.replay import check_and_record
+from tests.support.scripts import answer, call, scripted
+from tests.support.worker import Fakes
 
 
 async def _tenant_with_tools(

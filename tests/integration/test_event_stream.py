@@ -12,8 +12,8 @@ import pytest
 from tenantry.db import Database
 from tenantry.ids import RunId, TenantId
 from tenantry.runs import log
-from tests.conftest import Api
-from tests.integration.sse import SseEvent, read_sse
+from tests.support.api import Api
+from tests.support.sse import SseEvent, read_sse
 
 
 async def _run(api: Api) -> tuple[str, dict[str, str], str]:

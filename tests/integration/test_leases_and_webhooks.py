@@ -8,7 +8,6 @@ import dataclasses
 import hashlib
 import hmac
 from collections.abc import AsyncIterator
-from typing import Any
 
 import asyncpg
 import orjson
@@ -25,8 +24,10 @@ from tenantry.models.loopback import LoopbackServer
 from tenantry.runs import lease as leases
 from tenantry.runs import log
 from tenantry.runs.webhooks import BlockedAddress, check_destination
-from tenantry.tools.gateway import ToolGateway, ToolResult
-from tests.conftest import TEST_ENGINE, Api, Fakes, answer, call, running_worker, scripted
+from tests.support.api import Api
+from tests.support.scripts import answer, call, scripted
+from tests.support.tools import DiesAfterTheCall
+from tests.support.worker import TEST_ENGINE, Fakes, running_worker
 
 
 async def _queued_run(api: Api, fakes: Fakes, script: object) -> tuple[str, dict[str, str], str]:
@@ -81,14 +82,6 @@ async def test_an_expired_lease_is_claimed_again_and_the_run_resumes(
     assert [e["type"] for e in events] == [
         "RunCreated", "ModelReplied", "ToolCompleted", "ModelReplied", "RunFinished"]
     assert (await api.run(h, run_id))["answer"] == "resumed"
-
-
-class DiesAfterTheCall(ToolGateway):
-    """Sends the call, then the worker 'crashes' before the result can be saved."""
-
-    async def call(self, *args: Any, **kwargs: Any) -> ToolResult:
-        await super().call(*args, **kwargs)
-        raise asyncio.CancelledError
 
 
 async def test_a_run_resumes_from_its_log_with_the_same_keys(

@@ -4,55 +4,16 @@ errors, breakers, budget refusals — all by tenant class; no label value is a t
 
 from __future__ import annotations
 
-import asyncio
 import re
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
-import httpx2
-import uvicorn
-
-from tenantry.bootstrap.api import build_app
-from tenantry.config import Settings
 from tenantry.runs.inprocess import LocalWorkers
 from tenantry.telemetry.worker import WorkerMetrics
-from tests.conftest import (
-    OPERATOR_TOKEN,
-    TEST_MASTER_KEY,
-    Api,
-    Fakes,
-    answer,
-    call,
-    free_port,
-    running_worker,
-    scripted,
-)
+from tests.support.api import Api, serving_api
+from tests.support.scripts import answer, call, scripted
+from tests.support.worker import Fakes, running_worker
 
 _SAMPLE = re.compile(r"^([a-z_]+)(?:\{(.*)\})? (\S+)$")
 _LABEL = re.compile(r'([a-z_]+)="((?:[^"\\]|\\.)*)"')
-
-
-@asynccontextmanager
-async def api_with_workers(dsn: str, local: LocalWorkers) -> AsyncIterator[Api]:
-    """The API as `tenantry up` serves it: it sees the worker loops of its process."""
-    settings = Settings(database_url=dsn, operator_token=OPERATOR_TOKEN, db_pool_min=1,
-                        db_pool_max=5, master_key=TEST_MASTER_KEY.encoded())
-    config = uvicorn.Config(build_app(settings, dsn, local=local), host="127.0.0.1",
-                            port=free_port(), log_config=None, access_log=False, lifespan="on")
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.01)
-    try:
-        async with httpx2.AsyncClient(base_url=f"http://127.0.0.1:{config.port}",
-                                      timeout=10) as client:
-            yield Api(str(client.base_url), client,
-                      {"Authorization": f"Bearer {OPERATOR_TOKEN}"})
-    finally:
-        server.should_exit = True
-        await task
 
 
 def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -86,7 +47,7 @@ async def test_metrics_count_runs_calls_and_refusals_by_tenant_class(
 ) -> None:
     local = LocalWorkers()
     metrics = WorkerMetrics()
-    async with api_with_workers(database_dsn, local) as api, running_worker(
+    async with serving_api(database_dsn, local=local) as api, running_worker(
         database_dsn, fakes.model.base_url, metrics=metrics,
     ) as worker:
         local.engines.append(worker.engine)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import uuid
 from collections.abc import AsyncIterator
 
@@ -10,7 +11,8 @@ import pytest
 
 from tenantry.db.migrate import available, migrate, pending
 from tenantry.errors import ConfigurationError
-from tests.conftest import dsn_for
+from tests.support.db import dsn_for
+from tests.support.schema import REGENERATE, SCHEMA_SQL, migrated_schema
 
 TENANT_TABLES = {"tenants", "api_keys", "agents", "agent_versions", "runs", "run_events"}
 
@@ -86,3 +88,14 @@ async def test_an_edited_migration_is_refused(empty_db: asyncpg.Connection) -> N
     await empty_db.execute("UPDATE schema_migrations SET sha256 = 'x' WHERE version = 1")
     with pytest.raises(ConfigurationError, match="changed after it was applied"):
         await migrate(empty_db)
+
+
+async def test_the_schema_snapshot_is_what_the_migrations_produce(admin_dsn: str) -> None:
+    produced = await migrated_schema(admin_dsn)
+    snapshot = SCHEMA_SQL.read_text()
+    diff = "".join(difflib.unified_diff(
+        snapshot.splitlines(keepends=True), produced.splitlines(keepends=True),
+        fromfile=str(SCHEMA_SQL.name), tofile="migrated database"))
+    assert produced == snapshot, (
+        f"{SCHEMA_SQL} is not what the migrations produce; regenerate it with "
+        f"`{REGENERATE}` and review the diff:\n{diff}")

@@ -16,17 +16,11 @@ import pytest
 from tenantry.db import Database
 from tenantry.ledger.pricing import DEFAULT_PRICES
 from tenantry.testing.fake_model import FakeModelServer
-from tests.conftest import (
-    TEST_GATEWAY,
-    Api,
-    Fakes,
-    answer,
-    call,
-    running_worker,
-    scripted,
-    until,
-)
-from tests.integration.test_replay import check_and_record
+from tests.support.api import Api
+from tests.support.replay import check_and_record
+from tests.support.scripts import answer, call, scripted
+from tests.support.waiting import until
+from tests.support.worker import TEST_GATEWAY, Fakes, running_worker
 
 
 @pytest.fixture

@@ -19,16 +19,10 @@ import asyncpg
 import pytest
 
 from tenantry.testing.fake_model import FakeModelServer
-from tests.conftest import (
-    TEST_ENGINE,
-    Api,
-    Fakes,
-    answer,
-    call,
-    running_worker,
-    scripted,
-    until,
-)
+from tests.support.api import Api
+from tests.support.scripts import answer, call, scripted
+from tests.support.waiting import until
+from tests.support.worker import TEST_ENGINE, Fakes, running_worker
 
 RUNS = 100
 STEP = {"delay_ms": 250}  # each model call takes a while: runs stay in flight

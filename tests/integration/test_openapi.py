@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi.routing import APIRoute
 
-from tests.conftest import Api
+from tests.support.api import Api
 
 
 async def test_openapi_matches_the_routes(api: Api) -> None:

@@ -17,9 +17,9 @@ import pytest
 
 from tenantry.api.console import reads, session
 from tenantry.testing.mcp_server import EffectsMcpServer
-from tests.conftest import OPERATOR_TOKEN, Api
-from tests.integration.bank_server import BankMcpServer
-from tests.integration.helpers import row_counts
+from tests.support.api import OPERATOR_TOKEN, Api
+from tests.support.bank_server import BankMcpServer
+from tests.support.db import row_counts
 
 TENANTS = 3
 UNROUTABLE = "http://127.0.0.1:9/v1"  # registering an account never calls the provider

@@ -20,17 +20,11 @@ from tenantry.models.accounts import ModelAccount, wake_parked_for
 from tenantry.models.gateway import GatewaySettings
 from tenantry.runs.driver import EngineSettings
 from tenantry.testing.fake_model import FakeModelServer
-from tests.conftest import (
-    TEST_ENGINE,
-    TEST_GATEWAY,
-    Api,
-    Fakes,
-    answer,
-    call,
-    running_worker,
-    scripted,
-    until,
-)
+from tests.support.api import Api
+from tests.support.db import run_statuses
+from tests.support.scripts import answer, call, scripted
+from tests.support.waiting import until
+from tests.support.worker import TEST_ENGINE, TEST_GATEWAY, Fakes, running_worker
 
 STEP = {"delay_ms": 100}
 
@@ -57,13 +51,6 @@ async def _start(api: Api, h: dict[str, str], agent: str, runs: int,
     return started
 
 
-async def _statuses(conn: asyncpg.Connection, runs: list[str]) -> dict[str, int]:
-    rows = await conn.fetch(
-        "SELECT status, count(*) AS n FROM runs "
-        "WHERE 'run_' || replace(run_id::text, '-', '') = ANY($1) GROUP BY status", runs)
-    return {r["status"]: r["n"] for r in rows}
-
-
 async def _replied_runs(conn: asyncpg.Connection, runs: list[str]) -> int:
     return int(await conn.fetchval(
         "SELECT count(DISTINCT run_id) FROM run_events WHERE type = 'ModelReplied' "
@@ -75,7 +62,7 @@ async def _at_least(count: Awaitable[int], n: int) -> bool:
 
 
 async def _all(conn: asyncpg.Connection, runs: list[str], status: str) -> bool:
-    statuses = await _statuses(conn, runs)
+    statuses = await run_statuses(conn, runs)
     assert "failed" not in statuses, statuses
     return statuses == {status: len(runs)}
 

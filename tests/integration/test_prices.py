@@ -13,7 +13,10 @@ import pytest
 from tenantry.db import Database
 from tenantry.ledger.prices import PriceBook
 from tenantry.testing.fake_model import FakeModelServer, UsageRecord
-from tests.conftest import Api, Fakes, answer, running_worker, scripted, until
+from tests.support.api import Api
+from tests.support.scripts import answer, scripted
+from tests.support.waiting import until
+from tests.support.worker import Fakes, running_worker
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 FIRST = {"input_per_m": 2_000_000, "cached_input_per_m": 500_000, "output_per_m": 7_000_000}

@@ -18,9 +18,10 @@ from tenantry.ids import RunId, TenantId
 from tenantry.runs import replay as replay_module
 from tenantry.runs.decide import CallTool, Decision
 from tenantry.runs.replay import RecordedRun, export_run, replay
-from tests.conftest import Api, Fakes, answer, call, scripted
-
-CORPUS = Path(__file__).parent.parent / "replay_corpus"
+from tests.support.api import Api
+from tests.support.replay import CORPUS
+from tests.support.scripts import answer, call, scripted
+from tests.support.worker import Fakes
 
 SCENARIOS = {
     "tools-then-answer": (scripted(call("effect", note="{input}"), call("add", a=1, b=2),
@@ -63,15 +64,6 @@ async def test_fresh_runs_replay_without_differences(
         for name, record in zip(SCENARIOS, records, strict=True):
             (CORPUS / f"{name}.json").write_bytes(
                 orjson.dumps(record.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
-
-
-async def check_and_record(db: Database, tenant: str, run_id: str, name: str) -> None:
-    """Replay a run made by another test; add it to the corpus when recording."""
-    record = await export_run(db, TenantId(tenant), RunId.parse(run_id))
-    assert replay(record) == []
-    if os.environ.get("TENANTRY_RECORD_CORPUS") == "1":
-        (CORPUS / f"{name}.json").write_bytes(
-            orjson.dumps(record.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
 
 
 def _corpus() -> list[RecordedRun]:

@@ -14,29 +14,19 @@ from tenantry.agents import service as agents
 from tenantry.agents.spec import AgentSpec
 from tenantry.db import Database
 from tenantry.errors import LeaseLost
-from tenantry.ids import RunId, TenantId
+from tenantry.ids import RunId
 from tenantry.jsonutil import digest
 from tenantry.ledger import budget
-from tenantry.models.types import TokenUsage
+from tenantry.ledger.tokens import TokenUsage
 from tenantry.runs import service as runs
 from tenantry.runs.lease import Lease, claim
-from tenantry.scheduler import policy
 from tenantry.scheduler.policy import TenantPolicy
 from tenantry.tenants import service as tenants
-from tests.conftest import Api, Fakes, answer, call, running_worker, scripted, until
-
-
-async def _tenant_with_runs(
-    db: Database, name: str, runs_: int, pol: TenantPolicy | None = None,
-) -> TenantId:
-    tenant = (await tenants.create_tenant(db, name)).tenant.tenant_id
-    if pol is not None:
-        await policy.set_policy(db, tenant, pol)
-    agent = (await agents.create_agent(db, tenant, "a", AgentSpec("scripted", ""))).agent_id
-    for i in range(runs_):
-        await runs.create_run(db, tenant, runs.RunRequest(
-            agent, None, {"i": i}, None, "interactive", None, digest({"i": i})))
-    return tenant
+from tests.support.api import Api
+from tests.support.scheduler import tenant_with_runs
+from tests.support.scripts import answer, call, scripted
+from tests.support.waiting import until
+from tests.support.worker import Fakes, running_worker
 
 
 def _by_tenant(leases: list[Lease]) -> Counter[str]:
@@ -52,8 +42,8 @@ async def _finish(conn: asyncpg.Connection, leases: list[Lease]) -> None:
 async def test_a_tenant_at_max_running_is_passed_over_while_others_are_served(
     db: Database, admin_conn: asyncpg.Connection,
 ) -> None:
-    capped = await _tenant_with_runs(db, "capped", 10, TenantPolicy(max_running=2))
-    other = await _tenant_with_runs(db, "other", 10)
+    capped = await tenant_with_runs(db, "capped", 10, TenantPolicy(max_running=2))
+    other = await tenant_with_runs(db, "other", 10)
     leases = await claim(db, "w1", 10, 30.0)
     assert _by_tenant(leases) == {capped.value: 2, other.value: 8}
     # Still at its ceiling: more claims take nothing of it, even with slots idle.
@@ -67,8 +57,8 @@ async def test_a_tenant_at_max_running_is_passed_over_while_others_are_served(
 async def test_weights_share_contended_slots_in_proportion(
     db: Database, admin_conn: asyncpg.Connection,
 ) -> None:
-    heavy = await _tenant_with_runs(db, "heavy", 400, TenantPolicy(weight=3))
-    light = await _tenant_with_runs(db, "light", 400, TenantPolicy(weight=1))
+    heavy = await tenant_with_runs(db, "heavy", 400, TenantPolicy(weight=3))
+    light = await tenant_with_runs(db, "light", 400, TenantPolicy(weight=1))
     slots, held, served = 40, [], Counter[str]()
     rng = random.Random(7)
     # A long window of a full cell: each round some runs end and the freed slots are
@@ -91,10 +81,10 @@ async def test_weights_share_contended_slots_in_proportion(
 async def test_an_idle_share_is_lent_and_returns_when_the_owner_has_work(
     db: Database, admin_conn: asyncpg.Connection,
 ) -> None:
-    whale = await _tenant_with_runs(db, "whale", 100)
+    whale = await tenant_with_runs(db, "whale", 100)
     first = await claim(db, "w", 20, 30.0)
     assert _by_tenant(first) == {whale.value: 20}  # nobody else wants the slots: borrow all
-    minnow = await _tenant_with_runs(db, "minnow", 5)
+    minnow = await tenant_with_runs(db, "minnow", 5)
     await _finish(admin_conn, first[:5])
     # The freed slots go to the minnow (0 running) before the whale (15 running).
     assert _by_tenant(await claim(db, "w", 5, 30.0)) == {minnow.value: 5}
@@ -103,8 +93,8 @@ async def test_an_idle_share_is_lent_and_returns_when_the_owner_has_work(
 async def test_racing_claimers_never_share_a_run_nor_pass_a_ceiling(
     database_dsn: str, db: Database, admin_conn: asyncpg.Connection,
 ) -> None:
-    capped = await _tenant_with_runs(db, "racer-a", 60, TenantPolicy(max_running=7))
-    await _tenant_with_runs(db, "racer-b", 60)
+    capped = await tenant_with_runs(db, "racer-a", 60, TenantPolicy(max_running=7))
+    await tenant_with_runs(db, "racer-b", 60)
     pools = [await Database.connect(database_dsn, min_size=1, max_size=1) for _ in range(8)]
     try:
         results = await asyncio.gather(*(claim(p, f"w{i}", 6, 30.0)
@@ -145,7 +135,7 @@ async def test_in_flight_runs_before_new_ones_and_interactive_before_batch(
 async def test_a_stale_owner_cannot_settle_or_release_and_the_sweeper_forfeits(
     db: Database, admin_conn: asyncpg.Connection,
 ) -> None:
-    tenant = await _tenant_with_runs(db, "ledger", 1, TenantPolicy(tokens_per_minute=10_000))
+    tenant = await tenant_with_runs(db, "ledger", 1, TenantPolicy(tokens_per_minute=10_000))
     [old] = await claim(db, "w1", 1, 30.0)
     async with db.tenant_tx(tenant) as conn:
         reservation = await budget.reserve(conn, tenant, old.run, old.epoch, 2_000, 500)
@@ -213,7 +203,7 @@ async def test_admission_refuses_past_max_queued_with_the_limit_and_count(
 
 
 async def test_the_cell_refuses_new_runs_when_its_queue_is_full(database_dsn: str) -> None:
-    from tests.conftest import serving_api
+    from tests.support.api import serving_api
 
     # The depth read on every request (not at most once a second): no sleeping for it.
     async with serving_api(database_dsn, max_queued_runs=2, load_read_seconds=0) as api:
@@ -393,8 +383,8 @@ async def test_metrics_count_by_tenant_class_and_never_name_a_tenant(
 async def test_the_fifo_baseline_takes_the_oldest_runs_whatever_the_policies(
     db: Database, admin_conn: asyncpg.Connection,
 ) -> None:
-    capped = await _tenant_with_runs(db, "fifo-old", 3, TenantPolicy(max_running=1))
-    other = await _tenant_with_runs(db, "fifo-new", 2)
+    capped = await tenant_with_runs(db, "fifo-old", 3, TenantPolicy(max_running=1))
+    other = await tenant_with_runs(db, "fifo-new", 2)
     leases = await claim(db, "w", 4, 30.0, order="fifo")
     assert _by_tenant(leases) == {capped.value: 3, other.value: 1}  # ceiling ignored
     started = await admin_conn.fetch("SELECT started_at, created_at FROM runs "

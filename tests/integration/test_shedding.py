@@ -12,17 +12,11 @@ from tenantry.ids import RunId
 from tenantry.runs.lease import claim
 from tenantry.scheduler.policy import TenantPolicy
 from tenantry.scheduler.shedding import ShedThresholds
-from tests.conftest import (
-    Api,
-    Fakes,
-    answer,
-    call,
-    running_worker,
-    scripted,
-    serving_api,
-    until,
-)
-from tests.integration.test_scheduler import _tenant_with_runs
+from tests.support.api import Api, serving_api
+from tests.support.scheduler import tenant_with_runs
+from tests.support.scripts import answer, call, scripted
+from tests.support.waiting import until
+from tests.support.worker import Fakes, running_worker
 
 #: Only what a tenant may know about a shed request: never the cell's depth.
 SHED_BODY_KEYS = {"type", "title", "status", "detail", "shed", "retry_after"}
@@ -217,9 +211,9 @@ async def test_steps_of_runs_in_flight_go_on_at_every_level(
 async def test_in_flight_first_keeps_shares_and_ceilings_within_each_tier(
     db: Database, admin_conn: asyncpg.Connection,
 ) -> None:
-    capped = await _tenant_with_runs(db, "capped", 3, TenantPolicy(max_running=2))
-    other = await _tenant_with_runs(db, "other", 2)
-    newcomer = await _tenant_with_runs(db, "newcomer", 1)
+    capped = await tenant_with_runs(db, "capped", 3, TenantPolicy(max_running=2))
+    other = await tenant_with_runs(db, "other", 2)
+    newcomer = await tenant_with_runs(db, "newcomer", 1)
     ids = {r["tenant_id"]: [x["run_id"] for x in await admin_conn.fetch(
         "SELECT run_id FROM runs WHERE tenant_id = $1 ORDER BY created_at", r["tenant_id"])]
         for r in await admin_conn.fetch("SELECT tenant_id FROM tenants")}

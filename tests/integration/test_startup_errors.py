@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tenantry.vault import MasterKey
-from tests.chaos.harness import tenantry_command
+from tests.support.harness import tenantry_command
 from tests.support.pgcluster import PgCluster, free_port
 
 COMMANDS = ["api", "worker", "up", "migrate"]

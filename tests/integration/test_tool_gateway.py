@@ -17,18 +17,12 @@ from tenantry.db import Database
 from tenantry.ids import TenantId
 from tenantry.tools.gateway import OUTPUT_CAP_BYTES
 from tenantry.tools.mcp_client import McpToolClient
-from tests.conftest import (
-    TEST_ENGINE,
-    Api,
-    Fakes,
-    answer,
-    call,
-    running_worker,
-    scripted,
-)
-from tests.integration.bank_server import BankMcpServer
-from tests.integration.test_leases_and_webhooks import DiesAfterTheCall
-from tests.integration.test_replay import check_and_record
+from tests.support.api import Api
+from tests.support.bank_server import BankMcpServer
+from tests.support.replay import check_and_record
+from tests.support.scripts import answer, call, scripted
+from tests.support.tools import DiesAfterTheCall
+from tests.support.worker import TEST_ENGINE, Fakes, running_worker
 
 SECRET = "s3cr3t-CRM-token-4f9a1c"
 

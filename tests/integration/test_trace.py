@@ -22,7 +22,10 @@ from tenantry.api.runs import TraceOut
 from tenantry.telemetry.spans import OtelSpans
 from tenantry.telemetry.worker import WorkerMetrics
 from tenantry.testing.fake_model import FakeModelServer
-from tests.conftest import Api, Fakes, answer, call, running_worker, scripted, until
+from tests.support.api import Api
+from tests.support.scripts import answer, call, scripted
+from tests.support.waiting import until
+from tests.support.worker import Fakes, running_worker
 
 #: Spans are laid end to end in integer microseconds and each is rounded to 0.001 ms for
 #: the JSON, so their sum may differ from wall_ms by at most 0.0005 ms per span.

@@ -1,0 +1,1 @@
+"""Helpers the tests share (servers, clients, waiting, scripts); no test imports another test."""

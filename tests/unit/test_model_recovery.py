@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from tenantry.ledger.tokens import TokenUsage
 from tenantry.models.accounts import ModelAccount
 from tenantry.models.errors import (
     ModelError,
@@ -18,8 +19,8 @@ from tenantry.models.errors import (
     probe_tells_nothing,
 )
 from tenantry.models.gateway import GatewaySettings, ModelGateway
-from tenantry.models.types import ModelReply, ModelRequest, ProviderClient, TokenUsage
-from tests.unit.test_model_routing import Clock
+from tenantry.models.types import ModelReply, ModelRequest, ProviderClient
+from tests.support.clock import Clock
 
 ACCOUNT = ModelAccount("acct", "openai", "http://acct.invalid/v1", ("m",), "us")
 REQUEST = ModelRequest(model="m", messages=({"role": "user", "content": "hi"},), run_key="r1")

@@ -10,6 +10,7 @@ from tenantry.models.accounts import ModelAccount
 from tenantry.models.capacity import AccountCapacity
 from tenantry.models.routing import candidates
 from tenantry.models.types import RateLimitInfo
+from tests.support.clock import Clock
 
 
 def account(name: str, *, models: tuple[str, ...] = ("m",), region: str = "us",
@@ -67,14 +68,6 @@ def test_a_tenants_own_accounts_replace_the_platforms_and_serve_nobody_else() ->
     pool = [account("platform"), account("byok", tenant="t1")]
     assert ranked(pool, "r", tenant="t1") == ["byok"]
     assert ranked(pool, "r", tenant="t2") == ["platform"]
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_breaker_opens_after_threshold_and_probes_one_at_a_time() -> None:

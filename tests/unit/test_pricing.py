@@ -12,7 +12,7 @@ from tenantry.ledger.pricing import (
     PriceTable,
     SandboxPrice,
 )
-from tenantry.models.types import TokenUsage
+from tenantry.ledger.tokens import TokenUsage
 
 TABLE = PriceTable("t", {"m": Price(3_000_000, 300_000, 15_000_000, cache_write_per_m=3_750_000),
                          "fam": Price(1_000_000, 100_000, 4_000_000)},

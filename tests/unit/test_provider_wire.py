@@ -10,6 +10,7 @@ import httpx2
 import orjson
 import pytest
 
+from tenantry.ledger.tokens import TokenUsage
 from tenantry.models import openai_compat
 from tenantry.models.anthropic import (
     convert_messages,
@@ -30,7 +31,7 @@ from tenantry.models.errors import (
 )
 from tenantry.models.openai_compat import parse_completion
 from tenantry.models.ratelimits import format_duration, parse_duration, parse_rate_limits
-from tenantry.models.types import ModelRequest, ModelToolCall, RateLimitInfo, TokenUsage
+from tenantry.models.types import ModelRequest, ModelToolCall, RateLimitInfo
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 

@@ -10,16 +10,31 @@ transaction."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from tenantry.db import Connection, Database
 from tenantry.db.queries import load
 from tenantry.errors import LeaseLost
 from tenantry.ids import AgentId, RunId, TenantId
 from tenantry.ledger.pricing import Quote
-from tenantry.models.types import ModelRequest, TokenUsage, estimate_tokens
+from tenantry.ledger.tokens import TokenUsage, estimate_tokens
 
 Q = load(__package__)
+
+
+class Prompt(Protocol):
+    """What a reservation is estimated from: a model call's prompt and reply budget
+    (``models.types.ModelRequest`` is one; the ledger sits below the model gateway)."""
+
+    @property
+    def messages(self) -> Sequence[dict[str, Any]]: ...
+    @property
+    def tools(self) -> Sequence[dict[str, Any]]: ...
+    @property
+    def max_tokens(self) -> int | None: ...
+
 
 @dataclass(frozen=True, slots=True)
 class Reservation:
@@ -43,7 +58,7 @@ class OverCap:
     cap_micros: int
 
 
-def estimate(quote: Quote, request: ModelRequest) -> tuple[int, int]:
+def estimate(quote: Quote, request: Prompt) -> tuple[int, int]:
     """Tokens and cost to reserve for a call (at its model's price, ``quote``); settled to
     the real numbers afterwards."""
     prompt, output = estimate_tokens(request.messages, request.tools, request.max_tokens)

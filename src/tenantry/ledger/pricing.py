@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from tenantry.models.types import TokenUsage
+from tenantry.ledger.tokens import TokenUsage
 
 #: The reserved price name for a second of sandbox time (``PUT /admin/v1/prices/sandbox``).
 SANDBOX = "sandbox"

@@ -27,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from tenantry.ledger.tokens import TokenUsage
 from tenantry.models._http import HttpProviderClient, reading_reply
 from tenantry.models.errors import ModelRefused
 from tenantry.models.types import (
@@ -34,7 +35,6 @@ from tenantry.models.types import (
     ModelRequest,
     ModelToolCall,
     RateLimitInfo,
-    TokenUsage,
 )
 
 __all__ = [

@@ -34,6 +34,7 @@ from tenantry.breaker import CircuitBreaker
 from tenantry.db import DATABASE_DOWN, Database
 from tenantry.errors import TenantryError
 from tenantry.ids import TenantId
+from tenantry.ledger.tokens import estimate_tokens
 from tenantry.models import accounts as account_store
 from tenantry.models.accounts import ModelAccount
 from tenantry.models.capacity import AccountCapacity
@@ -46,7 +47,7 @@ from tenantry.models.errors import (
     probe_tells_nothing,
 )
 from tenantry.models.routing import candidates
-from tenantry.models.types import ModelReply, ModelRequest, ProviderClient, estimate_tokens
+from tenantry.models.types import ModelReply, ModelRequest, ProviderClient
 from tenantry.vault import Vault, crypto
 from tenantry.vault.crypto import MasterKey
 

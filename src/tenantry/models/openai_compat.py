@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from tenantry.ledger.tokens import TokenUsage
 from tenantry.models._http import HttpProviderClient, reading_reply
 
 # Re-exported: callers imported the errors from here before models/errors.py existed.
@@ -20,7 +21,6 @@ from tenantry.models.types import (
     ModelRequest,
     ModelToolCall,
     RateLimitInfo,
-    TokenUsage,
 )
 
 __all__ = [

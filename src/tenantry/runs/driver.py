@@ -25,9 +25,10 @@ from tenantry.ids import AgentId
 from tenantry.ledger import budget
 from tenantry.ledger.prices import PriceBook, how_to_price
 from tenantry.ledger.pricing import Quote
+from tenantry.ledger.tokens import TokenUsage
 from tenantry.models.accounts import wake_parked_on
 from tenantry.models.errors import ModelRefused, ModelsExhausted, ModelUnavailable
-from tenantry.models.types import Model, ModelRequest, TokenUsage
+from tenantry.models.types import Model, ModelRequest
 from tenantry.runs import conversation, log, observe
 from tenantry.runs.decide import (
     AwaitApproval,

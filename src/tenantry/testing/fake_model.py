@@ -72,10 +72,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
+from tenantry.ledger.tokens import TokenUsage
 from tenantry.models.openai_wire import OpenAIWire
 from tenantry.models.scripted import Reply, Script, ScriptError, Usage
 from tenantry.models.scripted_server import PromptCache, ScriptedModelServer
-from tenantry.models.types import TokenUsage
 from tenantry.models.wire import Chat, Wire, json_response
 from tenantry.testing._anthropic_wire import AnthropicWire
 from tenantry.testing._usage_reports import Prices, UsageReports

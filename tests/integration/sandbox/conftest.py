@@ -11,25 +11,12 @@ from pathlib import Path
 import pytest
 
 from tenantry.blobs import DirectoryBlobStore
-from tenantry.config import Settings, default_data_dir
 from tenantry.sandbox import probe as sandbox_probe
 from tenantry.sandbox.manager import SandboxManager
 from tenantry.sandbox.pool import PooledDriver
-from tenantry.sandbox.types import Limits
+from tests.support.sandbox import TEST_LIMITS, sandbox_settings
 
 BACKENDS = ("microvm", "gvisor", "bwrap")
-#: Small limits so the bombs hit them quickly; gVisor needs ≥ 512 MiB (sandbox-facts).
-TEST_LIMITS = {"microvm": Limits(memory_mib=256, pids=64, timeout_s=20),
-               "gvisor": Limits(memory_mib=512, pids=64, timeout_s=20),
-               "bwrap": Limits(memory_mib=256, pids=64, timeout_s=20)}
-
-
-def sandbox_settings(tmp: Path, backend: str) -> Settings:
-    """The guest image lives where `make test` builds it (the default data dir), so it is
-    built once per machine; everything else goes under this test's temporary folder."""
-    images = Settings.from_env().sandbox_image_dir or default_data_dir() / "sandbox"
-    return Settings(data_dir=tmp, sandbox_backend=backend, sandbox_image_dir=images,
-                    sandbox_memory_mib=TEST_LIMITS[backend].memory_mib)
 
 
 def require(backend: str) -> None:

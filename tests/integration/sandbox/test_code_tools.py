@@ -13,8 +13,11 @@ from tenantry.blobs import DirectoryBlobStore
 from tenantry.sandbox.manager import SandboxManager
 from tenantry.sandbox.pool import PooledDriver
 from tenantry.telemetry.worker import WorkerMetrics
-from tests.conftest import Api, Fakes, answer, call, running_worker, scripted, until
-from tests.integration.sandbox.conftest import TEST_LIMITS
+from tests.support.api import Api
+from tests.support.sandbox import TEST_LIMITS
+from tests.support.scripts import answer, call, scripted
+from tests.support.waiting import until
+from tests.support.worker import Fakes, running_worker
 
 SUM_CODE = "print(sum(map(int, open('data/numbers.txt').read().split())))"
 

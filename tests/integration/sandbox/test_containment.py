@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,7 +20,7 @@ from tenantry.sandbox.manager import SandboxManager
 from tenantry.sandbox.pool import PooledDriver
 from tenantry.sandbox.sandbox import Sandbox
 from tenantry.sandbox.types import EXIT_KILLED, EXIT_TIMEOUT, Binding, SandboxLost
-from tests.integration.sandbox.conftest import TEST_LIMITS
+from tests.support.sandbox import TEST_LIMITS, host_address
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -42,18 +41,6 @@ async def sandbox(driver: PooledDriver, tenant: str = "tenant-a") -> AsyncIterat
         yield box
     finally:
         await box.destroy()
-
-
-def host_address() -> str:
-    """This host's own non-loopback address (what a guest would try first)."""
-    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        probe.connect(("10.255.255.255", 1))  # no packet is sent for a UDP connect
-        return str(probe.getsockname()[0])
-    except OSError:
-        return socket.gethostbyname(socket.gethostname())
-    finally:
-        probe.close()
 
 
 async def test_no_network_of_any_kind(driver: PooledDriver) -> None:

@@ -28,8 +28,7 @@ from tenantry.sandbox.egress.policy import IPAddress
 from tenantry.sandbox.pool import PooledDriver
 from tenantry.sandbox.sandbox import Sandbox
 from tenantry.sandbox.types import Binding, SandboxRefused
-from tests.integration.sandbox.conftest import TEST_LIMITS, sandbox_settings
-from tests.integration.sandbox.test_containment import host_address
+from tests.support.sandbox import TEST_LIMITS, host_address, sandbox_settings
 
 pytestmark = pytest.mark.timeout(300)
 

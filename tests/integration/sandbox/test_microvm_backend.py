@@ -17,7 +17,7 @@ from tenantry.sandbox.backends.microvm import MicroVmBackend, MicroVmInstance
 from tenantry.sandbox.backends.microvm_host import QEMU_BINARY, QEMU_PACKAGE
 from tenantry.sandbox.image.build import ImageInfo, build_image, find_image
 from tenantry.sandbox.types import Limits
-from tests.integration.sandbox.conftest import sandbox_settings
+from tests.support.sandbox import sandbox_settings
 
 # The first test pays for the image build and the template boot (emulated: tens of seconds
 # on a busy 2-core host); the suite-wide 120 s guard would be too tight for it.

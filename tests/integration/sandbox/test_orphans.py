@@ -14,15 +14,15 @@ from pathlib import Path
 
 from tenantry.sandbox import probe
 from tenantry.sandbox.pool import PooledDriver
-from tests.conftest import until
-from tests.integration.sandbox.conftest import sandbox_settings
+from tests.support.sandbox import sandbox_settings
+from tests.support.waiting import until
 
 WORKER = textwrap.dedent("""
     import asyncio, sys
     from pathlib import Path
     from tenantry.sandbox import probe
     from tenantry.sandbox.types import Limits
-    from tests.integration.sandbox.conftest import TEST_LIMITS, sandbox_settings
+    from tests.support.sandbox import TEST_LIMITS, sandbox_settings
 
     async def main() -> None:
         name, tmp = sys.argv[1], Path(sys.argv[2])

@@ -10,8 +10,10 @@ import asyncpg
 import pytest
 
 from tenantry.sandbox.manager import SandboxManager
-from tests.conftest import Api, Fakes, answer, call, running_worker, scripted
-from tests.integration.test_cli_client import cli
+from tests.support.api import Api
+from tests.support.cli import cli
+from tests.support.scripts import answer, call, scripted
+from tests.support.worker import Fakes, running_worker
 
 pytestmark = pytest.mark.parametrize("driver", ["bwrap"], indirect=True)
 

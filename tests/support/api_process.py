@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx2
 
-from tests.chaos.harness import ChaosError, _die_with_parent, tenantry_command, worker_env
+from tests.support.harness import ChaosError, _die_with_parent, tenantry_command, worker_env
 from tests.support.pgcluster import free_port
 
 OPERATOR_TOKEN = "op_chaos_token"

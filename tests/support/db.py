@@ -1,0 +1,50 @@
+"""The test databases: where the admin Postgres is, a database's DSN, what was written."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+
+from tenantry.db.embedded import EmbeddedPostgres
+
+LOCAL_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def choose_admin_dsn(tmp_root: Path) -> tuple[str, EmbeddedPostgres | None]:
+    """TENANTRY_TEST_DATABASE_URL, else the local server on 5432 (what CI uses), else an
+    embedded Postgres for this session, so `make test` works on a fresh machine too."""
+    configured = os.environ.get("TENANTRY_TEST_DATABASE_URL")
+    if configured:
+        return configured, None
+    with socket.socket() as probe:
+        probe.settimeout(1)
+        if probe.connect_ex(("127.0.0.1", 5432)) == 0:
+            return LOCAL_DSN, None
+    embedded = EmbeddedPostgres(tmp_root / "pg")
+    return embedded.start(), embedded
+
+
+def dsn_for(admin_dsn: str, database: str) -> str:
+    parts = urlsplit(admin_dsn)
+    return urlunsplit(parts._replace(path="/" + database))
+
+
+TABLES = ("tenants", "api_keys", "agents", "agent_versions", "runs", "run_events",
+          "model_accounts", "tool_servers", "secrets", "tenant_policies", "approvals")
+
+
+async def row_counts(conn: asyncpg.Connection) -> dict[str, int]:
+    """Rows per table, read as the superuser (no RLS): what was really written."""
+    return {t: await conn.fetchval(f"SELECT count(*) FROM {t}") for t in TABLES}
+
+
+async def run_statuses(conn: asyncpg.Connection, runs: list[str]) -> dict[str, int]:
+    """How many of these runs (API ids) are in each status, read as the superuser."""
+    rows = await conn.fetch(
+        "SELECT status, count(*) AS n FROM runs "
+        "WHERE 'run_' || replace(run_id::text, '-', '') = ANY($1) GROUP BY status", runs)
+    return {r["status"]: r["n"] for r in rows}

@@ -1,0 +1,68 @@
+"""The layering contracts in pyproject.toml hold for the real tree, and they are not
+decorative: a forbidden import in a copy of the tree breaks them. The sandbox guest, which
+import-linter cannot fully check (it sees only tenantry's modules), imports only the
+standard library."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "src"
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+
+def lint_imports(cwd: Path, pythonpath: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(pythonpath)}
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache", "--config", str(cwd / "pyproject.toml")],
+        cwd=cwd, env=env, capture_output=True, text=True, check=False,
+    )
+
+
+def test_the_tree_keeps_every_contract() -> None:
+    result = lint_imports(ROOT, SRC)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+def test_product_code_importing_the_testing_helpers_breaks_a_contract(tmp_path: Path) -> None:
+    shutil.copytree(SRC / "tenantry", tmp_path / "tenantry",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    (tmp_path / "tenantry" / "runs" / "_bad.py").write_text(
+        '"""Product code that reaches for a test helper."""\n\n'
+        "from tenantry.testing import FakeModelServer\n\n"
+        "__all__ = ['FakeModelServer']\n")
+
+    result = lint_imports(tmp_path, tmp_path)
+
+    assert result.returncode != 0, result.stdout
+    assert "Product code never imports tenantry.testing" in result.stdout
+    assert "BROKEN" in result.stdout
+    assert "tenantry.runs._bad -> tenantry.testing" in result.stdout
+
+
+def test_the_sandbox_guest_imports_only_the_standard_library() -> None:
+    guest = SRC / "tenantry" / "sandbox" / "guest"
+    outside: list[str] = []
+    modules = sorted(guest.glob("*.py"))
+    assert modules
+    for module in modules:
+        for node in ast.walk(ast.parse(module.read_text(), filename=str(module))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                if (name.split(".")[0] not in sys.stdlib_module_names
+                        and not name.startswith("tenantry.sandbox.guest")):
+                    outside.append(f"{module.name}:{node.lineno}: {name}")
+    assert outside == []
