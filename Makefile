@@ -43,7 +43,7 @@ contracts: $(STAMP)
 
 check: test
 
-# Rewrites src/tenantry/db/schema.sql from a freshly migrated database (after a new migration).
+# Rewrites db/schema.sql from a freshly migrated database (after a new migration).
 schema: $(STAMP)
 	$(VENV)/bin/python -m tests.support.schema
 
