@@ -1,0 +1,131 @@
+"""What every console page shares: the `Console` (templates and assets, loaded once, kept
+in ``app.state.console``) and the `View` a page handler gets per request through the `view`
+dependency: the platform, the operator's session, and the ways to answer (a rendered page,
+the login redirect, the 403/404 pages).
+
+Every page needs the session cookie (see session.py); every POST also needs the form's
+CSRF token. Nothing is fetched from anywhere but this server: the Content-Security-Policy
+says so to the browser."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+from urllib.parse import urlencode
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+from jinja2 import Environment
+
+from tenantry.api.console import filters
+from tenantry.api.console.session import SESSION_COOKIE, Session, same, verify
+from tenantry.api.platform import Platform
+from tenantry.db import Database
+
+PREFIX = "/console"
+HEADERS = {
+    # Only this server, ever: no CDN, no web fonts, no inline script or style.
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
+                               "img-src 'self'; connect-src 'self'; form-action 'self'; "
+                               "frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+}
+STATIC = {"console.css": "text/css; charset=utf-8",
+          "console.js": "text/javascript; charset=utf-8",
+          "favicon.svg": "image/svg+xml"}
+
+
+@dataclass(frozen=True, slots=True)
+class Console:
+    """Loaded once per app (no globals): the templates, the static assets and their ETag."""
+
+    templates: Environment
+    assets: dict[str, bytes]
+    etag: str  # per process start: assets change only with the code
+
+    @classmethod
+    def load(cls) -> Console:
+        folder = resources.files("tenantry.api.console").joinpath("static")
+        return cls(filters.environment(),
+                   {name: folder.joinpath(name).read_bytes() for name in STATIC},
+                   secrets.token_hex(8))
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """One request to a console page."""
+
+    console: Console
+    platform: Platform
+    request: Request
+    session: Session | None  # None: not logged in (or the cookie is not valid)
+
+    @property
+    def db(self) -> Database:
+        return self.platform.db
+
+    @property
+    def _operator_token(self) -> str:
+        return self.platform.settings.operator_token or ""
+
+    def render(self, name: str, sess: Session | None, *, status: int = 200,
+               **context: Any) -> HTMLResponse:
+        html = self.console.templates.get_template(name).render(
+            csrf=sess.csrf(self._operator_token) if sess else "",
+            path=self.request.url.path, **context)
+        return HTMLResponse(html, status_code=status, headers=HEADERS)
+
+    def not_found(self, sess: Session, what: str) -> HTMLResponse:
+        return self.render("error.html", sess, status=404, title="Not found", message=what)
+
+    def csrf_ok(self, sess: Session, form: Mapping[str, Any]) -> bool:
+        given = form.get("csrf")
+        return isinstance(given, str) and same(given, sess.csrf(self._operator_token))
+
+    def forbidden(self, sess: Session) -> HTMLResponse:
+        return self.render("error.html", sess, status=403, title="Form refused",
+                           message="This form carried no valid CSRF token (it may be from an "
+                                   "older session). Reload the page and try again.")
+
+    def to_login(self) -> RedirectResponse:
+        url = self.request.url
+        target = url.path + (f"?{url.query}" if url.query else "")
+        return RedirectResponse(f"{PREFIX}/login?{urlencode({'next': target})}",
+                                status_code=303, headers=HEADERS)
+
+    def cookie_args(self) -> dict[str, Any]:
+        # Secure whenever the console is reached over https (directly or via a proxy
+        # uvicorn trusts); plain http only makes sense on loopback in development.
+        return {"httponly": True, "samesite": "strict",
+                "secure": self.request.url.scheme == "https", "path": PREFIX}
+
+
+async def console(request: Request) -> Console:
+    # async on purpose: FastAPI runs a plain-def dependency in a worker thread per request.
+    found: Console = request.app.state.console
+    return found
+
+
+async def view(request: Request) -> View:
+    platform: Platform = request.app.state.platform
+    return View(request.app.state.console, platform, request,
+                verify(request.cookies.get(SESSION_COOKIE),
+                               platform.settings.operator_token))
+
+
+def parse_id(kind: Any, text: str | None) -> Any:
+    """A typed id from a query parameter; None when absent, ValueError when malformed."""
+    if not text:
+        return None
+    return kind.parse(text.strip())
+
+
+def text(value: Any) -> str:
+    """A form field as text: "" when absent or a file."""
+    return value if isinstance(value, str) else ""
