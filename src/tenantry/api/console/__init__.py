@@ -19,7 +19,7 @@ from tenantry.api.console.pages import (
     sandboxes,
     tenants,
 )
-from tenantry.api.console.view import PREFIX, Console
+from tenantry.api.console.view import PREFIX, Console, LoginRequired, login_required
 
 __all__ = ["Console", "install"]
 
@@ -29,5 +29,6 @@ _PAGES = (assets, login, runs, run, approvals, tenants, models, billing, sandbox
 def install(app: FastAPI) -> None:
     """Mount the console's pages on ``app``, with its templates and assets loaded once."""
     app.state.console = Console.load()
+    app.add_exception_handler(LoginRequired, login_required)
     for page in _PAGES:
         app.include_router(page.router, prefix=PREFIX, include_in_schema=False)

@@ -1,7 +1,7 @@
 """What every console page shares: the `Console` (templates and assets, loaded once, kept
-in ``app.state.console``) and the `View` a page handler gets per request through the `view`
-dependency: the platform, the operator's session, and the ways to answer (a rendered page,
-the login redirect, the 403/404 pages).
+in ``app.state.console``) and the view of one request a page handler gets as a dependency:
+`signed_in` (a `SignedIn`, or the redirect to the login page) or `view` (a `View`, signed in
+or not): the platform, the operator's session, and the ways to answer.
 
 Every page needs the session cookie (see session.py); every POST also needs the form's
 CSRF token. Nothing is fetched from anywhere but this server: the Content-Security-Policy
@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from fastapi import Request
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment
 
 from tenantry.api.console import filters
@@ -59,7 +59,7 @@ class Console:
 
 @dataclass(frozen=True, slots=True)
 class View:
-    """One request to a console page."""
+    """One request to the console, signed in or not."""
 
     console: Console
     platform: Platform
@@ -71,27 +71,15 @@ class View:
         return self.platform.db
 
     @property
-    def _operator_token(self) -> str:
-        return self.platform.settings.operator_token or ""
+    def operator_token(self) -> str | None:
+        return self.platform.settings.operator_token
 
-    def render(self, name: str, sess: Session | None, *, status: int = 200,
-               **context: Any) -> HTMLResponse:
+    def render(self, name: str, *, status: int = 200, **context: Any) -> HTMLResponse:
+        """A template, with the session's CSRF token (and so the signed-in header) if any."""
+        csrf = self.session.csrf(self.operator_token or "") if self.session else ""
         html = self.console.templates.get_template(name).render(
-            csrf=sess.csrf(self._operator_token) if sess else "",
-            path=self.request.url.path, **context)
+            csrf=csrf, path=self.request.url.path, **context)
         return HTMLResponse(html, status_code=status, headers=HEADERS)
-
-    def not_found(self, sess: Session, what: str) -> HTMLResponse:
-        return self.render("error.html", sess, status=404, title="Not found", message=what)
-
-    def csrf_ok(self, sess: Session, form: Mapping[str, Any]) -> bool:
-        given = form.get("csrf")
-        return isinstance(given, str) and same(given, sess.csrf(self._operator_token))
-
-    def forbidden(self, sess: Session) -> HTMLResponse:
-        return self.render("error.html", sess, status=403, title="Form refused",
-                           message="This form carried no valid CSRF token (it may be from an "
-                                   "older session). Reload the page and try again.")
 
     def to_login(self) -> RedirectResponse:
         url = self.request.url
@@ -106,6 +94,39 @@ class View:
                 "secure": self.request.url.scheme == "https", "path": PREFIX}
 
 
+@dataclass(frozen=True, slots=True)
+class SignedIn(View):
+    """A request from a signed-in operator: what every page but the login page takes."""
+
+    session: Session
+
+    def csrf_ok(self, form: Mapping[str, Any]) -> bool:
+        given = form.get("csrf")
+        return isinstance(given, str) and same(given, self.session.csrf(self.operator_token or ""))
+
+    def forbidden(self) -> HTMLResponse:
+        return self.render("error.html", status=403, title="Form refused",
+                           message="This form carried no valid CSRF token (it may be from an "
+                                   "older session). Reload the page and try again.")
+
+    def not_found(self, what: str) -> HTMLResponse:
+        return self.render("error.html", status=404, title="Not found", message=what)
+
+
+class LoginRequired(Exception):
+    """Raised by `signed_in` without a valid session; answered with ``response``, the
+    redirect to the login page (see install in __init__.py)."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__("log in first")
+        self.response = response
+
+
+async def login_required(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, LoginRequired)
+    return exc.response
+
+
 async def console(request: Request) -> Console:
     # async on purpose: FastAPI runs a plain-def dependency in a worker thread per request.
     found: Console = request.app.state.console
@@ -115,8 +136,16 @@ async def console(request: Request) -> Console:
 async def view(request: Request) -> View:
     platform: Platform = request.app.state.platform
     return View(request.app.state.console, platform, request,
-                verify(request.cookies.get(SESSION_COOKIE),
-                               platform.settings.operator_token))
+                verify(request.cookies.get(SESSION_COOKIE), platform.settings.operator_token))
+
+
+async def signed_in(request: Request) -> SignedIn:
+    """The page's `SignedIn` view; without a session, the redirect to the login page (that
+    comes back here once logged in)."""
+    v = await view(request)
+    if v.session is None:
+        raise LoginRequired(v.to_login())
+    return SignedIn(v.console, v.platform, v.request, v.session)
 
 
 def parse_id(kind: Any, text: str | None) -> Any:

@@ -7,8 +7,8 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Depends
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from tenantry.api.console import reads, session
-from tenantry.api.console.view import HEADERS, PREFIX, View, parse_id, text, view
+from tenantry.api.console import reads
+from tenantry.api.console.view import HEADERS, PREFIX, SignedIn, parse_id, signed_in, text
 from tenantry.errors import Conflict, NotFound
 from tenantry.ids import ApprovalId, TenantId
 from tenantry.tools import approvals
@@ -18,14 +18,11 @@ MAX_COMMENT = 2000
 
 
 @router.get("/approvals")
-async def inbox(v: View = Depends(view)) -> Response:
-    sess = v.session
-    if sess is None:
-        return v.to_login()
-    return await _render_inbox(v, sess)
+async def inbox(v: SignedIn = Depends(signed_in)) -> Response:
+    return await _render_inbox(v)
 
 
-async def _render_inbox(v: View, sess: session.Session, *, status: int = 200,
+async def _render_inbox(v: SignedIn, *, status: int = 200,
                         error: str | None = None) -> HTMLResponse:
     q = v.request.query_params
     try:
@@ -42,22 +39,19 @@ async def _render_inbox(v: View, sess: session.Session, *, status: int = 200,
         decided = (str(decided_id), q["decision"])
     more = (f"{PREFIX}/approvals?{urlencode({'after': str(pending[-1].approval_id)})}"
             if len(pending) == reads.PAGE else None)
-    return v.render("approvals.html", sess, status=status, title="Approvals",
+    return v.render("approvals.html", status=status, title="Approvals",
                     pending=pending, decided=decided, error=error, more=more)
 
 
 @router.post("/approvals/{tenant_id}/{approval_id}")
-async def decide(tenant_id: str, approval_id: str, v: View = Depends(view)) -> Response:
-    sess = v.session
-    if sess is None:
-        return v.to_login()
+async def decide(tenant_id: str, approval_id: str, v: SignedIn = Depends(signed_in)) -> Response:
     form = await v.request.form()
-    if not v.csrf_ok(sess, form):
-        return v.forbidden(sess)
+    if not v.csrf_ok(form):
+        return v.forbidden()
     decision = text(form.get("decision"))
     comment = text(form.get("comment")).strip()[:MAX_COMMENT] or None
     if decision not in approvals.DECISIONS:
-        return await _render_inbox(v, sess, status=400, error="Choose approve or deny.")
+        return await _render_inbox(v, status=400, error="Choose approve or deny.")
     try:
         tenant, approval = TenantId.parse(tenant_id), ApprovalId.parse(approval_id)
         # The tenant API's decision path: the same checks, the same ApprovalDecided
@@ -65,10 +59,10 @@ async def decide(tenant_id: str, approval_id: str, v: View = Depends(view)) -> R
         done = await approvals.decide(v.db, tenant, approval, decision, comment,
                                       decided_by="operator")
     except (ValueError, NotFound):
-        return await _render_inbox(v, sess, status=404,
+        return await _render_inbox(v, status=404,
                                    error="No such approval (it may have been removed).")
     except Conflict as exc:
-        return await _render_inbox(v, sess, status=409, error=exc.detail)
+        return await _render_inbox(v, status=409, error=exc.detail)
     shown = {"decided": str(done.approval_id), "decision": done.status}
     target = f"{PREFIX}/approvals?{urlencode(shown)}"
     if text(form.get("back")) == "run":

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
-from tenantry.api.console.view import View, view
+from tenantry.api.console.view import SignedIn, signed_in
 from tenantry.ledger import reconcile
 
 router = APIRouter()
@@ -17,14 +17,11 @@ _FIGURES = (("requests", "Requests"), ("input_tokens", "Input tokens"),
 
 
 @router.get("/billing")
-async def billing(v: View = Depends(view)) -> Response:
-    sess = v.session
-    if sess is None:
-        return v.to_login()
+async def billing(v: SignedIn = Depends(signed_in)) -> Response:
     latest = await reconcile.recent(v.db, limit=SHOWN)
     by_account: dict[str, list[reconcile.Reconciliation]] = {}
     for rec in latest:  # newest first: each account's first is its last check
         by_account.setdefault(rec.account, []).append(rec)
-    return v.render("billing.html", sess, title="Billing",
+    return v.render("billing.html", title="Billing",
                     by_account=sorted(by_account.items()),
                     tolerance=reconcile.TOLERANCE_PERCENT, figures=_FIGURES)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import secrets
+from dataclasses import replace
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from tenantry.api.console import session
-from tenantry.api.console.view import HEADERS, PREFIX, View, text, view
+from tenantry.api.console.view import HEADERS, PREFIX, SignedIn, View, signed_in, text, view
 
 router = APIRouter()
 
@@ -23,8 +24,9 @@ def _login_page(v: View, *, status: int = 200, error: str | None = None,
     # Before login there is no session to bind a CSRF token to: a double-submit cookie
     # (the same random value in a SameSite=Strict cookie and in the form) stands in.
     nonce = secrets.token_hex(16)
-    response = v.render("login.html", None, status=status, error=error,
-                        login_csrf=nonce, next=next_)
+    # Shown signed out even to a valid cookie (a failed re-login): no header, no nav.
+    response = replace(v, session=None).render("login.html", status=status, error=error,
+                                                login_csrf=nonce, next=next_)
     response.set_cookie(session.LOGIN_COOKIE, nonce, max_age=1800, **v.cookie_args())
     return response
 
@@ -57,12 +59,9 @@ async def login(v: View = Depends(view)) -> Response:
 
 
 @router.post("/logout")
-async def logout(v: View = Depends(view)) -> Response:
-    sess = v.session
-    if sess is None:
-        return v.to_login()
-    if not v.csrf_ok(sess, await v.request.form()):
-        return v.forbidden(sess)
+async def logout(v: SignedIn = Depends(signed_in)) -> Response:
+    if not v.csrf_ok(await v.request.form()):
+        return v.forbidden()
     # The cookie is the whole session: the browser forgets it. (A copy taken before
     # logout stays valid until it expires; rotating the operator token ends them all.)
     response = RedirectResponse(f"{PREFIX}/login", status_code=303, headers=HEADERS)

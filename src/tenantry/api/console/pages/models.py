@@ -9,17 +9,14 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
 from tenantry.api.console import reads, workers
-from tenantry.api.console.view import PREFIX, View, view
+from tenantry.api.console.view import PREFIX, SignedIn, signed_in
 from tenantry.models import accounts
 
 router = APIRouter()
 
 
 @router.get("/models")
-async def models(v: View = Depends(view)) -> Response:
-    sess = v.session
-    if sess is None:
-        return v.to_login()
+async def models(v: SignedIn = Depends(signed_in)) -> Response:
     after_text = (v.request.query_params.get("after") or "").strip()
     try:
         after = accounts.parse_account_id(after_text) if after_text else None
@@ -38,5 +35,5 @@ async def models(v: View = Depends(view)) -> Response:
             if account.account_id not in seen:
                 seen.add(account.account_id)
                 configured.append(account)
-    return v.render("models.html", sess, title="Model accounts",
+    return v.render("models.html", title="Model accounts",
                     accounts=[*registered, *configured], workers=local, more=more)

@@ -10,7 +10,7 @@ from starlette.responses import StreamingResponse
 from tenantry.api import runs as runs_api
 from tenantry.api.console import reads, waterfall
 from tenantry.api.console.filters import usd
-from tenantry.api.console.view import HEADERS, PREFIX, View, view
+from tenantry.api.console.view import HEADERS, PREFIX, SignedIn, View, signed_in, view
 from tenantry.errors import NotFound
 from tenantry.ids import RunId, TenantId
 from tenantry.runs import service
@@ -20,20 +20,17 @@ router = APIRouter()
 
 
 @router.get("/runs/{tenant_id}/{run_id}")
-async def run_page(tenant_id: str, run_id: str, v: View = Depends(view)) -> Response:
-    sess = v.session
-    if sess is None:
-        return v.to_login()
+async def run_page(tenant_id: str, run_id: str, v: SignedIn = Depends(signed_in)) -> Response:
     try:
         tenant, run = TenantId.parse(tenant_id), RunId.parse(run_id)
         found = await service.get_run(v.db, tenant, run)
     except (ValueError, NotFound):
-        return v.not_found(sess, "No run with this id.")
+        return v.not_found("No run with this id.")
     details = await reads.run_details(v.db, tenant, run, found.agent_id, found.last_seq)
     after = details.events[-1].seq if details.events else 0
     hidden = details.events[0].seq - 1 if details.events else 0
     return v.render(
-        "run.html", sess, title=f"Run {run}", tenant=tenant, run=found,
+        "run.html", title=f"Run {run}", tenant=tenant, run=found,
         details=details, after=after, earlier=hidden,
         ended=found.status.terminal and any(
             e.type in TERMINAL_EVENTS for e in details.events),

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
 from tenantry.api.console import reads
-from tenantry.api.console.view import PREFIX, View, parse_id, view
+from tenantry.api.console.view import PREFIX, SignedIn, parse_id, signed_in
 from tenantry.ids import AgentId, RunId, TenantId
 from tenantry.runs.events import RunStatus
 
@@ -17,10 +17,7 @@ router = APIRouter()
 
 
 @router.get("/runs")
-async def runs_list(v: View = Depends(view)) -> Response:
-    sess = v.session
-    if sess is None:
-        return v.to_login()
+async def runs_list(v: SignedIn = Depends(signed_in)) -> Response:
     q = v.request.query_params
     filters = {"tenant": q.get("tenant", "").strip(), "status": q.get("status", ""),
                "agent": q.get("agent", "").strip()}
@@ -48,5 +45,5 @@ async def runs_list(v: View = Depends(view)) -> Response:
         "statuses": [s.value for s in RunStatus],
         "refresh": f"{PREFIX}/runs?{urlencode(again)}"}
     if q.get("partial") == "1":  # the live refresh: just the table rows
-        return v.render("_run_rows.html", sess, **context)
-    return v.render("runs.html", sess, title="Runs", **context)
+        return v.render("_run_rows.html", **context)
+    return v.render("runs.html", title="Runs", **context)

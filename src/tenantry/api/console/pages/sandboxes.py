@@ -6,15 +6,12 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
 from tenantry.api.console import workers
-from tenantry.api.console.view import View, view
+from tenantry.api.console.view import SignedIn, signed_in
 
 router = APIRouter()
 
 
 @router.get("/sandboxes")
-async def sandboxes(v: View = Depends(view)) -> Response:
-    sess = v.session
-    if sess is None:
-        return v.to_login()
-    return v.render("sandboxes.html", sess, title="Sandboxes",
+async def sandboxes(v: SignedIn = Depends(signed_in)) -> Response:
+    return v.render("sandboxes.html", title="Sandboxes",
                     views=workers.sandboxes(v.platform.local))

@@ -9,17 +9,14 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
 from tenantry.api.console import reads
-from tenantry.api.console.view import PREFIX, View, parse_id, view
+from tenantry.api.console.view import PREFIX, SignedIn, parse_id, signed_in
 from tenantry.ids import TenantId
 
 router = APIRouter()
 
 
 @router.get("/tenants")
-async def tenants(v: View = Depends(view)) -> Response:
-    sess = v.session
-    if sess is None:
-        return v.to_login()
+async def tenants(v: SignedIn = Depends(signed_in)) -> Response:
     try:
         after = parse_id(TenantId, v.request.query_params.get("after"))
     except ValueError:
@@ -27,5 +24,5 @@ async def tenants(v: View = Depends(view)) -> Response:
     rows, depth = await reads.tenants_page(v.db, after=after)
     more = (f"{PREFIX}/tenants?{urlencode({'after': rows[-1].tenant.value})}"
             if len(rows) == reads.PAGE else None)
-    return v.render("tenants.html", sess, title="Tenants", rows=rows, queue_depth=depth,
+    return v.render("tenants.html", title="Tenants", rows=rows, queue_depth=depth,
                     more=more, month=datetime.now(UTC).strftime("%B %Y"))
