@@ -127,7 +127,7 @@ async def login_required(_request: Request, exc: Exception) -> Response:
     return exc.response
 
 
-async def console(request: Request) -> Console:
+async def console_of(request: Request) -> Console:
     # async on purpose: FastAPI runs a plain-def dependency in a worker thread per request.
     found: Console = request.app.state.console
     return found

@@ -5,13 +5,13 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
-from tenantry.api.console.view import STATIC, Console, console
+from tenantry.api.console.view import STATIC, Console, console_of
 
 router = APIRouter()
 
 
 @router.get("/static/{name}")
-async def asset(name: str, request: Request, c: Console = Depends(console)) -> Response:
+async def asset(name: str, request: Request, c: Console = Depends(console_of)) -> Response:
     body = c.assets.get(name)
     if body is None:
         return Response(status_code=404)
