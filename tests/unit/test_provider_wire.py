@@ -11,7 +11,6 @@ import orjson
 import pytest
 
 from tenantry.ledger.tokens import TokenUsage
-from tenantry.models import openai_compat
 from tenantry.models.anthropic import (
     convert_messages,
     convert_tools,
@@ -310,9 +309,3 @@ def test_provider_statuses_are_typed_by_what_to_do_next(
     assert raised.retry_after == 3.0
     assert "Overloaded" in raised.detail
     assert raised.retryable == (error is not ModelRefused)
-
-
-def test_the_old_error_imports_still_work() -> None:
-    assert openai_compat.ModelUnavailable is ModelUnavailable
-    assert openai_compat.ModelRefused is ModelRefused
-    assert openai_compat.MalformedReply is MalformedReply

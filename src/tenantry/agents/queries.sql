@@ -25,8 +25,7 @@ FROM tool_servers s, jsonb_array_elements(s.tools) AS t(def),
 WHERE s.tenant_id = $1 AND tool.name = ANY($2::text[])
 
 -- name: get_agent
-SELECT a.name, a.latest_version, a.created_at, v.spec, v.tool_pins,
-       v.created_at AS version_created_at
+SELECT a.name, v.version, v.spec, v.tool_pins, v.created_at
 FROM agents a
 JOIN agent_versions v
   ON v.tenant_id = a.tenant_id AND v.agent_id = a.agent_id AND v.version = a.latest_version

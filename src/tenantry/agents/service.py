@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import asyncpg
+
 from tenantry.agents.spec import AgentSpec
 from tenantry.db import Connection, Database
 from tenantry.db.queries import load
@@ -89,14 +91,8 @@ async def create_version(
 
 async def get_agent(db: Database, tenant: TenantId, agent_id: AgentId) -> AgentVersion:
     """The agent with its latest version."""
-    async with db.tenant_tx(tenant) as conn:
-        row = await conn.fetchrow(Q.get_agent, tenant.value, agent_id.uuid)
-    if row is None:
-        raise NotFound(NOT_FOUND)
-    return AgentVersion(
-        agent_id, row["name"], row["latest_version"], AgentSpec.from_json(row["spec"]),
-        row["version_created_at"], row["tool_pins"],
-    )
+    row = await db.tenant_row(tenant, Q.get_agent, agent_id.uuid, missing=NOT_FOUND)
+    return _version(agent_id, row)
 
 
 async def get_version(
@@ -109,10 +105,13 @@ async def get_version(
     row = await conn.fetchrow(Q.get_version, tenant.value, agent_id.uuid, version)
     if row is None:
         raise NotFound(VERSION_NOT_FOUND)
-    return AgentVersion(
-        agent_id, row["name"], row["version"], AgentSpec.from_json(row["spec"]),
-        row["created_at"], row["tool_pins"],
-    )
+    return _version(agent_id, row)
+
+
+def _version(agent_id: AgentId, row: asyncpg.Record) -> AgentVersion:
+    """A row of get_agent or get_version (the same columns)."""
+    return AgentVersion(agent_id, row["name"], row["version"], AgentSpec.from_json(row["spec"]),
+                        row["created_at"], row["tool_pins"])
 
 
 async def list_agents(

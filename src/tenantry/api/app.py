@@ -95,7 +95,7 @@ def create_app(
                    runs.router, approvals.router]
     for router in api_routers:
         app.include_router(router)
-    app.include_router(console.build_router())
+    console.install(app)
 
     @app.get("/healthz", tags=["meta"])
     async def healthz() -> dict[str, str]:

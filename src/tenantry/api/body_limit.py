@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tenantry.api.problems import problem
+from tenantry.api.problems import from_error
+from tenantry.errors import PayloadTooLarge
 
 
 class BodyLimit:
@@ -42,22 +43,20 @@ class BodyLimit:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
-        body = b"".join(chunks)
-        sent = False
-
-        async def replay() -> Message:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replaying(b"".join(chunks), receive), send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = problem(
-            413, "payload_too_large", "Request body too large",
-            f"Request bodies are limited to {self.max_bytes} bytes.",
-            extra={"max_bytes": self.max_bytes},
-        )
-        await response(scope, receive, send)
+        refused = PayloadTooLarge(f"Request bodies are limited to {self.max_bytes} bytes.",
+                                  max_bytes=self.max_bytes)
+        await from_error(refused)(scope, receive, send)
+
+
+def replaying(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands the app the already-read ``body`` as one message, then
+    whatever the client sends next (its disconnect)."""
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replay

@@ -310,20 +310,29 @@ async def run_events(
                          next_after=next_after, run_ended=ended)
         return Response(page.model_dump_json(), media_type="application/json")
     # Check the run exists (and is this tenant's) before committing to a 200 stream.
-    first = await service.read_events(p.db, tenant, run, after=start, limit=500)
-    # Resumed after the run ended: send what is left (webhook records) and close. The run
-    # may have ended between the read above and the status check: its terminal event and
-    # status commit together, so a read after a terminal status sees everything.
-    first_is_all = (len(first) < 500 and not any(e.type in TERMINAL_EVENTS for e in first)
-                    and (await service.get_run(p.db, tenant, run)).status.terminal)
-    if first_is_all:
-        first = await service.read_events(p.db, tenant, run, after=start, limit=500)
-        first_is_all = len(first) < 500 and not any(e.type in TERMINAL_EVENTS for e in first)
+    first, first_is_all = await first_events(p, tenant, run, start)
     return StreamingResponse(
         event_stream(p, tenant, run, start, first, ended=first_is_all),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+
+
+async def first_events(
+    p: Platform, tenant: TenantId, run: RunId, start: int
+) -> tuple[list[Event], bool]:
+    """The events a stream starts with, and whether they are all it will ever send (shared
+    with the operator console's stream). NotFound when the run is not this tenant's."""
+    first = await service.read_events(p.db, tenant, run, after=start, limit=500)
+    # Resumed after the run ended: send what is left (webhook records) and close. The run
+    # may have ended between the read above and the status check: its terminal event and
+    # status commit together, so a read after a terminal status sees everything.
+    is_all = (len(first) < 500 and not any(e.type in TERMINAL_EVENTS for e in first)
+              and (await service.get_run(p.db, tenant, run)).status.terminal)
+    if is_all:
+        first = await service.read_events(p.db, tenant, run, after=start, limit=500)
+        is_all = len(first) < 500 and not any(e.type in TERMINAL_EVENTS for e in first)
+    return first, is_all
 
 
 async def _woken(wake: asyncio.Event, closing: asyncio.Event) -> bool:

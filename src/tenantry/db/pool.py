@@ -12,6 +12,7 @@ import orjson
 from asyncpg.pool import PoolConnectionProxy
 
 from tenantry.db.outage import Outage
+from tenantry.errors import NotFound
 from tenantry.ids import TenantId
 
 #: Errors meaning "the database is not answering": callers stop and retry later, never guess.
@@ -80,6 +81,16 @@ class Database:
         async with self._acquire() as conn, conn.transaction():
             await conn.execute("SELECT set_config('tenantry.tenant_id', $1, true)", tenant.value)
             yield conn
+
+    async def tenant_row(self, tenant: TenantId, query: str, *args: Any,
+                         missing: str) -> asyncpg.Record:
+        """The one row ``query`` finds for ``tenant`` (its ``$1`` is the tenant id, then
+        ``args``), read in the tenant's transaction; :class:`NotFound` (``missing``) if none."""
+        async with self.tenant_tx(tenant) as conn:
+            row: asyncpg.Record | None = await conn.fetchrow(query, tenant.value, *args)
+        if row is None:
+            raise NotFound(missing)
+        return row
 
     @asynccontextmanager
     async def unscoped(self) -> AsyncIterator[Connection]:

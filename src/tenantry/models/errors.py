@@ -71,10 +71,6 @@ class ModelsExhausted(ModelUnavailable):
     # Set by the gateway that raised it (see recovered_since).
     _recovered: Callable[[], bool] | None = None
 
-    @property
-    def retry_seconds(self) -> float:
-        return float(self.extra.get("retry_seconds", 60.0))
-
     def recovered_since(self) -> bool:
         """Whether an account recovered while this call was failing. Its wake-up may have
         gone out before this run's park was written, and missed it: the run must then

@@ -13,9 +13,6 @@ import orjson
 
 from tenantry.ledger.tokens import TokenUsage
 from tenantry.models._http import HttpProviderClient, reading_reply
-
-# Re-exported: callers imported the errors from here before models/errors.py existed.
-from tenantry.models.errors import MalformedReply, ModelRefused, ModelUnavailable
 from tenantry.models.types import (
     ModelReply,
     ModelRequest,
@@ -23,13 +20,7 @@ from tenantry.models.types import (
     RateLimitInfo,
 )
 
-__all__ = [
-    "MalformedReply",
-    "ModelRefused",
-    "ModelUnavailable",
-    "OpenAICompatible",
-    "parse_completion",
-]
+__all__ = ["OpenAICompatible", "parse_completion"]
 
 
 def parse_completion(
@@ -37,7 +28,8 @@ def parse_completion(
     rate_limits: RateLimitInfo | None = None,
 ) -> ModelReply:
     """A chat completion body as a :class:`ModelReply` for a request of ``model``; raises
-    :class:`MalformedReply` if it is not one (not JSON, no choices, wrong shapes)."""
+    :class:`~tenantry.models.errors.MalformedReply` if it is not one (not JSON, no choices,
+    wrong shapes)."""
     with reading_reply():
         payload = orjson.loads(raw)
         message = payload["choices"][0]["message"]

@@ -78,11 +78,7 @@ async def rotate_webhook_secret(db: Database, tenant: TenantId) -> str:
 
 
 async def get_tenant(db: Database, tenant: TenantId) -> Tenant:
-    async with db.tenant_tx(tenant) as conn:
-        row = await conn.fetchrow(Q.get_tenant, tenant.value)
-    if row is None:
-        raise NotFound(TENANT_NOT_FOUND)
-    return _tenant(row)
+    return _tenant(await db.tenant_row(tenant, Q.get_tenant, missing=TENANT_NOT_FOUND))
 
 
 async def list_tenants(db: Database, *, after: TenantId | None, limit: int) -> list[Tenant]:
@@ -143,11 +139,8 @@ async def api_keys_page(
 
 
 async def get_api_key(db: Database, tenant: TenantId, key_id: ApiKeyId) -> ApiKeyInfo:
-    async with db.tenant_tx(tenant) as conn:
-        row = await conn.fetchrow(Q.get_api_key, tenant.value, key_id.uuid)
-    if row is None:
-        raise NotFound(KEY_NOT_FOUND)
-    return ApiKeyInfo.from_row(row)
+    return ApiKeyInfo.from_row(
+        await db.tenant_row(tenant, Q.get_api_key, key_id.uuid, missing=KEY_NOT_FOUND))
 
 
 async def revoke_api_key(

@@ -1,7 +1,34 @@
-"""The operator console: server-rendered pages at ``/console`` (docs/how-to/console.md)."""
+"""The operator console: server-rendered pages at ``/console`` (docs/how-to/console.md).
+
+Pages are plain HTML with a small script for the live parts (the runs list re-fetches its
+rows; a run page follows the run's event stream over SSE). One module per page under
+``pages/``; what they share is in view.py."""
 
 from __future__ import annotations
 
-from tenantry.api.console.views import build_router
+from fastapi import FastAPI
 
-__all__ = ["build_router"]
+from tenantry.api.console.pages import (
+    approvals,
+    assets,
+    billing,
+    login,
+    models,
+    run,
+    runs,
+    sandboxes,
+    tenants,
+)
+from tenantry.api.console.view import PREFIX, Console, LoginRequired, login_required
+
+__all__ = ["Console", "install"]
+
+_PAGES = (assets, login, runs, run, approvals, tenants, models, billing, sandboxes)
+
+
+def install(app: FastAPI) -> None:
+    """Mount the console's pages on ``app``, with its templates and assets loaded once."""
+    app.state.console = Console.load()
+    app.add_exception_handler(LoginRequired, login_required)
+    for page in _PAGES:
+        app.include_router(page.router, prefix=PREFIX, include_in_schema=False)

@@ -1,0 +1,70 @@
+"""The approvals inbox across tenants, and the operator's decision on one approval."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from tenantry.api.console import reads
+from tenantry.api.console.view import HEADERS, PREFIX, SignedIn, parse_id, signed_in, text
+from tenantry.errors import Conflict, NotFound
+from tenantry.ids import ApprovalId, TenantId
+from tenantry.tools import approvals
+
+router = APIRouter()
+MAX_COMMENT = 2000
+
+
+@router.get("/approvals")
+async def inbox(v: SignedIn = Depends(signed_in)) -> Response:
+    return await _render_inbox(v)
+
+
+async def _render_inbox(v: SignedIn, *, status: int = 200,
+                        error: str | None = None) -> HTMLResponse:
+    q = v.request.query_params
+    try:
+        after = parse_id(ApprovalId, q.get("after"))
+    except ValueError:
+        after = None
+    pending = await reads.pending_approvals(v.db, after=after)
+    decided = None
+    try:
+        decided_id = parse_id(ApprovalId, q.get("decided"))
+    except ValueError:
+        decided_id = None
+    if decided_id is not None and q.get("decision") in ("approved", "denied"):
+        decided = (str(decided_id), q["decision"])
+    more = (f"{PREFIX}/approvals?{urlencode({'after': str(pending[-1].approval_id)})}"
+            if len(pending) == reads.PAGE else None)
+    return v.render("approvals.html", status=status, title="Approvals",
+                    pending=pending, decided=decided, error=error, more=more)
+
+
+@router.post("/approvals/{tenant_id}/{approval_id}")
+async def decide(tenant_id: str, approval_id: str, v: SignedIn = Depends(signed_in)) -> Response:
+    form = await v.request.form()
+    if not v.csrf_ok(form):
+        return v.forbidden()
+    decision = text(form.get("decision"))
+    comment = text(form.get("comment")).strip()[:MAX_COMMENT] or None
+    if decision not in approvals.DECISIONS:
+        return await _render_inbox(v, status=400, error="Choose approve or deny.")
+    try:
+        tenant, approval = TenantId.parse(tenant_id), ApprovalId.parse(approval_id)
+        # The tenant API's decision path: the same checks, the same ApprovalDecided
+        # event and re-queue, marked as the operator's decision.
+        done = await approvals.decide(v.db, tenant, approval, decision, comment,
+                                      decided_by="operator")
+    except (ValueError, NotFound):
+        return await _render_inbox(v, status=404,
+                                   error="No such approval (it may have been removed).")
+    except Conflict as exc:
+        return await _render_inbox(v, status=409, error=exc.detail)
+    shown = {"decided": str(done.approval_id), "decision": done.status}
+    target = f"{PREFIX}/approvals?{urlencode(shown)}"
+    if text(form.get("back")) == "run":
+        target = f"{PREFIX}/runs/{tenant}/{done.run_id}"
+    return RedirectResponse(target, status_code=303, headers=HEADERS)

@@ -1,0 +1,160 @@
+"""What every console page shares: the `Console` (templates and assets, loaded once, kept
+in ``app.state.console``) and the view of one request a page handler gets as a dependency:
+`signed_in` (a `SignedIn`, or the redirect to the login page) or `view` (a `View`, signed in
+or not): the platform, the operator's session, and the ways to answer.
+
+Every page needs the session cookie (see session.py); every POST also needs the form's
+CSRF token. Nothing is fetched from anywhere but this server: the Content-Security-Policy
+says so to the browser."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+from urllib.parse import urlencode
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from jinja2 import Environment
+
+from tenantry.api.console import filters
+from tenantry.api.console.session import SESSION_COOKIE, Session, same, verify
+from tenantry.api.platform import Platform
+from tenantry.db import Database
+
+PREFIX = "/console"
+HEADERS = {
+    # Only this server, ever: no CDN, no web fonts, no inline script or style.
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
+                               "img-src 'self'; connect-src 'self'; form-action 'self'; "
+                               "frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+}
+STATIC = {"console.css": "text/css; charset=utf-8",
+          "console.js": "text/javascript; charset=utf-8",
+          "favicon.svg": "image/svg+xml"}
+
+
+@dataclass(frozen=True, slots=True)
+class Console:
+    """Loaded once per app (no globals): the templates, the static assets and their ETag."""
+
+    templates: Environment
+    assets: dict[str, bytes]
+    etag: str  # per process start: assets change only with the code
+
+    @classmethod
+    def load(cls) -> Console:
+        folder = resources.files("tenantry.api.console").joinpath("static")
+        return cls(filters.environment(),
+                   {name: folder.joinpath(name).read_bytes() for name in STATIC},
+                   secrets.token_hex(8))
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """One request to the console, signed in or not."""
+
+    console: Console
+    platform: Platform
+    request: Request
+    session: Session | None  # None: not logged in (or the cookie is not valid)
+
+    @property
+    def db(self) -> Database:
+        return self.platform.db
+
+    @property
+    def operator_token(self) -> str | None:
+        return self.platform.settings.operator_token
+
+    def render(self, name: str, *, status: int = 200, **context: Any) -> HTMLResponse:
+        """A template, with the session's CSRF token (and so the signed-in header) if any."""
+        csrf = self.session.csrf(self.operator_token or "") if self.session else ""
+        html = self.console.templates.get_template(name).render(
+            csrf=csrf, path=self.request.url.path, **context)
+        return HTMLResponse(html, status_code=status, headers=HEADERS)
+
+    def to_login(self) -> RedirectResponse:
+        url = self.request.url
+        target = url.path + (f"?{url.query}" if url.query else "")
+        return RedirectResponse(f"{PREFIX}/login?{urlencode({'next': target})}",
+                                status_code=303, headers=HEADERS)
+
+    def cookie_args(self) -> dict[str, Any]:
+        # Secure whenever the console is reached over https (directly or via a proxy
+        # uvicorn trusts); plain http only makes sense on loopback in development.
+        return {"httponly": True, "samesite": "strict",
+                "secure": self.request.url.scheme == "https", "path": PREFIX}
+
+
+@dataclass(frozen=True, slots=True)
+class SignedIn(View):
+    """A request from a signed-in operator: what every page but the login page takes."""
+
+    session: Session
+
+    def csrf_ok(self, form: Mapping[str, Any]) -> bool:
+        given = form.get("csrf")
+        return isinstance(given, str) and same(given, self.session.csrf(self.operator_token or ""))
+
+    def forbidden(self) -> HTMLResponse:
+        return self.render("error.html", status=403, title="Form refused",
+                           message="This form carried no valid CSRF token (it may be from an "
+                                   "older session). Reload the page and try again.")
+
+    def not_found(self, what: str) -> HTMLResponse:
+        return self.render("error.html", status=404, title="Not found", message=what)
+
+
+class LoginRequired(Exception):
+    """Raised by `signed_in` without a valid session; answered with ``response``, the
+    redirect to the login page (see install in __init__.py)."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__("log in first")
+        self.response = response
+
+
+async def login_required(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, LoginRequired)
+    return exc.response
+
+
+async def console_of(request: Request) -> Console:
+    # async on purpose: FastAPI runs a plain-def dependency in a worker thread per request.
+    found: Console = request.app.state.console
+    return found
+
+
+async def view(request: Request) -> View:
+    platform: Platform = request.app.state.platform
+    return View(request.app.state.console, platform, request,
+                verify(request.cookies.get(SESSION_COOKIE), platform.settings.operator_token))
+
+
+async def signed_in(request: Request) -> SignedIn:
+    """The page's `SignedIn` view; without a session, the redirect to the login page (that
+    comes back here once logged in)."""
+    v = await view(request)
+    if v.session is None:
+        raise LoginRequired(v.to_login())
+    return SignedIn(v.console, v.platform, v.request, v.session)
+
+
+def parse_id(kind: Any, text: str | None) -> Any:
+    """A typed id from a query parameter; None when absent, ValueError when malformed."""
+    if not text:
+        return None
+    return kind.parse(text.strip())
+
+
+def text(value: Any) -> str:
+    """A form field as text: "" when absent or a file."""
+    return value if isinstance(value, str) else ""
