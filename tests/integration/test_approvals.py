@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 
 from tenantry.db import Database
-from tenantry.tools import approvals
+from tenantry.runs import approvals
 from tests.conftest import Api, Fakes, answer, call, running_worker, scripted
 from tests.integration.test_replay import check_and_record
 

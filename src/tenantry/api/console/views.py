@@ -27,9 +27,8 @@ from tenantry.errors import Conflict, NotFound
 from tenantry.ids import AgentId, ApprovalId, RunId, TenantId
 from tenantry.ledger import reconcile
 from tenantry.models import accounts
-from tenantry.runs import service
+from tenantry.runs import approvals, service
 from tenantry.runs.events import TERMINAL_EVENTS, EventType, RunStatus
-from tenantry.tools import approvals
 
 PREFIX = "/console"
 _HEADERS = {
