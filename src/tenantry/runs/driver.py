@@ -7,6 +7,7 @@ beside this module: model_step.py, tool_step.py, and waiting.py (parks and appro
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -192,9 +193,11 @@ class RunDriver:
                        extra={"run_id": self.run_id})
         self.engine.metrics.runs_left_for_newer_worker.inc(self.tenant_class)
         until = datetime.now(UTC) + timedelta(seconds=settings.newer_worker_recheck_seconds)
-        async with self.engine.db.tenant_tx(lease.tenant) as conn:
-            await conn.execute(Q.release_lease, lease.tenant.value, lease.run.uuid,
-                               lease.epoch, until)
+        # Not handed back (the database is away): the lease lapses instead, as after a crash.
+        with contextlib.suppress(*DATABASE_DOWN):
+            async with self.engine.db.tenant_tx(lease.tenant) as conn:
+                await conn.execute(Q.release_lease, lease.tenant.value, lease.run.uuid,
+                                   lease.epoch, until)
 
     # -- steps ------------------------------------------------------------------------
 
