@@ -43,6 +43,7 @@ async def test_a_run_with_a_newer_event_is_left_for_a_newer_worker(
         row = await admin_conn.fetchrow(
             "SELECT status, lease_owner, cancel_requested, available_at > now() AS held_off "
             "FROM runs WHERE run_id = $1", run.uuid)
+    assert row is not None
     assert dict(row) == {"status": "queued", "lease_owner": None, "cancel_requested": False,
                          "held_off": True}
     events_after = await admin_conn.fetch(
