@@ -11,6 +11,21 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
+from tenantry.runs.events import (
+    ABSENT,
+    ApprovalDecided,
+    ApprovalRequested,
+    ModelFallback,
+    ModelReplied,
+    ModelRerouted,
+    NewerEvent,
+    RunFailed,
+    RunFinished,
+    RunParked,
+    ToolCompleted,
+    parse,
+)
+
 runs_app = typer.Typer(help="Look at runs (as a tenant: TENANTRY_API_KEY).", no_args_is_help=True)
 
 Url = Annotated[str, typer.Option("--url", envvar="TENANTRY_URL",
@@ -51,33 +66,36 @@ def _problem(response: Any) -> NoReturn:
 
 def summarize(event: dict[str, Any]) -> str:
     """One line a person can scan: what happened in this event."""
-    data = event.get("data", {})
-    match event.get("type"):
-        case "ModelReplied":
-            calls = ", ".join(c.get("name", "?") for c in data.get("calls", []))
-            usage = data.get("usage", {})
-            text = (data.get("text") or "")[:60]
-            return (f"{data.get('model')} via {data.get('account')}: "
-                    f"{'calls ' + calls if calls else repr(text)} "
-                    f"({usage.get('input_tokens', 0)}→{usage.get('output_tokens', 0)} tokens, "
-                    f"{data.get('latency_ms', 0):.0f} ms)")
-        case "ToolCompleted":
-            outcome = "error: " + str(data["error"])[:60] if "error" in data else "ok"
-            where = data.get("server") or (data.get("sandbox") or {}).get("backend") or ""
-            return (f"{data.get('tool')} [{where}] {outcome} "
-                    f"({data.get('duration_ms', 0):.0f} ms)")
-        case "ApprovalRequested":
-            return f"{data.get('tool')} waits for approval {data.get('approval_id')}"
-        case "ApprovalDecided":
-            return f"{data.get('decision')} {data.get('comment') or ''}".strip()
-        case "RunFinished":
-            return str(data.get("answer"))[:100]
-        case "RunFailed":
-            return str(data.get("error"))[:100]
-        case "RunParked":
-            return str(data.get("reason"))[:100]
-        case "ModelFallback" | "ModelRerouted":
-            return f"{data.get('from')} → {data.get('to')}: {data.get('reason')}"
+    try:
+        payload = parse(str(event.get("type", "")), event.get("data") or {})
+    except (NewerEvent, TypeError):  # a type, format or shape this client does not know
+        return ""
+    match payload:
+        case ModelReplied() as reply:
+            calls = ", ".join(c.get("name", "?") for c in reply.calls)
+            return (f"{reply.model} via {reply.account}: "
+                    f"{'calls ' + calls if calls else repr((reply.text or '')[:60])} "
+                    f"({reply.usage.get('input_tokens', 0)}→"
+                    f"{reply.usage.get('output_tokens', 0)} tokens, "
+                    f"{reply.latency_ms or 0:.0f} ms)")
+        case ToolCompleted() as done:
+            outcome = "ok" if done.error is None else "error: " + str(done.error)[:60]
+            server = None if done.server is ABSENT else done.server
+            where = server or (done.sandbox or {}).get("backend") or ""
+            return f"{done.tool} [{where}] {outcome} ({done.duration_ms or 0:.0f} ms)"
+        case ApprovalRequested(tool=tool, approval_id=approval_id):
+            return f"{tool} waits for approval {approval_id}"
+        case ApprovalDecided(decision=decision, comment=comment):
+            return f"{decision} {comment or ''}".strip()
+        case RunFinished(answer=answer):
+            return str(answer)[:100]
+        case RunFailed(error=error):
+            return str(error)[:100]
+        case RunParked(reason=reason):
+            return str(reason)[:100]
+        case ModelFallback(from_=from_, to=to, reason=reason) | ModelRerouted(
+                from_=from_, to=to, reason=reason):
+            return f"{from_} → {to}: {reason}"
     return ""
 
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 
 from tenantry.db import Database
-from tenantry.tools import approvals
+from tenantry.runs import approvals
 from tests.support.api import Api
 from tests.support.replay import check_and_record
 from tests.support.scripts import answer, call, scripted

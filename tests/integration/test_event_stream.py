@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import dataclass
 
 import asyncpg
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from tenantry.db import Database
 from tenantry.ids import RunId, TenantId
 from tenantry.runs import log
+from tenantry.runs.events import EventType, Payload, RunFinished
 from tests.support.api import Api
 from tests.support.sse import SseEvent, read_sse
 
@@ -23,9 +25,18 @@ async def _run(api: Api) -> tuple[str, dict[str, str], str]:
     return tenant, h, r.json()["run_id"]
 
 
-async def _append(db: Database, tenant: str, run_id: str, type_: str, **data: object) -> int:
+@dataclass(frozen=True, slots=True)
+class Note(Payload):
+    """Stands in for a model reply: the stream carries event data without reading it."""
+
+    TYPE = EventType.MODEL_REPLIED
+    n: int | None = None
+    text: str | None = None
+
+
+async def _append(db: Database, tenant: str, run_id: str, payload: Payload) -> int:
     async with db.tenant_tx(TenantId(tenant)) as conn:
-        return await log.append(conn, TenantId(tenant), RunId.parse(run_id), type_, dict(data),
+        return await log.append(conn, TenantId(tenant), RunId.parse(run_id), payload,
                                 epoch=None)
 
 
@@ -38,9 +49,9 @@ async def test_stream_sends_backlog_then_live_events_then_ends(api: Api, db: Dat
         events = read_sse(r)
         received.append(await anext(events))
         # Written by someone else while we listen: it must arrive without polling.
-        await _append(db, tenant, run_id, "ModelReplied", text="thinking")
+        await _append(db, tenant, run_id, Note(text="thinking"))
         received.append(await asyncio.wait_for(anext(events), 5))
-        await _append(db, tenant, run_id, "RunFinished", answer="42")
+        await _append(db, tenant, run_id, RunFinished("42"))
         received.append(await asyncio.wait_for(anext(events), 5))
         # The stream ends after the terminal event.
         with pytest.raises(StopAsyncIteration):
@@ -55,8 +66,8 @@ async def test_resume_with_after_or_last_event_id_has_no_gap_and_no_repeat(
 ) -> None:
     tenant, h, run_id = await _run(api)
     for i in range(4):
-        await _append(db, tenant, run_id, "ModelReplied", n=i)
-    await _append(db, tenant, run_id, "RunFinished", answer="ok")
+        await _append(db, tenant, run_id, Note(n=i))
+    await _append(db, tenant, run_id, RunFinished("ok"))
     await admin_conn.execute("UPDATE runs SET status = 'finished'")  # as the engine would
 
     async def ids(**kwargs: object) -> list[int]:
@@ -73,7 +84,7 @@ async def test_resume_with_after_or_last_event_id_has_no_gap_and_no_repeat(
 async def test_events_as_json_pages(api: Api, db: Database) -> None:
     tenant, h, run_id = await _run(api)
     for i in range(3):
-        await _append(db, tenant, run_id, "ModelReplied", n=i)
+        await _append(db, tenant, run_id, Note(n=i))
     json_h = {**h, "Accept": "application/json"}
     page = (await api.client.get(f"/v1/runs/{run_id}/events", params={"limit": 2},
                                  headers=json_h)).json()
@@ -98,7 +109,7 @@ async def test_stream_reconnects_listener_and_catches_up(
             "WHERE datname = current_database() AND query LIKE 'LISTEN%'"
         )
         assert killed == 1
-        await _append(db, tenant, run_id, "ModelReplied", text="while disconnected")
+        await _append(db, tenant, run_id, Note(text="while disconnected"))
         got = await asyncio.wait_for(anext(events), 10)
         assert (got.id, got.event) == (2, "ModelReplied")
 

@@ -23,6 +23,7 @@ from tenantry.ids import RunId, TenantId
 from tenantry.models.loopback import LoopbackServer
 from tenantry.runs import lease as leases
 from tenantry.runs import log
+from tenantry.runs.events import ModelReplied
 from tenantry.runs.webhooks import BlockedAddress, check_destination
 from tests.support.api import Api
 from tests.support.scripts import answer, call, scripted
@@ -47,10 +48,11 @@ async def test_a_stale_lease_holder_writes_nothing(
     [second] = await leases.claim(db, "worker-b", 10, 30.0)
     assert second.run == first.run and second.epoch == first.epoch + 1
     before = await admin_conn.fetchval("SELECT count(*) FROM run_events")
+    stale = ModelReplied("stale", [], {}, "openai", "a", "m", 0, "p", 0.0)
     async with db.tenant_tx(TenantId(tenant)) as conn:
         with pytest.raises(LeaseLost):
-            await log.append(conn, TenantId(tenant), RunId.parse(run_id), "ModelReplied",
-                             {"text": "stale"}, epoch=first.epoch)
+            await log.append(conn, TenantId(tenant), RunId.parse(run_id), stale,
+                             epoch=first.epoch)
     assert await leases.renew(db, "worker-a", [first], 30.0) == {first}
     assert await leases.release(db, first) is False
     assert await admin_conn.fetchval("SELECT count(*) FROM run_events") == before

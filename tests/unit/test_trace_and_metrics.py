@@ -16,7 +16,18 @@ from tenantry import logs
 from tenantry.config import Settings
 from tenantry.errors import ConfigurationError
 from tenantry.ids import AgentId, RunId
-from tenantry.runs.events import Event
+from tenantry.runs.events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    Event,
+    ModelFallback,
+    ModelReplied,
+    RunCreated,
+    RunFinished,
+    RunParked,
+    ToolCompleted,
+    WebhookDelivered,
+)
 from tenantry.runs.trace import trace_of
 from tenantry.telemetry.http import metrics_app
 from tenantry.telemetry.registry import Registry, merge
@@ -37,29 +48,31 @@ def row(*, status: str = "finished", started: float | None = 10, finished: float
             "finished_at": at(finished) if finished is not None else None, "now": at(now)}
 
 
-def reply(seq: int, ms: float, waited: float, **extra: Any) -> Event:
-    return Event(seq, "ModelReplied", {"latency_ms": waited, "waited_ms": waited,
-                                       "provider": "openai", "account": "a", "model": "m",
-                                       "usage": {"input_tokens": 10, "output_tokens": 2},
-                                       "cost_micros": 7, **extra}, at(ms))
+CREATED = Event.of(1, RunCreated("agt_1", 3, "normal", input="hi"), T0)
+
+
+def reply(seq: int, ms: float, waited: float) -> Event:
+    return Event.of(seq, ModelReplied("", [], {"input_tokens": 10, "output_tokens": 2},
+                                      "openai", "a", "m", 7, "p1", waited, waited_ms=waited),
+                    at(ms))
 
 
 def test_spans_partition_the_run_and_clamp_what_does_not_fit() -> None:
     events = [
-        Event(1, "RunCreated", {}, T0),
+        CREATED,
         # The fallback shares the reply's transaction (same timestamp).
-        Event(2, "ModelFallback", {"from": "m0", "to": "m", "reason": "down"}, at(300)),
+        Event.of(2, ModelFallback("m0", "m", "down"), at(300)),
         reply(3, 300, waited=200),
         # A tool that says it took longer than its gap: clamped, never overlapping.
-        Event(4, "ToolCompleted", {"tool": "t", "server": "s", "key": "k", "duration_ms": 900,
-                                   "sandbox": {"backend": "bwrap", "exec_ms": 40}}, at(400)),
-        Event(5, "ApprovalRequested", {"approval_id": "apr_1", "tool": "t", "key": "k2"},
-              at(420)),
-        Event(6, "ApprovalDecided", {"decision": "approved"}, at(700)),
+        Event.of(4, ToolCompleted("k", "t", 3, 0, {}, server="s", duration_ms=900,
+                                  sandbox={"backend": "bwrap", "exec_ms": 40}), at(400)),
+        Event.of(5, ApprovalRequested("apr_1", "k2", "t", {}, at(1000).isoformat()), at(420)),
+        Event.of(6, ApprovalDecided("apr_1", "k2", "approved"), at(700)),
         # Started before the decision committed: out of order, clamped to a zero gap.
         reply(7, 690, waited=5),
-        Event(8, "RunFinished", {}, at(1000)),
-        Event(9, "WebhookDelivered", {}, at(3000)),  # after the end: not run time
+        Event.of(8, RunFinished("done"), at(1000)),
+        # after the end: not run time
+        Event.of(9, WebhookDelivered("https://example.com/hook", 1, 200), at(3000)),
     ]
     trace = trace_of(RunId.new(), row(), events)
     spans = trace["spans"]
@@ -83,14 +96,14 @@ def test_spans_partition_the_run_and_clamp_what_does_not_fit() -> None:
 
 
 def test_a_run_still_going_ends_in_its_current_wait() -> None:
-    events = [Event(1, "RunCreated", {}, T0), reply(2, 100, waited=50),
-              Event(3, "RunParked", {"reason": "model unavailable: x"}, at(120))]
+    events = [CREATED, reply(2, 100, waited=50),
+              Event.of(3, RunParked("model unavailable: x"), at(120))]
     trace = trace_of(RunId.new(), row(status="waiting", finished=None, now=2000), events)
     assert trace["ended_at"] is None and trace["wall_ms"] == 2000
     assert trace["spans"][-1]["kind"] == "parked"
     assert trace["totals"]["parked_ms"] == 1880
     queued = trace_of(RunId.new(), row(status="queued", started=None, finished=None, now=50),
-                      [Event(1, "RunCreated", {}, T0)])
+                      [CREATED])
     assert [(s["kind"], s["duration_ms"]) for s in queued["spans"]] == [("queue", 50)]
 
 

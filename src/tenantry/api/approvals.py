@@ -15,6 +15,7 @@ from tenantry.api.pages import PageRequest, page_request
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.ids import ApprovalId, TenantId
+from tenantry.runs import approvals as decisions
 from tenantry.tools import approvals
 
 router = APIRouter(prefix="/v1/approvals", tags=["approvals"])
@@ -80,4 +81,4 @@ async def decide(
 ) -> ApprovalOut:
     """Approve or deny. Deciding twice, or after the run ended, is a 409."""
     approval = parse_or_404(ApprovalId, approval_id, approvals.NOT_FOUND)
-    return _out(await approvals.decide(p.db, tenant, approval, body.decision, body.comment))
+    return _out(await decisions.decide(p.db, tenant, approval, body.decision, body.comment))

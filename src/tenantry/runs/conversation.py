@@ -6,6 +6,7 @@ from typing import Any
 
 from tenantry.agents.spec import AgentSpec
 from tenantry.jsonutil import canonical, digest
+from tenantry.runs.events import ABSENT, ToolCompleted
 from tenantry.runs.state import RunState
 
 
@@ -27,18 +28,19 @@ def fence(tool: str, body: str, status: str) -> str:
     return f'<tool_output tool="{tool}" status="{status}">\n{safe}\n</tool_output>'
 
 
-def tool_message_content(completed: dict[str, Any]) -> str:
-    tool = str(completed.get("tool", ""))
-    if "result" in completed:
-        body = str(completed["result"])
-        if completed.get("truncated"):
+def tool_message_content(completed: ToolCompleted) -> str:
+    tool = completed.tool
+    if completed.result is not ABSENT:
+        body = str(completed.result)
+        if completed.truncated:
             body += (f"\n[output truncated: {len(body.encode())} of "
-                     f"{completed.get('output_bytes')} bytes shown]")
+                     f"{completed.output_bytes} bytes shown]")
         return fence(tool, body, "ok")
-    if completed.get("outcome") == "unknown":
+    if completed.outcome == "unknown":
         return fence(tool, "UNKNOWN OUTCOME: the platform cannot tell whether this call "
                            "took effect. Check before trying again.", "unknown")
-    return fence(tool, f"ERROR: {completed.get('error', 'the tool call failed')}", "error")
+    error = "the tool call failed" if completed.error is None else completed.error
+    return fence(tool, f"ERROR: {error}", "error")
 
 
 def messages(state: RunState, spec: AgentSpec) -> list[dict[str, Any]]:

@@ -2,7 +2,8 @@
 
 Every model reply and tool result is appended *before* the run acts on it (invariant 1);
 every append names the lease epoch, so a worker that lost its lease writes nothing
-(invariant 2); tool calls carry keys derived from the log (invariant 3)."""
+(invariant 2); tool calls carry keys derived from the log (invariant 3). The steps live
+beside this module: model_step.py, tool_step.py, and waiting.py (parks and approvals)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, NoReturn
+from typing import Any
 
 from tenantry import logs
 from tenantry.agents.service import get_version
@@ -23,13 +24,10 @@ from tenantry.db.queries import load
 from tenantry.errors import LeaseLost
 from tenantry.ids import AgentId
 from tenantry.ledger import budget
-from tenantry.ledger.prices import PriceBook, how_to_price
-from tenantry.ledger.pricing import Quote
+from tenantry.ledger.prices import PriceBook
 from tenantry.ledger.tokens import TokenUsage
-from tenantry.models.accounts import wake_parked_on
-from tenantry.models.errors import ModelRefused, ModelsExhausted, ModelUnavailable
-from tenantry.models.types import Model, ModelRequest
-from tenantry.runs import conversation, log, observe
+from tenantry.models.types import Model
+from tenantry.runs import log
 from tenantry.runs.decide import (
     AwaitApproval,
     CallModel,
@@ -43,24 +41,34 @@ from tenantry.runs.decide import (
     StopForBudget,
     decide,
 )
-from tenantry.runs.events import Event, EventType, RunStatus
+from tenantry.runs.events import (
+    BudgetStopped,
+    Event,
+    EventType,
+    NewerEvent,
+    Payload,
+    RunCancelled,
+    RunFailed,
+    RunFinished,
+    RunResumed,
+    RunStatus,
+)
 from tenantry.runs.lease import Lease
+from tenantry.runs.model_step import call_model
 from tenantry.runs.state import RunState
+from tenantry.runs.tool_step import call_tool, record_unknown
+from tenantry.runs.waiting import Parked, await_approval, request_approval
 from tenantry.sandbox.manager import SandboxManager
 from tenantry.telemetry.worker import UNKNOWN_CLASS, WorkerMetrics
-from tenantry.tools import approvals
 from tenantry.tools import audit as audit_log
 from tenantry.tools.audit import AuditEntry
 from tenantry.tools.gateway import ToolGateway
 
+__all__ = ["Engine", "EngineSettings", "Parked", "RunDriver", "StepStats"]
+
 logger = logging.getLogger(__name__)
 LEASE_OR_DATABASE: tuple[type[Exception], ...] = (LeaseLost, *DATABASE_DOWN)
 Q = load(__package__)
-
-
-
-class Parked(Exception):
-    """The run is waiting (status ``waiting``, lease released): stop driving it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +81,10 @@ class EngineSettings:
     # after recovery when no worker remembers the outage (all restarted, ADR 0009).
     park_recheck_seconds: float = 30.0
     park_recheck_max_seconds: float = 120.0
+    # A run whose log this worker cannot read (an event type or format from a newer
+    # release) is handed back and held off this long, so that older workers do not
+    # claim it in a loop while a newer one is rolled out.
+    newer_worker_recheck_seconds: float = 60.0
 
 
 @dataclass(slots=True)
@@ -116,7 +128,7 @@ class RunDriver:
         self.agent: AgentId | None = None  # from the run row, by _load
         self.agent_version = 0
         self.tenant_class = UNKNOWN_CLASS  # the tenant's plan: the only tenant metric label
-        self._basis = 0
+        self.basis = 0  # the last seq the current decision saw
         # True when memory is known to hold the whole log: our last append followed the
         # previous event directly and no cancel was pending, so the next step need not
         # re-read the log first. (A cancel landing just after is seen one step later.)
@@ -133,6 +145,8 @@ class RunDriver:
         except Parked:
             parked = True
             logger.info("run waits; its slot is free", extra={"run_id": self.run_id})
+        except NewerEvent as exc:
+            await self._leave_for_newer_worker(exc)
         except LeaseLost:
             logger.info("lease lost; leaving the run to its new owner",
                         extra={"run_id": self.run_id, "tenant_id": self.lease.tenant.value})
@@ -171,25 +185,20 @@ class RunDriver:
         except Exception:
             logger.exception("could not release the run's sandbox", extra={"run_id": self.run_id})
 
-    async def _save_sandbox(self) -> tuple[str, dict[str, Any]] | None:
-        """Before the run parks: its sandbox's files to the blob store (None: no sandbox
-        here). The event goes into the park's own transaction."""
-        sandboxes = self.engine.sandboxes
-        if sandboxes is None:
-            return None
-        saved = await sandboxes.save(self.lease.tenant, self.lease.run)
-        if saved is None:
-            return None
-        return EventType.SANDBOX_SAVED, {"ref": saved.ref, "bytes": saved.bytes,
-                                         "duration_ms": round(saved.duration_ms, 3),
-                                         "basis_seq": self._basis}
-
-    async def _forget_superseded(self, saved: tuple[str, dict[str, Any]] | None) -> None:
-        """The previous save, once the new one is committed in the log."""
-        previous = self.state.sandbox_ref
-        if saved is not None and previous and previous != saved[1]["ref"]:
-            assert self.engine.sandboxes is not None
-            await self.engine.sandboxes.forget(self.lease.tenant, previous)
+    async def _leave_for_newer_worker(self, exc: NewerEvent) -> None:
+        """Hand the run back untouched (no event, no failure) for a worker that can read
+        its log, and hold it off for a while (no claim loop among the old workers)."""
+        lease, settings = self.lease, self.engine.settings
+        logger.warning("run %s holds event %s in format %s, newer than this worker knows; "
+                       "leaving it to a newer worker", self.run_id, exc.type, exc.format,
+                       extra={"run_id": self.run_id})
+        self.engine.metrics.runs_left_for_newer_worker.inc(self.tenant_class)
+        until = datetime.now(UTC) + timedelta(seconds=settings.newer_worker_recheck_seconds)
+        # Not handed back (the database is away): the lease lapses instead, as after a crash.
+        with contextlib.suppress(*DATABASE_DOWN):
+            async with self.engine.db.tenant_tx(lease.tenant) as conn:
+                await conn.execute(Q.release_lease, lease.tenant.value, lease.run.uuid,
+                                   lease.epoch, until)
 
     # -- steps ------------------------------------------------------------------------
 
@@ -215,8 +224,8 @@ class RunDriver:
         self._in_sync = True
         if events and events[-1].type == EventType.RUN_PARKED:
             # Back from waiting for a model: say so in the log (the trace shows the wait).
-            self._basis = self.state.last_seq
-            await self._append([(EventType.RUN_RESUMED, {"after": EventType.RUN_PARKED})])
+            self.basis = self.state.last_seq
+            await self.append([RunResumed(EventType.RUN_PARKED)])
 
     async def _catch_up(self) -> None:
         """Events others appended since our last one (a cancel request, a decision)."""
@@ -234,7 +243,7 @@ class RunDriver:
         # What this decision was based on: events that arrive while it is carried out (a
         # cancel request during a model call) come later in the log, and replay must not
         # count them as known at decision time.
-        self._basis = self.state.last_seq
+        self.basis = self.state.last_seq
         decision = decide(self.state, self.spec, self.run_id)
         if decision is None:
             return False
@@ -250,295 +259,32 @@ class RunDriver:
         assert self.spec is not None
         match decision:
             case CallModel():
-                return await self._call_model()
+                return await call_model(self)
             case CallTool():
-                return await self._call_tool(decision)
+                return await call_tool(self, decision)
             case RequestApproval():
-                await self._request_approval(decision)
+                await request_approval(self, decision)
             case AwaitApproval():
-                await self._park()
+                await await_approval(self)
             case RecordUnknown():
-                await self._record_unknown(decision)
+                await record_unknown(self, decision)
             case Finish(answer=answer):
-                await self._end(EventType.RUN_FINISHED, {"answer": answer},
-                                RunStatus.FINISHED, answer=answer)
+                await self.end(RunFinished(answer))
             case Fail(reason=reason):
-                await self._end(EventType.RUN_FAILED, {"error": reason, "ours": False},
-                                RunStatus.FAILED, error={"message": reason, "ours": False})
+                await self.end(RunFailed(reason, ours=False))
             case Cancel():
-                await self._end(EventType.RUN_CANCELLED, {"reason": "cancel_requested"},
-                                RunStatus.CANCELLED)
+                await self.end(RunCancelled("cancel_requested"))
             case StopForBudget(limit=limit, used=used, maximum=maximum):
                 self.engine.metrics.budget_refusals.inc(self.tenant_class, limit)
                 message = f"stopped by the agent's {limit} limit ({used} of {maximum} used)"
-                await self._end(
-                    EventType.BUDGET_STOPPED, {"limit": limit, "used": used, "max": maximum},
-                    RunStatus.FAILED,
-                    error={"type": "budget_exhausted", "limit": limit, "message": message},
-                )
+                await self.end(BudgetStopped(limit, used, maximum), error={
+                    "type": "budget_exhausted", "limit": limit, "message": message})
         return 0.0
-
-    async def _call_model(self) -> float:
-        assert self.spec is not None
-        engine, state, spec = self.engine, self.state, self.spec
-        messages = conversation.messages(state, spec)
-        tools = await engine.tools.definitions(self.lease.tenant, spec)
-        request = ModelRequest(
-            spec.model, tuple(messages), tuple(tools), self.run_id,
-            tenant=self.lease.tenant.value, region=self.region,
-            fallback_models=spec.fallback_models, account=state.account,
-            previous_model=state.model or spec.model, in_flight=state.steps > 0,
-        )
-        quote = await self._quote(request)
-        if quote is None:
-            return 0.0
-        reservation = await self._reserve(request, quote)
-        if reservation is None:
-            return 0.0
-        # The gateway's rate buckets use the same estimate: the prompt is measured once.
-        request = dataclasses.replace(request, estimated_tokens=reservation.tokens)
-        started, began_ns = time.perf_counter(), time.time_ns()
-        try:
-            reply = await engine.model.complete(request)
-        except ModelRefused as exc:
-            await self._release(reservation)
-            await self._provider_failed(f"the model provider refused: {exc.detail}")
-            return (time.perf_counter() - started) * 1000
-        except ModelUnavailable as exc:
-            await self._release(reservation)
-            await self._park_for_model(request, exc)
-        waited = (time.perf_counter() - started) * 1000
-        # Billed at the price in force now, for the model that answered (a fallback's own);
-        # every model the request could use was priced before it was sent.
-        billed = await engine.prices.quote(reply.model)
-        if billed is None:
-            raise RuntimeError(f"model {reply.model!r} answered but has no price")
-        cost = billed.cost_micros(reply.usage)
-        events: list[tuple[str, dict[str, Any]]] = []
-        if state.account and reply.account != state.account:
-            events.append((EventType.MODEL_REROUTED, {
-                "from": state.account, "to": reply.account, "model": reply.model,
-                "reason": reply.switch_reason or "the previous account did not answer"}))
-        if reply.model != request.previous_model:
-            events.append((EventType.MODEL_FALLBACK, {
-                "from": request.previous_model, "to": reply.model,
-                "reason": reply.switch_reason or "the previous model did not answer"}))
-        events.append((EventType.MODEL_REPLIED, {
-            "text": reply.text,
-            "calls": [call.to_json() for call in reply.calls],
-            "usage": reply.usage.to_json(),
-            "provider": reply.provider,
-            "account": reply.account,
-            "model": reply.model,
-            "cost_micros": cost,
-            "price_version": billed.version,
-            "latency_ms": round(reply.latency_ms, 3),
-            # The whole gateway call: retries, backoff and other accounts included.
-            "waited_ms": round(waited, 3),
-            "prompt_sha256": conversation.prompt_digest(messages),
-        }))
-        assert self.agent is not None
-        fact = budget.UsageFact(
-            seq=0, agent=self.agent, agent_version=self.agent_version, provider=reply.provider,
-            account=reply.account, model=reply.model, usage=reply.usage, cost_micros=cost,
-            price_version=billed.version)
-        await self._append(events, steps=1, usage=reply.usage, cost=cost,
-                           spend=(reservation, fact))
-        observe.model_step(engine.metrics, tenant=self.lease.tenant.value,
-                           tenant_class=self.tenant_class, run_id=self.run_id,
-                           seq=self.state.last_seq, reply=reply, cost_micros=cost,
-                           began_ns=began_ns, ended_ns=began_ns + int(waited * 1e6))
-        return waited
-
-    async def _quote(self, request: ModelRequest) -> Quote | None:
-        """The price of the call's model. Every model it may be answered by (its fallbacks
-        too) must be priced, or the run fails before anything is sent: an unpriced model is
-        never served at price 0. None: the run ended here."""
-        quotes = {model: await self.engine.prices.quote(model)
-                  for model in (request.model, *request.fallback_models)}
-        unpriced = [model for model, quote in quotes.items() if quote is None]
-        if not unpriced:
-            return quotes[request.model]
-        reason = f"the operator has not priced this agent's model: {how_to_price(unpriced)}"
-        await self._end(EventType.RUN_FAILED, {"error": reason, "ours": False,
-                                               "cause": "unpriced_model"},
-                        RunStatus.FAILED, error={"message": reason, "ours": False,
-                                                 "cause": "unpriced_model"})
-        return None
-
-    async def _reserve(self, request: ModelRequest, quote: Quote) -> budget.Reservation | None:
-        """Reserve the call's estimated tokens and cost against the tenant's budgets. If
-        its token bucket is short the run steps aside (slot freed) until it refills; past
-        its monthly spend cap the run stops. None: the run ended here."""
-        engine, lease = self.engine, self.lease
-        tokens, cost = budget.estimate(quote, request)
-        async with engine.db.tenant_tx(lease.tenant) as conn:
-            outcome = await budget.reserve(conn, lease.tenant, lease.run, lease.epoch,
-                                           tokens, cost)
-        match outcome:
-            case budget.Reservation():
-                return outcome
-            case budget.MustWait(seconds=seconds):
-                engine.metrics.budget_refusals.inc(self.tenant_class, "tokens_per_minute")
-                await self._park_until(
-                    f"tokens_per_minute: the tenant's token bucket refills in {seconds:.1f} s",
-                    seconds)
-            case budget.OverCap(spent_micros=spent, cap_micros=cap):
-                limit = "monthly_spend_cap_micros"
-                engine.metrics.budget_refusals.inc(self.tenant_class, limit)
-                await self._end(
-                    EventType.BUDGET_STOPPED, {"limit": limit, "used": spent, "max": cap},
-                    RunStatus.FAILED, error={
-                        "type": "budget_exhausted", "limit": limit,
-                        "message": f"stopped by the tenant's monthly spend cap ({spent} of "
-                                   f"{cap} micro-dollars spent or reserved)"})
-        return None
-
-    async def _release(self, reservation: budget.Reservation) -> None:
-        lease = self.lease
-        async with self.engine.db.tenant_tx(lease.tenant) as conn:
-            await budget.release(conn, lease.tenant, lease.run, lease.epoch, reservation)
-
-    async def _park_until(
-        self, reason: str, seconds: float, *, models: list[str] | None = None,
-    ) -> NoReturn:
-        """Record RunParked and give the slot back until ``seconds`` from now: queued and
-        held back until then, or — ``models`` given — waiting for an account serving one
-        of them (a probe wakes it sooner)."""
-        lease = self.lease
-        until = datetime.now(UTC) + timedelta(seconds=seconds)
-        data: dict[str, Any] = {"reason": reason[:1000], "until": until.isoformat(),
-                                "basis_seq": self._basis}
-        if models is not None:
-            data["models"] = models
-        saved = await self._save_sandbox()
-        async with self.engine.db.tenant_tx(lease.tenant) as conn:
-            if saved is not None:
-                await log.append(conn, lease.tenant, lease.run, *saved, epoch=lease.epoch)
-            await log.append(conn, lease.tenant, lease.run, EventType.RUN_PARKED, data,
-                             epoch=lease.epoch)
-            if models is None:
-                await conn.execute(Q.release_lease, lease.tenant.value, lease.run.uuid,
-                                   lease.epoch, until)
-            else:
-                await conn.execute(Q.park_for_model, lease.tenant.value, lease.run.uuid,
-                                   lease.epoch, models, until)
-        await self._forget_superseded(saved)
-        raise Parked
-
-    async def _provider_failed(self, reason: str) -> None:
-        error = {"message": reason, "ours": False, "cause": "model_provider"}
-        await self._end(EventType.RUN_FAILED, {"error": reason, "ours": False,
-                                               "cause": "model_provider"},
-                        RunStatus.FAILED, error=error)
-
-    async def _park_for_model(self, request: ModelRequest, exc: ModelUnavailable) -> NoReturn:
-        """No account can serve the run now: record why, free the slot, and wait until the
-        gateway finds one of its models' accounts back (or the recheck time comes)."""
-        settings = self.engine.settings
-        recheck = min(settings.park_recheck_seconds * 2.0 ** min(self.state.parked, 30),
-                      settings.park_recheck_max_seconds)
-        logger.warning("run parked: %s", exc.detail, extra={"run_id": self.run_id})
-        models = [request.model, *request.fallback_models]
-        try:
-            await self._park_until(f"model unavailable: {exc.detail}", recheck, models=models)
-        except Parked:
-            if isinstance(exc, ModelsExhausted) and exc.recovered_since():
-                # An account came back while this call was failing: its wake-up may have
-                # run before this park was written. Wake them (this run too) now instead.
-                with contextlib.suppress(*DATABASE_DOWN):
-                    await wake_parked_on(self.engine.db, models)
-            raise
-
-    async def _call_tool(self, call: CallTool) -> float:
-        assert self.spec is not None
-        tools, tenant = self.engine.tools, self.lease.tenant
-        data: dict[str, Any] = {"key": call.key, "tool": call.tool, "reply_seq": call.reply_seq,
-                                "call_index": call.call_index}
-        if call.invalid is not None or call.arguments is None:
-            data["error"] = call.invalid
-            await self._append([(EventType.TOOL_COMPLETED, data)], audit=AuditEntry.of(
-                call.tool, call.key, call.arguments, "refused", detail=call.invalid))
-            return 0.0
-        data["arguments"] = call.arguments
-        if not await tools.honours_keys(tenant, call.tool):
-            # The intent is saved first: after a crash this call is never repeated blindly.
-            await self._append([(EventType.TOOL_STARTED, {"key": call.key, "tool": call.tool})])
-        began_ns = time.time_ns()
-        result = await tools.call(tenant, self.spec, call.tool, call.arguments, call.key,
-                                  run=self.lease.run, sandbox_ref=self.state.sandbox_ref)
-        data.update(result.to_json())
-        fact = await self._sandbox_fact(result.sandbox)
-        if fact is not None:  # the run's cost and the log both show what the sandbox cost
-            data["sandbox"] = {**data["sandbox"], "cost_micros": fact.cost_micros,
-                               "price_version": fact.price_version}
-        await self._append([(EventType.TOOL_COMPLETED, data)],
-                           audit=result.audit(call.tool, call.key, call.arguments),
-                           cost=fact.cost_micros if fact else 0, sandbox=fact)
-        observe.tool_step(self.engine.metrics, tenant=tenant.value,
-                          tenant_class=self.tenant_class, run_id=self.run_id,
-                          seq=self.state.last_seq, tool=call.tool, key=call.key, result=result,
-                          began_ns=began_ns, ended_ns=began_ns + int(result.duration_ms * 1e6))
-        return result.duration_ms
-
-    async def _sandbox_fact(self, sandbox: dict[str, Any] | None) -> budget.SandboxFact | None:
-        """The billing fact of a built-in tool call that ran in the sandbox, priced at the
-        sandbox price in force now."""
-        if not sandbox or "exec_ms" not in sandbox or "backend" not in sandbox:
-            return None
-        assert self.agent is not None
-        sandbox_ms = round(float(sandbox["exec_ms"]))
-        quote = await self.engine.prices.sandbox()
-        return budget.SandboxFact(seq=0, agent=self.agent, agent_version=self.agent_version,
-                                  backend=str(sandbox["backend"]), sandbox_ms=sandbox_ms,
-                                  cost_micros=quote.cost_micros(sandbox_ms),
-                                  price_version=quote.version)
-
-    async def _record_unknown(self, call: RecordUnknown) -> None:
-        data = {"key": call.key, "tool": call.tool, "reply_seq": call.reply_seq,
-                "call_index": call.call_index, "arguments": call.arguments,
-                "outcome": "unknown",
-                "error": "the platform stopped during this call and the tool cannot dedupe "
-                         "repeats, so its outcome is unknown; check before trying again"}
-        await self._append([(EventType.TOOL_COMPLETED, data)], audit=AuditEntry.of(
-            call.tool, call.key, call.arguments, "unknown", detail=str(data["error"])))
-
-    async def _request_approval(self, call: RequestApproval) -> None:
-        """Save the request and give the slot back: nothing waits in memory."""
-        lease = self.lease
-        saved = await self._save_sandbox()
-        written = []
-        async with self.engine.db.tenant_tx(lease.tenant) as conn:
-            if saved is not None:
-                seq = await log.append(conn, lease.tenant, lease.run, *saved, epoch=lease.epoch)
-                written.append(Event(seq, *saved, datetime.now(UTC)))
-            approval_id, expires_at = await approvals.open_request(
-                conn, lease.tenant, lease.run, call.key, call.tool, call.arguments)
-            data = {"approval_id": str(approval_id), "key": call.key, "tool": call.tool,
-                    "arguments": call.arguments, "expires_at": expires_at.isoformat(),
-                    "basis_seq": self._basis}
-            seq = await log.append(conn, lease.tenant, lease.run,
-                                   EventType.APPROVAL_REQUESTED, data, epoch=lease.epoch)
-            await conn.execute(Q.park_run, lease.tenant.value, lease.run.uuid, lease.epoch)
-        written.append(Event(seq, EventType.APPROVAL_REQUESTED, data, datetime.now(UTC)))
-        await self._forget_superseded(saved)
-        await self._absorb(written)
-        raise Parked
-
-    async def _park(self) -> None:
-        lease = self.lease
-        saved = await self._save_sandbox()
-        async with self.engine.db.tenant_tx(lease.tenant) as conn:
-            if saved is not None:
-                await log.append(conn, lease.tenant, lease.run, *saved, epoch=lease.epoch)
-            await conn.execute(Q.park_run, lease.tenant.value, lease.run.uuid, lease.epoch)
-        await self._forget_superseded(saved)
-        raise Parked
 
     # -- writing ----------------------------------------------------------------------
 
-    async def _append(
-        self, events: list[tuple[str, dict[str, Any]]], *, steps: int = 0,
+    async def append(
+        self, events: list[Payload], *, steps: int = 0,
         usage: TokenUsage | None = None, cost: int = 0, audit: AuditEntry | None = None,
         spend: tuple[budget.Reservation, budget.UsageFact] | None = None,
         sandbox: budget.SandboxFact | None = None,
@@ -547,11 +293,11 @@ class RunDriver:
         lease = self.lease
         written = []
         async with self.engine.db.tenant_tx(lease.tenant) as conn:
-            for type_, data in events:
-                data = {**data, "basis_seq": self._basis}
-                seq = await log.append(conn, lease.tenant, lease.run, type_, data,
+            for payload in events:
+                payload = dataclasses.replace(payload, basis_seq=self.basis)
+                seq = await log.append(conn, lease.tenant, lease.run, payload,
                                        epoch=lease.epoch)
-                written.append(Event(seq, type_, data, datetime.now(UTC)))
+                written.append(Event.of(seq, payload, datetime.now(UTC)))
             renewed = await conn.fetchrow(
                 Q.record_step, lease.tenant.value, lease.run.uuid, lease.epoch, steps,
                 usage.input_tokens, usage.output_tokens, cost,
@@ -572,25 +318,26 @@ class RunDriver:
             if sandbox is not None:  # billed per sandbox second, with the call's result
                 await budget.record_sandbox(conn, lease.tenant, lease.run,
                                             dataclasses.replace(sandbox, seq=written[-1].seq))
-        clean = await self._absorb(written)
+        clean = await self.absorb(written)
         self._in_sync = clean and not renewed["cancel_requested"]
 
-    async def _end(
-        self, type_: str, data: dict[str, Any], status: RunStatus, *, answer: Any = None,
-        error: Any = None,
-    ) -> None:
+    async def end(self, payload: RunFinished | RunFailed | RunCancelled | BudgetStopped, *,
+                  error: dict[str, Any] | None = None) -> None:
+        """Append the terminal event and set the run row's status, answer and error from
+        it (``error`` overrides the one RunFailed implies)."""
+        status, answer, error = _terminal(payload, error)
         lease = self.lease
+        payload = dataclasses.replace(payload, basis_seq=self.basis)
         async with self.engine.db.tenant_tx(lease.tenant) as conn:
-            data = {**data, "basis_seq": self._basis}
-            seq = await log.append(conn, lease.tenant, lease.run, type_, data, epoch=lease.epoch)
+            seq = await log.append(conn, lease.tenant, lease.run, payload, epoch=lease.epoch)
             # The append above holds the run row's lock under our epoch until commit.
             await conn.execute(Q.set_terminal_status, lease.tenant.value, lease.run.uuid,
                                status.value, answer, error)
-        await self._absorb([Event(seq, type_, data, datetime.now(UTC))])
+        await self.absorb([Event.of(seq, payload, datetime.now(UTC))])
         self.engine.stats.runs_ended += 1
         self.engine.metrics.runs_ended.inc(self.tenant_class, status.value)
 
-    async def _absorb(self, written: list[Event]) -> bool:
+    async def absorb(self, written: list[Event]) -> bool:
         """Bring the in-memory state up to what was just committed (only after the commit:
         memory never runs ahead of the log). If someone else appended in between — the API
         recording a cancel request — read the log instead of guessing."""
@@ -605,8 +352,25 @@ class RunDriver:
         self.engine.stats.runs_failed_ours += 1
         reason = f"platform error: {type(exc).__name__}: {exc}"[:1000]
         try:
-            await self._end(EventType.RUN_FAILED, {"error": reason, "ours": True},
-                            RunStatus.FAILED, error={"message": reason, "ours": True})
+            await self.end(RunFailed(reason, ours=True))
         except LEASE_OR_DATABASE:
             logger.warning("could not record the platform failure", extra={"run_id": self.run_id})
 
+
+
+def _terminal(
+    payload: RunFinished | RunFailed | RunCancelled | BudgetStopped,
+    error: dict[str, Any] | None,
+) -> tuple[RunStatus, Any, dict[str, Any] | None]:
+    """The run row's status, answer and error that a terminal event implies."""
+    match payload:
+        case RunFinished(answer=answer):
+            return RunStatus.FINISHED, answer, error
+        case RunCancelled():
+            return RunStatus.CANCELLED, None, error
+        case RunFailed(error=message, ours=ours, cause=cause) if error is None:
+            implied: dict[str, Any] = {"message": message, "ours": ours}
+            if cause is not None:
+                implied["cause"] = cause
+            return RunStatus.FAILED, None, implied
+    return RunStatus.FAILED, None, error

@@ -1,13 +1,20 @@
-"""The run's event log vocabulary (DESIGN §6). A run *is* its events: status, answer and
+"""The run's event log vocabulary (DESIGN §6): the event types, the stored row, and one
+typed payload per type that anything writes. A run *is* its events: status, answer and
 usage on the ``runs`` row are projections kept in the same transaction as the event that
-changes them."""
+changes them.
+
+A payload's ``to_data`` is the JSON stored in ``run_events.data`` (the keys every log and
+the replay corpus already hold); its ``FORMAT`` goes to ``run_events.format``. A worker
+that meets a format newer than it knows, or a type it does not know, leaves the run to a
+newer worker (``NewerEvent``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import MISSING, Field, dataclass, field, fields
 from datetime import datetime
-from enum import StrEnum
-from typing import Any
+from enum import Enum, StrEnum
+from typing import Any, ClassVar, Self
 
 
 class EventType(StrEnum):
@@ -59,12 +66,276 @@ class RunStatus(StrEnum):
         return self in (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.CANCELLED)
 
 
+class Absent(Enum):
+    """For keys that may hold null but that some writers leave out: absent ≠ null."""
+
+    ABSENT = "absent"
+
+
+ABSENT = Absent.ABSENT
+
+
+class NewerEvent(ValueError):
+    """An event this code cannot read: an unknown type, or a newer format of a known one."""
+
+    def __init__(self, type: str, format: int) -> None:
+        super().__init__(f"event {type} in format {format} is newer than this worker knows")
+        self.type, self.format = type, format
+
+
+def _key(f: Field[Any]) -> str:
+    key: str = f.metadata.get("key", f.name)
+    return key
+
+
+def renamed(key: str) -> Any:
+    """A field stored under another key (``from`` is a Python keyword)."""
+    return field(metadata={"key": key})
+
+
+@dataclass(frozen=True, slots=True)
+class Payload:
+    """One event's data. Fields without a default are always written; a field with a
+    default is written only when its value differs from it (today's optional keys)."""
+
+    TYPE: ClassVar[EventType]
+    FORMAT: ClassVar[int] = 1
+    # The last seq the engine's decision saw (set on what the driver writes): replay
+    # folds the log up to it, not up to the event itself.
+    basis_seq: int | None = field(default=None, kw_only=True)
+
+    def to_data(self) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        for f in sorted(fields(self), key=lambda f: f.name == "basis_seq"):
+            value = getattr(self, f.name)
+            if f.default is MISSING or value != f.default:
+                data[_key(f)] = value
+        return data
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> Self:
+        return cls(**{f.name: data[_key(f)] for f in fields(cls) if _key(f) in data})
+
+
+@dataclass(frozen=True, slots=True)
+class RunCreated(Payload):
+    TYPE = EventType.RUN_CREATED
+    agent_id: str
+    version: int
+    priority: str
+    input: Any = ABSENT  # absent when it is big: then input_ref and input_bytes say where
+    input_ref: str | None = None
+    input_bytes: int | None = None
+    webhook_url: str | None = None
+    kind: str | None = None  # absent for agent runs; "task" for library tasks
+
+
+@dataclass(frozen=True, slots=True)
+class ModelReplied(Payload):
+    TYPE = EventType.MODEL_REPLIED
+    text: str
+    calls: list[dict[str, Any]]
+    usage: dict[str, int]
+    provider: str
+    account: str
+    model: str
+    cost_micros: int
+    price_version: str
+    latency_ms: float
+    waited_ms: float | None = None  # the whole gateway call; older events lack it
+    prompt_sha256: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStarted(Payload):
+    TYPE = EventType.TOOL_STARTED
+    key: str
+    tool: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCompleted(Payload):
+    """A call's result or error. A call refused before it was made has no arguments,
+    server or duration; an interrupted keyless call has ``outcome: unknown``."""
+
+    TYPE = EventType.TOOL_COMPLETED
+    key: str
+    tool: str
+    reply_seq: int
+    call_index: int
+    arguments: dict[str, Any] | None = None
+    server: str | Absent | None = ABSENT
+    duration_ms: float | None = None
+    error: str | None = None
+    result: str | Absent | None = ABSENT
+    outcome: str | None = None
+    sandbox: dict[str, Any] | None = None
+    truncated: bool = False
+    output_bytes: int | None = None
+    output_ref: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequested(Payload):
+    TYPE = EventType.APPROVAL_REQUESTED
+    approval_id: str
+    key: str
+    tool: str
+    arguments: dict[str, Any]
+    expires_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalDecided(Payload):
+    TYPE = EventType.APPROVAL_DECIDED
+    approval_id: str
+    key: str
+    decision: str  # approved | denied | expired
+    comment: str | None = None
+    decided_by: str | None = None  # who, when not the tenant itself ("operator")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFallback(Payload):
+    TYPE = EventType.MODEL_FALLBACK
+    from_: str = renamed("from")
+    to: str = renamed("to")
+    reason: str = renamed("reason")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRerouted(Payload):
+    TYPE = EventType.MODEL_REROUTED
+    from_: str = renamed("from")
+    to: str = renamed("to")
+    model: str = renamed("model")
+    reason: str = renamed("reason")
+
+
+@dataclass(frozen=True, slots=True)
+class RunParked(Payload):
+    TYPE = EventType.RUN_PARKED
+    reason: str
+    until: str | None = None
+    models: list[str] | None = None  # waiting for an account serving one of these
+
+
+@dataclass(frozen=True, slots=True)
+class RunResumed(Payload):
+    TYPE = EventType.RUN_RESUMED
+    after: str
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxSaved(Payload):
+    TYPE = EventType.SANDBOX_SAVED
+    ref: str
+    bytes: int
+    duration_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetStopped(Payload):
+    TYPE = EventType.BUDGET_STOPPED
+    limit: str
+    used: int
+    max: int
+
+
+@dataclass(frozen=True, slots=True)
+class CancelRequested(Payload):
+    TYPE = EventType.CANCEL_REQUESTED
+
+
+@dataclass(frozen=True, slots=True)
+class RunFinished(Payload):
+    TYPE = EventType.RUN_FINISHED
+    answer: Any
+
+
+@dataclass(frozen=True, slots=True)
+class RunFailed(Payload):
+    TYPE = EventType.RUN_FAILED
+    error: str
+    ours: bool  # a platform fault rather than the run's own failure
+    cause: str | None = None  # unpriced_model | model_provider
+    details: Any = None  # a library task's own details
+
+
+@dataclass(frozen=True, slots=True)
+class RunCancelled(Payload):
+    TYPE = EventType.RUN_CANCELLED
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookOutcome(Payload):
+    url: str
+    attempts: int
+    status_code: int | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookDelivered(WebhookOutcome):
+    TYPE = EventType.WEBHOOK_DELIVERED
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookFailed(WebhookOutcome):
+    TYPE = EventType.WEBHOOK_FAILED
+
+
+@dataclass(frozen=True, slots=True)
+class Signalled(Payload):
+    TYPE = EventType.SIGNALLED
+    name: str
+    data: Any
+
+
+@dataclass(frozen=True, slots=True)
+class SignalConsumed(Payload):
+    TYPE = EventType.SIGNAL_CONSUMED
+    signal_seq: int
+    name: str
+
+
+#: Every payload type by its event type. Summarized, ChildRunStarted and ModelRequested
+#: are reserved: nothing writes them yet, so no worker reads them either.
+PAYLOADS: dict[str, type[Payload]] = {p.TYPE.value: p for p in (
+    RunCreated, ModelReplied, ToolStarted, ToolCompleted, ApprovalRequested, ApprovalDecided,
+    ModelFallback, ModelRerouted, RunParked, RunResumed, SandboxSaved, BudgetStopped,
+    CancelRequested, RunFinished, RunFailed, RunCancelled, WebhookDelivered, WebhookFailed,
+    Signalled, SignalConsumed,
+)}
+
+
+def parse(type: str, data: Mapping[str, Any], format: int = 1) -> Payload:
+    """The typed payload of stored (or API) event data; ``NewerEvent`` if this code
+    cannot read it."""
+    kind = PAYLOADS.get(type)
+    if kind is None or format > kind.FORMAT:
+        raise NewerEvent(type, format)
+    return kind.from_data(data)
+
+
 @dataclass(frozen=True, slots=True)
 class Event:
+    """One stored row of a run's log: ``data`` as stored, ``payload`` typed."""
+
     seq: int
     type: str
     data: dict[str, Any]
     created_at: datetime
+    format: int = 1
+
+    @classmethod
+    def of(cls, seq: int, payload: Payload, created_at: datetime) -> Event:
+        return cls(seq, payload.TYPE, payload.to_data(), created_at, payload.FORMAT)
+
+    @property
+    def payload(self) -> Payload:
+        return parse(self.type, self.data, self.format)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -6,14 +6,12 @@ and carry the writer's lease epoch, so a stale owner gets no slot at all (invari
 
 from __future__ import annotations
 
-from typing import Any
-
 from tenantry.db import Connection
 from tenantry.db.queries import load
 from tenantry.errors import LeaseLost
 from tenantry.ids import RunId, TenantId
 from tenantry.jsonutil import dumps
-from tenantry.runs.events import Event
+from tenantry.runs.events import Event, Payload
 
 Q = load(__package__)
 
@@ -25,8 +23,7 @@ async def append(
     conn: Connection,
     tenant: TenantId,
     run: RunId,
-    type: str,
-    data: dict[str, Any],
+    payload: Payload,
     *,
     epoch: int | None,
 ) -> int:
@@ -35,12 +32,14 @@ async def append(
     ``epoch`` is the caller's lease epoch; ``None`` is for writers that hold no lease
     (the API recording a cancel request), which never compete for the run's next step.
     """
+    data = payload.to_data()
     encoded = dumps(data)
     inline = data
     if len(encoded) > MAX_EVENT_BYTES:
         # Keep the log row small and bounded; the full payload sits beside it.
         inline = {"$payload": len(encoded)}
-    row = await conn.fetchrow(Q.append_event, tenant.value, run.uuid, epoch, type, inline)
+    row = await conn.fetchrow(Q.append_event, tenant.value, run.uuid, epoch, payload.TYPE,
+                              inline, payload.FORMAT)
     if row is None:
         raise LeaseLost("the run's lease moved on; this writer must stop")
     seq: int = row["seq"]
@@ -53,4 +52,4 @@ async def read(
     conn: Connection, tenant: TenantId, run: RunId, *, after: int = 0, limit: int = 500
 ) -> list[Event]:
     rows = await conn.fetch(Q.read_events, tenant.value, run.uuid, after, limit)
-    return [Event(r["seq"], r["type"], r["data"], r["created_at"]) for r in rows]
+    return [Event(r["seq"], r["type"], r["data"], r["created_at"], r["format"]) for r in rows]

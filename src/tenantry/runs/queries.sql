@@ -12,7 +12,8 @@ SELECT run_id, request_sha256, status FROM runs
 WHERE tenant_id = $1 AND idempotency_key = $2
 
 -- name: insert_first_event
-INSERT INTO run_events (tenant_id, run_id, seq, type, data) VALUES ($1, $2, 1, $3, $4)
+INSERT INTO run_events (tenant_id, run_id, seq, type, data, format)
+VALUES ($1, $2, 1, $3, $4, $5)
 
 -- name: append_event
 -- The counter row hands out the slot under its row lock (never max(seq)+1). With an epoch,
@@ -22,8 +23,8 @@ WITH slot AS (
     WHERE tenant_id = $1 AND run_id = $2 AND ($3::bigint IS NULL OR lease_epoch = $3)
     RETURNING last_seq
 )
-INSERT INTO run_events (tenant_id, run_id, seq, type, data)
-SELECT $1, $2, slot.last_seq, $4, $5 FROM slot
+INSERT INTO run_events (tenant_id, run_id, seq, type, data, format)
+SELECT $1, $2, slot.last_seq, $4, $5, $6 FROM slot
 RETURNING seq, created_at
 
 -- name: get_run
@@ -65,7 +66,7 @@ UPDATE runs SET status = $3, answer = $4, error = $5, finished_at = now(), updat
 WHERE tenant_id = $1 AND run_id = $2
 
 -- name: read_events
-SELECT e.seq, e.type, coalesce(p.data, e.data) AS data, e.created_at
+SELECT e.seq, e.type, coalesce(p.data, e.data) AS data, e.created_at, e.format
 FROM run_events e
 LEFT JOIN run_event_payloads p
   ON p.tenant_id = e.tenant_id AND p.run_id = e.run_id AND p.seq = e.seq

@@ -33,7 +33,17 @@ from tenantry.runs.decide import (
     StopForBudget,
     decide,
 )
-from tenantry.runs.events import Event, EventType
+from tenantry.runs.events import (
+    ApprovalRequested,
+    BudgetStopped,
+    Event,
+    EventType,
+    ModelReplied,
+    RunCancelled,
+    RunFailed,
+    RunFinished,
+    ToolCompleted,
+)
 from tenantry.runs.state import RunState
 
 Q = load(__package__)
@@ -110,17 +120,20 @@ def _basis(record: RecordedRun, index: int) -> RunState:
     """The state the decision recorded at ``index`` was made from: the log up to its
     ``basis_seq`` (inputs that arrived while it was carried out came after it)."""
     event = record.events[index]
-    upto = int(event.data.get("basis_seq", event.seq - 1))
+    basis = event.payload.basis_seq
+    upto = event.seq - 1 if basis is None else basis
     return RunState.fold([e for e in record.events[:index] if e.seq <= upto], record.input)
 
 
 def _is_input(event: Event) -> bool:
     """Endings the loop did not decide: platform faults, provider refusals, and the
     tenant's monthly spend cap (the tenant's spend is not in the run's log)."""
-    if event.type == EventType.BUDGET_STOPPED:
-        return event.data.get("limit") == "monthly_spend_cap_micros"
-    return event.type == EventType.RUN_FAILED and (
-        event.data.get("ours") is True or event.data.get("cause") == "model_provider")
+    match event.payload:
+        case BudgetStopped(limit=limit):
+            return limit == "monthly_spend_cap_micros"
+        case RunFailed(ours=ours, cause=cause):
+            return ours is True or cause == "model_provider"
+    return False
 
 
 def _describe(decision: Decision | None) -> str:
@@ -146,44 +159,41 @@ def _args(arguments: Any) -> str:
 def _compare(
     decision: Decision | None, event: Event, state: RunState, spec: AgentSpec
 ) -> tuple[str, str] | None:
-    data = event.data
     got = _describe(decision)
-    match event.type:
-        case EventType.MODEL_REPLIED:
+    match event.payload:
+        case ModelReplied(prompt_sha256=recorded):
             if not isinstance(decision, CallModel):
                 return "a model call", got
-            recorded = data.get("prompt_sha256")
             if recorded is not None:
                 current = conversation.prompt_digest(conversation.messages(state, spec))
                 if current != recorded:
                     return (f"a model call with prompt {recorded}",
                             f"a model call with a different prompt ({current})")
-        case EventType.APPROVAL_REQUESTED:
-            expected = (f"approval for {data['tool']}({_args(data['arguments'])}) "
-                        f"with key {data['key']}")
+        case ApprovalRequested(tool=tool, arguments=arguments, key=key):
+            expected = f"approval for {tool}({_args(arguments)}) with key {key}"
             if got != expected:
                 return expected, got
-        case EventType.TOOL_COMPLETED:
-            if data.get("outcome") == "unknown":
-                expected = (f"unknown outcome for {data['tool']}({_args(data['arguments'])}) "
-                            f"with key {data['key']}")
-            elif "arguments" in data:
-                expected = f"call {data['tool']}({_args(data['arguments'])}) with key {data['key']}"
+        case ToolCompleted() as done:
+            if done.outcome == "unknown":
+                expected = (f"unknown outcome for {done.tool}({_args(done.arguments)}) "
+                            f"with key {done.key}")
+            elif done.arguments is not None:
+                expected = f"call {done.tool}({_args(done.arguments)}) with key {done.key}"
             else:
-                expected = f"tool error for call {data['key']} ({data.get('error')!r})"
+                expected = f"tool error for call {done.key} ({done.error!r})"
             if got != expected:
                 return expected, got
-        case EventType.RUN_FINISHED:
-            if decision != Finish(data.get("answer", "")):
-                return f"finish with {data.get('answer')!r}", got
-        case EventType.RUN_FAILED:
-            if decision != Fail(data.get("error", "")):
-                return f"fail with {data.get('error')!r}", got
-        case EventType.RUN_CANCELLED:
+        case RunFinished(answer=answer):
+            if decision != Finish(answer):
+                return f"finish with {answer!r}", got
+        case RunFailed(error=error):
+            if decision != Fail(error):
+                return f"fail with {error!r}", got
+        case RunCancelled():
             if not isinstance(decision, Cancel):
                 return "cancel", got
-        case EventType.BUDGET_STOPPED:
-            expected_stop = StopForBudget(data["limit"], data["used"], data["max"])
+        case BudgetStopped(limit=limit, used=used, max=maximum):
+            expected_stop = StopForBudget(limit, used, maximum)
             if decision != expected_stop:
                 return repr(expected_stop), got
     return None

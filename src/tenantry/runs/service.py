@@ -16,7 +16,14 @@ from tenantry.errors import Conflict, NotFound
 from tenantry.ids import AgentId, RunId, TenantId
 from tenantry.jsonutil import dumps
 from tenantry.runs import log
-from tenantry.runs.events import Event, EventType, RunStatus
+from tenantry.runs.events import (
+    ABSENT,
+    CancelRequested,
+    Event,
+    RunCancelled,
+    RunCreated,
+    RunStatus,
+)
 from tenantry.scheduler import admission
 from tenantry.scheduler.admission import CellCapacity
 
@@ -135,24 +142,19 @@ async def create_run(
             found = await _existing(conn, tenant, req)
             assert found is not None
             return found
-        data: dict[str, Any] = {
-            "agent_id": str(req.agent_id),
-            "version": version,
-            "priority": req.priority,
-        }
         encoded = dumps(req.input)
-        if len(encoded) <= INLINE_INPUT_BYTES:
-            data["input"] = req.input
-        else:
-            data["input_ref"] = "run.input"
-            data["input_bytes"] = len(encoded)
-        if req.webhook_url:
-            data["webhook_url"] = req.webhook_url
-        if kind != "agent":  # agent runs' RunCreated stays as it was (the replay corpus)
-            data["kind"] = kind
-        await conn.execute(
-            Q.insert_first_event, tenant.value, run_id.uuid, EventType.RUN_CREATED, data
+        inline = len(encoded) <= INLINE_INPUT_BYTES
+        created = RunCreated(
+            agent_id=str(req.agent_id), version=version, priority=req.priority,
+            input=req.input if inline else ABSENT,
+            input_ref=None if inline else "run.input",
+            input_bytes=None if inline else len(encoded),
+            webhook_url=req.webhook_url or None,
+            # agent runs' RunCreated stays as it was (the replay corpus)
+            kind=kind if kind != "agent" else None,
         )
+        await conn.execute(Q.insert_first_event, tenant.value, run_id.uuid, created.TYPE,
+                           created.to_data(), created.FORMAT)
     return Created(run_id, RunStatus.QUEUED, True)
 
 
@@ -204,14 +206,12 @@ async def cancel_run(db: Database, tenant: TenantId, run: RunId) -> Run:
             raise Conflict(f"The run already ended as {status.value}.", run_status=status.value)
         else:
             if not row["cancel_requested"]:
-                await log.append(conn, tenant, run, EventType.CANCEL_REQUESTED, {}, epoch=None)
+                await log.append(conn, tenant, run, CancelRequested(), epoch=None)
                 await conn.execute(Q.mark_cancel_requested, tenant.value, run.uuid)
             if unheld:
                 await conn.execute(Q.close_pending_approvals, tenant.value, run.uuid)
-                await log.append(
-                    conn, tenant, run, EventType.RUN_CANCELLED, {"reason": "cancel_requested"},
-                    epoch=None,
-                )
+                await log.append(conn, tenant, run, RunCancelled(reason="cancel_requested"),
+                                 epoch=None)
                 await conn.execute(
                     Q.set_terminal_status, tenant.value, run.uuid, RunStatus.CANCELLED.value,
                     None, None,

@@ -7,7 +7,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tenantry.runs.events import TERMINAL_EVENTS, Event, EventType
+from tenantry.runs.events import (
+    ABSENT,
+    TERMINAL_EVENTS,
+    ApprovalDecided,
+    ApprovalRequested,
+    CancelRequested,
+    Event,
+    ModelReplied,
+    RunCreated,
+    RunParked,
+    SandboxSaved,
+    ToolCompleted,
+    ToolStarted,
+)
 
 
 @dataclass(slots=True)
@@ -17,7 +30,7 @@ class Reply:
     seq: int
     text: str
     calls: list[dict[str, Any]]
-    completed: dict[int, dict[str, Any]] = field(default_factory=dict)  # call index → data
+    completed: dict[int, ToolCompleted] = field(default_factory=dict)  # by call index
 
     def next_call(self) -> int | None:
         for index in range(len(self.calls)):
@@ -64,42 +77,37 @@ class RunState:
         if event.seq != self.last_seq + 1:
             raise ValueError(f"event log has a gap: seq {event.seq} after {self.last_seq}")
         self.last_seq = event.seq
-        data = event.data
-        if event.type == EventType.RUN_CREATED:
-            if "input" in data:
-                self.input = data["input"]
-        elif event.type == EventType.MODEL_REPLIED:
-            self.replies.append(Reply(event.seq, data.get("text", ""), list(data.get("calls", []))))
-            self.parked = 0
-            self.steps += 1
-            usage = data.get("usage", {})
-            self.input_tokens += int(usage.get("input_tokens", 0))
-            self.output_tokens += int(usage.get("output_tokens", 0))
-            self.cost_micros += int(data.get("cost_micros", 0))
-            self.account = str(data.get("account", ""))
-            self.model = str(data.get("model", ""))
-        elif event.type == EventType.TOOL_COMPLETED:
-            reply = self._reply_at(int(data["reply_seq"]))
-            reply.completed[int(data["call_index"])] = data
-            # Sandbox time is part of the run's cost (and of its max_cost_micros).
-            self.cost_micros += int((data.get("sandbox") or {}).get("cost_micros", 0))
-        elif event.type == EventType.CANCEL_REQUESTED:
-            self.cancel_requested = True
-        elif event.type == EventType.APPROVAL_REQUESTED:
-            self.approvals[data["key"]] = Approval(data["approval_id"], "pending")
-        elif event.type == EventType.APPROVAL_DECIDED:
-            approval = self.approvals.get(data["key"])
-            if approval is not None:
-                approval.status = data["decision"]
-                approval.comment = data.get("comment")
-        elif event.type == EventType.TOOL_STARTED:
-            self.started.add(data["key"])
-        elif event.type == EventType.RUN_PARKED:
-            self.parked += 1
-        elif event.type == EventType.SANDBOX_SAVED:
-            self.sandbox_ref = str(data["ref"])
-        elif event.type in TERMINAL_EVENTS:
-            self.ended = event.type
+        match event.payload:
+            case RunCreated(input=run_input) if run_input is not ABSENT:
+                self.input = run_input
+            case ModelReplied() as reply:
+                self.replies.append(Reply(event.seq, reply.text, list(reply.calls)))
+                self.parked = 0
+                self.steps += 1
+                self.input_tokens += int(reply.usage.get("input_tokens", 0))
+                self.output_tokens += int(reply.usage.get("output_tokens", 0))
+                self.cost_micros += int(reply.cost_micros)
+                self.account, self.model = reply.account, reply.model
+            case ToolCompleted() as completed:
+                self._reply_at(completed.reply_seq).completed[completed.call_index] = completed
+                # Sandbox time is part of the run's cost (and of its max_cost_micros).
+                self.cost_micros += int((completed.sandbox or {}).get("cost_micros", 0))
+            case CancelRequested():
+                self.cancel_requested = True
+            case ApprovalRequested(key=key, approval_id=approval_id):
+                self.approvals[key] = Approval(approval_id, "pending")
+            case ApprovalDecided(key=key, decision=decision, comment=comment):
+                approval = self.approvals.get(key)
+                if approval is not None:
+                    approval.status, approval.comment = decision, comment
+            case ToolStarted(key=key):
+                self.started.add(key)
+            case RunParked():
+                self.parked += 1
+            case SandboxSaved(ref=ref):
+                self.sandbox_ref = ref
+            case _ if event.type in TERMINAL_EVENTS:
+                self.ended = event.type
 
     def _reply_at(self, seq: int) -> Reply:
         for reply in reversed(self.replies):

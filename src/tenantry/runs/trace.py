@@ -44,7 +44,21 @@ from tenantry.db import Connection
 from tenantry.db.queries import load
 from tenantry.ids import AgentId, RunId, TenantId
 from tenantry.runs import log
-from tenantry.runs.events import TERMINAL_EVENTS, Event, EventType
+from tenantry.runs.events import (
+    ABSENT,
+    TERMINAL_EVENTS,
+    ApprovalDecided,
+    ApprovalRequested,
+    Event,
+    EventType,
+    ModelFallback,
+    ModelReplied,
+    ModelRerouted,
+    NewerEvent,
+    Payload,
+    RunParked,
+    ToolCompleted,
+)
 
 Q = load(__package__, "trace.sql")
 
@@ -92,37 +106,46 @@ class _Builder:
         self.cursor = until
 
 
-def _external(group: list[Event]) -> tuple[str, Event, float] | None:
+def _typed(event: Event) -> Payload | None:
+    """The payload, or None for an event this code cannot read (the trace skips it)."""
+    try:
+        return event.payload
+    except NewerEvent:
+        return None
+
+
+def _external(group: list[Event]) -> tuple[int, ModelReplied | ToolCompleted, float] | None:
     """The model or tool call that a transaction saved, with its measured duration."""
     for event in group:
-        if event.type == EventType.MODEL_REPLIED:
-            # waited_ms: the whole gateway call (retries, other accounts); older events
-            # carry only the answering provider's latency_ms.
-            data = event.data
-            return "model", event, float(data.get("waited_ms") or data.get("latency_ms") or 0)
-        if event.type == EventType.TOOL_COMPLETED:
-            return "tool", event, float(event.data.get("duration_ms") or 0.0)
+        match _typed(event):
+            case ModelReplied() as reply:
+                # waited_ms: the whole gateway call (retries, other accounts); older events
+                # carry only the answering provider's latency_ms.
+                return event.seq, reply, float(reply.waited_ms or reply.latency_ms or 0)
+            case ToolCompleted() as done:
+                return event.seq, done, float(done.duration_ms or 0.0)
     return None
 
 
-def _model_detail(data: dict[str, Any]) -> dict[str, Any]:
-    usage = data.get("usage") or {}
-    inp, out = int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
-    return {"provider": data.get("provider"), "account": data.get("account"),
-            "model": data.get("model"), "input_tokens": inp, "output_tokens": out,
-            "tokens": inp + out, "cost_micros": int(data.get("cost_micros", 0)),
-            "latency_ms": data.get("latency_ms"), "waited_ms": data.get("waited_ms")}
+def _model_detail(reply: ModelReplied) -> dict[str, Any]:
+    inp = int(reply.usage.get("input_tokens", 0))
+    out = int(reply.usage.get("output_tokens", 0))
+    return {"provider": reply.provider, "account": reply.account,
+            "model": reply.model, "input_tokens": inp, "output_tokens": out,
+            "tokens": inp + out, "cost_micros": int(reply.cost_micros),
+            "latency_ms": reply.latency_ms, "waited_ms": reply.waited_ms}
 
 
-def _tool_detail(data: dict[str, Any]) -> dict[str, Any]:
-    outcome = data.get("outcome") or ("error" if data.get("error") is not None else "ok")
-    detail: dict[str, Any] = {"tool": data.get("tool"), "server": data.get("server"),
-                              "outcome": outcome, "key": data.get("key"),
-                              "duration_ms": data.get("duration_ms")}
-    if isinstance(data.get("sandbox"), dict):
-        detail["sandbox"] = {k: data["sandbox"].get(k)
+def _tool_detail(done: ToolCompleted) -> dict[str, Any]:
+    outcome = done.outcome or ("error" if done.error is not None else "ok")
+    detail: dict[str, Any] = {"tool": done.tool,
+                              "server": None if done.server is ABSENT else done.server,
+                              "outcome": outcome, "key": done.key,
+                              "duration_ms": done.duration_ms}
+    if isinstance(done.sandbox, dict):
+        detail["sandbox"] = {k: done.sandbox.get(k)
                              for k in ("backend", "id", "warm", "ready_ms", "exec_ms")
-                             if k in data["sandbox"]}
+                             if k in done.sandbox}
     return detail
 
 
@@ -179,8 +202,8 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
                                                     EventType.TOOL_COMPLETED)), group[0])
         if waiting is not None:
             # Whatever ends a wait (a decision, the claim after a park, a cancel) closes it.
-            if group[0].type == EventType.APPROVAL_DECIDED:
-                waiting.detail["decision"] = group[0].data.get("decision")
+            if isinstance(decided := _typed(group[0]), ApprovalDecided):
+                waiting.detail["decision"] = decided.decision
             b.add(waiting.kind, at, waiting.seq, waiting.label, waiting.detail)
             waiting = None
         else:
@@ -196,45 +219,38 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
                     queue_end = b.cursor  # claimed, but the row does not say when
                 b.add("queue", queue_end, main.seq, label)
             b.add("platform", ext_start, main.seq, f"platform: {main.type}")
-            if external is not None:
-                kind, event, _ = external
-                if kind == "model":
-                    b.add("model", at, event.seq,
-                          f"{event.data.get('model')} via {event.data.get('account')}",
-                          _model_detail(event.data), keep_empty=True)
-                else:
-                    b.add("tool", at, event.seq, str(event.data.get("tool")),
-                          _tool_detail(event.data), keep_empty=True)
+            match external:
+                case (seq, ModelReplied() as reply, _):
+                    b.add("model", at, seq, f"{reply.model} via {reply.account}",
+                          _model_detail(reply), keep_empty=True)
+                case (seq, ToolCompleted() as done, _):
+                    b.add("tool", at, seq, done.tool, _tool_detail(done), keep_empty=True)
         if not foreign:
             claimed, requeued = True, False
         for event in group:
-            data = event.data
-            match event.type:
-                case EventType.MODEL_REPLIED:
-                    usage = data.get("usage") or {}
-                    tokens["input_tokens"] += int(usage.get("input_tokens", 0))
-                    tokens["output_tokens"] += int(usage.get("output_tokens", 0))
-                    tokens["cost_micros"] += int(data.get("cost_micros", 0))
-                case EventType.MODEL_FALLBACK | EventType.MODEL_REROUTED:
+            match _typed(event):
+                case ModelReplied() as reply:
+                    tokens["input_tokens"] += int(reply.usage.get("input_tokens", 0))
+                    tokens["output_tokens"] += int(reply.usage.get("output_tokens", 0))
+                    tokens["cost_micros"] += int(reply.cost_micros)
+                case ModelFallback(from_=from_, to=to, reason=reason) | ModelRerouted(
+                        from_=from_, to=to, reason=reason):
                     fallbacks.append({"seq": event.seq, "type": event.type,
-                                      "from": data.get("from"), "to": data.get("to"),
-                                      "reason": data.get("reason")})
-                case EventType.TOOL_COMPLETED if isinstance(data.get("sandbox"), dict):
-                    box = data["sandbox"]
+                                      "from": from_, "to": to, "reason": reason})
+                case ToolCompleted(sandbox=dict() as box):
                     sandbox = sandbox or {"backend": box.get("backend")}
                     sandbox_us += int(float(box.get("exec_ms") or 0.0) * 1000)
                     # The run's cost counts its sandbox time (the run row's cost does too).
                     tokens["sandbox_cost_micros"] += int(box.get("cost_micros") or 0)
                     tokens["cost_micros"] += int(box.get("cost_micros") or 0)
-                case EventType.APPROVAL_REQUESTED:
-                    waiting = _Wait("approval", event.seq, f"approval of {data.get('tool')}",
-                                    {"approval_id": data.get("approval_id"),
-                                     "tool": data.get("tool"), "key": data.get("key")})
-                case EventType.RUN_PARKED:
-                    reason = str(data.get("reason", ""))
+                case ApprovalRequested() as asked:
+                    waiting = _Wait("approval", event.seq, f"approval of {asked.tool}",
+                                    {"approval_id": asked.approval_id,
+                                     "tool": asked.tool, "key": asked.key})
+                case RunParked(reason=reason, until=until):
                     waiting = _Wait("parked", event.seq, f"parked: {reason[:120]}",
-                                    {"reason": reason, "until": data.get("until")})
-                case EventType.APPROVAL_DECIDED:
+                                    {"reason": reason, "until": until})
+                case ApprovalDecided():
                     requeued = True
                 case _:
                     pass

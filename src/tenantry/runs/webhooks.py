@@ -24,7 +24,7 @@ from tenantry.db.queries import load
 from tenantry.ids import AgentId, RunId, TenantId
 from tenantry.jsonutil import dumps
 from tenantry.runs import log
-from tenantry.runs.events import EventType
+from tenantry.runs.events import WebhookDelivered, WebhookFailed, WebhookOutcome
 
 logger = logging.getLogger(__name__)
 Q = load(__package__)
@@ -95,32 +95,35 @@ class WebhookSender:
             "Idempotency-Key": str(run),
             "User-Agent": "tenantry-webhooks",
         }
-        outcome: dict[str, Any] = {"url": job["webhook_url"], "attempts": attempts}
+        url: str = job["webhook_url"]
+        status_code: int | None = None
+        error: str | None = None
         try:
-            await check_destination(job["webhook_url"], self._allow_private)
-            response = await self._client.post(job["webhook_url"], content=body,
-                                               headers=headers)
-            outcome["status_code"] = response.status_code
+            await check_destination(url, self._allow_private)
+            response = await self._client.post(url, content=body, headers=headers)
+            status_code = response.status_code
             delivered = 200 <= response.status_code < 300
         except (httpx2.HTTPError, OSError, BlockedAddress) as exc:
-            outcome["error"] = f"{type(exc).__name__}: {exc}"[:500]
+            error = f"{type(exc).__name__}: {exc}"[:500]
             delivered = False
         if delivered:
-            await self._finish(tenant, run, "delivered", EventType.WEBHOOK_DELIVERED, outcome)
+            await self._finish(tenant, run, "delivered",
+                               WebhookDelivered(url, attempts, status_code, error))
         elif attempts >= MAX_ATTEMPTS:
-            await self._finish(tenant, run, "failed", EventType.WEBHOOK_FAILED, outcome)
+            await self._finish(tenant, run, "failed",
+                               WebhookFailed(url, attempts, status_code, error))
         else:
             async with self._db.tenant_tx(tenant) as conn:
                 await conn.execute(Q.webhook_retry_at, tenant.value, run.uuid,
                                    backoff_seconds(attempts))
 
     async def _finish(
-        self, tenant: TenantId, run: RunId, state: str, event: str, outcome: dict[str, Any]
+        self, tenant: TenantId, run: RunId, state: str, outcome: WebhookOutcome
     ) -> None:
         async with self._db.tenant_tx(tenant) as conn:
             done = await conn.execute(Q.webhook_done, tenant.value, run.uuid, state)
             if done.endswith(" 1"):  # exactly one worker records the outcome
-                await log.append(conn, tenant, run, event, outcome, epoch=None)
+                await log.append(conn, tenant, run, outcome, epoch=None)
 
 
 def _summary(run: RunId, job: Any) -> dict[str, Any]:

@@ -15,11 +15,11 @@ from tenantry.db import DATABASE_DOWN, TRANSIENT, Database
 from tenantry.db.pool import CONNECT_TIMEOUT_SECONDS
 from tenantry.ledger import budget
 from tenantry.models.accounts import wake_parked
+from tenantry.runs import approvals
 from tenantry.runs.driver import Engine, RunDriver
 from tenantry.runs.lease import Lease, claim, release, renew
 from tenantry.runs.webhooks import WebhookSender
 from tenantry.scheduler.shedding import CellLoad, ShedLevel
-from tenantry.tools import approvals
 
 logger = logging.getLogger(__name__)
 

@@ -40,7 +40,16 @@ from tenantry.ids import RunId, TenantId
 from tenantry.jsonutil import digest
 from tenantry.runs import lease as run_leases
 from tenantry.runs import log
-from tenantry.runs.events import Event, EventType, RunStatus
+from tenantry.runs.events import (
+    Event,
+    RunCancelled,
+    RunFailed,
+    RunFinished,
+    RunParked,
+    RunStatus,
+    SignalConsumed,
+    Signalled,
+)
 from tenantry.runs.service import RunRequest, create_run
 from tenantry.scheduler import policy as scheduler_policy
 from tenantry.scheduler.admission import CellCapacity
@@ -226,8 +235,8 @@ class WorkflowStore:
         in one transaction, under the lease's epoch."""
         check_json(result, "result", MAX_PAYLOAD_BYTES)
         async with self._fenced(lease) as (conn, _):
-            await log.append(conn, lease.tenant, lease.task_id, EventType.RUN_FINISHED,
-                             {"answer": result}, epoch=lease.epoch)
+            await log.append(conn, lease.tenant, lease.task_id, RunFinished(result),
+                             epoch=lease.epoch)
             await self._end(conn, lease, RunStatus.FINISHED, answer=result)
 
     async def fail(self, lease: TaskLease, error: str, *, details: Any = None) -> None:
@@ -237,13 +246,12 @@ class WorkflowStore:
             raise ValidationFailed("error must be a message of 1-2000 characters",
                                    field="error")
         check_json(details, "details", MAX_PAYLOAD_BYTES)
-        data: dict[str, Any] = {"error": error, "ours": False}
         stored: dict[str, Any] = {"message": error, "ours": False}
         if details is not None:
-            data["details"] = stored["details"] = details
+            stored["details"] = details
         async with self._fenced(lease) as (conn, _):
-            await log.append(conn, lease.tenant, lease.task_id, EventType.RUN_FAILED, data,
-                             epoch=lease.epoch)
+            await log.append(conn, lease.tenant, lease.task_id,
+                             RunFailed(error, ours=False, details=details), epoch=lease.epoch)
             await self._end(conn, lease, RunStatus.FAILED, error=stored)
 
     async def release(self, lease: TaskLease, *, delay_seconds: float = 0.0) -> None:
@@ -266,14 +274,14 @@ class WorkflowStore:
         """
         async with self._fenced(lease) as (conn, cancel_requested):
             if cancel_requested:
-                await log.append(conn, lease.tenant, lease.task_id, EventType.RUN_CANCELLED,
-                                 {"reason": "cancel_requested"}, epoch=lease.epoch)
+                await log.append(conn, lease.tenant, lease.task_id,
+                                 RunCancelled("cancel_requested"), epoch=lease.epoch)
                 await self._end(conn, lease, RunStatus.CANCELLED)
                 return False
             if await self._pending(conn, lease.tenant, lease.task_id, 1):
                 return False
-            await log.append(conn, lease.tenant, lease.task_id, EventType.RUN_PARKED,
-                             {"reason": "waiting_for_signal"}, epoch=lease.epoch)
+            await log.append(conn, lease.tenant, lease.task_id,
+                             RunParked("waiting_for_signal"), epoch=lease.epoch)
             await conn.execute(Q.park_task, lease.tenant.value, lease.task_id.uuid,
                                lease.epoch)
         return True
@@ -296,8 +304,8 @@ class WorkflowStore:
             if status.terminal:
                 raise Conflict(f"The task already ended as {status.value}.",
                                task_status=status.value)
-            seq = await log.append(conn, tenant, task_id, EventType.SIGNALLED,
-                                   {"name": name, "data": data}, epoch=None)
+            seq = await log.append(conn, tenant, task_id, Signalled(name, data),
+                                   epoch=None)
             if status is RunStatus.WAITING:
                 await conn.execute(Q.wake_task, tenant.value, task_id.uuid)
         return seq
@@ -311,9 +319,8 @@ class WorkflowStore:
         async with self._fenced(lease) as (conn, _):
             pending = await self._pending(conn, lease.tenant, lease.task_id, limit)
             for signal in pending:
-                await log.append(conn, lease.tenant, lease.task_id, EventType.SIGNAL_CONSUMED,
-                                 {"signal_seq": signal.seq, "name": signal.name},
-                                 epoch=lease.epoch)
+                await log.append(conn, lease.tenant, lease.task_id,
+                                 SignalConsumed(signal.seq, signal.name), epoch=lease.epoch)
         return pending
 
     # -- reads ------------------------------------------------------------------------
@@ -360,10 +367,10 @@ class WorkflowStore:
     async def _pending(self, conn: Connection, tenant: TenantId, task: RunId,
                        limit: int) -> list[Signal]:
         rows = await conn.fetch(Q.pending_signals, tenant.value, task.uuid,
-                                EventType.SIGNALLED.value, EventType.SIGNAL_CONSUMED.value,
+                                Signalled.TYPE.value, SignalConsumed.TYPE.value,
                                 limit)
-        return [Signal(r["seq"], r["data"]["name"], r["data"].get("data"), r["created_at"])
-                for r in rows]
+        signals = [(r, Signalled.from_data(r["data"])) for r in rows]
+        return [Signal(r["seq"], sent.name, sent.data, r["created_at"]) for r, sent in signals]
 
 
 def _check_lease_seconds(seconds: float) -> None:

@@ -64,6 +64,11 @@ class WorkerMetrics:
             "tenantry_worker_runs_ended_total",
             "Runs this process's workers ended, by tenant class and status.",
             ("tenant_class", "status"))
+        self.runs_left_for_newer_worker = r.counter(
+            "tenantry_runs_left_for_newer_worker_total",
+            "Runs a worker claimed and handed back untouched because their log holds an "
+            "event type or format newer than it knows (a rolling upgrade), by tenant class.",
+            ("tenant_class",))
         self.sandbox_claim = r.histogram(
             "tenantry_sandbox_claim_seconds",
             "Time for a run's sandbox to be ready (warm-pool claim, restore or boot), by "

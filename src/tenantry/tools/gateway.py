@@ -44,7 +44,8 @@ UNAVAILABLE_RETRIES = 2
 
 @dataclass(frozen=True, slots=True)
 class ToolResult:
-    """What goes into ToolCompleted: ``result`` or ``error``, never both."""
+    """What goes into ToolCompleted (runs/tool_step.py): ``result`` or ``error``, never
+    both."""
 
     result: str | None
     error: str | None
@@ -59,21 +60,6 @@ class ToolResult:
     def audit(self, tool: str, key: str, arguments: dict[str, Any] | None) -> AuditEntry:
         return AuditEntry.of(tool, key, arguments, self.outcome, server=self.server,
                              detail=self.error, duration_ms=self.duration_ms)
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"server": self.server, "duration_ms": round(self.duration_ms, 3)}
-        if self.error is not None:
-            data["error"] = self.error
-        else:
-            data["result"] = self.result
-        if self.sandbox:
-            data["sandbox"] = self.sandbox
-        if self.truncated:
-            data["truncated"] = True
-            data["output_bytes"] = self.output_bytes
-            if self.output_ref is not None:
-                data["output_ref"] = self.output_ref
-        return data
 
 
 class ToolGateway:

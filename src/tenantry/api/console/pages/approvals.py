@@ -11,7 +11,7 @@ from tenantry.api.console import reads
 from tenantry.api.console.view import HEADERS, PREFIX, SignedIn, parse_id, signed_in, text
 from tenantry.errors import Conflict, NotFound
 from tenantry.ids import ApprovalId, TenantId
-from tenantry.tools import approvals
+from tenantry.runs import approvals
 
 router = APIRouter()
 MAX_COMMENT = 2000

@@ -1,0 +1,174 @@
+"""The model step: price the call, reserve its budget, ask the model gateway, and record
+the reply (with any change of model or account) in one transaction with its billing
+fact. A refused call fails the run; no account able to serve it parks the run."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import time
+from typing import TYPE_CHECKING, NoReturn
+
+from tenantry.db import DATABASE_DOWN
+from tenantry.ledger import budget
+from tenantry.ledger.prices import how_to_price
+from tenantry.ledger.pricing import Quote
+from tenantry.models.accounts import wake_parked_on
+from tenantry.models.errors import ModelRefused, ModelsExhausted, ModelUnavailable
+from tenantry.models.types import ModelReply, ModelRequest
+from tenantry.runs import conversation, observe
+from tenantry.runs.events import (
+    BudgetStopped,
+    ModelFallback,
+    ModelReplied,
+    ModelRerouted,
+    Payload,
+    RunFailed,
+)
+from tenantry.runs.waiting import Parked, park_until
+
+if TYPE_CHECKING:
+    from tenantry.runs.driver import RunDriver
+
+logger = logging.getLogger(__name__)
+
+
+async def call_model(d: RunDriver) -> float:
+    """One model call; the time spent waiting on the gateway."""
+    assert d.spec is not None
+    engine, state, spec = d.engine, d.state, d.spec
+    messages = conversation.messages(state, spec)
+    tools = await engine.tools.definitions(d.lease.tenant, spec)
+    request = ModelRequest(
+        spec.model, tuple(messages), tuple(tools), d.run_id,
+        tenant=d.lease.tenant.value, region=d.region,
+        fallback_models=spec.fallback_models, account=state.account,
+        previous_model=state.model or spec.model, in_flight=state.steps > 0,
+    )
+    quote = await _quote(d, request)
+    if quote is None:
+        return 0.0
+    reservation = await _reserve(d, request, quote)
+    if reservation is None:
+        return 0.0
+    # The gateway's rate buckets use the same estimate: the prompt is measured once.
+    request = dataclasses.replace(request, estimated_tokens=reservation.tokens)
+    started, began_ns = time.perf_counter(), time.time_ns()
+    try:
+        reply = await engine.model.complete(request)
+    except ModelRefused as exc:
+        await _release(d, reservation)
+        await d.end(RunFailed(f"the model provider refused: {exc.detail}", ours=False,
+                              cause="model_provider"))
+        return (time.perf_counter() - started) * 1000
+    except ModelUnavailable as exc:
+        await _release(d, reservation)
+        await _park_for_model(d, request, exc)
+    waited = (time.perf_counter() - started) * 1000
+    # Billed at the price in force now, for the model that answered (a fallback's own);
+    # every model the request could use was priced before it was sent.
+    billed = await engine.prices.quote(reply.model)
+    if billed is None:
+        raise RuntimeError(f"model {reply.model!r} answered but has no price")
+    cost = billed.cost_micros(reply.usage)
+    events = _switches(d, request, reply)
+    events.append(ModelReplied(
+        reply.text, [call.to_json() for call in reply.calls], reply.usage.to_json(),
+        reply.provider, reply.account, reply.model, cost, billed.version,
+        round(reply.latency_ms, 3),
+        # The whole gateway call: retries, backoff and other accounts included.
+        waited_ms=round(waited, 3), prompt_sha256=conversation.prompt_digest(messages)))
+    assert d.agent is not None
+    fact = budget.UsageFact(
+        seq=0, agent=d.agent, agent_version=d.agent_version, provider=reply.provider,
+        account=reply.account, model=reply.model, usage=reply.usage, cost_micros=cost,
+        price_version=billed.version)
+    await d.append(events, steps=1, usage=reply.usage, cost=cost, spend=(reservation, fact))
+    observe.model_step(engine.metrics, tenant=d.lease.tenant.value,
+                       tenant_class=d.tenant_class, run_id=d.run_id,
+                       seq=d.state.last_seq, reply=reply, cost_micros=cost,
+                       began_ns=began_ns, ended_ns=began_ns + int(waited * 1e6))
+    return waited
+
+
+def _switches(d: RunDriver, request: ModelRequest, reply: ModelReply) -> list[Payload]:
+    """Another account or model than last time answered: the log says so."""
+    events: list[Payload] = []
+    if d.state.account and reply.account != d.state.account:
+        events.append(ModelRerouted(
+            d.state.account, reply.account, reply.model,
+            reply.switch_reason or "the previous account did not answer"))
+    if reply.model != request.previous_model:
+        events.append(ModelFallback(
+            request.previous_model, reply.model,
+            reply.switch_reason or "the previous model did not answer"))
+    return events
+
+
+async def _quote(d: RunDriver, request: ModelRequest) -> Quote | None:
+    """The price of the call's model. Every model it may be answered by (its fallbacks
+    too) must be priced, or the run fails before anything is sent: an unpriced model is
+    never served at price 0. None: the run ended here."""
+    quotes = {model: await d.engine.prices.quote(model)
+              for model in (request.model, *request.fallback_models)}
+    unpriced = [model for model, quote in quotes.items() if quote is None]
+    if not unpriced:
+        return quotes[request.model]
+    reason = f"the operator has not priced this agent's model: {how_to_price(unpriced)}"
+    await d.end(RunFailed(reason, ours=False, cause="unpriced_model"))
+    return None
+
+
+async def _reserve(d: RunDriver, request: ModelRequest, quote: Quote) -> budget.Reservation | None:
+    """Reserve the call's estimated tokens and cost against the tenant's budgets. If
+    its token bucket is short the run steps aside (slot freed) until it refills; past
+    its monthly spend cap the run stops. None: the run ended here."""
+    engine, lease = d.engine, d.lease
+    tokens, cost = budget.estimate(quote, request)
+    async with engine.db.tenant_tx(lease.tenant) as conn:
+        outcome = await budget.reserve(conn, lease.tenant, lease.run, lease.epoch,
+                                       tokens, cost)
+    match outcome:
+        case budget.Reservation():
+            return outcome
+        case budget.MustWait(seconds=seconds):
+            engine.metrics.budget_refusals.inc(d.tenant_class, "tokens_per_minute")
+            await park_until(
+                d, f"tokens_per_minute: the tenant's token bucket refills in {seconds:.1f} s",
+                seconds)
+        case budget.OverCap(spent_micros=spent, cap_micros=cap):
+            limit = "monthly_spend_cap_micros"
+            engine.metrics.budget_refusals.inc(d.tenant_class, limit)
+            await d.end(
+                BudgetStopped(limit, spent, cap), error={
+                    "type": "budget_exhausted", "limit": limit,
+                    "message": f"stopped by the tenant's monthly spend cap ({spent} of "
+                               f"{cap} micro-dollars spent or reserved)"})
+    return None
+
+
+async def _release(d: RunDriver, reservation: budget.Reservation) -> None:
+    lease = d.lease
+    async with d.engine.db.tenant_tx(lease.tenant) as conn:
+        await budget.release(conn, lease.tenant, lease.run, lease.epoch, reservation)
+
+
+async def _park_for_model(d: RunDriver, request: ModelRequest,
+                          exc: ModelUnavailable) -> NoReturn:
+    """No account can serve the run now: record why, free the slot, and wait until the
+    gateway finds one of its models' accounts back (or the recheck time comes)."""
+    settings = d.engine.settings
+    recheck = min(settings.park_recheck_seconds * 2.0 ** min(d.state.parked, 30),
+                  settings.park_recheck_max_seconds)
+    logger.warning("run parked: %s", exc.detail, extra={"run_id": d.run_id})
+    models = [request.model, *request.fallback_models]
+    try:
+        await park_until(d, f"model unavailable: {exc.detail}", recheck, models=models)
+    except Parked:
+        if isinstance(exc, ModelsExhausted) and exc.recovered_since():
+            # An account came back while this call was failing: its wake-up may have
+            # run before this park was written. Wake them (this run too) now instead.
+            with contextlib.suppress(*DATABASE_DOWN):
+                await wake_parked_on(d.engine.db, models)
+        raise

@@ -1,0 +1,84 @@
+"""The tool step: one call the model asked for, through the tool gateway, recorded as
+ToolCompleted (with its audit row and, for sandboxed built-in tools, its billing fact)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from tenantry.ledger import budget
+from tenantry.runs import observe
+from tenantry.runs.decide import CallTool, RecordUnknown
+from tenantry.runs.events import ABSENT, ToolCompleted, ToolStarted
+from tenantry.tools.audit import AuditEntry
+from tenantry.tools.gateway import ToolResult
+
+if TYPE_CHECKING:
+    from tenantry.runs.driver import RunDriver
+
+UNKNOWN_OUTCOME = ("the platform stopped during this call and the tool cannot dedupe "
+                   "repeats, so its outcome is unknown; check before trying again")
+
+
+def completed(call: CallTool, result: ToolResult,
+              sandbox: dict[str, Any] | None) -> ToolCompleted:
+    """The ToolCompleted of a call that was made: ``result`` or ``error``, never both."""
+    return ToolCompleted(
+        call.key, call.tool, call.reply_seq, call.call_index, call.arguments,
+        server=result.server, duration_ms=round(result.duration_ms, 3), error=result.error,
+        result=result.result if result.error is None else ABSENT, sandbox=sandbox or None,
+        truncated=result.truncated,
+        output_bytes=result.output_bytes if result.truncated else None,
+        output_ref=result.output_ref if result.truncated else None)
+
+
+async def call_tool(d: RunDriver, call: CallTool) -> float:
+    """Make the call (or record why it cannot be made); the time spent in the tool."""
+    assert d.spec is not None
+    tools, tenant = d.engine.tools, d.lease.tenant
+    if call.invalid is not None or call.arguments is None:
+        refused = ToolCompleted(call.key, call.tool, call.reply_seq, call.call_index,
+                                error=call.invalid)
+        await d.append([refused], audit=AuditEntry.of(
+            call.tool, call.key, call.arguments, "refused", detail=call.invalid))
+        return 0.0
+    if not await tools.honours_keys(tenant, call.tool):
+        # The intent is saved first: after a crash this call is never repeated blindly.
+        await d.append([ToolStarted(call.key, call.tool)])
+    began_ns = time.time_ns()
+    result = await tools.call(tenant, d.spec, call.tool, call.arguments, call.key,
+                              run=d.lease.run, sandbox_ref=d.state.sandbox_ref)
+    sandbox = result.sandbox
+    fact = await _sandbox_fact(d, sandbox)
+    if fact is not None:  # the run's cost and the log both show what the sandbox cost
+        sandbox = {**(sandbox or {}), "cost_micros": fact.cost_micros,
+                   "price_version": fact.price_version}
+    await d.append([completed(call, result, sandbox)],
+                   audit=result.audit(call.tool, call.key, call.arguments),
+                   cost=fact.cost_micros if fact else 0, sandbox=fact)
+    observe.tool_step(d.engine.metrics, tenant=tenant.value,
+                      tenant_class=d.tenant_class, run_id=d.run_id,
+                      seq=d.state.last_seq, tool=call.tool, key=call.key, result=result,
+                      began_ns=began_ns, ended_ns=began_ns + int(result.duration_ms * 1e6))
+    return result.duration_ms
+
+
+async def _sandbox_fact(d: RunDriver, sandbox: dict[str, Any] | None) -> budget.SandboxFact | None:
+    """The billing fact of a built-in tool call that ran in the sandbox, priced at the
+    sandbox price in force now."""
+    if not sandbox or "exec_ms" not in sandbox or "backend" not in sandbox:
+        return None
+    assert d.agent is not None
+    sandbox_ms = round(float(sandbox["exec_ms"]))
+    quote = await d.engine.prices.sandbox()
+    return budget.SandboxFact(seq=0, agent=d.agent, agent_version=d.agent_version,
+                              backend=str(sandbox["backend"]), sandbox_ms=sandbox_ms,
+                              cost_micros=quote.cost_micros(sandbox_ms),
+                              price_version=quote.version)
+
+
+async def record_unknown(d: RunDriver, call: RecordUnknown) -> None:
+    unknown = ToolCompleted(call.key, call.tool, call.reply_seq, call.call_index,
+                            call.arguments, outcome="unknown", error=UNKNOWN_OUTCOME)
+    await d.append([unknown], audit=AuditEntry.of(
+        call.tool, call.key, call.arguments, "unknown", detail=UNKNOWN_OUTCOME))

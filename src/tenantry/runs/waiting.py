@@ -1,0 +1,101 @@
+"""A run that waits gives its slot back: for an approval, for a model account, or for its
+token bucket. Its sandbox's files are saved first, in the same transaction as the event
+that says why it waits, and nothing waits in memory."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, NoReturn
+
+from tenantry.db.queries import load
+from tenantry.runs import log
+from tenantry.runs.decide import RequestApproval
+from tenantry.runs.events import ApprovalRequested, Event, RunParked, SandboxSaved
+from tenantry.tools import approvals
+
+if TYPE_CHECKING:
+    from tenantry.runs.driver import RunDriver
+
+Q = load(__package__)
+
+
+class Parked(Exception):
+    """The run is waiting (status ``waiting``, lease released): stop driving it."""
+
+
+async def save_sandbox(d: RunDriver) -> SandboxSaved | None:
+    """Before the run parks: its sandbox's files to the blob store (None: no sandbox
+    here). The event goes into the park's own transaction."""
+    sandboxes = d.engine.sandboxes
+    if sandboxes is None:
+        return None
+    saved = await sandboxes.save(d.lease.tenant, d.lease.run)
+    if saved is None:
+        return None
+    return SandboxSaved(saved.ref, saved.bytes, round(saved.duration_ms, 3),
+                        basis_seq=d.basis)
+
+
+async def forget_superseded(d: RunDriver, saved: SandboxSaved | None) -> None:
+    """The previous save, once the new one is committed in the log."""
+    previous = d.state.sandbox_ref
+    if saved is not None and previous and previous != saved.ref:
+        assert d.engine.sandboxes is not None
+        await d.engine.sandboxes.forget(d.lease.tenant, previous)
+
+
+async def park_until(
+    d: RunDriver, reason: str, seconds: float, *, models: list[str] | None = None,
+) -> NoReturn:
+    """Record RunParked and give the slot back until ``seconds`` from now: queued and
+    held back until then, or — ``models`` given — waiting for an account serving one
+    of them (a probe wakes it sooner)."""
+    lease = d.lease
+    until = datetime.now(UTC) + timedelta(seconds=seconds)
+    parked = RunParked(reason[:1000], until.isoformat(), models, basis_seq=d.basis)
+    saved = await save_sandbox(d)
+    async with d.engine.db.tenant_tx(lease.tenant) as conn:
+        if saved is not None:
+            await log.append(conn, lease.tenant, lease.run, saved, epoch=lease.epoch)
+        await log.append(conn, lease.tenant, lease.run, parked, epoch=lease.epoch)
+        if models is None:
+            await conn.execute(Q.release_lease, lease.tenant.value, lease.run.uuid,
+                               lease.epoch, until)
+        else:
+            await conn.execute(Q.park_for_model, lease.tenant.value, lease.run.uuid,
+                               lease.epoch, models, until)
+    await forget_superseded(d, saved)
+    raise Parked
+
+
+async def request_approval(d: RunDriver, call: RequestApproval) -> NoReturn:
+    """Save the request and give the slot back: nothing waits in memory."""
+    lease = d.lease
+    saved = await save_sandbox(d)
+    written = []
+    async with d.engine.db.tenant_tx(lease.tenant) as conn:
+        if saved is not None:
+            seq = await log.append(conn, lease.tenant, lease.run, saved, epoch=lease.epoch)
+            written.append(Event.of(seq, saved, datetime.now(UTC)))
+        approval_id, expires_at = await approvals.open_request(
+            conn, lease.tenant, lease.run, call.key, call.tool, call.arguments)
+        asked = ApprovalRequested(str(approval_id), call.key, call.tool, call.arguments,
+                                  expires_at.isoformat(), basis_seq=d.basis)
+        seq = await log.append(conn, lease.tenant, lease.run, asked, epoch=lease.epoch)
+        await conn.execute(Q.park_run, lease.tenant.value, lease.run.uuid, lease.epoch)
+    written.append(Event.of(seq, asked, datetime.now(UTC)))
+    await forget_superseded(d, saved)
+    await d.absorb(written)
+    raise Parked
+
+
+async def await_approval(d: RunDriver) -> NoReturn:
+    """An approval is still pending: wait for it with the slot given back."""
+    lease = d.lease
+    saved = await save_sandbox(d)
+    async with d.engine.db.tenant_tx(lease.tenant) as conn:
+        if saved is not None:
+            await log.append(conn, lease.tenant, lease.run, saved, epoch=lease.epoch)
+        await conn.execute(Q.park_run, lease.tenant.value, lease.run.uuid, lease.epoch)
+    await forget_superseded(d, saved)
+    raise Parked

@@ -1,0 +1,173 @@
+"""Every branch of the agent loop's decision (runs/decide.py), from a log of typed events
+folded into a RunState: no database, no I/O."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from tenantry.agents.spec import AgentSpec, Limits
+from tenantry.runs.decide import (
+    AwaitApproval,
+    CallModel,
+    CallTool,
+    Cancel,
+    Fail,
+    Finish,
+    RecordUnknown,
+    RequestApproval,
+    StopForBudget,
+    decide,
+    idempotency_key,
+)
+from tenantry.runs.events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    CancelRequested,
+    Event,
+    ModelReplied,
+    Payload,
+    RunCreated,
+    RunFinished,
+    ToolCompleted,
+    ToolStarted,
+)
+from tenantry.runs.state import RunState
+
+RUN = "run_1"
+AT = datetime(2026, 1, 1, tzinfo=UTC)
+SPEC = AgentSpec(model="m", system_prompt="be brief", tools=("lookup", "refund"),
+                 needs_approval=("refund",))
+
+
+def folded(*payloads: Payload) -> RunState:
+    events = [Event.of(seq, p, AT)
+              for seq, p in enumerate((RunCreated("agt_1", 1, "normal", input="hi"),
+                                       *payloads), start=1)]
+    return RunState.fold(events)
+
+
+def replied(text: str = "", *calls: dict[str, Any], tokens: int = 10,
+            cost: int = 5) -> ModelReplied:
+    return ModelReplied(text, list(calls), {"input_tokens": tokens, "output_tokens": 0},
+                        "openai", "acct", "m", cost, "p1", 1.0)
+
+
+def call(name: str | None = "lookup", arguments: str | None = '{"q": 1}') -> dict[str, Any]:
+    return {"id": "c1", "name": name, "arguments": arguments}
+
+
+def key(reply_seq: int = 2, index: int = 0) -> str:
+    return idempotency_key(RUN, reply_seq, index)
+
+
+def test_a_new_run_calls_the_model() -> None:
+    assert decide(folded(), SPEC, RUN) == CallModel()
+
+
+def test_an_ended_run_decides_nothing() -> None:
+    assert decide(folded(RunFinished("done")), SPEC, RUN) is None
+
+
+def test_a_cancel_request_comes_first() -> None:
+    assert decide(folded(replied("", call()), CancelRequested()), SPEC, RUN) == Cancel()
+
+
+def test_a_reply_without_calls_is_the_answer() -> None:
+    assert decide(folded(replied("the answer")), SPEC, RUN) == Finish("the answer")
+
+
+def test_an_empty_reply_fails_the_run() -> None:
+    assert decide(folded(replied("  ")), SPEC, RUN) == Fail("the model returned an empty reply")
+
+
+def test_a_call_is_made_with_its_key() -> None:
+    assert decide(folded(replied("", call())), SPEC, RUN) == CallTool(
+        key(), 2, 0, "lookup", {"q": 1})
+
+
+def test_the_next_call_follows_the_completed_ones() -> None:
+    two = replied("", call(), {"id": "c2", "name": "lookup", "arguments": "{}"})
+    state = folded(two, ToolCompleted(key(), "lookup", 2, 0, {"q": 1}, result="x"))
+    assert decide(state, SPEC, RUN) == CallTool(key(2, 1), 2, 1, "lookup", {})
+
+
+def test_after_every_call_completed_the_model_is_asked_again() -> None:
+    state = folded(replied("", call()), ToolCompleted(key(), "lookup", 2, 0, {"q": 1},
+                                                      result="x"))
+    assert decide(state, SPEC, RUN) == CallModel()
+
+
+@pytest.mark.parametrize(("raw", "tool", "error"), [
+    (call(name=None), "", "the tool call has no tool name"),
+    (call(arguments="[1]"), "lookup", "the arguments must be a JSON object"),
+])
+def test_a_malformed_call_gets_an_error_result(raw: dict[str, Any], tool: str,
+                                               error: str) -> None:
+    assert decide(folded(replied("", raw)), SPEC, RUN) == CallTool(key(), 2, 0, tool, None,
+                                                                   error)
+
+
+def test_arguments_that_are_not_json_get_an_error_result() -> None:
+    decision = decide(folded(replied("", call(arguments="{nope"))), SPEC, RUN)
+    assert isinstance(decision, CallTool) and decision.arguments is None
+    assert decision.invalid is not None and "not valid JSON" in decision.invalid
+
+
+def test_an_interrupted_keyless_call_is_recorded_as_unknown() -> None:
+    state = folded(replied("", call()), ToolStarted(key(), "lookup"))
+    assert decide(state, SPEC, RUN) == RecordUnknown(key(), 2, 0, "lookup", {"q": 1})
+
+
+def test_a_tool_that_needs_approval_asks_for_one() -> None:
+    state = folded(replied("", call("refund")))
+    assert decide(state, SPEC, RUN) == RequestApproval(key(), 2, 0, "refund", {"q": 1})
+
+
+def test_a_pending_approval_waits() -> None:
+    state = folded(replied("", call("refund")),
+                   ApprovalRequested("apr_1", key(), "refund", {"q": 1}, AT.isoformat()))
+    assert decide(state, SPEC, RUN) == AwaitApproval("apr_1")
+
+
+def decided(decision: str, comment: str | None = None) -> RunState:
+    return folded(replied("", call("refund")),
+                  ApprovalRequested("apr_1", key(), "refund", {"q": 1}, AT.isoformat()),
+                  ApprovalDecided("apr_1", key(), decision, comment))
+
+
+def test_an_approved_call_is_made() -> None:
+    assert decide(decided("approved"), SPEC, RUN) == CallTool(key(), 2, 0, "refund",
+                                                              {"q": 1})
+
+
+@pytest.mark.parametrize(("decision", "comment", "error"), [
+    ("denied", "too much", "the approver denied this call: too much"),
+    ("denied", None, "the approver denied this call"),
+    ("expired", None, "the approval request expired before anyone decided; ask again only "
+                      "if it is still needed"),
+])
+def test_a_denied_or_expired_call_gets_an_error_result(decision: str, comment: str | None,
+                                                      error: str) -> None:
+    assert decide(decided(decision, comment), SPEC, RUN) == CallTool(
+        key(), 2, 0, "refund", {"q": 1}, error)
+
+
+def test_a_tool_outside_the_agent_needs_no_approval() -> None:
+    spec = AgentSpec(model="m", system_prompt="", tools=("lookup",), needs_approval=("refund",))
+    assert decide(folded(replied("", call("refund"))), spec, RUN) == CallTool(
+        key(), 2, 0, "refund", {"q": 1})
+
+
+@pytest.mark.parametrize(("limits", "stop"), [
+    (Limits(max_steps=1), StopForBudget("max_steps", 1, 1)),
+    (Limits(max_tokens=10), StopForBudget("max_tokens", 10, 10)),
+    (Limits(max_cost_micros=5), StopForBudget("max_cost_micros", 5, 5)),
+])
+def test_the_agent_limits_stop_the_run(limits: Limits, stop: StopForBudget) -> None:
+    spec = AgentSpec(model="m", system_prompt="", tools=("lookup",), limits=limits)
+    state = folded(replied("", call()), ToolCompleted(key(), "lookup", 2, 0, {"q": 1},
+                                                      result="x"))
+    assert decide(state, spec, RUN) == stop

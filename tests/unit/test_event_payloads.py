@@ -1,0 +1,124 @@
+"""Typed event payloads (runs/events.py): each writes the JSON the log has always held and
+reads it back; every event of the replay corpus parses and writes back equal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from tenantry.runs.events import (
+    ABSENT,
+    PAYLOADS,
+    ApprovalDecided,
+    ApprovalRequested,
+    BudgetStopped,
+    CancelRequested,
+    EventType,
+    ModelFallback,
+    ModelReplied,
+    ModelRerouted,
+    NewerEvent,
+    Payload,
+    RunCancelled,
+    RunCreated,
+    RunFailed,
+    RunFinished,
+    RunParked,
+    RunResumed,
+    SandboxSaved,
+    SignalConsumed,
+    Signalled,
+    ToolCompleted,
+    ToolStarted,
+    WebhookDelivered,
+    WebhookFailed,
+    parse,
+)
+
+CORPUS = Path(__file__).parents[1] / "replay_corpus"
+
+#: One of each payload type, with the data it is stored as.
+EXAMPLES: list[tuple[Payload, dict[str, Any]]] = [
+    (RunCreated("agt_1", 2, "normal", input=None),
+     {"agent_id": "agt_1", "version": 2, "priority": "normal", "input": None}),
+    (RunCreated("agt_1", 2, "high", input_ref="run.input", input_bytes=9000,
+                webhook_url="https://h", kind="task"),
+     {"agent_id": "agt_1", "version": 2, "priority": "high", "input_ref": "run.input",
+      "input_bytes": 9000, "webhook_url": "https://h", "kind": "task"}),
+    (ModelReplied("hi", [], {"input_tokens": 1}, "openai", "a", "m", 3, "p1", 1.5,
+                  waited_ms=2.0, prompt_sha256="ab", basis_seq=4),
+     {"text": "hi", "calls": [], "usage": {"input_tokens": 1}, "provider": "openai",
+      "account": "a", "model": "m", "cost_micros": 3, "price_version": "p1",
+      "latency_ms": 1.5, "waited_ms": 2.0, "prompt_sha256": "ab", "basis_seq": 4}),
+    (ToolStarted("k", "t", basis_seq=1), {"key": "k", "tool": "t", "basis_seq": 1}),
+    (ToolCompleted("k", "t", 2, 0, error="bad"),
+     {"key": "k", "tool": "t", "reply_seq": 2, "call_index": 0, "error": "bad"}),
+    (ToolCompleted("k", "t", 2, 0, {"a": 1}, server=None, duration_ms=1.0, result=None,
+                   sandbox={"backend": "bwrap"}, truncated=True, output_bytes=9,
+                   output_ref="r"),
+     {"key": "k", "tool": "t", "reply_seq": 2, "call_index": 0, "arguments": {"a": 1},
+      "server": None, "duration_ms": 1.0, "result": None, "sandbox": {"backend": "bwrap"},
+      "truncated": True, "output_bytes": 9, "output_ref": "r"}),
+    (ApprovalRequested("apr_1", "k", "t", {}, "2026-01-01T00:00:00+00:00"),
+     {"approval_id": "apr_1", "key": "k", "tool": "t", "arguments": {},
+      "expires_at": "2026-01-01T00:00:00+00:00"}),
+    (ApprovalDecided("apr_1", "k", "approved", "ok", "operator"),
+     {"approval_id": "apr_1", "key": "k", "decision": "approved", "comment": "ok",
+      "decided_by": "operator"}),
+    (ModelFallback("m0", "m1", "down"), {"from": "m0", "to": "m1", "reason": "down"}),
+    (ModelRerouted("a0", "a1", "m", "down"),
+     {"from": "a0", "to": "a1", "model": "m", "reason": "down"}),
+    (RunParked("waiting_for_signal"), {"reason": "waiting_for_signal"}),
+    (RunParked("x", "2026-01-01T00:00:00+00:00", ["m"]),
+     {"reason": "x", "until": "2026-01-01T00:00:00+00:00", "models": ["m"]}),
+    (RunResumed("RunParked"), {"after": "RunParked"}),
+    (SandboxSaved("blob", 10, 1.5), {"ref": "blob", "bytes": 10, "duration_ms": 1.5}),
+    (BudgetStopped("max_steps", 3, 3), {"limit": "max_steps", "used": 3, "max": 3}),
+    (CancelRequested(), {}),
+    (RunFinished(None), {"answer": None}),
+    (RunFailed("boom", ours=True), {"error": "boom", "ours": True}),
+    (RunFailed("no", ours=False, cause="model_provider", details={"x": 1}),
+     {"error": "no", "ours": False, "cause": "model_provider", "details": {"x": 1}}),
+    (RunCancelled("cancel_requested"), {"reason": "cancel_requested"}),
+    (WebhookDelivered("https://h", 1, 200), {"url": "https://h", "attempts": 1,
+                                             "status_code": 200}),
+    (WebhookFailed("https://h", 8, error="timeout"),
+     {"url": "https://h", "attempts": 8, "error": "timeout"}),
+    (Signalled("go", None), {"name": "go", "data": None}),
+    (SignalConsumed(3, "go"), {"signal_seq": 3, "name": "go"}),
+]
+
+
+def test_every_payload_type_has_an_example() -> None:
+    assert {type(p) for p, _ in EXAMPLES} == set(PAYLOADS.values())
+
+
+@pytest.mark.parametrize(("payload", "data"), EXAMPLES,
+                         ids=[f"{p.TYPE}-{i}" for i, (p, _) in enumerate(EXAMPLES)])
+def test_a_payload_writes_its_data_and_reads_it_back(payload: Payload,
+                                                     data: dict[str, Any]) -> None:
+    assert payload.to_data() == data
+    assert parse(payload.TYPE, data) == payload and payload.FORMAT == 1
+
+
+def test_absent_and_null_are_different() -> None:
+    assert RunCreated.from_data({"agent_id": "a", "version": 1, "priority": "n"}).input \
+        is ABSENT
+    assert "server" not in ToolCompleted("k", "t", 1, 0).to_data()
+
+
+def test_unknown_types_and_newer_formats_are_refused() -> None:
+    with pytest.raises(NewerEvent):
+        parse(EventType.SUMMARIZED, {})
+    with pytest.raises(NewerEvent) as raised:
+        parse(EventType.RUN_FINISHED, {"answer": 1}, format=99)
+    assert (raised.value.type, raised.value.format) == ("RunFinished", 99)
+
+
+@pytest.mark.parametrize("path", sorted(CORPUS.glob("*.json")), ids=lambda p: p.stem)
+def test_the_replay_corpus_parses_and_writes_back_equal(path: Path) -> None:
+    for event in orjson.loads(path.read_bytes())["events"]:
+        assert parse(event["type"], event["data"]).to_data() == event["data"], event["seq"]
