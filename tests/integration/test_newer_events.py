@@ -12,7 +12,9 @@ import pytest
 
 from tenantry.ids import RunId
 from tenantry.telemetry.worker import WorkerMetrics
-from tests.conftest import Api, Fakes, answer, running_worker, scripted
+from tests.support.api import Api
+from tests.support.scripts import answer, scripted
+from tests.support.worker import Fakes, running_worker
 
 
 async def test_a_run_with_a_newer_event_is_left_for_a_newer_worker(
