@@ -23,6 +23,8 @@ VERSION_NOT_FOUND = "No such version of this agent."
 
 @dataclass(frozen=True, slots=True)
 class AgentVersion:
+    """One immutable published version of an agent: runs pin the version they start on."""
+
     agent_id: AgentId
     name: str
     version: int

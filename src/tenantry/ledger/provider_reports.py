@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
@@ -43,6 +43,25 @@ class _Report(BaseModel):
 
 # -- OpenAI --------------------------------------------------------------------------------
 
+_Result = TypeVar("_Result", bound=_Report)
+_Bucket = TypeVar("_Bucket", bound=_Report)
+
+
+class _OpenAIBucket(_Report, Generic[_Result]):
+    """One day of the Usage API or of the Costs API: the two differ only in their results."""
+
+    object: Literal["bucket"]
+    start_time: UnixSeconds
+    end_time: UnixSeconds
+    results: list[_Result] = Field(max_length=10_000)
+
+
+class _OpenAIPage(_Report, Generic[_Bucket]):
+    object: Literal["page"]
+    data: list[_Bucket] = Field(max_length=1000)
+    has_more: bool
+    next_page: str | None = None
+
 
 class OpenAIUsageResult(_Report):
     object: Literal["organization.usage.completions.result"]
@@ -53,18 +72,12 @@ class OpenAIUsageResult(_Report):
     model: str | None = None
 
 
-class OpenAIUsageBucket(_Report):
-    object: Literal["bucket"]
-    start_time: UnixSeconds
-    end_time: UnixSeconds
-    results: list[OpenAIUsageResult] = Field(max_length=10_000)
+class OpenAIUsageBucket(_OpenAIBucket[OpenAIUsageResult]):
+    pass
 
 
-class OpenAIUsagePage(_Report):
-    object: Literal["page"]
-    data: list[OpenAIUsageBucket] = Field(max_length=1000)
-    has_more: bool
-    next_page: str | None = None
+class OpenAIUsagePage(_OpenAIPage[OpenAIUsageBucket]):
+    pass
 
 
 class OpenAICostAmount(_Report):
@@ -78,18 +91,12 @@ class OpenAICostResult(_Report):
     line_item: str | None = None
 
 
-class OpenAICostBucket(_Report):
-    object: Literal["bucket"]
-    start_time: UnixSeconds
-    end_time: UnixSeconds
-    results: list[OpenAICostResult] = Field(max_length=10_000)
+class OpenAICostBucket(_OpenAIBucket[OpenAICostResult]):
+    pass
 
 
-class OpenAICostPage(_Report):
-    object: Literal["page"]
-    data: list[OpenAICostBucket] = Field(max_length=1000)
-    has_more: bool
-    next_page: str | None = None
+class OpenAICostPage(_OpenAIPage[OpenAICostBucket]):
+    pass
 
 
 class OpenAIExport(BaseModel):

@@ -31,14 +31,19 @@ class CallTool:
 
 
 @dataclass(frozen=True, slots=True)
-class RequestApproval:
-    """Park the run until a person approves or denies this exact call."""
+class _OneCall:
+    """One tool call of one model reply, by its idempotency key and place in the reply."""
 
     key: str
     reply_seq: int
     call_index: int
     tool: str
     arguments: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestApproval(_OneCall):
+    """Park the run until a person approves or denies this exact call."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,15 +54,9 @@ class AwaitApproval:
 
 
 @dataclass(frozen=True, slots=True)
-class RecordUnknown:
+class RecordUnknown(_OneCall):
     """A call to a tool that cannot honour keys was started and never completed: it may
     or may not have happened, so it is not repeated; the model is told to check."""
-
-    key: str
-    reply_seq: int
-    call_index: int
-    tool: str
-    arguments: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)

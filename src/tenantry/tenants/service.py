@@ -23,6 +23,8 @@ KEY_NOT_FOUND = "No API key with this id."
 
 @dataclass(frozen=True, slots=True)
 class Tenant:
+    """A customer of the platform: its home cell and region decide where its runs live."""
+
     tenant_id: TenantId
     name: str
     region: str

@@ -27,6 +27,8 @@ NOT_FOUND = "No approval with this id."
 
 @dataclass(frozen=True, slots=True)
 class ApprovalView:
+    """An approval as the API and console show it: the one call it covers, and its decision."""
+
     approval_id: ApprovalId
     run_id: RunId
     key: str

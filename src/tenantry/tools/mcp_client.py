@@ -25,8 +25,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Self, cast
+from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
@@ -70,7 +69,7 @@ class ToolOutcome:
     error: str | None = None
 
 
-class McpToolClient:
+class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
     """Calls tools on MCP servers over pooled streamable-HTTP connections.
 
     Use as ``async with McpToolClient() as mcp:`` (or call :meth:`aclose`), from one event
@@ -94,15 +93,7 @@ class McpToolClient:
         self._closing: set[asyncio.Task[None]] = set()
         self._next_sweep = 0.0
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:

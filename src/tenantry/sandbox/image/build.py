@@ -57,6 +57,8 @@ class ImageBuildError(SandboxError):
 
 @dataclass(frozen=True, slots=True)
 class ImageInfo:
+    """A built guest image: its content digest names it, the manifest says what is in it."""
+
     digest: str
     kernel: Path
     initramfs: Path
