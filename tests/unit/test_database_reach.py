@@ -88,3 +88,29 @@ def test_an_outage_is_logged_when_it_starts_and_when_it_ends(
     assert [r.getMessage() for r in caplog.records] == [
         "database unavailable (claim): TimeoutError; retrying, and saying nothing more "
         "until it answers"]
+
+
+def test_a_call_begun_before_the_outage_does_not_end_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """In a crash, a statement already running on another pooled connection can still
+    succeed just after the first failure: that is no recovery, and must not be said as one
+    (the next failure would then announce a second outage)."""
+    now = [10.0]
+    outage = Outage(clock=lambda: now[0])
+    started_before = outage.now()
+    now[0] += 0.5
+    with caplog.at_level(logging.WARNING, logger="tenantry.db"):
+        outage.failed("run step", ConnectionResetError("closed"))
+        now[0] += 0.001
+        outage.answered(started_before)
+        assert outage.down
+        outage.failed("claim", ConnectionResetError("closed"))
+        now[0] += 3.0
+        outage.answered(outage.now())
+    assert [r.getMessage() for r in caplog.records] == [
+        "database unavailable (run step): ConnectionResetError: closed; retrying, and saying "
+        "nothing more until it answers",
+        "database answering again after 3.0 s (2 failed attempts)",
+    ]
+    assert not outage.down

@@ -34,9 +34,15 @@ class Outage:
         else:
             log.debug("database still unavailable (%s): %s", where, one_line(exc))
 
-    def answered(self) -> None:
-        """A database call worked: if an outage was reported, report its end."""
-        if self._since is None:
+    def now(self) -> float:
+        """This outage's clock: what a call notes when it starts, for :meth:`answered`."""
+        return self._clock()
+
+    def answered(self, started: float | None = None) -> None:
+        """A database call worked: if an outage was reported, report its end. A call that
+        ``started`` before the outage was first seen proves nothing about now: in a crash
+        a pooled connection can finish one last statement just after another has failed."""
+        if self._since is None or (started is not None and started < self._since):
             return
         seconds = self._clock() - self._since
         failures, self._since, self._failures = self._failures, None, 0

@@ -101,14 +101,17 @@ class Database:
 
     @asynccontextmanager
     async def _acquire(self) -> AsyncIterator[Connection]:
-        """A pooled connection; a failure to get one is noted on the outage (and raised)."""
+        """A pooled connection; a failure to get one is noted on the outage (and raised).
+        The database has answered again only when work begun after the outage was seen
+        succeeds — not when the pool hands out an idle connection to a server now gone."""
+        started = self.outage.now()
         try:
             conn = await self.pool.acquire()
         except DATABASE_DOWN as exc:
             self.outage.failed("connect", exc)
             raise
         try:
-            self.outage.answered()
             yield conn
+            self.outage.answered(started)
         finally:
             await self.pool.release(conn)
