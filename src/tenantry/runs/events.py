@@ -88,6 +88,20 @@ def _key(f: Field[Any]) -> str:
     return key
 
 
+_Layout = tuple[tuple[str, str, Any], ...]
+_LAYOUTS: dict[type, _Layout] = {}  # a fact about each class, not state: never changes
+
+
+def _layout(cls: type) -> _Layout:
+    """(field, stored key, default) of a payload class, ``basis_seq`` last as the old
+    writers put it: worked out once per class, not on every event written or read."""
+    layout = _LAYOUTS.get(cls)
+    if layout is None:
+        ordered = sorted(fields(cls), key=lambda f: f.name == "basis_seq")
+        layout = _LAYOUTS[cls] = tuple((f.name, _key(f), f.default) for f in ordered)
+    return layout
+
+
 def renamed(key: str) -> Any:
     """A field stored under another key (``from`` is a Python keyword)."""
     return field(metadata={"key": key})
@@ -106,15 +120,15 @@ class Payload:
 
     def to_data(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
-        for f in sorted(fields(self), key=lambda f: f.name == "basis_seq"):
-            value = getattr(self, f.name)
-            if f.default is MISSING or value != f.default:
-                data[_key(f)] = value
+        for name, key, default in _layout(type(self)):
+            value = getattr(self, name)
+            if default is MISSING or value != default:
+                data[key] = value
         return data
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> Self:
-        return cls(**{f.name: data[_key(f)] for f in fields(cls) if _key(f) in data})
+        return cls(**{name: data[key] for name, key, _ in _layout(cls) if key in data})
 
 
 @dataclass(frozen=True, slots=True)
