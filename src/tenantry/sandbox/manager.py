@@ -12,10 +12,10 @@ sandbox (back from an approval, straight into a model outage) has nothing new to
 paused sandbox is not asked (a paused guest cannot answer) and the log's last save stands.
 
 Kept sandboxes hold memory while nobody uses them, so they are bounded: at most
-``kept_max`` per worker and ``kept_per_tenant`` per tenant. Past either, the oldest parked
-one (of that tenant, or of all) is hibernated at once — one tenant parking many runs cannot
-hold the worker's memory, nor push out another tenant's sandboxes while it is under its
-own cap. Hibernating loses nothing: the files were saved at the park."""
+``kept_per_tenant`` per tenant and ``kept_max`` per worker. Past the tenant's cap its own
+oldest parked sandbox is hibernated at once; past the worker's, the oldest of the tenant
+holding the most — one tenant parking many runs cannot hold the worker's memory, nor push
+out a tenant holding fewer. Hibernating loses nothing: the files were saved at the park."""
 
 from __future__ import annotations
 
@@ -155,15 +155,25 @@ class SandboxManager:
         self._enforce_caps(key[0])
 
     def _enforce_caps(self, tenant: str) -> None:
-        """Hibernate the oldest parked sandboxes past the tenant's cap, then past the
-        worker's (a tenant's own excess goes first, so it is the one that pays)."""
-        parked = sorted((k.parked_seq, key) for key, k in self._kept.items()
-                        if k.parked_seq is not None and k.hibernation is not None)
-        own = [entry for entry in parked if entry[1][0] == tenant]
-        over = set(own[:max(0, len(own) - self.kept_per_tenant)])
-        rest = [entry for entry in parked if entry not in over]
-        over.update(rest[:max(0, len(rest) - self.kept_max)])
-        for seq, key in sorted(over):
+        """Hibernate the oldest parked sandboxes past the tenant's cap; then, past the
+        worker's, the oldest of whichever tenant holds the most (so a tenant with many
+        parked runs pays for the worker's cap, not one with a few)."""
+        by_tenant: dict[str, list[tuple[int, Key]]] = {}
+        for key, k in self._kept.items():
+            if k.parked_seq is not None and k.hibernation is not None:
+                by_tenant.setdefault(key[0], []).append((k.parked_seq, key))
+        for entries in by_tenant.values():
+            entries.sort()
+        own = by_tenant.get(tenant, [])
+        out = own[:max(0, len(own) - self.kept_per_tenant)]
+        del own[:len(out)]
+        total = sum(len(entries) for entries in by_tenant.values())
+        while total > self.kept_max:
+            heaviest = max((e for e in by_tenant.values() if e),
+                           key=lambda e: (len(e), -e[0][0]))
+            out.append(heaviest.pop(0))
+            total -= 1
+        for seq, key in out:
             kept = self._kept[key]
             assert kept.hibernation is not None
             kept.hibernation.cancel()
