@@ -76,6 +76,14 @@ def test_a_configured_weak_backend_is_refused_like_a_probed_one(tmp_path: Path) 
                                  "configured", "TENANTRY_SANDBOX_MIN_BOUNDARY=gvisor"])
 
 
+def test_a_configured_backend_that_cannot_run_here_is_one_line(tmp_path: Path) -> None:
+    env = only_bwrap_env(tmp_path, TENANTRY_SANDBOX_BACKEND="gvisor",
+                         TENANTRY_DATABASE_URL="postgresql://postgres@127.0.0.1:5432/none")
+    result = tenantry("worker", env=env)
+    assert_refused(result, says=["TENANTRY_SANDBOX_BACKEND=gvisor cannot run here: runsc "
+                                 "not found (Debian package runsc)"])
+
+
 def test_code_execution_off_by_choice_is_not_a_downgrade(tmp_path: Path) -> None:
     # It gets past the boundary check to the database (absent here): its error, not ours.
     env = only_bwrap_env(tmp_path, TENANTRY_SANDBOX_BACKEND="none",

@@ -46,7 +46,6 @@ class Detection:
 #: Strength of each boundary (higher is stronger); a degraded microVM sits between gVisor
 #: and bwrap (the module's docstring says why). The minimum takes the three plain names.
 STRENGTH = {"microvm": 4, "gvisor": 3, "microvm-degraded": 2, "bwrap": 1}
-MIN_BOUNDARIES = ("microvm", "gvisor", "bwrap")
 #: What each backend confines with when nothing is missing (for `sandbox probe`).
 CONFINEMENT = {
     "microvm": "own guest kernel; QEMU with seccomp, in its own network namespace, as an "
@@ -155,6 +154,10 @@ def require_boundary(settings: Settings) -> Boundary:
     """A production worker's check: the boundary in force, or BoundaryTooWeak (one line
     naming it, why nothing stronger is available and how to fix it)."""
     found = boundary(settings)
+    if found.configured and found.backend in found.why_not:
+        # Said now, in one line, rather than as a traceback once the worker builds it.
+        raise SandboxUnavailable(f"TENANTRY_SANDBOX_BACKEND={found.backend} cannot run "
+                                 f"here: {found.why_not[found.backend]}")
     if found.weaker_than(settings.sandbox_min_boundary):
         raise BoundaryTooWeak(_shortfall(found, settings.sandbox_min_boundary,
                                          starting=False))
