@@ -100,6 +100,13 @@ DelayNewRunsAt = Annotated[
                       "claimed before new runs; default 50% of --max-queued-runs."),
 ]
 
+MinBoundary = Annotated[
+    str | None,
+    typer.Option("--sandbox-min-boundary", envvar="TENANTRY_SANDBOX_MIN_BOUNDARY",
+                 help="Weakest sandbox boundary a worker starts with: microvm, gvisor "
+                      "(default) or bwrap; `worker` refuses below it, `up` warns."),
+]
+
 
 @app.command()
 def api(
@@ -111,7 +118,7 @@ def api(
     settings = _settings(database_url=database_url, data_dir=data_dir, host=host, port=port,
                          operator_token=operator_token, max_queued_runs=max_queued_runs,
                          refuse_batch_runs_at=refuse_batch_runs_at)
-    _serve(settings, migrate=False, demo=False, api=True, workers=0)
+    _serve(settings, migrate=False, demo=False, api=True, workers=0, production=True)
 
 
 @app.command()
@@ -123,13 +130,16 @@ def worker(
         help="Serve this worker's /metrics (operator token) on this port; off by default.",
     )] = None,
     max_queued_runs: MaxQueuedRuns = None, delay_new_runs_at: DelayNewRunsAt = None,
+    sandbox_min_boundary: MinBoundary = None,
 ) -> None:
-    """Run a worker: claim queued runs and drive them (the schema must be migrated)."""
+    """Run a worker: claim queued runs and drive them (the schema must be migrated). It
+    refuses to start if its sandbox boundary is below --sandbox-min-boundary."""
     settings = _settings(database_url=database_url, data_dir=data_dir,
                          worker_concurrency=concurrency, model_base_url=model_base_url,
                          worker_metrics_port=metrics_port, max_queued_runs=max_queued_runs,
-                         delay_new_runs_at=delay_new_runs_at)
-    _serve(settings, migrate=False, demo=False, api=False, workers=1)
+                         delay_new_runs_at=delay_new_runs_at,
+                         sandbox_min_boundary=sandbox_min_boundary)
+    _serve(settings, migrate=False, demo=False, api=False, workers=1, production=True)
 
 
 @app.command()
@@ -142,22 +152,27 @@ def up(
     workers: Annotated[int | None, typer.Option("--workers", envvar="TENANTRY_WORKERS",
                                                 help="Worker loops in this process.")] = None,
     max_queued_runs: MaxQueuedRuns = None, refuse_batch_runs_at: RefuseBatchRunsAt = None,
-    delay_new_runs_at: DelayNewRunsAt = None,
+    delay_new_runs_at: DelayNewRunsAt = None, sandbox_min_boundary: MinBoundary = None,
 ) -> None:
-    """Run the whole platform: (embedded) Postgres, migrations, the API and a worker."""
+    """Run the whole platform: (embedded) Postgres, migrations, the API and a worker
+    (development: a sandbox boundary below --sandbox-min-boundary is a warning)."""
     settings = _settings(database_url=database_url, data_dir=data_dir, host=host, port=port,
                          operator_token=operator_token, worker_concurrency=concurrency,
                          model_base_url=model_base_url, workers=workers,
                          max_queued_runs=max_queued_runs,
                          refuse_batch_runs_at=refuse_batch_runs_at,
-                         delay_new_runs_at=delay_new_runs_at)
-    _serve(settings, migrate=True, demo=demo, api=True, workers=settings.workers)
+                         delay_new_runs_at=delay_new_runs_at,
+                         sandbox_min_boundary=sandbox_min_boundary)
+    _serve(settings, migrate=True, demo=demo, api=True, workers=settings.workers,
+           production=False)
 
 
-def _serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers: int) -> None:
+def _serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers: int,
+           production: bool) -> None:
     from tenantry.bootstrap import process
 
-    _run(lambda: process.serve(settings, migrate=migrate, demo=demo, api=api, workers=workers))
+    _run(lambda: process.serve(settings, migrate=migrate, demo=demo, api=api, workers=workers,
+                               production=production))
 
 
 @app.command()
@@ -304,13 +319,14 @@ def sandbox_build_image(
 
 
 @sandbox_app.command("probe")
-def sandbox_probe(data_dir: DataDir = None) -> None:
-    """Which sandbox backends work on this host, and which one the platform would use."""
+def sandbox_probe(data_dir: DataDir = None, min_boundary: MinBoundary = None) -> None:
+    """Which sandbox backends work on this host, the boundary a worker would get (with what
+    it runs without here) and whether it meets the minimum."""
     from tenantry.sandbox.backends.microvm import kvm_usable
-    from tenantry.sandbox.probe import detect
+    from tenantry.sandbox.probe import CONFINEMENT, boundary
 
-    settings = _settings(data_dir=data_dir)
-    found = detect(settings)
+    settings = _settings(data_dir=data_dir, sandbox_min_boundary=min_boundary)
+    found = boundary(settings)
     for name in ("microvm", "gvisor", "bwrap"):
         reason = found.why_not.get(name)
         mark = "ok " if reason is None else "no "
@@ -320,9 +336,17 @@ def sandbox_probe(data_dir: DataDir = None) -> None:
         if name == "bwrap" and reason is None:
             extra = " (development only: shares the host kernel)"
         typer.echo(f"{mark} {name}{extra}{'' if reason is None else ': ' + reason}")
-    configured = settings.sandbox_backend
-    typer.echo(f"chosen: {configured or found.chosen or 'none'}"
-               f"{' (configured)' if configured else ' (probed)'}")
+    how = "configured" if found.configured else "probed"
+    typer.echo(f"boundary in force: {found.label} ({how})")
+    if found.backend is not None:
+        typer.echo(f"confinement: {CONFINEMENT[found.backend]}")
+        typer.echo("degradations: " + (", ".join(found.degradations) or "none"))
+    minimum = settings.sandbox_min_boundary
+    if found.weaker_than(minimum):
+        typer.echo(f"minimum TENANTRY_SANDBOX_MIN_BOUNDARY={minimum}: NOT met; `tenantry "
+                   "worker` refuses to start, `tenantry up` starts with a warning")
+    else:
+        typer.echo(f"minimum TENANTRY_SANDBOX_MIN_BOUNDARY={minimum}: met")
 
 
 def _fail(message: str) -> NoReturn:

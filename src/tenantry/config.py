@@ -39,6 +39,16 @@ class Settings:
     sandbox_memory_mib: int = 256
     sandbox_timeout_seconds: int = 60
     sandbox_hibernate_seconds: int = 300
+    # The weakest boundary a production worker (`tenantry worker`) starts with: microvm >
+    # gvisor > bwrap (a microvm without netns/cgroup ranks below gvisor; sandbox/probe.py).
+    sandbox_min_boundary: str = "gvisor"
+    # Paused sandboxes of parked runs one worker process keeps, in all and per tenant;
+    # past either the oldest is hibernated (its files are saved at the park already).
+    sandbox_kept_max: int = 32
+    sandbox_kept_per_tenant: int = 8
+    # Bytes each tenant may hold in the blob store (sandbox file saves, large tool
+    # output); a write past it is refused (blobs/). 0: no quota.
+    blob_quota_mib: int = 1024
     # Role the application switches to on every connection: it has no BYPASSRLS, so
     # row-level security is the second wall behind every query's WHERE clause.
     db_role: str = "tenantry_app"
@@ -111,6 +121,10 @@ class Settings:
         integer("TENANTRY_SANDBOX_MEMORY_MIB", "sandbox_memory_mib", 64)
         integer("TENANTRY_SANDBOX_TIMEOUT_SECONDS", "sandbox_timeout_seconds", 1)
         integer("TENANTRY_SANDBOX_HIBERNATE_SECONDS", "sandbox_hibernate_seconds", 0)
+        text("TENANTRY_SANDBOX_MIN_BOUNDARY", "sandbox_min_boundary")
+        integer("TENANTRY_SANDBOX_KEPT_MAX", "sandbox_kept_max", 0)
+        integer("TENANTRY_SANDBOX_KEPT_PER_TENANT", "sandbox_kept_per_tenant", 0)
+        integer("TENANTRY_BLOB_QUOTA_MIB", "blob_quota_mib", 0)
         if "TENANTRY_DB_ROLE" in env:
             values["db_role"] = env["TENANTRY_DB_ROLE"]
         integer("TENANTRY_DB_POOL_MIN", "db_pool_min", 1)
@@ -146,6 +160,10 @@ class Settings:
                 f"TENANTRY_SANDBOX_BACKEND must be microvm, gvisor, bwrap or none, "
                 f"got {self.sandbox_backend!r}"
             )
+        if self.sandbox_min_boundary not in ("microvm", "gvisor", "bwrap"):
+            raise ConfigurationError(
+                "TENANTRY_SANDBOX_MIN_BOUNDARY must be microvm, gvisor or bwrap, "
+                f"got {self.sandbox_min_boundary!r}")
         if self.claim_order not in ("fair", "fifo"):
             raise ConfigurationError(
                 f"TENANTRY_CLAIM_ORDER must be fair or fifo, got {self.claim_order!r}")

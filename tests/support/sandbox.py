@@ -34,3 +34,43 @@ def sandbox_settings(tmp: Path, backend: str) -> Settings:
     images = Settings.from_env().sandbox_image_dir or default_data_dir() / "sandbox"
     return Settings(data_dir=tmp, sandbox_backend=backend, sandbox_image_dir=images,
                     sandbox_memory_mib=TEST_LIMITS[backend].memory_mib)
+
+
+def hosts_path(tmp: Path, *, without: tuple[str, ...]) -> str:
+    """A PATH holding every program of this host's bin folders but ``without`` (prefixes):
+    a host where those backends are not installed, for a real process to probe."""
+    folder = tmp / "bin"
+    folder.mkdir()
+    for bin_dir in ("/usr/local/bin", "/usr/bin", "/usr/sbin"):
+        for program in Path(bin_dir).iterdir():
+            link = folder / program.name
+            if program.name.startswith(without) or link.exists():
+                continue
+            link.symlink_to(program)
+    return str(folder)
+
+
+def unbuilt_image_dir(tmp: Path) -> Path:
+    """An image folder where no guest image was ever built (microvm unavailable)."""
+    folder = tmp / "no-image"
+    folder.mkdir()
+    return folder
+
+
+def placeholder_image_dir(tmp: Path) -> Path:
+    """An image folder that ``find_image`` takes as current (its manifest matches this
+    code), with empty kernel and initramfs: enough for a probe, which starts nothing; a
+    microVM booted from it would fail."""
+    import json
+
+    from tenantry.sandbox.image.build import _source_hashes
+
+    folder = tmp / "placeholder-image"
+    image = folder / "images" / "placeholder"
+    image.mkdir(parents=True)
+    (image / "vmlinux").write_bytes(b"")
+    (image / "initramfs.cpio").write_bytes(b"")
+    (image / "manifest.json").write_text(json.dumps({
+        "digest": "placeholder", "kernel_file": "vmlinux", "sources": _source_hashes()}))
+    (folder / "images" / "current").write_text("placeholder\n")
+    return folder

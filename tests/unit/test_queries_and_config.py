@@ -42,3 +42,20 @@ def test_settings_from_env() -> None:
     with pytest.raises(ConfigurationError, match="SANDBOX"):
         Settings.from_env({"TENANTRY_SANDBOX_BACKEND": "docker"})
     assert Settings.from_env({"TENANTRY_PORT": "9000"}, port=1234).port == 1234
+
+
+def test_isolation_settings_from_env() -> None:
+    defaults = Settings.from_env({})
+    assert (defaults.sandbox_min_boundary, defaults.sandbox_kept_max,
+            defaults.sandbox_kept_per_tenant, defaults.blob_quota_mib) == ("gvisor", 32, 8, 1024)
+    s = Settings.from_env({"TENANTRY_SANDBOX_MIN_BOUNDARY": "microvm",
+                           "TENANTRY_SANDBOX_KEPT_MAX": "4",
+                           "TENANTRY_SANDBOX_KEPT_PER_TENANT": "1",
+                           "TENANTRY_BLOB_QUOTA_MIB": "0"})
+    assert (s.sandbox_min_boundary, s.sandbox_kept_max, s.sandbox_kept_per_tenant,
+            s.blob_quota_mib) == ("microvm", 4, 1, 0)
+    with pytest.raises(ConfigurationError, match="TENANTRY_SANDBOX_MIN_BOUNDARY must be "
+                                                 "microvm, gvisor or bwrap, got 'none'"):
+        Settings.from_env({"TENANTRY_SANDBOX_MIN_BOUNDARY": "none"})
+    with pytest.raises(ConfigurationError, match="TENANTRY_BLOB_QUOTA_MIB must be at least 0"):
+        Settings.from_env({"TENANTRY_BLOB_QUOTA_MIB": "-1"})

@@ -9,8 +9,10 @@ from tenantry import __version__
 from tenantry.bootstrap.demo import Demo
 
 
-def banner(base: str, token: str | None, demo: Demo | None, db_kind: str) -> str:
-    lines = [f"Tenantry {__version__} on {base} (Postgres: {db_kind})",
+def banner(base: str, token: str | None, demo: Demo | None, db_kind: str,
+           warnings: list[str] | None = None) -> str:
+    """``warnings``: lines to read before anything else (a weaker sandbox boundary)."""
+    lines = [f"Tenantry {__version__} on {base} (Postgres: {db_kind})", *(warnings or []),
              f"operator token: {token or '(as configured in TENANTRY_OPERATOR_TOKEN)'}",
              f"console: {base}/console (log in with the operator token)"]
     if demo is not None:

@@ -1,6 +1,10 @@
 """What ``tenantry up``, ``api`` and ``worker`` run: one process, one event loop, from the
 database check to the signal that stops it.
 
+``worker`` is production: it refuses to start when the sandbox boundary it would get is
+below TENANTRY_SANDBOX_MIN_BOUNDARY. ``up`` is development: it starts anyway, with the
+warning in its banner. (``api`` runs no worker loops, so no sandboxes.)
+
 Before anything serves, the database is checked alone: a database that is missing,
 unreachable or refuses us is one line naming where and what to do, not a traceback from
 whatever touched it first."""
@@ -30,13 +34,22 @@ from tenantry.db import DATABASE_DOWN
 from tenantry.db.outage import Outage
 from tenantry.db.reach import check_database, describe_failure
 from tenantry.runs.inprocess import LocalWorkers
+from tenantry.sandbox import probe as sandbox_probe
 
 
-def serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers: int) -> None:
+def serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers: int,
+          production: bool) -> None:
     """Run until SIGINT/SIGTERM: the API if ``api``, ``workers`` worker loops; ``migrate``
     (``up``) brings the schema current first, else a schema behind is refused. Raises a
-    :class:`~tenantry.errors.TenantryError` whose detail is the one line to show."""
+    :class:`~tenantry.errors.TenantryError` whose detail is the one line to show.
+    ``production``: worker loops need the minimum sandbox boundary, checked before
+    anything starts (else a warning line in the banner)."""
     logs.configure(settings.log_format)
+    warnings: list[str] = []
+    if workers and production:
+        sandbox_probe.require_boundary(settings)
+    elif workers:
+        warnings += filter(None, [sandbox_probe.downgrade(settings)])
     generated_token = settings.operator_token is None
     settings = settings.with_(operator_token=operator_token(settings))
     if migrate:  # `up`: a development vault key in the data dir unless one is configured
@@ -44,7 +57,8 @@ def serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers: 
     database = resolve_database(settings)
     try:
         asyncio.run(_serve(settings, database, migrate=migrate, demo=demo, api=api,
-                           workers=workers, generated_token=generated_token))
+                           workers=workers, generated_token=generated_token,
+                           warnings=warnings))
     except DATABASE_DOWN as exc:  # it went away after the check, before serving
         raise StartupFailed(describe_failure(database.dsn, exc)) from None
     finally:
@@ -53,7 +67,7 @@ def serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers: 
 
 async def _serve(
     settings: Settings, database: ResolvedDatabase, *, migrate: bool, demo: bool, api: bool,
-    workers: int, generated_token: bool,
+    workers: int, generated_token: bool, warnings: list[str],
 ) -> None:
     dsn = database.dsn
     await check_database(dsn)
@@ -73,7 +87,7 @@ async def _serve(
         demo_info = await ensure_demo(dsn, settings) if demo else None
         base = f"http://{settings.host}:{settings.port}"
         print(banner(base, settings.operator_token if generated_token else None, demo_info,
-                     database.kind), flush=True)
+                     database.kind, warnings), flush=True)
         services.append(_api(settings, dsn, local, outage))
     # One metrics object for the process: the API's /metrics renders it with the database
     # gauges; a standalone worker serves it on --metrics-port.

@@ -90,7 +90,8 @@ async def engine(
     vault = Vault(db, master) if master is not None else None
     if vault is None:
         logger.warning("no vault master key: tool servers with credentials will be refused")
-    blobs = DirectoryBlobStore(settings.data_dir / "blobs")
+    blobs = DirectoryBlobStore(settings.data_dir / "blobs",
+                               quota_bytes=(settings.blob_quota_mib << 20) or None)
     try:
         async with McpToolClient() as mcp, model_gateway(
             settings, db, vault=vault, master=master, observer=metrics,

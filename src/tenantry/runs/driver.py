@@ -19,6 +19,7 @@ from typing import Any
 from tenantry import logs
 from tenantry.agents.service import get_version
 from tenantry.agents.spec import AgentSpec
+from tenantry.blobs import BlobQuotaExceeded
 from tenantry.db import DATABASE_DOWN, TRANSIENT, Database
 from tenantry.db.queries import load
 from tenantry.errors import LeaseLost
@@ -162,6 +163,12 @@ class RunDriver:
             # log, as after a crash — the run does not fail for it.
             logger.warning("transaction rolled back by the database; leaving the run to be "
                            "resumed: %s", exc, extra={"run_id": self.run_id})
+        except BlobQuotaExceeded as exc:
+            # The tenant's own blob quota (its sandbox files could not be saved): its limit,
+            # not our fault; the reason says what was refused and how full it is.
+            logger.info("run failed: %s", exc.detail, extra={"run_id": self.run_id})
+            with contextlib.suppress(*LEASE_OR_DATABASE):
+                await self.end(RunFailed(exc.detail[:1000], ours=False))
         except Exception as exc:  # a platform fault: record it, never lose the run silently
             logger.exception("run failed in the platform", extra={"run_id": self.run_id})
             await self._fail_ours(exc)

@@ -9,18 +9,25 @@ here soon (an approval answered within minutes); past that it is destroyed (hibe
 A kept sandbox is reused only if its last save is the one the log names, so a run that
 went on elsewhere in between never gets stale files. A run that parks again before using its
 sandbox (back from an approval, straight into a model outage) has nothing new to save: its
-paused sandbox is not asked (a paused guest cannot answer) and the log's last save stands."""
+paused sandbox is not asked (a paused guest cannot answer) and the log's last save stands.
+
+Kept sandboxes hold memory while nobody uses them, so they are bounded: at most
+``kept_per_tenant`` per tenant and ``kept_max`` per worker. Past the tenant's cap its own
+oldest parked sandbox is hibernated at once; past the worker's, the oldest of the tenant
+holding the most — one tenant parking many runs cannot hold the worker's memory, nor push
+out a tenant holding fewer. Hibernating loses nothing: the files were saved at the park."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from tenantry.blobs import BlobStore
+from tenantry.blobs import BlobQuotaExceeded, BlobStore
 from tenantry.ids import RunId, TenantId
 from tenantry.sandbox.pool import WarmPool
 from tenantry.sandbox.sandbox import Sandbox, SandboxDriver, SavedFiles
@@ -39,17 +46,23 @@ class _Kept:
     # The run may have changed its files since saved_ref: only a sandbox handed out by
     # for_run can change them.
     changed: bool = True
+    # Set while the run is parked (the order it parked in, oldest lowest): a hibernation
+    # meant for one park does nothing once the run came back or parked again.
+    parked_seq: int | None = None
 
 
 class SandboxManager:
     def __init__(
         self, driver: SandboxDriver, blobs: BlobStore, *, limits: Limits,
-        hibernate_after: float = 300.0,
+        hibernate_after: float = 300.0, kept_max: int = 32, kept_per_tenant: int = 8,
     ) -> None:
         self.driver = driver
         self.blobs = blobs
         self.limits = limits
         self.hibernate_after = hibernate_after
+        self.kept_max = kept_max
+        self.kept_per_tenant = kept_per_tenant
+        self._park_order = itertools.count()
         self._kept: dict[Key, _Kept] = {}
         self._locks: dict[Key, asyncio.Lock] = {}
         self.hibernated = 0
@@ -80,6 +93,7 @@ class SandboxManager:
                 if kept.hibernation is not None:
                     kept.hibernation.cancel()
                     kept.hibernation = None
+                kept.parked_seq = None
                 if kept.sandbox.alive and kept.saved_ref == restore_ref:
                     try:
                         await kept.sandbox.instance.resume()
@@ -107,12 +121,23 @@ class SandboxManager:
         kept = self._kept.get(key)
         if kept is None or not kept.sandbox.alive or not kept.changed:
             return None
-        saved = await kept.sandbox.save_files(self.blobs)
+        try:
+            saved = await kept.sandbox.save_files(self.blobs)
+        except BlobQuotaExceeded as exc:
+            raise BlobQuotaExceeded(f"the run's sandbox files could not be saved while it "
+                                    f"waits: {exc.detail}", **exc.extra) from None
         kept.saved_ref, kept.changed = saved.ref, False
         return saved
 
+    @property
+    def kept(self) -> int:
+        """Parked runs' sandboxes held here (paused, waiting for their run)."""
+        return sum(1 for k in self._kept.values()
+                   if k.parked_seq is not None and k.hibernation is not None)
+
     def parked(self, tenant: TenantId, run: RunId) -> None:
-        """The run gave its slot back: pause its sandbox and hibernate it later."""
+        """The run gave its slot back: pause its sandbox and hibernate it later (or now,
+        the oldest first, past the per-tenant or per-worker cap)."""
         key = (tenant.value, str(run))
         kept = self._kept.get(key)
         if kept is None:
@@ -120,12 +145,42 @@ class SandboxManager:
         if kept.hibernation is not None:  # parked again while still paused: a new timer
             kept.hibernation.cancel()
             kept.hibernation = None
+        seq = kept.parked_seq = next(self._park_order)
         if self.hibernate_after <= 0:
-            self._spawn(self._hibernate(key))
+            self._spawn(self._hibernate(key, seq))
             return
         self._spawn(self._pause(kept))
         kept.hibernation = asyncio.get_running_loop().call_later(
-            self.hibernate_after, lambda: self._spawn(self._hibernate(key)))
+            self.hibernate_after, lambda: self._spawn(self._hibernate(key, seq)))
+        self._enforce_caps(key[0])
+
+    def _enforce_caps(self, tenant: str) -> None:
+        """Hibernate the oldest parked sandboxes past the tenant's cap; then, past the
+        worker's, the oldest of whichever tenant holds the most (so a tenant with many
+        parked runs pays for the worker's cap, not one with a few)."""
+        by_tenant: dict[str, list[tuple[int, Key]]] = {}
+        for key, k in self._kept.items():
+            if k.parked_seq is not None and k.hibernation is not None:
+                by_tenant.setdefault(key[0], []).append((k.parked_seq, key))
+        for entries in by_tenant.values():
+            entries.sort()
+        own = by_tenant.get(tenant, [])
+        out = own[:max(0, len(own) - self.kept_per_tenant)]
+        del own[:len(out)]
+        total = sum(len(entries) for entries in by_tenant.values())
+        while total > self.kept_max:
+            heaviest = max((e for e in by_tenant.values() if e),
+                           key=lambda e: (len(e), -e[0][0]))
+            out.append(heaviest.pop(0))
+            total -= 1
+        for seq, key in out:
+            kept = self._kept[key]
+            assert kept.hibernation is not None
+            kept.hibernation.cancel()
+            kept.hibernation = None  # no longer counted: it is on its way out
+            logger.info("kept sandboxes over their cap: hibernating the oldest",
+                        extra={"tenant_id": key[0], "run_id": key[1]})
+            self._spawn(self._hibernate(key, seq))
 
     async def end(self, tenant: TenantId, run: RunId, last_ref: str | None) -> None:
         """The run ended: its saved files go, and its sandbox (files first: they are the
@@ -155,11 +210,11 @@ class SandboxManager:
 
     # -- inside ------------------------------------------------------------------------
 
-    async def _hibernate(self, key: Key) -> None:
+    async def _hibernate(self, key: Key, seq: int) -> None:
         async with self._lock(key):
             kept = self._kept.get(key)
-            if kept is None or (kept.hibernation is None and self.hibernate_after > 0):
-                return  # resumed (timer cancelled) before we got here
+            if kept is None or kept.parked_seq != seq:
+                return  # resumed, or parked again, before we got here
             await self._destroy(key)
             self.hibernated += 1
             logger.info("sandbox hibernated: files saved, VM destroyed",

@@ -1,12 +1,21 @@
 """Probing which sandbox backend works here and building the worker's sandbox manager over
 it at start-up (DESIGN §10): the configured backend, or the first that works here of
 microvm → gvisor → bwrap. The choice and the reasons the others were passed over are
-logged, and every sandbox reports its backend in the trace."""
+logged, and every sandbox reports its backend in the trace.
+
+The boundary in force is ranked against ``TENANTRY_SANDBOX_MIN_BOUNDARY``, strongest first:
+microvm > gvisor > microvm degraded > bwrap. A microVM is *degraded* when its QEMU runs
+without its own network namespace, unprivileged uid and cgroup (the worker is not root, or
+cgroup v1 is missing): an escape from QEMU then lands as the worker's user, on the host's
+network, unlimited — worse than an escape from gVisor's sandboxed sentry, better than bwrap's
+shared kernel. A production worker refuses a boundary below the minimum
+(:func:`require_boundary`); ``tenantry up`` takes it with a warning (:func:`downgrade`)."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shutil
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -14,10 +23,11 @@ from pathlib import Path
 
 from tenantry.blobs import BlobStore
 from tenantry.config import Settings
+from tenantry.sandbox.backends.cgroups import CgroupV1
 from tenantry.sandbox.backends.protocol import Backend
 from tenantry.sandbox.manager import SandboxManager
 from tenantry.sandbox.pool import PooledDriver
-from tenantry.sandbox.types import BACKENDS, Limits, SandboxUnavailable
+from tenantry.sandbox.types import BACKENDS, Limits, SandboxError, SandboxUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +43,137 @@ class Detection:
     why_not: dict[str, str] = field(default_factory=dict)  # backend → what it lacks
 
 
+#: Strength of each boundary (higher is stronger); a degraded microVM sits between gVisor
+#: and bwrap (the module's docstring says why). The minimum takes the three plain names.
+STRENGTH = {"microvm": 4, "gvisor": 3, "microvm-degraded": 2, "bwrap": 1}
+#: What each backend confines with when nothing is missing (for `sandbox probe`).
+CONFINEMENT = {
+    "microvm": "own guest kernel; QEMU with seccomp, in its own network namespace, as an "
+               "unprivileged uid, in a cgroup",
+    "gvisor": "gVisor user-space kernel (runsc), cgroup limits, no network",
+    "bwrap": "namespaces, seccomp deny-list, cgroup limits; shares the host kernel "
+             "(development only)",
+}
+
+
+class BoundaryTooWeak(SandboxError):
+    """A production worker would run tenants' code behind less than the minimum."""
+
+    type = "sandbox_boundary_too_weak"
+    title = "Sandbox boundary below the minimum"
+
+
+@dataclass(frozen=True, slots=True)
+class Boundary:
+    """The isolation a worker started now would give tenants' code. ``backend`` None:
+    no code execution (configured ``none``, or nothing works here: ``configured`` says
+    which); ``degradations`` lists what the backend runs without on this host."""
+
+    backend: str | None
+    configured: bool
+    degradations: tuple[str, ...] = ()
+    why_not: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def rank(self) -> str | None:
+        """The backend's place in :data:`STRENGTH` (None: no code execution)."""
+        if self.backend == "microvm" and self.degradations:
+            return "microvm-degraded"
+        return self.backend
+
+    @property
+    def label(self) -> str:
+        if self.backend is None:
+            return "none (code execution off)" if self.configured else \
+                "none (no sandbox backend works here: code execution off)"
+        if self.degradations:
+            return f"{self.backend}, degraded: {', '.join(self.degradations)}"
+        return self.backend
+
+    def weaker_than(self, minimum: str) -> bool:
+        """Below ``minimum``; no code execution by choice is never a downgrade, by
+        necessity always is (the operator did not ask to run without it)."""
+        if self.rank is None:
+            return not self.configured
+        return STRENGTH[self.rank] < STRENGTH[minimum]
+
+
+def microvm_degradations() -> tuple[str, ...]:
+    """What the microvm backend's QEMU runs without here. It confines QEMU only as root
+    (``MicroVmBackend._start``/``_cgroup``: ``unshare --net``, ``setpriv``, CgroupV1), so
+    this reads the same two facts; its seccomp filter applies whatever the uid."""
+    if os.geteuid() != 0:
+        return ("no network namespace", "no cgroup limits",
+                "no unprivileged uid (the worker is not root)")
+    if not CgroupV1.available():
+        return ("no cgroup limits (cgroup v1 memory, cpu and pids controllers not found)",)
+    return ()
+
+
+def boundary(settings: Settings) -> Boundary:
+    """The boundary a worker would start with here, without starting anything."""
+    name = settings.sandbox_backend
+    if name == "none":
+        return Boundary(None, configured=True)
+    found = detect(settings)
+    if name is None:
+        name = found.chosen
+        configured = False
+    else:
+        configured = True
+    if name is None:
+        return Boundary(None, configured=False, why_not=found.why_not)
+    degraded = microvm_degradations() if name == "microvm" else ()
+    return Boundary(name, configured, degraded, found.why_not)
+
+
+def _shortfall(found: Boundary, minimum: str, *, starting: bool) -> str:
+    """The boundary, why nothing stronger is available and what to do: one line."""
+    have = STRENGTH[found.rank] if found.rank is not None else 0
+    why = [f"{name}: {found.why_not[name]}" for name in BACKENDS
+           if name in found.why_not and STRENGTH[name] > have]
+    fix = []
+    if found.configured:
+        why.insert(0, f"TENANTRY_SANDBOX_BACKEND={found.backend} is configured")
+        fix.append("unset TENANTRY_SANDBOX_BACKEND or configure a stronger one")
+    if found.degradations:
+        why.insert(0, "microvm runs QEMU unconfined unless the worker is root with cgroup v1")
+        fix.append("run the worker as root (QEMU then gets its own network namespace, an "
+                   "unprivileged uid and a cgroup)")
+    if any(name in found.why_not for name in BACKENDS if STRENGTH[name] > have):
+        fix.append("install or build what is missing")
+    fix.append(f"or, knowingly, set TENANTRY_SANDBOX_MIN_BOUNDARY lower than {minimum}")
+    fix.append("or TENANTRY_SANDBOX_BACKEND=none to run without code execution")
+    verb = "is" if starting else "would be"
+    return (f"sandbox boundary in force {verb} {found.label}, weaker than "
+            f"TENANTRY_SANDBOX_MIN_BOUNDARY={minimum} ({'; '.join(why)}); to fix: "
+            f"{', '.join(fix)}")
+
+
+def require_boundary(settings: Settings) -> Boundary:
+    """A production worker's check: the boundary in force, or BoundaryTooWeak (one line
+    naming it, why nothing stronger is available and how to fix it)."""
+    found = boundary(settings)
+    if found.configured and found.backend in found.why_not:
+        # Said now, in one line, rather than as a traceback once the worker builds it.
+        raise SandboxUnavailable(f"TENANTRY_SANDBOX_BACKEND={found.backend} cannot run "
+                                 f"here: {found.why_not[found.backend]}")
+    if found.weaker_than(settings.sandbox_min_boundary):
+        raise BoundaryTooWeak(_shortfall(found, settings.sandbox_min_boundary,
+                                         starting=False))
+    return found
+
+
+def downgrade(settings: Settings) -> str | None:
+    """Development (``tenantry up``): the warning line when the boundary in force is below
+    the minimum (it starts anyway), else None."""
+    found = boundary(settings)
+    if not found.weaker_than(settings.sandbox_min_boundary):
+        return None
+    return ("warning: " + _shortfall(found, settings.sandbox_min_boundary, starting=True)
+            + " (development: `tenantry up` starts anyway; `tenantry worker` refuses)")
+
+
 def detect(settings: Settings) -> Detection:
     """What works on this host, without starting anything."""
     why_not: dict[str, str] = {}
@@ -40,6 +181,11 @@ def detect(settings: Settings) -> Detection:
         program, package = PACKAGES[name]
         if shutil.which(program) is None:
             why_not[name] = f"{program} not found (Debian package {package})"
+            continue
+        if name in ("gvisor", "bwrap") and not CgroupV1.available():
+            # Both refuse to start without them (their constructors): probing must not
+            # pick a backend that cannot start.
+            why_not[name] = "needs cgroup v1 memory, cpu and pids controllers (not found)"
             continue
         if name == "microvm":
             from tenantry.sandbox.image import find_image
@@ -88,26 +234,33 @@ async def sandbox_manager(settings: Settings,
                           blobs: BlobStore) -> AsyncIterator[SandboxManager | None]:
     """The worker's sandbox manager over the chosen backend's warm pool, or None when code
     execution is off (configured ``none``, or nothing works here: logged loudly)."""
-    name = settings.sandbox_backend
-    if name == "none":
+    found = boundary(settings)
+    if found.backend is None and found.configured:
+        logger.info("sandbox boundary in force: %s", found.label)
         yield None
         return
-    if name is None:
-        found = detect(settings)
-        for other, reason in found.why_not.items():
-            logger.info("sandbox backend %s not usable here: %s", other, reason)
-        if found.chosen is None:
-            logger.warning("no sandbox backend works here: built-in code tools will answer "
-                           "that code execution is unavailable")
-            yield None
-            return
-        name = found.chosen
+    for other, reason in found.why_not.items():
+        logger.info("sandbox backend %s not usable here: %s", other, reason)
+    if found.backend is None:
+        logger.warning("no sandbox backend works here: built-in code tools will answer "
+                       "that code execution is unavailable")
+        yield None
+        return
+    name = found.backend
     driver = PooledDriver(build_backend(name, settings), pool_size=settings.sandbox_pool_size,
                           limits=default_limits(settings))
-    logger.info("sandbox backend: %s", name, extra={"pool_size": settings.sandbox_pool_size})
+    weaker = found.weaker_than(settings.sandbox_min_boundary)
+    logger.log(logging.WARNING if weaker else logging.INFO,
+               "sandbox boundary in force: %s%s", found.label,
+               f" (below TENANTRY_SANDBOX_MIN_BOUNDARY={settings.sandbox_min_boundary})"
+               if weaker else "",
+               extra={"pool_size": settings.sandbox_pool_size, "backend": name,
+                      "degradations": list(found.degradations)})
     driver.start()
     manager = SandboxManager(driver, blobs, limits=default_limits(settings),
-                             hibernate_after=float(settings.sandbox_hibernate_seconds))
+                             hibernate_after=float(settings.sandbox_hibernate_seconds),
+                             kept_max=settings.sandbox_kept_max,
+                             kept_per_tenant=settings.sandbox_kept_per_tenant)
     try:
         yield manager
     finally:

@@ -12,6 +12,7 @@ Every refusal and failure becomes a result the model reads; none crashes the run
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
 import uuid
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tenantry.agents.spec import AgentSpec
-from tenantry.blobs import BlobStore
+from tenantry.blobs import BlobQuotaExceeded, BlobStore
 from tenantry.breaker import CircuitBreaker
 from tenantry.db import Database
 from tenantry.errors import NotFound, ToolUnavailable
@@ -201,7 +202,9 @@ class ToolGateway:
         ref = None
         if truncated:
             if self._blobs is not None:
-                ref = await self._blobs.put(tenant, key.replace(":", "-"), encoded)
+                # Past the tenant's blob quota the capped output still goes on, with no ref.
+                with contextlib.suppress(BlobQuotaExceeded):
+                    ref = await self._blobs.put(tenant, key.replace(":", "-"), encoded)
             text = encoded[:OUTPUT_CAP_BYTES].decode(errors="ignore")
         elapsed = (time.perf_counter() - started) * 1000
         if not ok:
