@@ -5,8 +5,9 @@ Each instance is an OCI bundle: a shared, read-only root directory whose /usr (a
 /bin, /lib… symlinks into it) comes read-only from the host, the agent and the egress relay
 read-only at /agent.py and /relay.py, and /work a tmpfs in the sandbox capped at
 ``disk_mib`` in all (its pages are the sentry's, inside the memory cgroup). This runsc
-has no ``--preserve-fds``: the process's stdio is all it passes in, so stdin is the agent's channel (a socket, used both ways) and stdout the relay's egress
-channel (``child.guest_command``); stderr stays runsc's log. The agent runs as
+has no ``--preserve-fds``: the process's stdio is all it passes in, so stdin is the
+agent's channel (a socket, used both ways) and stdout the relay's egress channel
+(``child.guest_command``); stderr stays runsc's log. The agent runs as
 uid 1000 with no capabilities, so user code is not root even inside gVisor. No network:
 ``runsc --network=none`` leaves only ``lo``. Memory, pids and cpu limits go in the spec's
 ``linux.resources``; runsc applies them to a cgroup v1 at ``tenantry/<id>``.
