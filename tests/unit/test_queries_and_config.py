@@ -42,3 +42,10 @@ def test_settings_from_env() -> None:
     with pytest.raises(ConfigurationError, match="SANDBOX"):
         Settings.from_env({"TENANTRY_SANDBOX_BACKEND": "docker"})
     assert Settings.from_env({"TENANTRY_PORT": "9000"}, port=1234).port == 1234
+
+
+def test_sandbox_work_size_setting() -> None:
+    assert Settings.from_env({}).sandbox_work_mib == 256
+    assert Settings.from_env({"TENANTRY_SANDBOX_WORK_MIB": "64"}).sandbox_work_mib == 64
+    with pytest.raises(ConfigurationError, match="TENANTRY_SANDBOX_WORK_MIB must be at least 8"):
+        Settings.from_env({"TENANTRY_SANDBOX_WORK_MIB": "1"})

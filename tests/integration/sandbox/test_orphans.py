@@ -101,9 +101,10 @@ def _host_processes(instance_id: str, pid: int) -> set[int]:
 def _remove(directory: Path) -> None:
     """Delete a folder whose files a dying sandbox may be removing meanwhile (runsc)."""
 
-    def vanished(function: object, path: str, error: object) -> None:
-        if not isinstance(sys.exc_info()[1], FileNotFoundError):
-            raise  # noqa: PLE0704 - re-raise the error rmtree is handling
+    def vanished(function: object, path: str,
+                 error: tuple[type[BaseException], BaseException, object]) -> None:
+        if not isinstance(error[1], FileNotFoundError):
+            raise error[1]
 
     shutil.rmtree(directory, onerror=vanished)
     assert not directory.exists()
