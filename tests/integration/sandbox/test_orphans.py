@@ -136,6 +136,58 @@ async def test_a_killed_worker_leaves_no_sandbox_running(
     await until(gone, f"the {name} sandbox of the killed worker ended", 30)
 
 
+GUARDED_WORKER = textwrap.dedent("""
+    import asyncio, sys
+    from pathlib import Path
+    from tenantry.sandbox import probe
+    from tests.support.sandbox import TEST_LIMITS, sandbox_settings
+
+    async def main() -> None:
+        name, tmp = sys.argv[1], Path(sys.argv[2])
+        backend = probe.build_backend(name, sandbox_settings(tmp, name))
+        instance = await backend.launch(TEST_LIMITS[name])
+        await instance.pause()
+        print(instance.id, instance.pid, backend.backstop.guardian_pid, flush=True)
+        await asyncio.sleep(3600)
+
+    asyncio.run(main())
+""")
+
+
+@pytest.mark.parametrize("name", ["gvisor", "bwrap"])
+async def test_a_later_start_kills_what_a_worker_and_its_guardian_left(
+    name: str, tmp_path: Path,
+) -> None:
+    """The worker's guardian killed with it (an OOM kill of both, a `kill -9` of every
+    tenantry process): the sandbox keeps running until any backend starts on the host,
+    wherever its data dir is — the host-wide registry says whose it was."""
+    require(name)
+    data_dir = tmp_path / "data"
+    worker = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", GUARDED_WORKER, name, str(data_dir),
+        stdout=asyncio.subprocess.PIPE, cwd=Path(__file__).parents[3])
+    assert worker.stdout is not None
+    try:
+        line = (await asyncio.wait_for(worker.stdout.readline(), 240)).decode().split()
+        instance_id, pid, guardian = line[0], int(line[1]), int(line[2])
+        processes = _host_processes(instance_id, pid)
+        os.kill(guardian, signal.SIGKILL)
+    finally:
+        worker.send_signal(signal.SIGKILL)
+        await worker.wait()
+    await asyncio.to_thread(_remove, data_dir)
+    # Nothing else ends it: a frozen bwrap sandbox ignores its parent-death signal, and
+    # gVisor's sandbox is not the worker's child at all.
+    assert any(_alive(p) for p in processes)
+    later = probe.build_backend(name, sandbox_settings(tmp_path / "another-worker", name))
+    await later.close()
+
+    async def none_left() -> bool:
+        return not any(_alive(p) for p in processes)
+
+    await until(none_left, f"the {name} sandbox of the dead worker ended", 60)
+
+
 @pytest.mark.parametrize("name", BACKENDS)
 async def test_no_sandbox_outlives_its_worker_even_when_its_data_dir_is_gone(
     name: str, tmp_path: Path, request: pytest.FixtureRequest,
