@@ -199,6 +199,8 @@ class BwrapBackend:
             directory = self._prepare_dir(instance_id, uid)
             cgroup = CgroupV1.create(instance_id, memory_bytes=limits.memory_mib * 1024 * 1024,
                                      cpus=limits.cpus, pids=limits.pids)
+            # Before its first process: every one of them joins the cgroup (``wrap``).
+            self.backstop.register(instance_id, cgroups=(instance_id,))
             channel, egress, guest_agent, guest_egress = await stdio_channels()
             fds = self._open_fds()
             try:
@@ -214,7 +216,6 @@ class BwrapBackend:
                     os.close(fd)
                 guest_agent.close()  # the sandbox has its copies (or never will)
                 guest_egress.close()
-            self.backstop.register(instance_id, cgroups=(instance_id,), pids=(process.pid,))
             instance = BwrapInstance(instance_id, directory, process, cgroup, uid, self,
                                      channel, egress)
             self._instances[instance_id] = instance

@@ -281,6 +281,9 @@ class GvisorBackend:
         directory = self._prepare_dir(instance_id, limits)
         channel, egress, guest_agent, guest_egress = await stdio_channels()
         try:
+            # Before it exists: its processes join the cgroup runsc makes for it (named as
+            # it is), and `runsc run` ends with them.
+            self.backstop.register(instance_id, cgroups=(instance_id,))
             log_file = await asyncio.to_thread(open, directory / "runsc.log", "wb")
             with log_file:
                 process = await asyncio.create_subprocess_exec(
@@ -289,9 +292,8 @@ class GvisorBackend:
                     stdin=guest_agent.fileno(), stdout=guest_egress.fileno(),
                     stderr=log_file, env={"PATH": child.HOST_PATH}, cwd="/",
                 )
-            # The sandbox's processes join the cgroup runsc makes for it (named as it is).
-            self.backstop.register(instance_id, cgroups=(instance_id,), pids=(process.pid,))
         except BaseException:
+            self.backstop.forget(instance_id)
             channel.close()
             await egress.close()
             await asyncio.to_thread(shutil.rmtree, directory, True)
