@@ -46,6 +46,21 @@ class UidAllocator:
         self.directory = directory if directory is not None else host_dir("uids")
         self.base = base
         self.count = count
+        self.sweep()
+
+    def sweep(self) -> int:
+        """Remove the lease files of workers that died holding them (their locks went with
+        them; the files stay). Safe against a concurrent ``lease``: it re-checks that the
+        file it locked is still the one at the path. Returns how many went."""
+        removed = 0
+        for path in self.directory.iterdir():
+            if not path.name.isdigit():
+                continue
+            lease = self._try(int(path.name))
+            if lease is not None:
+                lease.release()
+                removed += 1
+        return removed
 
     def lease(self) -> UidLease:
         for _ in range(ATTEMPTS):
