@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tenantry.sandbox.backends import guardian
 from tenantry.sandbox.backends.hostwide import host_dir
+from tenantry.sandbox.types import SandboxUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -40,11 +41,16 @@ class Backstop:
         self.worker = (pid, started)
         # Its own session: a signal to the worker's process group does not reach it. No
         # environment of the worker's: it needs none.
-        self._guardian: subprocess.Popen[bytes] | None = subprocess.Popen(
-            [sys.executable, "-I", "-S", str(GUARDIAN), str(self.directory), str(pid),
-             str(started)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True, cwd="/", env={"PATH": "/usr/bin:/bin"})
+        try:
+            self._guardian: subprocess.Popen[bytes] | None = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(GUARDIAN), str(self.directory), str(pid),
+                 str(started)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, start_new_session=True, cwd="/",
+                env={"PATH": "/usr/bin:/bin"})
+        except OSError as exc:
+            raise SandboxUnavailable(f"could not start the sandbox guardian "
+                                     f"({sys.executable} {GUARDIAN}): {exc}") from None
 
     @property
     def guardian_pid(self) -> int | None:
