@@ -31,8 +31,9 @@ class Settings:
     master_key: str | None = None
     # Sandboxes (DESIGN §10): the backend (None → probed: microvm, gvisor, bwrap; "none"
     # turns code execution off), the warm pool's size per worker process, the per-sandbox
-    # guest memory, the per-execution time limit, and how long a parked run's sandbox is
-    # kept paused before it is hibernated (its files are saved at the park either way).
+    # guest memory, the per-execution time limit, how long a parked run's sandbox is
+    # kept paused before it is hibernated (its files are saved at the park either way), and
+    # the size of its /work in all (each file is capped at it too).
     sandbox_backend: str | None = None
     sandbox_image_dir: Path | None = None  # guest images and templates; data_dir/sandbox
     sandbox_pool_size: int = 2
@@ -49,6 +50,9 @@ class Settings:
     # Bytes each tenant may hold in the blob store (sandbox file saves, large tool
     # output); a write past it is refused (blobs/). 0: no quota.
     blob_quota_mib: int = 1024
+    # Size of a sandbox's /work in all (bwrap/gVisor tmpfs, the microVM's disk), and the
+    # per-file cap.
+    sandbox_work_mib: int = 256
     # Role the application switches to on every connection: it has no BYPASSRLS, so
     # row-level security is the second wall behind every query's WHERE clause.
     db_role: str = "tenantry_app"
@@ -125,6 +129,7 @@ class Settings:
         integer("TENANTRY_SANDBOX_KEPT_MAX", "sandbox_kept_max", 0)
         integer("TENANTRY_SANDBOX_KEPT_PER_TENANT", "sandbox_kept_per_tenant", 0)
         integer("TENANTRY_BLOB_QUOTA_MIB", "blob_quota_mib", 0)
+        integer("TENANTRY_SANDBOX_WORK_MIB", "sandbox_work_mib", 8)
         if "TENANTRY_DB_ROLE" in env:
             values["db_role"] = env["TENANTRY_DB_ROLE"]
         integer("TENANTRY_DB_POOL_MIN", "db_pool_min", 1)

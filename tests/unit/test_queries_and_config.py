@@ -59,3 +59,10 @@ def test_isolation_settings_from_env() -> None:
         Settings.from_env({"TENANTRY_SANDBOX_MIN_BOUNDARY": "none"})
     with pytest.raises(ConfigurationError, match="TENANTRY_BLOB_QUOTA_MIB must be at least 0"):
         Settings.from_env({"TENANTRY_BLOB_QUOTA_MIB": "-1"})
+
+
+def test_sandbox_work_size_setting() -> None:
+    assert Settings.from_env({}).sandbox_work_mib == 256
+    assert Settings.from_env({"TENANTRY_SANDBOX_WORK_MIB": "64"}).sandbox_work_mib == 64
+    with pytest.raises(ConfigurationError, match="TENANTRY_SANDBOX_WORK_MIB must be at least 8"):
+        Settings.from_env({"TENANTRY_SANDBOX_WORK_MIB": "1"})

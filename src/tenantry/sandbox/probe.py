@@ -200,7 +200,8 @@ def detect(settings: Settings) -> Detection:
 
 def default_limits(settings: Settings) -> Limits:
     return Limits(memory_mib=settings.sandbox_memory_mib,
-                  timeout_s=float(settings.sandbox_timeout_seconds))
+                  timeout_s=float(settings.sandbox_timeout_seconds),
+                  disk_mib=settings.sandbox_work_mib)
 
 
 def build_backend(name: str, settings: Settings) -> Backend:

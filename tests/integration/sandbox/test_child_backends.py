@@ -21,6 +21,7 @@ from tenantry.sandbox.backends.bwrap import BwrapBackend
 from tenantry.sandbox.backends.cgroups import PARENT, ROOT
 from tenantry.sandbox.backends.child import ChildInstance
 from tenantry.sandbox.backends.gvisor import MIN_MEMORY_MIB, GvisorBackend
+from tenantry.sandbox.backends.uids import HOST_UID_BASE, UidAllocator
 from tenantry.sandbox.probe import AGENT_PATH
 from tenantry.sandbox.types import EXIT_KILLED, Limits, SandboxUnavailable
 
@@ -106,7 +107,71 @@ async def test_files_persist_between_executions(backend: ChildBackend) -> None:
     await exec_(instance, shell="echo kept > note.txt")
     reply = await exec_(instance, python="print(open('/work/note.txt').read(), end='')")
     assert reply["stdout"] == "kept\n"
-    assert (instance.directory / "work" / "note.txt").read_text() == "kept\n"
+
+
+def _host_processes_with(marker: str) -> list[str]:
+    """Command lines of host processes that mention ``marker`` (a bwrap sandbox's processes
+    are host processes; gVisor's guest processes are its sentry's, seen with ``ps`` inside)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and running(int(entry.name)):
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if marker in cmdline:
+                found.append(cmdline)
+    return found
+
+
+#: The attack: processes that leave the execution's session — a setsid'd shell, and a
+#: double fork that also calls setsid — each saying it runs before the execution returns.
+ESCAPES = (
+    "setsid sh -c 'echo up > up1; exec sleep 1717' & "
+    "python3 -c \"import os, time\n"
+    "if os.fork() == 0:\n"
+    "    os.setsid()\n"
+    "    if os.fork() == 0:\n"
+    "        open('up2', 'w').write('up'); time.sleep(1718)\n"
+    "    os._exit(0)\n\"; "
+    "while [ ! -s up1 ] || [ ! -s up2 ]; do sleep 0.01; done; echo started"
+)
+
+
+async def test_nothing_an_execution_starts_outlives_it(backend: ChildBackend) -> None:
+    instance = await backend.launch(Limits())
+    reply = await exec_(instance, shell=ESCAPES)
+    assert reply["exit_code"] == 0 and reply["stdout"] == "started\n", reply
+    # The next execution (the same run's, or whoever it might talk to) finds none of them.
+    seen = await exec_(instance, shell="ps -eo args")
+    assert "sleep 171" not in str(seen["stdout"]) and "1718" not in str(seen["stdout"]), seen
+    assert _host_processes_with("sleep 1717") == []
+    assert _host_processes_with("1718") == []
+    # The sandbox itself carries on.
+    assert (await exec_(instance, shell="echo still here"))["stdout"] == "still here\n"
+
+
+async def test_work_is_capped_in_all_not_only_per_file(backend: ChildBackend) -> None:
+    """The attack: many files, each under the per-file cap (RLIMIT_FSIZE), whose sum is
+    far above the sandbox's disk limit: the writes stop with ENOSPC inside the sandbox,
+    and nothing of them lands on the host's disk."""
+    instance = await backend.launch(Limits(disk_mib=16))
+    fill = ("import errno\nwritten = 0\ntry:\n"
+            "    for i in range(12):\n"
+            "        with open(f'fill{i}', 'wb') as f:\n"
+            "            for _ in range(4):\n"
+            "                f.write(b'x' * (1 << 20)); written += 1\n"
+            "except OSError as e:\n"
+            "    print(errno.errorcode[e.errno], written)\n"
+            "else:\n"
+            "    print('wrote', written)\n")
+    reply = await exec_(instance, python=fill)
+    outcome, written = str(reply["stdout"]).split()
+    assert outcome == "ENOSPC" and int(written) <= 16, reply
+    on_host = sum(f.stat().st_size for f in instance.directory.rglob("*") if f.is_file())
+    assert on_host < 1 << 20
+    # What fits still works: the sandbox is full, not broken.
+    assert (await exec_(instance, shell="rm fill*; echo ok > note; cat note"))["stdout"] == "ok\n"
 
 
 async def test_confinement(backend: ChildBackend) -> None:
@@ -205,6 +270,39 @@ async def test_bwrap_close_destroys_every_instance(state_dir: Path) -> None:
     instances = [await backend.launch(Limits()) for _ in range(2)]
     await backend.close()
     assert not any(i.alive or i.directory.exists() for i in instances)
+
+
+def _host_uid(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Uid:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no Uid line for {pid}")
+
+
+async def test_bwrap_two_workers_never_share_a_host_uid(tmp_path: Path) -> None:
+    """Two backends, as two worker processes on one host have, each with its own
+    allocator over the host-wide leases (a folder of this test's, and a range of three
+    uids, so that any reuse would show): every live sandbox has a uid no other has, and
+    once the range is taken a launch is refused rather than doubled up."""
+    leases = tmp_path / "uids"
+    leases.mkdir()
+    base = HOST_UID_BASE + 59_000
+    workers = [BwrapBackend(tmp_path / f"state-{n}", AGENT_PATH,
+                            uids=UidAllocator(leases, base=base, count=3)) for n in range(2)]
+    try:
+        instances = [await workers[0].launch(Limits()), await workers[1].launch(Limits()),
+                     await workers[0].launch(Limits())]
+        # The processes inside run as the instance's host uid: no two the same.
+        uids = [_host_uid(instance.cgroup.pids()[-1]) for instance in instances]
+        assert len(set(uids)) == 3 and all(base <= uid < base + 3 for uid in uids), uids
+        with pytest.raises(SandboxUnavailable, match="no free sandbox uid"):
+            await workers[1].launch(Limits())
+        await instances[1].destroy()  # its uid is free again, for either worker
+        again = await workers[0].launch(Limits())
+        assert _host_uid(again.cgroup.pids()[-1]) == uids[1]
+    finally:
+        for worker in workers:
+            await worker.close()
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ import pytest
 from tenantry.sandbox.backends.cgroups import PARENT, ROOT
 from tenantry.sandbox.backends.microvm import MicroVmBackend, MicroVmInstance
 from tenantry.sandbox.backends.microvm_host import QEMU_BINARY, QEMU_PACKAGE
+from tenantry.sandbox.backends.uids import HOST_UID_BASE
 from tenantry.sandbox.image.build import ImageInfo, build_image, find_image
 from tenantry.sandbox.types import Limits
 from tests.support.sandbox import sandbox_settings
@@ -65,6 +66,10 @@ def proc_text(pid: int, name: str) -> str:
     return Path(f"/proc/{pid}/{name}").read_text()
 
 
+def proc_bytes(pid: int, name: str) -> bytes:
+    return Path(f"/proc/{pid}/{name}").read_bytes()
+
+
 async def run(instance: MicroVmInstance, code: str) -> dict[str, object]:
     return await instance.channel.request("exec", python=code, timeout_s=30, timeout=90)
 
@@ -98,7 +103,8 @@ async def test_clone_launches_from_template_and_runs_code(backend: MicroVmBacken
         assert reply["exit_code"] == 0 and reply["stdout"] == "1000 42\n"
         # QEMU itself is confined: unprivileged, seccomp-filtered, in its own cgroups.
         status = proc_text(instance.pid, "status")
-        assert "Uid:\t65534" in status and "Seccomp:\t2" in status
+        assert instance.host_uid is not None and instance.host_uid >= HOST_UID_BASE
+        assert f"Uid:\t{instance.host_uid}\t" in status and "Seccomp:\t2" in status
         assert "CapEff:\t0000000000000000" in status
         assert f"{PARENT}/microvm-{instance.id}" in proc_text(instance.pid, "cgroup")
         # ... and in a network namespace of its own, not the host's.
@@ -106,6 +112,41 @@ async def test_clone_launches_from_template_and_runs_code(backend: MicroVmBacken
         assert (instance.pss_kib() or 0) > 0
     finally:
         await instance.destroy()
+
+
+#: What a worker's environment holds (config.py reads them from there).
+PLATFORM_SECRETS = {
+    "TENANTRY_MASTER_KEY": "master-key-3b8f0c2e9d",
+    "TENANTRY_OPERATOR_TOKEN": "operator-token-5a1d7e",
+    "TENANTRY_MODEL_API_KEY": "model-api-key-c4e9f1",
+    "TENANTRY_DATABASE_URL": "postgresql://tenantry:db-password-77e2@127.0.0.1/tenantry",
+}
+
+
+async def test_qemu_holds_none_of_the_workers_secrets_and_each_vm_its_own_uid(
+    backend: MicroVmBackend, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The attack: a guest that escapes into its QEMU reads QEMU's environment (there,
+    the worker's would be the platform's keys) and signals or ptraces its neighbour VMs
+    (there, all of them under one uid)."""
+    for name, value in PLATFORM_SECRETS.items():
+        monkeypatch.setenv(name, value)
+    first = await backend.launch(LIMITS)
+    second = await backend.launch(LIMITS)
+    try:
+        for instance in (first, second):
+            assert "qemu-system" in os.readlink(f"/proc/{instance.pid}/exe")
+            environ = proc_bytes(instance.pid, "environ")
+            leaked = [name for name, value in PLATFORM_SECRETS.items()
+                      if name.encode() in environ or value.encode() in environ]
+            assert leaked == [], environ
+            assert b"TENANTRY_" not in environ
+        uids = [proc_text(i.pid, "status").split("Uid:\t")[1].split()[0]
+                for i in (first, second)]
+        assert uids[0] != uids[1] and "0" not in uids, uids
+    finally:
+        await first.destroy()
+        await second.destroy()
 
 
 async def test_pause_stops_the_guest_and_resume_continues_it(backend: MicroVmBackend) -> None:

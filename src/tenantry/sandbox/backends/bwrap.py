@@ -4,10 +4,13 @@ development only and is never presented as equal to ``microvm`` or ``gvisor``.
 
 Process chain (each step execs the next, so the agent's pid tree stays one line):
 ``sh`` (joins the cgroups, as root) → ``prlimit`` (rlimits) → ``setpriv`` (drops to an
-unprivileged host uid, one per instance) → ``bwrap`` (user/pid/net/... namespaces, uid 1000
-inside, read-only /usr, seccomp) → ``sh``, which starts the egress relay beside the agent
-(``guest_command``) and becomes ``python3 -I /agent.py``. The agent speaks on a socket that
-is the process's stdin; its stdout is the egress channel, served once the sandbox is bound."""
+unprivileged host uid, one per instance, leased host-wide: ``uids``) → ``bwrap``
+(user/pid/net/... namespaces, uid 1000 inside, read-only /usr, a size-capped tmpfs /work,
+seccomp) → ``sh``, which starts the egress relay beside the agent (``guest_command``) and
+runs ``python3 -I /agent.py``. The agent speaks on a socket that is the process's stdin;
+its stdout is the egress channel, served once the sandbox is bound. Every instance is in
+the host-wide registry (``registry``): killed by its worker's guardian if the worker dies
+without destroying it."""
 
 from __future__ import annotations
 
@@ -15,7 +18,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import secrets
 import shutil
 import stat
 import tempfile
@@ -33,17 +35,15 @@ from tenantry.sandbox.backends.child import (
     stdio_channels,
 )
 from tenantry.sandbox.backends.orphans import process_dir, reap_dead
+from tenantry.sandbox.backends.registry import Backstop
 from tenantry.sandbox.backends.seccomp import deny_list_program
+from tenantry.sandbox.backends.uids import UidAllocator, UidLease
 from tenantry.sandbox.channel import AgentChannel
 from tenantry.sandbox.egress.port import EgressPort
 from tenantry.sandbox.types import Limits, SandboxUnavailable
 
 log = logging.getLogger(__name__)
 
-#: Host uids handed to instances: unprivileged, outside any range a distribution allocates,
-#: distinct per instance so one sandbox's processes and files are not another's.
-HOST_UID_BASE = 200_000
-HOST_UID_COUNT = 60_000
 SANDBOX_UID = 1000
 NOFILE = 1024
 READY_TIMEOUT_S = 30.0
@@ -80,6 +80,10 @@ class BwrapInstance(ChildInstance):
                          owner._forget)
         self.host_uid = host_uid
 
+    async def _end_leftovers(self) -> None:
+        # Freezing first: a process that forks as fast as it is killed cannot outrun it.
+        await asyncio.to_thread(self.cgroup.kill_all_but, self.baseline)
+
     async def pause(self) -> None:
         if not self.cgroup.can_freeze:
             return  # no freezer here: a paused instance just idles
@@ -100,7 +104,8 @@ class BwrapBackend:
     name = "bwrap"
 
     def __init__(self, state_dir: Path, agent_path: Path, *, relay_path: Path = RELAY_PATH,
-                 ready_timeout_s: float = READY_TIMEOUT_S) -> None:
+                 ready_timeout_s: float = READY_TIMEOUT_S,
+                 uids: UidAllocator | None = None) -> None:
         for binary in ("bwrap", "prlimit", "setpriv"):
             require_binary(binary)
         if not CgroupV1.available():
@@ -118,32 +123,26 @@ class BwrapBackend:
         reap_dead(shared, _destroy_cgroups_of)
         self.process_dir = process_dir(shared, mode=0o711)  # bwrap's uid must traverse
         remove_stale("bw-")
+        self.uids = uids or UidAllocator()
+        self.backstop = Backstop(self.name)
         # Read once: edits to the source tree cannot change sandboxes started later.
         self._agent = agent_path.read_bytes()
         self._relay = relay_path.read_bytes()
         self._seccomp = deny_list_program()
         self._instances: dict[str, BwrapInstance] = {}
-        self._uids: set[int] = set()
-
-    def _allocate_uid(self) -> int:
-        while True:
-            uid = HOST_UID_BASE + secrets.randbelow(HOST_UID_COUNT)
-            if uid not in self._uids:
-                self._uids.add(uid)
-                return uid
+        self._leases: dict[str, UidLease] = {}
 
     def _forget(self, instance_id: str) -> None:
-        instance = self._instances.pop(instance_id, None)
-        if instance is not None:
-            self._uids.discard(instance.host_uid)
+        self._instances.pop(instance_id, None)
+        self.backstop.forget(instance_id)
+        lease = self._leases.pop(instance_id, None)
+        if lease is not None:
+            lease.release()  # after the cgroup is gone: nothing runs as that uid any more
 
     def _prepare_dir(self, instance_id: str, uid: int) -> Path:
         directory = self.process_dir / instance_id
         directory.mkdir(mode=0o700)
-        (directory / "work").mkdir(mode=0o700)
-        # The instance's own uid, and no other, may enter (bwrap resolves the bind as it).
-        for path in (directory, directory / "work"):
-            os.chown(path, uid, uid)
+        os.chown(directory, uid, uid)  # the instance's own uid, and no other, may enter
         return directory
 
     def _argv(self, directory: Path, uid: int, limits: Limits,
@@ -159,7 +158,9 @@ class BwrapBackend:
             "--ro-bind-data", str(fds["agent"]), "/agent.py",
             "--ro-bind-data", str(fds["relay"]), "/relay.py",
             "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-            "--bind", str(directory / "work"), "/work", "--chdir", "/work",
+            # /work is a tmpfs capped at disk_mib in all (RLIMIT_FSIZE caps one file):
+            # its pages are charged to the sandbox's memory cgroup, never the host's disk.
+            "--size", str(fsize), "--perms", "0700", "--tmpfs", "/work", "--chdir", "/work",
             "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/work",
             "--setenv", "LANG", "C.UTF-8",
             "--seccomp", str(fds["seccomp"]),
@@ -186,8 +187,9 @@ class BwrapBackend:
         return fds
 
     async def launch(self, limits: Limits) -> BwrapInstance:
-        instance_id = f"bw-{secrets.token_hex(6)}"
-        uid = self._allocate_uid()
+        lease = self.uids.lease()
+        uid = lease.uid
+        instance_id = f"bw-{os.urandom(6).hex()}"
         directory: Path | None = None
         cgroup: CgroupV1 | None = None
         process: asyncio.subprocess.Process | None = None
@@ -197,6 +199,8 @@ class BwrapBackend:
             directory = self._prepare_dir(instance_id, uid)
             cgroup = CgroupV1.create(instance_id, memory_bytes=limits.memory_mib * 1024 * 1024,
                                      cpus=limits.cpus, pids=limits.pids)
+            # Before its first process: every one of them joins the cgroup (``wrap``).
+            self.backstop.register(instance_id, cgroups=(instance_id,))
             channel, egress, guest_agent, guest_egress = await stdio_channels()
             fds = self._open_fds()
             try:
@@ -215,13 +219,15 @@ class BwrapBackend:
             instance = BwrapInstance(instance_id, directory, process, cgroup, uid, self,
                                      channel, egress)
             self._instances[instance_id] = instance
+            self._leases[instance_id] = lease
         except BaseException:
             if channel is not None:
                 channel.close()
             if egress is not None:
                 await egress.close()
             await _cleanup(directory, cgroup, process)
-            self._uids.discard(uid)
+            self.backstop.forget(instance_id)
+            lease.release()
             raise
         await instance.ready(self.ready_timeout_s, directory / "bwrap.log", "bwrap")
         return instance
@@ -229,6 +235,7 @@ class BwrapBackend:
     async def close(self) -> None:
         for instance in list(self._instances.values()):
             await instance.destroy()
+        self.backstop.close()
 
 
 async def _cleanup(directory: Path | None, cgroup: CgroupV1 | None,

@@ -180,6 +180,30 @@ class CgroupV1:
         except OSError:
             return None
 
+    def kill_all_but(self, keep: frozenset[int], wait_s: float = 5.0) -> int:
+        """SIGKILL every member not in ``keep`` (frozen meanwhile, where a freezer is
+        mounted, so nothing forks past the kill) and wait until they have left. Returns
+        how many were killed; OSError if some would not leave."""
+        extra = self._all_members() - keep
+        if not extra:
+            return 0  # the common case: the agent ended the execution's session itself
+        killed: set[int] = set()
+        deadline = time.monotonic() + wait_s
+        while extra:
+            self.freeze()
+            while self.freezer_state() == "FREEZING" and time.monotonic() < deadline:
+                time.sleep(0.002)
+            for pid in self._all_members() - keep:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            self.thaw()  # SIGKILL acts on a frozen task once thawed
+            if time.monotonic() > deadline:
+                raise OSError(errno.EBUSY, f"cgroup {self.name}: processes would not end")
+            time.sleep(0.002)
+            extra = self._all_members() - keep
+        return len(killed)
+
     def destroy(self, wait_s: float = 5.0) -> None:
         """SIGKILL whatever is left, then remove the directories. Idempotent. Blocks at most
         ``wait_s`` for killed processes to leave (normally they already have)."""

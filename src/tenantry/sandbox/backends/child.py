@@ -1,7 +1,12 @@
 """What the gVisor and bwrap backends share: a sandbox held by one child process of the
 worker (``ChildInstance``), its agent on that child's stdio, its egress stream, its cgroup
 and its folder; the guest command both start, the host paths both expose read-only, and
-how both find their programs. Neither backend imports the other; both import this."""
+how both find their programs. Neither backend imports the other; both import this.
+
+Nothing an execution starts outlives it: the agent ends the execution's session, but code
+can leave that session (``setsid``, a double fork) and, running as the agent's own uid, is
+out of the agent's reach. So after every execution the host ends every process of the
+sandbox that was not there when its agent said hello (``ChildInstance._end_leftovers``)."""
 
 from __future__ import annotations
 
@@ -9,15 +14,16 @@ import asyncio
 import contextlib
 import shutil
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from tenantry.sandbox.backends.cgroups import CgroupV1
 from tenantry.sandbox.channel import MAX_LINE_BYTES, AgentChannel
 from tenantry.sandbox.egress.policy import EgressPolicy
 from tenantry.sandbox.egress.port import EgressPort
 from tenantry.sandbox.egress.proxy import EgressProxy
-from tenantry.sandbox.types import SandboxUnavailable
+from tenantry.sandbox.types import SandboxLost, SandboxUnavailable
 
 #: Where the backends look for their programs, and the PATH their processes get.
 HOST_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
@@ -42,20 +48,42 @@ def guest_command(pids: int) -> list[str]:
     copy of it); its stdout is the egress channel, which only the relay keeps (as fd 3) —
     so stdio carries both, as gVisor passes nothing else in. The agent starts once the
     relay listens (its readiness line comes through a FIFO; EOF if it died, and the agent
-    starts anyway): the host runs code as soon as the agent answers."""
+    starts anyway): the host runs code as soon as the agent answers. The shell stays,
+    waiting for the agent: as the sandbox's first process (gVisor's pid 1) it reaps
+    the orphans an execution leaves once they are killed, which the agent does not."""
     relay = (f"mkfifo {_RELAY_READY} && {{ python3 -I /relay.py --fd 3 3>&1 </dev/null "
              f">{_RELAY_READY} & read -r _ <{_RELAY_READY}; rm -f {_RELAY_READY}; }}; ")
-    agent = f"exec python3 -I /agent.py --workdir /work --nproc {pids} 1>&0"
+    agent = f"python3 -I /agent.py --workdir /work --nproc {pids} 1>&0"
     return ["/bin/sh", "-c", relay + agent]
 
 
-async def stdio_channels() -> tuple[AgentChannel, EgressPort, socket.socket, socket.socket]:
+class ExecChannel(AgentChannel):
+    """The agent's channel, with ``after_exec`` run after every execution before the next
+    request goes out (requests stay one at a time, the hook included)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        super().__init__(reader, writer)
+        self.after_exec: Callable[[], Awaitable[None]] | None = None
+        self._order = asyncio.Lock()
+
+    async def request(
+        self, op: str, *, timeout: float = 30.0, **fields: Any,  # noqa: ASYNC109 - the op's budget
+    ) -> dict[str, Any]:
+        async with self._order:
+            try:
+                return await super().request(op, timeout=timeout, **fields)
+            finally:
+                if op == "exec" and self.after_exec is not None and not self.closed:
+                    await self.after_exec()
+
+
+async def stdio_channels() -> tuple[ExecChannel, EgressPort, socket.socket, socket.socket]:
     """The host ends of a stdio sandbox's two channels, and the guest ends to give its
     process as stdin (the agent's) and stdout (the relay's); the caller closes those."""
     host_agent, guest_agent = socket.socketpair()
     host_egress, guest_egress = socket.socketpair()
     reader, writer = await asyncio.open_connection(sock=host_agent, limit=MAX_LINE_BYTES)
-    return AgentChannel(reader, writer), EgressPort(host_egress), guest_agent, guest_egress
+    return ExecChannel(reader, writer), EgressPort(host_egress), guest_agent, guest_egress
 
 
 def require_binary(name: str) -> str:
@@ -87,6 +115,10 @@ class ChildInstance:
         self._forget = forget
         self._destroyed = False
         self._destroy_lock = asyncio.Lock()
+        #: What runs in the sandbox once its agent is up (its init, relay, agent): kept.
+        self.baseline: frozenset[int] = frozenset()
+        if isinstance(channel, ExecChannel):
+            channel.after_exec = self._after_exec
 
     @property
     def alive(self) -> bool:
@@ -121,11 +153,28 @@ class ChildInstance:
     async def _stop(self) -> None:
         """Backend-specific teardown before the process is killed (none by default)."""
 
+    async def _take_baseline(self) -> None:
+        """Note what runs once the agent is up (by default: the cgroup's members)."""
+        self.baseline = frozenset(await asyncio.to_thread(self.cgroup.pids))
+
+    async def _end_leftovers(self) -> None:
+        """Kill what the last execution left running (backend-specific)."""
+
+    async def _after_exec(self) -> None:
+        # If the leftovers cannot be ended, the sandbox is not used again: lost, destroyed.
+        try:
+            await self._end_leftovers()
+        except (OSError, SandboxUnavailable) as exc:
+            await self.destroy()
+            raise SandboxLost(f"{self.backend} sandbox {self.id}: could not end what the "
+                              f"execution left running: {exc}") from None
+
     async def ready(self, timeout: float, log: Path, label: str) -> None:  # noqa: ASYNC109
         """Wait for the agent's hello; on failure destroy the instance and say why, with
         the tail of the backend's own log."""
         try:
             await self.channel.wait_ready(timeout)
+            await self._take_baseline()
         except (TimeoutError, asyncio.IncompleteReadError, ConnectionError) as exc:
             detail = tail(log)
             await self.destroy()

@@ -3,16 +3,22 @@
 
 Each instance is an OCI bundle: a shared, read-only root directory whose /usr (and the
 /bin, /lib… symlinks into it) comes read-only from the host, the agent and the egress relay
-read-only at /agent.py and /relay.py, and /work bound read-write to the instance's own host
-directory. This runsc has no ``--preserve-fds``: the process's stdio is all it passes in, so
-stdin is the agent's channel (a socket, used both ways) and stdout the relay's egress
-channel (``child.guest_command``); stderr stays runsc's log. The agent runs as
+read-only at /agent.py and /relay.py, and /work a tmpfs in the sandbox capped at
+``disk_mib`` in all (its pages are the sentry's, inside the memory cgroup). This runsc
+has no ``--preserve-fds``: the process's stdio is all it passes in, so stdin is the
+agent's channel (a socket, used both ways) and stdout the relay's egress channel
+(``child.guest_command``); stderr stays runsc's log. The agent runs as
 uid 1000 with no capabilities, so user code is not root even inside gVisor. No network:
 ``runsc --network=none`` leaves only ``lo``. Memory, pids and cpu limits go in the spec's
 ``linux.resources``; runsc applies them to a cgroup v1 at ``tenantry/<id>``.
 
 This Debian build of runsc (2022) only works with ``--platform=ptrace`` here: systrap does
-not exist in it and the KVM platform hangs on these PVM hosts (notes/sandbox-facts.md)."""
+not exist in it and the KVM platform hangs on these PVM hosts (notes/sandbox-facts.md).
+
+The guest's processes are the sentry's, invisible to the host's process table: what an
+execution left running is found with ``runsc ps`` and killed with ``runsc kill --pid``.
+Every instance is in the host-wide registry (``registry``): the sandbox outlives
+``runsc run``, so if the worker dies, its guardian kills the instance's cgroup."""
 
 from __future__ import annotations
 
@@ -35,6 +41,7 @@ from tenantry.sandbox.backends.child import (
     stdio_channels,
 )
 from tenantry.sandbox.backends.orphans import process_dir, reap_dead
+from tenantry.sandbox.backends.registry import Backstop
 from tenantry.sandbox.channel import AgentChannel
 from tenantry.sandbox.egress.port import EgressPort
 from tenantry.sandbox.types import Limits, SandboxUnavailable
@@ -54,6 +61,9 @@ READY_TIMEOUT_S = 30.0
 #: Mounts cached in the sentry ("exclusive"): nothing but the sandbox changes /usr or /work
 #: while it runs, and uncached ("shared") walks are ~30 s for `find /` under ptrace.
 RUNSC_FLAGS = ("--platform=ptrace", "--network=none", "--file-access-mounts=exclusive")
+#: Rounds of ps-and-kill after an execution before the sandbox is given up as lost (a
+#: process that forks faster than runsc kills would otherwise keep it busy forever).
+LEFTOVER_ROUNDS = 20
 
 
 def _bind(source: Path | str, destination: str, *, writable: bool = False) -> dict[str, Any]:
@@ -93,6 +103,25 @@ class GvisorInstance(ChildInstance):
         # runsc's sentry keeps its own view of the CPU count; the host quota is what binds.
         self.cgroup.set_cpus(limits.cpus)
 
+    async def _guest_pids(self) -> set[int]:
+        # This runsc's JSON is a bare list of pids.
+        listed = json.loads(await self._owner.runsc("ps", "--format", "json", self.id) or "[]")
+        return {int(p["PID"] if isinstance(p, dict) else p) for p in listed or ()}
+
+    async def _take_baseline(self) -> None:
+        self.baseline = frozenset(await self._guest_pids())
+
+    async def _end_leftovers(self) -> None:
+        for _ in range(LEFTOVER_ROUNDS):
+            extra = await self._guest_pids() - self.baseline
+            if not extra:
+                return
+            for pid in sorted(extra):
+                # Gone meanwhile (it exited, or its parent's kill took it): not an error.
+                with contextlib.suppress(SandboxUnavailable):
+                    await self._owner.runsc("kill", "--pid", str(pid), self.id, "KILL")
+        raise SandboxUnavailable(f"processes kept appearing after {LEFTOVER_ROUNDS} rounds")
+
     async def _stop(self) -> None:
         # SIGKILL the container first: `delete --force` alone waits for a stop that never
         # comes and gives up after 5 s ("context deadline exceeded"); after the kill it
@@ -123,6 +152,7 @@ class GvisorBackend:
         # long): each worker process keeps its own runsc root and instance folders, and the
         # next backend to start on this host reaps those of processes that are gone.
         _reap_orphans(self.runsc_path, state_dir)
+        self.backstop = Backstop(self.name)
         remove_stale("gv-")  # empty cgroups older than a minute: their sandbox is gone
         self.process_dir = process_dir(state_dir)
         self.runsc_root = self.process_dir / "runsc-root"
@@ -169,12 +199,15 @@ class GvisorBackend:
             {"destination": "/dev", "type": "tmpfs", "source": "tmpfs"},
             {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs",
              "options": ["nosuid", "nodev"]},
+            # Capped in all (RLIMIT_FSIZE caps one file), in the sentry's memory cgroup.
+            {"destination": "/work", "type": "tmpfs", "source": "tmpfs",
+             "options": ["nosuid", "nodev", f"size={fsize}", "mode=0700",
+                         f"uid={SANDBOX_UID}", f"gid={SANDBOX_UID}"]},
             _bind("/usr", "/usr"),
             _bind(self.agent_path, "/agent.py"),
             _bind(self.relay_path, "/relay.py"),
             _bind(directory / "etc" / "passwd", "/etc/passwd"),
             _bind(directory / "etc" / "group", "/etc/group"),
-            _bind(directory / "work", "/work", writable=True),
         ]
         for name in child.ROOT_LINKS:
             host = Path("/") / name
@@ -218,10 +251,6 @@ class GvisorBackend:
     def _prepare_dir(self, instance_id: str, limits: Limits) -> Path:
         directory = self.process_dir / instance_id
         directory.mkdir(mode=0o700)
-        work = directory / "work"
-        work.mkdir(mode=0o700)
-        # The gofer creates files as the guest's uid: the host directory must be its.
-        shutil.chown(work, SANDBOX_UID, SANDBOX_UID)
         etc = directory / "etc"
         etc.mkdir()
         (etc / "passwd").write_text(f"root:x:0:0:root:/:/bin/sh\nsandbox:x:{SANDBOX_UID}:"
@@ -252,6 +281,9 @@ class GvisorBackend:
         directory = self._prepare_dir(instance_id, limits)
         channel, egress, guest_agent, guest_egress = await stdio_channels()
         try:
+            # Before it exists: its processes join the cgroup runsc makes for it (named as
+            # it is), and `runsc run` ends with them.
+            self.backstop.register(instance_id, cgroups=(instance_id,))
             log_file = await asyncio.to_thread(open, directory / "runsc.log", "wb")
             with log_file:
                 process = await asyncio.create_subprocess_exec(
@@ -261,6 +293,7 @@ class GvisorBackend:
                     stderr=log_file, env={"PATH": child.HOST_PATH}, cwd="/",
                 )
         except BaseException:
+            self.backstop.forget(instance_id)
             channel.close()
             await egress.close()
             await asyncio.to_thread(shutil.rmtree, directory, True)
@@ -275,10 +308,12 @@ class GvisorBackend:
 
     def forget(self, instance_id: str) -> None:
         self._instances.pop(instance_id, None)
+        self.backstop.forget(instance_id)
 
     async def close(self) -> None:
         for instance in list(self._instances.values()):
             await instance.destroy()
+        self.backstop.close()
         # The (now empty) process folder stays: another backend of this process may share
         # it; it is removed once this process is gone (orphans.reap_dead).
 

@@ -13,7 +13,14 @@ virtio-serial port, a byte stream to the host's ``EgressProxy``), its own seccom
 (``-sandbox``), an unprivileged uid, cgroup limits. It opens no path of ours: every file
 and socket is handed to it as an open descriptor (``/proc/self/fd/N``, ``fd=N``), so the
 unprivileged uid needs no access to our directories. Clones read the template's RAM from a
-sealed memfd: they can copy-on-write it, never change it for their siblings."""
+sealed memfd: they can copy-on-write it, never change it for their siblings.
+
+QEMU starts with an environment of its own (``QEMU_ENV``), never the worker's: the worker's
+holds the platform's secrets (master key, operator token, model keys, database URL), and a
+guest that escaped into QEMU would read them from its own environment. Each VM runs as
+its own host uid, leased host-wide (``uids``), so two VMs (of one worker or two) cannot
+signal or ptrace each other. Every VM is in the host-wide registry (``registry``): its
+worker's guardian kills it if the worker dies, beside QEMU's own parent-death signal."""
 
 from __future__ import annotations
 
@@ -29,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tenantry.sandbox.backends.cgroups import CgroupV1, remove_stale
+from tenantry.sandbox.backends.child import HOST_PATH
 from tenantry.sandbox.backends.microvm_host import (
     QEMU_PACKAGE,
     TemplateFiles,
@@ -42,6 +50,8 @@ from tenantry.sandbox.backends.microvm_host import (
 )
 from tenantry.sandbox.backends.orphans import process_dir, reap_dead
 from tenantry.sandbox.backends.qmp import QmpClient, QmpError
+from tenantry.sandbox.backends.registry import Backstop
+from tenantry.sandbox.backends.uids import UidAllocator, UidLease
 from tenantry.sandbox.channel import MAX_LINE_BYTES, AgentChannel
 from tenantry.sandbox.egress.policy import EgressPolicy
 from tenantry.sandbox.egress.port import EgressPort
@@ -51,8 +61,8 @@ from tenantry.sandbox.types import Limits, SandboxLost, SandboxUnavailable
 
 __all__ = ["QEMU_PACKAGE", "MicroVmBackend", "MicroVmInstance", "kvm_usable"]
 
-#: The unprivileged uid/gid QEMU runs as (nobody/nogroup).
-QEMU_UID = 65534
+#: All QEMU (and unshare, setpriv) get of an environment: nothing of the worker's.
+QEMU_ENV = {"PATH": HOST_PATH, "LANG": "C.UTF-8"}
 #: Host memory QEMU needs beyond guest RAM (its own heap, the bounded TCG code cache):
 #: the cgroup sits above the guest's RAM, so a memory bomb meets the *guest's* OOM killer.
 QEMU_OVERHEAD_MIB = 160
@@ -89,7 +99,8 @@ class MicroVmInstance:
     def __init__(self, instance_id: str, process: asyncio.subprocess.Process,
                  qmp: QmpClient, channel: AgentChannel, egress: EgressPort,
                  cgroup: CgroupV1 | None, directory: Path,
-                 on_destroyed: Callable[[str], None] | None = None) -> None:
+                 on_destroyed: Callable[[str], None] | None = None,
+                 host_uid: int | None = None) -> None:
         self.id = instance_id
         self.channel = channel
         self._egress = egress
@@ -100,6 +111,7 @@ class MicroVmInstance:
         self._cgroup = cgroup
         self._destroyed = False
         self._on_destroyed = on_destroyed
+        self.host_uid = host_uid  # None when not root: QEMU runs as the worker's uid
 
     @property
     def alive(self) -> bool:
@@ -166,7 +178,7 @@ class MicroVmBackend:
     name = "microvm"
 
     def __init__(self, image: ImageInfo, state_dir: Path, *, accel: str | None = None,
-                 memory_mib: int = 256) -> None:
+                 memory_mib: int = 256, uids: UidAllocator | None = None) -> None:
         self.image = image
         self.state_dir = state_dir
         self.accel = accel or ("kvm" if kvm_usable() else "tcg")
@@ -184,6 +196,9 @@ class MicroVmBackend:
         self.process_dir = process_dir(state_dir / "instances")
         if os.geteuid() == 0 and CgroupV1.available():
             remove_stale("microvm-")  # left by killed workers (their VMs died with them)
+        self._uids = (uids or UidAllocator()) if os.geteuid() == 0 else None
+        self._leases: dict[str, UidLease] = {}
+        self.backstop = Backstop(self.name)
 
     # -- public ------------------------------------------------------------------------
 
@@ -232,6 +247,7 @@ class MicroVmBackend:
         await asyncio.gather(*(i.destroy() for i in list(self._instances.values())),
                              return_exceptions=True)
         self._instances.clear()
+        self.backstop.close()
         for fd in self._rams.values():
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -341,6 +357,7 @@ class MicroVmBackend:
         host_egress, guest_egress = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         owned = list(launch.owned)
         cgroup: CgroupV1 | None = None
+        lease: UidLease | None = None
         try:
             # QEMU's stdout/stderr: its errors, and the guest console when debugging.
             console = os.open(directory / "console.log",
@@ -368,27 +385,38 @@ class MicroVmBackend:
                          "-initrd", f"/proc/self/fd/{boot_fds[1]}",
                          "-append", self._kernel_cmdline(limits)]
             argv = [self._qemu, *args]
-            if os.geteuid() == 0:
+            if self._uids is not None:
                 # In a network namespace of its own (only a down loopback: a compromised
-                # QEMU has no network to reach either), unprivileged, no capabilities, and
-                # killed if its worker dies (a worker killed -9 must not leave VMs behind).
-                argv = ["unshare", "--net", "--", "setpriv", f"--reuid={QEMU_UID}",
-                        f"--regid={QEMU_UID}", "--clear-groups", "--inh-caps=-all",
+                # QEMU has no network to reach either), as a uid of its own, no
+                # capabilities, and killed if its worker dies.
+                lease = self._uids.lease()
+                argv = ["unshare", "--net", "--", "setpriv", f"--reuid={lease.uid}",
+                        f"--regid={lease.uid}", "--clear-groups", "--inh-caps=-all",
                         "--bounding-set=-all", "--pdeathsig=KILL", "--", *argv]
+            else:  # not root: no uid to change, still killed with its worker
+                argv = ["setpriv", "--pdeathsig=KILL", "--", *argv]
             cgroup = self._cgroup(instance_id, limits)
             if cgroup is not None:
                 argv = cgroup.wrap(argv)
             process = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.DEVNULL, stdout=console,
-                stderr=console, start_new_session=True,
+                stderr=console, start_new_session=True, env=QEMU_ENV,
                 pass_fds=[guest_qmp.fileno(), guest_agent.fileno(), guest_egress.fileno(),
                           *launch.inherit, *owned])
+            self.backstop.register(instance_id,
+                                   cgroups=() if cgroup is None else (cgroup.name,),
+                                   pids=(process.pid,))
+            if lease is not None:
+                self._leases[instance_id] = lease
         except BaseException as exc:
             host_qmp.close()
             host_agent.close()
             host_egress.close()
             if cgroup is not None:
                 cgroup.destroy()
+            if lease is not None:
+                lease.release()
+            self.backstop.forget(instance_id)
             shutil.rmtree(directory, ignore_errors=True)
             if isinstance(exc, OSError):
                 raise SandboxUnavailable(f"could not start QEMU: {exc}") from exc
@@ -414,11 +442,13 @@ class MicroVmBackend:
             await _kill(process)
             if cgroup is not None:
                 cgroup.destroy()
+            self._forget(instance_id)
             message = _failure("QEMU did not start", directory)
             shutil.rmtree(directory, ignore_errors=True)
             raise SandboxUnavailable(message) from None
         instance = MicroVmInstance(instance_id, process, qmp, channel, egress, cgroup,
-                                   directory, self._forget)
+                                   directory, self._forget,
+                                   None if lease is None else lease.uid)
         self._instances[instance_id] = instance
         if fresh_boot:
             try:
@@ -432,7 +462,12 @@ class MicroVmBackend:
         return instance
 
     def _forget(self, instance_id: str) -> None:
+        """After the VM's process (and cgroup) is gone: its record and its uid go too."""
         self._instances.pop(instance_id, None)
+        self.backstop.forget(instance_id)
+        lease = self._leases.pop(instance_id, None)
+        if lease is not None:
+            lease.release()
 
     def _cgroup(self, instance_id: str, limits: Limits) -> CgroupV1 | None:
         if os.geteuid() != 0 or not CgroupV1.available():
