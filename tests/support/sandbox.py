@@ -3,11 +3,25 @@ the sandbox sees it."""
 
 from __future__ import annotations
 
+import shutil
 import socket
 from pathlib import Path
 
+import pytest
+
 from tenantry.config import Settings, default_data_dir
+from tenantry.sandbox import probe
 from tenantry.sandbox.types import Limits
+
+BACKENDS = ("microvm", "gvisor", "bwrap")
+
+
+def require(backend: str) -> None:
+    """Fail (never skip) a test whose backend's program is missing, naming the package."""
+    program, package = probe.PACKAGES[backend]
+    if shutil.which(program) is None:
+        pytest.fail(f"{backend} sandbox tests need {program}: install the Debian package "
+                    f"{package} (scripts/install-system-packages does)")
 
 
 def host_address() -> str:

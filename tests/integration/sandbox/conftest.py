@@ -4,7 +4,6 @@ none is skipped here (`make test` installs them and builds the guest image)."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -14,16 +13,7 @@ from tenantry.blobs import DirectoryBlobStore
 from tenantry.sandbox import probe as sandbox_probe
 from tenantry.sandbox.manager import SandboxManager
 from tenantry.sandbox.pool import PooledDriver
-from tests.support.sandbox import TEST_LIMITS, sandbox_settings
-
-BACKENDS = ("microvm", "gvisor", "bwrap")
-
-
-def require(backend: str) -> None:
-    program, package = sandbox_probe.PACKAGES[backend]
-    if shutil.which(program) is None:
-        pytest.fail(f"{backend} sandbox tests need {program}: install the Debian package "
-                    f"{package} (scripts/install-system-packages does)")
+from tests.support.sandbox import BACKENDS, TEST_LIMITS, require, sandbox_settings
 
 
 @pytest.fixture(scope="session")

@@ -21,8 +21,7 @@ import pytest
 from tenantry.sandbox import probe
 from tenantry.sandbox.backends.cgroups import PARENT, ROOT
 from tenantry.sandbox.pool import PooledDriver
-from tests.integration.sandbox.conftest import BACKENDS, require
-from tests.support.sandbox import sandbox_settings
+from tests.support.sandbox import BACKENDS, require, sandbox_settings
 from tests.support.waiting import until
 
 pytestmark = pytest.mark.timeout(600)
