@@ -1,0 +1,94 @@
+"""Second walls (ADR 0011) attacked the way a tenant who got SQL into a pooled connection
+would: leave the pool's role, become someone else, call the console's cross-tenant reads,
+or point a model account's key at a server of their own. Each is refused by Postgres
+itself, whatever the application code above it does."""
+
+from __future__ import annotations
+
+import asyncpg
+import pytest
+
+from tenantry.db import Database
+from tenantry.db.roles import login_warnings
+from tests.support.api import Api
+from tests.support.db import console_login_dsn, login_dsn
+
+
+async def _queued_run(api: Api, name: str) -> str:
+    """A tenant with one queued run (no worker drives it); the tenant's id."""
+    tenant, h = await api.tenant(name)
+    agent = await api.agent(h)
+    await api.start(h, agent, "secret plans of " + name)
+    return tenant
+
+
+async def test_leaving_the_pools_role_leaves_no_way_to_other_tenants(
+    api: Api, db: Database, admin_conn: asyncpg.Connection,
+) -> None:
+    victim = await _queued_run(api, "Victim")
+    assert await admin_conn.fetchval("SELECT count(*) FROM runs WHERE tenant_id = $1",
+                                     victim) == 1
+    async with db.unscoped() as conn:
+        # RESET ROLE returns to the startup role (still under row-level security) ...
+        await conn.execute("RESET ROLE")
+        assert await conn.fetch("SELECT tenant_id, input FROM runs") == []
+        # ... and SET ROLE NONE to the login itself, which owns nothing.
+        await conn.execute("SET ROLE NONE")
+        assert await conn.fetchval("SELECT rolsuper FROM pg_roles "
+                                   "WHERE rolname = current_user") is False
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.fetch("SELECT tenant_id, input FROM runs")
+    for becoming in ("SET ROLE postgres", "SET SESSION AUTHORIZATION postgres"):
+        async with db.unscoped() as conn:
+            with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                await conn.execute(becoming)
+
+
+async def test_the_tenant_pool_cannot_call_the_consoles_cross_tenant_reads(
+    api: Api, db: Database, database_dsn: str,
+) -> None:
+    await _queued_run(api, "Victim")
+    async with db.unscoped() as conn:
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.fetch("SELECT * FROM tenantry_console_runs(NULL, NULL, NULL, NULL, 50)")
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.fetch("SELECT * FROM tenantry_console_tenants(NULL, 50)")
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.fetch("SELECT * FROM tenantry_console_pending_approvals(NULL, 50)")
+    async with db.unscoped() as conn:
+        await conn.execute("SET ROLE NONE")
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.execute("SET ROLE tenantry_console")
+    # The console's own login still reads every tenant's runs through them.
+    console = await Database.connect(console_login_dsn(database_dsn), role="tenantry_console",
+                                     min_size=1, max_size=1)
+    try:
+        async with console.unscoped() as conn:
+            rows = await conn.fetch(
+                "SELECT * FROM tenantry_console_runs(NULL, NULL, NULL, NULL, 50)")
+            assert len(rows) == 1
+            # ... and nothing else: no table, no becoming the application role.
+            with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                await conn.fetch("SELECT input FROM runs")
+            await conn.execute("SET ROLE NONE")
+            with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                await conn.execute("SET ROLE tenantry_app")
+    finally:
+        await console.close()
+
+
+async def test_the_serving_logins_pass_the_start_up_check_and_a_superuser_does_not(
+    database_dsn: str,
+) -> None:
+    for dsn, console in ((login_dsn(database_dsn), False),
+                         (console_login_dsn(database_dsn), True)):
+        conn = await asyncpg.connect(dsn)
+        try:
+            assert await login_warnings(conn, console=console) == []
+        finally:
+            await conn.close()
+    conn = await asyncpg.connect(database_dsn)  # CI's trusted superuser: warned, not refused
+    try:
+        assert await login_warnings(conn) == ["the database login 'postgres' is a superuser"]
+    finally:
+        await conn.close()
