@@ -5,6 +5,11 @@ itself, whatever the application code above it does."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
+from pathlib import Path
+
 import asyncpg
 import pytest
 
@@ -12,6 +17,7 @@ from tenantry.db import Database
 from tenantry.db.roles import login_warnings
 from tests.support.api import Api
 from tests.support.db import console_login_dsn, login_dsn
+from tests.support.harness import tenantry_command
 
 
 async def _queued_run(api: Api, name: str) -> str:
@@ -92,3 +98,35 @@ async def test_the_serving_logins_pass_the_start_up_check_and_a_superuser_does_n
         assert await login_warnings(conn) == ["the database login 'postgres' is a superuser"]
     finally:
         await conn.close()
+
+
+async def _worker_log_until_started(dsn: str, data_dir: Path) -> list[str]:
+    """Start a real `tenantry worker` on ``dsn``; its log lines up to `worker started`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TENANTRY_")}
+    env.update(TENANTRY_DATA_DIR=str(data_dir), TENANTRY_DATABASE_URL=dsn,
+               TENANTRY_SANDBOX_BACKEND="none", TENANTRY_LOG_FORMAT="text")
+    proc = await asyncio.create_subprocess_exec(
+        *tenantry_command(), "worker", env=env, stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE)
+    assert proc.stderr is not None
+    lines: list[str] = []
+    try:
+        while not any("worker started" in line for line in lines):
+            line = await asyncio.wait_for(proc.stderr.readline(), 60)
+            assert line, f"the worker exited: {lines}"
+            lines.append(line.decode())
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await proc.wait()
+    return lines
+
+
+async def test_a_worker_warns_loudly_when_it_logs_in_as_a_superuser(
+    database_dsn: str, tmp_path: Path,
+) -> None:
+    warned = [line for line in await _worker_log_until_started(database_dsn, tmp_path)
+              if "is a superuser" in line]
+    assert len(warned) == 1 and "WARNING" in warned[0] and "tenantry_login" in warned[0]
+    # As the login migration 0015 makes: it starts without a word about roles.
+    quiet = await _worker_log_until_started(login_dsn(database_dsn), tmp_path)
+    assert not [line for line in quiet if "database login" in line]

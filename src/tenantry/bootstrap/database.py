@@ -14,6 +14,9 @@ from tenantry.config import Settings
 from tenantry.db import roles
 from tenantry.db.embedded import EmbeddedPostgres
 from tenantry.db.migrate import Migration, migrate, pending
+from tenantry.db.pool import CONNECT_TIMEOUT_SECONDS
+from tenantry.db.reach import CONNECT_FAILURES, describe_failure
+from tenantry.errors import ConfigurationError
 from tenantry.vault import MasterKey, reseal_legacy_accounts
 
 log = logging.getLogger(__name__)
@@ -62,7 +65,10 @@ async def warn_of_powerful_logins(database: ResolvedDatabase, *, console: bool) 
     if console and database.console_dsn != database.app_dsn:
         logins.append((database.console_dsn, "console"))
     for dsn, what in logins:
-        conn = await asyncpg.connect(dsn)
+        try:
+            conn = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT_SECONDS)
+        except CONNECT_FAILURES as exc:  # one line, as for the owner's URL (db/reach.py)
+            raise ConfigurationError(f"{what}: {describe_failure(dsn, exc)}") from None
         try:
             roles.warn(await roles.login_warnings(conn, console=what == "console"), what)
         finally:

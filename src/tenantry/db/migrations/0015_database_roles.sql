@@ -31,6 +31,9 @@ END
 $$;
 GRANT tenantry_app TO tenantry_login;
 GRANT tenantry_console TO tenantry_console_login;
+-- `api` and `worker` refuse to serve a schema behind the code: the login reads which
+-- migrations were applied before it switches to any role (migrate.py's table).
+GRANT SELECT ON schema_migrations TO tenantry_login;
 
 GRANT USAGE ON SCHEMA public TO tenantry_console;
 REVOKE EXECUTE ON FUNCTION tenantry_console_runs(text, text, uuid, uuid, integer)
