@@ -50,6 +50,19 @@ async def test_leaving_the_pools_role_leaves_no_way_to_other_tenants(
                 await conn.execute(becoming)
 
 
+async def test_a_connection_that_left_the_role_is_handed_on_in_the_role_again(
+    database_dsn: str,
+) -> None:
+    one = await Database.connect(login_dsn(database_dsn), min_size=1, max_size=1)
+    try:
+        async with one.unscoped() as conn:
+            await conn.execute("SET ROLE NONE")
+        async with one.unscoped() as conn:  # the same connection, released and reacquired
+            assert await conn.fetchval("SELECT current_user") == "tenantry_app"
+    finally:
+        await one.close()
+
+
 async def test_the_tenant_pool_cannot_call_the_consoles_cross_tenant_reads(
     api: Api, db: Database, database_dsn: str,
 ) -> None:
