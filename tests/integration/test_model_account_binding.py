@@ -14,7 +14,7 @@ import pytest
 from tenantry.db import Database
 from tenantry.models import accounts
 from tenantry.testing.fake_model import FakeModelServer
-from tenantry.vault import crypto, reseal_legacy_accounts
+from tenantry.vault import MasterKey, crypto, reseal_legacy_accounts, rotate_master_key
 from tests.support.api import TEST_MASTER_KEY, Api
 from tests.support.scripts import answer, scripted
 from tests.support.waiting import until
@@ -106,3 +106,23 @@ async def test_keys_sealed_before_the_binding_serve_until_resealed_then_are_boun
     with pytest.raises(crypto.VaultError):
         crypto.open_platform_secret(TEST_MASTER_KEY, moved.scope,
                                     *moved.sealed_secret or (b"", b""))
+
+
+async def test_rotating_the_master_key_reseals_account_keys_bound_to_where_they_go(
+    api: Api, db: Database, admin_conn: asyncpg.Connection,
+    providers: tuple[FakeModelServer, FakeModelServer],
+) -> None:
+    honest, _ = providers
+    await api.model_account("bound", honest.base_url, secret="sk-bound")
+    await api.model_account("legacy", honest.base_url, secret="sk-legacy")
+    legacy = crypto.account_scope("legacy", "openai", honest.base_url, crypto.LEGACY_BINDING)
+    sealed, nonce = crypto.seal_platform_secret(TEST_MASTER_KEY, legacy, "sk-legacy")
+    await admin_conn.execute("UPDATE model_accounts SET secret_sealed = $1, secret_nonce = $2,"
+                             " secret_binding = 1 WHERE account_id = 'legacy'", sealed, nonce)
+    new = MasterKey.generate()
+    assert await rotate_master_key(admin_conn, TEST_MASTER_KEY, new) == 2
+    for account_id, key in (("bound", "sk-bound"), ("legacy", "sk-legacy")):
+        account = await accounts.get_account(db, account_id)
+        assert account.secret_binding == crypto.ACCOUNT_BINDING
+        assert crypto.open_platform_secret(new, account.scope,
+                                           *account.sealed_secret or (b"", b"")) == key

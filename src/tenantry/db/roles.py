@@ -32,7 +32,7 @@ def with_user(dsn: str, user: str) -> str:
 
 async def login_warnings(conn: Connection, *, console: bool = False) -> list[str]:
     """What is wrong with this connection's login for a process serving tenants: a
-    superuser or BYPASSRLS login can leave the pool's role (RESET ROLE) and read every
+    superuser or BYPASSRLS login can leave the pool's role (SET ROLE NONE) and read every
     tenant; a tenant pool's login that may become the console role reaches every tenant
     through the console's functions. Empty when the login is as migration 0015 makes it."""
     row = await conn.fetchrow(Q.login_powers)
@@ -54,7 +54,7 @@ def warn(problems: list[str], what: str) -> None:
     superuser), but row-level security is then the only wall between tenants."""
     for problem in problems:
         log.warning(
-            "%s: %s: a statement that leaves the pool's role (RESET ROLE) is not held by "
+            "%s: %s: a statement that leaves the pool's role (SET ROLE NONE) is not held by "
             "row-level security; log in as %s (see docs/reference/database-roles.md)",
             what, problem, LOGIN_ROLE if what != "console" else CONSOLE_LOGIN_ROLE,
         )

@@ -12,7 +12,7 @@ BEGIN
     EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
     END;
     -- The API's and workers' login: no privileges of its own, NOINHERIT, so it holds
-    -- tenantry_app's only after the pool's startup `role` switch; RESET ROLE leaves nothing.
+    -- tenantry_app's only after the pool's startup `role` switch; SET ROLE NONE leaves nothing.
     -- No password: it logs in where pg_hba trusts it (the embedded cluster's private
     -- socket) or once the operator gives it one (docs/reference/database-roles.md).
     BEGIN
