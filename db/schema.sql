@@ -896,6 +896,7 @@ CREATE TABLE public.model_accounts (
     enabled boolean DEFAULT true NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    secret_binding smallint DEFAULT 2 NOT NULL,
     CONSTRAINT model_accounts_account_id_check CHECK ((account_id ~ '^[a-z0-9][a-z0-9_-]{1,63}$'::text)),
     CONSTRAINT model_accounts_base_url_check CHECK ((base_url ~ '^https?://'::text)),
     CONSTRAINT model_accounts_check CHECK (((tenant_id IS NOT NULL) OR (secret_name IS NULL))),
@@ -903,6 +904,7 @@ CREATE TABLE public.model_accounts (
     CONSTRAINT model_accounts_models_check CHECK (((cardinality(models) >= 1) AND (cardinality(models) <= 100))),
     CONSTRAINT model_accounts_provider_check CHECK ((provider = ANY (ARRAY['openai'::text, 'anthropic'::text, 'scripted'::text]))),
     CONSTRAINT model_accounts_rpm_check CHECK ((rpm > 0)),
+    CONSTRAINT model_accounts_secret_binding_check CHECK ((secret_binding = ANY (ARRAY[1, 2]))),
     CONSTRAINT model_accounts_tpm_check CHECK ((tpm > 0))
 );
 

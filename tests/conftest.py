@@ -15,7 +15,7 @@ from tenantry.runs.worker import Worker
 from tenantry.testing.fake_model import FakeModelServer
 from tenantry.testing.mcp_server import EffectsMcpServer
 from tests.support.api import Api, serving_api
-from tests.support.db import choose_admin_dsn, dsn_for
+from tests.support.db import choose_admin_dsn, dsn_for, login_dsn
 from tests.support.worker import Fakes, running_worker
 
 
@@ -67,7 +67,8 @@ async def admin_conn(database_dsn: str) -> AsyncIterator[asyncpg.Connection]:
 
 @pytest.fixture
 async def db(database_dsn: str) -> AsyncIterator[Database]:
-    database = await Database.connect(database_dsn, min_size=1, max_size=5)
+    # The tenant pool's login (owns nothing; may become tenantry_app), as in production.
+    database = await Database.connect(login_dsn(database_dsn), min_size=1, max_size=5)
     yield database
     await database.close()
 

@@ -30,6 +30,12 @@ DatabaseUrl = Annotated[
     typer.Option("--database-url", envvar="TENANTRY_DATABASE_URL",
                  help="External Postgres; unset runs the embedded one in the data dir."),
 ]
+ConsoleDatabaseUrl = Annotated[
+    str | None,
+    typer.Option("--console-database-url", envvar="TENANTRY_CONSOLE_DATABASE_URL",
+                 help="Login for the console's cross-tenant reads (tenantry_console_login); "
+                      "unset: the embedded one's, or --database-url."),
+]
 DataDir = Annotated[
     Path | None,
     typer.Option("--data-dir", envvar="TENANTRY_DATA_DIR",
@@ -113,9 +119,11 @@ def api(
     database_url: DatabaseUrl = None, data_dir: DataDir = None, host: Host = None,
     port: Port = None, operator_token: OperatorToken = None,
     max_queued_runs: MaxQueuedRuns = None, refuse_batch_runs_at: RefuseBatchRunsAt = None,
+    console_database_url: ConsoleDatabaseUrl = None,
 ) -> None:
     """Serve the HTTP API only (the schema must be migrated)."""
     settings = _settings(database_url=database_url, data_dir=data_dir, host=host, port=port,
+                         console_database_url=console_database_url,
                          operator_token=operator_token, max_queued_runs=max_queued_runs,
                          refuse_batch_runs_at=refuse_batch_runs_at)
     _serve(settings, migrate=False, demo=False, api=True, workers=0, production=True)
@@ -153,10 +161,12 @@ def up(
                                                 help="Worker loops in this process.")] = None,
     max_queued_runs: MaxQueuedRuns = None, refuse_batch_runs_at: RefuseBatchRunsAt = None,
     delay_new_runs_at: DelayNewRunsAt = None, sandbox_min_boundary: MinBoundary = None,
+    console_database_url: ConsoleDatabaseUrl = None,
 ) -> None:
     """Run the whole platform: (embedded) Postgres, migrations, the API and a worker
     (development: a sandbox boundary below --sandbox-min-boundary is a warning)."""
     settings = _settings(database_url=database_url, data_dir=data_dir, host=host, port=port,
+                         console_database_url=console_database_url,
                          operator_token=operator_token, worker_concurrency=concurrency,
                          model_base_url=model_base_url, workers=workers,
                          max_queued_runs=max_queued_runs,

@@ -24,6 +24,11 @@ def default_data_dir() -> Path:
 @dataclass(frozen=True, slots=True)
 class Settings:
     database_url: str | None = None
+    # The operator console's cross-tenant reads log in separately, as a role that may
+    # become tenantry_console (ADR 0011); unset: the embedded cluster's console login, or
+    # with an external database the same URL as the tenant API (start-up warns if that
+    # login may become tenantry_console).
+    console_database_url: str | None = None
     data_dir: Path = field(default_factory=default_data_dir)
     host: str = "127.0.0.1"
     port: int = 8080
@@ -112,6 +117,7 @@ class Settings:
             values[key] = number
 
         text("TENANTRY_DATABASE_URL", "database_url")
+        text("TENANTRY_CONSOLE_DATABASE_URL", "console_database_url")
         if env.get("TENANTRY_DATA_DIR"):
             values["data_dir"] = Path(env["TENANTRY_DATA_DIR"]).expanduser()
         text("TENANTRY_HOST", "host")

@@ -13,6 +13,7 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import asyncpg
 import httpx2
 import pytest
 
@@ -109,3 +110,31 @@ async def test_demo_banner_curl_starts_a_run(
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=30)
     assert proc.returncode == 0
+
+
+async def test_up_serves_tenants_with_logins_that_are_no_superuser(
+    platform: tuple[str, subprocess.Popen[str], Path],
+) -> None:
+    """The embedded cluster's superuser runs the migrations only: the platform's pools log
+    in as the powerless login (ADR 0011), so SQL that leaves their role holds nothing."""
+    base, _, data_dir = platform
+    async with httpx2.AsyncClient(base_url=base, timeout=10) as c:  # the console's pool too
+        form = (await c.get("/console/login")).text
+        csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', form)
+        assert csrf is not None, form
+        r = await c.post("/console/login", data={"token": TOKEN, "csrf": csrf[1]})
+        assert r.status_code == 303, r.text
+        for page in ("/console/runs", "/console/tenants"):
+            assert (await c.get(page)).status_code == 200, page
+        assert "Demo tenant" in (await c.get("/console/tenants")).text
+    embedded = EmbeddedPostgres(data_dir)  # the running server, as its owner sees it
+    conn = await asyncpg.connect(embedded.start())
+    try:
+        logins = await conn.fetch(
+            "SELECT DISTINCT a.usename, r.rolsuper, r.rolbypassrls FROM pg_stat_activity a "
+            "JOIN pg_roles r ON r.rolname = a.usename "
+            "WHERE a.backend_type = 'client backend' AND a.pid <> pg_backend_pid()")
+    finally:
+        await conn.close()
+    assert {r["usename"] for r in logins} == {"tenantry_login", "tenantry_console_login"}
+    assert not any(r["rolsuper"] or r["rolbypassrls"] for r in logins)

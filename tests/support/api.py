@@ -16,6 +16,7 @@ from tenantry.bootstrap.api import build_app
 from tenantry.config import Settings
 from tenantry.runs.inprocess import LocalWorkers
 from tenantry.vault import MasterKey
+from tests.support.db import console_login_dsn, login_dsn
 
 OPERATOR_TOKEN = "op_test_token"
 
@@ -114,7 +115,10 @@ async def serving_api(database_dsn: str, *, local: LocalWorkers | None = None,
         "db_pool_max": 5, "max_body_bytes": 64 * 1024,
         "master_key": TEST_MASTER_KEY.encoded(), **overrides})
     port = free_port()
-    config = uvicorn.Config(build_app(settings, database_dsn, local=local), host="127.0.0.1",
+    # The serving logins, as `tenantry up` uses on the embedded cluster (ADR 0011).
+    app = build_app(settings, login_dsn(database_dsn),
+                    console_dsn=console_login_dsn(database_dsn), local=local)
+    config = uvicorn.Config(app, host="127.0.0.1",
                             port=port,
                             log_config=None, access_log=False, lifespan="on")
     server = uvicorn.Server(config)

@@ -10,6 +10,7 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 
 from tenantry.db.embedded import EmbeddedPostgres
+from tenantry.db.roles import CONSOLE_LOGIN_ROLE, LOGIN_ROLE, with_user
 
 LOCAL_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
@@ -31,6 +32,20 @@ def choose_admin_dsn(tmp_root: Path) -> tuple[str, EmbeddedPostgres | None]:
 def dsn_for(admin_dsn: str, database: str) -> str:
     parts = urlsplit(admin_dsn)
     return urlunsplit(parts._replace(path="/" + database))
+
+
+def login_dsn(database_dsn: str, login: str = LOGIN_ROLE) -> str:
+    """``database_dsn`` logging in as a serving login of migration 0015 (the tenant pool's,
+    or the console's), as the platform's processes do: on the trusted local server and
+    the embedded one a test exercises the real roles. A configured
+    TENANTRY_TEST_DATABASE_URL keeps its own user (its server may want a password)."""
+    if os.environ.get("TENANTRY_TEST_DATABASE_URL"):
+        return database_dsn
+    return with_user(database_dsn, login)
+
+
+def console_login_dsn(database_dsn: str) -> str:
+    return login_dsn(database_dsn, CONSOLE_LOGIN_ROLE)
 
 
 TABLES = ("tenants", "api_keys", "agents", "agent_versions", "runs", "run_events",

@@ -25,6 +25,7 @@ from tenantry.tools.gateway import ToolGateway
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.vault import Vault
 from tests.support.api import TEST_MASTER_KEY
+from tests.support.db import login_dsn
 
 
 @dataclass
@@ -54,7 +55,7 @@ async def running_worker(
     gateway routes over the accounts registered in the database plus, if ``model_url`` is
     given, that fake server as a configured account serving any model. With ``shedding``
     its claims follow the cell's load level (read on every claim), as a deployed worker's."""
-    database = await Database.connect(dsn, min_size=1, max_size=10)
+    database = await Database.connect(login_dsn(dsn), min_size=1, max_size=10)
     vault = Vault(database, TEST_MASTER_KEY)
     implicit = []
     if model_url is not None:

@@ -30,3 +30,6 @@ class Platform:
     master: MasterKey | None = None  # seals platform model accounts' API keys
     cell: CellCapacity | None = None  # admission's view of the whole cell's queue
     local: LocalWorkers | None = None  # workers in this process (`tenantry up`), if any
+    # The console's cross-tenant reads (ADR 0011): a pool whose login may become
+    # tenantry_console, which the tenant pool's login cannot; None: ``db`` (tests).
+    console_db: Database | None = None

@@ -15,6 +15,7 @@ from tenantry.bootstrap.secrets import master_key
 from tenantry.config import Settings
 from tenantry.db import Database
 from tenantry.db.outage import Outage
+from tenantry.db.roles import CONSOLE_ROLE
 from tenantry.runs.hub import EventHub
 from tenantry.runs.inprocess import LocalWorkers
 from tenantry.scheduler.admission import CellCapacity
@@ -26,25 +27,38 @@ from tenantry.vault import Vault
 
 
 def build_app(
-    settings: Settings, dsn: str, *, local: LocalWorkers | None = None,
-    outage: Outage | None = None,
+    settings: Settings, dsn: str, *, console_dsn: str | None = None,
+    local: LocalWorkers | None = None, outage: Outage | None = None,
 ) -> FastAPI:
-    """``dsn`` is the resolved database (the embedded one's or TENANTRY_DATABASE_URL);
+    """``dsn`` is the resolved database's serving login (the embedded one's or
+    TENANTRY_DATABASE_URL); ``console_dsn``: the console's own login (None: ``dsn``);
     ``local``: the workers sharing this process, if any (`tenantry up`); ``outage``: the
     process's record of database outages, shared with those workers (one log line each)."""
-    return create_app(settings, lambda: platform(settings, dsn, local=local, outage=outage))
+    return create_app(settings, lambda: platform(settings, dsn, console_dsn=console_dsn,
+                                                 local=local, outage=outage))
 
 
 @asynccontextmanager
 async def platform(
-    settings: Settings, dsn: str, *, local: LocalWorkers | None = None,
-    outage: Outage | None = None,
+    settings: Settings, dsn: str, *, console_dsn: str | None = None,
+    local: LocalWorkers | None = None, outage: Outage | None = None,
 ) -> AsyncIterator[Platform]:
     """What every request handler needs, open for as long as the app serves."""
     db = await Database.connect(
         dsn, role=settings.db_role or None, min_size=settings.db_pool_min,
         max_size=settings.db_pool_max, outage=outage,
     )
+    # The console's cross-tenant reads: a small pool of their own, whose login alone may
+    # become tenantry_console; the tenant pool's login cannot (ADR 0011). It connects on
+    # first use: a console login still to be made costs the console, not the tenant API.
+    try:
+        console_db = await Database.connect(
+            console_dsn or settings.console_database_url or dsn,
+            role=CONSOLE_ROLE if settings.db_role else None, min_size=0, max_size=2,
+            outage=db.outage)
+    except BaseException:
+        await db.close()
+        raise
     auth_cache = AuthCache()
     # One LISTEN connection carries both the event tails and key revocations.
     hub = EventHub(dsn, extra={KEY_CHANNEL: auth_cache.clear}, outage=db.outage)
@@ -54,10 +68,12 @@ async def platform(
         await hub.start()
         vault = Vault(db, master) if master is not None else None
         yield Platform(
-            settings, db, hub, mcp, vault, auth_cache=auth_cache, master=master,
+            settings, db, hub, mcp, vault, console_db=console_db, auth_cache=auth_cache,
+            master=master,
             cell=CellCapacity(CellLoad(db, ShedThresholds.of(settings),
                                        settings.load_read_seconds)), local=local)
     finally:
         await mcp.aclose()
         await hub.close()
+        await console_db.close()
         await db.close()

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from tenantry import logs
 from tenantry.bootstrap import StartupFailed
-from tenantry.bootstrap.database import apply_migrations, resolve_database
+from tenantry.bootstrap.database import apply_migrations, reseal_legacy_keys, resolve_database
 from tenantry.bootstrap.secrets import master_key, replace_dev_key
 from tenantry.config import Settings
 from tenantry.db import DATABASE_DOWN, Database
@@ -29,14 +29,14 @@ def migrate(settings: Settings) -> int:
     logs.configure(settings.log_format)
     database = resolve_database(settings)
     try:
-        return len(asyncio.run(_migrate_with_progress(database.dsn)))
+        return len(asyncio.run(_migrate_with_progress(database.dsn, master_key(settings))))
     except DATABASE_DOWN as exc:  # it went away after the check
         raise StartupFailed(describe_failure(database.dsn, exc)) from None
     finally:
         database.stop()
 
 
-async def _migrate_with_progress(dsn: str) -> list[Migration]:
+async def _migrate_with_progress(dsn: str, master: MasterKey | None) -> list[Migration]:
     await check_database(dsn)
     console = Console(stderr=True)
     with console.status("applying migrations") as status:
@@ -44,7 +44,12 @@ async def _migrate_with_progress(dsn: str) -> list[Migration]:
             status.update(f"applying {m.version:04d}_{m.name}")
             console.log(f"migration {m.version:04d}_{m.name}")
 
-        return await apply_migrations(dsn, show)
+        applied = await apply_migrations(dsn, show)
+    # Keys sealed before 0015 get bound to their account's provider and base_url now,
+    # while the owner's connection is open (the serving role may not re-seal).
+    for account in await reseal_legacy_keys(dsn, master):
+        console.log(f"re-sealed model account {account}'s key")
+    return applied
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +104,7 @@ async def _recorded_runs(
     except BaseException:
         database.stop()
         raise
-    db = await Database.connect(database.dsn, role=settings.db_role or None, min_size=1,
+    db = await Database.connect(database.app_dsn, role=settings.db_role or None, min_size=1,
                                 max_size=2)
     try:
         runs = runs or await ended_runs(db, tenant)

@@ -1,22 +1,41 @@
 """The database a process uses: the external one TENANTRY_DATABASE_URL names, else the
-embedded Postgres in the data dir; reaching it, and migrating it."""
+embedded Postgres in the data dir; reaching it, migrating it, and checking the logins the
+serving pools use (docs/decisions/0011-database-roles.md)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import asyncpg
 
 from tenantry.config import Settings
+from tenantry.db import roles
 from tenantry.db.embedded import EmbeddedPostgres
 from tenantry.db.migrate import Migration, migrate, pending
+from tenantry.db.pool import CONNECT_TIMEOUT_SECONDS
+from tenantry.db.reach import CONNECT_FAILURES, describe_failure
+from tenantry.errors import ConfigurationError
+from tenantry.vault import MasterKey, reseal_legacy_accounts
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
 class ResolvedDatabase:
+    #: Migrations and the operator's one-shot commands: the owner (the embedded superuser,
+    #: or whoever TENANTRY_DATABASE_URL names).
     dsn: str
     embedded: EmbeddedPostgres | None
+    #: The API's and workers' pools: the embedded cluster's powerless login, else the URL.
+    app_dsn: str = ""
+    #: The console's cross-tenant reads: its own login, else (external, unset) the app's.
+    console_dsn: str = ""
+
+    def __post_init__(self) -> None:
+        self.app_dsn = self.app_dsn or self.dsn
+        self.console_dsn = self.console_dsn or self.app_dsn
 
     @property
     def kind(self) -> str:
@@ -30,9 +49,46 @@ class ResolvedDatabase:
 
 def resolve_database(settings: Settings) -> ResolvedDatabase:
     if settings.database_url:
-        return ResolvedDatabase(settings.database_url, None)
+        return ResolvedDatabase(settings.database_url, None,
+                                console_dsn=settings.console_database_url or "")
     embedded = EmbeddedPostgres(settings.data_dir)
-    return ResolvedDatabase(embedded.start(), embedded)
+    owner = embedded.start()
+    return ResolvedDatabase(owner, embedded, embedded.app_dsn,
+                            settings.console_database_url or embedded.console_dsn)
+
+
+async def warn_of_powerful_logins(database: ResolvedDatabase, *, console: bool) -> None:
+    """Log loudly if a serving login is a superuser, has BYPASSRLS, or (the tenant API's)
+    may become the console role; ``console``: this process serves the console too. Never
+    refuses: CI's Postgres is a trusted superuser and the whole suite runs on it."""
+    logins = [(database.app_dsn, "tenant API and workers")]
+    if console and database.console_dsn != database.app_dsn:
+        logins.append((database.console_dsn, "console"))
+    for dsn, what in logins:
+        try:
+            conn = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT_SECONDS)
+        except CONNECT_FAILURES as exc:  # one line, as for the owner's URL (db/reach.py)
+            raise ConfigurationError(f"{what}: {describe_failure(dsn, exc)}") from None
+        try:
+            roles.warn(await roles.login_warnings(conn, console=what == "console"), what)
+        finally:
+            await conn.close()
+
+
+async def reseal_legacy_keys(dsn: str, master: MasterKey | None) -> list[str]:
+    """After migrating: bind model accounts' keys sealed before migration 0015 to their
+    provider and base_url (with the owner's connection: the application role may not)."""
+    if master is None:
+        return []
+    conn = await asyncpg.connect(dsn)
+    try:
+        resealed = await reseal_legacy_accounts(conn, master)
+    finally:
+        await conn.close()
+    if resealed:
+        log.info("re-sealed %d model account key(s) bound to provider and base_url",
+                 len(resealed), extra={"accounts": resealed})
+    return resealed
 
 
 async def apply_migrations(

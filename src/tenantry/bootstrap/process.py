@@ -23,7 +23,9 @@ from tenantry.bootstrap.database import (
     ResolvedDatabase,
     apply_migrations,
     pending_migrations,
+    reseal_legacy_keys,
     resolve_database,
+    warn_of_powerful_logins,
 )
 from tenantry.bootstrap.demo import ensure_demo
 from tenantry.bootstrap.secrets import master_key, operator_token
@@ -69,14 +71,17 @@ async def _serve(
     settings: Settings, database: ResolvedDatabase, *, migrate: bool, demo: bool, api: bool,
     workers: int, generated_token: bool, warnings: list[str],
 ) -> None:
-    dsn = database.dsn
-    await check_database(dsn)
+    await check_database(database.dsn)
     if migrate:
-        await apply_migrations(dsn)
+        await apply_migrations(database.dsn)
+        await reseal_legacy_keys(database.dsn, master_key(settings))
     else:
-        missing = await pending_migrations(dsn)
+        missing = await pending_migrations(database.dsn)
         if missing:
             raise StartupFailed(f"{missing} migration(s) pending; run 'tenantry migrate'")
+    # From here on the serving logins, never the owner's (ADR 0011).
+    dsn = database.app_dsn
+    await warn_of_powerful_logins(database, console=api)
     services: list[Service] = []
     # One record of database outages for the whole process: an outage is one line when it
     # starts and one when it ends, however many loops and pools notice it.
@@ -88,7 +93,7 @@ async def _serve(
         base = f"http://{settings.host}:{settings.port}"
         print(banner(base, settings.operator_token if generated_token else None, demo_info,
                      database.kind, warnings), flush=True)
-        services.append(_api(settings, dsn, local, outage))
+        services.append(_api(settings, dsn, database.console_dsn, local, outage))
     # One metrics object for the process: the API's /metrics renders it with the database
     # gauges; a standalone worker serves it on --metrics-port.
     metrics = process_metrics(settings)
@@ -106,8 +111,9 @@ async def _serve(
     metrics.spans.shutdown()
 
 
-def _api(settings: Settings, dsn: str, local: LocalWorkers | None, outage: Outage) -> Service:
-    app = build_app(settings, dsn, local=local, outage=outage)
+def _api(settings: Settings, dsn: str, console_dsn: str, local: LocalWorkers | None,
+         outage: Outage) -> Service:
+    app = build_app(settings, dsn, console_dsn=console_dsn, local=local, outage=outage)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None,
                             access_log=False, lifespan="on", timeout_graceful_shutdown=5)
 

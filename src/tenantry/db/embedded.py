@@ -19,6 +19,7 @@ import tempfile
 from importlib.util import find_spec
 from pathlib import Path
 
+from tenantry.db.roles import CONSOLE_LOGIN_ROLE, LOGIN_ROLE, with_user
 from tenantry.errors import ConfigurationError
 
 log = logging.getLogger(__name__)
@@ -97,9 +98,24 @@ class EmbeddedPostgres:
 
     @property
     def dsn(self) -> str:
+        """The superuser's: migrations and the operator's one-shot commands only."""
         if self._socket_dir is None:
             raise RuntimeError("embedded postgres is not started")
         return f"postgresql://postgres@/postgres?host={self._socket_dir}&port={PORT}"
+
+    # The cluster trusts every login on its socket, which only its owner can open (mode
+    # 0700, in the data dir): the processes log in as the roles migration 0015 makes, not
+    # as the superuser, so a statement that leaves the pool's role has nothing to use.
+
+    @property
+    def app_dsn(self) -> str:
+        """The API's and workers' login: owns nothing, may become tenantry_app."""
+        return with_user(self.dsn, LOGIN_ROLE)
+
+    @property
+    def console_dsn(self) -> str:
+        """The console pool's login: may become tenantry_console only."""
+        return with_user(self.dsn, CONSOLE_LOGIN_ROLE)
 
     # -- internals --------------------------------------------------------------------
 

@@ -42,6 +42,16 @@ async def _init_connection(conn: asyncpg.Connection[asyncpg.Record]) -> None:
     await conn.set_type_codec("json", encoder=_dumps, decoder=orjson.loads, schema="pg_catalog")
 
 
+class _PoolConnection(asyncpg.Connection):
+    """A pooled connection whose release also undoes a ``SET ROLE``: RESET ALL leaves the
+    role alone, so SQL that left the pool's role would otherwise hand the next request a
+    connection acting as the bare login (powerless, but broken). Same round trip."""
+
+    def get_reset_query(self) -> str:
+        query: str = super().get_reset_query()
+        return query + "\nRESET ROLE;"
+
+
 class Database:
     """Owns the pool. Built by the app/worker factory and passed down; never global."""
 
@@ -69,6 +79,7 @@ class Database:
             init=_init_connection,
             server_settings=settings,
             timeout=CONNECT_TIMEOUT_SECONDS,
+            connection_class=_PoolConnection,
         )
         return cls(pool, outage)
 

@@ -46,6 +46,8 @@ class ModelAccount:
     sealed_secret: tuple[bytes, bytes] | None = None  # platform: (sealed, nonce)
     created_at: datetime | None = None
     enabled: bool = True  # false: disabled by an operator, no longer routed to
+    secret_binding: int = crypto.ACCOUNT_BINDING  # what the sealed key is bound to
+
 
     def serves(self, model: str) -> bool:
         """``*`` serves any model; ``family/*`` any ``family/...`` model."""
@@ -62,7 +64,10 @@ class ModelAccount:
 
     @property
     def scope(self) -> str:
-        return f"model-account:{self.account_id}"
+        """The sealed key's associated data: the account and where its key is sent, so a
+        row whose base_url or provider changed cannot open its key."""
+        return crypto.account_scope(self.account_id, self.provider, self.base_url,
+                                    self.secret_binding)
 
     @classmethod
     def from_row(cls, row: asyncpg.Record) -> ModelAccount:
@@ -74,6 +79,7 @@ class ModelAccount:
             models=tuple(row["models"]), region=row["region"], rpm=row["rpm"], tpm=row["tpm"],
             priority=row["priority"], tenant=row["tenant_id"], secret_name=row["secret_name"],
             sealed_secret=sealed, created_at=row["created_at"], enabled=row["enabled"],
+            secret_binding=row["secret_binding"],
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -149,8 +155,9 @@ async def register(
     if account.secret is not None:
         if master is None:
             raise ValidationFailed("secret: the vault is not configured (TENANTRY_MASTER_KEY)")
-        sealed = crypto.seal_platform_secret(master, f"model-account:{account.account_id}",
-                                             account.secret)
+        scope = crypto.account_scope(account.account_id, account.provider, account.base_url,
+                                     crypto.ACCOUNT_BINDING)
+        sealed = crypto.seal_platform_secret(master, scope, account.secret)
     async with db.unscoped() as conn:
         try:
             row = await conn.fetchrow(

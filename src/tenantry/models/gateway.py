@@ -379,8 +379,17 @@ class ModelGateway:
             try:
                 return crypto.open_platform_secret(self._master, account.scope,
                                                    *account.sealed_secret)
-            except crypto.VaultError as exc:
-                raise AccountUnusable(f"{account.account_id}: {exc.detail}") from None
+            except crypto.VaultError:
+                # The key is bound to the provider and base_url it was sealed for: a row
+                # pointed elsewhere (or another master key) must not send it anywhere.
+                unusable = AccountUnusable(
+                    f"{account.account_id}: its sealed key does not open for "
+                    f"{account.provider} at {account.base_url} (the account was changed "
+                    "since its key was sealed, or the master key differs); register the "
+                    "account again")
+                logger.error("model account refused to serve: %s", unusable.detail,
+                             extra={"account": account.account_id})
+                raise unusable from None
         if account.secret_name is not None:
             if self._vault is None or account.tenant is None:
                 raise AccountUnusable(f"{account.account_id}: no vault to read its key from")

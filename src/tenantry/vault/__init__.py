@@ -1,4 +1,4 @@
 from tenantry.vault.crypto import MasterKey, VaultError
-from tenantry.vault.store import Vault, rotate_master_key
+from tenantry.vault.store import Vault, reseal_legacy_accounts, rotate_master_key
 
-__all__ = ["MasterKey", "Vault", "VaultError", "rotate_master_key"]
+__all__ = ["MasterKey", "Vault", "VaultError", "reseal_legacy_accounts", "rotate_master_key"]

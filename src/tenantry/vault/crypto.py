@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import json
 import os
 from dataclasses import dataclass
 
@@ -95,3 +96,19 @@ def seal_platform_secret(master: MasterKey, scope: str, value: str) -> tuple[byt
 def open_platform_secret(master: MasterKey, scope: str, sealed: bytes, nonce: bytes) -> str:
     aad = f"platform-secret:{scope}:{master.key_id}".encode()
     return _open(master.key, sealed, nonce, aad).decode()
+
+
+#: How a model account's key is bound: 1, before migration 0015, to the account id only;
+#: 2, also to where the key is sent (provider, base_url), so a row pointed elsewhere by any
+#: means no longer opens its key.
+LEGACY_BINDING = 1
+ACCOUNT_BINDING = 2
+
+
+def account_scope(account_id: str, provider: str, base_url: str, binding: int) -> str:
+    """What a model account's sealed key is bound to. JSON, so no field's text can pass for
+    another's (a ':' in a URL)."""
+    if binding == LEGACY_BINDING:
+        return f"model-account:{account_id}"
+    return "model-account-v2:" + json.dumps([account_id, provider, base_url],
+                                             separators=(",", ":"))

@@ -34,10 +34,20 @@ UPDATE tenant_keys SET wrapped_key = $2, nonce = $3, master_key_id = $4, rotated
 WHERE tenant_id = $1
 
 -- name: all_sealed_account_secrets
-SELECT account_id, secret_sealed, secret_nonce, master_key_id FROM model_accounts
+-- Rotation and re-sealing: the migrating role only (the application role may not update
+-- these columns, migration 0015).
+SELECT account_id, provider, base_url, secret_sealed, secret_nonce, master_key_id,
+       secret_binding
+FROM model_accounts
 WHERE secret_sealed IS NOT NULL FOR UPDATE
+
+-- name: legacy_sealed_account_secrets
+SELECT account_id, provider, base_url, secret_sealed, secret_nonce, master_key_id,
+       secret_binding
+FROM model_accounts
+WHERE secret_sealed IS NOT NULL AND secret_binding = 1 FOR UPDATE
 
 -- name: reseal_account_secret
 UPDATE model_accounts SET secret_sealed = $2, secret_nonce = $3, master_key_id = $4,
-                          updated_at = now()
+                          secret_binding = $5, updated_at = now()
 WHERE account_id = $1

@@ -111,11 +111,35 @@ async def rotate_master_key(conn: asyncpg.Connection, old: MasterKey, new: Maste
             if row["master_key_id"] != old.key_id:
                 raise VaultError(f"model account {row['account_id']}'s key is sealed by "
                                  "neither key")
-            scope = f"model-account:{row['account_id']}"
-            value = crypto.open_platform_secret(old, scope, bytes(row["secret_sealed"]),
-                                                bytes(row["secret_nonce"]))
-            sealed, nonce = crypto.seal_platform_secret(new, scope, value)
-            await conn.execute(Q.reseal_account_secret, row["account_id"], sealed, nonce,
-                               new.key_id)
+            await _reseal(conn, row, old, new)
             count += 1
     return count
+
+
+async def reseal_legacy_accounts(conn: asyncpg.Connection, master: MasterKey) -> list[str]:
+    """Re-seal model accounts' keys sealed before migration 0015 (bound to the account id
+    only) so they are bound to the provider and base_url too; the ids re-sealed. Idempotent.
+    Needs the migrating role: the application role may not update sealed keys. Keys under
+    another master key are left to `tenantry vault rotate-master-key`, which re-seals too."""
+    resealed = []
+    async with conn.transaction():
+        for row in await conn.fetch(Q.legacy_sealed_account_secrets):
+            if row["master_key_id"] == master.key_id:
+                await _reseal(conn, row, master, master)
+                resealed.append(row["account_id"])
+    return resealed
+
+
+async def _reseal(conn: asyncpg.Connection, row: asyncpg.Record, old: MasterKey,
+                  new: MasterKey) -> None:
+    """Open an account's key as it was sealed, seal it under ``new`` bound to the account's
+    provider and base_url as they are now."""
+    def scope(binding: int) -> str:
+        return crypto.account_scope(row["account_id"], row["provider"], row["base_url"],
+                                    binding)
+
+    value = crypto.open_platform_secret(old, scope(row["secret_binding"]),
+                                        bytes(row["secret_sealed"]), bytes(row["secret_nonce"]))
+    sealed, nonce = crypto.seal_platform_secret(new, scope(crypto.ACCOUNT_BINDING), value)
+    await conn.execute(Q.reseal_account_secret, row["account_id"], sealed, nonce, new.key_id,
+                       crypto.ACCOUNT_BINDING)

@@ -71,6 +71,11 @@ class View:
         return self.platform.db
 
     @property
+    def console_db(self) -> Database:
+        """For the cross-tenant pages only: the pool that may call the console's functions."""
+        return self.platform.console_db or self.platform.db
+
+    @property
     def operator_token(self) -> str | None:
         return self.platform.settings.operator_token
 

@@ -29,7 +29,7 @@ async def _render_inbox(v: SignedIn, *, status: int = 200,
         after = parse_id(ApprovalId, q.get("after"))
     except ValueError:
         after = None
-    pending = await reads.pending_approvals(v.db, after=after)
+    pending = await reads.pending_approvals(v.console_db, after=after)
     decided = None
     try:
         decided_id = parse_id(ApprovalId, q.get("decided"))

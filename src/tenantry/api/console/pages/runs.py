@@ -31,7 +31,7 @@ async def runs_list(v: SignedIn = Depends(signed_in)) -> Response:
     except ValueError as exc:
         error = str(exc)
     else:
-        rows = await reads.runs_page(v.db, tenant=tenant,
+        rows = await reads.runs_page(v.console_db, tenant=tenant,
                                      status=status.value if status else None,
                                      agent=agent, before=before)
     kept = {k: v for k, v in filters.items() if v}

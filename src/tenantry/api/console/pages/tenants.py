@@ -21,7 +21,7 @@ async def tenants(v: SignedIn = Depends(signed_in)) -> Response:
         after = parse_id(TenantId, v.request.query_params.get("after"))
     except ValueError:
         after = None
-    rows, depth = await reads.tenants_page(v.db, after=after)
+    rows, depth = await reads.tenants_page(v.console_db, after=after)
     more = (f"{PREFIX}/tenants?{urlencode({'after': rows[-1].tenant.value})}"
             if len(rows) == reads.PAGE else None)
     return v.render("tenants.html", title="Tenants", rows=rows, queue_depth=depth,

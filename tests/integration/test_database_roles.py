@@ -1,0 +1,145 @@
+"""Second walls (ADR 0011) attacked the way a tenant who got SQL into a pooled connection
+would: leave the pool's role, become someone else, call the console's cross-tenant reads,
+or point a model account's key at a server of their own. Each is refused by Postgres
+itself, whatever the application code above it does."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from tenantry.db import Database
+from tenantry.db.roles import login_warnings
+from tests.support.api import Api
+from tests.support.db import console_login_dsn, login_dsn
+from tests.support.harness import tenantry_command
+
+
+async def _queued_run(api: Api, name: str) -> str:
+    """A tenant with one queued run (no worker drives it); the tenant's id."""
+    tenant, h = await api.tenant(name)
+    agent = await api.agent(h)
+    await api.start(h, agent, "secret plans of " + name)
+    return tenant
+
+
+async def test_leaving_the_pools_role_leaves_no_way_to_other_tenants(
+    api: Api, db: Database, admin_conn: asyncpg.Connection,
+) -> None:
+    victim = await _queued_run(api, "Victim")
+    assert await admin_conn.fetchval("SELECT count(*) FROM runs WHERE tenant_id = $1",
+                                     victim) == 1
+    async with db.unscoped() as conn:
+        # RESET ROLE returns to the startup role (still under row-level security) ...
+        await conn.execute("RESET ROLE")
+        assert await conn.fetch("SELECT tenant_id, input FROM runs") == []
+        # ... and SET ROLE NONE to the login itself, which owns nothing.
+        await conn.execute("SET ROLE NONE")
+        assert await conn.fetchval("SELECT rolsuper FROM pg_roles "
+                                   "WHERE rolname = current_user") is False
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.fetch("SELECT tenant_id, input FROM runs")
+    for becoming in ("SET ROLE postgres", "SET SESSION AUTHORIZATION postgres"):
+        async with db.unscoped() as conn:
+            with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                await conn.execute(becoming)
+
+
+async def test_a_connection_that_left_the_role_is_handed_on_in_the_role_again(
+    database_dsn: str,
+) -> None:
+    one = await Database.connect(login_dsn(database_dsn), min_size=1, max_size=1)
+    try:
+        async with one.unscoped() as conn:
+            await conn.execute("SET ROLE NONE")
+        async with one.unscoped() as conn:  # the same connection, released and reacquired
+            assert await conn.fetchval("SELECT current_user") == "tenantry_app"
+    finally:
+        await one.close()
+
+
+async def test_the_tenant_pool_cannot_call_the_consoles_cross_tenant_reads(
+    api: Api, db: Database, database_dsn: str,
+) -> None:
+    await _queued_run(api, "Victim")
+    async with db.unscoped() as conn:
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.fetch("SELECT * FROM tenantry_console_runs(NULL, NULL, NULL, NULL, 50)")
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.fetch("SELECT * FROM tenantry_console_tenants(NULL, 50)")
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.fetch("SELECT * FROM tenantry_console_pending_approvals(NULL, 50)")
+    async with db.unscoped() as conn:
+        await conn.execute("SET ROLE NONE")
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.execute("SET ROLE tenantry_console")
+    # The console's own login still reads every tenant's runs through them.
+    console = await Database.connect(console_login_dsn(database_dsn), role="tenantry_console",
+                                     min_size=1, max_size=1)
+    try:
+        async with console.unscoped() as conn:
+            rows = await conn.fetch(
+                "SELECT * FROM tenantry_console_runs(NULL, NULL, NULL, NULL, 50)")
+            assert len(rows) == 1
+            # ... and nothing else: no table, no becoming the application role.
+            with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                await conn.fetch("SELECT input FROM runs")
+            await conn.execute("SET ROLE NONE")
+            with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                await conn.execute("SET ROLE tenantry_app")
+    finally:
+        await console.close()
+
+
+async def test_the_serving_logins_pass_the_start_up_check_and_a_superuser_does_not(
+    database_dsn: str,
+) -> None:
+    for dsn, console in ((login_dsn(database_dsn), False),
+                         (console_login_dsn(database_dsn), True)):
+        conn = await asyncpg.connect(dsn)
+        try:
+            assert await login_warnings(conn, console=console) == []
+        finally:
+            await conn.close()
+    conn = await asyncpg.connect(database_dsn)  # CI's trusted superuser: warned, not refused
+    try:
+        assert await login_warnings(conn) == ["the database login 'postgres' is a superuser"]
+    finally:
+        await conn.close()
+
+
+async def _worker_log_until_started(dsn: str, data_dir: Path) -> list[str]:
+    """Start a real `tenantry worker` on ``dsn``; its log lines up to `worker started`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TENANTRY_")}
+    env.update(TENANTRY_DATA_DIR=str(data_dir), TENANTRY_DATABASE_URL=dsn,
+               TENANTRY_SANDBOX_BACKEND="none", TENANTRY_LOG_FORMAT="text")
+    proc = await asyncio.create_subprocess_exec(
+        *tenantry_command(), "worker", env=env, stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE)
+    assert proc.stderr is not None
+    lines: list[str] = []
+    try:
+        while not any("worker started" in line for line in lines):
+            line = await asyncio.wait_for(proc.stderr.readline(), 60)
+            assert line, f"the worker exited: {lines}"
+            lines.append(line.decode())
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await proc.wait()
+    return lines
+
+
+async def test_a_worker_warns_loudly_when_it_logs_in_as_a_superuser(
+    database_dsn: str, tmp_path: Path,
+) -> None:
+    warned = [line for line in await _worker_log_until_started(database_dsn, tmp_path)
+              if "is a superuser" in line]
+    assert len(warned) == 1 and "WARNING" in warned[0] and "tenantry_login" in warned[0]
+    # As the login migration 0015 makes: it starts without a word about roles.
+    quiet = await _worker_log_until_started(login_dsn(database_dsn), tmp_path)
+    assert not [line for line in quiet if "database login" in line]
