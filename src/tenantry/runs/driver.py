@@ -124,6 +124,8 @@ class RunDriver:
         self.run_id = str(lease.run)
         self.state = RunState()
         self.spec: AgentSpec | None = None
+        # tool → {server, sha256} the version was published against (checked per call).
+        self.tool_pins: dict[str, dict[str, str]] = {}
         self.region = ""
         self.agent: AgentId | None = None  # from the run row, by _load
         self.agent_version = 0
@@ -212,6 +214,7 @@ class RunDriver:
                                         row["agent_version"], conn)
             events = await log.read(conn, lease.tenant, lease.run, after=0, limit=1_000_000)
         self.spec = version.spec
+        self.tool_pins = version.tool_pins
         self.region = row["region"]
         self.agent, self.agent_version = AgentId(row["agent_id"]), row["agent_version"]
         self.tenant_class = row["plan"]

@@ -47,7 +47,8 @@ async def call_tool(d: RunDriver, call: CallTool) -> float:
         await d.append([ToolStarted(call.key, call.tool)])
     began_ns = time.time_ns()
     result = await tools.call(tenant, d.spec, call.tool, call.arguments, call.key,
-                              run=d.lease.run, sandbox_ref=d.state.sandbox_ref)
+                              run=d.lease.run, sandbox_ref=d.state.sandbox_ref,
+                              pins=d.tool_pins)
     sandbox = result.sandbox
     fact = await _sandbox_fact(d, sandbox)
     if fact is not None:  # the run's cost and the log both show what the sandbox cost
