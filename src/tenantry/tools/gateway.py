@@ -26,6 +26,7 @@ from tenantry.breaker import CircuitBreaker
 from tenantry.db import Database
 from tenantry.errors import NotFound, ToolUnavailable
 from tenantry.ids import RunId, TenantId
+from tenantry.sandbox.egress import EgressRefusal
 from tenantry.tools import approvals
 from tenantry.tools.audit import AuditEntry
 from tenantry.tools.builtin import NAMES as BUILTIN_TOOLS
@@ -57,6 +58,10 @@ class ToolResult:
     output_ref: str | None = None
     outcome: str = "ok"
     sandbox: dict[str, Any] | None = None  # built-in tools: which sandbox, and its times
+    # Built-in tools: egress attempts the sandbox had refused during the call, and how many
+    # more were refused than kept (runs/tool_step.py records them as EgressRefused).
+    egress_refused: tuple[EgressRefusal, ...] = ()
+    egress_dropped: int = 0
 
     def audit(self, tool: str, key: str, arguments: dict[str, Any] | None) -> AuditEntry:
         return AuditEntry.of(tool, key, arguments, self.outcome, server=self.server,
@@ -195,7 +200,9 @@ class ToolGateway:
         outcome = await self._builtins.call(tenant, run, tool, arguments,
                                             egress=spec.sandbox.egress, sandbox_ref=sandbox_ref)
         result = await self._shape(tenant, key, None, outcome.ok, outcome.text, started)
-        return dataclasses.replace(result, sandbox=outcome.sandbox or None)
+        return dataclasses.replace(result, sandbox=outcome.sandbox or None,
+                                   egress_refused=outcome.egress_refused,
+                                   egress_dropped=outcome.egress_dropped)
 
     # -- steps -------------------------------------------------------------------------
 
