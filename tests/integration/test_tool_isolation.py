@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 
+import asyncpg
 import pytest
 
 from tenantry.ids import TenantId
@@ -16,6 +17,7 @@ from tests.support.api import Api
 from tests.support.bank_server import BankMcpServer
 from tests.support.scripts import answer, call, scripted
 from tests.support.session_server import SessionStateMcpServer
+from tests.support.waiting import until
 from tests.support.worker import Fakes
 
 
@@ -61,8 +63,26 @@ async def test_the_pool_bound_holds_with_sessions_per_tenant(
         assert mcp.open_connections == 1
 
 
+async def test_a_session_lists_its_tools_again_when_the_server_says_they_changed(
+    scratchpad: SessionStateMcpServer,
+) -> None:
+    """The gateway compares each call with the list its session remembers: a server's
+    tools/list_changed must make the session list again, not wait for the list to age."""
+    tenant = TenantId.parse("tenant-a")
+    async with McpToolClient() as mcp:
+        listed = await mcp.session_tools(scratchpad.url, tenant=tenant, max_age=3600)
+        assert {t["name"] for t in listed} == {"remember", "recall", "grow"}
+        assert (await mcp.call(scratchpad.url, "grow", {}, tenant=tenant)).ok
+
+        async def relisted() -> bool:
+            tools = await mcp.session_tools(scratchpad.url, tenant=tenant, max_age=3600)
+            return "forget" in {t["name"] for t in tools}
+
+        await until(relisted, "the session's tool list refreshed after list_changed", 10)
+
+
 async def test_a_tool_changed_after_the_version_was_published_is_not_called(
-    api: Api, fakes: Fakes, worker: object
+    api: Api, fakes: Fakes, worker: object, admin_conn: asyncpg.Connection
 ) -> None:
     """The rug pull: the version was published against the bank's reviewed tools; the bank
     then serves wire_money with another description and schema, and the list gets re-pinned
@@ -82,6 +102,10 @@ async def test_a_tool_changed_after_the_version_was_published_is_not_called(
         refused = next(e["data"] for e in events if e["type"] == "ToolCompleted")
         assert "published against" in refused["error"], refused
         assert bank.calls == []  # the changed tool never ran
+        audited = await admin_conn.fetchrow(
+            "SELECT outcome, server, detail FROM audit_log WHERE key = $1", refused["key"])
+        assert audited["outcome"] == "refused" and audited["server"] == "bank"
+        assert "published against" in audited["detail"]
         assert (await api.run(h, run))["status"] == "finished"  # the model was told, as data
         # A new version, reviewed against the new list, may call it.
         r = await api.client.post(f"/v1/agents/{agent}/versions", headers=h, json={

@@ -1,6 +1,7 @@
 """An MCP server that keeps state per MCP session, as real servers may (a scratchpad, a
 login, a cart): ``remember(note)`` stores a note for the calling session, ``recall()``
-answers what that session stored. It speaks only the session-ful ``initialize`` handshake
+answers what that session stored, and ``grow()`` adds a tool and tells the calling session
+its tool list changed. It speaks only the session-ful ``initialize`` handshake
 (``server/discover`` is refused, like a server on an older SDK), so every connection is a
 session with its own ``Mcp-Session-Id``."""
 
@@ -30,8 +31,20 @@ class SessionStateMcpServer:
             """The note this session kept, if any."""
             return self.notes.get(_session(ctx), "nothing remembered")
 
+        async def grow(ctx: Context) -> str:
+            """Serve one more tool, and say so to this session (tools/list_changed)."""
+            async def forget(ctx: Context) -> str:
+                """Drop this session's note."""
+                self.notes.pop(_session(ctx), None)
+                return "forgotten"
+
+            self.mcp.add_tool(forget)
+            await ctx.session.send_tool_list_changed()
+            return "grown"
+
         self.mcp.add_tool(remember)
         self.mcp.add_tool(recall)
+        self.mcp.add_tool(grow)
         self._http: LoopbackServer | None = None
 
     @property
