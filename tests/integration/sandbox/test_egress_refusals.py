@@ -2,8 +2,8 @@
 trying the cloud metadata address and hosts off its allow-list leaves one EgressRefused
 event per attempt in the run's log, raises the refused-egress metric, and past the
 operator's threshold gets its agent version flagged for review, in the API and the console.
-On bubblewrap, the fastest backend here: the refusals are the host-side proxy's, which is
-the same for every backend (tests/integration/sandbox/test_egress.py covers each)."""
+On every backend: the refusals are the host-side proxy's, the same for all, but each
+backend's own relay carries the attempts to it."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def refused_metric(scraped: str, reason: str) -> float:
     return float(found[1]) if found else 0.0
 
 
-@pytest.mark.parametrize("driver", ["bwrap"], indirect=True)
+@pytest.mark.parametrize("driver", ["bwrap", "gvisor", "microvm"], indirect=True)
 async def test_refused_egress_is_recorded_counted_and_flags_the_version(
     api: Api, fakes: Fakes, database_dsn: str, driver: PooledDriver, tmp_path: Path,
     admin_conn: asyncpg.Connection,
