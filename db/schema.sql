@@ -290,6 +290,22 @@ END
 $$;
 
 --
+-- Name: tenantry_console_flagged_versions(text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_console_flagged_versions(p_tenants text[]) RETURNS TABLE(tenant_id text, agent_id uuid, name text, version integer, refused_egress bigint, reason text, flagged_at timestamp with time zone)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    SELECT f.tenant_id, f.agent_id, a.name, f.version, f.refused_egress, f.reason,
+           f.flagged_at
+    FROM public.agent_version_flags f
+    JOIN public.agents a ON a.tenant_id = f.tenant_id AND a.agent_id = f.agent_id
+    WHERE f.tenant_id = ANY (p_tenants) AND f.flagged_at IS NOT NULL
+    ORDER BY f.tenant_id, f.flagged_at DESC
+$$;
+
+--
 -- Name: tenantry_console_pending_approvals(uuid, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -756,6 +772,23 @@ CREATE FUNCTION public.tenantry_wake_parked(p_models text[], p_limit integer) RE
 $$;
 
 --
+-- Name: agent_version_flags; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.agent_version_flags (
+    tenant_id text NOT NULL,
+    agent_id uuid NOT NULL,
+    version integer NOT NULL,
+    refused_egress bigint DEFAULT 0 NOT NULL,
+    reason text,
+    flagged_at timestamp with time zone,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT agent_version_flags_check CHECK (((reason IS NULL) = (flagged_at IS NULL))),
+    CONSTRAINT agent_version_flags_reason_check CHECK ((reason = 'egress_refused'::text)),
+    CONSTRAINT agent_version_flags_refused_egress_check CHECK ((refused_egress >= 0))
+);
+
+--
 -- Name: agent_versions; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1132,6 +1165,13 @@ CREATE TABLE public.usage_facts (
 );
 
 --
+-- Name: agent_version_flags agent_version_flags_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.agent_version_flags
+    ADD CONSTRAINT agent_version_flags_pkey PRIMARY KEY (tenant_id, agent_id, version);
+
+--
 -- Name: agent_versions agent_versions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1328,6 +1368,12 @@ ALTER TABLE ONLY public.usage_facts
     ADD CONSTRAINT usage_facts_pkey PRIMARY KEY (tenant_id, run_id, seq);
 
 --
+-- Name: agent_version_flags_flagged; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX agent_version_flags_flagged ON public.agent_version_flags USING btree (tenant_id, flagged_at) WHERE (flagged_at IS NOT NULL);
+
+--
 -- Name: approvals_console_pending; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1502,6 +1548,13 @@ CREATE TRIGGER tenants_policy AFTER INSERT ON public.tenants FOR EACH ROW EXECUT
 CREATE TRIGGER usage_facts_immutable BEFORE DELETE OR UPDATE ON public.usage_facts FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_change();
 
 --
+-- Name: agent_version_flags agent_version_flags_tenant_id_agent_id_version_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.agent_version_flags
+    ADD CONSTRAINT agent_version_flags_tenant_id_agent_id_version_fkey FOREIGN KEY (tenant_id, agent_id, version) REFERENCES public.agent_versions(tenant_id, agent_id, version);
+
+--
 -- Name: agent_versions agent_versions_tenant_id_agent_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1656,6 +1709,12 @@ ALTER TABLE ONLY public.usage_facts
     ADD CONSTRAINT usage_facts_tenant_id_run_id_seq_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events(tenant_id, run_id, seq);
 
 --
+-- Name: agent_version_flags; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.agent_version_flags ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: agent_versions; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -1732,6 +1791,12 @@ ALTER TABLE public.secrets ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.tenant_budget ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: agent_version_flags tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.agent_version_flags USING ((tenant_id = public.tenantry_current_tenant()));
 
 --
 -- Name: agent_versions tenant_isolation; Type: POLICY; Schema: public; Owner: -

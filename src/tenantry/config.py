@@ -73,6 +73,9 @@ class Settings:
     model_api_key: str | None = None
     model_provider: str = "openai"  # the wire format of model_base_url: openai | anthropic
     lease_seconds: float = 30.0
+    # Refused egress attempts of one agent version's sandboxes (over all its runs) before
+    # the version is flagged for review (issue 15).
+    egress_flag_threshold: int = 20
     # Shedding (ADR 0008), by runs queued in the whole cell: from delay_new_runs_at the
     # claim serves in-flight runs of every tenant before new runs; from
     # refuse_batch_runs_at new batch runs get 503 overloaded; from max_queued_runs every
@@ -146,6 +149,7 @@ class Settings:
         text("TENANTRY_MODEL_API_KEY", "model_api_key")
         text("TENANTRY_MODEL_PROVIDER", "model_provider")
         integer("TENANTRY_LEASE_SECONDS", "lease_seconds", 1)
+        integer("TENANTRY_EGRESS_FLAG_THRESHOLD", "egress_flag_threshold", 1)
         integer("TENANTRY_WORKER_CONCURRENCY", "worker_concurrency", 1)
         integer("TENANTRY_MAX_QUEUED_RUNS", "max_queued_runs", 1)
         integer("TENANTRY_REFUSE_BATCH_RUNS_AT", "refuse_batch_runs_at", 1)
@@ -192,6 +196,7 @@ class Settings:
             ("TENANTRY_WORKER_CONCURRENCY / --concurrency", self.worker_concurrency, 1),
             ("TENANTRY_WORKERS / --workers", self.workers, 0),
             ("TENANTRY_LEASE_SECONDS", self.lease_seconds, 1),
+            ("TENANTRY_EGRESS_FLAG_THRESHOLD", self.egress_flag_threshold, 1),
             ("TENANTRY_PORT / --port", self.port, 0),
         ):
             if value < minimum:

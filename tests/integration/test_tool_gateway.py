@@ -116,6 +116,16 @@ async def test_a_server_that_changes_its_tools_is_refused_until_repinned(
     r = await api.client.post(f"/admin/v1/tenants/{tenant}/tool-servers/bank/pin",
                               headers=api.operator)
     assert r.status_code == 200 and "close_account" in r.json()["tools"]
+    # The version was published against the old list: it stays refused (issue 15) ...
+    run_id = await api.start(h, agent, scripted(call("wire_money", amount=5, to="a"),
+                                                answer("{last_tool_result}")))
+    await api.events_until_end(h, run_id)
+    assert "published against" in str((await api.run(h, run_id))["answer"])
+    assert bank.calls == []
+    # ... and a version published after the re-pin calls the tool.
+    r = await api.client.post(f"/v1/agents/{agent}/versions", headers=h, json={
+        "model": "scripted", "system_prompt": "", "tools": ["wire_money"]})
+    assert r.status_code == 201, r.text
     run_id = await api.start(h, agent, scripted(call("wire_money", amount=5, to="a"),
                                                 answer("{last_tool_result}")))
     await api.events_until_end(h, run_id)

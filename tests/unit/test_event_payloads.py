@@ -16,6 +16,7 @@ from tenantry.runs.events import (
     ApprovalRequested,
     BudgetStopped,
     CancelRequested,
+    EgressRefused,
     EventType,
     ModelFallback,
     ModelReplied,
@@ -89,6 +90,12 @@ EXAMPLES: list[tuple[Payload, dict[str, Any]]] = [
      {"url": "https://h", "attempts": 8, "error": "timeout"}),
     (Signalled("go", None), {"name": "go", "data": None}),
     (SignalConsumed(3, "go"), {"signal_seq": 3, "name": "go"}),
+    (EgressRefused("run_x:2:0", "169.254.169.254", 80, "metadata_address"),
+     {"key": "run_x:2:0", "host": "169.254.169.254", "port": 80,
+      "reason_code": "metadata_address"}),
+    (EgressRefused("run_x:2:0", "evil.example", 443, "not_allowed", 7),
+     {"key": "run_x:2:0", "host": "evil.example", "port": 443, "reason_code": "not_allowed",
+      "count": 7}),
 ]
 
 

@@ -41,6 +41,11 @@ def test_settings_from_env() -> None:
         Settings.from_env({"TENANTRY_PORT": "eighty"})
     with pytest.raises(ConfigurationError, match="SANDBOX"):
         Settings.from_env({"TENANTRY_SANDBOX_BACKEND": "docker"})
+    assert Settings.from_env({}).egress_flag_threshold == 20
+    assert Settings.from_env({"TENANTRY_EGRESS_FLAG_THRESHOLD": "5"}).egress_flag_threshold == 5
+    with pytest.raises(ConfigurationError, match="TENANTRY_EGRESS_FLAG_THRESHOLD must be at "
+                                                 "least 1"):
+        Settings.from_env({"TENANTRY_EGRESS_FLAG_THRESHOLD": "0"})
     assert Settings.from_env({"TENANTRY_PORT": "9000"}, port=1234).port == 1234
 
 

@@ -11,6 +11,7 @@ from tenantry.runs.events import (
     ApprovalRequested,
     BudgetStopped,
     CancelRequested,
+    EgressRefused,
     Event,
     ModelReplied,
     Payload,
@@ -78,13 +79,14 @@ def test_approvals_cancel_starts_parks_saves_and_the_end() -> None:
         RunParked("model unavailable"), RunParked("again"), SandboxSaved("blob_1", 10, 1.0),
         RunResumed("RunParked"), CancelRequested(), BudgetStopped("max_steps", 1, 1),
         WebhookDelivered("https://example.com", 1, 200),
+        EgressRefused("k0", "evil.example", 443, "not_allowed"),  # no decision follows
     ))
     assert state.started == {"k0"} and state.cancel_requested
     approval = state.approvals["k1"]
     assert (approval.approval_id, approval.status, approval.comment) == ("apr_1", "denied", "no")
     assert set(state.approvals) == {"k1"}
     assert (state.parked, state.sandbox_ref, state.ended) == (2, "blob_1", "BudgetStopped")
-    assert state.last_seq == 13
+    assert state.last_seq == 14
 
 
 def test_a_new_reply_resets_the_park_count() -> None:

@@ -19,6 +19,7 @@ from tenantry.ids import AgentId, RunId
 from tenantry.runs.events import (
     ApprovalDecided,
     ApprovalRequested,
+    EgressRefused,
     Event,
     ModelFallback,
     ModelReplied,
@@ -64,15 +65,17 @@ def test_spans_partition_the_run_and_clamp_what_does_not_fit() -> None:
         Event.of(2, ModelFallback("m0", "m", "down"), at(300)),
         reply(3, 300, waited=200),
         # A tool that says it took longer than its gap: clamped, never overlapping.
-        Event.of(4, ToolCompleted("k", "t", 3, 0, {}, server="s", duration_ms=900,
+        # The sandbox's refused egress is written with the call's result.
+        Event.of(4, EgressRefused("k", "169.254.169.254", 80, "metadata_address"), at(400)),
+        Event.of(5, ToolCompleted("k", "t", 3, 0, {}, server="s", duration_ms=900,
                                   sandbox={"backend": "bwrap", "exec_ms": 40}), at(400)),
-        Event.of(5, ApprovalRequested("apr_1", "k2", "t", {}, at(1000).isoformat()), at(420)),
-        Event.of(6, ApprovalDecided("apr_1", "k2", "approved"), at(700)),
+        Event.of(6, ApprovalRequested("apr_1", "k2", "t", {}, at(1000).isoformat()), at(420)),
+        Event.of(7, ApprovalDecided("apr_1", "k2", "approved"), at(700)),
         # Started before the decision committed: out of order, clamped to a zero gap.
-        reply(7, 690, waited=5),
-        Event.of(8, RunFinished("done"), at(1000)),
+        reply(8, 690, waited=5),
+        Event.of(9, RunFinished("done"), at(1000)),
         # after the end: not run time
-        Event.of(9, WebhookDelivered("https://example.com/hook", 1, 200), at(3000)),
+        Event.of(10, WebhookDelivered("https://example.com/hook", 1, 200), at(3000)),
     ]
     trace = trace_of(RunId.new(), row(), events)
     spans = trace["spans"]
@@ -93,6 +96,7 @@ def test_spans_partition_the_run_and_clamp_what_does_not_fit() -> None:
     assert trace["fallbacks"] == [{"seq": 2, "type": "ModelFallback", "from": "m0",
                                    "to": "m", "reason": "down"}]
     assert spans[5]["detail"]["decision"] == "approved"
+    assert trace["egress_refused"] == {"total": 1, "by_reason": {"metadata_address": 1}}
 
 
 def test_a_run_still_going_ends_in_its_current_wait() -> None:

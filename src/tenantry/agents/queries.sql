@@ -46,3 +46,23 @@ LIMIT $3
 
 -- name: latest_version
 SELECT latest_version FROM agents WHERE tenant_id = $1 AND agent_id = $2
+
+-- name: count_refused_egress
+-- Adds $4 refused egress attempts to the version's count; flags it once the count reaches
+-- $5 (the first time only: `since` stays when it was first flagged).
+INSERT INTO agent_version_flags AS f (tenant_id, agent_id, version, refused_egress, reason,
+                                      flagged_at)
+VALUES ($1, $2, $3, $4::bigint, CASE WHEN $4::bigint >= $5::bigint THEN 'egress_refused' END,
+        CASE WHEN $4::bigint >= $5::bigint THEN now() END)
+ON CONFLICT (tenant_id, agent_id, version) DO UPDATE
+SET refused_egress = f.refused_egress + EXCLUDED.refused_egress,
+    reason = COALESCE(f.reason, CASE WHEN f.refused_egress + EXCLUDED.refused_egress
+                                          >= $5::bigint THEN 'egress_refused' END),
+    flagged_at = COALESCE(f.flagged_at, CASE WHEN f.refused_egress + EXCLUDED.refused_egress
+                                                  >= $5::bigint THEN now() END),
+    updated_at = now()
+RETURNING refused_egress, reason, flagged_at
+
+-- name: version_flag
+SELECT refused_egress, reason, flagged_at FROM agent_version_flags
+WHERE tenant_id = $1 AND agent_id = $2 AND version = $3 AND flagged_at IS NOT NULL

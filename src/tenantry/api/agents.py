@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Response
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from tenantry.agents import service
+from tenantry.agents import flags, service
 from tenantry.agents.spec import AgentSpec, Limits, SandboxPolicy
 from tenantry.api.auth import current_tenant, platform
 from tenantry.api.fields import Body, PositiveInt4, Text
@@ -109,7 +109,21 @@ class AgentOut(BaseModel):
     sandbox: SandboxBody
     tool_pins: dict[str, dict[str, str]] = Field(
         description="For each tool: the registered server that served it when this version "
-                    "was published, and the hash of that server's pinned tool list.")
+                    "was published, and the hash of that server's pinned tool list. A call "
+                    "is made only while that server serves exactly that list.")
+    flagged_for_review: ReviewFlagOut | None = Field(
+        default=None,
+        description="Set once this version's sandboxes had more refused egress attempts "
+                    "than the operator's threshold (TENANTRY_EGRESS_FLAG_THRESHOLD); null "
+                    "otherwise.")
+
+
+class ReviewFlagOut(BaseModel):
+    reason: str = Field(description="Why: `egress_refused` (its sandboxes kept trying to "
+                                    "reach what the allow-list does not allow).")
+    since: datetime = Field(description="When the version was flagged.")
+    refused_egress: int = Field(description="Refused egress attempts counted so far, over "
+                                            "all the version's runs.")
 
 
 class AgentSummaryOut(BaseModel):
@@ -127,10 +141,17 @@ class AgentList(BaseModel):
 NOT_FOUND = service.NOT_FOUND
 
 
-def _out(v: service.AgentVersion) -> AgentOut:
+def _out(v: service.AgentVersion, flag: flags.ReviewFlag | None = None) -> AgentOut:
     spec = v.spec.to_json()
+    flagged = None if flag is None else ReviewFlagOut(
+        reason=flag.reason, since=flag.since, refused_egress=flag.refused_egress)
     return AgentOut(agent_id=str(v.agent_id), name=v.name, version=v.version,
-                    created_at=v.created_at, tool_pins=v.tool_pins, **spec)
+                    created_at=v.created_at, tool_pins=v.tool_pins,
+                    flagged_for_review=flagged, **spec)
+
+
+async def _flagged_out(p: Platform, tenant: TenantId, v: service.AgentVersion) -> AgentOut:
+    return _out(v, await flags.review_flag(p.db, tenant, v.agent_id, v.version))
 
 
 @router.post("", status_code=201, response_model=AgentOut)
@@ -165,7 +186,7 @@ async def get_agent(
     agent_id: str, tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform)
 ) -> AgentOut:
     agent = parse_or_404(AgentId, agent_id, NOT_FOUND)
-    return _out(await service.get_agent(p.db, tenant, agent))
+    return await _flagged_out(p, tenant, await service.get_agent(p.db, tenant, agent))
 
 
 @router.post("/{agent_id}/versions", status_code=201, response_model=AgentOut)
@@ -186,7 +207,8 @@ async def get_version(
 ) -> AgentOut:
     agent = parse_or_404(AgentId, agent_id, NOT_FOUND)
     number = positive_int4_or_404(version, service.VERSION_NOT_FOUND)
-    return _out(await service.get_version(p.db, tenant, agent, number))
+    return await _flagged_out(p, tenant,
+                              await service.get_version(p.db, tenant, agent, number))
 
 
 async def change_version(

@@ -150,6 +150,12 @@ class TraceFallback(BaseModel):
     reason: str | None
 
 
+class TraceEgressRefused(BaseModel):
+    total: int = Field(description="Egress attempts the run's sandbox had refused.")
+    by_reason: dict[str, int] = Field(description="By reason code: not_allowed, "
+                                                  "internal_address, metadata_address.")
+
+
 class TraceOut(BaseModel):
     """Where a run's wall time went. Spans partition [created_at, ended_at or now]."""
 
@@ -164,6 +170,7 @@ class TraceOut(BaseModel):
     sandbox: TraceSandbox | None
     spans: list[TraceSpan]
     fallbacks: list[TraceFallback]
+    egress_refused: TraceEgressRefused
 
 
 def _events_url(run: RunId) -> str:

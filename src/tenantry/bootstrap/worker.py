@@ -101,7 +101,8 @@ async def engine(
             yield Engine(
                 db=db, model=model, tools=gateway, prices=PriceBook(db),
                 worker=worker_id(name),
-                settings=EngineSettings(lease_seconds=settings.lease_seconds),
+                settings=EngineSettings(lease_seconds=settings.lease_seconds,
+                                        egress_flag_threshold=settings.egress_flag_threshold),
                 sandboxes=boxes, metrics=metrics,
             )
     finally:

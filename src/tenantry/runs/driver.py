@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tenantry import logs
+from tenantry.agents import flags
 from tenantry.agents.service import get_version
 from tenantry.agents.spec import AgentSpec
 from tenantry.blobs import BlobQuotaExceeded
@@ -86,6 +87,9 @@ class EngineSettings:
     # release) is handed back and held off this long, so that older workers do not
     # claim it in a loop while a newer one is rolled out.
     newer_worker_recheck_seconds: float = 60.0
+    # Refused egress attempts of one agent version's sandboxes before the version is
+    # flagged for review (TENANTRY_EGRESS_FLAG_THRESHOLD).
+    egress_flag_threshold: int = 20
 
 
 @dataclass(slots=True)
@@ -125,6 +129,8 @@ class RunDriver:
         self.run_id = str(lease.run)
         self.state = RunState()
         self.spec: AgentSpec | None = None
+        # tool → {server, sha256} the version was published against (checked per call).
+        self.tool_pins: dict[str, dict[str, str]] = {}
         self.region = ""
         self.agent: AgentId | None = None  # from the run row, by _load
         self.agent_version = 0
@@ -219,6 +225,7 @@ class RunDriver:
                                         row["agent_version"], conn)
             events = await log.read(conn, lease.tenant, lease.run, after=0, limit=1_000_000)
         self.spec = version.spec
+        self.tool_pins = version.tool_pins
         self.region = row["region"]
         self.agent, self.agent_version = AgentId(row["agent_id"]), row["agent_version"]
         self.tenant_class = row["plan"]
@@ -294,8 +301,10 @@ class RunDriver:
         self, events: list[Payload], *, steps: int = 0,
         usage: TokenUsage | None = None, cost: int = 0, audit: AuditEntry | None = None,
         spend: tuple[budget.Reservation, budget.UsageFact] | None = None,
-        sandbox: budget.SandboxFact | None = None,
+        sandbox: budget.SandboxFact | None = None, refused_egress: int = 0,
     ) -> None:
+        """``refused_egress``: egress attempts refused during the tool call these events
+        record, counted against the agent version in the same transaction (issue 15)."""
         usage = usage or TokenUsage()
         lease = self.lease
         written = []
@@ -325,6 +334,10 @@ class RunDriver:
             if sandbox is not None:  # billed per sandbox second, with the call's result
                 await budget.record_sandbox(conn, lease.tenant, lease.run,
                                             dataclasses.replace(sandbox, seq=written[-1].seq))
+            if refused_egress and self.agent is not None:
+                await flags.count_refused_egress(
+                    conn, lease.tenant, self.agent, self.agent_version, refused_egress,
+                    threshold=self.engine.settings.egress_flag_threshold)
         clean = await self.absorb(written)
         self._in_sync = clean and not renewed["cancel_requested"]
 

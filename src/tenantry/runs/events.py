@@ -39,6 +39,7 @@ class EventType(StrEnum):
     CHILD_RUN_STARTED = "ChildRunStarted"
     WEBHOOK_DELIVERED = "WebhookDelivered"
     WEBHOOK_FAILED = "WebhookFailed"
+    EGRESS_REFUSED = "EgressRefused"
     # Library tasks (tenantry.store): a tenant's signal to a task, and its consumption by
     # the task's lease holder (under the lease epoch, so each signal is consumed once).
     SIGNALLED = "Signalled"
@@ -301,6 +302,22 @@ class WebhookFailed(WebhookOutcome):
 
 
 @dataclass(frozen=True, slots=True)
+class EgressRefused(Payload):
+    """Code in the run's sandbox tried to reach somewhere its allow-list does not allow
+    (or an internal or metadata address), during the tool call ``key``: the host and port
+    it asked for, and why it was refused (``not_allowed``, ``internal_address``,
+    ``metadata_address``). ``count`` > 1 folds the attempts past the per-call cap of
+    separate events that share this reason (host and port are then the first of them)."""
+
+    TYPE = EventType.EGRESS_REFUSED
+    key: str
+    host: str
+    port: int
+    reason_code: str
+    count: int = 1
+
+
+@dataclass(frozen=True, slots=True)
 class Signalled(Payload):
     TYPE = EventType.SIGNALLED
     name: str
@@ -320,7 +337,7 @@ PAYLOADS: dict[str, type[Payload]] = {p.TYPE.value: p for p in (
     RunCreated, ModelReplied, ToolStarted, ToolCompleted, ApprovalRequested, ApprovalDecided,
     ModelFallback, ModelRerouted, RunParked, RunResumed, SandboxSaved, BudgetStopped,
     CancelRequested, RunFinished, RunFailed, RunCancelled, WebhookDelivered, WebhookFailed,
-    Signalled, SignalConsumed,
+    Signalled, SignalConsumed, EgressRefused,
 )}
 
 

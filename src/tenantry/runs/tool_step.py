@@ -1,5 +1,6 @@
 """The tool step: one call the model asked for, through the tool gateway, recorded as
-ToolCompleted (with its audit row and, for sandboxed built-in tools, its billing fact)."""
+ToolCompleted (with its audit row and, for sandboxed built-in tools, its billing fact and
+an EgressRefused for each egress attempt the sandbox had refused during the call)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,17 @@ from typing import TYPE_CHECKING, Any
 from tenantry.ledger import budget
 from tenantry.runs import observe
 from tenantry.runs.decide import CallTool, RecordUnknown
-from tenantry.runs.events import ABSENT, ToolCompleted, ToolStarted
+from tenantry.runs.events import ABSENT, EgressRefused, ToolCompleted, ToolStarted
+from tenantry.sandbox.egress import EgressRefusal
 from tenantry.tools.audit import AuditEntry
 from tenantry.tools.gateway import ToolResult
 
 if TYPE_CHECKING:
     from tenantry.runs.driver import RunDriver
+
+#: EgressRefused events of one call, one per attempt; attempts past it are folded into one
+#: event per reason code (``count``), so a loop of attempts cannot flood the log.
+MAX_EGRESS_EVENTS_PER_CALL = 50
 
 UNKNOWN_OUTCOME = ("the platform stopped during this call and the tool cannot dedupe "
                    "repeats, so its outcome is unknown; check before trying again")
@@ -47,20 +53,48 @@ async def call_tool(d: RunDriver, call: CallTool) -> float:
         await d.append([ToolStarted(call.key, call.tool)])
     began_ns = time.time_ns()
     result = await tools.call(tenant, d.spec, call.tool, call.arguments, call.key,
-                              run=d.lease.run, sandbox_ref=d.state.sandbox_ref)
+                              run=d.lease.run, sandbox_ref=d.state.sandbox_ref,
+                              pins=d.tool_pins)
     sandbox = result.sandbox
     fact = await _sandbox_fact(d, sandbox)
     if fact is not None:  # the run's cost and the log both show what the sandbox cost
         sandbox = {**(sandbox or {}), "cost_micros": fact.cost_micros,
                    "price_version": fact.price_version}
-    await d.append([completed(call, result, sandbox)],
+    egress = egress_events(call.key, result.egress_refused, result.egress_dropped)
+    attempts = sum(e.count for e in egress)
+    # Written by this lease holder with the call's result: the attempts happened in it.
+    await d.append([*egress, completed(call, result, sandbox)],
                    audit=result.audit(call.tool, call.key, call.arguments),
-                   cost=fact.cost_micros if fact else 0, sandbox=fact)
+                   cost=fact.cost_micros if fact else 0, sandbox=fact,
+                   refused_egress=attempts)
+    for event in egress:
+        d.engine.metrics.egress_refused.inc(d.tenant_class, event.reason_code,
+                                            amount=event.count)
     observe.tool_step(d.engine.metrics, tenant=tenant.value,
                       tenant_class=d.tenant_class, run_id=d.run_id,
                       seq=d.state.last_seq, tool=call.tool, key=call.key, result=result,
                       began_ns=began_ns, ended_ns=began_ns + int(result.duration_ms * 1e6))
     return result.duration_ms
+
+
+def egress_events(key: str, refusals: tuple[EgressRefusal, ...],
+                  dropped: int = 0) -> list[EgressRefused]:
+    """One event per refused attempt up to the cap; the rest folded into one event per
+    reason code, host and port those of its first attempt (``dropped``, the attempts the
+    proxy did not even keep, count with the last reason seen)."""
+    events = [EgressRefused(key, r.host, r.port, r.reason_code)
+              for r in refusals[:MAX_EGRESS_EVENTS_PER_CALL]]
+    first: dict[str, EgressRefusal] = {}
+    counts: dict[str, int] = {}
+    for r in refusals[MAX_EGRESS_EVENTS_PER_CALL:]:
+        first.setdefault(r.reason_code, r)
+        counts[r.reason_code] = counts.get(r.reason_code, 0) + 1
+    if dropped and refusals:
+        last = refusals[-1]
+        first.setdefault(last.reason_code, last)
+        counts[last.reason_code] = counts.get(last.reason_code, 0) + dropped
+    return events + [EgressRefused(key, r.host, r.port, code, counts[code])
+                     for code, r in first.items()]
 
 
 async def _sandbox_fact(d: RunDriver, sandbox: dict[str, Any] | None) -> budget.SandboxFact | None:

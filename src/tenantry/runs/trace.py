@@ -32,7 +32,10 @@ Transactions that committed out of start order are clamped to zero-length gaps. 
 partition is exact, and the attribution within a step is good to a few milliseconds (the
 database round trips around each call). A running run's last span runs to "now" and is
 ``platform`` labelled ``in progress`` (a model or tool call in flight is not in the log
-yet)."""
+yet).
+
+``egress_refused`` sums the EgressRefused events: egress attempts the run's sandbox had
+refused, in total and by reason code."""
 
 from __future__ import annotations
 
@@ -49,6 +52,7 @@ from tenantry.runs.events import (
     TERMINAL_EVENTS,
     ApprovalDecided,
     ApprovalRequested,
+    EgressRefused,
     Event,
     EventType,
     ModelFallback,
@@ -188,6 +192,8 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
 
     b = _Builder()
     fallbacks: list[dict[str, Any]] = []
+    # Egress attempts the run's sandbox had refused, by reason code (issue 15).
+    refused: dict[str, int] = {}
     sandbox: dict[str, Any] | None = None
     sandbox_us = 0
     tokens = {"input_tokens": 0, "output_tokens": 0, "cost_micros": 0,
@@ -252,6 +258,8 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
                                     {"reason": reason, "until": until})
                 case ApprovalDecided():
                     requeued = True
+                case EgressRefused(reason_code=code, count=count):
+                    refused[code] = refused.get(code, 0) + count
                 case _:
                     pass
         b.cursor = max(b.cursor, at)
@@ -281,4 +289,5 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
         "sandbox": sandbox,
         "spans": b.spans,
         "fallbacks": fallbacks,
+        "egress_refused": {"total": sum(refused.values()), "by_reason": refused},
     }

@@ -74,6 +74,11 @@ class WorkerMetrics:
             "Time for a run's sandbox to be ready (warm-pool claim, restore or boot), by "
             "tenant class, backend and whether it came warm from the pool.",
             ("tenant_class", "backend", "warm"))
+        self.egress_refused = r.counter(
+            "tenantry_egress_refused_total",
+            "Egress attempts from runs' sandboxes that the proxy refused, by tenant class "
+            "and reason: not_allowed (off the allow-list), internal_address, "
+            "metadata_address.", ("tenant_class", "reason"))
         for name, text in (
             ("tenantry_model_account_breakers",
              "Model account circuit breakers in each state (one per account per worker "

@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from tenantry.ids import RunId, TenantId
+from tenantry.sandbox.egress import EgressProxy, EgressRefusal
 from tenantry.sandbox.manager import SandboxManager
 from tenantry.sandbox.sandbox import Sandbox
 from tenantry.sandbox.types import EXIT_KILLED, EXIT_TIMEOUT, ExecResult, SandboxError
@@ -53,6 +54,10 @@ class BuiltinOutcome:
     ok: bool
     text: str
     sandbox: dict[str, Any]  # backend, id, warm, ready_ms (when created here), exec_ms
+    # Egress attempts the sandbox's proxy refused during this call (and since the last
+    # call), and how many more it refused than it kept.
+    egress_refused: tuple[EgressRefusal, ...] = ()
+    egress_dropped: int = 0
 
 
 class BuiltinTools:
@@ -93,7 +98,16 @@ class BuiltinTools:
             if not sandbox.alive:
                 await self.sandboxes.drop(tenant, run)
         info["exec_ms"] = round((time.perf_counter() - started) * 1000, 3)
-        return BuiltinOutcome(ok, text, info)
+        refused, dropped = self._egress_refusals(tenant, run)
+        return BuiltinOutcome(ok, text, info, tuple(refused), dropped)
+
+    def _egress_refusals(self, tenant: TenantId, run: RunId) -> tuple[list[EgressRefusal], int]:
+        # The proxy answers a refusal only after noting it, so every attempt the code made
+        # before this call returned is here.
+        proxy = getattr(self.sandboxes.driver, "egress", None) if self.sandboxes else None
+        if not isinstance(proxy, EgressProxy):
+            return [], 0
+        return proxy.take_refusals(tenant.value, str(run))
 
 
 async def _carry_out(sandbox: Sandbox, tool: str, arguments: dict[str, Any]) -> tuple[bool, str]:

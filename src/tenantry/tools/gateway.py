@@ -2,8 +2,9 @@
 
 allow-list (the pinned agent version) → approval (bound to the call's key and arguments)
 → built-in tools (code, files) go to the run's own sandbox; tenants' tools go on through
-credential (from the vault, for this one request's header only) → server pin (the tool
-list an operator reviewed) → circuit breaker → idempotency key (``_meta`` and header) →
+credential (from the vault, for this one request's header only) → pin (the tool list the
+agent version was published against, compared with the list of the very session the call
+goes out on) → circuit breaker → idempotency key (``_meta`` and header) →
 call with a timeout. Every output is capped at 8 KiB (the rest to the blob store by
 reference); the driver writes the audit row with the call's ToolCompleted.
 
@@ -16,7 +17,7 @@ import contextlib
 import dataclasses
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ from tenantry.breaker import CircuitBreaker
 from tenantry.db import Database
 from tenantry.errors import NotFound, ToolUnavailable
 from tenantry.ids import RunId, TenantId
+from tenantry.sandbox.egress import EgressRefusal
 from tenantry.tools import approvals
 from tenantry.tools.audit import AuditEntry
 from tenantry.tools.builtin import NAMES as BUILTIN_TOOLS
@@ -57,6 +59,10 @@ class ToolResult:
     output_ref: str | None = None
     outcome: str = "ok"
     sandbox: dict[str, Any] | None = None  # built-in tools: which sandbox, and its times
+    # Built-in tools: egress attempts the sandbox had refused during the call, and how many
+    # more were refused than kept (runs/tool_step.py records them as EgressRefused).
+    egress_refused: tuple[EgressRefusal, ...] = ()
+    egress_dropped: int = 0
 
     def audit(self, tool: str, key: str, arguments: dict[str, Any] | None) -> AuditEntry:
         return AuditEntry.of(tool, key, arguments, self.outcome, server=self.server,
@@ -119,7 +125,10 @@ class ToolGateway:
     async def call(
         self, tenant: TenantId, spec: AgentSpec, tool: str, arguments: dict[str, Any],
         key: str, *, run: RunId, sandbox_ref: str | None = None,
+        pins: Mapping[str, Mapping[str, str]] | None = None,
     ) -> ToolResult:
+        """``pins`` are the version's ``tool_pins`` (tool → {server, sha256}): a pinned
+        tool is called only while its server serves exactly the list pinned at publishing."""
         started = time.perf_counter()
         server: ToolServer | None = None
 
@@ -145,18 +154,21 @@ class ToolGateway:
                                 "for a while (circuit open)", "unavailable")
         try:
             return await self._call_server(tenant, run, tool, arguments, key, server, breaker,
-                                           started, refuse)
+                                           started, refuse, (pins or {}).get(tool))
         finally:
             breaker.release()  # a half-open probe that ended without a verdict frees the slot
 
     async def _call_server(
         self, tenant: TenantId, run: RunId, tool: str, arguments: dict[str, Any], key: str,
         server: ToolServer, breaker: CircuitBreaker, started: float,
-        refuse: Callable[..., Awaitable[ToolResult]],
+        refuse: Callable[..., Awaitable[ToolResult]], pin: Mapping[str, str] | None,
     ) -> ToolResult:
         try:
             headers = await self._credential(tenant, server)
-            await self._check_pin(tenant, server, headers)
+            if pin is not None:
+                await self._check_version_pin(tenant, server, headers, tool, pin)
+            else:  # a version published before this tool had a server: the operator's pin
+                await self._check_pin(tenant, server, headers)
         except (VaultError, NotFound) as exc:
             return await refuse(f"no usable credential for {server.name!r}: {exc}")
         except PinMismatch as exc:
@@ -167,7 +179,8 @@ class ToolGateway:
         for attempt in range(UNAVAILABLE_RETRIES + 1):
             try:
                 outcome = await self._mcp.call(server.url, tool, arguments, idempotency_key=key,
-                                               headers=headers, timeout=self._timeout)
+                                               headers=headers, tenant=tenant,
+                                               timeout=self._timeout)
                 breaker.succeeded()
                 break
             except ToolUnavailable as exc:
@@ -188,7 +201,9 @@ class ToolGateway:
         outcome = await self._builtins.call(tenant, run, tool, arguments,
                                             egress=spec.sandbox.egress, sandbox_ref=sandbox_ref)
         result = await self._shape(tenant, key, None, outcome.ok, outcome.text, started)
-        return dataclasses.replace(result, sandbox=outcome.sandbox or None)
+        return dataclasses.replace(result, sandbox=outcome.sandbox or None,
+                                   egress_refused=outcome.egress_refused,
+                                   egress_dropped=outcome.egress_dropped)
 
     # -- steps -------------------------------------------------------------------------
 
@@ -235,7 +250,7 @@ class ToolGateway:
         checked = self._pins_checked.get(key)
         if checked is not None and time.monotonic() - checked < self._pin_every:
             return
-        live = tools_digest(await self._mcp.list_tools(server.url, headers,
+        live = tools_digest(await self._mcp.list_tools(server.url, headers, tenant=tenant,
                                                        timeout=self._timeout))
         if live != server.tools_sha256:
             # Perhaps an operator re-pinned since the directory was cached: look again.
@@ -249,6 +264,33 @@ class ToolGateway:
                 f"tool server {server.name!r} now serves a different tool list than the one "
                 "an operator pinned; calls are refused until it is re-pinned")
         self._pins_checked[key] = time.monotonic()
+
+    async def _check_version_pin(
+        self, tenant: TenantId, server: ToolServer, headers: dict[str, str], tool: str,
+        pin: Mapping[str, str],
+    ) -> None:
+        """The list the call's own session sees must be the one pinned when the version was
+        published: a server that changed a tool since (a rug pull) is refused even if an
+        operator re-pinned it for later versions. The session lists again at its start,
+        on ``tools/list_changed``, and at least every ``pin_check_seconds``."""
+        if pin.get("server") != server.name:
+            raise PinMismatch(
+                f"tool {tool!r} is now served by {server.name!r}, not by the server "
+                f"{pin.get('server')!r} this agent version was published with; publish a "
+                "new version to use it")
+        live = tools_digest(await self._mcp.session_tools(
+            server.url, headers, tenant=tenant, max_age=self._pin_every,
+            timeout=self._timeout))
+        if live != server.tools_sha256:
+            # An operator re-pinned the server since this session listed it: what the
+            # session remembers is stale, so look again now.
+            live = tools_digest(await self._mcp.session_tools(
+                server.url, headers, tenant=tenant, max_age=0.0, timeout=self._timeout))
+        if live.hex() != pin.get("sha256"):
+            raise PinMismatch(
+                f"tool server {server.name!r} now serves a different tool list than the one "
+                f"this agent version was published against (tool {tool!r} may have changed); "
+                "the call was not made: publish a new version after reviewing the server")
 
     def _breaker(self, tenant: TenantId, server: ToolServer) -> CircuitBreaker:
         key = (tenant.value, server.server_id)

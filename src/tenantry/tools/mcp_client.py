@@ -1,13 +1,19 @@
 """The MCP client the tool gateway calls tenants' tool servers with (official ``mcp`` SDK,
 streamable HTTP).
 
-Connections are pooled per (server url, headers). Opening one costs a protocol negotiation
-(``server/discover``, or the ``initialize`` handshake with legacy servers) on top of the TCP
-connect, measured at ~50 ms per call against ~3 ms for a call on an open connection, so each
-pooled connection lives in its own task and is shared by every caller with the same url and
-headers (the SDK multiplexes concurrent requests on it). Headers are part of the pool key
-because they carry the tenant's short-lived credential for that server: a rotated
-credential gets a new connection and the old one idles out.
+Connections are pooled per (tenant, server url, headers). Opening one costs a protocol
+negotiation (``server/discover``, or the ``initialize`` handshake with legacy servers) on top
+of the TCP connect, measured at ~50 ms per call against ~3 ms for a call on an open
+connection, so each pooled connection lives in its own task and is shared by every caller
+with the same key (the SDK multiplexes concurrent requests on it). The tenant is part of the
+key because a connection is an MCP session, and a server may keep state per session: two
+tenants registered to the same credential-less server must never share one. Headers are
+part of it because they carry the tenant's short-lived credential for that server: a
+rotated credential gets a new connection and the old one idles out.
+
+Each connection also remembers the tool list its server gave it (``session_tools``): listed
+at the session's start, again when the server says the list changed, and past a maximum age,
+so the gateway can compare it with the pinned list before every call at no extra round trip.
 
 Outcomes: an answer from the tool — success or tool error — is a :class:`ToolOutcome`
 (``ok=False`` for errors: information for the model, never an exception). Not reaching the
@@ -43,10 +49,12 @@ from mcp_types import (
     CallToolResult,
     RequestParamsMeta,
     TextContent,
+    ToolListChangedNotification,
 )
 from pydantic import ValidationError
 
 from tenantry.errors import ToolUnavailable
+from tenantry.ids import TenantId
 
 __all__ = ["IDEMPOTENCY_HEADER", "IDEMPOTENCY_META_KEY", "McpToolClient", "ToolOutcome"]
 
@@ -56,7 +64,7 @@ IDEMPOTENCY_META_KEY = "idempotency_key"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 _MAX_LIST_PAGES = 100
 
-_PoolKey = tuple[str, tuple[tuple[str, str], ...]]
+_PoolKey = tuple[str, str, tuple[tuple[str, str], ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,13 +126,15 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         *,
         idempotency_key: str | None = None,
         headers: Mapping[str, str] | None = None,
+        tenant: TenantId | None = None,
         timeout: float = 30.0,  # noqa: ASYNC109 - the call's budget, part of its contract
     ) -> ToolOutcome:
         """Call ``tool`` once. The key goes in the request's ``_meta.idempotency_key`` and in
         an ``Idempotency-Key`` header; ``headers`` (e.g. the credential) go on the HTTP
-        request only. ``timeout`` covers connecting and the call."""
+        request only. ``tenant`` picks that tenant's own session (the gateway always
+        passes it). ``timeout`` covers connecting and the call."""
         deadline = time.monotonic() + timeout
-        connection = await self._acquire(url, headers or {}, timeout)
+        connection = await self._acquire(tenant, url, headers or {}, timeout)
         try:
             client = connection.client
             # RequestParamsMeta is an open TypedDict (PEP 728) that mypy cannot extend yet.
@@ -161,11 +171,44 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         url: str,
         headers: Mapping[str, str] | None = None,
         *,
+        tenant: TenantId | None = None,
         timeout: float = 30.0,  # noqa: ASYNC109 - as for call()
     ) -> list[dict[str, Any]]:
         """Every tool the server lists: ``{"name", "description", "input_schema"}``."""
-        deadline = time.monotonic() + timeout
-        connection = await self._acquire(url, headers or {}, timeout)
+        connection = await self._acquire(tenant, url, headers or {}, timeout)
+        try:
+            return await self._list(connection, url, timeout)
+        finally:
+            connection.release()
+
+    async def session_tools(
+        self,
+        url: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        tenant: TenantId | None = None,
+        max_age: float,
+        timeout: float = 30.0,  # noqa: ASYNC109 - as for call()
+    ) -> list[dict[str, Any]]:
+        """The tool list of the session the next ``call`` with the same tenant, url and
+        headers uses: listed when the session starts, again after the server signals
+        ``notifications/tools/list_changed``, and once older than ``max_age`` seconds."""
+        connection = await self._acquire(tenant, url, headers or {}, timeout)
+        try:
+            listed = connection.tools
+            if listed is None or time.monotonic() - listed[0] >= max_age:
+                generation = connection.tools_generation
+                tools = await self._list(connection, url, timeout)
+                if generation == connection.tools_generation:  # no change signalled meanwhile
+                    connection.tools = (time.monotonic(), tools)
+                return tools
+            return listed[1]
+        finally:
+            connection.release()
+
+    async def _list(self, connection: _Connection, url: str,
+                    limit_s: float) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + limit_s
         try:
             tools: list[dict[str, Any]] = []
             cursor: str | None = None
@@ -183,10 +226,8 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
                 connection.close()
             raise _unavailable(url, f"tools/list failed: {exc}", reason="protocol") from None
         except TimeoutError:
-            raise _unavailable(url, f"tools/list timed out after {timeout:g}s",
+            raise _unavailable(url, f"tools/list timed out after {limit_s:g}s",
                                reason="timeout") from None
-        finally:
-            connection.release()
 
     # ------------------------------------------------------------------ internals
 
@@ -220,8 +261,10 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         # A JSON-RPC error the server chose to answer with (unknown method, bad params...).
         return ToolOutcome(False, "", f"tool {tool!r} failed: {exc.message}")
 
-    async def _acquire(self, url: str, headers: Mapping[str, str], limit_s: float) -> _Connection:
-        key: _PoolKey = (url, tuple(sorted((k.lower(), v) for k, v in headers.items())))
+    async def _acquire(self, tenant: TenantId | None, url: str, headers: Mapping[str, str],
+                       limit_s: float) -> _Connection:
+        key: _PoolKey = (tenant.value if tenant is not None else "", url,
+                         tuple(sorted((k.lower(), v) for k, v in headers.items())))
         self._sweep()
         connection = self._pool.get(key)
         if connection is None or connection.dead:
@@ -284,6 +327,9 @@ class _Connection:
         # HTTP error statuses by idempotency key: the SDK reports any non-2xx as the same
         # JSON-RPC error, and a 401 must not be treated like a 503.
         self.http_statuses: dict[str, int] = {}
+        # (when listed, the list) of this session; None until listed or after list_changed.
+        self.tools: tuple[float, list[dict[str, Any]]] | None = None
+        self.tools_generation = 0
         self._headers = headers
         self._connect_timeout = connect_timeout
         self._client: Client | None = None
@@ -307,7 +353,8 @@ class _Connection:
             async with httpx2.AsyncClient(headers=self._headers, timeout=timeout,
                                           event_hooks=hooks) as http:
                 transport = streamable_http_client(self.url, http_client=http)
-                async with Client(transport, cache=None) as client:
+                async with Client(transport, cache=None,
+                                  message_handler=self._on_message) as client:
                     self._client = client
                     self.ready.set_result(None)
                     await self._close.wait()
@@ -324,6 +371,11 @@ class _Connection:
             if not self.ready.done():  # closed while connecting: waiters must not see a cancel
                 self.ready.set_exception(
                     _unavailable(self.url, "connection closed", reason="connection"))
+
+    async def _on_message(self, message: object) -> None:
+        if isinstance(message, ToolListChangedNotification):
+            self.tools = None
+            self.tools_generation += 1
 
     async def _note_status(self, response: httpx2.Response) -> None:
         if response.status_code >= 400:

@@ -55,7 +55,7 @@ async def register(
 ) -> ToolServer:
     """Read the server's tool list (with its credential, if any) and store it. The server
     must answer now: registering a tool list nobody has seen would defeat pinning."""
-    tools = await mcp.list_tools(url, headers)
+    tools = await mcp.list_tools(url, headers, tenant=tenant)
     _refuse_builtin_names(tools)
     sha = tools_digest(tools)
     server_id = uuid.uuid4()
@@ -98,7 +98,7 @@ async def repin(
 ) -> ToolServer:
     """Accept the server's current tool list as the reviewed one."""
     server = await get_server(db, tenant, name)
-    tools = await mcp.list_tools(server.url, headers)
+    tools = await mcp.list_tools(server.url, headers, tenant=tenant)
     _refuse_builtin_names(tools)
     sha = tools_digest(tools)
     async with db.tenant_tx(tenant) as conn:

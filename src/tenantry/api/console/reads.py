@@ -72,6 +72,18 @@ class TenantRow:
     load: TenantLoad
     pending_approvals: int
     policy_updated_at: datetime
+    # Agent versions flagged for review (issue 15), most recently flagged first.
+    flagged: tuple[FlaggedVersionRow, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class FlaggedVersionRow:
+    agent_id: AgentId
+    name: str
+    version: int
+    reason: str
+    since: datetime
+    refused_egress: int
 
 
 async def runs_page(
@@ -102,6 +114,12 @@ async def tenants_page(
     async with db.unscoped() as conn:
         rows = await conn.fetch(Q.tenants_page, after.value if after else None, limit)
         depth = await conn.fetchval(Q.queue_depth)
+        flagged_rows = await conn.fetch(Q.flagged_versions, [r["tenant_id"] for r in rows])
+    flagged: dict[str, list[FlaggedVersionRow]] = {}
+    for f in flagged_rows:
+        flagged.setdefault(f["tenant_id"], []).append(FlaggedVersionRow(
+            AgentId(f["agent_id"]), f["name"], f["version"], f["reason"], f["flagged_at"],
+            f["refused_egress"]))
     tenants = []
     for r in rows:
         bucket = r["bucket_tokens"]
@@ -117,7 +135,8 @@ async def tenants_page(
                 month_spend_micros=r["month_spend_micros"],
                 reserved_micros=r["reserved_micros"],
                 bucket_tokens=None if bucket is None else float(bucket)),
-            pending_approvals=r["pending_approvals"], policy_updated_at=r["policy_updated_at"]))
+            pending_approvals=r["pending_approvals"], policy_updated_at=r["policy_updated_at"],
+            flagged=tuple(flagged.get(r["tenant_id"], ()))))
     return tenants, int(depth or 0)
 
 

@@ -4,6 +4,6 @@ sandbox's relay (``proxy``, whose docstring tells the whole path), the request i
 stream (``port``)."""
 
 from tenantry.sandbox.egress.policy import EgressPolicy
-from tenantry.sandbox.egress.proxy import EgressLimits, EgressProxy
+from tenantry.sandbox.egress.proxy import EgressLimits, EgressProxy, EgressRefusal
 
-__all__ = ["EgressLimits", "EgressPolicy", "EgressProxy"]
+__all__ = ["EgressLimits", "EgressPolicy", "EgressProxy", "EgressRefusal"]

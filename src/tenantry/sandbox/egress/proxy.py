@@ -46,6 +46,12 @@ connection). A test's connector records the vetted address it was asked for — 
 proxy dials exactly what it vetted — and then opens its local server. The default connector
 is a plain non-resolving TCP connect of a literal address.
 
+Every refusal of an egress attempt (a host off the allow-list, an internal or metadata
+address) is also kept per (tenant, run) as an ``EgressRefusal`` until the run's tool step
+takes it (``take_refusals``) to record it in the run's log: the proxy itself writes nothing
+to a run. What is kept is what the code asked for (host, port) and a reason code; never the
+addresses a name resolved to.
+
 Known limits: TLS through CONNECT is opaque, so a host that serves many names on one
 address (a CDN) can be asked for another name inside TLS (domain fronting); only plain HTTP
 has its ``Host`` pinned here. Requests after the first on a plain-HTTP connection go to the
@@ -59,6 +65,7 @@ import contextlib
 import logging
 import socket
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
@@ -83,7 +90,10 @@ from tenantry.sandbox.egress.policy import (
     IPAddress,
     Refusal,
     Resolver,
+    address_refusal,
     authority,
+    literal_address,
+    normalize_host,
     printable,
     resolve_and_vet,
     system_resolver,
@@ -99,6 +109,49 @@ log = logging.getLogger(__name__)
 #: ``(vetted address, port) -> connection``; must not resolve anything.
 Connector = Callable[[IPAddress, int],
                      Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]
+
+
+#: Refusals kept per run between two takes, and runs with refusals not yet taken (a run's
+#: sandbox can go on trying while no tool step runs): beyond them the oldest go.
+MAX_REFUSALS_KEPT = 1000
+MAX_RUNS_KEPT = 10_000
+
+#: Reason codes: bounded, so they can be metric labels too.
+NOT_ALLOWED = "not_allowed"  # the host:port is not on the run's allow-list
+INTERNAL_ADDRESS = "internal_address"  # an internal address (named, or what a name resolves to)
+METADATA_ADDRESS = "metadata_address"  # a link-local address, where cloud metadata lives
+REASON_CODES = (NOT_ALLOWED, INTERNAL_ADDRESS, METADATA_ADDRESS)
+
+
+@dataclass(frozen=True, slots=True)
+class EgressRefusal:
+    """One egress attempt the proxy refused: the host and port the code asked for (the
+    tenant's own data) and why, as a reason code."""
+
+    host: str
+    port: int
+    reason_code: str
+
+
+@dataclass(slots=True)
+class _Refused:
+    kept: list[EgressRefusal]
+    dropped: int = 0
+
+
+def _reason_code(host: str, port: int, policy: EgressPolicy, refusal: Refusal) -> str | None:
+    """The code of a refused egress attempt; None for refusals that are not about where the
+    code tried to go (a malformed request, a timeout, an allowed host that is down)."""
+    if refusal.status != 403:
+        return None
+    if policy.check(host, port) is None:
+        return INTERNAL_ADDRESS  # allowed by name, but it resolves inside
+    name = normalize_host(host)
+    literal = literal_address(name) if name is not None else None
+    kind = address_refusal(literal) if literal is not None else None
+    if kind is None:
+        return NOT_ALLOWED
+    return METADATA_ADDRESS if "link-local" in kind else INTERNAL_ADDRESS
 
 
 # -- the proxy --------------------------------------------------------------------------
@@ -228,6 +281,25 @@ class EgressProxy:
         self.limits = limits or EgressLimits()
         self._resolver = resolver or system_resolver
         self._connector = connector or _default_connector
+        self._refused: OrderedDict[tuple[str, str], _Refused] = OrderedDict()
+
+    def take_refusals(self, tenant: str, run: str) -> tuple[list[EgressRefusal], int]:
+        """The egress attempts refused for this run since the last take, oldest first, and
+        how many more were refused but not kept (past ``MAX_REFUSALS_KEPT``)."""
+        refused = self._refused.pop((tenant, run), None)
+        return ([], 0) if refused is None else (refused.kept, refused.dropped)
+
+    def _note_refusal(self, context: dict[str, str], refusal: EgressRefusal) -> None:
+        key = (context.get("tenant_id", ""), context.get("run_id", ""))
+        refused = self._refused.get(key)
+        if refused is None:
+            refused = self._refused[key] = _Refused([])
+            while len(self._refused) > MAX_RUNS_KEPT:
+                self._refused.popitem(last=False)
+        if len(refused.kept) < MAX_REFUSALS_KEPT:
+            refused.kept.append(refusal)
+        else:
+            refused.dropped += 1
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                     policy: EgressPolicy, *, labels: dict[str, str]) -> None:
@@ -341,6 +413,10 @@ class EgressProxy:
         except TimeoutError:
             vetted = Refusal(504, f"resolving {request.host} timed out")
         if isinstance(vetted, Refusal):
+            code = _reason_code(request.host, request.port, policy, vetted)
+            if code is not None:  # noted before the code can read the answer
+                self._note_refusal(context, EgressRefusal(
+                    printable(request.host), request.port, code))
             await self._refuse(stream, context, target, vetted)
             return
         log.info("egress allowed", extra={**context, **target, "decision": "allowed",
