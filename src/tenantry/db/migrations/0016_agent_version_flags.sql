@@ -37,4 +37,4 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
     ORDER BY f.tenant_id, f.flagged_at DESC
 $$;
 REVOKE ALL ON FUNCTION tenantry_console_flagged_versions(text[]) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION tenantry_console_flagged_versions(text[]) TO tenantry_app;
+GRANT EXECUTE ON FUNCTION tenantry_console_flagged_versions(text[]) TO tenantry_console;
