@@ -100,17 +100,39 @@ DelayNewRunsAt = Annotated[
                       "claimed before new runs; default 50% of --max-queued-runs."),
 ]
 
+SseMaxStreams = Annotated[
+    int | None,
+    typer.Option("--sse-max-streams", envvar="TENANTRY_SSE_MAX_STREAMS",
+                 help="Open event streams this process serves; past it 429 (default 1000)."),
+]
+SseMaxStreamsPerTenant = Annotated[
+    int | None,
+    typer.Option("--sse-max-streams-per-tenant", envvar="TENANTRY_SSE_MAX_STREAMS_PER_TENANT",
+                 help="Open event streams per tenant in this process; past it 429 "
+                      "(default 100)."),
+]
+ConsoleSecureCookie = Annotated[
+    str | None,
+    typer.Option("--console-secure-cookie", envvar="TENANTRY_CONSOLE_SECURE_COOKIE",
+                 help="auto (Secure over https), true (always: behind a TLS proxy) or false."),
+]
+
 
 @app.command()
 def api(
     database_url: DatabaseUrl = None, data_dir: DataDir = None, host: Host = None,
     port: Port = None, operator_token: OperatorToken = None,
     max_queued_runs: MaxQueuedRuns = None, refuse_batch_runs_at: RefuseBatchRunsAt = None,
+    sse_max_streams: SseMaxStreams = None, sse_max_streams_per_tenant: SseMaxStreamsPerTenant
+    = None, console_secure_cookie: ConsoleSecureCookie = None,
 ) -> None:
     """Serve the HTTP API only (the schema must be migrated)."""
     settings = _settings(database_url=database_url, data_dir=data_dir, host=host, port=port,
                          operator_token=operator_token, max_queued_runs=max_queued_runs,
-                         refuse_batch_runs_at=refuse_batch_runs_at)
+                         refuse_batch_runs_at=refuse_batch_runs_at,
+                         sse_max_streams=sse_max_streams,
+                         sse_max_streams_per_tenant=sse_max_streams_per_tenant,
+                         console_secure_cookie=console_secure_cookie)
     _serve(settings, migrate=False, demo=False, api=True, workers=0)
 
 
@@ -143,6 +165,8 @@ def up(
                                                 help="Worker loops in this process.")] = None,
     max_queued_runs: MaxQueuedRuns = None, refuse_batch_runs_at: RefuseBatchRunsAt = None,
     delay_new_runs_at: DelayNewRunsAt = None,
+    sse_max_streams: SseMaxStreams = None, sse_max_streams_per_tenant: SseMaxStreamsPerTenant
+    = None, console_secure_cookie: ConsoleSecureCookie = None,
 ) -> None:
     """Run the whole platform: (embedded) Postgres, migrations, the API and a worker."""
     settings = _settings(database_url=database_url, data_dir=data_dir, host=host, port=port,
@@ -150,7 +174,10 @@ def up(
                          model_base_url=model_base_url, workers=workers,
                          max_queued_runs=max_queued_runs,
                          refuse_batch_runs_at=refuse_batch_runs_at,
-                         delay_new_runs_at=delay_new_runs_at)
+                         delay_new_runs_at=delay_new_runs_at,
+                         sse_max_streams=sse_max_streams,
+                         sse_max_streams_per_tenant=sse_max_streams_per_tenant,
+                         console_secure_cookie=console_secure_cookie)
     _serve(settings, migrate=True, demo=demo, api=True, workers=settings.workers)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+from tenantry.api.streams import StreamSlots
 from tenantry.config import Settings
 from tenantry.db import Database
 from tenantry.runs.hub import EventHub
@@ -30,3 +31,4 @@ class Platform:
     master: MasterKey | None = None  # seals platform model accounts' API keys
     cell: CellCapacity | None = None  # admission's view of the whole cell's queue
     local: LocalWorkers | None = None  # workers in this process (`tenantry up`), if any
+    streams: StreamSlots = field(default_factory=StreamSlots)  # open SSE streams
