@@ -876,6 +876,18 @@ CREATE TABLE public.budget_reservations (
 );
 
 --
+-- Name: console_session_epoch; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.console_session_epoch (
+    singleton boolean DEFAULT true NOT NULL,
+    epoch bigint DEFAULT 1 NOT NULL,
+    revoked_at timestamp with time zone,
+    CONSTRAINT console_session_epoch_epoch_check CHECK ((epoch >= 1)),
+    CONSTRAINT console_session_epoch_singleton_check CHECK (singleton)
+);
+
+--
 -- Name: model_accounts; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1198,6 +1210,13 @@ ALTER TABLE ONLY public.billing_reconciliations
 
 ALTER TABLE ONLY public.budget_reservations
     ADD CONSTRAINT budget_reservations_pkey PRIMARY KEY (tenant_id, reservation_id);
+
+--
+-- Name: console_session_epoch console_session_epoch_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.console_session_epoch
+    ADD CONSTRAINT console_session_epoch_pkey PRIMARY KEY (singleton);
 
 --
 -- Name: model_accounts model_accounts_pkey; Type: CONSTRAINT; Schema: public; Owner: -

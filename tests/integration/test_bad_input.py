@@ -9,7 +9,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from tenantry.api.console import session
+from tenantry.api.console import epoch, session
 from tests.support.api import OPERATOR_TOKEN, Api
 from tests.support.db import row_counts
 
@@ -435,7 +435,7 @@ async def test_the_largest_seq_and_limit_are_accepted(world: World) -> None:
 async def test_the_consoles_stream_resumes_only_from_ascii_digits(
         world: World, value: str) -> None:
     w = world
-    cookie, _ = session.issue(OPERATOR_TOKEN)
+    cookie, _ = session.issue(OPERATOR_TOKEN, epoch=epoch.FIRST)
     r = await w.api.client.get(f"/console/runs/{w.tenant}/{w.run}/events",
                                params={"after": value},
                                headers={"Cookie": f"{session.SESSION_COOKIE}={cookie}"})
