@@ -81,3 +81,42 @@ async def test_an_unknown_tenant_filter_shows_nothing_of_anyone(api: Api, db: Da
     assert _shown(await _inbox(api, tenant="nobody-here")) == []
     page = await _inbox(api, tenant="NOT A TENANT")
     assert "No such tenant" in page
+
+
+async def test_the_operator_api_groups_and_filters_the_inbox_by_tenant(
+        api: Api, db: Database) -> None:
+    noisy, hn = await api.tenant("Noisy")
+    quiet, hq = await api.tenant("Quiet")
+    noisy_run = await api.start(hn, await api.agent(hn), "x")
+    quiet_run = await api.start(hq, await api.agent(hq), "x")
+    flood = sorted(await _file(db, noisy, noisy_run, 300, "spam"), key=lambda a: a.uuid)
+    (single,) = await _file(db, quiet, quiet_run, 1, "refund")
+
+    r = await api.client.get("/admin/v1/approvals/pending", params={"each": 2},
+                             headers=api.operator)
+    assert r.status_code == 200, r.text
+    groups = {g["tenant_id"]: g for g in r.json()["tenants"]}
+    assert [g["tenant_id"] for g in r.json()["tenants"]] == [noisy, quiet]  # longest waiting
+    assert groups[noisy]["pending"] == 300 and groups[quiet]["pending"] == 1
+    assert [a["approval_id"] for a in groups[noisy]["first"]] == [str(a) for a in flood[:2]]
+    assert [a["approval_id"] for a in groups[quiet]["first"]] == [str(single)]
+    assert groups[quiet]["first"][0]["tool"] == "refund"
+
+    seen: list[str] = []
+    cursor: str | None = None
+    while True:
+        params: dict[str, str | int] = {"limit": 200, **({"cursor": cursor} if cursor else {})}
+        r = await api.client.get(f"/admin/v1/tenants/{noisy}/approvals/pending",
+                                 params=params, headers=api.operator)
+        assert r.status_code == 200, r.text
+        seen += [a["approval_id"] for a in r.json()["data"]]
+        cursor = r.json()["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == [str(a) for a in flood]
+    r = await api.client.get(f"/admin/v1/tenants/{quiet}/approvals/pending",
+                             headers=api.operator)
+    assert [a["approval_id"] for a in r.json()["data"]] == [str(single)]
+    # Operator only: a tenant's key lists nothing here.
+    for path in ("/admin/v1/approvals/pending", f"/admin/v1/tenants/{quiet}/approvals/pending"):
+        assert (await api.client.get(path, headers=hq)).status_code == 401

@@ -397,7 +397,9 @@ def _integer_parameters(w: World) -> list[tuple[str, str, dict[str, str]]]:
             ("/admin/v1/tenants", "limit", op),
             (f"/admin/v1/tenants/{w.tenant}/api-keys", "limit", op),
             ("/admin/v1/billing/reconciliations", "limit", op),
-            ("/admin/v1/prices/scripted", "limit", op), ("/admin/v1/prices", "limit", op)]
+            ("/admin/v1/prices/scripted", "limit", op), ("/admin/v1/prices", "limit", op),
+            ("/admin/v1/approvals/pending", "each", op),
+            (f"/admin/v1/tenants/{w.tenant}/approvals/pending", "limit", op)]
 
 
 @pytest.mark.parametrize("value", [*NOT_ASCII_DIGITS, " 1", "1 "])

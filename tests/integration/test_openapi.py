@@ -114,6 +114,7 @@ async def test_openapi_states_the_input_rules(api: Api) -> None:
     assert bounds[("/v1/runs", "limit")] == bounds[("/admin/v1/tenants", "limit")] == (1, 200)
     assert bounds[("/admin/v1/billing/reconciliations", "limit")] == (1, 200)
     assert bounds[("/admin/v1/prices/{model}", "limit")] == (1, 1000)
+    assert bounds[("/admin/v1/approvals/pending", "each")] == (1, 50)
 
 
 async def test_every_error_is_documented_as_problem_json(api: Api) -> None:

@@ -73,6 +73,11 @@ async def test_a_tenant_at_its_cap_is_refused_while_another_tenant_still_streams
         assert not any(str(n) in body["detail"] for n in (PER_TENANT, 100))
         async with _stream(api, hb, run_b) as other:
             assert other.status_code == 200, "the other tenant was refused a stream"
+        metrics = (await api.client.get("/metrics", headers=api.operator)).text
+        assert f"tenantry_sse_streams_open {PER_TENANT + 1}" not in metrics  # B's is closed
+        assert f"tenantry_sse_streams_open {PER_TENANT}" in metrics
+        assert 'tenantry_sse_streams_refused_total{cap="tenant"} 1' in metrics
+        assert 'tenantry_sse_streams_refused_total{cap="process"} 0' in metrics
         # JSON pages are not streams: never refused.
         page = await api.client.get(f"/v1/runs/{run_a}/events",
                                     headers={**ha, "Accept": "application/json"})

@@ -54,6 +54,8 @@ def _ascii_digits(value: object) -> object:
 # FastAPI drops the validator of a type whose default is ``Query(...)`` itself.
 #: An event seq (``run_events.seq`` is an ``integer``): where a stream or page resumes.
 Seq = Annotated[int, Field(ge=0, le=INT4_MAX), BeforeValidator(_ascii_digits)]
+#: How many of a group to show (each tenant's oldest pending approvals).
+FewLimit = Annotated[int, Field(ge=1, le=50), BeforeValidator(_ascii_digits)]
 #: A page size of the list routes.
 PageLimit = Annotated[int, Field(ge=1, le=200), BeforeValidator(_ascii_digits)]
 #: A page size of the long lists (an event page, a price history).

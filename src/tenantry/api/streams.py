@@ -47,6 +47,7 @@ class StreamSlots:
     def __init__(self) -> None:
         self._total = 0
         self._per_tenant: dict[str, int] = {}
+        self._refused = {"tenant": 0, "process": 0}  # by the cap reached: bounded labels
 
     @property
     def open(self) -> int:
@@ -58,8 +59,11 @@ class StreamSlots:
     def take(self, tenant: str | None, *, max_total: int, max_per_tenant: int) -> Slot:
         """A slot for one stream of ``tenant`` (None: the operator's console, counted in
         the process's total only), or TooManyStreams."""
-        if self._total >= max_total or (
-                tenant is not None and self.held_by(tenant) >= max_per_tenant):
+        cap = ("process" if self._total >= max_total else
+               "tenant" if tenant is not None and self.held_by(tenant) >= max_per_tenant
+               else None)
+        if cap is not None:
+            self._refused[cap] += 1
             raise TooManyStreams(
                 f"Too many open event streams; close one or retry after {RETRY_AFTER} "
                 "seconds.", retry_after=RETRY_AFTER)
@@ -67,6 +71,20 @@ class StreamSlots:
         if tenant is not None:
             self._per_tenant[tenant] = self.held_by(tenant) + 1
         return Slot(self, tenant)
+
+    def render(self) -> str:
+        """Prometheus text: streams open now, and refusals by the cap reached."""
+        lines = [
+            "# HELP tenantry_sse_streams_open Event streams this API process holds open.",
+            "# TYPE tenantry_sse_streams_open gauge",
+            f"tenantry_sse_streams_open {self._total}",
+            "# HELP tenantry_sse_streams_refused_total Event streams refused (429), by the "
+            "cap reached.",
+            "# TYPE tenantry_sse_streams_refused_total counter",
+        ]
+        lines += [f'tenantry_sse_streams_refused_total{{cap="{cap}"}} {n}'
+                  for cap, n in self._refused.items()]
+        return "\n".join(lines) + "\n"
 
     def _release(self, tenant: str | None) -> None:
         self._total -= 1
