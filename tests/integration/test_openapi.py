@@ -18,6 +18,7 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
         agents,
         approvals,
         billing,
+        inbox,
         metrics,
         model_accounts,
         policy,
@@ -29,7 +30,7 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
               *billing.router.routes,
               *approvals.router.routes, *model_accounts.router.routes,
               *policy.admin_router.routes, *policy.router.routes, *metrics.router.routes,
-              *prices.router.routes]
+              *prices.router.routes, *inbox.router.routes]
     served = {
         # The document names a `{model:path}` parameter as `{model}`, as OpenAPI has it.
         (route.path_format, method)
@@ -47,7 +48,9 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
                 ("/admin/v1/tenants/{tenant_id}/policy", "PUT"),
                 ("/admin/v1/billing/reconcile", "POST"),
                 ("/admin/v1/prices/{model}", "PUT"), ("/admin/v1/prices/{model}", "GET"),
-                ("/admin/v1/prices", "GET")}
+                ("/admin/v1/prices", "GET"), ("/admin/v1/sessions/revoke", "POST"),
+                ("/admin/v1/approvals/pending", "GET"),
+                ("/admin/v1/tenants/{tenant_id}/approvals/pending", "GET")}
     assert expected <= documented
 
 
