@@ -322,6 +322,53 @@ CREATE FUNCTION public.tenantry_console_pending_approvals(p_after uuid, p_limit 
 $$;
 
 --
+-- Name: tenantry_console_pending_approvals_of(text, uuid, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_console_pending_approvals_of(p_tenant text, p_after uuid, p_limit integer) RETURNS TABLE(tenant_id text, approval_id uuid, run_id uuid, key text, tool text, arguments jsonb, requested_at timestamp with time zone, expires_at timestamp with time zone)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    SELECT a.tenant_id, a.approval_id, a.run_id, a.key, a.tool, a.arguments,
+           a.requested_at, a.expires_at
+    FROM public.approvals a
+    WHERE a.tenant_id = p_tenant AND a.status = 'pending'
+      AND (p_after IS NULL OR a.approval_id > p_after)
+    ORDER BY a.approval_id
+    LIMIT least(greatest(p_limit, 1), 200)
+$$;
+
+--
+-- Name: tenantry_console_pending_by_tenant(integer, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_console_pending_by_tenant(p_tenants integer, p_each integer) RETURNS TABLE(tenant_id text, pending bigint, oldest timestamp with time zone, approval_id uuid, run_id uuid, key text, tool text, arguments jsonb, requested_at timestamp with time zone, expires_at timestamp with time zone)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    WITH waiting AS (
+        SELECT a.tenant_id, count(*) AS pending, min(a.requested_at) AS oldest
+        FROM public.approvals a
+        WHERE a.status = 'pending'
+        GROUP BY a.tenant_id
+        ORDER BY oldest, a.tenant_id
+        LIMIT least(greatest(p_tenants, 1), 200)
+    )
+    SELECT w.tenant_id, w.pending, w.oldest, f.approval_id, f.run_id, f.key, f.tool,
+           f.arguments, f.requested_at, f.expires_at
+    FROM waiting w
+    CROSS JOIN LATERAL (
+        SELECT a.approval_id, a.run_id, a.key, a.tool, a.arguments, a.requested_at,
+               a.expires_at
+        FROM public.approvals a
+        WHERE a.tenant_id = w.tenant_id AND a.status = 'pending'
+        ORDER BY a.approval_id
+        LIMIT least(greatest(p_each, 1), 50)
+    ) f
+    ORDER BY w.oldest, w.tenant_id, f.approval_id
+$$;
+
+--
 -- Name: tenantry_console_runs(text, text, uuid, uuid, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -909,6 +956,18 @@ CREATE TABLE public.budget_reservations (
 );
 
 --
+-- Name: console_session_epoch; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.console_session_epoch (
+    singleton boolean DEFAULT true NOT NULL,
+    epoch bigint DEFAULT 1 NOT NULL,
+    revoked_at timestamp with time zone,
+    CONSTRAINT console_session_epoch_epoch_check CHECK ((epoch >= 1)),
+    CONSTRAINT console_session_epoch_singleton_check CHECK (singleton)
+);
+
+--
 -- Name: model_accounts; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1240,6 +1299,13 @@ ALTER TABLE ONLY public.billing_reconciliations
 
 ALTER TABLE ONLY public.budget_reservations
     ADD CONSTRAINT budget_reservations_pkey PRIMARY KEY (tenant_id, reservation_id);
+
+--
+-- Name: console_session_epoch console_session_epoch_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.console_session_epoch
+    ADD CONSTRAINT console_session_epoch_pkey PRIMARY KEY (singleton);
 
 --
 -- Name: model_accounts model_accounts_pkey; Type: CONSTRAINT; Schema: public; Owner: -

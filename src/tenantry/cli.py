@@ -112,6 +112,22 @@ MinBoundary = Annotated[
                  help="Weakest sandbox boundary a worker starts with: microvm, gvisor "
                       "(default) or bwrap; `worker` refuses below it, `up` warns."),
 ]
+SseMaxStreams = Annotated[
+    int | None,
+    typer.Option("--sse-max-streams", envvar="TENANTRY_SSE_MAX_STREAMS",
+                 help="Open event streams this process serves; past it 429 (default 1000)."),
+]
+SseMaxStreamsPerTenant = Annotated[
+    int | None,
+    typer.Option("--sse-max-streams-per-tenant", envvar="TENANTRY_SSE_MAX_STREAMS_PER_TENANT",
+                 help="Open event streams per tenant in this process; past it 429 "
+                      "(default 100)."),
+]
+ConsoleSecureCookie = Annotated[
+    str | None,
+    typer.Option("--console-secure-cookie", envvar="TENANTRY_CONSOLE_SECURE_COOKIE",
+                 help="auto (Secure over https), true (always: behind a TLS proxy) or false."),
+]
 
 
 @app.command()
@@ -120,12 +136,17 @@ def api(
     port: Port = None, operator_token: OperatorToken = None,
     max_queued_runs: MaxQueuedRuns = None, refuse_batch_runs_at: RefuseBatchRunsAt = None,
     console_database_url: ConsoleDatabaseUrl = None,
+    sse_max_streams: SseMaxStreams = None, sse_max_streams_per_tenant: SseMaxStreamsPerTenant
+    = None, console_secure_cookie: ConsoleSecureCookie = None,
 ) -> None:
     """Serve the HTTP API only (the schema must be migrated)."""
     settings = _settings(database_url=database_url, data_dir=data_dir, host=host, port=port,
                          console_database_url=console_database_url,
                          operator_token=operator_token, max_queued_runs=max_queued_runs,
-                         refuse_batch_runs_at=refuse_batch_runs_at)
+                         refuse_batch_runs_at=refuse_batch_runs_at,
+                         sse_max_streams=sse_max_streams,
+                         sse_max_streams_per_tenant=sse_max_streams_per_tenant,
+                         console_secure_cookie=console_secure_cookie)
     _serve(settings, migrate=False, demo=False, api=True, workers=0, production=True)
 
 
@@ -162,6 +183,8 @@ def up(
     max_queued_runs: MaxQueuedRuns = None, refuse_batch_runs_at: RefuseBatchRunsAt = None,
     delay_new_runs_at: DelayNewRunsAt = None, sandbox_min_boundary: MinBoundary = None,
     console_database_url: ConsoleDatabaseUrl = None,
+    sse_max_streams: SseMaxStreams = None, sse_max_streams_per_tenant: SseMaxStreamsPerTenant
+    = None, console_secure_cookie: ConsoleSecureCookie = None,
 ) -> None:
     """Run the whole platform: (embedded) Postgres, migrations, the API and a worker
     (development: a sandbox boundary below --sandbox-min-boundary is a warning)."""
@@ -172,7 +195,10 @@ def up(
                          max_queued_runs=max_queued_runs,
                          refuse_batch_runs_at=refuse_batch_runs_at,
                          delay_new_runs_at=delay_new_runs_at,
-                         sandbox_min_boundary=sandbox_min_boundary)
+                         sandbox_min_boundary=sandbox_min_boundary,
+                         sse_max_streams=sse_max_streams,
+                         sse_max_streams_per_tenant=sse_max_streams_per_tenant,
+                         console_secure_cookie=console_secure_cookie)
     _serve(settings, migrate=True, demo=demo, api=True, workers=settings.workers,
            production=False)
 

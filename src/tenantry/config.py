@@ -96,6 +96,13 @@ class Settings:
     # standalone `tenantry worker`, a port serving its own /metrics (None: off).
     otel_exporter: str | None = None
     worker_metrics_port: int | None = None
+    # Open event streams (SSE) one API process serves, in all and per tenant: past either,
+    # 429 overloaded. Each open stream costs a socket and a task, never a pool connection.
+    sse_max_streams: int = 1000
+    sse_max_streams_per_tenant: int = 100
+    # The console cookie's Secure flag: auto sets it when the request came over https (as
+    # uvicorn sees it); true forces it behind a TLS-terminating proxy uvicorn does not trust.
+    console_secure_cookie: str = "auto"  # auto | true | false
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -159,6 +166,10 @@ class Settings:
         integer("TENANTRY_WORKERS", "workers", 0)
         text("TENANTRY_OTEL_EXPORTER", "otel_exporter")
         integer("TENANTRY_WORKER_METRICS_PORT", "worker_metrics_port", 1)
+        integer("TENANTRY_SSE_MAX_STREAMS", "sse_max_streams", 1)
+        integer("TENANTRY_SSE_MAX_STREAMS_PER_TENANT", "sse_max_streams_per_tenant", 1)
+        if env.get("TENANTRY_CONSOLE_SECURE_COOKIE"):
+            values["console_secure_cookie"] = env["TENANTRY_CONSOLE_SECURE_COOKIE"].lower()
         flag = env.get("TENANTRY_WEBHOOK_ALLOW_PRIVATE", "").lower()
         if flag:
             if flag not in ("1", "true", "yes", "0", "false", "no"):
@@ -192,12 +203,18 @@ class Settings:
             raise ConfigurationError("TENANTRY_WORKER_METRICS_PORT must be 1..65535")
         if self.log_format not in ("auto", "json", "text"):
             raise ConfigurationError("TENANTRY_LOG_FORMAT must be auto, json or text")
+        if self.console_secure_cookie not in ("auto", "true", "false"):
+            raise ConfigurationError("TENANTRY_CONSOLE_SECURE_COOKIE must be auto, true or "
+                                     f"false, got {self.console_secure_cookie!r}")
         for name, value, minimum in (
             ("TENANTRY_WORKER_CONCURRENCY / --concurrency", self.worker_concurrency, 1),
             ("TENANTRY_WORKERS / --workers", self.workers, 0),
             ("TENANTRY_LEASE_SECONDS", self.lease_seconds, 1),
             ("TENANTRY_EGRESS_FLAG_THRESHOLD", self.egress_flag_threshold, 1),
             ("TENANTRY_PORT / --port", self.port, 0),
+            ("TENANTRY_SSE_MAX_STREAMS / --sse-max-streams", self.sse_max_streams, 1),
+            ("TENANTRY_SSE_MAX_STREAMS_PER_TENANT / --sse-max-streams-per-tenant",
+             self.sse_max_streams_per_tenant, 1),
         ):
             if value < minimum:
                 raise ConfigurationError(f"{name} must be at least {minimum}, got {value}")

@@ -50,7 +50,8 @@ TENANTS = 2
 WORKERS = 2
 CONCURRENCY = 16  # per worker: every run is in flight when the database goes
 OUTAGE_S = 10.0
-#: Longer than an event stream's keepalive interval: the stream re-reads mid-outage.
+#: Longer than an event stream's keepalive interval: the stream keeps its client through
+#: keepalives (it reads nothing while idle) until the hub, listening again, wakes it.
 LONG_OUTAGE_S = KEEPALIVE_SECONDS + 3.0
 #: The slow call every run is inside when the database crashes; it ends during the outage.
 SLOW_S = 2.0
@@ -144,7 +145,7 @@ async def test_runs_survive_a_postgres_crash(
 ) -> None:
     """``None``: the production default (a 30 s lease, 20-connection pools, 5 s connect
     timeout); the short variant resumes the cut-off runs within seconds, and its outage
-    outlasts an event stream's keepalive, so the stream reads during the outage too."""
+    outlasts an event stream's keepalive, so the stream must stay open through keepalives."""
     dsn = cluster.dsn()
     await migrate(dsn, tmp_path)
     key = TEST_MASTER_KEY.encoded()

@@ -9,7 +9,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from tests.support.api import Api
+from tenantry.api.console import epoch, session
+from tests.support.api import OPERATOR_TOKEN, Api
 from tests.support.db import row_counts
 
 
@@ -377,3 +378,67 @@ async def test_a_usage_window_at_the_end_of_the_calendar_is_refused(world: World
     await expect_refusal(w, "GET", "/admin/v1/usage", 400, "validation_error",
                          params={"from": "9999-12-30", "to": "9999-12-31"},
                          headers=w.api.operator)
+
+
+# -- integers in queries and headers are ASCII digits, within their column ----------------
+# pydantic's lax int took '+1', ' 1', '1_0', '-0' and '1.0'; int() takes '١٢'; 2**63 fits
+# no column. Each must be the same 400 problem+json, never a 5xx and never a silent guess.
+
+NOT_ASCII_DIGITS = ["\u00b2", "\u0661\u0662", "\uff11", "+1", "1_0", "-0", "1.0", "0x1",
+                    str(2**63), "9" * 40, ""]
+
+
+def _integer_parameters(w: World) -> list[tuple[str, str, dict[str, str]]]:
+    """Every integer query parameter of the API: (path, parameter, credentials)."""
+    op = w.api.operator
+    return [("/v1/runs", "limit", w.h), ("/v1/agents", "limit", w.h),
+            (f"/v1/runs/{w.run}/events", "after", w.h),
+            (f"/v1/runs/{w.run}/events", "limit", {**w.h, "Accept": "application/json"}),
+            ("/admin/v1/tenants", "limit", op),
+            (f"/admin/v1/tenants/{w.tenant}/api-keys", "limit", op),
+            ("/admin/v1/billing/reconciliations", "limit", op),
+            ("/admin/v1/prices/scripted", "limit", op), ("/admin/v1/prices", "limit", op),
+            ("/admin/v1/approvals/pending", "each", op),
+            (f"/admin/v1/tenants/{w.tenant}/approvals/pending", "limit", op)]
+
+
+@pytest.mark.parametrize("value", [*NOT_ASCII_DIGITS, " 1", "1 "])
+async def test_integer_query_parameters_are_ascii_digits(world: World, value: str) -> None:
+    w = world
+    for path, name, headers in _integer_parameters(w):
+        body = await expect_refusal(w, "GET", path, 400, "validation_error",
+                                    params={name: value}, headers=headers)
+        assert body["errors"][0]["loc"] == ["query", name], (path, name)
+
+
+@pytest.mark.parametrize("value", NOT_ASCII_DIGITS)
+async def test_last_event_id_is_ascii_digits(world: World, value: str) -> None:
+    """(' 1' cannot be sent: HTTP strips a header value's surrounding whitespace.)"""
+    w = world
+    for accept in ("text/event-stream", "application/json"):
+        body = await expect_refusal(w, "GET", f"/v1/runs/{w.run}/events", 400,
+                                    "validation_error", headers={
+                                        **w.h, "Accept": accept,
+                                        "Last-Event-ID": value.encode()})
+        assert body["errors"][0]["loc"] == ["header", "last-event-id"]
+
+
+async def test_the_largest_seq_and_limit_are_accepted(world: World) -> None:
+    w = world
+    r = await w.api.client.get(f"/v1/runs/{w.run}/events", headers={
+        **w.h, "Accept": "application/json"}, params={"after": INT4_MAX, "limit": 1000})
+    assert r.status_code == 200 and r.json()["events"] == []
+    r = await w.api.client.get(f"/v1/runs/{w.run}/events", headers={
+        **w.h, "Accept": "application/json", "Last-Event-ID": "0"})
+    assert r.status_code == 200 and r.json()["events"][0]["seq"] == 1
+
+
+@pytest.mark.parametrize("value", ["\u00b2", "\u0661\u0662", "+1", "-0", str(2**63)])
+async def test_the_consoles_stream_resumes_only_from_ascii_digits(
+        world: World, value: str) -> None:
+    w = world
+    cookie, _ = session.issue(OPERATOR_TOKEN, epoch=epoch.FIRST)
+    r = await w.api.client.get(f"/console/runs/{w.tenant}/{w.run}/events",
+                               params={"after": value},
+                               headers={"Cookie": f"{session.SESSION_COOKIE}={cookie}"})
+    assert r.status_code == 400 and "event seq" in r.text

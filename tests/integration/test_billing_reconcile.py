@@ -13,7 +13,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from tenantry.api.console import session
+from tenantry.api.console import epoch, session
 from tenantry.ledger.pricing import DEFAULT_PRICES
 from tenantry.testing.fake_model import FakeModelServer, UsageRecord
 from tests.support.api import OPERATOR_TOKEN, Api, free_port
@@ -162,7 +162,7 @@ async def test_reconcile_flags_exactly_the_day_and_account_the_provider_disagree
     assert ADMIN_KEY not in out + err
 
     # The console shows each account's last reconciliation, the flagged day marked.
-    cookie, _ = session.issue(OPERATOR_TOKEN)
+    cookie, _ = session.issue(OPERATOR_TOKEN, epoch=epoch.FIRST)
     r = await api.client.get("/console/billing",
                              headers={"Cookie": f"{session.SESSION_COOKIE}={cookie}"})
     assert r.status_code == 200
@@ -250,7 +250,7 @@ async def test_a_malformed_export_is_a_clear_400_and_stores_nothing(
         assert "sk-not-the-admin-key" not in r.text
     r = await api.client.get("/admin/v1/billing/reconciliations", headers=api.operator)
     assert r.status_code == 200 and r.json() == []
-    cookie, _ = session.issue(OPERATOR_TOKEN)
+    cookie, _ = session.issue(OPERATOR_TOKEN, epoch=epoch.FIRST)
     page = await api.client.get("/console/billing",
                                 headers={"Cookie": f"{session.SESSION_COOKIE}={cookie}"})
     assert page.status_code == 200 and "No reconciliation yet." in page.text

@@ -18,6 +18,7 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
         agents,
         approvals,
         billing,
+        inbox,
         metrics,
         model_accounts,
         policy,
@@ -29,7 +30,7 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
               *billing.router.routes,
               *approvals.router.routes, *model_accounts.router.routes,
               *policy.admin_router.routes, *policy.router.routes, *metrics.router.routes,
-              *prices.router.routes]
+              *prices.router.routes, *inbox.router.routes]
     served = {
         # The document names a `{model:path}` parameter as `{model}`, as OpenAPI has it.
         (route.path_format, method)
@@ -47,7 +48,9 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
                 ("/admin/v1/tenants/{tenant_id}/policy", "PUT"),
                 ("/admin/v1/billing/reconcile", "POST"),
                 ("/admin/v1/prices/{model}", "PUT"), ("/admin/v1/prices/{model}", "GET"),
-                ("/admin/v1/prices", "GET")}
+                ("/admin/v1/prices", "GET"), ("/admin/v1/sessions/revoke", "POST"),
+                ("/admin/v1/approvals/pending", "GET"),
+                ("/admin/v1/tenants/{tenant_id}/approvals/pending", "GET")}
     assert expected <= documented
 
 
@@ -100,9 +103,21 @@ async def test_openapi_states_the_input_rules(api: Api) -> None:
     url = field("RegisterToolServer", "url")
     assert str(url["pattern"]).startswith("^https?://") and url["maxLength"] == 2048
     assert field("StartRun", "webhook")["pattern"] == url["pattern"]
-    events = doc["paths"]["/v1/runs/{run_id}/events"]["get"]
-    last_event_id = next(p for p in events["parameters"] if p["name"] == "last-event-id")
-    assert last_event_id["schema"]["anyOf"][0]["pattern"] == "^[0-9]{1,10}$"
+    # Every integer query parameter and header says its real bounds (the seq is an int4).
+    bounds = {}
+    for path, ops in doc["paths"].items():
+        for op in ops.values():
+            for param in op.get("parameters", []):
+                schema = param["schema"].get("anyOf", [param["schema"]])[0]
+                if schema.get("type") == "integer":
+                    bounds[(path, param["name"])] = (schema["minimum"], schema["maximum"])
+    events = "/v1/runs/{run_id}/events"
+    assert bounds[(events, "last-event-id")] == bounds[(events, "after")] == (0, 2**31 - 1)
+    assert bounds[(events, "limit")] == (1, 1000)
+    assert bounds[("/v1/runs", "limit")] == bounds[("/admin/v1/tenants", "limit")] == (1, 200)
+    assert bounds[("/admin/v1/billing/reconciliations", "limit")] == (1, 200)
+    assert bounds[("/admin/v1/prices/{model}", "limit")] == (1, 1000)
+    assert bounds[("/admin/v1/approvals/pending", "each")] == (1, 50)
 
 
 async def test_every_error_is_documented_as_problem_json(api: Api) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from tenantry.api.console import reads, session
+from tenantry.api.console import epoch, reads, session
 from tenantry.testing.mcp_server import EffectsMcpServer
 from tests.support.api import OPERATOR_TOKEN, Api
 from tests.support.bank_server import BankMcpServer
@@ -332,7 +332,7 @@ async def test_console_models_page_reads_the_same_pages(api: Api) -> None:
         await api.model_account(f"acct-{n:03d}", UNROUTABLE)
     r = await api.client.delete("/admin/v1/model-accounts/acct-000", headers=api.operator)
     assert r.status_code == 200
-    cookie, _ = session.issue(OPERATOR_TOKEN)
+    cookie, _ = session.issue(OPERATOR_TOKEN, epoch=epoch.FIRST)
     headers = {"Cookie": f"{session.SESSION_COOKIE}={cookie}"}
     seen: list[str] = []
     path: str | None = "/console/models"

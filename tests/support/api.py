@@ -11,7 +11,9 @@ from dataclasses import dataclass
 import httpx2
 import orjson
 import uvicorn
+from fastapi import FastAPI
 
+from tenantry.api.platform import Platform
 from tenantry.bootstrap.api import build_app
 from tenantry.config import Settings
 from tenantry.runs.inprocess import LocalWorkers
@@ -37,6 +39,13 @@ class Api:
     base_url: str
     client: httpx2.AsyncClient
     operator: dict[str, str]
+    app: FastAPI | None = None  # the app served, to observe its process (pool, streams)
+
+    @property
+    def platform(self) -> Platform:
+        assert self.app is not None
+        found: Platform = self.app.state.platform
+        return found
 
     async def tenant(self, name: str = "Acme", *,
                      region: str = "default") -> tuple[str, dict[str, str]]:
@@ -118,8 +127,7 @@ async def serving_api(database_dsn: str, *, local: LocalWorkers | None = None,
     # The serving logins, as `tenantry up` uses on the embedded cluster (ADR 0011).
     app = build_app(settings, login_dsn(database_dsn),
                     console_dsn=console_login_dsn(database_dsn), local=local)
-    config = uvicorn.Config(app, host="127.0.0.1",
-                            port=port,
+    config = uvicorn.Config(app, host="127.0.0.1", port=port,
                             log_config=None, access_log=False, lifespan="on")
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
@@ -130,7 +138,7 @@ async def serving_api(database_dsn: str, *, local: LocalWorkers | None = None,
     base = f"http://127.0.0.1:{port}"
     try:
         async with httpx2.AsyncClient(base_url=base, timeout=10) as client:
-            yield Api(base, client, {"Authorization": f"Bearer {OPERATOR_TOKEN}"})
+            yield Api(base, client, {"Authorization": f"Bearer {OPERATOR_TOKEN}"}, app)
     finally:
         server.should_exit = True
         await task

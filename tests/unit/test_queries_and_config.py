@@ -71,3 +71,19 @@ def test_sandbox_work_size_setting() -> None:
     assert Settings.from_env({"TENANTRY_SANDBOX_WORK_MIB": "64"}).sandbox_work_mib == 64
     with pytest.raises(ConfigurationError, match="TENANTRY_SANDBOX_WORK_MIB must be at least 8"):
         Settings.from_env({"TENANTRY_SANDBOX_WORK_MIB": "1"})
+
+
+def test_stream_caps_and_the_secure_cookie_setting_from_env() -> None:
+    s = Settings.from_env({"TENANTRY_SSE_MAX_STREAMS": "50",
+                           "TENANTRY_SSE_MAX_STREAMS_PER_TENANT": "5",
+                           "TENANTRY_CONSOLE_SECURE_COOKIE": "TRUE"})
+    assert (s.sse_max_streams, s.sse_max_streams_per_tenant) == (50, 5)
+    assert s.console_secure_cookie == "true"
+    defaults = Settings.from_env({})
+    assert (defaults.sse_max_streams, defaults.sse_max_streams_per_tenant) == (1000, 100)
+    assert defaults.console_secure_cookie == "auto"
+    for env, said in (({"TENANTRY_SSE_MAX_STREAMS": "0"}, "at least 1"),
+                      ({"TENANTRY_SSE_MAX_STREAMS_PER_TENANT": "many"}, "integer"),
+                      ({"TENANTRY_CONSOLE_SECURE_COOKIE": "sometimes"}, "auto, true or false")):
+        with pytest.raises(ConfigurationError, match=said):
+            Settings.from_env(env)

@@ -1,5 +1,6 @@
 """Operator API (``/admin/v1``): tenants, their API keys, secrets and tool servers. Each
-is listed (a keyset page, see :mod:`tenantry.api.pages`) and fetched as well as created."""
+is listed (a keyset page, see :mod:`tenantry.api.pages`) and fetched as well as created.
+Also the operator's console sessions: revoked all at once (the console's session epoch)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from fastapi import APIRouter, Depends, Response
 from pydantic import BaseModel, Field
 
 from tenantry.api.auth import operator, platform
+from tenantry.api.console import epoch
 from tenantry.api.fields import (
     LABEL_RE,
     SECRET_NAME_RE,
@@ -360,3 +362,17 @@ async def get_tool_server(
 ) -> ToolServerOut:
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
     return _server_out(await _server(p, tenant, name))
+
+
+class SessionsRevokedOut(BaseModel):
+    epoch: int = Field(description="The new session epoch; console cookies of any earlier "
+                                   "one are refused from now on.")
+
+
+@router.post("/sessions/revoke", response_model=SessionsRevokedOut)
+async def revoke_sessions(p: Platform = Depends(platform)) -> SessionsRevokedOut:
+    """Sign every operator console session out, in every browser and every API process,
+    without rotating the operator token: each cookie issued so far is refused at its next
+    request (pages redirect to the login page, streams answer 401). Logging in again with
+    the operator token starts a session in the new epoch."""
+    return SessionsRevokedOut(epoch=await epoch.revoke_all(p.db))

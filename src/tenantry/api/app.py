@@ -19,6 +19,7 @@ from tenantry.api import (
     auth,
     billing,
     console,
+    inbox,
     metrics,
     model_accounts,
     policy,
@@ -92,7 +93,7 @@ def create_app(
     problems.install(app)
     api_routers = [admin.router, model_accounts.router, billing.router, prices.router,
                    policy.admin_router, policy.router, metrics.router, agents.router,
-                   runs.router, approvals.router]
+                   runs.router, approvals.router, inbox.router]
     for router in api_routers:
         app.include_router(router)
     console.install(app)

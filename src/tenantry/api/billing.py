@@ -4,13 +4,14 @@ provider's own usage report (docs/decisions/0007-billing-reconcile.md)."""
 from __future__ import annotations
 
 from datetime import date, datetime
-from typing import Literal, Self
+from typing import Annotated, Literal, Self
 
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tenantry.api.admin import Label
 from tenantry.api.auth import operator, platform
+from tenantry.api.params import PageLimit
 from tenantry.api.platform import Platform
 from tenantry.api.problems import MEDIA_TYPE
 from tenantry.errors import ValidationFailed
@@ -145,7 +146,7 @@ async def reconcile_account(body: ReconcileIn,
             response_model_by_alias=True)
 async def list_reconciliations(
     account: str | None = Query(None, max_length=64, description="Only this account's."),
-    limit: int = Query(20, ge=1, le=200),
+    limit: Annotated[PageLimit, Query()] = 20,
     p: Platform = Depends(platform),
 ) -> list[ReconciliationOut]:
     """Past reconciliations, newest first."""

@@ -3,7 +3,7 @@
 The database's gauges (queue depth and age, leases held, runs by status), plus what the
 worker loops running in this same process counted (``tenantry up``): queue waits, step
 platform time, model calls and errors, breakers, the sandbox pool, budget refusals — and
-the shedding level this API process answers new runs with. A
+the shedding level this API process answers new runs with, and its open event streams. A
 standalone ``tenantry worker`` serves its own figures on ``--metrics-port``. Every tenant
 label is a tenant *class* (plan), never a tenant id."""
 
@@ -27,6 +27,7 @@ async def get_metrics(p: Platform = Depends(platform)) -> PlainTextResponse:
     text = await metrics.render(p.db) + await metrics.render_runs(p.db)
     if p.cell is not None:
         text += await shedding.render(p.cell.load)
+    text += p.streams.render()
     if p.local is not None:
         # Worker loops of one process share one metrics object; render each once.
         seen = {id(e.metrics): e.metrics for e in p.local.engines}

@@ -11,10 +11,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Annotated, TypeVar
 
 from fastapi import Query
 
+from tenantry.api.params import PageLimit
 from tenantry.errors import ValidationFailed
 
 K = TypeVar("K")
@@ -46,7 +47,7 @@ class PageRequest:
 
 
 async def page_request(
-    limit: int = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description="Items per page."),
+    limit: Annotated[PageLimit, Query(description="Items per page.")] = DEFAULT_LIMIT,
     cursor: str | None = Query(None, min_length=1, max_length=256,
                                description="next_cursor from the previous page"),
 ) -> PageRequest:

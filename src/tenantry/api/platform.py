@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+from tenantry.api.streams import StreamSlots
 from tenantry.config import Settings
 from tenantry.db import Database
 from tenantry.runs.hub import EventHub
@@ -33,3 +34,10 @@ class Platform:
     # The console's cross-tenant reads (ADR 0011): a pool whose login may become
     # tenantry_console, which the tenant pool's login cannot; None: ``db`` (tests).
     console_db: Database | None = None
+    streams: StreamSlots = field(default_factory=StreamSlots)  # open SSE streams
+
+    @property
+    def cross_tenant_db(self) -> Database:
+        """The pool for the console's cross-tenant reads (console pages, the operator's
+        inbox): the only one that may call the ``tenantry_console_*`` functions."""
+        return self.console_db or self.db

@@ -13,6 +13,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from tenantry.api.auth import operator, platform
 from tenantry.api.pages import PageRequest, matching, page_request
+from tenantry.api.params import LongPageLimit
 from tenantry.api.platform import Platform
 from tenantry.errors import NotFound, ValidationFailed
 from tenantry.ledger import prices
@@ -132,7 +133,7 @@ async def list_prices(
 
 @router.get("/prices/{model:path}", response_model=PriceHistory)
 async def price_history(
-    model: ModelPath, limit: int = Query(100, ge=1, le=1000),
+    model: ModelPath, limit: Annotated[LongPageLimit, Query()] = 100,
     p: Platform = Depends(platform),
 ) -> PriceHistory:
     """Every version of a model's price, newest first (scheduled ones included)."""

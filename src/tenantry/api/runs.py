@@ -5,17 +5,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
-from starlette.responses import StreamingResponse
 
 from tenantry.api.auth import current_tenant, platform
-from tenantry.api.fields import INT4_MAX, Body, HttpUrl, PositiveInt4, storable_json
+from tenantry.api.fields import Body, HttpUrl, PositiveInt4, storable_json
 from tenantry.api.pages import PageRequest, page_request
-from tenantry.api.params import parse_or_404, seq_or_400
+from tenantry.api.params import LongPageLimit, Seq, parse_or_404
 from tenantry.api.platform import Platform
+from tenantry.api.streams import RETRY_AFTER, Slot, SlotStream
 from tenantry.db import DATABASE_DOWN
 from tenantry.errors import NotFound
 from tenantry.ids import AgentId, RunId, TenantId
@@ -289,21 +289,32 @@ async def cancel_run(
             "text/event-stream": {"schema": SSE_EVENT},
             "application/json": {"schema": {"$ref": "#/components/schemas/EventPage"}},
         },
+    }, 429: {
+        "description": "`overloaded`: this tenant, or this API process, has as many event "
+                       "streams open as it serves (`TENANTRY_SSE_MAX_STREAMS_PER_TENANT`, "
+                       "`TENANTRY_SSE_MAX_STREAMS`); the answer does not say which. Close "
+                       "a stream or retry after `Retry-After` seconds. JSON pages are "
+                       "never refused.",
+        "headers": {"Retry-After": {"description": "Seconds to wait before retrying.",
+                                    "schema": {"type": "integer", "const": RETRY_AFTER}}},
+        "content": {"application/problem+json": {"schema": {"allOf": [
+            {"$ref": "#/components/schemas/Problem"},
+            {"type": "object", "required": ["retry_after"],
+             "properties": {"retry_after": {"type": "integer", "minimum": 1}}},
+        ]}}},
     }},
 )
 async def run_events(
     run_id: str, request: Request,
-    after: int | None = Query(None, ge=0, le=INT4_MAX,
-                              description="Resume after this seq (default 0)."),
-    limit: int = Query(500, ge=1, le=1000, description="JSON page size."),
-    last_event_id: str | None = Header(None, pattern=r"^[0-9]{1,10}$",
-                                       description="SSE resume; same as `after`."),
+    after: Annotated[Seq | None, Query(description="Resume after this seq (default 0).")]
+    = None,
+    limit: Annotated[LongPageLimit, Query(description="JSON page size.")] = 500,
+    last_event_id: Annotated[Seq | None, Header(description="SSE resume; same as `after`.")]
+    = None,
     tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
 ) -> Response:
     run = parse_or_404(RunId, run_id, NOT_FOUND)
-    if after is None and last_event_id is not None:
-        after = seq_or_400(last_event_id, "Last-Event-ID")
-    start = after or 0
+    start = after if after is not None else (last_event_id or 0)
     if "application/json" in request.headers.get("accept", "") and (
         "text/event-stream" not in request.headers.get("accept", "")
     ):
@@ -316,13 +327,25 @@ async def run_events(
         page = EventPage(events=[EventOut(**e.to_json()) for e in events],
                          next_after=next_after, run_ended=ended)
         return Response(page.model_dump_json(), media_type="application/json")
-    # Check the run exists (and is this tenant's) before committing to a 200 stream.
-    first, first_is_all = await first_events(p, tenant, run, start)
-    return StreamingResponse(
-        event_stream(p, tenant, run, start, first, ended=first_is_all),
+    slot = take_stream_slot(p, tenant.value)
+    try:
+        # Check the run exists (and is this tenant's) before committing to a 200 stream.
+        first, first_is_all = await first_events(p, tenant, run, start)
+    except BaseException:
+        slot.release()
+        raise
+    return SlotStream(
+        event_stream(p, tenant, run, start, first, ended=first_is_all), slot,
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+
+
+def take_stream_slot(p: Platform, tenant: str | None) -> Slot:
+    """A slot for one more open stream of ``tenant`` (None: the operator's console), or
+    429 overloaded past the process's or the tenant's cap (shared with the console)."""
+    return p.streams.take(tenant, max_total=p.settings.sse_max_streams,
+                          max_per_tenant=p.settings.sse_max_streams_per_tenant)
 
 
 async def first_events(
@@ -372,6 +395,7 @@ async def event_stream(
         # committed in between is not left waiting for the next notification.
         wake.set()
         batch = first
+        failed = False  # the last read met an outage: retry at the next keepalive
         while True:
             for event in batch:
                 yield _sse(event)
@@ -379,17 +403,22 @@ async def event_stream(
                 if event.type in TERMINAL_EVENTS:
                     return
             if len(batch) < 500:
-                if not await _woken(wake, p.closing):
+                # Idle: no connection is held or taken until a notification (or, after a
+                # failed read, the keepalive interval) says there may be something to read.
+                while not await _woken(wake, p.closing):
                     yield b": keepalive\n\n"
+                    if failed:
+                        break
                 if p.closing.is_set():
                     return  # the client resumes elsewhere with Last-Event-ID
                 wake.clear()
             try:
                 batch = await service.read_events(p.db, tenant, run, after=after, limit=500)
+                failed = False
             except NotFound:
                 return
             except DATABASE_DOWN as exc:
                 # The stream outlives an outage: the hub wakes every stream when its LISTEN
                 # connection is back, and the keepalive interval retries meanwhile.
                 p.db.outage.failed("event stream", exc)
-                batch = []
+                batch, failed = [], True

@@ -5,9 +5,6 @@
 -- name: runs_page
 SELECT * FROM tenantry_console_runs($1, $2, $3, $4, $5)
 
--- name: pending_approvals
-SELECT * FROM tenantry_console_pending_approvals($1, $2)
-
 -- name: tenants_page
 SELECT * FROM tenantry_console_tenants($1, $2)
 
@@ -25,3 +22,9 @@ LIMIT $3
 
 -- name: agent_name
 SELECT name FROM agents WHERE tenant_id = $1 AND agent_id = $2
+
+-- name: pending_by_tenant
+SELECT * FROM tenantry_console_pending_by_tenant($1, $2)
+
+-- name: pending_approvals_of
+SELECT * FROM tenantry_console_pending_approvals_of($1, $2, $3)

@@ -21,6 +21,8 @@ Q = load(__package__)
 logger = logging.getLogger(__name__)
 
 PAGE = 50
+INBOX_TENANTS = 100  # tenants grouped on the inbox's first page, the longest waiting first
+INBOX_EACH = 5  # approvals shown per tenant there; the tenant's own page shows the rest
 RUN_EVENTS_SHOWN = 200  # the run page renders the latest ones; the stream brings the rest
 RUN_APPROVALS_SHOWN = 20
 
@@ -63,6 +65,16 @@ class PendingApproval:
 
 
 @dataclass(frozen=True, slots=True)
+class TenantInbox:
+    """One tenant's share of the inbox: how many approvals wait, since when, the first."""
+
+    tenant: TenantId
+    pending: int
+    oldest: datetime
+    first: list[PendingApproval]
+
+
+@dataclass(frozen=True, slots=True)
 class TenantRow:
     tenant: TenantId
     name: str
@@ -97,14 +109,37 @@ async def runs_page(
     return [RunRow.from_row(r) for r in rows]
 
 
-async def pending_approvals(
-    db: Database, *, after: ApprovalId | None, limit: int = PAGE,
+def _pending(r: asyncpg.Record) -> PendingApproval:
+    return PendingApproval(TenantId(r["tenant_id"]), ApprovalId(r["approval_id"]),
+                           RunId(r["run_id"]), r["key"], r["tool"], r["arguments"],
+                           r["requested_at"], r["expires_at"])
+
+
+async def pending_approvals_of(
+    db: Database, tenant: TenantId, *, after: ApprovalId | None, limit: int = PAGE,
 ) -> list[PendingApproval]:
+    """One tenant's pending approvals, oldest first (the inbox filtered by tenant)."""
     async with db.unscoped() as conn:
-        rows = await conn.fetch(Q.pending_approvals, after.uuid if after else None, limit)
-    return [PendingApproval(TenantId(r["tenant_id"]), ApprovalId(r["approval_id"]),
-                            RunId(r["run_id"]), r["key"], r["tool"], r["arguments"],
-                            r["requested_at"], r["expires_at"]) for r in rows]
+        rows = await conn.fetch(Q.pending_approvals_of, tenant.value,
+                                after.uuid if after else None, limit)
+    return [_pending(r) for r in rows]
+
+
+async def pending_by_tenant(
+    db: Database, *, tenants: int = INBOX_TENANTS, each: int = INBOX_EACH,
+) -> list[TenantInbox]:
+    """The inbox grouped by tenant, the longest-waiting tenant first: each tenant's count
+    and its first ``each`` approvals, so no tenant's volume hides another's."""
+    async with db.unscoped() as conn:
+        rows = await conn.fetch(Q.pending_by_tenant, tenants, each)
+    grouped: dict[str, TenantInbox] = {}
+    for r in rows:
+        inbox = grouped.get(r["tenant_id"])
+        if inbox is None:
+            inbox = grouped[r["tenant_id"]] = TenantInbox(
+                TenantId(r["tenant_id"]), r["pending"], r["oldest"], [])
+        inbox.first.append(_pending(r))
+    return list(grouped.values())  # the rows come in the tenants' order
 
 
 async def tenants_page(

@@ -1,10 +1,12 @@
-"""Console sessions and CSRF tokens, with no server-side state.
+"""Console sessions and CSRF tokens, with one number of server-side state: the epoch.
 
-Logging in with the operator token sets a cookie ``<expiry>.<nonce>.<mac>``: an HMAC over
-the expiry and a random nonce, keyed by a key derived from the operator token. Any API
-process configured with the same token can verify it (no session table, no sticky load
-balancing); changing the operator token logs every console out. The CSRF token of a session
-is another HMAC of its nonce, so forms carry a value a cross-site page cannot know or set.
+Logging in with the operator token sets a cookie ``<expiry>.<epoch>.<nonce>.<mac>``: an
+HMAC over the expiry, the session epoch and a random nonce, keyed by a key derived from the
+operator token. Any API process configured with the same token can verify it (no session
+table, no sticky load balancing). Changing the operator token logs every console out; so
+does revoking sessions, which moves the epoch (epoch.py) on without changing the token.
+The CSRF token of a session is another HMAC of its nonce, so forms carry a value a
+cross-site page cannot know or set.
 Before login there is no session yet: the login form is protected by a double-submit
 cookie (a random value both in a SameSite=Strict cookie and in the form)."""
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 import time
 from dataclasses import dataclass
@@ -20,6 +23,7 @@ SESSION_COOKIE = "tenantry_console"
 LOGIN_COOKIE = "tenantry_console_login"
 SESSION_SECONDS = 8 * 3600  # a working day; a stolen cookie is useless after it
 _KEY_LABEL = b"tenantry console session v1"
+_NUMBER = re.compile(r"[0-9]{1,19}")  # ASCII only: str.isdigit() also says yes to '²'
 
 
 def _key(operator_token: str) -> bytes:
@@ -36,35 +40,37 @@ def _mac(key: bytes, *parts: str) -> str:
 class Session:
     nonce: str
     expires_at: int  # Unix seconds
+    epoch: int  # the session epoch it was issued in
 
     def csrf(self, operator_token: str) -> str:
         return _mac(_key(operator_token), "csrf", self.nonce)
 
 
-def issue(operator_token: str, *, now: float | None = None) -> tuple[str, Session]:
-    """A new session and its cookie value."""
+def issue(operator_token: str, *, epoch: int,
+          now: float | None = None) -> tuple[str, Session]:
+    """A new session of the current ``epoch`` and its cookie value."""
     expires = int((time.time() if now is None else now) + SESSION_SECONDS)
-    session = Session(secrets.token_hex(16), expires)
-    mac = _mac(_key(operator_token), "session", str(expires), session.nonce)
-    return f"{expires}.{session.nonce}.{mac}", session
+    session = Session(secrets.token_hex(16), expires, epoch)
+    mac = _mac(_key(operator_token), "session", str(expires), str(epoch), session.nonce)
+    return f"{expires}.{epoch}.{session.nonce}.{mac}", session
 
 
-def verify(cookie: str | None, operator_token: str | None, *,
+def verify(cookie: str | None, operator_token: str | None, *, epoch: int,
            now: float | None = None) -> Session | None:
-    """The session the cookie proves, or None (absent, forged, expired, or no operator
-    token configured: then nobody can log in)."""
+    """The session the cookie proves, or None (absent, forged, expired, issued before the
+    sessions were last revoked, or no operator token configured: then nobody can log in)."""
     if not cookie or not operator_token:
         return None
     parts = cookie.split(".")
-    if len(parts) != 3 or not parts[0].isdigit():
+    if len(parts) != 4 or not _NUMBER.fullmatch(parts[0]) or not _NUMBER.fullmatch(parts[1]):
         return None
-    expires, nonce, mac = parts
-    expected = _mac(_key(operator_token), "session", expires, nonce)
+    expires, issued_in, nonce, mac = parts
+    expected = _mac(_key(operator_token), "session", expires, issued_in, nonce)
     if not hmac.compare_digest(mac.encode(), expected.encode()):
         return None
-    if int(expires) <= (time.time() if now is None else now):
+    if int(issued_in) != epoch or int(expires) <= (time.time() if now is None else now):
         return None
-    return Session(nonce, int(expires))
+    return Session(nonce, int(expires), epoch)
 
 
 def token_matches(given: str, operator_token: str | None) -> bool:

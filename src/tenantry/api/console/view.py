@@ -20,7 +20,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment
 
-from tenantry.api.console import filters
+from tenantry.api.console import epoch, filters
 from tenantry.api.console.session import SESSION_COOKIE, Session, same, verify
 from tenantry.api.platform import Platform
 from tenantry.db import Database
@@ -73,7 +73,7 @@ class View:
     @property
     def console_db(self) -> Database:
         """For the cross-tenant pages only: the pool that may call the console's functions."""
-        return self.platform.console_db or self.platform.db
+        return self.platform.cross_tenant_db
 
     @property
     def operator_token(self) -> str | None:
@@ -93,10 +93,18 @@ class View:
                                 status_code=303, headers=HEADERS)
 
     def cookie_args(self) -> dict[str, Any]:
-        # Secure whenever the console is reached over https (directly or via a proxy
-        # uvicorn trusts); plain http only makes sense on loopback in development.
-        return {"httponly": True, "samesite": "strict",
-                "secure": self.request.url.scheme == "https", "path": PREFIX}
+        return {"httponly": True, "samesite": "strict", "secure": self.secure_cookies,
+                "path": PREFIX}
+
+    @property
+    def secure_cookies(self) -> bool:
+        """auto: Secure whenever the console is reached over https (directly or via a proxy
+        uvicorn trusts). Behind a TLS proxy uvicorn does not trust, the request looks like
+        plain http: TENANTRY_CONSOLE_SECURE_COOKIE=true keeps the cookies off plain http."""
+        setting = self.platform.settings.console_secure_cookie
+        if setting == "auto":
+            return self.request.url.scheme == "https"
+        return setting == "true"
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,8 +148,12 @@ async def console_of(request: Request) -> Console:
 
 async def view(request: Request) -> View:
     platform: Platform = request.app.state.platform
-    return View(request.app.state.console, platform, request,
-                verify(request.cookies.get(SESSION_COOKIE), platform.settings.operator_token))
+    cookie = request.cookies.get(SESSION_COOKIE)
+    token = platform.settings.operator_token
+    # The epoch is read only for a request that carries a cookie to check against it.
+    found = (verify(cookie, token, epoch=await epoch.current(platform.db))
+             if cookie and token else None)
+    return View(request.app.state.console, platform, request, found)
 
 
 async def signed_in(request: Request) -> SignedIn:

@@ -1,4 +1,5 @@
-"""The approvals inbox across tenants, and the operator's decision on one approval."""
+"""The approvals inbox across tenants (grouped by tenant, or one tenant's), and the
+operator's decision on one approval."""
 
 from __future__ import annotations
 
@@ -29,7 +30,22 @@ async def _render_inbox(v: SignedIn, *, status: int = 200,
         after = parse_id(ApprovalId, q.get("after"))
     except ValueError:
         after = None
-    pending = await reads.pending_approvals(v.console_db, after=after)
+    try:
+        tenant = parse_id(TenantId, q.get("tenant"))
+    except ValueError:
+        tenant, error = None, error or "No such tenant; showing every tenant."
+    groups: list[reads.TenantInbox] = []
+    pending: list[reads.PendingApproval] = []
+    more = None
+    if tenant is not None:
+        pending = await reads.pending_approvals_of(v.console_db, tenant, after=after)
+        if len(pending) == reads.PAGE:
+            more = f"{PREFIX}/approvals?" + urlencode(
+                {"tenant": tenant.value, "after": str(pending[-1].approval_id)})
+    else:
+        # Grouped, never one list oldest first: a tenant filing thousands of approvals
+        # would fill every page of that, and bury every other tenant's behind them.
+        groups = await reads.pending_by_tenant(v.console_db)
     decided = None
     try:
         decided_id = parse_id(ApprovalId, q.get("decided"))
@@ -37,10 +53,9 @@ async def _render_inbox(v: SignedIn, *, status: int = 200,
         decided_id = None
     if decided_id is not None and q.get("decision") in ("approved", "denied"):
         decided = (str(decided_id), q["decision"])
-    more = (f"{PREFIX}/approvals?{urlencode({'after': str(pending[-1].approval_id)})}"
-            if len(pending) == reads.PAGE else None)
-    return v.render("approvals.html", status=status, title="Approvals",
-                    pending=pending, decided=decided, error=error, more=more)
+    return v.render("approvals.html", status=status, title="Approvals", tenant=tenant,
+                    groups=groups, pending=pending, decided=decided, error=error, more=more,
+                    each=reads.INBOX_EACH, max_tenants=reads.INBOX_TENANTS)
 
 
 @router.post("/approvals/{tenant_id}/{approval_id}")

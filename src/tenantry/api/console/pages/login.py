@@ -8,7 +8,7 @@ from dataclasses import replace
 from fastapi import APIRouter, Depends
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from tenantry.api.console import session
+from tenantry.api.console import epoch, session
 from tenantry.api.console.view import HEADERS, PREFIX, SignedIn, View, signed_in, text, view
 
 router = APIRouter()
@@ -50,7 +50,7 @@ async def login(v: View = Depends(view)) -> Response:
         return _login_page(v, status=401, next_=next_,
                            error="That is not the operator token.")
     assert token is not None  # token_matches refuses when none is configured
-    cookie, _ = session.issue(token)
+    cookie, _ = session.issue(token, epoch=await epoch.current(v.db))
     response = RedirectResponse(next_ or f"{PREFIX}/runs", status_code=303, headers=HEADERS)
     response.set_cookie(session.SESSION_COOKIE, cookie, max_age=session.SESSION_SECONDS,
                         **v.cookie_args())
@@ -63,7 +63,19 @@ async def logout(v: SignedIn = Depends(signed_in)) -> Response:
     if not v.csrf_ok(await v.request.form()):
         return v.forbidden()
     # The cookie is the whole session: the browser forgets it. (A copy taken before
-    # logout stays valid until it expires; rotating the operator token ends them all.)
+    # logout stays valid until it expires; "sign out everywhere" below ends them all.)
+    response = RedirectResponse(f"{PREFIX}/login", status_code=303, headers=HEADERS)
+    response.delete_cookie(session.SESSION_COOKIE, **v.cookie_args())
+    return response
+
+
+@router.post("/logout/everywhere")
+async def logout_everywhere(v: SignedIn = Depends(signed_in)) -> Response:
+    """Revoke every console session (this one, other browsers', any copied cookie): the
+    session epoch moves on, as POST /admin/v1/sessions/revoke does."""
+    if not v.csrf_ok(await v.request.form()):
+        return v.forbidden()
+    await epoch.revoke_all(v.db)
     response = RedirectResponse(f"{PREFIX}/login", status_code=303, headers=HEADERS)
     response.delete_cookie(session.SESSION_COOKIE, **v.cookie_args())
     return response

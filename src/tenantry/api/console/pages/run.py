@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, Response
-from starlette.responses import StreamingResponse
 
 from tenantry.api import runs as runs_api
 from tenantry.api.console import reads, waterfall
 from tenantry.api.console.filters import usd
 from tenantry.api.console.view import HEADERS, PREFIX, SignedIn, View, signed_in, view
+from tenantry.api.params import int4
+from tenantry.api.streams import SlotStream
 from tenantry.errors import NotFound
 from tenantry.ids import RunId, TenantId
 from tenantry.runs import service
@@ -65,16 +66,26 @@ async def run_events(tenant_id: str, run_id: str, v: View = Depends(view)) -> Re
         return Response("log in again", status_code=401, headers=HEADERS)
     start_text = v.request.query_params.get("after") or v.request.headers.get(
         "last-event-id") or "0"
+    start = int4(start_text)
+    if start is None:
+        return Response("after / Last-Event-ID: an event seq (ASCII digits 0-2147483647)",
+                        status_code=400, headers=HEADERS)
     try:
         tenant, run = TenantId.parse(tenant_id), RunId.parse(run_id)
-        if not start_text.isdigit() or int(start_text) > 2**31 - 1:
-            raise ValueError("after: an event seq")
-        start = int(start_text)
-        first, ended = await runs_api.first_events(v.platform, tenant, run, start)
-    except (ValueError, NotFound):
+    except ValueError:
         return Response("no such run", status_code=404, headers=HEADERS)
-    return StreamingResponse(
-        runs_api.event_stream(v.platform, tenant, run, start, first, ended=ended),
+    # The operator's streams count against the process's cap, not the run's tenant's.
+    slot = runs_api.take_stream_slot(v.platform, None)
+    try:
+        first, ended = await runs_api.first_events(v.platform, tenant, run, start)
+    except NotFound:
+        slot.release()
+        return Response("no such run", status_code=404, headers=HEADERS)
+    except BaseException:
+        slot.release()
+        raise
+    return SlotStream(
+        runs_api.event_stream(v.platform, tenant, run, start, first, ended=ended), slot,
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no",
                  "X-Content-Type-Options": "nosniff"})
