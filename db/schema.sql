@@ -657,6 +657,29 @@ CREATE FUNCTION public.tenantry_scheduler_gauges() RETURNS TABLE(tenant_class te
 $$;
 
 --
+-- Name: tenantry_spent_webhooks(integer, double precision, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_spent_webhooks(p_batch integer, p_seconds double precision, p_max_attempts integer) RETURNS TABLE(tenant_id text, run_id uuid, attempts integer)
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    WITH spent AS (
+        SELECT r.tenant_id, r.run_id FROM public.runs r
+        WHERE r.webhook_state = 'pending' AND r.webhook_next_at <= now()
+          AND r.webhook_attempts >= p_max_attempts
+        ORDER BY r.webhook_next_at
+        LIMIT p_batch
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE public.runs r
+    SET webhook_next_at = now() + make_interval(secs => p_seconds)
+    FROM spent
+    WHERE r.tenant_id = spent.tenant_id AND r.run_id = spent.run_id
+    RETURNING r.tenant_id, r.run_id, r.webhook_attempts
+$$;
+
+--
 -- Name: tenantry_sweep_reservations(integer); Type: FUNCTION; Schema: public; Owner: -
 --
 

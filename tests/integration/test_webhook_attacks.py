@@ -18,8 +18,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from tenantry.ids import RunId
 from tenantry.models.loopback import LoopbackServer
 from tenantry.runs.webhooks import (
+    INTERRUPTED,
     MAX_ATTEMPTS,
     REFUSED_NOT_PUBLIC,
     Refused,
@@ -344,11 +346,15 @@ async def test_a_delivery_past_its_attempts_is_never_claimed_again(
         before = len(receiver.received)
         other = await api.start(h, agent, "pong", webhook=receiver.url)
         await _webhook_event(api, h, other, "WebhookDelivered")  # claims went on meanwhile
+        # Not sent again: recorded as failed, once.
+        failed = await _webhook_event(api, h, spent, "WebhookFailed")
     assert [json.loads(body)["run_id"] for _, body in receiver.received[before:]] == [other]
+    assert failed["data"]["attempts"] == MAX_ATTEMPTS  # type: ignore[index]
+    assert failed["data"]["error"] == INTERRUPTED  # type: ignore[index]
     row = await admin_conn.fetchrow(
-        "SELECT webhook_attempts, webhook_state FROM runs WHERE webhook_attempts >= $1",
-        MAX_ATTEMPTS)
-    assert tuple(row) == (MAX_ATTEMPTS, "pending")
+        "SELECT webhook_attempts, webhook_state FROM runs WHERE run_id = $1",
+        RunId.parse(spent).uuid)
+    assert tuple(row) == (MAX_ATTEMPTS, "failed")
 
 
 async def test_one_tenants_slow_webhooks_do_not_take_every_slot(

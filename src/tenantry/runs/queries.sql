@@ -116,6 +116,9 @@ SELECT tenant_id, run_id FROM tenantry_renew_leases($1, $2, $3, $4, $5)
 -- with deliveries in flight, and how many.
 SELECT tenant_id, run_id, attempts FROM tenantry_claim_webhooks($1, $2, $3, $4, $5, $6)
 
+-- name: spent_webhooks
+SELECT tenant_id, run_id, attempts FROM tenantry_spent_webhooks($1, $2, $3)
+
 -- name: webhook_job
 SELECT r.webhook_url, r.status, r.answer, r.error, r.agent_id, r.agent_version,
        r.input_tokens, r.output_tokens, r.cost_micros, r.steps, r.created_at, r.finished_at,

@@ -65,6 +65,7 @@ NOT_RESOLVED = "destination did not resolve"
 CONNECT_FAILED = "connect failed"
 TIMED_OUT = "timed out"
 SEND_FAILED = "request failed"
+INTERRUPTED = "the last attempt was interrupted"
 
 
 def sign(secret: str, timestamp: int, body: bytes) -> str:
@@ -165,6 +166,8 @@ class WebhookSender:
     once); ``aclose`` cancels those still in flight (their claim lapses and another
     attempt follows: delivery is at-least-once)."""
 
+    _SPENT_BATCH = 20
+
     def __init__(
         self, db: Database, *, allow_private: bool = False,
         limits: WebhookLimits | None = None, resolver: Resolver | None = None,
@@ -212,9 +215,19 @@ class WebhookSender:
             return 0
         busy = [(tenant, n) for tenant, n in self._in_flight.items() if n > 0]
         async with self._db.unscoped() as conn:
+            spent = await conn.fetch(Q.spent_webhooks, self._SPENT_BATCH,
+                                     self.limits.claim_seconds, MAX_ATTEMPTS)
             due = await conn.fetch(
                 Q.claim_webhooks, free, self.limits.claim_seconds, MAX_ATTEMPTS,
                 self.limits.per_tenant, [t for t, _ in busy], [n for _, n in busy])
+        for row in spent:  # never sent again: recorded as failed, as a last attempt is
+            tenant, run = TenantId(row["tenant_id"]), RunId(row["run_id"])
+            async with self._db.tenant_tx(tenant) as conn:
+                job = await conn.fetchrow(Q.webhook_job, tenant.value, run.uuid)
+            if job is not None:
+                await self._finish(tenant, run, "failed",
+                                   WebhookFailed(job["webhook_url"], row["attempts"], None,
+                                                 INTERRUPTED))
         for row in due:
             tenant = TenantId(row["tenant_id"])
             run = RunId(row["run_id"])
@@ -223,7 +236,7 @@ class WebhookSender:
             self._tasks.add(task)
             self._in_flight[tenant.value] += 1
             task.add_done_callback(functools.partial(self._done, tenant=tenant.value))
-        return len(due)
+        return len(spent) + len(due)
 
     def _done(self, task: asyncio.Task[None], tenant: str) -> None:
         self._tasks.discard(task)
