@@ -124,11 +124,11 @@ async def destination(
     name = normalize_host(parts.hostname or "")
     if parts.scheme not in ("http", "https") or name is None:
         raise Refused(REFUSED_BAD_URL, f"not an http(s) URL with a host: {url!r}")
+    default_port = 443 if parts.scheme == "https" else 80
     try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
+        port = parts.port or default_port
     except ValueError as exc:
         raise Refused(REFUSED_BAD_URL, f"bad port in {url!r}") from exc
-    default_port = 443 if parts.scheme == "https" else 80
     literal = literal_address(name)
     if literal is not None:
         addresses: Sequence[IPAddress] = (literal,)
