@@ -234,19 +234,30 @@ END
 $$;
 
 --
--- Name: tenantry_claim_webhooks(integer, double precision); Type: FUNCTION; Schema: public; Owner: -
+-- Name: tenantry_claim_webhooks(integer, double precision, integer, integer, text[], integer[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.tenantry_claim_webhooks(p_batch integer, p_seconds double precision) RETURNS TABLE(tenant_id text, run_id uuid, attempts integer)
+CREATE FUNCTION public.tenantry_claim_webhooks(p_batch integer, p_seconds double precision, p_max_attempts integer, p_per_tenant integer, p_busy_tenants text[], p_busy_counts integer[]) RETURNS TABLE(tenant_id text, run_id uuid, attempts integer)
     LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public'
     AS $$
-    WITH due AS (
-        SELECT r.tenant_id, r.run_id FROM public.runs r
+    WITH busy AS (
+        SELECT b.tenant_id, b.n FROM unnest(p_busy_tenants, p_busy_counts) AS b(tenant_id, n)
+    ), ranked AS (
+        SELECT r.tenant_id, r.run_id, r.webhook_next_at,
+               row_number() OVER (PARTITION BY r.tenant_id ORDER BY r.webhook_next_at) AS nth
+        FROM public.runs r
         WHERE r.webhook_state = 'pending' AND r.webhook_next_at <= now()
-        ORDER BY r.webhook_next_at
+          AND r.webhook_attempts < p_max_attempts
+    ), due AS (
+        SELECT r.tenant_id, r.run_id FROM public.runs r
+        JOIN ranked k ON k.tenant_id = r.tenant_id AND k.run_id = r.run_id
+        LEFT JOIN busy b ON b.tenant_id = k.tenant_id
+        WHERE k.nth + coalesce(b.n, 0) <= p_per_tenant
+          AND r.webhook_state = 'pending' AND r.webhook_attempts < p_max_attempts
+        ORDER BY k.webhook_next_at
         LIMIT p_batch
-        FOR UPDATE SKIP LOCKED
+        FOR UPDATE OF r SKIP LOCKED
     )
     UPDATE public.runs r
     SET webhook_next_at = now() + make_interval(secs => p_seconds),
@@ -706,6 +717,29 @@ CREATE FUNCTION public.tenantry_scheduler_gauges() RETURNS TABLE(tenant_class te
                WHERE r.status = 'queued' AND t2.plan = t.plan)), 0)::float8
     FROM public.tenant_load l JOIN public.tenants t ON t.tenant_id = l.tenant_id
     GROUP BY t.plan ORDER BY t.plan
+$$;
+
+--
+-- Name: tenantry_spent_webhooks(integer, double precision, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_spent_webhooks(p_batch integer, p_seconds double precision, p_max_attempts integer) RETURNS TABLE(tenant_id text, run_id uuid, attempts integer)
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    WITH spent AS (
+        SELECT r.tenant_id, r.run_id FROM public.runs r
+        WHERE r.webhook_state = 'pending' AND r.webhook_next_at <= now()
+          AND r.webhook_attempts >= p_max_attempts
+        ORDER BY r.webhook_next_at
+        LIMIT p_batch
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE public.runs r
+    SET webhook_next_at = now() + make_interval(secs => p_seconds)
+    FROM spent
+    WHERE r.tenant_id = spent.tenant_id AND r.run_id = spent.run_id
+    RETURNING r.tenant_id, r.run_id, r.webhook_attempts
 $$;
 
 --

@@ -92,6 +92,11 @@ class Settings:
     workers: int = 1  # worker loops inside `tenantry up`
     # Webhooks to loopback/private addresses are refused unless this is set (dev, tests).
     webhook_allow_private: bool = False
+    # One webhook attempt's whole deadline (resolve, connect, send, read), and deliveries
+    # in flight at once per worker process, in all and per tenant.
+    webhook_deadline_seconds: int = 15
+    webhook_concurrency: int = 32
+    webhook_concurrency_per_tenant: int = 4
     # Observability: OpenTelemetry spans per step (None: off, console, otlp) and, for a
     # standalone `tenantry worker`, a port serving its own /metrics (None: off).
     otel_exporter: str | None = None
@@ -170,6 +175,9 @@ class Settings:
         integer("TENANTRY_SSE_MAX_STREAMS_PER_TENANT", "sse_max_streams_per_tenant", 1)
         if env.get("TENANTRY_CONSOLE_SECURE_COOKIE"):
             values["console_secure_cookie"] = env["TENANTRY_CONSOLE_SECURE_COOKIE"].lower()
+        integer("TENANTRY_WEBHOOK_DEADLINE_SECONDS", "webhook_deadline_seconds", 1)
+        integer("TENANTRY_WEBHOOK_CONCURRENCY", "webhook_concurrency", 1)
+        integer("TENANTRY_WEBHOOK_CONCURRENCY_PER_TENANT", "webhook_concurrency_per_tenant", 1)
         flag = env.get("TENANTRY_WEBHOOK_ALLOW_PRIVATE", "").lower()
         if flag:
             if flag not in ("1", "true", "yes", "0", "false", "no"):
@@ -218,6 +226,12 @@ class Settings:
         ):
             if value < minimum:
                 raise ConfigurationError(f"{name} must be at least {minimum}, got {value}")
+        if not 1 <= self.webhook_concurrency_per_tenant <= self.webhook_concurrency:
+            raise ConfigurationError(
+                "TENANTRY_WEBHOOK_CONCURRENCY_PER_TENANT must be 1..TENANTRY_WEBHOOK_CONCURRENCY"
+                f" ({self.webhook_concurrency}), got {self.webhook_concurrency_per_tenant}")
+        if self.webhook_deadline_seconds < 1:
+            raise ConfigurationError("TENANTRY_WEBHOOK_DEADLINE_SECONDS must be at least 1")
         if self.port > 65535:
             raise ConfigurationError("TENANTRY_PORT / --port must be at most 65535")
         self._validate_shedding()

@@ -24,7 +24,7 @@ from tenantry.models.loopback import LoopbackServer
 from tenantry.runs import lease as leases
 from tenantry.runs import log
 from tenantry.runs.events import ModelReplied
-from tenantry.runs.webhooks import BlockedAddress, check_destination
+from tenantry.runs.webhooks import Refused, destination
 from tests.support.api import Api
 from tests.support.scripts import answer, call, scripted
 from tests.support.tools import DiesAfterTheCall
@@ -184,6 +184,7 @@ async def test_webhook_is_signed_retried_and_recorded(
 async def test_webhooks_to_internal_addresses_are_refused_by_default() -> None:
     for url in ("http://127.0.0.1:9/x", "http://localhost/x", "http://169.254.169.254/x",
                 "http://10.0.0.1/x", "http://[::1]/x"):
-        with pytest.raises(BlockedAddress):
-            await check_destination(url, allow_private=False)
-    await check_destination("http://127.0.0.1/x", allow_private=True)
+        with pytest.raises(Refused):
+            await destination(url, allow_private=False)
+    [target] = await destination("http://127.0.0.1/x", allow_private=True)
+    assert target.url.host == "127.0.0.1"

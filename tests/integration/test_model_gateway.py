@@ -162,7 +162,7 @@ async def test_a_fallback_model_is_used_only_when_the_version_opted_in(
             "RunCreated", "ModelFallback", "ModelReplied", "RunFinished"]
         fallback = events[1]["data"]
         assert fallback["from"] == "scripted" and fallback["to"] == "scripted/echo"
-        assert "primary" in fallback["reason"]
+        assert fallback["reason"] == "the previous model did not answer"  # not why
         assert events[2]["data"]["model"] == "scripted/echo"
         assert events[2]["data"]["account"] == "alt"
 

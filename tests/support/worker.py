@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -50,11 +50,14 @@ async def running_worker(
     concurrency: int = 50, name: str = "test-worker", gateway: type[ToolGateway] = ToolGateway,
     model_gateway: GatewaySettings = TEST_GATEWAY, sandboxes: SandboxManager | None = None,
     metrics: WorkerMetrics | None = None, shedding: ShedThresholds | None = None,
+    webhooks: Callable[[Database], WebhookSender] | None = None,
 ) -> AsyncIterator[Worker]:
     """A real worker loop (in this process) on its own pool, until the block ends. Its model
     gateway routes over the accounts registered in the database plus, if ``model_url`` is
     given, that fake server as a configured account serving any model. With ``shedding``
-    its claims follow the cell's load level (read on every claim), as a deployed worker's."""
+    its claims follow the cell's load level (read on every claim), as a deployed worker's.
+    ``webhooks``: makes the worker's webhook sender on its pool (default: private
+    addresses allowed, default limits)."""
     database = await Database.connect(login_dsn(dsn), min_size=1, max_size=10)
     vault = Vault(database, TEST_MASTER_KEY)
     implicit = []
@@ -73,16 +76,17 @@ async def running_worker(
                             prices=PriceBook(database, refresh_seconds=0.2),
                             worker=worker_id(name), settings=settings,
                             sandboxes=sandboxes, metrics=metrics)
-            webhooks = WebhookSender(database, allow_private=True)
+            sender = (webhooks(database) if webhooks is not None
+                      else WebhookSender(database, allow_private=True))
             load = None if shedding is None else CellLoad(database, shedding, ttl_seconds=0)
             worker = Worker(engine, dsn=dsn, concurrency=concurrency, poll_seconds=0.1,
-                            webhooks=webhooks, drain_seconds=1.0, load=load)
+                            webhooks=sender, drain_seconds=1.0, load=load)
             task = asyncio.create_task(worker.run(stop))
             try:
                 yield worker
             finally:
                 stop.set()
                 await task
-                await webhooks.aclose()
+                await sender.aclose()
     finally:
         await database.close()

@@ -87,3 +87,16 @@ def test_stream_caps_and_the_secure_cookie_setting_from_env() -> None:
                       ({"TENANTRY_CONSOLE_SECURE_COOKIE": "sometimes"}, "auto, true or false")):
         with pytest.raises(ConfigurationError, match=said):
             Settings.from_env(env)
+
+
+def test_webhook_limits_from_env() -> None:
+    s = Settings.from_env({"TENANTRY_WEBHOOK_DEADLINE_SECONDS": "5",
+                           "TENANTRY_WEBHOOK_CONCURRENCY": "8",
+                           "TENANTRY_WEBHOOK_CONCURRENCY_PER_TENANT": "2"})
+    assert (s.webhook_deadline_seconds, s.webhook_concurrency,
+            s.webhook_concurrency_per_tenant) == (5, 8, 2)
+    with pytest.raises(ConfigurationError, match="TENANTRY_WEBHOOK_CONCURRENCY_PER_TENANT"):
+        Settings.from_env({"TENANTRY_WEBHOOK_CONCURRENCY": "2",
+                           "TENANTRY_WEBHOOK_CONCURRENCY_PER_TENANT": "3"})
+    with pytest.raises(ConfigurationError, match="TENANTRY_WEBHOOK_DEADLINE_SECONDS"):
+        Settings.from_env({"TENANTRY_WEBHOOK_DEADLINE_SECONDS": "0"})

@@ -21,7 +21,7 @@ from tenantry.models.scripted_server import ScriptedModelServer
 from tenantry.runs.driver import Engine, EngineSettings
 from tenantry.runs.inprocess import LocalWorkers
 from tenantry.runs.lease import worker_id
-from tenantry.runs.webhooks import WebhookSender
+from tenantry.runs.webhooks import WebhookLimits, WebhookSender
 from tenantry.runs.worker import Worker
 from tenantry.sandbox import probe as sandbox_probe
 from tenantry.scheduler.shedding import CellLoad, ShedThresholds
@@ -127,7 +127,11 @@ async def run_worker(
                 contextlib.AsyncExitStack() as shown):
         if local is not None:
             shown.enter_context(local.serving(eng))
-        webhooks = WebhookSender(eng.db, allow_private=settings.webhook_allow_private)
+        webhooks = WebhookSender(eng.db, allow_private=settings.webhook_allow_private,
+                                 limits=WebhookLimits(
+                                     deadline_seconds=settings.webhook_deadline_seconds,
+                                     per_tenant=settings.webhook_concurrency_per_tenant,
+                                     total=settings.webhook_concurrency))
         control = await Database.connect(dsn, role=settings.db_role or None, min_size=1,
                                          max_size=2, outage=eng.db.outage)
         try:

@@ -29,7 +29,7 @@ from tenantry.ledger import budget
 from tenantry.ledger.prices import PriceBook
 from tenantry.ledger.tokens import TokenUsage
 from tenantry.models.types import Model
-from tenantry.runs import log
+from tenantry.runs import faults, log
 from tenantry.runs.decide import (
     AwaitApproval,
     CallModel,
@@ -176,7 +176,6 @@ class RunDriver:
             with contextlib.suppress(*LEASE_OR_DATABASE):
                 await self.end(RunFailed(exc.detail[:1000], ours=False))
         except Exception as exc:  # a platform fault: record it, never lose the run silently
-            logger.exception("run failed in the platform", extra={"run_id": self.run_id})
             await self._fail_ours(exc)
         finally:
             await self._settle_sandbox(parked)
@@ -369,10 +368,14 @@ class RunDriver:
         return False
 
     async def _fail_ours(self, exc: Exception) -> None:
+        """The tenant is told a stable message and an error id; the exception (which may
+        name our hosts, URLs or SQL) goes to our log under that id."""
         self.engine.stats.runs_failed_ours += 1
-        reason = f"platform error: {type(exc).__name__}: {exc}"[:1000]
+        error_id = faults.record("run failed in the platform", f"{type(exc).__name__}: {exc}",
+                                 run_id=self.run_id, tenant_id=self.lease.tenant.value, exc=exc)
         try:
-            await self.end(RunFailed(reason, ours=True))
+            await self.end(RunFailed(faults.PLATFORM_FAULT.format(error_id=error_id), ours=True,
+                                     error_id=error_id))
         except LEASE_OR_DATABASE:
             logger.warning("could not record the platform failure", extra={"run_id": self.run_id})
 
@@ -388,9 +391,11 @@ def _terminal(
             return RunStatus.FINISHED, answer, error
         case RunCancelled():
             return RunStatus.CANCELLED, None, error
-        case RunFailed(error=message, ours=ours, cause=cause) if error is None:
+        case RunFailed(error=message, ours=ours, cause=cause, error_id=error_id) if error is None:
             implied: dict[str, Any] = {"message": message, "ours": ours}
             if cause is not None:
                 implied["cause"] = cause
+            if error_id is not None:
+                implied["error_id"] = error_id
             return RunStatus.FAILED, None, implied
     return RunStatus.FAILED, None, error

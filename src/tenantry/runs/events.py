@@ -233,6 +233,7 @@ class RunParked(Payload):
     reason: str
     until: str | None = None
     models: list[str] | None = None  # waiting for an account serving one of these
+    error_id: str | None = None  # our log's record of why, when the cause is ours
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,6 +276,7 @@ class RunFailed(Payload):
     ours: bool  # a platform fault rather than the run's own failure
     cause: str | None = None  # unpriced_model | model_provider
     details: Any = None  # a library task's own details
+    error_id: str | None = None  # our log's record of the detail (runs/faults.py)
 
 
 @dataclass(frozen=True, slots=True)

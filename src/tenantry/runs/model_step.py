@@ -17,7 +17,7 @@ from tenantry.ledger.pricing import Quote
 from tenantry.models.accounts import wake_parked_on
 from tenantry.models.errors import ModelRefused, ModelsExhausted, ModelUnavailable
 from tenantry.models.types import ModelReply, ModelRequest
-from tenantry.runs import conversation, observe
+from tenantry.runs import conversation, faults, observe
 from tenantry.runs.events import (
     BudgetStopped,
     ModelFallback,
@@ -59,8 +59,15 @@ async def call_model(d: RunDriver) -> float:
         reply = await engine.model.complete(request)
     except ModelRefused as exc:
         await _release(d, reservation)
-        await d.end(RunFailed(f"the model provider refused: {exc.detail}", ours=False,
-                              cause="model_provider"))
+        # The provider's body may carry its internals: a category for the tenant, the
+        # body in our log.
+        error_id = faults.record("model provider refused the request", exc.detail,
+                                 run_id=d.run_id, tenant_id=d.lease.tenant.value,
+                                 level=logging.WARNING)
+        how = f"HTTP {exc.http_status}; " if exc.http_status is not None else ""
+        await d.end(RunFailed(
+            faults.MODEL_REFUSED.format(how=how, error_id=error_id),
+            ours=False, cause="model_provider", error_id=error_id))
         return (time.perf_counter() - started) * 1000
     except ModelUnavailable as exc:
         await _release(d, reservation)
@@ -95,14 +102,16 @@ async def call_model(d: RunDriver) -> float:
 def _switches(d: RunDriver, request: ModelRequest, reply: ModelReply) -> list[Payload]:
     """Another account or model than last time answered: the log says so."""
     events: list[Payload] = []
+    if reply.switch_reason:  # what each account answered: ours to read, not the tenant's
+        logger.info("model call switched: %s", reply.switch_reason,
+                    extra={"run_id": d.run_id, "tenant_id": d.lease.tenant.value})
     if d.state.account and reply.account != d.state.account:
-        events.append(ModelRerouted(
-            d.state.account, reply.account, reply.model,
-            reply.switch_reason or "the previous account did not answer"))
+        events.append(ModelRerouted(d.state.account, reply.account, reply.model,
+                                    faults.OTHER_ACCOUNT))
     if reply.model != request.previous_model:
-        events.append(ModelFallback(
-            request.previous_model, reply.model,
-            reply.switch_reason or "the previous model did not answer"))
+        reason = (faults.BACK_TO_MODEL.format(model=reply.model)
+                  if reply.model == request.model else faults.OTHER_MODEL)
+        events.append(ModelFallback(request.previous_model, reply.model, reason))
     return events
 
 
@@ -161,10 +170,14 @@ async def _park_for_model(d: RunDriver, request: ModelRequest,
     settings = d.engine.settings
     recheck = min(settings.park_recheck_seconds * 2.0 ** min(d.state.parked, 30),
                   settings.park_recheck_max_seconds)
-    logger.warning("run parked: %s", exc.detail, extra={"run_id": d.run_id})
     models = [request.model, *request.fallback_models]
+    # What each account answered (URLs, provider bodies) is for our log only.
+    error_id = faults.record("run parked: model unavailable", exc.detail,
+                             run_id=d.run_id, tenant_id=d.lease.tenant.value,
+                             level=logging.WARNING)
+    reason = faults.MODEL_UNAVAILABLE.format(models=", ".join(models), error_id=error_id)
     try:
-        await park_until(d, f"model unavailable: {exc.detail}", recheck, models=models)
+        await park_until(d, reason, recheck, models=models, error_id=error_id)
     except Parked:
         if isinstance(exc, ModelsExhausted) and exc.recovered_since():
             # An account came back while this call was failing: its wake-up may have

@@ -112,7 +112,12 @@ SELECT tenant_id, run_id, lease_epoch FROM tenantry_claim_runs_fifo($1, $2, $3)
 SELECT tenant_id, run_id FROM tenantry_renew_leases($1, $2, $3, $4, $5)
 
 -- name: claim_webhooks
-SELECT tenant_id, run_id, attempts FROM tenantry_claim_webhooks($1, $2)
+-- $3: the attempt limit; $4: deliveries per tenant at once; $5, $6: this worker's tenants
+-- with deliveries in flight, and how many.
+SELECT tenant_id, run_id, attempts FROM tenantry_claim_webhooks($1, $2, $3, $4, $5, $6)
+
+-- name: spent_webhooks
+SELECT tenant_id, run_id, attempts FROM tenantry_spent_webhooks($1, $2, $3)
 
 -- name: webhook_job
 SELECT r.webhook_url, r.status, r.answer, r.error, r.agent_id, r.agent_version,

@@ -46,13 +46,15 @@ async def forget_superseded(d: RunDriver, saved: SandboxSaved | None) -> None:
 
 async def park_until(
     d: RunDriver, reason: str, seconds: float, *, models: list[str] | None = None,
+    error_id: str | None = None,
 ) -> NoReturn:
     """Record RunParked and give the slot back until ``seconds`` from now: queued and
     held back until then, or — ``models`` given — waiting for an account serving one
     of them (a probe wakes it sooner)."""
     lease = d.lease
     until = datetime.now(UTC) + timedelta(seconds=seconds)
-    parked = RunParked(reason[:1000], until.isoformat(), models, basis_seq=d.basis)
+    parked = RunParked(reason[:1000], until.isoformat(), models, error_id,
+                       basis_seq=d.basis)
     saved = await save_sandbox(d)
     async with d.engine.db.tenant_tx(lease.tenant) as conn:
         if saved is not None:

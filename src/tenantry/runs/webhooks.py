@@ -3,17 +3,33 @@ secret, retried with backoff, and recorded in the run's log.
 
 The delivery is an outbox on the run row, queued in the same transaction as the terminal
 event, so a crash between the two cannot lose it. Delivery is at-least-once: receivers
-dedupe by ``run_id`` (also sent as ``Idempotency-Key``)."""
+dedupe by ``run_id`` (also sent as ``Idempotency-Key``).
+
+The URL is the tenant's, the network it reaches is ours (issue 15):
+
+- the host is resolved once, every address is vetted with the egress proxy's address
+  policy (``sandbox.egress.policy.address_refusal``), and the connection goes to the vetted
+  literal address, with the Host header and TLS SNI/certificate check on the URL's name —
+  a DNS answer that changes between the check and the connect (rebinding) reaches nothing;
+- each delivery runs in its own task under one total deadline (resolve, connect, send,
+  read), reads at most ``MAX_RESPONSE_BYTES`` of the answer, and deliveries at once are
+  bounded per tenant and per worker: a slow receiver holds its own slot, never the
+  worker's housekeeping or another tenant's deliveries;
+- what the tenant sees of an attempt (the WebhookDelivered/WebhookFailed events) is a
+  stable reason ("connect failed", "HTTP 503"); addresses, resolver and receiver text go
+  to our log only."""
 
 from __future__ import annotations
 
 import asyncio
+import collections
+import functools
 import hashlib
 import hmac
-import ipaddress
 import logging
-import socket
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -25,12 +41,31 @@ from tenantry.ids import AgentId, RunId, TenantId
 from tenantry.jsonutil import dumps
 from tenantry.runs import log
 from tenantry.runs.events import WebhookDelivered, WebhookFailed, WebhookOutcome
+from tenantry.sandbox.egress.policy import (
+    IPAddress,
+    Resolver,
+    address_refusal,
+    literal_address,
+    normalize_host,
+    system_resolver,
+)
 
 logger = logging.getLogger(__name__)
 Q = load(__package__)
 
 MAX_ATTEMPTS = 8
 SIGNATURE_HEADER = "Tenantry-Signature"
+#: Of the receiver's answer only the status counts: read this much of the body, then close.
+MAX_RESPONSE_BYTES = 4096
+
+# The reasons a tenant sees (stable: documented in docs/reference/api.md).
+REFUSED_NOT_PUBLIC = "destination refused: not a public address"
+REFUSED_BAD_URL = "destination refused: not an http(s) URL with a host name"
+NOT_RESOLVED = "destination did not resolve"
+CONNECT_FAILED = "connect failed"
+TIMED_OUT = "timed out"
+SEND_FAILED = "request failed"
+INTERRUPTED = "the last attempt was interrupted"
 
 
 def sign(secret: str, timestamp: int, body: bytes) -> str:
@@ -43,44 +78,174 @@ def backoff_seconds(attempts: int) -> float:
     return float(min(2 ** attempts, 3600))
 
 
-class BlockedAddress(Exception):
-    pass
+@dataclass(frozen=True, slots=True)
+class WebhookLimits:
+    """``deadline_seconds``: one attempt, all of it (resolve, connect, send, read);
+    ``per_tenant``: one tenant's deliveries at once on a worker; ``total``: the worker's."""
+
+    deadline_seconds: float = 15.0
+    per_tenant: int = 4
+    total: int = 32
+
+    def __post_init__(self) -> None:
+        if not (self.deadline_seconds > 0 and 0 < self.per_tenant <= self.total):
+            raise ValueError("webhook limits: deadline > 0 and 0 < per_tenant <= total")
+
+    @property
+    def claim_seconds(self) -> float:
+        # No other worker sends it while this attempt may still be running.
+        return max(60.0, 2 * self.deadline_seconds)
 
 
-async def check_destination(url: str, allow_private: bool) -> None:
-    """Refuse to call internal, loopback, link-local (metadata) addresses unless allowed:
-    the URL is the tenant's, the network it reaches is ours."""
-    if allow_private:
-        return
-    host = urlsplit(url).hostname or ""
-    infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0])
-        if not address.is_global:
-            raise BlockedAddress(f"{host} resolves to a non-public address ({address})")
+@dataclass(frozen=True, slots=True)
+class Destination:
+    """Where one attempt goes: the vetted address, and the name the URL gave."""
+
+    url: httpx2.URL  # the literal address in place of the name
+    host: str  # the URL's host name: the Host header, the TLS server name
+    host_header: str
+
+
+class Refused(Exception):
+    """An attempt that cannot be made: ``reason`` is the tenant's, ``detail`` our log's."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+async def destination(
+    url: str, *, allow_private: bool, resolver: Resolver | None = None
+) -> list[Destination]:
+    """The addresses to try for ``url``, each vetted; resolved once, here, never again by
+    the HTTP client (which gets the literal). Raises :class:`Refused`."""
+    parts = urlsplit(url)
+    name = normalize_host(parts.hostname or "")
+    if parts.scheme not in ("http", "https") or name is None:
+        raise Refused(REFUSED_BAD_URL, f"not an http(s) URL with a host: {url!r}")
+    default_port = 443 if parts.scheme == "https" else 80
+    try:
+        port = parts.port or default_port
+    except ValueError as exc:
+        raise Refused(REFUSED_BAD_URL, f"bad port in {url!r}") from exc
+    literal = literal_address(name)
+    if literal is not None:
+        addresses: Sequence[IPAddress] = (literal,)
+    else:
+        try:
+            addresses = await (resolver or system_resolver)(name, port)
+        except (OSError, UnicodeError) as exc:
+            raise Refused(NOT_RESOLVED, f"{name} did not resolve: {exc}") from exc
+    if not addresses:
+        raise Refused(NOT_RESOLVED, f"{name} resolved to no address")
+    if not allow_private:
+        for address in addresses:
+            refusal = address_refusal(address)
+            if refusal is not None:  # one bad answer refuses the name: no picking around it
+                raise Refused(REFUSED_NOT_PUBLIC, f"{name} resolves to {refusal}")
+    original = httpx2.URL(url)
+    host_header = _bracketed(name) if port == default_port else f"{_bracketed(name)}:{port}"
+    return [Destination(original.copy_with(host=str(address)), name, host_header)
+            for address in addresses]
+
+
+def _bracketed(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    delivered: bool
+    status_code: int | None
+    reason: str | None  # the tenant's; None when delivered
 
 
 class WebhookSender:
+    """Claims due deliveries and sends each in its own task (``deliver_due`` returns at
+    once); ``aclose`` cancels those still in flight (their claim lapses and another
+    attempt follows: delivery is at-least-once)."""
+
+    _SPENT_BATCH = 20
+
     def __init__(
-        self, db: Database, *, allow_private: bool = False, timeout: float = 10.0,
-        batch: int = 20,
+        self, db: Database, *, allow_private: bool = False,
+        limits: WebhookLimits | None = None, resolver: Resolver | None = None,
+        transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
         self._db = db
         self._allow_private = allow_private
-        self._batch = batch
-        self._client = httpx2.AsyncClient(timeout=timeout, follow_redirects=False)
+        self.limits = limits or WebhookLimits()
+        self._resolver = resolver
+        # No keep-alive: a pooled connection is keyed by address, and a TLS session made
+        # for one tenant's host name must not carry another's request to the same address.
+        # No proxy from the environment: it would resolve the name again.
+        self._client = httpx2.AsyncClient(
+            follow_redirects=False, trust_env=False, transport=transport,
+            timeout=self.limits.deadline_seconds,
+            limits=httpx2.Limits(max_keepalive_connections=0))
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._in_flight: collections.Counter[str] = collections.Counter()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._tasks)
+
+    async def stop(self) -> None:
+        """Cancel the deliveries in flight and wait until they have ended."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def aclose(self) -> None:
+        await self.stop()
         await self._client.aclose()
 
+    async def drain(self) -> None:
+        """Wait for the deliveries in flight (tests; a shutdown cancels them instead)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
     async def deliver_due(self) -> int:
-        """Send every delivery that is due now; return how many were attempted."""
+        """Start every delivery that is due now and fits in a free slot; return how many
+        were started. Does not wait for them."""
+        free = self.limits.total - len(self._tasks)
+        if free <= 0:
+            return 0
+        busy = [(tenant, n) for tenant, n in self._in_flight.items() if n > 0]
         async with self._db.unscoped() as conn:
-            # Claimed for 60 s: another worker will not send it meanwhile.
-            due = await conn.fetch(Q.claim_webhooks, self._batch, 60.0)
-        await asyncio.gather(*(self._deliver(TenantId(r["tenant_id"]), RunId(r["run_id"]),
-                                             r["attempts"]) for r in due))
-        return len(due)
+            spent = await conn.fetch(Q.spent_webhooks, self._SPENT_BATCH,
+                                     self.limits.claim_seconds, MAX_ATTEMPTS)
+            due = await conn.fetch(
+                Q.claim_webhooks, free, self.limits.claim_seconds, MAX_ATTEMPTS,
+                self.limits.per_tenant, [t for t, _ in busy], [n for _, n in busy])
+        for row in spent:  # never sent again: recorded as failed, as a last attempt is
+            tenant, run = TenantId(row["tenant_id"]), RunId(row["run_id"])
+            async with self._db.tenant_tx(tenant) as conn:
+                job = await conn.fetchrow(Q.webhook_job, tenant.value, run.uuid)
+            if job is not None:
+                await self._finish(tenant, run, "failed",
+                                   WebhookFailed(job["webhook_url"], row["attempts"], None,
+                                                 INTERRUPTED))
+        for row in due:
+            tenant = TenantId(row["tenant_id"])
+            run = RunId(row["run_id"])
+            task = asyncio.create_task(self._deliver(tenant, run, row["attempts"]),
+                                       name=f"webhook {run}")
+            self._tasks.add(task)
+            self._in_flight[tenant.value] += 1
+            task.add_done_callback(functools.partial(self._done, tenant=tenant.value))
+        return len(spent) + len(due)
+
+    def _done(self, task: asyncio.Task[None], tenant: str) -> None:
+        self._tasks.discard(task)
+        self._in_flight[tenant] -= 1
+        if self._in_flight[tenant] <= 0:
+            del self._in_flight[tenant]
+        if not task.cancelled() and task.exception() is not None:
+            # The database went away mid-delivery, say: the claim lapses, it is tried again.
+            logger.warning("webhook delivery stopped: %s", task.exception())
 
     async def _deliver(self, tenant: TenantId, run: RunId, attempts: int) -> None:
         async with self._db.tenant_tx(tenant) as conn:
@@ -96,22 +261,14 @@ class WebhookSender:
             "User-Agent": "tenantry-webhooks",
         }
         url: str = job["webhook_url"]
-        status_code: int | None = None
-        error: str | None = None
-        try:
-            await check_destination(url, self._allow_private)
-            response = await self._client.post(url, content=body, headers=headers)
-            status_code = response.status_code
-            delivered = 200 <= response.status_code < 300
-        except (httpx2.HTTPError, OSError, BlockedAddress) as exc:
-            error = f"{type(exc).__name__}: {exc}"[:500]
-            delivered = False
-        if delivered:
+        attempt = await self._attempt(url, body, headers, tenant, run)
+        if attempt.delivered:
             await self._finish(tenant, run, "delivered",
-                               WebhookDelivered(url, attempts, status_code, error))
+                               WebhookDelivered(url, attempts, attempt.status_code, None))
         elif attempts >= MAX_ATTEMPTS:
             await self._finish(tenant, run, "failed",
-                               WebhookFailed(url, attempts, status_code, error))
+                               WebhookFailed(url, attempts, attempt.status_code,
+                                             attempt.reason))
         else:
             async with self._db.tenant_tx(tenant) as conn:
                 await conn.execute(Q.webhook_retry_at, tenant.value, run.uuid,
@@ -124,6 +281,64 @@ class WebhookSender:
             done = await conn.execute(Q.webhook_done, tenant.value, run.uuid, state)
             if done.endswith(" 1"):  # exactly one worker records the outcome
                 await log.append(conn, tenant, run, outcome, epoch=None)
+
+    async def _attempt(
+        self, url: str, body: bytes, headers: dict[str, str], tenant: TenantId, run: RunId
+    ) -> Attempt:
+        context = {"tenant_id": tenant.value, "run_id": str(run)}
+        try:
+            async with asyncio.timeout(self.limits.deadline_seconds):
+                targets = await destination(url, allow_private=self._allow_private,
+                                            resolver=self._resolver)
+                return await self._post(targets, body, headers, context)
+        except Refused as exc:
+            logger.warning("webhook not sent: %s", exc.detail, extra=context)
+            return Attempt(False, None, exc.reason)
+        except TimeoutError:
+            logger.warning("webhook attempt timed out after %.0f s",
+                           self.limits.deadline_seconds, extra=context)
+            return Attempt(False, None, TIMED_OUT)
+
+    async def _post(
+        self, targets: list[Destination], body: bytes, headers: dict[str, str],
+        context: dict[str, str],
+    ) -> Attempt:
+        for target in targets:
+            request = self._client.build_request(
+                "POST", target.url, content=body,
+                headers={**headers, "Host": target.host_header},
+                extensions={"sni_hostname": target.host})
+            try:
+                response = await self._client.send(request, stream=True)
+            except httpx2.ConnectError as exc:
+                logger.warning("webhook connect to %s failed: %s", target.url.host, exc,
+                               extra=context)
+                continue  # the name's next vetted address
+            except (httpx2.HTTPError, OSError) as exc:
+                logger.warning("webhook to %s failed: %s: %s", target.url.host,
+                               type(exc).__name__, exc, extra=context)
+                return Attempt(False, None, SEND_FAILED)
+            try:
+                await _read_some(response)
+            except (httpx2.HTTPError, OSError) as exc:
+                logger.info("webhook answer unread: %s", exc, extra=context)
+            finally:
+                await response.aclose()
+            status = response.status_code
+            if not 200 <= status < 300:
+                logger.info("webhook answered %s", status, extra=context)
+                return Attempt(False, status, f"HTTP {status}")
+            return Attempt(True, status, None)
+        return Attempt(False, None, CONNECT_FAILED)
+
+
+async def _read_some(response: httpx2.Response) -> None:
+    """Read at most MAX_RESPONSE_BYTES of the answer (an endless body is cut off here)."""
+    seen = 0
+    async for chunk in response.aiter_raw():
+        seen += len(chunk)
+        if seen >= MAX_RESPONSE_BYTES:
+            return
 
 
 def _summary(run: RunId, job: Any) -> dict[str, Any]:
@@ -142,3 +357,5 @@ def _summary(run: RunId, job: Any) -> dict[str, Any]:
         "created_at": job["created_at"].isoformat(),
         "finished_at": job["finished_at"].isoformat() if job["finished_at"] else None,
     }
+
+

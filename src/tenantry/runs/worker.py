@@ -85,6 +85,8 @@ class Worker:
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
+            if self._webhooks is not None:
+                await self._webhooks.stop()  # no delivery outlives the loop
             await self._shutdown()
             if self._listener is not None:
                 with contextlib.suppress(Exception):
@@ -178,9 +180,10 @@ class Worker:
                     task.cancel()
 
     async def _housekeeping(self, stop: asyncio.Event) -> None:
-        """Deliver due webhooks, expire approvals nobody decided in time, requeue runs
-        parked on a model whose recheck time has come, and forfeit budget reservations
-        whose owner lost its lease."""
+        """Start due webhook deliveries, expire approvals nobody decided in time, requeue
+        runs parked on a model whose recheck time has come, and forfeit budget reservations
+        whose owner lost its lease. Deliveries run in their own tasks (never awaited here):
+        a slow receiver must not hold up the rest of this loop."""
         while not stop.is_set():
             busy = 0
             await self._listen()
