@@ -15,7 +15,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from tenantry.api.console import session
+from tenantry.api.console import epoch, session
 from tenantry.blobs import DirectoryBlobStore
 from tenantry.sandbox.manager import SandboxManager
 from tenantry.sandbox.pool import PooledDriver
@@ -66,7 +66,7 @@ async def test_refused_egress_is_recorded_counted_and_flags_the_version(
     agent = await api.agent(h, tools=["run_python"], sandbox={"egress": ["api.example.com"]})
     metrics = WorkerMetrics()
     settings = dataclasses.replace(TEST_ENGINE, egress_flag_threshold=THRESHOLD)
-    cookie, _ = session.issue(OPERATOR_TOKEN)
+    cookie, _ = session.issue(OPERATOR_TOKEN, epoch=epoch.FIRST)
     console = {"Cookie": f"{session.SESSION_COOKIE}={cookie}"}
     async with running_worker(database_dsn, fakes.model.base_url, sandboxes=manager,
                               metrics=metrics, settings=settings):
