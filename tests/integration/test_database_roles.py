@@ -96,6 +96,40 @@ async def test_the_tenant_pool_cannot_call_the_consoles_cross_tenant_reads(
         await console.close()
 
 
+# The definer functions the tenant pool's role may call: what workers and admission need to
+# claim, renew, wake and sweep across tenants, and each answers only ids, counts or the
+# caller's own rows. Every other cross-tenant read (the console's pages, the operator's
+# lists and usage) is the console role's; a new definer function must be placed here
+# knowingly, or granted to tenantry_console.
+TENANT_POOL_DEFINERS = {
+    "tenantry_authenticate", "tenantry_claim_runs",
+    "tenantry_claim_runs_fifo", "tenantry_renew_leases", "tenantry_claim_webhooks",
+    "tenantry_spent_webhooks", "tenantry_expired_approvals", "tenantry_wake_parked",
+    "tenantry_sweep_reservations", "tenantry_queue_depth", "tenantry_scheduler_gauges",
+    "tenantry_runs_by_status", "tenantry_usage_per_account_day",
+}
+
+
+async def test_the_tenant_pool_may_call_only_the_definer_functions_workers_need(
+    api: Api, db: Database,
+) -> None:
+    async with db.unscoped() as conn:
+        callable_ = {r["proname"] for r in await conn.fetch(
+            "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+            "WHERE n.nspname = 'public' AND p.prosecdef "
+            "AND p.prorettype <> 'trigger'::regtype "  # triggers cannot be called
+
+            "AND has_function_privilege(p.oid, 'EXECUTE')")}
+        assert callable_ == TENANT_POOL_DEFINERS
+        # The operator's lists in particular: every tenant's name and every tenant's spend.
+        await _queued_run(api, "Victim")
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.fetch("SELECT * FROM tenantry_admin_tenants(NULL, 50)")
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.fetch("SELECT * FROM tenantry_usage_per_tenant(now() - interval '1 day',"
+                             " now())")
+
+
 async def test_the_serving_logins_pass_the_start_up_check_and_a_superuser_does_not(
     database_dsn: str,
 ) -> None:

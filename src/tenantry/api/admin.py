@@ -180,8 +180,8 @@ async def list_tenants(
     page: PageRequest = Depends(page_request), p: Platform = Depends(platform)
 ) -> TenantList:
     """Every tenant, ordered by id."""
-    found = await service.list_tenants(p.db, after=page.position(TenantId.parse),
-                                       limit=page.limit)
+    found = await service.list_tenants(p.cross_tenant_db,
+                                       after=page.position(TenantId.parse), limit=page.limit)
     return TenantList(data=[_tenant_out(t) for t in found],
                       next_cursor=page.next_cursor(found, lambda t: t.tenant_id.value))
 

@@ -163,4 +163,4 @@ async def get_all_usage(
 ) -> list[TenantUsageRow]:
     """Totals per tenant for the window (default: this month)."""
     _, _, lo, hi = _window(from_, to)
-    return [TenantUsageRow(**row) for row in await usage.per_tenant(p.db, lo, hi)]
+    return [TenantUsageRow(**row) for row in await usage.per_tenant(p.cross_tenant_db, lo, hi)]
