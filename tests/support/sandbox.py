@@ -88,3 +88,23 @@ def placeholder_image_dir(tmp: Path) -> Path:
         "digest": "placeholder", "kernel_file": "vmlinux", "sources": _source_hashes()}))
     (folder / "images" / "current").write_text("placeholder\n")
     return folder
+
+
+#: Code's side of an egress test, run in a sandbox: CONNECT through the guest's relay and
+#: return the status line of the proxy's answer (``ask("host:port")``).
+ASK_THROUGH_RELAY = r'''
+import json, os, socket
+def ask(target):
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=60)
+    try:
+        s.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        return data.split(b"\r\n")[0].decode()
+    finally:
+        s.close()
+'''

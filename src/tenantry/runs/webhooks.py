@@ -28,7 +28,6 @@ import hashlib
 import hmac
 import logging
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -42,12 +41,10 @@ from tenantry.jsonutil import dumps
 from tenantry.runs import log
 from tenantry.runs.events import WebhookDelivered, WebhookFailed, WebhookOutcome
 from tenantry.sandbox.egress.policy import (
-    IPAddress,
     Resolver,
     address_refusal,
-    literal_address,
     normalize_host,
-    system_resolver,
+    resolve,
 )
 
 logger = logging.getLogger(__name__)
@@ -129,14 +126,10 @@ async def destination(
         port = parts.port or default_port
     except ValueError as exc:
         raise Refused(REFUSED_BAD_URL, f"bad port in {url!r}") from exc
-    literal = literal_address(name)
-    if literal is not None:
-        addresses: Sequence[IPAddress] = (literal,)
-    else:
-        try:
-            addresses = await (resolver or system_resolver)(name, port)
-        except (OSError, UnicodeError) as exc:
-            raise Refused(NOT_RESOLVED, f"{name} did not resolve: {exc}") from exc
+    try:
+        addresses = await resolve(name, port, resolver)
+    except (OSError, UnicodeError) as exc:
+        raise Refused(NOT_RESOLVED, f"{name} did not resolve: {exc}") from exc
     if not addresses:
         raise Refused(NOT_RESOLVED, f"{name} resolved to no address")
     if not allow_private:

@@ -28,7 +28,7 @@ from tenantry.sandbox.egress.policy import IPAddress
 from tenantry.sandbox.pool import PooledDriver
 from tenantry.sandbox.sandbox import Sandbox
 from tenantry.sandbox.types import Binding, SandboxRefused
-from tests.support.sandbox import TEST_LIMITS, host_address, sandbox_settings
+from tests.support.sandbox import ASK_THROUGH_RELAY, TEST_LIMITS, host_address, sandbox_settings
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -39,23 +39,6 @@ INSIDE = {"loopback.example": "127.0.0.1", "metadata.example": "169.254.169.254"
           "private.example": "10.0.0.5"}
 EMPTY = "this agent allows no network access (its sandbox.egress is empty)"
 
-#: Code's side: CONNECT through the relay, return the status line of the answer.
-ASK = r'''
-import json, os, socket
-def ask(target):
-    s = socket.create_connection(("127.0.0.1", 3128), timeout=60)
-    try:
-        s.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            data += chunk
-        return data.split(b"\r\n")[0].decode()
-    finally:
-        s.close()
-'''
 
 
 @dataclass
@@ -179,7 +162,7 @@ async def test_with_no_hosts_allowed_code_is_told_so_and_nothing_leaves(
     server = await asyncio.start_server(count, "0.0.0.0", 0)
     port = server.sockets[0].getsockname()[1]
     targets = [f"{host_address()}:{port}", f"127.0.0.1:{port}", "example.com:443"]
-    code = ASK + f"""
+    code = ASK_THROUGH_RELAY + f"""
 import urllib.error, urllib.request
 out = {{"env": [k for k in os.environ if "proxy" in k.lower()]}}
 for target in {targets!r}:
@@ -219,7 +202,7 @@ async def test_hosts_off_the_list_and_names_resolving_inside_are_refused(
         **{f"{name}:443": f"{name} resolves to {address}, a"
            for name, address in INSIDE.items()},
     }
-    code = ASK + f"""
+    code = ASK_THROUGH_RELAY + f"""
 out = {{"proxy": os.environ.get("HTTPS_PROXY")}}
 for target in {sorted(refused)!r}:
     out[target] = ask(target)

@@ -21,7 +21,7 @@ from tenantry.sandbox.manager import SandboxManager
 from tenantry.sandbox.pool import PooledDriver
 from tenantry.telemetry.worker import WorkerMetrics
 from tests.support.api import OPERATOR_TOKEN, Api
-from tests.support.sandbox import TEST_LIMITS
+from tests.support.sandbox import ASK_THROUGH_RELAY, TEST_LIMITS
 from tests.support.scripts import answer, call, scripted
 from tests.support.worker import TEST_ENGINE, Fakes, running_worker
 
@@ -30,23 +30,8 @@ pytestmark = pytest.mark.timeout(300)
 ATTEMPTS = 3  # of each target, per run
 THRESHOLD = 10  # two runs of 2 x 3 attempts cross it
 
-PROBE = r'''
-import json, socket
-def ask(target):
-    s = socket.create_connection(("127.0.0.1", 3128), timeout=60)
-    try:
-        s.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            data += chunk
-        return data.split(b"\r\n")[0].decode()
-    finally:
-        s.close()
-print(json.dumps([ask(t) for t in ["169.254.169.254:80", "evil.example:443"] * ATTEMPTS]))
-'''.replace("ATTEMPTS", str(ATTEMPTS))
+TARGETS = ["169.254.169.254:80", "evil.example:443"] * ATTEMPTS
+PROBE = ASK_THROUGH_RELAY + f"print(json.dumps([ask(t) for t in {TARGETS!r}]))\n"
 
 
 def refused_metric(scraped: str, reason: str) -> float:

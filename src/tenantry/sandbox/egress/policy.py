@@ -193,6 +193,18 @@ async def system_resolver(host: str, port: int) -> list[IPAddress]:
     return addresses
 
 
+async def resolve(name: str, port: int,
+                  resolver: Resolver | None = None) -> Sequence[IPAddress]:
+    """The addresses a canonical host name (``normalize_host``) stands for, resolved once:
+    what a literal spells (never sent to DNS), else what the resolver answers. Raises
+    OSError or UnicodeError when the name does not resolve. The egress proxy and webhooks
+    both connect to one of these and never resolve the name again."""
+    literal = literal_address(name)
+    if literal is not None:
+        return (literal,)
+    return await (resolver or system_resolver)(name, port)
+
+
 async def resolve_and_vet(host: str, port: int, policy: EgressPolicy, *,
                           resolver: Resolver | None = None
                           ) -> tuple[IPAddress, ...] | Refusal:
@@ -203,14 +215,10 @@ async def resolve_and_vet(host: str, port: int, policy: EgressPolicy, *,
         return Refusal(403, reason)
     name = normalize_host(host)
     assert name is not None  # check() refused anything else
-    literal = literal_address(name)
-    if literal is not None:
-        addresses: Sequence[IPAddress] = (literal,)
-    else:
-        try:
-            addresses = await (resolver or system_resolver)(name, port)
-        except (OSError, UnicodeError) as exc:
-            return Refusal(502, f"{name} could not be resolved ({printable(str(exc))})")
+    try:
+        addresses = await resolve(name, port, resolver)
+    except (OSError, UnicodeError) as exc:
+        return Refusal(502, f"{name} could not be resolved ({printable(str(exc))})")
     reason = policy.vet_addresses(addresses)
     if reason is not None:
         return Refusal(403, f"{name} resolves to {reason}")
