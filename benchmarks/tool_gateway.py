@@ -2,7 +2,8 @@
 MCP server directly with the same client.
 
 Each gateway call runs the whole pipeline — allow-list, directory lookup (cached 5 s),
-breaker, vault credential (decrypted at most once a minute), pin check (once a minute),
+breaker, vault credential (decrypted at most once a minute), the version's pin compared
+with the call's own session's tool list (listed again at most once a minute),
 idempotency key, the MCP call, output cap — plus the audit row the driver writes in the
 ToolCompleted transaction (one statement), against a real MCP server in its own process.
 The added latency of a call is its gateway wall time minus the time spent in the MCP call
@@ -20,12 +21,15 @@ from typing import Any
 from _harness import Bench, console, create_runs, latency_summary, main, percentile, provision
 from tenantry.agents.spec import AgentSpec
 from tenantry.db import Database
+from tenantry.db.queries import load
 from tenantry.tools import audit
 from tenantry.tools.gateway import ToolGateway
 from tenantry.tools.mcp_client import McpToolClient, ToolOutcome
 from tenantry.vault import MasterKey, Vault
 
 CALLS = int(os.environ.get("TOOL_GATEWAY_CALLS", "1000"))
+# The pins a version published now would hold (agents/queries.sql `current_tool_pins`).
+PINS = load("tenantry.agents").current_tool_pins
 WARMUP = 50
 
 
@@ -55,6 +59,11 @@ async def benchmark(bench: Bench) -> dict[str, Any]:
         async with db.tenant_tx(tenancy.tenant) as conn:  # the server needs the credential
             await conn.execute("UPDATE tool_servers SET secret_ref = 'token'")
         spec = AgentSpec(model="scripted", system_prompt="", tools=("echo",))
+        async with db.tenant_tx(tenancy.tenant) as conn:  # what publishing the version pins
+            pins = {r["tool"]: {"server": r["server"], "sha256": r["sha256"]}
+                    for r in await conn.fetch(PINS, tenancy.tenant.value, ["echo"])}
+        if "echo" not in pins:
+            raise RuntimeError("the benchmark's tool server does not serve echo")
         [run] = await create_runs(db, tenancy, ["gateway benchmark"])
         async with TimedClient() as mcp:
             gateway = ToolGateway(db, mcp, vault=vault)
@@ -65,7 +74,7 @@ async def benchmark(bench: Bench) -> dict[str, Any]:
             for i in range(WARMUP + CALLS):
                 started = time.perf_counter()
                 await mcp.call(mcp_url, "echo", {"text": "ping"}, idempotency_key=f"d{i}",
-                               headers=headers)
+                               headers=headers, tenant=tenancy.tenant)
                 if i >= WARMUP:
                     direct.append((time.perf_counter() - started) * 1000)
             mcp.inner_ms.clear()
@@ -74,7 +83,7 @@ async def benchmark(bench: Bench) -> dict[str, Any]:
                     started = time.perf_counter()
                     key = f"{run}:{i}:0"
                     result = await gateway.call(tenancy.tenant, spec, "echo", {"text": "ping"},
-                                                key, run=run)
+                                                key, run=run, pins=pins)
                     # The driver writes the audit row inside the ToolCompleted transaction:
                     # one more statement in a transaction it opens anyway.
                     await audit.record(conn, tenancy.tenant, run,
