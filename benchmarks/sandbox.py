@@ -8,7 +8,8 @@ For each backend: the time from asking for a sandbox to one that answers —
 and the PSS of an idle claimed sandbox's host processes. Targets on this machine: warm
 claim p50 < 20 ms, cold restore < 1 s. Prints one JSON line:
 ``{backend: {"warm_claim_p50_ms", "warm_claim_p99_ms", "cold_restore_p50_ms",
-"cold_boot_p50_ms", "pss_mib", ...}}``.
+"cold_boot_p50_ms", "pss_mib", "exec_p50_ms", "exec_p99_ms", ...}}`` (exec: one
+``sh -c true`` round trip in a claimed sandbox).
 
 Knobs: SANDBOX_BENCH_CLAIMS (warm claims per backend, default 30), SANDBOX_BENCH_COLD
 (cold restores, default 8), SANDBOX_BENCH_BOOTS (microvm cold boots, default 3),
@@ -35,6 +36,7 @@ from tenantry.sandbox.types import Binding, Limits
 LIMITS = {"microvm": Limits(memory_mib=256), "gvisor": Limits(memory_mib=512),
           "bwrap": Limits(memory_mib=256)}
 POOL_SIZE = 2
+EXECS = 30
 
 
 def _binding() -> Binding:
@@ -83,6 +85,15 @@ async def measure(name: str, data_dir: Path) -> dict[str, Any]:
             await box.run_python("print(1)")
         pss = [box.instance.pss_kib() or 0 for box in held]
         result["pss_mib"] = round(statistics.median(pss) / 1024, 1)
+        # One execution's round trip in a claimed sandbox: the shell command, and the
+        # host's sweep after it of anything the command left running (issue 15).
+        execs = []
+        for _ in range(EXECS):
+            started = time.perf_counter()
+            await held[0].run_shell("true")
+            execs.append((time.perf_counter() - started) * 1000)
+        summary = latency_summary(execs)
+        result["exec_p50_ms"], result["exec_p99_ms"] = summary["p50_ms"], summary["p99_ms"]
         for box in held:
             await box.destroy()
     finally:
