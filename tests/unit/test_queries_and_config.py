@@ -8,6 +8,7 @@ from tenantry.config import Settings
 from tenantry.db.migrate import available
 from tenantry.db.queries import load, parse
 from tenantry.errors import ConfigurationError
+from tenantry.sandbox.probe import default_limits
 
 
 def test_named_blocks_are_split_and_trimmed() -> None:
@@ -69,6 +70,8 @@ def test_isolation_settings_from_env() -> None:
 def test_sandbox_work_size_setting() -> None:
     assert Settings.from_env({}).sandbox_work_mib == 256
     assert Settings.from_env({"TENANTRY_SANDBOX_WORK_MIB": "64"}).sandbox_work_mib == 64
+    # ... and it is what every sandbox the worker makes gets (its /work, its disk).
+    assert default_limits(Settings.from_env({"TENANTRY_SANDBOX_WORK_MIB": "64"})).disk_mib == 64
     with pytest.raises(ConfigurationError, match="TENANTRY_SANDBOX_WORK_MIB must be at least 8"):
         Settings.from_env({"TENANTRY_SANDBOX_WORK_MIB": "1"})
 
