@@ -73,6 +73,10 @@ class AttemptRequest:
     id: AttemptId = field(default_factory=AttemptId.new)
 
     def __post_init__(self) -> None:
+        if not self.task_id or not self.activity:
+            raise ValueError("an attempt needs its task id and activity name")
+        if self.attempt < 1:
+            raise ValueError("attempts are numbered from 1")
         if self.timeout_s <= 0:
             raise ValueError("an attempt's timeout must be positive")
         if self.heartbeat_timeout_s is not None and self.heartbeat_timeout_s <= 0:
