@@ -306,6 +306,28 @@ async def test_cancelling_an_attempt_destroys_its_sandbox(driver: PooledDriver) 
     assert pid is not None and not _running(pid)
 
 
+async def test_a_heartbeat_that_raises_ends_the_attempt_and_its_sandbox(
+    driver: PooledDriver,
+) -> None:
+    """The dispatcher lost the task's lease: its heartbeat raises, and nothing runs on."""
+    recording = RecordingDriver(driver)
+
+    class LeaseLost(Exception):
+        pass
+
+    async def lost() -> None:
+        raise LeaseLost
+
+    with pytest.raises(LeaseLost):
+        await attempt(recording, request(driver, """
+            import time
+            def handle(value, context):
+                time.sleep(60)
+        """), heartbeat=lost, heartbeat_every=0.1)
+    (sandbox,) = recording.sandboxes
+    assert sandbox.destroyed and not sandbox.instance.alive
+
+
 def _running(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as stat:
