@@ -94,6 +94,13 @@ class ApiKeyId(_PrefixedId):
     prefix = "key"
 
 
+class AttemptId(_PrefixedId):
+    """One attempt of an activity task (a sandbox is bound to it as to a run)."""
+
+    __slots__ = ()
+    prefix = "att"
+
+
 class ReconciliationId(_PrefixedId):
     """One billing reconciliation (operator data)."""
 

@@ -65,8 +65,17 @@ class Sandbox:
 
     # -- executions --------------------------------------------------------------------
 
-    async def run_python(self, code: str, *, timeout_s: float | None = None) -> ExecResult:
-        return await self._exec({"python": code}, timeout_s)
+    async def run_python(self, code: str, *, timeout_s: float | None = None,
+                         stdin: str | None = None, max_output: int | None = None
+                         ) -> ExecResult:
+        """``stdin`` (≤ 64 KiB) reaches only this execution, never a file; ``max_output``
+        caps each stream (the agent's default: 256 KiB)."""
+        what: dict[str, Any] = {"python": code}
+        if stdin is not None:
+            what["stdin"] = stdin
+        if max_output is not None:
+            what["max_output"] = max_output
+        return await self._exec(what, timeout_s)
 
     async def run_shell(self, command: str, *, timeout_s: float | None = None) -> ExecResult:
         return await self._exec({"shell": command}, timeout_s)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tenantry.errors import TenantryError
-from tenantry.ids import RunId, TenantId
+from tenantry.ids import AttemptId, RunId, TenantId
 
 #: Exit codes with a meaning of their own, whatever the backend (coreutils' ``timeout``
 #: and the shell's 128+SIGKILL): the model and the trace can tell them apart.
@@ -32,10 +32,12 @@ class Limits:
 
 @dataclass(frozen=True, slots=True)
 class Binding:
-    """Whose sandbox it is. Set once, at claim; a sandbox never serves another run."""
+    """Whose sandbox it is. Set once, at claim; a sandbox never serves another run.
+    ``run`` is the run it serves, or the activity attempt (an attempt is not a run, but
+    the sandbox treats both alike: labels, blob names, never reused)."""
 
     tenant: TenantId
-    run: RunId
+    run: RunId | AttemptId
     egress: tuple[str, ...] = ()  # hosts the tenant allowed; empty → no network at all
 
 

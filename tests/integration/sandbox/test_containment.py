@@ -20,17 +20,9 @@ from tenantry.sandbox.manager import SandboxManager
 from tenantry.sandbox.pool import PooledDriver
 from tenantry.sandbox.sandbox import Sandbox
 from tenantry.sandbox.types import EXIT_KILLED, EXIT_TIMEOUT, Binding, SandboxLost
-from tests.support.sandbox import TEST_LIMITS, host_address
+from tests.support.sandbox import BOMBS_LOSE_THE_SANDBOX, TEST_LIMITS, host_address
 
 pytestmark = pytest.mark.timeout(300)
-
-#: gVisor (Debian's 2022 runsc, ptrace platform) has no memory or process limit of its own:
-#: all guest memory belongs to its sentry and every guest process is a ptrace stub on the
-#: host, so a memory or fork bomb reaches the host cgroup's limit and the host kills the
-#: whole sandbox. The platform survives (that call fails, the run gets a fresh sandbox),
-#: but the execution cannot be reported as 137 / stopped at a process cap. Measured, not
-#: assumed: see docs/decisions/0005-sandboxes.md.
-BOMBS_LOSE_THE_SANDBOX = {"gvisor"}
 
 
 @contextlib.asynccontextmanager
