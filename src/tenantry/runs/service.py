@@ -102,7 +102,7 @@ class Created:
 
 #: What drives a run: the platform's workers ('agent') or a library user's own loop
 #: ('task', see tenantry.store). Both count against the same tenant policy.
-RUN_KINDS = ("agent", "task")
+RUN_KINDS = ("agent", "task", "activity")
 
 
 async def create_run(
