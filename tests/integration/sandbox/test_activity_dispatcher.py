@@ -21,6 +21,7 @@ from tenantry.activities.versions import ActivitySettings
 from tenantry.db import Database
 from tenantry.ids import RunId, TenantId
 from tenantry.runs import log
+from tenantry.sandbox import Binding, Limits, Sandbox
 from tenantry.sandbox.pool import PooledDriver
 from tenantry.store import Admitted, RunStatus, WorkflowStore
 from tenantry.store.activities import ActivityStore, ActivityTask
@@ -39,6 +40,23 @@ WITHIN = 600.0
 BWRAP = pytest.mark.parametrize("driver", ["bwrap"], indirect=True)
 
 
+class RecordingDriver:
+    """The session's driver, remembering each sandbox it handed out (to look at after)."""
+
+    def __init__(self, driver: PooledDriver) -> None:
+        self.driver = driver
+        self.backend = driver.backend
+        self.sandboxes: list[Sandbox] = []
+
+    async def create(self, binding: Binding, limits: Limits) -> Sandbox:
+        sandbox = await self.driver.create(binding, limits)
+        self.sandboxes.append(sandbox)
+        return sandbox
+
+    async def close(self) -> None:
+        """The session's driver outlives the test."""
+
+
 class Setup:
     def __init__(self, db: Database, driver: PooledDriver) -> None:
         self.db = db
@@ -50,7 +68,8 @@ class Setup:
     def dispatcher(self, **kw: Any) -> Dispatcher:
         options: dict[str, Any] = {"slots": 3, "poll_seconds": 0.05, "heartbeat_every": 0.2,
                                    "limits": TEST_LIMITS[self.driver.backend], **kw}
-        d = Dispatcher(self.db, self.vault, self.driver, **options)
+        driver = options.pop("driver", self.driver)
+        d = Dispatcher(self.db, self.vault, driver, **options)
         self.dispatchers.append(d)
         d.start()
         return d
@@ -248,14 +267,13 @@ async def test_a_lost_lease_ends_the_attempt_and_writes_nothing(
     code = """
         import time
         def handle(value, context):
-            open("/tmp/started", "w").close()
-            print("started", flush=True)
-            time.sleep(120)
-            return "never"
+            while True:  # only the host ends this attempt
+                time.sleep(1)
     """
-    await setup.publish(ACME, "slow", code, timeout_s=300.0)
+    await setup.publish(ACME, "slow", code, timeout_s=3600.0)
     task = await setup.enqueue(ACME, "slow")
-    first = setup.dispatcher()
+    recording = RecordingDriver(setup.driver)
+    first = setup.dispatcher(driver=recording)
 
     async def claimed_at() -> Any:
         return await admin_conn.fetchval(
@@ -275,7 +293,11 @@ async def test_a_lost_lease_ends_the_attempt_and_writes_nothing(
 
     async def lost() -> bool:
         return first.outcomes["lease_lost"] == 1
-    await until(lost, "the first dispatcher's heartbeat finds the lease gone", WITHIN)
+    # A hang guard, not a measure: heartbeats go every 0.2 s; without the fence the
+    # attempt would run for its whole hour.
+    await until(lost, "the first dispatcher's heartbeat finds the lease gone", 120.0)
+    [sandbox] = recording.sandboxes
+    assert not sandbox.alive  # the attempt ended and its sandbox was destroyed
     row = await admin_conn.fetchrow(
         "SELECT status, lease_owner, answer, error FROM runs WHERE run_id = $1", task.uuid)
     assert dict(row) == {"status": "running", "lease_owner": "thief", "answer": None,
