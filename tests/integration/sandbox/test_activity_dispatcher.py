@@ -1,6 +1,6 @@
-"""The activity dispatcher on real sandboxes and a real Postgres (ADR 0013): a task
-completes with its result and the key ``"{task}:{activity}"``, and the guest sees only the
-secrets its version is scoped to (on every backend); a segfaulting payload is retried on a
+"""The activity dispatcher on real sandboxes (every backend) and a real Postgres (ADR 0013):
+a task completes with its result and the key ``"{task}:{activity}"``, and the guest sees only the
+secrets its version is scoped to; a segfaulting payload is retried on a
 fresh sandbox, dead-lettered after its sandbox deaths, never dispatched again, and
 requeued; a tenant's poison storm does not keep another tenant's tasks from completing; a
 raising entrypoint fails without retry; a lost lease ends the attempt and writes nothing."""
@@ -36,8 +36,6 @@ ACME = TenantId.parse("tenant-acme")
 GLOBEX = TenantId.parse("tenant-globex")
 #: Generous hang guards for waits (never asserted as durations): microvm runs under TCG.
 WITHIN = 600.0
-#: Fast on every backend; the liveness, poison and fencing tests run here.
-BWRAP = pytest.mark.parametrize("driver", ["bwrap"], indirect=True)
 
 
 class RecordingDriver:
@@ -187,7 +185,6 @@ GOOD = """
 """
 
 
-@BWRAP
 async def test_a_segfault_is_retried_on_fresh_sandboxes_dead_lettered_and_requeued(
     setup: Setup,
 ) -> None:
@@ -219,7 +216,6 @@ async def test_a_segfault_is_retried_on_fresh_sandboxes_dead_lettered_and_requeu
     assert [a["attempt"] for a in await setup.attempts(ACME, poison)] == [1, 2, 3, 4]
 
 
-@BWRAP
 async def test_a_tenants_poison_storm_does_not_stop_another_tenants_tasks(
     setup: Setup,
 ) -> None:
@@ -242,7 +238,6 @@ async def test_a_tenants_poison_storm_does_not_stop_another_tenants_tasks(
     assert dispatcher.outcomes["dead_lettered"] == 4 and dispatcher.outcomes["error"] == 0
 
 
-@BWRAP
 async def test_a_raising_entrypoint_fails_without_a_retry(setup: Setup) -> None:
     code = """
         def handle(value, context):
@@ -260,7 +255,6 @@ async def test_a_raising_entrypoint_fails_without_a_retry(setup: Setup) -> None:
     assert "the tenant's own bug" in attempt["stderr"]
 
 
-@BWRAP
 async def test_a_lost_lease_ends_the_attempt_and_writes_nothing(
     setup: Setup, admin_conn: asyncpg.Connection,
 ) -> None:
