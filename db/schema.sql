@@ -58,6 +58,8 @@ CREATE TABLE public.tenant_policies (
     tokens_per_minute bigint,
     monthly_spend_cap_micros bigint,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    max_activity_slots integer DEFAULT 2 NOT NULL,
+    CONSTRAINT tenant_policies_max_activity_slots_check CHECK (((max_activity_slots >= 1) AND (max_activity_slots <= 100000))),
     CONSTRAINT tenant_policies_max_queued_check CHECK (((max_queued >= 1) AND (max_queued <= 10000000))),
     CONSTRAINT tenant_policies_max_running_check CHECK (((max_running >= 1) AND (max_running <= 100000))),
     CONSTRAINT tenant_policies_monthly_spend_cap_micros_check CHECK ((monthly_spend_cap_micros >= 0)),
@@ -78,6 +80,81 @@ CREATE FUNCTION public.tenantry_bucket_level(b public.tenant_budget, p public.te
               coalesce(b.bucket_tokens, p.tokens_per_minute::float8)
               + extract(epoch FROM now() - b.bucket_at) * p.tokens_per_minute / 60.0)
     END
+$$;
+
+--
+-- Name: tenantry_claim_activities(text, integer, double precision); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_claim_activities(p_worker text, p_batch integer, p_lease_seconds double precision) RETURNS TABLE(tenant_id text, run_id uuid, lease_epoch bigint)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+DECLARE
+    v_claimed integer;
+    v_tenant text;
+    v_run uuid;
+    v_skip text[] := '{}';
+BEGIN
+    RETURN QUERY
+    WITH expired AS (
+        SELECT r.tenant_id, r.run_id FROM public.runs r
+        WHERE r.status = 'running' AND r.lease_expires_at < now() AND r.kind = 'activity'
+        ORDER BY r.lease_expires_at
+        LIMIT p_batch
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE public.runs r
+    SET lease_owner = p_worker, lease_epoch = r.lease_epoch + 1,
+        lease_expires_at = now() + make_interval(secs => p_lease_seconds), updated_at = now()
+    FROM expired
+    WHERE r.tenant_id = expired.tenant_id AND r.run_id = expired.run_id
+    RETURNING r.tenant_id, r.run_id, r.lease_epoch;
+    GET DIAGNOSTICS v_claimed = ROW_COUNT;
+
+    WHILE v_claimed < p_batch LOOP
+        -- Never wait for a tenant row another claimer holds (SKIP LOCKED throughout): a
+        -- dispatcher coming back empty polls again, which is cheaper than a lock cycle.
+        SELECT l.tenant_id INTO v_tenant
+        FROM public.tenant_load l
+        JOIN public.tenant_policies p ON p.tenant_id = l.tenant_id
+        JOIN public.tenant_budget b ON b.tenant_id = l.tenant_id
+        WHERE public.tenantry_may_claim(l, p, b) AND l.tenant_id <> ALL (v_skip)
+          AND (SELECT count(*) FROM public.runs a
+               WHERE a.tenant_id = l.tenant_id AND a.kind = 'activity'
+                 AND a.status = 'running') < p.max_activity_slots
+        ORDER BY l.running::float8 / p.weight, l.last_claim_at NULLS FIRST, l.tenant_id
+        LIMIT 1
+        FOR UPDATE OF l SKIP LOCKED;
+        EXIT WHEN v_tenant IS NULL;
+
+        SELECT r.run_id INTO v_run FROM public.runs r
+        WHERE r.tenant_id = v_tenant AND r.kind = 'activity' AND r.status = 'queued'
+          AND (r.available_at IS NULL OR r.available_at <= now())
+        ORDER BY (r.priority <> 'interactive'), r.created_at
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED;
+        IF v_run IS NULL THEN
+            v_skip := v_skip || v_tenant;
+            v_tenant := NULL;
+            CONTINUE;
+        END IF;
+
+        RETURN QUERY
+        UPDATE public.runs r
+        SET status = 'running', lease_owner = p_worker, lease_epoch = r.lease_epoch + 1,
+            lease_expires_at = now() + make_interval(secs => p_lease_seconds),
+            available_at = NULL, started_at = coalesce(r.started_at, clock_timestamp()),
+            updated_at = now()
+        WHERE r.tenant_id = v_tenant AND r.run_id = v_run
+        RETURNING r.tenant_id, r.run_id, r.lease_epoch;
+        UPDATE public.tenant_load SET last_claim_at = clock_timestamp()
+        WHERE tenant_load.tenant_id = v_tenant;
+        v_claimed := v_claimed + 1;
+        v_tenant := NULL;
+        v_run := NULL;
+    END LOOP;
+END
 $$;
 
 --
@@ -853,6 +930,46 @@ CREATE FUNCTION public.tenantry_wake_parked(p_models text[], p_limit integer) RE
 $$;
 
 --
+-- Name: activity_bundles; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.activity_bundles (
+    tenant_id text NOT NULL,
+    digest text NOT NULL,
+    entrypoint text NOT NULL,
+    files jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT activity_bundles_digest_check CHECK ((digest ~ '^sha256:[0-9a-f]{64}$'::text))
+);
+
+--
+-- Name: activity_versions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.activity_versions (
+    tenant_id text NOT NULL,
+    agent_id uuid NOT NULL,
+    version integer NOT NULL,
+    name text NOT NULL,
+    bundle_digest text NOT NULL,
+    timeout_s double precision NOT NULL,
+    heartbeat_timeout_s double precision,
+    max_attempts integer NOT NULL,
+    backoff_s double precision NOT NULL,
+    secret_names text[] DEFAULT '{}'::text[] NOT NULL,
+    egress text[] DEFAULT '{}'::text[] NOT NULL,
+    retryable_exit_codes integer[] DEFAULT '{}'::integer[] NOT NULL,
+    max_sandbox_deaths integer DEFAULT 3 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT activity_versions_backoff_s_check CHECK (((backoff_s >= (0)::double precision) AND (backoff_s <= (86400)::double precision))),
+    CONSTRAINT activity_versions_heartbeat_timeout_s_check CHECK ((heartbeat_timeout_s > (0)::double precision)),
+    CONSTRAINT activity_versions_max_attempts_check CHECK (((max_attempts >= 1) AND (max_attempts <= 100))),
+    CONSTRAINT activity_versions_max_sandbox_deaths_check CHECK (((max_sandbox_deaths >= 1) AND (max_sandbox_deaths <= 100))),
+    CONSTRAINT activity_versions_timeout_s_check CHECK (((timeout_s > (0)::double precision) AND (timeout_s <= (3600)::double precision))),
+    CONSTRAINT activity_versions_version_check CHECK ((version >= 1))
+);
+
+--
 -- Name: agent_version_flags; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1137,7 +1254,7 @@ CREATE TABLE public.runs (
     started_at timestamp with time zone,
     kind text DEFAULT 'agent'::text NOT NULL,
     CONSTRAINT runs_idempotency_key_check CHECK (((length(idempotency_key) >= 1) AND (length(idempotency_key) <= 255))),
-    CONSTRAINT runs_kind_check CHECK ((kind = ANY (ARRAY['agent'::text, 'task'::text]))),
+    CONSTRAINT runs_kind_check CHECK ((kind = ANY (ARRAY['agent'::text, 'task'::text, 'activity'::text]))),
     CONSTRAINT runs_priority_check CHECK ((priority = ANY (ARRAY['interactive'::text, 'batch'::text]))),
     CONSTRAINT runs_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'running'::text, 'waiting'::text, 'finished'::text, 'failed'::text, 'cancelled'::text]))),
     CONSTRAINT runs_webhook_state_check CHECK ((webhook_state = ANY (ARRAY['pending'::text, 'delivered'::text, 'failed'::text])))
@@ -1256,6 +1373,27 @@ CREATE TABLE public.usage_facts (
     price_version text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL
 );
+
+--
+-- Name: activity_bundles activity_bundles_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.activity_bundles
+    ADD CONSTRAINT activity_bundles_pkey PRIMARY KEY (tenant_id, digest);
+
+--
+-- Name: activity_versions activity_versions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.activity_versions
+    ADD CONSTRAINT activity_versions_pkey PRIMARY KEY (tenant_id, agent_id, version);
+
+--
+-- Name: activity_versions activity_versions_tenant_id_name_version_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.activity_versions
+    ADD CONSTRAINT activity_versions_tenant_id_name_version_key UNIQUE (tenant_id, name, version);
 
 --
 -- Name: agent_version_flags agent_version_flags_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1510,6 +1648,12 @@ CREATE INDEX budget_reservations_open ON public.budget_reservations USING btree 
 CREATE INDEX model_accounts_tenant ON public.model_accounts USING btree (tenant_id) WHERE (tenant_id IS NOT NULL);
 
 --
+-- Name: runs_activity_running; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_activity_running ON public.runs USING btree (tenant_id) WHERE ((kind = 'activity'::text) AND (status = 'running'::text));
+
+--
 -- Name: runs_console_by_status; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1646,6 +1790,27 @@ CREATE TRIGGER tenants_policy AFTER INSERT ON public.tenants FOR EACH ROW EXECUT
 --
 
 CREATE TRIGGER usage_facts_immutable BEFORE DELETE OR UPDATE ON public.usage_facts FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_change();
+
+--
+-- Name: activity_bundles activity_bundles_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.activity_bundles
+    ADD CONSTRAINT activity_bundles_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
+
+--
+-- Name: activity_versions activity_versions_tenant_id_agent_id_version_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.activity_versions
+    ADD CONSTRAINT activity_versions_tenant_id_agent_id_version_fkey FOREIGN KEY (tenant_id, agent_id, version) REFERENCES public.agent_versions(tenant_id, agent_id, version);
+
+--
+-- Name: activity_versions activity_versions_tenant_id_bundle_digest_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.activity_versions
+    ADD CONSTRAINT activity_versions_tenant_id_bundle_digest_fkey FOREIGN KEY (tenant_id, bundle_digest) REFERENCES public.activity_bundles(tenant_id, digest);
 
 --
 -- Name: agent_version_flags agent_version_flags_tenant_id_agent_id_version_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
@@ -1809,6 +1974,18 @@ ALTER TABLE ONLY public.usage_facts
     ADD CONSTRAINT usage_facts_tenant_id_run_id_seq_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events(tenant_id, run_id, seq);
 
 --
+-- Name: activity_bundles; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.activity_bundles ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: activity_versions; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.activity_versions ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: agent_version_flags; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -1891,6 +2068,18 @@ ALTER TABLE public.secrets ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.tenant_budget ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: activity_bundles tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.activity_bundles USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: activity_versions tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.activity_versions USING ((tenant_id = public.tenantry_current_tenant()));
 
 --
 -- Name: agent_version_flags tenant_isolation; Type: POLICY; Schema: public; Owner: -

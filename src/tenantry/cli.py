@@ -171,6 +171,26 @@ def worker(
     _serve(settings, migrate=False, demo=False, api=False, workers=1, production=True)
 
 
+@app.command("activity-worker")
+def activity_worker(
+    database_url: DatabaseUrl = None, data_dir: DataDir = None,
+    slots: Annotated[int | None, typer.Option(
+        "--slots", envvar="TENANTRY_ACTIVITY_WORKER_SLOTS",
+        help="Activity attempts this process runs at once, one fresh sandbox each.",
+    )] = None,
+    sandbox_min_boundary: MinBoundary = None,
+) -> None:
+    """Run the activity dispatcher: claim tenants' activity tasks (each tenant under its
+    max_activity_slots) and run each attempt in a fresh sandbox. Refuses to start below
+    --sandbox-min-boundary or without the vault's master key."""
+    from tenantry.bootstrap import activities
+
+    settings = _settings(database_url=database_url, data_dir=data_dir,
+                         activity_worker_slots=slots,
+                         sandbox_min_boundary=sandbox_min_boundary)
+    _run(lambda: activities.serve(settings))
+
+
 @app.command()
 def up(
     demo: Annotated[bool, typer.Option("--demo", help="Create a demo tenant, key and agent.")]

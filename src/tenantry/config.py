@@ -89,6 +89,8 @@ class Settings:
     # measuring what fairness buys — it ignores every tenant policy).
     claim_order: str = "fair"
     worker_concurrency: int = 200
+    # Attempts one `tenantry activity-worker` runs at once (one sandbox each).
+    activity_worker_slots: int = 4
     workers: int = 1  # worker loops inside `tenantry up`
     # Webhooks to loopback/private addresses are refused unless this is set (dev, tests).
     webhook_allow_private: bool = False
@@ -163,6 +165,7 @@ class Settings:
         integer("TENANTRY_LEASE_SECONDS", "lease_seconds", 1)
         integer("TENANTRY_EGRESS_FLAG_THRESHOLD", "egress_flag_threshold", 1)
         integer("TENANTRY_WORKER_CONCURRENCY", "worker_concurrency", 1)
+        integer("TENANTRY_ACTIVITY_WORKER_SLOTS", "activity_worker_slots", 1)
         integer("TENANTRY_MAX_QUEUED_RUNS", "max_queued_runs", 1)
         integer("TENANTRY_REFUSE_BATCH_RUNS_AT", "refuse_batch_runs_at", 1)
         integer("TENANTRY_DELAY_NEW_RUNS_AT", "delay_new_runs_at", 1)
@@ -216,6 +219,7 @@ class Settings:
                                      f"false, got {self.console_secure_cookie!r}")
         for name, value, minimum in (
             ("TENANTRY_WORKER_CONCURRENCY / --concurrency", self.worker_concurrency, 1),
+            ("TENANTRY_ACTIVITY_WORKER_SLOTS / --slots", self.activity_worker_slots, 1),
             ("TENANTRY_WORKERS / --workers", self.workers, 0),
             ("TENANTRY_LEASE_SECONDS", self.lease_seconds, 1),
             ("TENANTRY_EGRESS_FLAG_THRESHOLD", self.egress_flag_threshold, 1),

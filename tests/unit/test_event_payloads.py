@@ -12,6 +12,7 @@ import pytest
 from tenantry.runs.events import (
     ABSENT,
     PAYLOADS,
+    ActivityAttempted,
     ApprovalDecided,
     ApprovalRequested,
     BudgetStopped,
@@ -96,6 +97,10 @@ EXAMPLES: list[tuple[Payload, dict[str, Any]]] = [
     (EgressRefused("run_x:2:0", "evil.example", 443, "not_allowed", 7),
      {"key": "run_x:2:0", "host": "evil.example", "port": 443, "reason_code": "not_allowed",
       "count": 7}),
+    (ActivityAttempted(2, "retryable", "crashed: SIGSEGV", 139, True, "", "", 12.5, "sb_1"),
+     {"attempt": 2, "status": "retryable", "error": "crashed: SIGSEGV", "exit_code": 139,
+      "killed_sandbox": True, "stdout": "", "stderr": "", "duration_ms": 12.5,
+      "sandbox_id": "sb_1"}),
 ]
 
 

@@ -17,6 +17,7 @@ from tenantry.config import Settings
 from tenantry.errors import ConfigurationError
 from tenantry.ids import AgentId, RunId
 from tenantry.runs.events import (
+    ActivityAttempted,
     ApprovalDecided,
     ApprovalRequested,
     EgressRefused,
@@ -97,6 +98,21 @@ def test_spans_partition_the_run_and_clamp_what_does_not_fit() -> None:
                                    "to": "m", "reason": "down"}]
     assert spans[5]["detail"]["decision"] == "approved"
     assert trace["egress_refused"] == {"total": 1, "by_reason": {"metadata_address": 1}}
+
+
+def test_an_activity_tasks_attempts_are_its_tool_time() -> None:
+    events = [CREATED,
+              Event.of(2, ActivityAttempted(1, "retryable", "crashed: SIGSEGV", 139, True, "",
+                                            "", 100.0, "sb_1"), at(300)),
+              Event.of(3, ActivityAttempted(2, "completed", None, 0, False, "ok", "", 50.0,
+                                            "sb_2"), at(600)),
+              Event.of(4, RunFinished({"ok": 1}), at(600))]
+    trace = trace_of(RunId.new(), row(finished=600), events)
+    tools = [s for s in trace["spans"] if s["kind"] == "tool"]
+    assert [(s["label"], s["duration_ms"]) for s in tools] == [
+        ("activity attempt 1", 100), ("activity attempt 2", 50)]
+    assert tools[0]["detail"]["killed_sandbox"] is True
+    assert trace["totals"]["tool_ms"] == 150
 
 
 def test_a_run_still_going_ends_in_its_current_wait() -> None:

@@ -44,6 +44,9 @@ class EventType(StrEnum):
     # the task's lease holder (under the lease epoch, so each signal is consumed once).
     SIGNALLED = "Signalled"
     SIGNAL_CONSUMED = "SignalConsumed"
+    # Activity tasks (tenantry.store.dispatcher): one attempt in a fresh sandbox and how it
+    # ended, written under the task's lease with what it decided (finish, retry, dead letter).
+    ACTIVITY_ATTEMPTED = "ActivityAttempted"
 
 
 #: After one of these nothing but webhook bookkeeping is appended; live tails end here.
@@ -333,13 +336,31 @@ class SignalConsumed(Payload):
     name: str
 
 
+@dataclass(frozen=True, slots=True)
+class ActivityAttempted(Payload):
+    """One attempt of an activity task: ``status`` completed|retryable|failed (the
+    attempt's outcome), ``killed_sandbox`` when a kill or crash ended it (the dead-letter
+    count), and the step's output capped for the log (the full output never is stored)."""
+
+    TYPE = EventType.ACTIVITY_ATTEMPTED
+    attempt: int
+    status: str
+    error: str | None
+    exit_code: int | None
+    killed_sandbox: bool
+    stdout: str
+    stderr: str
+    duration_ms: float
+    sandbox_id: str  # a fresh one per attempt: never the same twice
+
+
 #: Every payload type by its event type. Summarized, ChildRunStarted and ModelRequested
 #: are reserved: nothing writes them yet, so no worker reads them either.
 PAYLOADS: dict[str, type[Payload]] = {p.TYPE.value: p for p in (
     RunCreated, ModelReplied, ToolStarted, ToolCompleted, ApprovalRequested, ApprovalDecided,
     ModelFallback, ModelRerouted, RunParked, RunResumed, SandboxSaved, BudgetStopped,
     CancelRequested, RunFinished, RunFailed, RunCancelled, WebhookDelivered, WebhookFailed,
-    Signalled, SignalConsumed, EgressRefused,
+    Signalled, SignalConsumed, EgressRefused, ActivityAttempted,
 )}
 
 

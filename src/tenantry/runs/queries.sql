@@ -1,6 +1,7 @@
 -- name: insert_run
 -- Slot 1 is taken by RunCreated in the same transaction, hence last_seq = 1. $10 is the
--- kind: 'agent' (platform workers drive it) or 'task' (a library user's loop, tenantry.store).
+-- kind: 'agent' (platform workers drive it), 'task' (a library user's loop, tenantry.store)
+-- or 'activity' (the activity dispatcher).
 INSERT INTO runs (tenant_id, run_id, agent_id, agent_version, input, idempotency_key,
                   request_sha256, webhook_url, priority, kind, last_seq)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 1)

@@ -100,9 +100,10 @@ class Created:
     created: bool  # False when an idempotent retry found the run made the first time
 
 
-#: What drives a run: the platform's workers ('agent') or a library user's own loop
-#: ('task', see tenantry.store). Both count against the same tenant policy.
-RUN_KINDS = ("agent", "task")
+#: What drives a run: the platform's workers ('agent'), a library user's own loop ('task',
+#: see tenantry.store) or the activity dispatcher ('activity', tenantry.store.dispatcher).
+#: All count against the same tenant policy.
+RUN_KINDS = ("agent", "task", "activity")
 
 
 async def create_run(

@@ -50,6 +50,7 @@ from tenantry.runs import log
 from tenantry.runs.events import (
     ABSENT,
     TERMINAL_EVENTS,
+    ActivityAttempted,
     ApprovalDecided,
     ApprovalRequested,
     EgressRefused,
@@ -118,10 +119,14 @@ def _typed(event: Event) -> Payload | None:
         return None
 
 
-def _external(group: list[Event]) -> tuple[int, ModelReplied | ToolCompleted, float] | None:
-    """The model or tool call that a transaction saved, with its measured duration."""
+def _external(group: list[Event],
+              ) -> tuple[int, ModelReplied | ToolCompleted | ActivityAttempted, float] | None:
+    """The model or tool call (or activity attempt) that a transaction saved, with its
+    measured duration."""
     for event in group:
         match _typed(event):
+            case ActivityAttempted() as attempted:
+                return event.seq, attempted, float(attempted.duration_ms)
             case ModelReplied() as reply:
                 # waited_ms: the whole gateway call (retries, other accounts); older events
                 # carry only the answering provider's latency_ms.
@@ -205,7 +210,8 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
         at = min(max((group[0].created_at - created) // _US, b.cursor), end)
         foreign = group[0].type in FOREIGN
         main = next((e for e in group if e.type in (EventType.MODEL_REPLIED,
-                                                    EventType.TOOL_COMPLETED)), group[0])
+                                                    EventType.TOOL_COMPLETED,
+                                                    EventType.ACTIVITY_ATTEMPTED)), group[0])
         if waiting is not None:
             # Whatever ends a wait (a decision, the claim after a park, a cancel) closes it.
             if isinstance(decided := _typed(group[0]), ApprovalDecided):
@@ -231,6 +237,14 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
                           _model_detail(reply), keep_empty=True)
                 case (seq, ToolCompleted() as done, _):
                     b.add("tool", at, seq, done.tool, _tool_detail(done), keep_empty=True)
+                case (seq, ActivityAttempted() as attempted, _):
+                    # An activity task's attempt: its sandbox time, as a tool call's is.
+                    b.add("tool", at, seq, f"activity attempt {attempted.attempt}",
+                          {"attempt": attempted.attempt, "status": attempted.status,
+                           "error": attempted.error, "exit_code": attempted.exit_code,
+                           "killed_sandbox": attempted.killed_sandbox,
+                           "duration_ms": attempted.duration_ms,
+                           "sandbox_id": attempted.sandbox_id}, keep_empty=True)
         if not foreign:
             claimed, requeued = True, False
         for event in group:

@@ -84,3 +84,81 @@ WHERE e.tenant_id = $1 AND e.run_id = $2 AND e.type = $3
                WHERE c.tenant_id = $1 AND c.run_id = $2 AND c.type = $4)
 ORDER BY e.seq
 LIMIT $5
+
+-- Activity tasks (ADR 0013): runs of kind 'activity', driven by the dispatcher. Attempts
+-- are ActivityAttempted events; a requeue of a dead letter is RunResumed{after:
+-- 'dead_letter'}, and attempts and sandbox deaths are counted after the last one.
+
+-- name: claim_activities
+-- The fair claim with each tenant's max_activity_slots (migration 0020).
+SELECT tenant_id, run_id, lease_epoch FROM tenantry_claim_activities($1, $2, $3)
+
+-- name: activity_task
+-- $3: ActivityAttempted, $4: RunResumed. One row per task: what the dispatcher needs to
+-- build the next attempt and to decide after it.
+WITH attempts AS (
+    SELECT e.seq, coalesce(p.data, e.data) AS data
+    FROM run_events e
+    LEFT JOIN run_event_payloads p
+      ON p.tenant_id = e.tenant_id AND p.run_id = e.run_id AND p.seq = e.seq
+    WHERE e.tenant_id = $1 AND e.run_id = $2 AND e.type = $3
+), requeued AS (
+    SELECT coalesce(max(e.seq), 0) AS seq FROM run_events e
+    WHERE e.tenant_id = $1 AND e.run_id = $2 AND e.type = $4
+      AND e.data->>'after' = 'dead_letter'
+)
+SELECT r.run_id, r.agent_id, r.agent_version, a.name, r.status, r.input, r.answer, r.error,
+       r.lease_epoch, r.created_at, r.finished_at,
+       (SELECT count(*) FROM attempts) AS attempts,
+       (SELECT count(*) FROM attempts, requeued WHERE attempts.seq > requeued.seq)
+           AS attempts_since_requeue,
+       (SELECT count(*) FROM attempts, requeued
+        WHERE attempts.seq > requeued.seq
+          AND (attempts.data->>'killed_sandbox')::boolean) AS deaths_since_requeue,
+       (SELECT attempts.data->>'error' FROM attempts ORDER BY attempts.seq DESC LIMIT 1)
+           AS last_error
+FROM runs r
+JOIN agents a ON a.tenant_id = r.tenant_id AND a.agent_id = r.agent_id
+WHERE r.tenant_id = $1 AND r.run_id = $2 AND r.kind = 'activity'
+
+-- name: lock_leased_activity
+-- The fence for the dispatcher's writes: locked only under the caller's epoch, running.
+SELECT 1 FROM runs
+WHERE tenant_id = $1 AND run_id = $2 AND kind = 'activity' AND lease_epoch = $3
+  AND status = 'running'
+FOR UPDATE
+
+-- name: end_activity
+UPDATE runs SET status = $4, answer = $5, error = $6, finished_at = now(), updated_at = now(),
+                lease_owner = NULL, lease_expires_at = NULL
+WHERE tenant_id = $1 AND run_id = $2 AND kind = 'activity' AND lease_epoch = $3
+  AND status = 'running'
+
+-- name: retry_activity
+-- Back to the queue after a retryable attempt, not claimable before $4.
+UPDATE runs SET status = 'queued', lease_owner = NULL, lease_expires_at = NULL,
+                available_at = $4, error = $5, updated_at = now()
+WHERE tenant_id = $1 AND run_id = $2 AND kind = 'activity' AND lease_epoch = $3
+  AND status = 'running'
+
+-- name: dead_letter_activity
+-- A dead letter waits (not ended: it may be requeued) and no claim takes a waiting run;
+-- error says why, with dead_lettered: true.
+UPDATE runs SET status = 'waiting', lease_owner = NULL, lease_expires_at = NULL,
+                available_at = NULL, error = $4, updated_at = now()
+WHERE tenant_id = $1 AND run_id = $2 AND kind = 'activity' AND lease_epoch = $3
+  AND status = 'running'
+
+-- name: lock_dead_letter
+SELECT status, coalesce((error->>'dead_lettered')::boolean, false) AS dead_lettered
+FROM runs
+WHERE tenant_id = $1 AND run_id = $2 AND kind = 'activity'
+FOR UPDATE
+
+-- name: requeue_activity
+UPDATE runs SET status = 'queued', error = NULL, available_at = NULL, updated_at = now()
+WHERE tenant_id = $1 AND run_id = $2 AND kind = 'activity' AND status = 'waiting'
+
+-- name: set_activity_slots
+UPDATE tenant_policies SET max_activity_slots = $2 WHERE tenant_id = $1
+RETURNING max_activity_slots

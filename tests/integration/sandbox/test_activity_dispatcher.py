@@ -1,0 +1,300 @@
+"""The activity dispatcher on real sandboxes (every backend) and a real Postgres (ADR 0013):
+a task completes with its result and the key ``"{task}:{activity}"``, and the guest sees only the
+secrets its version is scoped to; a segfaulting payload is retried on a
+fresh sandbox, dead-lettered after its sandbox deaths, never dispatched again, and
+requeued; a tenant's poison storm does not keep another tenant's tasks from completing; a
+raising entrypoint fails without retry; a lost lease ends the attempt and writes nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import textwrap
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import pytest
+
+from tenantry.activities import Bundle
+from tenantry.activities.versions import ActivitySettings
+from tenantry.db import Database
+from tenantry.ids import RunId, TenantId
+from tenantry.runs import log
+from tenantry.sandbox import Binding, Limits, Sandbox
+from tenantry.sandbox.pool import PooledDriver
+from tenantry.store import Admitted, RunStatus, WorkflowStore
+from tenantry.store.activities import ActivityStore, ActivityTask
+from tenantry.store.dispatcher import Dispatcher
+from tenantry.vault import MasterKey, Vault
+from tests.support.sandbox import TEST_LIMITS
+from tests.support.waiting import until
+
+pytestmark = pytest.mark.timeout(900)
+
+ACME = TenantId.parse("tenant-acme")
+GLOBEX = TenantId.parse("tenant-globex")
+#: Generous hang guards for waits (never asserted as durations): microvm runs under TCG.
+WITHIN = 600.0
+
+
+class RecordingDriver:
+    """The session's driver, remembering each sandbox it handed out (to look at after)."""
+
+    def __init__(self, driver: PooledDriver) -> None:
+        self.driver = driver
+        self.backend = driver.backend
+        self.sandboxes: list[Sandbox] = []
+
+    async def create(self, binding: Binding, limits: Limits) -> Sandbox:
+        sandbox = await self.driver.create(binding, limits)
+        self.sandboxes.append(sandbox)
+        return sandbox
+
+    async def close(self) -> None:
+        """The session's driver outlives the test."""
+
+
+class Setup:
+    def __init__(self, db: Database, driver: PooledDriver) -> None:
+        self.db = db
+        self.driver = driver
+        self.store = ActivityStore(db)
+        self.vault = Vault(db, MasterKey.generate())
+        self.dispatchers: list[Dispatcher] = []
+
+    def dispatcher(self, **kw: Any) -> Dispatcher:
+        options: dict[str, Any] = {"slots": 3, "poll_seconds": 0.05, "heartbeat_every": 0.2,
+                                   "limits": TEST_LIMITS[self.driver.backend], **kw}
+        driver = options.pop("driver", self.driver)
+        d = Dispatcher(self.db, self.vault, driver, **options)
+        self.dispatchers.append(d)
+        d.start()
+        return d
+
+    async def publish(self, tenant: TenantId, name: str, code: str, **settings: Any) -> None:
+        bundle = Bundle({"main.py": textwrap.dedent(code).encode()}, "main.py:handle")
+        values: dict[str, Any] = {"timeout_s": 30.0, "backoff_s": 0.0, **settings}
+        await self.store.publish(tenant, name, bundle, ActivitySettings(**values))
+
+    async def enqueue(self, tenant: TenantId, name: str, input: Any = None) -> RunId:
+        result = await self.store.enqueue(tenant, name, input)
+        assert isinstance(result, Admitted), result
+        return result.task_id
+
+    async def settled(self, tenant: TenantId, task: RunId) -> ActivityTask:
+        """The task once it has ended or been dead-lettered."""
+        async def check() -> bool:
+            got = await self.store.get(tenant, task)
+            return got.status.terminal or got.dead_lettered
+        await until(check, f"task {task} settles", WITHIN)
+        return await self.store.get(tenant, task)
+
+    async def attempts(self, tenant: TenantId, task: RunId) -> list[dict[str, Any]]:
+        async with self.db.tenant_tx(tenant) as conn:
+            events = await log.read(conn, tenant, task, limit=1000)
+        return [e.data for e in events if e.type == "ActivityAttempted"]
+
+
+@pytest.fixture
+async def setup(db: Database, driver: PooledDriver) -> AsyncIterator[Setup]:
+    s = Setup(db, driver)
+    for tenant in (ACME, GLOBEX):
+        await WorkflowStore(db).ensure_tenant(tenant)
+    try:
+        yield s
+    finally:
+        for d in s.dispatchers:
+            await d.stop()
+
+
+async def _is_not_none(value: Any) -> bool:
+    return await value is not None
+
+
+def _token() -> str:
+    return "tnt" + secrets.token_hex(16)
+
+
+def _sha(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+#: Reports the hash of every token shaped like the test's values (``tnt`` + 32 hex) in the
+#: environment and the files the step can reach where secrets would be left (its work
+#: folder, /tmp, /run, its own /proc entries): it is never told a value it should not see.
+PROBE = r'''
+import hashlib, os, re
+
+TOKEN = re.compile(rb"tnt[0-9a-f]{32}")
+
+def handle(value, context):
+    found = {}
+    def note(data, where):
+        for token in set(TOKEN.findall(data)):
+            found.setdefault(hashlib.sha256(token).hexdigest(), where)
+    note("\n".join(f"{k}={v}" for k, v in os.environ.items()).encode(), "os.environ")
+    for top in (".", "/tmp", "/run", "/proc/self", "/proc/1"):
+        for root, dirs, names in os.walk(top):
+            dirs[:] = [] if root.startswith("/proc") else dirs
+            for name in names:
+                try:
+                    with open(os.path.join(root, name), "rb") as f:
+                        note(f.read(1 << 16), os.path.join(root, name))
+                except OSError:
+                    pass
+    return {"found": found, "key": context.idempotency_key, "input": value,
+            "env_key": os.environ["ACTIVITY_IDEMPOTENCY_KEY"]}
+'''
+
+
+async def test_a_task_completes_with_its_result_and_key_and_sees_only_its_scoped_secret(
+    setup: Setup,
+) -> None:
+    scoped, unscoped, globex_same_name = _token(), _token(), _token()
+    await setup.vault.put(ACME, "API_KEY", scoped)
+    await setup.vault.put(ACME, "OTHER_KEY", unscoped)  # the tenant's, not the activity's
+    await setup.vault.put(GLOBEX, "API_KEY", globex_same_name)
+    await setup.publish(ACME, "send_invoice", PROBE, secrets=("API_KEY",))
+    task = await setup.enqueue(ACME, "send_invoice", {"order": 7})
+    setup.dispatcher()
+
+    done = await setup.settled(ACME, task)
+    assert done.status is RunStatus.FINISHED, done
+    result = done.result
+    assert result["key"] == result["env_key"] == f"{task}:send_invoice"
+    assert result["input"] == {"order": 7}
+    found: dict[str, str] = result["found"]
+    assert found.pop(_sha(scoped)) == "os.environ"  # the positive control
+    names = {_sha(unscoped): "the unscoped secret", _sha(globex_same_name): "globex's secret"}
+    assert found == {}, [names.get(h, "an unknown token") + " at " + w
+                         for h, w in found.items()]
+    [attempt] = await setup.attempts(ACME, task)
+    assert attempt["attempt"] == 1 and attempt["status"] == "completed"
+    assert done.attempts == 1 and not done.dead_lettered
+
+
+SEGFAULT = """
+    import ctypes
+    def handle(value, context):
+        ctypes.string_at(0)
+"""
+GOOD = """
+    def handle(value, context):
+        return {"ok": value}
+"""
+
+
+async def test_a_segfault_is_retried_on_fresh_sandboxes_dead_lettered_and_requeued(
+    setup: Setup,
+) -> None:
+    await setup.publish(ACME, "poison", SEGFAULT, max_attempts=10, max_sandbox_deaths=2)
+    await setup.publish(ACME, "fine", GOOD)
+    poison = await setup.enqueue(ACME, "poison")
+    setup.dispatcher()
+
+    dead = await setup.settled(ACME, poison)
+    assert dead.dead_lettered and dead.status is RunStatus.WAITING, dead
+    assert dead.error["dead_lettered"] is True and dead.error["sandbox_deaths"] == 2
+    first = await setup.attempts(ACME, poison)
+    assert [a["attempt"] for a in first] == [1, 2]
+    assert all(a["killed_sandbox"] and a["error"].startswith("crashed: SIGSEGV")
+               for a in first)
+    assert len({a["sandbox_id"] for a in first}) == 2  # a fresh sandbox each time
+
+    # Never dispatched again: a task queued after it is served, the dead letter is not.
+    later = await setup.enqueue(ACME, "fine", 1)
+    assert (await setup.settled(ACME, later)).status is RunStatus.FINISHED
+    assert len(await setup.attempts(ACME, poison)) == 2
+    assert (await setup.store.get(ACME, poison)).dead_lettered
+
+    await setup.store.requeue(ACME, poison)
+    again = await setup.store.get(ACME, poison)
+    assert not again.dead_lettered and again.status in (RunStatus.QUEUED, RunStatus.RUNNING)
+    dead_again = await setup.settled(ACME, poison)
+    assert dead_again.dead_lettered  # two more deaths, counted afresh after the requeue
+    assert [a["attempt"] for a in await setup.attempts(ACME, poison)] == [1, 2, 3, 4]
+
+
+async def test_a_tenants_poison_storm_does_not_stop_another_tenants_tasks(
+    setup: Setup,
+) -> None:
+    await setup.store.set_activity_slots(ACME, 1)
+    await setup.publish(ACME, "poison", SEGFAULT, max_attempts=10, max_sandbox_deaths=3)
+    await setup.publish(GLOBEX, "steady", GOOD)
+    storm = [await setup.enqueue(ACME, "poison", i) for i in range(4)]
+    steady = [await setup.enqueue(GLOBEX, "steady", i) for i in range(4)]
+    dispatcher = setup.dispatcher(slots=3)
+
+    for i, task in enumerate(steady):
+        done = await setup.settled(GLOBEX, task)
+        assert done.status is RunStatus.FINISHED and done.result == {"ok": i}
+    # The storm was still going when the neighbour's work was all done: it ran beside it.
+    still_poisoned = [t for t in storm if not (await setup.store.get(ACME, t)).dead_lettered]
+    assert still_poisoned, "the storm ended before the neighbour's tasks: nothing was shown"
+    for task in storm:
+        assert (await setup.settled(ACME, task)).dead_lettered
+    # The dispatcher kept going through every death (none was an error of ours).
+    assert dispatcher.outcomes["dead_lettered"] == 4 and dispatcher.outcomes["error"] == 0
+
+
+async def test_a_raising_entrypoint_fails_without_a_retry(setup: Setup) -> None:
+    code = """
+        def handle(value, context):
+            raise RuntimeError("the tenant's own bug")
+    """
+    await setup.publish(ACME, "buggy", code, max_attempts=5)
+    task = await setup.enqueue(ACME, "buggy")
+    setup.dispatcher()
+
+    done = await setup.settled(ACME, task)
+    assert done.status is RunStatus.FAILED, done
+    assert done.error["ours"] is False and done.attempts == 1
+    [attempt] = await setup.attempts(ACME, task)
+    assert attempt["status"] == "failed" and not attempt["killed_sandbox"]
+    assert "the tenant's own bug" in attempt["stderr"]
+
+
+async def test_a_lost_lease_ends_the_attempt_and_writes_nothing(
+    setup: Setup, admin_conn: asyncpg.Connection,
+) -> None:
+    code = """
+        import time
+        def handle(value, context):
+            while True:  # only the host ends this attempt
+                time.sleep(1)
+    """
+    await setup.publish(ACME, "slow", code, timeout_s=3600.0)
+    task = await setup.enqueue(ACME, "slow")
+    recording = RecordingDriver(setup.driver)
+    first = setup.dispatcher(driver=recording)
+
+    async def claimed_at() -> Any:
+        return await admin_conn.fetchval(
+            "SELECT lease_expires_at FROM runs WHERE run_id = $1 AND status = 'running'",
+            task.uuid)
+    await until(lambda: _is_not_none(claimed_at()), "the task is claimed", WITHIN)
+    claimed = await claimed_at()
+
+    async def renewed() -> bool:
+        return await claimed_at() != claimed
+    # A renewal is the attempt's heartbeat: the guest is running its code.
+    await until(renewed, "the attempt's heartbeat renews the lease", WITHIN)
+    # Another dispatcher takes the task (its lease expired, a claim bumped the epoch).
+    await admin_conn.execute(
+        "UPDATE runs SET lease_epoch = lease_epoch + 1, lease_owner = 'thief',"
+        " lease_expires_at = now() + interval '1 hour' WHERE run_id = $1", task.uuid)
+
+    async def lost() -> bool:
+        return first.outcomes["lease_lost"] == 1
+    # A hang guard, not a measure: heartbeats go every 0.2 s; without the fence the
+    # attempt would run for its whole hour.
+    await until(lost, "the first dispatcher's heartbeat finds the lease gone", 120.0)
+    [sandbox] = recording.sandboxes
+    assert not sandbox.alive  # the attempt ended and its sandbox was destroyed
+    row = await admin_conn.fetchrow(
+        "SELECT status, lease_owner, answer, error FROM runs WHERE run_id = $1", task.uuid)
+    assert dict(row) == {"status": "running", "lease_owner": "thief", "answer": None,
+                         "error": None}
+    assert await setup.attempts(ACME, task) == []  # nothing written by the old holder
+    assert first.outcomes["completed"] == first.outcomes["failed"] == 0
