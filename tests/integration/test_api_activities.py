@@ -297,6 +297,7 @@ BAD_ENQUEUE: list[tuple[str, dict[str, Any]]] = [
     ("an input over the cap", {"activity": "act", "input": {"x": "y" * (256 * 1024)}}),
     ("a NUL in the input", {"activity": "act", "input": {"x": "a\u0000b"}}),
     ("a NUL in an input key", {"activity": "act", "input": {"a\u0000": 1}}),
+    ("an integer past 64 bits in the input", {"activity": "act", "input": {"x": 2**70}}),
     ("a version of zero", {"activity": "act", "version": 0}),
     ("a version past int4", {"activity": "act", "version": 2**31}),
     ("a bad activity name", {"activity": "a/b"}),
@@ -323,3 +324,41 @@ async def test_a_body_over_the_api_limit_is_413(api: Api) -> None:
     r = await api.client.post("/v1/activities", headers=h,
                               json={"name": "act", **_version(files=_code(128 * 1024))})
     assert r.status_code == 413 and r.json()["type"] == "payload_too_large"
+
+
+SEGFAULT = """
+    import ctypes
+    def handle(value, context):
+        ctypes.string_at(0)
+"""
+
+
+async def test_a_dead_letter_shows_as_one_and_requeue_sends_it_back_once(
+    api: Api, db: Database, bwrap: PooledDriver,
+) -> None:
+    _, h = await api.tenant()
+    r = await api.client.post("/v1/activities", headers=h, json={
+        "name": "poison", **_version(files={"main.py": _b64(SEGFAULT)},
+                                     retry={"max_attempts": 5, "backoff_seconds": 0},
+                                     max_sandbox_deaths=1)})
+    assert r.status_code == 201, r.text
+    task = (await api.client.post("/v1/activity-tasks", headers=h,
+                                  json={"activity": "poison"})).json()
+    dispatcher = Dispatcher(db, Vault(db, TEST_MASTER_KEY), bwrap, slots=1, poll_seconds=0.05,
+                            heartbeat_every=0.2, limits=TEST_LIMITS["bwrap"])
+    dispatcher.start()
+    try:
+        async def dead() -> bool:
+            got = await api.client.get(task["task_url"], headers=h)
+            return bool(got.json()["dead_lettered"])
+        await until(dead, "the task is dead-lettered", 240.0)
+    finally:
+        await dispatcher.stop()
+    shown = (await api.client.get(task["task_url"], headers=h)).json()
+    assert shown["status"] == "waiting" and shown["attempts"] == 1
+    assert shown["last_error"] and "SIGSEGV" in shown["last_error"]
+    r = await api.client.post(f"{task['task_url']}/requeue", headers=h)
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "queued" and r.json()["dead_lettered"] is False
+    again = await api.client.post(f"{task['task_url']}/requeue", headers=h)
+    assert again.status_code == 409 and again.json()["task_status"] == "queued"

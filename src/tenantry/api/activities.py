@@ -146,7 +146,11 @@ class EnqueueTask(Body):
     @classmethod
     def _bounded(cls, value: JsonValue) -> JsonValue:
         storable_json(value, "input")
-        if len(dumps(value)) > MAX_INPUT_BYTES:
+        try:
+            size = len(dumps(value))
+        except TypeError as exc:  # orjson: an integer past 64 bits
+            raise ValueError(f"input is not storable JSON: {exc}") from None
+        if size > MAX_INPUT_BYTES:
             raise ValueError(f"input must be at most {MAX_INPUT_BYTES} bytes as JSON")
         return value
 
