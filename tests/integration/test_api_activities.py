@@ -362,3 +362,30 @@ async def test_a_dead_letter_shows_as_one_and_requeue_sends_it_back_once(
     assert r.json()["status"] == "queued" and r.json()["dead_lettered"] is False
     again = await api.client.post(f"{task['task_url']}/requeue", headers=h)
     assert again.status_code == 409 and again.json()["task_status"] == "queued"
+
+
+async def test_a_shedding_cell_refuses_a_task_exactly_as_it_refuses_a_run(
+    database_dsn: str, admin_conn: asyncpg.Connection,
+) -> None:
+    levels = {"delay_new_runs_at": 1, "refuse_batch_runs_at": 2, "max_queued_runs": 3,
+              "load_read_seconds": 0}
+    async with serving_api(database_dsn, **levels) as api:
+        _, h = await api.tenant()
+        await api.client.post("/v1/activities", headers=h,
+                              json={"name": "double", **_version()})
+        for i in range(3):  # tasks fill the cell as runs do
+            r = await api.client.post("/v1/activity-tasks", headers=h,
+                                      json={"activity": "double", "input": {"n": i}})
+            assert r.status_code == 202, r.text
+        agent = await api.agent(h)
+        before = await _written(admin_conn)
+        task = await api.client.post("/v1/activity-tasks", headers=h,
+                                     json={"activity": "double"})
+        run = await api.client.post("/v1/runs", headers=h, json={"agent_id": agent,
+                                                                  "input": "x"})
+        assert task.status_code == run.status_code == 503, task.text
+        assert task.json() == run.json()
+        assert task.json()["type"] == "overloaded"
+        assert task.json()["shed"] == ["batch", "interactive"]
+        assert task.headers["retry-after"] == run.headers["retry-after"]
+        assert await _written(admin_conn) == before
