@@ -7,8 +7,9 @@ body's schema and its declared headers.
 The app runs in a thread of its own (uvicorn with its own event loop) because Schemathesis
 calls it synchronously. About half the cases keep their generated path parameters
 (ill-formed and unknown ids); the other half name real objects created first (a tenant,
-a spare key, an agent, a run, a secret, a tool server and a model account), so the lookups
-that find something, and what they answer, are fuzzed too.
+a spare key, an agent, a run, a secret, a tool server, a model account, an activity
+and its task), so the lookups that find something, and what they answer, are fuzzed
+too.
 
 Nothing is excluded. Two choices are stated where they are made: unknown query parameters
 are not sent as "invalid" input (the API ignores them, as docs/reference/api.md says; only
@@ -20,6 +21,7 @@ it ends or the request timeout); the real run it names has ended, so it ends."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import threading
 import uuid
 import zlib
@@ -149,9 +151,16 @@ def _create_objects(base_url: str, mcp_url: str) -> Served:
         run = ok(c.post("/v1/runs", headers=h, json={"agent_id": agent, "input": "hi"}))
         # Ended, so its event stream closes once read (a live one stays open by design).
         ok(c.post(f"/v1/runs/{run['run_id']}/cancel", headers=h))
+        # An activity named like the tool server, so `{name}` finds either.
+        ok(c.post("/v1/activities", headers=h, json={
+            "name": "effects", "entrypoint": "main.py:handle",
+            "files": {"main.py": base64.b64encode(b"def handle(v, c):\n    return v\n")
+                      .decode()}}))
+        task = ok(c.post("/v1/activity-tasks", headers=h, json={"activity": "effects"}))
         return Served(base_url, key["api_key"], {
             "tenant_id": tenant, "key_id": spare, "name": "effects", "agent_id": agent,
             "version": "1", "run_id": run["run_id"], "account_id": account,
+            "task_id": task["task_id"],
         })
 
 

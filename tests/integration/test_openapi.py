@@ -14,6 +14,7 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
     documented = {(path, method.upper()) for path, ops in doc["paths"].items() for method in ops}
 
     from tenantry.api import (
+        activities,
         admin,
         agents,
         approvals,
@@ -30,7 +31,7 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
               *billing.router.routes,
               *approvals.router.routes, *model_accounts.router.routes,
               *policy.admin_router.routes, *policy.router.routes, *metrics.router.routes,
-              *prices.router.routes, *inbox.router.routes]
+              *prices.router.routes, *inbox.router.routes, *activities.router.routes]
     served = {
         # The document names a `{model:path}` parameter as `{model}`, as OpenAPI has it.
         (route.path_format, method)

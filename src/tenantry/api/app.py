@@ -13,6 +13,7 @@ from fastapi.routing import APIRoute
 
 from tenantry import __version__
 from tenantry.api import (
+    activities,
     admin,
     agents,
     approvals,
@@ -62,8 +63,10 @@ _CONFLICTS = {
     ("POST", "/admin/v1/tenants"), ("POST", "/admin/v1/tenants/{tenant_id}/tool-servers"),
     ("PUT", "/admin/v1/prices/{model}"),
     ("POST", "/admin/v1/model-accounts"), ("POST", "/admin/v1/tenants/{tenant_id}/model-accounts"),
+    ("POST", "/v1/activity-tasks"), ("POST", "/v1/activities/{name}/versions"),
 }
-_MISSING_REFERENCES = {("POST", "/v1/runs"), ("POST", "/admin/v1/billing/reconcile")}
+_MISSING_REFERENCES = {("POST", "/v1/runs"), ("POST", "/admin/v1/billing/reconcile"),
+                       ("POST", "/v1/activity-tasks")}
 #: Methods whose body BodyLimit measures: any of them can answer 413, with or without a body.
 _BODY_METHODS = {"post", "put", "patch"}
 
@@ -93,7 +96,7 @@ def create_app(
     problems.install(app)
     api_routers = [admin.router, model_accounts.router, billing.router, prices.router,
                    policy.admin_router, policy.router, metrics.router, agents.router,
-                   runs.router, approvals.router, inbox.router]
+                   runs.router, activities.router, approvals.router, inbox.router]
     for router in api_routers:
         app.include_router(router)
     console.install(app)

@@ -11,6 +11,7 @@ from tenantry.db import Database
 from tenantry.runs.hub import EventHub
 from tenantry.runs.inprocess import LocalWorkers
 from tenantry.scheduler.admission import CellCapacity
+from tenantry.store.activities import ActivityStore
 from tenantry.tenants.auth_cache import AuthCache
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.vault import Vault
@@ -35,6 +36,11 @@ class Platform:
     # tenantry_console, which the tenant pool's login cannot; None: ``db`` (tests).
     console_db: Database | None = None
     streams: StreamSlots = field(default_factory=StreamSlots)  # open SSE streams
+    # Activities and their tasks, admitted against the same cell as runs.
+    activities: ActivityStore = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.activities = ActivityStore(self.db, max_queued_runs=None, cell=self.cell)
 
     @property
     def cross_tenant_db(self) -> Database:

@@ -69,10 +69,13 @@ class ActivityTask:
 
 class ActivityStore:
     def __init__(self, db: Database, *,
-                 max_queued_runs: int | None = DEFAULT_MAX_QUEUED_RUNS) -> None:
+                 max_queued_runs: int | None = DEFAULT_MAX_QUEUED_RUNS,
+                 cell: CellCapacity | None = None) -> None:
+        """``cell``: an admission view to share (the API's, from its settings); without
+        it, one derived from ``max_queued_runs`` (None: no cell-wide shedding)."""
         self.db = db
-        self._cell = None if max_queued_runs is None else CellCapacity(
-            CellLoad(db, ShedThresholds.derive(max_queued_runs)))
+        self._cell = cell if cell is not None else None if max_queued_runs is None \
+            else CellCapacity(CellLoad(db, ShedThresholds.derive(max_queued_runs)))
 
     async def publish(self, tenant: TenantId, name: str, bundle: Bundle,
                       settings: ActivitySettings | None = None) -> ActivityVersion:

@@ -19,6 +19,7 @@ from tenantry.runs.events import RunStatus
 
 #: The platform's name for a limit → the library's name for it (see values.TenantPolicy).
 _LIMIT_NAMES = {"max_queued": "max_non_terminal", "max_running": "max_leases"}
+_PLATFORM_NAMES = {library: platform for platform, library in _LIMIT_NAMES.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +87,16 @@ class Overloaded:
         return errors.Overloaded(self.detail, retry_after=self.retry_after,
                                  shed=list(self.shed), queued=self.queued,
                                  limit_value=self.limit_value)
+
+
+def platform_error(result: QuotaExceeded | BudgetExhausted | Overloaded,
+                   ) -> errors.QuotaExceeded | errors.BudgetExhausted | errors.Overloaded:
+    """The exception the HTTP API raises for a refusal, with the platform's limit names
+    (``max_queued``), so an activity task is refused exactly as a run is."""
+    error = result.to_error()
+    if "limit" in error.extra:
+        error.extra["limit"] = _PLATFORM_NAMES.get(error.extra["limit"], error.extra["limit"])
+    return error
 
 
 EnqueueResult: TypeAlias = Admitted | Overloaded | QuotaExceeded | BudgetExhausted

@@ -1,0 +1,294 @@
+"""Tenant API: activities (immutable versions of a tenant's code) and their tasks (ADR
+0013). Thin over ``store.activities.ActivityStore``: the bundle's and the settings' rules
+are theirs, answered here as 400 ``validation_error``. A version is answered by its digest
+and its files' names and sizes, never by the code's bytes."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Response
+from pydantic import BaseModel, Field, JsonValue, PrivateAttr, field_validator, model_validator
+
+from tenantry.activities.attempt import MAX_INPUT_BYTES
+from tenantry.activities.bundle import MAX_BUNDLE_BYTES, MAX_FILES, MAX_PATH_CHARS, Bundle
+from tenantry.activities.versions import (
+    MAX_EGRESS,
+    MAX_SECRETS,
+    MAX_TIMEOUT_S,
+    NOT_FOUND,
+    ActivitySettings,
+    ActivityVersion,
+)
+from tenantry.api.auth import current_tenant, platform
+from tenantry.api.fields import Body, PositiveInt4, storable_json
+from tenantry.api.params import parse_or_404, positive_int4_or_404
+from tenantry.api.platform import Platform
+from tenantry.api.runs import _OVERLOADED
+from tenantry.errors import NotFound
+from tenantry.ids import RunId, TenantId
+from tenantry.jsonutil import dumps
+from tenantry.store.activities import NOT_FOUND as TASK_NOT_FOUND
+from tenantry.store.activities import ActivityTask
+from tenantry.store.results import Admitted, platform_error
+
+router = APIRouter(tags=["activities"])
+
+# No '/': the name is a path segment of its routes.
+NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
+ActivityName = Annotated[str, Field(pattern=NAME_RE)]
+# A bundle path: the rest of its rules (no '..', no leading '/') are Bundle's.
+FilePath = Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS)]
+# Base64 of at most the bundle's limit (4 characters per 3 bytes).
+FileData = Annotated[str, Field(max_length=(MAX_BUNDLE_BYTES + 2) // 3 * 4)]
+# The guest sets each secret as an environment variable: the vault name must be one.
+EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
+Host = Annotated[str, Field(pattern=r"^(\*\.)?[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?$")]
+ExitCode = Annotated[int, Field(ge=1, le=255)]
+_DEFAULTS = ActivitySettings()
+
+
+class RetryBody(Body):
+    max_attempts: int = Field(default=_DEFAULTS.max_attempts, ge=1, le=100)
+    backoff_seconds: float = Field(default=_DEFAULTS.backoff_s, ge=0, le=86400,
+                                   allow_inf_nan=False)
+
+
+class VersionBody(Body):
+    """One immutable version: its code and how its attempts run."""
+
+    files: dict[FilePath, FileData] = Field(
+        min_length=1, max_length=MAX_FILES,
+        description=f"Relative POSIX path → base64 contents; at most {MAX_FILES} files and "
+                    f"{MAX_BUNDLE_BYTES} bytes decoded in all.")
+    entrypoint: str = Field(max_length=300, description="'<module>.py:<function>', a file "
+                                                        "of the bundle.")
+    timeout_seconds: float = Field(default=_DEFAULTS.timeout_s, gt=0, le=MAX_TIMEOUT_S,
+                                   allow_inf_nan=False)
+    retry: RetryBody = Field(default_factory=RetryBody)
+    secrets: list[EnvName] = Field(default_factory=list, max_length=MAX_SECRETS,
+                                   description="Vault secret names the tenant holds; only "
+                                               "these reach the sandbox.")
+    egress: list[Host] = Field(default_factory=list, max_length=MAX_EGRESS,
+                               description="Public hosts the code may reach.")
+    retryable_exit_codes: list[ExitCode] = Field(default_factory=list, max_length=255)
+    max_sandbox_deaths: int = Field(default=_DEFAULTS.max_sandbox_deaths, ge=1, le=100)
+    heartbeat_timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S,
+                                                    allow_inf_nan=False)
+    _bundle: Bundle | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _as_bundle(self) -> VersionBody:
+        decoded: dict[str, bytes] = {}
+        for path, text in self.files.items():
+            try:
+                decoded[path] = base64.b64decode(text, validate=True)
+            except (binascii.Error, ValueError):
+                raise ValueError(f"files[{path[:40]!r}] is not valid base64") from None
+        self._bundle = Bundle(decoded, self.entrypoint)  # its ValueError is a 400 too
+        return self
+
+    def bundle(self) -> Bundle:
+        assert self._bundle is not None  # set by validation
+        return self._bundle
+
+    def settings(self) -> ActivitySettings:
+        return ActivitySettings(
+            timeout_s=self.timeout_seconds, max_attempts=self.retry.max_attempts,
+            backoff_s=self.retry.backoff_seconds, secrets=tuple(self.secrets),
+            egress=tuple(self.egress), retryable_exit_codes=frozenset(self.retryable_exit_codes),
+            max_sandbox_deaths=self.max_sandbox_deaths,
+            heartbeat_timeout_s=self.heartbeat_timeout_seconds)
+
+
+class CreateActivity(VersionBody):
+    name: ActivityName
+
+
+class FileOut(BaseModel):
+    path: str
+    size: int
+
+
+class RetryOut(BaseModel):
+    max_attempts: int
+    backoff_seconds: float
+
+
+class ActivityOut(BaseModel):
+    name: str
+    version: int
+    digest: str = Field(description="sha256 over the files and the entrypoint.")
+    entrypoint: str
+    files: list[FileOut]
+    size: int
+    timeout_seconds: float
+    heartbeat_timeout_seconds: float | None
+    retry: RetryOut
+    secrets: list[str]
+    egress: list[str]
+    retryable_exit_codes: list[int]
+    max_sandbox_deaths: int
+
+
+class EnqueueTask(Body):
+    activity: ActivityName
+    version: PositiveInt4 | None = Field(default=None, description="Default: the latest, "
+                                                                   "pinned now.")
+    input: JsonValue = Field(default=None, description=f"Any JSON, at most {MAX_INPUT_BYTES} "
+                                                       "bytes; null means {}.")
+
+    @field_validator("input")
+    @classmethod
+    def _bounded(cls, value: JsonValue) -> JsonValue:
+        storable_json(value, "input")
+        try:
+            size = len(dumps(value))
+        except TypeError as exc:  # orjson: an integer past 64 bits
+            raise ValueError(f"input is not storable JSON: {exc}") from None
+        if size > MAX_INPUT_BYTES:
+            raise ValueError(f"input must be at most {MAX_INPUT_BYTES} bytes as JSON")
+        return value
+
+
+class TaskStarted(BaseModel):
+    task_id: str
+    status: str
+    activity: str
+    version: int
+    task_url: str
+
+
+class TaskOut(BaseModel):
+    task_id: str
+    activity: str
+    version: int
+    status: str
+    input: Any
+    result: Any
+    error: Any
+    attempts: int
+    last_error: str | None
+    dead_lettered: bool = Field(description="Its attempts killed their sandbox "
+                                            "max_sandbox_deaths times; it is not dispatched "
+                                            "again until requeued.")
+    created_at: datetime
+    finished_at: datetime | None
+
+
+def _activity_out(found: ActivityVersion) -> ActivityOut:
+    s = found.settings
+    return ActivityOut(
+        name=found.name, version=found.version, digest=found.bundle.digest,
+        entrypoint=found.bundle.entrypoint,
+        files=[FileOut(path=p, size=len(d)) for p, d in sorted(found.bundle.files.items())],
+        size=found.bundle.size, timeout_seconds=s.timeout_s,
+        heartbeat_timeout_seconds=s.heartbeat_timeout_s,
+        retry=RetryOut(max_attempts=s.max_attempts, backoff_seconds=s.backoff_s),
+        secrets=list(s.secrets), egress=list(s.egress),
+        retryable_exit_codes=sorted(s.retryable_exit_codes),
+        max_sandbox_deaths=s.max_sandbox_deaths)
+
+
+def _task_out(task: ActivityTask) -> TaskOut:
+    return TaskOut(
+        task_id=str(task.task_id), activity=task.name, version=task.version,
+        status=task.status.value, input=task.input, result=task.result, error=task.error,
+        attempts=task.attempts, last_error=task.last_error, dead_lettered=task.dead_lettered,
+        created_at=task.created_at, finished_at=task.finished_at)
+
+
+def _name_or_404(name: str) -> str:
+    if not re.fullmatch(NAME_RE, name):
+        raise NotFound(NOT_FOUND)
+    return name
+
+
+@router.post("/v1/activities", status_code=201, response_model=ActivityOut, responses={
+    409: {"description": "`conflict`: the name is one of the tenant's agents."}})
+async def create_activity(
+    body: CreateActivity, response: Response,
+    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+) -> ActivityOut:
+    """Publish version 1, or the next version when the activity exists."""
+    found = await p.activities.publish(tenant, body.name, body.bundle(), body.settings())
+    response.headers["Location"] = f"/v1/activities/{found.name}/versions/{found.version}"
+    return _activity_out(found)
+
+
+@router.post("/v1/activities/{name}/versions", status_code=201, response_model=ActivityOut,
+             responses={409: {"description": "`conflict`: the name is one of the tenant's "
+                                             "agents."}})
+async def create_version(
+    name: str, body: VersionBody, response: Response,
+    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+) -> ActivityOut:
+    """The activity's next version; 404 when it has none yet (create it with POST
+    /v1/activities)."""
+    await p.activities.version(tenant, _name_or_404(name))
+    found = await p.activities.publish(tenant, name, body.bundle(), body.settings())
+    response.headers["Location"] = f"/v1/activities/{found.name}/versions/{found.version}"
+    return _activity_out(found)
+
+
+@router.get("/v1/activities/{name}", response_model=ActivityOut)
+async def get_activity(
+    name: str, tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+) -> ActivityOut:
+    """The latest version."""
+    return _activity_out(await p.activities.version(tenant, _name_or_404(name)))
+
+
+@router.get("/v1/activities/{name}/versions/{version}", response_model=ActivityOut)
+async def get_activity_version(
+    name: str, version: str, tenant: TenantId = Depends(current_tenant),
+    p: Platform = Depends(platform),
+) -> ActivityOut:
+    number = positive_int4_or_404(version, NOT_FOUND)
+    return _activity_out(await p.activities.version(tenant, _name_or_404(name), number))
+
+
+@router.post("/v1/activity-tasks", status_code=202, response_model=TaskStarted, responses={
+    429: {"description": "`quota_exceeded`: the tenant has `max_queued` runs and tasks not "
+                         "yet ended; `budget_exhausted`: its monthly spend cap is reached"},
+    503: _OVERLOADED,
+})
+async def enqueue_task(
+    body: EnqueueTask, response: Response,
+    idempotency_key: str | None = Header(
+        None, min_length=1, max_length=255, pattern=r"^[\x21-\x7e]+$",
+        description="Retrying with the same key and body returns the same task."),
+    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+) -> TaskStarted:
+    result = await p.activities.enqueue(tenant, body.activity, body.input,
+                                        version=body.version, idempotency_key=idempotency_key)
+    if not isinstance(result, Admitted):
+        raise platform_error(result)
+    task = await p.activities.get(tenant, result.task_id)
+    response.headers["Location"] = f"/v1/activity-tasks/{result.task_id}"
+    return TaskStarted(task_id=str(result.task_id), status=result.status.value,
+                       activity=task.name, version=task.version,
+                       task_url=f"/v1/activity-tasks/{result.task_id}")
+
+
+@router.get("/v1/activity-tasks/{task_id}", response_model=TaskOut)
+async def get_task(
+    task_id: str, tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+) -> TaskOut:
+    task = parse_or_404(RunId, task_id, TASK_NOT_FOUND)
+    return _task_out(await p.activities.get(tenant, task))
+
+
+@router.post("/v1/activity-tasks/{task_id}/requeue", response_model=TaskOut, responses={
+    409: {"description": "`conflict`: only a dead-lettered task is requeued."}})
+async def requeue_task(
+    task_id: str, tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+) -> TaskOut:
+    """Send a dead letter back to the queue with a fresh count of attempts."""
+    task = parse_or_404(RunId, task_id, TASK_NOT_FOUND)
+    await p.activities.requeue(tenant, task)
+    return _task_out(await p.activities.get(tenant, task))
