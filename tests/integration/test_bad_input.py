@@ -304,6 +304,21 @@ async def test_a_nul_or_lone_surrogate_anywhere_in_text_or_json_is_refused(world
                          json={"name": "Acme\x00"}, headers=w.api.operator)
 
 
+@pytest.mark.parametrize("number", [2**64, -(2**63) - 1, 2**70, -(10**30)])
+async def test_an_integer_past_64_bits_in_json_is_refused_not_500(world: World,
+                                                                  number: int) -> None:
+    w = world
+    for value in ({"x": number}, [1, [number]], number):
+        body = await expect_refusal(w, "POST", "/v1/runs", 400, "validation_error",
+                                    json={"agent_id": w.agent, "input": value}, headers=w.h)
+        assert "64 bits" in body["detail"]
+    # The largest ones the encoder writes are accepted.
+    for edge in (2**64 - 1, -(2**63)):
+        response = await w.api.client.post("/v1/runs", headers=w.h,
+                                           json={"agent_id": w.agent, "input": {"x": edge}})
+        assert response.status_code == 202, response.text
+
+
 @pytest.mark.parametrize("url", ["http://", "https://", "http://:80/mcp", "http://u:p@host/mcp",
                                  "http://host:0/mcp", "http://host:99999/mcp",
                                  "http://ho st/mcp", "http://host/m\x00cp", "HTTP://host/mcp",

@@ -18,6 +18,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue
 
 INT4_MAX = 2**31 - 1
 INT8_MAX = 2**63 - 1
+#: The integers a JSON value may hold: what the encoder (orjson) writes, signed or unsigned.
+JSON_INT_MIN, JSON_INT_MAX = -(2**63), 2**64 - 1
 
 
 class Body(BaseModel):
@@ -67,9 +69,13 @@ Text = Annotated[str, AfterValidator(_storable_text),
 
 def storable_json(value: JsonValue, where: str = "") -> JsonValue:
     """Refuse a NUL or a lone surrogate anywhere in a JSON value bound for ``jsonb``
-    (keys included), naming where it is."""
+    (keys included), and an integer past 64 bits (the JSON encoder cannot write it), naming
+    where it is."""
     if isinstance(value, str):
         storable(value, where or "value")
+    elif isinstance(value, int) and not isinstance(value, bool):
+        if not JSON_INT_MIN <= value <= JSON_INT_MAX:
+            raise ValueError(f"{where or 'value'}: integers must fit in 64 bits")
     elif isinstance(value, dict):
         for key, item in value.items():
             storable(key, f"{where or 'value'} key")
