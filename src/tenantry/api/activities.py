@@ -25,13 +25,12 @@ from tenantry.activities.versions import (
     ActivityVersion,
 )
 from tenantry.api.auth import current_tenant, platform
-from tenantry.api.fields import Body, PositiveInt4, storable_json
+from tenantry.api.fields import Body, PositiveInt4, bounded_json
 from tenantry.api.params import parse_or_404, positive_int4_or_404
 from tenantry.api.platform import Platform
 from tenantry.api.runs import _OVERLOADED
 from tenantry.errors import NotFound
 from tenantry.ids import RunId, TenantId
-from tenantry.jsonutil import dumps
 from tenantry.store.activities import NOT_FOUND as TASK_NOT_FOUND
 from tenantry.store.activities import ActivityTask
 from tenantry.store.results import Admitted, platform_error
@@ -145,14 +144,7 @@ class EnqueueTask(Body):
     @field_validator("input")
     @classmethod
     def _bounded(cls, value: JsonValue) -> JsonValue:
-        storable_json(value, "input")
-        try:
-            size = len(dumps(value))
-        except TypeError as exc:  # orjson: an integer past 64 bits
-            raise ValueError(f"input is not storable JSON: {exc}") from None
-        if size > MAX_INPUT_BYTES:
-            raise ValueError(f"input must be at most {MAX_INPUT_BYTES} bytes as JSON")
-        return value
+        return bounded_json(value, "input", MAX_INPUT_BYTES)
 
 
 class TaskStarted(BaseModel):

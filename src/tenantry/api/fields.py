@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue
 
+from tenantry.jsonutil import dumps
+
 INT4_MAX = 2**31 - 1
 INT8_MAX = 2**63 - 1
 #: The integers a JSON value may hold: what the encoder (orjson) writes, signed or unsigned.
@@ -83,6 +85,14 @@ def storable_json(value: JsonValue, where: str = "") -> JsonValue:
     elif isinstance(value, list):
         for index, item in enumerate(value):
             storable_json(item, f"{where}[{index}]")
+    return value
+
+
+def bounded_json(value: JsonValue, where: str, max_bytes: int) -> JsonValue:
+    """``storable_json``, and at most ``max_bytes`` once encoded."""
+    storable_json(value, where)
+    if len(dumps(value)) > max_bytes:
+        raise ValueError(f"{where} must be at most {max_bytes} bytes as JSON")
     return value
 
 

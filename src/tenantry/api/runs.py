@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from tenantry.api.auth import current_tenant, platform
-from tenantry.api.fields import Body, HttpUrl, PositiveInt4, storable_json
+from tenantry.api.fields import Body, HttpUrl, PositiveInt4, bounded_json
 from tenantry.api.pages import PageRequest, page_request
 from tenantry.api.params import LongPageLimit, Seq, parse_or_404
 from tenantry.api.platform import Platform
@@ -55,10 +55,7 @@ class StartRun(Body):
     def _bounded(cls, value: JsonValue) -> JsonValue:
         if value is None:
             raise ValueError("input must not be null")
-        storable_json(value, "input")
-        if len(dumps(value)) > MAX_INPUT_BYTES:
-            raise ValueError(f"input must be at most {MAX_INPUT_BYTES} bytes as JSON")
-        return value
+        return bounded_json(value, "input", MAX_INPUT_BYTES)
 
 
 class Started(BaseModel):
