@@ -3,6 +3,8 @@ the sandbox sees it."""
 
 from __future__ import annotations
 
+import hashlib
+import secrets
 import shutil
 import socket
 from pathlib import Path
@@ -116,3 +118,13 @@ def ask(target):
     finally:
         s.close()
 '''
+
+
+def secret_token() -> str:
+    """A value shaped so a probe in the sandbox can find it (``tnt`` + 32 hex) and report
+    only its hash: the guest is never told a value it should not see."""
+    return "tnt" + secrets.token_hex(16)
+
+
+def token_sha(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()

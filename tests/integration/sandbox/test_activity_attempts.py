@@ -8,8 +8,6 @@ silence kill the sandbox."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import secrets
 import textwrap
 from typing import Any
 
@@ -19,7 +17,12 @@ from tenantry.activities import AttemptOutcome, AttemptRequest, Bundle, run_atte
 from tenantry.ids import RunId, TenantId
 from tenantry.sandbox import Binding, Limits, Sandbox
 from tenantry.sandbox.pool import PooledDriver
-from tests.support.sandbox import BOMBS_LOSE_THE_SANDBOX, TEST_LIMITS
+from tests.support.sandbox import (
+    BOMBS_LOSE_THE_SANDBOX,
+    TEST_LIMITS,
+    secret_token,
+    token_sha,
+)
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -81,14 +84,6 @@ async def test_an_activity_completes_with_its_result_input_and_key(
     assert outcome.backend == driver.backend
 
 
-def _token() -> str:
-    return "tnt" + secrets.token_hex(16)
-
-
-def _sha(value: str) -> str:
-    return hashlib.sha256(value.encode()).hexdigest()
-
-
 #: Dumps the environment and reads every readable file under / (bounded), then reports the
 #: hash of every token shaped like the test's values (``tnt`` + 32 hex) and where it was:
 #: the guest is never told a value it should not see, so it cannot leak one by the test.
@@ -139,8 +134,8 @@ def handle(value, context):
 async def test_the_step_sees_only_its_scoped_secret_and_nothing_of_the_platform(
     driver: PooledDriver, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    scoped, unscoped, other_tenant, canary = _token(), _token(), _token(), _token()
-    platform = {name: _token() for name in (
+    scoped, unscoped, other_tenant, canary = (secret_token() for _ in range(4))
+    platform = {name: secret_token() for name in (
         "TENANTRY_MASTER_KEY", "TENANTRY_OPERATOR_TOKEN", "TENANTRY_DATABASE_URL",
         "TENANTRY_TASK_TOKEN")}
     for name, value in {**platform, "ACME_UNSCOPED_SECRET": unscoped,
@@ -157,9 +152,9 @@ async def test_the_step_sees_only_its_scoped_secret_and_nothing_of_the_platform(
     found: dict[str, str] = outcome.result["found"]
     # The positive controls: the scoped secret in the environment, the input's canary in
     # the work directory's files (the walk reads files where the step's data is).
-    assert found.pop(_sha(scoped)) == "os.environ"
-    assert found.pop(_sha(canary)).endswith("/input.json")
-    names = {_sha(v): n for n, v in {**platform, "unscoped": unscoped,
+    assert found.pop(token_sha(scoped)) == "os.environ"
+    assert found.pop(token_sha(canary)).endswith("/input.json")
+    names = {token_sha(v): n for n, v in {**platform, "unscoped": unscoped,
                                      "other tenant": other_tenant}.items()}
     assert found == {}, [names.get(h, "an unknown token") + " at " + w
                          for h, w in found.items()]

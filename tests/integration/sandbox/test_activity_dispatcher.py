@@ -7,8 +7,6 @@ raising entrypoint fails without retry; a lost lease ends the attempt and writes
 
 from __future__ import annotations
 
-import hashlib
-import secrets
 import textwrap
 from collections.abc import AsyncIterator
 from typing import Any
@@ -27,7 +25,7 @@ from tenantry.store import Admitted, RunStatus, WorkflowStore
 from tenantry.store.activities import ActivityStore, ActivityTask
 from tenantry.store.dispatcher import Dispatcher
 from tenantry.vault import MasterKey, Vault
-from tests.support.sandbox import TEST_LIMITS
+from tests.support.sandbox import TEST_LIMITS, secret_token, token_sha
 from tests.support.waiting import until
 
 pytestmark = pytest.mark.timeout(900)
@@ -112,14 +110,6 @@ async def _is_not_none(value: Any) -> bool:
     return await value is not None
 
 
-def _token() -> str:
-    return "tnt" + secrets.token_hex(16)
-
-
-def _sha(value: str) -> str:
-    return hashlib.sha256(value.encode()).hexdigest()
-
-
 #: Reports the hash of every token shaped like the test's values (``tnt`` + 32 hex) in the
 #: environment and the files the step can reach where secrets would be left (its work
 #: folder, /tmp, /run, its own /proc entries): it is never told a value it should not see.
@@ -151,7 +141,7 @@ def handle(value, context):
 async def test_a_task_completes_with_its_result_and_key_and_sees_only_its_scoped_secret(
     setup: Setup,
 ) -> None:
-    scoped, unscoped, globex_same_name = _token(), _token(), _token()
+    scoped, unscoped, globex_same_name = secret_token(), secret_token(), secret_token()
     await setup.vault.put(ACME, "API_KEY", scoped)
     await setup.vault.put(ACME, "OTHER_KEY", unscoped)  # the tenant's, not the activity's
     await setup.vault.put(GLOBEX, "API_KEY", globex_same_name)
@@ -165,8 +155,9 @@ async def test_a_task_completes_with_its_result_and_key_and_sees_only_its_scoped
     assert result["key"] == result["env_key"] == f"{task}:send_invoice"
     assert result["input"] == {"order": 7}
     found: dict[str, str] = result["found"]
-    assert found.pop(_sha(scoped)) == "os.environ"  # the positive control
-    names = {_sha(unscoped): "the unscoped secret", _sha(globex_same_name): "globex's secret"}
+    assert found.pop(token_sha(scoped)) == "os.environ"  # the positive control
+    names = {token_sha(unscoped): "the unscoped secret",
+             token_sha(globex_same_name): "globex's secret"}
     assert found == {}, [names.get(h, "an unknown token") + " at " + w
                          for h, w in found.items()]
     [attempt] = await setup.attempts(ACME, task)
