@@ -6,6 +6,7 @@ still waits parks again without a second task; a cancelled task is the call's er
 from __future__ import annotations
 
 import asyncpg
+import pytest
 
 from tenantry.db import Database
 from tenantry.errors import Conflict
@@ -73,12 +74,8 @@ async def test_runs_refuse_an_activity_or_a_task_type_as_the_agent(api: Api, db:
     request = RunRequest(agent_id=AgentId(activity.agent_id.uuid), version=None, input="go",
                          webhook_url=None, priority="interactive", idempotency_key=None,
                          request_sha256=b"x")
-    try:
+    with pytest.raises(Conflict, match="is an activity"):
         await create_run(db, TenantId(tenant), request)
-    except Conflict as exc:
-        assert "is an activity" in exc.detail
-    else:
-        raise AssertionError("an agent run of an activity was created")
     assert await admin_conn.fetchval("SELECT count(*) FROM runs") == 0
     spec = (await api.client.get("/openapi.json")).json()["paths"]["/v1/runs"]["post"]
     assert "activity" in spec["responses"]["409"]["description"]
