@@ -99,6 +99,12 @@ async def test_a_run_parks_without_its_slot_and_resumes_with_the_activitys_resul
     got = (await api.client.get(f"/v1/activity-tasks/{task_id}", headers=h)).json()
     assert got["status"] == "finished" and got["result"] == seen and got["attempts"] == 1
     assert dispatcher.outcomes["completed"] == 1
+    # The trace shows the wait for the task as the call's tool time, then the requeue.
+    trace = (await api.client.get(f"/v1/runs/{run_id}/trace", headers=h)).json()
+    waited = [s for s in trace["spans"] if s["label"] == "activity activity:send_invoice"]
+    assert [(s["kind"], s["detail"]["task_id"], s["detail"]["status"]) for s in waited] == \
+        [("tool", task_id, "finished")]
+    assert "queued after the activity" in [s["label"] for s in trace["spans"]]
     await check_and_record(db, tenant, run_id, "activity-tool-finished")
 
 
