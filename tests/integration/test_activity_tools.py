@@ -8,10 +8,17 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
+from tenantry.agents.spec import AgentSpec
 from tenantry.db import Database
 from tenantry.errors import Conflict
 from tenantry.ids import AgentId, RunId, TenantId
-from tenantry.runs.activity_step import activity_request
+from tenantry.runs import log
+from tenantry.runs.activity_step import activity_request, await_activity
+from tenantry.runs.decide import AwaitActivity, decide
+from tenantry.runs.driver import RunDriver
+from tenantry.runs.lease import Lease
+from tenantry.runs.state import RunState
+from tenantry.runs.waiting import Parked
 from tenantry.runs.service import RunRequest, create_run
 from tenantry.store import WorkflowStore
 from tenantry.store.activities import ActivityStore
@@ -23,6 +30,9 @@ from tests.support.waiting import until
 from tests.support.worker import Fakes, running_worker
 
 WITHIN = 60.0
+#: The spec the tests' caller agents are published with (for deciding outside a worker).
+ACTIVITY_CALLER = AgentSpec(model="scripted", system_prompt="Be brief.",
+                            tools=("activity:send_invoice",))
 
 
 async def test_publishing_refuses_activities_the_tenant_does_not_have(api: Api) -> None:
@@ -147,3 +157,47 @@ async def test_an_activity_the_tenant_cannot_admit_is_the_calls_error(
                                            "ModelReplied", "RunFinished"]
     assert "not enqueued" in events[2]["data"]["error"]
     assert await tasks_of(admin_conn, run_id) == []
+
+
+async def test_an_ending_that_races_the_park_sends_the_run_back_to_the_queue(
+    api: Api, fakes: Fakes, database_dsn: str, db: Database, admin_conn: asyncpg.Connection,
+) -> None:
+    """A worker holds the run and read its log; the task ends (its ending is appended, but
+    the run is running, so nothing queues it); then the worker parks it. The park sees an
+    event it did not read and queues the run instead of leaving it waiting forever."""
+    tenant, h = await api.tenant()
+    await publish_activity(api, h, "send_invoice", ECHO_KEY)
+    agent = await api.agent(h, tools=["activity:send_invoice"])
+    async with running_worker(database_dsn, fakes.model.base_url) as worker:
+        run_id = await api.start(h, agent, scripted(call("send_invoice", order=7),
+                                                    answer("{last_tool_result}")))
+        run = RunId.parse(run_id)
+        async def parked() -> bool:
+            return await admin_conn.fetchval("SELECT status FROM runs WHERE run_id = $1",
+                                             run.uuid) == "waiting"
+        await until(parked, "the run parks for its activity", WITHIN)
+        [task] = await tasks_of(admin_conn, run_id)
+        # A worker of ours holds it now (a claim, as the fair claim makes one) and reads it.
+        epoch = await admin_conn.fetchval(
+            "UPDATE runs SET status = 'running', lease_epoch = lease_epoch + 1, "
+            "lease_owner = 'racing', lease_expires_at = now() + interval '1 hour' "
+            "WHERE run_id = $1 RETURNING lease_epoch", run.uuid)
+        driver = RunDriver(worker.engine, Lease(TenantId(tenant), run, epoch))
+        async with db.tenant_tx(TenantId(tenant)) as conn:
+            driver.state = RunState.fold(await log.read(conn, TenantId(tenant), run))
+        waiting = decide(driver.state, ACTIVITY_CALLER, run_id)
+        assert waiting == AwaitActivity(f"{run_id}:2:0", str(RunId(task["run_id"])))
+        # The task ends before the park.
+        r = await api.client.post(f"/v1/runs/{RunId(task['run_id'])}/cancel", headers=h)
+        assert r.json()["status"] == "cancelled"
+        assert await admin_conn.fetchval("SELECT status FROM runs WHERE run_id = $1",
+                                         run.uuid) == "running"
+        with pytest.raises(Parked):
+            await await_activity(driver, waiting)
+        row = await admin_conn.fetchrow("SELECT status, lease_owner FROM runs "
+                                        "WHERE run_id = $1", run.uuid)
+        assert tuple(row) == ("queued", None)
+        events = await api.events_until_end(h, run_id, within=WITHIN)
+    assert [e["type"] for e in events][-4:] == ["ActivityReturned", "ToolCompleted",
+                                                "ModelReplied", "RunFinished"]
+    assert len(await tasks_of(admin_conn, run_id)) == 1

@@ -12,6 +12,7 @@ by whoever ended the task) becomes the call's ``ToolCompleted``."""
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -33,6 +34,7 @@ from tenantry.tools.gateway import OUTPUT_CAP_BYTES
 if TYPE_CHECKING:
     from tenantry.runs.driver import RunDriver
 
+logger = logging.getLogger(__name__)
 Q = load(__package__, "activity_calls.sql")
 
 #: Refusals the model reads as the call's error (the run does not fail for them).
@@ -114,7 +116,7 @@ async def await_activity(d: RunDriver, wait: AwaitActivity) -> NoReturn:
         await conn.execute(Q.park_for_activity, lease.tenant.value, lease.run.uuid,
                            lease.epoch, known)
     await forget_superseded(d, saved)
-    del wait
+    logger.info("run waits again for its activity task", extra={"task_id": wait.task_id})
     raise Parked
 
 
