@@ -17,9 +17,9 @@ from tenantry.runs.activity_step import activity_request, await_activity
 from tenantry.runs.decide import AwaitActivity, decide
 from tenantry.runs.driver import RunDriver
 from tenantry.runs.lease import Lease
+from tenantry.runs.service import RunRequest, create_run
 from tenantry.runs.state import RunState
 from tenantry.runs.waiting import Parked
-from tenantry.runs.service import RunRequest, create_run
 from tenantry.store import WorkflowStore
 from tenantry.store.activities import ActivityStore
 from tests.support.activities import ECHO_KEY, publish_activity, tasks_of
