@@ -11,8 +11,12 @@ WHERE tenant_id = $1 AND run_id = $2 AND kind = 'activity'
 SELECT status FROM runs WHERE tenant_id = $1 AND run_id = $2 AND kind = 'agent' FOR UPDATE
 
 -- name: already_returned
-SELECT 1 FROM run_events
-WHERE tenant_id = $1 AND run_id = $2 AND type = $3 AND data->>'task_id' = $4
+-- An ending over 8 KiB (a big result) keeps its data beside the log row.
+SELECT 1 FROM run_events e
+LEFT JOIN run_event_payloads p
+  ON p.tenant_id = e.tenant_id AND p.run_id = e.run_id AND p.seq = e.seq
+WHERE e.tenant_id = $1 AND e.run_id = $2 AND e.type = $3
+  AND coalesce(p.data, e.data)->>'task_id' = $4
 LIMIT 1
 
 -- name: wake_parent

@@ -3,7 +3,7 @@ Postgres, with a real worker, the fake model over HTTP and the dispatcher (ADR 0
 run parks with its slot free (another run of the tenant, held to one running, finishes
 meanwhile), the task runs in a fresh sandbox and sees the call's key, and the run resumes
 with the result in its ToolCompleted and its answer. A failing activity and a
-dead-lettered one are the call's errors and the run goes on."""
+dead-lettered one are the call's errors, an oversized result is capped, and the run goes on."""
 
 from __future__ import annotations
 
@@ -113,6 +113,11 @@ def handle(value, context):
     raise RuntimeError("the ledger is closed")
 """
 
+BIG = """
+def handle(value, context):
+    return {"blob": "x" * 20000}
+"""
+
 CRASHES = """
 import ctypes
 
@@ -121,34 +126,43 @@ def handle(value, context):
 """
 
 
-async def test_a_failed_and_a_dead_lettered_activity_are_the_calls_errors(
+async def test_failed_dead_lettered_and_oversized_activities_are_told_to_the_model(
     api: Api, fakes: Fakes, database_dsn: str, db: Database, admin_conn: asyncpg.Connection,
     dispatcher: Dispatcher,
 ) -> None:
     tenant, h = await api.tenant()
     await publish_activity(api, h, "close_books", FAILS)
     await publish_activity(api, h, "poison", CRASHES, max_sandbox_deaths=1)
-    agent = await api.agent(h, tools=["activity:close_books", "activity:poison@1"])
+    await publish_activity(api, h, "export", BIG)
+    agent = await api.agent(h, tools=["activity:close_books", "activity:poison@1",
+                                      "activity:export"])
     dispatcher.start()
     async with running_worker(database_dsn, fakes.model.base_url):
         run_id = await api.start(h, agent, scripted(
-            call("close_books"), call("poison", payload="x"), answer("{tool_results}")))
+            call("close_books"), call("poison", payload="x"), call("export"),
+            answer("{tool_results}")))
         events = await api.events_until_end(h, run_id, within=WITHIN)
     assert [e["type"] for e in events] == [
         "RunCreated", "ModelReplied", "ActivityRequested", "ActivityReturned",
         "ToolCompleted", "ModelReplied", "ActivityRequested", "ActivityReturned",
+        "ToolCompleted", "ModelReplied", "ActivityRequested", "ActivityReturned",
         "ToolCompleted", "ModelReplied", "RunFinished"]
-    failed, dead = events[4]["data"], events[8]["data"]
+    failed, dead, big = events[4]["data"], events[8]["data"], events[12]["data"]
     assert failed["tool"] == "activity:close_books" and "result" not in failed
     assert failed["error"].startswith("the activity failed: exit_code: 1")
     assert dead["tool"] == "activity:poison@1"
     assert dead["error"].startswith("the activity was dead-lettered")
     assert "crashed" in dead["error"]
     assert events[7]["data"]["status"] == "dead_lettered"
+    # A result over the 8 KiB tool-output cap reaches the model capped; the log's ending
+    # (and the task) keep all of it.
+    assert events[11]["data"]["result"] == {"blob": "x" * 20000}
+    assert big["truncated"] is True and big["output_bytes"] == len('{"blob":""}') + 20000
+    assert len(big["result"].encode()) == 8192
     run = await api.run(h, run_id)
     assert run["status"] == "finished"
     told = str(run["answer"])
     assert "ERROR: the activity failed" in told and "ERROR: the activity was dead-lettered" in told
-    first, second = await tasks_of(admin_conn, run_id)
-    assert (first["status"], second["status"]) == ("failed", "waiting")  # a dead letter
+    statuses = [t["status"] for t in await tasks_of(admin_conn, run_id)]
+    assert statuses == ["failed", "waiting", "finished"]  # the second: a dead letter
     await check_and_record(db, tenant, run_id, "activity-tool-errors")
