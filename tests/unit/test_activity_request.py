@@ -45,3 +45,15 @@ def test_what_the_guest_contract_cannot_carry_is_refused(
 ) -> None:
     with pytest.raises(ValueError, match=problem):
         make(**fields)
+
+
+def test_a_tool_calls_task_shows_the_guest_the_calls_key() -> None:
+    from tenantry.activities import Bundle
+    from tenantry.activities.attempt import AttemptRequest
+    from tenantry.ids import TenantId
+
+    base = {"tenant": TenantId.parse("tenant-a"), "task_id": "run_t", "attempt": 1,
+            "activity": "send_invoice", "version": 1, "input": {}, "timeout_s": 1.0,
+            "bundle": Bundle({"main.py": b"def handle(v, c): return v"}, "main.py:handle")}
+    assert AttemptRequest(**base).idempotency_key == "run_t:send_invoice"
+    assert AttemptRequest(**base, key="run_p:2:0").idempotency_key == "run_p:2:0"

@@ -10,19 +10,24 @@ import pytest
 
 from tenantry.agents.spec import AgentSpec, Limits
 from tenantry.runs.decide import (
+    AwaitActivity,
     AwaitApproval,
     CallModel,
     CallTool,
     Cancel,
+    CompleteActivity,
     Fail,
     Finish,
     RecordUnknown,
+    RequestActivity,
     RequestApproval,
     StopForBudget,
     decide,
     idempotency_key,
 )
 from tenantry.runs.events import (
+    ActivityRequested,
+    ActivityReturned,
     ApprovalDecided,
     ApprovalRequested,
     CancelRequested,
@@ -171,3 +176,54 @@ def test_the_agent_limits_stop_the_run(limits: Limits, stop: StopForBudget) -> N
     state = folded(replied("", call()), ToolCompleted(key(), "lookup", 2, 0, {"q": 1},
                                                       result="x"))
     assert decide(state, spec, RUN) == stop
+
+
+# -- activities as tools (ADR 0015) -------------------------------------------------------
+
+ACTIVITY_SPEC = AgentSpec(model="m", system_prompt="be brief",
+                          tools=("lookup", "activity:send_invoice", "activity:books.close@2"),
+                          needs_approval=("activity:books.close@2",))
+
+
+def _activity_reply(name: str) -> ModelReplied:
+    return ModelReplied("", [{"id": "c1", "name": name, "arguments": '{"order": 7}'}], {},
+                        "openai", "a", "m", 0, "p", 1.0)
+
+
+def test_the_model_calls_an_activity_by_its_function_name_and_the_run_enqueues_it() -> None:
+    state = folded(_activity_reply("send_invoice"))
+    key = idempotency_key(RUN, 2, 0)
+    assert decide(state, ACTIVITY_SPEC, RUN) == RequestActivity(
+        key, 2, 0, "activity:send_invoice", {"order": 7}, "send_invoice", None)
+    # Enqueued: it waits, and never enqueues again while the task has not ended.
+    waiting = folded(_activity_reply("send_invoice"),
+                     ActivityRequested(key, "activity:send_invoice", "run_t", "send_invoice", 1))
+    assert decide(waiting, ACTIVITY_SPEC, RUN) == AwaitActivity(key, "run_t")
+    returned = ActivityReturned(key, "run_t", "finished", result={"ok": 1})
+    ended = folded(_activity_reply("send_invoice"),
+                   ActivityRequested(key, "activity:send_invoice", "run_t", "send_invoice", 1),
+                   returned)
+    assert decide(ended, ACTIVITY_SPEC, RUN) == CompleteActivity(
+        key, 2, 0, "activity:send_invoice", {"order": 7}, returned)
+    # An ending read before the request (a park raced the task's end) still completes it.
+    raced = folded(_activity_reply("send_invoice"), returned)
+    assert isinstance(decide(raced, ACTIVITY_SPEC, RUN), CompleteActivity)
+
+
+def test_a_pinned_activity_keeps_its_version_and_its_approval() -> None:
+    state = folded(_activity_reply("books_close"))
+    assert decide(state, ACTIVITY_SPEC, RUN) == RequestApproval(
+        idempotency_key(RUN, 2, 0), 2, 0, "activity:books.close@2", {"order": 7})
+    asked = folded(_activity_reply("books_close"),
+                   ApprovalRequested("apr_1", idempotency_key(RUN, 2, 0),
+                                     "activity:books.close@2", {"order": 7}, "later"),
+                   ApprovalDecided("apr_1", idempotency_key(RUN, 2, 0), "approved"))
+    assert decide(asked, ACTIVITY_SPEC, RUN) == RequestActivity(
+        idempotency_key(RUN, 2, 0), 2, 0, "activity:books.close@2", {"order": 7},
+        "books.close", 2)
+
+
+def test_an_activity_the_version_does_not_list_is_refused_by_the_gateway_as_any_tool() -> None:
+    state = folded(_activity_reply("other_activity"))
+    decision = decide(state, ACTIVITY_SPEC, RUN)
+    assert isinstance(decision, CallTool) and decision.tool == "other_activity"

@@ -13,6 +13,8 @@ from tenantry.runs.events import (
     ABSENT,
     PAYLOADS,
     ActivityAttempted,
+    ActivityRequested,
+    ActivityReturned,
     ApprovalDecided,
     ApprovalRequested,
     BudgetStopped,
@@ -101,6 +103,14 @@ EXAMPLES: list[tuple[Payload, dict[str, Any]]] = [
      {"attempt": 2, "status": "retryable", "error": "crashed: SIGSEGV", "exit_code": 139,
       "killed_sandbox": True, "stdout": "", "stderr": "", "duration_ms": 12.5,
       "sandbox_id": "sb_1"}),
+    (ActivityRequested("run_x:2:0", "activity:send_invoice", "run_y", "send_invoice", 1),
+     {"key": "run_x:2:0", "tool": "activity:send_invoice", "task_id": "run_y",
+      "activity": "send_invoice", "version": 1}),
+    (ActivityReturned("run_x:2:0", "run_y", "finished", result={"ok": True}),
+     {"key": "run_x:2:0", "task_id": "run_y", "status": "finished", "result": {"ok": True}}),
+    (ActivityReturned("run_x:2:0", "run_y", "failed", error="the activity failed: x"),
+     {"key": "run_x:2:0", "task_id": "run_y", "status": "failed",
+      "error": "the activity failed: x"}),
 ]
 
 

@@ -71,6 +71,9 @@ class AttemptRequest:
     egress: tuple[str, ...] = ()
     retryable_exit_codes: frozenset[int] = frozenset()
     id: AttemptId = field(default_factory=AttemptId.new)
+    # The key the guest sees when the task has its own (an agent's tool call: the call's
+    # key, ADR 0015); None: "{task_id}:{activity}".
+    key: str | None = None
 
     def __post_init__(self) -> None:
         if not self.task_id or not self.activity:
@@ -94,7 +97,7 @@ class AttemptRequest:
     @property
     def idempotency_key(self) -> str:
         """The same for every attempt of a task: the tenant's side effects dedupe on it."""
-        return f"{self.task_id}:{self.activity}"
+        return self.key if self.key is not None else f"{self.task_id}:{self.activity}"
 
     @property
     def input_json(self) -> bytes:

@@ -3,25 +3,29 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Response
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from tenantry.agents import flags, service
+from tenantry.activities import versions as activity_versions
+from tenantry.agents import activity_tools, flags, service
 from tenantry.agents.spec import AgentSpec, Limits, SandboxPolicy
 from tenantry.api.auth import current_tenant, platform
 from tenantry.api.fields import Body, PositiveInt4, Text
 from tenantry.api.pages import PageRequest, page_request
 from tenantry.api.params import parse_or_404, positive_int4_or_404
 from tenantry.api.platform import Platform
-from tenantry.errors import Conflict
+from tenantry.errors import Conflict, NotFound, ValidationFailed
 from tenantry.ids import AgentId, TenantId
 from tenantry.sandbox.egress import EgressPolicy
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
 
-ToolName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+# A tool's name, or one of the tenant's activities: activity:<name>[@<version>] (ADR 0015).
+ToolName = Annotated[str, Field(
+    pattern=r"^([A-Za-z0-9_.-]{1,64}|activity:[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}"
+            r"(@[1-9][0-9]{0,8})?)$")]
 _DEFAULTS = Limits()
 # A host name, optionally `*.`-prefixed (its subdomains), optionally `:port`.
 Host = Annotated[str, Field(pattern=r"^(\*\.)?[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?$")]
@@ -70,6 +74,9 @@ class VersionBody(Body):
         missing = sorted(set(self.needs_approval) - set(self.tools))
         if missing:
             raise ValueError(f"needs_approval names tools not in tools: {missing}")
+        clashes = activity_tools.problems(self.tools)
+        if clashes:
+            raise ValueError(f"tools: {'; '.join(clashes)}")
         return self
 
     def to_spec(self) -> AgentSpec:
@@ -154,11 +161,34 @@ async def _flagged_out(p: Platform, tenant: TenantId, v: service.AgentVersion) -
     return _out(v, await flags.review_flag(p.db, tenant, v.agent_id, v.version))
 
 
-@router.post("", status_code=201, response_model=AgentOut)
+async def _check_activities(p: Platform, tenant: TenantId, body: VersionBody) -> None:
+    """Every ``activity:`` tool names an activity (and version) the tenant has: checked
+    before anything is written. Activity versions are never deleted, so what exists now
+    exists when the version's runs call it."""
+    for entry in body.tools:
+        tool = activity_tools.parse(entry)
+        if tool is None:
+            continue
+        try:
+            await activity_versions.get(p.db, tenant, tool.name, tool.version)
+        except NotFound:
+            pinned = f" at version {tool.version}" if tool.version is not None else ""
+            raise ValidationFailed(
+                f"tools: {entry!r} names no activity of this tenant{pinned}; publish it "
+                "with POST /v1/activities first", field="tools") from None
+
+
+_PUBLISH_RESPONSES: dict[int | str, dict[str, Any]] = {400: {
+    "description": "`validation_error`: the body is invalid, or an `activity:` tool names "
+                   "an activity (or version) the tenant does not have."}}
+
+
+@router.post("", status_code=201, response_model=AgentOut, responses=_PUBLISH_RESPONSES)
 async def create_agent(
     body: CreateAgent, response: Response,
     tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
 ) -> AgentOut:
+    await _check_activities(p, tenant, body)
     created = await service.create_agent(p.db, tenant, body.name, body.to_spec())
     response.headers["Location"] = f"/v1/agents/{created.agent_id}"
     return _out(created)
@@ -189,12 +219,14 @@ async def get_agent(
     return await _flagged_out(p, tenant, await service.get_agent(p.db, tenant, agent))
 
 
-@router.post("/{agent_id}/versions", status_code=201, response_model=AgentOut)
+@router.post("/{agent_id}/versions", status_code=201, response_model=AgentOut,
+             responses=_PUBLISH_RESPONSES)
 async def create_version(
     agent_id: str, body: NewVersion, response: Response,
     tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
 ) -> AgentOut:
     agent = parse_or_404(AgentId, agent_id, NOT_FOUND)
+    await _check_activities(p, tenant, body)
     created = await service.create_version(p.db, tenant, agent, body.to_spec(), body.version)
     response.headers["Location"] = f"/v1/agents/{agent}/versions/{created.version}"
     return _out(created)

@@ -10,7 +10,9 @@ from typing import Any
 
 import orjson
 
+from tenantry.agents import activity_tools
 from tenantry.agents.spec import AgentSpec
+from tenantry.runs.events import ActivityReturned
 from tenantry.runs.state import RunState
 
 
@@ -60,6 +62,30 @@ class RecordUnknown(_OneCall):
 
 
 @dataclass(frozen=True, slots=True)
+class RequestActivity(_OneCall):
+    """Enqueue the activity task of this call (its key is the task's key) and wait for it
+    with the slot given back (ADR 0015). ``version`` None: the latest at this moment."""
+
+    activity: str
+    version: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitActivity:
+    """The call's task was enqueued and has not ended: wait again, enqueue nothing."""
+
+    key: str
+    task_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class CompleteActivity(_OneCall):
+    """The call's task ended: its result (or error) becomes the call's result."""
+
+    returned: ActivityReturned
+
+
+@dataclass(frozen=True, slots=True)
 class Finish:
     answer: str
 
@@ -81,8 +107,9 @@ class StopForBudget:
     maximum: int
 
 
-Decision = (CallModel | CallTool | RequestApproval | AwaitApproval | RecordUnknown | Finish
-            | Fail | Cancel | StopForBudget)
+Decision = (CallModel | CallTool | RequestApproval | AwaitApproval | RecordUnknown
+            | RequestActivity | AwaitActivity | CompleteActivity | Finish | Fail | Cancel
+            | StopForBudget)
 
 
 def idempotency_key(run_id: str, reply_seq: int, call_index: int) -> str:
@@ -100,7 +127,8 @@ def decide(state: RunState, spec: AgentSpec, run_id: str) -> Decision | None:
     if reply is not None:
         index = reply.next_call()
         if index is not None:
-            return _gate(_tool_call(run_id, reply.seq, index, reply.calls[index]), state, spec)
+            call = _named(_tool_call(run_id, reply.seq, index, reply.calls[index]), spec)
+            return _gate(call, state, spec)
         if not reply.calls:
             if not reply.text.strip():
                 return Fail("the model returned an empty reply")
@@ -136,7 +164,34 @@ def _gate(call: CallTool, state: RunState, spec: AgentSpec) -> Decision:
         if approval.status == "expired":
             return replace(call, invalid="the approval request expired before anyone decided; "
                                          "ask again only if it is still needed")
+    activity = activity_tools.parse(call.tool)
+    if activity is not None:
+        return _activity_step(call, call.arguments, activity, state)
     return call
+
+
+def _named(call: CallTool, spec: AgentSpec) -> CallTool:
+    """The model calls an activity by its function name: the call is the tools entry's."""
+    if call.invalid is not None and not call.tool:
+        return call
+    activity = activity_tools.resolve(spec.tools, call.tool)
+    if activity is None or activity.entry == call.tool:
+        return call
+    return replace(call, tool=activity.entry)
+
+
+def _activity_step(call: CallTool, arguments: dict[str, Any],
+                   activity: activity_tools.ActivityTool, state: RunState) -> Decision:
+    """Enqueue once, wait while the task runs, then take its ending as the result."""
+    returned = state.activity_returns.get(call.key)
+    if returned is not None:
+        return CompleteActivity(call.key, call.reply_seq, call.call_index, call.tool,
+                                arguments, returned)
+    task_id = state.activity_tasks.get(call.key)
+    if task_id is not None:
+        return AwaitActivity(call.key, task_id)
+    return RequestActivity(call.key, call.reply_seq, call.call_index, call.tool, arguments,
+                           activity.name, activity.version)
 
 
 def _tool_call(run_id: str, reply_seq: int, index: int, call: dict[str, Any]) -> CallTool:

@@ -30,15 +30,19 @@ from tenantry.ledger.prices import PriceBook
 from tenantry.ledger.tokens import TokenUsage
 from tenantry.models.types import Model
 from tenantry.runs import faults, log
+from tenantry.runs.activity_step import await_activity, complete_activity, request_activity
 from tenantry.runs.decide import (
+    AwaitActivity,
     AwaitApproval,
     CallModel,
     CallTool,
     Cancel,
+    CompleteActivity,
     Decision,
     Fail,
     Finish,
     RecordUnknown,
+    RequestActivity,
     RequestApproval,
     StopForBudget,
     decide,
@@ -281,6 +285,12 @@ class RunDriver:
                 await await_approval(self)
             case RecordUnknown():
                 await record_unknown(self, decision)
+            case RequestActivity():
+                return await request_activity(self, decision)
+            case AwaitActivity():
+                await await_activity(self, decision)
+            case CompleteActivity():
+                await complete_activity(self, decision)
             case Finish(answer=answer):
                 await self.end(RunFinished(answer))
             case Fail(reason=reason):

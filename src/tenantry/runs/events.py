@@ -47,6 +47,10 @@ class EventType(StrEnum):
     # Activity tasks (tenantry.store.dispatcher): one attempt in a fresh sandbox and how it
     # ended, written under the task's lease with what it decided (finish, retry, dead letter).
     ACTIVITY_ATTEMPTED = "ActivityAttempted"
+    # An agent calling an activity as a tool (ADR 0015): the run enqueued the task with the
+    # call's key and waits; the task's ending is appended to the run by the dispatcher.
+    ACTIVITY_REQUESTED = "ActivityRequested"
+    ACTIVITY_RETURNED = "ActivityReturned"
 
 
 #: After one of these nothing but webhook bookkeeping is appended; live tails end here.
@@ -354,13 +358,44 @@ class ActivityAttempted(Payload):
     sandbox_id: str  # a fresh one per attempt: never the same twice
 
 
+@dataclass(frozen=True, slots=True)
+class ActivityRequested(Payload):
+    """The run enqueued activity task ``task_id`` for its tool call ``key`` (the task's
+    idempotency key and the key its guest sees) and waits, slot released, for it to end.
+    ``tool`` is the tools entry (``activity:<name>[@<version>]``); ``version`` the
+    activity version the task is pinned to."""
+
+    TYPE = EventType.ACTIVITY_REQUESTED
+    key: str
+    tool: str
+    task_id: str
+    activity: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class ActivityReturned(Payload):
+    """Task ``task_id`` of the tool call ``key`` ended: ``status`` finished, failed,
+    dead_lettered or cancelled; ``result`` (finished) or ``error``. Appended without a
+    lease, in the transaction that ended the task; the run turns it into the call's
+    ToolCompleted."""
+
+    TYPE = EventType.ACTIVITY_RETURNED
+    key: str
+    task_id: str
+    status: str
+    result: Any = None
+    error: str | None = None
+
+
 #: Every payload type by its event type. Summarized, ChildRunStarted and ModelRequested
 #: are reserved: nothing writes them yet, so no worker reads them either.
 PAYLOADS: dict[str, type[Payload]] = {p.TYPE.value: p for p in (
     RunCreated, ModelReplied, ToolStarted, ToolCompleted, ApprovalRequested, ApprovalDecided,
     ModelFallback, ModelRerouted, RunParked, RunResumed, SandboxSaved, BudgetStopped,
     CancelRequested, RunFinished, RunFailed, RunCancelled, WebhookDelivered, WebhookFailed,
-    Signalled, SignalConsumed, EgressRefused, ActivityAttempted,
+    Signalled, SignalConsumed, EgressRefused, ActivityAttempted, ActivityRequested,
+    ActivityReturned,
 )}
 
 

@@ -1,12 +1,17 @@
 -- name: insert_run
 -- Slot 1 is taken by RunCreated in the same transaction, hence last_seq = 1. $10 is the
 -- kind: 'agent' (platform workers drive it), 'task' (a library user's loop, tenantry.store)
--- or 'activity' (the activity dispatcher).
+-- or 'activity' (the activity dispatcher). $11: the agent run whose tool call enqueued
+-- this activity task (ADR 0015), else NULL.
 INSERT INTO runs (tenant_id, run_id, agent_id, agent_version, input, idempotency_key,
-                  request_sha256, webhook_url, priority, kind, last_seq)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 1)
+                  request_sha256, webhook_url, priority, kind, parent_run_id, last_seq)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 1)
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 RETURNING created_at
+
+-- name: version_model
+SELECT spec->>'model' FROM agent_versions
+WHERE tenant_id = $1 AND agent_id = $2 AND version = $3
 
 -- name: run_by_idempotency_key
 SELECT run_id, request_sha256, status FROM runs

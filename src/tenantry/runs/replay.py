@@ -25,15 +25,18 @@ from tenantry.runs.decide import (
     CallModel,
     CallTool,
     Cancel,
+    CompleteActivity,
     Decision,
     Fail,
     Finish,
     RecordUnknown,
+    RequestActivity,
     RequestApproval,
     StopForBudget,
     decide,
 )
 from tenantry.runs.events import (
+    ActivityRequested,
     ApprovalRequested,
     BudgetStopped,
     Event,
@@ -52,7 +55,7 @@ FORMAT = 1
 #: Events whose presence in the log is a decision of the agent loop.
 DECISIONS = frozenset({
     EventType.MODEL_REPLIED, EventType.TOOL_COMPLETED, EventType.APPROVAL_REQUESTED,
-    EventType.RUN_FINISHED,
+    EventType.ACTIVITY_REQUESTED, EventType.RUN_FINISHED,
     EventType.RUN_FAILED, EventType.RUN_CANCELLED, EventType.BUDGET_STOPPED,
 })
 
@@ -144,6 +147,10 @@ def _describe(decision: Decision | None) -> str:
             if invalid is not None:
                 return f"tool error for call {key} ({invalid!r})"
             return f"call {tool}({_args(arguments)}) with key {key}"
+        # An activity call: enqueued, refused or completed, it is the call with its key.
+        case RequestActivity(tool=tool, key=key, arguments=arguments) | CompleteActivity(
+                tool=tool, key=key, arguments=arguments):
+            return f"call {tool}({_args(arguments)}) with key {key}"
         case RecordUnknown(tool=tool, key=key, arguments=arguments):
             return f"unknown outcome for {tool}({_args(arguments)}) with key {key}"
         case RequestApproval(tool=tool, key=key, arguments=arguments):
@@ -173,6 +180,10 @@ def _compare(
             expected = f"approval for {tool}({_args(arguments)}) with key {key}"
             if got != expected:
                 return expected, got
+        case ActivityRequested(tool=tool, key=key):
+            if not (isinstance(decision, RequestActivity) and decision.tool == tool
+                    and decision.key == key):
+                return f"enqueue {tool} for the call with key {key}", got
         case ToolCompleted() as done:
             if done.outcome == "unknown":
                 expected = (f"unknown outcome for {done.tool}({_args(done.arguments)}) "

@@ -15,7 +15,7 @@ from tenantry.db.queries import load
 from tenantry.errors import Conflict, NotFound
 from tenantry.ids import AgentId, RunId, TenantId
 from tenantry.jsonutil import dumps
-from tenantry.runs import log
+from tenantry.runs import activity_calls, log
 from tenantry.runs.events import (
     ABSENT,
     CancelRequested,
@@ -44,6 +44,8 @@ class RunRequest:
     priority: str
     idempotency_key: str | None
     request_sha256: bytes
+    # The agent run whose tool call enqueued this activity task (ADR 0015).
+    parent: RunId | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,50 +115,79 @@ async def create_run(
     """Admit the run and write its row and RunCreated event in one transaction."""
     if kind not in RUN_KINDS:
         raise ValueError(f"run kind must be one of {RUN_KINDS}, not {kind!r}")
-    run_id = RunId.new()
     # Shedding (ADR 0008) looks at this run's priority; an idempotent retry of a run
     # already accepted is answered below even while its class is shed.
     overloaded = await cell.refusal(req.priority) if cell is not None else None
     async with db.tenant_tx(tenant) as conn:
-        if req.idempotency_key is not None:
-            # A retry is answered before resolving anything else, so it returns the same
-            # run even if the agent has published a newer version since — or the tenant is
-            # at its limits now.
-            existing = await _existing(conn, tenant, req)
-            if existing is not None:
-                return existing
-        if overloaded is not None:
-            raise overloaded
-        if req.version is None:
-            version = await latest_version(conn, tenant, req.agent_id)
-        else:
-            version = (await get_version(db, tenant, req.agent_id, req.version, conn)).version
-        # Last before the insert: admission locks the tenant's load row until commit, and
-        # every admission of this tenant queues on it.
-        await admission.admit(conn, tenant)
-        created_at = await conn.fetchval(
-            Q.insert_run, tenant.value, run_id.uuid, req.agent_id.uuid, version, req.input,
-            req.idempotency_key, req.request_sha256, req.webhook_url, req.priority, kind,
-        )
-        if created_at is None:
-            # Another request with the same key committed between our check and insert.
-            found = await _existing(conn, tenant, req)
-            assert found is not None
-            return found
-        encoded = dumps(req.input)
-        inline = len(encoded) <= INLINE_INPUT_BYTES
-        created = RunCreated(
-            agent_id=str(req.agent_id), version=version, priority=req.priority,
-            input=req.input if inline else ABSENT,
-            input_ref=None if inline else "run.input",
-            input_bytes=None if inline else len(encoded),
-            webhook_url=req.webhook_url or None,
-            # agent runs' RunCreated stays as it was (the replay corpus)
-            kind=kind if kind != "agent" else None,
-        )
-        await conn.execute(Q.insert_first_event, tenant.value, run_id.uuid, created.TYPE,
-                           created.to_data(), created.FORMAT)
+        return await create_run_in(conn, db, tenant, req, kind=kind, overloaded=overloaded)
+
+
+async def create_run_in(
+    conn: Connection, db: Database, tenant: TenantId, req: RunRequest, *, kind: str,
+    overloaded: Exception | None = None,
+) -> Created:
+    """``create_run`` inside the caller's transaction (a run enqueueing an activity task
+    for its tool call does it in the transaction that records the call and parks it).
+    ``overloaded``: the cell's refusal, raised unless this is an idempotent retry."""
+    run_id = RunId.new()
+    if req.idempotency_key is not None:
+        # A retry is answered before resolving anything else, so it returns the same
+        # run even if the agent has published a newer version since — or the tenant is
+        # at its limits now.
+        existing = await _existing(conn, tenant, req)
+        if existing is not None:
+            return existing
+    if overloaded is not None:
+        raise overloaded
+    if req.version is None:
+        version = await latest_version(conn, tenant, req.agent_id)
+    else:
+        version = (await get_version(db, tenant, req.agent_id, req.version, conn)).version
+    if kind == "agent":
+        await _refuse_what_no_worker_drives(conn, tenant, req.agent_id, version)
+    # Last before the insert: admission locks the tenant's load row until commit, and
+    # every admission of this tenant queues on it.
+    await admission.admit(conn, tenant)
+    created_at = await conn.fetchval(
+        Q.insert_run, tenant.value, run_id.uuid, req.agent_id.uuid, version, req.input,
+        req.idempotency_key, req.request_sha256, req.webhook_url, req.priority, kind,
+        req.parent.uuid if req.parent is not None else None,
+    )
+    if created_at is None:
+        # Another request with the same key committed between our check and insert.
+        found = await _existing(conn, tenant, req)
+        assert found is not None
+        return found
+    encoded = dumps(req.input)
+    inline = len(encoded) <= INLINE_INPUT_BYTES
+    created = RunCreated(
+        agent_id=str(req.agent_id), version=version, priority=req.priority,
+        input=req.input if inline else ABSENT,
+        input_ref=None if inline else "run.input",
+        input_bytes=None if inline else len(encoded),
+        webhook_url=req.webhook_url or None,
+        # agent runs' RunCreated stays as it was (the replay corpus)
+        kind=kind if kind != "agent" else None,
+    )
+    await conn.execute(Q.insert_first_event, tenant.value, run_id.uuid, created.TYPE,
+                       created.to_data(), created.FORMAT)
     return Created(run_id, RunStatus.QUEUED, True)
+
+
+#: The models of agent versions that stand for something else: an activity (its versions
+#: are published through /v1/activities) or a library task type (tenantry.store).
+NOT_RUNNABLE_MODELS = {"activity": "an activity: enqueue it with POST /v1/activity-tasks",
+                       "task": "a library task type: enqueue it through tenantry.store"}
+
+
+async def _refuse_what_no_worker_drives(conn: Connection, tenant: TenantId, agent: AgentId,
+                                        version: int) -> None:
+    """An agent run of an activity or a task type would be claimed by a platform worker
+    with nothing to drive: refused (409) before anything is written."""
+    model = await conn.fetchval(Q.version_model, tenant.value, agent.uuid, version)
+    what = NOT_RUNNABLE_MODELS.get(model or "")
+    if what is not None:
+        raise Conflict(f"This agent is {what}, not an agent that runs.", agent_model=model)
 
 
 async def _existing(conn: Connection, tenant: TenantId, req: RunRequest) -> Created | None:
@@ -210,6 +241,9 @@ async def cancel_run(db: Database, tenant: TenantId, run: RunId) -> Run:
                 await log.append(conn, tenant, run, CancelRequested(), epoch=None)
                 await conn.execute(Q.mark_cancel_requested, tenant.value, run.uuid)
             if unheld:
+                # A tool call's activity task: the calling run hears of it (ADR 0015),
+                # before this row's status changes (the lock order of activity_calls).
+                await activity_calls.task_ended(conn, tenant, run, "cancelled")
                 await conn.execute(Q.close_pending_approvals, tenant.value, run.uuid)
                 await log.append(conn, tenant, run, RunCancelled(reason="cancel_requested"),
                                  epoch=None)

@@ -10,6 +10,8 @@ from typing import Any
 from tenantry.runs.events import (
     ABSENT,
     TERMINAL_EVENTS,
+    ActivityRequested,
+    ActivityReturned,
     ApprovalDecided,
     ApprovalRequested,
     CancelRequested,
@@ -59,6 +61,9 @@ class RunState:
     ended: str | None = None  # the terminal event's type, once there is one
     approvals: dict[str, Approval] = field(default_factory=dict)  # by call key
     started: set[str] = field(default_factory=set)  # keys with a ToolStarted intent
+    # Activities called as tools (ADR 0015), by call key: the task enqueued, and how it ended.
+    activity_tasks: dict[str, str] = field(default_factory=dict)
+    activity_returns: dict[str, ActivityReturned] = field(default_factory=dict)
     parked: int = 0  # RunParked since the last model reply: the next delay doubles
     sandbox_ref: str | None = None  # the last save of the run's sandbox files (a blob ref)
     # Where the last model reply came from: the run sticks to that account (its prompt
@@ -102,6 +107,12 @@ class RunState:
                     approval.status, approval.comment = decision, comment
             case ToolStarted(key=key):
                 self.started.add(key)
+            case ActivityRequested(key=key, task_id=task_id):
+                self.activity_tasks[key] = task_id
+            case ActivityReturned(key=key) as returned:
+                # The key names one task of this tenant, so its first ending is the one
+                # (it may be read before the request: a park raced the task's end).
+                self.activity_returns.setdefault(key, returned)
             case RunParked():
                 self.parked += 1
             case SandboxSaved(ref=ref):

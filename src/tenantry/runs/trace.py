@@ -17,6 +17,8 @@ consecutive *transactions* of the log is attributed to one cause:
   ``detail.sandbox`` carries backend, id, warm, ready_ms, exec_ms; ``totals.sandbox_ms`` sums
   exec_ms — it is part of tool time, not a separate slice of the partition);
 - ``approval``: ApprovalRequested → the decision (or whatever ended the wait);
+- ``tool`` also: ActivityRequested → ActivityReturned, the run waiting (slot released) for
+  the activity task its call enqueued (ADR 0015); then ``queue`` until a worker took it;
 - ``parked``: RunParked → RunResumed (the run waited for a model provider or its token
   bucket, slot released; includes being claimed again);
 - ``platform``: the rest of each gap — Postgres writes, budget reservation, deciding,
@@ -51,6 +53,8 @@ from tenantry.runs.events import (
     ABSENT,
     TERMINAL_EVENTS,
     ActivityAttempted,
+    ActivityRequested,
+    ActivityReturned,
     ApprovalDecided,
     ApprovalRequested,
     EgressRefused,
@@ -74,7 +78,7 @@ SPAN_KINDS = ("queue", "platform", "model", "tool", "approval", "parked")
 #: not necessarily being driven in the gap before them.
 FOREIGN = frozenset({EventType.CANCEL_REQUESTED, EventType.APPROVAL_DECIDED,
                      EventType.SIGNALLED, EventType.WEBHOOK_DELIVERED,
-                     EventType.WEBHOOK_FAILED})
+                     EventType.WEBHOOK_FAILED, EventType.ACTIVITY_RETURNED})
 _US = timedelta(microseconds=1)
 
 
@@ -206,6 +210,7 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
     waiting: _Wait | None = None
     claimed = False  # a worker has written to the log
     requeued = False  # an approval was decided: the run waits for a worker again
+    after = "the approval"  # what requeued it
     for group in _groups(body):
         at = min(max((group[0].created_at - created) // _US, b.cursor), end)
         foreign = group[0].type in FOREIGN
@@ -216,6 +221,8 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
             # Whatever ends a wait (a decision, the claim after a park, a cancel) closes it.
             if isinstance(decided := _typed(group[0]), ApprovalDecided):
                 waiting.detail["decision"] = decided.decision
+            if isinstance(returned := _typed(group[0]), ActivityReturned):
+                waiting.detail["status"] = returned.status
             b.add(waiting.kind, at, waiting.seq, waiting.label, waiting.detail)
             waiting = None
         else:
@@ -223,7 +230,7 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
             ext_us = min(int((external[2] if external else 0.0) * 1000), at - b.cursor)
             ext_start = at - ext_us
             if not claimed or requeued:
-                label = "queued" if not claimed else "queued after the approval"
+                label = "queued" if not claimed else f"queued after {after}"
                 queue_end = ext_start
                 if not claimed and started is not None and not foreign:
                     queue_end = min(max(started, b.cursor), ext_start)
@@ -271,7 +278,13 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
                     waiting = _Wait("parked", event.seq, f"parked: {reason[:120]}",
                                     {"reason": reason, "until": until})
                 case ApprovalDecided():
-                    requeued = True
+                    requeued, after = True, "the approval"
+                case ActivityRequested() as enqueued:
+                    waiting = _Wait("tool", event.seq, f"activity {enqueued.tool}",
+                                    {"tool": enqueued.tool, "key": enqueued.key,
+                                     "task_id": enqueued.task_id})
+                case ActivityReturned():
+                    requeued, after = True, "the activity"
                 case EgressRefused(reason_code=code, count=count):
                     refused[code] = refused.get(code, 0) + count
                 case _:

@@ -27,10 +27,10 @@ from tenantry.db import Connection, Database
 from tenantry.db.queries import load
 from tenantry.errors import Conflict, NotFound, ValidationFailed
 from tenantry.ids import RunId, TenantId
-from tenantry.jsonutil import digest
 from tenantry.runs import log
+from tenantry.runs.activity_step import activity_request
 from tenantry.runs.events import ActivityAttempted, RunResumed, RunStatus
-from tenantry.runs.service import RunRequest, create_run
+from tenantry.runs.service import create_run
 from tenantry.scheduler.admission import CellCapacity
 from tenantry.scheduler.shedding import CellLoad, ShedThresholds
 from tenantry.store.results import Admitted, EnqueueResult, refusal
@@ -116,11 +116,8 @@ class ActivityStore:
             input = {}
         check_json(input, "input", MAX_INPUT_BYTES)
         found = await versions.get(self.db, tenant, name, version)
-        request = RunRequest(
-            agent_id=found.agent_id, version=found.version, input=input, webhook_url=None,
-            priority=priority, idempotency_key=idempotency_key,
-            request_sha256=digest({"kind": "activity", "name": name, "version": found.version,
-                                   "priority": priority, "input": input}))
+        request = activity_request(found, input, idempotency_key=idempotency_key,
+                                   priority=priority)
         try:
             created = await create_run(self.db, tenant, request, cell=self._cell,
                                        kind="activity")

@@ -32,8 +32,8 @@ from tenantry.db import Database
 from tenantry.db.queries import load
 from tenantry.errors import LeaseLost, NotFound
 from tenantry.ids import AgentId, RunId, TenantId
+from tenantry.runs import activity_calls, log
 from tenantry.runs import lease as run_leases
-from tenantry.runs import log
 from tenantry.runs.events import (
     ActivityAttempted,
     Payload,
@@ -193,7 +193,9 @@ class Dispatcher:
             activity=version.name, version=version.version, bundle=version.bundle,
             input=row["input"], timeout_s=settings.timeout_s, limits=self._limits,
             secrets=secrets, heartbeat_timeout_s=settings.heartbeat_timeout_s,
-            egress=settings.egress, retryable_exit_codes=settings.retryable_exit_codes)
+            egress=settings.egress, retryable_exit_codes=settings.retryable_exit_codes,
+            # A tool call's task: the guest sees the call's key (ADR 0015).
+            key=row["idempotency_key"] if row["parent_run_id"] is not None else None)
 
     async def _record(self, lease: Lease, version: ActivityVersion, outcome: AttemptOutcome,
                       attempt: int, attempts: int, deaths: int) -> str:
@@ -217,6 +219,8 @@ class Dispatcher:
                                       f"sandbox (last: {error})")
                 await log.append(conn, lease.tenant, lease.run, RunParked("dead_lettered"),
                                  epoch=lease.epoch)
+                await activity_calls.task_ended(conn, lease.tenant, lease.run, "dead_lettered",
+                                                error=stored)
                 await conn.execute(Q.dead_letter_activity, lease.tenant.value,
                                    lease.run.uuid, lease.epoch, stored)
                 return "dead_lettered"
@@ -251,6 +255,9 @@ class Dispatcher:
     async def _end(self, conn: Any, lease: Lease, event: Payload, status: RunStatus, *,
                    answer: Any = None, error: Any = None) -> None:
         await log.append(conn, lease.tenant, lease.run, event, epoch=lease.epoch)
+        # The calling run (a tool call's task) hears of it in this transaction (ADR 0015).
+        await activity_calls.task_ended(conn, lease.tenant, lease.run, status.value,
+                                        result=answer, error=error)
         done = await conn.execute(Q.end_activity, lease.tenant.value, lease.run.uuid,
                                   lease.epoch, status.value, answer, error)
         assert done.endswith(" 1"), "the row is locked under this epoch"

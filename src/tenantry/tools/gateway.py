@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tenantry.agents import activity_tools
 from tenantry.agents.spec import AgentSpec
 from tenantry.blobs import BlobQuotaExceeded, BlobStore
 from tenantry.breaker import CircuitBreaker
@@ -102,6 +103,10 @@ class ToolGateway:
             if name in BUILTIN_TOOLS:
                 definitions.append(self._builtins.definition(name))
                 continue
+            activity = activity_tools.parse(name)
+            if activity is not None:  # called by the run itself (runs/activity_step.py)
+                definitions.append(activity.definition())
+                continue
             server = directory.get(name)
             if server is None:
                 continue
@@ -112,7 +117,7 @@ class ToolGateway:
         return definitions
 
     async def honours_keys(self, tenant: TenantId, tool: str) -> bool:
-        if tool in BUILTIN_TOOLS:
+        if tool in BUILTIN_TOOLS or activity_tools.is_activity_entry(tool):
             return True  # effects stay in the run's sandbox, which a crash rolls back
         server = (await self._servers(tenant)).get(tool)
         return server is None or server.honours_idempotency_keys
@@ -142,6 +147,9 @@ class ToolGateway:
         if tool in spec.needs_approval and not await approvals.is_approved(
                 self._db, tenant, key, arguments):
             return await refuse(f"tool {tool!r} needs an approval for exactly this call")
+        if activity_tools.is_activity_entry(tool):
+            # The run enqueues an activity task and waits for it; it is never a call here.
+            return await refuse(f"tool {tool!r} is an activity: the run enqueues it")
         if tool in BUILTIN_TOOLS:
             return await self._call_builtin(tenant, spec, tool, arguments, key, run,
                                             sandbox_ref, started)
