@@ -265,3 +265,30 @@ async def test_the_operator_sets_max_activity_slots_in_the_tenant_policy(api: Ap
     # The whole policy is replaced: a field left out takes its default again.
     r = await api.client.put(url, headers=api.operator, json={"weight": 1})
     assert r.json()["max_activity_slots"] == 2
+
+
+async def test_a_cancel_recorded_while_a_dead_dispatcher_held_the_task_starts_no_attempt(
+    api: Api, db: Database, bwrap: PooledDriver,
+) -> None:
+    _, h = await api.tenant()
+    await _publish(api, h, "echo")
+    task = await _enqueue(api, h, "echo", {"n": 1})
+    async with db.unscoped() as conn:  # a dispatcher that claims it and dies at once
+        claimed = await conn.fetch(
+            "SELECT run_id FROM tenantry_claim_activities('gone-dispatcher', 1, 0.5)")
+    assert len(claimed) == 1
+    r = await api.client.post(f"/v1/activity-tasks/{task}/cancel", headers=h)
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "running" and r.json()["cancel_requested"] is True
+    twice = await api.client.post(f"/v1/activity-tasks/{task}/cancel", headers=h)
+    assert twice.status_code == 200 and twice.json()["status"] == "running"
+
+    async with dispatching(db, bwrap) as dispatcher:  # takes the expired lease over
+        async def ended() -> bool:
+            return (await _task(api, h, task))["status"] == "cancelled"
+        await until(ended, "the task ends cancelled", 240.0)
+    assert dispatcher.outcomes["cancelled"] == 1
+    shown = await _task(api, h, task)
+    assert shown["attempts"] == 0 and shown["result"] is None
+    assert await _event_types(api, h, task) == ["RunCreated", "CancelRequested",
+                                                "RunCancelled"]
