@@ -179,6 +179,10 @@ def activity_worker(
         help="Activity attempts this process runs at once, one fresh sandbox each.",
     )] = None,
     sandbox_min_boundary: MinBoundary = None,
+    metrics_port: Annotated[int | None, typer.Option(
+        "--metrics-port", envvar="TENANTRY_WORKER_METRICS_PORT",
+        help="Serve this dispatcher's /metrics (operator token) on this port; off by default.",
+    )] = None,
 ) -> None:
     """Run the activity dispatcher: claim tenants' activity tasks (each tenant under its
     max_activity_slots) and run each attempt in a fresh sandbox. Refuses to start below
@@ -187,7 +191,8 @@ def activity_worker(
 
     settings = _settings(database_url=database_url, data_dir=data_dir,
                          activity_worker_slots=slots,
-                         sandbox_min_boundary=sandbox_min_boundary)
+                         sandbox_min_boundary=sandbox_min_boundary,
+                         worker_metrics_port=metrics_port)
     _run(lambda: activities.serve(settings))
 
 

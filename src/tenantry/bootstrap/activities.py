@@ -5,7 +5,8 @@ same dispatcher (:func:`run_dispatcher`) as one of its services.
 Production, like ``tenantry worker``: it refuses to start below
 TENANTRY_SANDBOX_MIN_BOUNDARY, with no sandbox backend at all, without the vault's master
 key (activities read their scoped secrets from the vault) or with migrations pending —
-each a one-line error, never a traceback."""
+each a one-line error, never a traceback. With ``--metrics-port`` it serves its attempts by
+outcome on ``/metrics`` there (the operator token), as ``tenantry worker`` does its own."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
+import uvicorn
+
 from tenantry import logs
 from tenantry.bootstrap import StartupFailed
 from tenantry.bootstrap.database import ResolvedDatabase, pending_migrations, resolve_database
-from tenantry.bootstrap.secrets import master_key
-from tenantry.bootstrap.services import run_until_signalled
+from tenantry.bootstrap.secrets import master_key, operator_token
+from tenantry.bootstrap.services import ApiServer, Service, api_service, run_until_signalled
 from tenantry.config import Settings
 from tenantry.db import DATABASE_DOWN, Database
 from tenantry.db.outage import Outage
@@ -58,7 +61,17 @@ async def _serve(settings: Settings, database: ResolvedDatabase, master: MasterK
     if missing:
         raise StartupFailed(f"{missing} migration(s) pending; run 'tenantry migrate'")
     plan = DispatcherPlan(database.app_dsn, master, backend)
-    await run_until_signalled(lambda stop: run_dispatcher(settings, plan, stop))
+    metrics = WorkerMetrics()
+    services: list[Service] = [lambda stop: run_dispatcher(settings, plan, stop,
+                                                           metrics=metrics)]
+    if settings.worker_metrics_port:
+        from tenantry.telemetry.http import metrics_app
+
+        services.append(api_service(ApiServer(uvicorn.Config(
+            metrics_app(metrics, operator_token(settings)), host=settings.host,
+            port=settings.worker_metrics_port, log_config=None, access_log=False,
+            lifespan="off"))))
+    await run_until_signalled(*services)
 
 
 @dataclass(frozen=True, slots=True)
