@@ -292,3 +292,34 @@ async def test_a_cancel_recorded_while_a_dead_dispatcher_held_the_task_starts_no
     assert shown["attempts"] == 0 and shown["result"] is None
     assert await _event_types(api, h, task) == ["RunCreated", "CancelRequested",
                                                 "RunCancelled"]
+
+
+async def test_hostile_query_values_on_the_new_routes_are_400_or_404_never_5xx(
+    api: Api,
+) -> None:
+    _, h = await api.tenant()
+    await _publish(api, h, "echo")
+    task = await _enqueue(api, h, "echo")
+    huge = "9" * 40
+    everywhere = ("cursor=%00", f"limit={huge}", "limit=%00", "limit=-1", "cursor=",
+                  "cursor=" + "a" * 257)
+    lists = {  # cursors that could not have come from that list (a name, an id, a seq)
+        "/v1/activities": ("cursor=a%2Fb", "cursor=-x", "cursor=" + "a" * 129),
+        "/v1/activity-tasks": (f"cursor={huge}", "cursor=run_" + "g" * 32, "cursor=echo"),
+        f"/v1/activity-tasks/{task}/attempts": (f"cursor={huge}", "cursor=0", "cursor=1.5"),
+    }
+    for url, own in lists.items():
+        for query in (*everywhere, *own):
+            r = await api.client.get(f"{url}?{query}", headers=h)
+            assert r.status_code == 400, (url, query, r.text)
+            assert r.headers["content-type"].startswith("application/problem+json")
+    for query in ("activity=%00", f"status={huge}", "dead_lettered=%00",
+                  "activity=" + "a" * 129):
+        r = await api.client.get(f"/v1/activity-tasks?{query}", headers=h)
+        assert r.status_code == 400, (query, r.text)
+    for path in (f"run_{huge}", "%00", "run_" + "0" * 31 + "%00", huge):
+        for method, suffix in (("GET", "/attempts"), ("POST", "/cancel")):
+            r = await api.client.request(method, f"/v1/activity-tasks/{path}{suffix}",
+                                         headers=h)
+            assert r.status_code == 404, (method, path, r.text)
+    assert (await _task(api, h, task))["status"] == "queued"
