@@ -378,6 +378,27 @@ END
 $$;
 
 --
+-- Name: tenantry_console_dead_letters(text, uuid, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_console_dead_letters(p_tenant text, p_before uuid, p_limit integer) RETURNS TABLE(tenant_id text, tenant_name text, plan text, run_id uuid, activity text, version integer, error jsonb, created_at timestamp with time zone, updated_at timestamp with time zone)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    SELECT r.tenant_id, t.name, t.plan, r.run_id, a.name, r.agent_version, r.error,
+           r.created_at, r.updated_at
+    FROM public.runs r
+    JOIN public.tenants t ON t.tenant_id = r.tenant_id
+    JOIN public.agents a ON a.tenant_id = r.tenant_id AND a.agent_id = r.agent_id
+    WHERE r.status = 'waiting' AND r.kind = 'activity'
+      AND coalesce((r.error->>'dead_lettered')::boolean, false)
+      AND (p_tenant IS NULL OR r.tenant_id = p_tenant)
+      AND (p_before IS NULL OR r.run_id < p_before)
+    ORDER BY r.run_id DESC
+    LIMIT least(greatest(p_limit, 1), 200)
+$$;
+
+--
 -- Name: tenantry_console_flagged_versions(text[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -560,6 +581,23 @@ CREATE FUNCTION public.tenantry_current_tenant() RETURNS text
     LANGUAGE sql STABLE
     AS $$
     SELECT NULLIF(current_setting('tenantry.tenant_id', true), '')
+$$;
+
+--
+-- Name: tenantry_dead_letter_gauge(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_dead_letter_gauge() RETURNS TABLE(tenant_class text, dead_lettered bigint)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    SELECT t.plan, count(r.run_id)
+    FROM public.tenants t
+    LEFT JOIN public.runs r
+      ON r.tenant_id = t.tenant_id AND r.status = 'waiting' AND r.kind = 'activity'
+     AND coalesce((r.error->>'dead_lettered')::boolean, false)
+    GROUP BY t.plan
+    ORDER BY t.plan
 $$;
 
 --

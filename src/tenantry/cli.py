@@ -179,6 +179,10 @@ def activity_worker(
         help="Activity attempts this process runs at once, one fresh sandbox each.",
     )] = None,
     sandbox_min_boundary: MinBoundary = None,
+    metrics_port: Annotated[int | None, typer.Option(
+        "--metrics-port", envvar="TENANTRY_WORKER_METRICS_PORT",
+        help="Serve this dispatcher's /metrics (operator token) on this port; off by default.",
+    )] = None,
 ) -> None:
     """Run the activity dispatcher: claim tenants' activity tasks (each tenant under its
     max_activity_slots) and run each attempt in a fresh sandbox. Refuses to start below
@@ -187,7 +191,8 @@ def activity_worker(
 
     settings = _settings(database_url=database_url, data_dir=data_dir,
                          activity_worker_slots=slots,
-                         sandbox_min_boundary=sandbox_min_boundary)
+                         sandbox_min_boundary=sandbox_min_boundary,
+                         worker_metrics_port=metrics_port)
     _run(lambda: activities.serve(settings))
 
 
@@ -206,8 +211,9 @@ def up(
     sse_max_streams: SseMaxStreams = None, sse_max_streams_per_tenant: SseMaxStreamsPerTenant
     = None, console_secure_cookie: ConsoleSecureCookie = None,
 ) -> None:
-    """Run the whole platform: (embedded) Postgres, migrations, the API and a worker
-    (development: a sandbox boundary below --sandbox-min-boundary is a warning)."""
+    """Run the whole platform: (embedded) Postgres, migrations, the API, a worker and the
+    activity dispatcher (development: a sandbox boundary below --sandbox-min-boundary is a
+    warning)."""
     settings = _settings(database_url=database_url, data_dir=data_dir, host=host, port=port,
                          console_database_url=console_database_url,
                          operator_token=operator_token, worker_concurrency=concurrency,
@@ -220,15 +226,15 @@ def up(
                          sse_max_streams_per_tenant=sse_max_streams_per_tenant,
                          console_secure_cookie=console_secure_cookie)
     _serve(settings, migrate=True, demo=demo, api=True, workers=settings.workers,
-           production=False)
+           production=False, activities=True)
 
 
 def _serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers: int,
-           production: bool) -> None:
+           production: bool, activities: bool = False) -> None:
     from tenantry.bootstrap import process
 
     _run(lambda: process.serve(settings, migrate=migrate, demo=demo, api=api, workers=workers,
-                               production=production))
+                               production=production, activities=activities))
 
 
 @app.command()

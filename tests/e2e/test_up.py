@@ -4,6 +4,7 @@ then shut down cleanly."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import re
 import shlex
@@ -20,6 +21,7 @@ import pytest
 from tenantry.db.embedded import EmbeddedPostgres
 from tests.support.api import free_port
 from tests.support.sse import read_sse
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.e2e
 TOKEN = "op_e2e_token"
@@ -138,3 +140,54 @@ async def test_up_serves_tenants_with_logins_that_are_no_superuser(
         await conn.close()
     assert {r["usename"] for r in logins} == {"tenantry_login", "tenantry_console_login"}
     assert not any(r["rolsuper"] or r["rolbypassrls"] for r in logins)
+
+
+ACTIVITY = """
+def handle(value, context):
+    return {"doubled": value["n"] * 2, "key": context.idempotency_key}
+"""
+
+
+async def test_up_runs_the_activity_dispatcher_and_stops_it_with_the_platform(
+    platform: tuple[str, subprocess.Popen[str], Path],
+) -> None:
+    """A task published and enqueued over HTTP is run by the dispatcher inside `up` (on
+    the backend `up` chose), its attempt is counted on /metrics, and SIGTERM stops all."""
+    base, proc, _ = platform
+    assert proc.stdout is not None
+    banner = ""
+    while "console:" not in banner:
+        line = await asyncio.to_thread(proc.stdout.readline)
+        assert line, "banner ended early"
+        banner += line
+    shown = re.search(r"^activity dispatcher: (\d+) slots on (\w+)", banner, re.MULTILINE)
+    assert shown is not None, banner
+    assert shown[1] == "4"  # TENANTRY_ACTIVITY_WORKER_SLOTS's default
+    op = {"Authorization": f"Bearer {TOKEN}"}
+    async with httpx2.AsyncClient(base_url=base, timeout=10) as c:
+        tenant = (await c.post("/admin/v1/tenants", json={"name": "Acts"}, headers=op)).json()
+        key = (await c.post(f"/admin/v1/tenants/{tenant['tenant_id']}/api-keys",
+                            headers=op)).json()["api_key"]
+        h = {"Authorization": f"Bearer {key}"}
+        code = base64.b64encode(ACTIVITY.encode()).decode()
+        r = await c.post("/v1/activities", headers=h, json={
+            "name": "double", "files": {"main.py": code}, "entrypoint": "main.py:handle"})
+        assert r.status_code == 201, r.text
+        r = await c.post("/v1/activity-tasks", headers=h,
+                         json={"activity": "double", "input": {"n": 21}})
+        assert r.status_code == 202, r.text
+        task = r.json()
+        async def ended() -> bool:
+            status = (await c.get(task["task_url"], headers=h)).json()["status"]
+            return status in ("finished", "failed", "cancelled")
+        await until(ended, "the dispatcher inside `up` ends the task", 120.0)
+        got = (await c.get(task["task_url"], headers=h)).json()
+        assert got["status"] == "finished", got
+        assert got["result"] == {"doubled": 42, "key": f"{task['task_id']}:double"}
+        metrics = (await c.get("/metrics", headers=op)).text
+        assert 'tenantry_activity_attempts_total{outcome="completed"} 1' in metrics, metrics
+        assert re.search(r'^tenantry_activity_dead_letters\{tenant_class="[^"]+"\} 0$',
+                         metrics, re.MULTILINE), metrics
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-2000:]

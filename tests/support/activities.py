@@ -1,16 +1,26 @@
-"""Activities for tests: publish one over HTTP, and look at the tasks a run's tool calls
-enqueued (ADR 0015)."""
+"""Activities for tests: publish one over HTTP (or build a version body from source text),
+look at the tasks a run's tool calls enqueued (ADR 0015), and a real dispatcher over a
+warm-pooled driver with test-sized timings."""
 
 from __future__ import annotations
 
 import base64
 import textwrap
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import asyncpg
 
+from tenantry.db import Database
 from tenantry.ids import RunId
-from tests.support.api import Api
+from tenantry.sandbox import probe as sandbox_probe
+from tenantry.sandbox.pool import PooledDriver
+from tenantry.store.dispatcher import Dispatcher
+from tenantry.vault import Vault
+from tests.support.api import TEST_MASTER_KEY, Api
+from tests.support.sandbox import TEST_LIMITS, require, sandbox_settings
 
 #: Returns what the guest saw: its key and its input.
 ECHO_KEY = """
@@ -22,7 +32,7 @@ def handle(value, context):
 async def publish_activity(api: Api, headers: dict[str, str], name: str, code: str,
                            **settings: Any) -> dict[str, Any]:
     body = {"name": name, "entrypoint": "main.py:handle",
-            "files": {"main.py": base64.b64encode(textwrap.dedent(code).encode()).decode()},
+            "files": {"main.py": b64(code)},
             "timeout_seconds": 60, **settings}
     r = await api.client.post("/v1/activities", json=body, headers=headers)
     assert r.status_code == 201, r.text
@@ -37,3 +47,43 @@ async def tasks_of(admin_conn: asyncpg.Connection, run_id: str) -> list[asyncpg.
         " FROM runs r JOIN runs p ON p.tenant_id = r.tenant_id AND p.run_id = r.parent_run_id"
         " WHERE r.kind = 'activity' AND r.parent_run_id = $1 ORDER BY r.created_at",
         RunId.parse(run_id).uuid))
+
+
+def b64(source: str) -> str:
+    return base64.b64encode(textwrap.dedent(source).encode()).decode()
+
+
+def version_body(source: str, **over: Any) -> dict[str, Any]:
+    """A POST /v1/activities body (without its name) whose main.py is ``source``."""
+    body: dict[str, Any] = {"files": {"main.py": b64(source)}, "entrypoint": "main.py:handle",
+                            "timeout_seconds": 30,
+                            "retry": {"max_attempts": 2, "backoff_seconds": 0}}
+    body.update(over)
+    return body
+
+
+@asynccontextmanager
+async def pooled_driver(tmp: Path, backend: str = "bwrap") -> AsyncIterator[PooledDriver]:
+    require(backend)
+    settings = sandbox_settings(tmp, backend)
+    pooled = PooledDriver(sandbox_probe.build_backend(backend, settings), pool_size=1,
+                          limits=TEST_LIMITS[backend])
+    pooled.start()
+    try:
+        yield pooled
+    finally:
+        await pooled.close()
+
+
+@asynccontextmanager
+async def dispatching(db: Database, driver: PooledDriver, **over: Any
+                      ) -> AsyncIterator[Dispatcher]:
+    """A started dispatcher (one slot, quick polls), stopped on the way out."""
+    options: dict[str, Any] = {"slots": 1, "poll_seconds": 0.05, "heartbeat_every": 0.2,
+                               "limits": TEST_LIMITS[driver.backend], **over}
+    dispatcher = Dispatcher(db, Vault(db, TEST_MASTER_KEY), driver, **options)
+    dispatcher.start()
+    try:
+        yield dispatcher
+    finally:
+        await dispatcher.stop()

@@ -1,7 +1,8 @@
 """Tenant API: activities (immutable versions of a tenant's code) and their tasks (ADR
 0013). Thin over ``store.activities.ActivityStore``: the bundle's and the settings' rules
 are theirs, answered here as 400 ``validation_error``. A version is answered by its digest
-and its files' names and sizes, never by the code's bytes."""
+and its files' names and sizes, never by the code's bytes. Lists page as every list does
+(``api/pages.py``); a task's attempt log is its own list."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import re
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Response
+from fastapi import APIRouter, Depends, Header, Query, Response
 from pydantic import BaseModel, Field, JsonValue, PrivateAttr, field_validator, model_validator
 
 from tenantry.activities.attempt import MAX_INPUT_BYTES
@@ -26,13 +27,15 @@ from tenantry.activities.versions import (
 )
 from tenantry.api.auth import current_tenant, platform
 from tenantry.api.fields import Body, PositiveInt4, bounded_json
-from tenantry.api.params import parse_or_404, positive_int4_or_404
+from tenantry.api.pages import PageRequest, matching, page_request
+from tenantry.api.params import int4, parse_or_404, positive_int4_or_404
 from tenantry.api.platform import Platform
 from tenantry.api.runs import _OVERLOADED
 from tenantry.errors import NotFound
 from tenantry.ids import RunId, TenantId
+from tenantry.runs.events import RunStatus
 from tenantry.store.activities import NOT_FOUND as TASK_NOT_FOUND
-from tenantry.store.activities import ActivityTask
+from tenantry.store.activities import ActivitySummary, ActivityTask, Attempt
 from tenantry.store.results import Admitted, platform_error
 
 router = APIRouter(tags=["activities"])
@@ -170,6 +173,55 @@ class TaskOut(BaseModel):
                                             "again until requeued.")
     created_at: datetime
     finished_at: datetime | None
+    cancel_requested: bool = Field(description="A cancel was asked while an attempt ran: "
+                                               "no further attempt starts.")
+
+
+class ActivitySummaryOut(BaseModel):
+    name: str
+    latest_version: int
+    created_at: datetime = Field(description="When version 1 was published.")
+    updated_at: datetime = Field(description="When the latest version was published.")
+
+
+class ActivityList(BaseModel):
+    data: list[ActivitySummaryOut]
+    next_cursor: str | None
+
+
+class TaskList(BaseModel):
+    data: list[TaskOut]
+    next_cursor: str | None
+
+
+class AttemptOut(BaseModel):
+    seq: int = Field(description="The attempt's place in the task's event log.")
+    attempt: int
+    status: str = Field(description="completed, retryable or failed.")
+    error: str | None
+    exit_code: int | None
+    killed_sandbox: bool = Field(description="A kill or crash ended it (what dead-letters "
+                                             "a task).")
+    stdout: str = Field(description="The step's output, capped for the log.")
+    stderr: str
+    duration_ms: float
+    at: datetime
+
+
+class AttemptList(BaseModel):
+    data: list[AttemptOut]
+    next_cursor: str | None = Field(description="The last attempt's seq when the page is "
+                                                "full.")
+
+
+_ACTIVITY_CURSOR = matching(NAME_RE)
+
+
+def _seq_cursor(text: str) -> int:
+    value = int4(text)
+    if value is None or value < 1:
+        raise ValueError("not a seq")
+    return value
 
 
 def _activity_out(found: ActivityVersion) -> ActivityOut:
@@ -191,7 +243,19 @@ def _task_out(task: ActivityTask) -> TaskOut:
         task_id=str(task.task_id), activity=task.name, version=task.version,
         status=task.status.value, input=task.input, result=task.result, error=task.error,
         attempts=task.attempts, last_error=task.last_error, dead_lettered=task.dead_lettered,
-        created_at=task.created_at, finished_at=task.finished_at)
+        created_at=task.created_at, finished_at=task.finished_at,
+        cancel_requested=task.cancel_requested)
+
+
+def _summary_out(found: ActivitySummary) -> ActivitySummaryOut:
+    return ActivitySummaryOut(name=found.name, latest_version=found.latest_version,
+                              created_at=found.created_at, updated_at=found.updated_at)
+
+
+def _attempt_out(a: Attempt) -> AttemptOut:
+    return AttemptOut(seq=a.seq, attempt=a.attempt, status=a.status, error=a.error,
+                      exit_code=a.exit_code, killed_sandbox=a.killed_sandbox, stdout=a.stdout,
+                      stderr=a.stderr, duration_ms=a.duration_ms, at=a.at)
 
 
 def _name_or_404(name: str) -> str:
@@ -225,6 +289,18 @@ async def create_version(
     found = await p.activities.publish(tenant, name, body.bundle(), body.settings())
     response.headers["Location"] = f"/v1/activities/{found.name}/versions/{found.version}"
     return _activity_out(found)
+
+
+@router.get("/v1/activities", response_model=ActivityList)
+async def list_activities(
+    page: PageRequest = Depends(page_request),
+    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+) -> ActivityList:
+    """The tenant's activities by name, each with its latest version."""
+    found = await p.activities.activities(tenant, after=page.position(_ACTIVITY_CURSOR),
+                                          limit=page.limit)
+    return ActivityList(data=[_summary_out(a) for a in found],
+                        next_cursor=page.next_cursor(found, lambda a: a.name))
 
 
 @router.get("/v1/activities/{name}", response_model=ActivityOut)
@@ -267,6 +343,25 @@ async def enqueue_task(
                        task_url=f"/v1/activity-tasks/{result.task_id}")
 
 
+@router.get("/v1/activity-tasks", response_model=TaskList)
+async def list_tasks(
+    page: PageRequest = Depends(page_request),
+    status: RunStatus | None = Query(None, description="Only tasks in this status (a dead "
+                                                       "letter's is `waiting`)."),
+    dead_lettered: bool | None = Query(None, description="true: only dead letters; false: "
+                                                         "none of them."),
+    activity: str | None = Query(None, max_length=128, pattern=NAME_RE,
+                                 description="Only tasks of this activity."),
+    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+) -> TaskList:
+    """The tenant's activity tasks, newest first."""
+    found = await p.activities.tasks(tenant, before=page.position(RunId.parse), status=status,
+                                     dead_lettered=dead_lettered, activity=activity,
+                                     limit=page.limit)
+    return TaskList(data=[_task_out(t) for t in found],
+                    next_cursor=page.next_cursor(found, lambda t: str(t.task_id)))
+
+
 @router.get("/v1/activity-tasks/{task_id}", response_model=TaskOut)
 async def get_task(
     task_id: str, tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
@@ -284,3 +379,31 @@ async def requeue_task(
     task = parse_or_404(RunId, task_id, TASK_NOT_FOUND)
     await p.activities.requeue(tenant, task)
     return _task_out(await p.activities.get(tenant, task))
+
+
+@router.get("/v1/activity-tasks/{task_id}/attempts", response_model=AttemptList)
+async def list_attempts(
+    task_id: str, page: PageRequest = Depends(page_request),
+    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+) -> AttemptList:
+    """The task's attempt log, oldest first: each attempt's outcome, exit code, whether it
+    killed its sandbox, and its output as capped for the log."""
+    task = parse_or_404(RunId, task_id, TASK_NOT_FOUND)
+    after = page.position(_seq_cursor) or 0
+    found = await p.activities.attempts(tenant, task, after=after, limit=page.limit)
+    return AttemptList(data=[_attempt_out(a) for a in found],
+                       next_cursor=page.next_cursor(found, lambda a: str(a.seq)))
+
+
+@router.post("/v1/activity-tasks/{task_id}/cancel", response_model=TaskOut, responses={
+    409: {"description": "`conflict`: the task already ended (finished, failed or "
+                         "cancelled); `task_status` says how."}})
+async def cancel_task(
+    task_id: str, tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+) -> TaskOut:
+    """Cancel a task. Queued, waiting for its backoff or dead-lettered: `cancelled` at
+    once. Running: the attempt in flight is not killed; `cancel_requested` is set, no
+    further attempt starts, and the task ends `cancelled` — unless that attempt completes,
+    whose result is kept (`finished`). Asking again while it runs changes nothing."""
+    task = parse_or_404(RunId, task_id, TASK_NOT_FOUND)
+    return _task_out(await p.activities.cancel(tenant, task))

@@ -3,7 +3,9 @@
 The database's gauges (queue depth and age, leases held, runs by status), plus what the
 worker loops running in this same process counted (``tenantry up``): queue waits, step
 platform time, model calls and errors, breakers, the sandbox pool, budget refusals — and
-the shedding level this API process answers new runs with, and its open event streams. A
+the shedding level this API process answers new runs with, and its open event streams,
+dead-lettered activity tasks by tenant class (read through the console's pool) and, in
+``tenantry up``, the activity dispatcher's attempts by outcome. A
 standalone ``tenantry worker`` serves its own figures on ``--metrics-port``. Every tenant
 label is a tenant *class* (plan), never a tenant id."""
 
@@ -15,6 +17,7 @@ from fastapi.responses import PlainTextResponse
 from tenantry.api.auth import operator, platform
 from tenantry.api.platform import Platform
 from tenantry.scheduler import metrics, shedding
+from tenantry.telemetry.activities import render_dead_letters
 from tenantry.telemetry.registry import merge
 
 router = APIRouter(tags=["operator"], dependencies=[Depends(operator)])
@@ -25,6 +28,7 @@ router = APIRouter(tags=["operator"], dependencies=[Depends(operator)])
 async def get_metrics(p: Platform = Depends(platform)) -> PlainTextResponse:
     """Gauges and counters labelled by tenant class (plan), never by tenant id."""
     text = await metrics.render(p.db) + await metrics.render_runs(p.db)
+    text += await render_dead_letters(p.cross_tenant_db)
     if p.cell is not None:
         text += await shedding.render(p.cell.load)
     text += p.streams.render()

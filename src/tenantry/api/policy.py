@@ -18,7 +18,8 @@ from tenantry.errors import ValidationFailed
 from tenantry.ids import TenantId
 from tenantry.ledger import usage
 from tenantry.scheduler import policy
-from tenantry.scheduler.policy import TenantPolicy
+from tenantry.scheduler.policy import DEFAULT_ACTIVITY_SLOTS, TenantPolicy
+from tenantry.store.activities import MAX_ACTIVITY_SLOTS
 
 admin_router = APIRouter(prefix="/admin/v1", tags=["operator"],
                          dependencies=[Depends(operator)])
@@ -45,6 +46,10 @@ class PolicyIn(Body):
     approval_ttl_seconds: int = Field(default=7 * 24 * 3600, ge=60, le=90 * 24 * 3600,
                                       description="How long an approval waits for a "
                                                   "decision.")
+    max_activity_slots: int = Field(default=DEFAULT_ACTIVITY_SLOTS, ge=1,
+                                    le=MAX_ACTIVITY_SLOTS,
+                                    description="Activity attempts running at once, across "
+                                                "every dispatcher.")
 
 
 class LoadOut(BaseModel):
@@ -71,7 +76,7 @@ def _policy_out(state: policy.PolicyState) -> PolicyOut:
         weight=p.weight, max_running=p.max_running, max_queued=p.max_queued,
         tokens_per_minute=p.tokens_per_minute,
         monthly_spend_cap_micros=p.monthly_spend_cap_micros,
-        approval_ttl_seconds=p.approval_ttl_seconds,
+        approval_ttl_seconds=p.approval_ttl_seconds, max_activity_slots=p.max_activity_slots,
         load=LoadOut(queued=load.queued, running=load.running, waiting=load.waiting,
                      month_spend_micros=load.month_spend_micros,
                      reserved_micros=load.reserved_micros, bucket_tokens=load.bucket_tokens),

@@ -1,27 +1,35 @@
 """What ``tenantry activity-worker`` runs (ADR 0013): the activity dispatcher over a warm
-pool of the strongest sandbox backend here, until SIGINT/SIGTERM.
+pool of the strongest sandbox backend here, until SIGINT/SIGTERM. ``tenantry up`` runs the
+same dispatcher (:func:`run_dispatcher`) as one of its services.
 
 Production, like ``tenantry worker``: it refuses to start below
 TENANTRY_SANDBOX_MIN_BOUNDARY, with no sandbox backend at all, without the vault's master
 key (activities read their scoped secrets from the vault) or with migrations pending —
-each a one-line error, never a traceback."""
+each a one-line error, never a traceback. With ``--metrics-port`` it serves its attempts by
+outcome on ``/metrics`` there (the operator token), as ``tenantry worker`` does its own."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
+
+import uvicorn
 
 from tenantry import logs
 from tenantry.bootstrap import StartupFailed
 from tenantry.bootstrap.database import ResolvedDatabase, pending_migrations, resolve_database
-from tenantry.bootstrap.secrets import master_key
-from tenantry.bootstrap.services import run_until_signalled
+from tenantry.bootstrap.secrets import master_key, operator_token
+from tenantry.bootstrap.services import ApiServer, Service, api_service, run_until_signalled
 from tenantry.config import Settings
 from tenantry.db import DATABASE_DOWN, Database
+from tenantry.db.outage import Outage
 from tenantry.db.reach import check_database, describe_failure
 from tenantry.sandbox import probe as sandbox_probe
 from tenantry.sandbox.pool import PooledDriver
 from tenantry.store.dispatcher import Dispatcher
+from tenantry.telemetry.activities import watch_dispatcher
+from tenantry.telemetry.worker import WorkerMetrics
 from tenantry.vault import MasterKey, Vault
 
 logger = logging.getLogger(__name__)
@@ -52,28 +60,60 @@ async def _serve(settings: Settings, database: ResolvedDatabase, master: MasterK
     missing = await pending_migrations(database.dsn)
     if missing:
         raise StartupFailed(f"{missing} migration(s) pending; run 'tenantry migrate'")
-    db = await Database.connect(database.app_dsn, role=settings.db_role or None,
-                                min_size=1, max_size=min(settings.db_pool_max,
-                                                         settings.activity_worker_slots + 2))
-    limits = sandbox_probe.default_limits(settings)
-    driver = PooledDriver(sandbox_probe.build_backend(backend, settings),
-                          pool_size=settings.sandbox_pool_size, limits=limits)
-    driver.start()
-    dispatcher = Dispatcher(db, Vault(db, master), driver,
-                            slots=settings.activity_worker_slots,
-                            claim_batch=settings.activity_worker_slots,
-                            lease_seconds=float(settings.lease_seconds), limits=limits)
+    plan = DispatcherPlan(database.app_dsn, master, backend)
+    metrics = WorkerMetrics()
+    services: list[Service] = [lambda stop: run_dispatcher(settings, plan, stop,
+                                                           metrics=metrics)]
+    if settings.worker_metrics_port:
+        from tenantry.telemetry.http import metrics_app
 
-    async def dispatching(stop: asyncio.Event) -> None:
-        dispatcher.start()
-        logger.info("activity worker started", extra={
-            "worker": dispatcher.worker_id, "backend": backend,
-            "slots": settings.activity_worker_slots})
-        await stop.wait()
-        await dispatcher.stop()
+        services.append(api_service(ApiServer(uvicorn.Config(
+            metrics_app(metrics, operator_token(settings)), host=settings.host,
+            port=settings.worker_metrics_port, log_config=None, access_log=False,
+            lifespan="off"))))
+    await run_until_signalled(*services)
 
+
+@dataclass(frozen=True, slots=True)
+class DispatcherPlan:
+    """What a dispatcher is started with: the serving login's DSN (never the owner's),
+    the vault's master key and the sandbox backend chosen for this process."""
+
+    dsn: str
+    master: MasterKey
+    backend: str
+
+
+async def run_dispatcher(settings: Settings, plan: DispatcherPlan, stop: asyncio.Event, *,
+                         metrics: WorkerMetrics | None = None,
+                         outage: Outage | None = None) -> None:
+    """The dispatcher until ``stop``: its own pool and warm sandbox pool, its slots from
+    TENANTRY_ACTIVITY_WORKER_SLOTS. Stopping cancels the attempts in flight (their
+    sandboxes are destroyed, their tasks go back uncounted). ``metrics``: the process's,
+    to show its attempts by outcome on /metrics; ``outage``: the process's record of
+    database outages."""
+    slots = settings.activity_worker_slots
+    db = await Database.connect(plan.dsn, role=settings.db_role or None, min_size=1,
+                                max_size=min(settings.db_pool_max, slots + 2), outage=outage)
     try:
-        await run_until_signalled(dispatching)
+        limits = sandbox_probe.default_limits(settings)
+        driver = PooledDriver(sandbox_probe.build_backend(plan.backend, settings),
+                              pool_size=settings.sandbox_pool_size, limits=limits)
+        driver.start()
+        dispatcher = Dispatcher(db, Vault(db, plan.master), driver, slots=slots,
+                                claim_batch=slots, lease_seconds=float(settings.lease_seconds),
+                                limits=limits)
+        unwatch = (watch_dispatcher(metrics.registry, lambda: dispatcher.outcomes)
+                   if metrics is not None else None)
+        try:
+            dispatcher.start()
+            logger.info("activity dispatcher started", extra={
+                "worker": dispatcher.worker_id, "backend": plan.backend, "slots": slots})
+            await stop.wait()
+            await dispatcher.stop()
+        finally:
+            if unwatch is not None:
+                unwatch()
+            await driver.close()
     finally:
-        await driver.close()
         await db.close()

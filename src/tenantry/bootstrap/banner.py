@@ -10,9 +10,11 @@ from tenantry.bootstrap.demo import Demo
 
 
 def banner(base: str, token: str | None, demo: Demo | None, db_kind: str,
-           warnings: list[str] | None = None) -> str:
-    """``warnings``: lines to read before anything else (a weaker sandbox boundary)."""
+           warnings: list[str] | None = None, *, running: list[str] | None = None) -> str:
+    """``warnings``: lines to read before anything else (a weaker sandbox boundary);
+    ``running``: what else this process runs (the activity dispatcher, or why not)."""
     lines = [f"Tenantry {__version__} on {base} (Postgres: {db_kind})", *(warnings or []),
+             *(running or []),
              f"operator token: {token or '(as configured in TENANTRY_OPERATOR_TOKEN)'}",
              f"console: {base}/console (log in with the operator token)"]
     if demo is not None:

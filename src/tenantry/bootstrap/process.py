@@ -3,7 +3,9 @@ database check to the signal that stops it.
 
 ``worker`` is production: it refuses to start when the sandbox boundary it would get is
 below TENANTRY_SANDBOX_MIN_BOUNDARY. ``up`` is development: it starts anyway, with the
-warning in its banner. (``api`` runs no worker loops, so no sandboxes.)
+warning in its banner. (``api`` runs no worker loops, so no sandboxes.) ``up`` also runs
+the activity dispatcher (``tenantry activity-worker``'s, on the backend its worker loops
+got), and its banner says so — or why it is off.
 
 Before anything serves, the database is checked alone: a database that is missing,
 unreachable or refuses us is one line naming where and what to do, not a traceback from
@@ -17,6 +19,7 @@ import uvicorn
 
 from tenantry import logs
 from tenantry.bootstrap import StartupFailed
+from tenantry.bootstrap.activities import DispatcherPlan, run_dispatcher
 from tenantry.bootstrap.api import build_app
 from tenantry.bootstrap.banner import banner
 from tenantry.bootstrap.database import (
@@ -40,12 +43,13 @@ from tenantry.sandbox import probe as sandbox_probe
 
 
 def serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers: int,
-          production: bool) -> None:
+          production: bool, activities: bool = False) -> None:
     """Run until SIGINT/SIGTERM: the API if ``api``, ``workers`` worker loops; ``migrate``
     (``up``) brings the schema current first, else a schema behind is refused. Raises a
     :class:`~tenantry.errors.TenantryError` whose detail is the one line to show.
     ``production``: worker loops need the minimum sandbox boundary, checked before
-    anything starts (else a warning line in the banner)."""
+    anything starts (else a warning line in the banner). ``activities``: run the activity
+    dispatcher too (``up``), when a sandbox backend and the vault's master key are here."""
     logs.configure(settings.log_format)
     warnings: list[str] = []
     if workers and production:
@@ -58,9 +62,10 @@ def serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers: 
         master_key(settings, create=True)
     database = resolve_database(settings)
     try:
+        dispatcher = _dispatcher_plan(settings, database) if activities else None
         asyncio.run(_serve(settings, database, migrate=migrate, demo=demo, api=api,
                            workers=workers, generated_token=generated_token,
-                           warnings=warnings))
+                           warnings=warnings, dispatcher=dispatcher))
     except DATABASE_DOWN as exc:  # it went away after the check, before serving
         raise StartupFailed(describe_failure(database.dsn, exc)) from None
     finally:
@@ -70,7 +75,9 @@ def serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers: 
 async def _serve(
     settings: Settings, database: ResolvedDatabase, *, migrate: bool, demo: bool, api: bool,
     workers: int, generated_token: bool, warnings: list[str],
+    dispatcher: DispatcherPlan | str | None = None,
 ) -> None:
+    """``dispatcher``: the activity dispatcher to run, or the line saying why it is off."""
     await check_database(database.dsn)
     if migrate:
         await apply_migrations(database.dsn)
@@ -92,7 +99,8 @@ async def _serve(
         demo_info = await ensure_demo(dsn, settings) if demo else None
         base = f"http://{settings.host}:{settings.port}"
         print(banner(base, settings.operator_token if generated_token else None, demo_info,
-                     database.kind, warnings), flush=True)
+                     database.kind, warnings, running=_running(settings, dispatcher)),
+              flush=True)
         services.append(_api(settings, dsn, database.console_dsn, local, outage))
     # One metrics object for the process: the API's /metrics renders it with the database
     # gauges; a standalone worker serves it on --metrics-port.
@@ -107,8 +115,34 @@ async def _serve(
             lifespan="off"))))
     for _ in range(workers):
         services.append(lambda stop: run_worker(settings, dsn, stop, local, metrics, outage))
+    if isinstance(dispatcher, DispatcherPlan):
+        plan = dispatcher
+        services.append(lambda stop: run_dispatcher(settings, plan, stop, metrics=metrics,
+                                                    outage=outage))
     await run_until_signalled(*services)
     metrics.spans.shutdown()
+
+
+def _dispatcher_plan(settings: Settings, database: ResolvedDatabase) -> DispatcherPlan | str:
+    """The dispatcher ``up`` runs: on the sandbox backend its worker loops use (the same
+    probe), or the banner line saying why there is none."""
+    backend = sandbox_probe.boundary(settings).backend
+    if backend is None:
+        return ("activity dispatcher: off (no sandbox backend works here; see "
+                "`tenantry sandbox probe`)")
+    master = master_key(settings)
+    if master is None:
+        return "activity dispatcher: off (no vault master key: set TENANTRY_MASTER_KEY)"
+    return DispatcherPlan(database.app_dsn, master, backend)
+
+
+def _running(settings: Settings, dispatcher: DispatcherPlan | str | None) -> list[str]:
+    if dispatcher is None:
+        return []
+    if isinstance(dispatcher, str):
+        return [dispatcher]
+    return [f"activity dispatcher: {settings.activity_worker_slots} slots on "
+            f"{dispatcher.backend} (TENANTRY_ACTIVITY_WORKER_SLOTS)"]
 
 
 def _api(settings: Settings, dsn: str, console_dsn: str, local: LocalWorkers | None,

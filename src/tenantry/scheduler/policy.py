@@ -18,6 +18,8 @@ from tenantry.ids import TenantId
 Q = load(__package__)
 
 DEFAULT_APPROVAL_TTL_SECONDS = 7 * 24 * 3600
+#: As migration 0020's column default.
+DEFAULT_ACTIVITY_SLOTS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +28,8 @@ class TenantPolicy:
     tenant borrows idle slots (the library API calls it ``max_leases``). ``max_queued``: runs
     not yet ended — queued, running or waiting — beyond which new runs are refused (the
     library API calls it ``max_non_terminal``). ``weight``: its share when slots are
-    contended. ``tokens_per_minute`` and ``monthly_spend_cap_micros``: None is no limit."""
+    contended. ``tokens_per_minute`` and ``monthly_spend_cap_micros``: None is no limit.
+    ``max_activity_slots``: its activity attempts at once, across every dispatcher."""
 
     weight: int = 1
     max_running: int = 100
@@ -34,6 +37,7 @@ class TenantPolicy:
     tokens_per_minute: int | None = None
     monthly_spend_cap_micros: int | None = None
     approval_ttl_seconds: int = DEFAULT_APPROVAL_TTL_SECONDS
+    max_activity_slots: int = DEFAULT_ACTIVITY_SLOTS
 
     @property
     def max_leases(self) -> int:
@@ -77,6 +81,7 @@ async def get_policy(db: Database, tenant: TenantId) -> PolicyState:
         tokens_per_minute=row["tokens_per_minute"],
         monthly_spend_cap_micros=row["monthly_spend_cap_micros"],
         approval_ttl_seconds=row["approval_ttl_seconds"],
+        max_activity_slots=row["max_activity_slots"],
     )
     bucket = load_row["bucket_tokens"]
     return PolicyState(
@@ -94,7 +99,8 @@ async def set_policy(db: Database, tenant: TenantId, policy: TenantPolicy) -> Po
     async with db.tenant_tx(tenant) as conn:
         done = await conn.execute(
             Q.set_policy, tenant.value, policy.weight, policy.max_running, policy.max_queued,
-            policy.tokens_per_minute, policy.monthly_spend_cap_micros)
+            policy.tokens_per_minute, policy.monthly_spend_cap_micros,
+            policy.max_activity_slots)
         if not done.endswith(" 1"):
             raise NotFound("No tenant with this id.")
         await conn.execute(Q.set_approval_ttl, tenant.value, policy.approval_ttl_seconds)

@@ -1,12 +1,14 @@
 -- name: get_policy
 SELECT p.tenant_id, p.weight, p.max_running, p.max_queued, p.tokens_per_minute,
-       p.monthly_spend_cap_micros, p.updated_at, t.approval_ttl_seconds, t.plan
+       p.monthly_spend_cap_micros, p.max_activity_slots, p.updated_at, t.approval_ttl_seconds,
+       t.plan
 FROM tenant_policies p JOIN tenants t ON t.tenant_id = p.tenant_id
 WHERE p.tenant_id = $1
 
 -- name: set_policy
 UPDATE tenant_policies SET weight = $2, max_running = $3, max_queued = $4,
-    tokens_per_minute = $5, monthly_spend_cap_micros = $6, updated_at = now()
+    tokens_per_minute = $5, monthly_spend_cap_micros = $6, max_activity_slots = $7,
+    updated_at = now()
 WHERE tenant_id = $1
 
 -- name: set_approval_ttl

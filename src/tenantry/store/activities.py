@@ -1,7 +1,9 @@
 """``ActivityStore``: tenants' activities through the library (ADR 0013, DESIGN §11).
 
 Publish an immutable version (``publish``), enqueue tasks of it (``enqueue`` answers the
-store's admission values), read a task (``get``) and requeue a dead letter (``requeue``).
+store's admission values), read a task (``get``), list activities and tasks
+(``activities``, ``tasks``), read a task's attempt log (``attempts``), requeue a dead letter
+(``requeue``) and cancel a task (``cancel``).
 A task is a run of kind ``'activity'`` pinned to its version's agent version, so admission,
 the fair claim and the event log are the runs'; the dispatcher (``store/dispatcher.py``)
 runs its attempts.
@@ -27,9 +29,15 @@ from tenantry.db import Connection, Database
 from tenantry.db.queries import load
 from tenantry.errors import Conflict, NotFound, ValidationFailed
 from tenantry.ids import RunId, TenantId
-from tenantry.runs import log
+from tenantry.runs import activity_calls, log
 from tenantry.runs.activity_step import activity_request
-from tenantry.runs.events import ActivityAttempted, RunResumed, RunStatus
+from tenantry.runs.events import (
+    ActivityAttempted,
+    CancelRequested,
+    RunCancelled,
+    RunResumed,
+    RunStatus,
+)
 from tenantry.runs.service import create_run
 from tenantry.scheduler.admission import CellCapacity
 from tenantry.scheduler.shedding import CellLoad, ShedThresholds
@@ -38,6 +46,8 @@ from tenantry.store.values import PRIORITIES, check_json, check_name
 from tenantry.store.workflow import DEFAULT_MAX_QUEUED_RUNS
 
 Q = load(__package__)
+#: Lists, the attempt log and the cancel (activity_tasks.sql).
+T = load(__package__, "activity_tasks.sql")
 
 NOT_FOUND = "No activity task with this id."
 #: What a requeue writes: attempts and sandbox deaths are counted after the last one.
@@ -65,6 +75,35 @@ class ActivityTask:
     dead_lettered: bool
     created_at: datetime
     finished_at: datetime | None
+    #: A cancel was asked while an attempt ran: no further attempt starts (ADR 0013).
+    cancel_requested: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ActivitySummary:
+    """One activity in a list: its latest version and when versions 1 and latest were
+    published."""
+
+    name: str
+    latest_version: int
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One ``ActivityAttempted`` of a task's log, as the attempt log shows it."""
+
+    seq: int
+    attempt: int
+    status: str
+    error: str | None
+    exit_code: int | None
+    killed_sandbox: bool
+    stdout: str
+    stderr: str
+    duration_ms: float
+    at: datetime
 
 
 class ActivityStore:
@@ -130,13 +169,71 @@ class ActivityStore:
             row = await task_row(conn, tenant, task_id)
         if row is None:
             raise NotFound(NOT_FOUND)
-        error = row["error"]
-        return ActivityTask(
-            task_id=task_id, tenant=tenant, name=row["name"], version=row["agent_version"],
-            status=RunStatus(row["status"]), input=row["input"], result=row["answer"],
-            error=error, attempts=row["attempts"], last_error=row["last_error"],
-            dead_lettered=is_dead_letter(row["status"], error),
-            created_at=row["created_at"], finished_at=row["finished_at"])
+        return _task(tenant, row)
+
+    async def activities(self, tenant: TenantId, *, after: str | None = None,
+                         limit: int = 50) -> list[ActivitySummary]:
+        """By name; ``after``: the last name of the previous page."""
+        async with self.db.tenant_tx(tenant) as conn:
+            rows = await conn.fetch(T.list_activities, tenant.value, after, limit)
+        return [ActivitySummary(r["name"], r["latest_version"], r["created_at"],
+                                r["updated_at"]) for r in rows]
+
+    async def tasks(self, tenant: TenantId, *, before: RunId | None = None,
+                    status: RunStatus | None = None, dead_lettered: bool | None = None,
+                    activity: str | None = None, limit: int = 50) -> list[ActivityTask]:
+        """Newest first; ``before``: the last task id of the previous page. Filters left
+        None do not filter; ``dead_lettered=False`` leaves dead letters out."""
+        async with self.db.tenant_tx(tenant) as conn:
+            rows = await conn.fetch(
+                T.list_tasks, tenant.value, before.uuid if before else None,
+                status.value if status else None, dead_lettered, activity,
+                ActivityAttempted.TYPE.value, limit)
+        return [_task(tenant, r) for r in rows]
+
+    async def attempts(self, tenant: TenantId, task_id: RunId, *, after: int = 0,
+                       limit: int = 50) -> list[Attempt]:
+        """The task's attempts in order, after log seq ``after`` (the previous page's
+        last ``seq``). Another tenant's task, or none, is ``NotFound``."""
+        async with self.db.tenant_tx(tenant) as conn:
+            if await conn.fetchval(T.task_exists, tenant.value, task_id.uuid) is None:
+                raise NotFound(NOT_FOUND)
+            rows = await conn.fetch(T.attempts, tenant.value, task_id.uuid,
+                                    ActivityAttempted.TYPE.value, after, limit)
+        return [Attempt(seq=r["seq"], attempt=r["data"]["attempt"],
+                        status=r["data"]["status"], error=r["data"].get("error"),
+                        exit_code=r["data"].get("exit_code"),
+                        killed_sandbox=bool(r["data"].get("killed_sandbox")),
+                        stdout=r["data"].get("stdout", ""), stderr=r["data"].get("stderr", ""),
+                        duration_ms=float(r["data"].get("duration_ms", 0.0)),
+                        at=r["created_at"]) for r in rows]
+
+    async def cancel(self, tenant: TenantId, task_id: RunId) -> ActivityTask:
+        """Cancel a task. One no dispatcher holds (queued, waiting for its backoff, or
+        dead-lettered) ends ``cancelled`` at once. A running one keeps its attempt (it is
+        not killed mid-step): the cancel is recorded, no further attempt starts, and the
+        dispatcher ends it ``cancelled`` — unless that attempt completes, whose result is
+        kept. Asking again while it runs changes nothing; an ended task is a ``Conflict``;
+        another tenant's is ``NotFound``."""
+        async with self.db.tenant_tx(tenant) as conn:
+            row = await conn.fetchrow(T.lock_for_cancel, tenant.value, task_id.uuid)
+            if row is None:
+                raise NotFound(NOT_FOUND)
+            status = RunStatus(row["status"])
+            if status.terminal:
+                raise Conflict(f"The task already ended as {status.value}.",
+                               task_status=status.value)
+            if not row["cancel_requested"]:
+                await log.append(conn, tenant, task_id, CancelRequested(), epoch=None)
+                await conn.execute(T.mark_cancel_requested, tenant.value, task_id.uuid)
+            if status is not RunStatus.RUNNING:
+                await log.append(conn, tenant, task_id, RunCancelled("cancel_requested"),
+                                 epoch=None)
+                # A tool call's task: the calling run hears of it now (ADR 0015), before
+                # the task's status changes (the lock order of activity_calls).
+                await activity_calls.task_ended(conn, tenant, task_id, "cancelled")
+                await conn.execute(T.cancel_unheld, tenant.value, task_id.uuid)
+        return await self.get(tenant, task_id)
 
     async def requeue(self, tenant: TenantId, task_id: RunId) -> None:
         """Send a dead-lettered task back to the queue with a fresh count of attempts and
@@ -157,6 +254,17 @@ async def task_row(conn: Connection, tenant: TenantId, task_id: RunId) -> asyncp
         Q.activity_task, tenant.value, task_id.uuid, ActivityAttempted.TYPE.value,
         RunResumed.TYPE.value)
     return row
+
+
+def _task(tenant: TenantId, row: asyncpg.Record) -> ActivityTask:
+    error = row["error"]
+    return ActivityTask(
+        task_id=RunId(row["run_id"]), tenant=tenant, name=row["name"],
+        version=row["agent_version"], status=RunStatus(row["status"]), input=row["input"],
+        result=row["answer"], error=error, attempts=row["attempts"],
+        last_error=row["last_error"], dead_lettered=is_dead_letter(row["status"], error),
+        created_at=row["created_at"], finished_at=row["finished_at"],
+        cancel_requested=row["cancel_requested"])
 
 
 def is_dead_letter(status: str, error: Any) -> bool:

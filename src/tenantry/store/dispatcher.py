@@ -12,6 +12,11 @@ a kill or crash that makes ``max_sandbox_deaths`` → dead-lettered (status ``wa
 back to the queue after the backoff, unless it made ``max_attempts`` → failed; failed → the
 tenant's error (``ours: false``).
 
+A cancel (``ActivityStore.cancel``) never kills a running attempt: it takes effect between
+attempts. A task whose cancel is recorded before its attempt starts ends ``cancelled``
+without one; after an attempt, a completed attempt wins (its result is kept) and any other
+outcome ends the task ``cancelled`` instead of a retry, a dead letter or a failure.
+
 It lives in ``store`` beside ``ActivityStore``: it writes the runs' log and leases, which
 sit above ``activities`` in the layers. A tenant's failure never ends the loop.
 """
@@ -37,6 +42,7 @@ from tenantry.runs import lease as run_leases
 from tenantry.runs.events import (
     ActivityAttempted,
     Payload,
+    RunCancelled,
     RunFailed,
     RunFinished,
     RunParked,
@@ -44,6 +50,7 @@ from tenantry.runs.events import (
 )
 from tenantry.runs.lease import Lease
 from tenantry.sandbox import Limits, SandboxDriver
+from tenantry.store.activities import T as TASKS
 from tenantry.store.activities import task_row
 from tenantry.vault import Vault
 
@@ -81,7 +88,8 @@ class Dispatcher:
         self._stop = asyncio.Event()
         self._loop: asyncio.Task[None] | None = None
         #: How each lease ended here ("completed", "retried", "failed", "dead_lettered",
-        #: "lease_lost", "error"): what an operator's metrics (and the tests) read.
+        #: "cancelled", "lease_lost", "error"): what an operator's metrics (and the tests)
+        #: read.
         self.outcomes: Counter[str] = Counter()
 
     def start(self) -> None:
@@ -161,6 +169,8 @@ class Dispatcher:
             row = await task_row(conn, lease.tenant, lease.run)
         if row is None or row["lease_epoch"] != lease.epoch:
             raise LeaseLost("the task's lease moved on before its attempt")
+        if row["cancel_requested"]:  # asked while it was held: no attempt starts
+            return await self._cancel_early(lease)
         version = await versions.get_of_agent(self.db, lease.tenant, AgentId(row["agent_id"]),
                                               row["agent_version"])
         try:
@@ -213,6 +223,11 @@ class Dispatcher:
                 await self._end(conn, lease, RunFinished(outcome.result), RunStatus.FINISHED,
                                 answer=outcome.result)
                 return "completed"
+            if await conn.fetchval(TASKS.cancel_requested, lease.tenant.value, lease.run.uuid):
+                # Cancelled while this attempt ran: no retry, no dead letter, no failure.
+                await self._end(conn, lease, RunCancelled("cancel_requested"),
+                                RunStatus.CANCELLED, error=stored)
+                return "cancelled"
             if outcome.killed_sandbox and deaths >= settings.max_sandbox_deaths:
                 stored.update(dead_lettered=True, sandbox_deaths=deaths,
                               message=f"dead_lettered: {deaths} attempts killed their "
@@ -243,6 +258,12 @@ class Dispatcher:
             await self._end(conn, lease, RunFailed(message, ours=False), RunStatus.FAILED,
                             error=stored)
         return "failed"
+
+    async def _cancel_early(self, lease: Lease) -> str:
+        async with self._fenced(lease) as conn:
+            await self._end(conn, lease, RunCancelled("cancel_requested"),
+                            RunStatus.CANCELLED)
+        return "cancelled"
 
     @contextlib.asynccontextmanager
     async def _fenced(self, lease: Lease) -> Any:

@@ -108,7 +108,8 @@ WITH attempts AS (
       AND e.data->>'after' = 'dead_letter'
 )
 SELECT r.run_id, r.agent_id, r.agent_version, a.name, r.status, r.input, r.answer, r.error,
-       r.lease_epoch, r.created_at, r.finished_at, r.idempotency_key, r.parent_run_id,
+       r.lease_epoch, r.cancel_requested, r.created_at, r.finished_at, r.idempotency_key,
+       r.parent_run_id,
        (SELECT count(*) FROM attempts) AS attempts,
        (SELECT count(*) FROM attempts, requeued WHERE attempts.seq > requeued.seq)
            AS attempts_since_requeue,

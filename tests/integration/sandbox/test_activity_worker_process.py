@@ -1,6 +1,7 @@
 """`tenantry activity-worker` as a real process on bubblewrap: it runs a tenant's activity
-task to its result with the scoped secret, and stops cleanly on SIGTERM; without the
-vault's master key it refuses to start with one line."""
+task to its result with the scoped secret, counts the attempt on its --metrics-port, and
+stops cleanly on SIGTERM; without the vault's master key it refuses to start with one
+line."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import signal
 import textwrap
 from pathlib import Path
 
+import httpx2
 import pytest
 
 from tenantry.activities import Bundle
@@ -18,6 +20,7 @@ from tenantry.ids import TenantId
 from tenantry.store import Admitted, RunStatus, WorkflowStore
 from tenantry.store.activities import ActivityStore
 from tenantry.vault import MasterKey, Vault
+from tests.support.api import free_port
 from tests.support.harness import tenantry_command, worker_env
 from tests.support.sandbox import require
 from tests.support.waiting import until
@@ -47,12 +50,15 @@ async def test_the_activity_worker_process_runs_a_task_and_stops_on_sigterm(
     queued = await store.enqueue(ACME, "echo", {"n": 3})
     assert isinstance(queued, Admitted)
 
+    port = free_port()
     env = {**worker_env(tmp_path / "data", master_key=master.encoded()),
-           "TENANTRY_SANDBOX_BACKEND": "bwrap", "TENANTRY_SANDBOX_MIN_BOUNDARY": "bwrap"}
+           "TENANTRY_SANDBOX_BACKEND": "bwrap", "TENANTRY_SANDBOX_MIN_BOUNDARY": "bwrap",
+           "TENANTRY_OPERATOR_TOKEN": "op_metrics"}
     process = await asyncio.create_subprocess_exec(
         *tenantry_command(), "activity-worker", "--database-url", database_dsn,
-        "--slots", "2", stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env=env, start_new_session=True)
+        "--slots", "2", "--metrics-port", str(port), stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+        start_new_session=True)
     try:
         async def finished() -> bool:
             if process.returncode is not None:
@@ -62,6 +68,12 @@ async def test_the_activity_worker_process_runs_a_task_and_stops_on_sigterm(
         task = await store.get(ACME, queued.task_id)
         assert task.status is RunStatus.FINISHED, task
         assert task.result == {"key": f"{queued.task_id}:echo", "secret": "acme-key", "n": 3}
+        async with httpx2.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
+            refused = await c.get("/metrics")
+            scraped = await c.get("/metrics", headers={"Authorization": "Bearer op_metrics"})
+        assert refused.status_code == 401
+        assert 'tenantry_activity_attempts_total{outcome="completed"} 1' in scraped.text
+        assert 'tenantry_activity_attempts_total{outcome="failed"} 0' in scraped.text
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGTERM)

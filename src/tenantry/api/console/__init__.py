@@ -9,6 +9,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from tenantry.api.console.pages import (
+    activities,
     approvals,
     assets,
     billing,
@@ -23,7 +24,8 @@ from tenantry.api.console.view import PREFIX, Console, LoginRequired, login_requ
 
 __all__ = ["Console", "install"]
 
-_PAGES = (assets, login, runs, run, approvals, tenants, models, billing, sandboxes)
+_PAGES = (assets, login, runs, run, approvals, tenants, models, billing, sandboxes,
+          activities)
 
 
 def install(app: FastAPI) -> None:

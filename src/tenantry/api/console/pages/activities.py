@@ -1,0 +1,61 @@
+"""The activities page: dead-lettered activity tasks across tenants (or one tenant's),
+newest first, each with a requeue button — the tenant API's requeue, done by the operator
+(a fresh count of attempts and sandbox deaths, ``RunResumed`` in the task's log)."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from tenantry.api.console import dead_letters
+from tenantry.api.console.view import HEADERS, PREFIX, SignedIn, parse_id, signed_in
+from tenantry.errors import Conflict, NotFound
+from tenantry.ids import RunId, TenantId
+
+router = APIRouter()
+
+
+@router.get("/activities")
+async def activities(v: SignedIn = Depends(signed_in)) -> Response:
+    return await _render(v)
+
+
+async def _render(v: SignedIn, *, status: int = 200, error: str | None = None) -> HTMLResponse:
+    q = v.request.query_params
+    try:
+        before = parse_id(RunId, q.get("before"))
+    except ValueError:
+        before = None
+    try:
+        tenant = parse_id(TenantId, q.get("tenant", "").strip())
+    except ValueError:
+        tenant, error = None, error or "No such tenant; showing every tenant."
+    rows = await dead_letters.dead_letters(v.console_db, tenant=tenant, before=before)
+    kept = {"tenant": tenant.value} if tenant else {}
+    older = (f"{PREFIX}/activities?{urlencode({**kept, 'before': str(rows[-1].task_id)})}"
+             if len(rows) == dead_letters.PAGE else None)
+    try:
+        requeued = parse_id(RunId, q.get("requeued"))
+    except ValueError:
+        requeued = None
+    return v.render("activities.html", status=status, title="Activities", rows=rows,
+                    tenant=tenant, older=older, error=error, requeued=requeued)
+
+
+@router.post("/activities/{tenant_id}/{task_id}/requeue")
+async def requeue(tenant_id: str, task_id: str, v: SignedIn = Depends(signed_in)) -> Response:
+    form = await v.request.form()
+    if not v.csrf_ok(form):
+        return v.forbidden()
+    try:
+        tenant, task = TenantId.parse(tenant_id), RunId.parse(task_id)
+        # In the tenant's own transaction, as the tenant API's requeue does.
+        await v.platform.activities.requeue(tenant, task)
+    except (ValueError, NotFound):
+        return await _render(v, status=404, error="No such activity task.")
+    except Conflict as exc:
+        return await _render(v, status=409, error=exc.detail)
+    return RedirectResponse(f"{PREFIX}/activities?{urlencode({'requeued': str(task)})}",
+                            status_code=303, headers=HEADERS)

@@ -1,0 +1,78 @@
+-- Reading and cancelling activity tasks (ADR 0013): lists for the tenant API, the attempt
+-- log, and the cancel. Every statement is scoped by tenant_id first and runs in a tenant
+-- transaction (row-level security checks it again). $-parameters that may be NULL mean
+-- "no filter"; a cursor is the last key of the previous page.
+
+-- name: list_activities
+-- One row per activity: its latest version and when that was published, by name.
+SELECT v.name, v.version AS latest_version, v.created_at AS updated_at,
+       (SELECT f.created_at FROM activity_versions f
+        WHERE f.tenant_id = v.tenant_id AND f.agent_id = v.agent_id AND f.version = 1)
+           AS created_at
+FROM activity_versions v
+JOIN agents a ON a.tenant_id = v.tenant_id AND a.agent_id = v.agent_id
+WHERE v.tenant_id = $1 AND v.version = a.latest_version
+  AND ($2::text IS NULL OR v.name > $2)
+ORDER BY v.name
+LIMIT $3
+
+-- name: list_tasks
+-- Newest first. $3 status, $4 true: only dead letters (false: none of them), $5 the
+-- activity's name; $6 ActivityAttempted.
+SELECT r.run_id, r.agent_id, r.agent_version, a.name, r.status, r.input, r.answer, r.error,
+       r.lease_epoch, r.cancel_requested, r.created_at, r.finished_at,
+       counted.attempts, counted.last_error
+FROM runs r
+JOIN agents a ON a.tenant_id = r.tenant_id AND a.agent_id = r.agent_id
+CROSS JOIN LATERAL (
+    SELECT count(*) AS attempts,
+           (array_agg(coalesce(p.data, e.data)->>'error' ORDER BY e.seq DESC))[1]
+               AS last_error
+    FROM run_events e
+    LEFT JOIN run_event_payloads p
+      ON p.tenant_id = e.tenant_id AND p.run_id = e.run_id AND p.seq = e.seq
+    WHERE e.tenant_id = r.tenant_id AND e.run_id = r.run_id AND e.type = $6
+) AS counted
+WHERE r.tenant_id = $1 AND r.kind = 'activity'
+  AND ($2::uuid IS NULL OR r.run_id < $2)
+  AND ($3::text IS NULL OR r.status = $3)
+  AND ($4::boolean IS NULL
+       OR $4 = (r.status = 'waiting'
+                AND coalesce((r.error->>'dead_lettered')::boolean, false)))
+  AND ($5::text IS NULL OR a.name = $5)
+ORDER BY r.run_id DESC
+LIMIT $7
+
+-- name: task_exists
+SELECT 1 FROM runs WHERE tenant_id = $1 AND run_id = $2 AND kind = 'activity'
+
+-- name: attempts
+-- The attempt log: ActivityAttempted ($3) events after seq $4, in order.
+SELECT e.seq, coalesce(p.data, e.data) AS data, e.created_at
+FROM run_events e
+LEFT JOIN run_event_payloads p
+  ON p.tenant_id = e.tenant_id AND p.run_id = e.run_id AND p.seq = e.seq
+WHERE e.tenant_id = $1 AND e.run_id = $2 AND e.type = $3 AND e.seq > $4
+ORDER BY e.seq
+LIMIT $5
+
+-- name: lock_for_cancel
+SELECT status, cancel_requested FROM runs
+WHERE tenant_id = $1 AND run_id = $2 AND kind = 'activity'
+FOR UPDATE
+
+-- name: mark_cancel_requested
+UPDATE runs SET cancel_requested = true, updated_at = now()
+WHERE tenant_id = $1 AND run_id = $2 AND kind = 'activity'
+
+-- name: cancel_unheld
+-- A task no dispatcher holds (queued, waiting for its backoff, dead-lettered) ends now.
+UPDATE runs SET status = 'cancelled', finished_at = now(), updated_at = now(),
+                available_at = NULL, lease_owner = NULL, lease_expires_at = NULL
+WHERE tenant_id = $1 AND run_id = $2 AND kind = 'activity'
+  AND status IN ('queued', 'waiting')
+
+-- name: cancel_requested
+-- Read by the dispatcher under its fence (the row is locked): was a cancel recorded?
+SELECT cancel_requested FROM runs
+WHERE tenant_id = $1 AND run_id = $2 AND kind = 'activity'

@@ -1,0 +1,26 @@
+"""The dispatcher's attempts by outcome on /metrics: every outcome is shown (zero
+included) as a counter, the figures are read at scrape time, and a stopped dispatcher's
+collector is removed."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from tenantry.telemetry.activities import ATTEMPTS, OUTCOMES, watch_dispatcher
+from tenantry.telemetry.registry import Registry
+
+
+def test_every_outcome_is_a_counter_read_at_scrape_time() -> None:
+    registry = Registry()
+    outcomes: Counter[str] = Counter()
+    remove = watch_dispatcher(registry, lambda: outcomes)
+    text = registry.render()
+    assert f"# TYPE {ATTEMPTS} counter" in text
+    assert all(f'{ATTEMPTS}{{outcome="{o}"}} 0' in text for o in OUTCOMES)
+    outcomes.update(completed=3, dead_lettered=1, cancelled=2)
+    text = registry.render()
+    assert f'{ATTEMPTS}{{outcome="completed"}} 3' in text
+    assert f'{ATTEMPTS}{{outcome="dead_lettered"}} 1' in text
+    assert f'{ATTEMPTS}{{outcome="cancelled"}} 2' in text
+    remove()
+    assert f'{ATTEMPTS}{{outcome="completed"}}' not in registry.render()
