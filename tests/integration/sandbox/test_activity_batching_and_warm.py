@@ -340,11 +340,11 @@ async def test_a_tenant_keeps_no_more_warm_sandboxes_than_its_activity_slots(
     for name in ("one", "two"):
         await setup.publish(ACME, name, ECHO, warm=LONG_IDLE)
     d = setup.dispatcher()
-    for name in ("one", "two"):
+    for made, name in enumerate(("one", "two"), start=1):
         task = await setup.enqueue(ACME, name, {"n": name})
         assert (await setup.settled(ACME, task)).status is RunStatus.FINISHED
-        await until(lambda: _async(len(d.warm.kept(ACME)) == 1 and len(
-            setup.driver.sandboxes) == (1 if name == "one" else 2)), "one kept", WITHIN)
+        await until(lambda made=made: _async(len(d.warm.kept(ACME)) == 1 and len(
+            setup.driver.sandboxes) == made), "one kept", WITHIN)
     # The oldest (activity "one") went over the cap of 1: destroyed; "two"'s is kept.
     first = setup.driver.sandboxes[0]
     await until(lambda: _async(first.destroyed and _gone(first.instance.pid)),
