@@ -13,9 +13,10 @@ own on its own stdin, so no task's secrets wait in the sandbox for the next.
 
 A kept sandbox is paused (microVM: QMP ``stop``; gVisor: ``runsc pause``; bubblewrap: the
 cgroup freezer) and destroyed when its idle time passes, when the dispatcher stops, and on
-every error path. Caps, like ``SandboxManager._enforce_caps``: a tenant keeps at most its
-``max_activity_slots`` (its oldest go first), the process at most ``kept_max`` (the oldest
-of whichever tenant keeps the most go first)."""
+every error path. Caps, like ``SandboxManager._enforce_caps`` (and the same settings,
+``TENANTRY_SANDBOX_KEPT_MAX`` / ``_PER_TENANT``): a tenant keeps at most its
+``max_activity_slots`` and at most ``kept_per_tenant`` (its oldest go first), the process at
+most ``kept_max`` (the oldest of whichever tenant keeps the most go first)."""
 
 from __future__ import annotations
 
@@ -160,11 +161,13 @@ class WarmSandboxes:
     """The reusable activity sandboxes of one dispatcher. ``take`` one for a task (woken
     from the kept ones of that key, or fresh), ``keep`` it after, or ``discard`` it."""
 
-    def __init__(self, driver: SandboxDriver, *, kept_max: int = 32) -> None:
-        if kept_max < 0:
-            raise ValueError("kept_max is at least 0")
+    def __init__(self, driver: SandboxDriver, *, kept_max: int = 32,
+                 kept_per_tenant: int = 8) -> None:
+        if kept_max < 0 or kept_per_tenant < 0:
+            raise ValueError("kept_max and kept_per_tenant are at least 0")
         self.driver = driver
         self.kept_max = kept_max
+        self.kept_per_tenant = kept_per_tenant
         self._kept: dict[ReuseKey, list[Lived]] = {}
         self._order = itertools.count()
         self._background: set[asyncio.Task[None]] = set()
@@ -244,7 +247,7 @@ class WarmSandboxes:
     def _enforce_caps(self, tenant: str, tenant_cap: int) -> None:
         own = sorted((lived for lived in self.kept() if lived.key[0] == tenant),
                      key=lambda lived: lived.kept_seq or 0)
-        out = own[:max(0, len(own) - tenant_cap)]
+        out = own[:max(0, len(own) - min(tenant_cap, self.kept_per_tenant))]
         for lived in out:
             self._remove(lived)
         while len(self.kept()) > self.kept_max:

@@ -62,7 +62,9 @@ async def _serve(settings: Settings, database: ResolvedDatabase, master: MasterK
     dispatcher = Dispatcher(db, Vault(db, master), driver,
                             slots=settings.activity_worker_slots,
                             claim_batch=settings.activity_worker_slots,
-                            lease_seconds=float(settings.lease_seconds), limits=limits)
+                            lease_seconds=float(settings.lease_seconds), limits=limits,
+                            warm_max=settings.sandbox_kept_max,
+                            warm_per_tenant=settings.sandbox_kept_per_tenant)
 
     async def dispatching(stop: asyncio.Event) -> None:
         dispatcher.start()

@@ -90,7 +90,7 @@ class Dispatcher:
                  worker_id: str | None = None, slots: int = 4, claim_batch: int = 4,
                  lease_seconds: float = 30.0, poll_seconds: float = 0.5,
                  heartbeat_every: float | None = None, limits: Limits | None = None,
-                 warm_max: int = 32) -> None:
+                 warm_max: int = 32, warm_per_tenant: int = 8) -> None:
         self.db = db
         self.vault = vault
         self.driver = driver
@@ -102,8 +102,10 @@ class Dispatcher:
         self._every = heartbeat_every or max(0.1, min(5.0, lease_seconds / 3))
         self._limits = limits or Limits()
         #: Reusable sandboxes of versions with batch or warm settings (ADR 0014); at most
-        #: ``warm_max`` kept here, each tenant at most its max_activity_slots.
-        self.warm = warm.WarmSandboxes(driver, kept_max=warm_max)
+        #: ``warm_max`` kept here, each tenant at most its max_activity_slots and at most
+        #: ``warm_per_tenant``.
+        self.warm = warm.WarmSandboxes(driver, kept_max=warm_max,
+                                       kept_per_tenant=warm_per_tenant)
         self._active: dict[asyncio.Task[None], Lease] = {}
         self._stop = asyncio.Event()
         self._loop: asyncio.Task[None] | None = None
