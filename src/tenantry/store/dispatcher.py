@@ -31,6 +31,7 @@ import dataclasses
 import logging
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -222,7 +223,7 @@ class Dispatcher:
             return await self._fail_early(lease, f"invalid_request: {exc}")
         return _Prepared(row, version, request)
 
-    def _heartbeat(self, lease: Lease) -> Any:
+    def _heartbeat(self, lease: Lease) -> Callable[[], Awaitable[None]]:
         async def heartbeat() -> None:
             lost = await run_leases.renew(self.db, self.worker_id, [lease],
                                           float(self._lease_seconds))
