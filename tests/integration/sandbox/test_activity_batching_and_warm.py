@@ -197,6 +197,18 @@ async def test_a_batch_is_served_by_one_sandbox_each_task_with_its_own_result_an
     await until(lambda: _all_gone(setup), "the batches' sandboxes are destroyed", WITHIN)
 
 
+async def test_a_batch_ends_when_its_seconds_are_spent(setup: Setup) -> None:
+    # A millisecond is spent by any task: each batch serves one task, then its sandbox goes.
+    await setup.publish(ACME, "slow", ECHO, batch=BatchSettings(max_tasks=10,
+                                                                max_seconds=0.001))
+    tasks = [await setup.enqueue(ACME, "slow", {"n": n}) for n in range(2)]
+    setup.dispatcher()
+    for task in tasks:
+        assert (await setup.settled(ACME, task)).status is RunStatus.FINISHED
+    ids = [(await setup.attempts(ACME, t))[0]["sandbox_id"] for t in tasks]
+    assert ids[0] != ids[1] and len(setup.driver.sandboxes) == 2
+
+
 async def _all_gone(setup: Setup) -> bool:
     return all(s.destroyed and _gone(s.instance.pid) for s in setup.driver.sandboxes)
 
