@@ -12,6 +12,7 @@ import textwrap
 from collections.abc import AsyncIterator
 from typing import Any
 
+import asyncpg
 import pytest
 
 from tenantry.activities import Bundle
@@ -363,3 +364,43 @@ async def test_a_tenant_keeps_no_more_warm_sandboxes_than_its_activity_slots(
                 "the capped sandbox is gone", WITHIN)
     assert d.warm.counts.get("capped") == 1
     assert [lived.sandbox.id for lived in d.warm.kept()] == [setup.driver.sandboxes[1].id]
+
+
+async def test_a_lost_lease_destroys_a_warm_versions_sandbox_and_keeps_nothing(
+    setup: Setup, admin_conn: asyncpg.Connection,
+) -> None:
+    code = """
+        import time
+        def handle(value, context):
+            while True:  # only the host ends this attempt
+                time.sleep(1)
+    """
+    await setup.publish(ACME, "stuck", code, timeout_s=3600.0, warm=LONG_IDLE,
+                        batch=BatchSettings(max_tasks=5, max_seconds=600.0))
+    task = await setup.enqueue(ACME, "stuck")
+    d = setup.dispatcher()
+
+    async def claimed_at() -> Any:
+        return await admin_conn.fetchval(
+            "SELECT lease_expires_at FROM runs WHERE run_id = $1 AND status = 'running'",
+            task.uuid)
+    await until(lambda: _async_not_none(claimed_at()), "the task is claimed", WITHIN)
+    claimed = await claimed_at()
+
+    async def renewed() -> bool:
+        return await claimed_at() != claimed
+    await until(renewed, "the attempt's heartbeat renews the lease", WITHIN)
+    await admin_conn.execute(
+        "UPDATE runs SET lease_epoch = lease_epoch + 1, lease_owner = 'thief',"
+        " lease_expires_at = now() + interval '1 hour' WHERE run_id = $1", task.uuid)
+    await until(lambda: _async(d.outcomes["lease_lost"] == 1), "the lease is found gone",
+                WITHIN)
+    [sandbox] = setup.driver.sandboxes
+    await until(lambda: _async(sandbox.destroyed and _gone(sandbox.instance.pid)),
+                "the sandbox is destroyed, not kept", WITHIN)
+    assert d.warm.kept() == []
+    assert await setup.attempts(ACME, task) == []
+
+
+async def _async_not_none(value: Any) -> bool:
+    return await value is not None
