@@ -158,6 +158,53 @@ END
 $$;
 
 --
+-- Name: tenantry_claim_activity_next(text, text, uuid, integer, double precision); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_claim_activity_next(p_worker text, p_tenant text, p_agent uuid, p_version integer, p_lease_seconds double precision) RETURNS TABLE(tenant_id text, run_id uuid, lease_epoch bigint)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+DECLARE
+    v_tenant text;
+    v_run uuid;
+BEGIN
+    SELECT l.tenant_id INTO v_tenant
+    FROM public.tenant_load l
+    JOIN public.tenant_policies p ON p.tenant_id = l.tenant_id
+    JOIN public.tenant_budget b ON b.tenant_id = l.tenant_id
+    WHERE l.tenant_id = p_tenant AND public.tenantry_may_claim(l, p, b)
+      AND (SELECT count(*) FROM public.runs a
+           WHERE a.tenant_id = l.tenant_id AND a.kind = 'activity'
+             AND a.status = 'running') < p.max_activity_slots
+    FOR UPDATE OF l;
+    IF v_tenant IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT r.run_id INTO v_run FROM public.runs r
+    WHERE r.tenant_id = p_tenant AND r.kind = 'activity' AND r.status = 'queued'
+      AND r.agent_id = p_agent AND r.agent_version = p_version
+      AND (r.available_at IS NULL OR r.available_at <= now())
+    ORDER BY (r.priority <> 'interactive'), r.created_at
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED;
+    IF v_run IS NULL THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    UPDATE public.runs r
+    SET status = 'running', lease_owner = p_worker, lease_epoch = r.lease_epoch + 1,
+        lease_expires_at = now() + make_interval(secs => p_lease_seconds),
+        available_at = NULL, started_at = coalesce(r.started_at, clock_timestamp()),
+        updated_at = now()
+    WHERE r.tenant_id = p_tenant AND r.run_id = v_run
+    RETURNING r.tenant_id, r.run_id, r.lease_epoch;
+    UPDATE public.tenant_load SET last_claim_at = clock_timestamp()
+    WHERE tenant_load.tenant_id = p_tenant;
+END
+$$;
+
+--
 -- Name: tenantry_claim_runs(text, integer, double precision, text, boolean); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -999,12 +1046,19 @@ CREATE TABLE public.activity_versions (
     retryable_exit_codes integer[] DEFAULT '{}'::integer[] NOT NULL,
     max_sandbox_deaths integer DEFAULT 3 NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    batch_max_tasks integer,
+    batch_max_seconds double precision,
+    warm_idle_seconds double precision,
     CONSTRAINT activity_versions_backoff_s_check CHECK (((backoff_s >= (0)::double precision) AND (backoff_s <= (86400)::double precision))),
+    CONSTRAINT activity_versions_batch_max_seconds_check CHECK (((batch_max_seconds > (0)::double precision) AND (batch_max_seconds <= (86400)::double precision))),
+    CONSTRAINT activity_versions_batch_max_tasks_check CHECK (((batch_max_tasks >= 1) AND (batch_max_tasks <= 1000))),
+    CONSTRAINT activity_versions_batch_whole CHECK (((batch_max_tasks IS NULL) = (batch_max_seconds IS NULL))),
     CONSTRAINT activity_versions_heartbeat_timeout_s_check CHECK ((heartbeat_timeout_s > (0)::double precision)),
     CONSTRAINT activity_versions_max_attempts_check CHECK (((max_attempts >= 1) AND (max_attempts <= 100))),
     CONSTRAINT activity_versions_max_sandbox_deaths_check CHECK (((max_sandbox_deaths >= 1) AND (max_sandbox_deaths <= 100))),
     CONSTRAINT activity_versions_timeout_s_check CHECK (((timeout_s > (0)::double precision) AND (timeout_s <= (3600)::double precision))),
-    CONSTRAINT activity_versions_version_check CHECK ((version >= 1))
+    CONSTRAINT activity_versions_version_check CHECK ((version >= 1)),
+    CONSTRAINT activity_versions_warm_idle_seconds_check CHECK (((warm_idle_seconds > (0)::double precision) AND (warm_idle_seconds <= (3600)::double precision)))
 );
 
 --

@@ -141,6 +141,30 @@ async def test_versions_count_up_and_are_read_by_number_or_latest(api: Api) -> N
     assert newest["version"] == 2
 
 
+async def test_batch_and_warm_settings_are_stored_and_read_back_and_default_to_neither(
+    api: Api,
+) -> None:
+    _, h = await api.tenant()
+    plain = (await api.client.post("/v1/activities", headers=h,
+                                   json={"name": "plain", **_version()})).json()
+    assert plain["batch"] is None and plain["warm"] is None  # a fresh sandbox per attempt
+    r = await api.client.post("/v1/activities", headers=h, json={
+        "name": "short", **_version(batch={"max_tasks": 20, "max_seconds": 30.5},
+                                    warm={"idle_seconds": 45})})
+    assert r.status_code == 201, r.text
+    assert r.json()["batch"] == {"max_tasks": 20, "max_seconds": 30.5}
+    assert r.json()["warm"] == {"idle_seconds": 45.0}
+    got = (await api.client.get("/v1/activities/short/versions/1", headers=h)).json()
+    assert got == r.json()
+    # Settings belong to a version: the next one states its own (here: neither).
+    nxt = (await api.client.post("/v1/activities/short/versions", headers=h,
+                                 json=_version())).json()
+    assert nxt["version"] == 2 and nxt["batch"] is None and nxt["warm"] is None
+    schema = (await api.client.get("/openapi.json")).json()["components"]["schemas"]
+    assert set(schema["BatchBody"]["required"]) == {"max_tasks", "max_seconds"}
+    assert schema["WarmBody"]["properties"]["idle_seconds"]["maximum"] == 3600
+
+
 async def test_an_agents_name_is_not_taken_over_by_an_activity(api: Api) -> None:
     _, h = await api.tenant()
     await api.agent(h, "helper")
@@ -269,6 +293,18 @@ BAD_PUBLISH: list[tuple[str, dict[str, Any]]] = [
     ("a huge integer", _version(max_sandbox_deaths=2**63)),
     ("a string for an integer", _version(max_sandbox_deaths="3")),
     ("an unknown field", _version(memory=10)),
+    ("a batch of zero tasks", _version(batch={"max_tasks": 0, "max_seconds": 10})),
+    ("a batch over the task cap", _version(batch={"max_tasks": 1001, "max_seconds": 10})),
+    ("a batch without max_seconds", _version(batch={"max_tasks": 5})),
+    ("a batch of zero seconds", _version(batch={"max_tasks": 5, "max_seconds": 0})),
+    ("a batch over the seconds cap", _version(batch={"max_tasks": 5, "max_seconds": 86401})),
+    ("a batch with an unknown field", _version(batch={"max_tasks": 5, "max_seconds": 9,
+                                                      "across_tenants": True})),
+    ("a batch that is not an object", _version(batch=5)),
+    ("a warm idle time of zero", _version(warm={"idle_seconds": 0})),
+    ("a warm idle time over the cap", _version(warm={"idle_seconds": 3601})),
+    ("a warm idle time that is a string", _version(warm={"idle_seconds": "60"})),
+    ("warm without its idle time", _version(warm={})),
 ]
 
 

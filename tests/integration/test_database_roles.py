@@ -109,6 +109,8 @@ TENANT_POOL_DEFINERS = {
     "tenantry_runs_by_status", "tenantry_usage_per_account_day",
     # The activity dispatcher's fair claim (ids and epochs only, like tenantry_claim_runs).
     "tenantry_claim_activities",
+    # A batch's next task: that tenant's and version's only, ids and epochs (ADR 0014).
+    "tenantry_claim_activity_next",
 }
 
 

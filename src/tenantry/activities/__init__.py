@@ -2,7 +2,12 @@
 one attempt of it in a fresh sandbox (``attempt``). Nothing of the database here: the
 dispatcher (leases, retries, dead letters) calls ``run_attempt`` and records the outcome."""
 
-from tenantry.activities.attempt import AttemptOutcome, AttemptRequest, run_attempt
+from tenantry.activities.attempt import (
+    AttemptOutcome,
+    AttemptRequest,
+    run_attempt,
+    run_attempt_in,
+)
 from tenantry.activities.bundle import Bundle
 
-__all__ = ["AttemptOutcome", "AttemptRequest", "Bundle", "run_attempt"]
+__all__ = ["AttemptOutcome", "AttemptRequest", "Bundle", "run_attempt", "run_attempt_in"]

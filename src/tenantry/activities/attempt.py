@@ -132,10 +132,25 @@ async def run_attempt(
     limits = dataclasses.replace(request.limits, timeout_s=request.timeout_s)
     sandbox = await driver.create(Binding(request.tenant, request.id, request.egress), limits)
     try:
-        return await _attempt(sandbox, request, heartbeat, heartbeat_every, started)
+        return await run_attempt_in(sandbox, request, heartbeat=heartbeat,
+                                    heartbeat_every=heartbeat_every, started=started)
     finally:
         # Shielded: a second cancellation must not leave the sandbox behind.
         await asyncio.shield(sandbox.destroy())
+
+
+async def run_attempt_in(
+    sandbox: Sandbox, request: AttemptRequest, *,
+    heartbeat: Callable[[], Awaitable[None]] | None,
+    heartbeat_every: float = HEARTBEAT_EVERY_S, started: float | None = None,
+) -> AttemptOutcome:
+    """One attempt in a sandbox the caller owns (batching and warm state, ADR 0014): the
+    caller destroys it, or scrubs it (``activities.warm.scrub``) before another task of
+    the same tenant and version. The sandbox must hold nothing of an earlier task."""
+    if sandbox.binding.tenant != request.tenant:
+        raise SandboxRefused("this sandbox is bound to another tenant")
+    return await _attempt(sandbox, request, heartbeat, heartbeat_every,
+                          time.perf_counter() if started is None else started)
 
 
 async def _attempt(sandbox: Sandbox, request: AttemptRequest,

@@ -35,14 +35,16 @@ ON CONFLICT (tenant_id, digest) DO NOTHING
 -- name: insert_version
 INSERT INTO activity_versions (tenant_id, agent_id, version, name, bundle_digest, timeout_s,
                                heartbeat_timeout_s, max_attempts, backoff_s, secret_names,
-                               egress, retryable_exit_codes, max_sandbox_deaths)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                               egress, retryable_exit_codes, max_sandbox_deaths,
+                               batch_max_tasks, batch_max_seconds, warm_idle_seconds)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
 
 -- name: get_version
 -- $3 NULL: the latest version.
 SELECT v.agent_id, v.version, v.name, v.bundle_digest, v.timeout_s, v.heartbeat_timeout_s,
        v.max_attempts, v.backoff_s, v.secret_names, v.egress, v.retryable_exit_codes,
-       v.max_sandbox_deaths, b.entrypoint, b.files
+       v.max_sandbox_deaths, v.batch_max_tasks, v.batch_max_seconds, v.warm_idle_seconds,
+       b.entrypoint, b.files
 FROM activity_versions v
 JOIN activity_bundles b ON b.tenant_id = v.tenant_id AND b.digest = v.bundle_digest
 WHERE v.tenant_id = $1 AND v.name = $2 AND ($3::integer IS NULL OR v.version = $3)
@@ -52,7 +54,8 @@ LIMIT 1
 -- name: get_version_of_agent
 SELECT v.agent_id, v.version, v.name, v.bundle_digest, v.timeout_s, v.heartbeat_timeout_s,
        v.max_attempts, v.backoff_s, v.secret_names, v.egress, v.retryable_exit_codes,
-       v.max_sandbox_deaths, b.entrypoint, b.files
+       v.max_sandbox_deaths, v.batch_max_tasks, v.batch_max_seconds, v.warm_idle_seconds,
+       b.entrypoint, b.files
 FROM activity_versions v
 JOIN activity_bundles b ON b.tenant_id = v.tenant_id AND b.digest = v.bundle_digest
 WHERE v.tenant_id = $1 AND v.agent_id = $2 AND v.version = $3

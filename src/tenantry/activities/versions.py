@@ -42,6 +42,9 @@ ACTIVITY_MODEL = "activity"
 MAX_SECRETS = 32
 MAX_EGRESS = 32
 MAX_TIMEOUT_S = 3600.0
+MAX_BATCH_TASKS = 1000
+MAX_BATCH_SECONDS = 86400.0
+MAX_WARM_IDLE_S = 3600.0
 NOT_FOUND = "No activity with this name (or not at this version)."
 #: Names that always mean this host or its network, whatever DNS says.
 _INTERNAL_NAMES = ("localhost", "localhost.localdomain", "metadata.google.internal")
@@ -49,10 +52,36 @@ _INTERNAL_SUFFIXES = (".localhost", ".internal", ".local")
 
 
 @dataclass(frozen=True, slots=True)
+class BatchSettings:
+    """One sandbox serves up to ``max_tasks`` queued tasks of the same tenant and version,
+    one after another, while it is younger than ``max_seconds`` (ADR 0014)."""
+
+    max_tasks: int
+    max_seconds: float
+
+    def __post_init__(self) -> None:
+        _integer("batch.max_tasks", self.max_tasks, 1, MAX_BATCH_TASKS)
+        _number("batch.max_seconds", self.max_seconds, 0.0, MAX_BATCH_SECONDS, open_low=True)
+
+
+@dataclass(frozen=True, slots=True)
+class WarmSettings:
+    """After a task, its sandbox is kept paused for ``idle_seconds``; the next task of the
+    same tenant and version wakes it instead of starting a fresh one (ADR 0014)."""
+
+    idle_seconds: float
+
+    def __post_init__(self) -> None:
+        _number("warm.idle_seconds", self.idle_seconds, 0.0, MAX_WARM_IDLE_S, open_low=True)
+
+
+@dataclass(frozen=True, slots=True)
 class ActivitySettings:
     """How attempts of one version run. ``secrets``: the vault names it may read (only
     those reach its sandbox); ``max_sandbox_deaths``: attempts that kill their sandbox
-    before the task is dead-lettered."""
+    before the task is dead-lettered. ``batch`` and ``warm`` (both None by default: a fresh
+    sandbox per attempt, never reused) let one sandbox serve several of this version's tasks
+    of the same tenant (ADR 0014)."""
 
     timeout_s: float = 60.0
     max_attempts: int = 3
@@ -62,6 +91,8 @@ class ActivitySettings:
     retryable_exit_codes: frozenset[int] = frozenset()
     max_sandbox_deaths: int = 3
     heartbeat_timeout_s: float | None = None
+    batch: BatchSettings | None = None
+    warm: WarmSettings | None = None
 
     def __post_init__(self) -> None:
         _number("timeout_s", self.timeout_s, 0.0, MAX_TIMEOUT_S, open_low=True)
@@ -77,6 +108,16 @@ class ActivitySettings:
         for code in codes:
             _integer("retryable_exit_codes", code, 1, 255)
         object.__setattr__(self, "retryable_exit_codes", codes)
+        if self.batch is not None and not isinstance(self.batch, BatchSettings):
+            raise ValidationFailed("batch must be BatchSettings(max_tasks, max_seconds)",
+                                   field="batch")
+        if self.warm is not None and not isinstance(self.warm, WarmSettings):
+            raise ValidationFailed("warm must be WarmSettings(idle_seconds)", field="warm")
+
+    @property
+    def reuses_sandboxes(self) -> bool:
+        """Whether a sandbox of this version may serve more than one task (ADR 0014)."""
+        return self.batch is not None or self.warm is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +168,10 @@ async def publish(db: Database, tenant: TenantId, name: str, bundle: Bundle,
                            bundle.digest, settings.timeout_s, settings.heartbeat_timeout_s,
                            settings.max_attempts, settings.backoff_s, list(settings.secrets),
                            list(settings.egress), sorted(settings.retryable_exit_codes),
-                           settings.max_sandbox_deaths)
+                           settings.max_sandbox_deaths,
+                           None if settings.batch is None else settings.batch.max_tasks,
+                           None if settings.batch is None else settings.batch.max_seconds,
+                           None if settings.warm is None else settings.warm.idle_seconds)
     return ActivityVersion(tenant, name, version, agent_id, bundle, settings)
 
 
@@ -159,7 +203,11 @@ def _version(tenant: TenantId, row: asyncpg.Record) -> ActivityVersion:
         backoff_s=row["backoff_s"], secrets=tuple(row["secret_names"]),
         egress=tuple(row["egress"]), retryable_exit_codes=frozenset(row["retryable_exit_codes"]),
         max_sandbox_deaths=row["max_sandbox_deaths"],
-        heartbeat_timeout_s=row["heartbeat_timeout_s"])
+        heartbeat_timeout_s=row["heartbeat_timeout_s"],
+        batch=None if row["batch_max_tasks"] is None
+        else BatchSettings(row["batch_max_tasks"], row["batch_max_seconds"]),
+        warm=None if row["warm_idle_seconds"] is None
+        else WarmSettings(row["warm_idle_seconds"]))
     return ActivityVersion(tenant, row["name"], row["version"], AgentId(row["agent_id"]),
                            bundle, settings)
 

@@ -18,12 +18,17 @@ from pydantic import BaseModel, Field, JsonValue, PrivateAttr, field_validator, 
 from tenantry.activities.attempt import MAX_INPUT_BYTES
 from tenantry.activities.bundle import MAX_BUNDLE_BYTES, MAX_FILES, MAX_PATH_CHARS, Bundle
 from tenantry.activities.versions import (
+    MAX_BATCH_SECONDS,
+    MAX_BATCH_TASKS,
     MAX_EGRESS,
     MAX_SECRETS,
     MAX_TIMEOUT_S,
+    MAX_WARM_IDLE_S,
     NOT_FOUND,
     ActivitySettings,
     ActivityVersion,
+    BatchSettings,
+    WarmSettings,
 )
 from tenantry.api.auth import current_tenant, platform
 from tenantry.api.fields import Body, PositiveInt4, bounded_json
@@ -60,6 +65,21 @@ class RetryBody(Body):
                                    allow_inf_nan=False)
 
 
+class BatchBody(Body):
+    """One sandbox serves up to max_tasks queued tasks of this tenant and version in turn,
+    while it is younger than max_seconds (ADR 0014)."""
+
+    max_tasks: int = Field(ge=1, le=MAX_BATCH_TASKS)
+    max_seconds: float = Field(gt=0, le=MAX_BATCH_SECONDS, allow_inf_nan=False)
+
+
+class WarmBody(Body):
+    """After a task its sandbox is kept paused for idle_seconds; the next task of this
+    tenant and version wakes it (ADR 0014)."""
+
+    idle_seconds: float = Field(gt=0, le=MAX_WARM_IDLE_S, allow_inf_nan=False)
+
+
 class VersionBody(Body):
     """One immutable version: its code and how its attempts run."""
 
@@ -81,6 +101,12 @@ class VersionBody(Body):
     max_sandbox_deaths: int = Field(default=_DEFAULTS.max_sandbox_deaths, ge=1, le=100)
     heartbeat_timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S,
                                                     allow_inf_nan=False)
+    batch: BatchBody | None = Field(
+        default=None, description="Opt-in: one sandbox serves several queued tasks of this "
+                                  "tenant and version. Default: a fresh sandbox per attempt.")
+    warm: WarmBody | None = Field(
+        default=None, description="Opt-in: keep the sandbox paused between tasks of this "
+                                  "tenant and version. Default: destroyed after each attempt.")
     _bundle: Bundle | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
@@ -104,7 +130,10 @@ class VersionBody(Body):
             backoff_s=self.retry.backoff_seconds, secrets=tuple(self.secrets),
             egress=tuple(self.egress), retryable_exit_codes=frozenset(self.retryable_exit_codes),
             max_sandbox_deaths=self.max_sandbox_deaths,
-            heartbeat_timeout_s=self.heartbeat_timeout_seconds)
+            heartbeat_timeout_s=self.heartbeat_timeout_seconds,
+            batch=None if self.batch is None
+            else BatchSettings(self.batch.max_tasks, self.batch.max_seconds),
+            warm=None if self.warm is None else WarmSettings(self.warm.idle_seconds))
 
 
 class CreateActivity(VersionBody):
@@ -121,6 +150,15 @@ class RetryOut(BaseModel):
     backoff_seconds: float
 
 
+class BatchOut(BaseModel):
+    max_tasks: int
+    max_seconds: float
+
+
+class WarmOut(BaseModel):
+    idle_seconds: float
+
+
 class ActivityOut(BaseModel):
     name: str
     version: int
@@ -135,6 +173,10 @@ class ActivityOut(BaseModel):
     egress: list[str]
     retryable_exit_codes: list[int]
     max_sandbox_deaths: int
+    batch: BatchOut | None = Field(description="null: no batching (a fresh sandbox per "
+                                               "attempt unless warm).")
+    warm: WarmOut | None = Field(description="null: the sandbox is destroyed after each "
+                                             "attempt (unless batched).")
 
 
 class EnqueueTask(Body):
@@ -235,7 +277,10 @@ def _activity_out(found: ActivityVersion) -> ActivityOut:
         retry=RetryOut(max_attempts=s.max_attempts, backoff_seconds=s.backoff_s),
         secrets=list(s.secrets), egress=list(s.egress),
         retryable_exit_codes=sorted(s.retryable_exit_codes),
-        max_sandbox_deaths=s.max_sandbox_deaths)
+        max_sandbox_deaths=s.max_sandbox_deaths,
+        batch=None if s.batch is None
+        else BatchOut(max_tasks=s.batch.max_tasks, max_seconds=s.batch.max_seconds),
+        warm=None if s.warm is None else WarmOut(idle_seconds=s.warm.idle_seconds))
 
 
 def _task_out(task: ActivityTask) -> TaskOut:

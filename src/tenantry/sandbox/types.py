@@ -34,11 +34,16 @@ class Limits:
 class Binding:
     """Whose sandbox it is. Set once, at claim; a sandbox never serves another run.
     ``run`` is the run it serves, or the activity attempt (an attempt is not a run, but
-    the sandbox treats both alike: labels, blob names, never reused)."""
+    the sandbox treats both alike: labels, blob names, never reused) — unless ``serves`` names
+    the activity version it may serve again, for the same tenant only."""
 
     tenant: TenantId
     run: RunId | AttemptId
     egress: tuple[str, ...] = ()  # hosts the tenant allowed; empty → no network at all
+    #: Set only for an activity sandbox that may serve more than one task (batching, warm
+    #: state; ADR 0014): the one activity version it serves, ``"{agent_id}@{version}"``,
+    #: always of ``tenant``. None: it serves ``run`` alone.
+    serves: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,13 @@ attempts. A task whose cancel is recorded before its attempt starts ends ``cance
 without one; after an attempt, a completed attempt wins (its result is kept) and any other
 outcome ends the task ``cancelled`` instead of a retry, a dead letter or a failure.
 
+A version with ``batch`` or ``warm`` settings (ADR 0014) has its tasks served by reusable
+sandboxes (``activities.warm``): after a task, the same sandbox, scrubbed, serves the
+tenant's next queued task of that version (``store.activity_batches.claim_next``), up to the
+batch's ``max_tasks`` and ``max_seconds``; then, with ``warm``, it is kept paused for the
+next claim of that tenant and version. Each task still has its own lease, attempt record,
+key, input and secrets.
+
 It lives in ``store`` beside ``ActivityStore``: it writes the runs' log and leases, which
 sit above ``activities`` in the layers. A tenant's failure never ends the loop.
 """
@@ -25,14 +32,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
+import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tenantry.activities import versions
-from tenantry.activities.attempt import AttemptOutcome, AttemptRequest, run_attempt
-from tenantry.activities.versions import ActivityVersion
+from tenantry.activities import versions, warm
+from tenantry.activities.attempt import (
+    AttemptOutcome,
+    AttemptRequest,
+    run_attempt,
+    run_attempt_in,
+)
+from tenantry.activities.versions import ActivitySettings, ActivityVersion
 from tenantry.db import Database
 from tenantry.db.queries import load
 from tenantry.errors import LeaseLost, NotFound
@@ -50,6 +66,7 @@ from tenantry.runs.events import (
 )
 from tenantry.runs.lease import Lease
 from tenantry.sandbox import Limits, SandboxDriver
+from tenantry.store import activity_batches
 from tenantry.store.activities import T as TASKS
 from tenantry.store.activities import task_row
 from tenantry.vault import Vault
@@ -65,6 +82,13 @@ MAX_BACKOFF_S = 3600.0
 OURS_RETRY_S = 5.0
 
 
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    row: Any
+    version: ActivityVersion
+    request: AttemptRequest
+
+
 class Dispatcher:
     """``start()`` the loop, ``await stop()`` it. ``slots`` bounds the attempts of this
     process (every tenant); each tenant's ``max_activity_slots`` bounds its own across all
@@ -73,7 +97,8 @@ class Dispatcher:
     def __init__(self, db: Database, vault: Vault, driver: SandboxDriver, *,
                  worker_id: str | None = None, slots: int = 4, claim_batch: int = 4,
                  lease_seconds: float = 30.0, poll_seconds: float = 0.5,
-                 heartbeat_every: float | None = None, limits: Limits | None = None) -> None:
+                 heartbeat_every: float | None = None, limits: Limits | None = None,
+                 warm_max: int = 32, warm_per_tenant: int = 8) -> None:
         self.db = db
         self.vault = vault
         self.driver = driver
@@ -84,6 +109,11 @@ class Dispatcher:
         self._poll = poll_seconds
         self._every = heartbeat_every or max(0.1, min(5.0, lease_seconds / 3))
         self._limits = limits or Limits()
+        #: Reusable sandboxes of versions with batch or warm settings (ADR 0014); at most
+        #: ``warm_max`` kept here, each tenant at most its max_activity_slots and at most
+        #: ``warm_per_tenant``.
+        self.warm = warm.WarmSandboxes(driver, kept_max=warm_max,
+                                       kept_per_tenant=warm_per_tenant)
         self._active: dict[asyncio.Task[None], Lease] = {}
         self._stop = asyncio.Event()
         self._loop: asyncio.Task[None] | None = None
@@ -126,6 +156,7 @@ class Dispatcher:
                         future.cancel()
         finally:
             await self._drain()
+            await self.warm.close()
 
     async def _drain(self) -> None:
         attempts = dict(self._active)
@@ -152,19 +183,37 @@ class Dispatcher:
         try:
             self.outcomes[await self._dispatch(lease)] += 1
         except LeaseLost:
+            lease = self._current(lease)
             logger.info("activity lease lost", extra={"run_id": str(lease.run)})
             self.outcomes["lease_lost"] += 1
         except asyncio.CancelledError:
             raise
         except Exception:
             # Ours (the database, the vault): the task goes back after a pause, uncounted.
+            lease = self._current(lease)  # a batch moves on to its next task's lease
             logger.exception("activity dispatch failed", extra={"run_id": str(lease.run)})
             self.outcomes["error"] += 1
             with contextlib.suppress(Exception):
                 await run_leases.release(self.db, lease,
                                          datetime.now(UTC) + timedelta(seconds=OURS_RETRY_S))
 
+    def _current(self, lease: Lease) -> Lease:
+        task = asyncio.current_task()
+        return self._active.get(task, lease) if task is not None else lease
+
     async def _dispatch(self, lease: Lease) -> str:
+        prepared = await self._prepare(lease)
+        if isinstance(prepared, str):
+            return prepared
+        if prepared.version.settings.reuses_sandboxes:
+            return await self._serve_reusing(lease, prepared)
+        outcome = await run_attempt(self.driver, prepared.request,
+                                    heartbeat=self._heartbeat(lease),
+                                    heartbeat_every=self._every)
+        return await self._record_prepared(lease, prepared, outcome)
+
+    async def _prepare(self, lease: Lease) -> _Prepared | str:
+        """The task's row, version, secrets and attempt; or how it ended early (recorded)."""
         async with self.db.tenant_tx(lease.tenant) as conn:
             row = await task_row(conn, lease.tenant, lease.run)
         if row is None or row["lease_epoch"] != lease.epoch:
@@ -182,18 +231,83 @@ class Dispatcher:
             request = self._request(lease, version, row, secrets)
         except ValueError as exc:
             return await self._fail_early(lease, f"invalid_request: {exc}")
+        return _Prepared(row, version, request)
 
+    def _heartbeat(self, lease: Lease) -> Callable[[], Awaitable[None]]:
         async def heartbeat() -> None:
             lost = await run_leases.renew(self.db, self.worker_id, [lease],
                                           float(self._lease_seconds))
             if lost:
                 raise LeaseLost("another dispatcher holds this task now")
+        return heartbeat
 
-        outcome = await run_attempt(self.driver, request, heartbeat=heartbeat,
-                                    heartbeat_every=self._every)
-        return await self._record(lease, version, outcome, request.attempt,
+    async def _record_prepared(self, lease: Lease, prepared: _Prepared,
+                               outcome: AttemptOutcome) -> str:
+        row = prepared.row
+        return await self._record(lease, prepared.version, outcome, prepared.request.attempt,
                                   row["attempts_since_requeue"] + 1,
                                   row["deaths_since_requeue"] + int(outcome.killed_sandbox))
+
+    async def _serve_reusing(self, lease: Lease, prepared: _Prepared) -> str:
+        """ADR 0014: one sandbox (woken, or fresh) serves this task, then — batching — the
+        tenant's next queued tasks of the same version, one at a time, each under its own
+        lease; then — warm — it is kept paused. Destroyed on a kill, an unclean scrub, any
+        error, a lease lost, a stop. Returns the last task's outcome (earlier ones are
+        counted here)."""
+        version = prepared.version
+        settings = version.settings
+        key = warm.reuse_key(lease.tenant, version.agent_id, version.version)
+        limits = dataclasses.replace(self._limits, timeout_s=settings.timeout_s)
+        lived, _ = await self.warm.take(key, settings.egress, limits)
+        started, served, reusable = time.monotonic(), 0, False
+        this = asyncio.current_task()
+        try:
+            while True:
+                outcome = await run_attempt_in(lived.sandbox, prepared.request,
+                                               heartbeat=self._heartbeat(lease),
+                                               heartbeat_every=self._every)
+                lived.tasks += 1
+                served += 1
+                result = await self._record_prepared(lease, prepared, outcome)
+                # A task that killed its sandbox ends the batch; the rest stay queued.
+                if outcome.killed_sandbox or not await warm.scrub(lived.sandbox):
+                    return result
+                batch = settings.batch
+                if batch is None or served >= batch.max_tasks or self._stop.is_set() \
+                        or time.monotonic() - started >= batch.max_seconds:
+                    reusable = True
+                    return result
+                while True:
+                    following = await activity_batches.claim_next(
+                        self.db, self.worker_id, self._lease_seconds, lease.tenant,
+                        version.agent_id, version.version)
+                    if following is None:
+                        reusable = True
+                        return result
+                    self.outcomes[result] += 1
+                    lease = following
+                    if this is not None:
+                        self._active[this] = lease  # stop() releases the current one
+                    next_prepared = await self._prepare(lease)
+                    if not isinstance(next_prepared, str):
+                        prepared = next_prepared
+                        break
+                    result = next_prepared  # ended early, the sandbox untouched
+        finally:
+            await self._after_serving(lived, lease.tenant, settings,
+                                      reusable and not self._stop.is_set())
+
+    async def _after_serving(self, lived: warm.Lived, tenant: TenantId,
+                             settings: ActivitySettings, reusable: bool) -> None:
+        if not reusable or settings.warm is None:
+            await self.warm.discard(lived)
+            return
+        try:
+            slots = await activity_batches.activity_slots(self.db, tenant)
+        except BaseException:  # the database, or a stop: not kept, so destroyed
+            await self.warm.discard(lived)
+            raise
+        await self.warm.keep(lived, settings.warm.idle_seconds, slots)
 
     def _request(self, lease: Lease, version: ActivityVersion, row: Any,
                  secrets: dict[str, str]) -> AttemptRequest:
