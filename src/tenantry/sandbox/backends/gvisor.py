@@ -78,8 +78,10 @@ class GvisorInstance(ChildInstance):
                  process: asyncio.subprocess.Process, owner: GvisorBackend,
                  channel: AgentChannel, egress: EgressPort) -> None:
         # process is `runsc run` (attached); runsc creates the cgroups from the spec's
-        # cgroupsPath: this is a view of them, not created by us.
-        cgroup = CgroupV1(instance_id, {c: ROOT / c / PARENT / instance_id for c in REQUIRED})
+        # cgroupsPath, in every hierarchy: this is a view of them, not created by us
+        # (cpuacct too: the sandbox's CPU time).
+        cgroup = CgroupV1(instance_id, {c: ROOT / c / PARENT / instance_id
+                                        for c in (*REQUIRED, "cpuacct")})
         super().__init__(instance_id, directory, process, cgroup, channel, egress,
                          owner.forget)
         self._owner = owner
