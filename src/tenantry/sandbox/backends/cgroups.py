@@ -107,6 +107,30 @@ class CgroupV1:
             raise
         return group
 
+    @classmethod
+    def metered(cls, name: str, *, memory_bytes: int, root: Path = ROOT) -> CgroupV1:
+        """The memory and cpuacct cgroups of a sandbox whose runtime makes the others
+        (runsc), made before it starts so that they are ours: runsc uses a pre-created
+        cgroup as it is and removes only those it made, so what the sandbox used can be
+        read after it died (a lost gVisor sandbox's cgroups are gone before its channel
+        says so). runsc leaves a pre-created cgroup's settings alone: the memory limit is
+        set here. Removed by ``destroy`` with the rest (``existing``)."""
+        if not _NAME.match(name):
+            raise ValueError(f"bad cgroup name {name!r}")
+        dirs: dict[str, Path] = {}
+        for controller in ("memory", "cpuacct"):
+            if controller == "memory" or _is_v1(root / controller):
+                directory = root / controller / PARENT / name
+                directory.mkdir(parents=True, exist_ok=True)
+                dirs[controller] = directory
+        group = cls(name, dirs)
+        try:
+            group._set_memory(memory_bytes)
+        except BaseException:
+            group.destroy()
+            raise
+        return group
+
     def _set_memory(self, memory_bytes: int | None) -> None:
         memory = self.dirs["memory"]
         value = "-1" if memory_bytes is None else str(int(memory_bytes))
