@@ -956,7 +956,7 @@ $$;
 -- Name: tenantry_usage_per_tenant(timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.tenantry_usage_per_tenant(p_from timestamp with time zone, p_to timestamp with time zone) RETURNS TABLE(tenant_id text, runs bigint, calls bigint, input_tokens numeric, cached_input_tokens numeric, output_tokens numeric, cost_micros numeric, sandbox_ms numeric, sandbox_cost_micros numeric)
+CREATE FUNCTION public.tenantry_usage_per_tenant(p_from timestamp with time zone, p_to timestamp with time zone) RETURNS TABLE(tenant_id text, runs bigint, calls bigint, input_tokens numeric, cached_input_tokens numeric, output_tokens numeric, cost_micros numeric, sandbox_ms numeric, sandbox_cost_micros numeric, activity_attempts bigint, activity_sandbox_ms numeric, activity_cpu_us numeric, activity_peak_memory_bytes bigint, activity_cost_micros numeric)
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public'
     AS $$
@@ -969,7 +969,12 @@ CREATE FUNCTION public.tenantry_usage_per_tenant(p_from timestamp with time zone
         GROUP BY f.tenant_id
     ), sandbox AS (
         SELECT s.tenant_id, sum(s.sandbox_ms) AS sandbox_ms,
-               sum(s.cost_micros) AS sandbox_cost_micros
+               sum(s.cost_micros) AS sandbox_cost_micros,
+               count(*) FILTER (WHERE s.attempt IS NOT NULL) AS activity_attempts,
+               sum(s.sandbox_ms) FILTER (WHERE s.attempt IS NOT NULL) AS activity_sandbox_ms,
+               sum(s.cpu_us) AS activity_cpu_us,
+               max(s.peak_memory_bytes) AS activity_peak_memory_bytes,
+               sum(s.cost_micros) FILTER (WHERE s.attempt IS NOT NULL) AS activity_cost_micros
         FROM public.sandbox_usage_facts s
         WHERE s.created_at >= p_from AND s.created_at < p_to
         GROUP BY s.tenant_id
@@ -983,7 +988,9 @@ CREATE FUNCTION public.tenantry_usage_per_tenant(p_from timestamp with time zone
         GROUP BY u.tenant_id
     )
     SELECT r.tenant_id, r.runs, coalesce(m.calls, 0), m.input_tokens, m.cached_input_tokens,
-           m.output_tokens, m.cost_micros, s.sandbox_ms, s.sandbox_cost_micros
+           m.output_tokens, m.cost_micros, s.sandbox_ms, s.sandbox_cost_micros,
+           coalesce(s.activity_attempts, 0), s.activity_sandbox_ms, s.activity_cpu_us,
+           s.activity_peak_memory_bytes, s.activity_cost_micros
     FROM runs r
     LEFT JOIN model m ON m.tenant_id = r.tenant_id
     LEFT JOIN sandbox s ON s.tenant_id = r.tenant_id
@@ -1367,7 +1374,17 @@ CREATE TABLE public.sandbox_usage_facts (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     cost_micros bigint NOT NULL,
     price_version text NOT NULL,
+    attempt integer,
+    activity text,
+    activity_version integer,
+    cpu_us bigint,
+    peak_memory_bytes bigint,
+    CONSTRAINT sandbox_usage_facts_activity_version_check CHECK ((activity_version >= 1)),
+    CONSTRAINT sandbox_usage_facts_activity_whole CHECK ((((attempt IS NULL) = (activity IS NULL)) AND ((attempt IS NULL) = (activity_version IS NULL)) AND ((attempt IS NOT NULL) OR ((cpu_us IS NULL) AND (peak_memory_bytes IS NULL))))),
+    CONSTRAINT sandbox_usage_facts_attempt_check CHECK ((attempt >= 1)),
     CONSTRAINT sandbox_usage_facts_cost_micros_check CHECK ((cost_micros >= 0)),
+    CONSTRAINT sandbox_usage_facts_cpu_us_check CHECK ((cpu_us >= 0)),
+    CONSTRAINT sandbox_usage_facts_peak_memory_bytes_check CHECK ((peak_memory_bytes >= 0)),
     CONSTRAINT sandbox_usage_facts_sandbox_ms_check CHECK ((sandbox_ms >= 0))
 );
 

@@ -35,6 +35,7 @@ from tenantry.sandbox import (
     EXIT_TIMEOUT,
     Binding,
     Limits,
+    ResourceUsage,
     Sandbox,
     SandboxDriver,
     SandboxLost,
@@ -119,6 +120,20 @@ class AttemptOutcome:
     backend: str
     sandbox_id: str
     killed_sandbox: bool  # ended by a kill or a crash, not its own exit: the poison count
+    #: What the attempt's sandbox used, host-measured from its claim to its destroy
+    #: (ADR 0016); None: the backend cannot tell. ``sandbox_ms`` is the time it spent
+    #: serving the attempt's requests (files in, the execution, the result out): the
+    #: sandbox seconds billed, like a built-in tool call's exec time.
+    usage: ResourceUsage | None = None
+    sandbox_ms: float = 0.0
+
+    @property
+    def cpu_s(self) -> float | None:
+        return None if self.usage is None else self.usage.cpu_s
+
+    @property
+    def peak_memory_bytes(self) -> int | None:
+        return None if self.usage is None else self.usage.peak_memory_bytes
 
 
 async def run_attempt(
@@ -132,11 +147,14 @@ async def run_attempt(
     limits = dataclasses.replace(request.limits, timeout_s=request.timeout_s)
     sandbox = await driver.create(Binding(request.tenant, request.id, request.egress), limits)
     try:
-        return await run_attempt_in(sandbox, request, heartbeat=heartbeat,
-                                    heartbeat_every=heartbeat_every, started=started)
+        outcome = await _attempt(sandbox, request, heartbeat, heartbeat_every, started)
     finally:
         # Shielded: a second cancellation must not leave the sandbox behind.
         await asyncio.shield(sandbox.destroy())
+    # Read after destroy: the figures frozen then cover everything the attempt ran, a
+    # sandbox lost (and destroyed) mid-execution included.
+    return dataclasses.replace(outcome, usage=sandbox.usage(),
+                               sandbox_ms=round(sandbox.busy_ms, 3))
 
 
 async def run_attempt_in(
@@ -149,8 +167,14 @@ async def run_attempt_in(
     the same tenant and version. The sandbox must hold nothing of an earlier task."""
     if sandbox.binding.tenant != request.tenant:
         raise SandboxRefused("this sandbox is bound to another tenant")
-    return await _attempt(sandbox, request, heartbeat, heartbeat_every,
-                          time.perf_counter() if started is None else started)
+    # A reused sandbox has served earlier tasks: its meter restarts here and its busy time
+    # is counted from here, so this task's usage fact is this task's alone (ADR 0016).
+    sandbox.start_metering()
+    busy_before = sandbox.busy_ms
+    outcome = await _attempt(sandbox, request, heartbeat, heartbeat_every,
+                             time.perf_counter() if started is None else started)
+    return dataclasses.replace(outcome, usage=sandbox.usage(),
+                               sandbox_ms=round(sandbox.busy_ms - busy_before, 3))
 
 
 async def _attempt(sandbox: Sandbox, request: AttemptRequest,

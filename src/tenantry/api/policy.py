@@ -17,6 +17,7 @@ from tenantry.api.platform import Platform
 from tenantry.errors import ValidationFailed
 from tenantry.ids import TenantId
 from tenantry.ledger import usage
+from tenantry.ledger.prices import PriceBook
 from tenantry.scheduler import policy
 from tenantry.scheduler.policy import DEFAULT_ACTIVITY_SLOTS, TenantPolicy
 from tenantry.store.activities import MAX_ACTIVITY_SLOTS
@@ -100,6 +101,33 @@ async def get_policy(tenant_id: str, p: Platform = Depends(platform)) -> PolicyO
     return _policy_out(await policy.get_policy(p.db, tenant))
 
 
+class ActivityUsage(BaseModel):
+    """Activity attempts' part of the sandbox facts (ADR 0016): one fact per attempt that
+    ran, failed and killed ones included, measured by the host from the sandbox's cgroup
+    (or QEMU's own process)."""
+
+    attempts: int
+    sandbox_ms: int = Field(description="Sandbox time the attempts were billed for (part of "
+                                        "sandbox_ms above).")
+    cpu_seconds: float | None = Field(description="CPU time (user + system) of the attempts' "
+                                                  "sandboxes, summed; null: no attempt here "
+                                                  "had it measured.")
+    peak_memory_bytes: int | None = Field(description="The highest memory any one attempt's "
+                                                      "sandbox had charged (its whole "
+                                                      "sandbox: for a microVM, guest RAM it "
+                                                      "touched and QEMU's own); null: none "
+                                                      "measured.")
+    cost_micros: int = Field(description="What their sandbox time cost (part of "
+                                         "sandbox_cost_micros above).")
+
+
+class SandboxPriceOut(BaseModel):
+    per_second_micros: int = Field(description="Micro-dollars per sandbox second, in force "
+                                               "now (sandbox time is billed by the "
+                                               "millisecond, rounded up).")
+    version: str = Field(description="The price's identity, as each fact records it.")
+
+
 class UsageRow(BaseModel):
     key: str = Field(description="The agent id or the day (YYYY-MM-DD, UTC).")
     runs: int
@@ -108,11 +136,12 @@ class UsageRow(BaseModel):
     cached_input_tokens: int
     output_tokens: int
     cost_micros: int = Field(description="What the model calls cost (micro-dollars).")
-    sandbox_ms: int = Field(description="Time built-in tool calls spent in the runs' "
-                                        "sandboxes (billed per sandbox second).")
+    sandbox_ms: int = Field(description="Time built-in tool calls and activity attempts "
+                                        "spent in sandboxes (billed per sandbox second).")
     sandbox_cost_micros: int = Field(description="What that sandbox time cost, at the "
-                                                 "sandbox price in force at each call; "
-                                                 "spend is cost_micros + this.")
+                                                 "sandbox price in force at each call or "
+                                                 "attempt; spend is cost_micros + this.")
+    activities: ActivityUsage
 
 
 class UsageOut(BaseModel):
@@ -122,6 +151,7 @@ class UsageOut(BaseModel):
     group_by: str | None
     total: UsageRow
     groups: list[UsageRow]
+    sandbox_price: SandboxPriceOut
 
     model_config = ConfigDict(populate_by_name=True)
 
@@ -149,12 +179,17 @@ async def get_usage(
     group_by: Literal["agent", "day"] | None = Query(None),
     tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
 ) -> UsageOut:
-    """Model usage and cost from the billing record (one fact per model reply)."""
+    """Usage and cost from the billing record: one fact per model reply, per built-in tool
+    call that used a sandbox and per activity attempt; and the sandbox price now."""
     start, end, lo, hi = _window(from_, to)
     total, groups = await usage.for_tenant(p.db, tenant, lo, hi, group_by)
+    quote = await PriceBook(p.db).sandbox()
     return UsageOut(tenant_id=tenant.value, from_=start, to=end, group_by=group_by,
                     total=UsageRow(key="total", **total),
-                    groups=[UsageRow(**g) for g in groups])
+                    groups=[UsageRow(**g) for g in groups],
+                    sandbox_price=SandboxPriceOut(
+                        per_second_micros=quote.price.per_second_micros,
+                        version=quote.version))
 
 
 class TenantUsageRow(UsageRow):

@@ -45,7 +45,12 @@ WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
 
 -- name: sandbox_by_agent
 SELECT agent_id::text AS key, sum(sandbox_ms) AS sandbox_ms,
-       sum(cost_micros) AS sandbox_cost_micros, count(DISTINCT run_id) AS runs
+       sum(cost_micros) AS sandbox_cost_micros,
+       count(*) FILTER (WHERE attempt IS NOT NULL) AS activity_attempts,
+       sum(sandbox_ms) FILTER (WHERE attempt IS NOT NULL) AS activity_sandbox_ms,
+       sum(cpu_us) AS activity_cpu_us, max(peak_memory_bytes) AS activity_peak_memory_bytes,
+       sum(cost_micros) FILTER (WHERE attempt IS NOT NULL) AS activity_cost_micros,
+       count(DISTINCT run_id) AS runs
 FROM sandbox_usage_facts
 WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
 GROUP BY agent_id ORDER BY agent_id
@@ -53,6 +58,10 @@ GROUP BY agent_id ORDER BY agent_id
 -- name: sandbox_by_day
 SELECT to_char(date_trunc('day', created_at AT TIME ZONE 'UTC'), 'YYYY-MM-DD') AS key,
        sum(sandbox_ms) AS sandbox_ms, sum(cost_micros) AS sandbox_cost_micros,
+       count(*) FILTER (WHERE attempt IS NOT NULL) AS activity_attempts,
+       sum(sandbox_ms) FILTER (WHERE attempt IS NOT NULL) AS activity_sandbox_ms,
+       sum(cpu_us) AS activity_cpu_us, max(peak_memory_bytes) AS activity_peak_memory_bytes,
+       sum(cost_micros) FILTER (WHERE attempt IS NOT NULL) AS activity_cost_micros,
        count(DISTINCT run_id) AS runs
 FROM sandbox_usage_facts
 WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
@@ -60,6 +69,10 @@ GROUP BY 1 ORDER BY 1
 
 -- name: sandbox_total
 SELECT coalesce(sum(sandbox_ms), 0) AS sandbox_ms,
+       count(*) FILTER (WHERE attempt IS NOT NULL) AS activity_attempts,
+       sum(sandbox_ms) FILTER (WHERE attempt IS NOT NULL) AS activity_sandbox_ms,
+       sum(cpu_us) AS activity_cpu_us, max(peak_memory_bytes) AS activity_peak_memory_bytes,
+       sum(cost_micros) FILTER (WHERE attempt IS NOT NULL) AS activity_cost_micros,
        coalesce(sum(cost_micros), 0) AS sandbox_cost_micros
 FROM sandbox_usage_facts
 WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
@@ -123,3 +136,10 @@ SELECT DISTINCT ON (model) * FROM model_prices
 WHERE effective_from <= now() AND ($1::text IS NULL OR model > $1)
 ORDER BY model, effective_from DESC
 LIMIT $2
+
+-- name: insert_activity_usage_fact
+-- One activity attempt (ADR 0016): a sandbox usage fact with the attempt's own columns.
+INSERT INTO sandbox_usage_facts (tenant_id, run_id, seq, agent_id, agent_version, backend,
+                                 sandbox_ms, cost_micros, price_version, attempt, activity,
+                                 activity_version, cpu_us, peak_memory_bytes)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)

@@ -25,8 +25,24 @@ def _sums(row: asyncpg.Record) -> dict[str, int]:
     return {name: int(row[name] or 0) for name in _FIELDS}
 
 
-def _sandbox_sums(row: asyncpg.Record) -> dict[str, int]:
-    return {name: int(row[name] or 0) for name in _SANDBOX_FIELDS}
+def _sandbox_sums(row: asyncpg.Record) -> dict[str, Any]:
+    return {**{name: int(row[name] or 0) for name in _SANDBOX_FIELDS},
+            "activities": _activity_sums(row)}
+
+
+def _activity_sums(row: asyncpg.Record) -> dict[str, Any]:
+    """The activity attempts' part of the sandbox facts (ADR 0016). CPU and peak stay None
+    when no attempt had them measured: an unmeasured figure is not a zero."""
+    cpu_us, peak = row["activity_cpu_us"], row["activity_peak_memory_bytes"]
+    return {"attempts": int(row["activity_attempts"] or 0),
+            "sandbox_ms": int(row["activity_sandbox_ms"] or 0),
+            "cpu_seconds": None if cpu_us is None else int(cpu_us) / 1e6,
+            "peak_memory_bytes": None if peak is None else int(peak),
+            "cost_micros": int(row["activity_cost_micros"] or 0)}
+
+
+NO_ACTIVITIES: dict[str, Any] = {"attempts": 0, "sandbox_ms": 0, "cpu_seconds": None,
+                                 "peak_memory_bytes": None, "cost_micros": 0}
 
 
 async def for_tenant(
@@ -34,7 +50,8 @@ async def for_tenant(
 ) -> tuple[dict[str, int], list[dict[str, Any]]]:
     """The tenant's total over [start, end) and, if asked, per agent or per UTC day: model
     calls, tokens and cost from the usage facts, sandbox time and its cost from the sandbox
-    facts (the month's spend is ``cost_micros + sandbox_cost_micros``)."""
+    facts (the month's spend is ``cost_micros + sandbox_cost_micros``) — activity attempts'
+    sandbox time included, and broken out under ``activities``."""
     async with db.tenant_tx(tenant) as conn:
         total = await conn.fetchrow(Q.usage_total, tenant.value, start, end)
         sandbox_total = await conn.fetchrow(Q.sandbox_total, tenant.value, start, end)
@@ -49,7 +66,8 @@ async def for_tenant(
     assert total is not None and sandbox_total is not None
     groups: dict[str, dict[str, Any]] = {}
     for row in rows:
-        groups[row["key"]] = {**_sums(row), **dict.fromkeys(_SANDBOX_FIELDS, 0)}
+        groups[row["key"]] = {**_sums(row), **dict.fromkeys(_SANDBOX_FIELDS, 0),
+                              "activities": dict(NO_ACTIVITIES)}
     for row in sandbox_rows:  # a group with sandbox time but no model call in the window
         group = groups.setdefault(row["key"], {**dict.fromkeys(_FIELDS, 0),
                                                "runs": int(row["runs"])})

@@ -356,6 +356,12 @@ class ActivityAttempted(Payload):
     stderr: str
     duration_ms: float
     sandbox_id: str  # a fresh one per attempt: never the same twice
+    # What the attempt's sandbox used (ADR 0016), host-measured; absent in logs written
+    # before it was measured, and None when the backend could not tell.
+    cpu_s: float | None = None
+    peak_memory_bytes: int | None = None
+    sandbox_ms: float | None = None  # the sandbox seconds billed, and their cost
+    cost_micros: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

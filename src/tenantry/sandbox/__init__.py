@@ -16,6 +16,7 @@ from tenantry.sandbox.types import (
     ExecResult,
     FileEntry,
     Limits,
+    ResourceUsage,
     SandboxError,
     SandboxLost,
     SandboxRefused,
@@ -23,7 +24,7 @@ from tenantry.sandbox.types import (
 )
 
 __all__ = [
-    "EXIT_KILLED", "EXIT_TIMEOUT", "Binding", "ExecResult", "FileEntry", "Limits", "Sandbox",
-    "SandboxDriver", "SandboxError", "SandboxLost", "SandboxRefused", "SandboxUnavailable",
-    "SavedFiles",
+    "EXIT_KILLED", "EXIT_TIMEOUT", "Binding", "ExecResult", "FileEntry", "Limits",
+    "ResourceUsage", "Sandbox", "SandboxDriver", "SandboxError", "SandboxLost",
+    "SandboxRefused", "SandboxUnavailable", "SavedFiles",
 ]

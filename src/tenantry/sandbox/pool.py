@@ -167,6 +167,8 @@ class PooledDriver:
             # Served even with no hosts allowed: code that tries gets a 403 naming the
             # empty allow-list instead of a hang, and still nothing leaves the host.
             await instance.attach_egress(self.egress, policy, labels)
+            # From here on its CPU and memory are the bound run's (ADR 0016).
+            instance.start_metering()
         except BaseException:
             await instance.destroy()
             raise

@@ -18,6 +18,7 @@ from tenantry.sandbox.types import (
     ExecResult,
     FileEntry,
     Limits,
+    ResourceUsage,
     SandboxLost,
     SandboxRefused,
 )
@@ -58,6 +59,15 @@ class Sandbox:
     @property
     def alive(self) -> bool:
         return not self.destroyed and self.instance.alive and not self.instance.channel.closed
+
+    def start_metering(self) -> None:
+        """Count usage from now on (see ``Instance.start_metering``)."""
+        self.instance.start_metering()
+
+    def usage(self) -> ResourceUsage | None:
+        """What it used since it was bound (host-measured; after destroy, the final
+        figures): None when its backend cannot tell."""
+        return self.instance.usage()
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.backend, "id": self.id, "warm": self.warm,

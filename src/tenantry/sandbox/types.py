@@ -64,6 +64,20 @@ class ExecResult:
 
 
 @dataclass(frozen=True, slots=True)
+class ResourceUsage:
+    """What a sandbox's host processes used since it was bound (ADR 0016), as the host
+    accounts them (cgroup, or QEMU's own process): CPU time, user + system, and the highest
+    memory charged. None: the host could not read that figure (never a made-up 0)."""
+
+    cpu_ns: int | None
+    peak_memory_bytes: int | None
+
+    @property
+    def cpu_s(self) -> float | None:
+        return None if self.cpu_ns is None else self.cpu_ns / 1e9
+
+
+@dataclass(frozen=True, slots=True)
 class FileEntry:
     name: str
     kind: str  # file | dir | link | other

@@ -53,6 +53,8 @@ from tenantry.db import Database
 from tenantry.db.queries import load
 from tenantry.errors import LeaseLost, NotFound
 from tenantry.ids import AgentId, RunId, TenantId
+from tenantry.ledger import attempts as attempt_facts
+from tenantry.ledger.prices import PriceBook
 from tenantry.runs import activity_calls, log
 from tenantry.runs import lease as run_leases
 from tenantry.runs.events import (
@@ -98,8 +100,10 @@ class Dispatcher:
                  worker_id: str | None = None, slots: int = 4, claim_batch: int = 4,
                  lease_seconds: float = 30.0, poll_seconds: float = 0.5,
                  heartbeat_every: float | None = None, limits: Limits | None = None,
-                 warm_max: int = 32, warm_per_tenant: int = 8) -> None:
+                 warm_max: int = 32, warm_per_tenant: int = 8,
+                 prices: PriceBook | None = None) -> None:
         self.db = db
+        self.prices = prices or PriceBook(db)  # sandbox seconds, as tool calls pay them
         self.vault = vault
         self.driver = driver
         self.worker_id = worker_id or run_leases.worker_id("activities")
@@ -325,14 +329,21 @@ class Dispatcher:
                       attempt: int, attempts: int, deaths: int) -> str:
         settings = version.settings
         error = None if outcome.error is None else outcome.error[:MAX_ERROR_CHARS]
+        quote = await self.prices.sandbox()  # before the lock: it may read the database
+        sandbox_ms = round(outcome.sandbox_ms)
         attempted = ActivityAttempted(
             attempt=attempt, status=outcome.status, error=error, exit_code=outcome.exit_code,
             killed_sandbox=outcome.killed_sandbox, stdout=outcome.stdout[:LOG_OUTPUT_CHARS],
             stderr=outcome.stderr[:LOG_OUTPUT_CHARS], duration_ms=outcome.duration_ms,
-            sandbox_id=outcome.sandbox_id)
+            sandbox_id=outcome.sandbox_id, cpu_s=outcome.cpu_s,
+            peak_memory_bytes=outcome.peak_memory_bytes, sandbox_ms=outcome.sandbox_ms,
+            cost_micros=quote.cost_micros(sandbox_ms))
         stored: dict[str, Any] = {"message": error or "", "ours": False, "attempts": attempts}
         async with self._fenced(lease) as conn:
-            await log.append(conn, lease.tenant, lease.run, attempted, epoch=lease.epoch)
+            seq = await log.append(conn, lease.tenant, lease.run, attempted, epoch=lease.epoch)
+            await attempt_facts.record(conn, lease.tenant, lease.run, _fact(
+                seq, version, outcome, attempt, sandbox_ms, quote.version,
+                attempted.cost_micros or 0))
             if outcome.status == "completed":
                 await self._end(conn, lease, RunFinished(outcome.result), RunStatus.FINISHED,
                                 answer=outcome.result)
@@ -396,3 +407,16 @@ class Dispatcher:
         done = await conn.execute(Q.end_activity, lease.tenant.value, lease.run.uuid,
                                   lease.epoch, status.value, answer, error)
         assert done.endswith(" 1"), "the row is locked under this epoch"
+
+
+def _fact(seq: int, version: ActivityVersion, outcome: AttemptOutcome, attempt: int,
+          sandbox_ms: int, price_version: str, cost_micros: int) -> attempt_facts.AttemptFact:
+    """The attempt's usage fact (ADR 0016): every attempt that ran has one, failed or
+    killed ones too; a figure its backend could not measure stays None."""
+    cpu_ns = None if outcome.usage is None else outcome.usage.cpu_ns
+    return attempt_facts.AttemptFact(
+        seq=seq, agent=version.agent_id, agent_version=version.version, attempt=attempt,
+        activity=version.name, activity_version=version.version, backend=outcome.backend,
+        sandbox_ms=sandbox_ms, cpu_us=None if cpu_ns is None else cpu_ns // 1000,
+        peak_memory_bytes=outcome.peak_memory_bytes, cost_micros=cost_micros,
+        price_version=price_version)

@@ -23,8 +23,9 @@ ROOT = Path("/sys/fs/cgroup")
 PARENT = "tenantry"
 #: The controllers a sandbox cannot run without.
 REQUIRED = ("memory", "cpu", "pids")
-#: Controllers used when present (pause/resume of a pooled sandbox).
-OPTIONAL = ("freezer",)
+#: Controllers used when present: pause/resume of a pooled sandbox; its CPU time (cpuacct
+#: is its own hierarchy on this host family, not joined with cpu).
+OPTIONAL = ("freezer", "cpuacct")
 CFS_PERIOD_US = 100_000
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
@@ -101,6 +102,30 @@ class CgroupV1:
             group._set_memory(memory_bytes)
             group.set_cpus(cpus)
             group.set_pids(pids)
+        except BaseException:
+            group.destroy()
+            raise
+        return group
+
+    @classmethod
+    def metered(cls, name: str, *, memory_bytes: int, root: Path = ROOT) -> CgroupV1:
+        """The memory and cpuacct cgroups of a sandbox whose runtime makes the others
+        (runsc), made before it starts so that they are ours: runsc uses a pre-created
+        cgroup as it is and removes only those it made, so what the sandbox used can be
+        read after it died (a lost gVisor sandbox's cgroups are gone before its channel
+        says so). runsc leaves a pre-created cgroup's settings alone: the memory limit is
+        set here. Removed by ``destroy`` with the rest (``existing``)."""
+        if not _NAME.match(name):
+            raise ValueError(f"bad cgroup name {name!r}")
+        dirs: dict[str, Path] = {}
+        for controller in ("memory", "cpuacct"):
+            if controller == "memory" or _is_v1(root / controller):
+                directory = root / controller / PARENT / name
+                directory.mkdir(parents=True, exist_ok=True)
+                dirs[controller] = directory
+        group = cls(name, dirs)
+        try:
+            group._set_memory(memory_bytes)
         except BaseException:
             group.destroy()
             raise
@@ -251,6 +276,31 @@ class CgroupV1:
     def pss_kib(self) -> int | None:
         """Proportional set size of the cgroup's processes (None when none can be read)."""
         return pss_kib_of(self.pids())
+
+    # Accounting (accounting.Meter): CPU time and the memory peak of every member, past
+    # and present — the kernel keeps them for the cgroup, whatever exited or was killed.
+    def cpu_ns(self) -> int | None:
+        directory = self.dirs.get("cpuacct")
+        if directory is None:
+            return None
+        try:
+            return int((directory / "cpuacct.usage").read_text())
+        except (OSError, ValueError):
+            return None
+
+    def peak_memory_bytes(self) -> int | None:
+        try:
+            return int((self.dirs["memory"] / "memory.max_usage_in_bytes").read_text())
+        except (KeyError, OSError, ValueError):
+            return None
+
+    def reset_peak_memory(self) -> bool:
+        """The peak restarts from what is charged now (v1: writing 0 resets it)."""
+        try:
+            _write(self.dirs["memory"] / "memory.max_usage_in_bytes", "0")
+        except (KeyError, OSError):
+            return False
+        return True
 
 
 #: A sandbox's cgroup is empty only between ``create`` and its first process joining

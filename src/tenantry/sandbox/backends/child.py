@@ -18,12 +18,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from tenantry.sandbox.backends.accounting import Meter
 from tenantry.sandbox.backends.cgroups import CgroupV1
 from tenantry.sandbox.channel import MAX_LINE_BYTES, AgentChannel
 from tenantry.sandbox.egress.policy import EgressPolicy
 from tenantry.sandbox.egress.port import EgressPort
 from tenantry.sandbox.egress.proxy import EgressProxy
-from tenantry.sandbox.types import SandboxLost, SandboxUnavailable
+from tenantry.sandbox.types import ResourceUsage, SandboxLost, SandboxUnavailable
 
 #: Where the backends look for their programs, and the PATH their processes get.
 HOST_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
@@ -110,6 +111,8 @@ class ChildInstance:
         self.process = process
         self.pid = process.pid  # the host process the sandbox dies with
         self.cgroup = cgroup
+        # Over this view of the cgroup: gVisor's _stop swaps self.cgroup for what remains.
+        self._meter = Meter(cgroup)
         self.channel = channel
         self._egress = egress
         self._forget = forget
@@ -132,11 +135,18 @@ class ChildInstance:
         """PSS of every process in the instance's cgroup (whatever the sandbox forked)."""
         return self.cgroup.pss_kib()
 
+    def start_metering(self) -> None:
+        self._meter.start()
+
+    def usage(self) -> ResourceUsage | None:
+        return self._meter.read()
+
     async def destroy(self) -> None:
         async with self._destroy_lock:
             if self._destroyed:
                 return
             self._destroyed = True
+            self._meter.stop()  # before the cgroup goes (runsc's delete removes it too)
             self.channel.close()
             await self._egress.close()
             await self._stop()

@@ -78,8 +78,10 @@ class GvisorInstance(ChildInstance):
                  process: asyncio.subprocess.Process, owner: GvisorBackend,
                  channel: AgentChannel, egress: EgressPort) -> None:
         # process is `runsc run` (attached); runsc creates the cgroups from the spec's
-        # cgroupsPath: this is a view of them, not created by us.
-        cgroup = CgroupV1(instance_id, {c: ROOT / c / PARENT / instance_id for c in REQUIRED})
+        # cgroupsPath in every hierarchy but memory and cpuacct, which launch made first
+        # (``CgroupV1.metered``: they outlive a lost sandbox, for its usage): a view of all.
+        cgroup = CgroupV1(instance_id, {c: ROOT / c / PARENT / instance_id
+                                        for c in (*REQUIRED, "cpuacct")})
         super().__init__(instance_id, directory, process, cgroup, channel, egress,
                          owner.forget)
         self._owner = owner
@@ -192,7 +194,7 @@ class GvisorBackend:
         return rootfs
 
     def _spec(self, directory: Path, instance_id: str, limits: Limits) -> dict[str, Any]:
-        memory = max(limits.memory_mib, MIN_MEMORY_MIB) * 1024 * 1024
+        memory = _memory_bytes(limits)
         fsize = limits.disk_mib * 1024 * 1024
         mounts: list[dict[str, Any]] = [
             {"destination": "/proc", "type": "proc", "source": "proc"},
@@ -284,6 +286,9 @@ class GvisorBackend:
             # Before it exists: its processes join the cgroup runsc makes for it (named as
             # it is), and `runsc run` ends with them.
             self.backstop.register(instance_id, cgroups=(instance_id,))
+            # Ours, not runsc's (it uses them as they are, limit included): they outlive
+            # a sandbox that dies, so what it used can still be read (ADR 0016).
+            CgroupV1.metered(instance_id, memory_bytes=_memory_bytes(limits))
             log_file = await asyncio.to_thread(open, directory / "runsc.log", "wb")
             with log_file:
                 process = await asyncio.create_subprocess_exec(
@@ -293,6 +298,8 @@ class GvisorBackend:
                     stderr=log_file, env={"PATH": child.HOST_PATH}, cwd="/",
                 )
         except BaseException:
+            with contextlib.suppress(OSError):
+                CgroupV1.existing(instance_id).destroy()
             self.backstop.forget(instance_id)
             channel.close()
             await egress.close()
@@ -316,6 +323,10 @@ class GvisorBackend:
         self.backstop.close()
         # The (now empty) process folder stays: another backend of this process may share
         # it; it is removed once this process is gone (orphans.reap_dead).
+
+
+def _memory_bytes(limits: Limits) -> int:
+    return max(limits.memory_mib, MIN_MEMORY_MIB) * 1024 * 1024
 
 
 def _reap_orphans(runsc: str, state_dir: Path) -> None:

@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tenantry.sandbox.backends.accounting import Meter, ProcessSource
 from tenantry.sandbox.backends.cgroups import CgroupV1, remove_stale
 from tenantry.sandbox.backends.child import HOST_PATH
 from tenantry.sandbox.backends.microvm_host import (
@@ -57,7 +58,7 @@ from tenantry.sandbox.egress.policy import EgressPolicy
 from tenantry.sandbox.egress.port import EgressPort
 from tenantry.sandbox.egress.proxy import EgressProxy
 from tenantry.sandbox.image.build import ImageInfo
-from tenantry.sandbox.types import Limits, SandboxLost, SandboxUnavailable
+from tenantry.sandbox.types import Limits, ResourceUsage, SandboxLost, SandboxUnavailable
 
 __all__ = ["QEMU_PACKAGE", "MicroVmBackend", "MicroVmInstance", "kvm_usable"]
 
@@ -109,6 +110,9 @@ class MicroVmInstance:
         self._process = process
         self._qmp = qmp
         self._cgroup = cgroup
+        # QEMU's accounting: its cgroup (QEMU is its only process), else the process
+        # itself — either way guest RAM the VM touched and the emulation's CPU count.
+        self._meter = Meter(cgroup if cgroup is not None else ProcessSource(process.pid))
         self._destroyed = False
         self._on_destroyed = on_destroyed
         self.host_uid = host_uid  # None when not root: QEMU runs as the worker's uid
@@ -145,10 +149,17 @@ class MicroVmInstance:
                             labels: dict[str, str]) -> None:
         await self._egress.attach(proxy, policy, labels)
 
+    def start_metering(self) -> None:
+        self._meter.start()
+
+    def usage(self) -> ResourceUsage | None:
+        return self._meter.read()
+
     async def destroy(self) -> None:
         if self._destroyed:
             return
         self._destroyed = True
+        self._meter.stop()  # while QEMU and its cgroup are still there to read
         self.channel.close()
         await self._egress.close()
         self._qmp.close()

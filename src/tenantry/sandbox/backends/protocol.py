@@ -8,7 +8,7 @@ from typing import Protocol
 from tenantry.sandbox.channel import AgentChannel
 from tenantry.sandbox.egress.policy import EgressPolicy
 from tenantry.sandbox.egress.proxy import EgressProxy
-from tenantry.sandbox.types import Limits
+from tenantry.sandbox.types import Limits, ResourceUsage
 
 
 class Instance(Protocol):
@@ -45,6 +45,15 @@ class Instance(Protocol):
 
     def pss_kib(self) -> int | None:
         """Proportional set size of the backend's processes, for the benchmarks."""
+
+    def start_metering(self) -> None:
+        """Count resource use from now (the claim: launching and warming a pooled sandbox
+        are the platform's, not the bound run's). Called again, it counts from then (a
+        reused activity sandbox's next task)."""
+
+    def usage(self) -> ResourceUsage | None:
+        """CPU time and peak memory since ``start_metering``, as the host accounts the
+        sandbox's processes; frozen at ``destroy``. None: this backend cannot tell."""
 
 
 class Backend(Protocol):
