@@ -13,6 +13,7 @@ from tenantry.runs.events import (
     ABSENT,
     PAYLOADS,
     ActivityAttempted,
+    ActivityStarted,
     ApprovalDecided,
     ApprovalRequested,
     BudgetStopped,
@@ -101,6 +102,7 @@ EXAMPLES: list[tuple[Payload, dict[str, Any]]] = [
      {"attempt": 2, "status": "retryable", "error": "crashed: SIGSEGV", "exit_code": 139,
       "killed_sandbox": True, "stdout": "", "stderr": "", "duration_ms": 12.5,
       "sandbox_id": "sb_1"}),
+    (ActivityStarted(1, "sb_1"), {"attempt": 1, "sandbox_id": "sb_1"}),
 ]
 
 

@@ -122,13 +122,18 @@ async def run_attempt(
     driver: SandboxDriver, request: AttemptRequest, *,
     heartbeat: Callable[[], Awaitable[None]] | None,
     heartbeat_every: float = HEARTBEAT_EVERY_S,
+    on_started: Callable[[Sandbox], Awaitable[None]] | None = None,
 ) -> AttemptOutcome:
     """Run one attempt; the sandbox is destroyed however this returns or raises. A
-    ``heartbeat`` that raises (the lease is gone) ends the attempt with that exception."""
+    ``heartbeat`` that raises (the lease is gone) ends the attempt with that exception.
+    ``on_started`` is awaited with the attempt's sandbox before anything is written into
+    it (the dispatcher records the attempt as started); if it raises, nothing runs."""
     started = time.perf_counter()
     limits = dataclasses.replace(request.limits, timeout_s=request.timeout_s)
     sandbox = await driver.create(Binding(request.tenant, request.id, request.egress), limits)
     try:
+        if on_started is not None:
+            await on_started(sandbox)
         return await _attempt(sandbox, request, heartbeat, heartbeat_every, started)
     finally:
         # Shielded: a second cancellation must not leave the sandbox behind.

@@ -29,7 +29,7 @@ from tenantry.errors import Conflict, NotFound, ValidationFailed
 from tenantry.ids import RunId, TenantId
 from tenantry.jsonutil import digest
 from tenantry.runs import log
-from tenantry.runs.events import ActivityAttempted, RunResumed, RunStatus
+from tenantry.runs.events import ActivityAttempted, ActivityStarted, RunResumed, RunStatus
 from tenantry.runs.service import RunRequest, create_run
 from tenantry.scheduler.admission import CellCapacity
 from tenantry.scheduler.shedding import CellLoad, ShedThresholds
@@ -158,7 +158,7 @@ class ActivityStore:
 async def task_row(conn: Connection, tenant: TenantId, task_id: RunId) -> asyncpg.Record | None:
     row: asyncpg.Record | None = await conn.fetchrow(
         Q.activity_task, tenant.value, task_id.uuid, ActivityAttempted.TYPE.value,
-        RunResumed.TYPE.value)
+        RunResumed.TYPE.value, ActivityStarted.TYPE.value)
     return row
 
 

@@ -10,7 +10,10 @@ transaction, ``ActivityAttempted`` and the decision: completed → finished with
 a kill or crash that makes ``max_sandbox_deaths`` → dead-lettered (status ``waiting`` with
 ``error.dead_lettered``: no claim takes it until ``ActivityStore.requeue``); retryable →
 back to the queue after the backoff, unless it made ``max_attempts`` → failed; failed → the
-tenant's error (``ours: false``).
+tenant's error (``ours: false``). ``ActivityStarted{attempt, sandbox_id}`` is written once
+the attempt's sandbox is bound, before tenant code runs: if its dispatcher dies mid-attempt,
+the task's next holder (after the lease expires) records that attempt as ``abandoned`` and
+numbers the next one after it.
 
 It lives in ``store`` beside ``ActivityStore``: it writes the runs' log and leases, which
 sit above ``activities`` in the layers. A tenant's failure never ends the loop.
@@ -36,6 +39,7 @@ from tenantry.runs import lease as run_leases
 from tenantry.runs import log
 from tenantry.runs.events import (
     ActivityAttempted,
+    ActivityStarted,
     Payload,
     RunFailed,
     RunFinished,
@@ -43,7 +47,7 @@ from tenantry.runs.events import (
     RunStatus,
 )
 from tenantry.runs.lease import Lease
-from tenantry.sandbox import Limits, SandboxDriver
+from tenantry.sandbox import Limits, Sandbox, SandboxDriver
 from tenantry.store.activities import task_row
 from tenantry.vault import Vault
 
@@ -89,9 +93,16 @@ class Dispatcher:
             self._stop.clear()
             self._loop = asyncio.create_task(self._run(), name="activity-dispatcher")
 
+    @property
+    def alive(self) -> bool:
+        """The loop is running: started and not ended (a tenant's failure never ends it)."""
+        return self._loop is not None and not self._loop.done()
+
     async def stop(self) -> None:
         """Stop claiming, cancel attempts in flight (their sandboxes are destroyed) and
-        give their tasks back to the queue: an attempt cut short by us is not counted."""
+        give their tasks back to the queue. An attempt cut short after its sandbox was
+        bound is recorded by the task's next holder as ``abandoned`` (retryable, not a
+        sandbox death), as for a dispatcher that died."""
         self._stop.set()
         if self._loop is not None:
             await self._loop
@@ -163,6 +174,12 @@ class Dispatcher:
             raise LeaseLost("the task's lease moved on before its attempt")
         version = await versions.get_of_agent(self.db, lease.tenant, AgentId(row["agent_id"]),
                                               row["agent_version"])
+        if row["started"] is not None and row["started"] > row["attempts"]:
+            # The last attempt got its sandbox and never reported: its dispatcher died or
+            # stopped mid-attempt. Recorded (and decided on) before the next one is run.
+            return await self._record(lease, version, _abandoned(row["started_sandbox"]),
+                                      row["started"], row["attempts_since_requeue"] + 1,
+                                      row["deaths_since_requeue"])
         try:
             secrets = {name: await self.vault.get(lease.tenant, name)
                        for name in version.settings.secrets}
@@ -179,8 +196,14 @@ class Dispatcher:
             if lost:
                 raise LeaseLost("another dispatcher holds this task now")
 
+        async def started(sandbox: Sandbox) -> None:
+            async with self._fenced(lease) as conn:
+                await log.append(conn, lease.tenant, lease.run,
+                                 ActivityStarted(request.attempt, sandbox.id),
+                                 epoch=lease.epoch)
+
         outcome = await run_attempt(self.driver, request, heartbeat=heartbeat,
-                                    heartbeat_every=self._every)
+                                    heartbeat_every=self._every, on_started=started)
         return await self._record(lease, version, outcome, request.attempt,
                                   row["attempts_since_requeue"] + 1,
                                   row["deaths_since_requeue"] + int(outcome.killed_sandbox))
@@ -254,3 +277,14 @@ class Dispatcher:
         done = await conn.execute(Q.end_activity, lease.tenant.value, lease.run.uuid,
                                   lease.epoch, status.value, answer, error)
         assert done.endswith(" 1"), "the row is locked under this epoch"
+
+
+def _abandoned(sandbox_id: str | None) -> AttemptOutcome:
+    """What an attempt whose dispatcher went away mid-attempt is recorded as: retryable
+    (the tenant's code may have been fine) and counted toward ``max_attempts``, so a task
+    that keeps taking its dispatchers down still ends; not a sandbox death, since no
+    sandbox was seen to die of it. Its sandbox died with the dispatcher (the guardian)."""
+    return AttemptOutcome(
+        status="retryable", result=None, exit_code=None, stdout="", stderr="",
+        error="abandoned: its dispatcher stopped or died before the attempt ended",
+        duration_ms=0.0, backend="", sandbox_id=sandbox_id or "", killed_sandbox=False)
