@@ -35,6 +35,7 @@ from tenantry.db import Database
 from tenantry.ids import RunId, TenantId
 from tenantry.runs import log
 from tenantry.sandbox.backends.cgroups import PARENT, ROOT
+from tenantry.sandbox.backends.hostwide import host_dir
 from tenantry.sandbox.pool import PooledDriver
 from tenantry.store import Admitted, RunStatus, WorkflowStore
 from tenantry.store.activities import ActivityStore, ActivityTask
@@ -56,6 +57,13 @@ POISONER = TenantId.parse("tenant-poisoner")
 NEIGHBOUR = TenantId.parse("tenant-neighbour")
 #: Hang guards for waits, never asserted as durations: microvm runs under TCG here.
 WITHIN = 600.0
+
+
+def _registry() -> Path:
+    """The host-wide sandbox registry (``sandbox/backends/registry.py``): a record per
+    live sandbox, naming the worker process that owns it."""
+    return host_dir("sandboxes")
+
 
 SEGFAULT = """
     import ctypes
@@ -256,8 +264,11 @@ async def test_poison_payloads_are_dead_lettered_while_another_tenant_keeps_comp
         for a in attempts:
             assert a["status"] == "retryable" and a["killed_sandbox"], (kind, a)
             assert a["error"].startswith(errors), (kind, a)
-    # A fresh sandbox for every attempt of every task: never the same one twice.
+    # A fresh sandbox for every attempt of every task: never the same one twice, and
+    # each one destroyed — the host-wide registry no longer lists any of them.
     assert len(set(sandboxes)) == len(sandboxes), sandboxes
+    left = [s for s in sandboxes if (_registry() / f"{s}.json").exists()]
+    assert left == [], f"sandboxes of poison attempts still registered: {left}"
 
     # The neighbour's tasks all finished with their own results, and they did so while
     # the poison was still running, not only after it.
@@ -284,7 +295,6 @@ WAITS_ON_ATTEMPT_1 = """
             time.sleep(3600)
         return {"attempt": context.attempt, "key": context.idempotency_key}
 """
-REGISTRY = Path("/run/tenantry/sandboxes")
 #: Lease seconds per backend: the production default (None: 30 s) where it is cheapest
 #: to wait, a short one on the others.
 LEASES: dict[str, int | None] = {"bwrap": None, "gvisor": 3, "microvm": 3}
@@ -302,7 +312,7 @@ def _sandboxes_of(worker_pid: int) -> dict[str, set[int]]:
     """Every sandbox the host-wide registry lists for that worker: its host processes (the
     one the backend started and every member of its cgroups)."""
     found: dict[str, set[int]] = {}
-    for path in REGISTRY.glob("*.json"):
+    for path in _registry().glob("*.json"):
         try:
             record = json.loads(path.read_text())
         except (OSError, ValueError):
