@@ -432,3 +432,39 @@ async def test_a_dispatcher_killed_mid_attempt_leaves_no_sandbox_and_the_task_co
     assert completed["status"] == "completed", completed
     assert completed["sandbox_id"] != abandoned["sandbox_id"]
     assert second is not None and second.returncode == 0, logs()
+
+
+async def test_an_attempt_cut_short_by_a_stop_is_recorded_as_abandoned(
+    chaos: Chaos, admin_conn: asyncpg.Connection,
+) -> None:
+    """A graceful stop (a deploy) cancels the attempt in flight: the task's next holder
+    records it as abandoned and runs the next attempt with the next number."""
+    backend = chaos.driver.backend
+    await chaos.publish(POISONER, "waits", WAITS_ON_ATTEMPT_1, timeout_s=60.0)
+    task = await chaos.enqueue(POISONER, "waits")
+    options: dict[str, Any] = {"slots": 1, "poll_seconds": 0.05, "heartbeat_every": 0.2,
+                               "limits": TEST_LIMITS[backend]}
+    first = Dispatcher(chaos.db, chaos.vault, chaos.driver, **options)
+    first.start()
+    try:
+        async def started() -> bool:
+            return await admin_conn.fetchval(
+                "SELECT count(*) FROM run_events WHERE run_id = $1 AND type = $2",
+                task.uuid, "ActivityStarted") == 1
+        await until(started, "the first attempt has its sandbox", WITHIN)
+    finally:
+        await first.stop()
+    second = Dispatcher(chaos.db, chaos.vault, chaos.driver, **options)
+    second.start()
+    try:
+        done = await chaos.settled(POISONER, task)
+    finally:
+        await second.stop()
+    assert done.status is RunStatus.FINISHED, done
+    assert done.result == {"attempt": 2, "key": f"{task}:waits"}
+    abandoned, completed = await chaos.attempts(POISONER, task)
+    assert (abandoned["attempt"], abandoned["status"], abandoned["killed_sandbox"]) == (
+        1, "retryable", False), abandoned
+    assert abandoned["error"].startswith("abandoned:"), abandoned
+    assert (completed["attempt"], completed["status"]) == (2, "completed"), completed
+    assert second.outcomes == {"retried": 1, "completed": 1}, second.outcomes
