@@ -23,6 +23,7 @@ import signal
 import textwrap
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from tenantry.activities.versions import ActivitySettings
 from tenantry.db import Database
 from tenantry.ids import RunId, TenantId
 from tenantry.runs import log
+from tenantry.sandbox import Binding, Limits, Sandbox
 from tenantry.sandbox.backends.cgroups import PARENT, ROOT
 from tenantry.sandbox.backends.hostwide import host_dir
 from tenantry.sandbox.pool import PooledDriver
@@ -468,3 +470,61 @@ async def test_an_attempt_cut_short_by_a_stop_is_recorded_as_abandoned(
     assert abandoned["error"].startswith("abandoned:"), abandoned
     assert (completed["attempt"], completed["status"]) == (2, "completed"), completed
     assert second.outcomes == {"retried": 1, "completed": 1}, second.outcomes
+
+
+class SlowPool:
+    """The session's driver behind a gate: each ``create`` waits until the test opens it,
+    as an empty pool does while a sandbox boots (a cold start, a microVM under TCG)."""
+
+    def __init__(self, driver: PooledDriver) -> None:
+        self.driver = driver
+        self.backend = driver.backend
+        self.waiting = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def create(self, binding: Binding, limits: Limits) -> Sandbox:
+        self.waiting.set()
+        await self.gate.wait()
+        return await self.driver.create(binding, limits)
+
+    async def close(self) -> None:
+        """The session's driver outlives the test."""
+
+
+async def test_the_lease_is_renewed_while_the_attempts_sandbox_is_made(
+    chaos: Chaos, admin_conn: asyncpg.Connection,
+) -> None:
+    """A sandbox that takes longer than the lease to come (here: past two whole leases)
+    must not let the lease expire: another claim would run the attempt a second time."""
+    backend = chaos.driver.backend
+    await chaos.publish(POISONER, "fine", GOOD)
+    task = await chaos.enqueue(POISONER, "fine", "slow pool")
+    pool = SlowPool(chaos.driver)
+    dispatcher = Dispatcher(chaos.db, chaos.vault, pool, slots=2, lease_seconds=1.0,
+                            poll_seconds=0.05, heartbeat_every=0.2,
+                            limits=TEST_LIMITS[backend])
+    dispatcher.start()
+    try:
+        await asyncio.wait_for(pool.waiting.wait(), WITHIN)
+        claim = await admin_conn.fetchrow(
+            "SELECT lease_epoch, lease_expires_at FROM runs WHERE run_id = $1", task.uuid)
+
+        async def renewed_past_two_leases() -> bool:
+            row = await admin_conn.fetchrow(
+                "SELECT lease_epoch, lease_expires_at, now() AS now FROM runs"
+                " WHERE run_id = $1", task.uuid)
+            assert row["lease_epoch"] == claim["lease_epoch"], "claimed again meanwhile"
+            return bool(row["now"] > claim["lease_expires_at"] + timedelta(seconds=1)
+                        and row["lease_expires_at"] > row["now"])
+        # A hang guard: without renewals the lease stays expired (and is claimed again).
+        await until(renewed_past_two_leases, "the lease is renewed while the sandbox is "
+                    "made", 60)
+        pool.gate.set()
+        done = await chaos.settled(POISONER, task)
+    finally:
+        pool.gate.set()
+        await dispatcher.stop()
+    assert done.status is RunStatus.FINISHED and done.result == {"ok": "slow pool"}, done
+    [attempt] = await chaos.attempts(POISONER, task)
+    assert (attempt["attempt"], attempt["status"]) == (1, "completed"), attempt
+    assert dispatcher.outcomes == {"completed": 1}, dispatcher.outcomes

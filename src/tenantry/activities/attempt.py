@@ -8,10 +8,11 @@ is sent as the execution's code. Nothing of the platform (task token, DSN, opera
 credentials) is a parameter here, so none of it can reach the guest.
 
 Liveness: the host calls ``heartbeat()`` every ``heartbeat_every`` seconds while the
-execution is in flight and the sandbox is alive; a guest that goes silent (its code does
-not call ``context.heartbeat()`` within ``heartbeat_timeout_s``) is killed by its own
-kernel timer (exit 142) and the attempt is retryable; a guest that hangs whole is lost
-when the agent's channel times out (the hard timeout plus the channel's grace)."""
+sandbox is being made, and while the execution is in flight and the sandbox is alive; a
+guest that goes silent (its code does not call ``context.heartbeat()`` within
+``heartbeat_timeout_s``) is killed by its own kernel timer (exit 142) and the attempt is
+retryable; a guest that hangs whole is lost when the agent's channel times out (the hard
+timeout plus the channel's grace)."""
 
 from __future__ import annotations
 
@@ -130,7 +131,8 @@ async def run_attempt(
     it (the dispatcher records the attempt as started); if it raises, nothing runs."""
     started = time.perf_counter()
     limits = dataclasses.replace(request.limits, timeout_s=request.timeout_s)
-    sandbox = await driver.create(Binding(request.tenant, request.id, request.egress), limits)
+    sandbox = await _create(driver, Binding(request.tenant, request.id, request.egress),
+                            limits, heartbeat, heartbeat_every)
     try:
         if on_started is not None:
             await on_started(sandbox)
@@ -138,6 +140,26 @@ async def run_attempt(
     finally:
         # Shielded: a second cancellation must not leave the sandbox behind.
         await asyncio.shield(sandbox.destroy())
+
+
+async def _create(driver: SandboxDriver, binding: Binding, limits: Limits,
+                  heartbeat: Callable[[], Awaitable[None]] | None, every: float) -> Sandbox:
+    """The attempt's sandbox, with heartbeats while it is made: an empty pool (a cold
+    start, a microVM under TCG) can take longer than the task's lease, and a lease that
+    expired meanwhile would be claimed again and the attempt run twice."""
+    creating = asyncio.ensure_future(driver.create(binding, limits))
+    try:
+        while not creating.done():
+            await asyncio.wait({creating}, timeout=every)
+            if not creating.done() and heartbeat is not None:
+                await heartbeat()
+    except BaseException:
+        creating.cancel()
+        with contextlib.suppress(BaseException):
+            made = await creating  # finished before the cancel landed: not left behind
+            await asyncio.shield(made.destroy())
+        raise
+    return creating.result()
 
 
 async def _attempt(sandbox: Sandbox, request: AttemptRequest,
