@@ -382,10 +382,13 @@ async def test_a_dispatcher_killed_mid_attempt_leaves_no_sandbox_and_the_task_co
             "SELECT lease_expires_at FROM runs WHERE run_id = $1 AND status = 'running'",
             task.uuid)
     try:
-        async def claimed() -> bool:
+        async def started() -> bool:
             assert first.returncode is None, logs()
-            return await lease_expiry() is not None
-        await until(claimed, "the first dispatcher claims the task", WITHIN, logs)
+            return await admin_conn.fetchval(
+                "SELECT count(*) FROM run_events WHERE run_id = $1 AND type = $2",
+                task.uuid, "ActivityStarted") == 1
+        # The attempt has its sandbox (renewals also come while one is being made).
+        await until(started, "the first dispatcher starts the attempt", WITHIN, logs)
         claimed_until = await lease_expiry()
 
         async def renewed() -> bool:
@@ -500,7 +503,7 @@ async def test_the_lease_is_renewed_while_the_attempts_sandbox_is_made(
     await chaos.publish(POISONER, "fine", GOOD)
     task = await chaos.enqueue(POISONER, "fine", "slow pool")
     pool = SlowPool(chaos.driver)
-    dispatcher = Dispatcher(chaos.db, chaos.vault, pool, slots=2, lease_seconds=1.0,
+    dispatcher = Dispatcher(chaos.db, chaos.vault, pool, slots=2, lease_seconds=3.0,
                             poll_seconds=0.05, heartbeat_every=0.2,
                             limits=TEST_LIMITS[backend])
     dispatcher.start()
@@ -514,7 +517,7 @@ async def test_the_lease_is_renewed_while_the_attempts_sandbox_is_made(
                 "SELECT lease_epoch, lease_expires_at, now() AS now FROM runs"
                 " WHERE run_id = $1", task.uuid)
             assert row["lease_epoch"] == claim["lease_epoch"], "claimed again meanwhile"
-            return bool(row["now"] > claim["lease_expires_at"] + timedelta(seconds=1)
+            return bool(row["now"] > claim["lease_expires_at"] + timedelta(seconds=3)
                         and row["lease_expires_at"] > row["now"])
         # A hang guard: without renewals the lease stays expired (and is claimed again).
         await until(renewed_past_two_leases, "the lease is renewed while the sandbox is "

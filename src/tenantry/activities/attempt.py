@@ -8,11 +8,11 @@ is sent as the execution's code. Nothing of the platform (task token, DSN, opera
 credentials) is a parameter here, so none of it can reach the guest.
 
 Liveness: the host calls ``heartbeat()`` every ``heartbeat_every`` seconds while the
-sandbox is being made, and while the execution is in flight and the sandbox is alive; a
-guest that goes silent (its code does not call ``context.heartbeat()`` within
-``heartbeat_timeout_s``) is killed by its own kernel timer (exit 142) and the attempt is
-retryable; a guest that hangs whole is lost when the agent's channel times out (the hard
-timeout plus the channel's grace)."""
+execution is in flight and the sandbox is alive (and ``while_creating()`` while the
+sandbox is being made); a guest that goes silent (its code does not call
+``context.heartbeat()`` within ``heartbeat_timeout_s``) is killed by its own kernel timer
+(exit 142) and the attempt is retryable; a guest that hangs whole is lost when the
+agent's channel times out (the hard timeout plus the channel's grace)."""
 
 from __future__ import annotations
 
@@ -124,15 +124,19 @@ async def run_attempt(
     heartbeat: Callable[[], Awaitable[None]] | None,
     heartbeat_every: float = HEARTBEAT_EVERY_S,
     on_started: Callable[[Sandbox], Awaitable[None]] | None = None,
+    while_creating: Callable[[], Awaitable[None]] | None = None,
 ) -> AttemptOutcome:
     """Run one attempt; the sandbox is destroyed however this returns or raises. A
     ``heartbeat`` that raises (the lease is gone) ends the attempt with that exception.
     ``on_started`` is awaited with the attempt's sandbox before anything is written into
-    it (the dispatcher records the attempt as started); if it raises, nothing runs."""
+    it (the dispatcher records the attempt as started); if it raises, nothing runs.
+    ``while_creating`` is awaited every ``heartbeat_every`` seconds while the sandbox is
+    being made (the dispatcher renews the lease: an empty pool can outlast it); if it
+    raises, the creation is abandoned and the exception ends the attempt."""
     started = time.perf_counter()
     limits = dataclasses.replace(request.limits, timeout_s=request.timeout_s)
     sandbox = await _create(driver, Binding(request.tenant, request.id, request.egress),
-                            limits, heartbeat, heartbeat_every)
+                            limits, while_creating, heartbeat_every)
     try:
         if on_started is not None:
             await on_started(sandbox)

@@ -203,7 +203,8 @@ class Dispatcher:
                                  epoch=lease.epoch)
 
         outcome = await run_attempt(self.driver, request, heartbeat=heartbeat,
-                                    heartbeat_every=self._every, on_started=started)
+                                    heartbeat_every=self._every, on_started=started,
+                                    while_creating=heartbeat)
         return await self._record(lease, version, outcome, request.attempt,
                                   row["attempts_since_requeue"] + 1,
                                   row["deaths_since_requeue"] + int(outcome.killed_sandbox))
