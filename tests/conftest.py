@@ -18,6 +18,9 @@ from tests.support.api import Api, serving_api
 from tests.support.db import choose_admin_dsn, dsn_for, login_dsn
 from tests.support.worker import Fakes, running_worker
 
+#: The session's real sandbox drivers, shared by tests/integration/sandbox and tests/chaos.
+pytest_plugins = ["tests.support.sandbox_fixtures"]
+
 
 @pytest.fixture(scope="session")
 def admin_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:

@@ -8,10 +8,11 @@ is sent as the execution's code. Nothing of the platform (task token, DSN, opera
 credentials) is a parameter here, so none of it can reach the guest.
 
 Liveness: the host calls ``heartbeat()`` every ``heartbeat_every`` seconds while the
-execution is in flight and the sandbox is alive; a guest that goes silent (its code does
-not call ``context.heartbeat()`` within ``heartbeat_timeout_s``) is killed by its own
-kernel timer (exit 142) and the attempt is retryable; a guest that hangs whole is lost
-when the agent's channel times out (the hard timeout plus the channel's grace)."""
+execution is in flight and the sandbox is alive (and ``while_creating()`` while the
+sandbox is being made); a guest that goes silent (its code does not call
+``context.heartbeat()`` within ``heartbeat_timeout_s``) is killed by its own kernel timer
+(exit 142) and the attempt is retryable; a guest that hangs whole is lost when the
+agent's channel times out (the hard timeout plus the channel's grace)."""
 
 from __future__ import annotations
 
@@ -140,13 +141,23 @@ async def run_attempt(
     driver: SandboxDriver, request: AttemptRequest, *,
     heartbeat: Callable[[], Awaitable[None]] | None,
     heartbeat_every: float = HEARTBEAT_EVERY_S,
+    on_started: Callable[[Sandbox], Awaitable[None]] | None = None,
+    while_creating: Callable[[], Awaitable[None]] | None = None,
 ) -> AttemptOutcome:
     """Run one attempt; the sandbox is destroyed however this returns or raises. A
-    ``heartbeat`` that raises (the lease is gone) ends the attempt with that exception."""
+    ``heartbeat`` that raises (the lease is gone) ends the attempt with that exception.
+    ``on_started`` is awaited with the attempt's sandbox before anything is written into
+    it (the dispatcher records the attempt as started); if it raises, nothing runs.
+    ``while_creating`` is awaited every ``heartbeat_every`` seconds while the sandbox is
+    being made (the dispatcher renews the lease: an empty pool can outlast it); if it
+    raises, the creation is abandoned and the exception ends the attempt."""
     started = time.perf_counter()
     limits = dataclasses.replace(request.limits, timeout_s=request.timeout_s)
-    sandbox = await driver.create(Binding(request.tenant, request.id, request.egress), limits)
+    sandbox = await _create(driver, Binding(request.tenant, request.id, request.egress),
+                            limits, while_creating, heartbeat_every)
     try:
+        if on_started is not None:
+            await on_started(sandbox)
         outcome = await _attempt(sandbox, request, heartbeat, heartbeat_every, started)
     finally:
         # Shielded: a second cancellation must not leave the sandbox behind.
@@ -161,12 +172,16 @@ async def run_attempt_in(
     sandbox: Sandbox, request: AttemptRequest, *,
     heartbeat: Callable[[], Awaitable[None]] | None,
     heartbeat_every: float = HEARTBEAT_EVERY_S, started: float | None = None,
+    on_started: Callable[[Sandbox], Awaitable[None]] | None = None,
 ) -> AttemptOutcome:
     """One attempt in a sandbox the caller owns (batching and warm state, ADR 0014): the
     caller destroys it, or scrubs it (``activities.warm.scrub``) before another task of
-    the same tenant and version. The sandbox must hold nothing of an earlier task."""
+    the same tenant and version. The sandbox must hold nothing of an earlier task.
+    ``on_started`` as for ``run_attempt``."""
     if sandbox.binding.tenant != request.tenant:
         raise SandboxRefused("this sandbox is bound to another tenant")
+    if on_started is not None:
+        await on_started(sandbox)
     # A reused sandbox has served earlier tasks: its meter restarts here and its busy time
     # is counted from here, so this task's usage fact is this task's alone (ADR 0016).
     sandbox.start_metering()
@@ -175,6 +190,26 @@ async def run_attempt_in(
                              time.perf_counter() if started is None else started)
     return dataclasses.replace(outcome, usage=sandbox.usage(),
                                sandbox_ms=round(sandbox.busy_ms - busy_before, 3))
+
+
+async def _create(driver: SandboxDriver, binding: Binding, limits: Limits,
+                  heartbeat: Callable[[], Awaitable[None]] | None, every: float) -> Sandbox:
+    """The attempt's sandbox, with heartbeats while it is made: an empty pool (a cold
+    start, a microVM under TCG) can take longer than the task's lease, and a lease that
+    expired meanwhile would be claimed again and the attempt run twice."""
+    creating = asyncio.ensure_future(driver.create(binding, limits))
+    try:
+        while not creating.done():
+            await asyncio.wait({creating}, timeout=every)
+            if not creating.done() and heartbeat is not None:
+                await heartbeat()
+    except BaseException:
+        creating.cancel()
+        with contextlib.suppress(BaseException):
+            made = await creating  # finished before the cancel landed: not left behind
+            await asyncio.shield(made.destroy())
+        raise
+    return creating.result()
 
 
 async def _attempt(sandbox: Sandbox, request: AttemptRequest,

@@ -51,6 +51,9 @@ class EventType(StrEnum):
     # call's key and waits; the task's ending is appended to the run by the dispatcher.
     ACTIVITY_REQUESTED = "ActivityRequested"
     ACTIVITY_RETURNED = "ActivityReturned"
+    # Written when an attempt's sandbox is bound, before tenant code runs: an attempt whose
+    # dispatcher died (no ActivityAttempted follows) is then numbered and recorded, not lost.
+    ACTIVITY_STARTED = "ActivityStarted"
 
 
 #: After one of these nothing but webhook bookkeeping is appended; live tails end here.
@@ -341,6 +344,17 @@ class SignalConsumed(Payload):
 
 
 @dataclass(frozen=True, slots=True)
+class ActivityStarted(Payload):
+    """An attempt got its fresh sandbox and is about to run the tenant's code. Without an
+    ``ActivityAttempted`` of the same number after it, the attempt was abandoned (its
+    dispatcher died or stopped): the next holder of the task records it so."""
+
+    TYPE = EventType.ACTIVITY_STARTED
+    attempt: int
+    sandbox_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class ActivityAttempted(Payload):
     """One attempt of an activity task: ``status`` completed|retryable|failed (the
     attempt's outcome), ``killed_sandbox`` when a kill or crash ended it (the dead-letter
@@ -400,8 +414,8 @@ PAYLOADS: dict[str, type[Payload]] = {p.TYPE.value: p for p in (
     RunCreated, ModelReplied, ToolStarted, ToolCompleted, ApprovalRequested, ApprovalDecided,
     ModelFallback, ModelRerouted, RunParked, RunResumed, SandboxSaved, BudgetStopped,
     CancelRequested, RunFinished, RunFailed, RunCancelled, WebhookDelivered, WebhookFailed,
-    Signalled, SignalConsumed, EgressRefused, ActivityAttempted, ActivityRequested,
-    ActivityReturned,
+    Signalled, SignalConsumed, EgressRefused, ActivityAttempted, ActivityStarted,
+    ActivityRequested, ActivityReturned,
 )}
 
 

@@ -33,6 +33,7 @@ from tenantry.runs import activity_calls, log
 from tenantry.runs.activity_step import activity_request
 from tenantry.runs.events import (
     ActivityAttempted,
+    ActivityStarted,
     CancelRequested,
     RunCancelled,
     RunResumed,
@@ -252,7 +253,7 @@ class ActivityStore:
 async def task_row(conn: Connection, tenant: TenantId, task_id: RunId) -> asyncpg.Record | None:
     row: asyncpg.Record | None = await conn.fetchrow(
         Q.activity_task, tenant.value, task_id.uuid, ActivityAttempted.TYPE.value,
-        RunResumed.TYPE.value)
+        RunResumed.TYPE.value, ActivityStarted.TYPE.value)
     return row
 
 

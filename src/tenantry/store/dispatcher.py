@@ -10,7 +10,10 @@ transaction, ``ActivityAttempted`` and the decision: completed → finished with
 a kill or crash that makes ``max_sandbox_deaths`` → dead-lettered (status ``waiting`` with
 ``error.dead_lettered``: no claim takes it until ``ActivityStore.requeue``); retryable →
 back to the queue after the backoff, unless it made ``max_attempts`` → failed; failed → the
-tenant's error (``ours: false``).
+tenant's error (``ours: false``). ``ActivityStarted{attempt, sandbox_id}`` is written once
+the attempt's sandbox is bound, before tenant code runs: if its dispatcher dies mid-attempt,
+the task's next holder (after the lease expires) records that attempt as ``abandoned`` and
+numbers the next one after it.
 
 A cancel (``ActivityStore.cancel``) never kills a running attempt: it takes effect between
 attempts. A task whose cancel is recorded before its attempt starts ends ``cancelled``
@@ -59,6 +62,7 @@ from tenantry.runs import activity_calls, log
 from tenantry.runs import lease as run_leases
 from tenantry.runs.events import (
     ActivityAttempted,
+    ActivityStarted,
     Payload,
     RunCancelled,
     RunFailed,
@@ -67,7 +71,7 @@ from tenantry.runs.events import (
     RunStatus,
 )
 from tenantry.runs.lease import Lease
-from tenantry.sandbox import Limits, SandboxDriver
+from tenantry.sandbox import Limits, Sandbox, SandboxDriver
 from tenantry.store import activity_batches
 from tenantry.store.activities import T as TASKS
 from tenantry.store.activities import task_row
@@ -131,9 +135,16 @@ class Dispatcher:
             self._stop.clear()
             self._loop = asyncio.create_task(self._run(), name="activity-dispatcher")
 
+    @property
+    def alive(self) -> bool:
+        """The loop is running: started and not ended (a tenant's failure never ends it)."""
+        return self._loop is not None and not self._loop.done()
+
     async def stop(self) -> None:
         """Stop claiming, cancel attempts in flight (their sandboxes are destroyed) and
-        give their tasks back to the queue: an attempt cut short by us is not counted."""
+        give their tasks back to the queue. An attempt cut short after its sandbox was
+        bound is recorded by the task's next holder as ``abandoned`` (retryable, not a
+        sandbox death), as for a dispatcher that died."""
         self._stop.set()
         if self._loop is not None:
             await self._loop
@@ -211,9 +222,11 @@ class Dispatcher:
             return prepared
         if prepared.version.settings.reuses_sandboxes:
             return await self._serve_reusing(lease, prepared)
-        outcome = await run_attempt(self.driver, prepared.request,
-                                    heartbeat=self._heartbeat(lease),
-                                    heartbeat_every=self._every)
+        heartbeat = self._heartbeat(lease)
+        outcome = await run_attempt(
+            self.driver, prepared.request, heartbeat=heartbeat, heartbeat_every=self._every,
+            on_started=self._started(lease, prepared.request.attempt),
+            while_creating=heartbeat)
         return await self._record_prepared(lease, prepared, outcome)
 
     async def _prepare(self, lease: Lease) -> _Prepared | str:
@@ -226,6 +239,12 @@ class Dispatcher:
             return await self._cancel_early(lease)
         version = await versions.get_of_agent(self.db, lease.tenant, AgentId(row["agent_id"]),
                                               row["agent_version"])
+        if row["started"] is not None and row["started"] > row["attempts"]:
+            # The last attempt got its sandbox and never reported: its dispatcher died or
+            # stopped mid-attempt. Recorded (and decided on) before the next one is run.
+            return await self._record(lease, version, _abandoned(row["started_sandbox"]),
+                                      row["started"], row["attempts_since_requeue"] + 1,
+                                      row["deaths_since_requeue"])
         try:
             secrets = {name: await self.vault.get(lease.tenant, name)
                        for name in version.settings.secrets}
@@ -244,6 +263,15 @@ class Dispatcher:
             if lost:
                 raise LeaseLost("another dispatcher holds this task now")
         return heartbeat
+
+    def _started(self, lease: Lease, attempt: int) -> Callable[[Sandbox], Awaitable[None]]:
+        """Records ``ActivityStarted`` under the lease once the attempt's sandbox is bound,
+        before tenant code runs: a dispatcher that dies mid-attempt leaves it behind."""
+        async def started(sandbox: Sandbox) -> None:
+            async with self._fenced(lease) as conn:
+                await log.append(conn, lease.tenant, lease.run,
+                                 ActivityStarted(attempt, sandbox.id), epoch=lease.epoch)
+        return started
 
     async def _record_prepared(self, lease: Lease, prepared: _Prepared,
                                outcome: AttemptOutcome) -> str:
@@ -267,9 +295,10 @@ class Dispatcher:
         this = asyncio.current_task()
         try:
             while True:
-                outcome = await run_attempt_in(lived.sandbox, prepared.request,
-                                               heartbeat=self._heartbeat(lease),
-                                               heartbeat_every=self._every)
+                outcome = await run_attempt_in(
+                    lived.sandbox, prepared.request, heartbeat=self._heartbeat(lease),
+                    heartbeat_every=self._every,
+                    on_started=self._started(lease, prepared.request.attempt))
                 lived.tasks += 1
                 served += 1
                 result = await self._record_prepared(lease, prepared, outcome)
@@ -341,9 +370,10 @@ class Dispatcher:
         stored: dict[str, Any] = {"message": error or "", "ours": False, "attempts": attempts}
         async with self._fenced(lease) as conn:
             seq = await log.append(conn, lease.tenant, lease.run, attempted, epoch=lease.epoch)
-            await attempt_facts.record(conn, lease.tenant, lease.run, _fact(
-                seq, version, outcome, attempt, sandbox_ms, quote.version,
-                attempted.cost_micros or 0))
+            if outcome.backend:  # an abandoned attempt's figures died with its dispatcher
+                await attempt_facts.record(conn, lease.tenant, lease.run, _fact(
+                    seq, version, outcome, attempt, sandbox_ms, quote.version,
+                    attempted.cost_micros or 0))
             if outcome.status == "completed":
                 await self._end(conn, lease, RunFinished(outcome.result), RunStatus.FINISHED,
                                 answer=outcome.result)
@@ -420,3 +450,14 @@ def _fact(seq: int, version: ActivityVersion, outcome: AttemptOutcome, attempt: 
         sandbox_ms=sandbox_ms, cpu_us=None if cpu_ns is None else cpu_ns // 1000,
         peak_memory_bytes=outcome.peak_memory_bytes, cost_micros=cost_micros,
         price_version=price_version)
+
+
+def _abandoned(sandbox_id: str | None) -> AttemptOutcome:
+    """What an attempt whose dispatcher went away mid-attempt is recorded as: retryable
+    (the tenant's code may have been fine) and counted toward ``max_attempts``, so a task
+    that keeps taking its dispatchers down still ends; not a sandbox death, since no
+    sandbox was seen to die of it. Its sandbox died with the dispatcher (the guardian)."""
+    return AttemptOutcome(
+        status="retryable", result=None, exit_code=None, stdout="", stderr="",
+        error="abandoned: its dispatcher stopped or died before the attempt ended",
+        duration_ms=0.0, backend="", sandbox_id=sandbox_id or "", killed_sandbox=False)

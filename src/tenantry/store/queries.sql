@@ -94,8 +94,9 @@ LIMIT $5
 SELECT tenant_id, run_id, lease_epoch FROM tenantry_claim_activities($1, $2, $3)
 
 -- name: activity_task
--- $3: ActivityAttempted, $4: RunResumed. One row per task: what the dispatcher needs to
--- build the next attempt and to decide after it.
+-- $3: ActivityAttempted, $4: RunResumed, $5: ActivityStarted. One row per task: what the
+-- dispatcher needs to build the next attempt and to decide after it. started /
+-- started_sandbox: the last attempt that got its sandbox; past `attempts`, it was abandoned.
 WITH attempts AS (
     SELECT e.seq, coalesce(p.data, e.data) AS data
     FROM run_events e
@@ -117,9 +118,16 @@ SELECT r.run_id, r.agent_id, r.agent_version, a.name, r.status, r.input, r.answe
         WHERE attempts.seq > requeued.seq
           AND (attempts.data->>'killed_sandbox')::boolean) AS deaths_since_requeue,
        (SELECT attempts.data->>'error' FROM attempts ORDER BY attempts.seq DESC LIMIT 1)
-           AS last_error
+           AS last_error,
+       s.attempt AS started, s.sandbox_id AS started_sandbox
 FROM runs r
 JOIN agents a ON a.tenant_id = r.tenant_id AND a.agent_id = r.agent_id
+LEFT JOIN LATERAL (
+    SELECT (e.data->>'attempt')::integer AS attempt, e.data->>'sandbox_id' AS sandbox_id
+    FROM run_events e
+    WHERE e.tenant_id = $1 AND e.run_id = $2 AND e.type = $5
+    ORDER BY e.seq DESC LIMIT 1
+) s ON true
 WHERE r.tenant_id = $1 AND r.run_id = $2 AND r.kind = 'activity'
 
 -- name: lock_leased_activity

@@ -1,6 +1,8 @@
 """Real sandboxes for the tests: every backend this platform supports, started for real.
-A backend whose program is missing fails its tests with the Debian package to install —
-none is skipped here (`make test` installs them and builds the guest image)."""
+The session's drivers (`driver`, `guest_image`) are tests.support.sandbox_fixtures, shared
+with tests/chaos; here, a worker's sandbox manager over them. A backend whose program is
+missing fails its tests with the Debian package to install — none is skipped here
+(`make test` installs them and builds the guest image)."""
 
 from __future__ import annotations
 
@@ -10,38 +12,9 @@ from pathlib import Path
 import pytest
 
 from tenantry.blobs import DirectoryBlobStore
-from tenantry.sandbox import probe as sandbox_probe
 from tenantry.sandbox.manager import SandboxManager
 from tenantry.sandbox.pool import PooledDriver
-from tests.support.sandbox import BACKENDS, TEST_LIMITS, require, sandbox_settings
-
-
-@pytest.fixture(scope="session")
-def guest_image() -> None:
-    """Build the microVM image if `make test` has not (a no-op when it is there)."""
-    from tenantry.sandbox.image.build import build_image
-
-    settings = sandbox_settings(Path("/nonexistent"), "microvm")
-    build_image(settings.sandbox_dir)
-
-
-@pytest.fixture(scope="session", params=BACKENDS)
-async def driver(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-                 ) -> AsyncIterator[PooledDriver]:
-    """One warm-pooled driver per backend for the session (the microVM template is booted
-    once and cached on disk)."""
-    name: str = request.param
-    require(name)
-    if name == "microvm":
-        request.getfixturevalue("guest_image")
-    settings = sandbox_settings(tmp_path_factory.mktemp(f"sandbox-{name}"), name)
-    pooled = PooledDriver(sandbox_probe.build_backend(name, settings), pool_size=1,
-                          limits=TEST_LIMITS[name])
-    pooled.start()
-    try:
-        yield pooled
-    finally:
-        await pooled.close()
+from tests.support.sandbox import TEST_LIMITS
 
 
 @pytest.fixture
