@@ -12,11 +12,13 @@ recorded under the lease's epoch.
 1. **Attempt overhead.** A trivial activity (``return input``, one scoped secret) run one
    task at a time, the pool full before each (a warm claim, as the design intends). A
    sample runs from the start of the claim that took the task to the commit of its
-   recorded result (in-process clock). Reported: ``p50_ms``, ``p99_ms`` and the p50 of
-   each phase (``phases_p50_ms``: claim, prepare = task row + version + secrets, sandbox
-   = the warm claim with seed/bind/egress, write, exec = the runner, read = the result,
-   destroy, record = the fenced transaction), from timers around the sandbox's requests
-   (this process only; nothing in ``src/`` is changed for them).
+   recorded result (in-process clock). The slot is held on until the sandbox is gone,
+   which may be after that commit: ``release_p50_ms`` is claim to slot free. Reported:
+   ``p50_ms``, ``p99_ms`` and the p50 of each phase (``phases_p50_ms``: claim, prepare =
+   task row + version + secrets, sandbox = the warm claim with seed/bind/egress, write,
+   exec = the runner, read = the result, destroy, record = from the last sandbox request
+   to the commit), from timers around the sandbox's requests (this process only; nothing
+   in ``src/`` is changed for them).
 2. **Noisy neighbour.** Tenant B enqueues one task of the trivial activity every
    ``--interval`` seconds (``--b-tasks`` of them), first alone, then while tenant A runs
    a retry storm: ``--storm-tasks`` tasks of an activity that exits 75 at once (listed in
@@ -95,6 +97,7 @@ class Config:
     interval_s: float
     poll_s: float
     pool_size: int
+    neighbour: bool
 
 
 def _config(argv: list[str]) -> Config:
@@ -110,6 +113,8 @@ def _config(argv: list[str]) -> Config:
                         help="the dispatcher's idle poll (default 50)")
     parser.add_argument("--pool", type=int, default=2, help="warm pool size (default 2)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: few samples")
+    parser.add_argument("--overhead-only", action="store_true",
+                        help="skip the noisy-neighbour passes (its keys are null)")
     args = parser.parse_args(argv)
     found = sandbox_probe.detect(Settings())
     backend = args.backend or next((b for b in BACKENDS if b not in found.why_not), None)
@@ -123,7 +128,7 @@ def _config(argv: list[str]) -> Config:
     if min(samples, b_tasks, storm, args.pool) < 1 or args.interval <= 0 or args.poll_ms <= 0:
         parser.error("counts, --interval and --poll-ms must be positive")
     return Config(backend, samples, b_tasks, storm, args.interval, args.poll_ms / 1000,
-                  args.pool)
+                  args.pool, not args.overhead_only)
 
 
 # -- timers around the dispatcher's steps (this process only) ---------------------------------
@@ -139,7 +144,8 @@ class Marks:
     created: float = math.nan
     ops: list[tuple[str, float, float]] = field(default_factory=list)  # op, start, end
     destroy: tuple[float, float] | None = None
-    recorded: float = math.nan
+    recorded: float = math.nan  # the outcome's transaction committed
+    released: float = math.nan  # the slot free again (after the sandbox's destruction)
     outcome: str = ""
 
     def total_ms(self) -> float:
@@ -227,17 +233,26 @@ class TimedDispatcher(Dispatcher):
                 self._claimed_at[lease.run] = started
         return claimed
 
-    async def _dispatch(self, lease: Lease) -> str:
+    async def _guarded(self, lease: Lease) -> None:
         marks = Marks(self._claimed_at.pop(lease.run, math.nan), time.perf_counter())
         token = _current.set(marks)
         try:
-            marks.outcome = await super()._dispatch(lease)
-            return marks.outcome
+            await super()._guarded(lease)
         finally:
-            marks.recorded = time.perf_counter()
+            marks.released = time.perf_counter()
+            if math.isnan(marks.recorded):  # ended before an outcome was recorded
+                marks.recorded = marks.released
             _current.reset(token)
             self.done.append((lease.tenant, marks))
             self.changed.set()
+
+    async def _record(self, *args: Any, **kwargs: Any) -> str:
+        decided: str = await super()._record(*args, **kwargs)
+        marks = _current.get()
+        if marks is not None:  # committed: the result is recorded (the slot may be held on)
+            marks.outcome = decided
+            marks.recorded = time.perf_counter()
+        return decided
 
     async def until(self, count: int, tenant: TenantId) -> None:
         async with asyncio.timeout(WITHIN_S):
@@ -400,8 +415,15 @@ async def run(bench: Bench, config: Config) -> dict[str, Any]:
     limits = LIMITS[config.backend]
     settings = Settings(data_dir=bench.workdir / "data", sandbox_image_dir=images,
                         sandbox_memory_mib=limits.memory_mib)
+    # What `tenantry activity-worker` builds (bootstrap/activities.py); a tree from before
+    # the attempt's warm-up (an A/B base) has none.
+    try:
+        from tenantry.activities.warmup import warm_attempt_path
+        warming: dict[str, Any] = {"warm_up": warm_attempt_path}
+    except ImportError:
+        warming = {}
     driver = PooledDriver(sandbox_probe.build_backend(config.backend, settings),
-                          pool_size=config.pool_size, limits=limits)
+                          pool_size=config.pool_size, limits=limits, **warming)
     driver.start()
     db = await Database.connect(database.dsn, min_size=2, max_size=DISPATCHER_SLOTS + 4)
     instrument_sandboxes()
@@ -412,29 +434,40 @@ async def run(bench: Bench, config: Config) -> dict[str, Any]:
         console.print(f"{config.backend}: filling the warm pool ({config.pool_size})")
         await driver.pool.wait_full(POOL_WAIT_S)
         timed, warm = await overhead(platform, config.samples)
-        console.print("noisy neighbour: B alone")
-        alone = await steady(platform, config, storm=False)
-        console.print(f"B alone: p95 wait {_p95(alone.waits_ms)} ms; now with A's storm")
-        stormy = await steady(platform, config, storm=True)
-        console.print(f"B with the storm: p95 wait {_p95(stormy.waits_ms)} ms "
-                      f"({stormy.storm_attempts} storm attempts)")
+        if config.neighbour:
+            console.print("noisy neighbour: B alone")
+            alone = await steady(platform, config, storm=False)
+            console.print(f"B alone: p95 wait {_p95(alone.waits_ms)} ms; now with A's storm")
+            stormy = await steady(platform, config, storm=True)
+            console.print(f"B with the storm: p95 wait {_p95(stormy.waits_ms)} ms "
+                          f"({stormy.storm_attempts} storm attempts)")
     finally:
         await db.close()
         await driver.close()
     totals = latency_summary(m.total_ms() for m in timed)
+    released = latency_summary((m.released - m.claim) * 1000 for m in timed)
     phases = {name: round(percentile(sorted(m.phases_ms()[name] for m in timed), 0.5), 2)
               for name in PHASES}
+    found: dict[str, Any] = {
+        "p50_ms": totals["p50_ms"], "p99_ms": totals["p99_ms"], "noisy_neighbour_ratio": None,
+        "backend": config.backend, "samples": len(timed), "commit": source_state(),
+        "max_ms": totals["max_ms"], "release_p50_ms": released["p50_ms"],
+        "phases_p50_ms": phases, "claims": dict(warm), "pool_size": config.pool_size,
+        "attempt_warm_up": bool(warming),
+        "database": database.kind,
+        "load": {"before": [round(x, 2) for x in load_before],
+                 "after": [round(x, 2) for x in os.getloadavg()]},
+    }
+    if not config.neighbour:
+        return found
     def pass_phases(found: Pass, tenant: TenantId) -> dict[str, float]:
         marks = [m for t, m in found.marks if t == tenant]
         return {name: round(percentile(sorted(m.phases_ms()[name] for m in marks), 0.5), 2)
                 for name in PHASES} if marks else {}
 
     alone_p95, storm_p95 = _p95(alone.waits_ms), _p95(stormy.waits_ms)
-    return {
-        "p50_ms": totals["p50_ms"], "p99_ms": totals["p99_ms"],
+    found.update({
         "noisy_neighbour_ratio": round(storm_p95 / alone_p95, 3) if alone_p95 else math.nan,
-        "backend": config.backend, "samples": len(timed), "commit": source_state(),
-        "max_ms": totals["max_ms"], "phases_p50_ms": phases, "claims": dict(warm),
         "b_p95_wait_ms_alone": alone_p95, "b_p95_wait_ms_storm": storm_p95,
         "b_p50_wait_ms_alone": round(percentile(sorted(alone.waits_ms), 0.5), 2),
         "b_p50_wait_ms_storm": round(percentile(sorted(stormy.waits_ms), 0.5), 2),
@@ -445,11 +478,8 @@ async def run(bench: Bench, config: Config) -> dict[str, Any]:
         "a_phases_p50_ms_storm": pass_phases(stormy, TENANT_A),
         "loop_lag_p99_ms": {"alone": _p99(alone.lag_ms), "storm": _p99(stormy.lag_ms)},
         "poll_ms": round(config.poll_s * 1000, 1), "interval_s": config.interval_s,
-        "pool_size": config.pool_size, "database": database.kind,
-        "load": {"before": [round(x, 2) for x in load_before],
-                 "after": [round(x, 2) for x in os.getloadavg()]},
-    }
-
+    })
+    return found
 
 if __name__ == "__main__":
     chosen = _config(sys.argv[1:])

@@ -16,6 +16,7 @@ when the agent's channel times out (the hard timeout plus the channel's grace)."
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import dataclasses
 import re
@@ -47,12 +48,13 @@ MAX_RESULT_BYTES = 256 * 1024
 MAX_INPUT_BYTES = 256 * 1024
 MAX_OUTPUT_BYTES = 64 * 1024  # per stream, for the task log
 #: The runner's spec travels on stdin, which the agent caps at 64 KiB.
+MAX_STDIN_BYTES = 64 * 1024
 MAX_SECRETS_BYTES = 32 * 1024
 HEARTBEAT_EVERY_S = 5.0
 #: The runner's heartbeat timer: SIGALRM's default action, reported as 128 + 14.
 EXIT_SILENT = 128 + signal.SIGALRM
 _SECRET_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
-_RUNNER = resources.files("tenantry.sandbox.guest").joinpath("runner.py").read_text()
+RUNNER = resources.files("tenantry.sandbox.guest").joinpath("runner.py").read_text()
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,17 +124,27 @@ async def run_attempt(
     driver: SandboxDriver, request: AttemptRequest, *,
     heartbeat: Callable[[], Awaitable[None]] | None,
     heartbeat_every: float = HEARTBEAT_EVERY_S,
+    reap: Callable[[asyncio.Future[None]], None] | None = None,
 ) -> AttemptOutcome:
     """Run one attempt; the sandbox is destroyed however this returns or raises. A
-    ``heartbeat`` that raises (the lease is gone) ends the attempt with that exception."""
+    ``heartbeat`` that raises (the lease is gone) ends the attempt with that exception.
+
+    The destruction starts as soon as the guest is done, as a task of its own (so no
+    cancellation stops it). Without ``reap`` this waits for it; with ``reap``, it is handed
+    to that callable, which then owns waiting for it: the dispatcher records the outcome
+    meanwhile and holds the attempt's slot until the sandbox is gone."""
     started = time.perf_counter()
     limits = dataclasses.replace(request.limits, timeout_s=request.timeout_s)
     sandbox = await driver.create(Binding(request.tenant, request.id, request.egress), limits)
     try:
         return await _attempt(sandbox, request, heartbeat, heartbeat_every, started)
     finally:
-        # Shielded: a second cancellation must not leave the sandbox behind.
-        await asyncio.shield(sandbox.destroy())
+        destroying = asyncio.ensure_future(sandbox.destroy())
+        if reap is None:
+            # Shielded: a second cancellation must not leave the sandbox behind.
+            await asyncio.shield(destroying)
+        else:
+            reap(destroying)
 
 
 async def _attempt(sandbox: Sandbox, request: AttemptRequest,
@@ -147,17 +159,9 @@ async def _attempt(sandbox: Sandbox, request: AttemptRequest,
                               sandbox.backend, sandbox.id, killed)
 
     try:
-        for path, data in request.bundle.files.items():
-            await sandbox.write_file(f"bundle/{path}", data)
-        await sandbox.write_file("input.json", request.input_json)
-        spec = {"secrets": dict(request.secrets), "key": request.idempotency_key,
-                "task_id": request.task_id, "attempt": request.attempt,
-                "activity": request.activity, "version": request.version,
-                "entrypoint": request.bundle.entrypoint,
-                "heartbeat_timeout_s": request.heartbeat_timeout_s}
+        stdin = await _deliver(sandbox, request)
         execution = asyncio.ensure_future(sandbox.run_python(
-            _RUNNER, timeout_s=request.timeout_s, max_output=MAX_OUTPUT_BYTES,
-            stdin=orjson.dumps(spec).decode() + "\n"))
+            RUNNER, timeout_s=request.timeout_s, max_output=MAX_OUTPUT_BYTES, stdin=stdin))
         try:
             while not execution.done():
                 await asyncio.wait({execution}, timeout=every)
@@ -180,6 +184,27 @@ async def _attempt(sandbox: Sandbox, request: AttemptRequest,
         return outcome(status, error, code, done.stdout, done.stderr, killed=killed)
     except SandboxLost as exc:
         return outcome("retryable", f"sandbox_lost: {exc}", killed=True)
+
+
+async def _deliver(sandbox: Sandbox, request: AttemptRequest) -> str:
+    """The runner's stdin line. The bundle and input travel in it when the line stays
+    under the agent's stdin cap (the runner writes them before anything else: one round
+    trip to the guest for the whole attempt); otherwise they are written file by file
+    first, as before."""
+    spec: dict[str, Any] = {
+        "secrets": dict(request.secrets), "key": request.idempotency_key,
+        "task_id": request.task_id, "attempt": request.attempt, "activity": request.activity,
+        "version": request.version, "entrypoint": request.bundle.entrypoint,
+        "heartbeat_timeout_s": request.heartbeat_timeout_s}
+    files = {f"bundle/{path}": data for path, data in request.bundle.files.items()}
+    files["input.json"] = request.input_json
+    inline = orjson.dumps({**spec, "files": {path: base64.b64encode(data).decode()
+                                             for path, data in files.items()}})
+    if len(inline) < MAX_STDIN_BYTES:
+        return inline.decode() + "\n"
+    for path, data in files.items():
+        await sandbox.write_file(path, data)
+    return orjson.dumps(spec).decode() + "\n"
 
 
 def _classify(code: int, request: AttemptRequest) -> tuple[Status, str, bool]:

@@ -12,6 +12,7 @@ import asyncio
 import logging
 
 from tenantry import logs
+from tenantry.activities.warmup import warm_attempt_path
 from tenantry.bootstrap import StartupFailed
 from tenantry.bootstrap.database import ResolvedDatabase, pending_migrations, resolve_database
 from tenantry.bootstrap.secrets import master_key
@@ -57,7 +58,8 @@ async def _serve(settings: Settings, database: ResolvedDatabase, master: MasterK
                                                          settings.activity_worker_slots + 2))
     limits = sandbox_probe.default_limits(settings)
     driver = PooledDriver(sandbox_probe.build_backend(backend, settings),
-                          pool_size=settings.sandbox_pool_size, limits=limits)
+                          pool_size=settings.sandbox_pool_size, limits=limits,
+                          warm_up=warm_attempt_path)
     driver.start()
     dispatcher = Dispatcher(db, Vault(db, master), driver,
                             slots=settings.activity_worker_slots,

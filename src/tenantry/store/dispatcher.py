@@ -141,8 +141,9 @@ class Dispatcher:
         return len(rows)
 
     async def _guarded(self, lease: Lease) -> None:
+        destroying: list[asyncio.Future[None]] = []  # the attempt's sandbox, once it ends
         try:
-            self.outcomes[await self._dispatch(lease)] += 1
+            self.outcomes[await self._dispatch(lease, destroying)] += 1
         except LeaseLost:
             logger.info("activity lease lost", extra={"run_id": str(lease.run)})
             self.outcomes["lease_lost"] += 1
@@ -155,13 +156,16 @@ class Dispatcher:
             with contextlib.suppress(Exception):
                 await run_leases.release(self.db, lease,
                                          datetime.now(UTC) + timedelta(seconds=OURS_RETRY_S))
+        finally:
+            for destroy in destroying:  # the slot is free once the sandbox is gone
+                await asyncio.shield(destroy)
 
-    async def _dispatch(self, lease: Lease) -> str:
-        async with self.db.tenant_tx(lease.tenant) as conn:
+    async def _dispatch(self, lease: Lease, destroying: list[asyncio.Future[None]]) -> str:
+        async with self.db.tenant_tx(lease.tenant) as conn:  # the task and its version
             row = await task_row(conn, lease.tenant, lease.run)
-        if row is None or row["lease_epoch"] != lease.epoch:
-            raise LeaseLost("the task's lease moved on before its attempt")
-        version = await versions.get_of_agent(self.db, lease.tenant, AgentId(row["agent_id"]),
+            if row is None or row["lease_epoch"] != lease.epoch:
+                raise LeaseLost("the task's lease moved on before its attempt")
+            version = await versions.of_agent(conn, lease.tenant, AgentId(row["agent_id"]),
                                               row["agent_version"])
         try:
             secrets = {name: await self.vault.get(lease.tenant, name)
@@ -179,8 +183,10 @@ class Dispatcher:
             if lost:
                 raise LeaseLost("another dispatcher holds this task now")
 
+        # The sandbox is destroyed while the outcome is recorded (off the attempt's path);
+        # _guarded waits for it before the slot is free, on every path.
         outcome = await run_attempt(self.driver, request, heartbeat=heartbeat,
-                                    heartbeat_every=self._every)
+                                    heartbeat_every=self._every, reap=destroying.append)
         return await self._record(lease, version, outcome, request.attempt,
                                   row["attempts_since_requeue"] + 1,
                                   row["deaths_since_requeue"] + int(outcome.killed_sandbox))
