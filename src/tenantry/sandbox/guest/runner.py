@@ -81,6 +81,9 @@ def main() -> None:
     os.environ[KEY_VARIABLE] = str(spec["key"])
     context = Context(spec)
     sys.path[:] = [os.path.abspath(BUNDLE_DIR), *[p for p in sys.path if p != os.getcwd()]]
+    # No bytecode cache: the sandbox imports its bundle once and is then destroyed, so a
+    # .pyc would be written (a file, under emulation a slow one) and never read (`-B`).
+    sys.dont_write_bytecode = True
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
     context.heartbeat()
     try:
