@@ -146,19 +146,20 @@ class Dispatcher:
             self.outcomes[await self._dispatch(lease, destroying)] += 1
         except LeaseLost:
             logger.info("activity lease lost", extra={"run_id": str(lease.run)})
+            await _gone(destroying)  # nothing was recorded: counted once the sandbox is gone
             self.outcomes["lease_lost"] += 1
         except asyncio.CancelledError:
             raise
         except Exception:
             # Ours (the database, the vault): the task goes back after a pause, uncounted.
             logger.exception("activity dispatch failed", extra={"run_id": str(lease.run)})
+            await _gone(destroying)
             self.outcomes["error"] += 1
             with contextlib.suppress(Exception):
                 await run_leases.release(self.db, lease,
                                          datetime.now(UTC) + timedelta(seconds=OURS_RETRY_S))
         finally:
-            for destroy in destroying:  # the slot is free once the sandbox is gone
-                await asyncio.shield(destroy)
+            await _gone(destroying)  # the slot is free once the sandbox is gone
 
     async def _dispatch(self, lease: Lease, destroying: list[asyncio.Future[None]]) -> str:
         async with self.db.tenant_tx(lease.tenant) as conn:  # the task and its version
@@ -260,3 +261,10 @@ class Dispatcher:
         done = await conn.execute(Q.end_activity, lease.tenant.value, lease.run.uuid,
                                   lease.epoch, status.value, answer, error)
         assert done.endswith(" 1"), "the row is locked under this epoch"
+
+
+async def _gone(destroying: list[asyncio.Future[None]]) -> None:
+    """Wait for the attempt's sandbox to be destroyed (shielded: it finishes whatever
+    happens to the waiter)."""
+    for destroy in destroying:
+        await asyncio.shield(destroy)
