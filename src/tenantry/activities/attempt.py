@@ -17,6 +17,7 @@ agent's channel times out (the hard timeout plus the channel's grace)."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import dataclasses
 import re
@@ -49,12 +50,13 @@ MAX_RESULT_BYTES = 256 * 1024
 MAX_INPUT_BYTES = 256 * 1024
 MAX_OUTPUT_BYTES = 64 * 1024  # per stream, for the task log
 #: The runner's spec travels on stdin, which the agent caps at 64 KiB.
+MAX_STDIN_BYTES = 64 * 1024
 MAX_SECRETS_BYTES = 32 * 1024
 HEARTBEAT_EVERY_S = 5.0
 #: The runner's heartbeat timer: SIGALRM's default action, reported as 128 + 14.
 EXIT_SILENT = 128 + signal.SIGALRM
 _SECRET_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
-_RUNNER = resources.files("tenantry.sandbox.guest").joinpath("runner.py").read_text()
+RUNNER = resources.files("tenantry.sandbox.guest").joinpath("runner.py").read_text()
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +145,7 @@ async def run_attempt(
     heartbeat_every: float = HEARTBEAT_EVERY_S,
     on_started: Callable[[Sandbox], Awaitable[None]] | None = None,
     while_creating: Callable[[], Awaitable[None]] | None = None,
+    reap: Callable[[asyncio.Future[None]], None] | None = None,
 ) -> AttemptOutcome:
     """Run one attempt; the sandbox is destroyed however this returns or raises. A
     ``heartbeat`` that raises (the lease is gone) ends the attempt with that exception.
@@ -150,7 +153,12 @@ async def run_attempt(
     it (the dispatcher records the attempt as started); if it raises, nothing runs.
     ``while_creating`` is awaited every ``heartbeat_every`` seconds while the sandbox is
     being made (the dispatcher renews the lease: an empty pool can outlast it); if it
-    raises, the creation is abandoned and the exception ends the attempt."""
+    raises, the creation is abandoned and the exception ends the attempt.
+
+    The destruction starts as soon as the guest is done, as a task of its own (so no
+    cancellation stops it). Without ``reap`` this waits for it; with ``reap``, it is handed
+    to that callable, which then owns waiting for it: the dispatcher records the outcome
+    meanwhile and holds the attempt's slot until the sandbox is gone."""
     started = time.perf_counter()
     limits = dataclasses.replace(request.limits, timeout_s=request.timeout_s)
     sandbox = await _create(driver, Binding(request.tenant, request.id, request.egress),
@@ -159,13 +167,19 @@ async def run_attempt(
         if on_started is not None:
             await on_started(sandbox)
         outcome = await _attempt(sandbox, request, heartbeat, heartbeat_every, started)
+        # Read once the guest is done and before the destroy starts (it may overlap the
+        # outcome's record): the sandbox's cgroup — ours, gVisor's included — or QEMU's
+        # process is still there to read, a sandbox lost mid-execution included (ADR 0016).
+        outcome = dataclasses.replace(outcome, usage=sandbox.usage(),
+                                      sandbox_ms=round(sandbox.busy_ms, 3))
     finally:
-        # Shielded: a second cancellation must not leave the sandbox behind.
-        await asyncio.shield(sandbox.destroy())
-    # Read after destroy: the figures frozen then cover everything the attempt ran, a
-    # sandbox lost (and destroyed) mid-execution included.
-    return dataclasses.replace(outcome, usage=sandbox.usage(),
-                               sandbox_ms=round(sandbox.busy_ms, 3))
+        destroying = asyncio.ensure_future(sandbox.destroy())
+        if reap is None:
+            # Shielded: a second cancellation must not leave the sandbox behind.
+            await asyncio.shield(destroying)
+        else:
+            reap(destroying)
+    return outcome
 
 
 async def run_attempt_in(
@@ -224,17 +238,9 @@ async def _attempt(sandbox: Sandbox, request: AttemptRequest,
                               sandbox.backend, sandbox.id, killed)
 
     try:
-        for path, data in request.bundle.files.items():
-            await sandbox.write_file(f"bundle/{path}", data)
-        await sandbox.write_file("input.json", request.input_json)
-        spec = {"secrets": dict(request.secrets), "key": request.idempotency_key,
-                "task_id": request.task_id, "attempt": request.attempt,
-                "activity": request.activity, "version": request.version,
-                "entrypoint": request.bundle.entrypoint,
-                "heartbeat_timeout_s": request.heartbeat_timeout_s}
+        stdin = await _deliver(sandbox, request)
         execution = asyncio.ensure_future(sandbox.run_python(
-            _RUNNER, timeout_s=request.timeout_s, max_output=MAX_OUTPUT_BYTES,
-            stdin=orjson.dumps(spec).decode() + "\n"))
+            RUNNER, timeout_s=request.timeout_s, max_output=MAX_OUTPUT_BYTES, stdin=stdin))
         try:
             while not execution.done():
                 await asyncio.wait({execution}, timeout=every)
@@ -257,6 +263,27 @@ async def _attempt(sandbox: Sandbox, request: AttemptRequest,
         return outcome(status, error, code, done.stdout, done.stderr, killed=killed)
     except SandboxLost as exc:
         return outcome("retryable", f"sandbox_lost: {exc}", killed=True)
+
+
+async def _deliver(sandbox: Sandbox, request: AttemptRequest) -> str:
+    """The runner's stdin line. The bundle and input travel in it when the line stays
+    under the agent's stdin cap (the runner writes them before anything else: one round
+    trip to the guest for the whole attempt); otherwise they are written file by file
+    first, as before."""
+    spec: dict[str, Any] = {
+        "secrets": dict(request.secrets), "key": request.idempotency_key,
+        "task_id": request.task_id, "attempt": request.attempt, "activity": request.activity,
+        "version": request.version, "entrypoint": request.bundle.entrypoint,
+        "heartbeat_timeout_s": request.heartbeat_timeout_s}
+    files = {f"bundle/{path}": data for path, data in request.bundle.files.items()}
+    files["input.json"] = request.input_json
+    inline = orjson.dumps({**spec, "files": {path: base64.b64encode(data).decode()
+                                             for path, data in files.items()}})
+    if len(inline) < MAX_STDIN_BYTES:
+        return inline.decode() + "\n"
+    for path, data in files.items():
+        await sandbox.write_file(path, data)
+    return orjson.dumps(spec).decode() + "\n"
 
 
 def _classify(code: int, request: AttemptRequest) -> tuple[Status, str, bool]:

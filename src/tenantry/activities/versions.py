@@ -23,7 +23,7 @@ import asyncpg
 
 from tenantry.activities.bundle import Bundle
 from tenantry.agents.spec import AgentSpec, Limits
-from tenantry.db import Database
+from tenantry.db import Connection, Database
 from tenantry.db.queries import load
 from tenantry.errors import Conflict, NotFound, ValidationFailed
 from tenantry.ids import AgentId, TenantId
@@ -189,7 +189,14 @@ async def get_of_agent(db: Database, tenant: TenantId, agent_id: AgentId,
                        version: int) -> ActivityVersion:
     """The version a task's run points at."""
     async with db.tenant_tx(tenant) as conn:
-        row = await conn.fetchrow(Q.get_version_of_agent, tenant.value, agent_id.uuid, version)
+        return await of_agent(conn, tenant, agent_id, version)
+
+
+async def of_agent(conn: Connection, tenant: TenantId, agent_id: AgentId,
+                   version: int) -> ActivityVersion:
+    """The same, in the caller's transaction for ``tenant`` (the dispatcher reads it with
+    the task's row: one transaction, not two)."""
+    row = await conn.fetchrow(Q.get_version_of_agent, tenant.value, agent_id.uuid, version)
     if row is None:
         raise NotFound(NOT_FOUND)
     return _version(tenant, row)

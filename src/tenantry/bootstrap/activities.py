@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import uvicorn
 
 from tenantry import logs
+from tenantry.activities.warmup import warm_attempt_path
 from tenantry.bootstrap import StartupFailed
 from tenantry.bootstrap.database import ResolvedDatabase, pending_migrations, resolve_database
 from tenantry.bootstrap.secrets import master_key, operator_token
@@ -98,7 +99,8 @@ async def run_dispatcher(settings: Settings, plan: DispatcherPlan, stop: asyncio
     try:
         limits = sandbox_probe.default_limits(settings)
         driver = PooledDriver(sandbox_probe.build_backend(plan.backend, settings),
-                              pool_size=settings.sandbox_pool_size, limits=limits)
+                              pool_size=settings.sandbox_pool_size, limits=limits,
+                              warm_up=warm_attempt_path)
         driver.start()
         dispatcher = Dispatcher(db, Vault(db, plan.master), driver, slots=slots,
                                 claim_batch=slots, lease_seconds=float(settings.lease_seconds),

@@ -15,9 +15,11 @@ import logging
 import os
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from tenantry.sandbox.backends.protocol import Backend, Instance
+from tenantry.sandbox.channel import AgentChannel
 from tenantry.sandbox.egress.policy import EgressPolicy
 from tenantry.sandbox.egress.proxy import EgressProxy
 from tenantry.sandbox.sandbox import Sandbox
@@ -36,6 +38,11 @@ REFILL_BACKOFF_SECONDS = 1.0
 #: Where the guest's egress relay listens (``guest/relay.py``).
 PROXY_URL = "http://127.0.0.1:3128"
 
+#: More warming for one kind of work (e.g. an activity attempt's own requests), run on
+#: every pooled instance after the claim path's, before it is paused; it must leave the
+#: work directory as it found it. It runs before any binding: no tenant's data.
+WarmUp = Callable[[AgentChannel], Awaitable[None]]
+
 
 @dataclass(slots=True)
 class PoolStats:
@@ -48,10 +55,12 @@ class PoolStats:
 
 
 class WarmPool:
-    def __init__(self, backend: Backend, *, size: int, limits: Limits) -> None:
+    def __init__(self, backend: Backend, *, size: int, limits: Limits,
+                 warm_up: WarmUp | None = None) -> None:
         self.backend = backend
         self.size = size
         self.limits = limits
+        self.warm_up = warm_up
         self.stats = PoolStats()
         self._ready: deque[Instance] = deque()
         self._wanted = asyncio.Event()
@@ -110,7 +119,7 @@ class WarmPool:
             while len(self._ready) < self.size:
                 try:
                     instance = await self.backend.launch(self.limits)
-                    await _warm(instance)
+                    await _warm(instance, self.warm_up)
                     await instance.pause()
                 except asyncio.CancelledError:
                     raise
@@ -142,11 +151,11 @@ class PooledDriver:
     its own run's policy); the platform passes none, tests pass one with their resolver."""
 
     def __init__(self, backend: Backend, *, pool_size: int, limits: Limits,
-                 egress: EgressProxy | None = None) -> None:
+                 egress: EgressProxy | None = None, warm_up: WarmUp | None = None) -> None:
         self.backend = backend.name
         self._backend = backend
         self.egress = egress or EgressProxy()
-        self.pool = WarmPool(backend, size=pool_size, limits=limits)
+        self.pool = WarmPool(backend, size=pool_size, limits=limits, warm_up=warm_up)
 
     def start(self) -> None:
         self.pool.start()
@@ -192,7 +201,7 @@ def proxy_env(egress: tuple[str, ...]) -> dict[str, str]:
             "https_proxy": PROXY_URL, "NO_PROXY": loopback, "no_proxy": loopback}
 
 
-async def _warm(instance: Instance) -> None:
+async def _warm(instance: Instance, more: WarmUp | None = None) -> None:
     """Run the claim's own requests once, and one execution, before the instance is
     paused: under software emulation a code path the guest has not run yet costs tens of
     ms (page faults on the template's copy-on-write memory, QEMU translating the guest
@@ -202,6 +211,8 @@ async def _warm(instance: Instance) -> None:
         await channel.request("seed", entropy=_entropy(), time_ns=time.time_ns())
         await channel.request("bind", labels={}, env={})
         await channel.request("exec", python="pass", timeout_s=30)
+        if more is not None:
+            await more(channel)
     except BaseException:
         await instance.destroy()
         raise

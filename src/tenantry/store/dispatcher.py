@@ -195,11 +195,13 @@ class Dispatcher:
         return len(rows)
 
     async def _guarded(self, lease: Lease) -> None:
+        destroying: list[asyncio.Future[None]] = []  # the attempt's sandbox, once it ends
         try:
-            self.outcomes[await self._dispatch(lease)] += 1
+            self.outcomes[await self._dispatch(lease, destroying)] += 1
         except LeaseLost:
             lease = self._current(lease)
             logger.info("activity lease lost", extra={"run_id": str(lease.run)})
+            await _gone(destroying)  # nothing was recorded: counted once the sandbox is gone
             self.outcomes["lease_lost"] += 1
         except asyncio.CancelledError:
             raise
@@ -207,16 +209,19 @@ class Dispatcher:
             # Ours (the database, the vault): the task goes back after a pause, uncounted.
             lease = self._current(lease)  # a batch moves on to its next task's lease
             logger.exception("activity dispatch failed", extra={"run_id": str(lease.run)})
+            await _gone(destroying)
             self.outcomes["error"] += 1
             with contextlib.suppress(Exception):
                 await run_leases.release(self.db, lease,
                                          datetime.now(UTC) + timedelta(seconds=OURS_RETRY_S))
+        finally:
+            await _gone(destroying)  # the slot is free once the sandbox is gone
 
     def _current(self, lease: Lease) -> Lease:
         task = asyncio.current_task()
         return self._active.get(task, lease) if task is not None else lease
 
-    async def _dispatch(self, lease: Lease) -> str:
+    async def _dispatch(self, lease: Lease, destroying: list[asyncio.Future[None]]) -> str:
         prepared = await self._prepare(lease)
         if isinstance(prepared, str):
             return prepared
@@ -226,19 +231,21 @@ class Dispatcher:
         outcome = await run_attempt(
             self.driver, prepared.request, heartbeat=heartbeat, heartbeat_every=self._every,
             on_started=self._started(lease, prepared.request.attempt),
-            while_creating=heartbeat)
+            # The sandbox is destroyed while the outcome is recorded (off the attempt's
+            # path); _guarded waits for it before the slot is free, on every path.
+            while_creating=heartbeat, reap=destroying.append)
         return await self._record_prepared(lease, prepared, outcome)
 
     async def _prepare(self, lease: Lease) -> _Prepared | str:
         """The task's row, version, secrets and attempt; or how it ended early (recorded)."""
-        async with self.db.tenant_tx(lease.tenant) as conn:
+        async with self.db.tenant_tx(lease.tenant) as conn:  # the task and its version
             row = await task_row(conn, lease.tenant, lease.run)
-        if row is None or row["lease_epoch"] != lease.epoch:
-            raise LeaseLost("the task's lease moved on before its attempt")
+            if row is None or row["lease_epoch"] != lease.epoch:
+                raise LeaseLost("the task's lease moved on before its attempt")
+            version = await versions.of_agent(conn, lease.tenant, AgentId(row["agent_id"]),
+                                              row["agent_version"])
         if row["cancel_requested"]:  # asked while it was held: no attempt starts
             return await self._cancel_early(lease)
-        version = await versions.get_of_agent(self.db, lease.tenant, AgentId(row["agent_id"]),
-                                              row["agent_version"])
         if row["started"] is not None and row["started"] > row["attempts"]:
             # The last attempt got its sandbox and never reported: its dispatcher died or
             # stopped mid-attempt. Recorded (and decided on) before the next one is run.
@@ -461,3 +468,10 @@ def _abandoned(sandbox_id: str | None) -> AttemptOutcome:
         status="retryable", result=None, exit_code=None, stdout="", stderr="",
         error="abandoned: its dispatcher stopped or died before the attempt ended",
         duration_ms=0.0, backend="", sandbox_id=sandbox_id or "", killed_sandbox=False)
+
+
+async def _gone(destroying: list[asyncio.Future[None]]) -> None:
+    """Wait for the attempt's sandbox to be destroyed (shielded: it finishes whatever
+    happens to the waiter)."""
+    for destroy in destroying:
+        await asyncio.shield(destroy)

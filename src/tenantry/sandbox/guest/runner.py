@@ -4,7 +4,8 @@ so it runs in the agent's forked child as the sandbox user, in the work director
 not part of the image, and nothing of it is a file tenant code could change first.
 
 The host passes the attempt's spec as ONE JSON line on stdin — the scoped secrets, the
-idempotency key, the entrypoint, the heartbeat timeout. Stdin is a pipe that only this
+idempotency key, the entrypoint, the heartbeat timeout, and (when they fit in the line)
+the bundle's files and ``input.json``, which the runner writes first. Stdin is a pipe that only this
 process reads, so the secrets never touch a file (there is no secrets file to shred): the
 runner reads it to the end and moves the secrets into ``os.environ`` before it imports a
 line of tenant code. Then it imports the entrypoint from ``bundle/``, calls
@@ -19,6 +20,7 @@ the GIL dies all the same."""
 
 from __future__ import annotations
 
+import base64
 import importlib
 import json
 import os
@@ -60,13 +62,28 @@ def _entry(entrypoint: str) -> Any:
     return getattr(module, function)
 
 
+def _unpack(files: dict[str, str]) -> None:
+    """The bundle and the input, when the host sent them with the spec (one round trip
+    to the guest instead of one per file): written where the host would have put them."""
+    for path, data in files.items():
+        folder = os.path.dirname(path)
+        if folder:
+            os.makedirs(folder, exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(data))
+
+
 def main() -> None:
     spec = json.loads(sys.stdin.readline())
     sys.stdin.read()  # to the end: nothing of the spec stays in the pipe for tenant code
+    _unpack(dict(spec.pop("files", None) or {}))
     os.environ.update({str(k): str(v) for k, v in dict(spec.pop("secrets")).items()})
     os.environ[KEY_VARIABLE] = str(spec["key"])
     context = Context(spec)
     sys.path[:] = [os.path.abspath(BUNDLE_DIR), *[p for p in sys.path if p != os.getcwd()]]
+    # No bytecode cache: the sandbox imports its bundle once and is then destroyed, so a
+    # .pyc would be written (a file, under emulation a slow one) and never read (`-B`).
+    sys.dont_write_bytecode = True
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
     context.heartbeat()
     try:
