@@ -149,20 +149,25 @@ async def activity_rig(db: Database, driver: PooledDriver, *,
 
 
 async def heartbeat_renews(admin_conn: asyncpg.Connection, task: RunId) -> None:
-    """Wait until the task is claimed and then until its lease is renewed: a renewal is the
-    attempt's heartbeat, so the guest is running its code."""
-    async def claimed_at() -> Any:
+    """Wait until the task's attempt has its sandbox (``ActivityStarted``) and then until
+    its lease is renewed once more: that renewal is the attempt's heartbeat, so the guest is
+    running its code. A renewal alone would not say so: the dispatcher renews the lease
+    while the sandbox is still being made too (a cold pool), and a lease taken then ends the
+    attempt before it has a sandbox at all."""
+    async def started() -> bool:
+        return bool(await admin_conn.fetchval(
+            "SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'ActivityStarted'",
+            task.uuid))
+    await until(started, "the attempt has its sandbox", WITHIN)
+
+    async def lease_expires_at() -> Any:
         return await admin_conn.fetchval(
             "SELECT lease_expires_at FROM runs WHERE run_id = $1 AND status = 'running'",
             task.uuid)
-
-    async def claimed() -> bool:
-        return await claimed_at() is not None
-    await until(claimed, "the task is claimed", WITHIN)
-    first = await claimed_at()
+    first = await lease_expires_at()
 
     async def renewed() -> bool:
-        return await claimed_at() != first
+        return await lease_expires_at() != first
     await until(renewed, "the attempt's heartbeat renews the lease", WITHIN)
 
 
