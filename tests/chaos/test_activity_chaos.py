@@ -43,7 +43,7 @@ from tenantry.store import Admitted, RunStatus, WorkflowStore
 from tenantry.store.activities import ActivityStore
 from tenantry.vault import MasterKey
 from tests.support.activities import FORK_BOMB, LOOP, MEMORY_BOMB, SEGFAULT
-from tests.support.activity_rig import WITHIN, ActivityRig, activity_rig, settled_now
+from tests.support.activity_rig import WITHIN, ActivityRig, settled_now
 from tests.support.harness import tenantry_command, worker_env
 from tests.support.sandbox import (
     BACKENDS,
@@ -114,11 +114,12 @@ class Watch:
 
 
 @pytest.fixture
-async def chaos(db: Database, driver: PooledDriver) -> AsyncIterator[ActivityRig]:
-    """Versions may be tried ten times: a poison's sandbox deaths dead-letter it first."""
-    async with activity_rig(db, driver, tenants=(POISONER, NEIGHBOUR),
-                            defaults={"timeout_s": 120.0, "max_attempts": 10}) as rig:
-        yield rig
+async def chaos(db: Database, driver: PooledDriver) -> ActivityRig:
+    """Versions may be tried ten times: a poison's sandbox deaths dead-letter it first.
+    Each test stops its own dispatchers (when it stops them is what some tests are about)."""
+    for tenant in (POISONER, NEIGHBOUR):
+        await WorkflowStore(db).ensure_tenant(tenant)
+    return ActivityRig(db, driver, defaults={"timeout_s": 120.0, "max_attempts": 10})
 
 
 @contextlib.asynccontextmanager
