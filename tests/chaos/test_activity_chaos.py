@@ -40,9 +40,10 @@ from tenantry.sandbox.backends.cgroups import PARENT, ROOT
 from tenantry.sandbox.backends.hostwide import host_dir
 from tenantry.sandbox.pool import PooledDriver
 from tenantry.store import Admitted, RunStatus, WorkflowStore
-from tenantry.store.activities import ActivityStore, ActivityTask
-from tenantry.store.dispatcher import Dispatcher
-from tenantry.vault import MasterKey, Vault
+from tenantry.store.activities import ActivityStore
+from tenantry.vault import MasterKey
+from tests.support.activities import FORK_BOMB, LOOP, MEMORY_BOMB, SEGFAULT
+from tests.support.activity_rig import WITHIN, ActivityRig, settled_now
 from tests.support.harness import tenantry_command, worker_env
 from tests.support.sandbox import (
     BACKENDS,
@@ -57,8 +58,6 @@ pytestmark = [pytest.mark.chaos, pytest.mark.timeout(900)]
 
 POISONER = TenantId.parse("tenant-poisoner")
 NEIGHBOUR = TenantId.parse("tenant-neighbour")
-#: Hang guards for waits, never asserted as durations: microvm runs under TCG here.
-WITHIN = 600.0
 
 
 def _registry() -> Path:
@@ -67,31 +66,6 @@ def _registry() -> Path:
     return host_dir("sandboxes")
 
 
-SEGFAULT = """
-    import ctypes
-    def handle(value, context):
-        ctypes.string_at(0)
-"""
-MEMORY_BOMB = """
-    def handle(value, context):
-        hog = []
-        while True:
-            hog.append(b"x" * (16 << 20))
-"""
-FORK_BOMB = """
-    import os
-    def handle(value, context):
-        while True:
-            try:
-                os.fork()
-            except OSError:
-                pass
-"""
-LOOP = """
-    def handle(value, context):
-        while True:
-            pass
-"""
 #: As far as it can: then it says what is left of the top of the tree it tried to delete.
 RM_RF = """
     import os, shutil
@@ -139,49 +113,17 @@ class Watch:
     # the poison tasks still unsettled when it finished
 
 
-class Chaos:
-    def __init__(self, db: Database, driver: PooledDriver) -> None:
-        self.db = db
-        self.driver = driver
-        self.store = ActivityStore(db)
-        self.vault = Vault(db, MasterKey.generate())
-
-    async def publish(self, tenant: TenantId, name: str, code: str, **settings: Any) -> None:
-        bundle = Bundle({"main.py": textwrap.dedent(code).encode()}, "main.py:handle")
-        values: dict[str, Any] = {"timeout_s": 120.0, "backoff_s": 0.0, "max_attempts": 10,
-                                  **settings}
-        await self.store.publish(tenant, name, bundle, ActivitySettings(**values))
-
-    async def enqueue(self, tenant: TenantId, name: str, input: Any = None) -> RunId:
-        result = await self.store.enqueue(tenant, name, input)
-        assert isinstance(result, Admitted), result
-        return result.task_id
-
-    async def settled(self, tenant: TenantId, task: RunId) -> ActivityTask:
-        async def check() -> bool:
-            return _settled(await self.store.get(tenant, task))
-        await until(check, f"task {task} settles", WITHIN)
-        return await self.store.get(tenant, task)
-
-    async def attempts(self, tenant: TenantId, task: RunId) -> list[dict[str, Any]]:
-        async with self.db.tenant_tx(tenant) as conn:
-            events = await log.read(conn, tenant, task, limit=1000)
-        return [e.data for e in events if e.type == "ActivityAttempted"]
-
-
-def _settled(task: ActivityTask) -> bool:
-    return task.status.terminal or task.dead_lettered
-
-
 @pytest.fixture
-async def chaos(db: Database, driver: PooledDriver) -> Chaos:
+async def chaos(db: Database, driver: PooledDriver) -> ActivityRig:
+    """Versions may be tried ten times: a poison's sandbox deaths dead-letter it first.
+    Each test stops its own dispatchers (when it stops them is what some tests are about)."""
     for tenant in (POISONER, NEIGHBOUR):
         await WorkflowStore(db).ensure_tenant(tenant)
-    return Chaos(db, driver)
+    return ActivityRig(db, driver, defaults={"timeout_s": 120.0, "max_attempts": 10})
 
 
 @contextlib.asynccontextmanager
-async def observing(chaos: Chaos, admin_conn: asyncpg.Connection, poison: list[RunId],
+async def observing(chaos: ActivityRig, admin_conn: asyncpg.Connection, poison: list[RunId],
                     ) -> AsyncIterator[Watch]:
     """While the body runs: the neighbour enqueues one steady task after another (each
     checked for its result), and the poisoner's running tasks are counted."""
@@ -189,7 +131,7 @@ async def observing(chaos: Chaos, admin_conn: asyncpg.Connection, poison: list[R
     stop = asyncio.Event()
 
     async def unsettled() -> int:
-        return sum([not _settled(await chaos.store.get(POISONER, t)) for t in poison])
+        return sum([not settled_now(await chaos.store.get(POISONER, t)) for t in poison])
 
     async def neighbour() -> None:
         i = 0
@@ -218,7 +160,7 @@ async def observing(chaos: Chaos, admin_conn: asyncpg.Connection, poison: list[R
 
 
 async def test_poison_payloads_are_dead_lettered_while_another_tenant_keeps_completing(
-    chaos: Chaos, admin_conn: asyncpg.Connection,
+    chaos: ActivityRig, admin_conn: asyncpg.Connection,
 ) -> None:
     backend = chaos.driver.backend
     kinds = KINDS.get(backend, ALL_KINDS)
@@ -233,9 +175,7 @@ async def test_poison_payloads_are_dead_lettered_while_another_tenant_keeps_comp
     await chaos.publish(POISONER, "fine", GOOD)
     await chaos.publish(NEIGHBOUR, "steady", GOOD)
     poison = {kind: await chaos.enqueue(POISONER, kind) for kind in kinds}
-    dispatcher = Dispatcher(chaos.db, chaos.vault, chaos.driver, slots=3, poll_seconds=0.05,
-                            heartbeat_every=0.2, limits=TEST_LIMITS[backend])
-    dispatcher.start()
+    dispatcher = chaos.dispatcher(slots=3)
     try:
         async with observing(chaos, admin_conn, list(poison.values())) as watch:
             settled = {kind: await chaos.settled(POISONER, task)
@@ -440,17 +380,13 @@ async def test_a_dispatcher_killed_mid_attempt_leaves_no_sandbox_and_the_task_co
 
 
 async def test_an_attempt_cut_short_by_a_stop_is_recorded_as_abandoned(
-    chaos: Chaos, admin_conn: asyncpg.Connection,
+    chaos: ActivityRig, admin_conn: asyncpg.Connection,
 ) -> None:
     """A graceful stop (a deploy) cancels the attempt in flight: the task's next holder
     records it as abandoned and runs the next attempt with the next number."""
-    backend = chaos.driver.backend
     await chaos.publish(POISONER, "waits", WAITS_ON_ATTEMPT_1, timeout_s=60.0)
     task = await chaos.enqueue(POISONER, "waits")
-    options: dict[str, Any] = {"slots": 1, "poll_seconds": 0.05, "heartbeat_every": 0.2,
-                               "limits": TEST_LIMITS[backend]}
-    first = Dispatcher(chaos.db, chaos.vault, chaos.driver, **options)
-    first.start()
+    first = chaos.dispatcher(slots=1)
     try:
         async def started() -> bool:
             return await admin_conn.fetchval(
@@ -459,8 +395,7 @@ async def test_an_attempt_cut_short_by_a_stop_is_recorded_as_abandoned(
         await until(started, "the first attempt has its sandbox", WITHIN)
     finally:
         await first.stop()
-    second = Dispatcher(chaos.db, chaos.vault, chaos.driver, **options)
-    second.start()
+    second = chaos.dispatcher(slots=1)
     try:
         done = await chaos.settled(POISONER, task)
     finally:
@@ -495,18 +430,14 @@ class SlowPool:
 
 
 async def test_the_lease_is_renewed_while_the_attempts_sandbox_is_made(
-    chaos: Chaos, admin_conn: asyncpg.Connection,
+    chaos: ActivityRig, admin_conn: asyncpg.Connection,
 ) -> None:
     """A sandbox that takes longer than the lease to come (here: past two whole leases)
     must not let the lease expire: another claim would run the attempt a second time."""
-    backend = chaos.driver.backend
     await chaos.publish(POISONER, "fine", GOOD)
     task = await chaos.enqueue(POISONER, "fine", "slow pool")
     pool = SlowPool(chaos.driver)
-    dispatcher = Dispatcher(chaos.db, chaos.vault, pool, slots=2, lease_seconds=3.0,
-                            poll_seconds=0.05, heartbeat_every=0.2,
-                            limits=TEST_LIMITS[backend])
-    dispatcher.start()
+    dispatcher = chaos.dispatcher(driver=pool, slots=2, lease_seconds=3.0)
     try:
         await asyncio.wait_for(pool.waiting.wait(), WITHIN)
         claim = await admin_conn.fetchrow(

@@ -15,8 +15,9 @@ import pytest
 
 from tenantry.db import Database
 from tenantry.sandbox.pool import PooledDriver
-from tests.support.activities import dispatching, pooled_driver, version_body
+from tests.support.activities import dispatching, version_body
 from tests.support.api import Api
+from tests.support.sandbox import pooled_driver
 from tests.support.waiting import until
 
 pytestmark = pytest.mark.timeout(300)

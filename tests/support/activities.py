@@ -1,6 +1,6 @@
 """Activities for tests: publish one over HTTP (or build a version body from source text),
-look at the tasks a run's tool calls enqueued (ADR 0015), and a real dispatcher over a
-warm-pooled driver with test-sized timings."""
+look at the tasks a run's tool calls enqueued (ADR 0015), and a real dispatcher with
+test-sized timings."""
 
 from __future__ import annotations
 
@@ -8,24 +8,51 @@ import base64
 import textwrap
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import asyncpg
 
 from tenantry.db import Database
 from tenantry.ids import RunId
-from tenantry.sandbox import probe as sandbox_probe
 from tenantry.sandbox.pool import PooledDriver
 from tenantry.store.dispatcher import Dispatcher
 from tenantry.vault import Vault
 from tests.support.api import TEST_MASTER_KEY, Api
-from tests.support.sandbox import TEST_LIMITS, require, sandbox_settings
+from tests.support.sandbox import TEST_LIMITS
 
 #: Returns what the guest saw: its key and its input.
 ECHO_KEY = """
 def handle(value, context):
     return {"key": context.idempotency_key, "input": value}
+"""
+
+
+#: Hostile payloads, each ending its sandbox one way (the attempt and chaos tests): a
+#: segfault, a memory bomb, a fork bomb, an endless loop.
+SEGFAULT = """
+    import ctypes
+    def handle(value, context):
+        ctypes.string_at(0)
+"""
+MEMORY_BOMB = """
+    def handle(value, context):
+        hog = []
+        while True:
+            hog.append(b"x" * (16 << 20))
+"""
+FORK_BOMB = """
+    import os
+    def handle(value, context):
+        while True:
+            try:
+                os.fork()
+            except OSError:
+                pass
+"""
+LOOP = """
+    def handle(value, context):
+        while True:
+            pass
 """
 
 
@@ -62,26 +89,19 @@ def version_body(source: str, **over: Any) -> dict[str, Any]:
     return body
 
 
-@asynccontextmanager
-async def pooled_driver(tmp: Path, backend: str = "bwrap") -> AsyncIterator[PooledDriver]:
-    require(backend)
-    settings = sandbox_settings(tmp, backend)
-    pooled = PooledDriver(sandbox_probe.build_backend(backend, settings), pool_size=1,
-                          limits=TEST_LIMITS[backend])
-    pooled.start()
-    try:
-        yield pooled
-    finally:
-        await pooled.close()
+def dispatcher_options(backend: str, **over: Any) -> dict[str, Any]:
+    """A dispatcher's keyword arguments for tests: one slot, quick polls and heartbeats,
+    the backend's test limits; ``over`` wins."""
+    return {"slots": 1, "poll_seconds": 0.05, "heartbeat_every": 0.2,
+            "limits": TEST_LIMITS[backend], **over}
 
 
 @asynccontextmanager
 async def dispatching(db: Database, driver: PooledDriver, **over: Any
                       ) -> AsyncIterator[Dispatcher]:
     """A started dispatcher (one slot, quick polls), stopped on the way out."""
-    options: dict[str, Any] = {"slots": 1, "poll_seconds": 0.05, "heartbeat_every": 0.2,
-                               "limits": TEST_LIMITS[driver.backend], **over}
-    dispatcher = Dispatcher(db, Vault(db, TEST_MASTER_KEY), driver, **options)
+    dispatcher = Dispatcher(db, Vault(db, TEST_MASTER_KEY), driver,
+                            **dispatcher_options(driver.backend, **over))
     dispatcher.start()
     try:
         yield dispatcher

@@ -1,5 +1,5 @@
-"""Sandbox settings and limits for the tests of every backend, and the host's address as
-the sandbox sees it."""
+"""Sandbox settings and limits for the tests of every backend, a warm-pooled driver built
+from them, and the host's address as the sandbox sees it."""
 
 from __future__ import annotations
 
@@ -7,12 +7,15 @@ import hashlib
 import secrets
 import shutil
 import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 
 from tenantry.config import Settings, default_data_dir
 from tenantry.sandbox import probe
+from tenantry.sandbox.pool import PooledDriver
 from tenantry.sandbox.types import Limits
 
 BACKENDS = ("microvm", "gvisor", "bwrap")
@@ -58,6 +61,20 @@ def sandbox_settings(tmp: Path, backend: str) -> Settings:
     images = Settings.from_env().sandbox_image_dir or default_data_dir() / "sandbox"
     return Settings(data_dir=tmp, sandbox_backend=backend, sandbox_image_dir=images,
                     sandbox_memory_mib=TEST_LIMITS[backend].memory_mib)
+
+
+
+@asynccontextmanager
+async def pooled_driver(tmp: Path, backend: str = "bwrap") -> AsyncIterator[PooledDriver]:
+    """A started warm-pooled driver (one sandbox kept ready) of ``backend``, closed after."""
+    require(backend)
+    pooled = PooledDriver(probe.build_backend(backend, sandbox_settings(tmp, backend)),
+                          pool_size=1, limits=TEST_LIMITS[backend])
+    pooled.start()
+    try:
+        yield pooled
+    finally:
+        await pooled.close()
 
 
 def hosts_path(tmp: Path, *, without: tuple[str, ...]) -> str:

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.sandbox import probe as sandbox_probe
 from tenantry.sandbox.pool import PooledDriver
-from tests.support.sandbox import BACKENDS, TEST_LIMITS, require, sandbox_settings
+from tests.support.sandbox import BACKENDS, pooled_driver, require, sandbox_settings
 
 
 @pytest.fixture(scope="session")
@@ -33,11 +32,5 @@ async def driver(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
     require(name)
     if name == "microvm":
         request.getfixturevalue("guest_image")
-    settings = sandbox_settings(tmp_path_factory.mktemp(f"sandbox-{name}"), name)
-    pooled = PooledDriver(sandbox_probe.build_backend(name, settings), pool_size=1,
-                          limits=TEST_LIMITS[name])
-    pooled.start()
-    try:
+    async with pooled_driver(tmp_path_factory.mktemp(f"sandbox-{name}"), name) as pooled:
         yield pooled
-    finally:
-        await pooled.close()

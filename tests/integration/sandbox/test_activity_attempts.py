@@ -15,8 +15,10 @@ import pytest
 
 from tenantry.activities import AttemptOutcome, AttemptRequest, Bundle, run_attempt
 from tenantry.ids import RunId, TenantId
-from tenantry.sandbox import Binding, Limits, Sandbox
+from tenantry.sandbox import Binding
 from tenantry.sandbox.pool import PooledDriver
+from tests.support.activities import FORK_BOMB, LOOP, MEMORY_BOMB, SEGFAULT
+from tests.support.activity_rig import RecordingDriver
 from tests.support.sandbox import (
     BOMBS_LOSE_THE_SANDBOX,
     TEST_LIMITS,
@@ -27,23 +29,6 @@ from tests.support.sandbox import (
 pytestmark = pytest.mark.timeout(600)
 
 TENANT = TenantId("tenant-acts")
-
-
-class RecordingDriver:
-    """The session's driver, remembering each sandbox it handed out (to look at after)."""
-
-    def __init__(self, driver: PooledDriver) -> None:
-        self.driver = driver
-        self.backend = driver.backend
-        self.sandboxes: list[Sandbox] = []
-
-    async def create(self, binding: Binding, limits: Limits) -> Sandbox:
-        sandbox = await self.driver.create(binding, limits)
-        self.sandboxes.append(sandbox)
-        return sandbox
-
-    async def close(self) -> None:
-        """The session's driver outlives the test."""
 
 
 def request(driver: PooledDriver, code: str, **fields: Any) -> AttemptRequest:
@@ -176,31 +161,6 @@ async def test_no_secret_is_left_in_a_file_or_on_stdin_when_the_step_starts(
                               "secret": "s3cr3t-a"}
 
 
-SEGFAULT = """
-    import ctypes
-    def handle(value, context):
-        ctypes.string_at(0)
-"""
-MEMORY_BOMB = """
-    def handle(value, context):
-        hog = []
-        while True:
-            hog.append(b"x" * (16 << 20))
-"""
-FORK_BOMB = """
-    import os
-    def handle(value, context):
-        while True:
-            try:
-                os.fork()
-            except OSError:
-                pass
-"""
-LOOP = """
-    def handle(value, context):
-        while True:
-            pass
-"""
 RM_RF = """
     import shutil
     def handle(value, context):

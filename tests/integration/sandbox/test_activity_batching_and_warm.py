@@ -8,104 +8,39 @@ tenant; idle expiry and a stop destroy it (its process is gone)."""
 from __future__ import annotations
 
 import os
-import textwrap
 from collections.abc import AsyncIterator
-from typing import Any
 
 import asyncpg
 import pytest
 
-from tenantry.activities import Bundle
-from tenantry.activities.versions import ActivitySettings, BatchSettings, WarmSettings
+from tenantry.activities.versions import BatchSettings, WarmSettings
 from tenantry.db import Database
-from tenantry.ids import RunId, TenantId
-from tenantry.runs import log
-from tenantry.sandbox import Binding, Limits, Sandbox
+from tenantry.ids import TenantId
 from tenantry.sandbox.pool import PooledDriver
-from tenantry.store import Admitted, RunStatus, WorkflowStore
-from tenantry.store.activities import ActivityStore, ActivityTask
+from tenantry.store import RunStatus
 from tenantry.store.dispatcher import Dispatcher
-from tenantry.vault import MasterKey, Vault
-from tests.support.sandbox import TEST_LIMITS, secret_token, token_sha
+from tests.support.activity_rig import (
+    WITHIN,
+    ActivityRig,
+    activity_rig,
+    heartbeat_renews,
+    steal_lease,
+)
+from tests.support.sandbox import secret_token, token_sha
 from tests.support.waiting import until
 
 pytestmark = pytest.mark.timeout(900)
 
 ACME = TenantId.parse("tenant-acme")
 GLOBEX = TenantId.parse("tenant-globex")
-#: A hang guard for waits (never asserted as a duration): microvm runs under TCG.
-WITHIN = 600.0
 LONG_IDLE = WarmSettings(idle_seconds=600.0)
 
 
-class RecordingDriver:
-    """The session's driver, remembering each sandbox it handed out."""
-
-    def __init__(self, driver: PooledDriver) -> None:
-        self.driver = driver
-        self.backend = driver.backend
-        self.sandboxes: list[Sandbox] = []
-
-    async def create(self, binding: Binding, limits: Limits) -> Sandbox:
-        sandbox = await self.driver.create(binding, limits)
-        self.sandboxes.append(sandbox)
-        return sandbox
-
-    async def close(self) -> None:
-        """The session's driver outlives the test."""
-
-
-class Setup:
-    def __init__(self, db: Database, driver: PooledDriver) -> None:
-        self.db = db
-        self.driver = RecordingDriver(driver)
-        self.store = ActivityStore(db)
-        self.vault = Vault(db, MasterKey.generate())
-        self.dispatchers: list[Dispatcher] = []
-
-    def dispatcher(self, **kw: Any) -> Dispatcher:
-        options: dict[str, Any] = {"slots": 1, "poll_seconds": 0.05, "heartbeat_every": 0.2,
-                                   "limits": TEST_LIMITS[self.driver.backend], **kw}
-        d = Dispatcher(self.db, self.vault, self.driver, **options)
-        self.dispatchers.append(d)
-        d.start()
-        return d
-
-    async def publish(self, tenant: TenantId, name: str, code: str, **settings: Any) -> None:
-        bundle = Bundle({"main.py": textwrap.dedent(code).encode()}, "main.py:handle")
-        values: dict[str, Any] = {"timeout_s": 30.0, "backoff_s": 0.0, **settings}
-        await self.store.publish(tenant, name, bundle, ActivitySettings(**values))
-
-    async def enqueue(self, tenant: TenantId, name: str, input: Any = None) -> RunId:
-        result = await self.store.enqueue(tenant, name, input)
-        assert isinstance(result, Admitted), result
-        return result.task_id
-
-    async def settled(self, tenant: TenantId, task: RunId) -> ActivityTask:
-        async def check() -> bool:
-            got = await self.store.get(tenant, task)
-            return got.status.terminal or got.dead_lettered
-        await until(check, f"task {task} settles", WITHIN)
-        return await self.store.get(tenant, task)
-
-    async def attempts(self, tenant: TenantId, task: RunId) -> list[dict[str, Any]]:
-        async with self.db.tenant_tx(tenant) as conn:
-            events = await log.read(conn, tenant, task, limit=1000)
-        return [e.data for e in events if e.type == "ActivityAttempted"]
-
-
 @pytest.fixture
-async def setup(db: Database, driver: PooledDriver) -> AsyncIterator[Setup]:
-    s = Setup(db, driver)
-    for tenant in (ACME, GLOBEX):
-        await WorkflowStore(db).ensure_tenant(tenant)
-    try:
-        yield s
-    finally:
-        for d in s.dispatchers:
-            await d.stop()
-        for sandbox in s.driver.sandboxes:  # whatever a failed test left
-            await sandbox.destroy()
+async def setup(db: Database, driver: PooledDriver) -> AsyncIterator[ActivityRig]:
+    """Every sandbox the dispatchers are handed is recorded, to look at after."""
+    async with activity_rig(db, driver, tenants=(ACME, GLOBEX), record=True) as rig:
+        yield rig
 
 
 def _gone(pid: int | None) -> bool:
@@ -174,7 +109,7 @@ def handle(value, context):
 
 
 async def test_a_batch_is_served_by_one_sandbox_each_task_with_its_own_result_and_key(
-    setup: Setup,
+    setup: ActivityRig,
 ) -> None:
     await setup.publish(ACME, "short", ECHO, batch=BatchSettings(max_tasks=3,
                                                                  max_seconds=600.0))
@@ -193,12 +128,12 @@ async def test_a_batch_is_served_by_one_sandbox_each_task_with_its_own_result_an
         sandbox_ids.append(attempt["sandbox_id"])
     # max_tasks 3: the first three in one sandbox, the fourth in the next one.
     assert sandbox_ids[0] == sandbox_ids[1] == sandbox_ids[2] != sandbox_ids[3]
-    assert [s.id for s in setup.driver.sandboxes] == [sandbox_ids[0], sandbox_ids[3]]
+    assert [s.id for s in setup.sandboxes] == [sandbox_ids[0], sandbox_ids[3]]
     # Not warm: each batch's sandbox is destroyed after its last task.
     await until(lambda: _all_gone(setup), "the batches' sandboxes are destroyed", WITHIN)
 
 
-async def test_a_batch_ends_when_its_seconds_are_spent(setup: Setup) -> None:
+async def test_a_batch_ends_when_its_seconds_are_spent(setup: ActivityRig) -> None:
     # A millisecond is spent by any task: each batch serves one task, then its sandbox goes.
     await setup.publish(ACME, "slow", ECHO, batch=BatchSettings(max_tasks=10,
                                                                 max_seconds=0.001))
@@ -207,14 +142,14 @@ async def test_a_batch_ends_when_its_seconds_are_spent(setup: Setup) -> None:
     for task in tasks:
         assert (await setup.settled(ACME, task)).status is RunStatus.FINISHED
     ids = [(await setup.attempts(ACME, t))[0]["sandbox_id"] for t in tasks]
-    assert ids[0] != ids[1] and len(setup.driver.sandboxes) == 2
+    assert ids[0] != ids[1] and len(setup.sandboxes) == 2
 
 
-async def _all_gone(setup: Setup) -> bool:
-    return all(s.destroyed and _gone(s.instance.pid) for s in setup.driver.sandboxes)
+async def _all_gone(setup: ActivityRig) -> bool:
+    return all(s.destroyed and _gone(s.instance.pid) for s in setup.sandboxes)
 
 
-async def test_the_next_task_in_a_batch_finds_nothing_of_the_one_before(setup: Setup) -> None:
+async def test_the_next_task_in_a_batch_finds_nothing_of_the_one_before(setup: ActivityRig) -> None:
     secret = secret_token()
     await setup.vault.put(ACME, "API_KEY", secret)
     await setup.publish(ACME, "careful", LEAVE_AND_LOOK, secrets=("API_KEY",),
@@ -235,7 +170,7 @@ async def test_the_next_task_in_a_batch_finds_nothing_of_the_one_before(setup: S
 
 
 async def test_a_task_that_kills_the_sandbox_ends_the_batch_and_the_rest_go_on_uncounted(
-    setup: Setup,
+    setup: ActivityRig,
 ) -> None:
     code = """
         import ctypes
@@ -260,7 +195,7 @@ async def test_a_task_that_kills_the_sandbox_ends_the_batch_and_the_rest_go_on_u
 
 
 async def test_a_warm_sandbox_is_woken_for_the_next_task_and_holds_nothing_of_the_last(
-    setup: Setup,
+    setup: ActivityRig,
 ) -> None:
     old, new = secret_token(), secret_token()
     await setup.vault.put(ACME, "API_KEY", old)
@@ -276,7 +211,7 @@ async def test_a_warm_sandbox_is_woken_for_the_next_task_and_holds_nothing_of_th
     assert looked.status is RunStatus.FINISHED, looked
     [a1], [a2] = await setup.attempts(ACME, first), await setup.attempts(ACME, second)
     assert a1["sandbox_id"] == a2["sandbox_id"]
-    assert d.warm.counts.get("woken") == 1 and len(setup.driver.sandboxes) == 1
+    assert d.warm.counts.get("woken") == 1 and len(setup.sandboxes) == 1
     result = looked.result
     assert result["own_secret"] == new
     assert result["found"] == [], [(token_sha(t) if t.startswith("tnt") else t, where)
@@ -285,10 +220,10 @@ async def test_a_warm_sandbox_is_woken_for_the_next_task_and_holds_nothing_of_th
 
     # Kept again after the second task; a stop destroys it (its process is gone).
     await until(lambda: _kept(d, 1), "the sandbox is kept again", WITHIN)
-    pid = setup.driver.sandboxes[0].instance.pid
+    pid = setup.sandboxes[0].instance.pid
     assert pid is not None and not _gone(pid)
     await d.stop()
-    assert d.warm.kept() == [] and setup.driver.sandboxes[0].destroyed
+    assert d.warm.kept() == [] and setup.sandboxes[0].destroyed
     await until(lambda: _async(_gone(pid)), "the stopped dispatcher's VM is gone", WITHIN)
 
 
@@ -300,7 +235,7 @@ async def _async(value: bool) -> bool:
     return value
 
 
-async def test_a_warm_sandbox_of_one_tenant_is_never_used_for_another(setup: Setup) -> None:
+async def test_a_warm_sandbox_of_one_tenant_is_never_used_for_another(setup: ActivityRig) -> None:
     for tenant in (ACME, GLOBEX):
         await setup.publish(tenant, "same_name", ECHO, warm=LONG_IDLE)
     d = setup.dispatcher()
@@ -317,7 +252,7 @@ async def test_a_warm_sandbox_of_one_tenant_is_never_used_for_another(setup: Set
                            for t, r in ((ACME, a1), (GLOBEX, b1), (ACME, a2))]
     assert sa1["sandbox_id"] != sb1["sandbox_id"]  # globex got a fresh one
     assert sa1["sandbox_id"] == sa2["sandbox_id"]  # acme's own was woken
-    by_id = {s.id: s for s in setup.driver.sandboxes}
+    by_id = {s.id: s for s in setup.sandboxes}
     assert by_id[sa1["sandbox_id"]].binding.tenant == ACME
     assert by_id[sb1["sandbox_id"]].binding.tenant == GLOBEX
     await until(lambda: _kept(d, 2), "acme's is kept again", WITHIN)
@@ -326,7 +261,7 @@ async def test_a_warm_sandbox_of_one_tenant_is_never_used_for_another(setup: Set
 
 
 async def test_idle_expiry_destroys_the_warm_sandbox_and_the_next_task_gets_a_fresh_one(
-    setup: Setup,
+    setup: ActivityRig,
 ) -> None:
     await setup.publish(ACME, "brief", ECHO, warm=WarmSettings(idle_seconds=0.5))
     d = setup.dispatcher()
@@ -334,7 +269,7 @@ async def test_idle_expiry_destroys_the_warm_sandbox_and_the_next_task_gets_a_fr
     assert (await setup.settled(ACME, first)).status is RunStatus.FINISHED
     await until(lambda: _async(d.warm.counts.get("expired") == 1), "the idle time passes",
                 WITHIN)
-    [sandbox] = setup.driver.sandboxes
+    [sandbox] = setup.sandboxes
     await until(lambda: _async(sandbox.destroyed and _gone(sandbox.instance.pid)),
                 "the expired sandbox's process is gone", WITHIN)
     assert d.warm.kept() == []
@@ -347,7 +282,7 @@ async def test_idle_expiry_destroys_the_warm_sandbox_and_the_next_task_gets_a_fr
 
 
 async def test_a_tenant_keeps_no_more_warm_sandboxes_than_its_activity_slots(
-    setup: Setup,
+    setup: ActivityRig,
 ) -> None:
     await setup.store.set_activity_slots(ACME, 1)
     for name in ("one", "two"):
@@ -357,17 +292,17 @@ async def test_a_tenant_keeps_no_more_warm_sandboxes_than_its_activity_slots(
         task = await setup.enqueue(ACME, name, {"n": name})
         assert (await setup.settled(ACME, task)).status is RunStatus.FINISHED
         await until(lambda made=made: _async(len(d.warm.kept(ACME)) == 1 and len(
-            setup.driver.sandboxes) == made), "one kept", WITHIN)
+            setup.sandboxes) == made), "one kept", WITHIN)
     # The oldest (activity "one") went over the cap of 1: destroyed; "two"'s is kept.
-    first = setup.driver.sandboxes[0]
+    first = setup.sandboxes[0]
     await until(lambda: _async(first.destroyed and _gone(first.instance.pid)),
                 "the capped sandbox is gone", WITHIN)
     assert d.warm.counts.get("capped") == 1
-    assert [lived.sandbox.id for lived in d.warm.kept()] == [setup.driver.sandboxes[1].id]
+    assert [lived.sandbox.id for lived in d.warm.kept()] == [setup.sandboxes[1].id]
 
 
 async def test_a_lost_lease_destroys_a_warm_versions_sandbox_and_keeps_nothing(
-    setup: Setup, admin_conn: asyncpg.Connection,
+    setup: ActivityRig, admin_conn: asyncpg.Connection,
 ) -> None:
     code = """
         import time
@@ -379,28 +314,12 @@ async def test_a_lost_lease_destroys_a_warm_versions_sandbox_and_keeps_nothing(
                         batch=BatchSettings(max_tasks=5, max_seconds=600.0))
     task = await setup.enqueue(ACME, "stuck")
     d = setup.dispatcher()
-
-    async def claimed_at() -> Any:
-        return await admin_conn.fetchval(
-            "SELECT lease_expires_at FROM runs WHERE run_id = $1 AND status = 'running'",
-            task.uuid)
-    await until(lambda: _async_not_none(claimed_at()), "the task is claimed", WITHIN)
-    claimed = await claimed_at()
-
-    async def renewed() -> bool:
-        return await claimed_at() != claimed
-    await until(renewed, "the attempt's heartbeat renews the lease", WITHIN)
-    await admin_conn.execute(
-        "UPDATE runs SET lease_epoch = lease_epoch + 1, lease_owner = 'thief',"
-        " lease_expires_at = now() + interval '1 hour' WHERE run_id = $1", task.uuid)
+    await heartbeat_renews(admin_conn, task)
+    await steal_lease(admin_conn, task)
     await until(lambda: _async(d.outcomes["lease_lost"] == 1), "the lease is found gone",
                 WITHIN)
-    [sandbox] = setup.driver.sandboxes
+    [sandbox] = setup.sandboxes
     await until(lambda: _async(sandbox.destroyed and _gone(sandbox.instance.pid)),
                 "the sandbox is destroyed, not kept", WITHIN)
     assert d.warm.kept() == []
     assert await setup.attempts(ACME, task) == []
-
-
-async def _async_not_none(value: Any) -> bool:
-    return await value is not None

@@ -7,107 +7,35 @@ raising entrypoint fails without retry; a lost lease ends the attempt and writes
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import AsyncIterator
-from typing import Any
 
 import asyncpg
 import pytest
 
-from tenantry.activities import Bundle
-from tenantry.activities.versions import ActivitySettings
 from tenantry.db import Database
-from tenantry.ids import RunId, TenantId
-from tenantry.runs import log
-from tenantry.sandbox import Binding, Limits, Sandbox
+from tenantry.ids import TenantId
 from tenantry.sandbox.pool import PooledDriver
-from tenantry.store import Admitted, RunStatus, WorkflowStore
-from tenantry.store.activities import ActivityStore, ActivityTask
-from tenantry.store.dispatcher import Dispatcher
-from tenantry.vault import MasterKey, Vault
-from tests.support.sandbox import TEST_LIMITS, secret_token, token_sha
+from tenantry.store import RunStatus
+from tests.support.activity_rig import (
+    ActivityRig,
+    RecordingDriver,
+    activity_rig,
+    heartbeat_renews,
+    steal_lease,
+)
+from tests.support.sandbox import secret_token, token_sha
 from tests.support.waiting import until
 
 pytestmark = pytest.mark.timeout(900)
 
 ACME = TenantId.parse("tenant-acme")
 GLOBEX = TenantId.parse("tenant-globex")
-#: Generous hang guards for waits (never asserted as durations): microvm runs under TCG.
-WITHIN = 600.0
-
-
-class RecordingDriver:
-    """The session's driver, remembering each sandbox it handed out (to look at after)."""
-
-    def __init__(self, driver: PooledDriver) -> None:
-        self.driver = driver
-        self.backend = driver.backend
-        self.sandboxes: list[Sandbox] = []
-
-    async def create(self, binding: Binding, limits: Limits) -> Sandbox:
-        sandbox = await self.driver.create(binding, limits)
-        self.sandboxes.append(sandbox)
-        return sandbox
-
-    async def close(self) -> None:
-        """The session's driver outlives the test."""
-
-
-class Setup:
-    def __init__(self, db: Database, driver: PooledDriver) -> None:
-        self.db = db
-        self.driver = driver
-        self.store = ActivityStore(db)
-        self.vault = Vault(db, MasterKey.generate())
-        self.dispatchers: list[Dispatcher] = []
-
-    def dispatcher(self, **kw: Any) -> Dispatcher:
-        options: dict[str, Any] = {"slots": 3, "poll_seconds": 0.05, "heartbeat_every": 0.2,
-                                   "limits": TEST_LIMITS[self.driver.backend], **kw}
-        driver = options.pop("driver", self.driver)
-        d = Dispatcher(self.db, self.vault, driver, **options)
-        self.dispatchers.append(d)
-        d.start()
-        return d
-
-    async def publish(self, tenant: TenantId, name: str, code: str, **settings: Any) -> None:
-        bundle = Bundle({"main.py": textwrap.dedent(code).encode()}, "main.py:handle")
-        values: dict[str, Any] = {"timeout_s": 30.0, "backoff_s": 0.0, **settings}
-        await self.store.publish(tenant, name, bundle, ActivitySettings(**values))
-
-    async def enqueue(self, tenant: TenantId, name: str, input: Any = None) -> RunId:
-        result = await self.store.enqueue(tenant, name, input)
-        assert isinstance(result, Admitted), result
-        return result.task_id
-
-    async def settled(self, tenant: TenantId, task: RunId) -> ActivityTask:
-        """The task once it has ended or been dead-lettered."""
-        async def check() -> bool:
-            got = await self.store.get(tenant, task)
-            return got.status.terminal or got.dead_lettered
-        await until(check, f"task {task} settles", WITHIN)
-        return await self.store.get(tenant, task)
-
-    async def attempts(self, tenant: TenantId, task: RunId) -> list[dict[str, Any]]:
-        async with self.db.tenant_tx(tenant) as conn:
-            events = await log.read(conn, tenant, task, limit=1000)
-        return [e.data for e in events if e.type == "ActivityAttempted"]
 
 
 @pytest.fixture
-async def setup(db: Database, driver: PooledDriver) -> AsyncIterator[Setup]:
-    s = Setup(db, driver)
-    for tenant in (ACME, GLOBEX):
-        await WorkflowStore(db).ensure_tenant(tenant)
-    try:
-        yield s
-    finally:
-        for d in s.dispatchers:
-            await d.stop()
-
-
-async def _is_not_none(value: Any) -> bool:
-    return await value is not None
+async def setup(db: Database, driver: PooledDriver) -> AsyncIterator[ActivityRig]:
+    async with activity_rig(db, driver, tenants=(ACME, GLOBEX), slots=3) as rig:
+        yield rig
 
 
 #: Reports the hash of every token shaped like the test's values (``tnt`` + 32 hex) in the
@@ -139,7 +67,7 @@ def handle(value, context):
 
 
 async def test_a_task_completes_with_its_result_and_key_and_sees_only_its_scoped_secret(
-    setup: Setup,
+    setup: ActivityRig,
 ) -> None:
     scoped, unscoped, globex_same_name = secret_token(), secret_token(), secret_token()
     await setup.vault.put(ACME, "API_KEY", scoped)
@@ -177,7 +105,7 @@ GOOD = """
 
 
 async def test_a_segfault_is_retried_on_fresh_sandboxes_dead_lettered_and_requeued(
-    setup: Setup,
+    setup: ActivityRig,
 ) -> None:
     await setup.publish(ACME, "poison", SEGFAULT, max_attempts=10, max_sandbox_deaths=2)
     await setup.publish(ACME, "fine", GOOD)
@@ -208,7 +136,7 @@ async def test_a_segfault_is_retried_on_fresh_sandboxes_dead_lettered_and_requeu
 
 
 async def test_a_tenants_poison_storm_does_not_stop_another_tenants_tasks(
-    setup: Setup,
+    setup: ActivityRig,
 ) -> None:
     await setup.store.set_activity_slots(ACME, 1)
     await setup.publish(ACME, "poison", SEGFAULT, max_attempts=10, max_sandbox_deaths=3)
@@ -229,7 +157,7 @@ async def test_a_tenants_poison_storm_does_not_stop_another_tenants_tasks(
     assert dispatcher.outcomes["dead_lettered"] == 4 and dispatcher.outcomes["error"] == 0
 
 
-async def test_a_raising_entrypoint_fails_without_a_retry(setup: Setup) -> None:
+async def test_a_raising_entrypoint_fails_without_a_retry(setup: ActivityRig) -> None:
     code = """
         def handle(value, context):
             raise RuntimeError("the tenant's own bug")
@@ -247,7 +175,7 @@ async def test_a_raising_entrypoint_fails_without_a_retry(setup: Setup) -> None:
 
 
 async def test_a_lost_lease_ends_the_attempt_and_writes_nothing(
-    setup: Setup, admin_conn: asyncpg.Connection,
+    setup: ActivityRig, admin_conn: asyncpg.Connection,
 ) -> None:
     code = """
         import time
@@ -259,22 +187,10 @@ async def test_a_lost_lease_ends_the_attempt_and_writes_nothing(
     task = await setup.enqueue(ACME, "slow")
     recording = RecordingDriver(setup.driver)
     first = setup.dispatcher(driver=recording)
-
-    async def claimed_at() -> Any:
-        return await admin_conn.fetchval(
-            "SELECT lease_expires_at FROM runs WHERE run_id = $1 AND status = 'running'",
-            task.uuid)
-    await until(lambda: _is_not_none(claimed_at()), "the task is claimed", WITHIN)
-    claimed = await claimed_at()
-
-    async def renewed() -> bool:
-        return await claimed_at() != claimed
     # A renewal is the attempt's heartbeat: the guest is running its code.
-    await until(renewed, "the attempt's heartbeat renews the lease", WITHIN)
+    await heartbeat_renews(admin_conn, task)
     # Another dispatcher takes the task (its lease expired, a claim bumped the epoch).
-    await admin_conn.execute(
-        "UPDATE runs SET lease_epoch = lease_epoch + 1, lease_owner = 'thief',"
-        " lease_expires_at = now() + interval '1 hour' WHERE run_id = $1", task.uuid)
+    await steal_lease(admin_conn, task)
 
     async def lost() -> bool:
         return first.outcomes["lease_lost"] == 1

@@ -6,23 +6,18 @@ writes none."""
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
 import pytest
 
-from tenantry.activities import Bundle
-from tenantry.activities.versions import ActivitySettings, WarmSettings
+from tenantry.activities.versions import WarmSettings
 from tenantry.db import Database
-from tenantry.ids import RunId, TenantId
-from tenantry.runs import log
+from tenantry.ids import TenantId
 from tenantry.sandbox.pool import PooledDriver
 from tenantry.store import Admitted, RunStatus
-from tenantry.store.activities import ActivityStore, ActivityTask
-from tenantry.store.dispatcher import Dispatcher
-from tenantry.vault import MasterKey, Vault
+from tests.support.activity_rig import WITHIN, ActivityRig, activity_rig, steal_lease
 from tests.support.api import Api
 from tests.support.sandbox import TEST_LIMITS
 from tests.support.waiting import until
@@ -30,8 +25,6 @@ from tests.support.waiting import until
 pytestmark = pytest.mark.timeout(900)
 
 MIB = 1024 * 1024
-#: A hang guard for waits (never asserted as a duration): microvm runs under TCG.
-WITHIN = 600.0
 #: The price the tests set: a micro-dollar per sandbox millisecond.
 PER_SECOND_MICROS = 1000
 
@@ -82,61 +75,12 @@ HEAVY_THEN_LIGHT = """
 """
 
 
-class Setup:
-    def __init__(self, db: Database, driver: PooledDriver) -> None:
-        self.db = db
-        self.driver = driver
-        self.store = ActivityStore(db)
-        self.vault = Vault(db, MasterKey.generate())
-        self.dispatchers: list[Dispatcher] = []
-
-    def dispatcher(self, **kw: Any) -> Dispatcher:
-        options: dict[str, Any] = {"slots": 2, "poll_seconds": 0.05, "heartbeat_every": 0.2,
-                                   "limits": TEST_LIMITS[self.driver.backend], **kw}
-        d = Dispatcher(self.db, self.vault, self.driver, **options)
-        self.dispatchers.append(d)
-        d.start()
-        return d
-
-    async def publish(self, tenant: TenantId, name: str, code: str, **settings: Any) -> None:
-        bundle = Bundle({"main.py": textwrap.dedent(code).encode()}, "main.py:handle")
-        values: dict[str, Any] = {"timeout_s": 120.0, "backoff_s": 0.0, **settings}
-        await self.store.publish(tenant, name, bundle, ActivitySettings(**values))
-
-    async def run(self, tenant: TenantId, name: str, input: Any = None
-                  ) -> tuple[RunId, ActivityTask]:
-        result = await self.store.enqueue(tenant, name, input)
-        assert isinstance(result, Admitted), result
-        task = result.task_id
-
-        async def settled() -> bool:
-            got = await self.store.get(tenant, task)
-            return got.status.terminal or got.dead_lettered
-        await until(settled, f"task {task} settles", WITHIN)
-        return task, await self.store.get(tenant, task)
-
-    async def attempts(self, tenant: TenantId, task: RunId) -> list[dict[str, Any]]:
-        async with self.db.tenant_tx(tenant) as conn:
-            events = await log.read(conn, tenant, task, limit=1000)
-        return [e.data | {"seq": e.seq} for e in events if e.type == "ActivityAttempted"]
-
-    async def facts(self, tenant: TenantId, task: RunId) -> list[dict[str, Any]]:
-        """The task's usage facts, read as its tenant (row-level security applies)."""
-        async with self.db.tenant_tx(tenant) as conn:
-            rows = await conn.fetch(
-                "SELECT * FROM sandbox_usage_facts WHERE tenant_id = $1 AND run_id = $2"
-                " ORDER BY seq", tenant.value, task.uuid)
-        return [dict(r) for r in rows]
-
-
 @pytest.fixture
-async def setup(db: Database, driver: PooledDriver) -> AsyncIterator[Setup]:
-    s = Setup(db, driver)
-    try:
-        yield s
-    finally:
-        for d in s.dispatchers:
-            await d.stop()
+async def setup(db: Database, driver: PooledDriver) -> AsyncIterator[ActivityRig]:
+    """Each attempt read back carries its event's seq."""
+    async with activity_rig(db, driver, slots=2, defaults={"timeout_s": 120.0},
+                            with_seq=True) as rig:
+        yield rig
 
 
 async def tenant_of(api: Api, name: str) -> tuple[TenantId, dict[str, str]]:
@@ -153,7 +97,7 @@ async def price_sandbox(api: Api) -> str:
 
 
 async def test_cpu_and_memory_of_each_attempt_are_recorded_priced_and_reported(
-    setup: Setup, api: Api,
+    setup: ActivityRig, api: Api,
 ) -> None:
     version = await price_sandbox(api)
     acme, headers = await tenant_of(api, "Acme")
@@ -223,7 +167,7 @@ async def test_cpu_and_memory_of_each_attempt_are_recorded_priced_and_reported(
     assert globex.value not in rows
 
 
-async def test_failed_and_killed_attempts_get_their_facts(setup: Setup, api: Api) -> None:
+async def test_failed_and_killed_attempts_get_their_facts(setup: ActivityRig, api: Api) -> None:
     await price_sandbox(api)
     acme, _ = await tenant_of(api, "Acme")
     await setup.publish(acme, "exhaust", EXHAUST, max_sandbox_deaths=1)
@@ -255,7 +199,7 @@ async def test_failed_and_killed_attempts_get_their_facts(setup: Setup, api: Api
 
 
 async def test_a_holder_that_lost_its_lease_writes_no_fact(
-    setup: Setup, api: Api, admin_conn: asyncpg.Connection,
+    setup: ActivityRig, api: Api, admin_conn: asyncpg.Connection,
 ) -> None:
     acme, _ = await tenant_of(api, "Acme")
     # It runs until its hard timeout (the host ends it: exit 124), and no heartbeat goes
@@ -274,9 +218,7 @@ async def test_a_holder_that_lost_its_lease_writes_no_fact(
         return bool(await admin_conn.fetchval(
             "SELECT status = 'running' FROM runs WHERE run_id = $1", task.uuid))
     await until(claimed, "the task is claimed", WITHIN)
-    await admin_conn.execute(
-        "UPDATE runs SET lease_epoch = lease_epoch + 1, lease_owner = 'thief',"
-        " lease_expires_at = now() + interval '1 hour' WHERE run_id = $1", task.uuid)
+    await steal_lease(admin_conn, task)
 
     async def lost() -> bool:
         return first.outcomes["lease_lost"] == 1
@@ -286,7 +228,7 @@ async def test_a_holder_that_lost_its_lease_writes_no_fact(
         "SELECT count(*) FROM sandbox_usage_facts WHERE run_id = $1", task.uuid) == 0
 
 
-async def test_usage_facts_are_immutable(setup: Setup, api: Api,
+async def test_usage_facts_are_immutable(setup: ActivityRig, api: Api,
                                          admin_conn: asyncpg.Connection) -> None:
     acme, _ = await tenant_of(api, "Acme")
     await setup.publish(acme, "trivial", TRIVIAL)
@@ -301,7 +243,9 @@ async def test_usage_facts_are_immutable(setup: Setup, api: Api,
                                  task.uuid)
 
 
-async def test_a_reused_sandbox_charges_each_task_its_own_usage(setup: Setup, api: Api) -> None:
+async def test_a_reused_sandbox_charges_each_task_its_own_usage(
+    setup: ActivityRig, api: Api,
+) -> None:
     """A warm version's second task wakes the first's sandbox (ADR 0014): its fact counts
     from its own start, not the CPU (and, where the host gets memory back, the memory
     peak) the first task ran up there."""
