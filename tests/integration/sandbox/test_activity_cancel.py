@@ -44,7 +44,11 @@ async def _run_and_cancel(api: Api, db: Database, driver: PooledDriver,
     url = f"/v1/activity-tasks/{task}"
     async with dispatching(db, driver):
         async def running() -> bool:
-            return bool((await api.client.get(url, headers=h)).json()["status"] == "running")
+            # Its code runs once its sandbox is bound (ActivityStarted); "running" alone is
+            # the claim, and the sandbox may still be being made then.
+            events = (await api.client.get(f"/v1/runs/{task}/events", headers={
+                **h, "Accept": "application/json"})).json()["events"]
+            return any(e["type"] == "ActivityStarted" for e in events)
         await until(running, "the dispatcher starts the attempt", 240.0)
         cancel = await api.client.post(f"{url}/cancel", headers=h)
         assert cancel.status_code == 200, cancel.text
@@ -70,8 +74,8 @@ async def test_a_running_attempt_is_not_killed_and_no_retry_follows_the_cancel(
     assert attempts[0]["killed_sandbox"] is False
     events = (await api.client.get(f"/v1/runs/{task}/events", headers={
         **h, "Accept": "application/json"})).json()["events"]
-    assert [e["type"] for e in events][-3:] == ["CancelRequested", "ActivityAttempted",
-                                                "RunCancelled"]
+    assert [e["type"] for e in events][-4:] == ["ActivityStarted", "CancelRequested",
+                                                "ActivityAttempted", "RunCancelled"]
 
 
 async def test_an_attempt_that_completes_after_the_cancel_keeps_its_result(
