@@ -44,9 +44,6 @@ WHERE a.tenant_id = $1 AND ($2::uuid IS NULL OR a.agent_id < $2)
 ORDER BY a.agent_id DESC
 LIMIT $3
 
--- name: latest_version
-SELECT latest_version FROM agents WHERE tenant_id = $1 AND agent_id = $2
-
 -- name: count_refused_egress
 -- Adds $4 refused egress attempts to the version's count; flags it once the count reaches
 -- $5 (the first time only: `since` stays when it was first flagged).

@@ -129,9 +129,3 @@ async def list_agents(
     ]
 
 
-async def latest_version(conn: Connection, tenant: TenantId, agent_id: AgentId) -> int:
-    """The latest version number, inside the caller's transaction."""
-    version: int | None = await conn.fetchval(Q.latest_version, tenant.value, agent_id.uuid)
-    if version is None:
-        raise NotFound(NOT_FOUND)
-    return version

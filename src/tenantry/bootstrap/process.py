@@ -49,7 +49,8 @@ def serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers: 
     :class:`~tenantry.errors.TenantryError` whose detail is the one line to show.
     ``production``: worker loops need the minimum sandbox boundary, checked before
     anything starts (else a warning line in the banner). ``activities``: run the activity
-    dispatcher too (``up``), when a sandbox backend and the vault's master key are here."""
+    dispatcher too (``up``), when it runs worker loops and a sandbox backend and the vault's
+    master key are here."""
     logs.configure(settings.log_format)
     warnings: list[str] = []
     if workers and production:
@@ -62,7 +63,10 @@ def serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers: 
         master_key(settings, create=True)
     database = resolve_database(settings)
     try:
-        dispatcher = _dispatcher_plan(settings, database) if activities else None
+        # With no worker loops (`--workers 0`: an API-only process) nothing runs attempts
+        # either: no dispatcher, and no warm pool of sandboxes idling beside the API.
+        dispatcher = (None if not activities else _dispatcher_plan(settings, database)
+                      if workers else "activity dispatcher: off (no worker loops: --workers 0)")
         asyncio.run(_serve(settings, database, migrate=migrate, demo=demo, api=api,
                            workers=workers, generated_token=generated_token,
                            warnings=warnings, dispatcher=dispatcher))

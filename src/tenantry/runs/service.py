@@ -9,7 +9,8 @@ from typing import Any
 
 import asyncpg
 
-from tenantry.agents.service import get_version, latest_version
+from tenantry.agents.service import NOT_FOUND as AGENT_NOT_FOUND
+from tenantry.agents.service import get_version
 from tenantry.db import Connection, Database
 from tenantry.db.queries import load
 from tenantry.errors import Conflict, NotFound
@@ -140,11 +141,17 @@ async def create_run_in(
     if overloaded is not None:
         raise overloaded
     if req.version is None:
-        version = await latest_version(conn, tenant, req.agent_id)
+        # The latest version and its model in one round trip (this is the API's hot path).
+        latest = await conn.fetchrow(Q.latest_version_and_model, tenant.value,
+                                     req.agent_id.uuid)
+        if latest is None:
+            raise NotFound(AGENT_NOT_FOUND)
+        version, model = latest["version"], latest["model"]
     else:
-        version = (await get_version(db, tenant, req.agent_id, req.version, conn)).version
+        pinned = await get_version(db, tenant, req.agent_id, req.version, conn)
+        version, model = pinned.version, pinned.spec.model
     if kind == "agent":
-        await _refuse_what_no_worker_drives(conn, tenant, req.agent_id, version)
+        _refuse_what_no_worker_drives(model)
     # Last before the insert: admission locks the tenant's load row until commit, and
     # every admission of this tenant queues on it.
     await admission.admit(conn, tenant)
@@ -180,11 +187,9 @@ NOT_RUNNABLE_MODELS = {"activity": "an activity: enqueue it with POST /v1/activi
                        "task": "a library task type: enqueue it through tenantry.store"}
 
 
-async def _refuse_what_no_worker_drives(conn: Connection, tenant: TenantId, agent: AgentId,
-                                        version: int) -> None:
+def _refuse_what_no_worker_drives(model: str | None) -> None:
     """An agent run of an activity or a task type would be claimed by a platform worker
     with nothing to drive: refused (409) before anything is written."""
-    model = await conn.fetchval(Q.version_model, tenant.value, agent.uuid, version)
     what = NOT_RUNNABLE_MODELS.get(model or "")
     if what is not None:
         raise Conflict(f"This agent is {what}, not an agent that runs.", agent_model=model)
