@@ -123,6 +123,10 @@ class Dispatcher:
         self.warm = warm.WarmSandboxes(driver, kept_max=warm_max,
                                        kept_per_tenant=warm_per_tenant)
         self._active: dict[asyncio.Task[None], Lease] = {}
+        #: Sandbox destructions handed off by attempts (``reap``): ``stop()`` waits for
+        #: them, so a stopped dispatcher leaves no sandbox behind, even one whose attempt
+        #: was cancelled while it waited for the destroy.
+        self._destroying: set[asyncio.Future[None]] = set()
         self._stop = asyncio.Event()
         self._loop: asyncio.Task[None] | None = None
         #: How each lease ended here ("completed", "retried", "failed", "dead_lettered",
@@ -182,6 +186,19 @@ class Dispatcher:
                 await task
             with contextlib.suppress(Exception):
                 await run_leases.release(self.db, lease)
+        # The attempts are done, but a cancelled one may have stopped waiting for its
+        # sandbox's destruction, which goes on by itself: wait for it here.
+        for destroy in list(self._destroying):
+            with contextlib.suppress(Exception):
+                await asyncio.shield(destroy)
+
+    def _reaping(self, destroying: list[asyncio.Future[None]],
+                 ) -> Callable[[asyncio.Future[None]], None]:
+        def reap(destroy: asyncio.Future[None]) -> None:
+            destroying.append(destroy)
+            self._destroying.add(destroy)
+            destroy.add_done_callback(self._destroying.discard)
+        return reap
 
     async def _claim(self, batch: int) -> int:
         async with self.db.unscoped() as conn:
@@ -233,7 +250,7 @@ class Dispatcher:
             on_started=self._started(lease, prepared.request.attempt),
             # The sandbox is destroyed while the outcome is recorded (off the attempt's
             # path); _guarded waits for it before the slot is free, on every path.
-            while_creating=heartbeat, reap=destroying.append)
+            while_creating=heartbeat, reap=self._reaping(destroying))
         return await self._record_prepared(lease, prepared, outcome)
 
     async def _prepare(self, lease: Lease) -> _Prepared | str:
