@@ -34,6 +34,20 @@ CREATE FUNCTION public.tenantry_authenticate(p_key_hash bytea) RETURNS text
 $$;
 
 --
+-- Name: tenantry_blob_deleted(text, text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_blob_deleted(p_tenant text, p_ref text, p_error text) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    DELETE FROM public.blob_deletions WHERE tenant_id = p_tenant AND ref = p_ref
+      AND p_error IS NULL;
+    UPDATE public.blob_deletions SET last_error = p_error
+    WHERE tenant_id = p_tenant AND ref = p_ref AND p_error IS NOT NULL;
+$$;
+
+--
 -- Name: tenant_budget; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -202,6 +216,24 @@ BEGIN
     UPDATE public.tenant_load SET last_claim_at = clock_timestamp()
     WHERE tenant_load.tenant_id = p_tenant;
 END
+$$;
+
+--
+-- Name: tenantry_claim_blob_deletions(integer, double precision); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_claim_blob_deletions(p_limit integer, p_seconds double precision) RETURNS TABLE(tenant_id text, ref text)
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    UPDATE public.blob_deletions d
+    SET attempts = d.attempts + 1,
+        next_at = clock_timestamp() + make_interval(secs => p_seconds)
+    FROM (SELECT x.tenant_id, x.ref FROM public.blob_deletions x
+          WHERE x.next_at <= clock_timestamp()
+          ORDER BY x.next_at LIMIT p_limit FOR UPDATE SKIP LOCKED) due
+    WHERE d.tenant_id = due.tenant_id AND d.ref = due.ref
+    RETURNING d.tenant_id, d.ref
 $$;
 
 --
@@ -389,6 +421,24 @@ CREATE FUNCTION public.tenantry_claim_webhooks(p_batch integer, p_seconds double
     FROM due
     WHERE r.tenant_id = due.tenant_id AND r.run_id = due.run_id
     RETURNING r.tenant_id, r.run_id, r.webhook_attempts
+$$;
+
+--
+-- Name: tenantry_cleanup_due(double precision, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_cleanup_due(p_every_seconds double precision, p_limit integer) RETURNS TABLE(tenant_id text)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    SELECT t.tenant_id FROM public.tenants t
+    LEFT JOIN public.cleanup_leases l ON l.tenant_id = t.tenant_id
+    WHERE (l.expires_at IS NULL OR l.expires_at < clock_timestamp())
+      AND (l.last_pass_at IS NULL
+           OR l.last_pass_at < clock_timestamp() - make_interval(secs => p_every_seconds)
+           OR t.erased_at IS NOT NULL)
+    ORDER BY l.last_pass_at NULLS FIRST, t.tenant_id
+    LIMIT p_limit
 $$;
 
 --
@@ -648,6 +698,29 @@ CREATE FUNCTION public.tenantry_dead_letter_gauge() RETURNS TABLE(tenant_class t
 $$;
 
 --
+-- Name: tenantry_erase_tenant_state(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_erase_tenant_state(p_tenant text) RETURNS TABLE(secrets integer, tool_servers integer)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+DECLARE
+    v_secrets integer;
+    v_servers integer;
+BEGIN
+    DELETE FROM public.secrets s WHERE s.tenant_id = p_tenant;
+    GET DIAGNOSTICS v_secrets = ROW_COUNT;
+    DELETE FROM public.tenant_keys k WHERE k.tenant_id = p_tenant;
+    DELETE FROM public.tool_servers s WHERE s.tenant_id = p_tenant;
+    GET DIAGNOSTICS v_servers = ROW_COUNT;
+    UPDATE public.api_keys SET revoked_at = coalesce(revoked_at, now())
+    WHERE tenant_id = p_tenant;
+    RETURN QUERY SELECT v_secrets, v_servers;
+END
+$$;
+
+--
 -- Name: tenantry_expired_approvals(timestamp with time zone, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -659,6 +732,27 @@ CREATE FUNCTION public.tenantry_expired_approvals(p_now timestamp with time zone
     WHERE a.status = 'pending' AND a.expires_at <= p_now
     ORDER BY a.expires_at
     LIMIT p_batch
+$$;
+
+--
+-- Name: tenantry_keep_cleanup_lease(text, text, bigint, double precision, bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_keep_cleanup_lease(p_tenant text, p_owner text, p_epoch bigint, p_seconds double precision, p_deleted bigint) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+BEGIN
+    UPDATE public.cleanup_leases SET
+        expires_at = CASE WHEN p_seconds IS NULL THEN NULL
+                          ELSE clock_timestamp() + make_interval(secs => p_seconds) END,
+        owner = CASE WHEN p_seconds IS NULL THEN NULL ELSE owner END,
+        last_pass_at = CASE WHEN p_seconds IS NULL THEN clock_timestamp() ELSE last_pass_at END,
+        last_deleted = CASE WHEN p_seconds IS NULL THEN p_deleted ELSE last_deleted END
+    WHERE tenant_id = p_tenant AND owner = p_owner AND epoch = p_epoch
+      AND expires_at >= clock_timestamp();
+    RETURN FOUND;
+END
 $$;
 
 --
@@ -772,6 +866,22 @@ END
 $$;
 
 --
+-- Name: tenantry_refuse_change_but_retention(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_refuse_change_but_retention() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF TG_OP = 'DELETE' AND tenantry_retention_under_way() THEN
+        RETURN OLD;
+    END IF;
+    RAISE EXCEPTION '% rows are immutable', TG_TABLE_NAME
+        USING ERRCODE = 'restrict_violation';
+END
+$$;
+
+--
 -- Name: tenantry_renew_leases(text, text[], uuid[], bigint[], double precision); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -840,6 +950,190 @@ BEGIN
     VALUES (p_tenant, p_reservation, p_run, p_epoch, p_tokens, p_cost);
     outcome := 'ok';
 END
+$$;
+
+--
+-- Name: tenantry_retention_batch(text, text, bigint, timestamp with time zone, integer, text, uuid, boolean); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_retention_batch(p_tenant text, p_owner text, p_epoch bigint, p_cutoff timestamp with time zone, p_limit integer, p_reason text, p_run uuid DEFAULT NULL::uuid, p_blobs boolean DEFAULT true) RETURNS TABLE(runs integer, events bigint, blobs integer)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+DECLARE
+    v_runs uuid[];
+    v_events bigint;
+    v_blobs integer := 0;
+BEGIN
+    -- One run on request (p_run, no epoch) needs no lease: it is no stale cleaner, and
+    -- the run's row lock keeps it and a cleaner from deleting the same run twice.
+    IF p_epoch IS NOT NULL OR p_run IS NULL THEN
+        PERFORM 1 FROM public.cleanup_leases l
+        WHERE l.tenant_id = p_tenant AND l.owner = p_owner AND l.epoch = p_epoch
+          AND l.expires_at > clock_timestamp()
+        FOR UPDATE;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'cleanup lease of tenant % epoch % is no longer held',
+                p_tenant, p_epoch USING ERRCODE = 'TR001';
+        END IF;
+    END IF;
+    PERFORM set_config('tenantry.retention', 'on', true);
+
+    SELECT array_agg(c.run_id) INTO v_runs FROM (
+        SELECT r.run_id FROM public.runs r
+        WHERE r.tenant_id = p_tenant
+          AND (p_run IS NULL OR r.run_id = p_run)
+          AND (r.status IN ('finished', 'failed', 'cancelled')
+               OR (r.status = 'waiting' AND (r.error->>'dead_lettered') = 'true'))
+          AND coalesce(r.finished_at, r.updated_at) < p_cutoff
+          AND (r.webhook_state IS DISTINCT FROM 'pending')
+          AND NOT EXISTS (
+              SELECT 1 FROM public.runs c
+              WHERE c.tenant_id = r.tenant_id AND c.parent_run_id = r.run_id
+                AND NOT (c.status IN ('finished', 'failed', 'cancelled')
+                         OR (c.status = 'waiting' AND (c.error->>'dead_lettered') = 'true')))
+          AND NOT EXISTS (
+              SELECT 1 FROM public.approvals a
+              WHERE a.tenant_id = r.tenant_id AND a.run_id = r.run_id AND a.status = 'pending')
+        ORDER BY coalesce(r.finished_at, r.updated_at)
+        LIMIT p_limit
+        FOR UPDATE OF r SKIP LOCKED
+    ) c;
+    IF v_runs IS NULL THEN
+        RETURN QUERY SELECT 0, 0::bigint, 0;
+        RETURN;
+    END IF;
+
+    INSERT INTO public.tombstones (
+        tenant_id, run_id, kind, agent_id, agent_version, parent_run_id, status,
+        created_at, started_at, ended_at, steps, events, input_tokens, output_tokens,
+        cost_micros, idempotency_key_sha256, reason)
+    SELECT r.tenant_id, r.run_id, r.kind, r.agent_id, r.agent_version, r.parent_run_id,
+           CASE WHEN r.status = 'waiting' THEN 'dead_lettered' ELSE r.status END,
+           r.created_at, r.started_at, coalesce(r.finished_at, r.updated_at), r.steps,
+           r.last_seq, r.input_tokens, r.output_tokens, r.cost_micros,
+           CASE WHEN r.idempotency_key IS NULL THEN NULL
+                ELSE sha256(convert_to(r.idempotency_key, 'UTF8')) END,
+           p_reason
+    FROM public.runs r WHERE r.tenant_id = p_tenant AND r.run_id = ANY (v_runs);
+
+    IF p_blobs THEN
+        INSERT INTO public.blob_deletions (tenant_id, ref, run_id)
+        SELECT DISTINCT ON (b.ref) p_tenant, b.ref, b.run_id FROM (
+            SELECT e.run_id, e.data->>'output_ref' AS ref FROM public.run_events e
+            WHERE e.tenant_id = p_tenant AND e.run_id = ANY (v_runs)
+              AND e.type = 'ToolCompleted' AND e.data ? 'output_ref'
+            UNION ALL
+            SELECT e.run_id, e.data->>'ref' FROM public.run_events e
+            WHERE e.tenant_id = p_tenant AND e.run_id = ANY (v_runs)
+              AND e.type = 'SandboxSaved'
+        ) b WHERE b.ref IS NOT NULL
+        ON CONFLICT (tenant_id, ref) DO NOTHING;
+        GET DIAGNOSTICS v_blobs = ROW_COUNT;
+    END IF;
+
+    DELETE FROM public.run_event_payloads p
+    WHERE p.tenant_id = p_tenant AND p.run_id = ANY (v_runs);
+    DELETE FROM public.run_events e WHERE e.tenant_id = p_tenant AND e.run_id = ANY (v_runs);
+    GET DIAGNOSTICS v_events = ROW_COUNT;
+    DELETE FROM public.approvals a WHERE a.tenant_id = p_tenant AND a.run_id = ANY (v_runs);
+    DELETE FROM public.budget_reservations b
+    WHERE b.tenant_id = p_tenant AND b.run_id = ANY (v_runs);
+    DELETE FROM public.runs r WHERE r.tenant_id = p_tenant AND r.run_id = ANY (v_runs);
+
+    -- The end of the batch: still ours by the clock? (A batch that outlived its lease
+    -- rolls back; the next holder does it again.)
+    PERFORM 1 FROM public.cleanup_leases l
+    WHERE l.tenant_id = p_tenant AND l.epoch = p_epoch AND l.expires_at > clock_timestamp();
+    IF NOT FOUND AND p_epoch IS NOT NULL THEN
+        RAISE EXCEPTION 'cleanup lease of tenant % epoch % expired during the batch',
+            p_tenant, p_epoch USING ERRCODE = 'TR001';
+    END IF;
+    INSERT INTO public.cleanup_leases AS l (tenant_id, deleted_total)
+    VALUES (p_tenant, cardinality(v_runs))
+    ON CONFLICT (tenant_id) DO UPDATE SET deleted_total = l.deleted_total + cardinality(v_runs);
+    RETURN QUERY SELECT cardinality(v_runs), v_events, v_blobs;
+END
+$$;
+
+--
+-- Name: tenantry_retention_expire(text, text, bigint, timestamp with time zone, timestamp with time zone, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_retention_expire(p_tenant text, p_owner text, p_epoch bigint, p_tombstones_before timestamp with time zone, p_audit_before timestamp with time zone, p_limit integer) RETURNS TABLE(tombstones integer, audit integer)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+DECLARE
+    v_tombstones integer := 0;
+    v_audit integer := 0;
+BEGIN
+    PERFORM 1 FROM public.cleanup_leases l
+    WHERE l.tenant_id = p_tenant AND l.owner = p_owner AND l.epoch = p_epoch
+      AND l.expires_at > clock_timestamp()
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'cleanup lease of tenant % epoch % is no longer held', p_tenant, p_epoch
+            USING ERRCODE = 'TR001';
+    END IF;
+    PERFORM set_config('tenantry.retention', 'on', true);
+    IF p_tombstones_before IS NOT NULL THEN
+        DELETE FROM public.tombstones t WHERE (t.tenant_id, t.run_id) IN (
+            SELECT x.tenant_id, x.run_id FROM public.tombstones x
+            WHERE x.tenant_id = p_tenant AND x.deleted_at < p_tombstones_before
+            LIMIT p_limit);
+        GET DIAGNOSTICS v_tombstones = ROW_COUNT;
+    END IF;
+    IF p_audit_before IS NOT NULL THEN
+        DELETE FROM public.audit_log a WHERE (a.tenant_id, a.audit_id) IN (
+            SELECT x.tenant_id, x.audit_id FROM public.audit_log x
+            WHERE x.tenant_id = p_tenant AND x.created_at < p_audit_before
+              AND x.outcome <> 'audit_expired'
+            LIMIT p_limit);
+        GET DIAGNOSTICS v_audit = ROW_COUNT;
+    END IF;
+    RETURN QUERY SELECT v_tombstones, v_audit;
+END
+$$;
+
+--
+-- Name: tenantry_retention_gauges(integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_retention_gauges(p_default_days integer) RETURNS TABLE(tenant_class text, candidates bigint, tombstones bigint, blob_deletions bigint, lag_seconds double precision)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    SELECT t.plan, sum(d.n)::bigint, sum(s.n)::bigint, sum(b.n)::bigint,
+           coalesce(max(extract(epoch FROM d.cutoff - d.oldest)), 0)::double precision
+    FROM public.tenants t
+    LEFT JOIN public.retention_policies p ON p.tenant_id = t.tenant_id
+    -- The predicate is the candidates index's, so each tenant's count is a range scan.
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS n, min(coalesce(r.finished_at, r.updated_at)) AS oldest,
+               now() - make_interval(days => coalesce(p.runs_days, p_default_days)) AS cutoff
+        FROM public.runs r
+        WHERE r.tenant_id = t.tenant_id
+          AND (r.status IN ('finished', 'failed', 'cancelled')
+               OR (r.status = 'waiting' AND (r.error->>'dead_lettered') = 'true'))
+          AND coalesce(r.finished_at, r.updated_at)
+              < now() - make_interval(days => coalesce(p.runs_days, p_default_days))
+    ) d
+    CROSS JOIN LATERAL (SELECT count(*) AS n FROM public.tombstones x
+                        WHERE x.tenant_id = t.tenant_id) s
+    CROSS JOIN LATERAL (SELECT count(*) AS n FROM public.blob_deletions x
+                        WHERE x.tenant_id = t.tenant_id) b
+    GROUP BY t.plan ORDER BY t.plan
+$$;
+
+--
+-- Name: tenantry_retention_under_way(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_retention_under_way() RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT coalesce(current_setting('tenantry.retention', true), '') = 'on'
 $$;
 
 --
@@ -934,6 +1228,47 @@ CREATE FUNCTION public.tenantry_sweep_reservations(p_limit integer) RETURNS inte
         RETURNING 1
     )
     SELECT count(*)::integer FROM closed
+$$;
+
+--
+-- Name: tenantry_take_cleanup_lease(text, text, double precision); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_take_cleanup_lease(p_tenant text, p_owner text, p_seconds double precision) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+DECLARE
+    v_epoch bigint;
+BEGIN
+    INSERT INTO public.cleanup_leases AS l (tenant_id, owner, epoch, expires_at)
+    VALUES (p_tenant, p_owner, 1, clock_timestamp() + make_interval(secs => p_seconds))
+    ON CONFLICT (tenant_id) DO UPDATE
+        SET owner = p_owner, epoch = l.epoch + 1,
+            expires_at = clock_timestamp() + make_interval(secs => p_seconds)
+        WHERE l.owner IS NULL OR l.expires_at IS NULL OR l.expires_at < clock_timestamp()
+           OR l.owner = p_owner
+    RETURNING l.epoch INTO v_epoch;
+    RETURN v_epoch;
+END
+$$;
+
+--
+-- Name: tenantry_uncount_deleted_run(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_uncount_deleted_run() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+BEGIN
+    UPDATE public.tenant_load SET
+        queued  = queued  - (OLD.status = 'queued')::int,
+        running = running - (OLD.status = 'running')::int,
+        waiting = waiting - (OLD.status = 'waiting')::int
+    WHERE tenant_id = OLD.tenant_id AND OLD.status IN ('queued', 'running', 'waiting');
+    RETURN NULL;
+END
 $$;
 
 --
@@ -1187,6 +1522,20 @@ CREATE TABLE public.billing_reconciliations (
 );
 
 --
+-- Name: blob_deletions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.blob_deletions (
+    tenant_id text NOT NULL,
+    ref text NOT NULL,
+    run_id uuid NOT NULL,
+    queued_at timestamp with time zone DEFAULT now() NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    next_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_error text
+);
+
+--
 -- Name: budget_reservations; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1206,6 +1555,20 @@ CREATE TABLE public.budget_reservations (
 );
 
 --
+-- Name: cleanup_leases; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.cleanup_leases (
+    tenant_id text NOT NULL,
+    owner text,
+    epoch bigint DEFAULT 0 NOT NULL,
+    expires_at timestamp with time zone,
+    last_pass_at timestamp with time zone,
+    last_deleted bigint DEFAULT 0 NOT NULL,
+    deleted_total bigint DEFAULT 0 NOT NULL
+);
+
+--
 -- Name: console_session_epoch; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1215,6 +1578,26 @@ CREATE TABLE public.console_session_epoch (
     revoked_at timestamp with time zone,
     CONSTRAINT console_session_epoch_epoch_check CHECK ((epoch >= 1)),
     CONSTRAINT console_session_epoch_singleton_check CHECK (singleton)
+);
+
+--
+-- Name: erase_jobs; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.erase_jobs (
+    job_id uuid NOT NULL,
+    tenant_id text NOT NULL,
+    status text DEFAULT 'running'::text NOT NULL,
+    runs_total bigint DEFAULT 0 NOT NULL,
+    runs_deleted bigint DEFAULT 0 NOT NULL,
+    runs_cancelled bigint DEFAULT 0 NOT NULL,
+    secrets_deleted integer DEFAULT 0 NOT NULL,
+    tool_servers_deleted integer DEFAULT 0 NOT NULL,
+    blobs_queued bigint DEFAULT 0 NOT NULL,
+    requested_by text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone,
+    CONSTRAINT erase_jobs_status_check CHECK ((status = ANY (ARRAY['running'::text, 'done'::text])))
 );
 
 --
@@ -1274,6 +1657,22 @@ END),
     CONSTRAINT model_prices_model_check CHECK ((model ~ '^[^[:space:][:cntrl:]*]{1,200}$'::text)),
     CONSTRAINT model_prices_output_per_m_check CHECK ((output_per_m >= 0)),
     CONSTRAINT model_prices_per_second_micros_check CHECK ((per_second_micros >= 0))
+);
+
+--
+-- Name: retention_policies; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.retention_policies (
+    tenant_id text NOT NULL,
+    runs_days integer NOT NULL,
+    tombstones_days integer,
+    audit_days integer,
+    blobs_follow_runs boolean DEFAULT true NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT retention_policies_audit_days_check CHECK (((audit_days >= 0) AND (audit_days <= 36500))),
+    CONSTRAINT retention_policies_runs_days_check CHECK (((runs_days >= 0) AND (runs_days <= 36500))),
+    CONSTRAINT retention_policies_tombstones_days_check CHECK (((tombstones_days >= 0) AND (tombstones_days <= 36500)))
 );
 
 --
@@ -1439,9 +1838,37 @@ CREATE TABLE public.tenants (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     webhook_secret text DEFAULT encode(sha256((((gen_random_uuid())::text)::bytea || ((gen_random_uuid())::text)::bytea)), 'hex'::text) NOT NULL,
     approval_ttl_seconds integer DEFAULT 604800 NOT NULL,
+    erased_at timestamp with time zone,
     CONSTRAINT tenants_approval_ttl_seconds_check CHECK ((approval_ttl_seconds > 0)),
     CONSTRAINT tenants_name_check CHECK (((length(name) >= 1) AND (length(name) <= 200))),
     CONSTRAINT tenants_tenant_id_check CHECK ((tenant_id ~ '^[a-z0-9][a-z0-9_-]{2,63}$'::text))
+);
+
+--
+-- Name: tombstones; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.tombstones (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    kind text NOT NULL,
+    agent_id uuid NOT NULL,
+    agent_version integer NOT NULL,
+    parent_run_id uuid,
+    status text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    started_at timestamp with time zone,
+    ended_at timestamp with time zone NOT NULL,
+    steps integer NOT NULL,
+    events integer NOT NULL,
+    input_tokens bigint NOT NULL,
+    output_tokens bigint NOT NULL,
+    cost_micros bigint NOT NULL,
+    idempotency_key_sha256 bytea,
+    reason text NOT NULL,
+    deleted_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT tombstones_reason_check CHECK ((reason = ANY (ARRAY['retention'::text, 'request'::text, 'erase'::text]))),
+    CONSTRAINT tombstones_status_check CHECK ((status = ANY (ARRAY['finished'::text, 'failed'::text, 'cancelled'::text, 'dead_lettered'::text])))
 );
 
 --
@@ -1575,6 +2002,13 @@ ALTER TABLE ONLY public.billing_reconciliations
     ADD CONSTRAINT billing_reconciliations_pkey PRIMARY KEY (reconciliation_id);
 
 --
+-- Name: blob_deletions blob_deletions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.blob_deletions
+    ADD CONSTRAINT blob_deletions_pkey PRIMARY KEY (tenant_id, ref);
+
+--
 -- Name: budget_reservations budget_reservations_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1582,11 +2016,25 @@ ALTER TABLE ONLY public.budget_reservations
     ADD CONSTRAINT budget_reservations_pkey PRIMARY KEY (tenant_id, reservation_id);
 
 --
+-- Name: cleanup_leases cleanup_leases_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.cleanup_leases
+    ADD CONSTRAINT cleanup_leases_pkey PRIMARY KEY (tenant_id);
+
+--
 -- Name: console_session_epoch console_session_epoch_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
 ALTER TABLE ONLY public.console_session_epoch
     ADD CONSTRAINT console_session_epoch_pkey PRIMARY KEY (singleton);
+
+--
+-- Name: erase_jobs erase_jobs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.erase_jobs
+    ADD CONSTRAINT erase_jobs_pkey PRIMARY KEY (job_id);
 
 --
 -- Name: model_accounts model_accounts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1601,6 +2049,13 @@ ALTER TABLE ONLY public.model_accounts
 
 ALTER TABLE ONLY public.model_prices
     ADD CONSTRAINT model_prices_pkey PRIMARY KEY (model, effective_from);
+
+--
+-- Name: retention_policies retention_policies_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.retention_policies
+    ADD CONSTRAINT retention_policies_pkey PRIMARY KEY (tenant_id);
 
 --
 -- Name: run_event_payloads run_event_payloads_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1694,6 +2149,13 @@ ALTER TABLE ONLY public.tenants
     ADD CONSTRAINT tenants_pkey PRIMARY KEY (tenant_id);
 
 --
+-- Name: tombstones tombstones_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.tombstones
+    ADD CONSTRAINT tombstones_pkey PRIMARY KEY (tenant_id, run_id);
+
+--
 -- Name: tool_servers tool_servers_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1745,10 +2207,28 @@ CREATE INDEX approvals_pending ON public.approvals USING btree (tenant_id, reque
 CREATE INDEX billing_reconciliations_by_account ON public.billing_reconciliations USING btree (account, created_at DESC);
 
 --
+-- Name: blob_deletions_due; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX blob_deletions_due ON public.blob_deletions USING btree (next_at);
+
+--
 -- Name: budget_reservations_open; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX budget_reservations_open ON public.budget_reservations USING btree (created_at) WHERE (status = 'reserved'::text);
+
+--
+-- Name: erase_jobs_by_tenant; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX erase_jobs_by_tenant ON public.erase_jobs USING btree (tenant_id, created_at);
+
+--
+-- Name: erase_jobs_one_running; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX erase_jobs_one_running ON public.erase_jobs USING btree (tenant_id) WHERE (status = 'running'::text);
 
 --
 -- Name: model_accounts_tenant; Type: INDEX; Schema: public; Owner: -
@@ -1761,6 +2241,12 @@ CREATE INDEX model_accounts_tenant ON public.model_accounts USING btree (tenant_
 --
 
 CREATE INDEX runs_activity_running ON public.runs USING btree (tenant_id) WHERE ((kind = 'activity'::text) AND (status = 'running'::text));
+
+--
+-- Name: runs_by_parent; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_by_parent ON public.runs USING btree (tenant_id, parent_run_id) WHERE (parent_run_id IS NOT NULL);
 
 --
 -- Name: runs_console_by_status; Type: INDEX; Schema: public; Owner: -
@@ -1805,6 +2291,12 @@ CREATE INDEX runs_queued_by_tenant ON public.runs USING btree (tenant_id, kind, 
 CREATE INDEX runs_queued_in_flight ON public.runs USING btree (tenant_id, kind, available_at) WHERE ((status = 'queued'::text) AND (steps > 0));
 
 --
+-- Name: runs_retention_candidates; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_retention_candidates ON public.runs USING btree (tenant_id, COALESCE(finished_at, updated_at)) WHERE ((status = ANY (ARRAY['finished'::text, 'failed'::text, 'cancelled'::text])) OR ((status = 'waiting'::text) AND ((error ->> 'dead_lettered'::text) = 'true'::text)));
+
+--
 -- Name: runs_webhooks_due; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1815,6 +2307,18 @@ CREATE INDEX runs_webhooks_due ON public.runs USING btree (webhook_next_at) WHER
 --
 
 CREATE INDEX sandbox_usage_facts_by_time ON public.sandbox_usage_facts USING btree (tenant_id, created_at);
+
+--
+-- Name: tombstones_by_age; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX tombstones_by_age ON public.tombstones USING btree (tenant_id, deleted_at);
+
+--
+-- Name: tombstones_by_idempotency_key; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX tombstones_by_idempotency_key ON public.tombstones USING btree (tenant_id, idempotency_key_sha256) WHERE (idempotency_key_sha256 IS NOT NULL);
 
 --
 -- Name: usage_facts_by_account; Type: INDEX; Schema: public; Owner: -
@@ -1838,7 +2342,7 @@ CREATE TRIGGER agent_versions_immutable BEFORE DELETE OR UPDATE ON public.agent_
 -- Name: audit_log audit_log_append_only; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER audit_log_append_only BEFORE DELETE OR UPDATE ON public.audit_log FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_change();
+CREATE TRIGGER audit_log_append_only BEFORE DELETE OR UPDATE ON public.audit_log FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_change_but_retention();
 
 --
 -- Name: billing_reconciliations billing_reconciliations_immutable; Type: TRIGGER; Schema: public; Owner: -
@@ -1856,7 +2360,7 @@ CREATE TRIGGER model_prices_immutable BEFORE DELETE OR UPDATE ON public.model_pr
 -- Name: run_events run_events_immutable; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER run_events_immutable BEFORE DELETE OR UPDATE ON public.run_events FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_change();
+CREATE TRIGGER run_events_immutable BEFORE DELETE OR UPDATE ON public.run_events FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_change_but_retention();
 
 --
 -- Name: run_events run_events_notify; Type: TRIGGER; Schema: public; Owner: -
@@ -1883,6 +2387,12 @@ CREATE TRIGGER runs_count_ended AFTER DELETE OR UPDATE OF status ON public.runs 
 CREATE TRIGGER runs_notify_runnable AFTER INSERT OR UPDATE OF status ON public.runs FOR EACH ROW EXECUTE FUNCTION public.tenantry_notify_runnable();
 
 --
+-- Name: runs runs_uncount_deleted; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER runs_uncount_deleted AFTER DELETE ON public.runs FOR EACH ROW EXECUTE FUNCTION public.tenantry_uncount_deleted_run();
+
+--
 -- Name: sandbox_usage_facts sandbox_usage_facts_immutable; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -1893,6 +2403,12 @@ CREATE TRIGGER sandbox_usage_facts_immutable BEFORE DELETE OR UPDATE ON public.s
 --
 
 CREATE TRIGGER tenants_policy AFTER INSERT ON public.tenants FOR EACH ROW EXECUTE FUNCTION public.tenantry_new_tenant();
+
+--
+-- Name: tombstones tombstones_immutable; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER tombstones_immutable BEFORE DELETE OR UPDATE ON public.tombstones FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_change_but_retention();
 
 --
 -- Name: usage_facts usage_facts_immutable; Type: TRIGGER; Schema: public; Owner: -
@@ -1957,6 +2473,13 @@ ALTER TABLE ONLY public.approvals
     ADD CONSTRAINT approvals_tenant_id_run_id_fkey FOREIGN KEY (tenant_id, run_id) REFERENCES public.runs(tenant_id, run_id);
 
 --
+-- Name: blob_deletions blob_deletions_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.blob_deletions
+    ADD CONSTRAINT blob_deletions_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
+
+--
 -- Name: budget_reservations budget_reservations_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1971,11 +2494,32 @@ ALTER TABLE ONLY public.budget_reservations
     ADD CONSTRAINT budget_reservations_tenant_id_run_id_fkey FOREIGN KEY (tenant_id, run_id) REFERENCES public.runs(tenant_id, run_id);
 
 --
+-- Name: cleanup_leases cleanup_leases_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.cleanup_leases
+    ADD CONSTRAINT cleanup_leases_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
+
+--
+-- Name: erase_jobs erase_jobs_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.erase_jobs
+    ADD CONSTRAINT erase_jobs_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
+
+--
 -- Name: model_accounts model_accounts_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
 ALTER TABLE ONLY public.model_accounts
     ADD CONSTRAINT model_accounts_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
+
+--
+-- Name: retention_policies retention_policies_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.retention_policies
+    ADD CONSTRAINT retention_policies_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
 
 --
 -- Name: run_event_payloads run_event_payloads_tenant_id_run_id_seq_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
@@ -2020,13 +2564,6 @@ ALTER TABLE ONLY public.sandbox_usage_facts
     ADD CONSTRAINT sandbox_usage_facts_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
 
 --
--- Name: sandbox_usage_facts sandbox_usage_facts_tenant_id_run_id_seq_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.sandbox_usage_facts
-    ADD CONSTRAINT sandbox_usage_facts_tenant_id_run_id_seq_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events(tenant_id, run_id, seq);
-
---
 -- Name: secrets secrets_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2062,6 +2599,13 @@ ALTER TABLE ONLY public.tenant_policies
     ADD CONSTRAINT tenant_policies_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
 
 --
+-- Name: tombstones tombstones_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.tombstones
+    ADD CONSTRAINT tombstones_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
+
+--
 -- Name: tool_servers tool_servers_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2074,13 +2618,6 @@ ALTER TABLE ONLY public.tool_servers
 
 ALTER TABLE ONLY public.usage_facts
     ADD CONSTRAINT usage_facts_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
-
---
--- Name: usage_facts usage_facts_tenant_id_run_id_seq_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.usage_facts
-    ADD CONSTRAINT usage_facts_tenant_id_run_id_seq_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events(tenant_id, run_id, seq);
 
 --
 -- Name: activity_bundles; Type: ROW SECURITY; Schema: public; Owner: -
@@ -2131,10 +2668,28 @@ ALTER TABLE public.approvals ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.audit_log ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: blob_deletions; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.blob_deletions ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: budget_reservations; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
 ALTER TABLE public.budget_reservations ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: cleanup_leases; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.cleanup_leases ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: retention_policies; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.retention_policies ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: run_event_payloads; Type: ROW SECURITY; Schema: public; Owner: -
@@ -2227,10 +2782,28 @@ CREATE POLICY tenant_isolation ON public.approvals USING ((tenant_id = public.te
 CREATE POLICY tenant_isolation ON public.audit_log USING ((tenant_id = public.tenantry_current_tenant()));
 
 --
+-- Name: blob_deletions tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.blob_deletions USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
 -- Name: budget_reservations tenant_isolation; Type: POLICY; Schema: public; Owner: -
 --
 
 CREATE POLICY tenant_isolation ON public.budget_reservations USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: cleanup_leases tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.cleanup_leases USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: retention_policies tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.retention_policies USING ((tenant_id = public.tenantry_current_tenant()));
 
 --
 -- Name: run_event_payloads tenant_isolation; Type: POLICY; Schema: public; Owner: -
@@ -2299,6 +2872,12 @@ CREATE POLICY tenant_isolation ON public.tenant_policies USING ((tenant_id = pub
 CREATE POLICY tenant_isolation ON public.tenants USING ((tenant_id = public.tenantry_current_tenant()));
 
 --
+-- Name: tombstones tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.tombstones USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
 -- Name: tool_servers tenant_isolation; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -2333,6 +2912,12 @@ ALTER TABLE public.tenant_policies ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.tenants ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: tombstones; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.tombstones ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: tool_servers; Type: ROW SECURITY; Schema: public; Owner: -

@@ -111,6 +111,11 @@ TENANT_POOL_DEFINERS = {
     "tenantry_claim_activities",
     # A batch's next task: that tenant's and version's only, ids and epochs (ADR 0014).
     "tenantry_claim_activity_next",
+    # Retention's cleaner (ADR 0017): its lease, its fenced batches (terminal runs only,
+    # never a live one), the blob outbox and its gauges.
+    "tenantry_take_cleanup_lease", "tenantry_cleanup_due", "tenantry_keep_cleanup_lease",
+    "tenantry_retention_batch", "tenantry_retention_expire", "tenantry_claim_blob_deletions",
+    "tenantry_blob_deleted", "tenantry_retention_gauges",
 }
 
 

@@ -19,8 +19,14 @@ JOIN agent_versions v
 WHERE a.tenant_id = $1 AND a.agent_id = $2
 
 -- name: run_by_idempotency_key
-SELECT run_id, request_sha256, status FROM runs
+-- The run, or the tombstone of the run retention deleted (its request digest is not
+-- kept: NULL): a key is not reusable while its tombstone lives (ADR 0017).
+SELECT run_id, request_sha256, status, false AS deleted FROM runs
 WHERE tenant_id = $1 AND idempotency_key = $2
+UNION ALL
+SELECT run_id, NULL, status, true FROM tombstones
+WHERE tenant_id = $1 AND idempotency_key_sha256 = sha256(convert_to($2, 'UTF8'))
+LIMIT 1
 
 -- name: insert_first_event
 INSERT INTO run_events (tenant_id, run_id, seq, type, data, format)

@@ -199,6 +199,11 @@ async def _existing(conn: Connection, tenant: TenantId, req: RunRequest) -> Crea
     row = await conn.fetchrow(Q.run_by_idempotency_key, tenant.value, req.idempotency_key)
     if row is None:
         return None
+    if row["deleted"]:
+        raise Conflict(
+            "This Idempotency-Key belonged to a run that retention has deleted; a key is not "
+            "reusable while the run's tombstone lives (GET /v1/tombstones/{run_id}).",
+            run_id=str(RunId(row["run_id"])), tombstoned=True)
     if bytes(row["request_sha256"]) != req.request_sha256:
         raise Conflict(
             "This Idempotency-Key was already used with a different request body.",

@@ -1,0 +1,90 @@
+"""Ended runs in bulk, for the retention tests, chaos and benchmark: rows written straight
+into Postgres as the superuser (what the engine would have left behind after a run with
+``events`` events), ended ``ended_days_ago`` days ago. Nothing here imports pytest."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import asyncpg
+
+from tenantry.agents import service as agents
+from tenantry.agents.spec import AgentSpec
+from tenantry.db import Database
+from tenantry.ids import AgentId, RunId, TenantId, uuid7
+from tenantry.tenants import service as tenants
+
+
+@dataclass(frozen=True, slots=True)
+class Seeded:
+    tenant: TenantId
+    agent: AgentId
+
+
+async def tenant_and_agent(db: Database, name: str) -> Seeded:
+    tenant = (await tenants.create_tenant(db, name)).tenant.tenant_id
+    agent = (await agents.create_agent(db, tenant, "a", AgentSpec("scripted", ""))).agent_id
+    return Seeded(tenant, agent)
+
+
+async def ended_runs(
+    conn: asyncpg.Connection, seeded: Seeded, count: int, *, events: int = 10,
+    ended_days_ago: float = 40.0, status: str = "finished", key_prefix: str | None = None,
+    blob_refs: list[str] | None = None,
+) -> list[RunId]:
+    """``count`` runs that ended ``ended_days_ago`` days ago, each with ``events`` events
+    (RunCreated, then ToolCompleted ones, the last RunFinished) and a model usage fact
+    per run. ``blob_refs``: one per run, named by its first ToolCompleted's output_ref.
+    ``status`` 'dead_lettered' writes a dead-lettered task (waiting, error flag)."""
+    ids = [uuid7() for _ in range(count)]
+    dead = status == "dead_lettered"
+    await conn.execute(
+        """
+        INSERT INTO runs (tenant_id, run_id, agent_id, agent_version, status, input,
+                          idempotency_key, request_sha256, kind, last_seq, steps,
+                          input_tokens, output_tokens, cost_micros, error, created_at,
+                          started_at, updated_at, finished_at)
+        SELECT $1, r.id, $2, 1, $3, '{}'::jsonb,
+               CASE WHEN $6::text IS NULL THEN NULL ELSE $6 || r.n::text END,
+               '\\x00'::bytea, CASE WHEN $7 THEN 'activity' ELSE 'agent' END, $4, 3,
+               100, 20, 1500, CASE WHEN $7 THEN '{"dead_lettered": true}'::jsonb END,
+               now() - make_interval(days => $5::int) - interval '1 hour',
+               now() - make_interval(days => $5::int) - interval '1 hour',
+               now() - make_interval(days => $5::int),
+               CASE WHEN $7 THEN NULL ELSE now() - make_interval(days => $5::int) END
+        FROM unnest($8::uuid[]) WITH ORDINALITY AS r (id, n)
+        """,
+        seeded.tenant.value, seeded.agent.uuid, "waiting" if dead else status, events,
+        int(ended_days_ago), key_prefix, dead, ids)
+    if not dead:  # what the status change's trigger would have counted (migration 0008)
+        await conn.execute(
+            """
+            INSERT INTO run_status_totals AS t (tenant_id, status, runs) VALUES ($1, $2, $3)
+            ON CONFLICT (tenant_id, status) DO UPDATE SET runs = t.runs + $3
+            """, seeded.tenant.value, status, count)
+    refs = blob_refs or []
+    await conn.execute(
+        """
+        INSERT INTO run_events (tenant_id, run_id, seq, type, data)
+        SELECT $1, r.id, s.seq,
+               CASE WHEN s.seq = 1 THEN 'RunCreated' WHEN s.seq = $2 THEN 'RunFinished'
+                    ELSE 'ToolCompleted' END,
+               CASE WHEN s.seq = 2 AND r.n <= cardinality($4::text[])
+                    THEN jsonb_build_object('key', 'k', 'output_ref', $4[r.n])
+                    ELSE jsonb_build_object('n', s.seq) END
+        FROM unnest($3::uuid[]) WITH ORDINALITY AS r (id, n)
+        CROSS JOIN generate_series(1, $2) AS s (seq)
+        """,
+        seeded.tenant.value, events, ids, refs)
+    await conn.execute(
+        """
+        INSERT INTO usage_facts (tenant_id, run_id, seq, agent_id, agent_version, provider,
+                                 account, model, input_tokens, cached_input_tokens,
+                                 cache_write_input_tokens, output_tokens, cost_micros,
+                                 price_version)
+        SELECT $1, r.id, 2, $2, 1, 'scripted', 'scripted', 'scripted', 100, 0, 0, 20, 1500,
+               'test'
+        FROM unnest($3::uuid[]) AS r (id)
+        """,
+        seeded.tenant.value, seeded.agent.uuid, ids)
+    return [RunId(i) for i in ids]
