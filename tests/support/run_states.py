@@ -131,3 +131,25 @@ async def footprint(admin_conn: asyncpg.Connection, run: RunId) -> dict[str, obj
         "blob_deletions": await admin_conn.fetchval(
             "SELECT count(*) FROM blob_deletions WHERE run_id = $1", run.uuid),
     }
+
+
+async def with_dependents(admin_conn: asyncpg.Connection, seeded: Seeded,
+                          runs_: list[RunId]) -> None:
+    """Give ended runs what a real run leaves beside its events: a payload row (an event
+    over 8 KiB), a decided approval and a settled budget reservation."""
+    ids = [r.uuid for r in runs_]
+    await admin_conn.execute(
+        "INSERT INTO run_event_payloads (tenant_id, run_id, seq, data) "
+        "SELECT $1, id, 2, '{\"big\": true}'::jsonb FROM unnest($2::uuid[]) AS id",
+        seeded.tenant.value, ids)
+    await admin_conn.execute(
+        "INSERT INTO approvals (tenant_id, approval_id, run_id, key, tool, arguments, "
+        "arguments_sha256, status, requested_at, expires_at, decided_at) "
+        "SELECT $1, gen_random_uuid(), id, id::text || ':2:0', 'effect', '{}'::jsonb, "
+        "'\\x00'::bytea, 'approved', now(), now() + interval '1 day', now() "
+        "FROM unnest($2::uuid[]) AS id", seeded.tenant.value, ids)
+    await admin_conn.execute(
+        "INSERT INTO budget_reservations (tenant_id, reservation_id, run_id, lease_epoch, "
+        "tokens, cost_micros, status, closed_at) "
+        "SELECT $1, gen_random_uuid(), id, 1, 100, 1500, 'settled', now() "
+        "FROM unnest($2::uuid[]) AS id", seeded.tenant.value, ids)
