@@ -22,7 +22,7 @@ from tenantry.runs import lease as leases
 from tenantry.runs import log
 from tenantry.runs import service as runs
 from tenantry.runs.activity_step import activity_request
-from tenantry.runs.events import ActivityRequested, ApprovalRequested, RunParked
+from tenantry.runs.events import ActivityRequested, ApprovalRequested, RunParked, ToolCompleted
 from tenantry.runs.lease import Lease
 from tenantry.tools import approvals
 from tests.support.retention import Seeded
@@ -153,3 +153,12 @@ async def with_dependents(admin_conn: asyncpg.Connection, seeded: Seeded,
         "tokens, cost_micros, status, closed_at) "
         "SELECT $1, gen_random_uuid(), id, 1, 100, 1500, 'settled', now() "
         "FROM unnest($2::uuid[]) AS id", seeded.tenant.value, ids)
+
+
+async def with_tool_output_blob(db: Database, seeded: Seeded, held: Lease, ref: str) -> None:
+    """A live run's tool call whose output went to the blob store (what tool_step writes
+    for an output over the cap)."""
+    async with db.tenant_tx(seeded.tenant) as conn:
+        await log.append(conn, seeded.tenant, held.run, ToolCompleted(
+            f"{held.run}:2:0", "echo", 2, 0, {}, result="x" * 100, truncated=True,
+            output_bytes=20000, output_ref=ref), epoch=held.epoch)
