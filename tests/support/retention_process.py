@@ -3,7 +3,8 @@ with SIGSTOP or kill it with SIGKILL). It prints ``batch <runs>`` after every ba
 ``result <json>`` after every pass, flushed, so the test can follow it.
 
     python -m tests.support.retention_process DSN TENANT [--lease S] [--batch N]
-        [--blobs DIR] [--passes N] [--stop-after-batch N | --stop-before-batch N]
+        [--blobs DIR] [--blob-retry S] [--passes N]
+        [--stop-after-batch N | --stop-before-batch N]
 
 ``--stop-after-batch N`` / ``--stop-before-batch N``: the process SIGSTOPs itself right
 after its Nth batch committed (before it renews its lease) or right before it sends its
@@ -66,6 +67,7 @@ async def main(argv: list[str]) -> int:
     p.add_argument("--batch", type=int, default=500)
     p.add_argument("--blobs", type=Path)
     p.add_argument("--passes", type=int, default=1)
+    p.add_argument("--blob-retry", type=float, default=60.0)
     p.add_argument("--stop-after-batch", type=int, default=0)
     p.add_argument("--stop-before-batch", type=int, default=0)
     args = p.parse_args(argv)
@@ -77,7 +79,8 @@ async def main(argv: list[str]) -> int:
             _stop_myself()
 
     cleaner = HookedCleaner(db, store, CleanupSettings(batch=args.batch,
-                                                       lease_seconds=args.lease),
+                                                       lease_seconds=args.lease,
+                                                       blob_retry_seconds=args.blob_retry),
                             before_batch=before_batch)
     batches = 0
 
@@ -97,6 +100,8 @@ async def main(argv: list[str]) -> int:
             out["tenant"] = args.tenant
             print("result " + json.dumps(out), flush=True)
             done += 1
+            if not results or not results[0].runs:  # held by another, or done: wait a bit
+                await asyncio.sleep(0.1)
     finally:
         await db.close()
     return 0
