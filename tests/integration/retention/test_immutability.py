@@ -82,3 +82,23 @@ async def _everything(admin_conn: asyncpg.Connection) -> tuple[object, ...]:
             "SELECT * FROM run_events ORDER BY run_id, seq")],
         [dict(r) for r in await admin_conn.fetch("SELECT * FROM audit_log ORDER BY audit_id")],
     ])
+
+
+@pytest.mark.parametrize("call", [
+    # One run on request (nothing to delete here), and an expiry under a lease.
+    "SELECT * FROM tenantry_retention_batch($1, 'x', NULL, now(), 1, 'request', "
+    "gen_random_uuid())",
+    "SELECT * FROM tenantry_retention_expire($1, 'x', tenantry_take_cleanup_lease($1, 'x', 30), "
+    "now(), NULL, 10)",
+])
+async def test_the_retention_exemption_ends_with_the_retention_function(
+    call: str, db: Database, admin_conn: asyncpg.Connection,
+) -> None:
+    seeded, _, live = await _a_tombstone_a_live_log_and_audit(db, admin_conn)
+    before = await _everything(admin_conn)
+    async with admin_conn.transaction():
+        await admin_conn.fetch(call, seeded.tenant.value)
+        # Later in the same transaction is outside the batch: refused again.
+        with pytest.raises(asyncpg.RestrictViolationError, match="immutable"):
+            await admin_conn.execute("DELETE FROM run_events WHERE run_id = $1", live)
+    assert await _everything(admin_conn) == before
