@@ -27,6 +27,7 @@ from tests.support.waiting import until
 
 pytestmark = pytest.mark.chaos
 
+#: 5,000 terminal runs and tasks past retention.
 CANDIDATES = {"finished": 4000, "failed": 500, "cancelled": 300, "dead_lettered": 200}
 WITH_BLOBS = 300
 KILLS = 6
@@ -65,27 +66,31 @@ class Feeder:
                 await asyncio.wait_for(stop.wait(), 0.1)
 
 
-async def _drain(cleaner: CleanerProcess) -> None:
-    while await cleaner.line():  # keep its pipe flowing
-        pass
+async def _drain(cleaner: CleanerProcess, seen: asyncio.Queue[str] | None = None) -> None:
+    while text := await cleaner.line():  # keep its pipe flowing
+        if seen is not None:
+            seen.put_nowait(text)
 
 
-async def _kill_at_a_random_batch(cleaner: CleanerProcess, rng: random.Random) -> bool:
-    """SIGKILL it 0.05-0.6 s after it was seen deleting; False if it finished first."""
-    while True:
-        text = await cleaner.line()
-        if not text:
-            return False
-        if text.startswith("batch"):
-            break
-    reader = asyncio.create_task(_drain(cleaner))
-    await asyncio.sleep(rng.uniform(0.05, 0.6))
-    killed = cleaner.process.returncode is None
-    if killed:
-        cleaner.process.send_signal(signal.SIGKILL)
-    await cleaner.process.wait()
-    reader.cancel()
-    return killed
+async def _kill_both_mid_pass(pair: list[CleanerProcess], rng: random.Random) -> None:
+    """Two cleaners race for the tenant; once one of them is seen deleting, both get
+    SIGKILL 0.05-0.6 s later (wherever they are: in a batch, between batches, waiting for
+    the lease, draining blobs)."""
+    seen: asyncio.Queue[str] = asyncio.Queue()
+    readers = [asyncio.create_task(_drain(c, seen)) for c in pair]
+    try:
+        while True:
+            text = await asyncio.wait_for(seen.get(), 30)
+            if text.startswith("batch ") and int(text.split()[1]) > 0:
+                break
+        await asyncio.sleep(rng.uniform(0.05, 0.6))
+        for c in pair:
+            with contextlib.suppress(ProcessLookupError):
+                c.process.send_signal(signal.SIGKILL)
+            await c.process.wait()
+    finally:
+        for r in readers:
+            r.cancel()
 
 
 async def _live_rows(admin_conn: asyncpg.Connection, runs: list[RunId]) -> list[object]:
@@ -110,17 +115,18 @@ async def test_killed_cleaners_leave_every_candidate_deleted_exactly_once(
     # A blob deletion a killed cleaner had claimed comes back after --blob-retry.
     options = ("--lease", "1", "--batch", "25", "--passes", "0", "--blob-retry", "1",
                "--blobs", str(store.root))
-    kills = 0
+    kills = mid_pass = 0
     try:
         while kills < KILLS:
-            async with cleaner_process(database_dsn, tenant, *options) as cleaner:
-                if not await _kill_at_a_random_batch(cleaner, rng):
-                    break
-                kills += 1
+            async with cleaner_process(database_dsn, tenant, *options) as one, \
+                    cleaner_process(database_dsn, tenant, *options) as two:
+                await _kill_both_mid_pass([one, two], rng)
+            kills += 1
             if not await admin_conn.fetchval(
                     "SELECT count(*) FROM runs WHERE run_id = ANY($1)",
                     [r.uuid for r in candidates]):
                 break
+            mid_pass += 1  # killed with candidates left: the next round goes on from there
         stop.set()
         await feeding
         live_before = await _live_rows(admin_conn, feeder.live + feeder.recent)
@@ -150,7 +156,7 @@ async def test_killed_cleaners_leave_every_candidate_deleted_exactly_once(
 
     await until(outbox_empty, "the blob outbox drained", 10)
 
-    assert kills >= 1, "no cleaner was killed mid-pass"
+    assert mid_pass >= 1, "no cleaner was killed mid-pass"
     ids = [r.uuid for r in candidates]
     assert await admin_conn.fetchval(
         "SELECT count(*) FROM tombstones WHERE run_id = ANY($1)", ids) == len(candidates)
