@@ -959,6 +959,7 @@ $$;
 CREATE FUNCTION public.tenantry_retention_batch(p_tenant text, p_owner text, p_epoch bigint, p_cutoff timestamp with time zone, p_limit integer, p_reason text, p_run uuid DEFAULT NULL::uuid, p_blobs boolean DEFAULT true) RETURNS TABLE(runs integer, events bigint, blobs integer)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public'
+    SET "tenantry.retention" TO 'on'
     AS $$
 DECLARE
     v_runs uuid[];
@@ -977,7 +978,6 @@ BEGIN
                 p_tenant, p_epoch USING ERRCODE = 'TR001';
         END IF;
     END IF;
-    PERFORM set_config('tenantry.retention', 'on', true);
 
     SELECT array_agg(c.run_id) INTO v_runs FROM (
         SELECT r.run_id FROM public.runs r
@@ -1063,6 +1063,7 @@ $$;
 CREATE FUNCTION public.tenantry_retention_expire(p_tenant text, p_owner text, p_epoch bigint, p_tombstones_before timestamp with time zone, p_audit_before timestamp with time zone, p_limit integer) RETURNS TABLE(tombstones integer, audit integer)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public'
+    SET "tenantry.retention" TO 'on'
     AS $$
 DECLARE
     v_tombstones integer := 0;
@@ -1076,7 +1077,6 @@ BEGIN
         RAISE EXCEPTION 'cleanup lease of tenant % epoch % is no longer held', p_tenant, p_epoch
             USING ERRCODE = 'TR001';
     END IF;
-    PERFORM set_config('tenantry.retention', 'on', true);
     IF p_tombstones_before IS NOT NULL THEN
         DELETE FROM public.tombstones t WHERE (t.tenant_id, t.run_id) IN (
             SELECT x.tenant_id, x.run_id FROM public.tombstones x

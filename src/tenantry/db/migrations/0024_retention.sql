@@ -3,8 +3,8 @@
 --
 -- Only the functions below delete operational rows. The application role has no DELETE
 -- privilege on any of these tables, and the immutability triggers of the event log stop
--- everyone else — the owner included — unless the deleting function said, for the
--- length of its own transaction, that a retention batch is under way.
+-- everyone else — the owner included — unless the deleting function says, for the
+-- length of its own call, that a retention batch is under way.
 
 -- 1. Usage facts and sandbox usage facts outlive the event they record: they name the
 --    run and seq as values (what billing needs), never as a foreign key into the log.
@@ -61,8 +61,8 @@ CREATE POLICY tenant_isolation ON tombstones
     USING (tenant_id = tenantry_current_tenant());
 GRANT SELECT ON tombstones TO tenantry_app;
 
--- Set (transaction-local) only by the functions below; the application role could set it
--- too, but it holds no DELETE privilege for it to matter.
+-- Set only for the length of a call of the functions below (their SET clause); the
+-- application role could set it too, but it holds no DELETE privilege for it to matter.
 CREATE FUNCTION tenantry_retention_under_way() RETURNS boolean
 LANGUAGE sql STABLE AS $$
     SELECT coalesce(current_setting('tenantry.retention', true), '') = 'on'
@@ -249,7 +249,10 @@ CREATE FUNCTION tenantry_retention_batch(
     p_tenant text, p_owner text, p_epoch bigint, p_cutoff timestamptz, p_limit integer,
     p_reason text, p_run uuid DEFAULT NULL, p_blobs boolean DEFAULT true)
 RETURNS TABLE (runs integer, events bigint, blobs integer)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public
+-- The exemption of the immutability triggers, for this call only (a SET clause ends with
+-- the call, even an aborted one; a set_config would last the caller's whole transaction).
+SET tenantry.retention = 'on' AS $$
 DECLARE
     v_runs uuid[];
     v_events bigint;
@@ -267,7 +270,6 @@ BEGIN
                 p_tenant, p_epoch USING ERRCODE = 'TR001';
         END IF;
     END IF;
-    PERFORM set_config('tenantry.retention', 'on', true);
 
     SELECT array_agg(c.run_id) INTO v_runs FROM (
         SELECT r.run_id FROM public.runs r
@@ -353,7 +355,8 @@ CREATE FUNCTION tenantry_retention_expire(
     p_tenant text, p_owner text, p_epoch bigint, p_tombstones_before timestamptz,
     p_audit_before timestamptz, p_limit integer)
 RETURNS TABLE (tombstones integer, audit integer)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public
+SET tenantry.retention = 'on' AS $$
 DECLARE
     v_tombstones integer := 0;
     v_audit integer := 0;
@@ -366,7 +369,6 @@ BEGIN
         RAISE EXCEPTION 'cleanup lease of tenant % epoch % is no longer held', p_tenant, p_epoch
             USING ERRCODE = 'TR001';
     END IF;
-    PERFORM set_config('tenantry.retention', 'on', true);
     IF p_tombstones_before IS NOT NULL THEN
         DELETE FROM public.tombstones t WHERE (t.tenant_id, t.run_id) IN (
             SELECT x.tenant_id, x.run_id FROM public.tombstones x
