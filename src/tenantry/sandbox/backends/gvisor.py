@@ -127,7 +127,13 @@ class GvisorInstance(ChildInstance):
     async def _stop(self) -> None:
         # SIGKILL the container first: `delete --force` alone waits for a stop that never
         # comes and gives up after 5 s ("context deadline exceeded"); after the kill it
-        # takes ~30 ms. delete removes runsc's state and its cgroups.
+        # takes ~30 ms. delete removes runsc's state and its cgroups. A paused container
+        # (a kept activity sandbox) ignores the kill the same way — measured: 5.2 s to
+        # destroy paused, 0.09 s running — so it is resumed first.
+        if self._paused:
+            with contextlib.suppress(SandboxUnavailable):
+                await self._owner.runsc("resume", self.id)
+            self._paused = False
         with contextlib.suppress(SandboxUnavailable):
             await self._owner.runsc("kill", self.id, "KILL")
         with contextlib.suppress(SandboxUnavailable):
