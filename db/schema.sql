@@ -575,6 +575,20 @@ CREATE FUNCTION public.tenantry_console_pending_by_tenant(p_tenants integer, p_e
 $$;
 
 --
+-- Name: tenantry_console_retention(text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_console_retention(p_tenants text[]) RETURNS TABLE(tenant_id text, runs_days integer, tombstones_days integer, erased_at timestamp with time zone)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    SELECT t.tenant_id, p.runs_days, p.tombstones_days, t.erased_at
+    FROM public.tenants t
+    LEFT JOIN public.retention_policies p ON p.tenant_id = t.tenant_id
+    WHERE t.tenant_id = ANY (p_tenants)
+$$;
+
+--
 -- Name: tenantry_console_runs(text, text, uuid, uuid, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 

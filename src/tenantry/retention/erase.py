@@ -101,6 +101,40 @@ async def _cancel_live_runs(db: Database, tenant: TenantId) -> int:
             cancelled += 1
 
 
+#: Why a terminal run is kept now, as ``DELETE /v1/runs/{id}`` names it (``blocked_by``).
+BLOCKERS = {
+    "webhook_pending": "its webhook has not been delivered yet",
+    "live_children": "a run it started has not ended",
+    "pending_approval": "it has an approval still waiting for a decision",
+}
+
+
+async def delete_run(cleaner: Cleaner, tenant: TenantId, run: RunId) -> None:
+    """Delete one terminal run now, on the tenant's request (a tombstone remains).
+    NotFound for no such run (another tenant's included: the runs' own 404); Conflict
+    with ``run_status`` for a run that has not ended, and with ``blocked_by`` too for an
+    ended one the cleaner must keep for now."""
+    async with cleaner.db.tenant_tx(tenant) as conn:
+        row = await conn.fetchrow(Q.run_blocker, tenant.value, run.uuid)
+    if row is None:
+        raise NotFound(runs.NOT_FOUND)
+    status = "dead_lettered" if row["dead_lettered"] else row["status"]
+    if status not in ("finished", "failed", "cancelled", "dead_lettered"):
+        raise Conflict(f"The run has not ended (it is {status}); cancel it first, then "
+                       "delete it.", run_status=status)
+    for blocker, why in BLOCKERS.items():
+        if row[blocker]:
+            raise Conflict(f"The run ended ({status}) but is kept for now: {why}. Retry "
+                           "once that is done.", run_status=status, blocked_by=blocker)
+    if await cleaner.delete_run(tenant, run):
+        return
+    async with cleaner.db.tenant_tx(tenant) as conn:
+        if await conn.fetchrow(Q.run_blocker, tenant.value, run.uuid) is None:
+            return  # a cleaner's pass deleted it meanwhile: gone all the same
+    # Its row was locked (a cleaner or a worker's last write): nothing was deleted.
+    raise Conflict("The run is being changed right now; retry shortly.", run_status=status)
+
+
 async def get(db: Database, job_id: uuid.UUID | str) -> EraseJob:
     try:
         key = job_id if isinstance(job_id, uuid.UUID) else uuid.UUID(job_id)

@@ -17,6 +17,10 @@ RETURNING runs_days, tombstones_days, audit_days, blobs_follow_runs, updated_at
 -- name: tenant_state
 SELECT erased_at FROM tenants WHERE tenant_id = $1
 
+-- name: lock_tenant
+-- NO KEY: rows that refer to the tenant (runs, keys) are not held up by it.
+SELECT erased_at FROM tenants WHERE tenant_id = $1 FOR NO KEY UPDATE
+
 -- name: due_tenants
 SELECT tenant_id FROM tenantry_cleanup_due($1, $2)
 
