@@ -118,7 +118,7 @@ def _policy_out(tenant: TenantId, p: RetentionPolicy) -> RetentionOut:
 
 def _job_out(job: erase.EraseJob) -> EraseJobOut:
     return EraseJobOut(
-        job_id=job.job_id, tenant_id=job.tenant.value, status=job.status,  # type: ignore[arg-type]
+        job_id=job.job_id, tenant_id=job.tenant.value, status=job.status,
         runs_total=job.runs_total, runs_deleted=job.runs_deleted,
         runs_cancelled=job.runs_cancelled, runs_left=job.runs_left,
         secrets_deleted=job.secrets_deleted, tool_servers_deleted=job.tool_servers_deleted,
@@ -129,11 +129,11 @@ def _job_out(job: erase.EraseJob) -> EraseJobOut:
 def _stone_out(t: tombstones.Tombstone) -> TombstoneOut:
     return TombstoneOut(
         run_id=str(t.run_id), kind=t.kind, agent_id=t.agent_id, agent_version=t.agent_version,
-        parent_run_id=t.parent_run_id, status=t.status,  # type: ignore[arg-type]
+        parent_run_id=t.parent_run_id, status=t.status,
         created_at=t.created_at, started_at=t.started_at, ended_at=t.ended_at, steps=t.steps,
         events=t.events,
         usage=TombstoneUsage(input_tokens=t.input_tokens, output_tokens=t.output_tokens),
-        cost_micros=t.cost_micros, reason=t.reason,  # type: ignore[arg-type]
+        cost_micros=t.cost_micros, reason=t.reason,
         deleted_at=t.deleted_at)
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
+from tenantry.api.console import epoch, session
 from tenantry.ids import AgentId, RunId, TenantId
-from tests.support.api import Api
+from tests.support.api import OPERATOR_TOKEN, Api
 from tests.support.db import row_counts
 from tests.support.retention import Seeded, block, cancelled_run, ended_runs, set_status
 
@@ -106,7 +107,7 @@ async def _seeded(api: Api, admin_conn: asyncpg.Connection) -> tuple[str, dict[s
 async def test_delete_an_ended_run_leaves_only_its_tombstone(
     api: Api, admin_conn: asyncpg.Connection,
 ) -> None:
-    tenant, h, agent = await _seeded(api, admin_conn)
+    _, h, agent = await _seeded(api, admin_conn)
     run = await cancelled_run(api, h, agent)
     r = await api.client.delete(f"/v1/runs/{run}", headers=h)
     assert r.status_code == 204 and r.content == b""
@@ -253,3 +254,23 @@ async def test_the_operators_tombstone_listing_pages_newest_first(
         assert r.status_code == 400 and r.json()["type"] == "validation_error", bad
     r = await api.client.get(path, params={"limit": "0"}, headers=api.operator)
     assert r.status_code == 400
+
+
+async def test_the_consoles_tenants_page_shows_each_tenants_retention(api: Api) -> None:
+    default, _ = await api.tenant("Default")
+    kept, _ = await api.tenant("Kept")
+    r = await api.client.put(f"/admin/v1/tenants/{kept}/retention",
+                             json={"runs_days": 90, "tombstones_days": 400},
+                             headers=api.operator)
+    assert r.status_code == 200
+    cookie, _ = session.issue(OPERATOR_TOKEN, epoch=epoch.FIRST)
+    page = await api.client.get("/console/tenants",
+                                headers={"Cookie": f"{session.SESSION_COOKIE}={cookie}"})
+    assert page.status_code == 200, page.text
+
+    def cell(tenant: str) -> str:
+        row = page.text.split(f'<tr data-tenant="{tenant}">', 1)[1].split("</tr>", 1)[0]
+        return row.split('<td class="retention">', 1)[1].split("</td>", 1)[0]
+
+    assert cell(default) == "30 d / forever"
+    assert cell(kept) == "90 d / 400 d"
