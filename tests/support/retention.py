@@ -1,10 +1,12 @@
 """Ended runs in bulk, for the retention tests, chaos and benchmark: rows written straight
 into Postgres as the superuser (what the engine would have left behind after a run with
-``events`` events), ended ``ended_days_ago`` days ago. Nothing here imports pytest."""
+``events`` events), ended ``ended_days_ago`` days ago; and, at the end, runs made and
+put in a state over HTTP for the API's tests. Nothing here imports pytest."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import asyncpg
 
@@ -13,7 +15,9 @@ from tenantry.agents.spec import AgentSpec
 from tenantry.db import Database
 from tenantry.ids import AgentId, RunId, TenantId, uuid7
 from tenantry.tenants import service as tenants
-from tests.support.api import Api
+
+if TYPE_CHECKING:  # only annotations: the seeding (chaos test, benchmark) needs no API
+    from tests.support.api import Api
 
 
 @dataclass(frozen=True, slots=True)
