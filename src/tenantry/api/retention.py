@@ -182,7 +182,7 @@ async def erase_tenant(tenant_id: str, p: Platform = Depends(platform)) -> Erase
 @admin_router.get("/erase-jobs/{job_id}", response_model=EraseJobOut)
 async def get_erase_job(job_id: str, p: Platform = Depends(platform)) -> EraseJobOut:
     """How far an erase has got."""
-    return _job_out(await erase.get(p.db, job_id))
+    return _job_out(await erase.get(p.cross_tenant_db, job_id))
 
 
 def _tombstone_position(text: str) -> tuple[datetime, RunId]:

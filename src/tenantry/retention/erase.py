@@ -70,7 +70,7 @@ async def start(db: Database, tenant: TenantId, *, requested_by: str,
             job_id = await conn.fetchval(Q.running_erase, tenant.value)
             if job_id is None:  # it finished between the two statements: start another
                 raise Conflict("An erase of this tenant has just finished; ask again.")
-            return await get(db, job_id)
+            return await get(db, job_id, tenant=tenant)
     async with operator_db.unscoped() as conn:
         shredded = await conn.fetchrow(Q.erase_state, tenant.value)
     assert shredded is not None  # the function returns one row
@@ -80,7 +80,7 @@ async def start(db: Database, tenant: TenantId, *, requested_by: str,
     cancelled = await _cancel_live_runs(db, tenant)
     async with db.tenant_tx(tenant) as conn:
         await conn.execute(Q.erase_progress, tenant.value, 0, cancelled, 0, 0, 0)
-    return await get(db, job_id)
+    return await get(db, job_id, tenant=tenant)
 
 
 async def _cancel_live_runs(db: Database, tenant: TenantId) -> int:
@@ -135,17 +135,25 @@ async def delete_run(cleaner: Cleaner, tenant: TenantId, run: RunId) -> None:
     raise Conflict("The run is being changed right now; retry shortly.", run_status=status)
 
 
-async def get(db: Database, job_id: uuid.UUID | str) -> EraseJob:
+async def get(db: Database, job_id: uuid.UUID | str, *,
+              tenant: TenantId | None = None) -> EraseJob:
+    """The job now, or NotFound. With ``tenant``: that tenant's job, through ``db``'s
+    tenant transaction; without: any tenant's, and ``db`` must be the operator's pool
+    (the console role: erase jobs are tenant rows like any other)."""
     try:
         key = job_id if isinstance(job_id, uuid.UUID) else uuid.UUID(job_id)
     except ValueError:
         raise NotFound(NO_JOB) from None
-    async with db.unscoped() as conn:
-        row = await conn.fetchrow(Q.erase_job, key)
-    if row is None:
-        raise NotFound(NO_JOB)
-    tenant = TenantId(row["tenant_id"])
+    if tenant is None:
+        async with db.unscoped() as conn:
+            row = await conn.fetchrow(Q.any_erase_job, key)
+        if row is None:
+            raise NotFound(NO_JOB)
+        return EraseJob.from_row(row, row["runs_left"])
     async with db.tenant_tx(tenant) as conn:
+        row = await conn.fetchrow(Q.erase_job, tenant.value, key)
+        if row is None:
+            raise NotFound(NO_JOB)
         left = await conn.fetchval(Q.runs_left, tenant.value)
     return EraseJob.from_row(row, left)
 
@@ -157,7 +165,7 @@ async def run_until_done(cleaner: Cleaner, tenant: TenantId, job_id: str, *,
     while True:
         await cleaner.clean(tenant, progress=progress)
         await cleaner.drain_blobs()
-        job = await get(cleaner.db, job_id)
+        job = await get(cleaner.db, job_id, tenant=tenant)
         if progress is not None:
             progress(job)
         if job.status == "done":

@@ -121,7 +121,11 @@ RETURNING job_id
 -- name: erase_job
 SELECT job_id, tenant_id, status, runs_total, runs_deleted, runs_cancelled, secrets_deleted,
        tool_servers_deleted, blobs_queued, requested_by, created_at, finished_at
-FROM erase_jobs WHERE job_id = $1
+FROM erase_jobs WHERE tenant_id = $1 AND job_id = $2
+
+-- name: any_erase_job
+-- By id alone, across tenants: the operator's pool (the console role) only.
+SELECT * FROM tenantry_console_erase_job($1)
 
 -- name: runs_left
 SELECT count(*) FROM runs WHERE tenant_id = $1
