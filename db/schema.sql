@@ -496,6 +496,21 @@ CREATE FUNCTION public.tenantry_console_dead_letters(p_tenant text, p_before uui
 $$;
 
 --
+-- Name: tenantry_console_erase_job(uuid); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_console_erase_job(p_job uuid) RETURNS TABLE(job_id uuid, tenant_id text, status text, runs_total bigint, runs_deleted bigint, runs_cancelled bigint, secrets_deleted integer, tool_servers_deleted integer, blobs_queued bigint, requested_by text, created_at timestamp with time zone, finished_at timestamp with time zone, runs_left bigint)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    SELECT j.job_id, j.tenant_id, j.status, j.runs_total, j.runs_deleted, j.runs_cancelled,
+           j.secrets_deleted, j.tool_servers_deleted, j.blobs_queued, j.requested_by,
+           j.created_at, j.finished_at,
+           (SELECT count(*) FROM public.runs r WHERE r.tenant_id = j.tenant_id)
+    FROM public.erase_jobs j WHERE j.job_id = p_job
+$$;
+
+--
 -- Name: tenantry_console_flagged_versions(text[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -572,6 +587,20 @@ CREATE FUNCTION public.tenantry_console_pending_by_tenant(p_tenants integer, p_e
         LIMIT least(greatest(p_each, 1), 50)
     ) f
     ORDER BY w.oldest, w.tenant_id, f.approval_id
+$$;
+
+--
+-- Name: tenantry_console_retention(text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_console_retention(p_tenants text[]) RETURNS TABLE(tenant_id text, runs_days integer, tombstones_days integer, erased_at timestamp with time zone)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    SELECT t.tenant_id, p.runs_days, p.tombstones_days, t.erased_at
+    FROM public.tenants t
+    LEFT JOIN public.retention_policies p ON p.tenant_id = t.tenant_id
+    WHERE t.tenant_id = ANY (p_tenants)
 $$;
 
 --
@@ -2686,6 +2715,12 @@ ALTER TABLE public.budget_reservations ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.cleanup_leases ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: erase_jobs; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.erase_jobs ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: retention_policies; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -2798,6 +2833,12 @@ CREATE POLICY tenant_isolation ON public.budget_reservations USING ((tenant_id =
 --
 
 CREATE POLICY tenant_isolation ON public.cleanup_leases USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: erase_jobs tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.erase_jobs USING ((tenant_id = public.tenantry_current_tenant()));
 
 --
 -- Name: retention_policies tenant_isolation; Type: POLICY; Schema: public; Owner: -

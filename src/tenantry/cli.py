@@ -335,11 +335,13 @@ def rotate_master_key_cmd(
 def _client_commands() -> None:
     from tenantry.cli_billing import billing_app, reconcile
     from tenantry.cli_client import runs_app, usage
+    from tenantry.cli_retention import retention_app
 
     app.add_typer(runs_app, name="runs")
     app.command("usage")(usage)
     billing_app.command("reconcile")(reconcile)
     app.add_typer(billing_app, name="billing")
+    app.add_typer(retention_app, name="retention")
 
 
 _client_commands()

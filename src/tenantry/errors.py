@@ -51,6 +51,14 @@ class Conflict(TenantryError):
     title = "Conflict"
 
 
+class TenantErased(Conflict):
+    """The tenant is being (or has been) erased (ADR 0017): it admits nothing more — no
+    run, no task. Not retryable: an erased tenant stays erased."""
+
+    type = "tenant_erased"
+    title = "Tenant erased"
+
+
 class PayloadTooLarge(TenantryError):
     type = "payload_too_large"
     status = 413

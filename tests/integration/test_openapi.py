@@ -24,6 +24,7 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
         model_accounts,
         policy,
         prices,
+        retention,
         runs,
     )
 
@@ -31,7 +32,8 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
               *billing.router.routes,
               *approvals.router.routes, *model_accounts.router.routes,
               *policy.admin_router.routes, *policy.router.routes, *metrics.router.routes,
-              *prices.router.routes, *inbox.router.routes, *activities.router.routes]
+              *prices.router.routes, *inbox.router.routes, *activities.router.routes,
+              *retention.admin_router.routes, *retention.router.routes]
     served = {
         # The document names a `{model:path}` parameter as `{model}`, as OpenAPI has it.
         (route.path_format, method)
@@ -51,7 +53,14 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
                 ("/admin/v1/prices/{model}", "PUT"), ("/admin/v1/prices/{model}", "GET"),
                 ("/admin/v1/prices", "GET"), ("/admin/v1/sessions/revoke", "POST"),
                 ("/admin/v1/approvals/pending", "GET"),
-                ("/admin/v1/tenants/{tenant_id}/approvals/pending", "GET")}
+                ("/admin/v1/tenants/{tenant_id}/approvals/pending", "GET"),
+                ("/admin/v1/tenants/{tenant_id}/retention", "PUT"),
+                ("/admin/v1/tenants/{tenant_id}/retention", "GET"),
+                ("/admin/v1/tenants/{tenant_id}/audit-retention", "PUT"),
+                ("/admin/v1/tenants/{tenant_id}/erase", "POST"),
+                ("/admin/v1/erase-jobs/{job_id}", "GET"),
+                ("/admin/v1/tenants/{tenant_id}/tombstones", "GET"),
+                ("/v1/tombstones/{run_id}", "GET"), ("/v1/runs/{run_id}", "DELETE")}
     assert expected <= documented
 
 

@@ -1,10 +1,12 @@
 """Ended runs in bulk, for the retention tests, chaos and benchmark: rows written straight
 into Postgres as the superuser (what the engine would have left behind after a run with
-``events`` events), ended ``ended_days_ago`` days ago. Nothing here imports pytest."""
+``events`` events), ended ``ended_days_ago`` days ago; and, at the end, runs made and
+put in a state over HTTP for the API's tests. Nothing here imports pytest."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import asyncpg
 
@@ -13,6 +15,9 @@ from tenantry.agents.spec import AgentSpec
 from tenantry.db import Database
 from tenantry.ids import AgentId, RunId, TenantId, uuid7
 from tenantry.tenants import service as tenants
+
+if TYPE_CHECKING:  # only annotations: the seeding (chaos test, benchmark) needs no API
+    from tests.support.api import Api
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,3 +93,44 @@ async def ended_runs(
         """,
         seeded.tenant.value, seeded.agent.uuid, ids)
     return [RunId(i) for i in ids]
+
+
+# -- through the API (tests/integration/retention/test_api_retention.py, test_erase.py) ----
+
+async def cancelled_run(api: Api, headers: dict[str, str], agent: str, *,
+                        idempotency_key: str | None = None,
+                        body: dict[str, object] | None = None) -> str:
+    """A run started and cancelled over HTTP while queued: terminal at once, no worker."""
+    extra = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+    r = await api.client.post("/v1/runs", json=body or {"agent_id": agent, "input": "x"},
+                              headers={**headers, **extra})
+    assert r.status_code == 202, r.text
+    run_id: str = r.json()["run_id"]
+    r = await api.client.post(f"/v1/runs/{run_id}/cancel", headers=headers)
+    assert r.status_code == 200 and r.json()["status"] == "cancelled", r.text
+    return run_id
+
+
+async def set_status(conn: asyncpg.Connection, run_id: str, status: str) -> None:
+    """Put a run (as the superuser) in a status no worker is here to give it."""
+    await conn.execute("UPDATE runs SET status = $2, finished_at = NULL WHERE run_id = $1",
+                       RunId.parse(run_id).uuid, status)
+
+
+async def block(conn: asyncpg.Connection, tenant: str, run_id: str, blocker: str,
+                child: str | None = None) -> None:
+    """Keep an ended run from deletion: ``webhook_pending``, ``live_children`` (``child``:
+    a live run made its child) or ``pending_approval``."""
+    run = RunId.parse(run_id).uuid
+    if blocker == "webhook_pending":
+        await conn.execute("UPDATE runs SET webhook_url = 'http://127.0.0.1:9/hook', "
+                           "webhook_state = 'pending' WHERE run_id = $1", run)
+    elif blocker == "live_children":
+        assert child is not None
+        await conn.execute("UPDATE runs SET parent_run_id = $2 WHERE run_id = $1",
+                           RunId.parse(child).uuid, run)
+    else:
+        await conn.execute(
+            "INSERT INTO approvals (tenant_id, approval_id, run_id, key, tool, arguments, "
+            "arguments_sha256, expires_at) VALUES ($1, $2, $3, 'k', 't', '{}', '\\x00', "
+            "now() + interval '1 day')", tenant, uuid7(), run)

@@ -26,6 +26,7 @@ from tenantry.api import (
     policy,
     prices,
     problems,
+    retention,
     runs,
 )
 from tenantry.api.body_limit import BodyLimit
@@ -36,8 +37,8 @@ _PROBLEM_SCHEMA = {
     "type": "object",
     "description": "RFC 9457 problem details. `type` is stable: not_found, validation_error, "
                    "unauthorized, conflict, payload_too_large, method_not_allowed, quota_exceeded, "
-                   "overloaded, budget_exhausted, tool_unavailable, database_unavailable, "
-                   "internal_error.",
+                   "overloaded, budget_exhausted, tool_unavailable, tenant_erased, "
+                   "database_unavailable, internal_error.",
     "required": ["type", "title", "status", "detail"],
     "properties": {
         "type": {"type": "string"},
@@ -96,7 +97,8 @@ def create_app(
     problems.install(app)
     api_routers = [admin.router, model_accounts.router, billing.router, prices.router,
                    policy.admin_router, policy.router, metrics.router, agents.router,
-                   runs.router, activities.router, approvals.router, inbox.router]
+                   runs.router, activities.router, approvals.router, inbox.router,
+                   retention.admin_router, retention.router]
     for router in api_routers:
         app.include_router(router)
     console.install(app)

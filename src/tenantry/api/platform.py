@@ -6,6 +6,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from tenantry.api.streams import StreamSlots
+from tenantry.blobs import BlobStore
 from tenantry.config import Settings
 from tenantry.db import Database
 from tenantry.runs.hub import EventHub
@@ -36,6 +37,9 @@ class Platform:
     # tenantry_console, which the tenant pool's login cannot; None: ``db`` (tests).
     console_db: Database | None = None
     streams: StreamSlots = field(default_factory=StreamSlots)  # open SSE streams
+    # Where a deleted run's blobs are deleted from (DELETE /v1/runs/{id}); None: they
+    # stay in the outbox for a cleaner that has the store.
+    blobs: BlobStore | None = None
     # Activities and their tasks, admitted against the same cell as runs.
     activities: ActivityStore = field(init=False)
 

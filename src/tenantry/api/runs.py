@@ -208,10 +208,13 @@ _OVERLOADED: dict[str, Any] = {
 
 
 @router.post("", status_code=202, response_model=Started, responses={
-    409: {"description": "`conflict`: the Idempotency-Key was used with a different body; "
-                         "or the agent is an activity (enqueue it with POST "
-                         "/v1/activity-tasks) or a library task type (`agent_model` says "
-                         "which): no platform worker drives those"},
+    409: {"description": "`conflict`: the Idempotency-Key was used with a different body, "
+                         "or by a run since deleted (`tombstoned: true`, `run_id` names it: "
+                         "a key is not reusable while the run's tombstone lives); or the "
+                         "agent is an activity (enqueue it with POST /v1/activity-tasks) or "
+                         "a library task type (`agent_model` says which): no platform "
+                         "worker drives those; `tenant_erased`: the tenant is being erased "
+                         "and admits nothing"},
     429: {"description": "`quota_exceeded`: the tenant has `max_queued` runs not yet ended; "
                          "`budget_exhausted`: its monthly spend cap is reached"},
     503: _OVERLOADED,

@@ -18,7 +18,9 @@ from tenantry.config import Settings
 from tenantry.db import DATABASE_DOWN, Database
 from tenantry.db.migrate import Migration
 from tenantry.db.reach import check_database, describe_failure
+from tenantry.errors import NotFound
 from tenantry.ids import RunId, TenantId
+from tenantry.retention import tombstones
 from tenantry.runs.replay import RecordedRun, ended_runs, export_run
 from tenantry.vault import MasterKey
 from tenantry.vault import rotate_master_key as rewrap
@@ -107,8 +109,22 @@ async def _recorded_runs(
     db = await Database.connect(database.app_dsn, role=settings.db_role or None, min_size=1,
                                 max_size=2)
     try:
-        runs = runs or await ended_runs(db, tenant)
-        return [(str(r), await export_run(db, tenant, r)) for r in runs]
+        named = bool(runs)
+        found = []
+        for run in runs or await ended_runs(db, tenant):
+            try:
+                found.append((str(run), await export_run(db, tenant, run)))
+            except NotFound:
+                stone = await tombstones.find(db, tenant, run)
+                if stone is None:
+                    raise
+                if named:  # its events are gone: nothing to replay, and no crash
+                    raise StartupFailed(
+                        f"{run}: tombstoned ({stone.status}, deleted by {stone.reason} "
+                        f"at {stone.deleted_at:%Y-%m-%d %H:%M} UTC): its events are "
+                        "gone") from None
+                # Listed, then deleted by a cleaner meanwhile: not a run to replay.
+        return found
     finally:
         await db.close()
         database.stop()

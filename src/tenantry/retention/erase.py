@@ -70,7 +70,7 @@ async def start(db: Database, tenant: TenantId, *, requested_by: str,
             job_id = await conn.fetchval(Q.running_erase, tenant.value)
             if job_id is None:  # it finished between the two statements: start another
                 raise Conflict("An erase of this tenant has just finished; ask again.")
-            return await get(db, job_id)
+            return await get(db, job_id, tenant=tenant)
     async with operator_db.unscoped() as conn:
         shredded = await conn.fetchrow(Q.erase_state, tenant.value)
     assert shredded is not None  # the function returns one row
@@ -80,7 +80,7 @@ async def start(db: Database, tenant: TenantId, *, requested_by: str,
     cancelled = await _cancel_live_runs(db, tenant)
     async with db.tenant_tx(tenant) as conn:
         await conn.execute(Q.erase_progress, tenant.value, 0, cancelled, 0, 0, 0)
-    return await get(db, job_id)
+    return await get(db, job_id, tenant=tenant)
 
 
 async def _cancel_live_runs(db: Database, tenant: TenantId) -> int:
@@ -101,17 +101,59 @@ async def _cancel_live_runs(db: Database, tenant: TenantId) -> int:
             cancelled += 1
 
 
-async def get(db: Database, job_id: uuid.UUID | str) -> EraseJob:
+#: Why a terminal run is kept now, as ``DELETE /v1/runs/{id}`` names it (``blocked_by``).
+BLOCKERS = {
+    "webhook_pending": "its webhook has not been delivered yet",
+    "live_children": "a run it started has not ended",
+    "pending_approval": "it has an approval still waiting for a decision",
+}
+
+
+async def delete_run(cleaner: Cleaner, tenant: TenantId, run: RunId) -> None:
+    """Delete one terminal run now, on the tenant's request (a tombstone remains).
+    NotFound for no such run (another tenant's included: the runs' own 404); Conflict
+    with ``run_status`` for a run that has not ended, and with ``blocked_by`` too for an
+    ended one the cleaner must keep for now."""
+    async with cleaner.db.tenant_tx(tenant) as conn:
+        row = await conn.fetchrow(Q.run_blocker, tenant.value, run.uuid)
+    if row is None:
+        raise NotFound(runs.NOT_FOUND)
+    status = "dead_lettered" if row["dead_lettered"] else row["status"]
+    if status not in ("finished", "failed", "cancelled", "dead_lettered"):
+        raise Conflict(f"The run has not ended (it is {status}); cancel it first, then "
+                       "delete it.", run_status=status)
+    for blocker, why in BLOCKERS.items():
+        if row[blocker]:
+            raise Conflict(f"The run ended ({status}) but is kept for now: {why}. Retry "
+                           "once that is done.", run_status=status, blocked_by=blocker)
+    if await cleaner.delete_run(tenant, run):
+        return
+    async with cleaner.db.tenant_tx(tenant) as conn:
+        if await conn.fetchrow(Q.run_blocker, tenant.value, run.uuid) is None:
+            return  # a cleaner's pass deleted it meanwhile: gone all the same
+    # Its row was locked (a cleaner or a worker's last write): nothing was deleted.
+    raise Conflict("The run is being changed right now; retry shortly.", run_status=status)
+
+
+async def get(db: Database, job_id: uuid.UUID | str, *,
+              tenant: TenantId | None = None) -> EraseJob:
+    """The job now, or NotFound. With ``tenant``: that tenant's job, through ``db``'s
+    tenant transaction; without: any tenant's, and ``db`` must be the operator's pool
+    (the console role: erase jobs are tenant rows like any other)."""
     try:
         key = job_id if isinstance(job_id, uuid.UUID) else uuid.UUID(job_id)
     except ValueError:
         raise NotFound(NO_JOB) from None
-    async with db.unscoped() as conn:
-        row = await conn.fetchrow(Q.erase_job, key)
-    if row is None:
-        raise NotFound(NO_JOB)
-    tenant = TenantId(row["tenant_id"])
+    if tenant is None:
+        async with db.unscoped() as conn:
+            row = await conn.fetchrow(Q.any_erase_job, key)
+        if row is None:
+            raise NotFound(NO_JOB)
+        return EraseJob.from_row(row, row["runs_left"])
     async with db.tenant_tx(tenant) as conn:
+        row = await conn.fetchrow(Q.erase_job, tenant.value, key)
+        if row is None:
+            raise NotFound(NO_JOB)
         left = await conn.fetchval(Q.runs_left, tenant.value)
     return EraseJob.from_row(row, left)
 
@@ -123,7 +165,7 @@ async def run_until_done(cleaner: Cleaner, tenant: TenantId, job_id: str, *,
     while True:
         await cleaner.clean(tenant, progress=progress)
         await cleaner.drain_blobs()
-        job = await get(cleaner.db, job_id)
+        job = await get(cleaner.db, job_id, tenant=tenant)
         if progress is not None:
             progress(job)
         if job.status == "done":

@@ -4,16 +4,19 @@ and audit kept forever, blobs leaving with their run."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from tenantry.db import Connection
+from tenantry.db import Connection, Database
 from tenantry.db.queries import load
+from tenantry.errors import NotFound
 from tenantry.ids import TenantId
 
 Q = load(__package__)
 
+NO_TENANT = "No tenant with this id."
 DEFAULT_RUNS_DAYS = 30
 #: The longest any retention may be (100 years); past it a value is a mistake, not a policy.
 MAX_DAYS = 36500
@@ -53,3 +56,35 @@ def _from_row(row: Any) -> RetentionPolicy:
                            audit_days=row["audit_days"],
                            blobs_follow_runs=row["blobs_follow_runs"],
                            updated_at=row["updated_at"])
+
+
+async def get(db: Database, tenant: TenantId) -> RetentionPolicy:
+    """The tenant's policy in force (the defaults when never set); NotFound for no tenant."""
+    async with db.tenant_tx(tenant) as conn:
+        if await conn.fetchrow(Q.tenant_state, tenant.value) is None:
+            raise NotFound(NO_TENANT)
+        return await read(conn, tenant)
+
+
+async def put(db: Database, tenant: TenantId, *, runs_days: int,
+              tombstones_days: int | None, blobs_follow_runs: bool) -> RetentionPolicy:
+    """Replace the runs, tombstones and blobs parts; the audit part stays as it is (it has
+    its own endpoint)."""
+    return await _change(db, tenant, lambda p: replace(
+        p, runs_days=runs_days, tombstones_days=tombstones_days,
+        blobs_follow_runs=blobs_follow_runs))
+
+
+async def put_audit(db: Database, tenant: TenantId, days: int | None) -> RetentionPolicy:
+    """Replace the audit log's own retention (None: forever); the rest stays as it is."""
+    return await _change(db, tenant, lambda p: replace(p, audit_days=days))
+
+
+async def _change(db: Database, tenant: TenantId,
+                  change: Callable[[RetentionPolicy], RetentionPolicy]) -> RetentionPolicy:
+    async with db.tenant_tx(tenant) as conn:
+        # The tenant's row lock serialises the two endpoints' read-modify-writes, so
+        # neither undoes the other's part (there may be no policy row to lock yet).
+        if await conn.fetchrow(Q.lock_tenant, tenant.value) is None:
+            raise NotFound(NO_TENANT)
+        return await write(conn, tenant, change(await read(conn, tenant)))

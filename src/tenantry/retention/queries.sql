@@ -17,6 +17,10 @@ RETURNING runs_days, tombstones_days, audit_days, blobs_follow_runs, updated_at
 -- name: tenant_state
 SELECT erased_at FROM tenants WHERE tenant_id = $1
 
+-- name: lock_tenant
+-- NO KEY: rows that refer to the tenant (runs, keys) are not held up by it.
+SELECT erased_at FROM tenants WHERE tenant_id = $1 FOR NO KEY UPDATE
+
 -- name: due_tenants
 SELECT tenant_id FROM tenantry_cleanup_due($1, $2)
 
@@ -117,7 +121,11 @@ RETURNING job_id
 -- name: erase_job
 SELECT job_id, tenant_id, status, runs_total, runs_deleted, runs_cancelled, secrets_deleted,
        tool_servers_deleted, blobs_queued, requested_by, created_at, finished_at
-FROM erase_jobs WHERE job_id = $1
+FROM erase_jobs WHERE tenant_id = $1 AND job_id = $2
+
+-- name: any_erase_job
+-- By id alone, across tenants: the operator's pool (the console role) only.
+SELECT * FROM tenantry_console_erase_job($1)
 
 -- name: runs_left
 SELECT count(*) FROM runs WHERE tenant_id = $1

@@ -65,11 +65,13 @@ async def get(db: Database, tenant: TenantId, run: RunId) -> Tombstone:
     return found
 
 
-async def page(db: Database, tenant: TenantId, *, after: Tombstone | None = None,
+async def page(db: Database, tenant: TenantId, *,
+               after: tuple[datetime, RunId] | None = None,
                limit: int = 50) -> list[Tombstone]:
-    """Newest deletion first; ``after``: the last one of the previous page."""
+    """Newest deletion first; ``after``: the (deleted_at, run id) of the previous page's
+    last one."""
     async with db.tenant_tx(tenant) as conn:
         rows = await conn.fetch(Q.tombstones, tenant.value,
-                                after.run_id.uuid if after else None,
-                                after.deleted_at if after else None, limit)
+                                after[1].uuid if after else None,
+                                after[0] if after else None, limit)
     return [Tombstone.from_row(tenant, r) for r in rows]

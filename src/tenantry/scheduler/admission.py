@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from tenantry.db import Connection
 from tenantry.db.queries import load
-from tenantry.errors import BudgetExhausted, Overloaded, QuotaExceeded
+from tenantry.errors import BudgetExhausted, Overloaded, QuotaExceeded, TenantErased
 from tenantry.ids import TenantId
 from tenantry.scheduler.shedding import CellLoad, ShedLevel
 
@@ -23,6 +23,8 @@ async def admit(conn: Connection, tenant: TenantId) -> None:
     if row is None:  # a tenant always has a load row; be explicit if it ever does not
         raise QuotaExceeded("This tenant has no policy; ask the operator to set one.",
                             limit="max_queued", limit_value=0, current=0)
+    if row["erased_at"] is not None:
+        raise TenantErased("This tenant is being erased: it admits no new runs or tasks.")
     if row["live"] >= row["max_queued"]:
         raise QuotaExceeded(
             f"This tenant has {row['live']} runs not yet ended, its limit is "

@@ -25,10 +25,14 @@ WHERE l.tenant_id = $1
 -- name: lock_for_admission
 -- Taken in the transaction that inserts the run: concurrent admissions of one tenant
 -- queue here, so max_queued holds exactly.
+-- It also reads whether the tenant is being erased (migration 0024): the refusal costs
+-- no round trip of its own on POST /v1/runs.
 SELECT l.queued + l.running + l.waiting AS live, p.max_queued,
-       tenantry_month_spend(b) AS month_spend_micros, p.monthly_spend_cap_micros
+       tenantry_month_spend(b) AS month_spend_micros, p.monthly_spend_cap_micros,
+       t.erased_at
 FROM tenant_load l JOIN tenant_policies p ON p.tenant_id = l.tenant_id
 JOIN tenant_budget b ON b.tenant_id = l.tenant_id
+JOIN tenants t ON t.tenant_id = l.tenant_id
 WHERE l.tenant_id = $1
 FOR UPDATE OF l
 

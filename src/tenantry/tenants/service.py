@@ -159,6 +159,16 @@ async def revoke_api_key(
     return revoked
 
 
+async def announce_revocations(db: Database, tenant: TenantId,
+                               cache: AuthCache | None = None) -> None:
+    """Every API process drops its cached keys now: after the tenant's keys were revoked
+    otherwise than one by one (an erase revokes them all)."""
+    async with db.tenant_tx(tenant) as conn:
+        await conn.execute(Q.announce_revocation)
+    if cache is not None:
+        cache.clear()
+
+
 async def authenticate(db: Database, api_key: str, cache: AuthCache | None = None) -> TenantId:
     """The tenant an API key belongs to. Unknown and revoked keys look the same."""
     if not api_key.startswith(KEY_PREFIX) or len(api_key) > 200:

@@ -11,6 +11,9 @@ SELECT * FROM tenantry_console_tenants($1, $2)
 -- name: flagged_versions
 SELECT * FROM tenantry_console_flagged_versions($1::text[])
 
+-- name: retention
+SELECT * FROM tenantry_console_retention($1::text[])
+
 -- name: queue_depth
 SELECT tenantry_queue_depth()
 

@@ -12,6 +12,7 @@ import asyncpg
 from tenantry.db import Connection, Database
 from tenantry.db.queries import load
 from tenantry.ids import AgentId, ApprovalId, RunId, TenantId
+from tenantry.retention.policy import DEFAULT_RUNS_DAYS
 from tenantry.runs import log
 from tenantry.runs.events import Event
 from tenantry.runs.trace import build_trace
@@ -86,6 +87,10 @@ class TenantRow:
     policy_updated_at: datetime
     # Agent versions flagged for review (issue 15), most recently flagged first.
     flagged: tuple[FlaggedVersionRow, ...] = ()
+    # Retention (issue 17): days runs are kept; tombstones' days (None: forever).
+    runs_days: int = DEFAULT_RUNS_DAYS
+    tombstones_days: int | None = None
+    erased: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +154,9 @@ async def tenants_page(
     async with db.unscoped() as conn:
         rows = await conn.fetch(Q.tenants_page, after.value if after else None, limit)
         depth = await conn.fetchval(Q.queue_depth)
-        flagged_rows = await conn.fetch(Q.flagged_versions, [r["tenant_id"] for r in rows])
+        shown = [r["tenant_id"] for r in rows]
+        flagged_rows = await conn.fetch(Q.flagged_versions, shown)
+        retention = {r["tenant_id"]: r for r in await conn.fetch(Q.retention, shown)}
     flagged: dict[str, list[FlaggedVersionRow]] = {}
     for f in flagged_rows:
         flagged.setdefault(f["tenant_id"], []).append(FlaggedVersionRow(
@@ -158,6 +165,7 @@ async def tenants_page(
     tenants = []
     for r in rows:
         bucket = r["bucket_tokens"]
+        kept = retention.get(r["tenant_id"])
         tenants.append(TenantRow(
             tenant=TenantId(r["tenant_id"]), name=r["name"], plan=r["plan"], region=r["region"],
             policy=TenantPolicy(
@@ -171,7 +179,11 @@ async def tenants_page(
                 reserved_micros=r["reserved_micros"],
                 bucket_tokens=None if bucket is None else float(bucket)),
             pending_approvals=r["pending_approvals"], policy_updated_at=r["policy_updated_at"],
-            flagged=tuple(flagged.get(r["tenant_id"], ()))))
+            flagged=tuple(flagged.get(r["tenant_id"], ())),
+            runs_days=DEFAULT_RUNS_DAYS if kept is None or kept["runs_days"] is None
+            else kept["runs_days"],
+            tombstones_days=None if kept is None else kept["tombstones_days"],
+            erased=kept is not None and kept["erased_at"] is not None))
     return tenants, int(depth or 0)
 
 

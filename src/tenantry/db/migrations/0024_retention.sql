@@ -135,6 +135,9 @@ CREATE TABLE erase_jobs (
     created_at      timestamptz NOT NULL DEFAULT now(),
     finished_at     timestamptz
 );
+ALTER TABLE erase_jobs ENABLE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON erase_jobs
+    USING (tenant_id = tenantry_current_tenant());
 GRANT SELECT, INSERT, UPDATE ON erase_jobs TO tenantry_app;
 CREATE INDEX erase_jobs_by_tenant ON erase_jobs (tenant_id, created_at);
 CREATE UNIQUE INDEX erase_jobs_one_running ON erase_jobs (tenant_id) WHERE status = 'running';
@@ -467,3 +470,36 @@ GRANT EXECUTE ON FUNCTION tenantry_claim_blob_deletions(integer, double precisio
     TO tenantry_app;
 GRANT EXECUTE ON FUNCTION tenantry_blob_deleted(text, text, text) TO tenantry_app;
 GRANT EXECUTE ON FUNCTION tenantry_retention_gauges(integer) TO tenantry_app;
+
+-- The console's tenants page shows each tenant's retention beside its policy: a read
+-- across tenants, so (like tenantry_console_flagged_versions) a function of the console
+-- role's alone. runs_days NULL: the tenant never had a policy set (the defaults hold);
+-- tombstones_days NULL: kept forever.
+CREATE FUNCTION tenantry_console_retention(p_tenants text[])
+RETURNS TABLE (tenant_id text, runs_days integer, tombstones_days integer,
+               erased_at timestamptz)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+    SELECT t.tenant_id, p.runs_days, p.tombstones_days, t.erased_at
+    FROM public.tenants t
+    LEFT JOIN public.retention_policies p ON p.tenant_id = t.tenant_id
+    WHERE t.tenant_id = ANY (p_tenants)
+$$;
+REVOKE ALL ON FUNCTION tenantry_console_retention(text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION tenantry_console_retention(text[]) TO tenantry_console;
+
+-- The operator's look-up of an erase job by its id alone (GET /admin/v1/erase-jobs/{id}):
+-- a read across tenants, so the console role's, with the runs the tenant has left.
+CREATE FUNCTION tenantry_console_erase_job(p_job uuid)
+RETURNS TABLE (job_id uuid, tenant_id text, status text, runs_total bigint,
+               runs_deleted bigint, runs_cancelled bigint, secrets_deleted integer,
+               tool_servers_deleted integer, blobs_queued bigint, requested_by text,
+               created_at timestamptz, finished_at timestamptz, runs_left bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+    SELECT j.job_id, j.tenant_id, j.status, j.runs_total, j.runs_deleted, j.runs_cancelled,
+           j.secrets_deleted, j.tool_servers_deleted, j.blobs_queued, j.requested_by,
+           j.created_at, j.finished_at,
+           (SELECT count(*) FROM public.runs r WHERE r.tenant_id = j.tenant_id)
+    FROM public.erase_jobs j WHERE j.job_id = p_job
+$$;
+REVOKE ALL ON FUNCTION tenantry_console_erase_job(uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION tenantry_console_erase_job(uuid) TO tenantry_console;

@@ -1,0 +1,112 @@
+"""``tenantry retention run`` and ``retention erase``: one cleaner pass, or an erase carried
+to its end, from the operator's shell (ADR 0017). Each resolves the database (starting the
+embedded one if need be), checks it can be reached, and stops it afterwards."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from tenantry.blobs import DirectoryBlobStore
+from tenantry.bootstrap import StartupFailed
+from tenantry.bootstrap.database import resolve_database
+from tenantry.config import Settings
+from tenantry.db import DATABASE_DOWN, Database
+from tenantry.db.reach import check_database, describe_failure
+from tenantry.db.roles import CONSOLE_ROLE
+from tenantry.ids import TenantId
+from tenantry.retention import erase
+from tenantry.retention import policy as policies
+from tenantry.retention.cleaner import Cleaner, CleanupSettings, PassResult
+
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class Pools:
+    db: Database  # the tenant API's and workers' login
+    console: Database | None  # the operator's (the console's) login, when asked for
+
+
+def parse_tenant(text: str) -> TenantId:
+    try:
+        return TenantId.parse(text)
+    except ValueError as exc:
+        raise StartupFailed(f"--tenant {text!r}: {exc}") from None
+
+
+def run_pass(settings: Settings, tenant: str | None, batch: int,
+             progress: Callable[[PassResult], None]) -> list[PassResult]:
+    """One pass over ``tenant`` (due or not), or over every due tenant; then the blob
+    outbox."""
+    chosen = parse_tenant(tenant) if tenant is not None else None
+
+    async def work(pools: Pools) -> list[PassResult]:
+        if chosen is not None:
+            await policies.get(pools.db, chosen)  # NotFound: one line, not a foreign key
+        cleaner = _cleaner(settings, pools.db, batch)
+        return await cleaner.run_once([chosen] if chosen else None, progress=progress)
+
+    return _with_pools(settings, work, console=False)
+
+
+def erase_tenant(settings: Settings, tenant: str, batch: int,
+                 progress: Callable[[Any], None], poll_seconds: float = 1.0) -> erase.EraseJob:
+    """Start (or join) the tenant's erase as the operator, then pass over it until done."""
+    chosen = parse_tenant(tenant)
+
+    async def work(pools: Pools) -> erase.EraseJob:
+        assert pools.console is not None
+        job = await erase.start(pools.db, chosen, requested_by="operator (cli)",
+                                operator_db=pools.console)
+        progress(job)
+        return await erase.run_until_done(_cleaner(settings, pools.db, batch), chosen,
+                                          job.job_id, progress=progress,
+                                          poll_seconds=poll_seconds)
+
+    return _with_pools(settings, work, console=True)
+
+
+def _cleaner(settings: Settings, db: Database, batch: int) -> Cleaner:
+    return Cleaner(db, DirectoryBlobStore(settings.data_dir / "blobs"),
+                   settings=CleanupSettings(batch=batch))
+
+
+def _with_pools(settings: Settings, work: Callable[[Pools], Awaitable[T]], *,
+                console: bool) -> T:
+    database = resolve_database(settings)
+
+    async def main() -> T:
+        await check_database(database.dsn)
+        async with _pools(settings, database.app_dsn,
+                          database.console_dsn if console else None) as pools:
+            return await work(pools)
+
+    try:
+        return asyncio.run(main())
+    except DATABASE_DOWN as exc:  # it went away after the check
+        raise StartupFailed(describe_failure(database.dsn, exc)) from None
+    finally:
+        database.stop()
+
+
+@asynccontextmanager
+async def _pools(settings: Settings, dsn: str, console_dsn: str | None,
+                 ) -> AsyncIterator[Pools]:
+    role = settings.db_role or None
+    db = await Database.connect(dsn, role=role, min_size=1, max_size=2)
+    console = None
+    try:
+        if console_dsn is not None:
+            # Erasing shreds secrets through a function only the console's role may call
+            # (ADR 0011), as POST /admin/v1/tenants/{id}/erase does.
+            console = await Database.connect(console_dsn, role=CONSOLE_ROLE if role else None,
+                                             min_size=1, max_size=1)
+        yield Pools(db, console)
+    finally:
+        if console is not None:
+            await console.close()
+        await db.close()
