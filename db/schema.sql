@@ -1083,6 +1083,9 @@ BEGIN
             WHERE x.tenant_id = p_tenant AND x.deleted_at < p_tombstones_before
             LIMIT p_limit);
         GET DIAGNOSTICS v_tombstones = ROW_COUNT;
+        UPDATE public.cleanup_leases l
+        SET tombstones_expired = l.tombstones_expired + v_tombstones
+        WHERE l.tenant_id = p_tenant AND v_tombstones > 0;
     END IF;
     IF p_audit_before IS NOT NULL THEN
         DELETE FROM public.audit_log a WHERE (a.tenant_id, a.audit_id) IN (
@@ -1100,14 +1103,17 @@ $$;
 -- Name: tenantry_retention_gauges(integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.tenantry_retention_gauges(p_default_days integer) RETURNS TABLE(tenant_class text, candidates bigint, tombstones bigint, blob_deletions bigint, lag_seconds double precision)
+CREATE FUNCTION public.tenantry_retention_gauges(p_default_days integer) RETURNS TABLE(tenant_class text, candidates bigint, tombstones bigint, blob_deletions bigint, lag_seconds double precision, deleted_total bigint, last_deleted bigint)
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public'
     AS $$
-    SELECT t.plan, sum(d.n)::bigint, sum(s.n)::bigint, sum(b.n)::bigint,
-           coalesce(max(extract(epoch FROM d.cutoff - d.oldest)), 0)::double precision
+    SELECT t.plan, sum(d.n)::bigint,
+           coalesce(sum(l.deleted_total - l.tombstones_expired), 0)::bigint, sum(b.n)::bigint,
+           coalesce(max(extract(epoch FROM d.cutoff - d.oldest)), 0)::double precision,
+           coalesce(sum(l.deleted_total), 0)::bigint, coalesce(sum(l.last_deleted), 0)::bigint
     FROM public.tenants t
     LEFT JOIN public.retention_policies p ON p.tenant_id = t.tenant_id
+    LEFT JOIN public.cleanup_leases l ON l.tenant_id = t.tenant_id
     -- The predicate is the candidates index's, so each tenant's count is a range scan.
     CROSS JOIN LATERAL (
         SELECT count(*) AS n, min(coalesce(r.finished_at, r.updated_at)) AS oldest,
@@ -1119,8 +1125,6 @@ CREATE FUNCTION public.tenantry_retention_gauges(p_default_days integer) RETURNS
           AND coalesce(r.finished_at, r.updated_at)
               < now() - make_interval(days => coalesce(p.runs_days, p_default_days))
     ) d
-    CROSS JOIN LATERAL (SELECT count(*) AS n FROM public.tombstones x
-                        WHERE x.tenant_id = t.tenant_id) s
     CROSS JOIN LATERAL (SELECT count(*) AS n FROM public.blob_deletions x
                         WHERE x.tenant_id = t.tenant_id) b
     GROUP BY t.plan ORDER BY t.plan
@@ -1565,7 +1569,8 @@ CREATE TABLE public.cleanup_leases (
     expires_at timestamp with time zone,
     last_pass_at timestamp with time zone,
     last_deleted bigint DEFAULT 0 NOT NULL,
-    deleted_total bigint DEFAULT 0 NOT NULL
+    deleted_total bigint DEFAULT 0 NOT NULL,
+    tombstones_expired bigint DEFAULT 0 NOT NULL
 );
 
 --

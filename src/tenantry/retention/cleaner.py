@@ -87,9 +87,13 @@ class Cleaner:
     #: Totals since this cleaner started (what the worker's metrics count).
     deleted_total: int = 0
     blobs_deleted_total: int = 0
+    #: The worker's stop (set by :meth:`run`): a pass ends after the batch in flight, so a
+    #: stopping worker is not held for the rest of a large backlog.
+    _stop: asyncio.Event | None = field(default=None, init=False, repr=False)
 
     async def run(self, stop: asyncio.Event) -> None:
         """The worker's loop: due tenants' passes, then the blob outbox, until ``stop``."""
+        self._stop = stop
         while not stop.is_set():
             try:
                 await self.run_once()
@@ -108,6 +112,8 @@ class Cleaner:
             tenants = [TenantId(r["tenant_id"]) for r in rows]
         results = []
         for tenant in tenants:
+            if self._stopping():
+                break
             result = await self.clean(tenant, progress=progress)
             if result is not None:
                 results.append(result)
@@ -172,7 +178,7 @@ class Cleaner:
                                        row["blobs"])
             if progress is not None:
                 progress(result)
-            if row["runs"] < self.settings.batch:
+            if row["runs"] < self.settings.batch or self._stopping():
                 return
             async with self.db.unscoped() as conn:
                 kept = await conn.fetchval(Q.keep_lease, tenant.value, self.owner, epoch,
@@ -182,6 +188,9 @@ class Cleaner:
                 return
             # The blobs of what this batch deleted leave now, not after the whole pass.
             await self.drain_blobs()
+
+    def _stopping(self) -> bool:
+        return self._stop is not None and self._stop.is_set()
 
     async def _expire(self, tenant: TenantId, epoch: int, policy: RetentionPolicy,
                       result: PassResult) -> None:

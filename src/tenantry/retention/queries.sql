@@ -123,5 +123,6 @@ FROM erase_jobs WHERE job_id = $1
 SELECT count(*) FROM runs WHERE tenant_id = $1
 
 -- name: gauges
-SELECT tenant_class, candidates, tombstones, blob_deletions, lag_seconds
+SELECT tenant_class, candidates, tombstones, blob_deletions, lag_seconds, deleted_total,
+       last_deleted
 FROM tenantry_retention_gauges($1)

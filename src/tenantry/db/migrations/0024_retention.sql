@@ -96,7 +96,11 @@ CREATE TABLE cleanup_leases (
     expires_at      timestamptz,
     last_pass_at    timestamptz,
     last_deleted    bigint NOT NULL DEFAULT 0,
-    deleted_total   bigint NOT NULL DEFAULT 0
+    -- Runs deleted (each left one tombstone) and tombstones expired, ever, kept in the
+    -- transactions that do either: their difference is the tenant's tombstones, which
+    -- /metrics reads without counting a table that grows for as long as tombstones live.
+    deleted_total   bigint NOT NULL DEFAULT 0,
+    tombstones_expired bigint NOT NULL DEFAULT 0
 );
 ALTER TABLE cleanup_leases ENABLE ROW LEVEL SECURITY;
 CREATE POLICY tenant_isolation ON cleanup_leases
@@ -373,6 +377,9 @@ BEGIN
             WHERE x.tenant_id = p_tenant AND x.deleted_at < p_tombstones_before
             LIMIT p_limit);
         GET DIAGNOSTICS v_tombstones = ROW_COUNT;
+        UPDATE public.cleanup_leases l
+        SET tombstones_expired = l.tombstones_expired + v_tombstones
+        WHERE l.tenant_id = p_tenant AND v_tombstones > 0;
     END IF;
     IF p_audit_before IS NOT NULL THEN
         DELETE FROM public.audit_log a WHERE (a.tenant_id, a.audit_id) IN (
@@ -410,16 +417,22 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 $$;
 
 -- Gauges for /metrics, by tenant class (never by tenant id): candidates waiting (ended
--- before the tenant's cutoff), tombstones, blobs waiting to be deleted, and the cleanup
--- lag (the age of the oldest candidate past its cutoff).
+-- before the tenant's cutoff), tombstones, blobs waiting to be deleted, the cleanup lag
+-- (the age of the oldest candidate past its cutoff), runs deleted ever and by each
+-- tenant's last pass. Tombstones come from the lease row's counters, not count(*): kept
+-- forever by default, they outgrow anything a scrape may read.
 CREATE FUNCTION tenantry_retention_gauges(p_default_days integer)
 RETURNS TABLE (tenant_class text, candidates bigint, tombstones bigint,
-               blob_deletions bigint, lag_seconds double precision)
+               blob_deletions bigint, lag_seconds double precision, deleted_total bigint,
+               last_deleted bigint)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
-    SELECT t.plan, sum(d.n)::bigint, sum(s.n)::bigint, sum(b.n)::bigint,
-           coalesce(max(extract(epoch FROM d.cutoff - d.oldest)), 0)::double precision
+    SELECT t.plan, sum(d.n)::bigint,
+           coalesce(sum(l.deleted_total - l.tombstones_expired), 0)::bigint, sum(b.n)::bigint,
+           coalesce(max(extract(epoch FROM d.cutoff - d.oldest)), 0)::double precision,
+           coalesce(sum(l.deleted_total), 0)::bigint, coalesce(sum(l.last_deleted), 0)::bigint
     FROM public.tenants t
     LEFT JOIN public.retention_policies p ON p.tenant_id = t.tenant_id
+    LEFT JOIN public.cleanup_leases l ON l.tenant_id = t.tenant_id
     -- The predicate is the candidates index's, so each tenant's count is a range scan.
     CROSS JOIN LATERAL (
         SELECT count(*) AS n, min(coalesce(r.finished_at, r.updated_at)) AS oldest,
@@ -431,8 +444,6 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
           AND coalesce(r.finished_at, r.updated_at)
               < now() - make_interval(days => coalesce(p.runs_days, p_default_days))
     ) d
-    CROSS JOIN LATERAL (SELECT count(*) AS n FROM public.tombstones x
-                        WHERE x.tenant_id = t.tenant_id) s
     CROSS JOIN LATERAL (SELECT count(*) AS n FROM public.blob_deletions x
                         WHERE x.tenant_id = t.tenant_id) b
     GROUP BY t.plan ORDER BY t.plan
