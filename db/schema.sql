@@ -962,6 +962,7 @@ CREATE FUNCTION public.tenantry_retention_batch(p_tenant text, p_owner text, p_e
     AS $$
 DECLARE
     v_runs uuid[];
+    v_statuses text[];
     v_events bigint;
     v_blobs integer := 0;
 BEGIN
@@ -979,8 +980,8 @@ BEGIN
     END IF;
     PERFORM set_config('tenantry.retention', 'on', true);
 
-    SELECT array_agg(c.run_id) INTO v_runs FROM (
-        SELECT r.run_id FROM public.runs r
+    SELECT array_agg(c.run_id), array_agg(c.status) INTO v_runs, v_statuses FROM (
+        SELECT r.run_id, r.status FROM public.runs r
         WHERE r.tenant_id = p_tenant
           AND (p_run IS NULL OR r.run_id = p_run)
           AND (r.status IN ('finished', 'failed', 'cancelled')
@@ -1040,6 +1041,12 @@ BEGIN
     DELETE FROM public.budget_reservations b
     WHERE b.tenant_id = p_tenant AND b.run_id = ANY (v_runs);
     DELETE FROM public.runs r WHERE r.tenant_id = p_tenant AND r.run_id = ANY (v_runs);
+    -- What runs_count_ended_deleted leaves to us (see there); last, so that the totals'
+    -- row locks are held only to the commit.
+    UPDATE public.run_status_totals t SET runs = t.runs - d.n
+    FROM (SELECT x.status, count(*) AS n FROM unnest(v_statuses) AS x (status)
+          WHERE x.status IN ('finished', 'failed', 'cancelled') GROUP BY x.status) d
+    WHERE t.tenant_id = p_tenant AND t.status = d.status;
 
     -- The end of the batch: still ours by the clock? (A batch that outlived its lease
     -- rolls back; the next holder does it again.)
@@ -2383,7 +2390,13 @@ CREATE TRIGGER runs_count AFTER INSERT OR UPDATE OF status ON public.runs FOR EA
 -- Name: runs runs_count_ended; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER runs_count_ended AFTER DELETE OR UPDATE OF status ON public.runs FOR EACH ROW EXECUTE FUNCTION public.tenantry_count_ended_runs();
+CREATE TRIGGER runs_count_ended AFTER UPDATE OF status ON public.runs FOR EACH ROW EXECUTE FUNCTION public.tenantry_count_ended_runs();
+
+--
+-- Name: runs runs_count_ended_deleted; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER runs_count_ended_deleted AFTER DELETE ON public.runs FOR EACH ROW WHEN (((old.status = ANY (ARRAY['finished'::text, 'failed'::text, 'cancelled'::text])) AND (NOT public.tenantry_retention_under_way()))) EXECUTE FUNCTION public.tenantry_count_ended_runs();
 
 --
 -- Name: runs runs_notify_runnable; Type: TRIGGER; Schema: public; Owner: -
@@ -2395,7 +2408,7 @@ CREATE TRIGGER runs_notify_runnable AFTER INSERT OR UPDATE OF status ON public.r
 -- Name: runs runs_uncount_deleted; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER runs_uncount_deleted AFTER DELETE ON public.runs FOR EACH ROW EXECUTE FUNCTION public.tenantry_uncount_deleted_run();
+CREATE TRIGGER runs_uncount_deleted AFTER DELETE ON public.runs FOR EACH ROW WHEN ((old.status = ANY (ARRAY['queued'::text, 'running'::text, 'waiting'::text]))) EXECUTE FUNCTION public.tenantry_uncount_deleted_run();
 
 --
 -- Name: sandbox_usage_facts sandbox_usage_facts_immutable; Type: TRIGGER; Schema: public; Owner: -

@@ -55,6 +55,11 @@ class CleanupSettings:
     #: Blob deletions per claim, and how long a claimed one waits before it is retried.
     blob_batch: int = 200
     blob_retry_seconds: float = 60.0
+    #: After each full batch a pass rests this many times the batch's own time: a backlog
+    #: is background work, and a pass flat out takes a Postgres backend's whole core from
+    #: the runs beside it (benchmarks/retention.py). 1: at most half of one backend; 0: no
+    #: rest. The steady state needs little: 500k runs a day is 6 deletions a second.
+    rest_ratio: float = 1.0
 
 
 @dataclass(slots=True)
@@ -162,7 +167,9 @@ class Cleaner:
                       policy: RetentionPolicy, erased: bool, result: PassResult,
                       progress: Progress | None) -> None:
         blobs = policy.blobs_follow_runs or erased
+        loop = asyncio.get_running_loop()
         while True:
+            started = loop.time()
             row = await self._fenced(result, Q.batch, tenant.value, self.owner, epoch, cutoff,
                                      self.settings.batch, result.reason, None, blobs)
             if row is None:
@@ -188,9 +195,19 @@ class Cleaner:
                 return
             # The blobs of what this batch deleted leave now, not after the whole pass.
             await self.drain_blobs()
+            await self._rest((loop.time() - started) * self.settings.rest_ratio)
 
     def _stopping(self) -> bool:
         return self._stop is not None and self._stop.is_set()
+
+    async def _rest(self, seconds: float) -> None:
+        if seconds <= 0:
+            return
+        if self._stop is None:
+            await asyncio.sleep(seconds)
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), seconds)
 
     async def _expire(self, tenant: TenantId, epoch: int, policy: RetentionPolicy,
                       result: PassResult) -> None:

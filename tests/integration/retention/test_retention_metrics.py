@@ -19,6 +19,7 @@ from tests.support.api import Api
 from tests.support.retention import Seeded, ended_runs
 
 _SAMPLE = re.compile(r'^(tenantry_[a-z_]+)\{tenant_class="([a-z]+)"\} (\S+)$')
+_ENDED = re.compile(r'^tenantry_runs\{tenant_class="([a-z]+)",status="finished"\} (\S+)$')
 DAY = 86400.0
 
 
@@ -37,6 +38,9 @@ async def _scrape(api: Api) -> tuple[str, dict[tuple[str, str], float]]:
         if match and ("retention" in match[1] or match[1] in (
                 "tenantry_tombstones", "tenantry_blob_deletions_pending")):
             found[(match[1], match[2])] = float(match[3])
+        ended = _ENDED.match(line)
+        if ended:  # runs by status: a deleted run is no longer a finished one
+            found[("finished", ended[1])] = float(ended[2])
     return r.text, found
 
 
@@ -54,6 +58,7 @@ async def test_retention_gauges_by_tenant_class_follow_the_cleaner(
     await ended_runs(admin_conn, free, 1, ended_days_ago=40, blob_refs=["out.0123"])
 
     text, before = await _scrape(api)
+    assert (before[("finished", "gold")], before[("finished", "free")]) == (9, 1)
     assert before[("tenantry_retention_candidates", "gold")] == 7
     assert before[("tenantry_retention_candidates", "free")] == 1
     # The oldest gold candidate ended 40 days ago, 10 past its cutoff.
@@ -70,6 +75,7 @@ async def test_retention_gauges_by_tenant_class_follow_the_cleaner(
     await cleaner.run_once([gold.tenant, gold_zero.tenant, free.tenant])
     text, after = await _scrape(api)
     assert after == {
+        ("finished", "gold"): 2, ("finished", "free"): 0,
         **{(name, cls): 0.0 for name in ("tenantry_retention_candidates",
                                          "tenantry_retention_lag_seconds")
            for cls in ("gold", "free")},

@@ -188,8 +188,21 @@ BEGIN
     RETURN NULL;
 END
 $$;
+-- (WHEN: an ended run, all that retention deletes, costs no call at all.)
 CREATE TRIGGER runs_uncount_deleted AFTER DELETE ON runs
-    FOR EACH ROW EXECUTE FUNCTION tenantry_uncount_deleted_run();
+    FOR EACH ROW WHEN (OLD.status IN ('queued', 'running', 'waiting'))
+    EXECUTE FUNCTION tenantry_uncount_deleted_run();
+-- The ended-run totals of /metrics (migration 0008) lose a deleted run too; a retention
+-- batch takes its runs off them in one statement per status (tenantry_retention_batch),
+-- not one UPDATE of the same hot row per run — 500 row versions, and a lock on the row
+-- the tenant's finishing runs need, held for the whole batch.
+DROP TRIGGER runs_count_ended ON runs;
+CREATE TRIGGER runs_count_ended AFTER UPDATE OF status ON runs
+    FOR EACH ROW EXECUTE FUNCTION tenantry_count_ended_runs();
+CREATE TRIGGER runs_count_ended_deleted AFTER DELETE ON runs
+    FOR EACH ROW WHEN (OLD.status IN ('finished', 'failed', 'cancelled')
+                       AND NOT tenantry_retention_under_way())
+    EXECUTE FUNCTION tenantry_count_ended_runs();
 
 -- 8. The cleanup lease: taken when free or expired (or already ours), the epoch bumped on
 --    every take. Returns the epoch, or NULL when another cleaner holds the tenant.
@@ -256,6 +269,7 @@ RETURNS TABLE (runs integer, events bigint, blobs integer)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
     v_runs uuid[];
+    v_statuses text[];
     v_events bigint;
     v_blobs integer := 0;
 BEGIN
@@ -273,8 +287,8 @@ BEGIN
     END IF;
     PERFORM set_config('tenantry.retention', 'on', true);
 
-    SELECT array_agg(c.run_id) INTO v_runs FROM (
-        SELECT r.run_id FROM public.runs r
+    SELECT array_agg(c.run_id), array_agg(c.status) INTO v_runs, v_statuses FROM (
+        SELECT r.run_id, r.status FROM public.runs r
         WHERE r.tenant_id = p_tenant
           AND (p_run IS NULL OR r.run_id = p_run)
           AND (r.status IN ('finished', 'failed', 'cancelled')
@@ -334,6 +348,12 @@ BEGIN
     DELETE FROM public.budget_reservations b
     WHERE b.tenant_id = p_tenant AND b.run_id = ANY (v_runs);
     DELETE FROM public.runs r WHERE r.tenant_id = p_tenant AND r.run_id = ANY (v_runs);
+    -- What runs_count_ended_deleted leaves to us (see there); last, so that the totals'
+    -- row locks are held only to the commit.
+    UPDATE public.run_status_totals t SET runs = t.runs - d.n
+    FROM (SELECT x.status, count(*) AS n FROM unnest(v_statuses) AS x (status)
+          WHERE x.status IN ('finished', 'failed', 'cancelled') GROUP BY x.status) d
+    WHERE t.tenant_id = p_tenant AND t.status = d.status;
 
     -- The end of the batch: still ours by the clock? (A batch that outlived its lease
     -- rolls back; the next holder does it again.)
