@@ -19,6 +19,9 @@ with the pass / without, each over its rounds' steps pooled.
 ``backlog_left`` is what the pass had not deleted yet when the phase ended (0: it ran out
 first, and the ratio understates a pass's cost).
 
+``RETENTION_REST`` overrides the cleaner's rest after each batch (``CleanupSettings.rest_ratio``,
+its default 1: as long as the batch took; 0: flat out).
+
 Targets (issue 17): ``runs_deleted_per_s`` >= 2,000; ``step_p99_ratio`` <= 1.25.
 
 Prints progress on stderr and one JSON line last on stdout:
