@@ -34,9 +34,12 @@ Prints progress on stderr and one JSON line last on stdout:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import time
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,10 +98,13 @@ class Phase:
         return self.cpu["worker"] * self.seconds * 1000 / max(len(self.steps), 1)
 
 
-async def _phase(
+async def run_phase(
     name: str, engine: Engine, dsn: str, tenancy: Tenancy, *, runs: int, concurrency: int,
-    cpu: CpuMeter,
+    cpu: CpuMeter, alongside: Callable[[], AbstractAsyncContextManager[object]] | None = None,
 ) -> Phase:
+    """One phase: ``runs`` runs queued, then driven by a worker loop on ``engine`` until all
+    have ended. ``alongside``: work running in the same process while the worker does, from
+    its start to the last run's end (benchmarks/retention.py: a cleanup pass)."""
     ids = await create_runs(engine.db, tenancy, [_script(i) for i in range(runs)])
     engine.stats = StepStats()
     stats = engine.stats
@@ -106,23 +112,27 @@ async def _phase(
                     drain_seconds=1.0)
     stop = asyncio.Event()
     console.log(f"{name}: {runs} runs, at most {concurrency} at once")
-    cpu.start()
-    started = time.perf_counter()
-    task = asyncio.create_task(worker.run(stop), name=f"worker {name}")
-    try:
+    async with contextlib.AsyncExitStack() as beside:
+        if alongside is not None:
+            await beside.enter_async_context(alongside())
+        cpu.start()
+        started = time.perf_counter()
+        task = asyncio.create_task(worker.run(stop), name=f"worker {name}")
         try:
-            await wait_for(
-                lambda: stats.runs_ended >= runs or task.done(), within=PHASE_TIMEOUT_S,
-                what=f"{runs} runs to end",
-                progress=lambda: f"{name}: {stats.runs_ended}/{runs} runs, {stats.steps} steps")
-        except RuntimeError:
-            await _show_stuck(dsn, ids)
-            raise
-        elapsed = time.perf_counter() - started
-        shares = cpu.shares()
-    finally:
-        stop.set()
-        await task  # a crashed worker loop raises here
+            try:
+                await wait_for(
+                    lambda: stats.runs_ended >= runs or task.done(), within=PHASE_TIMEOUT_S,
+                    what=f"{runs} runs to end",
+                    progress=lambda: f"{name}: {stats.runs_ended}/{runs} runs, "
+                                     f"{stats.steps} steps")
+            except RuntimeError:
+                await _show_stuck(dsn, ids)
+                raise
+            elapsed = time.perf_counter() - started
+            shares = cpu.shares()
+        finally:
+            stop.set()
+            await task  # a crashed worker loop raises here
     log = log_overheads(await read_log(dsn, ids))
     phase = Phase(name, runs, list(stats.platform_ms), elapsed, log, stats.runs_failed_ours,
                   shares)
@@ -167,11 +177,11 @@ async def _benchmark(bench: Bench) -> dict[str, Any]:
     async with runtime.engine(settings.with_(model_base_url=model_url), database.dsn,
                               name="bench") as engine:
         tenancy = await provision(engine.db, mcp_url, ("echo",))
-        await _phase("warm-up", engine, database.dsn, tenancy, runs=concurrency,
+        await run_phase("warm-up", engine, database.dsn, tenancy, runs=concurrency,
                      concurrency=concurrency, cpu=cpu)
-        measured = await _phase("measured", engine, database.dsn, tenancy, runs=runs,
+        measured = await run_phase("measured", engine, database.dsn, tenancy, runs=runs,
                                 concurrency=concurrency, cpu=cpu)
-        serial = await _phase("serial", engine, database.dsn, tenancy,
+        serial = await run_phase("serial", engine, database.dsn, tenancy,
                               runs=max(20, runs // 4), concurrency=1, cpu=cpu)
 
     failed = measured.failed_ours + serial.failed_ours

@@ -992,6 +992,7 @@ CREATE FUNCTION public.tenantry_retention_batch(p_tenant text, p_owner text, p_e
     AS $$
 DECLARE
     v_runs uuid[];
+    v_statuses text[];
     v_events bigint;
     v_blobs integer := 0;
 BEGIN
@@ -1008,8 +1009,8 @@ BEGIN
         END IF;
     END IF;
 
-    SELECT array_agg(c.run_id) INTO v_runs FROM (
-        SELECT r.run_id FROM public.runs r
+    SELECT array_agg(c.run_id), array_agg(c.status) INTO v_runs, v_statuses FROM (
+        SELECT r.run_id, r.status FROM public.runs r
         WHERE r.tenant_id = p_tenant
           AND (p_run IS NULL OR r.run_id = p_run)
           AND (r.status IN ('finished', 'failed', 'cancelled')
@@ -1069,6 +1070,12 @@ BEGIN
     DELETE FROM public.budget_reservations b
     WHERE b.tenant_id = p_tenant AND b.run_id = ANY (v_runs);
     DELETE FROM public.runs r WHERE r.tenant_id = p_tenant AND r.run_id = ANY (v_runs);
+    -- What runs_count_ended_deleted leaves to us (see there); last, so that the totals'
+    -- row locks are held only to the commit.
+    UPDATE public.run_status_totals t SET runs = t.runs - d.n
+    FROM (SELECT x.status, count(*) AS n FROM unnest(v_statuses) AS x (status)
+          WHERE x.status IN ('finished', 'failed', 'cancelled') GROUP BY x.status) d
+    WHERE t.tenant_id = p_tenant AND t.status = d.status;
 
     -- The end of the batch: still ours by the clock? (A batch that outlived its lease
     -- rolls back; the next holder does it again.)
@@ -1112,6 +1119,9 @@ BEGIN
             WHERE x.tenant_id = p_tenant AND x.deleted_at < p_tombstones_before
             LIMIT p_limit);
         GET DIAGNOSTICS v_tombstones = ROW_COUNT;
+        UPDATE public.cleanup_leases l
+        SET tombstones_expired = l.tombstones_expired + v_tombstones
+        WHERE l.tenant_id = p_tenant AND v_tombstones > 0;
     END IF;
     IF p_audit_before IS NOT NULL THEN
         DELETE FROM public.audit_log a WHERE (a.tenant_id, a.audit_id) IN (
@@ -1129,14 +1139,17 @@ $$;
 -- Name: tenantry_retention_gauges(integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.tenantry_retention_gauges(p_default_days integer) RETURNS TABLE(tenant_class text, candidates bigint, tombstones bigint, blob_deletions bigint, lag_seconds double precision)
+CREATE FUNCTION public.tenantry_retention_gauges(p_default_days integer) RETURNS TABLE(tenant_class text, candidates bigint, tombstones bigint, blob_deletions bigint, lag_seconds double precision, deleted_total bigint, last_deleted bigint)
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public'
     AS $$
-    SELECT t.plan, sum(d.n)::bigint, sum(s.n)::bigint, sum(b.n)::bigint,
-           coalesce(max(extract(epoch FROM d.cutoff - d.oldest)), 0)::double precision
+    SELECT t.plan, sum(d.n)::bigint,
+           coalesce(sum(l.deleted_total - l.tombstones_expired), 0)::bigint, sum(b.n)::bigint,
+           coalesce(max(extract(epoch FROM d.cutoff - d.oldest)), 0)::double precision,
+           coalesce(sum(l.deleted_total), 0)::bigint, coalesce(sum(l.last_deleted), 0)::bigint
     FROM public.tenants t
     LEFT JOIN public.retention_policies p ON p.tenant_id = t.tenant_id
+    LEFT JOIN public.cleanup_leases l ON l.tenant_id = t.tenant_id
     -- The predicate is the candidates index's, so each tenant's count is a range scan.
     CROSS JOIN LATERAL (
         SELECT count(*) AS n, min(coalesce(r.finished_at, r.updated_at)) AS oldest,
@@ -1148,8 +1161,6 @@ CREATE FUNCTION public.tenantry_retention_gauges(p_default_days integer) RETURNS
           AND coalesce(r.finished_at, r.updated_at)
               < now() - make_interval(days => coalesce(p.runs_days, p_default_days))
     ) d
-    CROSS JOIN LATERAL (SELECT count(*) AS n FROM public.tombstones x
-                        WHERE x.tenant_id = t.tenant_id) s
     CROSS JOIN LATERAL (SELECT count(*) AS n FROM public.blob_deletions x
                         WHERE x.tenant_id = t.tenant_id) b
     GROUP BY t.plan ORDER BY t.plan
@@ -1594,7 +1605,8 @@ CREATE TABLE public.cleanup_leases (
     expires_at timestamp with time zone,
     last_pass_at timestamp with time zone,
     last_deleted bigint DEFAULT 0 NOT NULL,
-    deleted_total bigint DEFAULT 0 NOT NULL
+    deleted_total bigint DEFAULT 0 NOT NULL,
+    tombstones_expired bigint DEFAULT 0 NOT NULL
 );
 
 --
@@ -2407,7 +2419,13 @@ CREATE TRIGGER runs_count AFTER INSERT OR UPDATE OF status ON public.runs FOR EA
 -- Name: runs runs_count_ended; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER runs_count_ended AFTER DELETE OR UPDATE OF status ON public.runs FOR EACH ROW EXECUTE FUNCTION public.tenantry_count_ended_runs();
+CREATE TRIGGER runs_count_ended AFTER UPDATE OF status ON public.runs FOR EACH ROW EXECUTE FUNCTION public.tenantry_count_ended_runs();
+
+--
+-- Name: runs runs_count_ended_deleted; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER runs_count_ended_deleted AFTER DELETE ON public.runs FOR EACH ROW WHEN (((old.status = ANY (ARRAY['finished'::text, 'failed'::text, 'cancelled'::text])) AND (NOT public.tenantry_retention_under_way()))) EXECUTE FUNCTION public.tenantry_count_ended_runs();
 
 --
 -- Name: runs runs_notify_runnable; Type: TRIGGER; Schema: public; Owner: -
@@ -2419,7 +2437,7 @@ CREATE TRIGGER runs_notify_runnable AFTER INSERT OR UPDATE OF status ON public.r
 -- Name: runs runs_uncount_deleted; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER runs_uncount_deleted AFTER DELETE ON public.runs FOR EACH ROW EXECUTE FUNCTION public.tenantry_uncount_deleted_run();
+CREATE TRIGGER runs_uncount_deleted AFTER DELETE ON public.runs FOR EACH ROW WHEN ((old.status = ANY (ARRAY['queued'::text, 'running'::text, 'waiting'::text]))) EXECUTE FUNCTION public.tenantry_uncount_deleted_run();
 
 --
 -- Name: sandbox_usage_facts sandbox_usage_facts_immutable; Type: TRIGGER; Schema: public; Owner: -

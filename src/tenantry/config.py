@@ -15,6 +15,10 @@ from typing import Any
 
 from tenantry.errors import ConfigurationError
 
+#: Runs one retention batch (one transaction) deletes at most: past it a batch holds its
+#: row locks, and the event rows it deletes, for too long.
+MAX_RETENTION_BATCH = 10_000
+
 
 def default_data_dir() -> Path:
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
@@ -99,6 +103,13 @@ class Settings:
     webhook_deadline_seconds: int = 15
     webhook_concurrency: int = 32
     webhook_concurrency_per_tenant: int = 4
+    # Retention (DESIGN §11b): each `tenantry worker` process runs one cleaner (off: none
+    # in this process — another does it), deleting runs per batch in one transaction
+    # (bounds how long a batch holds its row locks), each tenant's pass coming round this
+    # often.
+    retention: bool = True
+    retention_batch: int = 500
+    retention_every_seconds: int = 60
     # Observability: OpenTelemetry spans per step (None: off, console, otlp) and, for a
     # standalone `tenantry worker`, a port serving its own /metrics (None: off).
     otel_exporter: str | None = None
@@ -181,6 +192,14 @@ class Settings:
         integer("TENANTRY_WEBHOOK_DEADLINE_SECONDS", "webhook_deadline_seconds", 1)
         integer("TENANTRY_WEBHOOK_CONCURRENCY", "webhook_concurrency", 1)
         integer("TENANTRY_WEBHOOK_CONCURRENCY_PER_TENANT", "webhook_concurrency_per_tenant", 1)
+        integer("TENANTRY_RETENTION_BATCH", "retention_batch", 1)
+        integer("TENANTRY_RETENTION_EVERY_SECONDS", "retention_every_seconds", 1)
+        cleaner = env.get("TENANTRY_RETENTION", "").lower()
+        if cleaner:
+            if cleaner not in ("on", "off"):
+                raise ConfigurationError(f"TENANTRY_RETENTION must be on or off, got "
+                                         f"{env['TENANTRY_RETENTION']!r}")
+            values["retention"] = cleaner == "on"
         flag = env.get("TENANTRY_WEBHOOK_ALLOW_PRIVATE", "").lower()
         if flag:
             if flag not in ("1", "true", "yes", "0", "false", "no"):
@@ -223,6 +242,7 @@ class Settings:
             ("TENANTRY_WORKERS / --workers", self.workers, 0),
             ("TENANTRY_LEASE_SECONDS", self.lease_seconds, 1),
             ("TENANTRY_EGRESS_FLAG_THRESHOLD", self.egress_flag_threshold, 1),
+            ("TENANTRY_RETENTION_EVERY_SECONDS", self.retention_every_seconds, 1),
             ("TENANTRY_PORT / --port", self.port, 0),
             ("TENANTRY_SSE_MAX_STREAMS / --sse-max-streams", self.sse_max_streams, 1),
             ("TENANTRY_SSE_MAX_STREAMS_PER_TENANT / --sse-max-streams-per-tenant",
@@ -234,6 +254,9 @@ class Settings:
             raise ConfigurationError(
                 "TENANTRY_WEBHOOK_CONCURRENCY_PER_TENANT must be 1..TENANTRY_WEBHOOK_CONCURRENCY"
                 f" ({self.webhook_concurrency}), got {self.webhook_concurrency_per_tenant}")
+        if not 1 <= self.retention_batch <= MAX_RETENTION_BATCH:
+            raise ConfigurationError(f"TENANTRY_RETENTION_BATCH must be 1..{MAX_RETENTION_BATCH}"
+                                     f", got {self.retention_batch}")
         if self.webhook_deadline_seconds < 1:
             raise ConfigurationError("TENANTRY_WEBHOOK_DEADLINE_SECONDS must be at least 1")
         if self.port > 65535:

@@ -40,6 +40,7 @@ from tenantry.db.outage import Outage
 from tenantry.db.reach import check_database, describe_failure
 from tenantry.runs.inprocess import LocalWorkers
 from tenantry.sandbox import probe as sandbox_probe
+from tenantry.telemetry.worker import WorkerMetrics
 
 
 def serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers: int,
@@ -117,14 +118,22 @@ async def _serve(
             metrics_app(metrics, settings.operator_token), host=settings.host,
             port=settings.worker_metrics_port, log_config=None, access_log=False,
             lifespan="off"))))
-    for _ in range(workers):
-        services.append(lambda stop: run_worker(settings, dsn, stop, local, metrics, outage))
+    for index in range(workers):
+        services.append(_worker(settings, dsn, local, metrics, outage, cleaner=index == 0))
     if isinstance(dispatcher, DispatcherPlan):
         plan = dispatcher
         services.append(lambda stop: run_dispatcher(settings, plan, stop, metrics=metrics,
                                                     outage=outage))
     await run_until_signalled(*services)
     metrics.spans.shutdown()
+
+
+def _worker(settings: Settings, dsn: str, local: LocalWorkers | None, metrics: WorkerMetrics,
+            outage: Outage, *, cleaner: bool) -> Service:
+    """One worker loop; ``cleaner``: it runs the process's one retention cleaner (a
+    second in the same process would only contend for the same tenants' leases)."""
+    return lambda stop: run_worker(settings, dsn, stop, local, metrics, outage,
+                                   cleaner=cleaner)
 
 
 def _dispatcher_plan(settings: Settings, database: ResolvedDatabase) -> DispatcherPlan | str:

@@ -1,5 +1,6 @@
 """Wiring the run engine's concrete pieces together, in one place (no import-time globals):
-database pool, model client, MCP client, tool gateway, webhooks, the worker loop."""
+database pool, model client, MCP client, tool gateway, webhooks, the worker loop, and the
+retention cleaner beside it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from tenantry.blobs import DirectoryBlobStore
+from tenantry.blobs import BlobStore, DirectoryBlobStore
 from tenantry.bootstrap.secrets import master_key
 from tenantry.config import Settings
 from tenantry.db import Database
@@ -18,6 +19,7 @@ from tenantry.ledger.prices import PriceBook
 from tenantry.models.accounts import ANY_MODEL, ANY_REGION, ModelAccount
 from tenantry.models.gateway import ModelGateway
 from tenantry.models.scripted_server import ScriptedModelServer
+from tenantry.retention.cleaner import Cleaner, CleanupSettings
 from tenantry.runs.driver import Engine, EngineSettings
 from tenantry.runs.inprocess import LocalWorkers
 from tenantry.runs.lease import worker_id
@@ -37,6 +39,9 @@ logger = logging.getLogger(__name__)
 
 # Accounts from configuration come after every registered account (lower goes first).
 CONFIGURED_PRIORITY = 1000
+# How long a stopping worker lets its cleaner finish the batch in flight (one transaction;
+# cancelled past this, it rolls back whole and the next pass does it again).
+CLEANER_STOP_SECONDS = 5.0
 
 
 def configured_account(settings: Settings, base_url: str) -> tuple[ModelAccount, str | None]:
@@ -75,11 +80,12 @@ async def model_gateway(
 @asynccontextmanager
 async def engine(
     settings: Settings, dsn: str, *, name: str = "worker", metrics: WorkerMetrics | None = None,
-    outage: Outage | None = None,
+    outage: Outage | None = None, blobs: BlobStore | None = None,
 ) -> AsyncIterator[Engine]:
     """``metrics``: the process's metrics, shared by its worker loops (None: this engine
     gets its own, with spans as TENANTRY_OTEL_EXPORTER says); ``outage``: the process's
-    record of database outages (None: this engine's own)."""
+    record of database outages (None: this engine's own); ``blobs``: the blob store (None:
+    :func:`blob_store`'s)."""
     own_metrics = metrics is None
     if metrics is None:
         metrics = process_metrics(settings)
@@ -90,8 +96,8 @@ async def engine(
     vault = Vault(db, master) if master is not None else None
     if vault is None:
         logger.warning("no vault master key: tool servers with credentials will be refused")
-    blobs = DirectoryBlobStore(settings.data_dir / "blobs",
-                               quota_bytes=(settings.blob_quota_mib << 20) or None)
+    if blobs is None:
+        blobs = blob_store(settings)
     try:
         async with McpToolClient() as mcp, model_gateway(
             settings, db, vault=vault, master=master, observer=metrics,
@@ -111,6 +117,19 @@ async def engine(
             metrics.spans.shutdown()
 
 
+def blob_store(settings: Settings) -> DirectoryBlobStore:
+    """The data directory's blob store: tool outputs and sandbox saves, per tenant."""
+    return DirectoryBlobStore(settings.data_dir / "blobs",
+                              quota_bytes=(settings.blob_quota_mib << 20) or None)
+
+
+def cleanup_settings(settings: Settings) -> CleanupSettings:
+    every = float(settings.retention_every_seconds)
+    # Looked for at least as often as a tenant's pass is due (5 s unless that is sooner).
+    return CleanupSettings(batch=settings.retention_batch, every_seconds=every,
+                           poll_seconds=min(CleanupSettings().poll_seconds, every))
+
+
 def process_metrics(settings: Settings) -> WorkerMetrics:
     """One per process: the worker loops' counters and, if configured, their spans."""
     return WorkerMetrics(spans=from_exporter(settings.otel_exporter))
@@ -118,15 +137,17 @@ def process_metrics(settings: Settings) -> WorkerMetrics:
 
 async def run_worker(
     settings: Settings, dsn: str, stop: asyncio.Event, local: LocalWorkers | None = None,
-    metrics: WorkerMetrics | None = None, outage: Outage | None = None,
+    metrics: WorkerMetrics | None = None, outage: Outage | None = None, *,
+    cleaner: bool = True,
 ) -> None:
     """``local``: where an API in this same process (``tenantry up``) sees this worker;
     ``metrics``: the process's metrics (the API's /metrics, or --metrics-port, shows them);
-    ``outage``: the process's record of database outages, shared by its loops and API."""
-    async with (engine(settings, dsn, metrics=metrics, outage=outage) as eng,
+    ``outage``: the process's record of database outages, shared by its loops and API;
+    ``cleaner``: run the retention cleaner beside the loop (unless TENANTRY_RETENTION is
+    off) — one per process: ``up`` asks it of its first loop only."""
+    blobs = blob_store(settings)
+    async with (engine(settings, dsn, metrics=metrics, outage=outage, blobs=blobs) as eng,
                 contextlib.AsyncExitStack() as shown):
-        if local is not None:
-            shown.enter_context(local.serving(eng))
         webhooks = WebhookSender(eng.db, allow_private=settings.webhook_allow_private,
                                  limits=WebhookLimits(
                                      deadline_seconds=settings.webhook_deadline_seconds,
@@ -134,12 +155,34 @@ async def run_worker(
                                      total=settings.webhook_concurrency))
         control = await Database.connect(dsn, role=settings.db_role or None, min_size=1,
                                          max_size=2, outage=eng.db.outage)
+        # On the engine's pool and blob store: what it deletes is what the engine wrote.
+        cleaning = asyncio.create_task(
+            Cleaner(eng.db, blobs, cleanup_settings(settings)).run(stop),
+            name="retention-cleaner") if cleaner and settings.retention else None
         try:
+            if local is not None:  # shown once all of it runs
+                shown.enter_context(local.serving(eng))
             await Worker(eng, dsn=dsn, concurrency=settings.worker_concurrency,
                          webhooks=webhooks, control=control,
                          claim_order=settings.claim_order,
                          load=CellLoad(control, ShedThresholds.of(settings),
                                        settings.load_read_seconds)).run(stop)
         finally:
+            if cleaning is not None:
+                await _stop_cleaner(cleaning, graceful=stop.is_set())
             await control.close()
             await webhooks.aclose()
+
+
+async def _stop_cleaner(cleaning: asyncio.Task[None], *, graceful: bool) -> None:
+    """Stopping (``stop`` set), the cleaner ends after its batch in flight; when the worker
+    loop ended otherwise (it crashed), or the batch takes too long, it is cancelled. Either
+    way no task is left behind, and our own cancellation is never swallowed."""
+    try:
+        if graceful:
+            await asyncio.wait({cleaning}, timeout=CLEANER_STOP_SECONDS)
+    finally:
+        cleaning.cancel()
+        await asyncio.wait({cleaning})
+    if not cleaning.cancelled() and cleaning.exception() is not None:
+        logger.error("retention cleaner failed", exc_info=cleaning.exception())

@@ -55,6 +55,11 @@ class CleanupSettings:
     #: Blob deletions per claim, and how long a claimed one waits before it is retried.
     blob_batch: int = 200
     blob_retry_seconds: float = 60.0
+    #: After each full batch a pass rests this many times the batch's own time: a backlog
+    #: is background work, and a pass flat out takes a Postgres backend's whole core from
+    #: the runs beside it (benchmarks/retention.py). 1: at most half of one backend; 0: no
+    #: rest. The steady state needs little: 500k runs a day is 6 deletions a second.
+    rest_ratio: float = 1.0
 
 
 @dataclass(slots=True)
@@ -87,9 +92,13 @@ class Cleaner:
     #: Totals since this cleaner started (what the worker's metrics count).
     deleted_total: int = 0
     blobs_deleted_total: int = 0
+    #: The worker's stop (set by :meth:`run`): a pass ends after the batch in flight, so a
+    #: stopping worker is not held for the rest of a large backlog.
+    _stop: asyncio.Event | None = field(default=None, init=False, repr=False)
 
     async def run(self, stop: asyncio.Event) -> None:
         """The worker's loop: due tenants' passes, then the blob outbox, until ``stop``."""
+        self._stop = stop
         while not stop.is_set():
             try:
                 await self.run_once()
@@ -108,6 +117,8 @@ class Cleaner:
             tenants = [TenantId(r["tenant_id"]) for r in rows]
         results = []
         for tenant in tenants:
+            if self._stopping():
+                break
             result = await self.clean(tenant, progress=progress)
             if result is not None:
                 results.append(result)
@@ -156,7 +167,9 @@ class Cleaner:
                       policy: RetentionPolicy, erased: bool, result: PassResult,
                       progress: Progress | None) -> None:
         blobs = policy.blobs_follow_runs or erased
+        loop = asyncio.get_running_loop()
         while True:
+            started = loop.time()
             row = await self._fenced(result, Q.batch, tenant.value, self.owner, epoch, cutoff,
                                      self.settings.batch, result.reason, None, blobs)
             if row is None:
@@ -172,7 +185,7 @@ class Cleaner:
                                        row["blobs"])
             if progress is not None:
                 progress(result)
-            if row["runs"] < self.settings.batch:
+            if row["runs"] < self.settings.batch or self._stopping():
                 return
             async with self.db.unscoped() as conn:
                 kept = await conn.fetchval(Q.keep_lease, tenant.value, self.owner, epoch,
@@ -182,6 +195,19 @@ class Cleaner:
                 return
             # The blobs of what this batch deleted leave now, not after the whole pass.
             await self.drain_blobs()
+            await self._rest((loop.time() - started) * self.settings.rest_ratio)
+
+    def _stopping(self) -> bool:
+        return self._stop is not None and self._stop.is_set()
+
+    async def _rest(self, seconds: float) -> None:
+        if seconds <= 0:
+            return
+        if self._stop is None:
+            await asyncio.sleep(seconds)
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), seconds)
 
     async def _expire(self, tenant: TenantId, epoch: int, policy: RetentionPolicy,
                       result: PassResult) -> None:

@@ -96,7 +96,11 @@ CREATE TABLE cleanup_leases (
     expires_at      timestamptz,
     last_pass_at    timestamptz,
     last_deleted    bigint NOT NULL DEFAULT 0,
-    deleted_total   bigint NOT NULL DEFAULT 0
+    -- Runs deleted (each left one tombstone) and tombstones expired, ever, kept in the
+    -- transactions that do either: their difference is the tenant's tombstones, which
+    -- /metrics reads without counting a table that grows for as long as tombstones live.
+    deleted_total   bigint NOT NULL DEFAULT 0,
+    tombstones_expired bigint NOT NULL DEFAULT 0
 );
 ALTER TABLE cleanup_leases ENABLE ROW LEVEL SECURITY;
 CREATE POLICY tenant_isolation ON cleanup_leases
@@ -187,8 +191,21 @@ BEGIN
     RETURN NULL;
 END
 $$;
+-- (WHEN: an ended run, all that retention deletes, costs no call at all.)
 CREATE TRIGGER runs_uncount_deleted AFTER DELETE ON runs
-    FOR EACH ROW EXECUTE FUNCTION tenantry_uncount_deleted_run();
+    FOR EACH ROW WHEN (OLD.status IN ('queued', 'running', 'waiting'))
+    EXECUTE FUNCTION tenantry_uncount_deleted_run();
+-- The ended-run totals of /metrics (migration 0008) lose a deleted run too; a retention
+-- batch takes its runs off them in one statement per status (tenantry_retention_batch),
+-- not one UPDATE of the same hot row per run — 500 row versions, and a lock on the row
+-- the tenant's finishing runs need, held for the whole batch.
+DROP TRIGGER runs_count_ended ON runs;
+CREATE TRIGGER runs_count_ended AFTER UPDATE OF status ON runs
+    FOR EACH ROW EXECUTE FUNCTION tenantry_count_ended_runs();
+CREATE TRIGGER runs_count_ended_deleted AFTER DELETE ON runs
+    FOR EACH ROW WHEN (OLD.status IN ('finished', 'failed', 'cancelled')
+                       AND NOT tenantry_retention_under_way())
+    EXECUTE FUNCTION tenantry_count_ended_runs();
 
 -- 8. The cleanup lease: taken when free or expired (or already ours), the epoch bumped on
 --    every take. Returns the epoch, or NULL when another cleaner holds the tenant.
@@ -258,6 +275,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public
 SET tenantry.retention = 'on' AS $$
 DECLARE
     v_runs uuid[];
+    v_statuses text[];
     v_events bigint;
     v_blobs integer := 0;
 BEGIN
@@ -274,8 +292,8 @@ BEGIN
         END IF;
     END IF;
 
-    SELECT array_agg(c.run_id) INTO v_runs FROM (
-        SELECT r.run_id FROM public.runs r
+    SELECT array_agg(c.run_id), array_agg(c.status) INTO v_runs, v_statuses FROM (
+        SELECT r.run_id, r.status FROM public.runs r
         WHERE r.tenant_id = p_tenant
           AND (p_run IS NULL OR r.run_id = p_run)
           AND (r.status IN ('finished', 'failed', 'cancelled')
@@ -335,6 +353,12 @@ BEGIN
     DELETE FROM public.budget_reservations b
     WHERE b.tenant_id = p_tenant AND b.run_id = ANY (v_runs);
     DELETE FROM public.runs r WHERE r.tenant_id = p_tenant AND r.run_id = ANY (v_runs);
+    -- What runs_count_ended_deleted leaves to us (see there); last, so that the totals'
+    -- row locks are held only to the commit.
+    UPDATE public.run_status_totals t SET runs = t.runs - d.n
+    FROM (SELECT x.status, count(*) AS n FROM unnest(v_statuses) AS x (status)
+          WHERE x.status IN ('finished', 'failed', 'cancelled') GROUP BY x.status) d
+    WHERE t.tenant_id = p_tenant AND t.status = d.status;
 
     -- The end of the batch: still ours by the clock? (A batch that outlived its lease
     -- rolls back; the next holder does it again.)
@@ -378,6 +402,9 @@ BEGIN
             WHERE x.tenant_id = p_tenant AND x.deleted_at < p_tombstones_before
             LIMIT p_limit);
         GET DIAGNOSTICS v_tombstones = ROW_COUNT;
+        UPDATE public.cleanup_leases l
+        SET tombstones_expired = l.tombstones_expired + v_tombstones
+        WHERE l.tenant_id = p_tenant AND v_tombstones > 0;
     END IF;
     IF p_audit_before IS NOT NULL THEN
         DELETE FROM public.audit_log a WHERE (a.tenant_id, a.audit_id) IN (
@@ -415,16 +442,22 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 $$;
 
 -- Gauges for /metrics, by tenant class (never by tenant id): candidates waiting (ended
--- before the tenant's cutoff), tombstones, blobs waiting to be deleted, and the cleanup
--- lag (the age of the oldest candidate past its cutoff).
+-- before the tenant's cutoff), tombstones, blobs waiting to be deleted, the cleanup lag
+-- (the age of the oldest candidate past its cutoff), runs deleted ever and by each
+-- tenant's last pass. Tombstones come from the lease row's counters, not count(*): kept
+-- forever by default, they outgrow anything a scrape may read.
 CREATE FUNCTION tenantry_retention_gauges(p_default_days integer)
 RETURNS TABLE (tenant_class text, candidates bigint, tombstones bigint,
-               blob_deletions bigint, lag_seconds double precision)
+               blob_deletions bigint, lag_seconds double precision, deleted_total bigint,
+               last_deleted bigint)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
-    SELECT t.plan, sum(d.n)::bigint, sum(s.n)::bigint, sum(b.n)::bigint,
-           coalesce(max(extract(epoch FROM d.cutoff - d.oldest)), 0)::double precision
+    SELECT t.plan, sum(d.n)::bigint,
+           coalesce(sum(l.deleted_total - l.tombstones_expired), 0)::bigint, sum(b.n)::bigint,
+           coalesce(max(extract(epoch FROM d.cutoff - d.oldest)), 0)::double precision,
+           coalesce(sum(l.deleted_total), 0)::bigint, coalesce(sum(l.last_deleted), 0)::bigint
     FROM public.tenants t
     LEFT JOIN public.retention_policies p ON p.tenant_id = t.tenant_id
+    LEFT JOIN public.cleanup_leases l ON l.tenant_id = t.tenant_id
     -- The predicate is the candidates index's, so each tenant's count is a range scan.
     CROSS JOIN LATERAL (
         SELECT count(*) AS n, min(coalesce(r.finished_at, r.updated_at)) AS oldest,
@@ -436,8 +469,6 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
           AND coalesce(r.finished_at, r.updated_at)
               < now() - make_interval(days => coalesce(p.runs_days, p_default_days))
     ) d
-    CROSS JOIN LATERAL (SELECT count(*) AS n FROM public.tombstones x
-                        WHERE x.tenant_id = t.tenant_id) s
     CROSS JOIN LATERAL (SELECT count(*) AS n FROM public.blob_deletions x
                         WHERE x.tenant_id = t.tenant_id) b
     GROUP BY t.plan ORDER BY t.plan
