@@ -8,7 +8,7 @@ RETURNING tenant_id, name, region, plan, home_cell, created_at
 UPDATE tenants SET webhook_secret = $2 WHERE tenant_id = $1
 
 -- name: get_tenant
-SELECT tenant_id, name, region, plan, home_cell, created_at
+SELECT tenant_id, name, region, plan, home_cell, created_at, erased_at
 FROM tenants WHERE tenant_id = $1
 
 -- name: insert_api_key

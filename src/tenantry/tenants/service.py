@@ -10,7 +10,7 @@ import asyncpg
 
 from tenantry.db import Database
 from tenantry.db.queries import load
-from tenantry.errors import Conflict, NotFound, Unauthorized
+from tenantry.errors import Conflict, NotFound, TenantErased, Unauthorized
 from tenantry.ids import ApiKeyId, TenantId
 from tenantry.tenants.auth_cache import AuthCache
 from tenantry.tenants.keys import KEY_PREFIX, display_prefix, key_hash, new_key
@@ -99,8 +99,11 @@ async def issue_api_key(db: Database, tenant: TenantId, name: str = "") -> Issue
     key = new_key()
     key_id = ApiKeyId.new()
     async with db.tenant_tx(tenant) as conn:
-        if await conn.fetchrow(Q.get_tenant, tenant.value) is None:
+        row = await conn.fetchrow(Q.get_tenant, tenant.value)
+        if row is None:
             raise NotFound(TENANT_NOT_FOUND)
+        if row["erased_at"] is not None:  # its keys were revoked by the erase (ADR 0017)
+            raise TenantErased("This tenant was erased: it gets no new API key.")
         created = await conn.fetchval(
             Q.insert_api_key, tenant.value, key_id.uuid, key_hash(key), display_prefix(key), name
         )

@@ -80,6 +80,11 @@ async def test_erase_a_tenant_end_to_end(
     assert await _count(admin_conn, "runs", tenant) == before
     await admin_conn.execute("UPDATE api_keys SET revoked_at = now() WHERE tenant_id = $1",
                              tenant)
+    # Nor does the operator hand it a new key.
+    keys = await _count(admin_conn, "api_keys", tenant)
+    r = await api.client.post(f"/admin/v1/tenants/{tenant}/api-keys", headers=api.operator)
+    assert r.status_code == 409 and r.json()["type"] == "tenant_erased", r.text
+    assert await _count(admin_conn, "api_keys", tenant) == keys
 
     done = await erase.run_until_done(Cleaner(db, None), TenantId.parse(tenant),
                                       job["job_id"], poll_seconds=0.05)
