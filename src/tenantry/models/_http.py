@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Protocol
 import httpx2
 import orjson
 
+from tenantry import tls
 from tenantry.models.errors import MalformedReply, ModelUnavailable, error_for_status
 from tenantry.models.ratelimits import parse_rate_limits
 from tenantry.models.types import ModelReply, ModelRequest, RateLimitInfo
@@ -62,7 +63,7 @@ class HttpProviderClient(abc.ABC):
         self._shards = [
             httpx2.AsyncClient(
                 base_url=base_url.rstrip("/"),
-                headers=self._headers(api_key),
+                headers=self._headers(api_key), verify=tls.client_context(),
                 timeout=httpx2.Timeout(timeout, connect=min(timeout, 10.0)),
                 limits=httpx2.Limits(max_connections=per_shard,
                                      max_keepalive_connections=per_shard),

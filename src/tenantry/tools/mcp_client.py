@@ -53,6 +53,7 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
+from tenantry import tls
 from tenantry.errors import ToolUnavailable
 from tenantry.ids import TenantId
 
@@ -351,6 +352,7 @@ class _Connection:
                                        "response": [self._note_status]}
         try:
             async with httpx2.AsyncClient(headers=self._headers, timeout=timeout,
+                                          verify=tls.client_context(),
                                           event_hooks=hooks) as http:
                 transport = streamable_http_client(self.url, http_client=http)
                 async with Client(transport, cache=None,
