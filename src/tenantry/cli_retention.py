@@ -1,5 +1,6 @@
-"""``tenantry retention``: one cleaner pass (``run``), or a tenant's erase carried to its end
-(``erase``), with rich progress on stderr and a summary on stdout (ADR 0017).
+"""``tenantry retention``: one cleaner pass (``run``), a tenant's policy (``policy``), or a
+tenant's erase carried to its end (``erase``), with rich progress on stderr and a summary
+on stdout (ADR 0017).
 
 Exit codes: 0 done; 1 a tenant's pass was cut short (another cleaner took its lease; run
 again); 2 nothing could be done (a bad tenant id, an unknown tenant, no database)."""
@@ -65,6 +66,30 @@ def run(
         raise typer.Exit(1)
     if any(r.lease_lost for r in results):
         raise typer.Exit(1)
+
+
+@retention_app.command("policy")
+def policy(
+    tenant: Annotated[str, typer.Argument(help="The tenant whose policy to show.")],
+    database_url: DatabaseUrl = None, data_dir: DataDir = None,
+) -> None:
+    """Show a tenant's retention policy (set it with PUT /admin/v1/tenants/{id}/retention
+    and /audit-retention)."""
+    from tenantry.bootstrap import retention
+    from tenantry.cli import _run, _settings
+
+    settings = _settings(database_url=database_url, data_dir=data_dir)
+    p = _run(lambda: retention.show_policy(settings, tenant))
+
+    def days(value: int | None) -> str:
+        return "forever" if value is None else f"{value} days"
+
+    since = p.updated_at.isoformat() if p.updated_at else "never (the defaults)"
+    typer.echo(f"runs kept:         {days(p.runs_days)} after they end\n"
+               f"tombstones kept:   {days(p.tombstones_days)}\n"
+               f"audit kept:        {days(p.audit_days)}\n"
+               f"blobs follow runs: {'yes' if p.blobs_follow_runs else 'no'}\n"
+               f"set:               {since}")
 
 
 @retention_app.command("erase")

@@ -53,6 +53,16 @@ def run_pass(settings: Settings, tenant: str | None, batch: int,
     return _with_pools(settings, work, console=False)
 
 
+def show_policy(settings: Settings, tenant: str) -> policies.RetentionPolicy:
+    """The tenant's retention policy in force (the defaults when never set)."""
+    chosen = parse_tenant(tenant)
+
+    async def work(pools: Pools) -> policies.RetentionPolicy:
+        return await policies.get(pools.db, chosen)
+
+    return _with_pools(settings, work, console=False)
+
+
 def erase_tenant(settings: Settings, tenant: str, batch: int,
                  progress: Callable[[Any], None], poll_seconds: float = 1.0) -> erase.EraseJob:
     """Start (or join) the tenant's erase as the operator, then pass over it until done."""

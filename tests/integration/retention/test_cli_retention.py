@@ -8,6 +8,7 @@ from pathlib import Path
 import asyncpg
 
 from tenantry.db import Database
+from tenantry.retention import policy as policies
 from tenantry.retention import tombstones
 from tests.support.cli import cli
 from tests.support.db import console_login_dsn
@@ -42,6 +43,25 @@ async def test_retention_run_deletes_one_tenants_old_runs_and_sums_up(
     assert code == 2, (out, err)
     assert "tombstoned" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+async def test_retention_policy_shows_the_defaults_then_what_the_operator_set(
+    db: Database, database_dsn: str, tmp_path: Path,
+) -> None:
+    seeded = await tenant_and_agent(db, "acme")
+    env = _env(database_dsn, tmp_path)
+    code, out, err = await cli("retention", "policy", seeded.tenant.value, env=env)
+    assert code == 0, err
+    assert "runs kept:         30 days after they end" in out
+    assert "tombstones kept:   forever" in out and "never (the defaults)" in out
+    await policies.put(db, seeded.tenant, runs_days=7, tombstones_days=400,
+                       blobs_follow_runs=False)
+    code, out, err = await cli("retention", "policy", seeded.tenant.value, env=env)
+    assert code == 0, err
+    assert "runs kept:         7 days" in out and "tombstones kept:   400 days" in out
+    assert "blobs follow runs: no" in out and "never" not in out
+    code, _, err = await cli("retention", "policy", "nobody-here", env=env)
+    assert code == 2 and "No tenant with this id." in err and "Traceback" not in err
 
 
 async def test_retention_run_refuses_bad_input_in_one_line(
