@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 
 from tenantry.blobs import BlobStore
-from tenantry.db import Database
+from tenantry.db import DATABASE_DOWN, TRANSIENT, Database
 from tenantry.db.queries import load
 from tenantry.ids import RunId, TenantId
 from tenantry.retention import policy as policies
@@ -102,7 +102,13 @@ class Cleaner:
         while not stop.is_set():
             try:
                 await self.run_once()
-            except Exception:  # the database: try again at the next poll
+            except DATABASE_DOWN as exc:
+                # Said once for the whole process by its outage record (db/outage.py), not
+                # a traceback per poll; the pass is tried again at the next one.
+                self.db.outage.failed("retention", exc)
+            except TRANSIENT as exc:  # a batch rolled back whole: nothing was deleted
+                logger.warning("retention batch rolled back by the database: %s", exc)
+            except Exception:  # ours: a bug, said loudly, and tried again at the next poll
                 logger.exception("retention pass failed")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.settings.poll_seconds)
