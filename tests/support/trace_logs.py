@@ -110,7 +110,10 @@ class _Walk:
         old = self.rng.random() < 0.1  # written before waited_ms existed
         gateway = 0 if old else self.rng.choice((0, self.gap(1, 50),
                                                  self.rng.randint(100_000, 2_000_000)))
-        end = start + gateway + provider
+        # Opening the connection is inside the provider's measured latency, but the
+        # gateway's set-up: the trace moves it to the gateway span.
+        connect = 0 if old or self.rng.random() < 0.7 else self.rng.randint(1, 300_000)
+        end = start + gateway + connect + provider
         cancelled = self.foreign_during(start, end)
         switches: list[Payload] = []
         if self.rng.random() < 0.15:
@@ -122,8 +125,12 @@ class _Walk:
         if gateway > 100_000:
             self.kinds.add("retry")
         reply = ModelReplied("", [], {"input_tokens": 5, "output_tokens": 1}, "openai", "a1",
-                             "m1", 3, "p1", provider / 1000,
-                             waited_ms=None if old else (gateway + provider) / 1000)
+                             "m1", 3, "p1", (connect + provider) / 1000,
+                             waited_ms=None if old else (gateway + connect + provider) / 1000,
+                             connect_ms=connect / 1000 or None)
+        if connect:
+            self.kinds.add("connect")
+        gateway += connect
         seq = self.write(end, *switches, reply)  # saved as the call returned
         if gateway:
             self.truth.append(("gateway", start, gateway, seq))

@@ -31,7 +31,7 @@ CASES = 600
 MUST_SEE = {"cancel_mid_call", "signal_mid_call", "cancel_queued", "cancel_before_claim",
             "cancel_during_approval", "cancel_during_park", "approval", "park", "activity",
             "restart", "retry", "fallback", "reroute", "tool", "activity_attempt",
-            "open_wait"}
+            "open_wait", "connect"}
 
 
 def _us(ms: float) -> int:
@@ -64,7 +64,8 @@ def _check(run: GeneratedRun) -> None:
         assert span["seq"] == seq
     replies = [e.payload for e in run.events if e.type == "ModelReplied"]
     assert [_us(s["duration_ms"]) for s in spans if s["kind"] == "model"] == [
-        _us(r.latency_ms) for r in replies if isinstance(r, ModelReplied)]
+        _us(r.latency_ms) - _us(r.connect_ms or 0) for r in replies
+        if isinstance(r, ModelReplied)]
 
 
 def test_spans_of_generated_logs_are_what_their_events_recorded() -> None:

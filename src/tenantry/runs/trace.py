@@ -16,9 +16,10 @@ two consecutive transactions of the run's own writers is attributed to one cause
   milliseconds of that worker loading the run);
 - ``gateway`` then ``model``: one ModelReplied's ``waited_ms`` (the worker's whole wait on
   the model gateway), ending at its event (a ModelFallback/ModelRerouted written with it
-  shares its transaction), split into the answering provider's own ``latency_ms`` (the
-  ``model`` span, last: the answer came at its end) and the gateway's part before it
-  (``gateway``: its capacity gate, building a client, attempts that failed, backoff, other
+  shares its transaction), split into the answering provider's own time (the ``model``
+  span, last: the answer came at its end — ``latency_ms`` less ``connect_ms``, the part it
+  spent opening a connection) and the gateway's part before it (``gateway``: its capacity
+  gate, building a client, opening the connection, attempts that failed, backoff, other
   accounts and models tried). Events written before ``waited_ms`` existed give ``model``
   only, of ``latency_ms``;
 - ``tool``: a ToolCompleted's ``duration_ms``, ending at its event (for built-in code tools
@@ -160,7 +161,8 @@ def _model_detail(reply: ModelReplied) -> dict[str, Any]:
     return {"provider": reply.provider, "account": reply.account,
             "model": reply.model, "input_tokens": inp, "output_tokens": out,
             "tokens": inp + out, "cost_micros": int(reply.cost_micros),
-            "latency_ms": reply.latency_ms, "waited_ms": reply.waited_ms}
+            "latency_ms": reply.latency_ms, "waited_ms": reply.waited_ms,
+            "connect_ms": reply.connect_ms}
 
 
 def _tool_detail(done: ToolCompleted) -> dict[str, Any]:
@@ -269,7 +271,8 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
                 case (seq, ModelReplied() as reply, _):
                     # The answering provider's own time comes last; before it, the gateway's
                     # (capacity gate, client set-up, failed attempts, backoff, other accounts).
-                    provider_us = min(_us(reply.latency_ms or 0.0), ext_us)
+                    provider_us = min(max(_us(reply.latency_ms or 0.0)
+                                          - _us(reply.connect_ms or 0.0), 0), ext_us)
                     detail = _model_detail(reply)
                     b.add("gateway", at - provider_us, seq, f"gateway: {reply.model}", dict(detail))
                     b.add("model", at, seq, f"{reply.model} via {reply.account}", detail,
