@@ -7,11 +7,13 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
+import functools
 import time
 import zlib
 from collections.abc import Iterator
 from typing import Any, ClassVar, Protocol
 
+import anyio
 import httpx2
 import orjson
 
@@ -30,6 +32,14 @@ def reading_reply() -> Iterator[None]:
     except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, ValueError,
             AttributeError) as exc:
         raise MalformedReply(f"cannot read the provider's reply: {exc!r}"[:300]) from exc
+
+
+@functools.cache
+def load_async_backend() -> None:
+    """Load what the HTTP client's connection pool loads on its first request of the process
+    (anyio's asyncio backend, on creating its first event): ~14 ms of a process's first
+    model call otherwise, counted as the provider's time. Call it in the running loop."""
+    anyio.Event()
 
 
 class _ConnectTimer:
