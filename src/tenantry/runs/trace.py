@@ -240,7 +240,8 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
             # call's span ends at its own reply, and the queue at the claim).
             continue
         if waiting is not None:
-            # Whatever ends a wait (a decision, the claim after a park, a cancel) closes it.
+            # Whatever ends a wait (a decision, the claim after a park, a signal to a parked
+            # task, a cancel with its RunCancelled) closes it.
             if isinstance(decided := _typed(group[0]), ApprovalDecided):
                 waiting.detail["decision"] = decided.decision
             if isinstance(returned := _typed(group[0]), ActivityReturned):
@@ -261,9 +262,9 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
             if not claimed or requeued:
                 label = "queued" if not claimed else f"queued after {after}"
                 queue_end = ext_start
-                if not claimed and started is not None and not foreign:
+                if not claimed and started is not None:
                     queue_end = min(max(started, b.cursor), ext_start)
-                elif not claimed and not foreign and started is None:
+                elif not claimed:
                     queue_end = b.cursor  # claimed, but the row does not say when
                 b.add("queue", queue_end, main.seq, label)
             b.add("platform", ext_start, main.seq, f"platform: {main.type}")
