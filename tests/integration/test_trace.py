@@ -59,7 +59,7 @@ def _check_partition(trace: dict[str, Any]) -> None:
     assert sum(s["duration_ms"] for s in spans) == pytest.approx(trace["wall_ms"],
                                                                  abs=TOLERANCE_MS)
     by_kind = {k: sum(s["duration_ms"] for s in spans if s["kind"] == k)
-               for k in ("queue", "platform", "model", "tool", "approval", "parked")}
+               for k in ("queue", "platform", "gateway", "model", "tool", "approval", "parked")}
     for kind, total in by_kind.items():
         assert trace["totals"][f"{kind}_ms"] == pytest.approx(total, abs=TOLERANCE_MS)
 
@@ -165,6 +165,60 @@ async def test_a_trace_shows_the_fallback_and_the_approval_and_adds_up(
     doc = (await api.client.get("/openapi.json")).json()
     ok = doc["paths"]["/v1/runs/{run_id}/trace"]["get"]["responses"]["200"]
     assert ok["content"]["application/json"]["schema"]["$ref"].endswith("/TraceOut")
+
+
+async def test_a_cancel_during_the_model_call_leaves_the_call_whole(
+    api: Api, database_dsn: str,
+) -> None:
+    """Issue 18: a cancel request that lands while the run's only model call is in flight
+    ends neither the queue wait nor the call; the call's span is what the worker measured,
+    and it holds the moment of the cancel."""
+    _, h = await api.tenant()
+    agent = await api.agent(h)
+    async with FakeModelServer() as model, running_worker(database_dsn, model.base_url):
+        model.set_mode("hang")  # the call stays in flight until the cancel is in the log
+
+        async def asked() -> bool:
+            return any(r.path.endswith("/chat/completions") for r in model.requests)
+
+        run_id = await api.start(h, agent, scripted(answer("too late")))
+        await until(asked, "the model call is in flight", 30)
+        r = await api.client.post(f"/v1/runs/{run_id}/cancel", headers=h)
+        assert r.status_code == 200 and r.json()["status"] == "running", r.text
+        model.set_mode("ok")
+        events = await api.events_until_end(h, run_id)
+    assert [e["type"] for e in events] == [
+        "RunCreated", "CancelRequested", "ModelReplied", "RunCancelled"]
+    run = await api.run(h, run_id)
+    trace = await _trace(api, h, run_id)
+    _check_partition(trace)
+    created = datetime.fromisoformat(str(run["created_at"]))
+
+    def offset(event: dict[str, Any]) -> float:
+        return (datetime.fromisoformat(str(event["created_at"])) - created).total_seconds() \
+            * 1000
+
+    cancel_at, replied_at = offset(events[1]), offset(events[2])
+    reply = events[2]["data"]
+    assert isinstance(reply, dict)
+    spans = trace["spans"]
+    kinds = [s["kind"] for s in spans]
+    assert kinds.count("model") == 1 and kinds.count("queue") == 1
+    assert [k for k in kinds if k != "gateway"] == ["queue", "platform", "model", "platform"]
+    model_span = spans[kinds.index("model")]
+    call = [s for s in spans if s["kind"] in ("gateway", "model")]
+    call_start = call[0]["start_ms"]
+    # The call as the worker measured it: the provider's latency (less opening the
+    # connection, which is the gateway's), and the whole wait.
+    assert model_span["duration_ms"] == pytest.approx(
+        reply["latency_ms"] - reply.get("connect_ms", 0), abs=0.002)
+    assert sum(s["duration_ms"] for s in call) == pytest.approx(reply["waited_ms"], abs=0.002)
+    assert model_span["start_ms"] + model_span["duration_ms"] == pytest.approx(replied_at,
+                                                                              abs=0.002)
+    # The cancel fell inside the call, and the queue wait ended before the call began.
+    assert call_start < cancel_at < replied_at
+    assert spans[0]["start_ms"] + spans[0]["duration_ms"] <= call_start
+    assert trace["totals"]["queue_ms"] == spans[0]["duration_ms"]
 
 
 async def test_the_worker_emits_a_span_per_step_when_an_exporter_is_configured(

@@ -110,7 +110,10 @@ class EventPage(BaseModel):
 
 class TraceTotals(BaseModel):
     platform_ms: float
-    model_ms: float
+    gateway_ms: float = Field(description="The model gateway's own part of the model calls: "
+                                          "capacity gate, client set-up, failed attempts, "
+                                          "backoff.")
+    model_ms: float = Field(description="The answering providers' own time.")
     tool_ms: float
     sandbox_ms: float = Field(description="Execution time inside the run's sandbox; part "
                                           "of tool_ms, not a separate slice.")
@@ -129,7 +132,7 @@ class TraceSandbox(BaseModel):
 
 
 class TraceSpan(BaseModel):
-    kind: Literal["queue", "platform", "model", "tool", "approval", "parked"]
+    kind: Literal["queue", "platform", "gateway", "model", "tool", "approval", "parked"]
     start_ms: float = Field(description="Offset from the run's created_at.")
     duration_ms: float
     seq: int = Field(description="The event this span belongs to.")
@@ -263,7 +266,7 @@ async def get_run(
 async def get_trace(
     run_id: str, tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform)
 ) -> Response:
-    """The run's trace, derived from its event log: queue, platform, model, tool,
+    """The run's trace, derived from its event log: queue, platform, gateway, model, tool,
     approval and parked time as contiguous spans whose durations add up to `wall_ms`,
     token and cost totals, the sandbox backend, and every model fallback or reroute."""
     run = parse_or_404(RunId, run_id, NOT_FOUND)

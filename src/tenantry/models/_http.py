@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import dataclasses
+import functools
 import time
 import zlib
 from collections.abc import Iterator
 from typing import Any, ClassVar, Protocol
 
+import anyio
 import httpx2
 import orjson
 
@@ -29,6 +32,37 @@ def reading_reply() -> Iterator[None]:
     except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, ValueError,
             AttributeError) as exc:
         raise MalformedReply(f"cannot read the provider's reply: {exc!r}"[:300]) from exc
+
+
+@functools.cache
+def load_async_backend() -> None:
+    """Load what the HTTP client's connection pool loads on its first request of the process
+    (anyio's asyncio backend, on creating its first event): ~14 ms of a process's first
+    model call otherwise, counted as the provider's time. Call it in the running loop."""
+    anyio.Event()
+
+
+class _ConnectTimer:
+    """The HTTP transport's trace hook: the time one request spent opening its connection
+    (TCP connect and TLS handshake; nothing on a pooled one), so the trace can count it as
+    the gateway's set-up rather than the provider's answer."""
+
+    __slots__ = ("_since", "ms")
+
+    _OPENING = frozenset({"connection.connect_tcp.started", "connection.start_tls.started"})
+    _OPENED = frozenset({"connection.connect_tcp.complete", "connection.connect_tcp.failed",
+                         "connection.start_tls.complete", "connection.start_tls.failed"})
+
+    def __init__(self) -> None:
+        self._since = 0.0
+        self.ms = 0.0
+
+    async def __call__(self, name: str, info: dict[str, Any]) -> None:
+        if name in self._OPENING:
+            self._since = time.perf_counter()
+        elif name in self._OPENED and self._since:
+            self.ms += (time.perf_counter() - self._since) * 1000
+            self._since = 0.0
 
 
 class ReplyParser(Protocol):
@@ -77,16 +111,21 @@ class HttpProviderClient(abc.ABC):
 
     async def complete(self, request: ModelRequest) -> ModelReply:
         started = time.perf_counter()
+        connecting = _ConnectTimer()
         response = await self._send(
             "POST", self.completions_path, request.run_key,
             content=orjson.dumps(self._body(request)),
             headers={"Content-Type": "application/json"},
+            extensions={"trace": connecting},
         )
-        return self.parse_reply(
+        reply = self.parse_reply(
             response.content, model=request.model, provider=self.provider,
             account=self.account, latency_ms=(time.perf_counter() - started) * 1000,
             rate_limits=parse_rate_limits(self.wire, response.headers),
         )
+        if connecting.ms:
+            reply = dataclasses.replace(reply, connect_ms=connecting.ms)
+        return reply
 
     async def probe(self) -> None:
         await self._send("GET", self.models_path, "")

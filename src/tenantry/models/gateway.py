@@ -36,6 +36,7 @@ from tenantry.errors import TenantryError
 from tenantry.ids import TenantId
 from tenantry.ledger.tokens import estimate_tokens
 from tenantry.models import accounts as account_store
+from tenantry.models._http import load_async_backend
 from tenantry.models.accounts import ModelAccount
 from tenantry.models.capacity import AccountCapacity
 from tenantry.models.errors import (
@@ -117,6 +118,7 @@ class _Route:
     capacity: AccountCapacity
     client: ProviderClient | None = None
     credential_read_at: float = 0.0
+    warmed: bool = False  # its client was built ahead of its first call (or tried to be)
     probing: bool = False
     probe_after: float = 0.0  # monotonic: no probe before then
     # Runs woken to probe the account with their real call: for which opening of the
@@ -173,7 +175,7 @@ class ModelGateway:
     # -- lifecycle --------------------------------------------------------------------
 
     async def __aenter__(self) -> Self:
-        await self.refresh()
+        await self.refresh()  # builds the accounts' clients too (_warm)
         self._tasks = [asyncio.create_task(self._refresh_loop(), name="model-accounts"),
                        asyncio.create_task(self._probe_loop(), name="model-probes")]
         return self
@@ -192,17 +194,39 @@ class ModelGateway:
     async def refresh(self) -> None:
         """Re-read the registered accounts (new ones appear, disabled ones go)."""
         if self._load is None:
+            await self._warm()
             return
         try:
             registered = list(await self._load())
         except DATABASE_DOWN as exc:
             if self._db is not None:
                 self._db.outage.failed("model accounts refresh", exc)
+            await self._warm()  # the configured accounts need no database
             return
         retired = self._set_accounts([*registered,
                                       *(a for a, _ in self._implicit.values())])
         for route in retired:
             await self._close_client(route)
+        await self._warm()
+
+    async def _warm(self) -> None:
+        """Build each new account's client now rather than in its first call, which would
+        wait for it: 32 HTTP transports, the process's TLS context (the CA bundle), the
+        wire module and the HTTP stack's async backend — 0.1 s of a process's first call
+        (benchmarks/first_model_call.py), 0.7 s before the TLS context was shared. Only
+        accounts whose key needs no vault read: building their client never suspends, so
+        no call can race it (a vault account's client stays lazy)."""
+        load_async_backend()
+        for route in list(self._routes.values()):
+            account = route.account
+            if route.warmed or route.client is not None or account.secret_name is not None:
+                continue
+            route.warmed = True
+            try:
+                await self._client(route, account.tenant or "")
+            except AccountUnusable as exc:  # its calls will say so (and mark it failing)
+                logger.info("model account client not built at start: %s", exc.detail,
+                            extra={"account": account.account_id})
 
     async def _load_registered(self) -> Sequence[ModelAccount]:
         assert self._db is not None

@@ -65,6 +65,9 @@ class ModelReply:
     # provider echoed back, if different, is ``provider_model``.
     model: str
     latency_ms: float = 0.0
+    # The part of latency_ms spent opening a connection (TCP connect, TLS handshake): the
+    # gateway's set-up, not the provider's answer; 0 on a pooled connection.
+    connect_ms: float = 0.0
     provider_model: str = ""
     rate_limits: RateLimitInfo | None = None
     # Set by the gateway when this reply came from another account or model than the run's

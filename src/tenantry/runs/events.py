@@ -169,6 +169,9 @@ class ModelReplied(Payload):
     latency_ms: float
     waited_ms: float | None = None  # the whole gateway call; older events lack it
     prompt_sha256: str | None = None
+    # The part of latency_ms spent opening the connection (the trace counts it as the
+    # gateway's); absent on a pooled connection and in events written before it existed.
+    connect_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -85,7 +85,8 @@ async def call_model(d: RunDriver) -> float:
         reply.provider, reply.account, reply.model, cost, billed.version,
         round(reply.latency_ms, 3),
         # The whole gateway call: retries, backoff and other accounts included.
-        waited_ms=round(waited, 3), prompt_sha256=conversation.prompt_digest(messages)))
+        waited_ms=round(waited, 3), prompt_sha256=conversation.prompt_digest(messages),
+        connect_ms=round(reply.connect_ms, 3) or None))
     assert d.agent is not None
     fact = budget.UsageFact(
         seq=0, agent=d.agent, agent_version=d.agent_version, provider=reply.provider,

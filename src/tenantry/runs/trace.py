@@ -3,16 +3,25 @@ event log only — so it is the same on any API replica and survives any worker 
 
 ``spans`` partition ``[created_at, ended_at or now]`` contiguously: each span starts where
 the previous one ended, and their durations add up to ``wall_ms`` (exactly, in integer
-microseconds, before each is rounded to 0.001 ms for the JSON). Every gap between two
-consecutive *transactions* of the log is attributed to one cause:
+microseconds, before each is rounded to 0.001 ms for the JSON). Spans come from when
+things happened — the claim (the row's ``started_at``), each call's end (the transaction
+that saved it) and its length as the worker measured it — not from the order of the log:
+an event another writer appended during a call or in the queue (FOREIGN: a cancel
+request, a signal) is no boundary; it only ends a wait (an approval decided, an activity
+returned, a parked task signalled) or, written with RunCancelled, the run. Every gap between
+two consecutive transactions of the run's own writers is attributed to one cause:
 
 - ``queue``: from RunCreated to the first claim (the run row's ``started_at``), and, after an
   approval was decided, the time until a worker took the run back (this also holds the few
   milliseconds of that worker loading the run);
-- ``model``: the time the worker waited on the model gateway for a ModelReplied
-  (``waited_ms``: retries, backoff and other accounts included; ``latency_ms``, the
-  answering provider's own time, for events written before ``waited_ms`` existed), ending
-  at its event (a ModelFallback/ModelRerouted written with it shares its transaction);
+- ``gateway`` then ``model``: one ModelReplied's ``waited_ms`` (the worker's whole wait on
+  the model gateway), ending at its event (a ModelFallback/ModelRerouted written with it
+  shares its transaction), split into the answering provider's own time (the ``model``
+  span, last: the answer came at its end — ``latency_ms`` less ``connect_ms``, the part it
+  spent opening a connection) and the gateway's part before it (``gateway``: its capacity
+  gate, building a client, opening the connection, attempts that failed, backoff, other
+  accounts and models tried). Events written before ``waited_ms`` existed give ``model``
+  only, of ``latency_ms``;
 - ``tool``: a ToolCompleted's ``duration_ms``, ending at its event (for built-in code tools
   ``detail.sandbox`` carries backend, id, warm, ready_ms, exec_ms; ``totals.sandbox_ms`` sums
   exec_ms — it is part of tool time, not a separate slice of the partition);
@@ -28,13 +37,13 @@ How exact it is: ``run_events.created_at`` is ``now()`` — the *start* of the t
 that appended the event — so events of one transaction share a timestamp and an event's
 time is when its writer began saving it (just after the model or tool returned). Model and
 tool durations are the worker's own measurements; when one is longer than its gap (clock
-skew between worker and database, or another writer's transaction — a cancel request —
-landing during the call) it is clamped to the gap, never overlapping or going negative.
+skew between worker and database) it is clamped to the gap, never overlapping or going
+negative (``gateway`` is clamped before ``model``).
 Transactions that committed out of start order are clamped to zero-length gaps. So the
 partition is exact, and the attribution within a step is good to a few milliseconds (the
 database round trips around each call). A running run's last span runs to "now" and is
 ``platform`` labelled ``in progress`` (a model or tool call in flight is not in the log
-yet).
+yet), after its queue wait if nothing is written since its claim.
 
 ``egress_refused`` sums the EgressRefused events: egress attempts the run's sandbox had
 refused, in total and by reason code."""
@@ -73,7 +82,7 @@ Q = load(__package__, "trace.sql")
 
 #: A trace reads at most this many events (a run of ~15 steps writes ~50).
 MAX_TRACE_EVENTS = 100_000
-SPAN_KINDS = ("queue", "platform", "model", "tool", "approval", "parked")
+SPAN_KINDS = ("queue", "platform", "gateway", "model", "tool", "approval", "parked")
 #: Events written by someone other than the run's worker (the API, a person): the run was
 #: not necessarily being driven in the gap before them.
 FOREIGN = frozenset({EventType.CANCEL_REQUESTED, EventType.APPROVAL_DECIDED,
@@ -84,6 +93,12 @@ _US = timedelta(microseconds=1)
 
 def _ms(us: int) -> float:
     return round(us / 1000, 3)
+
+
+def _us(ms: float) -> int:
+    """Recorded milliseconds as whole microseconds (rounded: 4.097 ms is 4097 µs, not the
+    4096 that truncating its binary fraction would give)."""
+    return max(round(float(ms) * 1000), 0)
 
 
 @dataclass(slots=True)
@@ -146,7 +161,8 @@ def _model_detail(reply: ModelReplied) -> dict[str, Any]:
     return {"provider": reply.provider, "account": reply.account,
             "model": reply.model, "input_tokens": inp, "output_tokens": out,
             "tokens": inp + out, "cost_micros": int(reply.cost_micros),
-            "latency_ms": reply.latency_ms, "waited_ms": reply.waited_ms}
+            "latency_ms": reply.latency_ms, "waited_ms": reply.waited_ms,
+            "connect_ms": reply.connect_ms}
 
 
 def _tool_detail(done: ToolCompleted) -> dict[str, Any]:
@@ -214,34 +230,54 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
     for group in _groups(body):
         at = min(max((group[0].created_at - created) // _US, b.cursor), end)
         foreign = group[0].type in FOREIGN
+        ends_run = any(e.type in TERMINAL_EVENTS for e in group)
         main = next((e for e in group if e.type in (EventType.MODEL_REPLIED,
                                                     EventType.TOOL_COMPLETED,
                                                     EventType.ACTIVITY_ATTEMPTED)), group[0])
+        if foreign and waiting is None and not ends_run:
+            # Appended by someone else while the run was queued or being driven — a cancel
+            # request or a signal during a model call: not a boundary of the run's time (the
+            # call's span ends at its own reply, and the queue at the claim).
+            continue
         if waiting is not None:
-            # Whatever ends a wait (a decision, the claim after a park, a cancel) closes it.
+            # Whatever ends a wait (a decision, the claim after a park, a signal to a parked
+            # task, a cancel with its RunCancelled) closes it.
             if isinstance(decided := _typed(group[0]), ApprovalDecided):
                 waiting.detail["decision"] = decided.decision
             if isinstance(returned := _typed(group[0]), ActivityReturned):
                 waiting.detail["status"] = returned.status
             b.add(waiting.kind, at, waiting.seq, waiting.label, waiting.detail)
             waiting = None
+        elif foreign:
+            # The API ended a run no worker held (a cancel of a queued or requeued run).
+            if not claimed or requeued:
+                b.add("queue", at, group[0].seq,
+                      f"queued after {after}" if claimed else "queued")
+            else:
+                b.add("platform", at, group[0].seq, f"platform: {group[0].type}")
         else:
             external = _external(group)
-            ext_us = min(int((external[2] if external else 0.0) * 1000), at - b.cursor)
+            ext_us = min(_us(external[2] if external else 0.0), at - b.cursor)
             ext_start = at - ext_us
             if not claimed or requeued:
                 label = "queued" if not claimed else f"queued after {after}"
                 queue_end = ext_start
-                if not claimed and started is not None and not foreign:
+                if not claimed and started is not None:
                     queue_end = min(max(started, b.cursor), ext_start)
-                elif not claimed and not foreign and started is None:
+                elif not claimed:
                     queue_end = b.cursor  # claimed, but the row does not say when
                 b.add("queue", queue_end, main.seq, label)
             b.add("platform", ext_start, main.seq, f"platform: {main.type}")
             match external:
                 case (seq, ModelReplied() as reply, _):
-                    b.add("model", at, seq, f"{reply.model} via {reply.account}",
-                          _model_detail(reply), keep_empty=True)
+                    # The answering provider's own time comes last; before it, the gateway's
+                    # (capacity gate, client set-up, failed attempts, backoff, other accounts).
+                    provider_us = min(max(_us(reply.latency_ms or 0.0)
+                                          - _us(reply.connect_ms or 0.0), 0), ext_us)
+                    detail = _model_detail(reply)
+                    b.add("gateway", at - provider_us, seq, f"gateway: {reply.model}", dict(detail))
+                    b.add("model", at, seq, f"{reply.model} via {reply.account}", detail,
+                          keep_empty=True)
                 case (seq, ToolCompleted() as done, _):
                     b.add("tool", at, seq, done.tool, _tool_detail(done), keep_empty=True)
                 case (seq, ActivityAttempted() as attempted, _):
@@ -266,7 +302,7 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
                                       "from": from_, "to": to, "reason": reason})
                 case ToolCompleted(sandbox=dict() as box):
                     sandbox = sandbox or {"backend": box.get("backend")}
-                    sandbox_us += int(float(box.get("exec_ms") or 0.0) * 1000)
+                    sandbox_us += _us(box.get("exec_ms") or 0.0)
                     # The run's cost counts its sandbox time (the run row's cost does too).
                     tokens["sandbox_cost_micros"] += int(box.get("cost_micros") or 0)
                     tokens["cost_micros"] += int(box.get("cost_micros") or 0)
@@ -294,12 +330,17 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
     if b.cursor < end:
         if waiting is not None:
             b.add(waiting.kind, end, waiting.seq, waiting.label, waiting.detail)
-        elif not claimed or requeued or row["status"] == "queued":
+        elif requeued or row["status"] == "queued":
             b.add("queue", end, last_seq, "queued")
+        elif not claimed:
+            # Claimed (the row says when) but nothing written yet: its first call is in
+            # flight, not in the queue.
+            b.add("queue", started if started is not None else end, last_seq, "queued")
+            b.add("platform", end, last_seq, "in progress")
         else:
             b.add("platform", end, last_seq, "in progress")
     totals: dict[str, Any] = {f"{kind}_ms": _ms(b.totals[kind]) for kind in
-                              ("platform", "model", "tool")}
+                              ("platform", "gateway", "model", "tool")}
     totals["sandbox_ms"] = _ms(sandbox_us)
     totals.update({f"{kind}_ms": _ms(b.totals[kind]) for kind in
                    ("queue", "approval", "parked")})

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 MAX_SPANS = 400  # bounded page: a run of thousands of steps shows its first spans
-KINDS = ("queue", "platform", "model", "tool", "sandbox", "approval", "parked")
-TOTALS = (("platform_ms", "platform"), ("model_ms", "model"), ("tool_ms", "tool"),
+KINDS = ("queue", "platform", "gateway", "model", "tool", "sandbox", "approval", "parked")
+TOTALS = (("platform_ms", "platform"), ("gateway_ms", "model gateway"),
+          ("model_ms", "model provider"), ("tool_ms", "tool"),
           ("sandbox_ms", "sandbox (within tool)"), ("queue_ms", "queue"),
           ("approval_ms", "approval wait"), ("parked_ms", "parked"))
 
