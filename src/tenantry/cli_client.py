@@ -1,11 +1,13 @@
 """CLI conveniences that talk to a running platform over its HTTP API, as a tenant (API key)
-or as the operator: ``tenantry runs tail``, ``tenantry runs list``, ``tenantry usage``.
+or as the operator: ``tenantry runs tail``, ``tenantry runs wait``, ``tenantry runs list``,
+``tenantry usage``.
 
 They use only the public API, so they work against any deployment the caller can reach."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import datetime
 from typing import Annotated, Any, NoReturn
 
@@ -22,6 +24,7 @@ from tenantry.runs.events import (
     RunFailed,
     RunFinished,
     RunParked,
+    RunStatus,
     ToolCompleted,
     parse,
 )
@@ -133,6 +136,61 @@ def tail(run_id: str, url: Url = DEFAULT_URL, api_key: ApiKey = None) -> None:
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     except OSError as exc:
+        _fail(f"cannot reach {url}: {exc}")
+
+
+# How often `runs wait` reads the run: a status is one indexed row, and a person waiting
+# at a shell prompt does not notice a fifth of a second.
+WAIT_POLL_SECONDS = 0.2
+
+
+@runs_app.command("wait")
+def wait(
+    run_id: str, url: Url = DEFAULT_URL, api_key: ApiKey = None,
+    status: Annotated[list[str] | None, typer.Option(
+        "--status", help="The status to wait for (repeat for any of several): queued, "
+                         "running, waiting, finished, failed or cancelled. "
+                         "Default: finished.")] = None,
+    timeout: Annotated[float, typer.Option(
+        min=0, help="Give up after this many seconds (exit status 1).")] = 60.0,
+) -> None:
+    """Wait until a run has a status (default: finished), then print it.
+
+    Exit status 0 once it has; 1 on timeout, or when the run ended in another status (it
+    cannot reach the one asked for), printing the status it has; 2 on bad input."""
+    import httpx2
+
+    valid = {s.value for s in RunStatus}
+    wanted = {s.strip().lower() for s in status or ["finished"]}
+    if not wanted <= valid:
+        _fail(f"--status {', '.join(sorted(wanted - valid))}: not a run status "
+              f"(one of {', '.join(s.value for s in RunStatus)})")
+    headers = _headers(api_key)
+    deadline = time.monotonic() + timeout
+    try:
+        with httpx2.Client(base_url=url, headers=headers, timeout=10) as client:
+            while True:
+                response = client.get(f"/v1/runs/{run_id}")
+                if response.status_code != 200:
+                    _problem(response)
+                current = str(response.json()["status"])
+                if current in wanted:
+                    typer.echo(current)
+                    raise typer.Exit(0)
+                if RunStatus(current).terminal:
+                    typer.secho(f"{current} (ended; not {' or '.join(sorted(wanted))})",
+                                err=True)
+                    typer.echo(current)
+                    raise typer.Exit(1)
+                if time.monotonic() >= deadline:
+                    typer.secho(f"timed out after {timeout:g} s; the run is {current}",
+                                err=True)
+                    typer.echo(current)
+                    raise typer.Exit(1)
+                time.sleep(min(WAIT_POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    except (OSError, httpx2.TransportError) as exc:
         _fail(f"cannot reach {url}: {exc}")
 
 

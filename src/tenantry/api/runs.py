@@ -375,10 +375,15 @@ async def first_events(
 async def _woken(wake: asyncio.Event, closing: asyncio.Event) -> bool:
     """Wait for new events or shutdown; False when the keepalive interval passed first."""
     waiters = {asyncio.ensure_future(wake.wait()), asyncio.ensure_future(closing.wait())}
-    done, pending = await asyncio.wait(waiters, timeout=KEEPALIVE_SECONDS,
-                                       return_when=asyncio.FIRST_COMPLETED)
-    for waiter in pending:
-        waiter.cancel()
+    try:
+        done, _ = await asyncio.wait(waiters, timeout=KEEPALIVE_SECONDS,
+                                     return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        # Also when the client went away and the stream is cancelled mid-wait: a waiter
+        # left pending on the dropped `wake` is garbage-collected as "Task was destroyed
+        # but it is pending!" (and one on `closing` would live until shutdown).
+        for waiter in waiters:
+            waiter.cancel()
     return bool(done)
 
 

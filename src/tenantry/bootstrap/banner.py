@@ -8,6 +8,9 @@ import shlex
 from tenantry import __version__
 from tenantry.bootstrap.demo import Demo
 
+KEY_NOTES = {"new": "", "kept": "  (the same as the last start: kept in the data dir)",
+             "rotated": "  (NEW: the kept key no longer worked and was replaced)"}
+
 
 def banner(base: str, token: str | None, demo: Demo | None, db_kind: str,
            warnings: list[str] | None = None, *, running: list[str] | None = None) -> str:
@@ -21,7 +24,7 @@ def banner(base: str, token: str | None, demo: Demo | None, db_kind: str,
         body = shlex.quote(f'{{"agent_id": "{demo.agent_id}", "input": "Hello from the demo"}}')
         auth = f"-H 'Authorization: Bearer {demo.api_key}'"
         lines += [
-            f"demo tenant: {demo.tenant}  api key: {demo.api_key}",
+            f"demo tenant: {demo.tenant}  api key: {demo.api_key}{KEY_NOTES[demo.key_is]}",
             "start a demo run:",
             f"  curl -s -X POST {base}/v1/runs {auth} -H 'Content-Type: application/json' "
             f"-d {body}",

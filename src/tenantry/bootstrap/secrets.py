@@ -19,7 +19,7 @@ def operator_token(settings: Settings) -> str:
         return path.read_text().strip()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     token = "op_" + secrets.token_urlsafe(32)
-    _write_private(path, token)
+    write_private(path, token)
     return token
 
 
@@ -35,7 +35,7 @@ def master_key(settings: Settings, *, create: bool = False) -> MasterKey | None:
         return None
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     key = MasterKey.generate()
-    _write_private(path, key.encoded())
+    write_private(path, key.encoded())
     return key
 
 
@@ -49,7 +49,8 @@ def replace_dev_key(settings: Settings, new: MasterKey) -> bool:
     return True
 
 
-def _write_private(path: Path, text: str) -> None:
+def write_private(path: Path, text: str) -> None:
+    """``text`` into ``path``, readable by this user only, replaced atomically."""
     tmp = path.with_suffix(".tmp")
     tmp.touch(mode=0o600)
     tmp.write_text(text)

@@ -7,6 +7,9 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
+import contextvars
+import logging
+import signal
 import socket
 from collections.abc import Generator
 from types import TracebackType
@@ -14,6 +17,24 @@ from typing import Self
 
 import uvicorn
 from starlette.types import ASGIApp
+
+# Set in the tasks of a server embedded in another process's loop: uvicorn logs its
+# start-up and shutdown lines ("Started server process", "Application startup complete")
+# on the shared `uvicorn.error` logger, where they read as the host API's, twice.
+_embedded = contextvars.ContextVar("tenantry_loopback_embedded", default=False)
+
+
+class _QuietEmbedded(logging.Filter):
+    """Drops an embedded server's routine uvicorn lines; its warnings and errors stay."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or not _embedded.get()
+
+
+def _quiet_embedded_servers() -> None:
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, _QuietEmbedded) for f in uvicorn_log.filters):
+        uvicorn_log.addFilter(_QuietEmbedded())
 
 
 class _Server(uvicorn.Server):
@@ -24,12 +45,25 @@ class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
         # Embedded in another loop (the platform's, a test's), uvicorn must not take over
-        # the host's SIGINT/SIGTERM.
-        if self._handle_signals:
-            with super().capture_signals():
-                yield
-        else:
+        # the host's SIGINT/SIGTERM. As a process's main thing, SIGINT/SIGTERM stop it and
+        # the process ends normally: uvicorn's own capture re-raises the signal once
+        # stopped, which ends `asyncio.run` in a KeyboardInterrupt traceback.
+        if not self._handle_signals:
             yield
+            return
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self._exit_on, sig)
+        try:
+            yield
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+
+    def _exit_on(self, sig: int) -> None:
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True  # a second Ctrl-C: do not wait for requests in flight
+        self.should_exit = True
 
 
 class LoopbackServer:
@@ -62,11 +96,18 @@ class LoopbackServer:
                                 timeout_graceful_shutdown=grace_s, timeout_keep_alive=30)
         self._server = _Server(config, handle_signals=handle_signals)
         self._task: asyncio.Task[None] | None = None
+        self._embedded = not handle_signals
+        if self._embedded:
+            _quiet_embedded_servers()
 
     async def start(self) -> None:
         if self._task is not None:
             raise RuntimeError("server already started")
-        self._task = asyncio.create_task(self._server.serve(sockets=[self._socket]))
+        # The server's tasks (connections, lifespan) inherit this context.
+        context = contextvars.copy_context()
+        context.run(_embedded.set, self._embedded)
+        self._task = asyncio.create_task(self._server.serve(sockets=[self._socket]),
+                                         context=context)
         while not self._server.started:
             if self._task.done():
                 # Startup failed (uvicorn exits with SystemExit): surface it as an error.

@@ -19,6 +19,7 @@ provider's belongs to an account: a run that moves to another account loses it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import uuid
 from collections.abc import Mapping
@@ -67,6 +68,7 @@ class ScriptedModelServer(LoopbackService):
         super().__init__(host=host, port=port, handle_signals=handle_signals)
         self._wire: Wire = wire if wire is not None else OpenAIWire()
         self._cache = PromptCache()
+        self._stopping = asyncio.Event()
         self.app = Starlette(routes=self._routes())
 
     @property
@@ -76,6 +78,17 @@ class ScriptedModelServer(LoopbackService):
 
     def _app(self) -> ASGIApp:
         return self.app
+
+    async def start(self) -> None:
+        self._stopping = asyncio.Event()
+        await super().start()
+
+    async def stop(self) -> None:
+        # A scripted delay ends now: its caller is gone or going (the worker cancelled its
+        # call), and a reply still sleeping past the shutdown grace would be cancelled by
+        # uvicorn with an ERROR traceback in the platform's log.
+        self._stopping.set()
+        await super().stop()
 
     def _routes(self) -> list[BaseRoute]:
         return [Route(self._wire.chat_path, self._chat, methods=["POST"]),
@@ -115,10 +128,16 @@ class ScriptedModelServer(LoopbackService):
         except ScriptError as exc:
             return wire.error(400, exc.detail, param="messages")
 
-        if reply.delay_ms:
-            await asyncio.sleep(reply.delay_ms / 1000)
+        if reply.delay_ms and not await self._delay(reply.delay_ms / 1000):
+            return wire.error(503, "The server is shutting down.")
         completion_id = f"{wire.id_prefix}{uuid.uuid4().hex[:24]}"
         return self._complete(completion_id, chat, reply)
+
+    async def _delay(self, seconds: float) -> bool:
+        """Sleep ``seconds``; False if the server began stopping first."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+        return not self._stopping.is_set()
 
     def _complete(self, completion_id: str, chat: Chat, reply: Reply) -> Response:
         cached = min(self._cache.serve(chat), reply.usage.prompt_tokens)

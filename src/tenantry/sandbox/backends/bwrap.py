@@ -34,7 +34,7 @@ from tenantry.sandbox.backends.child import (
     require_binary,
     stdio_channels,
 )
-from tenantry.sandbox.backends.orphans import process_dir, reap_dead
+from tenantry.sandbox.backends.orphans import process_dir, reap_dead, release_process_dir
 from tenantry.sandbox.backends.registry import Backstop
 from tenantry.sandbox.backends.seccomp import deny_list_program
 from tenantry.sandbox.backends.uids import UidAllocator, UidLease
@@ -236,6 +236,7 @@ class BwrapBackend:
         for instance in list(self._instances.values()):
             await instance.destroy()
         self.backstop.close()
+        release_process_dir(self.process_dir)  # the last of this process's backends
 
 
 async def _cleanup(directory: Path | None, cgroup: CgroupV1 | None,

@@ -40,7 +40,7 @@ from tenantry.sandbox.backends.child import (
     require_binary,
     stdio_channels,
 )
-from tenantry.sandbox.backends.orphans import process_dir, reap_dead
+from tenantry.sandbox.backends.orphans import process_dir, reap_dead, release_process_dir
 from tenantry.sandbox.backends.registry import Backstop
 from tenantry.sandbox.channel import AgentChannel
 from tenantry.sandbox.egress.port import EgressPort
@@ -327,8 +327,8 @@ class GvisorBackend:
         for instance in list(self._instances.values()):
             await instance.destroy()
         self.backstop.close()
-        # The (now empty) process folder stays: another backend of this process may share
-        # it; it is removed once this process is gone (orphans.reap_dead).
+        # Shared with the other backends of this process: the last to close removes it.
+        release_process_dir(self.process_dir)
 
 
 def _memory_bytes(limits: Limits) -> int:

@@ -49,7 +49,7 @@ from tenantry.sandbox.backends.microvm_host import (
     sealed_copy,
     template_lock,
 )
-from tenantry.sandbox.backends.orphans import process_dir, reap_dead
+from tenantry.sandbox.backends.orphans import process_dir, reap_dead, release_process_dir
 from tenantry.sandbox.backends.qmp import QmpClient, QmpError
 from tenantry.sandbox.backends.registry import Backstop
 from tenantry.sandbox.backends.uids import UidAllocator, UidLease
@@ -263,6 +263,7 @@ class MicroVmBackend:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._rams.clear()
+        release_process_dir(self.process_dir)  # the last of this process's backends
 
     # -- template ----------------------------------------------------------------------
 

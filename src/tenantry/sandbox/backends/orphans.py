@@ -3,7 +3,8 @@
 Each worker process keeps its sandboxes' host folders under ``proc-<its pid>``; a backend
 starting on the host removes the folders of processes that no longer exist (after the
 backend-specific ``cleanup``, e.g. deleting gVisor containers that outlived their worker).
-A live process's folder is never touched, whoever it belongs to."""
+A live process's folder is never touched, whoever it belongs to. A clean shutdown removes
+its own folder (:func:`release_process_dir`), so the next start has nothing to reap."""
 
 from __future__ import annotations
 
@@ -17,6 +18,11 @@ logger = logging.getLogger(__name__)
 
 PREFIX = "proc-"
 
+# This process's folders and how many backends hold each: in `tenantry up` the worker's
+# sandbox manager and the activity dispatcher share one, and the last to close removes it.
+# Process-wide by nature (the folder is named after the process).
+_holders: dict[Path, int] = {}
+
 
 def process_dir(parent: Path, *, mode: int = 0o700) -> Path:
     """This process's folder under ``parent`` (created)."""
@@ -24,7 +30,19 @@ def process_dir(parent: Path, *, mode: int = 0o700) -> Path:
     home = parent / f"{PREFIX}{os.getpid()}"
     home.mkdir(mode=mode, exist_ok=True)
     home.chmod(mode)
+    _holders[home] = _holders.get(home, 0) + 1
     return home
+
+
+def release_process_dir(home: Path) -> None:
+    """A backend that closed cleanly gives up ``home`` (from :func:`process_dir`); the last
+    holder removes it — what is left in it belonged to sandboxes already destroyed."""
+    left = _holders.get(home, 0) - 1
+    if left > 0:
+        _holders[home] = left
+        return
+    _holders.pop(home, None)
+    shutil.rmtree(home, ignore_errors=True)
 
 
 def reap_dead(parent: Path, cleanup: Callable[[Path], None] | None = None) -> int:
