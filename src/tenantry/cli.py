@@ -11,19 +11,23 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 import typer
 
 from tenantry import __version__
+from tenantry.cli_help import App
+from tenantry.config import Settings
 
 if TYPE_CHECKING:
-    from tenantry.config import Settings
     from tenantry.runs.replay import RecordedRun
 
 T = TypeVar("T")
 
-app = typer.Typer(
+app = App(
     name="tenantry",
     help="Run AI agents for other companies: durable runs, fair scheduling, tenant isolation.",
-    no_args_is_help=True,
     add_completion=False,
 )
+
+# Options left unset defer to Settings (and so to its environment variables): their help
+# shows the default Settings would take.
+_DEFAULT = Settings()
 
 DatabaseUrl = Annotated[
     str | None,
@@ -39,10 +43,15 @@ ConsoleDatabaseUrl = Annotated[
 DataDir = Annotated[
     Path | None,
     typer.Option("--data-dir", envvar="TENANTRY_DATA_DIR",
-                 help="Embedded Postgres, blob store, sandbox images."),
+                 help="Embedded Postgres, blob store, sandbox images.",
+                 show_default="$XDG_DATA_HOME/tenantry or ~/.local/share/tenantry"),
 ]
-Host = Annotated[str | None, typer.Option("--host", envvar="TENANTRY_HOST")]
-Port = Annotated[int | None, typer.Option("--port", envvar="TENANTRY_PORT")]
+Host = Annotated[str | None, typer.Option(
+    "--host", envvar="TENANTRY_HOST", show_default=_DEFAULT.host,
+    help="Address the API and the console listen on (0.0.0.0: every interface).")]
+Port = Annotated[int | None, typer.Option(
+    "--port", envvar="TENANTRY_PORT", show_default=str(_DEFAULT.port),
+    help="Port the API and the console listen on.")]
 OperatorToken = Annotated[
     str | None,
     typer.Option("--operator-token", envvar="TENANTRY_OPERATOR_TOKEN",
@@ -85,13 +94,15 @@ ModelBaseUrl = Annotated[
 Concurrency = Annotated[
     int | None,
     typer.Option("--concurrency", envvar="TENANTRY_WORKER_CONCURRENCY",
-                 help="Runs one worker process holds at once."),
+                 help="Runs one worker process holds at once.",
+                 show_default=str(_DEFAULT.worker_concurrency)),
 ]
 # Shedding levels (ADR 0008), in runs queued in the whole cell.
 MaxQueuedRuns = Annotated[
     int | None,
     typer.Option("--max-queued-runs", envvar="TENANTRY_MAX_QUEUED_RUNS",
-                 help="From this many queued runs every new run is refused (503)."),
+                 help="From this many queued runs every new run is refused (503).",
+                 show_default=str(_DEFAULT.max_queued_runs)),
 ]
 RefuseBatchRunsAt = Annotated[
     int | None,
@@ -110,23 +121,26 @@ MinBoundary = Annotated[
     str | None,
     typer.Option("--sandbox-min-boundary", envvar="TENANTRY_SANDBOX_MIN_BOUNDARY",
                  help="Weakest sandbox boundary a worker starts with: microvm, gvisor "
-                      "(default) or bwrap; `worker` refuses below it, `up` warns."),
+                      "or bwrap; `worker` refuses below it, `up` warns.",
+                 show_default=_DEFAULT.sandbox_min_boundary),
 ]
 SseMaxStreams = Annotated[
     int | None,
     typer.Option("--sse-max-streams", envvar="TENANTRY_SSE_MAX_STREAMS",
-                 help="Open event streams this process serves; past it 429 (default 1000)."),
+                 help="Open event streams this process serves; past it 429.",
+                 show_default=str(_DEFAULT.sse_max_streams)),
 ]
 SseMaxStreamsPerTenant = Annotated[
     int | None,
     typer.Option("--sse-max-streams-per-tenant", envvar="TENANTRY_SSE_MAX_STREAMS_PER_TENANT",
-                 help="Open event streams per tenant in this process; past it 429 "
-                      "(default 100)."),
+                 help="Open event streams per tenant in this process; past it 429.",
+                 show_default=str(_DEFAULT.sse_max_streams_per_tenant)),
 ]
 ConsoleSecureCookie = Annotated[
     str | None,
     typer.Option("--console-secure-cookie", envvar="TENANTRY_CONSOLE_SECURE_COOKIE",
-                 help="auto (Secure over https), true (always: behind a TLS proxy) or false."),
+                 help="auto (Secure over https), true (always: behind a TLS proxy) or false.",
+                 show_default=_DEFAULT.console_secure_cookie),
 ]
 
 
@@ -177,6 +191,7 @@ def activity_worker(
     slots: Annotated[int | None, typer.Option(
         "--slots", envvar="TENANTRY_ACTIVITY_WORKER_SLOTS",
         help="Activity attempts this process runs at once, one fresh sandbox each.",
+        show_default=str(_DEFAULT.activity_worker_slots),
     )] = None,
     sandbox_min_boundary: MinBoundary = None,
     metrics_port: Annotated[int | None, typer.Option(
@@ -203,8 +218,9 @@ def up(
     database_url: DatabaseUrl = None, data_dir: DataDir = None, host: Host = None,
     port: Port = None, operator_token: OperatorToken = None,
     concurrency: Concurrency = None, model_base_url: ModelBaseUrl = None,
-    workers: Annotated[int | None, typer.Option("--workers", envvar="TENANTRY_WORKERS",
-                                                help="Worker loops in this process.")] = None,
+    workers: Annotated[int | None, typer.Option(
+        "--workers", envvar="TENANTRY_WORKERS", help="Worker loops in this process.",
+        show_default=str(_DEFAULT.workers))] = None,
     max_queued_runs: MaxQueuedRuns = None, refuse_batch_runs_at: RefuseBatchRunsAt = None,
     delay_new_runs_at: DelayNewRunsAt = None, sandbox_min_boundary: MinBoundary = None,
     console_database_url: ConsoleDatabaseUrl = None,
@@ -307,7 +323,7 @@ def _report_replay(records: list[tuple[str, RecordedRun]]) -> None:
         raise typer.Exit(1)
 
 
-vault_app = typer.Typer(help="The secrets vault.", no_args_is_help=True)
+vault_app = App(help="The secrets vault.")
 app.add_typer(vault_app, name="vault")
 
 
@@ -346,7 +362,7 @@ def _client_commands() -> None:
 
 _client_commands()
 
-sandbox_app = typer.Typer(help="Sandboxes for model-written code.", no_args_is_help=True)
+sandbox_app = App(help="Sandboxes for model-written code.")
 app.add_typer(sandbox_app, name="sandbox")
 
 

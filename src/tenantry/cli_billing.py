@@ -11,9 +11,9 @@ from typing import Annotated, Any
 import typer
 
 from tenantry.cli_client import DEFAULT_URL, OperatorToken, Url, _fail, _problem
+from tenantry.cli_help import App
 
-billing_app = typer.Typer(help="Check billing against the providers' own usage reports "
-                               "(operator).", no_args_is_help=True)
+billing_app = App(help="Check billing against the providers' own usage reports (operator).")
 
 AdminKey = Annotated[str | None, typer.Option(
     "--admin-key", envvar="TENANTRY_PROVIDER_ADMIN_KEY", show_default=False,

@@ -13,6 +13,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
+from tenantry.cli_help import App
 from tenantry.runs.events import (
     ABSENT,
     ApprovalDecided,
@@ -29,7 +30,7 @@ from tenantry.runs.events import (
     parse,
 )
 
-runs_app = typer.Typer(help="Look at runs (as a tenant: TENANTRY_API_KEY).", no_args_is_help=True)
+runs_app = App(help="Look at runs (as a tenant: TENANTRY_API_KEY).")
 
 Url = Annotated[str, typer.Option("--url", envvar="TENANTRY_URL",
                                   help="The platform's API base URL.")]
@@ -82,10 +83,7 @@ def summarize(event: dict[str, Any]) -> str:
                     f"{reply.usage.get('output_tokens', 0)} tokens, "
                     f"{reply.latency_ms or 0:.0f} ms)")
         case ToolCompleted() as done:
-            outcome = "ok" if done.error is None else "error: " + str(done.error)[:60]
-            server = None if done.server is ABSENT else done.server
-            where = server or (done.sandbox or {}).get("backend") or ""
-            return f"{done.tool} [{where}] {outcome} ({done.duration_ms or 0:.0f} ms)"
+            return _tool_line(done)
         case ApprovalRequested(tool=tool, approval_id=approval_id):
             return f"{tool} waits for approval {approval_id}"
         case ApprovalDecided(decision=decision, comment=comment):
@@ -102,8 +100,27 @@ def summarize(event: dict[str, Any]) -> str:
     return ""
 
 
+def _tool_line(done: ToolCompleted) -> str:
+    if done.arguments is None:
+        # Refused before it was made (denied, expired, not allowed, bad arguments): no
+        # server, no time, and the reason is what the reader is after.
+        return f"{done.tool} refused: {str(done.error or 'no reason recorded')[:300]}"
+    server = None if done.server is ABSENT else done.server
+    where = server or (done.sandbox or {}).get("backend")
+    if done.outcome == "unknown":
+        outcome = "outcome unknown"
+    else:
+        outcome = "ok" if done.error is None else "error: " + str(done.error)[:100]
+    place = f" [{where}]" if where else ""
+    took = "" if done.duration_ms is None else f" ({done.duration_ms:.0f} ms)"
+    return f"{done.tool}{place} {outcome}{took}"
+
+
 @runs_app.command("tail")
-def tail(run_id: str, url: Url = DEFAULT_URL, api_key: ApiKey = None) -> None:
+def tail(
+    run_id: Annotated[str, typer.Argument(help="The run to follow (run_…).")],
+    url: Url = DEFAULT_URL, api_key: ApiKey = None,
+) -> None:
     """Follow a run's events live until it ends (Ctrl-C to stop watching)."""
     import httpx2
     import orjson
@@ -199,12 +216,10 @@ def list_runs(
     url: Url = DEFAULT_URL, api_key: ApiKey = None,
     status: Annotated[str | None, typer.Option(help="queued, running, waiting, finished, "
                                                "failed or cancelled")] = None,
-    limit: Annotated[int, typer.Option(min=1, max=200)] = 20,
+    limit: Annotated[int, typer.Option(min=1, max=200, help="How many runs.")] = 20,
 ) -> None:
     """The most recent runs, newest first."""
     import httpx2
-    from rich.console import Console
-    from rich.table import Table
 
     params: dict[str, Any] = {"limit": limit}
     if status:
@@ -215,14 +230,35 @@ def list_runs(
         _fail(f"cannot reach {url}: {exc}")
     if response.status_code != 200:
         _problem(response)
-    table = Table("run", "agent", "v", "status", "steps", "tokens in/out", "cost $",
-                  "created (UTC)")
-    for run in response.json()["data"]:
-        usage = run["usage"]
-        table.add_row(run["run_id"], run["agent_id"], str(run["version"]), run["status"],
-                      str(run["steps"]), f"{usage['input_tokens']}/{usage['output_tokens']}",
-                      f"{run['cost_micros'] / 1e6:.4f}", run["created_at"][:19])
-    Console().print(table)
+    rows = [[run["run_id"], run["agent_id"], str(run["version"]), run["status"],
+             str(run["steps"]), f"{run['usage']['input_tokens']}/"
+             f"{run['usage']['output_tokens']}", f"{run['cost_micros'] / 1e6:.4f}",
+             run["created_at"][:19]] for run in response.json()["data"]]
+    show_table(["run", "agent", "v", "status", "steps", "tokens in/out", "cost $",
+                "created (UTC)"], rows)
+
+
+def show_table(header: list[str], rows: list[list[str]], title: str | None = None) -> None:
+    """A table on a terminal; tab-separated lines (header first) into a pipe or a file,
+    where rich would squeeze the table to 80 columns and cut the ids short."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        if title:
+            typer.echo(title, err=True)
+        for line in [header, *rows]:
+            typer.echo("\t".join(line))
+        return
+    table = Table(title=title)
+    for index, name in enumerate(header):
+        # The first column holds ids: folded when the terminal is narrow, never cut.
+        table.add_column(name, overflow="fold" if index == 0 else "ellipsis",
+                         no_wrap=index != 0)
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
 
 
 def usage(
@@ -237,8 +273,6 @@ def usage(
     With an API key: your tenant's, optionally by agent or day. With the operator token:
     every tenant's."""
     import httpx2
-    from rich.console import Console
-    from rich.table import Table
 
     params = {k: v for k, v in {"from": from_, "to": to, "group_by": group_by}.items() if v}
     if api_key:
@@ -256,15 +290,15 @@ def usage(
         _problem(response)
     body = response.json()
     first = "tenant" if path.startswith("/admin") else (group_by or "total")
-    table = Table(first, "runs", "model calls", "input tokens", "cached", "output tokens",
-                  "model $", "sandbox s", "sandbox $")
+    rows: list[list[str]] = []
 
     def add(key: str, row: dict[str, Any]) -> None:
-        table.add_row(key, str(row["runs"]), str(row["calls"]), f"{row['input_tokens']:,}",
-                      f"{row['cached_input_tokens']:,}", f"{row['output_tokens']:,}",
-                      f"{row['cost_micros'] / 1e6:.4f}", f"{row['sandbox_ms'] / 1000:.1f}",
-                      f"{row['sandbox_cost_micros'] / 1e6:.4f}")
+        rows.append([key, str(row["runs"]), str(row["calls"]), f"{row['input_tokens']:,}",
+                     f"{row['cached_input_tokens']:,}", f"{row['output_tokens']:,}",
+                     f"{row['cost_micros'] / 1e6:.4f}", f"{row['sandbox_ms'] / 1000:.1f}",
+                     f"{row['sandbox_cost_micros'] / 1e6:.4f}"])
 
+    title = None
     if isinstance(body, list):
         for row in body:
             add(row["tenant_id"], row)
@@ -272,5 +306,6 @@ def usage(
         for row in body["groups"]:
             add(row["key"], row)
         add("total" if body["groups"] else body["tenant_id"], body["total"])
-        table.title = f"{body['tenant_id']}: {body['from']} → {body['to']}"
-    Console().print(table)
+        title = f"{body['tenant_id']}: {body['from']} → {body['to']}"
+    show_table([first, "runs", "model calls", "input tokens", "cached", "output tokens",
+                "model $", "sandbox s", "sandbox $"], rows, title)

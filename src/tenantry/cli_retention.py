@@ -13,9 +13,10 @@ import typer
 
 # Only the option types: cli.py registers this module before it defines its helpers.
 from tenantry.cli import DatabaseUrl, DataDir
+from tenantry.cli_help import App
 
-retention_app = typer.Typer(help="Retention: delete ended runs past their tenant's policy, "
-                                 "or erase a tenant.", no_args_is_help=True)
+retention_app = App(help="Retention: delete ended runs past their tenant's policy, or erase "
+                             "a tenant.")
 
 Batch = Annotated[int, typer.Option("--batch", min=1, max=10_000,
                                     help="Runs deleted per transaction.")]

@@ -1,8 +1,9 @@
 """The operator console in a real headless Chromium (Debian's, driven by Playwright): log in,
-watch a run's events arrive live, decide an approval from the inbox, and the refusals
-(wrong token, forged form). The API and a worker run in this process, as `tenantry up` runs
-them; the browser talks to the real loopback port. Screenshots go to
-test-artifacts/console/."""
+watch a run's page follow it live (events, status, answer, trace; payloads expand), decide
+an approval from the inbox, and the refusals (wrong token, forged form). The API and a
+worker run in this process, as `tenantry up` runs them; the browser talks to the real
+loopback port. Screenshots go to test-artifacts/console/, and the run page's to
+docs/how-to/images/."""
 
 from __future__ import annotations
 
@@ -27,12 +28,16 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "console"
+# docs/how-to/console.md shows these: made here, never by hand, so they show the console
+# as it is.
+DOC_IMAGES = Path(__file__).resolve().parents[2] / "docs" / "how-to" / "images"
 REFUND = "refund 120 EUR to order-9"
 
 
 @pytest.fixture(scope="session")
 def artifacts() -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    DOC_IMAGES.mkdir(parents=True, exist_ok=True)
     return ARTIFACTS
 
 
@@ -157,10 +162,26 @@ async def test_a_run_page_shows_new_events_live(
     assert r.status_code == 200, r.text
     await async_api.expect(page.locator('tr[data-type="ApprovalDecided"]')).to_have_count(1)
     await async_api.expect(page.locator('tr[data-type="RunFinished"]')).to_have_count(1)
-    await async_api.expect(page.locator("#run-status")).to_have_text("finished")
     await async_api.expect(page.locator("#stream-state")).to_have_text("(run ended)")
+    # The whole page follows, not only the event list: status, finished time, the
+    # approval's outcome, the answer and the trace.
+    await async_api.expect(page.locator("#run-status")).to_have_text("finished")
+    await async_api.expect(page.locator("#run-finished")).not_to_have_text("—")
+    card = page.locator(f'article[data-approval="{approval_id}"]')
+    await async_api.expect(card.locator(".status")).to_have_text("approved")
+    await async_api.expect(card.locator("form.decide")).to_have_count(0)
+    await async_api.expect(page.locator("#run-answer")).to_contain_text(f"applied {REFUND}")
+    await async_api.expect(page.locator("table.waterfall tr.k-approval")).to_have_count(1)
+    # Payloads expand to all of their data: one rendered with the page, one that came live.
+    asked = page.locator('tr[data-type="ApprovalRequested"] details.payload')
+    await asked.locator("summary").click()
+    await async_api.expect(asked.locator("pre")).to_contain_text(f'"note": "{REFUND}"')
+    ended = page.locator('tr[data-type="RunFinished"] details.payload')
+    await ended.locator("summary").click()
+    await async_api.expect(ended.locator("pre")).to_contain_text(f"applied {REFUND}")
     assert await page.evaluate("window.stayed === true")
     await shot(page, "run-live-finished")
+    await page.screenshot(path=str(DOC_IMAGES / "console-run.png"), full_page=True)
     # The runs list refreshed its status in place too.
     await async_api.expect(row).to_have_attribute("data-status", "finished")
     assert await listing.evaluate("document.readyState") == "complete"

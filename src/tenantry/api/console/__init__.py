@@ -1,7 +1,8 @@
 """The operator console: server-rendered pages at ``/console`` (docs/how-to/console.md).
 
 Pages are plain HTML with a small script for the live parts (the runs list re-fetches its
-rows; a run page follows the run's event stream over SSE). One module per page under
+rows; a run page follows the run's event stream over SSE and re-fetches its changing
+parts as events arrive). One module per page under
 ``pages/``; what they share is in view.py."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from tenantry.api.console.pages import (
     billing,
     login,
     models,
+    payloads,
     run,
     runs,
     sandboxes,
@@ -24,8 +26,8 @@ from tenantry.api.console.view import PREFIX, Console, LoginRequired, login_requ
 
 __all__ = ["Console", "install"]
 
-_PAGES = (assets, login, runs, run, approvals, tenants, models, billing, sandboxes,
-          activities)
+_PAGES = (assets, login, runs, run, payloads, approvals, tenants, models, billing,
+          sandboxes, activities)
 
 
 def install(app: FastAPI) -> None:

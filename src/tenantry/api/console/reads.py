@@ -222,3 +222,10 @@ async def _trace(conn: Connection, tenant: TenantId,
     if trace is None:
         return None, "No trace for this run yet."
     return trace, None
+
+
+async def event_at(db: Database, tenant: TenantId, run: RunId, seq: int) -> Event | None:
+    """One event of a run's log, read in its tenant's transaction; None if there is none."""
+    async with db.tenant_tx(tenant) as conn:
+        found = await log.read(conn, tenant, run, after=seq - 1, limit=1)
+    return found[0] if found and found[0].seq == seq else None

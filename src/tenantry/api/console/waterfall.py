@@ -32,7 +32,7 @@ class Waterfall:
     wall_ms: float
     bars: list[Bar]
     hidden: int  # spans beyond MAX_SPANS
-    totals: list[tuple[str, float]]
+    totals: list[tuple[str, float | None]]  # None: the trace has no such figure
     tokens: tuple[int, int]
     cost_micros: int
     sandbox_backend: str | None
@@ -41,6 +41,10 @@ class Waterfall:
 
 def _number(value: Any) -> float:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def _figure(value: Any) -> float | None:
+    return _number(value) if value is not None else None
 
 
 def layout(trace: dict[str, Any]) -> Waterfall:
@@ -62,7 +66,7 @@ def layout(trace: dict[str, Any]) -> Waterfall:
     sandbox = trace.get("sandbox")
     return Waterfall(
         wall_ms=wall, bars=bars, hidden=max(len(spans) - MAX_SPANS, 0),
-        totals=[(name, _number(totals_in.get(key))) for key, name in TOTALS],
+        totals=[(name, _figure(totals_in.get(key))) for key, name in TOTALS],
         tokens=(int(_number(totals_in.get("input_tokens"))),
                 int(_number(totals_in.get("output_tokens")))),
         cost_micros=int(_number(totals_in.get("cost_micros"))),

@@ -31,7 +31,7 @@ class SandboxView:
     cold: int
     launched: int
     launch_failures: int
-    claim_ms_last: float
+    claim_ms_last: float | None  # None: no claim yet (shown as —, not 0.0 ms)
 
 
 def breakers(local: LocalWorkers | None) -> list[WorkerBreakers] | None:
@@ -53,7 +53,7 @@ def sandboxes(local: LocalWorkers | None) -> list[SandboxView] | None:
     for engine in local.engines:
         manager = engine.sandboxes
         if manager is None:
-            views.append(SandboxView(engine.worker, None, 0, 0, None, None, 0, 0, 0, 0, 0, 0.0))
+            views.append(SandboxView(engine.worker, None, 0, 0, None, None, 0, 0, 0, 0, 0, None))
             continue
         # Only the pooled driver keeps clones warm; other drivers start one per claim.
         pool = manager.pool()
@@ -64,5 +64,10 @@ def sandboxes(local: LocalWorkers | None) -> list[SandboxView] | None:
             pool_size=pool.size if pool is not None else None,
             pool_ready=pool.ready if pool is not None else None,
             claims=stats.claims, warm=stats.warm, cold=stats.cold, launched=stats.launched,
-            launch_failures=stats.launch_failures, claim_ms_last=stats.claim_ms_last))
+            launch_failures=stats.launch_failures, claim_ms_last=last_claim_ms(stats)))
     return views
+
+
+def last_claim_ms(stats: PoolStats) -> float | None:
+    """The last claim's time; None before the first claim (the pool starts at 0.0)."""
+    return stats.claim_ms_last if stats.claims else None

@@ -1,14 +1,15 @@
-"""One run: its page (events, approvals, the trace's waterfall), the summary the page
-polls, and its event stream over SSE."""
+"""One run: its page (events, approvals, the trace's waterfall), the page's changing parts
+as a fragment the open page re-fetches, and its event stream over SSE."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Depends
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from tenantry.api import runs as runs_api
 from tenantry.api.console import reads, waterfall
-from tenantry.api.console.filters import usd
 from tenantry.api.console.view import HEADERS, PREFIX, SignedIn, View, signed_in, view
 from tenantry.api.params import int4
 from tenantry.api.streams import SlotStream
@@ -20,42 +21,49 @@ from tenantry.runs.events import TERMINAL_EVENTS, EventType
 router = APIRouter()
 
 
+async def _run_context(v: View, tenant_id: str, run_id: str) -> dict[str, Any] | None:
+    """What the page and its live fragment render; None when there is no such run."""
+    try:
+        tenant, run = TenantId.parse(tenant_id), RunId.parse(run_id)
+        found = await service.get_run(v.db, tenant, run)
+    except (ValueError, NotFound):
+        return None
+    details = await reads.run_details(v.db, tenant, run, found.agent_id, found.last_seq)
+    base = f"{PREFIX}/runs/{tenant}/{run}"
+    return {
+        "title": f"Run {run}", "tenant": tenant, "run": found, "details": details,
+        "ended": found.status.terminal and any(
+            e.type in TERMINAL_EVENTS for e in details.events),
+        "trace": waterfall.layout(details.trace) if details.trace else None,
+        "base": base, "blobs": f"{base}/events",
+    }
+
+
 @router.get("/runs/{tenant_id}/{run_id}")
 async def run_page(tenant_id: str, run_id: str, v: SignedIn = Depends(signed_in)) -> Response:
-    try:
-        tenant, run = TenantId.parse(tenant_id), RunId.parse(run_id)
-        found = await service.get_run(v.db, tenant, run)
-    except (ValueError, NotFound):
+    context = await _run_context(v, tenant_id, run_id)
+    if context is None:
         return v.not_found("No run with this id.")
-    details = await reads.run_details(v.db, tenant, run, found.agent_id, found.last_seq)
-    after = details.events[-1].seq if details.events else 0
-    hidden = details.events[0].seq - 1 if details.events else 0
+    events = context["details"].events
+    base = context["base"]
     return v.render(
-        "run.html", title=f"Run {run}", tenant=tenant, run=found,
-        details=details, after=after, earlier=hidden,
-        ended=found.status.terminal and any(
-            e.type in TERMINAL_EVENTS for e in details.events),
-        trace=waterfall.layout(details.trace) if details.trace else None,
+        "run.html", **context,
+        after=events[-1].seq if events else 0, earlier=events[0].seq - 1 if events else 0,
         event_types=" ".join(t.value for t in EventType),
         terminal_types=" ".join(sorted(TERMINAL_EVENTS)),
-        stream=f"{PREFIX}/runs/{tenant}/{run}/events",
-        summary=f"{PREFIX}/runs/{tenant}/{run}/summary")
+        stream=f"{base}/events", fragment=f"{base}/live")
 
 
-@router.get("/runs/{tenant_id}/{run_id}/summary")
-async def run_summary(tenant_id: str, run_id: str, v: View = Depends(view)) -> Response:
+@router.get("/runs/{tenant_id}/{run_id}/live")
+async def run_live(tenant_id: str, run_id: str, v: View = Depends(view)) -> Response:
+    """The page's changing parts (status, finished time, usage, approvals, trace, answer),
+    which the open page fetches again as events arrive (throttled by the script)."""
     if v.session is None:
-        return JSONResponse({"error": "log in again"}, status_code=401, headers=HEADERS)
-    try:
-        tenant, run = TenantId.parse(tenant_id), RunId.parse(run_id)
-        found = await service.get_run(v.db, tenant, run)
-    except (ValueError, NotFound):
-        return JSONResponse({"error": "no such run"}, status_code=404, headers=HEADERS)
-    return JSONResponse({
-        "status": found.status.value, "steps": found.steps,
-        "input_tokens": found.input_tokens, "output_tokens": found.output_tokens,
-        "cost": usd(found.cost_micros), "last_seq": found.last_seq,
-    }, headers=HEADERS)
+        return Response("log in again", status_code=401, headers=HEADERS)
+    context = await _run_context(v, tenant_id, run_id)
+    if context is None:
+        return Response("no such run", status_code=404, headers=HEADERS)
+    return v.render("_run_live.html", **context)
 
 
 @router.get("/runs/{tenant_id}/{run_id}/events")

@@ -37,33 +37,95 @@
     return s.length > 160 ? s.slice(0, 159) + "\u2026" : s;
   }
 
-  // Run page: follow the run's event log over SSE and keep the summary current.
-  function liveRun(tbody) {
+  // An event's data as the page renders it (_payload.html): one line, expandable to all of
+  // it, with links to what an output_ref or input_ref stands for.
+  function payload(ev, blobs) {
+    var box = document.createElement("details");
+    box.className = "payload";
+    var summary = document.createElement("summary");
+    summary.appendChild(text("code", compact(ev.data)));
+    box.appendChild(summary);
+    box.appendChild(text("pre", JSON.stringify(ev.data, null, 2)));
+    ["output_ref", "input_ref"].forEach(function (field) {
+      var ref = ev.data && ev.data[field];
+      if (!ref) return;
+      var url = blobs + "/" + encodeURIComponent(String(ev.seq)) + "/" + field;
+      var line = text("p", field + " ", "ref");
+      line.appendChild(text("code", String(ref)));
+      line.appendChild(document.createTextNode(": "));
+      var show = text("a", "show");
+      show.href = url; show.target = "_blank"; show.rel = "noopener";
+      line.appendChild(show);
+      line.appendChild(document.createTextNode(" \u00b7 "));
+      var save = text("a", "download");
+      save.href = url + "?download=1";
+      line.appendChild(save);
+      box.appendChild(line);
+    });
+    return box;
+  }
+
+  // Run page, the parts above the events (status, finished time, usage, approvals, trace,
+  // answer): fetched again as a fragment after events, at most one request in flight and
+  // one a second, replacing each part whose HTML changed. A part holding the keyboard
+  // focus (a comment being typed) waits for the next round; <details> keep their state.
+  function liveParts(root) {
+    var url = root.getAttribute("data-fragment");
+    var shown = {};
+    root.querySelectorAll("section[data-part]").forEach(function (part) {
+      shown[part.getAttribute("data-part")] = part.innerHTML;
+    });
+    var timer = null, busy = false, again = false, last = 0;
+
+    function apply(html) {
+      var fresh = new DOMParser().parseFromString(html, "text/html");
+      fresh.querySelectorAll("section[data-part]").forEach(function (part) {
+        var name = part.getAttribute("data-part");
+        var current = root.querySelector('section[data-part="' + name + '"]');
+        if (!current || shown[name] === part.innerHTML) return;
+        if (current.contains(document.activeElement) && document.activeElement !== document.body) return;
+        var open = {};
+        current.querySelectorAll("details[data-key]").forEach(function (d) {
+          open[d.getAttribute("data-key")] = d.open;
+        });
+        shown[name] = part.innerHTML;
+        // Server-rendered with every value escaped by the template engine.
+        current.innerHTML = part.innerHTML;
+        current.querySelectorAll("details[data-key]").forEach(function (d) {
+          var key = d.getAttribute("data-key");
+          if (Object.prototype.hasOwnProperty.call(open, key)) d.open = open[key];
+        });
+      });
+    }
+
+    function fetchNow() {
+      timer = null;
+      busy = true;
+      last = Date.now();
+      fetch(url, { credentials: "same-origin", headers: { "Accept": "text/html" } })
+        .then(function (r) { return r.status === 200 ? r.text() : null; })
+        .then(function (html) { if (html !== null) apply(html); })
+        .catch(function () { /* the next event asks again */ })
+        .finally(function () {
+          busy = false;
+          if (again) { again = false; refresh(); }
+        });
+    }
+
+    function refresh() {
+      if (busy) { again = true; return; }
+      if (timer) return;
+      timer = setTimeout(fetchNow, Math.max(100, last + 1000 - Date.now()));
+    }
+    return refresh;
+  }
+
+  // Run page: follow the run's event log over SSE; the parts above follow it too.
+  function liveRun(tbody, refreshParts) {
     var terminal = (tbody.getAttribute("data-terminal") || "").split(" ");
     var types = (tbody.getAttribute("data-types") || "").split(" ");
-    var summaryUrl = tbody.getAttribute("data-summary");
+    var blobs = tbody.getAttribute("data-blobs");
     var state = document.getElementById("stream-state");
-    var pendingSummary = null;
-
-    function refreshSummary() {
-      if (pendingSummary) return;
-      pendingSummary = setTimeout(function () {
-        pendingSummary = null;
-        fetch(summaryUrl, { credentials: "same-origin" })
-          .then(function (r) { return r.ok ? r.json() : null; })
-          .then(function (s) {
-            if (!s) return;
-            var status = document.getElementById("run-status");
-            status.textContent = s.status;
-            status.className = "status s-" + s.status;
-            document.getElementById("run-steps").textContent = s.steps;
-            document.getElementById("run-input-tokens").textContent = s.input_tokens.toLocaleString("en-US");
-            document.getElementById("run-output-tokens").textContent = s.output_tokens.toLocaleString("en-US");
-            document.getElementById("run-cost").textContent = s.cost;
-          })
-          .catch(function () {});
-      }, 150);
-    }
 
     if (tbody.getAttribute("data-ended") === "1") return;
     var after = tbody.getAttribute("data-after") || "0";
@@ -82,27 +144,11 @@
       row.appendChild(text("td", (ev.created_at || "").replace("T", " ").slice(0, 19)));
       row.appendChild(text("td", ev.type));
       var cell = document.createElement("td");
-      cell.appendChild(text("code", compact(ev.data)));
+      cell.appendChild(payload(ev, blobs));
       row.appendChild(cell);
       tbody.appendChild(row);
       tbody.setAttribute("data-after", String(ev.seq));
-      if (ev.type === "ApprovalDecided" && ev.data && ev.data.approval_id) {
-        var card = document.querySelector('article.approval[data-approval="' + ev.data.approval_id + '"]');
-        if (card) {
-          card.classList.add("decided");
-          var form = card.querySelector("form.decide");
-          if (form) form.replaceWith(text("p", "Decided: " + ev.data.decision +
-            (ev.data.decided_by ? " by " + ev.data.decided_by : ""), "muted"));
-        }
-      }
-      if (ev.type === "ApprovalRequested") {
-        var box = document.getElementById("run-approvals");
-        var none = document.getElementById("no-approvals");
-        if (none) none.remove();
-        var note = text("p", "Approval requested for tool " + ev.data.tool + " \u2014 reload to decide here, or use the inbox.", "notice");
-        box.appendChild(note);
-      }
-      refreshSummary();
+      if (refreshParts) refreshParts();
       if (terminal.indexOf(ev.type) >= 0) {
         source.close(); // ended: do not let EventSource reconnect
         if (state) state.textContent = "(run ended)";
@@ -119,6 +165,7 @@
     var rows = document.getElementById("run-rows");
     if (rows) liveRows(rows);
     var events = document.getElementById("events");
-    if (events) liveRun(events);
+    var parts = document.getElementById("run-live");
+    if (events) liveRun(events, parts ? liveParts(parts) : null);
   });
 })();

@@ -1,0 +1,62 @@
+"""What an event's reference stands for, shown or downloaded from the run's page: a large
+tool output kept in the blob store (``output_ref``), or a run's large input, kept in the
+run's row (``input_ref``). Only references the run's own log holds are followed: the URL
+names the event, never the blob."""
+
+from __future__ import annotations
+
+import orjson
+from fastapi import APIRouter, Depends
+from fastapi.responses import Response
+
+from tenantry.api.console import reads
+from tenantry.api.console.view import HEADERS, SignedIn, signed_in
+from tenantry.api.params import int4
+from tenantry.errors import NotFound
+from tenantry.ids import RunId, TenantId
+from tenantry.runs import service
+
+router = APIRouter()
+
+RUN_INPUT = "run.input"  # the input_ref of a run whose input is too big for RunCreated
+
+
+@router.get("/runs/{tenant_id}/{run_id}/events/{seq}/{field}")
+async def payload(tenant_id: str, run_id: str, seq: str, field: str,
+                  v: SignedIn = Depends(signed_in)) -> Response:
+    at = int4(seq)
+    try:
+        tenant, run = TenantId.parse(tenant_id), RunId.parse(run_id)
+    except ValueError:
+        return v.not_found("No run with this id.")
+    if at is None or field not in ("output_ref", "input_ref"):
+        return v.not_found("No such event field: output_ref or input_ref of an event seq.")
+    event = await reads.event_at(v.db, tenant, run, at)
+    ref = event.data.get(field) if event is not None else None
+    if not isinstance(ref, str) or not ref:
+        return v.not_found(f"Event {at} of this run has no {field}.")
+    if field == "input_ref":
+        if ref != RUN_INPUT:
+            return v.not_found(f"Unknown input reference {ref!r}.")
+        try:
+            found = await service.get_run(v.db, tenant, run)
+        except NotFound:
+            return v.not_found("No run with this id.")
+        body = orjson.dumps(found.input, option=orjson.OPT_INDENT_2)
+        return _answer(body, "application/json", f"{run}-input.json", v)
+    store = v.platform.blobs
+    if store is None:
+        return v.not_found("This API process has no blob store to read from.")
+    try:
+        body = await store.get(tenant, ref)
+    except (FileNotFoundError, ValueError):
+        return v.not_found(f"The blob {ref} is not in the store (deleted with the run's "
+                           "blobs by retention, or never written: over the tenant's quota).")
+    return _answer(body, "text/plain; charset=utf-8", f"{run}-{at}-output.txt", v)
+
+
+def _answer(body: bytes, media_type: str, filename: str, v: SignedIn) -> Response:
+    headers = dict(HEADERS)
+    if v.request.query_params.get("download"):
+        headers["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return Response(body, media_type=media_type, headers=headers)
