@@ -163,7 +163,8 @@ WAIT_POLL_SECONDS = 0.2
 
 @runs_app.command("wait")
 def wait(
-    run_id: str, url: Url = DEFAULT_URL, api_key: ApiKey = None,
+    run_id: Annotated[str, typer.Argument(help="The run to wait for (run_…).")],
+    url: Url = DEFAULT_URL, api_key: ApiKey = None,
     status: Annotated[list[str] | None, typer.Option(
         "--status", help="The status to wait for (repeat for any of several): queued, "
                          "running, waiting, finished, failed or cancelled. "

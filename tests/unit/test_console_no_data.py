@@ -45,7 +45,8 @@ def test_a_trace_total_it_does_not_have_is_not_zero() -> None:
     laid = waterfall.layout({"wall_ms": 10.0, "spans": [],
                              "totals": {"model_ms": 4.0, "tool_ms": 0.0}})
     totals = dict(laid.totals)
-    assert totals["model"] == 4.0 and totals["tool"] == 0.0 and totals["parked"] is None
+    assert totals["model provider"] == 4.0 and totals["tool"] == 0.0
+    assert totals["parked"] is None and totals["model gateway"] is None
 
 
 def test_a_tenant_without_a_token_bucket_yet_shows_no_tokens_left() -> None:
