@@ -45,17 +45,14 @@ import asyncpg
 
 from _harness import (
     Bench,
-    CpuMeter,
     console,
-    cpu_seconds,
     env_positive,
     latency_summary,
     main,
     percentile,
-    provision,
     source_state,
 )
-from step_overhead import STEPS_PER_RUN, Phase, run_phase
+from step_overhead import STEPS_PER_RUN, Phase, run_phase, step_rig
 from tenantry.blobs import DirectoryBlobStore
 from tenantry.bootstrap import worker as runtime
 from tenantry.config import Settings
@@ -168,17 +165,8 @@ async def _benchmark(bench: Bench) -> dict[str, Any]:
     concurrency = int(env_positive("STEP_OVERHEAD_CONCURRENCY", 20))
     rounds = int(env_positive("RETENTION_ROUNDS", 2))
     settings = Settings.from_env()
-    model_proc, mcp_proc = bench.fake_model(), bench.mcp_server()
-    database = await bench.database()
-    model_url, mcp_url = await asyncio.gather(model_proc.ready(), mcp_proc.ready())
-    cpu = CpuMeter({
-        "worker": lambda: cpu_seconds(os.getpid()),
-        "fake_model": lambda: cpu_seconds(model_proc.pid),
-        "mcp_server": lambda: cpu_seconds(mcp_proc.pid),
-        "postgres": bench.postgres_cpu(),
-    })
-    async with runtime.engine(settings.with_(model_base_url=model_url), database.dsn,
-                              name="bench") as engine:
+    async with step_rig(bench, settings) as rig:
+        engine, database, tenancy, cpu = rig.engine, rig.database, rig.tenancy, rig.cpu
         # As run_worker builds it: the engine's pool, a blob store, the configured batch.
         cleanup = runtime.cleanup_settings(settings)
         if os.environ.get("RETENTION_REST"):  # trying another rest than the default
@@ -191,7 +179,6 @@ async def _benchmark(bench: Bench) -> dict[str, Any]:
                           cleanup,
                           await _seed(database.dsn, engine.db, "backlog", backlog_runs),
                           database.dsn)
-        tenancy = await provision(engine.db, mcp_url, ("echo",))
         await run_phase("warm-up", engine, database.dsn, tenancy, runs=concurrency,
                         concurrency=concurrency, cpu=cpu)
         # Alternating, so that a drift of the machine's load weighs on both sides alike.

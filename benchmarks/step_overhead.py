@@ -38,13 +38,14 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
 from _harness import (
     Bench,
+    BenchDatabase,
     CpuMeter,
     Tenancy,
     by_type,
@@ -157,10 +158,22 @@ async def _show_stuck(dsn: str, ids: list[RunId]) -> None:
             console.log(f"[yellow]run {run} has not ended; its log: {types}")
 
 
-async def _benchmark(bench: Bench) -> dict[str, Any]:
-    runs = int(env_positive("STEP_OVERHEAD_RUNS", 200))
-    concurrency = int(env_positive("STEP_OVERHEAD_CONCURRENCY", 20))
-    settings = Settings.from_env()
+@dataclass(frozen=True, slots=True)
+class Rig:
+    """What a step benchmark drives: the engine, its database and tenant, the CPU meter."""
+
+    engine: Engine
+    database: BenchDatabase
+    tenancy: Tenancy
+    cpu: CpuMeter
+
+
+@contextlib.asynccontextmanager
+async def step_rig(bench: Bench, settings: Settings) -> AsyncIterator[Rig]:
+    """The fake model and MCP servers, the benchmark's database, a CPU meter over the
+    worker, the fakes and Postgres, and the engine `tenantry worker` runs
+    (tenantry.bootstrap.worker.engine: pool, model client, MCP client, tool gateway)
+    pointed at the fake model, with a tenant provisioned. Shared by benchmarks/retention.py."""
     model_proc, mcp_proc = bench.fake_model(), bench.mcp_server()
     database = await bench.database()
     model_url, mcp_url = await asyncio.gather(model_proc.ready(), mcp_proc.ready())
@@ -171,12 +184,16 @@ async def _benchmark(bench: Bench) -> dict[str, Any]:
         "mcp_server": lambda: cpu_seconds(mcp_proc.pid),
         "postgres": bench.postgres_cpu(),
     })
-
-    # The engine `tenantry worker` runs (tenantry.bootstrap.worker.engine: pool, model
-    # client, MCP client, tool gateway), pointed at the fake model server.
     async with runtime.engine(settings.with_(model_base_url=model_url), database.dsn,
                               name="bench") as engine:
-        tenancy = await provision(engine.db, mcp_url, ("echo",))
+        yield Rig(engine, database, await provision(engine.db, mcp_url, ("echo",)), cpu)
+
+
+async def _benchmark(bench: Bench) -> dict[str, Any]:
+    runs = int(env_positive("STEP_OVERHEAD_RUNS", 200))
+    concurrency = int(env_positive("STEP_OVERHEAD_CONCURRENCY", 20))
+    async with step_rig(bench, Settings.from_env()) as rig:
+        engine, database, tenancy, cpu = rig.engine, rig.database, rig.tenancy, rig.cpu
         await run_phase("warm-up", engine, database.dsn, tenancy, runs=concurrency,
                      concurrency=concurrency, cpu=cpu)
         measured = await run_phase("measured", engine, database.dsn, tenancy, runs=runs,
