@@ -106,9 +106,9 @@ async def test_deciding_approvals_of_two_tenants_in_bulk(
         assert "2 approved." in shown.text
         for _, h, run, _ in (one, two):
             events = await api.events_until_end(h, run)
-            decided = [e for e in events if e["type"] == "ApprovalDecided"]
-            assert [(e["data"]["decision"], e["data"]["decided_by"], e["data"]["comment"])
-                    for e in decided] == [("approved", "operator", "ok by ops")]
+            decided = [e["data"] for e in events if e["type"] == "ApprovalDecided"]
+            assert [(d["decision"], d["decided_by"], d["comment"])  # type: ignore[index]
+                    for d in decided] == [("approved", "operator", "ok by ops")]
             assert events[-1]["type"] == "RunFinished"
 
         # Decided meanwhile: refused alone, and on record as refused.
