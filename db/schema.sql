@@ -475,6 +475,22 @@ END
 $$;
 
 --
+-- Name: tenantry_console_actions(text, bigint, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_console_actions(p_tenant text, p_before bigint, p_limit integer) RETURNS TABLE(action_id bigint, at timestamp with time zone, actor text, action text, tenant_id text, target text, outcome text, detail text)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    SELECT a.action_id, a.at, a.actor, a.action, a.tenant_id, a.target, a.outcome, a.detail
+    FROM public.console_actions a
+    WHERE (p_tenant IS NULL OR a.tenant_id = p_tenant)
+      AND (p_before IS NULL OR a.action_id < p_before)
+    ORDER BY a.action_id DESC
+    LIMIT least(greatest(p_limit, 1), 200)
+$$;
+
+--
 -- Name: tenantry_console_dead_letters(text, uuid, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -587,6 +603,19 @@ CREATE FUNCTION public.tenantry_console_pending_by_tenant(p_tenants integer, p_e
         LIMIT least(greatest(p_each, 1), 50)
     ) f
     ORDER BY w.oldest, w.tenant_id, f.approval_id
+$$;
+
+--
+-- Name: tenantry_console_record_action(text, text, text, text, text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_console_record_action(p_actor text, p_action text, p_tenant text, p_target text, p_outcome text, p_detail text) RETURNS bigint
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    INSERT INTO public.console_actions (actor, action, tenant_id, target, outcome, detail)
+    VALUES (p_actor, p_action, p_tenant, p_target, left(p_outcome, 500), left(p_detail, 2000))
+    RETURNING action_id
 $$;
 
 --
@@ -1610,6 +1639,39 @@ CREATE TABLE public.cleanup_leases (
 );
 
 --
+-- Name: console_actions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.console_actions (
+    action_id bigint NOT NULL,
+    at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    actor text NOT NULL,
+    action text NOT NULL,
+    tenant_id text NOT NULL,
+    target text NOT NULL,
+    outcome text NOT NULL,
+    detail text,
+    CONSTRAINT console_actions_action_check CHECK ((action = ANY (ARRAY['cancel_run'::text, 'approve'::text, 'deny'::text, 'requeue_task'::text, 'revoke_api_key'::text, 'pause_admissions'::text, 'resume_admissions'::text]))),
+    CONSTRAINT console_actions_actor_check CHECK (((length(actor) >= 1) AND (length(actor) <= 200))),
+    CONSTRAINT console_actions_detail_check CHECK ((length(detail) <= 2000)),
+    CONSTRAINT console_actions_outcome_check CHECK (((length(outcome) >= 1) AND (length(outcome) <= 500))),
+    CONSTRAINT console_actions_target_check CHECK ((length(target) <= 200))
+);
+
+--
+-- Name: console_actions_action_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.console_actions ALTER COLUMN action_id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.console_actions_action_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: console_session_epoch; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1880,6 +1942,7 @@ CREATE TABLE public.tenants (
     webhook_secret text DEFAULT encode(sha256((((gen_random_uuid())::text)::bytea || ((gen_random_uuid())::text)::bytea)), 'hex'::text) NOT NULL,
     approval_ttl_seconds integer DEFAULT 604800 NOT NULL,
     erased_at timestamp with time zone,
+    admissions_paused_at timestamp with time zone,
     CONSTRAINT tenants_approval_ttl_seconds_check CHECK ((approval_ttl_seconds > 0)),
     CONSTRAINT tenants_name_check CHECK (((length(name) >= 1) AND (length(name) <= 200))),
     CONSTRAINT tenants_tenant_id_check CHECK ((tenant_id ~ '^[a-z0-9][a-z0-9_-]{2,63}$'::text))
@@ -2062,6 +2125,13 @@ ALTER TABLE ONLY public.budget_reservations
 
 ALTER TABLE ONLY public.cleanup_leases
     ADD CONSTRAINT cleanup_leases_pkey PRIMARY KEY (tenant_id);
+
+--
+-- Name: console_actions console_actions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.console_actions
+    ADD CONSTRAINT console_actions_pkey PRIMARY KEY (action_id);
 
 --
 -- Name: console_session_epoch console_session_epoch_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -2258,6 +2328,12 @@ CREATE INDEX blob_deletions_due ON public.blob_deletions USING btree (next_at);
 --
 
 CREATE INDEX budget_reservations_open ON public.budget_reservations USING btree (created_at) WHERE (status = 'reserved'::text);
+
+--
+-- Name: console_actions_tenant; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX console_actions_tenant ON public.console_actions USING btree (tenant_id, action_id);
 
 --
 -- Name: erase_jobs_by_tenant; Type: INDEX; Schema: public; Owner: -

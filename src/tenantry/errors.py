@@ -59,6 +59,16 @@ class TenantErased(Conflict):
     title = "Tenant erased"
 
 
+class AdmissionsPaused(Conflict):
+    """An operator paused the tenant's admissions (the console, or PUT
+    /admin/v1/tenants/{id}/admissions): no new run or task until they resume them; runs
+    already admitted go on. A 409, not a 429: it is the tenant's state, not its rate, and
+    no amount of waiting ends it, so not retryable — a person resumes it."""
+
+    type = "admissions_paused"
+    title = "Admissions paused"
+
+
 class PayloadTooLarge(TenantryError):
     type = "payload_too_large"
     status = 413

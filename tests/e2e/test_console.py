@@ -8,6 +8,7 @@ docs/how-to/images/ with TENANTRY_DOC_SCREENSHOTS=1."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -297,4 +298,71 @@ async def test_tenants_models_and_sandboxes_pages(
     await page.wait_for_url("**/console/login")
     await page.goto("/console/tenants")
     assert "/console/login" in page.url
+    visit.only_this_server()
+
+
+async def _tab_to(page: async_api.Page, selector: str, presses: int = 80) -> None:
+    """Press Tab from the top of the page until ``selector`` has the focus: the control is
+    reachable by keyboard alone."""
+    await page.locator("body").focus()
+    for _ in range(presses):
+        await page.keyboard.press("Tab")
+        if await page.evaluate("s => document.activeElement?.matches(s) ?? false", selector):
+            return
+    raise AssertionError(f"{selector} is not reachable with Tab")
+
+
+async def _every_control_is_named(page: async_api.Page) -> None:
+    """Each button, checkbox and text field has an accessible name (a label, text or
+    aria-label): what a screen reader announces it as."""
+    named = re.compile(r"\S")
+    for role in ("button", "checkbox", "textbox"):
+        every = await page.get_by_role(role).count()
+        assert every == await page.get_by_role(role, name=named).count(), role
+
+
+async def test_cancelling_a_run_and_approving_two_in_bulk(
+    visit: Visit, platform: Api, fakes: Fakes,
+) -> None:
+    doomed = await waiting_run(platform, fakes)
+    kept = [await waiting_run(platform, fakes) for _ in range(2)]
+    page = await visit.page()
+    assert await log_in(page) == 303
+
+    tenant, h, run_id, _ = doomed
+    await page.goto(f"/console/runs/{tenant}/{run_id}")
+    await _every_control_is_named(page)
+    await _tab_to(page, "#cancel-run")
+    async with page.expect_navigation():
+        await page.keyboard.press("Enter")
+    await async_api.expect(page.locator("#run-status")).to_have_text("cancelled")
+    await async_api.expect(page.locator("#cancel-run")).to_have_count(0)
+    assert (await platform.run(h, run_id))["status"] == "cancelled"
+
+    await page.goto("/console/approvals")
+    await _every_control_is_named(page)
+    for _, _, _, approval_id in kept:
+        box = page.get_by_role("checkbox", name=re.compile(approval_id))
+        await box.focus()
+        await page.keyboard.press("Space")  # ticked from the keyboard
+        await async_api.expect(box).to_be_checked()
+    await page.get_by_role("group", name="Decide every selected approval at once"
+                           ).get_by_role("textbox", name="Comment").fill("bulk: finance ok")
+    await shot(page, "inbox-bulk")
+    await page.screenshot(path=str(DOC_IMAGES / "console-bulk-approve.png"), full_page=True)
+    await page.get_by_role("button", name="Approve selected").click()
+    await page.wait_for_url("**/console/approvals?bulk=*")
+    await async_api.expect(page.get_by_role("status")).to_contain_text("2 approved")
+    for _, h2, run2, _ in kept:
+        events = await platform.events_until_end(h2, run2)
+        assert [e["data"]["comment"] for e in events  # type: ignore[index]
+                if e["type"] == "ApprovalDecided"] == ["bulk: finance ok"]
+        assert events[-1]["type"] == "RunFinished"
+
+    await page.get_by_role("link", name="Actions").click()
+    rows = page.locator("#actions tbody tr")
+    await async_api.expect(rows).to_have_count(3)
+    await async_api.expect(rows.nth(2)).to_contain_text("cancel run")
+    await async_api.expect(page.locator("#actions")).to_contain_text("console session")
+    await page.screenshot(path=str(DOC_IMAGES / "console-actions.png"), full_page=True)
     visit.only_this_server()

@@ -18,6 +18,7 @@ from tenantry.db import Database
 from tenantry.sandbox.pool import PooledDriver
 from tests.support.activities import dispatching, version_body
 from tests.support.api import OPERATOR_TOKEN, Api
+from tests.support.console import logged_actions, operator_of
 from tests.support.sandbox import pooled_driver
 from tests.support.waiting import until
 
@@ -64,7 +65,7 @@ async def _gauge(api: Api) -> dict[str, int]:
 
 
 async def test_the_console_lists_dead_letters_across_tenants_and_requeues_one(
-    api: Api, db: Database, bwrap: PooledDriver,
+    api: Api, db: Database, bwrap: PooledDriver, admin_conn: asyncpg.Connection,
 ) -> None:
     victim, h = await api.tenant("Poisoned")
     healthy, other = await api.tenant("Healthy")
@@ -114,6 +115,13 @@ async def test_the_console_lists_dead_letters_across_tenants_and_requeues_one(
     wrong_tenant = await api.client.post(f"/console/activities/tenant-nope/{dead}/requeue",
                                          headers=cookie, data={"csrf": csrf})
     assert wrong_tenant.status_code == 404
+    # On record as the session's: the requeue, and the refused second one (a forged form
+    # is no action and is not recorded).
+    who = operator_of(cookie["Cookie"].split("=", 1)[1])
+    logged = await logged_actions(admin_conn)
+    assert logged[0] == (who, "requeue_task", victim, dead, "done")
+    assert logged[1][:4] == (who, "requeue_task", victim, dead)
+    assert logged[1][4].startswith("refused: Only a dead-lettered task") and len(logged) == 2
 
 
 async def test_the_tenant_pool_cannot_read_dead_letters_across_tenants(db: Database) -> None:

@@ -368,7 +368,9 @@ async def get_activity_version(
 @router.post("/v1/activity-tasks", status_code=202, response_model=TaskStarted, responses={
     409: {"description": "`conflict`: the Idempotency-Key was used with a different task "
                          "(`tombstoned: true`: by a task since deleted); `tenant_erased`: "
-                         "the tenant is being erased and admits nothing"},
+                         "the tenant is being erased and admits nothing; "
+                         "`admissions_paused` (with `paused_at`): an operator paused the "
+                         "tenant's admissions"},
     429: {"description": "`quota_exceeded`: the tenant has `max_queued` runs and tasks not "
                          "yet ended; `budget_exhausted`: its monthly spend cap is reached"},
     503: _OVERLOADED,

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, Response
 from pydantic import BaseModel, Field
 
 from tenantry.api.auth import operator, platform
-from tenantry.api.console import epoch
+from tenantry.api.console import action_log, epoch
 from tenantry.api.fields import (
     LABEL_RE,
     SECRET_NAME_RE,
@@ -153,6 +153,17 @@ class ToolServerList(BaseModel):
     next_cursor: str | None
 
 
+class PutAdmissions(Body):
+    paused: bool = Field(description="true: refuse the tenant's new runs and tasks (409 "
+                                     "`admissions_paused`); false: admit them again.")
+
+
+class AdmissionsOut(BaseModel):
+    tenant_id: str
+    paused: bool
+    paused_at: datetime | None = Field(description="When the pause began; null when admitting.")
+
+
 class RevokedOut(BaseModel):
     key_id: str
     revoked_at: datetime
@@ -245,6 +256,23 @@ async def revoke_api_key(
     key = parse_or_404(ApiKeyId, key_id, service.KEY_NOT_FOUND)
     revoked_at = await service.revoke_api_key(p.db, tenant, key, p.auth_cache)
     return RevokedOut(key_id=str(key), revoked_at=revoked_at)
+
+
+@router.put("/tenants/{tenant_id}/admissions", response_model=AdmissionsOut)
+async def put_admissions(
+    tenant_id: str, body: PutAdmissions, p: Platform = Depends(platform)
+) -> AdmissionsOut:
+    """Pause or resume the tenant's admissions. Runs already admitted go on (their tool
+    calls' tasks too); pausing twice keeps the first pause's time. Recorded in the
+    console's action log as the operator API's."""
+    tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
+    paused_at = await service.set_admissions_paused(p.db, tenant, body.paused)
+    await action_log.record(
+        p.cross_tenant_db, actor=action_log.OPERATOR_API, tenant=tenant, target=str(tenant),
+        action=action_log.Action.PAUSE_ADMISSIONS if body.paused
+        else action_log.Action.RESUME_ADMISSIONS)
+    return AdmissionsOut(tenant_id=tenant.value, paused=paused_at is not None,
+                         paused_at=paused_at)
 
 
 def _server_out(s: servers.ToolServer) -> ToolServerOut:

@@ -38,7 +38,7 @@ _PROBLEM_SCHEMA = {
     "description": "RFC 9457 problem details. `type` is stable: not_found, validation_error, "
                    "unauthorized, conflict, payload_too_large, method_not_allowed, quota_exceeded, "
                    "overloaded, budget_exhausted, tool_unavailable, tenant_erased, "
-                   "database_unavailable, internal_error.",
+                   "admissions_paused, database_unavailable, internal_error.",
     "required": ["type", "title", "status", "detail"],
     "properties": {
         "type": {"type": "string"},

@@ -217,7 +217,8 @@ _OVERLOADED: dict[str, Any] = {
                          "agent is an activity (enqueue it with POST /v1/activity-tasks) or "
                          "a library task type (`agent_model` says which): no platform "
                          "worker drives those; `tenant_erased`: the tenant is being erased "
-                         "and admits nothing"},
+                         "and admits nothing; `admissions_paused` (with `paused_at`): an "
+                         "operator paused the tenant's admissions"},
     429: {"description": "`quota_exceeded`: the tenant has `max_queued` runs not yet ended; "
                          "`budget_exhausted`: its monthly spend cap is reached"},
     503: _OVERLOADED,

@@ -154,7 +154,7 @@ async def create_run_in(
         _refuse_what_no_worker_drives(model)
     # Last before the insert: admission locks the tenant's load row until commit, and
     # every admission of this tenant queues on it.
-    await admission.admit(conn, tenant)
+    await admission.admit(conn, tenant, child=req.parent is not None)
     created_at = await conn.fetchval(
         Q.insert_run, tenant.value, run_id.uuid, req.agent_id.uuid, version, req.input,
         req.idempotency_key, req.request_sha256, req.webhook_url, req.priority, kind,

@@ -9,22 +9,35 @@ from dataclasses import dataclass
 
 from tenantry.db import Connection
 from tenantry.db.queries import load
-from tenantry.errors import BudgetExhausted, Overloaded, QuotaExceeded, TenantErased
+from tenantry.errors import (
+    AdmissionsPaused,
+    BudgetExhausted,
+    Overloaded,
+    QuotaExceeded,
+    TenantErased,
+)
 from tenantry.ids import TenantId
 from tenantry.scheduler.shedding import CellLoad, ShedLevel
 
 Q = load(__package__)
 
 
-async def admit(conn: Connection, tenant: TenantId) -> None:
+async def admit(conn: Connection, tenant: TenantId, *, child: bool = False) -> None:
     """Check the tenant's own limits, in the transaction that will insert the run (the row
-    lock taken here makes ``max_queued`` exact under concurrent requests)."""
+    lock taken here makes ``max_queued`` exact under concurrent requests). ``child``: the
+    task of an admitted run's tool call, which a pause of admissions lets through (the run
+    was admitted before the pause and goes on, as shedding lets it)."""
     row = await conn.fetchrow(Q.lock_for_admission, tenant.value)
     if row is None:  # a tenant always has a load row; be explicit if it ever does not
         raise QuotaExceeded("This tenant has no policy; ask the operator to set one.",
                             limit="max_queued", limit_value=0, current=0)
     if row["erased_at"] is not None:
         raise TenantErased("This tenant is being erased: it admits no new runs or tasks.")
+    if row["admissions_paused_at"] is not None and not child:
+        raise AdmissionsPaused(
+            "An operator paused this tenant's admissions: no new runs or tasks until they "
+            "resume them; runs already admitted go on.",
+            paused_at=row["admissions_paused_at"].isoformat())
     if row["live"] >= row["max_queued"]:
         raise QuotaExceeded(
             f"This tenant has {row['live']} runs not yet ended, its limit is "

@@ -26,10 +26,11 @@ WHERE l.tenant_id = $1
 -- Taken in the transaction that inserts the run: concurrent admissions of one tenant
 -- queue here, so max_queued holds exactly.
 -- It also reads whether the tenant is being erased (migration 0024): the refusal costs
--- no round trip of its own on POST /v1/runs.
+-- no round trip of its own on POST /v1/runs; so does whether an operator paused its
+-- admissions (migration 0025).
 SELECT l.queued + l.running + l.waiting AS live, p.max_queued,
        tenantry_month_spend(b) AS month_spend_micros, p.monthly_spend_cap_micros,
-       t.erased_at
+       t.erased_at, t.admissions_paused_at
 FROM tenant_load l JOIN tenant_policies p ON p.tenant_id = l.tenant_id
 JOIN tenant_budget b ON b.tenant_id = l.tenant_id
 JOIN tenants t ON t.tenant_id = l.tenant_id

@@ -46,3 +46,13 @@ LIMIT $3
 -- name: get_api_key
 SELECT key_id, key_prefix, name, created_at, revoked_at
 FROM api_keys WHERE tenant_id = $1 AND key_id = $2
+
+-- name: set_admissions_paused
+-- Pausing a paused tenant keeps the first pause's time (when it really began).
+UPDATE tenants
+SET admissions_paused_at = CASE WHEN $2 THEN coalesce(admissions_paused_at, now()) END
+WHERE tenant_id = $1
+RETURNING tenant_id, admissions_paused_at
+
+-- name: admissions_paused_at
+SELECT admissions_paused_at FROM tenants WHERE tenant_id = $1

@@ -83,6 +83,26 @@ async def get_tenant(db: Database, tenant: TenantId) -> Tenant:
     return _tenant(await db.tenant_row(tenant, Q.get_tenant, missing=TENANT_NOT_FOUND))
 
 
+async def set_admissions_paused(db: Database, tenant: TenantId,
+                                paused: bool) -> datetime | None:
+    """Pause (or resume) the tenant's admissions: while paused, POST /v1/runs and POST
+    /v1/activity-tasks answer 409 admissions_paused (admission reads the flag in its lock
+    query). When the pause began, or None once resumed."""
+    async with db.tenant_tx(tenant) as conn:
+        row = await conn.fetchrow(Q.set_admissions_paused, tenant.value, paused)
+    if row is None:
+        raise NotFound(TENANT_NOT_FOUND)
+    paused_at: datetime | None = row["admissions_paused_at"]
+    return paused_at
+
+
+async def admissions_paused_at(db: Database, tenant: TenantId) -> datetime | None:
+    """When the tenant's admissions were paused; None when they are not (or no tenant)."""
+    async with db.tenant_tx(tenant) as conn:
+        found: datetime | None = await conn.fetchval(Q.admissions_paused_at, tenant.value)
+    return found
+
+
 async def list_tenants(db: Database, *, after: TenantId | None, limit: int) -> list[Tenant]:
     """Every tenant, by id: a page of at most ``limit`` (capped at 200) after ``after``."""
     async with db.unscoped() as conn:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from tenantry.api.console.pages import (
+    actions,
     activities,
     approvals,
     assets,
@@ -27,7 +28,7 @@ from tenantry.api.console.view import PREFIX, Console, LoginRequired, login_requ
 __all__ = ["Console", "install"]
 
 _PAGES = (assets, login, runs, run, payloads, approvals, tenants, models, billing,
-          sandboxes, activities)
+          sandboxes, activities, actions)
 
 
 def install(app: FastAPI) -> None:

@@ -45,6 +45,14 @@ class Session:
     def csrf(self, operator_token: str) -> str:
         return _mac(_key(operator_token), "csrf", self.nonce)
 
+    @property
+    def ident(self) -> str:
+        """Who acted, in the action log: one login's session (every operator shares the
+        token, so the session is the finest identity there is). A digest of the nonce, so
+        the log never holds what the session's CSRF token is derived from."""
+        return hashlib.sha256(b"tenantry console session id\0" + self.nonce.encode()
+                              ).hexdigest()[:16]
+
 
 def issue(operator_token: str, *, epoch: int,
           now: float | None = None) -> tuple[str, Session]:

@@ -9,6 +9,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Depends
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from tenantry.api.console import action_log as actions
 from tenantry.api.console import dead_letters
 from tenantry.api.console.view import HEADERS, PREFIX, SignedIn, parse_id, signed_in
 from tenantry.errors import Conflict, NotFound
@@ -56,6 +57,11 @@ async def requeue(tenant_id: str, task_id: str, v: SignedIn = Depends(signed_in)
     except (ValueError, NotFound):
         return await _render(v, status=404, error="No such activity task.")
     except Conflict as exc:
+        await actions.record(v.console_db, actor=actions.session_actor(v.session.ident),
+                             action=actions.Action.REQUEUE_TASK, tenant=tenant,
+                             target=str(task), outcome=f"refused: {exc.detail}")
         return await _render(v, status=409, error=exc.detail)
+    await actions.record(v.console_db, actor=actions.session_actor(v.session.ident),
+                         action=actions.Action.REQUEUE_TASK, tenant=tenant, target=str(task))
     return RedirectResponse(f"{PREFIX}/activities?{urlencode({'requeued': str(task)})}",
                             status_code=303, headers=HEADERS)

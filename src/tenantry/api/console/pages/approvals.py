@@ -8,6 +8,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Depends
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from tenantry.api.console import action_log as actions
 from tenantry.api.console import reads
 from tenantry.api.console.view import HEADERS, PREFIX, SignedIn, parse_id, signed_in, text
 from tenantry.errors import Conflict, NotFound
@@ -16,6 +17,7 @@ from tenantry.runs import approvals
 
 router = APIRouter()
 MAX_COMMENT = 2000
+_ACTION = {"approve": actions.Action.APPROVE, "deny": actions.Action.DENY}
 
 
 @router.get("/approvals")
@@ -53,8 +55,13 @@ async def _render_inbox(v: SignedIn, *, status: int = 200,
         decided_id = None
     if decided_id is not None and q.get("decision") in ("approved", "denied"):
         decided = (str(decided_id), q["decision"])
+    bulk = None  # what a bulk decision (pages/actions.py) did: (decision, done, refused)
+    if q.get("bulk") in approvals.DECISIONS and q.get("done", "").isdigit() \
+            and q.get("refused", "").isdigit() and len(q["done"] + q["refused"]) < 10:
+        bulk = (q["bulk"], int(q["done"]), int(q["refused"]))
     return v.render("approvals.html", status=status, title="Approvals", tenant=tenant,
-                    groups=groups, pending=pending, decided=decided, error=error, more=more,
+                    groups=groups, pending=pending, decided=decided, bulk=bulk, error=error,
+                    more=more,
                     each=reads.INBOX_EACH, max_tenants=reads.INBOX_TENANTS)
 
 
@@ -77,7 +84,13 @@ async def decide(tenant_id: str, approval_id: str, v: SignedIn = Depends(signed_
         return await _render_inbox(v, status=404,
                                    error="No such approval (it may have been removed).")
     except Conflict as exc:
+        await actions.record(v.console_db, actor=actions.session_actor(v.session.ident),
+                             action=_ACTION[decision], tenant=tenant, target=str(approval),
+                             outcome=f"refused: {exc.detail}", detail=comment)
         return await _render_inbox(v, status=409, error=exc.detail)
+    await actions.record(v.console_db, actor=actions.session_actor(v.session.ident),
+                         action=_ACTION[decision], tenant=tenant, target=str(approval),
+                         detail=comment)
     shown = {"decided": str(done.approval_id), "decision": done.status}
     target = f"{PREFIX}/approvals?{urlencode(shown)}"
     if text(form.get("back")) == "run":
