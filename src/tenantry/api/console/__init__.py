@@ -20,6 +20,7 @@ from tenantry.api.console.pages import (
     run,
     runs,
     sandboxes,
+    search,
     tenants,
 )
 from tenantry.api.console.view import PREFIX, Console, LoginRequired, login_required
@@ -27,7 +28,7 @@ from tenantry.api.console.view import PREFIX, Console, LoginRequired, login_requ
 __all__ = ["Console", "install"]
 
 _PAGES = (assets, login, runs, run, payloads, approvals, tenants, models, billing,
-          sandboxes, activities)
+          sandboxes, activities, search)
 
 
 def install(app: FastAPI) -> None:
