@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from html import unescape
 from urllib.parse import parse_qs, urlsplit
 
+import asyncpg
 import httpx2
 import pytest
 
-from tenantry.api.console import epoch, reads, session
+from tenantry.api.console import dead_letters, epoch, reads, session
 from tenantry.db import Database
 from tenantry.ids import RunId, TenantId
 from tenantry.tools import approvals
@@ -28,6 +29,7 @@ from tests.support.api import OPERATOR_TOKEN, Api
 @dataclass(frozen=True)
 class World:
     acme: str
+    acme_key: dict[str, str]
     globex: str
     refunds: str  # Acme's agent "refund-helper"
     ledger: str  # Globex's agent "ledger-bot"
@@ -75,7 +77,7 @@ async def world(api: Api) -> World:
     r = await api.client.post("/v1/activity-tasks", json={"activity": "resize-image",
                                                            "input": {"w": 10}}, headers=ha)
     assert r.status_code == 202, r.text
-    return World(acme, globex, refunds, ledger, acme_run, globex_run, r.json()["task_id"])
+    return World(acme, ha, globex, refunds, ledger, acme_run, globex_run, r.json()["task_id"])
 
 
 async def test_each_kind_of_query_finds_its_target_and_only_it(api: Api, world: World) -> None:
@@ -201,3 +203,32 @@ async def test_filters_survive_reload_and_pagination(api: Api, db: Database,
                                   **{k: v[0] for k, v in more.items()})).text)
     assert f'id="inbox-tenant">{w.acme}</code>' in again
     assert len(re.findall(r'<article class="approval"', again)) == 1
+
+
+
+async def test_the_activities_tenant_filter_survives_pagination(
+        api: Api, admin_conn: asyncpg.Connection, world: World) -> None:
+    w = world
+    for _ in range(dead_letters.PAGE):  # with the world's one: a page and one more
+        r = await api.client.post("/v1/activity-tasks", json={"activity": "resize-image",
+                                                               "input": {}}, headers=w.acme_key)
+        assert r.status_code == 202, r.text
+    _, other = await api.tenant("Other")
+    await publish_activity(api, other, "noise", "def handle(v, c):\n    return v\n")
+    r = await api.client.post("/v1/activity-tasks", json={"activity": "noise", "input": {}},
+                              headers=other)
+    assert r.status_code == 202, r.text
+    # Dead-lettered as the dispatcher leaves them (no sandbox runs in this test).
+    await admin_conn.execute(
+        "UPDATE runs SET status = 'waiting', "
+        "error = '{\"dead_lettered\": true, \"message\": \"sandbox died\"}'::jsonb "
+        "WHERE kind = 'activity'")
+    first = unescape((await _page(api, "/console/activities", tenant=w.acme)).text)
+    assert set(re.findall(r'<tr data-task="[^"]+" data-tenant="([^"]+)"', first)) == {w.acme}
+    assert "Acme Corp" in first
+    older = _link(first, "Older →")
+    assert older["tenant"] == [w.acme] and older["before"]
+    second = unescape((await _page(api, "/console/activities",
+                                   **{k: v[0] for k, v in older.items()})).text)
+    assert f'id="dead-letters-tenant">{w.acme}</code>' in second
+    assert re.findall(r'<tr data-task="[^"]+" data-tenant="([^"]+)"', second) == [w.acme]
