@@ -365,4 +365,55 @@ async def test_cancelling_a_run_and_approving_two_in_bulk(
     await async_api.expect(rows.nth(2)).to_contain_text("cancel run")
     await async_api.expect(page.locator("#actions")).to_contain_text("console session")
     await page.screenshot(path=str(DOC_IMAGES / "console-actions.png"), full_page=True)
+
+
+async def test_finding_a_run_by_its_key_and_a_filter_kept_across_reload(
+    visit: Visit, platform: Api,
+) -> None:
+    tenant, h = await platform.tenant("Initech Claims")
+    agent = await platform.agent(h, "claims-bot")
+    r = await platform.client.post("/v1/runs", json={"agent_id": agent, "input": "hello"},
+                                   headers={**h, "Idempotency-Key": "ticket-7781"})
+    assert r.status_code == 202, r.text
+    run_id = r.json()["run_id"]
+    await platform.events_until_end(h, run_id)  # its status stays what the filter picks
+    page = await visit.page()
+    assert await log_in(page) == 303
+    # The box has a label, Tab reaches it right after the page links, and "/" jumps to it.
+    box = page.get_by_label("Search")
+    await async_api.expect(box).to_have_attribute("id", "console-search")
+    await page.get_by_role("link", name="Activities").focus()
+    await page.keyboard.press("Tab")
+    await async_api.expect(box).to_be_focused()
+    await page.locator("h1").click()
+    await page.keyboard.press("/")
+    await async_api.expect(box).to_be_focused()
+    await page.keyboard.type("ticket-7781")
+    await page.keyboard.press("Enter")
+    await page.wait_for_url("**/console/search?q=ticket-7781")
+    hits = page.locator('section[data-kind="key"] li')
+    await async_api.expect(hits).to_have_count(1)
+    await async_api.expect(hits).to_contain_text("Initech Claims")
+    await async_api.expect(hits).to_contain_text("claims-bot")
+    await async_api.expect(box).to_have_value("ticket-7781")
+    await page.screenshot(path=str(DOC_IMAGES / "console-search.png"), full_page=True)
+    await hits.get_by_role("link", name=run_id).click()
+    await page.wait_for_url(f"**/console/runs/{tenant}/{run_id}")
+    facts = page.locator('section[data-part="facts"]')
+    await async_api.expect(facts).to_contain_text("Initech Claims")
+    await async_api.expect(facts).to_contain_text("claims-bot")
+    # From the run to its tenant's runs, narrowed by status: the URL holds the view.
+    await facts.get_by_role("link", name="Initech Claims").click()
+    await page.wait_for_url(f"**/console/runs?tenant={tenant}")
+    status = (await platform.run(h, run_id))["status"]
+    await page.get_by_label("Status").select_option(str(status))
+    await page.get_by_role("button", name="Filter").click()
+    await page.wait_for_url(f"**/console/runs?tenant={tenant}&status={status}&agent=")
+    await page.reload()
+    await async_api.expect(page.get_by_label("Status")).to_have_value(str(status))
+    await async_api.expect(page.get_by_label("Tenant", exact=True)).to_have_value(tenant)
+    rows = page.locator("#run-rows tr[data-run]")
+    await async_api.expect(rows).to_have_count(1)
+    await async_api.expect(rows).to_contain_text("Initech Claims")
+    await shot(page, "runs-filtered")
     visit.only_this_server()

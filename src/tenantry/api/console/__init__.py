@@ -21,6 +21,7 @@ from tenantry.api.console.pages import (
     run,
     runs,
     sandboxes,
+    search,
     tenants,
 )
 from tenantry.api.console.view import PREFIX, Console, LoginRequired, login_required
@@ -28,7 +29,7 @@ from tenantry.api.console.view import PREFIX, Console, LoginRequired, login_requ
 __all__ = ["Console", "install"]
 
 _PAGES = (assets, login, runs, run, payloads, approvals, tenants, models, billing,
-          sandboxes, activities, actions)
+          sandboxes, activities, actions, search)
 
 
 def install(app: FastAPI) -> None:

@@ -23,9 +23,6 @@ FROM approvals WHERE tenant_id = $1 AND run_id = $2
 ORDER BY approval_id
 LIMIT $3
 
--- name: agent_name
-SELECT name FROM agents WHERE tenant_id = $1 AND agent_id = $2
-
 -- name: pending_by_tenant
 SELECT * FROM tenantry_console_pending_by_tenant($1, $2)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import asyncpg
 
+from tenantry.api.console import find
 from tenantry.db import Connection, Database
 from tenantry.db.queries import load
 from tenantry.ids import AgentId, ApprovalId, RunId, TenantId
@@ -194,6 +195,7 @@ class RunDetails:
     approvals: list[dict[str, Any]]
     trace: dict[str, Any] | None
     trace_note: str | None  # why there is no trace, when there is none
+    tenant_name: str | None = None
 
 
 async def run_details(db: Database, tenant: TenantId, run: RunId, agent: AgentId,
@@ -204,11 +206,13 @@ async def run_details(db: Database, tenant: TenantId, run: RunId, agent: AgentId
                                 limit=RUN_EVENTS_SHOWN)
         approvals = [dict(r) for r in await conn.fetch(Q.run_approvals, tenant.value, run.uuid,
                                                         RUN_APPROVALS_SHOWN)]
-        name = await conn.fetchval(Q.agent_name, tenant.value, agent.uuid)
+        names = {r["agent_id"]: r["name"]
+                 for r in await conn.fetch(find.Q.names_in_tenant, tenant.value, [agent.uuid])}
         trace, note = await _trace(conn, tenant, run)
     for a in approvals:
         a["approval_id"] = str(ApprovalId(a["approval_id"]))
-    return RunDetails(name, events, approvals, trace, note)
+    return RunDetails(names.get(agent.uuid), events, approvals, trace, note,
+                      tenant_name=names.get(None))
 
 
 async def _trace(conn: Connection, tenant: TenantId,

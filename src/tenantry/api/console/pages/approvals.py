@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from tenantry.api.console import action_log as actions
-from tenantry.api.console import reads
+from tenantry.api.console import find, reads
 from tenantry.api.console.view import HEADERS, PREFIX, SignedIn, parse_id, signed_in, text
 from tenantry.errors import Conflict, NotFound
 from tenantry.ids import ApprovalId, TenantId
@@ -48,6 +48,8 @@ async def _render_inbox(v: SignedIn, *, status: int = 200,
         # Grouped, never one list oldest first: a tenant filing thousands of approvals
         # would fill every page of that, and bury every other tenant's behind them.
         groups = await reads.pending_by_tenant(v.console_db)
+    shown = [g.tenant for g in groups] if tenant is None else [tenant]
+    names = await find.names_of(v.db, [(t, None) for t in shown])
     decided = None
     try:
         decided_id = parse_id(ApprovalId, q.get("decided"))
@@ -60,7 +62,8 @@ async def _render_inbox(v: SignedIn, *, status: int = 200,
             and q.get("refused", "").isdigit() and len(q["done"] + q["refused"]) < 10:
         bulk = (q["bulk"], int(q["done"]), int(q["refused"]))
     return v.render("approvals.html", status=status, title="Approvals", tenant=tenant,
-                    groups=groups, pending=pending, decided=decided, bulk=bulk, error=error,
+                    groups=groups, pending=pending, names=names, decided=decided, bulk=bulk,
+                    error=error,
                     more=more,
                     each=reads.INBOX_EACH, max_tenants=reads.INBOX_TENANTS)
 

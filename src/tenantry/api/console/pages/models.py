@@ -8,8 +8,9 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
-from tenantry.api.console import reads, workers
+from tenantry.api.console import find, reads, workers
 from tenantry.api.console.view import PREFIX, SignedIn, signed_in
+from tenantry.ids import TenantId
 from tenantry.models import accounts
 
 router = APIRouter()
@@ -35,5 +36,7 @@ async def models(v: SignedIn = Depends(signed_in)) -> Response:
             if account.account_id not in seen:
                 seen.add(account.account_id)
                 configured.append(account)
-    return v.render("models.html", title="Model accounts",
-                    accounts=[*registered, *configured], workers=local, more=more)
+    shown = [*registered, *configured]
+    names = await find.names_of(v.db, [(TenantId(a.tenant), None) for a in shown if a.tenant])
+    return v.render("models.html", title="Model accounts", names=names,
+                    accounts=shown, workers=local, more=more)

@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
-from tenantry.api.console import reads
+from tenantry.api.console import find, reads
 from tenantry.api.console.view import PREFIX, SignedIn, parse_id, signed_in
 from tenantry.ids import AgentId, RunId, TenantId
 from tenantry.runs.events import RunStatus
@@ -40,8 +40,9 @@ async def runs_list(v: SignedIn = Depends(signed_in)) -> Response:
     again = {**kept, "partial": "1"}
     if q.get("before"):
         again["before"] = q["before"]
+    names = await find.names_of(v.db, [(r.tenant, r.agent_id) for r in rows])
     context: dict[str, Any] = {
-        "rows": rows, "filters": filters, "error": error, "older": older,
+        "rows": rows, "names": names, "filters": filters, "error": error, "older": older,
         "statuses": [s.value for s in RunStatus],
         "refresh": f"{PREFIX}/runs?{urlencode(again)}"}
     if q.get("partial") == "1":  # the live refresh: just the table rows

@@ -169,3 +169,18 @@
     if (events) liveRun(events, parts ? liveParts(parts) : null);
   });
 })();
+
+// "/" anywhere but in a field puts the keyboard in the header's search box (as on most
+// consoles); Tab reaches it too, right after the page links.
+(function () {
+  document.addEventListener("keydown", function (e) {
+    if (e.key !== "/" || e.ctrlKey || e.metaKey || e.altKey) return;
+    var t = e.target;
+    if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
+    var box = document.getElementById("console-search");
+    if (!box) return;
+    e.preventDefault();
+    box.focus();
+    box.select();
+  });
+})();
