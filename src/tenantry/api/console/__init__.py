@@ -14,6 +14,7 @@ from tenantry.api.console.pages import (
     approvals,
     assets,
     billing,
+    charts,
     login,
     models,
     payloads,
@@ -27,7 +28,7 @@ from tenantry.api.console.view import PREFIX, Console, LoginRequired, login_requ
 __all__ = ["Console", "install"]
 
 _PAGES = (assets, login, runs, run, payloads, approvals, tenants, models, billing,
-          sandboxes, activities)
+          sandboxes, activities, charts)
 
 
 def install(app: FastAPI) -> None:
