@@ -23,7 +23,8 @@ async def charts(v: SignedIn = Depends(signed_in)) -> Response:
         tenant = parse_id(TenantId, given)
     except ValueError:
         return v.render("error.html", status=400, title="Not a tenant id",
-                        message=f"{given!r} is not a tenant id (ten_…).")
+                        message=f"{given!r} is not a tenant id "
+                                "(3-64 characters: a-z, 0-9, _ or -).")
     w = chart_data.Window.at(datetime.now(UTC))
     more = False
     if tenant is None:
