@@ -71,6 +71,8 @@ def test_a_line_breaks_at_a_minute_with_no_value() -> None:
 def test_money_is_shown_in_dollars_from_micro_dollars() -> None:
     assert svg.format_value(1_500, "usd_micros") == "$0.001500"
     assert svg.axis_label(2_500_000, "usd_micros") == "$2.50"
+    assert svg.axis_label(2_500, "usd_micros") == "$0.0025"  # not $0.00
+    assert svg.axis_label(0, "usd_micros") == "$0.00"
     assert svg.axis_label(1500, "ms") == "1.5 s" and svg.format_value(None) == "—"
 
 

@@ -304,9 +304,11 @@ def sandbox_chart(local: LocalWorkers | None) -> Chart:
                                          for v in views)),
               Series("warm pool size", tuple(None if v.pool_size is None else float(v.pool_size)
                                              for v in views)))
-    note = ("Workers run in other processes: each owns its own pool."
-            if workers.sandboxes(local) is None else
-            "Per worker in this process, as the Sandboxes page shows.")
+    shown = workers.sandboxes(local)
+    note = ("Workers run in other processes: each owns its own pool." if shown is None else
+            "Per worker in this process, as the Sandboxes page shows." if views else
+            "No sandbox backend in this process's workers: built-in code tools are "
+            "unavailable.")
     return Chart("chart-sandboxes", "Sandbox pool occupancy", labels,
                  series if views else (), kind="bar", note=note)
 

@@ -85,7 +85,11 @@ def axis_label(value: float, unit: Unit = "") -> str:
     """Short, for the axis: 1.5k, 2M, $0.25, 1.2 s."""
     if unit == "usd_micros":
         dollars = value / 1e6
-        return f"${dollars:,.2f}" if dollars < 1000 else f"${_compact(dollars)}"
+        if dollars >= 1000:
+            return f"${_compact(dollars)}"
+        # Down to the micro-dollar: a month of test calls can be a few thousandths.
+        return "$" + (f"{dollars:,.2f}" if dollars >= 1 or dollars == 0
+                      else f"{dollars:.6f}".rstrip("0"))
     if unit == "ms":
         return f"{value / 1000:g} s" if value >= 1000 else f"{value:g} ms"
     return _compact(value)
@@ -167,10 +171,14 @@ def _axes(chart: Chart, top: float) -> list[str]:
     count = len(chart.x_labels)
     every = max(1, math.ceil(count / X_LABELS_SHOWN))
     for i, label in enumerate(chart.x_labels):
-        if i % every and i != count - 1:
+        last = i == count - 1
+        # The last label always; a regular one too close before it is left out.
+        if (i % every and not last) or (not last and every > 1 and count - 1 - i < every):
             continue
+        # A line's last point sits on the plot's edge: its label ends there, not past it.
+        anchor = "end" if last and chart.kind == "line" and count > 1 else "middle"
         out.append(f'<text x="{_num(_x_center(chart, i))}" y="{HEIGHT - BOTTOM + 16}" '
-                   f'text-anchor="middle" font-size="11" fill="#5f6b76">'
+                   f'text-anchor="{anchor}" font-size="11" fill="#5f6b76">'
                    f'{escape(label)}</text>')
     return out
 
