@@ -82,6 +82,10 @@ class Counter(_Metric):
     def value(self, *labels: str) -> float:
         return self._values.get(tuple(labels), 0.0)
 
+    def series(self) -> dict[Labels, float]:
+        """Every label set counted so far and its value (a copy): for the console's charts."""
+        return dict(self._values)
+
     def render(self) -> list[str]:
         lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} counter"]
         for key, value in sorted(self._values.items()):

@@ -15,6 +15,7 @@ from tenantry.api.console.pages import (
     approvals,
     assets,
     billing,
+    charts,
     login,
     models,
     payloads,
@@ -29,7 +30,7 @@ from tenantry.api.console.view import PREFIX, Console, LoginRequired, login_requ
 __all__ = ["Console", "install"]
 
 _PAGES = (assets, login, runs, run, payloads, approvals, tenants, models, billing,
-          sandboxes, activities, actions, search)
+          sandboxes, activities, actions, search, charts)
 
 
 def install(app: FastAPI) -> None:

@@ -36,7 +36,7 @@ HEADERS = {
     "X-Frame-Options": "DENY",
     "Cache-Control": "no-store",
 }
-STATIC = {"console.css": "text/css; charset=utf-8",
+STATIC = {"console.css": "text/css; charset=utf-8", "charts.css": "text/css; charset=utf-8",
           "console.js": "text/javascript; charset=utf-8",
           "favicon.svg": "image/svg+xml"}
 
