@@ -2809,6 +2809,12 @@ ALTER TABLE public.budget_reservations ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.cleanup_leases ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: console_actions; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.console_actions ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: erase_jobs; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -2927,6 +2933,12 @@ CREATE POLICY tenant_isolation ON public.budget_reservations USING ((tenant_id =
 --
 
 CREATE POLICY tenant_isolation ON public.cleanup_leases USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: console_actions tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.console_actions USING ((tenant_id = public.tenantry_current_tenant()));
 
 --
 -- Name: erase_jobs tenant_isolation; Type: POLICY; Schema: public; Owner: -

@@ -27,6 +27,11 @@ CREATE TABLE console_actions (
 );
 CREATE INDEX console_actions_tenant ON console_actions (tenant_id, action_id);
 REVOKE ALL ON console_actions FROM PUBLIC;
+-- Like every table with a tenant column (ADR 0003): were a role ever granted it, it would
+-- see one tenant's rows only. The functions below run as the owner.
+ALTER TABLE console_actions ENABLE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON console_actions
+    USING (tenant_id = tenantry_current_tenant());
 
 CREATE FUNCTION tenantry_console_record_action(p_actor text, p_action text, p_tenant text,
                                                p_target text, p_outcome text, p_detail text)
