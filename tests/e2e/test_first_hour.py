@@ -6,7 +6,6 @@ second start finds nothing left behind, and the demo key of the first start stil
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import signal
@@ -20,50 +19,21 @@ import pytest
 
 from tenantry.db.embedded import EmbeddedPostgres
 from tests.support.api import free_port
+from tests.support.up_process import BIN, start_up, stop_up, up_env
 
 pytestmark = pytest.mark.e2e
 TOKEN = "op_first_hour"
-BIN = Path(sys.executable).parent
 # What must never appear on the happy path (log lines are JSON: TENANTRY_LOG_FORMAT=json).
 BAD = re.compile(r'"level":"(error|critical)"|\bERROR\b|Traceback|Task was destroyed|'
                  r"CancelledError|KeyboardInterrupt")
 
 
-def _env(data_dir: Path, port: int) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TENANTRY_")}
-    env.update(TENANTRY_DATA_DIR=str(data_dir), TENANTRY_PORT=str(port),
-               TENANTRY_OPERATOR_TOKEN=TOKEN, TENANTRY_LOG_FORMAT="json")
-    return env
-
-
 def _up(data_dir: Path, port: int, log: Path) -> subprocess.Popen[str]:
-    """`tenantry up --demo`, stdout and stderr into ``log``, once it answers /healthz."""
-    with log.open("w") as out:
-        proc = subprocess.Popen([str(BIN / "tenantry"), "up", "--demo"],
-                                env=_env(data_dir, port), text=True, stdout=out,
-                                stderr=subprocess.STDOUT)
-    with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
-        for _ in range(600):
-            if proc.poll() is not None:
-                raise AssertionError(f"tenantry up exited:\n{log.read_text()}")
-            try:
-                if client.get("/healthz").status_code == 200:
-                    return proc
-            except httpx2.TransportError:
-                pass
-            with contextlib.suppress(subprocess.TimeoutExpired):  # it exiting ends the wait
-                proc.wait(timeout=0.1)
-    proc.kill()
-    raise AssertionError(f"tenantry up did not answer within 60 s:\n{log.read_text()}")
+    return start_up(up_env(data_dir, port, TOKEN), log, demo=True)
 
 
 def _stop(proc: subprocess.Popen[str], log: Path) -> str:
-    """Ctrl-C, as a person stops `make up`: exit status 0, and the log it wrote."""
-    proc.send_signal(signal.SIGINT)
-    proc.wait(timeout=60)
-    text = log.read_text()
-    assert proc.returncode == 0, text[-3000:]
-    return text
+    return stop_up(proc, log)
 
 
 def _no_errors(log: str, what: str) -> None:
