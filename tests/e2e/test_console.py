@@ -321,7 +321,7 @@ async def _every_control_is_named(page: async_api.Page) -> None:
         assert every == await page.get_by_role(role, name=named).count(), role
 
 
-async def test_cancelling_a_run_and_approving_two_in_bulk(
+async def test_cancel_bulk_approve_pause_and_revoke_from_the_console(
     visit: Visit, platform: Api, fakes: Fakes,
 ) -> None:
     doomed = await waiting_run(platform, fakes)
@@ -359,10 +359,25 @@ async def test_cancelling_a_run_and_approving_two_in_bulk(
                 if e["type"] == "ApprovalDecided"] == ["bulk: finance ok"]
         assert events[-1]["type"] == "RunFinished"
 
-    await page.get_by_role("link", name="Actions").click()
+    # Pause the tenant's admissions and revoke its key, from its Keys and admissions page.
+    await page.goto(f"/console/tenants/{tenant}/access")
+    await _every_control_is_named(page)
+    await page.get_by_role("button", name="Pause admissions").click()
+    await async_api.expect(page.locator("#admissions-state")).to_contain_text("Paused")
+    agent = (await platform.run(h, run_id))["agent_id"]
+    refused = await platform.client.post("/v1/runs", headers=h,
+                                         json={"agent_id": agent, "input": "x"})
+    assert refused.status_code == 409 and refused.json()["type"] == "admissions_paused"
+    await page.get_by_role("button", name=re.compile("^Revoke API key")).first.click()
+    await async_api.expect(page.get_by_role("status")).to_contain_text("revoked")
+    assert (await platform.client.get("/v1/runs", headers=h)).status_code == 401
+
+    await page.get_by_role("link", name="Actions", exact=True).click()
     rows = page.locator("#actions tbody tr")
-    await async_api.expect(rows).to_have_count(3)
-    await async_api.expect(rows.nth(2)).to_contain_text("cancel run")
+    await async_api.expect(rows).to_have_count(5)
+    await async_api.expect(rows.nth(0)).to_contain_text("revoke api key")
+    await async_api.expect(rows.nth(1)).to_contain_text("pause admissions")
+    await async_api.expect(rows.nth(4)).to_contain_text("cancel run")
     await async_api.expect(page.locator("#actions")).to_contain_text("console session")
     await page.screenshot(path=str(DOC_IMAGES / "console-actions.png"), full_page=True)
 
