@@ -6,6 +6,7 @@ itself, whatever the application code above it does."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 from pathlib import Path
@@ -186,3 +187,19 @@ async def test_a_worker_warns_loudly_when_it_logs_in_as_a_superuser(
     # As the login migration 0015 makes: it starts without a word about roles.
     quiet = await _worker_log_until_started(login_dsn(database_dsn), tmp_path)
     assert not [line for line in quiet if "database login" in line]
+
+
+async def test_a_connection_left_inside_a_transaction_is_closed_not_reset_with_an_error(
+    db: Database, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A task cancelled while its transaction ended (a second cancel at shutdown) leaves the
+    connection in the transaction: asyncpg would log "Resetting connection with an active
+    transaction" as an ERROR on release. It is closed instead (the server rolls it back)."""
+    async with db.unscoped() as conn:
+        await conn.execute("BEGIN")
+        await conn.execute("SELECT set_config('tenantry.tenant_id', 'left-open', true)")
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    async with db.unscoped() as conn:
+        assert not conn.is_in_transaction()
+        assert await conn.fetchval("SELECT current_setting('tenantry.tenant_id', true)") in (
+            None, "")

@@ -125,4 +125,11 @@ class Database:
             yield conn
             self.outage.answered(started)
         finally:
+            if conn.is_in_transaction():
+                # Left inside a transaction: its task was cancelled while the transaction
+                # ended (a second cancel at shutdown cuts the ROLLBACK short). Resetting it
+                # would need the round trip that was just cut short, and asyncpg logs it as
+                # an error; closed instead, the server rolls it back, and the pool opens a
+                # fresh connection when one is next needed.
+                conn.terminate()
             await self.pool.release(conn)
