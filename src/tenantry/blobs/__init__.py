@@ -14,10 +14,13 @@ import os
 import re
 import uuid
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from tenantry.errors import QuotaExceeded
 from tenantry.ids import TenantId
+
+if TYPE_CHECKING:
+    from tenantry.config import Settings
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -98,6 +101,14 @@ class DirectoryBlobStore:
 
     async def delete(self, tenant: TenantId, ref: str) -> None:
         self._path(tenant, ref).unlink(missing_ok=True)
+
+
+def data_dir_store(settings: Settings) -> DirectoryBlobStore:
+    """The data directory's blob store, as every process of one host opens it (workers
+    write tool outputs and sandbox saves; the API and the retention commands read and
+    delete them): one place, so they all see the same folder and quota."""
+    return DirectoryBlobStore(settings.data_dir / "blobs",
+                              quota_bytes=(settings.blob_quota_mib << 20) or None)
 
 
 def _mib(size: int) -> str:

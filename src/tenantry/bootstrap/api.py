@@ -11,7 +11,7 @@ from fastapi import FastAPI
 
 from tenantry.api.app import create_app
 from tenantry.api.platform import Platform
-from tenantry.blobs import DirectoryBlobStore
+from tenantry.blobs import data_dir_store
 from tenantry.bootstrap.secrets import master_key
 from tenantry.config import Settings
 from tenantry.db import Database
@@ -70,7 +70,7 @@ async def platform(
         vault = Vault(db, master) if master is not None else None
         yield Platform(
             settings, db, hub, mcp, vault, console_db=console_db, auth_cache=auth_cache,
-            master=master, blobs=DirectoryBlobStore(settings.data_dir / "blobs"),
+            master=master, blobs=data_dir_store(settings),
             cell=CellCapacity(CellLoad(db, ShedThresholds.of(settings),
                                        settings.load_read_seconds)), local=local)
     finally:

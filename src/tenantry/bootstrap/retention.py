@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from tenantry.blobs import DirectoryBlobStore
+from tenantry.blobs import data_dir_store
 from tenantry.bootstrap import StartupFailed
 from tenantry.bootstrap.database import resolve_database
 from tenantry.config import Settings
@@ -81,7 +81,7 @@ def erase_tenant(settings: Settings, tenant: str, batch: int,
 
 
 def _cleaner(settings: Settings, db: Database, batch: int) -> Cleaner:
-    return Cleaner(db, DirectoryBlobStore(settings.data_dir / "blobs"),
+    return Cleaner(db, data_dir_store(settings),
                    settings=CleanupSettings(batch=batch))
 
 

@@ -10,7 +10,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from tenantry.blobs import BlobStore, DirectoryBlobStore
+from tenantry.blobs import BlobStore, data_dir_store
 from tenantry.bootstrap.secrets import master_key
 from tenantry.config import Settings
 from tenantry.db import Database
@@ -85,7 +85,7 @@ async def engine(
     """``metrics``: the process's metrics, shared by its worker loops (None: this engine
     gets its own, with spans as TENANTRY_OTEL_EXPORTER says); ``outage``: the process's
     record of database outages (None: this engine's own); ``blobs``: the blob store (None:
-    :func:`blob_store`'s)."""
+    :func:`tenantry.blobs.data_dir_store`'s)."""
     own_metrics = metrics is None
     if metrics is None:
         metrics = process_metrics(settings)
@@ -97,7 +97,7 @@ async def engine(
     if vault is None:
         logger.warning("no vault master key: tool servers with credentials will be refused")
     if blobs is None:
-        blobs = blob_store(settings)
+        blobs = data_dir_store(settings)
     try:
         async with McpToolClient() as mcp, model_gateway(
             settings, db, vault=vault, master=master, observer=metrics,
@@ -115,12 +115,6 @@ async def engine(
         await db.close()
         if own_metrics:
             metrics.spans.shutdown()
-
-
-def blob_store(settings: Settings) -> DirectoryBlobStore:
-    """The data directory's blob store: tool outputs and sandbox saves, per tenant."""
-    return DirectoryBlobStore(settings.data_dir / "blobs",
-                              quota_bytes=(settings.blob_quota_mib << 20) or None)
 
 
 def cleanup_settings(settings: Settings) -> CleanupSettings:
@@ -145,7 +139,7 @@ async def run_worker(
     ``outage``: the process's record of database outages, shared by its loops and API;
     ``cleaner``: run the retention cleaner beside the loop (unless TENANTRY_RETENTION is
     off) — one per process: ``up`` asks it of its first loop only."""
-    blobs = blob_store(settings)
+    blobs = data_dir_store(settings)
     async with (engine(settings, dsn, metrics=metrics, outage=outage, blobs=blobs) as eng,
                 contextlib.AsyncExitStack() as shown):
         webhooks = WebhookSender(eng.db, allow_private=settings.webhook_allow_private,
