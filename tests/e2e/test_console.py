@@ -7,7 +7,6 @@ docs/how-to/images/ with TENANTRY_DOC_SCREENSHOTS=1."""
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,25 +15,14 @@ import pytest
 
 from tenantry.runs.inprocess import LocalWorkers
 from tests.support.api import OPERATOR_TOKEN, Api, serving_api
+from tests.support.browser import ARTIFACTS, DOC_IMAGES, launch_chromium, needs_chromium
 from tests.support.scripts import answer, call, scripted
 from tests.support.waiting import until
 from tests.support.worker import Fakes, running_worker
 
 async_api = pytest.importorskip("playwright.async_api")
 
-CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = [pytest.mark.e2e, pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="Debian's chromium is not installed "
-                                  "(scripts/system-packages.txt)")]
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "console"
-# docs/how-to/console.md shows these: made here, never by hand, so they show the console
-# as it is. Written into docs/ only when asked (TENANTRY_DOC_SCREENSHOTS=1): ids and times
-# differ every run, and a test run must not leave the checkout modified.
-DOC_IMAGES = (Path(__file__).resolve().parents[2] / "docs" / "how-to" / "images"
-              if os.environ.get("TENANTRY_DOC_SCREENSHOTS") else ARTIFACTS)
+pytestmark = [pytest.mark.e2e, needs_chromium]
 REFUND = "refund 120 EUR to order-9"
 
 
@@ -48,7 +36,7 @@ def artifacts() -> Path:
 @pytest.fixture(scope="session")
 async def browser(artifacts: Path) -> AsyncIterator[async_api.Browser]:
     async with async_api.async_playwright() as pw:
-        launched = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        launched = await launch_chromium(pw)
         yield launched
         await launched.close()
 

@@ -6,29 +6,17 @@ TENANTRY_DOC_SCREENSHOTS=1 (its times differ every run: a test run leaves docs/ 
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 from tenantry.runs.inprocess import LocalWorkers
 from tests.support.api import OPERATOR_TOKEN, Api, serving_api
+from tests.support.browser import ARTIFACTS, DOC_IMAGES, launch_chromium, needs_chromium
 from tests.support.scripts import answer, call, scripted
 from tests.support.worker import Fakes, running_worker
 
 async_api = pytest.importorskip("playwright.async_api")
 
-CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = [pytest.mark.e2e, pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="Debian's chromium is not installed "
-                                  "(scripts/system-packages.txt)")]
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts" / "console"
-DOC_IMAGES = (ROOT / "docs" / "how-to" / "images"
-              if os.environ.get("TENANTRY_DOC_SCREENSHOTS") else ARTIFACTS)
+pytestmark = [pytest.mark.e2e, needs_chromium]
 TITLES = ("Runs started and finished per minute, last hour",
           "Queue wait per minute (p50, p95), last hour", "Slots used against caps",
           "Spend this month, to date, against the monthly cap", "Tokens per day, this month",
@@ -49,8 +37,7 @@ async def test_the_charts_page_draws_every_chart_with_a_name(
             async_api.async_playwright() as pw:
         with local.serving(worker.engine):
             tenant = await _runs(api, fakes)
-            browser = await pw.chromium.launch(executable_path=str(CHROMIUM),
-                                               args=CHROMIUM_ARGS)
+            browser = await launch_chromium(pw)
             context = await browser.new_context(base_url=api.base_url,
                                                 viewport={"width": 1400, "height": 900})
             fetched: list[str] = []
