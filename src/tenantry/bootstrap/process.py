@@ -147,6 +147,8 @@ def _worker(settings: Settings, dsn: str, local: LocalWorkers | None, metrics: W
 def _dispatcher_plan(settings: Settings, database: ResolvedDatabase) -> DispatcherPlan | str:
     """The dispatcher ``up`` runs: on the sandbox backend its worker loops use (the same
     probe), or the banner line saying why there is none."""
+    from tenantry.bootstrap.activities import DispatcherPlan
+
     backend = sandbox_probe.boundary(settings).backend
     if backend is None:
         return ("activity dispatcher: off (no sandbox backend works here; see "
