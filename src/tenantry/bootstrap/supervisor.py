@@ -148,6 +148,10 @@ class Supervisor:
                 if slot.process is not None and slot.process.poll() is None:
                     slot.process.kill()
                     slot.process.wait()
+            # A second SIGTERM still pending (a tool that signals the process group and
+            # its leader) must not kill us on the way out: taken, then the mask restored.
+            while signal.sigtimedwait(_SIGNALS, 0) is not None:
+                pass
             signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)
         failed = [s.index for s in self._slots if s.exits and s.exits[-1] != 0]
         return 1 if failed else 0
