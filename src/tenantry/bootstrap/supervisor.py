@@ -30,7 +30,7 @@ import sys
 import time
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +101,7 @@ class _Slot:
     quick_exits: int = 0
     restart_at: float | None = None  # monotonic; set while it waits to be restarted
     restarts: int = 0
-    exits: list[int] = field(default_factory=list)
+    clean: bool = True  # its last exit was 0, or our own SIGTERM's while stopping
 
 
 def _die_with_parent(parent: int, mask: set[int | signal.Signals]) -> Callable[[], None]:
@@ -153,8 +153,7 @@ class Supervisor:
             while signal.sigtimedwait(_SIGNALS, 0) is not None:
                 pass
             signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)
-        failed = [s.index for s in self._slots if s.exits and s.exits[-1] != 0]
-        return 1 if failed else 0
+        return 0 if all(s.clean for s in self._slots) else 1
 
     def _wait(self, due: float | None) -> signal.struct_siginfo | None:
         if due is None:
@@ -184,7 +183,8 @@ class Supervisor:
                 continue
             code = process.returncode
             slot.process = None
-            slot.exits.append(code)
+            # Stopped by our SIGTERM before its handler was set (still importing): clean.
+            slot.clean = code == 0 or (self._stopping and code == -signal.SIGTERM)
             lived = time.monotonic() - slot.started
             how = {"exit_code": code} if code >= 0 else {"signal": signal.Signals(-code).name}
             logger.log(logging.INFO if self._stopping else logging.WARNING,
