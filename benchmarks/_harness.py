@@ -223,6 +223,21 @@ def child_pids(parent: int) -> list[int]:
     return found
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU of a process and its children, live and reaped: a `tenantry worker --processes N`
+    supervisor and its worker processes (one that died counts from its reaping on)."""
+    return cpu_seconds(pid, children=True) + sum(cpu_seconds(c) for c in child_pids(pid))
+
+
+def tree_memory_kib(pid: int) -> dict[str, int]:
+    """:func:`memory_kib` summed over a process and its live children."""
+    total: dict[str, int] = {}
+    for one in (pid, *child_pids(pid)):
+        for key, kib in memory_kib(one).items():
+            total[key] = total.get(key, 0) + kib
+    return total
+
+
 def memory_kib(pid: int) -> dict[str, int]:
     """VmRSS (now) and VmHWM (peak resident set) from /proc/<pid>/status, in KiB."""
     found: dict[str, int] = {}

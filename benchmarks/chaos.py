@@ -35,7 +35,7 @@ from starlette.requests import ClientDisconnect
 
 from _harness import Bench, console, emit
 from tenantry.bootstrap.api import build_app
-from tenantry.bootstrap.services import ApiServer
+from tenantry.bootstrap.http_server import ApiServer
 from tenantry.config import Settings
 from tenantry.testing.fake_model import FakeModelServer
 from tenantry.testing.mcp_server import EffectsMcpServer

@@ -214,7 +214,10 @@ class Workers:
         suffix = f".{generation}" if generation else ""
         helper = self.bench.start(
             f"worker-{self.order}-{slot}{suffix}",
-            tenantry_command("worker", "--concurrency", str(self.cfg.concurrency)),
+            # One process each: its pid's CPU is the worker's, and a dead one is restarted
+            # here.
+            tenantry_command("worker", "--processes", "1",
+                             "--concurrency", str(self.cfg.concurrency)),
             env={"TENANTRY_DATABASE_URL": self.dsn, "TENANTRY_MODEL_BASE_URL": self.model_url,
                  "TENANTRY_CLAIM_ORDER": self.order,
                  "TENANTRY_DATA_DIR": str(self.bench.workdir / f"data-{self.order}"),

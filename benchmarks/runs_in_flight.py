@@ -2,8 +2,14 @@
 
 Set-up: a fresh database (``TENANTRY_DATABASE_URL``, else an embedded Postgres), the fake
 model server and the MCP test server in their own processes, and ONE ``tenantry worker
---concurrency 2000`` process (default settings otherwise: ``TENANTRY_DB_POOL_MAX`` 20), so
-its memory can be read from ``/proc/<pid>/status`` and nothing else runs in its event loop.
+--processes 1 --concurrency 2000`` process (default settings otherwise:
+``TENANTRY_DB_POOL_MAX`` 20), so its memory can be read from ``/proc/<pid>/status`` and
+nothing else runs in its event loop. The benchmark's one tenant gets a policy that holds
+every run (``max_running`` = the runs, ``max_queued`` at least as many), as an operator sets
+one with ``PUT /admin/v1/tenants/{id}/policy``: the default ``max_running`` of 100 would cap
+what is measured, not the worker. With ``RUNS_IN_FLIGHT_PROCESSES=2`` the worker is
+``--processes 2`` (each process ``--concurrency 2000``): its memory and CPU are the
+supervisor's and its processes' together.
 
 Every run carries its own script: a call to the ``echo`` tool, then an answer, each model
 reply delayed 1000-2000 ms (seeded, uniform): 4 steps per run (2 model, 1 tool, 1 finish).
@@ -17,17 +23,20 @@ latency / tool duration recorded in the later one), steps per second, and how mu
 model calls took than their scripted delay (a fake server or an event loop that cannot keep
 up shows there).
 
-``runs_in_flight`` is the peak of those samples; ``rss_mib`` the worker's VmHWM (peak
-resident set); ``kib_per_run`` the growth over its idle RSS per run held; ``ramp_s`` how long
-after the release the peak came; ``held_95pct_s`` how long at least 95% of the runs were in
-flight at once; ``worker_cpu_ms_per_step`` all the worker's CPU divided by the steps; ``cpu``
-each process's share of a core plus the rest of the machine's (``others``) and the share of
-time some task waited for a CPU (``stalled``); ``lease_lost`` the worker's "lease lost" log
-lines (leases that lapsed because the worker fell behind).
+``runs_in_flight`` is the peak of those samples; ``max_ms`` the longest platform time of any
+step (with one process it must stay far below the 30 s lease: < 5 s); ``rss_mib`` the
+worker's VmHWM (peak resident set, summed over its processes); ``kib_per_run`` the growth
+over its idle RSS per run held; ``ramp_s`` how long after the release the peak came;
+``held_95pct_s`` how long at least 95% of the runs were in flight at once;
+``worker_cpu_ms_per_step`` all the worker's CPU divided by the steps; ``cpu`` each process's
+share of a core plus the rest of the machine's (``others``) and the share of time some task
+waited for a CPU (``stalled``); ``lease_lost`` the worker's "lease lost" log lines (leases
+that lapsed because the worker fell behind).
 
 Prints progress on stderr and one JSON line last on stdout:
-``{"runs_in_flight", "p99_ms", "rss_mib", "steps_per_s", "runs", ...}``.
-Environment overrides: RUNS_IN_FLIGHT_RUNS (2000), RUNS_IN_FLIGHT_DELAY_MS ("1000-2000").
+``{"runs_in_flight", "p99_ms", "max_ms", "rss_mib", "steps_per_s", "runs", "processes", ...}``.
+Environment overrides: RUNS_IN_FLIGHT_RUNS (2000), RUNS_IN_FLIGHT_DELAY_MS ("1000-2000"),
+RUNS_IN_FLIGHT_PROCESSES (1).
 """
 
 from __future__ import annotations
@@ -54,12 +63,13 @@ from _harness import (
     latency_summary,
     log_overheads,
     main,
-    memory_kib,
     provision,
     read_log,
     scripted_input,
     source_state,
     tenantry_command,
+    tree_cpu_seconds,
+    tree_memory_kib,
 )
 from tenantry.config import Settings
 from tenantry.db import Database
@@ -72,19 +82,21 @@ IDLE_SETTLE_S = 1.0
 TERMINAL = ("finished", "failed", "cancelled")
 
 
-def _config() -> tuple[int, int, int]:
+def _config() -> tuple[int, int, int, int]:
     runs_raw = os.environ.get("RUNS_IN_FLIGHT_RUNS", "2000")
     delay_raw = os.environ.get("RUNS_IN_FLIGHT_DELAY_MS", "1000-2000")
+    processes_raw = os.environ.get("RUNS_IN_FLIGHT_PROCESSES", "1")
     try:
-        runs = int(runs_raw)
+        runs, processes = int(runs_raw), int(processes_raw)
         low, _, high = delay_raw.partition("-")
         delay = (int(low), int(high or low))
     except ValueError:
-        raise SystemExit("RUNS_IN_FLIGHT_RUNS is an integer, RUNS_IN_FLIGHT_DELAY_MS is "
-                         "'MIN-MAX' milliseconds") from None
-    if runs <= 0 or not 0 <= delay[0] <= delay[1]:
-        raise SystemExit(f"bad settings: runs={runs_raw!r} delay={delay_raw!r}")
-    return runs, delay[0], delay[1]
+        raise SystemExit("RUNS_IN_FLIGHT_RUNS and RUNS_IN_FLIGHT_PROCESSES are integers, "
+                         "RUNS_IN_FLIGHT_DELAY_MS is 'MIN-MAX' milliseconds") from None
+    if runs <= 0 or processes <= 0 or not 0 <= delay[0] <= delay[1]:
+        raise SystemExit(f"bad settings: runs={runs_raw!r} delay={delay_raw!r} "
+                         f"processes={processes_raw!r}")
+    return runs, delay[0], delay[1], processes
 
 
 def _scripts(runs: int, low: int, high: int) -> list[tuple[dict[str, Any], list[int]]]:
@@ -127,7 +139,7 @@ async def _sample(
         now = time.perf_counter() - released
         samples.running.append((now, row["running"]))
         samples.ended = row["ended"]
-        memory = memory_kib(worker.pid)
+        memory = tree_memory_kib(worker.pid)
         samples.rss_kib = memory.get("VmRSS", samples.rss_kib)
         samples.hwm_kib = max(samples.hwm_kib, memory.get("VmHWM", 0))
         if now >= next_note:
@@ -155,8 +167,17 @@ def _model_excess(events: list[LoggedEvent], delays: dict[str, list[int]]) -> li
     return excess
 
 
+async def _all_started(worker: Helper, processes: int) -> None:
+    """Until each of the worker's processes logged its first claim."""
+    deadline = time.monotonic() + 120
+    while worker.stderr.read_bytes().count(b'"msg":"worker started"') < processes:
+        if worker.proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{processes} worker process(es) not claiming:\n{worker.tail()}")
+        await asyncio.sleep(0.05)
+
+
 async def _benchmark(bench: Bench) -> dict[str, Any]:
-    total, low, high = _config()
+    total, low, high, processes = _config()
     settings = Settings.from_env()
     model_proc, mcp_proc = bench.fake_model(), bench.mcp_server()
     database = await bench.database()
@@ -182,16 +203,16 @@ async def _benchmark(bench: Bench) -> dict[str, Any]:
     try:
         # Held back until the worker is up and idle, so its baseline RSS can be read.
         await admin.execute("UPDATE runs SET available_at = 'infinity'")
-        worker = bench.start("worker", tenantry_command("worker", "--concurrency", str(total)),
-                             env={"TENANTRY_DATABASE_URL": database.dsn,
-                                  "TENANTRY_MODEL_BASE_URL": model_url,
-                                  "TENANTRY_LOG_FORMAT": "json"})
-        await worker.line(worker.stderr, lambda line: '"worker started"' in line)
+        worker = bench.start("worker", tenantry_command(
+            "worker", "--processes", str(processes), "--concurrency", str(total)),
+            env={"TENANTRY_DATABASE_URL": database.dsn, "TENANTRY_MODEL_BASE_URL": model_url,
+                 "TENANTRY_LOG_FORMAT": "json"})
+        await _all_started(worker, processes)
         await asyncio.sleep(IDLE_SETTLE_S)
-        idle_kib = memory_kib(worker.pid).get("VmRSS", 0)
+        idle_kib = tree_memory_kib(worker.pid).get("VmRSS", 0)
         console.log(f"worker {worker.pid} idle at {idle_kib / 1024:.0f} MiB; releasing runs")
         cpu = CpuMeter({
-            "worker": lambda: cpu_seconds(worker.pid),
+            "worker": lambda: tree_cpu_seconds(worker.pid),
             "fake_model": lambda: cpu_seconds(model_proc.pid),
             "mcp_server": lambda: cpu_seconds(mcp_proc.pid),
             "postgres": bench.postgres_cpu(),
@@ -203,7 +224,7 @@ async def _benchmark(bench: Bench) -> dict[str, Any]:
         await _sample(admin, worker, released, total, samples)
         elapsed = time.perf_counter() - released
         shares = cpu.shares()
-        samples.hwm_kib = max(samples.hwm_kib, memory_kib(worker.pid).get("VmHWM", 0))
+        samples.hwm_kib = max(samples.hwm_kib, tree_memory_kib(worker.pid).get("VmHWM", 0))
         statuses: dict[str, int] = {row["status"]: row["count"] for row in await admin.fetch(
             "SELECT status, count(*) FROM runs GROUP BY status")}
     finally:
@@ -233,9 +254,10 @@ async def _benchmark(bench: Bench) -> dict[str, Any]:
         "p99_ms": head["p99_ms"],
         "rss_mib": round(samples.hwm_kib / 1024, 1),
         "steps_per_s": round(steps / elapsed, 1),
-        "runs": statuses.get("finished", 0),
-        "p50_ms": head["p50_ms"],
         "max_ms": head["max_ms"],
+        "runs": statuses.get("finished", 0),
+        "processes": processes,
+        "p50_ms": head["p50_ms"],
         "by_type": by_type(overheads),
         "idle_rss_mib": round(idle_kib / 1024, 1),
         "kib_per_run": round((samples.hwm_kib - idle_kib) / max(peak, 1), 1),

@@ -174,6 +174,11 @@ def worker(
     )] = None,
     max_queued_runs: MaxQueuedRuns = None, delay_new_runs_at: DelayNewRunsAt = None,
     sandbox_min_boundary: MinBoundary = None,
+    processes: Annotated[int | None, typer.Option(
+        "--processes", envvar="TENANTRY_WORKER_PROCESSES", min=1,
+        help="Worker processes on this host, each its own event loop and --concurrency, "
+             "under a supervisor that restarts one that dies; 1: this process alone.",
+        show_default="one per CPU")] = None,
 ) -> None:
     """Run a worker: claim queued runs and drive them (the schema must be migrated). It
     refuses to start if its sandbox boundary is below --sandbox-min-boundary."""
@@ -181,8 +186,16 @@ def worker(
                          worker_concurrency=concurrency, model_base_url=model_base_url,
                          worker_metrics_port=metrics_port, max_queued_runs=max_queued_runs,
                          delay_new_runs_at=delay_new_runs_at,
-                         sandbox_min_boundary=sandbox_min_boundary)
-    _serve(settings, migrate=False, demo=False, api=False, workers=1, production=True)
+                         sandbox_min_boundary=sandbox_min_boundary,
+                         worker_processes=processes)
+    if settings.processes == 1:
+        _serve(settings, migrate=False, demo=False, api=False, workers=1, production=True)
+        return
+    from tenantry.bootstrap import supervisor
+
+    status = _run(lambda: supervisor.supervise(settings))
+    if status:
+        raise typer.Exit(status)
 
 
 @app.command("activity-worker")

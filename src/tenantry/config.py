@@ -93,6 +93,10 @@ class Settings:
     # measuring what fairness buys — it ignores every tenant policy).
     claim_order: str = "fair"
     worker_concurrency: int = 200
+    # Worker processes `tenantry worker` runs on this host, each its own event loop under
+    # one supervisor (bootstrap/supervisor.py); None: one per CPU this process may use;
+    # 1: the command's own process alone, no supervisor.
+    worker_processes: int | None = None
     # Attempts one `tenantry activity-worker` runs at once (one sandbox each).
     activity_worker_slots: int = 4
     workers: int = 1  # worker loops inside `tenantry up`
@@ -176,6 +180,7 @@ class Settings:
         integer("TENANTRY_LEASE_SECONDS", "lease_seconds", 1)
         integer("TENANTRY_EGRESS_FLAG_THRESHOLD", "egress_flag_threshold", 1)
         integer("TENANTRY_WORKER_CONCURRENCY", "worker_concurrency", 1)
+        integer("TENANTRY_WORKER_PROCESSES", "worker_processes", 1)
         integer("TENANTRY_ACTIVITY_WORKER_SLOTS", "activity_worker_slots", 1)
         integer("TENANTRY_MAX_QUEUED_RUNS", "max_queued_runs", 1)
         integer("TENANTRY_REFUSE_BATCH_RUNS_AT", "refuse_batch_runs_at", 1)
@@ -240,6 +245,7 @@ class Settings:
             ("TENANTRY_WORKER_CONCURRENCY / --concurrency", self.worker_concurrency, 1),
             ("TENANTRY_ACTIVITY_WORKER_SLOTS / --slots", self.activity_worker_slots, 1),
             ("TENANTRY_WORKERS / --workers", self.workers, 0),
+            ("TENANTRY_WORKER_PROCESSES / --processes", self.processes, 1),
             ("TENANTRY_LEASE_SECONDS", self.lease_seconds, 1),
             ("TENANTRY_EGRESS_FLAG_THRESHOLD", self.egress_flag_threshold, 1),
             ("TENANTRY_RETENTION_EVERY_SECONDS", self.retention_every_seconds, 1),
@@ -281,6 +287,17 @@ class Settings:
                     "of shedding come in this order")
         if self.load_read_seconds < 0:
             raise ConfigurationError("TENANTRY_LOAD_READ_SECONDS must be at least 0")
+
+    @property
+    def processes(self) -> int:
+        """Worker processes ``tenantry worker`` runs (TENANTRY_WORKER_PROCESSES, else one
+        per CPU this process may be scheduled on)."""
+        if self.worker_processes is not None:
+            return self.worker_processes
+        try:
+            return len(os.sched_getaffinity(0)) or 1
+        except AttributeError:  # not Linux
+            return os.cpu_count() or 1
 
     @property
     def sandbox_dir(self) -> Path:

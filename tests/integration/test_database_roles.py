@@ -158,13 +158,14 @@ async def test_the_serving_logins_pass_the_start_up_check_and_a_superuser_does_n
 
 
 async def _worker_log_until_started(dsn: str, data_dir: Path) -> list[str]:
-    """Start a real `tenantry worker` on ``dsn``; its log lines up to `worker started`."""
+    """Start a real `tenantry worker` on ``dsn``; its log lines up to `worker started`.
+    One process: each of several would log in, and warn, on its own."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TENANTRY_")}
     env.update(TENANTRY_DATA_DIR=str(data_dir), TENANTRY_DATABASE_URL=dsn,
                TENANTRY_SANDBOX_BACKEND="none", TENANTRY_LOG_FORMAT="text")
     proc = await asyncio.create_subprocess_exec(
-        *tenantry_command(), "worker", env=env, stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE)
+        *tenantry_command(), "worker", "--processes", "1", env=env,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
     assert proc.stderr is not None
     lines: list[str] = []
     try:

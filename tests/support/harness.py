@@ -170,7 +170,8 @@ class WorkerFleet:
         self._spawned += 1
         name = f"worker{self._spawned:03d}"
         out_path, err_path = self.log_dir / f"{name}.out", self.log_dir / f"{name}.err"
-        argv = [*tenantry_command(), "worker", "--database-url", self.dsn,
+        # One process, no supervisor: a SIGKILL or SIGSTOP of this pid is of the worker.
+        argv = [*tenantry_command(), "worker", "--processes", "1", "--database-url", self.dsn,
                 "--model-base-url", self.model_url, "--concurrency", str(self.concurrency)]
         # The child gets its own copies of the log files; ours are closed at once. A new
         # session keeps a terminal's Ctrl-C away from the workers: this fleet stops them.

@@ -20,8 +20,9 @@ from tenantry import logs
 from tenantry.activities.warmup import warm_attempt_path
 from tenantry.bootstrap import StartupFailed
 from tenantry.bootstrap.database import ResolvedDatabase, pending_migrations, resolve_database
+from tenantry.bootstrap.http_server import ApiServer, api_service
 from tenantry.bootstrap.secrets import master_key, operator_token
-from tenantry.bootstrap.services import ApiServer, Service, api_service, run_until_signalled
+from tenantry.bootstrap.services import Service, run_until_signalled
 from tenantry.config import Settings
 from tenantry.db import DATABASE_DOWN, Database
 from tenantry.db.outage import Outage

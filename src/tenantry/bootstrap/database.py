@@ -10,12 +10,13 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from tenantry.bootstrap import StartupFailed
 from tenantry.config import Settings
 from tenantry.db import roles
 from tenantry.db.embedded import EmbeddedPostgres
 from tenantry.db.migrate import Migration, migrate, pending
 from tenantry.db.pool import CONNECT_TIMEOUT_SECONDS
-from tenantry.db.reach import CONNECT_FAILURES, describe_failure
+from tenantry.db.reach import CONNECT_FAILURES, check_database, describe_failure
 from tenantry.errors import ConfigurationError
 from tenantry.vault import MasterKey, reseal_legacy_accounts
 
@@ -108,3 +109,11 @@ async def pending_migrations(dsn: str) -> int:
         return len(await pending(conn))
     finally:
         await conn.close()
+
+
+async def require_current_schema(dsn: str) -> None:
+    """The database answers and its schema is current, else the one line saying why."""
+    await check_database(dsn)
+    missing = await pending_migrations(dsn)
+    if missing:
+        raise StartupFailed(f"{missing} migration(s) pending; run 'tenantry migrate'")

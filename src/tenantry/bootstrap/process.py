@@ -9,30 +9,29 @@ got), and its banner says so — or why it is off.
 
 Before anything serves, the database is checked alone: a database that is missing,
 unreachable or refuses us is one line naming where and what to do, not a traceback from
-whatever touched it first."""
+whatever touched it first.
+
+What only the API or the activity dispatcher needs (FastAPI, uvicorn, the console, the
+dispatcher's sandboxes) is imported where they are built: a ``tenantry worker`` process
+never loads it, so it claims its first run sooner (tests/e2e/test_worker_start.py)."""
 
 from __future__ import annotations
 
 import asyncio
-
-import uvicorn
+from typing import TYPE_CHECKING
 
 from tenantry import logs
 from tenantry.bootstrap import StartupFailed
-from tenantry.bootstrap.activities import DispatcherPlan, run_dispatcher
-from tenantry.bootstrap.api import build_app
-from tenantry.bootstrap.banner import banner
 from tenantry.bootstrap.database import (
     ResolvedDatabase,
     apply_migrations,
-    pending_migrations,
+    require_current_schema,
     reseal_legacy_keys,
     resolve_database,
     warn_of_powerful_logins,
 )
-from tenantry.bootstrap.demo import ensure_demo
 from tenantry.bootstrap.secrets import master_key, operator_token
-from tenantry.bootstrap.services import ApiServer, Service, api_service, run_until_signalled
+from tenantry.bootstrap.services import Service, run_until_signalled
 from tenantry.bootstrap.worker import process_metrics, run_worker
 from tenantry.config import Settings
 from tenantry.db import DATABASE_DOWN
@@ -41,6 +40,9 @@ from tenantry.db.reach import check_database, describe_failure
 from tenantry.runs.inprocess import LocalWorkers
 from tenantry.sandbox import probe as sandbox_probe
 from tenantry.telemetry.worker import WorkerMetrics
+
+if TYPE_CHECKING:
+    from tenantry.bootstrap.activities import DispatcherPlan
 
 
 def serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers: int,
@@ -83,14 +85,12 @@ async def _serve(
     dispatcher: DispatcherPlan | str | None = None,
 ) -> None:
     """``dispatcher``: the activity dispatcher to run, or the line saying why it is off."""
-    await check_database(database.dsn)
     if migrate:
+        await check_database(database.dsn)
         await apply_migrations(database.dsn)
         await reseal_legacy_keys(database.dsn, master_key(settings))
     else:
-        missing = await pending_migrations(database.dsn)
-        if missing:
-            raise StartupFailed(f"{missing} migration(s) pending; run 'tenantry migrate'")
+        await require_current_schema(database.dsn)
     # From here on the serving logins, never the owner's (ADR 0011).
     dsn = database.app_dsn
     await warn_of_powerful_logins(database, console=api)
@@ -101,6 +101,9 @@ async def _serve(
     # The API sees the workers of its own process (console: breakers, sandbox pool).
     local = LocalWorkers() if api and workers else None
     if api:
+        from tenantry.bootstrap.banner import banner
+        from tenantry.bootstrap.demo import ensure_demo
+
         demo_info = await ensure_demo(dsn, settings) if demo else None
         base = f"http://{settings.host}:{settings.port}"
         print(banner(base, settings.operator_token if generated_token else None, demo_info,
@@ -111,6 +114,9 @@ async def _serve(
     # gauges; a standalone worker serves it on --metrics-port.
     metrics = process_metrics(settings)
     if not api and workers and settings.worker_metrics_port:
+        import uvicorn
+
+        from tenantry.bootstrap.http_server import ApiServer, api_service
         from tenantry.telemetry.http import metrics_app
 
         assert settings.operator_token is not None
@@ -120,7 +126,9 @@ async def _serve(
             lifespan="off"))))
     for index in range(workers):
         services.append(_worker(settings, dsn, local, metrics, outage, cleaner=index == 0))
-    if isinstance(dispatcher, DispatcherPlan):
+    if dispatcher is not None and not isinstance(dispatcher, str):
+        from tenantry.bootstrap.activities import run_dispatcher
+
         plan = dispatcher
         services.append(lambda stop: run_dispatcher(settings, plan, stop, metrics=metrics,
                                                     outage=outage))
@@ -139,6 +147,8 @@ def _worker(settings: Settings, dsn: str, local: LocalWorkers | None, metrics: W
 def _dispatcher_plan(settings: Settings, database: ResolvedDatabase) -> DispatcherPlan | str:
     """The dispatcher ``up`` runs: on the sandbox backend its worker loops use (the same
     probe), or the banner line saying why there is none."""
+    from tenantry.bootstrap.activities import DispatcherPlan
+
     backend = sandbox_probe.boundary(settings).backend
     if backend is None:
         return ("activity dispatcher: off (no sandbox backend works here; see "
@@ -160,6 +170,11 @@ def _running(settings: Settings, dispatcher: DispatcherPlan | str | None) -> lis
 
 def _api(settings: Settings, dsn: str, console_dsn: str, local: LocalWorkers | None,
          outage: Outage) -> Service:
+    import uvicorn
+
+    from tenantry.bootstrap.api import build_app
+    from tenantry.bootstrap.http_server import ApiServer, api_service
+
     app = build_app(settings, dsn, console_dsn=console_dsn, local=local, outage=outage)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None,
                             access_log=False, lifespan="on", timeout_graceful_shutdown=5)

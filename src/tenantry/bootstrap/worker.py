@@ -18,7 +18,6 @@ from tenantry.db.outage import Outage
 from tenantry.ledger.prices import PriceBook
 from tenantry.models.accounts import ANY_MODEL, ANY_REGION, ModelAccount
 from tenantry.models.gateway import ModelGateway
-from tenantry.models.scripted_server import ScriptedModelServer
 from tenantry.retention.cleaner import Cleaner, CleanupSettings
 from tenantry.runs.driver import Engine, EngineSettings
 from tenantry.runs.inprocess import LocalWorkers
@@ -65,6 +64,9 @@ async def model_gateway(
         if settings.model_base_url:
             implicit = [configured_account(settings, settings.model_base_url)]
         else:
+            # Only here: a production worker (a model URL) never loads its HTTP server.
+            from tenantry.models.scripted_server import ScriptedModelServer
+
             server = await stack.enter_async_context(ScriptedModelServer())
             logger.info("no TENANTRY_MODEL_BASE_URL: the built-in scripted model serves "
                         "the `scripted` models", extra={"base_url": server.base_url})

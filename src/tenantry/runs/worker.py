@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -74,8 +75,11 @@ class Worker:
             leases=lambda: [lease.tenant.value for lease in self._active])
         background = [asyncio.create_task(self._heartbeat(stop), name="lease-heartbeat"),
                       asyncio.create_task(self._housekeeping(stop), name="housekeeping")]
-        logger.info("worker started", extra={"worker": self.engine.worker,
-                                             "concurrency": self.concurrency})
+        # process_cpu_ms: the CPU this process spent from exec to its first claim (imports,
+        # start-up checks, pools): what a replacement worker costs (benchmarks/recovery.py).
+        logger.info("worker started", extra={
+            "worker": self.engine.worker, "concurrency": self.concurrency,
+            "process_cpu_ms": round(time.process_time() * 1000)})
         try:
             while not stop.is_set():
                 if await self._fill() == 0:
