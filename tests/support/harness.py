@@ -37,6 +37,8 @@ LEASE_SECONDS = 2
 WORKER_POOL_MAX = 6
 #: What a worker logs (JSON) once it is claiming runs.
 READY_MARK = b'"msg":"worker started"'
+#: What a worker logs for each run it took from a dead or expired owner (runs/lease.py).
+TOOK_OVER = "took over a run"
 TOOLS = ("effect", "slow")
 TERMINAL = ("finished", "failed", "cancelled")
 
@@ -115,6 +117,25 @@ class WorkerProcess:
         if not self._ready:
             self._ready = READY_MARK in self.log()
         return self._ready
+
+    def lines(self, msg: str) -> list[dict[str, Any]]:
+        """The worker's JSON log lines whose message is ``msg``."""
+        found = []
+        for raw in self.log().splitlines():
+            if raw.startswith(b"{"):
+                with contextlib.suppress(orjson.JSONDecodeError):
+                    line = orjson.loads(raw)
+                    if line.get("msg") == msg:
+                        found.append(line)
+        return found
+
+    def worker_id(self) -> str:
+        """Its lease owner id, from its start line (it must be ready)."""
+        return str(self.lines("worker started")[0]["worker"])
+
+    def takeovers(self) -> list[dict[str, Any]]:
+        """The runs it took from another worker, as it logged them (ADR 0018)."""
+        return self.lines(TOOK_OVER)
 
     def tail(self, lines: int = 12) -> str:
         state = ("running" if not self.exited
