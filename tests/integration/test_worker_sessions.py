@@ -15,8 +15,12 @@ from tenantry.ids import TenantId
 from tenantry.runs import lease as leases
 from tenantry.runs import liveness, log
 from tenantry.runs.events import ModelReplied
+from tenantry.runs.worker import Worker
 from tests.support.api import Api
 from tests.support.db import login_dsn
+from tests.support.scripts import answer, call, scripted
+from tests.support.waiting import until
+from tests.support.worker import Fakes
 
 Connect = Callable[[], Awaitable[asyncpg.Connection]]
 
@@ -122,7 +126,8 @@ async def test_registration_never_waits_on_a_taken_key_or_id(
     c = await sessions()
     assert (await liveness.register(c, "worker-c", keys=keys(12345, 888))).key == 888
     held = await admin_conn.fetch(
-        "SELECT objid, pid FROM pg_locks WHERE locktype = 'advisory' AND classid = $1",
+        "SELECT objid, pid FROM pg_locks WHERE locktype = 'advisory' AND classid = $1 "
+        "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
         liveness.LOCK_CLASS)
     assert {(r["objid"], r["pid"]) for r in held} == {
         (777, b.get_server_pid()), (888, c.get_server_pid())}  # c let 12345 go
@@ -142,3 +147,51 @@ async def test_registration_never_waits_on_a_taken_key_or_id(
                                   "ORDER BY worker_id")
     assert [tuple(r) for r in rows] == [("worker-a", 12345), ("worker-b", 777),
                                         ("worker-c", 888), ("worker-d", 999)]
+
+
+LOCK_HOLDER = """SELECT l.pid FROM pg_locks l JOIN worker_sessions s ON l.objid = s.lock_key::oid
+                 WHERE l.locktype = 'advisory' AND l.classid = $1 AND l.objsubid = 2
+                   AND l.database = (SELECT oid FROM pg_database
+                                     WHERE datname = current_database())
+                   AND l.granted AND s.worker_id = $2"""
+
+
+async def test_a_worker_whose_session_connection_drops_takes_its_lock_again(
+    api: Api, fakes: Fakes, admin_conn: asyncpg.Connection, worker: Worker,
+) -> None:
+    """The worker's session backend is terminated mid-run (as a network blip or a restart
+    would drop it): the worker registers again under its id and, with no other worker to
+    take it meanwhile, drives the run to its end without a takeover."""
+    tenant, h = await api.tenant()
+    await api.tool_server(tenant, fakes.mcp.url)
+    agent = await api.agent(h, tools=["slow"])
+    me = worker.engine.worker
+
+    async def holder() -> int | None:
+        pid: int | None = await admin_conn.fetchval(LOCK_HOLDER, liveness.LOCK_CLASS, me)
+        return pid
+
+    async def registered() -> bool:
+        return await holder() is not None
+
+    await until(registered, "the worker holds its session lock", 10)
+    run_id = await api.start(h, agent, scripted(call("slow", seconds=1.0), answer("back")))
+
+    async def in_the_call() -> bool:
+        return any(c.tool == "slow" for c in fakes.mcp.calls)
+
+    await until(in_the_call, "the worker calls the slow tool", 10)
+    first = await holder()
+    assert await admin_conn.fetchval("SELECT pg_terminate_backend($1, 10000)", first)
+
+    async def back() -> bool:
+        pid = await holder()
+        return pid is not None and pid != first
+
+    await until(back, "the worker takes its session lock again", 10)
+    events = await api.events_until_end(h, run_id)
+    assert [e["type"] for e in events] == [
+        "RunCreated", "ModelReplied", "ToolCompleted", "ModelReplied", "RunFinished"]
+    row = await admin_conn.fetchrow(
+        "SELECT lease_epoch, answer #>> '{}' AS answer FROM runs")
+    assert row is not None and tuple(row) == (1, "back")  # never taken from it

@@ -29,8 +29,10 @@ import orjson
 from tenantry.ids import RunId
 from tenantry.testing.mcp_server import EffectsMcpServer
 
-#: Short, so the runs of a killed worker are claimed again within seconds (the worker's
-#: heartbeat renews every third of it). Integer: TENANTRY_LEASE_SECONDS takes whole seconds.
+#: Short, so a frozen worker's runs are claimed again within seconds (a killed worker's move
+#: at the next claim whatever the lease: ADR 0018); the worker's heartbeat renews every third
+#: of it. Integer: TENANTRY_LEASE_SECONDS takes whole seconds. ``None`` in a fleet: the
+#: production default (30 s).
 LEASE_SECONDS = 2
 #: Per worker process: several workers plus the API share one Postgres (100 connections on
 #: a stock server), and a killed worker's connections linger until Postgres notices.
