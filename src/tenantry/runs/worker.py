@@ -181,6 +181,10 @@ class Worker:
             else:
                 logger.warning("no worker session connection, claiming nothing: %s", exc)
             return
+        except BaseException:  # cancelled while connecting: leave nothing open
+            if conn is not None:
+                conn.terminate()
+            raise
         if self._session is not None:
             logger.info("worker session lock taken again", extra={
                 "worker": session.worker, "lock_key": session.key})
