@@ -109,22 +109,63 @@ DECLARE
     v_tenant text;
     v_run uuid;
     v_skip text[] := '{}';
+    v_dead text[];
+    v_count integer;
 BEGIN
-    RETURN QUERY
-    WITH expired AS (
-        SELECT r.tenant_id, r.run_id FROM public.runs r
-        WHERE r.status = 'running' AND r.lease_expires_at < now() AND r.kind = 'activity'
-        ORDER BY r.lease_expires_at
-        LIMIT p_batch
-        FOR UPDATE SKIP LOCKED
-    )
-    UPDATE public.runs r
-    SET lease_owner = p_worker, lease_epoch = r.lease_epoch + 1,
-        lease_expires_at = now() + make_interval(secs => p_lease_seconds), updated_at = now()
-    FROM expired
-    WHERE r.tenant_id = expired.tenant_id AND r.run_id = expired.run_id
-    RETURNING r.tenant_id, r.run_id, r.lease_epoch;
-    GET DIAGNOSTICS v_claimed = ROW_COUNT;
+    -- Dead registered dispatchers' tasks first, as in tenantry_claim_runs above.
+    SELECT coalesce(array_agg(s.worker_id), '{}') INTO v_dead
+    FROM public.worker_sessions s
+    WHERE pg_try_advisory_xact_lock_shared(1415008843, s.lock_key);
+    v_claimed := 0;
+    IF cardinality(v_dead) > 0 THEN
+        RETURN QUERY
+        WITH orphaned AS (
+            SELECT r.tenant_id, r.run_id FROM public.runs r
+            WHERE r.status = 'running' AND r.lease_owner = ANY (v_dead)
+              AND r.kind = 'activity'
+            ORDER BY r.lease_expires_at
+            LIMIT p_batch
+            FOR UPDATE SKIP LOCKED
+        )
+        UPDATE public.runs r
+        SET lease_owner = p_worker, lease_epoch = r.lease_epoch + 1,
+            lease_expires_at = now() + make_interval(secs => p_lease_seconds),
+            updated_at = now()
+        FROM orphaned
+        WHERE r.tenant_id = orphaned.tenant_id AND r.run_id = orphaned.run_id
+        RETURNING r.tenant_id, r.run_id, r.lease_epoch;
+        GET DIAGNOSTICS v_claimed = ROW_COUNT;
+        DELETE FROM public.worker_sessions s
+        WHERE s.worker_id IN (
+            SELECT d.worker_id FROM public.worker_sessions d
+            WHERE d.worker_id = ANY (v_dead)
+              AND pg_try_advisory_xact_lock_shared(1415008843, d.lock_key)
+              AND NOT EXISTS (SELECT 1 FROM public.runs r
+                              WHERE r.lease_owner = d.worker_id AND r.status = 'running')
+            ORDER BY d.worker_id
+            FOR UPDATE SKIP LOCKED);
+    END IF;
+
+    IF v_claimed < p_batch THEN
+        RETURN QUERY
+        WITH expired AS (
+            SELECT r.tenant_id, r.run_id FROM public.runs r
+            WHERE r.status = 'running' AND r.lease_expires_at < now()
+              AND r.kind = 'activity'
+            ORDER BY r.lease_expires_at
+            LIMIT p_batch - v_claimed
+            FOR UPDATE SKIP LOCKED
+        )
+        UPDATE public.runs r
+        SET lease_owner = p_worker, lease_epoch = r.lease_epoch + 1,
+            lease_expires_at = now() + make_interval(secs => p_lease_seconds),
+            updated_at = now()
+        FROM expired
+        WHERE r.tenant_id = expired.tenant_id AND r.run_id = expired.run_id
+        RETURNING r.tenant_id, r.run_id, r.lease_epoch;
+        GET DIAGNOSTICS v_count = ROW_COUNT;
+        v_claimed := v_claimed + v_count;
+    END IF;
 
     WHILE v_claimed < p_batch LOOP
         -- Never wait for a tenant row another claimer holds (SKIP LOCKED throughout): a

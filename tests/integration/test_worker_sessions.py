@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 import asyncpg
 import pytest
 
+from tenantry.activities import Bundle
 from tenantry.db import Database
 from tenantry.errors import LeaseLost
 from tenantry.ids import TenantId
@@ -16,6 +17,8 @@ from tenantry.runs import lease as leases
 from tenantry.runs import liveness, log
 from tenantry.runs.events import ModelReplied
 from tenantry.runs.worker import Worker
+from tenantry.store import Admitted, TenantPolicy, WorkflowStore
+from tenantry.store.activities import ActivityStore
 from tests.support.api import Api
 from tests.support.db import login_dsn
 from tests.support.scripts import answer, call, scripted
@@ -195,3 +198,25 @@ async def test_a_worker_whose_session_connection_drops_takes_its_lock_again(
     row = await admin_conn.fetchrow(
         "SELECT lease_epoch, answer #>> '{}' AS answer FROM runs")
     assert row is not None and tuple(row) == (1, "back")  # never taken from it
+
+
+async def test_a_dead_dispatchers_activity_tasks_are_taken_at_once(
+    db: Database, admin_conn: asyncpg.Connection, sessions: Connect,
+) -> None:
+    tenant = TenantId.parse("tenant-acme")
+    await WorkflowStore(db).set_tenant_policy(tenant, TenantPolicy())
+    store = ActivityStore(db)
+    await store.publish(tenant, "sync", Bundle(
+        {"main.py": b"def handle(value, context):\n    return value\n"}, "main.py:handle"))
+    queued = await store.enqueue(tenant, "sync", {})
+    assert isinstance(queued, Admitted)
+    claim = "SELECT run_id, lease_epoch FROM tenantry_claim_activities($1, 4, 30)"
+    a = await sessions()
+    await liveness.register(a, "activities-a")
+    async with db.unscoped() as conn:
+        assert [tuple(r) for r in await conn.fetch(claim, "activities-a")] == [
+            (queued.task_id.uuid, 1)]
+        assert await conn.fetch(claim, "activities-b") == []  # a is alive
+        await _die(admin_conn, a)
+        assert [tuple(r) for r in await conn.fetch(claim, "activities-b")] == [
+            (queued.task_id.uuid, 2)]

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from tenantry.db import DATABASE_DOWN
+from tenantry.db.pool import CONNECT_TIMEOUT_SECONDS
 from tenantry.db.queries import load
 from tenantry.errors import TenantryError
 
@@ -68,3 +70,63 @@ async def register(
             raise RegistrationFailed(f"worker id {worker} is registered by another worker")
     raise RegistrationFailed(f"no free worker session key after {ATTEMPTS} tries; is "
                              "worker_sessions full of rows no claim deletes?")
+
+
+class SessionConnection:
+    """A connection kept open for its holder's life with the holder's session lock on it
+    (what the activity dispatcher holds; a worker loop shares its with LISTEN). ``ensure``
+    (re)opens and registers it, never waiting on a taken key; the holder claims nothing
+    while it is down. After a drop it registers again under the same id (``rejoin``)."""
+
+    def __init__(self, dsn: str, worker: str, *, role: str | None = "tenantry_app",
+                 new_id: Callable[[], str] | None = None) -> None:
+        self._dsn = dsn
+        self._role = role
+        self._new_id = new_id
+        self._failures: tuple[type[Exception], ...] = (
+            *DATABASE_DOWN, asyncpg.PostgresError, RegistrationFailed)
+        self.worker = worker
+        self.session: Session | None = None
+        self._conn: asyncpg.Connection | None = None
+        self._failing = False
+
+    @property
+    def alive(self) -> bool:
+        return self._conn is not None and not self._conn.is_closed()
+
+    async def ensure(self) -> bool:
+        """True once the lock is held (as far as we know); False when it cannot be now."""
+        if self.alive:
+            return True
+        self._conn = None
+        settings = {"role": self._role} if self._role else {}
+        conn: asyncpg.Connection | None = None
+        try:
+            conn = await asyncpg.connect(self._dsn, timeout=CONNECT_TIMEOUT_SECONDS,
+                                         server_settings=settings)
+            session = await register(conn, self.worker, rejoin=self.session is not None,
+                                     new_id=self._new_id)
+        except BaseException as exc:
+            if conn is not None:
+                conn.terminate()
+            if not isinstance(exc, self._failures):
+                raise
+            if not self._failing:  # once per outage, not once per poll
+                logger.warning("no session connection, claiming nothing: %s", exc,
+                               extra={"worker": self.worker})
+            self._failing = True
+            return False
+        if self._failing or self.session is not None:
+            logger.info("session lock taken", extra={"worker": session.worker,
+                                                      "lock_key": session.key})
+        self._failing = False
+        self.worker, self.session, self._conn = session.worker, session, conn
+        return True
+
+    async def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                await conn.close(timeout=5)
+            except Exception:  # closing anyway: Postgres drops the lock with the socket
+                conn.terminate()
