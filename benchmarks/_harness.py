@@ -455,14 +455,16 @@ class Tenancy:
     agent: AgentId
 
 
-async def provision(db: Database, mcp_url: str, tools: tuple[str, ...]) -> Tenancy:
-    """A tenant with the MCP test server registered and a scripted agent allowed ``tools``."""
+async def provision(db: Database, mcp_url: str, tools: tuple[str, ...], *,
+                    limits: Limits | None = None) -> Tenancy:
+    """A tenant with the MCP test server registered and a scripted agent allowed ``tools``
+    (``limits``: the agent's, default 50 steps)."""
     tenant = (await tenants.create_tenant(db, "benchmark")).tenant_id
     async with McpToolClient() as mcp:
         await servers.register(db, mcp, tenant, name="effects", url=mcp_url,
                                honours_idempotency_keys=True)
     spec = AgentSpec(model="scripted", system_prompt="Be brief.", tools=tools,
-                     limits=Limits(max_steps=50))
+                     limits=limits or Limits(max_steps=50))
     agent = (await agents.create_agent(db, tenant, "bench-agent", spec)).agent_id
     return Tenancy(tenant, agent)
 

@@ -3,7 +3,8 @@
 Starts its own platform: a fresh migrated database (on ``TENANTRY_DATABASE_URL`` if set, else
 an embedded Postgres in a temp dir), the HTTP API in this process, the fake model server and
 the MCP test server (which counts idempotency keys and performs each key's effect once) in
-this process, and 4 ``tenantry worker`` processes (lease 2 s). It creates 1,000 runs through
+this process, and 4 ``tenantry worker`` processes at the production lease (30 s: a killed
+worker's runs move at the next claim, ADR 0018). It creates 1,000 runs through
 the API across 4 tenants - each makes three keyed ``effect`` calls (some also a ``slow``
 one) then answers - and every 0.5-2 s SIGKILLs a random worker and starts a replacement,
 until every run has ended. Then it checks what the chaos test checks (tests/chaos): every
@@ -109,7 +110,7 @@ async def chaos(bench: Bench) -> int:
         httpx2.AsyncClient(base_url=base_url, timeout=30) as client,
         WorkerFleet(dsn=database.dsn, model_url=model.base_url,
                     log_dir=bench.workdir / "workers", size=WORKERS, concurrency=CONCURRENCY,
-                    master_key=master_key) as fleet,
+                    lease_seconds=None, master_key=master_key) as fleet,
     ):
         console.log(f"starting {WORKERS} workers (CHAOS_SEED={seed})")
         await fleet.start()

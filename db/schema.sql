@@ -109,22 +109,63 @@ DECLARE
     v_tenant text;
     v_run uuid;
     v_skip text[] := '{}';
+    v_dead text[];
+    v_count integer;
 BEGIN
-    RETURN QUERY
-    WITH expired AS (
-        SELECT r.tenant_id, r.run_id FROM public.runs r
-        WHERE r.status = 'running' AND r.lease_expires_at < now() AND r.kind = 'activity'
-        ORDER BY r.lease_expires_at
-        LIMIT p_batch
-        FOR UPDATE SKIP LOCKED
-    )
-    UPDATE public.runs r
-    SET lease_owner = p_worker, lease_epoch = r.lease_epoch + 1,
-        lease_expires_at = now() + make_interval(secs => p_lease_seconds), updated_at = now()
-    FROM expired
-    WHERE r.tenant_id = expired.tenant_id AND r.run_id = expired.run_id
-    RETURNING r.tenant_id, r.run_id, r.lease_epoch;
-    GET DIAGNOSTICS v_claimed = ROW_COUNT;
+    -- Dead registered dispatchers' tasks first, as in tenantry_claim_runs above.
+    SELECT coalesce(array_agg(s.worker_id), '{}') INTO v_dead
+    FROM public.worker_sessions s
+    WHERE pg_try_advisory_xact_lock_shared(1415008843, s.lock_key);
+    v_claimed := 0;
+    IF cardinality(v_dead) > 0 THEN
+        RETURN QUERY
+        WITH orphaned AS (
+            SELECT r.tenant_id, r.run_id FROM public.runs r
+            WHERE r.status = 'running' AND r.lease_owner = ANY (v_dead)
+              AND r.kind = 'activity'
+            ORDER BY r.lease_expires_at
+            LIMIT p_batch
+            FOR UPDATE SKIP LOCKED
+        )
+        UPDATE public.runs r
+        SET lease_owner = p_worker, lease_epoch = r.lease_epoch + 1,
+            lease_expires_at = now() + make_interval(secs => p_lease_seconds),
+            updated_at = now()
+        FROM orphaned
+        WHERE r.tenant_id = orphaned.tenant_id AND r.run_id = orphaned.run_id
+        RETURNING r.tenant_id, r.run_id, r.lease_epoch;
+        GET DIAGNOSTICS v_claimed = ROW_COUNT;
+        DELETE FROM public.worker_sessions s
+        WHERE s.worker_id IN (
+            SELECT d.worker_id FROM public.worker_sessions d
+            WHERE d.worker_id = ANY (v_dead)
+              AND pg_try_advisory_xact_lock_shared(1415008843, d.lock_key)
+              AND NOT EXISTS (SELECT 1 FROM public.runs r
+                              WHERE r.lease_owner = d.worker_id AND r.status = 'running')
+            ORDER BY d.worker_id
+            FOR UPDATE SKIP LOCKED);
+    END IF;
+
+    IF v_claimed < p_batch THEN
+        RETURN QUERY
+        WITH expired AS (
+            SELECT r.tenant_id, r.run_id FROM public.runs r
+            WHERE r.status = 'running' AND r.lease_expires_at < now()
+              AND r.kind = 'activity'
+            ORDER BY r.lease_expires_at
+            LIMIT p_batch - v_claimed
+            FOR UPDATE SKIP LOCKED
+        )
+        UPDATE public.runs r
+        SET lease_owner = p_worker, lease_epoch = r.lease_epoch + 1,
+            lease_expires_at = now() + make_interval(secs => p_lease_seconds),
+            updated_at = now()
+        FROM expired
+        WHERE r.tenant_id = expired.tenant_id AND r.run_id = expired.run_id
+        RETURNING r.tenant_id, r.run_id, r.lease_epoch;
+        GET DIAGNOSTICS v_count = ROW_COUNT;
+        v_claimed := v_claimed + v_count;
+    END IF;
 
     WHILE v_claimed < p_batch LOOP
         -- Never wait for a tenant row another claimer holds (SKIP LOCKED throughout): a
@@ -240,7 +281,7 @@ $$;
 -- Name: tenantry_claim_runs(text, integer, double precision, text, boolean); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.tenantry_claim_runs(p_worker text, p_batch integer, p_lease_seconds double precision, p_kind text DEFAULT 'agent'::text, p_in_flight_first boolean DEFAULT false) RETURNS TABLE(tenant_id text, run_id uuid, lease_epoch bigint)
+CREATE FUNCTION public.tenantry_claim_runs(p_worker text, p_batch integer, p_lease_seconds double precision, p_kind text DEFAULT 'agent'::text, p_in_flight_first boolean DEFAULT false) RETURNS TABLE(tenant_id text, run_id uuid, lease_epoch bigint, taken_from text, lease_was_until timestamp with time zone, owner_gone boolean)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public'
     AS $$
@@ -251,22 +292,72 @@ DECLARE
     v_skip text[] := '{}';
     v_holding boolean := false;
     v_in_flight boolean := coalesce(p_in_flight_first, false);  -- the tier being served
+    v_dead text[];
+    v_count integer;
 BEGIN
-    RETURN QUERY
-    WITH expired AS (
-        SELECT r.tenant_id, r.run_id FROM public.runs r
-        WHERE r.status = 'running' AND r.lease_expires_at < now() AND r.kind = p_kind
-        ORDER BY r.lease_expires_at
-        LIMIT p_batch
-        FOR UPDATE SKIP LOCKED
-    )
-    UPDATE public.runs r
-    SET lease_owner = p_worker, lease_epoch = r.lease_epoch + 1,
-        lease_expires_at = now() + make_interval(secs => p_lease_seconds), updated_at = now()
-    FROM expired
-    WHERE r.tenant_id = expired.tenant_id AND r.run_id = expired.run_id
-    RETURNING r.tenant_id, r.run_id, r.lease_epoch;
-    GET DIAGNOSTICS v_claimed = ROW_COUNT;
+    -- Registered workers whose session lock nobody holds: their processes (or their lock
+    -- connections) are gone. One probe per registered worker, never one per run. A probe
+    -- that succeeds holds the lock shared until this claim commits, so the key cannot be
+    -- taken by a new registration meanwhile (it picks another; it never waits).
+    SELECT coalesce(array_agg(s.worker_id), '{}') INTO v_dead
+    FROM public.worker_sessions s
+    WHERE pg_try_advisory_xact_lock_shared(1415008843, s.lock_key);
+
+    v_claimed := 0;
+    IF cardinality(v_dead) > 0 THEN
+        -- Their runs now, whatever their leases say: they are voided like expired ones
+        -- (epoch + 1), so a write the dead owner left in flight is refused.
+        RETURN QUERY
+        WITH orphaned AS (
+            SELECT r.tenant_id, r.run_id, r.lease_owner, r.lease_expires_at FROM public.runs r
+            WHERE r.status = 'running' AND r.lease_owner = ANY (v_dead) AND r.kind = p_kind
+            ORDER BY r.lease_expires_at
+            LIMIT p_batch
+            FOR UPDATE SKIP LOCKED
+        )
+        UPDATE public.runs r
+        SET lease_owner = p_worker, lease_epoch = r.lease_epoch + 1,
+            lease_expires_at = now() + make_interval(secs => p_lease_seconds),
+            updated_at = now()
+        FROM orphaned
+        WHERE r.tenant_id = orphaned.tenant_id AND r.run_id = orphaned.run_id
+        RETURNING r.tenant_id, r.run_id, r.lease_epoch, orphaned.lease_owner,
+                  orphaned.lease_expires_at, true;
+        GET DIAGNOSTICS v_claimed = ROW_COUNT;
+        -- A dead worker with no running run left is forgotten. Rows another claimer is
+        -- deleting are skipped (never waited for); one whose key a live session holds again
+        -- (its worker reconnected) is kept.
+        DELETE FROM public.worker_sessions s
+        WHERE s.worker_id IN (
+            SELECT d.worker_id FROM public.worker_sessions d
+            WHERE d.worker_id = ANY (v_dead)
+              AND pg_try_advisory_xact_lock_shared(1415008843, d.lock_key)
+              AND NOT EXISTS (SELECT 1 FROM public.runs r
+                              WHERE r.lease_owner = d.worker_id AND r.status = 'running')
+            ORDER BY d.worker_id
+            FOR UPDATE SKIP LOCKED);
+    END IF;
+
+    IF v_claimed < p_batch THEN
+        RETURN QUERY
+        WITH expired AS (
+            SELECT r.tenant_id, r.run_id, r.lease_owner, r.lease_expires_at FROM public.runs r
+            WHERE r.status = 'running' AND r.lease_expires_at < now() AND r.kind = p_kind
+            ORDER BY r.lease_expires_at
+            LIMIT p_batch - v_claimed
+            FOR UPDATE SKIP LOCKED
+        )
+        UPDATE public.runs r
+        SET lease_owner = p_worker, lease_epoch = r.lease_epoch + 1,
+            lease_expires_at = now() + make_interval(secs => p_lease_seconds),
+            updated_at = now()
+        FROM expired
+        WHERE r.tenant_id = expired.tenant_id AND r.run_id = expired.run_id
+        RETURNING r.tenant_id, r.run_id, r.lease_epoch, expired.lease_owner,
+                  expired.lease_expires_at, false;
+        GET DIAGNOSTICS v_count = ROW_COUNT;
+        v_claimed := v_claimed + v_count;
+    END IF;
 
     WHILE v_claimed < p_batch LOOP
         IF v_holding THEN
@@ -335,7 +426,8 @@ BEGIN
             available_at = NULL, started_at = coalesce(r.started_at, clock_timestamp()),
             updated_at = now()
         WHERE r.tenant_id = v_tenant AND r.run_id = v_run
-        RETURNING r.tenant_id, r.run_id, r.lease_epoch;
+        RETURNING r.tenant_id, r.run_id, r.lease_epoch, NULL::text, NULL::timestamptz,
+                  false;
         UPDATE public.tenant_load SET last_claim_at = clock_timestamp()
         WHERE tenant_load.tenant_id = v_tenant;
         v_claimed := v_claimed + 1;
@@ -936,6 +1028,39 @@ BEGIN
     END IF;
     RAISE EXCEPTION '% rows are immutable', TG_TABLE_NAME
         USING ERRCODE = 'restrict_violation';
+END
+$$;
+
+--
+-- Name: tenantry_register_worker(text, integer, boolean); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_register_worker(p_worker text, p_key integer, p_rejoin boolean) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+DECLARE
+    v_constraint text;
+BEGIN
+    IF NOT pg_try_advisory_lock(1415008843, p_key) THEN
+        RETURN 'key_taken';
+    END IF;
+    BEGIN
+        IF p_rejoin THEN
+            INSERT INTO public.worker_sessions (worker_id, lock_key) VALUES (p_worker, p_key)
+            ON CONFLICT (worker_id) DO UPDATE
+                SET lock_key = EXCLUDED.lock_key, locked_at = now();
+        ELSE
+            INSERT INTO public.worker_sessions (worker_id, lock_key) VALUES (p_worker, p_key);
+        END IF;
+    EXCEPTION WHEN unique_violation THEN
+        -- A session lock is not undone by the rollback of this block: let it go by hand.
+        GET STACKED DIAGNOSTICS v_constraint = CONSTRAINT_NAME;
+        PERFORM pg_advisory_unlock(1415008843, p_key);
+        RETURN CASE WHEN v_constraint = 'worker_sessions_pkey' THEN 'id_taken'
+                    ELSE 'key_taken' END;
+    END;
+    RETURN 'registered';
 END
 $$;
 
@@ -2015,6 +2140,17 @@ CREATE TABLE public.usage_facts (
 );
 
 --
+-- Name: worker_sessions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.worker_sessions (
+    worker_id text NOT NULL,
+    lock_key integer NOT NULL,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    locked_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
 -- Name: activity_bundles activity_bundles_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2288,6 +2424,20 @@ ALTER TABLE ONLY public.usage_facts
     ADD CONSTRAINT usage_facts_pkey PRIMARY KEY (tenant_id, run_id, seq);
 
 --
+-- Name: worker_sessions worker_sessions_lock_key_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.worker_sessions
+    ADD CONSTRAINT worker_sessions_lock_key_key UNIQUE (lock_key);
+
+--
+-- Name: worker_sessions worker_sessions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.worker_sessions
+    ADD CONSTRAINT worker_sessions_pkey PRIMARY KEY (worker_id);
+
+--
 -- Name: agent_version_flags_flagged; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -2412,6 +2562,12 @@ CREATE INDEX runs_queued_in_flight ON public.runs USING btree (tenant_id, kind, 
 --
 
 CREATE INDEX runs_retention_candidates ON public.runs USING btree (tenant_id, COALESCE(finished_at, updated_at)) WHERE ((status = ANY (ARRAY['finished'::text, 'failed'::text, 'cancelled'::text])) OR ((status = 'waiting'::text) AND ((error ->> 'dead_lettered'::text) = 'true'::text)));
+
+--
+-- Name: runs_running_by_owner; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_running_by_owner ON public.runs USING btree (lease_owner) WHERE (status = 'running'::text);
 
 --
 -- Name: runs_webhooks_due; Type: INDEX; Schema: public; Owner: -

@@ -10,8 +10,9 @@ with their right results; the dispatcher's loop never ends and it keeps claiming
 
 A dispatcher SIGKILLed mid-attempt (``tenantry activity-worker`` as a real process): its
 sandboxes do not survive it (their host processes are gone), and a second dispatcher takes
-the task once the lease expires — with the production lease of 30 s — and completes it as
-attempt 2, the first recorded as abandoned, not completed.
+the task at its first claim — its session lock gone with it (ADR 0018), well before the
+production lease of 30 s ends — and completes it as attempt 2, the first recorded as
+abandoned, not completed.
 """
 
 from __future__ import annotations
@@ -339,6 +340,7 @@ async def test_a_dispatcher_killed_mid_attempt_leaves_no_sandbox_and_the_task_co
         sandboxes = _sandboxes_of(first.pid)
         processes = set().union(*sandboxes.values())
         assert processes and all(_alive(p) for p in processes), sandboxes
+        held_until = await lease_expiry()
         first.kill()
         await first.wait()
 
@@ -349,7 +351,8 @@ async def test_a_dispatcher_killed_mid_attempt_leaves_no_sandbox_and_the_task_co
         await until(none_left, f"every {backend} sandbox process of the killed dispatcher "
                     "ended", 60, lambda: str({p: _alive(p) for p in processes}))
 
-        # (b) Another dispatcher takes the task once the lease expires, and completes it.
+        # (b) Another dispatcher takes the task — at its first claim, the killed one's
+        # session lock being gone (ADR 0018) — and completes it.
         second = await _activity_worker(env, database_dsn, tmp_path / "second.log")
 
         async def finished() -> bool:
@@ -369,6 +372,12 @@ async def test_a_dispatcher_killed_mid_attempt_leaves_no_sandbox_and_the_task_co
     attempts = [e.data for e in events if e.type == "ActivityAttempted"]
     assert [a["attempt"] for a in attempts] == [1, 2], attempts
     abandoned, completed = attempts
+    if LEASES[backend] is None:  # (a short lease may end before the second one is up)
+        # Taken while the killed dispatcher's 30 s lease still ran: not by lease expiry.
+        recorded = await admin_conn.fetchval(
+            "SELECT created_at FROM run_events WHERE run_id = $1 "
+            "AND type = 'ActivityAttempted' ORDER BY seq LIMIT 1", task.uuid)
+        assert recorded < held_until, (recorded, held_until, logs())
     # The first attempt is in the log as abandoned — not completed, not a sandbox death —
     # with the sandbox it had, one of those the guardian killed.
     assert abandoned["status"] == "retryable" and not abandoned["killed_sandbox"], abandoned

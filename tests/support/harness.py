@@ -29,14 +29,18 @@ import orjson
 from tenantry.ids import RunId
 from tenantry.testing.mcp_server import EffectsMcpServer
 
-#: Short, so the runs of a killed worker are claimed again within seconds (the worker's
-#: heartbeat renews every third of it). Integer: TENANTRY_LEASE_SECONDS takes whole seconds.
+#: Short, so a frozen worker's runs are claimed again within seconds (a killed worker's move
+#: at the next claim whatever the lease: ADR 0018); the worker's heartbeat renews every third
+#: of it. Integer: TENANTRY_LEASE_SECONDS takes whole seconds. ``None`` in a fleet: the
+#: production default (30 s).
 LEASE_SECONDS = 2
 #: Per worker process: several workers plus the API share one Postgres (100 connections on
 #: a stock server), and a killed worker's connections linger until Postgres notices.
 WORKER_POOL_MAX = 6
 #: What a worker logs (JSON) once it is claiming runs.
 READY_MARK = b'"msg":"worker started"'
+#: What a worker logs for each run it took from a dead or expired owner (runs/lease.py).
+TOOK_OVER = "took over a run"
 TOOLS = ("effect", "slow")
 TERMINAL = ("finished", "failed", "cancelled")
 
@@ -115,6 +119,25 @@ class WorkerProcess:
         if not self._ready:
             self._ready = READY_MARK in self.log()
         return self._ready
+
+    def lines(self, msg: str) -> list[dict[str, Any]]:
+        """The worker's JSON log lines whose message is ``msg``."""
+        found = []
+        for raw in self.log().splitlines():
+            if raw.startswith(b"{"):
+                with contextlib.suppress(orjson.JSONDecodeError):
+                    line = orjson.loads(raw)
+                    if line.get("msg") == msg:
+                        found.append(line)
+        return found
+
+    def worker_id(self) -> str:
+        """Its lease owner id, from its start line (it must be ready)."""
+        return str(self.lines("worker started")[0]["worker"])
+
+    def takeovers(self) -> list[dict[str, Any]]:
+        """The runs it took from another worker, as it logged them (ADR 0018)."""
+        return self.lines(TOOK_OVER)
 
     def tail(self, lines: int = 12) -> str:
         state = ("running" if not self.exited

@@ -106,7 +106,8 @@ async def run_dispatcher(settings: Settings, plan: DispatcherPlan, stop: asyncio
         dispatcher = Dispatcher(db, Vault(db, plan.master), driver, slots=slots,
                                 claim_batch=slots, lease_seconds=float(settings.lease_seconds),
                                 limits=limits, warm_max=settings.sandbox_kept_max,
-                                warm_per_tenant=settings.sandbox_kept_per_tenant)
+                                warm_per_tenant=settings.sandbox_kept_per_tenant,
+                                session_dsn=plan.dsn, session_role=settings.db_role or None)
         unwatch = (watch_dispatcher(metrics.registry, lambda: dispatcher.outcomes)
                    if metrics is not None else None)
         try:

@@ -160,7 +160,7 @@ async def run_worker(
                 shown.enter_context(local.serving(eng))
             await Worker(eng, dsn=dsn, concurrency=settings.worker_concurrency,
                          webhooks=webhooks, control=control,
-                         claim_order=settings.claim_order,
+                         claim_order=settings.claim_order, role=settings.db_role or None,
                          load=CellLoad(control, ShedThresholds.of(settings),
                                        settings.load_read_seconds)).run(stop)
         finally:

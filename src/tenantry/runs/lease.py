@@ -7,6 +7,7 @@ scheduler (migration 0007)."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,6 +17,7 @@ from tenantry.db.queries import load
 from tenantry.ids import RunId, TenantId
 
 Q = load(__package__)
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,14 +35,29 @@ async def claim(
     any tenant, ignoring policies — kept only as the fairness benchmark's baseline).
 
     ``in_flight_first`` (the cell is overloaded, ADR 0008): runs that already took steps,
-    of every tenant, before the first step of any new run."""
+    of every tenant, before the first step of any new run.
+
+    Runs taken from another worker come first: those of a registered worker whose session
+    lock is gone (dead: ADR 0018), then expired leases; each is logged."""
     async with db.unscoped() as conn:
         if order == "fifo":
             rows = await conn.fetch(Q.claim_runs_fifo, worker, batch, lease_seconds)
         else:
             rows = await conn.fetch(Q.claim_runs, worker, batch, lease_seconds,
                                     in_flight_first)
-    return [Lease(TenantId(r["tenant_id"]), RunId(r["run_id"]), r["lease_epoch"]) for r in rows]
+    leases = []
+    for r in rows:
+        lease = Lease(TenantId(r["tenant_id"]), RunId(r["run_id"]), r["lease_epoch"])
+        leases.append(lease)
+        if order != "fifo" and r["taken_from"] is not None:
+            # Rare (a crash, a stall): operators see where each run went, and when its old
+            # lease would have ended (in the future when its owner was seen dead).
+            logger.info("took over a run", extra={
+                "run_id": str(lease.run), "taken_from": r["taken_from"],
+                "owner_gone": r["owner_gone"], "epoch": lease.epoch,
+                "lease_was_until": str(r["lease_was_until"].isoformat()
+                                       if r["lease_was_until"] is not None else None)})
+    return leases
 
 
 async def renew(

@@ -120,7 +120,13 @@ WHERE tenant_id = $1 AND run_id = $2 AND lease_epoch = $3 AND status = 'running'
 
 -- name: claim_runs
 -- $4: serve in-flight runs of every tenant before new ones (the cell is overloaded).
-SELECT tenant_id, run_id, lease_epoch FROM tenantry_claim_runs($1, $2, $3, 'agent', $4)
+-- taken_from, lease_was_until, owner_gone: what a re-leased run was taken from (ADR 0018).
+SELECT tenant_id, run_id, lease_epoch, taken_from, lease_was_until, owner_gone
+FROM tenantry_claim_runs($1, $2, $3, 'agent', $4)
+
+-- name: register_worker
+-- On the worker's own long-lived connection (ADR 0018): 'registered', 'key_taken', 'id_taken'.
+SELECT tenantry_register_worker($1, $2, $3)
 
 -- name: claim_runs_fifo
 SELECT tenant_id, run_id, lease_epoch FROM tenantry_claim_runs_fifo($1, $2, $3)

@@ -16,9 +16,9 @@ from tenantry.db import DATABASE_DOWN, TRANSIENT, Database
 from tenantry.db.pool import CONNECT_TIMEOUT_SECONDS
 from tenantry.ledger import budget
 from tenantry.models.accounts import wake_parked
-from tenantry.runs import approvals
+from tenantry.runs import approvals, liveness
 from tenantry.runs.driver import Engine, RunDriver
-from tenantry.runs.lease import Lease, claim, release, renew
+from tenantry.runs.lease import Lease, claim, release, renew, worker_id
 from tenantry.runs.webhooks import WebhookSender
 from tenantry.scheduler.shedding import CellLoad, ShedLevel
 
@@ -32,6 +32,8 @@ def _utcnow() -> datetime:
 
 
 LISTEN_FAILURES: tuple[type[Exception], ...] = (*DATABASE_DOWN, asyncpg.PostgresError)
+SESSION_FAILURES: tuple[type[Exception], ...] = (*LISTEN_FAILURES,
+                                                liveness.RegistrationFailed)
 
 
 class Worker:
@@ -40,10 +42,11 @@ class Worker:
         poll_seconds: float = 1.0, webhooks: WebhookSender | None = None,
         drain_seconds: float = 5.0, clock: Callable[[], datetime] = _utcnow,
         control: Database | None = None, claim_order: str = "fair",
-        load: CellLoad | None = None,
+        load: CellLoad | None = None, role: str | None = "tenantry_app",
     ) -> None:
         self.engine = engine
         self._dsn = dsn
+        self._role = role  # of the session connection, as the pools' (a startup parameter)
         self.concurrency = concurrency
         self._batch = claim_batch
         self._poll = poll_seconds
@@ -61,7 +64,11 @@ class Worker:
         self._active: dict[Lease, asyncio.Task[None]] = {}
         self._lease_of: dict[asyncio.Task[None], Lease] = {}
         self._wake = asyncio.Event()
+        # LISTEN and the worker's session lock (ADR 0018) share one connection: while it is
+        # down the loop claims nothing (what it took would be seen as a dead worker's).
         self._listener: asyncpg.Connection | None = None
+        self._session: liveness.Session | None = None
+        self._claimed_once = False
 
     @property
     def active(self) -> int:
@@ -79,6 +86,7 @@ class Worker:
         # start-up checks, pools): what a replacement worker costs (benchmarks/recovery.py).
         logger.info("worker started", extra={
             "worker": self.engine.worker, "concurrency": self.concurrency,
+            "lock_key": self._session.key if self._session is not None else None,
             "process_cpu_ms": round(time.process_time() * 1000)})
         try:
             while not stop.is_set():
@@ -99,7 +107,7 @@ class Worker:
     async def _fill(self) -> int:
         """Claim as many runs as there are free slots; return how many were claimed."""
         free = self.concurrency - len(self._active)
-        if free <= 0:
+        if free <= 0 or not self._alive():
             return 0
         try:
             level = await self._load.level() if self._load is not None else ShedLevel.NORMAL
@@ -117,6 +125,10 @@ class Worker:
         except TRANSIENT as exc:  # the claim was rolled back whole: nothing was taken
             logger.warning("claim rolled back by the database, trying again: %s", exc)
             return 0
+        if not self._claimed_once:  # start-up time, as operators and benchmarks see it
+            self._claimed_once = True
+            logger.info("first claim", extra={"worker": self.engine.worker,
+                                              "claimed": len(leases)})
         for lease in leases:
             task = asyncio.create_task(RunDriver(self.engine, lease).drive(),
                                        name=f"run {lease.run}")
@@ -142,21 +154,47 @@ class Worker:
             for waiter in waiters:
                 waiter.cancel()
 
+    def _alive(self) -> bool:
+        """This loop's session lock is held (as far as we know: a drop noticed later only
+        means what we claim meanwhile moves on, fenced by its epoch)."""
+        return self._listener is not None and not self._listener.is_closed()
+
     async def _listen(self) -> None:
-        """(Re)open the LISTEN connection; without one the loop still polls every second.
-        A database restart closes it: housekeeping calls this again until it is back."""
-        if self._listener is not None and not self._listener.is_closed():
+        """(Re)open the session connection: LISTEN, and the session lock registered under
+        this worker's id (ADR 0018). A database restart closes it: housekeeping calls this
+        again until it is back, and the worker re-takes its lock (its runs may have moved
+        meanwhile; its writes to them are fenced by their epochs)."""
+        if self._alive():
             return
         self._listener = None
+        settings = {"role": self._role} if self._role else {}
+        conn: asyncpg.Connection | None = None
         try:
-            conn = await asyncpg.connect(self._dsn, timeout=CONNECT_TIMEOUT_SECONDS)
+            conn = await asyncpg.connect(self._dsn, timeout=CONNECT_TIMEOUT_SECONDS,
+                                         server_settings=settings)
+            session = await liveness.register(
+                conn, self.engine.worker, rejoin=self._session is not None,
+                new_id=lambda: worker_id(self.engine.worker.rsplit("-", 1)[0]))
             await conn.add_listener(WAKE_CHANNEL, self._on_runnable)
-        except DATABASE_DOWN as exc:
-            self._control.outage.failed("LISTEN", exc)
+        except SESSION_FAILURES as exc:
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    await conn.close()
+            if isinstance(exc, DATABASE_DOWN):
+                self._control.outage.failed("worker session", exc)
+            else:
+                logger.warning("no worker session connection, claiming nothing: %s", exc)
             return
-        except LISTEN_FAILURES as exc:
-            logger.warning("no LISTEN connection, polling only: %s", exc)
-            return
+        except BaseException:  # cancelled while connecting: leave nothing open
+            if conn is not None:
+                conn.terminate()
+            raise
+        if self._session is not None:
+            logger.info("worker session lock taken again", extra={
+                "worker": session.worker, "lock_key": session.key})
+        # Only on a first registration may the id change (it was another worker's).
+        self.engine.worker = session.worker
+        self._session = session
         self._listener = conn
 
     def _on_runnable(self, *_args: object) -> None:

@@ -58,7 +58,7 @@ from tenantry.errors import LeaseLost, NotFound
 from tenantry.ids import AgentId, RunId, TenantId
 from tenantry.ledger import attempts as attempt_facts
 from tenantry.ledger.prices import PriceBook
-from tenantry.runs import activity_calls, log
+from tenantry.runs import activity_calls, liveness, log
 from tenantry.runs import lease as run_leases
 from tenantry.runs.events import (
     ActivityAttempted,
@@ -105,12 +105,21 @@ class Dispatcher:
                  lease_seconds: float = 30.0, poll_seconds: float = 0.5,
                  heartbeat_every: float | None = None, limits: Limits | None = None,
                  warm_max: int = 32, warm_per_tenant: int = 8,
-                 prices: PriceBook | None = None) -> None:
+                 prices: PriceBook | None = None, session_dsn: str | None = None,
+                 session_role: str | None = "tenantry_app") -> None:
         self.db = db
         self.prices = prices or PriceBook(db)  # sandbox seconds, as tool calls pay them
         self.vault = vault
         self.driver = driver
         self.worker_id = worker_id or run_leases.worker_id("activities")
+        #: With ``session_dsn``, this dispatcher holds a session lock (ADR 0018): if its
+        #: process dies, another dispatcher takes its tasks at its next claim instead of
+        #: after the lease; it claims nothing while that connection is down. Without it,
+        #: only lease expiry moves its tasks.
+        self._session = (liveness.SessionConnection(
+            session_dsn, self.worker_id, role=session_role,
+            new_id=lambda: run_leases.worker_id("activities"))
+            if session_dsn is not None else None)
         self.slots = slots
         self._batch = claim_batch
         self._lease_seconds = lease_seconds
@@ -159,7 +168,7 @@ class Dispatcher:
             while not self._stop.is_set():
                 free = self.slots - len(self._active)
                 claimed = 0
-                if free > 0:
+                if free > 0 and await self._registered():
                     try:
                         claimed = await self._claim(min(free, self._batch))
                     except Exception:  # the database: try again after the poll
@@ -176,6 +185,18 @@ class Dispatcher:
         finally:
             await self._drain()
             await self.warm.close()
+            if self._session is not None:
+                await self._session.close()
+
+    async def _registered(self) -> bool:
+        """May claim: no session is wanted, or its lock is held (under which id: a taken
+        id is replaced at the first registration, before any claim)."""
+        if self._session is None:
+            return True
+        if not await self._session.ensure():
+            return False
+        self.worker_id = self._session.worker
+        return True
 
     async def _drain(self) -> None:
         attempts = dict(self._active)
