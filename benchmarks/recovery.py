@@ -132,8 +132,10 @@ class Fleet:
 
     async def spawn(self) -> Worker:
         started = time.time()
+        # One process per worker: a kill takes exactly the runs of the id its log names.
         helper = self.bench.start(f"worker{len(self.spawned) + 1:02d}",
-                                  tenantry_command("worker", "--concurrency", "100"),
+                                  tenantry_command("worker", "--processes", "1",
+                                                   "--concurrency", "100"),
                                   env=self.env)
         worker = Worker(helper, started)
         self.live.append(worker)
