@@ -3,6 +3,7 @@
 from tenantry.http1.client import HttpClient, Response, StreamedResponse, Target, target
 from tenantry.http1.errors import (
     ConnectFailed,
+    ConnectTimeout,
     ConnectionLost,
     HttpError,
     ProtocolError,
@@ -12,7 +13,7 @@ from tenantry.http1.errors import (
 from tenantry.http1.sse import SseEvent, SseParser
 
 __all__ = [
-    "ConnectFailed", "ConnectionLost", "HttpClient", "HttpError", "ProtocolError",
+    "ConnectFailed", "ConnectTimeout", "ConnectionLost", "HttpClient", "HttpError", "ProtocolError",
     "RequestTimeout", "Response", "ResponseTooLarge", "SseEvent", "SseParser",
     "StreamedResponse", "Target", "target",
 ]

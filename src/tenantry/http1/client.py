@@ -33,6 +33,7 @@ from tenantry import tls
 from tenantry.http1._wire import Body, Connection, parse_head
 from tenantry.http1.errors import (
     ConnectFailed,
+    ConnectTimeout,
     ConnectionLost,
     HttpError,
     ProtocolError,
@@ -385,7 +386,7 @@ class HttpClient:
                     lambda: Connection(where.origin), where.host, where.port, ssl=context,
                     server_hostname=where.host if context is not None else None)
         except TimeoutError:
-            raise ConnectFailed(f"{where.origin}: connect timed out after "
+            raise ConnectTimeout(f"{where.origin}: connect timed out after "
                                 f"{self._connect_timeout:g}s") from None
         except (OSError, ssl.SSLError) as exc:
             raise ConnectFailed(f"{where.origin}: cannot connect: {type(exc).__name__}: {exc}") \

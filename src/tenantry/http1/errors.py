@@ -25,6 +25,12 @@ class ConnectFailed(HttpError):
     reason = "connect"
 
 
+class ConnectTimeout(ConnectFailed):
+    """Opening the connection took longer than the connect timeout."""
+
+    reason = "timeout"
+
+
 class RequestTimeout(HttpError):
     """The connect or the whole request took longer than its timeout."""
 
