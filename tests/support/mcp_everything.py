@@ -3,9 +3,9 @@
 streamable HTTP transport.
 
 The npm package is installed on first use into a cache folder kept across checkouts
-(``$XDG_CACHE_HOME/tenantry-tests/``, else ``~/.cache/…``), pinned to one version. node and
-npm are Debian packages of scripts/system-packages.txt, so `make test` runs these tests; they
-skip, saying why, only where node or npm is missing."""
+(``$XDG_CACHE_HOME/tenantry-tests/``, else ``~/.cache/…``), pinned to one version. node (and
+npm with it) is in scripts/system-packages.txt, so `make test` runs these tests; they skip,
+saying why, only where node or npm is missing."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ VERSION = "2026.8.31"
 
 needs_node = pytest.mark.skipif(
     shutil.which("node") is None or shutil.which("npm") is None,
-    reason="node and npm are not installed (Debian's nodejs and npm: "
-           "scripts/system-packages.txt); the third-party MCP server runs on node")
+    reason="node or npm is not installed (nodejs: scripts/system-packages.txt); "
+           "the third-party MCP server runs on node")
 
 
 def _cache() -> Path:
