@@ -1,10 +1,10 @@
 """An MCP server that keeps state per MCP session, as real servers may (a scratchpad, a
 login, a cart): ``remember(note)`` stores a note for the calling session, ``recall()``
 answers what that session stored, ``grow()`` adds a tool and tells the calling session
-its tool list changed, and ``ask_client()`` sends the client requests (``ping``, ``elicitation/create``) and
-says what the client answered. It speaks only the session-ful ``initialize`` handshake
-(``server/discover`` is refused, like a server on an older SDK), so every connection is a
-session with its own ``Mcp-Session-Id``."""
+its tool list changed, and ``ask_client()`` sends the client requests (``ping``,
+``elicitation/create``) and says what the client answered. It speaks only the session-ful
+``initialize`` handshake (``server/discover`` is refused, like a server on an older SDK), so
+every connection is a session with its own ``Mcp-Session-Id``."""
 
 from __future__ import annotations
 

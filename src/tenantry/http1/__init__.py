@@ -3,8 +3,8 @@
 from tenantry.http1.client import HttpClient, Response, StreamedResponse, Target, target
 from tenantry.http1.errors import (
     ConnectFailed,
-    ConnectTimeout,
     ConnectionLost,
+    ConnectTimeout,
     HttpError,
     ProtocolError,
     RequestTimeout,

@@ -16,8 +16,16 @@ _LOW_WATER = 1 << 18  # ...and go on below this
 class Connection(asyncio.Protocol):
     """A socket's bytes as they arrive. ``wait()`` parks one reader until more come."""
 
-    __slots__ = ("transport", "_buf", "_eof", "_lost", "_waiter", "_paused", "idle_since",
-                 "origin")
+    __slots__ = (
+        "_buf",
+        "_eof",
+        "_lost",
+        "_paused",
+        "_waiter",
+        "idle_since",
+        "origin",
+        "transport",
+    )
 
     def __init__(self, origin: str) -> None:
         self.origin = origin
@@ -159,8 +167,16 @@ class Body:
     body is complete); ``next()`` waits for data. ``limit`` caps the body's total size.
     """
 
-    __slots__ = ("_conn", "_length", "_chunked", "_state", "_remaining", "_limit", "_seen",
-                 "done")
+    __slots__ = (
+        "_chunked",
+        "_conn",
+        "_length",
+        "_limit",
+        "_remaining",
+        "_seen",
+        "_state",
+        "done",
+    )
 
     def __init__(self, conn: Connection, *, length: int | None, chunked: bool,
                  limit: int) -> None:

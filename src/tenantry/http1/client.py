@@ -33,8 +33,8 @@ from tenantry import tls
 from tenantry.http1._wire import Body, Connection, parse_head
 from tenantry.http1.errors import (
     ConnectFailed,
-    ConnectTimeout,
     ConnectionLost,
+    ConnectTimeout,
     HttpError,
     ProtocolError,
     RequestTimeout,
@@ -81,7 +81,7 @@ def target(url: str) -> Target:
 class Response:
     """A complete answer: status, headers (lower-case names), the body."""
 
-    __slots__ = ("status", "reason", "headers", "content", "connect_ms")
+    __slots__ = ("connect_ms", "content", "headers", "reason", "status")
 
     def __init__(self, status: int, reason: str, headers: dict[str, str], content: bytes,
                  connect_ms: float) -> None:
@@ -109,7 +109,7 @@ class StreamedResponse:
     ``stream()`` block returns the connection to the pool if the body was read to its end
     (or has already arrived whole), else closes it."""
 
-    __slots__ = ("status", "reason", "headers", "connect_ms", "_body")
+    __slots__ = ("_body", "connect_ms", "headers", "reason", "status")
 
     def __init__(self, status: int, reason: str, headers: dict[str, str], body: Body,
                  connect_ms: float) -> None:

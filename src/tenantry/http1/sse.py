@@ -21,7 +21,7 @@ class SseParser:
     """Feed it body chunks; it returns the events they complete. ``max_event`` caps the bytes
     one event may take (a server streaming one endless event is refused, not buffered)."""
 
-    __slots__ = ("_pending", "_data", "_event", "_id", "_retry", "_size", "_max")
+    __slots__ = ("_data", "_event", "_id", "_max", "_pending", "_retry", "_size")
 
     def __init__(self, *, max_event: int = 16 * 1024 * 1024) -> None:
         self._pending = b""

@@ -147,8 +147,8 @@ class Session:
     async def _probe(self, deadline: float) -> dict[str, Any]:
         meta = {PROTOCOL_VERSION_META_KEY: LATEST_MODERN_VERSION,
                 CLIENT_INFO_META_KEY: CLIENT_INFO, CLIENT_CAPABILITIES_META_KEY: {}}
-        headers = self._base + (("Mcp-Protocol-Version", LATEST_MODERN_VERSION),
-                                ("Mcp-Method", "server/discover"))
+        headers = (*self._base, ("Mcp-Protocol-Version", LATEST_MODERN_VERSION),
+                   ("Mcp-Method", "server/discover"))
         probe_deadline = min(deadline, time.monotonic() + DISCOVER_TIMEOUT_S)
         return await self._exchange("server/discover", {"_meta": meta}, headers,
                                     probe_deadline)
@@ -357,9 +357,10 @@ class Session:
     async def _listen(self) -> None:
         failures = 0
         while not self.dead and failures < _LISTEN_RETRIES:
-            headers = (("Accept", "text/event-stream"),) + self._user_headers + (
-                ("Mcp-Protocol-Version", self.protocol_version or LATEST_HANDSHAKE_VERSION),
-                (_SESSION_HEADER, self.session_id or ""))
+            headers = (("Accept", "text/event-stream"), *self._user_headers,
+                       ("Mcp-Protocol-Version",
+                        self.protocol_version or LATEST_HANDSHAKE_VERSION),
+                       (_SESSION_HEADER, self.session_id or ""))
             try:
                 async with self._listen_http.stream("GET", self._target, headers=headers,
                                                     timeout=DISCOVER_TIMEOUT_S) as response:

@@ -302,7 +302,7 @@ class _Session(wire.Session):
     async def _open(self) -> None:
         try:
             await self.negotiate(self._connect_timeout)
-        except Exception as exc:  # noqa: BLE001 - every waiter gets it as ToolUnavailable
+        except Exception as exc:
             self.dead = True
             if not self.ready.done():
                 self.ready.set_exception(_as_unavailable(self.url, exc))
