@@ -119,7 +119,7 @@ async def test_a_request_from_the_server_gets_an_error_answer_not_silence(
 ) -> None:
     """The client answers a ping, and serves no sampling, elicitation or roots: it must say
     so, or the tool would wait for an answer until its own timeout."""
-    async with SessionStateMcpServer() as server:
+    async with SessionStateMcpServer(asks_client=True) as server:
         outcome = await mcp.call(server.url, "ask_client", {}, timeout=10)
         assert outcome.ok
         assert outcome.content.startswith("pinged; the client refused to elicit")

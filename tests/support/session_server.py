@@ -1,10 +1,11 @@
 """An MCP server that keeps state per MCP session, as real servers may (a scratchpad, a
 login, a cart): ``remember(note)`` stores a note for the calling session, ``recall()``
 answers what that session stored, ``grow()`` adds a tool and tells the calling session
-its tool list changed, and ``ask_client()`` sends the client requests (``ping``,
-``elicitation/create``) and says what the client answered. It speaks only the session-ful
-``initialize`` handshake (``server/discover`` is refused, like a server on an older SDK), so
-every connection is a session with its own ``Mcp-Session-Id``."""
+its tool list changed, and ``ask_client()`` (served with ``asks_client=True``) sends the
+client requests (``ping``, ``elicitation/create``) and says what the client answered.
+It speaks only the session-ful ``initialize`` handshake (``server/discover`` is refused,
+like a server on an older SDK), so every connection is a session with its own
+``Mcp-Session-Id``."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from tenantry.testing.mcp_server import EffectsMcpServer
 
 
 class SessionStateMcpServer:
-    def __init__(self, *, port: int = 0) -> None:
+    def __init__(self, *, port: int = 0, asks_client: bool = False) -> None:
         self._port = port
         self.notes: dict[str, str] = {}  # Mcp-Session-Id → what that session stored
         self.mcp: MCPServer = MCPServer("scratchpad", log_level="WARNING")
@@ -58,7 +59,8 @@ class SessionStateMcpServer:
                 return f"pinged; the client refused to elicit: {exc}"
             return "pinged; the client elicited"
 
-        self.mcp.add_tool(ask_client)
+        if asks_client:
+            self.mcp.add_tool(ask_client)
         self.mcp.add_tool(remember)
         self.mcp.add_tool(recall)
         self.mcp.add_tool(grow)

@@ -52,6 +52,7 @@ CLIENT_INFO = {"name": "tenantry", "version": "1"}
 METHOD_NOT_FOUND = -32601
 INVALID_REQUEST = -32600
 INTERNAL_ERROR = -32603
+PARSE_ERROR = -32700
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 _SESSION_HEADER = "Mcp-Session-Id"
@@ -226,7 +227,7 @@ class Session:
         except http1.HttpError as exc:
             raise self.unavailable(f"connection failed: {exc}", reason="connection") from None
         except orjson.JSONDecodeError as exc:
-            raise RpcError(-32700, f"cannot parse the server's answer: {exc}") from None
+            raise RpcError(PARSE_ERROR, f"cannot parse the server's answer: {exc}") from None
 
     async def _answer(self, response: http1.StreamedResponse, rid: int,
                       method: str) -> dict[str, Any]:

@@ -146,6 +146,10 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
                 raise _unavailable(url, "session terminated", reason="connection") from None
             except wire.RpcError as exc:
                 return _rpc_error_outcome(exc, url, tool)
+            except wire.BadMessage as exc:
+                # The server answered, but not with a valid result: the model is told, the
+                # run goes on.
+                return ToolOutcome(False, "", f"invalid result from tool {tool!r}: {exc}")
             except TimeoutError:
                 raise _unavailable(url, f"tool {tool!r} timed out after {timeout:g}s",
                                    reason="timeout") from None
@@ -359,7 +363,8 @@ def _rpc_error_outcome(exc: wire.RpcError, url: str, tool: str) -> ToolOutcome:
             return ToolOutcome(False, "", f"tool server refused the call (HTTP {status})")
         raise _unavailable(url, f"tool server failed: HTTP {status}", reason="server",
                            http_status=status) from None
-    if exc.code == wire.INTERNAL_ERROR and status is not None and status >= 500:
+    if exc.code in (wire.INTERNAL_ERROR, wire.PARSE_ERROR):
+        # The server failed (or answered something unreadable): the tool may not have run.
         raise _unavailable(url, f"tool server failed: {exc.message}", reason="server",
                            http_status=status) from None
     # A JSON-RPC error the server chose to answer with (unknown tool, bad params...).
