@@ -136,7 +136,7 @@ async def _mcp(url: str) -> dict[str, Any]:
     return out
 
 
-async def _run() -> dict[str, Any]:
+def _run() -> dict[str, Any]:
     raw = subprocess.Popen([sys.executable, "-c", _SERVER], stdout=subprocess.PIPE, text=True)
     mcp = subprocess.Popen([sys.executable, "-m", "tenantry.testing.mcp_server", "--port", "0"],
                            stdout=subprocess.PIPE, text=True)
@@ -144,14 +144,13 @@ async def _run() -> dict[str, Any]:
         assert raw.stdout is not None and mcp.stdout is not None
         port = int(raw.stdout.readline())
         mcp_url = mcp.stdout.readline().split()[-1]
-        result = {"requests": REQUESTS, "http_us_per_request": await _http(port),
-                  "mcp_us_per_call": await _mcp(mcp_url), "load": os.getloadavg()[0]}
+        return {"requests": REQUESTS, "http_us_per_request": asyncio.run(_http(port)),
+                "mcp_us_per_call": asyncio.run(_mcp(mcp_url)), "load": os.getloadavg()[0]}
     finally:
         for proc in (raw, mcp):
             proc.terminate()
             proc.wait()
-    return result
 
 
 if __name__ == "__main__":
-    print(json.dumps(asyncio.run(_run())))
+    print(json.dumps(_run()))

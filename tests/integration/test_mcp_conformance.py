@@ -26,11 +26,12 @@ async def mcp() -> AsyncIterator[McpToolClient]:
 
 
 def test_the_client_does_not_import_the_sdk() -> None:
-    """The worker's tool path must not pay for importing the SDK (most of a worker's start)."""
+    """The worker's tool and model paths must not pay for importing the SDK (most of a
+    worker's start), nor a general HTTP stack."""
     probe = ("import sys, tenantry.tools.mcp_client, tenantry.tools.gateway, "
              "tenantry.models.openai_compat, tenantry.models.anthropic\n"
              "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
-             "('mcp', 'mcp_types', 'anyio', 'httpcore', 'pydantic'))\n"
+             "('mcp', 'mcp_types', 'anyio', 'httpcore', 'httpx2', 'pydantic'))\n"
              "print(heavy)")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                             check=True)

@@ -5,7 +5,6 @@ arrived, so a caller can tell without waiting whether a body has ended."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 from tenantry.http1.errors import ConnectionLost, ProtocolError, ResponseTooLarge
 
@@ -290,6 +289,3 @@ class Body:
                 break
         return self.done
 
-
-def monotonic() -> float:
-    return time.monotonic()
