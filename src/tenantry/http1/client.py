@@ -158,8 +158,12 @@ class HttpClient:
     ) -> None:
         if max_per_origin < 1:
             raise ValueError("max_per_origin must be >= 1")
-        self._default_headers = _header_block(headers or {})
-        self._default_names = frozenset(k.lower() for k in headers or {})
+        defaults = dict(headers or {})
+        if not any(k.lower() == "accept-encoding" for k in defaults):
+            # No compressed bodies: without this header a server may pick any coding.
+            defaults["Accept-Encoding"] = "identity"
+        self._default_headers = _header_block(defaults)
+        self._default_names = frozenset(k.lower() for k in defaults)
         self._max_per_origin = max_per_origin
         self._idle_timeout = idle_timeout
         self._connect_timeout = connect_timeout
