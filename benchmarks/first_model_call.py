@@ -19,7 +19,7 @@ import sys
 import time
 
 SAMPLES = int(os.environ.get("FIRST_CALL_SAMPLES", "5"))
-CALLS = 4  # per process: the first, then three on other shards (their own connections)
+CALLS = 4  # per process: the first, then three more
 
 
 async def _child(base_url: str) -> None:

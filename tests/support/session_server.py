@@ -1,9 +1,11 @@
 """An MCP server that keeps state per MCP session, as real servers may (a scratchpad, a
 login, a cart): ``remember(note)`` stores a note for the calling session, ``recall()``
-answers what that session stored, and ``grow()`` adds a tool and tells the calling session
-its tool list changed. It speaks only the session-ful ``initialize`` handshake
-(``server/discover`` is refused, like a server on an older SDK), so every connection is a
-session with its own ``Mcp-Session-Id``."""
+answers what that session stored, ``grow()`` adds a tool and tells the calling session
+its tool list changed, and ``ask_client()`` (served with ``asks_client=True``) sends the
+client requests (``ping``, ``elicitation/create``) and says what the client answered.
+It speaks only the session-ful ``initialize`` handshake (``server/discover`` is refused,
+like a server on an older SDK), so every connection is a session with its own
+``Mcp-Session-Id``."""
 
 from __future__ import annotations
 
@@ -11,14 +13,17 @@ from typing import Any
 
 import orjson
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPError
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tenantry.models.loopback import LoopbackServer
+from tenantry.testing.mcp_server import EffectsMcpServer
 
 
 class SessionStateMcpServer:
-    def __init__(self) -> None:
+    def __init__(self, *, port: int = 0, asks_client: bool = False) -> None:
+        self._port = port
         self.notes: dict[str, str] = {}  # Mcp-Session-Id → what that session stored
         self.mcp: MCPServer = MCPServer("scratchpad", log_level="WARNING")
 
@@ -42,6 +47,20 @@ class SessionStateMcpServer:
             await ctx.session.send_tool_list_changed()
             return "grown"
 
+        async def ask_client(ctx: Context) -> str:
+            """Ping the client, then ask it to elicit a name from its user: requests from
+            the server to the client."""
+            await ctx.session.send_ping()
+            try:
+                await ctx.session.elicit_form(
+                    "Your name?", {"type": "object", "properties": {"name": {"type": "string"}}},
+                    related_request_id=ctx.request_id)
+            except MCPError as exc:
+                return f"pinged; the client refused to elicit: {exc}"
+            return "pinged; the client elicited"
+
+        if asks_client:
+            self.mcp.add_tool(ask_client)
         self.mcp.add_tool(remember)
         self.mcp.add_tool(recall)
         self.mcp.add_tool(grow)
@@ -57,8 +76,8 @@ class SessionStateMcpServer:
         return f"http://127.0.0.1:{self._http.port}/mcp"
 
     async def __aenter__(self) -> SessionStateMcpServer:
-        self._http = LoopbackServer(_handshake_only(self.mcp.streamable_http_app(
-            host="127.0.0.1")))
+        self._http = LoopbackServer(handshake_only(self.mcp.streamable_http_app(
+            host="127.0.0.1")), port=self._port)
         await self._http.start()
         return self
 
@@ -73,7 +92,7 @@ def _session(ctx: Context) -> str:
     return session
 
 
-def _handshake_only(app: ASGIApp) -> ASGIApp:
+def handshake_only(app: ASGIApp) -> ASGIApp:
     """Answer ``server/discover`` with 404, so clients fall back to ``initialize``."""
     async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -105,3 +124,12 @@ def _handshake_only(app: ASGIApp) -> ASGIApp:
         await app(scope, replay, send)
 
     return wrapped
+
+
+class LegacyEffectsMcpServer(EffectsMcpServer):
+    """The SDK's test server (tenantry.testing.mcp_server) as a server of the previous
+    protocol generation sees it: ``server/discover`` refused, the ``initialize`` handshake,
+    a session id per client."""
+
+    def _app(self) -> ASGIApp:
+        return handshake_only(super()._app())

@@ -1,6 +1,6 @@
-"""What the provider clients share: pooled HTTP clients per account, timing, and mapping
-transport failures and non-2xx answers to the typed errors of models/errors.py. A client
-adds its wire format: the request body and how to read a reply."""
+"""What the provider clients share: one pooled HTTP client per account (tenantry.http1),
+timing, and mapping transport failures and non-2xx answers to the typed errors of
+models/errors.py. A client adds its wire format: the request body and how to read a reply."""
 
 from __future__ import annotations
 
@@ -9,18 +9,17 @@ import contextlib
 import dataclasses
 import functools
 import time
-import zlib
 from collections.abc import Iterator
 from typing import Any, ClassVar, Protocol
 
-import anyio
-import httpx2
 import orjson
 
-from tenantry import tls
+from tenantry import http1
 from tenantry.models.errors import MalformedReply, ModelUnavailable, error_for_status
 from tenantry.models.ratelimits import parse_rate_limits
 from tenantry.models.types import ModelReply, ModelRequest, RateLimitInfo
+
+_JSON = (("Content-Type", "application/json"),)
 
 
 @contextlib.contextmanager
@@ -36,33 +35,9 @@ def reading_reply() -> Iterator[None]:
 
 @functools.cache
 def load_async_backend() -> None:
-    """Load what the HTTP client's connection pool loads on its first request of the process
-    (anyio's asyncio backend, on creating its first event): ~14 ms of a process's first
-    model call otherwise, counted as the provider's time. Call it in the running loop."""
-    anyio.Event()
-
-
-class _ConnectTimer:
-    """The HTTP transport's trace hook: the time one request spent opening its connection
-    (TCP connect and TLS handshake; nothing on a pooled one), so the trace can count it as
-    the gateway's set-up rather than the provider's answer."""
-
-    __slots__ = ("_since", "ms")
-
-    _OPENING = frozenset({"connection.connect_tcp.started", "connection.start_tls.started"})
-    _OPENED = frozenset({"connection.connect_tcp.complete", "connection.connect_tcp.failed",
-                         "connection.start_tls.complete", "connection.start_tls.failed"})
-
-    def __init__(self) -> None:
-        self._since = 0.0
-        self.ms = 0.0
-
-    async def __call__(self, name: str, info: dict[str, Any]) -> None:
-        if name in self._OPENING:
-            self._since = time.perf_counter()
-        elif name in self._OPENED and self._since:
-            self.ms += (time.perf_counter() - self._since) * 1000
-            self._since = 0.0
+    """Nothing left to load: the HTTP client runs on asyncio itself (tenantry.http1), where
+    the previous one loaded anyio's backend on its first request (~14 ms of a process's
+    first model call). Kept for the gateway's warm-up, which calls it."""
 
 
 class ReplyParser(Protocol):
@@ -76,7 +51,12 @@ class HttpProviderClient(abc.ABC):
     """One provider account over HTTP. Subclasses give their wire format: ``provider``,
     ``wire`` (whose rate-limit headers to read), the two paths, :meth:`_headers`,
     :meth:`_body`, and ``parse_reply`` (which raises :class:`MalformedReply` for a body it
-    cannot read)."""
+    cannot read).
+
+    ``max_connections`` bounds the connections open to the provider at once (one per call
+    in flight). ``shards`` is accepted for callers of the previous client, which split its
+    pool in shards because that pool scanned every connection on each request; this one
+    takes the most recently released connection in O(1) and needs no shards."""
 
     provider: str
     wire: ClassVar[str]
@@ -88,47 +68,36 @@ class HttpProviderClient(abc.ABC):
         self, base_url: str, *, api_key: str | None = None, account: str = "default",
         timeout: float = 120.0, max_connections: int = 4096, shards: int = 32,
     ) -> None:
+        del shards  # see the class docstring
         self.account = account
-        # Several small connection pools instead of one big one: the HTTP client's pool
-        # scans all of its connections on every request, which at 2,000 runs in flight
-        # was most of the worker's CPU (see docs/BENCHMARKS.md). A run always uses the
-        # same shard, which also keeps its connection (and a provider's cache) warm.
-        per_shard = max(1, max_connections // shards)
-        self._shards = [
-            httpx2.AsyncClient(
-                base_url=base_url.rstrip("/"),
-                headers=self._headers(api_key), verify=tls.client_context(),
-                timeout=httpx2.Timeout(timeout, connect=min(timeout, 10.0)),
-                limits=httpx2.Limits(max_connections=per_shard,
-                                     max_keepalive_connections=per_shard),
-            )
-            for _ in range(max(1, shards))
-        ]
+        self._timeout = timeout
+        base = base_url.rstrip("/")
+        self._completions = http1.target(base + self.completions_path)
+        self._models = http1.target(base + self.models_path)
+        self._http = http1.HttpClient(
+            headers=self._headers(api_key), max_per_origin=max(1, max_connections),
+            connect_timeout=min(timeout, 10.0))
 
     async def aclose(self) -> None:
-        for client in self._shards:
-            await client.aclose()
+        await self._http.aclose()
 
     async def complete(self, request: ModelRequest) -> ModelReply:
         started = time.perf_counter()
-        connecting = _ConnectTimer()
-        response = await self._send(
-            "POST", self.completions_path, request.run_key,
-            content=orjson.dumps(self._body(request)),
-            headers={"Content-Type": "application/json"},
-            extensions={"trace": connecting},
-        )
+        response = await self._send("POST", self._completions,
+                                    orjson.dumps(self._body(request)))
         reply = self.parse_reply(
             response.content, model=request.model, provider=self.provider,
             account=self.account, latency_ms=(time.perf_counter() - started) * 1000,
             rate_limits=parse_rate_limits(self.wire, response.headers),
         )
-        if connecting.ms:
-            reply = dataclasses.replace(reply, connect_ms=connecting.ms)
+        if response.connect_ms:
+            # Opening the connection (TCP connect and TLS handshake; nothing on a pooled
+            # one) is the gateway's set-up in the trace, not the provider's answer.
+            reply = dataclasses.replace(reply, connect_ms=response.connect_ms)
         return reply
 
     async def probe(self) -> None:
-        await self._send("GET", self.models_path, "")
+        await self._send("GET", self._models, b"")
 
     @abc.abstractmethod
     def _headers(self, api_key: str | None) -> dict[str, str]:
@@ -138,16 +107,13 @@ class HttpProviderClient(abc.ABC):
     def _body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON request body for ``request``."""
 
-    async def _send(
-        self, method: str, path: str, run_key: str, **kwargs: Any
-    ) -> httpx2.Response:
-        client = self._shards[zlib.crc32(run_key.encode()) % len(self._shards)]
+    async def _send(self, method: str, where: http1.Target, body: bytes) -> http1.Response:
         try:
-            response = await client.request(method, path, **kwargs)
-        except httpx2.HTTPError as exc:
-            reason = ("timeout" if isinstance(exc, httpx2.TimeoutException)
-                      else "connect" if isinstance(exc, httpx2.ConnectError) else "network")
+            response = await self._http.request(method, where, headers=_JSON if body else (),
+                                                body=body, timeout=self._timeout)
+        except http1.HttpError as exc:
+            reason = exc.reason if exc.reason in ("timeout", "connect") else "network"
             raise ModelUnavailable(f"{type(exc).__name__}: {exc}", reason=reason) from exc
-        if not response.is_success:
-            raise error_for_status(response.status_code, response.headers, response.text)
+        if not response.ok:
+            raise error_for_status(response.status, response.headers, response.text)
         return response

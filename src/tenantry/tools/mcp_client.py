@@ -1,25 +1,29 @@
-"""The MCP client the tool gateway calls tenants' tool servers with (official ``mcp`` SDK,
-streamable HTTP).
+"""The MCP client the tool gateway calls tenants' tool servers with: JSON-RPC 2.0 over
+streamable HTTP, on the platform's own HTTP/1.1 client (tenantry.http1), without the ``mcp``
+SDK (ADR 0022: the SDK's per-call streams, task groups and pydantic models were a third of a
+worker's CPU per step, and importing it most of a worker's start).
 
-Connections are pooled per (tenant, server url, headers). Opening one costs a protocol
-negotiation (``server/discover``, or the ``initialize`` handshake with legacy servers) on top
-of the TCP connect, measured at ~50 ms per call against ~3 ms for a call on an open
-connection, so each pooled connection lives in its own task and is shared by every caller
-with the same key (the SDK multiplexes concurrent requests on it). The tenant is part of the
-key because a connection is an MCP session, and a server may keep state per session: two
+Sessions are pooled per (tenant, server url, headers). Opening one costs a protocol
+negotiation — ``server/discover`` (protocol 2026-07-28), or with legacy servers the
+``initialize`` handshake (2025-11-25 and older) and its ``Mcp-Session-Id`` — negotiated as
+the SDK's ``mode="auto"`` does, so each session is negotiated once and shared by every caller
+with the same key. The tenant is part of the key because a session may hold server state: two
 tenants registered to the same credential-less server must never share one. Headers are
 part of it because they carry the tenant's short-lived credential for that server: a
-rotated credential gets a new connection and the old one idles out.
+rotated credential gets a new session and the old one idles out. The HTTP connections under
+the sessions are pooled per origin by the HTTP client (a session is headers, not a socket).
 
-Each connection also remembers the tool list its server gave it (``session_tools``): listed
-at the session's start, again when the server says the list changed, and past a maximum age,
+Each session also remembers the tool list its server gave it (``session_tools``): listed at
+the session's start, again when the server says the list changed, and past a maximum age,
 so the gateway can compare it with the pinned list before every call at no extra round trip.
 
 Outcomes: an answer from the tool — success or tool error — is a :class:`ToolOutcome`
 (``ok=False`` for errors: information for the model, never an exception). Not reaching the
 server, losing the connection, a 5xx or a timeout raise :class:`ToolUnavailable` (retryable;
 the call may or may not have run, so retry only with the same idempotency key). This client
-sends each call at most once; retries are the gateway's decision.
+sends each call at most once; retries are the gateway's decision. The one exception is a
+legacy session the server has forgotten (HTTP 404 to a request with our session id: the
+request was refused before anything ran): a new session is opened and the call sent on it.
 """
 
 from __future__ import annotations
@@ -29,33 +33,16 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any
 
-import anyio
-import httpx2
 import orjson
-from mcp.client import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
-from mcp_types import (
-    CONNECTION_CLOSED,
-    INTERNAL_ERROR,
-    INVALID_REQUEST,
-    PARSE_ERROR,
-    REQUEST_TIMEOUT,
-    CallToolResult,
-    RequestParamsMeta,
-    TextContent,
-    ToolListChangedNotification,
-)
-from pydantic import ValidationError
 
-from tenantry import tls
+from tenantry import http1
 from tenantry.errors import ToolUnavailable
 from tenantry.ids import TenantId
+from tenantry.tools import _mcp_wire as wire
 
 __all__ = ["IDEMPOTENCY_HEADER", "IDEMPOTENCY_META_KEY", "McpToolClient", "ToolOutcome"]
 
@@ -79,11 +66,12 @@ class ToolOutcome:
 
 
 class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
-    """Calls tools on MCP servers over pooled streamable-HTTP connections.
+    """Calls tools on MCP servers over pooled streamable-HTTP sessions.
 
     Use as ``async with McpToolClient() as mcp:`` (or call :meth:`aclose`), from one event
-    loop. ``max_connections`` bounds the pool (least recently used goes first);
-    connections idle for ``idle_timeout`` seconds are closed.
+    loop. ``max_connections`` bounds the pool of sessions (least recently used goes first)
+    and the HTTP connections per server origin; sessions idle for ``idle_timeout`` seconds
+    are closed.
     """
 
     def __init__(
@@ -98,24 +86,32 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         self._max_connections = max_connections
         self._idle_timeout = idle_timeout
         self._connect_timeout = connect_timeout
-        self._pool: OrderedDict[_PoolKey, _Connection] = OrderedDict()
-        self._closing: set[asyncio.Task[None]] = set()
+        self._http = http1.HttpClient(max_per_origin=max_connections,
+                                      connect_timeout=connect_timeout)
+        # Legacy sessions' notification streams stay open: their own pool, so they never
+        # take the slots calls need.
+        self._listen_http = http1.HttpClient(max_per_origin=max_connections,
+                                             connect_timeout=connect_timeout)
+        self._pool: OrderedDict[_PoolKey, _Session] = OrderedDict()
+        self._retired: set[_Session] = set()  # out of the pool, still finishing
         self._next_sweep = 0.0
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:
-        connections = list(self._pool.values())
+        sessions = list(self._pool.values())
         self._pool.clear()
-        for connection in connections:
-            connection.close()
-        tasks = [c.task for c in connections] + list(self._closing)
-        await asyncio.gather(*tasks, return_exceptions=True)
+        for session in sessions:
+            session.close()
+        await asyncio.gather(*(s.closed() for s in sessions), return_exceptions=True)
+        await asyncio.gather(*(s.closed() for s in self._retired), return_exceptions=True)
+        await self._http.aclose()
+        await self._listen_http.aclose()
 
     @property
     def open_connections(self) -> int:
-        return sum(1 for c in self._pool.values() if not c.dead)
+        return sum(1 for s in self._pool.values() if not s.dead)
 
     # ------------------------------------------------------------------ calls
 
@@ -135,37 +131,32 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         request only. ``tenant`` picks that tenant's own session (the gateway always
         passes it). ``timeout`` covers connecting and the call."""
         deadline = time.monotonic() + timeout
-        connection = await self._acquire(tenant, url, headers or {}, timeout)
-        try:
-            client = connection.client
-            # RequestParamsMeta is an open TypedDict (PEP 728) that mypy cannot extend yet.
-            meta = (cast("RequestParamsMeta", {IDEMPOTENCY_META_KEY: idempotency_key})
-                    if idempotency_key else None)
-            remaining = max(deadline - time.monotonic(), 0.001)
+        params: dict[str, Any] = {"name": tool, "arguments": dict(arguments)}
+        extra: tuple[tuple[str, str], ...] = ()
+        if idempotency_key:
+            params["_meta"] = {IDEMPOTENCY_META_KEY: idempotency_key}
+            extra = ((IDEMPOTENCY_HEADER, idempotency_key),)
+        for attempt in range(2):
+            session = await self._acquire(tenant, url, headers or {}, deadline)
             try:
-                # The SDK's read timeout fires first; ours is a backstop for a stuck transport.
-                async with asyncio.timeout(remaining + 1.0):
-                    result = await client.call_tool(
-                        tool, dict(arguments), read_timeout_seconds=remaining, meta=meta)
-            except MCPError as exc:
-                return self._mcp_error(connection, exc, url, tool, idempotency_key, timeout)
+                result = await session.request("tools/call", params, deadline, extra)
+            except wire.SessionExpired:
+                if attempt == 0:
+                    continue  # refused before anything ran: once more on a new session
+                raise _unavailable(url, "session terminated", reason="connection") from None
+            except wire.RpcError as exc:
+                return _rpc_error_outcome(exc, url, tool)
+            except wire.BadMessage as exc:
+                # The server answered, but not with a valid result: the model is told, the
+                # run goes on.
+                return ToolOutcome(False, "", f"invalid result from tool {tool!r}: {exc}")
             except TimeoutError:
                 raise _unavailable(url, f"tool {tool!r} timed out after {timeout:g}s",
                                    reason="timeout") from None
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
-                connection.close()
-                raise _unavailable(url, "connection closed", reason="connection") from exc
-            except (RuntimeError, ValidationError) as exc:
-                if connection.dead:
-                    raise _unavailable(url, "connection closed", reason="connection") from exc
-                # The server answered, but not with a valid result (e.g. structured output
-                # that breaks its own schema): the model is told, the run goes on.
-                return ToolOutcome(False, "", f"invalid result from tool {tool!r}: {exc}")
-        finally:
-            if idempotency_key:
-                connection.http_statuses.pop(idempotency_key, None)
-            connection.release()
-        return _outcome(result)
+            finally:
+                session.release()
+            return _outcome(result, tool)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def list_tools(
         self,
@@ -176,11 +167,12 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         timeout: float = 30.0,  # noqa: ASYNC109 - as for call()
     ) -> list[dict[str, Any]]:
         """Every tool the server lists: ``{"name", "description", "input_schema"}``."""
-        connection = await self._acquire(tenant, url, headers or {}, timeout)
+        deadline = time.monotonic() + timeout
+        session = await self._acquire(tenant, url, headers or {}, deadline)
         try:
-            return await self._list(connection, url, timeout)
+            return await self._list(session, url, deadline, timeout)
         finally:
-            connection.release()
+            session.release()
 
     async def session_tools(
         self,
@@ -194,196 +186,139 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         """The tool list of the session the next ``call`` with the same tenant, url and
         headers uses: listed when the session starts, again after the server signals
         ``notifications/tools/list_changed``, and once older than ``max_age`` seconds."""
-        connection = await self._acquire(tenant, url, headers or {}, timeout)
+        deadline = time.monotonic() + timeout
+        session = await self._acquire(tenant, url, headers or {}, deadline)
         try:
-            listed = connection.tools
+            listed = session.tools
             if listed is None or time.monotonic() - listed[0] >= max_age:
-                generation = connection.tools_generation
-                tools = await self._list(connection, url, timeout)
-                if generation == connection.tools_generation:  # no change signalled meanwhile
-                    connection.tools = (time.monotonic(), tools)
+                generation = session.tools_generation
+                tools = await self._list(session, url, deadline, timeout)
+                if generation == session.tools_generation:  # no change signalled meanwhile
+                    session.tools = (time.monotonic(), tools)
                 return tools
             return listed[1]
         finally:
-            connection.release()
+            session.release()
 
-    async def _list(self, connection: _Connection, url: str,
+    async def _list(self, session: _Session, url: str, deadline: float,
                     limit_s: float) -> list[dict[str, Any]]:
-        deadline = time.monotonic() + limit_s
+        tools: list[dict[str, Any]] = []
+        cursor: str | None = None
         try:
-            tools: list[dict[str, Any]] = []
-            cursor: str | None = None
-            async with asyncio.timeout(max(deadline - time.monotonic(), 0.001)):
-                for _ in range(_MAX_LIST_PAGES):
-                    page = await connection.client.list_tools(cursor=cursor)
-                    tools.extend({"name": t.name, "description": t.description or "",
-                                  "input_schema": t.input_schema} for t in page.tools)
-                    cursor = page.next_cursor
-                    if cursor is None:
-                        break
-            return tools
-        except MCPError as exc:
-            if exc.code in (CONNECTION_CLOSED, INVALID_REQUEST):
-                connection.close()
+            for _ in range(_MAX_LIST_PAGES):
+                params = {"cursor": cursor} if cursor is not None else {}
+                page = await session.request("tools/list", params, deadline, ())
+                tools.extend(session.absorb_tools(page))
+                cursor = page.get("nextCursor")
+                if not isinstance(cursor, str):
+                    break
+        except (wire.RpcError, wire.SessionExpired) as exc:
+            if isinstance(exc, wire.SessionExpired):
+                session.close()
+            raise _unavailable(url, f"tools/list failed: {exc}", reason="protocol") from None
+        except wire.BadMessage as exc:
             raise _unavailable(url, f"tools/list failed: {exc}", reason="protocol") from None
         except TimeoutError:
             raise _unavailable(url, f"tools/list timed out after {limit_s:g}s",
                                reason="timeout") from None
+        return tools
 
     # ------------------------------------------------------------------ internals
 
-    def _mcp_error(
-        self,
-        connection: _Connection,
-        exc: MCPError,
-        url: str,
-        tool: str,
-        key: str | None,
-        timeout: float,
-    ) -> ToolOutcome:
-        status = connection.http_statuses.get(key) if key else None
-        if exc.code == REQUEST_TIMEOUT:
-            raise _unavailable(url, f"tool {tool!r} timed out after {timeout:g}s",
-                               reason="timeout") from None
-        if exc.code == CONNECTION_CLOSED:
-            connection.close()
-            raise _unavailable(url, "connection closed", reason="connection") from None
-        if exc.code == INVALID_REQUEST and "Session terminated" in exc.message:
-            connection.close()  # a legacy server restarted and forgot our session
-            raise _unavailable(url, "session terminated", reason="connection") from None
-        if exc.code == INTERNAL_ERROR and status is not None and 400 <= status < 500 \
-                and status not in (408, 425, 429):
-            # The server refused this request (e.g. a rejected credential): not retryable,
-            # and the model should know the tool did not run.
-            return ToolOutcome(False, "", f"tool server refused the call (HTTP {status})")
-        if exc.code in (INTERNAL_ERROR, PARSE_ERROR):
-            raise _unavailable(url, f"tool server failed: {exc.message}", reason="server",
-                               http_status=status) from None
-        # A JSON-RPC error the server chose to answer with (unknown method, bad params...).
-        return ToolOutcome(False, "", f"tool {tool!r} failed: {exc.message}")
-
     async def _acquire(self, tenant: TenantId | None, url: str, headers: Mapping[str, str],
-                       limit_s: float) -> _Connection:
+                       deadline: float) -> _Session:
         key: _PoolKey = (tenant.value if tenant is not None else "", url,
                          tuple(sorted((k.lower(), v) for k, v in headers.items())))
         self._sweep()
-        connection = self._pool.get(key)
-        if connection is None or connection.dead:
-            connection = _Connection(url, dict(headers), self._connect_timeout)
-            self._pool[key] = connection
+        session = self._pool.get(key)
+        if session is None or session.dead:
+            if session is not None:
+                self._retire(session)
+            session = _Session(url, headers, self._http, self._listen_http,
+                               self._connect_timeout)
+            self._pool[key] = session
             self._evict_over_limit()
         else:
             self._pool.move_to_end(key)
-        connection.in_flight += 1
+        session.in_flight += 1
+        if session.ready.done() and session.ready.exception() is None:
+            return session
         try:
-            # Shielded: one caller giving up must not cancel a connection others share.
-            async with asyncio.timeout(min(limit_s, self._connect_timeout)):
-                await asyncio.shield(connection.ready)
+            limit = min(deadline - time.monotonic(), self._connect_timeout)
+            # Shielded: one caller giving up must not cancel a negotiation others share.
+            async with asyncio.timeout(max(limit, 0.001)):
+                await asyncio.shield(session.ready)
         except TimeoutError:
-            connection.release()
-            connection.close()
+            session.release()
+            session.close()
             raise _unavailable(url, "timed out connecting", reason="connect") from None
         except ToolUnavailable as exc:  # shared by every waiter: raise a fresh copy
-            connection.release()
+            session.release()
             raise ToolUnavailable(exc.detail, **exc.extra) from None
         except BaseException:
-            connection.release()
+            session.release()
             raise
-        return connection
+        return session
 
     def _sweep(self) -> None:
         now = time.monotonic()
         if now < self._next_sweep:
             return
         self._next_sweep = now + 1.0
-        for key, connection in list(self._pool.items()):
-            idle = connection.in_flight == 0 and now - connection.last_used > self._idle_timeout
-            if connection.dead or idle:
+        for key, session in list(self._pool.items()):
+            idle = session.in_flight == 0 and now - session.last_used > self._idle_timeout
+            if session.dead or idle:
                 del self._pool[key]
-                self._retire(connection)
+                self._retire(session)
 
     def _evict_over_limit(self) -> None:
         while len(self._pool) > self._max_connections:
-            _, connection = self._pool.popitem(last=False)
-            self._retire(connection)
+            _, session = self._pool.popitem(last=False)
+            self._retire(session)
 
-    def _retire(self, connection: _Connection) -> None:
-        connection.retire()
-        if not connection.task.done():
-            self._closing.add(connection.task)
-            connection.task.add_done_callback(self._closing.discard)
+    def _retire(self, session: _Session) -> None:
+        session.retire()
+        self._retired.add(session)
+        session.on_closed = self._retired.discard
 
 
-class _Connection:
-    """One pooled MCP connection, owned by its own task: the SDK's transport runs a task
-    group that must be entered and exited by the same task, and a transport failure cancels
-    that task, never a caller."""
+class _Session(wire.Session):
+    """One pooled MCP session: the negotiation runs in a task of its own, shared by every
+    caller that arrives meanwhile; a failed negotiation fails them all alike."""
 
-    def __init__(self, url: str, headers: dict[str, str], connect_timeout: float) -> None:
-        self.url = url
+    def __init__(self, url: str, headers: Mapping[str, str], http: http1.HttpClient,
+                 listen_http: http1.HttpClient, connect_timeout: float) -> None:
+        super().__init__(url, headers, http, listen_http)
+        self.on_closed: Callable[[_Session], None] | None = None
+        self._connect_timeout = connect_timeout
+        self._shutdown: asyncio.Task[None] | None = None
         self.in_flight = 0
         self.last_used = time.monotonic()
-        self.dead = False
         self.retired = False
-        # HTTP error statuses by idempotency key: the SDK reports any non-2xx as the same
-        # JSON-RPC error, and a 401 must not be treated like a 503.
-        self.http_statuses: dict[str, int] = {}
         # (when listed, the list) of this session; None until listed or after list_changed.
         self.tools: tuple[float, list[dict[str, Any]]] | None = None
         self.tools_generation = 0
-        self._headers = headers
-        self._connect_timeout = connect_timeout
-        self._client: Client | None = None
         loop = asyncio.get_running_loop()
         self.ready: asyncio.Future[None] = loop.create_future()
         self.ready.add_done_callback(_retrieve)
-        self._close = asyncio.Event()
-        self.task = loop.create_task(self._own(), name=f"mcp-connection {_safe_url(url)}")
+        self._negotiation = loop.create_task(self._open(), name=f"mcp-session {_safe_url(url)}")
 
-    @property
-    def client(self) -> Client:
-        if self._client is None or self.dead:
-            raise _unavailable(self.url, "connection closed", reason="connection")
-        return self._client
-
-    async def _own(self) -> None:
-        timeout = httpx2.Timeout(self._connect_timeout, read=300.0)
-        hooks: dict[str, list[Any]] = {"request": [_add_idempotency_header],
-                                       "response": [self._note_status]}
+    async def _open(self) -> None:
         try:
-            async with httpx2.AsyncClient(headers=self._headers, timeout=timeout,
-                                          verify=tls.client_context(),
-                                          event_hooks=hooks) as http:
-                transport = streamable_http_client(self.url, http_client=http)
-                async with Client(transport, cache=None,
-                                  message_handler=self._on_message) as client:
-                    self._client = client
-                    self.ready.set_result(None)
-                    await self._close.wait()
-        except Exception as exc:  # the transport's task group fails as an ExceptionGroup
-            if not self.ready.done():
-                self.ready.set_exception(
-                    _unavailable(self.url, f"cannot connect: {_describe(exc)}",
-                                 reason="connect"))
-            else:
-                log.info("MCP connection to %s lost: %s", _safe_url(self.url), _describe(exc))
-        finally:
+            await self.negotiate(self._connect_timeout)
+        except Exception as exc:
             self.dead = True
-            self._client = None
-            if not self.ready.done():  # closed while connecting: waiters must not see a cancel
-                self.ready.set_exception(
-                    _unavailable(self.url, "connection closed", reason="connection"))
+            if not self.ready.done():
+                self.ready.set_exception(_as_unavailable(self.url, exc))
+            return
+        if not self.ready.done():
+            self.ready.set_result(None)
+            self.start_listening()
 
-    async def _on_message(self, message: object) -> None:
-        if isinstance(message, ToolListChangedNotification):
+    def on_notification(self, method: str, params: Any) -> None:
+        if method == "notifications/tools/list_changed":
             self.tools = None
             self.tools_generation += 1
-
-    async def _note_status(self, response: httpx2.Response) -> None:
-        if response.status_code >= 400:
-            key = response.request.headers.get(IDEMPOTENCY_HEADER)
-            if key is not None:
-                self.http_statuses[key] = response.status_code
 
     def release(self) -> None:
         self.in_flight -= 1
@@ -398,58 +333,81 @@ class _Connection:
             self.close()
 
     def close(self) -> None:
-        self.dead = True
-        self._close.set()
-
-
-async def _add_idempotency_header(request: httpx2.Request) -> None:
-    """Mirror ``_meta.idempotency_key`` into the ``Idempotency-Key`` header: the SDK has no
-    per-request headers on a shared connection, and servers may key on either."""
-    if request.method != "POST":
-        return
-    with contextlib.suppress(httpx2.RequestNotRead):
-        body = request.content
-        if b'"idempotency_key"' not in body:
+        if self._shutdown is not None:
             return
-        try:
-            message = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            return
-        params = message.get("params") if isinstance(message, dict) else None
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        key = meta.get(IDEMPOTENCY_META_KEY) if isinstance(meta, dict) else None
-        if isinstance(key, str):
-            request.headers[IDEMPOTENCY_HEADER] = key
+        super().close()
+        if not self._negotiation.done():
+            self._negotiation.cancel()
+        if not self.ready.done():  # closed while connecting: waiters must not see a cancel
+            self.ready.set_exception(
+                _unavailable(self.url, "connection closed", reason="connection"))
+        self._shutdown = asyncio.get_running_loop().create_task(self._finish())
+
+    async def _finish(self) -> None:
+        await asyncio.gather(self._negotiation, return_exceptions=True)
+        await self.shutdown()
+        if self.on_closed is not None:
+            self.on_closed(self)
+
+    async def closed(self) -> None:
+        if self._shutdown is not None:
+            await asyncio.gather(self._shutdown, return_exceptions=True)
 
 
-def _outcome(result: CallToolResult) -> ToolOutcome:
-    parts = [block.text if isinstance(block, TextContent) else f"[{block.type} content]"
-             for block in result.content]
-    text = "\n".join(parts)
-    if not parts and result.structured_content is not None:
-        text = orjson.dumps(result.structured_content).decode()
-    if result.is_error:
-        return ToolOutcome(False, text, text or "tool error")
-    return ToolOutcome(True, text)
+def _rpc_error_outcome(exc: wire.RpcError, url: str, tool: str) -> ToolOutcome:
+    status = exc.http_status
+    if status is not None and exc.code is None:  # a bare HTTP error, no JSON-RPC body
+        if 400 <= status < 500 and status not in (408, 425, 429):
+            # The server refused this request (e.g. a rejected credential): not retryable,
+            # and the model should know the tool did not run.
+            return ToolOutcome(False, "", f"tool server refused the call (HTTP {status})")
+        raise _unavailable(url, f"tool server failed: HTTP {status}", reason="server",
+                           http_status=status) from None
+    if exc.code in (wire.INTERNAL_ERROR, wire.PARSE_ERROR):
+        # The server failed (or answered something unreadable): the tool may not have run.
+        raise _unavailable(url, f"tool server failed: {exc.message}", reason="server",
+                           http_status=status) from None
+    # A JSON-RPC error the server chose to answer with (unknown tool, bad params...).
+    return ToolOutcome(False, "", f"tool {tool!r} failed: {exc.message}")
+
+
+def _outcome(result: Mapping[str, Any], tool: str) -> ToolOutcome:
+    if result.get("resultType") == "input_required":
+        return ToolOutcome(False, "", f"tool {tool!r} asked for input the platform cannot give")
+    content = result.get("content")
+    if not isinstance(content, list):
+        return ToolOutcome(False, "", f"invalid result from tool {tool!r}: no content list")
+    parts: list[str] = []
+    for block in content:
+        if not isinstance(block, dict) or not isinstance(kind := block.get("type"), str):
+            return ToolOutcome(False, "", f"invalid result from tool {tool!r}: bad content")
+        text = block.get("text")
+        if kind == "text" and isinstance(text, str):
+            parts.append(text)
+        else:
+            parts.append(f"[{kind} content]")
+    joined = "\n".join(parts)
+    structured = result.get("structuredContent")
+    if not parts and structured is not None:
+        joined = orjson.dumps(structured).decode()
+    if result.get("isError") is True:
+        return ToolOutcome(False, joined, joined or "tool error")
+    return ToolOutcome(True, joined)
+
+
+def _as_unavailable(url: str, exc: BaseException) -> ToolUnavailable:
+    if isinstance(exc, ToolUnavailable):
+        return exc
+    if isinstance(exc, TimeoutError | http1.RequestTimeout):
+        return _unavailable(url, "timed out connecting", reason="connect")
+    return _unavailable(url, f"cannot connect: {type(exc).__name__}: {exc}", reason="connect")
 
 
 def _unavailable(url: str, what: str, **extra: Any) -> ToolUnavailable:
     return ToolUnavailable(f"MCP server {_safe_url(url)}: {what}", **extra)
 
 
-def _safe_url(url: str) -> str:
-    """The url without userinfo, query or fragment, which may carry credentials."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
-def _describe(exc: BaseException) -> str:
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return f"{type(exc).__name__}: {exc}"
+_safe_url = wire.safe_url
 
 
 def _retrieve(future: asyncio.Future[None]) -> None:

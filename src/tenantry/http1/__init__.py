@@ -1,0 +1,19 @@
+"""A lean HTTP/1.1 client for the platform's own outbound calls (ADR 0022)."""
+
+from tenantry.http1.client import HttpClient, Response, StreamedResponse, Target, target
+from tenantry.http1.errors import (
+    ConnectFailed,
+    ConnectionLost,
+    ConnectTimeout,
+    HttpError,
+    ProtocolError,
+    RequestTimeout,
+    ResponseTooLarge,
+)
+from tenantry.http1.sse import SseEvent, SseParser
+
+__all__ = [
+    "ConnectFailed", "ConnectTimeout", "ConnectionLost", "HttpClient", "HttpError", "ProtocolError",
+    "RequestTimeout", "Response", "ResponseTooLarge", "SseEvent", "SseParser",
+    "StreamedResponse", "Target", "target",
+]

@@ -1,0 +1,494 @@
+"""MCP's streamable HTTP transport as the client side of one session: JSON-RPC 2.0 messages
+POSTed to the server's endpoint, answered with ``application/json`` or a
+``text/event-stream`` that may carry the server's notifications and requests before the
+answer. Both protocol generations the official SDK speaks:
+
+- 2026-07-28 (``server/discover``): every request carries the protocol version, client info
+  and capabilities in ``_meta`` and the ``Mcp-Protocol-Version``/``Mcp-Method``/``Mcp-Name``
+  headers (plus ``Mcp-Param-*`` for arguments a tool's schema marks ``x-mcp-header``);
+  no session, no notification stream.
+- 2025-11-25 and older (``initialize`` + ``notifications/initialized``): the server may give
+  an ``Mcp-Session-Id`` that every later request carries; a 404 to such a request means the
+  server forgot the session. A GET opens the stream of what the server sends unprompted
+  (``notifications/tools/list_changed``).
+
+Negotiated like the SDK's ``mode="auto"`` (mcp/client/_probe.py): probe ``server/discover``
+at the newest modern version; anything that is not positive evidence of a modern server
+(a JSON-RPC error, an HTTP 4xx/5xx, a probe timeout, a result naming no modern version)
+falls back to ``initialize``, except a -32022 whose ``supported`` list has no handshake
+version. Only what the protocol needs is validated: messages are read with orjson into plain
+dicts and their few fields checked where they are used."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import re
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import orjson
+
+from tenantry import http1
+from tenantry.errors import ToolUnavailable
+
+log = logging.getLogger("tenantry.tools.mcp_client")
+
+LATEST_MODERN_VERSION = "2026-07-28"
+MODERN_VERSIONS = ("2026-07-28",)
+LATEST_HANDSHAKE_VERSION = "2025-11-25"
+HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+DISCOVER_TIMEOUT_S = 10.0
+
+PROTOCOL_VERSION_META_KEY = "io.modelcontextprotocol/protocolVersion"
+CLIENT_INFO_META_KEY = "io.modelcontextprotocol/clientInfo"
+CLIENT_CAPABILITIES_META_KEY = "io.modelcontextprotocol/clientCapabilities"
+CLIENT_INFO = {"name": "tenantry", "version": "1"}
+
+METHOD_NOT_FOUND = -32601
+INVALID_REQUEST = -32600
+INTERNAL_ERROR = -32603
+PARSE_ERROR = -32700
+UNSUPPORTED_PROTOCOL_VERSION = -32022
+
+_SESSION_HEADER = "Mcp-Session-Id"
+_ACCEPT = (("Accept", "application/json, text/event-stream"),
+           ("Content-Type", "application/json"))
+_LISTEN_RETRIES = 3
+_DRAIN_S = 5.0  # how long a finished answer's stream may take to end before its socket goes
+
+
+class RpcError(Exception):
+    """A JSON-RPC error answer, or an HTTP error status without one (``code`` None)."""
+
+    def __init__(self, code: int | None, message: str, data: Any = None,
+                 http_status: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+        self.http_status = http_status
+
+
+class SessionExpired(Exception):
+    """HTTP 404 to a request carrying our session id: the server no longer knows it."""
+
+
+class BadMessage(Exception):
+    """The server answered with something that is not the JSON-RPC message it should be."""
+
+
+class Session:
+    """One negotiated MCP session. Subclasses handle ``on_notification``."""
+
+    def __init__(self, url: str, headers: Mapping[str, str], http: http1.HttpClient,
+                 listen_http: http1.HttpClient) -> None:
+        self.url = url
+        self.dead = False
+        self.protocol_version: str | None = None
+        self.session_id: str | None = None
+        self._target = http1.target(url)
+        self._http = http
+        self._listen_http = listen_http
+        self._user_headers = tuple(headers.items())
+        self._base: tuple[tuple[str, str], ...] = _ACCEPT + self._user_headers
+        self._meta: dict[str, Any] | None = None  # the modern _meta stamp
+        self._next_id = 1
+        self._param_headers: dict[str, dict[tuple[str, ...], str]] = {}
+        self._listener: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[None]] = set()
+
+    def on_notification(self, method: str, params: Any) -> None:
+        """A notification from the server (on any stream)."""
+
+    @property
+    def modern(self) -> bool:
+        return self._meta is not None
+
+    # ------------------------------------------------------------------ negotiation
+
+    async def negotiate(self, limit_s: float = DISCOVER_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + limit_s
+        for attempt in range(2):
+            try:
+                result = await self._probe(deadline)
+            except RpcError as exc:
+                supported = _supported(exc)
+                if supported is not None and exc.code == UNSUPPORTED_PROTOCOL_VERSION \
+                        and not any(v in HANDSHAKE_VERSIONS for v in supported):
+                    raise self.unavailable(
+                        f"no protocol version in common (server: {supported})",
+                        reason="protocol") from None
+            except TimeoutError:
+                pass  # a probe timing out is no evidence either way: try the handshake
+            else:
+                versions = result.get("supportedVersions")
+                mutual = [v for v in MODERN_VERSIONS
+                          if isinstance(versions, list) and v in versions]
+                if mutual:
+                    self._adopt_modern(mutual[-1])
+                    return
+            try:
+                await self._initialize(deadline)
+                return
+            except RpcError as exc:
+                # -32022 to the handshake names the server modern after all (e.g. a probe
+                # that timed out here but locked the era there): probe once more.
+                supported = _supported(exc)
+                if exc.code != UNSUPPORTED_PROTOCOL_VERSION or attempt or not supported \
+                        or not any(v in MODERN_VERSIONS for v in supported):
+                    raise self.unavailable(f"initialize failed: {exc.message}",
+                                           reason="protocol") from None
+        raise self.unavailable("protocol negotiation failed", reason="protocol")
+
+    async def _probe(self, deadline: float) -> dict[str, Any]:
+        meta = {PROTOCOL_VERSION_META_KEY: LATEST_MODERN_VERSION,
+                CLIENT_INFO_META_KEY: CLIENT_INFO, CLIENT_CAPABILITIES_META_KEY: {}}
+        headers = (*self._base, ("Mcp-Protocol-Version", LATEST_MODERN_VERSION),
+                   ("Mcp-Method", "server/discover"))
+        probe_deadline = min(deadline, time.monotonic() + DISCOVER_TIMEOUT_S)
+        return await self._exchange("server/discover", {"_meta": meta}, headers,
+                                    probe_deadline)
+
+    async def _initialize(self, deadline: float) -> None:
+        params = {"protocolVersion": LATEST_HANDSHAKE_VERSION, "capabilities": {},
+                  "clientInfo": CLIENT_INFO}
+        result = await self._exchange("initialize", params, self._base, deadline)
+        version = result.get("protocolVersion")
+        if version not in HANDSHAKE_VERSIONS:
+            raise self.unavailable(f"unsupported protocol version {str(version)[:40]!r}",
+                                   reason="protocol")
+        self.protocol_version = str(version)
+        self._meta = None
+        self._base = self._session_headers()
+        status = await self._post_one_way({"jsonrpc": "2.0",
+                                           "method": "notifications/initialized"}, deadline)
+        if status >= 400:
+            raise self.unavailable(f"notifications/initialized refused (HTTP {status})",
+                                   reason="protocol")
+
+    def _adopt_modern(self, version: str) -> None:
+        self.protocol_version = version
+        self.session_id = None
+        self._meta = {PROTOCOL_VERSION_META_KEY: version, CLIENT_INFO_META_KEY: CLIENT_INFO,
+                      CLIENT_CAPABILITIES_META_KEY: {}}
+        self._base = _ACCEPT + self._user_headers + (("Mcp-Protocol-Version", version),)
+
+    def _session_headers(self) -> tuple[tuple[str, str], ...]:
+        base = _ACCEPT + self._user_headers
+        if self.protocol_version is not None:
+            base += (("Mcp-Protocol-Version", self.protocol_version),)
+        if self.session_id is not None:
+            base += ((_SESSION_HEADER, self.session_id),)
+        return base
+
+    # ------------------------------------------------------------------ requests
+
+    async def request(self, method: str, params: dict[str, Any], deadline: float,
+                      extra: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+        """Send one request on the negotiated session; its result. Raises :class:`RpcError`
+        for an error answer, :class:`SessionExpired`, ``TimeoutError`` past ``deadline``,
+        and ToolUnavailable for transport failures."""
+        if self.dead:
+            raise self.unavailable("connection closed", reason="connection")
+        headers = self._base + extra
+        if self._meta is not None:
+            meta = params.get("_meta")
+            params = {**params, "_meta": {**meta, **self._meta} if meta else self._meta}
+            headers += (("Mcp-Method", method),)
+            if method == "tools/call":
+                name = params["name"]
+                headers += (("Mcp-Name", encode_header_value(name)),)
+                header_map = self._param_headers.get(name)
+                if header_map:
+                    headers += tuple(param_headers(header_map, params["arguments"]))
+        return await self._exchange(method, params, headers, deadline)
+
+    async def _exchange(self, method: str, params: dict[str, Any],
+                        headers: tuple[tuple[str, str], ...], deadline: float) -> dict[str, Any]:
+        rid = self._next_id
+        self._next_id += 1
+        body = orjson.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError
+        try:
+            async with asyncio.timeout(remaining), \
+                    self._http.stream("POST", self._target, headers=headers, body=body,
+                                      timeout=None, drain=_DRAIN_S) as response:
+                return await self._answer(response, rid, method)
+        except http1.ConnectFailed as exc:
+            self.dead = True  # the server is down or moved: negotiate afresh next time
+            raise self.unavailable(f"cannot connect: {exc}", reason="connect") from None
+        except http1.HttpError as exc:
+            raise self.unavailable(f"connection failed: {exc}", reason="connection") from None
+        except orjson.JSONDecodeError as exc:
+            raise RpcError(PARSE_ERROR, f"cannot parse the server's answer: {exc}") from None
+
+    async def _answer(self, response: http1.StreamedResponse, rid: int,
+                      method: str) -> dict[str, Any]:
+        status = response.status
+        if status == 202:
+            raise RpcError(INVALID_REQUEST, "server answered a request with 202 Accepted")
+        if status >= 300:
+            if status == 404 and self.session_id is not None:
+                self.dead = True
+                raise SessionExpired("session terminated")
+            if response.content_type == "application/json":
+                with contextlib.suppress(orjson.JSONDecodeError):
+                    message = orjson.loads(await response.read())
+                    if isinstance(message, dict) and isinstance(message.get("error"), dict):
+                        error = message["error"]
+                        raise RpcError(_code(error), str(error.get("message", "")),
+                                       error.get("data"), http_status=status)
+            raise RpcError(None, f"HTTP {status}", http_status=status)
+        if method == "initialize":
+            self.session_id = response.headers.get("mcp-session-id") or None
+        kind = response.content_type
+        if kind == "application/json":
+            message = orjson.loads(await response.read())
+            for item in message if isinstance(message, list) else (message,):
+                result = self._dispatch(item, rid)
+                if result is not None:
+                    return result
+            raise BadMessage("the answer had no response to our request")
+        if kind == "text/event-stream":
+            parser = http1.SseParser()
+            async for chunk in response.chunks():
+                for event in parser.feed(chunk):
+                    if event.event != "message" or not event.data:
+                        continue  # a priming event (resumption) or another kind
+                    result = self._dispatch(orjson.loads(event.data), rid)
+                    if result is not None:
+                        return result
+            raise self.unavailable("the event stream ended without an answer",
+                                   reason="connection")
+        raise RpcError(INVALID_REQUEST, f"unexpected content type {kind[:60]!r}")
+
+    def _dispatch(self, message: Any, rid: int | None) -> dict[str, Any] | None:
+        """Handle one message from the server; the result if it answers ``rid``."""
+        if not isinstance(message, dict):
+            raise BadMessage("a JSON-RPC message must be an object")
+        method = message.get("method")
+        if isinstance(method, str):
+            if "id" in message:
+                self._reply_to_server(message["id"], method)
+            else:
+                self.on_notification(method, message.get("params"))
+            return None
+        if rid is None or message.get("id") != rid:
+            return None  # an answer to some other request
+        error = message.get("error")
+        if isinstance(error, dict):
+            raise RpcError(_code(error), str(error.get("message", "")), error.get("data"))
+        result = message.get("result")
+        if not isinstance(result, dict):
+            raise BadMessage("a result must be an object")
+        return result
+
+    def _reply_to_server(self, request_id: Any, method: str) -> None:
+        """The server asked us something (sampling, elicitation, roots...): this client
+        serves none of it but ``ping``, and says so rather than leave the server waiting."""
+        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}
+        if method == "ping":
+            reply["result"] = {}
+        else:
+            reply["error"] = {"code": METHOD_NOT_FOUND,
+                              "message": f"the client does not serve {method[:80]}"}
+        self._spawn(self._post_one_way(reply, time.monotonic() + DISCOVER_TIMEOUT_S))
+
+    async def _post_one_way(self, message: dict[str, Any], deadline: float) -> int:
+        """POST a notification or a reply (the server answers 202); the HTTP status."""
+        headers = self._base
+        if self._meta is not None:
+            headers += (("Mcp-Method", str(message.get("method", ""))),) \
+                if "method" in message else ()
+        try:
+            response = await self._http.request(
+                "POST", self._target, headers=headers, body=orjson.dumps(message),
+                timeout=max(deadline - time.monotonic(), 0.001))
+        except http1.HttpError as exc:
+            raise self.unavailable(f"connection failed: {exc}", reason="connection") from None
+        return response.status
+
+    # ------------------------------------------------------------------ tools
+
+    def absorb_tools(self, page: dict[str, Any]) -> list[dict[str, Any]]:
+        """A tools/list page as ``{"name", "description", "input_schema"}`` dicts. On a
+        modern session, the ``x-mcp-header`` arguments of each tool are remembered (to be
+        mirrored into ``Mcp-Param-*`` headers), and a tool whose annotations are invalid is
+        dropped, as the 2026-07-28 protocol requires."""
+        tools = page.get("tools")
+        if not isinstance(tools, list):
+            raise BadMessage("tools/list result without a tools list")
+        out: list[dict[str, Any]] = []
+        for tool in tools:
+            if not isinstance(tool, dict) or not isinstance(name := tool.get("name"), str):
+                raise BadMessage("a listed tool without a name")
+            schema = tool.get("inputSchema")
+            if not isinstance(schema, dict):
+                raise BadMessage(f"tool {name[:80]!r} without an input schema")
+            if self._meta is not None:
+                header_map = x_mcp_header_map(schema)
+                if header_map is None:
+                    log.warning("dropping tool %r of %s: invalid x-mcp-header", name,
+                                safe_url(self.url))
+                    self._param_headers.pop(name, None)
+                    continue
+                self._param_headers[name] = header_map
+            description = tool.get("description")
+            out.append({"name": name,
+                        "description": description if isinstance(description, str) else "",
+                        "input_schema": schema})
+        return out
+
+    # ------------------------------------------------------------------ notifications
+
+    def start_listening(self) -> None:
+        """Open the server's notification stream (legacy sessions with an id only: the
+        modern protocol sends notifications on the stream of the request they concern)."""
+        if self.session_id is not None and self._listener is None and not self.dead:
+            self._listener = asyncio.get_running_loop().create_task(
+                self._listen(), name=f"mcp-listen {safe_url(self.url)}")
+
+    async def _listen(self) -> None:
+        failures = 0
+        while not self.dead and failures < _LISTEN_RETRIES:
+            headers = (("Accept", "text/event-stream"), *self._user_headers,
+                       ("Mcp-Protocol-Version",
+                        self.protocol_version or LATEST_HANDSHAKE_VERSION),
+                       (_SESSION_HEADER, self.session_id or ""))
+            try:
+                async with self._listen_http.stream("GET", self._target, headers=headers,
+                                                    timeout=DISCOVER_TIMEOUT_S) as response:
+                    if response.status == 404:
+                        self.dead = True  # the session is gone
+                        return
+                    if response.status >= 300 or response.content_type != "text/event-stream":
+                        return  # 405: the server offers no such stream
+                    failures = 0
+                    parser = http1.SseParser()
+                    async for chunk in response.chunks():
+                        for event in parser.feed(chunk):
+                            if event.event == "message" and event.data:
+                                self._dispatch(orjson.loads(event.data), None)
+            except (http1.HttpError, orjson.JSONDecodeError, BadMessage) as exc:
+                log.debug("MCP notification stream of %s: %s", safe_url(self.url), exc)
+            failures += 1
+            if not self.dead:
+                await asyncio.sleep(min(2.0 ** failures, 10.0) / 4)
+
+    def _spawn(self, coroutine: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._background.add(task)
+        task.add_done_callback(_done_background(self._background))
+
+    def close(self) -> None:
+        self.dead = True
+        if self._listener is not None and not self._listener.done():
+            self._listener.cancel()
+
+    async def shutdown(self) -> None:
+        """After :meth:`close`: end the notification stream, and tell a legacy server its
+        session may go (DELETE, best effort)."""
+        tasks = [t for t in (self._listener, *self._background) if t is not None]
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self.session_id is not None:
+            with contextlib.suppress(http1.HttpError):
+                await self._http.request("DELETE", self._target,
+                                         headers=self._session_headers(), timeout=2.0)
+
+    def unavailable(self, what: str, **extra: Any) -> ToolUnavailable:
+        return ToolUnavailable(f"MCP server {safe_url(self.url)}: {what}", **extra)
+
+
+def _done_background(tasks: set[asyncio.Task[None]]) -> Any:
+    def done(task: asyncio.Task[None]) -> None:
+        tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.debug("MCP reply to the server failed: %s", exc)
+    return done
+
+
+def _code(error: Mapping[str, Any]) -> int:
+    code = error.get("code")
+    return code if isinstance(code, int) else INTERNAL_ERROR
+
+
+def _supported(exc: RpcError) -> list[str] | None:
+    data = exc.data
+    supported = data.get("supported") if isinstance(data, dict) else None
+    if isinstance(supported, list) and all(isinstance(v, str) for v in supported):
+        return supported
+    return None
+
+
+def safe_url(url: str) -> str:
+    """The url without userinfo, query or fragment, which may carry credentials."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+# ---------------------------------------------------------------------- x-mcp-header
+
+_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+_HEADER_SAFE = re.compile(r"^[\x20-\x7E]*$")
+_B64_SENTINEL = re.compile(r"^=\?base64\?.*\?=$")
+
+
+def encode_header_value(value: str) -> str:
+    """As the SDK sends a name or argument in a header: verbatim if it is plain printable
+    ASCII without edge whitespace, else ``=?base64?…?=``."""
+    if _HEADER_SAFE.fullmatch(value) and value == value.strip() \
+            and not _B64_SENTINEL.fullmatch(value):
+        return value
+    return f"=?base64?{base64.b64encode(value.encode()).decode('ascii')}?="
+
+
+def x_mcp_header_map(schema: dict[str, Any]) -> dict[tuple[str, ...], str] | None:
+    """Argument path → header token for every ``x-mcp-header`` on a property reached through
+    ``properties`` alone; ``None`` if an annotation is invalid (not a token, not on a
+    string/integer/boolean property, or repeated)."""
+    found: dict[tuple[str, ...], str] = {}
+    seen: set[str] = set()
+    stack: list[tuple[tuple[str, ...], Any]] = [((), schema)]
+    while stack:
+        path, node = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        if path and "x-mcp-header" in node:
+            token = node["x-mcp-header"]
+            if not isinstance(token, str) or not _TOKEN.fullmatch(token) \
+                    or node.get("type") not in ("string", "integer", "boolean") \
+                    or token.lower() in seen:
+                return None
+            seen.add(token.lower())
+            found[path] = token
+        properties = node.get("properties")
+        if isinstance(properties, dict):
+            stack.extend(((*path, name), sub) for name, sub in properties.items())
+    return found
+
+
+def param_headers(header_map: Mapping[tuple[str, ...], str],
+                  arguments: Mapping[str, Any]) -> Iterable[tuple[str, str]]:
+    for path, token in header_map.items():
+        value: Any = arguments
+        for key in path:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            rendered = "true" if value else "false"
+        elif isinstance(value, str | int | float):
+            rendered = str(value)
+        else:
+            continue
+        yield f"Mcp-Param-{token}", encode_header_value(rendered)
