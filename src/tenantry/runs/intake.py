@@ -22,7 +22,7 @@ import asyncpg
 
 from tenantry.agents.service import NOT_FOUND as AGENT_NOT_FOUND
 from tenantry.agents.service import VERSION_NOT_FOUND
-from tenantry.db import DATABASE_DOWN, TRANSIENT, Database
+from tenantry.db import DATABASE_DOWN, TRANSIENT, Connection, Database
 from tenantry.db.queries import load
 from tenantry.errors import NotFound, TenantryError
 from tenantry.ids import RunId, TenantId
@@ -43,6 +43,8 @@ MAX_BATCH = 256
 FLUSHERS = 2
 #: A batch Postgres rolled back (a deadlock with a claim or another batch) is tried again.
 ATTEMPTS = 3
+#: How long a quiet flusher keeps its pooled connection for the next request.
+HOLD_IDLE_SECONDS = 2.0
 
 
 @dataclass(slots=True)
@@ -56,7 +58,7 @@ class _Pending:
 
 @dataclass(slots=True)
 class RunIntake:
-    """One per API process, built with its :class:`Database` and closed with it. Started
+    """One per API process, built with its :class:`Database` and closed before it. Started
     lazily by the first run it is given (it needs the running event loop)."""
 
     db: Database
@@ -92,26 +94,43 @@ class RunIntake:
         return self._ready
 
     async def close(self) -> None:
-        """Stop gathering; a batch in flight is let finish (its requests are answered)."""
+        """Stop taking runs; batches in flight finish and are answered, then the
+        connections go back to the pool."""
         self._closed = True
-        for task in self._tasks:
-            task.cancel()
+        if self._ready is not None:
+            self._ready.set()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        for pending in self._queue:
-            if not pending.answer.done():
-                pending.answer.set_exception(RuntimeError("the run intake is closed"))
+        _fail(self._queue, RuntimeError("the run intake is closed"))
         self._queue.clear()
 
     async def _flush_forever(self) -> None:
         assert self._ready is not None
-        while True:
+        while not self._closed:
             await self._ready.wait()
+            if self._closed:
+                return
+            try:
+                # One connection held while requests keep coming: a batch costs one round
+                # trip, not an acquire, a reset and a BEGIN/COMMIT besides.
+                async with self.db.unscoped() as conn:
+                    await self._serve(conn)
+            except DATABASE_DOWN:
+                continue  # the batch that met it was answered; the next connects afresh
+            except Exception:
+                log.exception("the run intake's connection failed; taking another")
+
+    async def _serve(self, conn: Connection) -> None:
+        assert self._ready is not None
+        while not self._closed:
             batch = self._take()
             if not batch:
+                try:
+                    async with asyncio.timeout(HOLD_IDLE_SECONDS):
+                        await self._ready.wait()
+                except TimeoutError:
+                    return  # quiet: the connection goes back to the pool
                 continue
-            # Shielded: a shutdown cancelling this task does not cut a commit short and
-            # leave requests without their answer.
-            await asyncio.shield(self._flush(batch))
+            await self._flush(conn, batch)
 
     def _take(self) -> list[_Pending]:
         """The oldest waiting requests (cancelled ones dropped: nobody awaits them)."""
@@ -125,12 +144,12 @@ class RunIntake:
             self._ready.clear()
         return taken
 
-    async def _flush(self, batch: list[_Pending]) -> None:
+    async def _flush(self, conn: Connection, batch: list[_Pending]) -> None:
         try:
-            rows = await self._commit(batch)
+            rows = await self._commit(conn, batch)
         except DATABASE_DOWN as exc:
             _fail(batch, exc)  # each request answers 503, as it would alone
-            return
+            raise
         except asyncpg.PostgresError as exc:
             if len(batch) == 1:
                 _fail(batch, exc)
@@ -140,7 +159,7 @@ class RunIntake:
             log.warning("a batch of %d new runs failed (%s); trying each alone",
                         len(batch), exc)
             for pending in batch:
-                await self._flush([pending])
+                await self._flush(conn, [pending])
             return
         except Exception as exc:
             _fail(batch, exc)
@@ -156,13 +175,14 @@ class RunIntake:
             except TenantryError as refused:
                 pending.answer.set_exception(refused)
 
-    async def _commit(self, batch: Sequence[_Pending]) -> list[asyncpg.Record]:
+    @staticmethod
+    async def _commit(conn: Connection, batch: Sequence[_Pending]) -> list[asyncpg.Record]:
+        """One statement, so one transaction of its own (no BEGIN/COMMIT round trips)."""
         groups = _groups(batch)
         for attempt in range(1, ATTEMPTS + 1):
             try:
-                async with self.db.unscoped() as conn, conn.transaction():
-                    rows: list[asyncpg.Record] = await conn.fetch(Q.create_runs, groups)
-                    return rows
+                rows: list[asyncpg.Record] = await conn.fetch(Q.create_runs, groups)
+                return rows
             except TRANSIENT:
                 if attempt == ATTEMPTS:
                     raise
