@@ -34,6 +34,7 @@ runs three quarters of it), CREATE_RUN_TENANTS (50).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import os
 import re
@@ -332,10 +333,8 @@ class RunClient:
     async def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
-            try:
+            with contextlib.suppress(OSError):
                 await self.writer.wait_closed()
-            except OSError:
-                pass
         self.reader = self.writer = None
 
 

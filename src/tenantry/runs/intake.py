@@ -114,8 +114,10 @@ class RunIntake:
                 # trip, not an acquire, a reset and a BEGIN/COMMIT besides.
                 async with self.db.unscoped() as conn:
                     await self._serve(conn)
-            except DATABASE_DOWN:
-                continue  # the batch that met it was answered; the next connects afresh
+            except DATABASE_DOWN as exc:
+                # No connection: the requests waiting now answer 503 at once rather than
+                # wait out the outage (the next request tries to connect afresh).
+                _fail(self._take(), exc)
             except Exception:
                 log.exception("the run intake's connection failed; taking another")
 
