@@ -15,7 +15,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -256,7 +256,9 @@ def _answer(pending: _Pending, row: asyncpg.Record) -> Created:
     if outcome == "erased":
         raise admission.erased()
     if outcome == "paused":
-        raise admission.paused(datetime.fromisoformat(detail["paused_at"]))
+        # JSON renders the time in the session's time zone; the answer gives it in UTC,
+        # as the row-at-a-time path (asyncpg's datetime) does.
+        raise admission.paused(datetime.fromisoformat(detail["paused_at"]).astimezone(UTC))
     if outcome == "no_policy":
         raise admission.no_policy()
     if outcome == "quota":
