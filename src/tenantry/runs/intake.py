@@ -68,6 +68,7 @@ class RunIntake:
     _ready: asyncio.Event | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _closed: bool = False
+    _busy: set[str] = field(default_factory=set)  # tenants of the batches committing now
     #: Batches committed and the runs' requests they answered (tests, benchmarks).
     batches: int = 0
     answered: int = 0
@@ -117,7 +118,9 @@ class RunIntake:
             except DATABASE_DOWN as exc:
                 # No connection: the requests waiting now answer 503 at once rather than
                 # wait out the outage (the next request tries to connect afresh).
-                _fail(self._take(), exc)
+                waiting = self._take()
+                _fail(waiting, exc)
+                self._release(waiting)
             except Exception:
                 log.exception("the run intake's connection failed; taking another")
 
@@ -132,19 +135,39 @@ class RunIntake:
                 except TimeoutError:
                     return  # quiet: the connection goes back to the pool
                 continue
-            await self._flush(conn, batch)
+            try:
+                await self._flush(conn, batch)
+            finally:
+                self._release(batch)
 
     def _take(self) -> list[_Pending]:
-        """The oldest waiting requests (cancelled ones dropped: nobody awaits them)."""
+        """The oldest waiting requests (cancelled ones dropped: nobody awaits them), but
+        none of a tenant whose earlier batch is still committing: that batch holds the
+        tenant's row, and a batch waiting for it would hold every other tenant's requests
+        too (a whale's burst delayed the steady tenants' answers that way)."""
         assert self._ready is not None
         taken: list[_Pending] = []
-        while self._queue and len(taken) < self.max_batch:
-            chunk = self._queue[:self.max_batch - len(taken)]
-            del self._queue[:len(chunk)]
-            taken.extend(p for p in chunk if not p.answer.done())
-        if not self._queue:
+        kept: list[_Pending] = []
+        for pending in self._queue:
+            if pending.answer.done():
+                continue
+            if len(taken) < self.max_batch and pending.tenant.value not in self._busy:
+                taken.append(pending)
+            else:
+                kept.append(pending)
+        self._queue = kept
+        self._busy.update(p.tenant.value for p in taken)
+        # What is left waits for a batch to finish (which wakes the flushers), unless the
+        # batch was full and others can be taken at once.
+        if not any(p.tenant.value not in self._busy for p in kept):
             self._ready.clear()
         return taken
+
+    def _release(self, batch: Sequence[_Pending]) -> None:
+        assert self._ready is not None
+        self._busy.difference_update(p.tenant.value for p in batch)
+        if self._queue:
+            self._ready.set()
 
     async def _flush(self, conn: Connection, batch: list[_Pending]) -> None:
         try:
