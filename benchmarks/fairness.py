@@ -42,7 +42,8 @@ a CPU).
 
 Prints progress on stderr and one JSON line last on stdout (DESIGN §15):
 ``{"whale": "A", "fair": {tenant: {"p50_wait_s", "p95_wait_s", "max_wait_s"}},
-"fifo": {same}, "utilization", "fifo_utilization", "slots", "backlog_s", ...}``.
+"fifo": {same}, "utilization", "fifo_utilization", "steady_submit_p95_ms_during_whale":
+{tenant: ms}, "slots", "backlog_s", ...}``.
 Environment overrides: FAIRNESS_WHALE_RUNS (3000), FAIRNESS_WORKERS (2),
 FAIRNESS_CONCURRENCY (40), FAIRNESS_DELAY_MS (2000), FAIRNESS_INTERVAL_S (0.5),
 FAIRNESS_CLIENTS (32).
@@ -662,6 +663,11 @@ async def _benchmark(bench: Bench) -> dict[str, Any]:
                  for label, v in fifo["tenants"].items()},
         "utilization": fair["utilization"],
         "fifo_utilization": fifo["utilization"],
+        # The steady tenants' own POST /v1/runs answer time while A submits (fair pass):
+        # a whale's admissions must not hold the API's pool from them (ADR 0019).
+        "steady_submit_p95_ms_during_whale": {
+            label: v["submit_ms_during_whale"]["p95_ms"]
+            for label, v in fair["tenants"].items() if label != WHALE},
         "slots": cfg.slots,
         "whale_runs": cfg.whale_runs,
         "workers": cfg.workers,

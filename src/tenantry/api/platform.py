@@ -11,6 +11,7 @@ from tenantry.config import Settings
 from tenantry.db import Database
 from tenantry.runs.hub import EventHub
 from tenantry.runs.inprocess import LocalWorkers
+from tenantry.runs.intake import RunIntake
 from tenantry.scheduler.admission import CellCapacity
 from tenantry.store.activities import ActivityStore
 from tenantry.tenants.auth_cache import AuthCache
@@ -42,9 +43,12 @@ class Platform:
     blobs: BlobStore | None = None
     # Activities and their tasks, admitted against the same cell as runs.
     activities: ActivityStore = field(init=False)
+    # POST /v1/runs' group commit (ADR 0019); closed before the pool.
+    intake: RunIntake = field(init=False)
 
     def __post_init__(self) -> None:
         self.activities = ActivityStore(self.db, max_queued_runs=None, cell=self.cell)
+        self.intake = RunIntake(self.db)
 
     @property
     def cross_tenant_db(self) -> Database:

@@ -237,7 +237,10 @@ async def start_run(
         priority=body.priority, idempotency_key=idempotency_key,
         request_sha256=digest(body.model_dump(mode="json")),
     )
-    created = await service.create_run(p.db, tenant, request, cell=p.cell)
+    # Shedding (ADR 0008) looks at this run's priority; the intake answers an idempotent
+    # retry of a run already accepted even while its class is shed.
+    overloaded = await p.cell.refusal(body.priority) if p.cell is not None else None
+    created = await p.intake.create(tenant, request, overloaded=overloaded)
     response.headers["Location"] = f"/v1/runs/{created.run_id}"
     return Started(run_id=str(created.run_id), status=created.status.value,
                    events_url=_events_url(created.run_id))

@@ -68,11 +68,15 @@ async def platform(
     try:
         await hub.start()
         vault = Vault(db, master) if master is not None else None
-        yield Platform(
+        platform = Platform(
             settings, db, hub, mcp, vault, console_db=console_db, auth_cache=auth_cache,
             master=master, blobs=data_dir_store(settings),
             cell=CellCapacity(CellLoad(db, ShedThresholds.of(settings),
                                        settings.load_read_seconds)), local=local)
+        try:
+            yield platform
+        finally:
+            await platform.intake.close()
     finally:
         await mcp.aclose()
         await hub.close()

@@ -180,3 +180,8 @@ UPDATE runs SET status = CASE WHEN cancel_requested THEN 'queued' ELSE 'waiting'
                 available_at = CASE WHEN cancel_requested THEN NULL ELSE $5::timestamptz END,
                 lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
 WHERE tenant_id = $1 AND run_id = $2 AND lease_epoch = $3 AND status = 'running'
+
+-- name: create_runs
+-- A batch of new agent runs from the API's intake (runs/intake.py, migration 0027): one
+-- row per item, (i, outcome, run_id, status, detail).
+SELECT i, outcome, run_id, status, detail FROM tenantry_create_runs($1::jsonb)

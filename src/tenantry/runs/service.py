@@ -192,7 +192,11 @@ def _refuse_what_no_worker_drives(model: str | None) -> None:
     with nothing to drive: refused (409) before anything is written."""
     what = NOT_RUNNABLE_MODELS.get(model or "")
     if what is not None:
-        raise Conflict(f"This agent is {what}, not an agent that runs.", agent_model=model)
+        raise not_runnable(what, model)
+
+
+def not_runnable(what: str, model: str | None) -> Conflict:
+    return Conflict(f"This agent is {what}, not an agent that runs.", agent_model=model)
 
 
 async def _existing(conn: Connection, tenant: TenantId, req: RunRequest) -> Created | None:
@@ -200,16 +204,22 @@ async def _existing(conn: Connection, tenant: TenantId, req: RunRequest) -> Crea
     if row is None:
         return None
     if row["deleted"]:
-        raise Conflict(
-            "This Idempotency-Key belonged to a run that retention has deleted; a key is not "
-            "reusable while the run's tombstone lives (GET /v1/tombstones/{run_id}).",
-            run_id=str(RunId(row["run_id"])), tombstoned=True)
+        raise key_tombstoned(RunId(row["run_id"]))
     if bytes(row["request_sha256"]) != req.request_sha256:
-        raise Conflict(
-            "This Idempotency-Key was already used with a different request body.",
-            run_id=str(RunId(row["run_id"])),
-        )
+        raise key_reused(RunId(row["run_id"]))
     return Created(RunId(row["run_id"]), RunStatus(row["status"]), False)
+
+
+def key_tombstoned(run: RunId) -> Conflict:
+    return Conflict(
+        "This Idempotency-Key belonged to a run that retention has deleted; a key is not "
+        "reusable while the run's tombstone lives (GET /v1/tombstones/{run_id}).",
+        run_id=str(run), tombstoned=True)
+
+
+def key_reused(run: RunId) -> Conflict:
+    return Conflict("This Idempotency-Key was already used with a different request body.",
+                    run_id=str(run))
 
 
 async def get_run(db: Database, tenant: TenantId, run: RunId) -> Run:

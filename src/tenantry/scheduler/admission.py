@@ -6,6 +6,7 @@ fair claim serves it when a slot frees."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from tenantry.db import Connection
 from tenantry.db.queries import load
@@ -29,29 +30,46 @@ async def admit(conn: Connection, tenant: TenantId, *, child: bool = False) -> N
     was admitted before the pause and goes on, as shedding lets it)."""
     row = await conn.fetchrow(Q.lock_for_admission, tenant.value)
     if row is None:  # a tenant always has a load row; be explicit if it ever does not
-        raise QuotaExceeded("This tenant has no policy; ask the operator to set one.",
-                            limit="max_queued", limit_value=0, current=0)
+        raise no_policy()
     if row["erased_at"] is not None:
-        raise TenantErased("This tenant is being erased: it admits no new runs or tasks.")
+        raise erased()
     if row["admissions_paused_at"] is not None and not child:
-        raise AdmissionsPaused(
-            "An operator paused this tenant's admissions: no new runs or tasks until they "
-            "resume them; runs already admitted go on.",
-            paused_at=row["admissions_paused_at"].isoformat())
+        raise paused(row["admissions_paused_at"])
     if row["live"] >= row["max_queued"]:
-        raise QuotaExceeded(
-            f"This tenant has {row['live']} runs not yet ended, its limit is "
-            f"{row['max_queued']}; start more when some have ended.",
-            limit="max_queued", limit_value=row["max_queued"], current=row["live"],
-        )
+        raise quota_exceeded(row["live"], row["max_queued"])
     cap = row["monthly_spend_cap_micros"]
     if cap is not None and row["month_spend_micros"] >= cap:
-        raise BudgetExhausted(
-            f"This tenant has spent {row['month_spend_micros']} of its monthly cap of "
-            f"{cap} micro-dollars.",
-            limit="monthly_spend_cap_micros", limit_value=cap,
-            current=row["month_spend_micros"],
-        )
+        raise budget_exhausted(row["month_spend_micros"], cap)
+
+
+# The refusals, one constructor each: admit() raises them, and so does the API's batched
+# intake (tenantry.runs.intake), whose SQL function makes the same checks for many runs.
+
+def erased() -> TenantErased:
+    return TenantErased("This tenant is being erased: it admits no new runs or tasks.")
+
+
+def paused(at: datetime) -> AdmissionsPaused:
+    return AdmissionsPaused(
+        "An operator paused this tenant's admissions: no new runs or tasks until they "
+        "resume them; runs already admitted go on.", paused_at=at.isoformat())
+
+
+def no_policy() -> QuotaExceeded:
+    return QuotaExceeded("This tenant has no policy; ask the operator to set one.",
+                         limit="max_queued", limit_value=0, current=0)
+
+
+def quota_exceeded(live: int, max_queued: int) -> QuotaExceeded:
+    return QuotaExceeded(
+        f"This tenant has {live} runs not yet ended, its limit is {max_queued}; start more "
+        "when some have ended.", limit="max_queued", limit_value=max_queued, current=live)
+
+
+def budget_exhausted(spend: int, cap: int) -> BudgetExhausted:
+    return BudgetExhausted(
+        f"This tenant has spent {spend} of its monthly cap of {cap} micro-dollars.",
+        limit="monthly_spend_cap_micros", limit_value=cap, current=spend)
 
 
 @dataclass(slots=True)

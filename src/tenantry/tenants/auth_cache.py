@@ -6,8 +6,9 @@ long a key can outlive its revocation if a notification is lost."""
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from tenantry.ids import TenantId
 
@@ -21,6 +22,8 @@ class AuthCache:
         self._max = max_entries
         self._clock = clock
         self._entries: dict[bytes, tuple[float, TenantId]] = {}
+        self._reading: dict[bytes, asyncio.Future[TenantId | None]] = {}
+        self._generation = 0  # moved by clear(): a read begun before it is not cached
 
     def get(self, key_hash: bytes) -> TenantId | None:
         entry = self._entries.get(key_hash)
@@ -36,5 +39,34 @@ class AuthCache:
             self._entries.clear()  # bounded; rebuilding costs one query per key
         self._entries[key_hash] = (self._clock() + self._ttl, tenant)
 
+    async def resolve(self, key_hash: bytes,
+                      read: Callable[[], Awaitable[TenantId | None]]) -> TenantId | None:
+        """The cached tenant, else ``read()``'s answer, cached when it found one. Requests
+        for a key whose read is in flight wait for that read instead of making their own
+        (an expired entry of a busy key drew one read per request in flight)."""
+        cached = self.get(key_hash)
+        if cached is not None:
+            return cached
+        reading = self._reading.get(key_hash)
+        if reading is None:
+            reading = asyncio.ensure_future(self._read(key_hash, read))
+            self._reading[key_hash] = reading
+        return await asyncio.shield(reading)
+
+    async def _read(self, key_hash: bytes,
+                    read: Callable[[], Awaitable[TenantId | None]]) -> TenantId | None:
+        generation = self._generation
+        try:
+            tenant = await read()
+        finally:
+            if generation == self._generation:
+                self._reading.pop(key_hash, None)
+        # Not cached if the cache was cleared (a key revoked) while the read was in flight.
+        if tenant is not None and generation == self._generation:
+            self.put(key_hash, tenant)
+        return tenant
+
     def clear(self, *_args: object) -> None:
         self._entries.clear()
+        self._reading.clear()
+        self._generation += 1

@@ -197,13 +197,13 @@ async def authenticate(db: Database, api_key: str, cache: AuthCache | None = Non
     if not api_key.startswith(KEY_PREFIX) or len(api_key) > 200:
         raise Unauthorized("Missing or invalid API key.")
     digest = key_hash(api_key)
-    cached = cache.get(digest) if cache is not None else None
-    if cached is not None:
-        return cached
-    async with db.unscoped() as conn:
-        tenant: str | None = await conn.fetchval(Q.authenticate, digest)
+
+    async def read() -> TenantId | None:
+        async with db.unscoped() as conn:
+            found: str | None = await conn.fetchval(Q.authenticate, digest)
+        return TenantId(found) if found is not None else None
+
+    tenant = await cache.resolve(digest, read) if cache is not None else await read()
     if tenant is None:  # never cached: a new key works at once
         raise Unauthorized("Missing or invalid API key.")
-    if cache is not None:
-        cache.put(digest, TenantId(tenant))
-    return TenantId(tenant)
+    return tenant
