@@ -316,6 +316,11 @@ async def test_rpm_over_a_shorter_window_counts_what_it_let_through_and_refused(
         assert (model.rate_limited, model.busiest_window()) == (2, 10)
         model.reset()
         assert (model.rate_limited, model.admitted_at) == (0, [])
+    async with FakeModelServer(rpm=1, rate_limit_headers=False) as quiet:
+        replies = [await complete(http, quiet, body) for _ in range(2)]
+    assert [r.status_code for r in replies] == [200, 429]
+    assert not any(h.startswith("x-ratelimit") for r in replies for h in r.headers)
+    assert "retry-after" in replies[1].headers
 
 
 # ---------------------------------------------------------------------- Anthropic wire format

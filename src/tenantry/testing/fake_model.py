@@ -14,7 +14,8 @@ In a test::
 As a process (multi-process and chaos tests)::
 
     python -m tenantry.testing.fake_model --port 0 --scripts scripts.json \\
-        [--provider anthropic] [--rpm 600 [--rpm-window 10]] [--no-models-endpoint]
+        [--provider anthropic] [--rpm 600 [--rpm-window 10] [--no-rate-limit-headers]]
+        [--no-models-endpoint]
     # prints "READY <base_url>" once listening; SIGTERM stops it
 
 ``scripts.json`` maps names to scripts in the :mod:`tenantry.models.scripted` format. Which
@@ -56,6 +57,8 @@ enforced over a sliding W seconds instead (``N * W / 60`` requests per W), as pr
 that quantize their limits do. ``rate_limited`` counts the 429s that limit answered,
 ``admitted_at`` holds when each request it let through came, and ``busiest_window()`` is
 the most it let through in any window — what a test of the workers' shared limit reads.
+``rate_limit_headers=False`` leaves the headers off (many OpenAI-compatible servers send
+none): then only its 429s tell callers they went too fast.
 """
 
 from __future__ import annotations
@@ -163,6 +166,7 @@ class FakeModelServer(ScriptedModelServer):
         provider: Provider = "openai",
         rpm: int | None = None,
         rpm_window_seconds: float = 60.0,
+        rate_limit_headers: bool = True,
         models_endpoint: bool = True,
         host: str = "127.0.0.1",
         port: int = 0,
@@ -180,6 +184,7 @@ class FakeModelServer(ScriptedModelServer):
         self.provider: Provider = provider
         self.rpm = rpm
         self.rpm_window_seconds = rpm_window_seconds
+        self.rate_limit_headers = rate_limit_headers
         self.rate_limited = 0  # 429s answered because the rpm was reached
         self.models_endpoint = models_endpoint
         self.requests: list[RecordedRequest] = []
@@ -294,7 +299,7 @@ class FakeModelServer(ScriptedModelServer):
 
     async def _chat(self, request: Request) -> Response:
         response = await super()._chat(request)
-        if self._window is not None:
+        if self._window is not None and self.rate_limit_headers:
             remaining, reset = self._window.state(time.monotonic())
             response.headers.update(self._wire.limit_headers(self._window.limit, remaining,
                                                              reset))
@@ -391,8 +396,10 @@ def load_scripts(path: str | Path) -> dict[str, Script]:
 
 
 async def _serve(host: str, port: int, scripts: dict[str, Script], provider: Provider,
-                 rpm: int | None, models_endpoint: bool, rpm_window: float = 60.0) -> None:
+                 rpm: int | None, models_endpoint: bool, rpm_window: float = 60.0,
+                 rate_limit_headers: bool = True) -> None:
     server = FakeModelServer(scripts, provider=provider, rpm=rpm, rpm_window_seconds=rpm_window,
+                             rate_limit_headers=rate_limit_headers,
                              models_endpoint=models_endpoint, host=host, port=port,
                              handle_signals=True)
     await server.start()
@@ -413,6 +420,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="requests per minute to allow (default: unlimited)")
     parser.add_argument("--rpm-window", type=float, default=60.0,
                         help="seconds over which --rpm is enforced, scaled (default 60)")
+    parser.add_argument("--no-rate-limit-headers", dest="rate_limit_headers",
+                        action="store_false", help="send no rate-limit headers with --rpm")
     parser.add_argument("--no-models-endpoint", dest="models_endpoint", action="store_false",
                         help="answer GET /v1/models 404, like a provider without it")
     args = parser.parse_args(argv)
@@ -426,7 +435,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"cannot read scripts: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     asyncio.run(_serve(args.host, args.port, scripts, args.provider, args.rpm,
-                       args.models_endpoint, args.rpm_window))
+                       args.models_endpoint, args.rpm_window, args.rate_limit_headers))
 
 
 if __name__ == "__main__":
