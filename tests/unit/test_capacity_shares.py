@@ -150,3 +150,13 @@ async def test_a_bucket_counts_what_was_asked_by_runs_in_flight_and_by_tenant() 
     assert calls == Demand(in_flight=2.0, tenants={"acme": 2.0, "globex": 2.0})
     # Counted once: the next renewal sees only what came since.
     assert bucket.demand(tokens=True, elapsed=30.0, horizon=2.0).total == 0
+
+
+async def test_a_bucket_with_no_share_yet_lets_nothing_through() -> None:
+    bucket = AccountCapacity(rpm=600)
+    bucket.set_rates(Rates(rpm=0.0, burst_seconds=1.0))
+    waiting = asyncio.create_task(bucket.acquire("t", in_flight=True, tokens=0))
+    await asyncio.sleep(0)
+    assert bucket.waiting == 1
+    bucket.set_rates(Rates(rpm=600, burst_seconds=1.0))  # the first renewal's share
+    await asyncio.wait_for(waiting, 5)

@@ -40,7 +40,9 @@ class Rates:
 
     @property
     def request_cap(self) -> float:
-        return max(1.0, (self.rpm or 0.0) * self.burst_seconds / 60.0)
+        if not self.rpm:  # no share (yet): not even one request
+            return 0.0
+        return max(1.0, self.rpm * self.burst_seconds / 60.0)
 
     @property
     def token_cap(self) -> float:
