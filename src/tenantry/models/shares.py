@@ -138,8 +138,8 @@ def next_share(target: float, held: float, others: float) -> float:
 
 def reserve(limit: int, headroom: float) -> int:
     """How much of an account's limit is kept unused: ``headroom`` of it, at least one
-    (request or token) unless ``headroom`` is 0, but never all of it — for the workers' clocks versus the
-    provider's and each holder's single-request burst (ADR 0021)."""
+    (request or token) unless ``headroom`` is 0, but never all of it — for each holder's
+    one-request burst and the workers' clocks against the provider's (ADR 0021)."""
     if limit <= 1 or headroom <= 0:
         return 0
     return min(limit - 1, max(1, math.ceil(limit * headroom)))
