@@ -118,10 +118,12 @@ class CapacityShares:
                 taken = {a: self._take(buckets[a][0], others[a], demands[a]) for a in accounts}
                 # Lower before the commit lets others take the difference; raise after.
                 for a in accounts:
-                    held = self._held.get(a, _Held())
-                    if taken[a][0] < held.share:
-                        buckets[a][1].set_rates(self.rates(buckets[a][0], taken[a][0]),
-                                                until=held.until, fallback=held.fallback)
+                    held, (share, _, holders) = self._held.get(a, _Held()), taken[a]
+                    if share < held.share:
+                        account = buckets[a][0]
+                        buckets[a][1].set_rates(
+                            self.rates(account, share), until=held.until,
+                            fallback=self._fallback(account, share, holders))
                 await conn.execute(Q.capacity_hold, accounts, self.holder,
                                    [demands[a].to_json() for a in accounts],
                                    [taken[a][0] for a in accounts], settings.lease_seconds)
@@ -135,11 +137,14 @@ class CapacityShares:
         for a in accounts:
             share, target, holders = taken[a]
             account, capacity = buckets[a]
-            # Should the lease lapse: a quarter of an even split, never more than we hold.
-            fallback = self.rates(account, min(share, FLOOR_FRACTION / holders))
+            fallback = self._fallback(account, share, holders)
             self._held[a] = _Held(share, until, fallback)
             capacity.set_rates(self.rates(account, share), until=until, fallback=fallback)
             self.short = self.short or share < target - 1e-6
+
+    def _fallback(self, account: ModelAccount, share: float, holders: int) -> Rates:
+        """Should the lease lapse: a quarter of an even split, never more than we hold."""
+        return self.rates(account, min(share, FLOOR_FRACTION / holders))
 
     def _take(self, account: ModelAccount, others: list[Holder],
               demand: Demand) -> tuple[float, float, int]:
