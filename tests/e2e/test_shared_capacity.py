@@ -10,8 +10,8 @@ OpenAI-compatible servers send none), so only the workers' shares can keep them 
 before shares, each worker learnt of the limit from its own 429s alone.
 
 Tolerance: beyond its usable part (the limit less a 5% reserve), the workers together may
-send at most one request each per window — each worker's one-request burst and the
-rounding of its rate into whole requests (ADR 0021). Here the reserve is 4 requests per
+send at most one request each per window — the one request each paced worker may have
+in hand when the window opens (ADR 0021). Here the reserve is 4 requests per
 20 s, one per worker, so nothing is tolerated: the provider must refuse no call. (Before
 shares, it refused two or three in this test: one per worker that ran into the limit,
 each then waiting out the provider's Retry-After.)

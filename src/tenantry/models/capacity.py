@@ -8,8 +8,8 @@ account, then arrival), so a burst of new runs from one tenant cannot starve run
 half done, nor other tenants.
 
 With several worker processes, the gateway gives each bucket this process's share of the
-account (:meth:`AccountCapacity.set_rates`, ADR 0021): a rate, a burst of about a second
-of it, and until when the share is held — past that, a conservative fallback. The buckets
+account (:meth:`AccountCapacity.set_rates`, ADR 0021): a rate, paced (one request in
+hand at most, no tokens ahead), and until when the share is held — past that, a conservative fallback. The buckets
 also count what was asked of them (:meth:`AccountCapacity.demand`), by which the shares
 are divided. (Tenants' own token budgets are durable — the scheduler's job.)"""
 
@@ -32,7 +32,9 @@ _RECHECK_SECONDS = 0.25
 @dataclass(frozen=True, slots=True)
 class Rates:
     """What a bucket allows: requests and tokens per minute (None: no limit), and how many
-    seconds of them it may hold when idle (its burst; a request bucket holds at least one)."""
+    seconds of them it may hold when idle (its burst; a request bucket holds at least one).
+    A burst of 0 paces calls evenly: over any window the bucket lets through its rate's
+    worth plus one request (and one call's tokens), however the window falls."""
 
     rpm: float | None = None
     tpm: float | None = None

@@ -139,7 +139,7 @@ def next_share(target: float, held: float, others: float) -> float:
 def reserve(limit: int, headroom: float) -> int:
     """How much of an account's limit is kept unused: ``headroom`` of it, at least one
     (request or token) unless ``headroom`` is 0, but never all of it — for each holder's
-    one-request burst and the workers' clocks against the provider's (ADR 0021)."""
+    one request in hand and the workers' clocks against the provider's (ADR 0021)."""
     if limit <= 1 or headroom <= 0:
         return 0
     return min(limit - 1, max(1, math.ceil(limit * headroom)))

@@ -7,7 +7,7 @@ its demand and its share, leased for ``lease_seconds`` and renewed every
 round trip per model call. At each renewal it reads the other live holders, computes its
 target (:func:`tenantry.models.shares.targets`), and takes it: lower at once, higher only
 as far as the others leave. Its buckets then run at its share of the account's limits
-less a reserve (:func:`tenantry.models.shares.reserve`), with a burst of about a second.
+less a reserve (:func:`tenantry.models.shares.reserve`), paced: one request in hand at most.
 
 A share is good locally until its lease would end (counted from before the renewal was
 sent, so before Postgres lets others take it); a worker that cannot renew then falls back
@@ -47,9 +47,11 @@ class ShareSettings:
     short_renew_seconds: float = 0.5
     lease_seconds: float = 10.0
     # Kept unused of each account's limit: clock skew against the provider's window, and
-    # each holder's one-request burst (ADR 0021).
+    # each holder's one request in hand (ADR 0021).
     headroom: float = 0.05
-    burst_seconds: float = 1.0
+    # 0: each holder paces its share evenly, so the sum over any window is bounded (a
+    # burst of B seconds would add B seconds of the whole account to that bound).
+    burst_seconds: float = 0.0
 
 
 def limited(account: ModelAccount) -> bool:
