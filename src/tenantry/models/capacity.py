@@ -9,9 +9,10 @@ half done, nor other tenants.
 
 With several worker processes, the gateway gives each bucket this process's share of the
 account (:meth:`AccountCapacity.set_rates`, ADR 0021): a rate, paced (one request in
-hand at most, no tokens ahead), and until when the share is held — past that, a conservative fallback. The buckets
-also count what was asked of them (:meth:`AccountCapacity.demand`), by which the shares
-are divided. (Tenants' own token budgets are durable — the scheduler's job.)"""
+hand at most, no tokens ahead), and until when the share is held — past that, a
+conservative fallback. The buckets also count what was asked of them
+(:meth:`AccountCapacity.demand`), by which the shares are divided. (Tenants' own token
+budgets are durable — the scheduler's job.)"""
 
 from __future__ import annotations
 
