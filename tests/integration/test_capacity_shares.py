@@ -8,10 +8,12 @@ from __future__ import annotations
 import asyncio
 
 import asyncpg
+import pytest
 
 from tenantry.db import Database
 from tenantry.models.accounts import ModelAccount
 from tenantry.models.capacity import AccountCapacity
+from tenantry.models.shares import FLOOR_FRACTION
 from tenantry.models.sharing import CapacityShares, ShareSettings
 
 ACCOUNT = ModelAccount("shared", "openai", "http://127.0.0.1:9/v1", ("scripted",), "us",
@@ -78,7 +80,8 @@ async def test_holders_divide_an_account_by_demand_and_never_hold_more_than_it(
         for holder in (b, c, a):
             await holder.renew()
             assert sum((await held(admin_conn)).values()) <= 1.0
-    assert a.rpm > 450 and 40 <= b.rpm <= 60 and 40 <= c.rpm <= 60
+    floor = 600 * FLOOR_FRACTION / 3
+    assert a.rpm == pytest.approx(600 - 2 * floor) and b.rpm == c.rpm == pytest.approx(floor)
 
 
 async def test_concurrent_renewals_keep_the_sum_within_the_account(
@@ -128,4 +131,4 @@ async def test_a_share_not_renewed_in_time_falls_back_to_a_small_one(
     await shares.renew({ACCOUNT.account_id: (ACCOUNT, bucket)})
     assert round(bucket.rates.rpm or 0) == 600
     now[0] += SETTINGS.lease_seconds  # no renewal since: the lease is over
-    assert round(bucket.rates.rpm or 0) == 150
+    assert bucket.rates.rpm == pytest.approx(600 * FLOOR_FRACTION)

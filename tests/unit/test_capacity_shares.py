@@ -9,6 +9,7 @@ import pytest
 
 from tenantry.models.capacity import AccountCapacity, Rates
 from tenantry.models.shares import (
+    FLOOR_FRACTION,
     MAX_TENANTS,
     OTHERS,
     Demand,
@@ -38,16 +39,17 @@ def test_idle_holders_split_evenly_and_the_sum_is_the_account() -> None:
 
 def test_a_busy_holder_gets_most_and_an_idle_one_keeps_its_floor() -> None:
     shares = targets([holder("busy", in_flight=1000), holder("idle")], limit=100)
-    # The floors are a quarter of the account in all, split evenly: 12.5% each.
-    assert shares == pytest.approx({"busy": 0.875, "idle": 0.125})
+    floor = FLOOR_FRACTION / 2  # the floors, split evenly
+    assert shares == pytest.approx({"busy": 1 - floor, "idle": floor})
 
 
 def test_runs_in_flight_are_served_before_first_steps_across_holders() -> None:
     # "old" has later steps of runs in flight waiting; "new" only first steps of new runs.
     shares = targets([holder("old", in_flight=60), holder("new", t1=1000)], limit=100)
-    # Floors 12.5 each; the 75 left: 60 to in-flight steps first, the 15 left to new runs.
-    assert shares["old"] == pytest.approx((12.5 + 60) / 100)
-    assert shares["new"] == pytest.approx((12.5 + 15) / 100)
+    # The floors, then 60 to in-flight steps first, what is left to new runs.
+    floor = 100 * FLOOR_FRACTION / 2
+    assert shares["old"] == pytest.approx((floor + 60) / 100)
+    assert shares["new"] == pytest.approx((100 - floor - 60) / 100)
 
 
 def test_first_steps_are_fair_over_tenants_across_holders_not_per_holder() -> None:
@@ -56,21 +58,23 @@ def test_first_steps_are_fair_over_tenants_across_holders_not_per_holder() -> No
     holders = [holder("w1", whale=1000), holder("w2", whale=1000), holder("w3", whale=1000),
                holder("w4", small=1000)]
     shares = targets(holders, limit=400)
-    floor = 400 * 0.25 / 4  # 25 each
-    per_tenant = (400 - 4 * floor) / 2  # 150 each
+    floor = 400 * FLOOR_FRACTION / 4
+    per_tenant = (400 - 4 * floor) / 2
     assert shares["w4"] == pytest.approx((floor + per_tenant) / 400)
     for w in ("w1", "w2", "w3"):
         assert shares[w] == pytest.approx((floor + per_tenant / 3) / 400)
     # A tenant that wants little gets what it wants; the rest goes to the other.
     shares = targets([holder("w1", whale=1000), holder("w2", small=10)], limit=200)
-    assert shares["w2"] == pytest.approx((25 + 10) / 200)
+    assert shares["w2"] == pytest.approx((200 * FLOOR_FRACTION / 2 + 10) / 200)
     assert sum(shares.values()) == pytest.approx(1.0)
 
 
 def test_what_nobody_wants_is_split_evenly() -> None:
     shares = targets([holder("a", in_flight=10), holder("b")], limit=100)
-    # Floors 12.5; a wants 10 more; the 65 left is split: 32.5 each.
-    assert shares == pytest.approx({"a": 0.55, "b": 0.45})
+    # The floors; a wants 10 more; the rest is split evenly.
+    even = (100 - 100 * FLOOR_FRACTION - 10) / 2
+    floor = 100 * FLOOR_FRACTION / 2
+    assert shares == pytest.approx({"a": (floor + 10 + even) / 100, "b": (floor + even) / 100})
     assert targets([], limit=100) == {}
     assert targets([holder("a")], limit=0) == {"a": 0.0}
 

@@ -3,7 +3,7 @@
 Pure arithmetic, no I/O: :mod:`tenantry.models.sharing` reads the holders of an account
 from Postgres, and each holder computes its own share from the same rows.
 
-A share is a fraction of the account. Each live holder first gets a floor (a quarter of the
+A share is a fraction of the account. Each live holder first gets a floor (a tenth of the
 account split evenly: a worker that was idle can start at once, but holds little), then the
 rest goes by demand, in the engine's order: later steps of runs in flight first (max-min
 fair over the holders), then first steps of new runs, max-min fair over *tenants* across
@@ -26,8 +26,9 @@ from typing import Any
 
 __all__ = ["Demand", "Holder", "fill", "next_share", "reserve", "targets"]
 
-# The floors together: a quarter of the account.
-FLOOR_FRACTION = 0.25
+# The floors together: a tenth of the account. What an idle worker holds while others
+# are busy (wasted), and what a worker that turns busy has until its next renewal.
+FLOOR_FRACTION = 0.1
 # Tenants named in one holder's demand; the rest are summed under OTHERS.
 MAX_TENANTS = 32
 OTHERS = ""

@@ -11,7 +11,7 @@ less a reserve (:func:`tenantry.models.shares.reserve`), paced: one request in h
 
 A share is good locally until its lease would end (counted from before the renewal was
 sent, so before Postgres lets others take it); a worker that cannot renew then falls back
-to a quarter of an even split. A stopping gateway deletes its rows; a crashed one's expire
+to a tenth of an even split. A stopping gateway deletes its rows; a crashed one's expire
 and the others take them at their next renewal."""
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ class CapacityShares:
             self.short = self.short or share < target - 1e-6
 
     def _fallback(self, account: ModelAccount, share: float, holders: int) -> Rates:
-        """Should the lease lapse: a quarter of an even split, never more than we hold."""
+        """Should the lease lapse: a tenth of an even split, never more than we hold."""
         return self.rates(account, min(share, FLOOR_FRACTION / holders))
 
     def _take(self, account: ModelAccount, others: list[Holder],
