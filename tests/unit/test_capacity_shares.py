@@ -121,7 +121,7 @@ def test_demand_is_stored_with_its_biggest_tenants_and_read_back() -> None:
     assert Demand.from_json({"in_flight": -3, "tenants": {"t": "x"}}).total == 0
 
 
-async def test_a_bucket_at_its_share_spaces_calls_and_bursts_one() -> None:
+async def test_a_bucket_at_its_share_holds_its_burst_then_spaces_calls() -> None:
     now = [0.0]
     bucket = AccountCapacity(rpm=600, clock=lambda: now[0])
     # A quarter of 600 rpm, a burst of one second of it (2.5 calls).
@@ -164,3 +164,30 @@ async def test_a_bucket_with_no_share_yet_lets_nothing_through() -> None:
     assert bucket.waiting == 1
     bucket.set_rates(Rates(rpm=600, burst_seconds=1.0))  # the first renewal's share
     await asyncio.wait_for(waiting, 5)
+
+
+async def test_a_paced_bucket_holds_one_request_and_no_tokens_ahead() -> None:
+    """The shares' buckets (burst 0): one call at once, the next a share's spacing later;
+    a call's tokens are paid for before the next goes. (Each first call takes the fast
+    path, so the second's refusal is decided as it asks.)"""
+    now = [100.0]
+    paced = Rates(rpm=600, tpm=6_000, burst_seconds=0.0)
+    bucket = AccountCapacity(rpm=600, tpm=60_000, clock=lambda: now[0])
+    bucket.set_rates(paced)
+    now[0] += 10  # idle a long while: still only one in hand
+    await bucket.acquire("t", in_flight=True, tokens=0)
+    second = asyncio.create_task(bucket.acquire("t", in_flight=True, tokens=0))
+    await asyncio.sleep(0)
+    assert bucket.waiting == 1
+    now[0] += 0.2  # 600 rpm: one every 0.1 s
+    await asyncio.wait_for(second, 1)
+
+    bucket = AccountCapacity(rpm=600, tpm=60_000, clock=lambda: now[0])
+    bucket.set_rates(paced)
+    await bucket.acquire("t", in_flight=True, tokens=300)
+    now[0] += 1.0  # ten requests' spacing, but 300 tokens at 6,000 a minute take 3 s
+    second = asyncio.create_task(bucket.acquire("t", in_flight=True, tokens=0))
+    await asyncio.sleep(0)
+    assert bucket.waiting == 1
+    now[0] += 2.0
+    await asyncio.wait_for(second, 1)
