@@ -2096,6 +2096,21 @@ CREATE TABLE public.model_accounts (
 );
 
 --
+-- Name: model_capacity_shares; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.model_capacity_shares (
+    account_id text NOT NULL,
+    holder text NOT NULL,
+    demand jsonb NOT NULL,
+    share double precision NOT NULL,
+    renewed_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT model_capacity_shares_holder_check CHECK (((length(holder) >= 1) AND (length(holder) <= 100))),
+    CONSTRAINT model_capacity_shares_share_check CHECK (((share >= (0)::double precision) AND (share <= (1)::double precision)))
+);
+
+--
 -- Name: model_prices; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -2523,6 +2538,13 @@ ALTER TABLE ONLY public.erase_jobs
 
 ALTER TABLE ONLY public.model_accounts
     ADD CONSTRAINT model_accounts_pkey PRIMARY KEY (account_id);
+
+--
+-- Name: model_capacity_shares model_capacity_shares_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.model_capacity_shares
+    ADD CONSTRAINT model_capacity_shares_pkey PRIMARY KEY (account_id, holder);
 
 --
 -- Name: model_prices model_prices_pkey; Type: CONSTRAINT; Schema: public; Owner: -

@@ -299,6 +299,28 @@ async def test_rpm_limits_requests_per_minute_with_headers(http: httpx2.AsyncCli
     assert info is not None and info.reset_requests_seconds is not None
     assert 0 < info.reset_requests_seconds <= 60
     assert len(model.usage_log) == 2
+    assert model.rate_limited == 1
+    assert len(model.admitted_at) == 2 and model.busiest_window() == 2
+
+
+async def test_rpm_over_a_shorter_window_counts_what_it_let_through_and_refused(
+    http: httpx2.AsyncClient,
+) -> None:
+    """A provider quantizing its limit: 120 rpm over 5 s windows is 10 per 5 s."""
+    body = {"model": "scripted", "messages": [{"role": "user", "content": "x"}]}
+    async with FakeModelServer(rpm=120, rpm_window_seconds=5) as model:
+        replies = [await complete(http, model, body) for _ in range(12)]
+        assert [r.status_code for r in replies] == [200] * 10 + [429] * 2
+        assert {r.headers["x-ratelimit-limit-requests"] for r in replies} == {"10"}
+        assert 0 < int(replies[-1].headers["retry-after"]) <= 5
+        assert (model.rate_limited, model.busiest_window()) == (2, 10)
+        model.reset()
+        assert (model.rate_limited, model.admitted_at) == (0, [])
+    async with FakeModelServer(rpm=1, rate_limit_headers=False) as quiet:
+        replies = [await complete(http, quiet, body) for _ in range(2)]
+    assert [r.status_code for r in replies] == [200, 429]
+    assert not any(h.startswith("x-ratelimit") for r in replies for h in r.headers)
+    assert "retry-after" in replies[1].headers
 
 
 # ---------------------------------------------------------------------- Anthropic wire format

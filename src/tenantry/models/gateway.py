@@ -17,7 +17,11 @@ account's models. The endpoint is optional — a provider may not have it — so
 tells nothing (404, 403, ...) is not a failure: the prober then wakes a few parked runs
 instead, and the first one's real call is the probe (ADR 0009). The gateway never
 switches models on its own: a switch happens only down the agent's own fallback list, and
-the reply says why it happened so the engine can record it."""
+the reply says why it happened so the engine can record it.
+
+An account's rpm/tpm is shared by every worker process of the cell: each gateway holds a
+leased share of it in Postgres, renewed in the background (:mod:`tenantry.models.sharing`,
+ADR 0021), and its capacity gate runs at that share."""
 
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ import contextlib
 import logging
 import random
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, Self
@@ -48,6 +53,7 @@ from tenantry.models.errors import (
     probe_tells_nothing,
 )
 from tenantry.models.routing import candidates
+from tenantry.models.sharing import CapacityShares, ShareSettings, limited
 from tenantry.models.types import ModelReply, ModelRequest, ProviderClient
 from tenantry.vault import Vault, crypto
 from tenantry.vault.crypto import MasterKey
@@ -78,6 +84,8 @@ class GatewaySettings:
     probe_runs_retry_seconds: float = 5.0
     # Bring-your-own-key credentials are re-read from the vault this often (rotations).
     credential_ttl_seconds: float = 300.0
+    # How the accounts' rpm/tpm are shared with the cell's other workers (ADR 0021).
+    shares: ShareSettings = field(default_factory=ShareSettings)
 
 
 ClientFactory = Callable[[ModelAccount, str | None, float], ProviderClient]
@@ -152,7 +160,11 @@ class ModelGateway:
         observer: CallObserver | None = None,
         wake_parked: WakeParked | None = None,
         clock: Callable[[], float] = time.monotonic,
+        holder: str | None = None,
     ) -> None:
+        """``holder``: this gateway's name in the accounts' shares (default: a new one);
+        with no database (``db`` None) nothing is shared and each account's limits are this
+        process's alone."""
         self._db = db
         self._observer = observer
         self._vault = vault
@@ -170,14 +182,19 @@ class ModelGateway:
         self._accounts: list[ModelAccount] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._recoveries = 0  # failing accounts found serving again, ever
+        self._shares = None if db is None else CapacityShares(
+            db, holder or f"gateway-{uuid.uuid4().hex[:12]}", self.settings.shares)
         self._set_accounts([a for a, _ in implicit])
 
     # -- lifecycle --------------------------------------------------------------------
 
     async def __aenter__(self) -> Self:
         await self.refresh()  # builds the accounts' clients too (_warm)
+        await self.renew_shares()
         self._tasks = [asyncio.create_task(self._refresh_loop(), name="model-accounts"),
                        asyncio.create_task(self._probe_loop(), name="model-probes")]
+        if self._shares is not None:
+            self._tasks.append(asyncio.create_task(self._share_loop(), name="model-shares"))
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -188,6 +205,8 @@ class ModelGateway:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+        if self._shares is not None:
+            await self._shares.leave()
         for route in self._routes.values():
             await self._close_client(route)
 
@@ -253,6 +272,8 @@ class ModelGateway:
                     settings.breaker_max_reset_seconds, clock=self._clock),
                 AccountCapacity(account.rpm, account.tpm),
             )
+            if self._shares is not None and limited(account):
+                self._shares.join(account, fresh[account.account_id].capacity)
         retired.extend(r for k, r in self._routes.items() if k not in fresh)
         self._routes = fresh
         self._accounts = accounts
@@ -436,6 +457,21 @@ class ModelGateway:
         while True:
             await asyncio.sleep(self.settings.refresh_seconds)
             await self.refresh()
+
+    async def renew_shares(self) -> None:
+        """Publish this process's demand and take its share of each limited account (the
+        background loop does this every few seconds; a test may too)."""
+        if self._shares is not None:
+            await self._shares.renew({key: (route.account, route.capacity)
+                                      for key, route in self._routes.items()})
+
+    async def _share_loop(self) -> None:
+        assert self._shares is not None
+        settings = self._shares.settings
+        while True:
+            await asyncio.sleep(settings.short_renew_seconds if self._shares.short
+                                else settings.renew_seconds)
+            await self.renew_shares()
 
     async def _probe_loop(self) -> None:
         """Ask providers behind open breakers whether they are back, once each is due."""

@@ -46,3 +46,33 @@ WITH due AS (
     RETURNING 1
 )
 SELECT count(*)::integer FROM woken
+
+-- name: capacity_lock
+-- Shares of an account change under its advisory lock, so that two holders raising theirs
+-- at once cannot both take what is left (ADR 0021). $1 comes sorted: holders renewing the
+-- same accounts take their locks in the same order.
+SELECT count(pg_advisory_xact_lock(hashtextextended('tenantry.model_capacity:' || a, 0)))
+FROM unnest($1::text[]) WITH ORDINALITY AS x(a, i)
+
+-- name: capacity_holders
+-- The other live holders of these accounts (read under their locks).
+SELECT account_id, holder, demand, share FROM model_capacity_shares
+WHERE account_id = ANY($1::text[]) AND holder <> $2 AND expires_at > clock_timestamp()
+
+-- name: capacity_hold
+-- This holder's demand and share of each account, leased for $5 seconds; the leases others
+-- let run out are deleted on the way (they were already ignored).
+WITH gone AS (
+    DELETE FROM model_capacity_shares
+    WHERE account_id = ANY($1::text[]) AND holder <> $2 AND expires_at <= clock_timestamp()
+)
+INSERT INTO model_capacity_shares AS s (account_id, holder, demand, share, expires_at)
+SELECT a, $2, d, sh, clock_timestamp() + make_interval(secs => $5)
+FROM unnest($1::text[], $3::jsonb[], $4::float8[]) AS x(a, d, sh)
+ON CONFLICT (account_id, holder) DO UPDATE
+SET demand = EXCLUDED.demand, share = EXCLUDED.share, renewed_at = clock_timestamp(),
+    expires_at = EXCLUDED.expires_at
+
+-- name: capacity_leave
+-- A stopping gateway gives its shares back at once rather than when their leases end.
+DELETE FROM model_capacity_shares WHERE holder = $1

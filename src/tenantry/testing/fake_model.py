@@ -14,7 +14,8 @@ In a test::
 As a process (multi-process and chaos tests)::
 
     python -m tenantry.testing.fake_model --port 0 --scripts scripts.json \\
-        [--provider anthropic] [--rpm 600] [--no-models-endpoint]
+        [--provider anthropic] [--rpm 600 [--rpm-window 10] [--no-rate-limit-headers]]
+        [--no-models-endpoint]
     # prints "READY <base_url>" once listening; SIGTERM stops it
 
 ``scripts.json`` maps names to scripts in the :mod:`tenantry.models.scripted` format. Which
@@ -51,7 +52,13 @@ body; ``set_mode``: ``hang`` (never answer), ``malformed`` (200, truncated JSON)
 ``no_choices`` (200, valid JSON without ``choices``/``content``), ``down`` (503 to every
 request, ``GET /v1/models`` included if the server has it), ``ok``. ``rpm=N`` enforces N
 chat requests per sliding minute (429 with ``retry-after`` beyond) and puts the provider's
-request rate-limit headers on every chat reply.
+request rate-limit headers on every chat reply; with ``rpm_window_seconds=W`` it is
+enforced over a sliding W seconds instead (``N * W / 60`` requests per W), as providers
+that quantize their limits do. ``rate_limited`` counts the 429s that limit answered,
+``admitted_at`` holds when each request it let through came, and ``busiest_window()`` is
+the most it let through in any window — what a test of the workers' shared limit reads.
+``rate_limit_headers=False`` leaves the headers off (many OpenAI-compatible servers send
+none): then only its 429s tell callers they went too fast.
 """
 
 from __future__ import annotations
@@ -158,6 +165,8 @@ class FakeModelServer(ScriptedModelServer):
         *,
         provider: Provider = "openai",
         rpm: int | None = None,
+        rpm_window_seconds: float = 60.0,
+        rate_limit_headers: bool = True,
         models_endpoint: bool = True,
         host: str = "127.0.0.1",
         port: int = 0,
@@ -169,9 +178,14 @@ class FakeModelServer(ScriptedModelServer):
             raise ValueError(f"unknown provider {provider!r}")
         if rpm is not None and rpm < 1:
             raise ValueError("rpm must be at least 1")
+        if not 0 < rpm_window_seconds <= 60:
+            raise ValueError("rpm_window_seconds must be in (0, 60]")
         wire = _WIRES[provider]
         self.provider: Provider = provider
         self.rpm = rpm
+        self.rpm_window_seconds = rpm_window_seconds
+        self.rate_limit_headers = rate_limit_headers
+        self.rate_limited = 0  # 429s answered because the rpm was reached
         self.models_endpoint = models_endpoint
         self.requests: list[RecordedRequest] = []
         self.usage_log: list[UsageRecord] = []
@@ -180,7 +194,7 @@ class FakeModelServer(ScriptedModelServer):
         self._released = asyncio.Event()  # cleared while in "hang" mode
         self._released.set()
         self._closing = False
-        self._window = _RequestWindow(rpm) if rpm is not None else None
+        self._window = self._new_window()
         # Before the base builds the app: its routes include the reports'.
         self.reports = UsageReports(provider=provider, wire=wire,
                                     log=lambda: self.usage_log, record=self._record,
@@ -231,6 +245,27 @@ class FakeModelServer(ScriptedModelServer):
     def mode(self) -> Mode:
         return self._mode
 
+    @property
+    def admitted_at(self) -> list[float]:
+        """When each chat request the rpm limit let through came (monotonic seconds)."""
+        return list(self._window.history) if self._window is not None else []
+
+    def busiest_window(self) -> int:
+        """The most chat requests let through in any sliding window of the limit's length
+        (``rpm_window_seconds``): at most the window's limit, by construction; what matters
+        is how close the callers came, and ``rate_limited`` how often they went past."""
+        times, most, first = self.admitted_at, 0, 0
+        for last, at in enumerate(times):
+            while at - times[first] >= self.rpm_window_seconds:
+                first += 1
+            most = max(most, last - first + 1)
+        return most
+
+    def _new_window(self) -> _RequestWindow | None:
+        if self.rpm is None:
+            return None
+        return _RequestWindow(self.rpm, self.rpm_window_seconds)
+
     def reset(self) -> None:
         """Forget recorded requests and usage, pending faults, the prompt cache and the
         rate-limit window, and go back to ``ok``."""
@@ -238,7 +273,8 @@ class FakeModelServer(ScriptedModelServer):
         self.usage_log.clear()
         self._faults.clear()
         self._cache = PromptCache()
-        self._window = _RequestWindow(self.rpm) if self.rpm is not None else None
+        self._window = self._new_window()
+        self.rate_limited = 0
         self.set_mode("ok")
 
     # ------------------------------------------------------------------ handlers
@@ -263,7 +299,7 @@ class FakeModelServer(ScriptedModelServer):
 
     async def _chat(self, request: Request) -> Response:
         response = await super()._chat(request)
-        if self._window is not None:
+        if self._window is not None and self.rate_limit_headers:
             remaining, reset = self._window.state(time.monotonic())
             response.headers.update(self._wire.limit_headers(self._window.limit, remaining,
                                                              reset))
@@ -277,6 +313,7 @@ class FakeModelServer(ScriptedModelServer):
             if self._window is not None:
                 wait = self._window.admit(time.monotonic())
                 if wait is not None:
+                    self.rate_limited += 1
                     return wire.error(429, f"Rate limit of {self._window.limit} requests "
                                       "per minute reached. Please try again later.",
                                       headers={"retry-after": str(math.ceil(wait))})
@@ -308,14 +345,17 @@ _DOWN = "The server is temporarily unavailable."
 
 
 class _RequestWindow:
-    """Requests admitted in the last minute (a sliding window)."""
+    """Requests admitted in the last ``seconds`` (a sliding window): ``limit`` per window
+    (``rpm`` scaled to the window, at least one)."""
 
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
+    def __init__(self, rpm: int, seconds: float = _WINDOW_SECONDS) -> None:
+        self.rpm, self.seconds = rpm, seconds
+        self.limit = max(1, round(rpm * seconds / _WINDOW_SECONDS))
         self._admitted: deque[float] = deque()
+        self.history: list[float] = []  # every admission, for the tests' counts
 
     def _expire(self, now: float) -> None:
-        while self._admitted and self._admitted[0] <= now - _WINDOW_SECONDS:
+        while self._admitted and self._admitted[0] <= now - self.seconds:
             self._admitted.popleft()
 
     def admit(self, now: float) -> float | None:
@@ -323,14 +363,15 @@ class _RequestWindow:
         one may."""
         self._expire(now)
         if len(self._admitted) >= self.limit:
-            return self._admitted[0] + _WINDOW_SECONDS - now
+            return self._admitted[0] + self.seconds - now
         self._admitted.append(now)
+        self.history.append(now)
         return None
 
     def state(self, now: float) -> tuple[int, float]:
         """``(remaining, seconds until the window is empty again)``."""
         self._expire(now)
-        reset = self._admitted[-1] + _WINDOW_SECONDS - now if self._admitted else 0.0
+        reset = self._admitted[-1] + self.seconds - now if self._admitted else 0.0
         return self.limit - len(self._admitted), reset
 
 
@@ -355,8 +396,10 @@ def load_scripts(path: str | Path) -> dict[str, Script]:
 
 
 async def _serve(host: str, port: int, scripts: dict[str, Script], provider: Provider,
-                 rpm: int | None, models_endpoint: bool) -> None:
-    server = FakeModelServer(scripts, provider=provider, rpm=rpm,
+                 rpm: int | None, models_endpoint: bool, rpm_window: float = 60.0,
+                 rate_limit_headers: bool = True) -> None:
+    server = FakeModelServer(scripts, provider=provider, rpm=rpm, rpm_window_seconds=rpm_window,
+                             rate_limit_headers=rate_limit_headers,
                              models_endpoint=models_endpoint, host=host, port=port,
                              handle_signals=True)
     await server.start()
@@ -375,18 +418,24 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="wire format to speak")
     parser.add_argument("--rpm", type=int, default=None,
                         help="requests per minute to allow (default: unlimited)")
+    parser.add_argument("--rpm-window", type=float, default=60.0,
+                        help="seconds over which --rpm is enforced, scaled (default 60)")
+    parser.add_argument("--no-rate-limit-headers", dest="rate_limit_headers",
+                        action="store_false", help="send no rate-limit headers with --rpm")
     parser.add_argument("--no-models-endpoint", dest="models_endpoint", action="store_false",
                         help="answer GET /v1/models 404, like a provider without it")
     args = parser.parse_args(argv)
     if args.rpm is not None and args.rpm < 1:
         parser.error("--rpm must be at least 1")
+    if not 0 < args.rpm_window <= 60:
+        parser.error("--rpm-window must be in (0, 60]")
     try:
         scripts = load_scripts(args.scripts) if args.scripts else {}
     except (OSError, orjson.JSONDecodeError, ScriptError) as exc:
         print(f"cannot read scripts: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     asyncio.run(_serve(args.host, args.port, scripts, args.provider, args.rpm,
-                       args.models_endpoint))
+                       args.models_endpoint, args.rpm_window, args.rate_limit_headers))
 
 
 if __name__ == "__main__":
