@@ -347,7 +347,7 @@ class RunDriver:
                    audit: dict[str, Any] | None = None, settle: dict[str, Any] | None = None,
                    usage_fact: dict[str, Any] | None = None,
                    terminal: dict[str, Any] | None = None) -> tuple[Any, ...]:
-        """The arguments of ``tenantry_commit_step`` (migration 0026) for one step."""
+        """The arguments of ``tenantry_commit_step`` (migration 0029) for one step."""
         lease, usage = self.lease, usage or TokenUsage()
         slots = log.Slots.of(events)
         return (lease.tenant.value, lease.run.uuid, lease.epoch, slots.types, slots.data,

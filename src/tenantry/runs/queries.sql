@@ -162,7 +162,7 @@ WHERE tenant_id = $1 AND run_id = $2 AND lease_epoch = $3 AND status = 'running'
 
 -- name: commit_step
 -- A step's events, projections, lease, audit row, settlement, usage fact and terminal
--- status in one call (migration 0026): NULL last_seq when the lease is no longer ours.
+-- status in one call (migration 0029): NULL last_seq when the lease is no longer ours.
 SELECT last_seq, cancel_requested
 FROM tenantry_commit_step($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
                           $16)
