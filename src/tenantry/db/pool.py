@@ -123,10 +123,12 @@ class Database:
         return row
 
     async def statement(self, query: str, *args: Any) -> asyncpg.Record | None:
-        """The row of one statement that sets the tenant itself (a function that calls
-        ``set_config('tenantry.tenant_id', ..., true)`` first, then runs as the caller, so
-        row-level security checks every row it touches) in an implicit transaction: one
-        round trip, and none to reset the connection after it. Only for such functions."""
+        """The row of one statement that leaves nothing on its connection, in an implicit
+        transaction: one round trip, and none to reset the connection after it. Only for
+        a function that sets the tenant itself (``set_config('tenantry.tenant_id', ...,
+        true)`` first, then runs as the caller, so row-level security checks every row it
+        touches), or a SECURITY DEFINER function for the cross-tenant entry points that
+        :meth:`unscoped` serves (no tenant at all)."""
         async with self._acquire() as conn:
             row: asyncpg.Record | None = await conn.fetchrow(query, *args)
             # The pool hands out proxies of _PoolConnection; the proxy forwards the call.

@@ -180,5 +180,5 @@ async def record_sandbox(conn: Connection, tenant: TenantId, run: RunId,
 
 async def sweep(db: Database, limit: int = 1000) -> int:
     """Forfeit reservations whose owner lost the run; returns how many."""
-    async with db.unscoped() as conn:
-        return int(await conn.fetchval(Q.sweep_reservations, limit) or 0)
+    row = await db.statement(Q.sweep_reservations, limit)  # no reset: it sets nothing
+    return int(row[0] or 0) if row is not None else 0
