@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 
 STAMP := $(VENV)/.installed
 
-.PHONY: up test lint typecheck contracts check schema clean-venv image
+.PHONY: up test lint typecheck contracts check schema clean-venv image bench
 
 $(STAMP): pyproject.toml
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,11 @@ contracts: $(STAMP)
 	$(VENV)/bin/lint-imports
 
 check: test
+
+# Every benchmark in sequence, their JSON lines in one file under benchmarks/results/
+# (`make bench BENCH="create_run fairness"` for some; the soak alone takes 30 minutes).
+bench: $(STAMP)
+	$(VENV)/bin/python benchmarks/all.py $(BENCH)
 
 # Rewrites db/schema.sql from a freshly migrated database (after a new migration).
 schema: $(STAMP)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 import asyncpg
 import orjson
@@ -45,11 +45,29 @@ async def _init_connection(conn: asyncpg.Connection[asyncpg.Record]) -> None:
 class _PoolConnection(asyncpg.Connection):
     """A pooled connection whose release also undoes a ``SET ROLE``: RESET ALL leaves the
     role alone, so SQL that left the pool's role would otherwise hand the next request a
-    connection acting as the bare login (powerless, but broken). Same round trip."""
+    connection acting as the bare login (powerless, but broken). Same round trip.
+
+    A connection that ran one statement of :meth:`Database.statement` skips the reset: the
+    functions called that way keep their settings transaction-local, so there is nothing to
+    undo, and the reset would be a second round trip for the one statement (issue 19)."""
+
+    _clean = False
 
     def get_reset_query(self) -> str:
         query: str = super().get_reset_query()
         return query + "\nRESET ROLE;"
+
+    def mark_clean(self) -> None:
+        self._clean = True
+
+
+async def _reset(conn: asyncpg.Connection[asyncpg.Record]) -> None:
+    """The pool's reset on release (asyncpg has already rolled back an open transaction and
+    dropped listeners): the reset query, unless the connection only ran a clean statement."""
+    if isinstance(conn, _PoolConnection) and conn._clean:
+        conn._clean = False
+        return
+    await conn.execute(conn.get_reset_query())
 
 
 class Database:
@@ -80,6 +98,7 @@ class Database:
             server_settings=settings,
             timeout=CONNECT_TIMEOUT_SECONDS,
             connection_class=_PoolConnection,
+            reset=_reset,
         )
         return cls(pool, outage)
 
@@ -102,6 +121,26 @@ class Database:
         if row is None:
             raise NotFound(missing)
         return row
+
+    async def statement(self, query: str, *args: Any) -> asyncpg.Record | None:
+        """The row of one statement that leaves nothing on its connection, in an implicit
+        transaction: one round trip, and none to reset the connection after it. Only for
+        a function that sets the tenant itself (``set_config('tenantry.tenant_id', ...,
+        true)`` first, then runs as the caller, so row-level security checks every row it
+        touches), or a SECURITY DEFINER function for the cross-tenant entry points that
+        :meth:`unscoped` serves (no tenant at all)."""
+        async with self._acquire() as conn:
+            row: asyncpg.Record | None = await conn.fetchrow(query, *args)
+            # The pool hands out proxies of _PoolConnection; the proxy forwards the call.
+            cast("_PoolConnection", conn).mark_clean()
+        return row
+
+    async def statement_rows(self, query: str, *args: Any) -> list[asyncpg.Record]:
+        """Every row of one such statement (as :meth:`statement`)."""
+        async with self._acquire() as conn:
+            rows: list[asyncpg.Record] = await conn.fetch(query, *args)
+            cast("_PoolConnection", conn).mark_clean()
+        return rows
 
     @asynccontextmanager
     async def unscoped(self) -> AsyncIterator[Connection]:

@@ -69,9 +69,26 @@ def estimate(quote: Quote, request: Prompt) -> tuple[int, int]:
 async def reserve(
     conn: Connection, tenant: TenantId, run: RunId, epoch: int, tokens: int, cost: int,
 ) -> Reservation | MustWait | OverCap:
+    """Reserve in the caller's transaction (the tenant set on it)."""
     reservation = uuid.uuid4()
     row = await conn.fetchrow(Q.reserve, tenant.value, run.uuid, epoch, reservation, tokens,
                               cost)
+    return _reserved(row, reservation, tokens, cost)
+
+
+async def reserve_now(
+    db: Database, tenant: TenantId, run: RunId, epoch: int, tokens: int, cost: int,
+) -> Reservation | MustWait | OverCap:
+    """Reserve in a transaction of its own: one statement, one round trip (the model
+    step's, just before its call)."""
+    reservation = uuid.uuid4()
+    row = await db.statement(Q.reserve_step, tenant.value, run.uuid, epoch, reservation,
+                             tokens, cost)
+    return _reserved(row, reservation, tokens, cost)
+
+
+def _reserved(row: Any, reservation: uuid.UUID, tokens: int,
+              cost: int) -> Reservation | MustWait | OverCap:
     assert row is not None
     match row["outcome"]:
         case "ok":
@@ -115,6 +132,17 @@ class UsageFact:
     cost_micros: int
     price_version: str
 
+    def to_json(self) -> dict[str, Any]:
+        """The fact as tenantry_commit_step takes it (its seq is the step's last event)."""
+        usage = self.usage
+        return {"agent_id": str(self.agent.uuid), "agent_version": self.agent_version,
+                "provider": self.provider, "account": self.account, "model": self.model,
+                "input_tokens": usage.input_tokens,
+                "cached_input_tokens": usage.cached_input_tokens,
+                "cache_write_input_tokens": usage.cache_write_input_tokens,
+                "output_tokens": usage.output_tokens, "cost_micros": self.cost_micros,
+                "price_version": self.price_version}
+
 
 async def record(conn: Connection, tenant: TenantId, run: RunId, fact: UsageFact) -> None:
     usage = fact.usage
@@ -152,5 +180,5 @@ async def record_sandbox(conn: Connection, tenant: TenantId, run: RunId,
 
 async def sweep(db: Database, limit: int = 1000) -> int:
     """Forfeit reservations whose owner lost the run; returns how many."""
-    async with db.unscoped() as conn:
-        return int(await conn.fetchval(Q.sweep_reservations, limit) or 0)
+    row = await db.statement(Q.sweep_reservations, limit)  # no reset: it sets nothing
+    return int(row[0] or 0) if row is not None else 0

@@ -143,3 +143,7 @@ INSERT INTO sandbox_usage_facts (tenant_id, run_id, seq, agent_id, agent_version
                                  sandbox_ms, cost_micros, price_version, attempt, activity,
                                  activity_version, cpu_us, peak_memory_bytes)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+
+-- name: reserve_step
+-- tenantry_reserve with the tenant set by the function itself: one statement (0029).
+SELECT outcome, wait_seconds, spent, cap FROM tenantry_reserve_step($1, $2, $3, $4, $5, $6)

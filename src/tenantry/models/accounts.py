@@ -221,9 +221,8 @@ async def wake_parked(db: Database, models: list[str] | None, *,
                       limit: int = WAKE_BATCH) -> int:
     """Send runs parked on one of ``models`` (or, with None, whose recheck is due) back to
     the queue, at most ``limit``. Returns how many."""
-    async with db.unscoped() as conn:
-        woken = await conn.fetchval(Q.wake_parked, models, limit)
-    return int(woken or 0)
+    row = await db.statement(Q.wake_parked, models, limit)  # no reset: it sets nothing
+    return int(row[0] or 0) if row is not None else 0
 
 
 async def wake_parked_for(db: Database, account: ModelAccount, limit: int | None = None) -> int:

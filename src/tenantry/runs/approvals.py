@@ -57,8 +57,7 @@ async def _record(
 
 async def expire_due(db: Database, now: datetime, batch: int = 100) -> int:
     """Expire pending approvals whose time is up (``now`` is injectable for tests)."""
-    async with db.unscoped() as conn:
-        due = await conn.fetch(Q.expired_approvals, now, batch)
+    due = await db.statement_rows(Q.expired_approvals, now, batch)  # no reset: sets nothing
     expired = 0
     for item in due:
         tenant = TenantId(item["tenant_id"])

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import asyncpg
+
 from tenantry import logs
 from tenantry.agents import flags
-from tenantry.agents.service import get_version
 from tenantry.agents.spec import AgentSpec
 from tenantry.blobs import BlobQuotaExceeded
 from tenantry.db import DATABASE_DOWN, TRANSIENT, Database
@@ -66,7 +67,6 @@ from tenantry.runs.tool_step import call_tool, record_unknown
 from tenantry.runs.waiting import Parked, await_approval, request_approval
 from tenantry.sandbox.manager import SandboxManager
 from tenantry.telemetry.worker import UNKNOWN_CLASS, WorkerMetrics
-from tenantry.tools import audit as audit_log
 from tenantry.tools.audit import AuditEntry
 from tenantry.tools.gateway import ToolGateway
 
@@ -74,6 +74,8 @@ __all__ = ["Engine", "EngineSettings", "Parked", "RunDriver", "StepStats"]
 
 logger = logging.getLogger(__name__)
 LEASE_OR_DATABASE: tuple[type[Exception], ...] = (LeaseLost, *DATABASE_DOWN)
+#: What tenantry_commit_step raises when the reservation it settles is not the writer's.
+RESERVATION_LOST = "TR010"
 Q = load(__package__)
 
 
@@ -220,15 +222,15 @@ class RunDriver:
 
     async def _load(self) -> None:
         engine, lease = self.engine, self.lease
-        async with engine.db.tenant_tx(lease.tenant) as conn:
-            row = await conn.fetchrow(Q.load_for_worker, lease.tenant.value, lease.run.uuid)
-            if row is None or row["lease_epoch"] != lease.epoch:
-                raise LeaseLost("claimed run is no longer ours")
-            version = await get_version(engine.db, lease.tenant, AgentId(row["agent_id"]),
-                                        row["agent_version"], conn)
-            events = await log.read(conn, lease.tenant, lease.run, after=0, limit=1_000_000)
-        self.spec = version.spec
-        self.tool_pins = version.tool_pins
+        # Two statements, no transaction: a later writer is fenced by the epoch anyway, and
+        # events appended between them (a cancel request) are simply read too.
+        row = await engine.db.statement(Q.run_for_worker, lease.tenant.value, lease.run.uuid)
+        if row is None or row["lease_epoch"] != lease.epoch:
+            raise LeaseLost("claimed run is no longer ours")
+        events = await log.read_now(engine.db, lease.tenant, lease.run, after=0,
+                                    limit=1_000_000)
+        self.spec = AgentSpec.from_json(row["spec"])
+        self.tool_pins = row["tool_pins"]
         self.region = row["region"]
         self.agent, self.agent_version = AgentId(row["agent_id"]), row["agent_version"]
         self.tenant_class = row["plan"]
@@ -246,10 +248,9 @@ class RunDriver:
 
     async def _catch_up(self) -> None:
         """Events others appended since our last one (a cancel request, a decision)."""
-        async with self.engine.db.tenant_tx(self.lease.tenant) as conn:
-            for event in await log.read(conn, self.lease.tenant, self.lease.run,
+        for event in await log.read_now(self.engine.db, self.lease.tenant, self.lease.run,
                                         after=self.state.last_seq, limit=1000):
-                self.state.apply(event)
+            self.state.apply(event)
 
     async def _step(self) -> bool:
         assert self.spec is not None
@@ -316,53 +317,61 @@ class RunDriver:
         record, counted against the agent version in the same transaction (issue 15)."""
         usage = usage or TokenUsage()
         lease = self.lease
-        written = []
-        async with self.engine.db.tenant_tx(lease.tenant) as conn:
-            for payload in events:
-                payload = dataclasses.replace(payload, basis_seq=self.basis)
-                seq = await log.append(conn, lease.tenant, lease.run, payload,
-                                       epoch=lease.epoch)
-                written.append(Event.of(seq, payload, datetime.now(UTC)))
-            renewed = await conn.fetchrow(
-                Q.record_step, lease.tenant.value, lease.run.uuid, lease.epoch, steps,
-                usage.input_tokens, usage.output_tokens, cost,
-                self.engine.settings.lease_seconds,
-            )
-            if renewed is None:
-                raise LeaseLost("the run is no longer running under this lease")
-            if audit is not None:
-                await audit_log.record(conn, lease.tenant, lease.run, audit)
-            if spend is not None:
-                # The reservation is settled, and the billing fact written, with the reply
-                # that consumed it: both commit or neither does.
-                reservation, fact = spend
-                await budget.settle(conn, lease.tenant, lease.run, lease.epoch, reservation,
-                                    fact.usage, fact.cost_micros)
-                await budget.record(conn, lease.tenant, lease.run,
-                                    dataclasses.replace(fact, seq=written[-1].seq))
-            if sandbox is not None:  # billed per sandbox second, with the call's result
-                await budget.record_sandbox(conn, lease.tenant, lease.run,
-                                            dataclasses.replace(sandbox, seq=written[-1].seq))
-            if refused_egress and self.agent is not None:
-                await flags.count_refused_egress(
-                    conn, lease.tenant, self.agent, self.agent_version, refused_egress,
-                    threshold=self.engine.settings.egress_flag_threshold)
-        clean = await self.absorb(written)
-        self._in_sync = clean and not renewed["cancel_requested"]
+        events = [dataclasses.replace(payload, basis_seq=self.basis) for payload in events]
+        reservation, fact = spend if spend is not None else (None, None)
+        args = self._step_args(
+            events, steps=steps, usage=usage, cost=cost,
+            audit=audit.to_json() if audit is not None else None,
+            settle=({"reservation_id": str(reservation.reservation_id),
+                     "tokens": fact.usage.total_tokens, "cost_micros": fact.cost_micros}
+                    if reservation is not None and fact is not None else None),
+            usage_fact=fact.to_json() if fact is not None else None)
+        if sandbox is None and not refused_egress:
+            row = await self._commit(args)
+        else:  # the step's extras join its transaction
+            async with self.engine.db.tenant_tx(lease.tenant) as conn:
+                row = _committed(await conn.fetchrow(Q.commit_step, *args))
+                if sandbox is not None:  # billed per sandbox second, with the call's result
+                    await budget.record_sandbox(
+                        conn, lease.tenant, lease.run,
+                        dataclasses.replace(sandbox, seq=row["last_seq"]))
+                if refused_egress and self.agent is not None:
+                    await flags.count_refused_egress(
+                        conn, lease.tenant, self.agent, self.agent_version, refused_egress,
+                        threshold=self.engine.settings.egress_flag_threshold)
+        clean = await self.absorb(_written(events, row["last_seq"]))
+        self._in_sync = clean and not row["cancel_requested"]
+
+    def _step_args(self, events: list[Payload], *, steps: int = 0,
+                   usage: TokenUsage | None = None, cost: int = 0,
+                   audit: dict[str, Any] | None = None, settle: dict[str, Any] | None = None,
+                   usage_fact: dict[str, Any] | None = None,
+                   terminal: dict[str, Any] | None = None) -> tuple[Any, ...]:
+        """The arguments of ``tenantry_commit_step`` (migration 0029) for one step."""
+        lease, usage = self.lease, usage or TokenUsage()
+        slots = log.Slots.of(events)
+        return (lease.tenant.value, lease.run.uuid, lease.epoch, slots.types, slots.data,
+                slots.formats, slots.payloads, steps, usage.input_tokens, usage.output_tokens,
+                cost, self.engine.settings.lease_seconds, audit, settle, usage_fact, terminal)
+
+    async def _commit(self, args: tuple[Any, ...]) -> asyncpg.Record:
+        """One step's writes in one statement (one round trip, nothing to reset after)."""
+        try:
+            return _committed(await self.engine.db.statement(Q.commit_step, *args))
+        except asyncpg.PostgresError as exc:
+            if exc.sqlstate == RESERVATION_LOST:
+                raise LeaseLost(str(exc)) from exc
+            raise
 
     async def end(self, payload: RunFinished | RunFailed | RunCancelled | BudgetStopped, *,
                   error: dict[str, Any] | None = None) -> None:
         """Append the terminal event and set the run row's status, answer and error from
         it (``error`` overrides the one RunFailed implies)."""
         status, answer, error = _terminal(payload, error)
-        lease = self.lease
         payload = dataclasses.replace(payload, basis_seq=self.basis)
-        async with self.engine.db.tenant_tx(lease.tenant) as conn:
-            seq = await log.append(conn, lease.tenant, lease.run, payload, epoch=lease.epoch)
-            # The append above holds the run row's lock under our epoch until commit.
-            await conn.execute(Q.set_terminal_status, lease.tenant.value, lease.run.uuid,
-                               status.value, answer, error)
-        await self.absorb([Event.of(seq, payload, datetime.now(UTC))])
+        row = await self._commit(self._step_args(
+            [payload], terminal={"status": status.value, "answer": answer, "error": error}))
+        await self.absorb(_written([payload], row["last_seq"]))
         self.engine.stats.runs_ended += 1
         self.engine.metrics.runs_ended.inc(self.tenant_class, status.value)
 
@@ -409,3 +418,16 @@ def _terminal(
                 implied["error_id"] = error_id
             return RunStatus.FAILED, None, implied
     return RunStatus.FAILED, None, error
+
+
+def _committed(row: asyncpg.Record | None) -> asyncpg.Record:
+    if row is None or row["last_seq"] is None:
+        raise LeaseLost("the run is no longer running under this lease")
+    return row
+
+
+def _written(events: list[Payload], last_seq: int) -> list[Event]:
+    """The events one commit wrote, in the slots that end at ``last_seq``."""
+    now = datetime.now(UTC)
+    first = last_seq - len(events) + 1
+    return [Event.of(first + i, payload, now) for i, payload in enumerate(events)]

@@ -136,8 +136,7 @@ async def _reserve(d: RunDriver, request: ModelRequest, quote: Quote) -> budget.
     its monthly spend cap the run stops. None: the run ended here."""
     engine, lease = d.engine, d.lease
     tokens, cost = budget.estimate(quote, request)
-    async with engine.db.tenant_tx(lease.tenant) as conn:
-        outcome = await budget.reserve(conn, lease.tenant, lease.run, lease.epoch,
+    outcome = await budget.reserve_now(engine.db, lease.tenant, lease.run, lease.epoch,
                                        tokens, cost)
     match outcome:
         case budget.Reservation():

@@ -97,21 +97,6 @@ INSERT INTO run_event_payloads (tenant_id, run_id, seq, data) VALUES ($1, $2, $3
 -- name: run_exists
 SELECT 1 FROM runs WHERE tenant_id = $1 AND run_id = $2
 
--- name: load_for_worker
--- plan: the tenant's class, the only tenant label the worker's metrics carry.
-SELECT r.agent_id, r.agent_version, r.input, r.status, r.lease_epoch, t.region, t.plan,
-       r.created_at, r.started_at
-FROM runs r JOIN tenants t ON t.tenant_id = r.tenant_id
-WHERE r.tenant_id = $1 AND r.run_id = $2
-
--- name: record_step
--- Projections of the step just appended, and the lease renewed, under the writer's epoch.
-UPDATE runs SET steps = steps + $4, input_tokens = input_tokens + $5,
-                output_tokens = output_tokens + $6, cost_micros = cost_micros + $7,
-                lease_expires_at = now() + make_interval(secs => $8), updated_at = now()
-WHERE tenant_id = $1 AND run_id = $2 AND lease_epoch = $3 AND status = 'running'
-RETURNING cancel_requested
-
 -- name: release_lease
 -- Give a run back (worker shutting down, or a retry later): any worker may claim it.
 UPDATE runs SET status = 'queued', lease_owner = NULL, lease_expires_at = NULL,
@@ -185,3 +170,19 @@ WHERE tenant_id = $1 AND run_id = $2 AND lease_epoch = $3 AND status = 'running'
 -- A batch of new agent runs from the API's intake (runs/intake.py, migration 0027): one
 -- row per item, (i, outcome, run_id, status, detail).
 SELECT i, outcome, run_id, status, detail FROM tenantry_create_runs($1::jsonb)
+
+-- name: commit_step
+-- A step's events, projections, lease, audit row, settlement, usage fact and terminal
+-- status in one call (migration 0029): NULL last_seq when the lease is no longer ours.
+SELECT last_seq, cancel_requested
+FROM tenantry_commit_step($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
+                          $16)
+
+-- name: run_events
+SELECT seq, type, data, created_at, format FROM tenantry_run_events($1, $2, $3, $4)
+
+-- name: run_for_worker
+-- plan: the tenant's class, the only tenant label the worker's metrics carry.
+SELECT agent_id, agent_version, input, status, lease_epoch, region, plan, created_at,
+       started_at, spec, tool_pins
+FROM tenantry_run_for_worker($1, $2)

@@ -14,12 +14,11 @@ from typing import Any
 
 import orjson
 
-from tenantry.agents.service import get_version
 from tenantry.agents.spec import AgentSpec
 from tenantry.db import Database
 from tenantry.db.queries import load
 from tenantry.errors import NotFound
-from tenantry.ids import AgentId, RunId, TenantId
+from tenantry.ids import RunId, TenantId
 from tenantry.runs import conversation, log
 from tenantry.runs.decide import (
     CallModel,
@@ -211,14 +210,12 @@ def _compare(
 
 
 async def export_run(db: Database, tenant: TenantId, run: RunId) -> RecordedRun:
-    async with db.tenant_tx(tenant) as conn:
-        row = await conn.fetchrow(Q.load_for_worker, tenant.value, run.uuid)
+    async with db.tenant_tx(tenant) as conn:  # the run and its log as of one moment
+        row = await conn.fetchrow(Q.run_for_worker, tenant.value, run.uuid)
         if row is None:
             raise NotFound("No run with this id.")
-        version = await get_version(db, tenant, AgentId(row["agent_id"]), row["agent_version"],
-                                    conn)
         events = await log.read(conn, tenant, run, after=0, limit=1_000_000)
-    return RecordedRun(str(run), version.spec, row["input"], tuple(events))
+    return RecordedRun(str(run), AgentSpec.from_json(row["spec"]), row["input"], tuple(events))
 
 
 async def ended_runs(db: Database, tenant: TenantId, page: int = 1000) -> list[RunId]:

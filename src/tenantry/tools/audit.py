@@ -37,6 +37,16 @@ class AuditEntry:
                    server, detail[:500] if detail else None, duration_ms)
 
 
+    def to_json(self) -> dict[str, Any]:
+        """The row as tenantry_commit_step takes it (with the step that made the call)."""
+        return {"audit_id": str(uuid.uuid4()), "tool": self.tool, "server": self.server,
+                "key": self.key,
+                "arguments_sha256": (self.arguments_sha256.hex()
+                                     if self.arguments_sha256 is not None else None),
+                "outcome": self.outcome, "detail": self.detail,
+                "duration_ms": self.duration_ms}
+
+
 async def record(conn: Connection, tenant: TenantId, run: RunId, entry: AuditEntry) -> None:
     await conn.execute(Q.insert_audit, tenant.value, uuid.uuid4(), run.uuid, entry.tool,
                        entry.server, entry.key, entry.arguments_sha256, entry.outcome,
