@@ -45,7 +45,7 @@ OPENING: tuple[dict[str, Any], ...] = (
 def make_client(server: FakeModelServer, *, api_key: str = "sk-acct-a", account: str = "a",
                 timeout: float = 10.0) -> HttpProviderClient:
     kind = AnthropicMessages if server.provider == "anthropic" else OpenAICompatible
-    return kind(server.base_url, api_key=api_key, account=account, timeout=timeout, shards=2)
+    return kind(server.base_url, api_key=api_key, account=account, timeout=timeout)
 
 
 @pytest.fixture(params=["openai", "anthropic"])
@@ -105,8 +105,7 @@ async def test_a_tool_call_step_then_an_answer(
 
 async def test_the_anthropic_request_on_the_wire() -> None:
     async with FakeModelServer(scripts={"lookup": LOOKUP}, provider="anthropic") as server:
-        client = AnthropicMessages(server.base_url, api_key="sk-ant", default_max_tokens=333,
-                                   shards=1)
+        client = AnthropicMessages(server.base_url, api_key="sk-ant", default_max_tokens=333)
         try:
             first = await client.complete(first_step())
             await client.complete(next_step(first_step(), first))

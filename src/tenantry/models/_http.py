@@ -7,7 +7,6 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
-import functools
 import time
 from collections.abc import Iterator
 from typing import Any, ClassVar, Protocol
@@ -33,13 +32,6 @@ def reading_reply() -> Iterator[None]:
         raise MalformedReply(f"cannot read the provider's reply: {exc!r}"[:300]) from exc
 
 
-@functools.cache
-def load_async_backend() -> None:
-    """Nothing left to load: the HTTP client runs on asyncio itself (tenantry.http1), where
-    the previous one loaded anyio's backend on its first request (~14 ms of a process's
-    first model call). Kept for the gateway's warm-up, which calls it."""
-
-
 class ReplyParser(Protocol):
     def __call__(
         self, raw: bytes, /, *, model: str, provider: str, account: str, latency_ms: float,
@@ -54,9 +46,8 @@ class HttpProviderClient(abc.ABC):
     cannot read).
 
     ``max_connections`` bounds the connections open to the provider at once (one per call
-    in flight). ``shards`` is accepted for callers of the previous client, which split its
-    pool in shards because that pool scanned every connection on each request; this one
-    takes the most recently released connection in O(1) and needs no shards."""
+    in flight); the pool takes the most recently released connection in O(1), so one pool
+    serves an account however many calls are in flight (ADR 0022)."""
 
     provider: str
     wire: ClassVar[str]
@@ -66,9 +57,8 @@ class HttpProviderClient(abc.ABC):
 
     def __init__(
         self, base_url: str, *, api_key: str | None = None, account: str = "default",
-        timeout: float = 120.0, max_connections: int = 4096, shards: int = 32,
+        timeout: float = 120.0, max_connections: int = 4096,
     ) -> None:
-        del shards  # see the class docstring
         self.account = account
         self._timeout = timeout
         base = base_url.rstrip("/")

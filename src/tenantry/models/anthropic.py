@@ -277,7 +277,7 @@ class AnthropicMessages(HttpProviderClient):
 
     def __init__(
         self, base_url: str, *, api_key: str | None = None, account: str = "default",
-        timeout: float = 120.0, max_connections: int = 4096, shards: int = 32,
+        timeout: float = 120.0, max_connections: int = 4096,
         anthropic_version: str = "2023-06-01", default_max_tokens: int = 4096,
         prompt_cache: bool = True,
     ) -> None:
@@ -285,7 +285,7 @@ class AnthropicMessages(HttpProviderClient):
         self.default_max_tokens = default_max_tokens
         self.prompt_cache = prompt_cache
         super().__init__(base_url, api_key=api_key, account=account, timeout=timeout,
-                         max_connections=max_connections, shards=shards)
+                         max_connections=max_connections)
 
     def _headers(self, api_key: str | None) -> dict[str, str]:
         headers = {"anthropic-version": self.anthropic_version}

@@ -41,7 +41,6 @@ from tenantry.errors import TenantryError
 from tenantry.ids import TenantId
 from tenantry.ledger.tokens import estimate_tokens
 from tenantry.models import accounts as account_store
-from tenantry.models._http import load_async_backend
 from tenantry.models.accounts import ModelAccount
 from tenantry.models.capacity import AccountCapacity
 from tenantry.models.errors import (
@@ -230,12 +229,11 @@ class ModelGateway:
 
     async def _warm(self) -> None:
         """Build each new account's client now rather than in its first call, which would
-        wait for it: 32 HTTP transports, the process's TLS context (the CA bundle), the
-        wire module and the HTTP stack's async backend — 0.1 s of a process's first call
-        (benchmarks/first_model_call.py), 0.7 s before the TLS context was shared. Only
-        accounts whose key needs no vault read: building their client never suspends, so
-        no call can race it (a vault account's client stays lazy)."""
-        load_async_backend()
+        wait for it: the process's TLS context (the CA bundle) and the wire module — 0.7 s
+        of a process's first call before the TLS context was shared
+        (benchmarks/first_model_call.py). Only accounts whose key needs no vault read:
+        building their client never suspends, so no call can race it (a vault account's
+        client stays lazy)."""
         for route in list(self._routes.values()):
             account = route.account
             if route.warmed or route.client is not None or account.secret_name is not None:

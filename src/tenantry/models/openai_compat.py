@@ -74,7 +74,7 @@ def _arguments_text(value: object) -> str:
 
 class OpenAICompatible(HttpProviderClient):
     """``OpenAICompatible(base_url, *, api_key=None, account="default", timeout=120.0,
-    max_connections=4096, shards=32)``."""
+    max_connections=4096)``."""
 
     # ``provider`` may be set per instance ("scripted" speaks this format); ``wire`` stays.
     provider = "openai"
