@@ -242,7 +242,11 @@ async def _benchmark(bench: Bench) -> dict[str, Any]:
                 victim.worker_id)
             killed_at = await fleet.kill(victim)
             kill_times[victim.worker_id] = killed_at
-            runs = [r["run_id"] for r in before]
+            # A run the victim ended between that read and the kill has no next step.
+            runs = [r["run_id"] for r in await conn.fetch(
+                "SELECT run_id FROM runs WHERE run_id = ANY($1) AND NOT (status IN "
+                "('finished', 'failed', 'cancelled') AND finished_at <= $2)",
+                [r["run_id"] for r in before], killed_at)]
             waits = await _recovered(conn, runs, killed_at)
             samples += waits
             console.log(f"kill {kill}/{kills}: {victim.helper.name} held {len(runs)} runs; "
