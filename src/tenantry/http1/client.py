@@ -78,23 +78,33 @@ def target(url: str) -> Target:
     return Target(f"{scheme}://{host_header}", scheme == "https", host, port, host_header, path)
 
 
-class Response:
-    """A complete answer: status, headers (lower-case names), the body."""
+class _Head:
+    """What every answer has: status, reason, headers (lower-case names), and the time
+    this request spent opening its connection (TCP + TLS; 0 on a pooled one)."""
 
-    __slots__ = ("connect_ms", "content", "headers", "reason", "status")
+    __slots__ = ("connect_ms", "headers", "reason", "status")
 
-    def __init__(self, status: int, reason: str, headers: dict[str, str], content: bytes,
+    def __init__(self, status: int, reason: str, headers: dict[str, str],
                  connect_ms: float) -> None:
         self.status = status
         self.reason = reason
         self.headers = headers
-        self.content = content
-        # Time this request spent opening its connection (TCP + TLS); 0 on a pooled one.
         self.connect_ms = connect_ms
 
     @property
     def ok(self) -> bool:
         return 200 <= self.status < 300
+
+
+class Response(_Head):
+    """A complete answer: its head and the body."""
+
+    __slots__ = ("content",)
+
+    def __init__(self, status: int, reason: str, headers: dict[str, str], content: bytes,
+                 connect_ms: float) -> None:
+        super().__init__(status, reason, headers, connect_ms)
+        self.content = content
 
     @property
     def text(self) -> str:
@@ -104,24 +114,17 @@ class Response:
         return orjson.loads(self.content)
 
 
-class StreamedResponse:
+class StreamedResponse(_Head):
     """An answer whose body is read as it arrives (``chunks()``, ``read()``). Leaving the
     ``stream()`` block returns the connection to the pool if the body was read to its end
     (or has already arrived whole), else closes it."""
 
-    __slots__ = ("_body", "connect_ms", "headers", "reason", "status")
+    __slots__ = ("_body",)
 
     def __init__(self, status: int, reason: str, headers: dict[str, str], body: Body,
                  connect_ms: float) -> None:
-        self.status = status
-        self.reason = reason
-        self.headers = headers
-        self.connect_ms = connect_ms
+        super().__init__(status, reason, headers, connect_ms)
         self._body = body
-
-    @property
-    def ok(self) -> bool:
-        return 200 <= self.status < 300
 
     @property
     def content_type(self) -> str:
