@@ -26,25 +26,17 @@ pytestmark = pytest.mark.e2e
 #: Never loaded by a worker before its first claim. The API's stack (FastAPI, Starlette,
 #: uvicorn, the console's Jinja templates, multipart forms, SSE), the activity dispatcher,
 #: the scripted model's HTTP server (only without a model URL), spans (only with
-#: TENANTRY_OTEL_EXPORTER), provider SDKs (the gateway speaks their wire formats itself),
-#: rich (the CLI's progress bars and tracebacks).
+#: TENANTRY_OTEL_EXPORTER), provider and MCP SDKs (the gateways speak their wire formats
+#: themselves over tenantry.http1, ADR 0022), rich (the CLI's progress bars and
+#: tracebacks). (httpx2 and anyio may be there: webhooks still send with httpx2.)
 HEAVY = ("fastapi", "starlette", "uvicorn", "jinja2", "python_multipart", "sse_starlette",
-         "opentelemetry", "openai", "anthropic", "rich", "tenantry.api", "tenantry.store",
-         "tenantry.bootstrap.activities", "tenantry.models.scripted_server",
+         "opentelemetry", "openai", "anthropic", "mcp", "mcp_types", "rich", "tenantry.api",
+         "tenantry.store", "tenantry.bootstrap.activities", "tenantry.models.scripted_server",
          "tenantry.telemetry.http")
 #: Besides, never loaded by a supervised child, which parses no flags: typer (and click)
 #: build a pydantic validator for every flag given, which is why `tenantry worker
 #: --processes 1` has them, and pydantic with them.
 CLI = ("typer", "click", "pydantic")
-#: What the step path needs at once and so may be there: asyncpg (the database), httpx2 and
-#: anyio (the model gateway's client), cryptography (the vault opens model accounts' keys).
-#: While tools/mcp_client.py still imports the official MCP SDK (issue 19 replaces it by a
-#: hand-written client), whatever that module alone loads is allowed too (the SDK brings
-#: pydantic, Starlette, uvicorn and OpenTelemetry's API): then this test guards the rest.
-_MCP_CLIENT = (Path(__file__).parents[2] / "src/tenantry/tools/mcp_client.py").read_text()
-_SDK_CLIENT = "\nimport mcp" in _MCP_CLIENT or "\nfrom mcp" in _MCP_CLIENT
-FOOTPRINT = ("import json, sys; import tenantry.tools.mcp_client; "
-             "print(json.dumps(sorted(sys.modules)))")
 
 WRAPPER = """
 import json, logging, os, sys
@@ -77,12 +69,7 @@ def loaded_at_first_claim(args: list[str], env: dict[str, str], out: Path,
 
 
 def heavy_among(modules: set[str], names: tuple[str, ...]) -> list[str]:
-    allowed: set[str] = set()
-    if _SDK_CLIENT:
-        allowed = set(json.loads(subprocess.run([sys.executable, "-c", FOOTPRINT],
-                                                capture_output=True, check=True).stdout))
-    return sorted(m for m in modules - allowed
-                  if any(m == n or m.startswith(n + ".") for n in names))
+    return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in names))
 
 
 @pytest.fixture
