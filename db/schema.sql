@@ -113,9 +113,7 @@ DECLARE
     v_count integer;
 BEGIN
     -- Dead registered dispatchers' tasks first, as in tenantry_claim_runs above.
-    SELECT coalesce(array_agg(s.worker_id), '{}') INTO v_dead
-    FROM public.worker_sessions s
-    WHERE pg_try_advisory_xact_lock_shared(1415008843, s.lock_key);
+    v_dead := public.tenantry_dead_workers();
     v_claimed := 0;
     IF cardinality(v_dead) > 0 THEN
         RETURN QUERY
@@ -135,15 +133,7 @@ BEGIN
         WHERE r.tenant_id = orphaned.tenant_id AND r.run_id = orphaned.run_id
         RETURNING r.tenant_id, r.run_id, r.lease_epoch;
         GET DIAGNOSTICS v_claimed = ROW_COUNT;
-        DELETE FROM public.worker_sessions s
-        WHERE s.worker_id IN (
-            SELECT d.worker_id FROM public.worker_sessions d
-            WHERE d.worker_id = ANY (v_dead)
-              AND pg_try_advisory_xact_lock_shared(1415008843, d.lock_key)
-              AND NOT EXISTS (SELECT 1 FROM public.runs r
-                              WHERE r.lease_owner = d.worker_id AND r.status = 'running')
-            ORDER BY d.worker_id
-            FOR UPDATE SKIP LOCKED);
+        PERFORM public.tenantry_forget_dead_workers(v_dead);
     END IF;
 
     IF v_claimed < p_batch THEN
@@ -295,13 +285,7 @@ DECLARE
     v_dead text[];
     v_count integer;
 BEGIN
-    -- Registered workers whose session lock nobody holds: their processes (or their lock
-    -- connections) are gone. One probe per registered worker, never one per run. A probe
-    -- that succeeds holds the lock shared until this claim commits, so the key cannot be
-    -- taken by a new registration meanwhile (it picks another; it never waits).
-    SELECT coalesce(array_agg(s.worker_id), '{}') INTO v_dead
-    FROM public.worker_sessions s
-    WHERE pg_try_advisory_xact_lock_shared(1415008843, s.lock_key);
+    v_dead := public.tenantry_dead_workers();  -- held shared until this claim commits
 
     v_claimed := 0;
     IF cardinality(v_dead) > 0 THEN
@@ -324,18 +308,7 @@ BEGIN
         RETURNING r.tenant_id, r.run_id, r.lease_epoch, orphaned.lease_owner,
                   orphaned.lease_expires_at, true;
         GET DIAGNOSTICS v_claimed = ROW_COUNT;
-        -- A dead worker with no running run left is forgotten. Rows another claimer is
-        -- deleting are skipped (never waited for); one whose key a live session holds again
-        -- (its worker reconnected) is kept.
-        DELETE FROM public.worker_sessions s
-        WHERE s.worker_id IN (
-            SELECT d.worker_id FROM public.worker_sessions d
-            WHERE d.worker_id = ANY (v_dead)
-              AND pg_try_advisory_xact_lock_shared(1415008843, d.lock_key)
-              AND NOT EXISTS (SELECT 1 FROM public.runs r
-                              WHERE r.lease_owner = d.worker_id AND r.status = 'running')
-            ORDER BY d.worker_id
-            FOR UPDATE SKIP LOCKED);
+        PERFORM public.tenantry_forget_dead_workers(v_dead);
     END IF;
 
     IF v_claimed < p_batch THEN
@@ -1159,6 +1132,18 @@ CREATE FUNCTION public.tenantry_dead_letter_gauge() RETURNS TABLE(tenant_class t
 $$;
 
 --
+-- Name: tenantry_dead_workers(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_dead_workers() RETURNS text[]
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    SELECT coalesce(array_agg(s.worker_id), '{}') FROM public.worker_sessions s
+    WHERE pg_try_advisory_xact_lock_shared(1415008843, s.lock_key)
+$$;
+
+--
 -- Name: tenantry_erase_tenant_state(text); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1193,6 +1178,25 @@ CREATE FUNCTION public.tenantry_expired_approvals(p_now timestamp with time zone
     WHERE a.status = 'pending' AND a.expires_at <= p_now
     ORDER BY a.expires_at
     LIMIT p_batch
+$$;
+
+--
+-- Name: tenantry_forget_dead_workers(text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_forget_dead_workers(p_dead text[]) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    DELETE FROM public.worker_sessions s
+    WHERE s.worker_id IN (
+        SELECT d.worker_id FROM public.worker_sessions d
+        WHERE d.worker_id = ANY (p_dead)
+          AND pg_try_advisory_xact_lock_shared(1415008843, d.lock_key)
+          AND NOT EXISTS (SELECT 1 FROM public.runs r
+                          WHERE r.lease_owner = d.worker_id AND r.status = 'running')
+        ORDER BY d.worker_id
+        FOR UPDATE SKIP LOCKED)
 $$;
 
 --
