@@ -197,7 +197,10 @@ async def test_an_ending_that_races_the_park_sends_the_run_back_to_the_queue(
             await await_activity(driver, waiting)
         row = await admin_conn.fetchrow("SELECT status, lease_owner FROM runs "
                                         "WHERE run_id = $1", run.uuid)
-        assert tuple(row) == ("queued", None)
+        # Back in the queue, so the live worker of this test may already have claimed it
+        # again (its claims wake at once): never left waiting, never still the racer's.
+        assert (row["status"], row["lease_owner"]) in {
+            ("queued", None), ("running", worker.engine.worker), ("finished", None)}, tuple(row)
         events = await api.events_until_end(h, run_id, within=WITHIN)
     assert [e["type"] for e in events][-4:] == ["ActivityReturned", "ToolCompleted",
                                                 "ModelReplied", "RunFinished"]

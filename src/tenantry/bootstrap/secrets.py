@@ -3,7 +3,9 @@ configuration or (development) kept in the data dir, mode 0600, across restarts.
 
 from __future__ import annotations
 
+import os
 import secrets
+import uuid
 from pathlib import Path
 
 from tenantry.config import Settings
@@ -18,9 +20,7 @@ def operator_token(settings: Settings) -> str:
     if path.exists():
         return path.read_text().strip()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    token = "op_" + secrets.token_urlsafe(32)
-    write_private(path, token)
-    return token
+    return create_private(path, "op_" + secrets.token_urlsafe(32)).strip()
 
 
 def master_key(settings: Settings, *, create: bool = False) -> MasterKey | None:
@@ -34,9 +34,7 @@ def master_key(settings: Settings, *, create: bool = False) -> MasterKey | None:
     if not create:
         return None
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    key = MasterKey.generate()
-    write_private(path, key.encoded())
-    return key
+    return MasterKey.parse(create_private(path, MasterKey.generate().encoded()))
 
 
 def replace_dev_key(settings: Settings, new: MasterKey) -> bool:
@@ -45,13 +43,36 @@ def replace_dev_key(settings: Settings, new: MasterKey) -> bool:
     path = settings.data_dir / "master_key"
     if settings.master_key is not None or not path.exists():
         return False
-    path.write_text(new.encoded())
+    write_private(path, new.encoded())
     return True
 
 
 def write_private(path: Path, text: str) -> None:
     """``text`` into ``path``, readable by this user only, replaced atomically."""
-    tmp = path.with_suffix(".tmp")
-    tmp.touch(mode=0o600)
-    tmp.write_text(text)
-    tmp.rename(path)
+    tmp = _private_tmp(path, text)
+    os.replace(tmp, path)
+
+
+def create_private(path: Path, text: str) -> str:
+    """``text`` into ``path`` unless another process made it first; what ``path`` holds.
+
+    Several processes sharing a data dir (``tenantry worker --processes N``, a fleet) may
+    all find the file missing at once: each must end up with the same secret, so the
+    first one to link its file in wins and the others read it."""
+    tmp = _private_tmp(path, text)
+    try:
+        os.link(tmp, path)  # refuses an existing name, unlike rename
+    except FileExistsError:
+        return path.read_text()
+    finally:
+        tmp.unlink()
+    return text
+
+
+def _private_tmp(path: Path, text: str) -> Path:
+    # A name of this process's own: two writers never share (or remove) a temporary file.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return tmp
