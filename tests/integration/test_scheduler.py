@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
+import pytest
 
 from tenantry.agents import service as agents
 from tenantry.agents.spec import AgentSpec
@@ -20,6 +22,7 @@ from tenantry.ledger import budget
 from tenantry.ledger.tokens import TokenUsage
 from tenantry.runs import service as runs
 from tenantry.runs.lease import Lease, claim
+from tenantry.scheduler import policy
 from tenantry.scheduler.policy import TenantPolicy
 from tenantry.tenants import service as tenants
 from tests.support.api import Api
@@ -165,6 +168,115 @@ async def test_a_stale_owner_cannot_settle_or_release_and_the_sweeper_forfeits(
                                      "WHERE tenant_id = $1", tenant.value)
     assert (load["reserved_micros"], load["spent_micros"]) == (0, 0)
     assert await admin_conn.fetchval("SELECT count(*) FROM usage_facts") == 0
+
+
+async def _budget_row(conn: asyncpg.Connection, tenant: str) -> tuple[int, int, float]:
+    row = await conn.fetchrow("SELECT spent_micros, reserved_micros, bucket_tokens "
+                              "FROM tenant_budget WHERE tenant_id = $1", tenant)
+    return row["spent_micros"], row["reserved_micros"], row["bucket_tokens"]
+
+
+async def test_a_settlement_waits_for_the_next_fold_and_readers_see_it_at_once(
+    db: Database, admin_conn: asyncpg.Connection,
+) -> None:
+    """Closing a reservation leaves the tenant's row alone (migration 0030): the policy
+    API shows the budget as it is, the next reservation folds it in, the sweep folds a
+    tenant that makes none."""
+    tenant = await tenant_with_runs(db, "folds", 1, TenantPolicy(tokens_per_minute=10_000))
+    [lease] = await claim(db, "w1", 1, 30.0)
+    first = await budget.reserve_now(db, tenant, lease.run, lease.epoch, 2_000, 500)
+    assert isinstance(first, budget.Reservation)
+    async with db.tenant_tx(tenant) as conn:
+        await budget.settle(conn, tenant, lease.run, lease.epoch, first,
+                            TokenUsage(input_tokens=600, output_tokens=400), 300)
+    spent, reserved, bucket = await _budget_row(admin_conn, tenant.value)
+    assert (spent, reserved) == (0, 500) and bucket <= 8_000  # not folded yet
+    load = (await policy.get_policy(db, tenant)).load
+    assert (load.month_spend_micros, load.reserved_micros) == (300, 0)
+    assert load.bucket_tokens is not None and 9_000 <= load.bucket_tokens <= 10_000
+
+    second = await budget.reserve_now(db, tenant, lease.run, lease.epoch, 100, 40)
+    assert isinstance(second, budget.Reservation)
+    spent, reserved, bucket = await _budget_row(admin_conn, tenant.value)
+    assert (spent, reserved) == (300, 40)  # the first folded, the second open
+    assert 8_900 <= bucket <= 8_910  # 10,000 - 2,000 + (2,000 - 1,000) - 100, + refill
+
+    async with db.tenant_tx(tenant) as conn:
+        assert await budget.release(conn, tenant, lease.run, lease.epoch, second)
+    assert await budget.sweep(db) == 0  # nothing forfeited: the fold is not "more to do"
+    spent, reserved, _ = await _budget_row(admin_conn, tenant.value)
+    assert (spent, reserved) == (300, 0)
+    assert await admin_conn.fetchval(
+        "SELECT count(*) FROM budget_reservations WHERE unfolded") == 0
+
+
+async def test_a_tenant_without_bucket_or_cap_reserves_without_the_budget_row(
+    db: Database, admin_conn: asyncpg.Connection,
+) -> None:
+    """The default policy checks nothing, so a reservation takes no lock (migration 0030):
+    it goes through while another transaction holds the tenant's row, readers count it at
+    once, and the row learns its cost at the fold. A cap set later sees that cost."""
+    tenant = await tenant_with_runs(db, "unlimited", 1)
+    [lease] = await claim(db, "w1", 1, 30.0)
+    async with admin_conn.transaction():
+        await admin_conn.execute("SELECT 1 FROM tenant_budget WHERE tenant_id = $1 FOR UPDATE",
+                                 tenant.value)
+        r = await asyncio.wait_for(
+            budget.reserve_now(db, tenant, lease.run, lease.epoch, 1_000, 70), 10)
+    assert isinstance(r, budget.Reservation)
+    assert (await _budget_row(admin_conn, tenant.value))[:2] == (0, 0)
+    load = (await policy.get_policy(db, tenant)).load
+    assert (load.month_spend_micros, load.reserved_micros) == (70, 70)
+    async with db.tenant_tx(tenant) as conn:
+        await budget.settle(conn, tenant, lease.run, lease.epoch, r,
+                            TokenUsage(input_tokens=500), 45)
+    load = (await policy.get_policy(db, tenant)).load
+    assert (load.month_spend_micros, load.reserved_micros) == (45, 0)
+    assert await budget.sweep(db) == 0
+    assert (await _budget_row(admin_conn, tenant.value))[:2] == (45, 0)
+    # Now with a cap: the next call is checked against what was spent without one.
+    await policy.set_policy(db, tenant, TenantPolicy(monthly_spend_cap_micros=100))
+    over = await budget.reserve_now(db, tenant, lease.run, lease.epoch, 1_000, 60)
+    assert over == budget.OverCap(spent_micros=45, cap_micros=100)
+
+
+@pytest.mark.parametrize("tpm", [1_000_000, None], ids=["bucket", "no-limits"])
+async def test_racing_reservations_and_settlements_of_one_tenant_stay_exact(
+    db: Database, admin_conn: asyncpg.Connection, tpm: int | None,
+) -> None:
+    """Ten runs of one tenant reserve and settle at once, 40 calls each: every fold takes
+    each closing exactly once, so the row ends equal to the reservations' rows. With a
+    bucket (1M tokens a minute: never dry here, ~17k a second of refill) every reservation
+    takes the row's lock; with no limits none does."""
+    tenant = await tenant_with_runs(db, "racing", 10, TenantPolicy(tokens_per_minute=tpm))
+    leases = await claim(db, "w1", 10, 30.0)
+    rng = random.Random(11)
+    plans = [[(rng.randint(1, 900), rng.randint(0, 50)) for _ in range(40)] for _ in leases]
+
+    async def calls(lease: Lease, plan: list[tuple[int, int]]) -> None:
+        for tokens, cost in plan:
+            r = await budget.reserve_now(db, tenant, lease.run, lease.epoch, 1_000, 50)
+            assert isinstance(r, budget.Reservation)
+            async with db.tenant_tx(tenant) as conn:
+                await budget.settle(conn, tenant, lease.run, lease.epoch, r,
+                                    TokenUsage(input_tokens=tokens), cost)
+
+    started = time.monotonic()
+    await asyncio.gather(*(calls(x, p) for x, p in zip(leases, plans, strict=True)))
+    await budget.sweep(db)
+    spent, reserved, bucket = await _budget_row(admin_conn, tenant.value)
+    total_cost = sum(c for plan in plans for _, c in plan)
+    used = sum(t for plan in plans for t, _ in plan)
+    assert (spent, reserved) == (total_cost, 0)
+    if tpm is not None:
+        # Every unused token came back exactly once: the bucket is what was used below
+        # full, give or take the refill over the test (never more, never less).
+        assert tpm - used <= bucket <= tpm - used + (time.monotonic() - started) * tpm / 60
+    rows = await admin_conn.fetchrow(
+        "SELECT count(*) FILTER (WHERE status = 'settled') AS settled, "
+        "count(*) FILTER (WHERE unfolded) AS unfolded, sum(spent_micros) AS cost "
+        "FROM budget_reservations WHERE tenant_id = $1", tenant.value)
+    assert (rows["settled"], rows["unfolded"], rows["cost"]) == (400, 0, total_cost)
 
 
 # -- through the API and a worker --------------------------------------------------------

@@ -15,11 +15,13 @@ WHERE tenant_id = $1
 UPDATE tenants SET approval_ttl_seconds = $2 WHERE tenant_id = $1
 
 -- name: get_load
+-- The budget as it is once its closed reservations are folded (migration 0030).
 SELECT l.queued, l.running, l.waiting,
-       tenantry_month_spend(b) AS month_spend_micros, b.reserved_micros,
-       tenantry_bucket_level(b, p) AS bucket_tokens
+       tenantry_month_spend(b) AS month_spend_micros, n.reserved_micros,
+       tenantry_bucket_level(n, p) AS bucket_tokens
 FROM tenant_load l JOIN tenant_policies p ON p.tenant_id = l.tenant_id
 JOIN tenant_budget b ON b.tenant_id = l.tenant_id
+CROSS JOIN LATERAL tenantry_budget_now(b) n
 WHERE l.tenant_id = $1
 
 -- name: lock_for_admission
