@@ -97,6 +97,50 @@ CREATE FUNCTION public.tenantry_bucket_level(b public.tenant_budget, p public.te
 $$;
 
 --
+-- Name: tenantry_budget_now(public.tenant_budget); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_budget_now(b public.tenant_budget) RETURNS public.tenant_budget
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    SELECT public.tenantry_budget_with(
+        b,
+        (coalesce(sum(r.cost_micros) FILTER (WHERE r.unfolded AND r.counted), 0)
+         - coalesce(sum(r.cost_micros) FILTER (
+               WHERE r.status = 'reserved' AND NOT r.counted), 0))::bigint,
+        coalesce(sum(r.spent_micros) FILTER (
+            WHERE r.unfolded AND r.closed_at >= date_trunc('month', now())), 0)::bigint,
+        coalesce(sum(CASE WHEN r.counted THEN r.tokens ELSE 0 END - r.spent_tokens)
+                 FILTER (WHERE r.unfolded), 0)::bigint)
+    FROM public.budget_reservations r
+    WHERE r.tenant_id = b.tenant_id
+      AND (r.unfolded OR (r.status = 'reserved' AND NOT r.counted))
+$$;
+
+--
+-- Name: tenantry_budget_with(public.tenant_budget, bigint, bigint, bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_budget_with(b public.tenant_budget, p_estimates bigint, p_month_costs bigint, p_tokens_back bigint) RETURNS public.tenant_budget
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+BEGIN
+    IF b.spend_month < date_trunc('month', now())::date THEN
+        b.spent_micros := 0;
+        b.spend_month := date_trunc('month', now())::date;
+    END IF;
+    b.spent_micros := b.spent_micros + p_month_costs;
+    b.reserved_micros := greatest(b.reserved_micros - p_estimates, 0);
+    IF b.bucket_tokens IS NOT NULL THEN
+        b.bucket_tokens := b.bucket_tokens + p_tokens_back;
+    END IF;
+    RETURN b;
+END
+$$;
+
+--
 -- Name: tenantry_claim_activities(text, integer, double precision); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -514,28 +558,16 @@ CREATE FUNCTION public.tenantry_close_reservation(p_tenant text, p_run uuid, p_e
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'public'
     AS $$
-DECLARE
-    v public.budget_reservations;
 BEGIN
-    UPDATE public.budget_reservations b SET status = p_status, closed_at = now()
+    UPDATE public.budget_reservations b SET
+        status = p_status, closed_at = now(), spent_tokens = p_tokens, spent_micros = p_cost,
+        unfolded = true
     FROM public.runs r
     WHERE b.tenant_id = p_tenant AND b.reservation_id = p_reservation AND b.run_id = p_run
       AND b.status = 'reserved' AND b.lease_epoch = p_epoch
       AND r.tenant_id = b.tenant_id AND r.run_id = b.run_id AND r.lease_epoch = p_epoch
-      AND r.status = 'running'
-    RETURNING b.* INTO v;
-    IF NOT FOUND THEN
-        RETURN false;
-    END IF;
-    UPDATE public.tenant_budget l SET
-        bucket_tokens = CASE WHEN l.bucket_tokens IS NULL THEN NULL
-                             ELSE l.bucket_tokens + v.tokens - p_tokens END,
-        spent_micros = CASE WHEN l.spend_month < date_trunc('month', now())::date
-                            THEN p_cost ELSE l.spent_micros + p_cost END,
-        spend_month = date_trunc('month', now())::date,
-        reserved_micros = greatest(l.reserved_micros - v.cost_micros, 0)
-    WHERE l.tenant_id = p_tenant;
-    RETURN true;
+      AND r.status = 'running';
+    RETURN FOUND;
 END
 $$;
 
@@ -627,6 +659,15 @@ BEGIN
             webhook_state = CASE WHEN r.webhook_url IS NULL THEN NULL ELSE 'pending' END,
             webhook_next_at = CASE WHEN r.webhook_url IS NULL THEN NULL ELSE now() END
         WHERE r.tenant_id = p_tenant AND r.run_id = p_run;
+        -- The one change from 0029: a run's end folds its tenant's closed reservations
+        -- into the budget row (the run's own settlements all committed before this), so
+        -- when a tenant's runs have ended its row is exact again. Last, so the row lock is
+        -- held only to the commit; no lock at all when nothing waits to be folded.
+        PERFORM 1 FROM public.budget_reservations b
+        WHERE b.tenant_id = p_tenant AND b.unfolded LIMIT 1;
+        IF FOUND THEN
+            PERFORM public.tenantry_fold_closings(p_tenant);
+        END IF;
     END IF;
 END
 $$;
@@ -821,7 +862,8 @@ CREATE FUNCTION public.tenantry_console_tenants(p_after text, p_limit integer) R
     SELECT t.tenant_id, t.name, t.plan, t.region, t.approval_ttl_seconds, p.weight,
            p.max_running, p.max_queued, p.tokens_per_minute, p.monthly_spend_cap_micros,
            p.updated_at, l.queued, l.running, l.waiting, public.tenantry_month_spend(b),
-           b.reserved_micros, public.tenantry_bucket_level(b, p),
+           (public.tenantry_budget_now(b)).reserved_micros,
+           public.tenantry_bucket_level(public.tenantry_budget_now(b), p),
            (SELECT count(*) FROM public.approvals a
             WHERE a.tenant_id = t.tenant_id AND a.status = 'pending')
     FROM public.tenants t
@@ -1181,6 +1223,46 @@ CREATE FUNCTION public.tenantry_expired_approvals(p_now timestamp with time zone
 $$;
 
 --
+-- Name: tenantry_fold_closings(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_fold_closings(p_tenant text) RETURNS public.tenant_budget
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+DECLARE
+    l public.tenant_budget;
+    v_folded bigint;
+    v_estimates bigint;
+    v_costs bigint;
+    v_back bigint;
+BEGIN
+    SELECT * INTO l FROM public.tenant_budget WHERE tenant_id = p_tenant FOR UPDATE;
+    WITH folded AS (
+        UPDATE public.budget_reservations r SET unfolded = false
+        WHERE r.tenant_id = p_tenant AND r.unfolded
+        RETURNING r.tokens, r.cost_micros, r.spent_tokens, r.spent_micros, r.closed_at,
+                  r.counted
+    )
+    -- An uncounted reservation's estimate was never in the row, nor its tokens out of it.
+    SELECT count(*), coalesce(sum(f.cost_micros) FILTER (WHERE f.counted), 0),
+           coalesce(sum(f.spent_micros) FILTER (
+               WHERE f.closed_at >= date_trunc('month', now())), 0),
+           coalesce(sum(CASE WHEN f.counted THEN f.tokens ELSE 0 END - f.spent_tokens), 0)
+    INTO v_folded, v_estimates, v_costs, v_back
+    FROM folded f;
+    IF v_folded > 0 THEN
+        l := public.tenantry_budget_with(l, v_estimates, v_costs, v_back);
+        UPDATE public.tenant_budget b SET
+            bucket_tokens = l.bucket_tokens, spend_month = l.spend_month,
+            spent_micros = l.spent_micros, reserved_micros = l.reserved_micros
+        WHERE b.tenant_id = p_tenant;
+    END IF;
+    RETURN l;
+END
+$$;
+
+--
 -- Name: tenantry_forget_dead_workers(text[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1257,8 +1339,9 @@ CREATE FUNCTION public.tenantry_month_spend(b public.tenant_budget) RETURNS bigi
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', 'public'
     AS $$
-    SELECT CASE WHEN b.spend_month < date_trunc('month', now())::date THEN b.reserved_micros
-                ELSE b.spent_micros + b.reserved_micros END
+    SELECT CASE WHEN n.spend_month < date_trunc('month', now())::date THEN n.reserved_micros
+                ELSE n.spent_micros + n.reserved_micros END
+    FROM public.tenantry_budget_now(b) n
 $$;
 
 --
@@ -1431,12 +1514,18 @@ BEGIN
         outcome := 'lease_lost';
         RETURN;
     END IF;
-    SELECT * INTO l FROM public.tenant_budget WHERE tenant_id = p_tenant FOR UPDATE;
     SELECT * INTO p FROM public.tenant_policies WHERE tenant_id = p_tenant;
-    IF l.spend_month < date_trunc('month', now())::date THEN
-        l.spent_micros := 0;
-        l.spend_month := date_trunc('month', now())::date;
+    IF p.monthly_spend_cap_micros IS NULL AND p.tokens_per_minute IS NULL THEN
+        INSERT INTO public.budget_reservations
+            (tenant_id, reservation_id, run_id, lease_epoch, tokens, cost_micros, counted)
+        VALUES (p_tenant, p_reservation, p_run, p_epoch, p_tokens, p_cost, false);
+        outcome := 'ok';
+        RETURN;
     END IF;
+    -- Folded, with the month rolled over: what it says is exact (closings that commit
+    -- after this point count at their estimate, as they did before they closed).
+    l := public.tenantry_fold_closings(p_tenant);
+    l := public.tenantry_budget_with(l, 0, 0, 0);
     spent := l.spent_micros + l.reserved_micros;
     cap := p.monthly_spend_cap_micros;
     IF cap IS NOT NULL AND spent + p_cost > cap THEN
@@ -1785,9 +1874,13 @@ $$;
 --
 
 CREATE FUNCTION public.tenantry_sweep_reservations(p_limit integer) RETURNS integer
-    LANGUAGE sql SECURITY DEFINER
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public'
     AS $$
+DECLARE
+    v_forfeited integer;
+    v_tenant text;
+BEGIN
     WITH stale AS (
         SELECT b.tenant_id, b.reservation_id, b.cost_micros
         FROM public.budget_reservations b
@@ -1800,16 +1893,29 @@ CREATE FUNCTION public.tenantry_sweep_reservations(p_limit integer) RETURNS inte
         UPDATE public.budget_reservations b SET status = 'forfeited', closed_at = now()
         FROM stale WHERE b.tenant_id = stale.tenant_id
                      AND b.reservation_id = stale.reservation_id
-        RETURNING b.tenant_id, b.cost_micros
+        RETURNING b.tenant_id, b.cost_micros, b.counted
     ), per_tenant AS (
-        SELECT tenant_id, sum(cost_micros) AS cost FROM closed GROUP BY tenant_id
+        SELECT tenant_id, sum(cost_micros) AS cost FROM closed WHERE counted
+        GROUP BY tenant_id
     ), released AS (
         UPDATE public.tenant_budget l
         SET reserved_micros = greatest(l.reserved_micros - per_tenant.cost, 0)
         FROM per_tenant WHERE l.tenant_id = per_tenant.tenant_id
         RETURNING 1
     )
-    SELECT count(*)::integer FROM closed
+    SELECT count(*)::integer INTO v_forfeited FROM closed;
+
+    FOR v_tenant IN
+        SELECT b.tenant_id FROM public.tenant_budget b
+        WHERE b.tenant_id IN (SELECT r.tenant_id FROM public.budget_reservations r
+                              WHERE r.unfolded)
+        LIMIT p_limit
+        FOR UPDATE OF b SKIP LOCKED
+    LOOP
+        PERFORM public.tenantry_fold_closings(v_tenant);
+    END LOOP;
+    RETURN v_forfeited;
+END
 $$;
 
 --
@@ -2131,9 +2237,16 @@ CREATE TABLE public.budget_reservations (
     status text DEFAULT 'reserved'::text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     closed_at timestamp with time zone,
+    spent_tokens bigint,
+    spent_micros bigint,
+    unfolded boolean DEFAULT false NOT NULL,
+    counted boolean DEFAULT true NOT NULL,
     CONSTRAINT budget_reservations_cost_micros_check CHECK ((cost_micros >= 0)),
+    CONSTRAINT budget_reservations_spent_micros_check CHECK ((spent_micros >= 0)),
+    CONSTRAINT budget_reservations_spent_tokens_check CHECK ((spent_tokens >= 0)),
     CONSTRAINT budget_reservations_status_check CHECK ((status = ANY (ARRAY['reserved'::text, 'settled'::text, 'released'::text, 'forfeited'::text]))),
-    CONSTRAINT budget_reservations_tokens_check CHECK ((tokens >= 0))
+    CONSTRAINT budget_reservations_tokens_check CHECK ((tokens >= 0)),
+    CONSTRAINT budget_reservations_unfolded_is_closed CHECK (((NOT unfolded) OR ((status = ANY (ARRAY['settled'::text, 'released'::text])) AND (spent_tokens IS NOT NULL) AND (spent_micros IS NOT NULL))))
 );
 
 --
@@ -2888,6 +3001,12 @@ CREATE INDEX blob_deletions_due ON public.blob_deletions USING btree (next_at);
 --
 
 CREATE INDEX budget_reservations_open ON public.budget_reservations USING btree (created_at) WHERE (status = 'reserved'::text);
+
+--
+-- Name: budget_reservations_unfolded; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX budget_reservations_unfolded ON public.budget_reservations USING btree (tenant_id) WHERE (unfolded OR ((status = 'reserved'::text) AND (NOT counted)));
 
 --
 -- Name: console_actions_tenant; Type: INDEX; Schema: public; Owner: -
