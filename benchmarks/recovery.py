@@ -153,8 +153,14 @@ class Fleet:
         return at
 
 
-NEXT_EVENT = """SELECT r.run_id, min(e.created_at) AS next_at
+# `ended`: the run ended in a transaction the victim began before the kill (Postgres stamps
+# now(), the transaction's start) — it was still committing when the runs were read, and
+# has no next step anywhere.
+NEXT_EVENT = """SELECT r.run_id, min(e.created_at) AS next_at,
+       bool_or(x.status IN ('finished', 'failed', 'cancelled') AND x.finished_at <= $2)
+           AS ended
 FROM unnest($1::uuid[]) AS r(run_id)
+JOIN runs x ON x.run_id = r.run_id
 LEFT JOIN run_events e ON e.run_id = r.run_id AND e.created_at > $2
 GROUP BY r.run_id"""
 
@@ -164,7 +170,8 @@ async def _recovered(conn: asyncpg.Connection, runs: list[Any],
     """Milliseconds from the kill to each run's next event, once every run has one."""
     deadline = time.monotonic() + RECOVERY_TIMEOUT_S
     while True:
-        rows = await conn.fetch(NEXT_EVENT, runs, killed_at)
+        rows = [r for r in await conn.fetch(NEXT_EVENT, runs, killed_at)
+                if r["next_at"] is not None or not r["ended"]]
         if all(r["next_at"] is not None for r in rows):
             return [(r["next_at"] - killed_at) / timedelta(milliseconds=1) for r in rows]
         if time.monotonic() > deadline:
@@ -250,7 +257,8 @@ async def _benchmark(bench: Bench) -> dict[str, Any]:
             waits = await _recovered(conn, runs, killed_at)
             samples += waits
             console.log(f"kill {kill}/{kills}: {victim.helper.name} held {len(runs)} runs; "
-                        f"next steps {min(waits):.0f}-{max(waits):.0f} ms after the kill")
+                        + (f"next steps {min(waits):.0f}-{max(waits):.0f} ms after the kill"
+                           if waits else "all of them ended as it died"))
             if kill < kills:
                 await fleet.spawn()
                 await asyncio.sleep(SETTLE_S)
