@@ -1251,8 +1251,8 @@ BEGIN
            coalesce(sum(CASE WHEN f.counted THEN f.tokens ELSE 0 END - f.spent_tokens), 0)
     INTO v_folded, v_estimates, v_costs, v_back
     FROM folded f;
+    l := public.tenantry_budget_with(l, v_estimates, v_costs, v_back);
     IF v_folded > 0 THEN
-        l := public.tenantry_budget_with(l, v_estimates, v_costs, v_back);
         UPDATE public.tenant_budget b SET
             bucket_tokens = l.bucket_tokens, spend_month = l.spend_month,
             spent_micros = l.spent_micros, reserved_micros = l.reserved_micros
@@ -1525,7 +1525,6 @@ BEGIN
     -- Folded, with the month rolled over: what it says is exact (closings that commit
     -- after this point count at their estimate, as they did before they closed).
     l := public.tenantry_fold_closings(p_tenant);
-    l := public.tenantry_budget_with(l, 0, 0, 0);
     spent := l.spent_micros + l.reserved_micros;
     cap := p.monthly_spend_cap_micros;
     IF cap IS NOT NULL AND spent + p_cost > cap THEN
