@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
 from typing import cast
@@ -65,18 +64,6 @@ DEFAULT_LEASE_ARRIVAL_S = 40.0
 DEFAULT_LEASE_KILL_EVERY_S = (0.7, 1.3)
 DEFAULT_LEASE_MIN_KILLS = 5
 DEFAULT_LEASE_TIMEOUT_S = 120.0  # a hang guard: a lease-bound recovery never gets there
-
-
-@pytest.fixture
-async def mcp() -> AsyncIterator[EffectsMcpServer]:
-    async with EffectsMcpServer() as server:
-        yield server
-
-
-@pytest.fixture
-async def model() -> AsyncIterator[FakeModelServer]:
-    async with FakeModelServer() as server:
-        yield server
 
 
 @pytest.mark.timeout(300)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import asyncpg
@@ -28,17 +28,21 @@ from tenantry.ids import RunId
 from tenantry.testing.fake_model import FakeModelServer
 from tenantry.testing.mcp_server import EffectsMcpServer
 from tests.support.api import TEST_MASTER_KEY
-from tests.support.api_process import ApiProcess, api_process
+from tests.support.api_process import api_process
 from tests.support.harness import (
     PlannedRun,
     TenantHandle,
     WorkerFleet,
     create_runs,
     create_tenants,
-    ended_runs,
-    tenantry_command,
     verify,
-    worker_env,
+)
+from tests.support.outage import (
+    BACK_MARK,
+    assert_outage_said_once,
+    ended_at_least,
+    migrate,
+    probe_every_route,
 )
 from tests.support.pgcluster import PgCluster
 from tests.support.waiting import until
@@ -55,9 +59,6 @@ OUTAGE_S = 10.0
 LONG_OUTAGE_S = KEEPALIVE_SECONDS + 3.0
 #: The slow call every run is inside when the database crashes; it ends during the outage.
 SLOW_S = 2.0
-#: What each process logs when an outage starts and when it ends (tenantry.db.outage).
-DOWN_MARK = "database unavailable ("
-BACK_MARK = "database answering again"
 
 
 def plan(index: int) -> PlannedRun:
@@ -79,59 +80,6 @@ def _effect(note: str) -> dict[str, object]:
 def cluster(tmp_path: Path) -> Iterator[PgCluster]:
     with PgCluster(tmp_path / "pg") as owned:
         yield owned
-
-
-@pytest.fixture
-async def mcp() -> AsyncIterator[EffectsMcpServer]:
-    async with EffectsMcpServer() as server:
-        yield server
-
-
-@pytest.fixture
-async def model() -> AsyncIterator[FakeModelServer]:
-    async with FakeModelServer() as server:
-        yield server
-
-
-async def migrate(dsn: str, tmp_path: Path) -> None:
-    process = await asyncio.create_subprocess_exec(
-        *tenantry_command(), "migrate", "--database-url", dsn,
-        env=worker_env(tmp_path / "migrate-data", lease_seconds=None, pool_max=None),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await process.communicate()
-    assert process.returncode == 0, (out + err).decode()
-
-
-async def probe_every_route(
-    client: httpx2.AsyncClient, api: ApiProcess, tenant: TenantHandle, run_id: str,
-) -> list[str]:
-    """One request to each kind of route; what was wrong with any answer (empty: all were
-    503 database_unavailable problem+json with Retry-After). A hang shows as the client's
-    timeout, a dropped connection as a transport error: both are failures here."""
-    requests = [
-        ("POST", "/v1/runs", tenant.headers, {"agent_id": tenant.agent_id, "input": "x"}),
-        ("GET", "/v1/runs", tenant.headers, None),
-        ("GET", f"/v1/runs/{run_id}", tenant.headers, None),
-        ("GET", f"/v1/runs/{run_id}/events", {**tenant.headers, "Accept": "application/json"},
-         None),
-        ("POST", f"/v1/runs/{run_id}/cancel", tenant.headers, None),
-        ("GET", f"/v1/agents/{tenant.agent_id}", tenant.headers, None),
-        ("POST", "/admin/v1/tenants", api.operator, {"name": "During the outage"}),
-        ("POST", f"/admin/v1/tenants/{tenant.tenant_id}/api-keys", api.operator, None),
-    ]
-    wrong = []
-    for method, path, headers, body in requests:
-        try:
-            r = await client.request(method, path, headers=headers, json=body)
-        except httpx2.TransportError as exc:
-            wrong.append(f"{method} {path}: {type(exc).__name__} {exc}")
-            continue
-        problem = orjson.loads(r.content) if r.content.startswith(b"{") else {}
-        if (r.status_code != 503 or r.headers.get("content-type") != "application/problem+json"
-                or r.headers.get("retry-after") != "5"
-                or problem.get("type") != "database_unavailable"):
-            wrong.append(f"{method} {path}: {r.status_code} {dict(r.headers)} {r.text[:300]}")
-    return wrong
 
 
 @pytest.mark.timeout(300)
@@ -221,11 +169,7 @@ async def test_runs_survive_a_postgres_crash(
     # One line when the outage began and one when it ended, per process; no traceback.
     for name, text in [("api", api.log()), *((w.name, w.log().decode(errors="replace"))
                                              for w in fleet.gone)]:
-        messages = [orjson.loads(line).get("msg", "") for line in text.splitlines()
-                    if line.startswith("{")]
-        assert sum(DOWN_MARK in m for m in messages) == 1, f"{name}:\n{text[-4000:]}"
-        assert sum(BACK_MARK in m for m in messages) == 1, f"{name}:\n{text[-4000:]}"
-        assert "Traceback" not in text, f"{name}:\n{text[-4000:]}"
+        assert_outage_said_once(name, text)
 
 
 async def read_stream(client: httpx2.AsyncClient, tenants: list[TenantHandle],
@@ -244,12 +188,6 @@ async def read_stream(client: httpx2.AsyncClient, tenants: list[TenantHandle],
                 seen.append((event["seq"], event["type"]))
                 opened.set()
     return seen
-
-
-def ended_at_least(admin: asyncpg.Connection, total: int) -> Callable[[], Awaitable[bool]]:
-    async def check() -> bool:
-        return await ended_runs(admin) >= total
-    return check
 
 
 @pytest.mark.timeout(180)
@@ -280,9 +218,4 @@ async def test_tenantry_up_reports_an_outage_once(cluster: PgCluster, tmp_path: 
         await until(accepted_again, "the API accepts writes after the outage", 30, up.tail)
         await until(said_it_is_back, "the process logs that the database is back", 30,
                     up.tail)
-    text = up.log()
-    messages = [orjson.loads(line).get("msg", "") for line in text.splitlines()
-                if line.startswith("{")]
-    assert sum(DOWN_MARK in m for m in messages) == 1, text[-4000:]
-    assert sum(BACK_MARK in m for m in messages) == 1, text[-4000:]
-    assert "Traceback" not in text, text[-4000:]
+    assert_outage_said_once("up", up.log())

@@ -100,3 +100,25 @@ def test_the_other_database_commands_say_the_same(argv: list[str], tmp_path: Pat
     result = subprocess.run([*tenantry_command(), *argv], env=env, capture_output=True,
                             text=True, timeout=60, check=False)
     assert_one_line(result, says=["127.0.0.1:5432", f"no database '{name}'"])
+
+
+@pytest.fixture(scope="module")
+def read_only_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgCluster]:
+    """A node that answers but takes no writes, as a standby does (cheaper than one)."""
+    with PgCluster(tmp_path_factory.mktemp("ro") / "pg",
+                   settings={"default_transaction_read_only": "on"}) as cluster:
+        yield cluster
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_cell_with_no_writable_host(command: str, read_only_cluster: PgCluster,
+                                      tmp_path: Path) -> None:
+    """Several hosts and none is the primary: the line says what each one answered."""
+    dead = free_port()
+    live = read_only_cluster.port
+    result = run_command(command, f"postgresql://postgres:{PASSWORD}@127.0.0.1:{dead},"
+                                  f"127.0.0.1:{live}/postgres", tmp_path)
+    assert_one_line(result, says=[
+        f"no writable primary among Postgres at 127.0.0.1:{dead}, 127.0.0.1:{live}",
+        f"127.0.0.1:{dead}: connection refused",
+        f"127.0.0.1:{live}: read-only (default_transaction_read_only)"], secret=PASSWORD)

@@ -9,8 +9,10 @@ Nothing here imports pytest: benchmarks and later failover tests use it as a pla
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 from pathlib import Path
@@ -34,7 +36,8 @@ class PgCluster:
     superuser ``postgres`` needs it (scram-sha-256 for TCP and socket); without, trust."""
 
     def __init__(self, root: Path, *, password: str | None = None, port: int | None = None,
-                 max_connections: int = 200, bin_dir: Path = BIN) -> None:
+                 max_connections: int = 200, bin_dir: Path = BIN,
+                 settings: dict[str, str] | None = None) -> None:
         self.root = root
         self.pgdata = root / "data"
         self.log_file = root / "postgres.log"
@@ -42,6 +45,8 @@ class PgCluster:
         self.port = port or free_port()
         self.max_connections = max_connections
         self.bin = bin_dir
+        #: More ``-c name=value`` server settings (replication's, for a primary).
+        self.settings = dict(settings or {})
 
     def __enter__(self) -> Self:
         self.init()
@@ -74,6 +79,7 @@ class PgCluster:
         # The socket lives in the data dir: /var/run/postgresql belongs to the shared server.
         options = (f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.pgdata} "
                    f"-c max_connections={self.max_connections} -c fsync=off")
+        options += "".join(f" -c {name}={value}" for name, value in self.settings.items())
         self._run([str(self.bin / "pg_ctl"), "-D", str(self.pgdata), "-w", "-t", "60",
                    "-l", str(self.log_file), "-o", options, "start"])
 
@@ -82,6 +88,36 @@ class PgCluster:
         start runs crash recovery."""
         self._run([str(self.bin / "pg_ctl"), "-D", str(self.pgdata), "-w", "-m", "immediate",
                    "stop"])
+
+    def standby(self, root: Path, name: str) -> PgCluster:
+        """A streaming standby of this running cluster in ``root`` (``pg_basebackup -R``),
+        not yet started. Its ``cluster_name`` is ``name``, which is what its WAL receiver
+        calls itself to this primary: ``synchronous_standby_names='name'`` makes every
+        commit here wait until that standby has flushed it."""
+        replica = PgCluster(root, password=self.password, max_connections=self.max_connections,
+                            bin_dir=self.bin, settings={"cluster_name": name})
+        root.mkdir(parents=True, exist_ok=True)
+        self._run([str(self.bin / "pg_basebackup"), "-D", str(replica.pgdata), "-R",
+                   "-X", "stream", "-c", "fast", "-h", "127.0.0.1", "-p", str(self.port),
+                   "-U", "postgres", "--no-sync"])
+        return replica
+
+    def promote(self) -> None:
+        """A standby becomes a primary (``pg_ctl promote``, waiting until it takes writes)."""
+        self._run([str(self.bin / "pg_ctl"), "-D", str(self.pgdata), "-w", "-t", "60",
+                   "promote"])
+
+    def kill(self) -> None:
+        """SIGKILL the postmaster and every process it started, at once: the machine is gone
+        (no shutdown, no last WAL sent; ``crash`` is a polite SIGQUIT by comparison)."""
+        pid_file = self.pgdata / "postmaster.pid"
+        postmaster = int(pid_file.read_text().split()[0])
+        children = subprocess.run(["pgrep", "-P", str(postmaster)], capture_output=True,
+                                  text=True, check=False).stdout.split()
+        for pid in [postmaster, *map(int, children)]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        pid_file.unlink(missing_ok=True)  # no pg_ctl stop for a dead machine at teardown
 
     def stop(self) -> None:
         if (self.pgdata / "postmaster.pid").exists():

@@ -50,13 +50,25 @@ def test_the_password_is_never_shown_even_if_the_server_echoes_it() -> None:
 
 
 def test_targets_fill_in_libpq_defaults_and_unix_sockets() -> None:
-    assert target("postgresql://db.example/app") == target(
+    bare, full = target("postgresql://db.example/app"), target(
         "postgresql://postgres@db.example:5432/app")
+    assert (bare.hosts, bare.database, bare.login) == (full.hosts, full.database, full.login)
     socket = target("postgresql://postgres@/postgres?host=/run/tenantry&port=5433")
-    assert (socket.host, socket.port, socket.database) == ("/run/tenantry", 5433, "postgres")
+    [host] = socket.hosts
+    assert (host.name, host.port, socket.database) == ("/run/tenantry", 5433, "postgres")
     assert "Postgres at /run/tenantry " in describe_failure(
         "postgresql://postgres@/postgres?host=/run/tenantry", ConnectionRefusedError(111, "x"))
     assert target("postgresql://alice@h").database == "alice"  # libpq: database = user
+
+
+def test_a_cells_failure_names_every_host() -> None:
+    url = "postgresql://bob:pw@a.example:5432,b.example:5433/tenantry"
+    line = describe_failure(url, asyncpg.exceptions.TargetServerAttributeNotMatched("x"))
+    assert "a.example:5432, b.example:5433" in line and "read-write" not in line
+    assert "standby or read-only" in line and "failover" in line
+    line = describe_failure(url + "?target_session_attrs=read-write",
+                            ConnectionRefusedError(111, "x"))
+    assert "Postgres at a.example:5432, b.example:5433" in line
 
 
 def test_an_outage_is_logged_when_it_starts_and_when_it_ends(

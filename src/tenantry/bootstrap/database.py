@@ -13,10 +13,11 @@ import asyncpg
 from tenantry.bootstrap import StartupFailed
 from tenantry.config import Settings
 from tenantry.db import roles
+from tenantry.db.dsn import MalformedDsn, for_cluster
 from tenantry.db.embedded import EmbeddedPostgres
 from tenantry.db.migrate import Migration, migrate, pending
-from tenantry.db.pool import CONNECT_TIMEOUT_SECONDS
-from tenantry.db.reach import CONNECT_FAILURES, check_database, describe_failure
+from tenantry.db.pool import connect_timeout
+from tenantry.db.reach import CONNECT_FAILURES, URL_SOURCE, check_database, describe_failure
 from tenantry.errors import ConfigurationError
 from tenantry.vault import MasterKey, reseal_legacy_accounts
 
@@ -49,13 +50,23 @@ class ResolvedDatabase:
 
 
 def resolve_database(settings: Settings) -> ResolvedDatabase:
+    console = _cluster_url(settings.console_database_url, "TENANTRY_CONSOLE_DATABASE_URL")
     if settings.database_url:
-        return ResolvedDatabase(settings.database_url, None,
-                                console_dsn=settings.console_database_url or "")
+        return ResolvedDatabase(_cluster_url(settings.database_url, URL_SOURCE), None,
+                                console_dsn=console)
     embedded = EmbeddedPostgres(settings.data_dir)
     owner = embedded.start()
-    return ResolvedDatabase(owner, embedded, embedded.app_dsn,
-                            settings.console_database_url or embedded.console_dsn)
+    return ResolvedDatabase(owner, embedded, embedded.app_dsn, console or embedded.console_dsn)
+
+
+def _cluster_url(url: str | None, source: str) -> str:
+    """The URL every connection uses (several hosts: the writable one, db/dsn.py)."""
+    if not url:
+        return ""
+    try:
+        return for_cluster(url)
+    except MalformedDsn as exc:
+        raise ConfigurationError(f"{source} is not a valid postgresql:// URL: {exc}") from None
 
 
 async def warn_of_powerful_logins(database: ResolvedDatabase, *, console: bool) -> None:
@@ -67,7 +78,7 @@ async def warn_of_powerful_logins(database: ResolvedDatabase, *, console: bool) 
         logins.append((database.console_dsn, "console"))
     for dsn, what in logins:
         try:
-            conn = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT_SECONDS)
+            conn = await asyncpg.connect(dsn, timeout=connect_timeout(dsn))
         except CONNECT_FAILURES as exc:  # one line, as for the owner's URL (db/reach.py)
             raise ConfigurationError(f"{what}: {describe_failure(dsn, exc)}") from None
         try:

@@ -11,19 +11,37 @@ import asyncpg
 import orjson
 from asyncpg.pool import PoolConnectionProxy
 
+from tenantry.db.dsn import MalformedDsn
+from tenantry.db.dsn import parse as dsn_parse
 from tenantry.db.outage import Outage
 from tenantry.errors import NotFound
 from tenantry.ids import TenantId
 
 #: Errors meaning "the database is not answering": callers stop and retry later, never guess.
+#: In a highly available cell a failover adds its own: the primary shutting down or crashing
+#: (57P01, 57P02), no host answering as the writable primary yet (a standby not promoted),
+#: and a write on a connection to a node that is now a standby (25006) — that connection is
+#: closed rather than pooled again (:meth:`Database._acquire`).
 DATABASE_DOWN: tuple[type[Exception], ...] = (
     OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
-    asyncpg.CannotConnectNowError,
+    asyncpg.CannotConnectNowError, asyncpg.AdminShutdownError, asyncpg.CrashShutdownError,
+    asyncpg.exceptions.TargetServerAttributeNotMatched, asyncpg.ReadOnlySQLTransactionError,
 )
 
-#: How long opening one connection may take. asyncpg's default is 60 s: a request would
-#: hang that long on an unreachable host (a dead primary, a partition) before its 503.
+#: How long opening one connection may take, per host of the URL (asyncpg's timeout covers
+#: trying them all). asyncpg's default is 60 s: a request would hang that long on an
+#: unreachable host (a dead primary, a partition) before its 503.
 CONNECT_TIMEOUT_SECONDS = 5.0
+
+
+def connect_timeout(dsn: str) -> float:
+    """The connect timeout for ``dsn``: :data:`CONNECT_TIMEOUT_SECONDS` for each of its hosts,
+    so a dead first node cannot use up the time the next one needs to answer."""
+    try:
+        hosts = len(dsn_parse(dsn).hosts)
+    except MalformedDsn:
+        hosts = 1
+    return CONNECT_TIMEOUT_SECONDS * hosts
 
 #: A transaction Postgres rolled back to break a deadlock or a serialization conflict:
 #: nothing was written, and the same work may simply be tried again.
@@ -96,7 +114,7 @@ class Database:
             max_size=max_size,
             init=_init_connection,
             server_settings=settings,
-            timeout=CONNECT_TIMEOUT_SECONDS,
+            timeout=connect_timeout(dsn),
             connection_class=_PoolConnection,
             reset=_reset,
         )
@@ -160,11 +178,17 @@ class Database:
         except DATABASE_DOWN as exc:
             self.outage.failed("connect", exc)
             raise
+        on_standby = False
         try:
             yield conn
             self.outage.answered(started)
+        except asyncpg.ReadOnlySQLTransactionError:
+            # Connected to the primary of before a failover, now a standby: every write
+            # on this connection would fail; a new one finds the new primary.
+            on_standby = True
+            raise
         finally:
-            if conn.is_in_transaction():
+            if on_standby or conn.is_in_transaction():
                 # Left inside a transaction: its task was cancelled while the transaction
                 # ended (a second cancel at shutdown cuts the ROLLBACK short). Resetting it
                 # would need the round trip that was just cut short, and asyncpg logs it as

@@ -6,66 +6,46 @@ never the password from the URL."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from urllib.parse import parse_qs, unquote, urlsplit
+from dataclasses import replace
 
 import asyncpg
 
+from tenantry.db.dsn import Dsn, MalformedDsn, parse
 from tenantry.db.outage import one_line
-from tenantry.db.pool import CONNECT_TIMEOUT_SECONDS, DATABASE_DOWN
+from tenantry.db.pool import CONNECT_TIMEOUT_SECONDS, DATABASE_DOWN, connect_timeout
 from tenantry.errors import ConfigurationError
 
 #: What a failed connect can raise: the server not answering, or answering "no".
 CONNECT_FAILURES: tuple[type[Exception], ...] = (*DATABASE_DOWN, asyncpg.PostgresError)
 
+#: A connect that found no host to use (as against a host that answered "no").
+_NOT_ANSWERING: tuple[type[Exception], ...] = (*DATABASE_DOWN, TimeoutError)
+
 #: Where the URL came from, for the "what to do" half of each message.
 URL_SOURCE = "--database-url / TENANTRY_DATABASE_URL"
 
 
-@dataclass(frozen=True, slots=True)
-class Target:
-    """What a DSN points at, without its password."""
-
-    host: str
-    port: int
-    database: str
-    user: str
-    password: str | None
-
-    @property
-    def where(self) -> str:
-        place = self.host if self.host.startswith("/") else f"{self.host}:{self.port}"
-        return f"Postgres at {place}"
-
-
-def target(dsn: str) -> Target:
-    """The host, port, database and user a ``postgresql://`` URL names (libpq's defaults
-    for what it leaves out; a ``?host=`` query is a unix socket directory)."""
-    parts = urlsplit(dsn)
-    query = parse_qs(parts.query)
-    host = parts.hostname or (query.get("host") or ["localhost"])[0]
+def target(dsn: str) -> Dsn:
+    """What ``dsn`` points at (a URL that cannot be parsed: localhost, as asyncpg would fail)."""
     try:
-        port = parts.port or int((query.get("port") or ["5432"])[0])
-    except ValueError:
-        port = 5432
-    user = unquote(parts.username or (query.get("user") or ["postgres"])[0])
-    database = unquote(parts.path.lstrip("/")) or (query.get("dbname") or [user])[0]
-    password = unquote(parts.password) if parts.password else None
-    return Target(host, port, database, user, password)
+        return parse(dsn)
+    except MalformedDsn:
+        return parse("postgresql://localhost")
 
 
 def describe_failure(dsn: str, exc: BaseException) -> str:
-    """One line: where we tried, what happened, what to do."""
+    """One line: where we tried (every host of a cell), what happened, what to do."""
     t = target(dsn)
+    host, port = t.hosts[0].name, t.hosts[0].port
     if isinstance(exc, asyncpg.InvalidCatalogNameError):
-        line = (f"{t.where} has no database {t.database!r}: create it (createdb -h {t.host} "
-                f"-p {t.port} -U {t.user} {t.database}) or name an existing one in "
+        line = (f"{t.where} has no database {t.database!r}: create it (createdb -h {host} "
+                f"-p {port} -U {t.login} {t.database}) or name an existing one in "
                 f"{URL_SOURCE}")
     elif isinstance(exc, asyncpg.InvalidPasswordError):
-        line = (f"{t.where} refused the password of user {t.user!r} (database "
+        line = (f"{t.where} refused the password of user {t.login!r} (database "
                 f"{t.database!r}): correct the password in {URL_SOURCE}")
     elif isinstance(exc, asyncpg.InvalidAuthorizationSpecificationError):
-        line = (f"{t.where} refused user {t.user!r} for database {t.database!r} "
+        line = (f"{t.where} refused user {t.login!r} for database {t.database!r} "
                 f"({_first_line(exc)}): check the user and pg_hba.conf, or {URL_SOURCE}")
     elif isinstance(exc, asyncpg.CannotConnectNowError):
         line = (f"{t.where} is not accepting connections yet ({_first_line(exc)}): "
@@ -73,9 +53,13 @@ def describe_failure(dsn: str, exc: BaseException) -> str:
     elif isinstance(exc, asyncpg.TooManyConnectionsError):
         line = (f"{t.where} has no free connection slots ({_first_line(exc)}): raise its "
                 f"max_connections or lower TENANTRY_DB_POOL_MAX")
+    elif isinstance(exc, asyncpg.exceptions.TargetServerAttributeNotMatched):
+        line = (f"no host of {t.where} is {t.target_session_attrs} (database "
+                f"{t.database!r}): each answered as a standby or read-only; is a failover "
+                f"under way? Check the cell's nodes (patronictl list) or {URL_SOURCE}")
     elif isinstance(exc, TimeoutError):
         line = (f"cannot reach {t.where} (database {t.database!r}): no answer within "
-                f"{CONNECT_TIMEOUT_SECONDS:.0f} s; check the host and port in {URL_SOURCE} "
+                f"{connect_timeout(dsn):.0f} s; check the host and port in {URL_SOURCE} "
                 f"and that no firewall drops the connection")
     elif isinstance(exc, OSError):
         line = (f"cannot reach {t.where} (database {t.database!r}): {_os_reason(exc)}; is "
@@ -89,7 +73,17 @@ async def check_database(dsn: str) -> None:
     """Connect once; a :class:`ConfigurationError` with :func:`describe_failure`'s line if
     that fails. Run before anything else touches the database."""
     try:
-        conn = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT_SECONDS)
+        parse(dsn)
+    except MalformedDsn as exc:
+        raise ConfigurationError(f"{URL_SOURCE} is not a valid postgresql:// URL: "
+                                 f"{exc}") from None
+    try:
+        conn = await asyncpg.connect(dsn, timeout=connect_timeout(dsn))
+    except _NOT_ANSWERING as exc:
+        t = target(dsn)
+        if len(t.hosts) > 1:  # which host said what: the one error asyncpg kept says little
+            raise ConfigurationError(_without_secret(await _each_host(t), t.password)) from None
+        raise ConfigurationError(describe_failure(dsn, exc)) from None
     except CONNECT_FAILURES as exc:
         raise ConfigurationError(describe_failure(dsn, exc)) from None
     except ValueError as exc:  # asyncpg's own parsing of a malformed URL
@@ -97,6 +91,36 @@ async def check_database(dsn: str) -> None:
         raise ConfigurationError(f"{URL_SOURCE} is not a valid postgresql:// URL: "
                                  f"{reason}") from None
     await conn.close()
+
+
+async def _each_host(t: Dsn) -> str:
+    """Why no host of a cell's URL would do, host by host: each is tried alone."""
+    findings = []
+    for host in t.hosts:
+        alone = replace(t, hosts=(host,), query={k: v for k, v in t.query.items()
+                                                 if k != "target_session_attrs"})
+        try:
+            conn = await asyncpg.connect(alone.url(), timeout=CONNECT_TIMEOUT_SECONDS)
+        except TimeoutError:
+            findings.append(f"{host.where}: no answer within {CONNECT_TIMEOUT_SECONDS:.0f} s")
+            continue
+        except OSError as exc:
+            findings.append(f"{host.where}: {_os_reason(exc)}")
+            continue
+        except CONNECT_FAILURES as exc:
+            findings.append(f"{host.where}: {_first_line(exc)}")
+            continue
+        try:
+            standby = await conn.fetchval("SELECT pg_is_in_recovery()")
+            read_only = await conn.fetchval("SHOW default_transaction_read_only") == "on"
+        finally:
+            await conn.close()
+        findings.append(f"{host.where}: " + ("a standby (in recovery)" if standby else
+                                             "read-only (default_transaction_read_only)"
+                                             if read_only else "writable now"))
+    return (f"no writable primary among {t.where} (database {t.database!r}): "
+            + "; ".join(findings) + f". Is a failover under way? Check the cell's nodes "
+            f"(patronictl list) and the hosts in {URL_SOURCE}")
 
 
 def _first_line(exc: BaseException) -> str:

@@ -20,7 +20,7 @@ import asyncpg
 
 from tenantry.db import DATABASE_DOWN
 from tenantry.db.outage import Outage
-from tenantry.db.pool import CONNECT_TIMEOUT_SECONDS
+from tenantry.db.pool import connect_timeout
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ class EventHub:
     async def _run(self) -> None:
         while True:
             try:
-                self._conn = await asyncpg.connect(self._dsn, timeout=CONNECT_TIMEOUT_SECONDS)
+                self._conn = await asyncpg.connect(self._dsn, timeout=connect_timeout(self._dsn))
                 await self._conn.add_listener(CHANNEL, self._on_notify)
                 for channel, callback in self._extra.items():
                     await self._conn.add_listener(channel, callback)

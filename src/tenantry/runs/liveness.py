@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from tenantry.db import DATABASE_DOWN
-from tenantry.db.pool import CONNECT_TIMEOUT_SECONDS
+from tenantry.db.pool import connect_timeout
 from tenantry.db.queries import load
 from tenantry.errors import TenantryError
 
@@ -102,7 +102,7 @@ class SessionConnection:
         settings = {"role": self._role} if self._role else {}
         conn: asyncpg.Connection | None = None
         try:
-            conn = await asyncpg.connect(self._dsn, timeout=CONNECT_TIMEOUT_SECONDS,
+            conn = await asyncpg.connect(self._dsn, timeout=connect_timeout(self._dsn),
                                          server_settings=settings)
             session = await register(conn, self.worker, rejoin=self.session is not None,
                                      new_id=self._new_id)

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import asyncpg
 
 from tenantry.db import DATABASE_DOWN, TRANSIENT, Database
-from tenantry.db.pool import CONNECT_TIMEOUT_SECONDS
+from tenantry.db.pool import connect_timeout
 from tenantry.ledger import budget
 from tenantry.models.accounts import wake_parked
 from tenantry.runs import approvals, liveness
@@ -170,7 +170,7 @@ class Worker:
         settings = {"role": self._role} if self._role else {}
         conn: asyncpg.Connection | None = None
         try:
-            conn = await asyncpg.connect(self._dsn, timeout=CONNECT_TIMEOUT_SECONDS,
+            conn = await asyncpg.connect(self._dsn, timeout=connect_timeout(self._dsn),
                                          server_settings=settings)
             session = await liveness.register(
                 conn, self.engine.worker, rejoin=self._session is not None,

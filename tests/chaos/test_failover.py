@@ -1,0 +1,146 @@
+"""Chaos: a highly available cell loses its primary's machine mid-flight and fails over to the
+synchronous standby (issue 20). Real ``tenantry api`` and two ``tenantry worker`` processes
+at production settings (default lease, timeouts and pool sizes) on the multi-host URL of a
+primary and a standby this test starts (tests/support/pgcell.py); every process of the
+primary is SIGKILLed while 100 runs are inside keyed MCP calls, and after a detection gap
+the standby is promoted (``pg_ctl promote``, as a failover manager would).
+
+What a user would notice, asserted: every run finishes and every effect happened exactly
+once; every event a client had read through the API before the crash is still there,
+unchanged, after it; during the gap every route answered 503 problem+json with Retry-After
+(no 500, no hang); no process exited or needed a restart — the pools found the new primary
+on their own; each process said once that the database went away and once that it was
+back, with no traceback.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx2
+import pytest
+
+from tenantry.db.dsn import for_cluster
+from tenantry.testing.fake_model import FakeModelServer
+from tenantry.testing.mcp_server import EffectsMcpServer
+from tests.support.api import TEST_MASTER_KEY
+from tests.support.api_process import api_process
+from tests.support.harness import (
+    PlannedRun,
+    TenantHandle,
+    WorkerFleet,
+    create_runs,
+    create_tenants,
+    plan_runs,
+    verify,
+)
+from tests.support.outage import (
+    assert_outage_said_once,
+    ended_at_least,
+    migrate,
+    probe_every_route,
+)
+from tests.support.pgcell import PgCell
+from tests.support.waiting import until
+
+pytestmark = pytest.mark.chaos
+
+RUNS = 100
+TENANTS = 2
+WORKERS = 2
+CONCURRENCY = 50  # per worker: every run is in flight when the primary goes
+#: From the primary's death to the promotion: a failover manager's detection time (Patroni
+#: with ttl 10 s takes up to that; the test keeps it short, the API must answer throughout).
+GAP_S = 4.0
+
+
+async def read_logs(client: httpx2.AsyncClient, tenants: list[TenantHandle],
+                    runs: dict[str, PlannedRun]) -> dict[str, list[dict[str, Any]]]:
+    """Every run's log as a client reads it: ``GET /v1/runs/{id}/events`` JSON pages."""
+    logs: dict[str, list[dict[str, Any]]] = {}
+    for run_id, plan in runs.items():
+        tenant = tenants[plan.index % len(tenants)]  # create_runs' round-robin
+        events: list[dict[str, Any]] = []
+        while True:
+            r = await client.get(f"/v1/runs/{run_id}/events", params={"after": len(events)},
+                                 headers={**tenant.headers, "Accept": "application/json"})
+            assert r.status_code == 200, r.text
+            page = r.json()
+            events += page["events"]
+            if not page["events"]:
+                break
+        logs[run_id] = events
+    return logs
+
+
+@pytest.mark.timeout(420)
+async def test_a_failover_to_the_synchronous_standby_loses_no_saved_step(
+    mcp: EffectsMcpServer, model: FakeModelServer, tmp_path: Path,
+) -> None:
+    with PgCell(tmp_path / "cell") as cell:
+        await cell.wait_synchronous()
+        url = cell.url()
+        await migrate(url, tmp_path)
+        key = TEST_MASTER_KEY.encoded()
+        async with api_process(url, tmp_path / "api", master_key=key) as api, WorkerFleet(
+            dsn=url, model_url=model.base_url, log_dir=tmp_path / "workers", size=WORKERS,
+            concurrency=CONCURRENCY, lease_seconds=None, pool_max=None, master_key=key,
+        ) as fleet, httpx2.AsyncClient(base_url=api.base_url, timeout=10) as client:
+            await fleet.start()
+            tenants = await create_tenants(client, api.operator, mcp.url, TENANTS)
+            runs: dict[str, PlannedRun] = {}
+            # Every run makes three keyed effects; every second one a slow call too.
+            await create_runs(client, tenants, plan_runs(RUNS, random.Random(20),
+                                                         slow_every=2), runs)
+
+            def logs() -> str:
+                return f"{api.tail()}\n{fleet.tails()}"
+
+            async def mid_flight() -> bool:
+                return sum(1 for c in mcp.calls if c.tool == "effect") >= RUNS
+
+            await until(mid_flight, f"{RUNS} effects performed", 120, logs)
+            read_before = await read_logs(client, tenants, runs)
+            cell.lose_primary()
+            lost_at = time.monotonic()
+            probes = 0
+            watched = next(iter(runs))
+            while time.monotonic() - lost_at < GAP_S:
+                wrong = await probe_every_route(client, api, tenants[probes % TENANTS],
+                                                watched)
+                assert not wrong, "\n".join(wrong) + "\n" + logs()
+                assert not fleet.unexpected_exits(), logs()
+                assert api.process.returncode is None, logs()
+                probes += 1
+            cell.promote()
+
+            admin = await asyncpg.connect(for_cluster(url))
+            try:
+                await until(ended_at_least(admin, RUNS), f"all {RUNS} runs end after the "
+                            "failover", 240, logs)
+                await fleet.stop()
+                verdict = await verify(admin, runs, mcp)
+                on_standby = await admin.fetchval("SELECT inet_server_port()")
+            finally:
+                await admin.close()
+            read_after = await read_logs(client, tenants, runs)
+            api_log = api.log()
+
+    assert cell.standby is not None and on_standby == cell.standby.port
+    assert probes > 0
+    assert verdict.ok, f"{probes} probes\n{verdict.describe()}\n{logs()}"
+    assert verdict.finished == RUNS
+    assert not fleet.unexpected_exits(), logs()
+    read = sum(len(events) for events in read_before.values())
+    assert read > RUNS  # more than each RunCreated was read before the crash
+    for run_id, events in read_before.items():
+        assert read_after[run_id][:len(events)] == events, run_id
+    print(f"failover: {read} events read before, {probes} rounds of probes; "
+          f"{verdict.counts()}")  # shown with -s
+    for name, text in [("api", api_log), *((w.name, w.log().decode(errors="replace"))
+                                           for w in fleet.gone)]:
+        assert_outage_said_once(name, text)
