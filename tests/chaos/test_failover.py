@@ -9,8 +9,9 @@ What a user would notice, asserted: every run finishes and every effect happened
 once; every event a client had read through the API before the crash is still there,
 unchanged, after it; during the gap every route answered 503 problem+json with Retry-After
 (no 500, no hang); no process exited or needed a restart — the pools found the new primary
-on their own; each process said once that the database went away and once that it was
-back, with no traceback.
+on their own, and each run carried on with the worker holding it, under the same lease;
+each process said once that the database went away and once that it was back, with no
+traceback.
 """
 
 from __future__ import annotations
@@ -134,9 +135,14 @@ async def test_a_failover_to_the_synchronous_standby_loses_no_saved_step(
     assert probes > 0
     assert verdict.ok, f"{probes} probes\n{verdict.describe()}\n{logs()}"
     assert verdict.finished == RUNS
+    # Each run went on with the worker that held it as soon as the new primary answered,
+    # under the same lease: none waited for its lease to lapse and be claimed again.
+    assert verdict.resumed_runs == 0, verdict.describe()
     assert not fleet.unexpected_exits(), logs()
     read = sum(len(events) for events in read_before.values())
     assert read > RUNS  # more than each RunCreated was read before the crash
+    # ...and the crash came mid-flight: runs that had not ended then finished after it.
+    assert any(events[-1]["type"] != "RunFinished" for events in read_before.values())
     for run_id, events in read_before.items():
         assert read_after[run_id][:len(events)] == events, run_id
     print(f"failover: {read} events read before, {probes} rounds of probes; "

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import asyncpg
@@ -126,3 +127,33 @@ def test_a_call_begun_before_the_outage_does_not_end_it(
         "database answering again after 3.0 s (2 failed attempts)",
     ]
     assert not outage.down
+
+
+async def test_runs_waiting_out_an_outage_share_one_probe() -> None:
+    """Fifty runs wait for the database: one probes at a time, all resume on its answer."""
+    outage = Outage()
+    outage.failed("run step", ConnectionRefusedError(111, "refused"))
+    probes: list[str] = []
+
+    async def probe() -> None:
+        probes.append("probe")
+        if len(probes) < 3:  # the database answers the third probe
+            raise ConnectionRefusedError(111, "refused")
+        outage.answered(outage.now())
+
+    waits = [outage.until_back(probe, every=0.01, within=30, failures=(OSError,))
+             for _ in range(50)]
+    assert await asyncio.gather(*waits) == [True] * 50
+    assert probes == ["probe"] * 3
+    assert not outage.down
+
+
+async def test_an_outage_longer_than_the_wait_gives_up() -> None:
+    outage = Outage()
+    outage.failed("run step", ConnectionRefusedError(111, "refused"))
+
+    async def probe() -> None:
+        raise ConnectionRefusedError(111, "still refused")
+
+    assert await outage.until_back(probe, every=0.01, within=0.05, failures=(OSError,)) is False
+    assert outage.down

@@ -7,9 +7,11 @@ to DEBUG. One ``Outage`` per process, shared by its pools (see ``Database.connec
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 log = logging.getLogger("tenantry.db")
 
@@ -19,6 +21,8 @@ class Outage:
         self._clock = clock
         self._since: float | None = None
         self._failures = 0
+        self._back = asyncio.Event()  # set (and replaced) when an outage ends
+        self._probing = False
 
     @property
     def down(self) -> bool:
@@ -48,6 +52,33 @@ class Outage:
         failures, self._since, self._failures = self._failures, None, 0
         log.warning("database answering again after %.1f s (%d failed attempts)",
                     seconds, failures)
+        back, self._back = self._back, asyncio.Event()
+        back.set()
+
+    async def until_back(self, probe: Callable[[], Awaitable[object]], *, every: float,
+                         within: float, failures: tuple[type[Exception], ...]) -> bool:
+        """Wait until the database answers again (True), or ``within`` seconds (False).
+        One waiter of the process at a time calls ``probe`` (a statement that ends the
+        outage when it succeeds), every ``every`` seconds; the others wait for that — or any
+        other call of the process — to see the database back: a hundred runs waiting out a
+        failover cost one probe a second, not a hundred."""
+        deadline = self._clock() + within
+        while self.down:
+            left = deadline - self._clock()
+            if left <= 0:
+                return False
+            if self._probing:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._back.wait(), min(every, left))
+                continue
+            self._probing = True
+            try:
+                await asyncio.sleep(min(every, left))
+                with contextlib.suppress(*failures):
+                    await probe()
+            finally:
+                self._probing = False
+        return True
 
 
 def one_line(exc: BaseException) -> str:

@@ -74,6 +74,9 @@ __all__ = ["Engine", "EngineSettings", "Parked", "RunDriver", "StepStats"]
 
 logger = logging.getLogger(__name__)
 LEASE_OR_DATABASE: tuple[type[Exception], ...] = (LeaseLost, *DATABASE_DOWN)
+#: How often one waiting run of a process asks whether the database is back (the rest wait
+#: for its answer): the resumption lag after an outage or a failover is at most this.
+OUTAGE_PROBE_SECONDS = 0.5
 #: What tenantry_commit_step raises when the reservation it settles is not the writer's.
 RESERVATION_LOST = "TR010"
 Q = load(__package__)
@@ -153,8 +156,14 @@ class RunDriver:
         parked = False
         try:
             await self._load()
-            while await self._step():
-                pass
+            while True:
+                try:
+                    while await self._step():
+                        pass
+                    break
+                except DATABASE_DOWN as exc:
+                    if not await self._resume_after_outage(exc):
+                        raise
         except Parked:
             parked = True
             logger.info("run waits; its slot is free", extra={"run_id": self.run_id})
@@ -164,8 +173,9 @@ class RunDriver:
             logger.info("lease lost; leaving the run to its new owner",
                         extra={"run_id": self.run_id, "tenant_id": self.lease.tenant.value})
         except DATABASE_DOWN as exc:
-            # Said once per outage for the whole process; the run resumes from its log
-            # once its lease lapses (it could not be handed back: the database is away).
+            # Said once per outage for the whole process. An outage that outlasted the
+            # lease (or one at the first load): the run resumes from its log once its
+            # lease lapses (it could not be handed back: the database is away).
             self.engine.db.outage.failed("run step", exc)
             logger.debug("database unavailable; stopping this run here: %s", exc,
                          extra={"run_id": self.run_id})
@@ -185,6 +195,34 @@ class RunDriver:
             await self._fail_ours(exc)
         finally:
             await self._settle_sandbox(parked)
+
+    async def _resume_after_outage(self, exc: Exception) -> bool:
+        """A step failed because the database went away (a crash, a failover to the
+        standby). This worker is alive and its lease still stands until it lapses, so it
+        waits for the database to answer — at most a lease's length — and carries on from
+        the log, as a new owner would: whether the commit in flight landed, the log says
+        (a call it saved is not made again; one it did not is repeated, with its key). The
+        sandbox is dropped first, as after a crash: its files may be ahead of the log.
+        False: the database stayed away; the run is left for its lease to lapse."""
+        engine, outage = self.engine, self.engine.db.outage
+        outage.failed("run step", exc)
+        logger.debug("database unavailable mid-step; waiting to resume: %s", exc,
+                     extra={"run_id": self.run_id})
+        waited_until = time.monotonic() + engine.settings.lease_seconds
+        while await outage.until_back(self._probe, every=OUTAGE_PROBE_SECONDS,
+                                      within=waited_until - time.monotonic(),
+                                      failures=DATABASE_DOWN):
+            try:
+                if engine.sandboxes is not None:
+                    await engine.sandboxes.drop(self.lease.tenant, self.lease.run)
+                await self._load()  # LeaseLost if another worker took the run meanwhile
+                return True
+            except DATABASE_DOWN as again:
+                outage.failed("run step", again)
+        return False
+
+    async def _probe(self) -> None:
+        await self.engine.db.statement("SELECT 1")
 
     async def _settle_sandbox(self, parked: bool) -> None:
         """Ended → the sandbox and its saved files go; parked → paused, hibernated later;

@@ -1,0 +1,241 @@
+"""failover: a highly available cell loses its primary's machine under load, five times.
+
+Each trial starts a fresh two-node cell — Patroni with etcd (``scripts/patroni-cell``,
+synchronous mode, ttl 10 s) by default, or ``--manager pg_ctl``: a primary and a synchronous
+standby (tests/support/pgcell.py) promoted by hand ``--detect-s`` seconds after the death —
+then ``tenantry api`` and two ``tenantry worker`` processes at production settings on the
+cell's multi-host URL, the fake model server and the MCP effects server in this process, and
+100 runs through the API, each making three keyed effects and a slow call. Once 100 effects
+are done, every process of the primary is SIGKILLed. It then waits for every run to end.
+
+Per trial: ``failover_s`` — from the kill to the first step (ModelReplied or ToolCompleted)
+committed on the new primary (its ``created_at``: the same clock on one machine); ``steps
+lost`` — steps the old primary had committed (read from it just before the kill) that the
+new one lacks (target 0); and the chaos checks (every run finished, every effect once).
+
+Progress goes to stderr; the last stdout line is one JSON object:
+``{"failover_s_max", "failover_s_p50", "steps_lost", "trials", "manager", "runs_failed",
+"duplicate_effects"}``. Exit status 1 when a step was lost or an invariant broke.
+
+    .venv/bin/python benchmarks/failover.py                    # Patroni, 5 trials
+    .venv/bin/python benchmarks/failover.py --manager pg_ctl --detect-s 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+import asyncpg
+import httpx2
+
+from _harness import console, emit
+from tenantry.db.dsn import for_cluster, parse
+from tenantry.testing.fake_model import FakeModelServer
+from tenantry.testing.mcp_server import EffectsMcpServer
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from tests.support.api import TEST_MASTER_KEY  # noqa: E402
+from tests.support.api_process import api_process  # noqa: E402
+from tests.support.harness import (  # noqa: E402
+    PlannedRun,
+    Verdict,
+    WorkerFleet,
+    create_runs,
+    create_tenants,
+    plan_runs,
+    verify,
+)
+from tests.support.outage import ended_at_least, migrate  # noqa: E402
+from tests.support.pgcell import PgCell  # noqa: E402
+from tests.support.waiting import until  # noqa: E402
+
+RUNS = 100
+TENANTS = 2
+WORKERS = 2
+CONCURRENCY = 50
+STEPS = ("ModelReplied", "ToolCompleted")
+PATRONI_CELL = ROOT / "scripts" / "patroni-cell"
+
+
+class Cell:
+    """What a trial needs of a cell: its URL, the primary's port, and losing the primary."""
+
+    url: str
+
+    def primary_url(self) -> str:
+        raise NotImplementedError
+
+    async def lose_primary(self) -> None:
+        raise NotImplementedError
+
+
+class PatroniCell(Cell):
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def __enter__(self) -> PatroniCell:
+        started = subprocess.run([str(PATRONI_CELL), "start", str(self.root)],
+                                 capture_output=True, text=True, check=False)
+        if started.returncode != 0:
+            raise SystemExit(f"patroni-cell start failed: {started.stderr.strip()}")
+        self.url = started.stdout.strip().splitlines()[-1]
+        self.ports = json.loads((self.root / "ports.json").read_text())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        subprocess.run([str(PATRONI_CELL), "stop", str(self.root)], check=False)
+
+    def primary_url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.ports['node1']}/postgres"
+
+    async def lose_primary(self) -> None:
+        killer = await asyncio.create_subprocess_exec(
+            str(PATRONI_CELL), "kill", str(self.root), "node1")
+        if await killer.wait() != 0:
+            raise SystemExit("patroni-cell kill failed")
+
+
+class PgCtlCell(Cell):
+    def __init__(self, root: Path, detect_s: float) -> None:
+        self.cell = PgCell(root)
+        self.detect_s = detect_s
+
+    def __enter__(self) -> PgCtlCell:
+        self.cell.__enter__()
+        self.url = self.cell.url()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cell.__exit__(None, None, None)
+
+    def primary_url(self) -> str:
+        return self.cell.primary.dsn()
+
+    async def lose_primary(self) -> None:
+        self.cell.lose_primary()
+        # A failover manager's detection time, then the promotion, in the background.
+        asyncio.get_running_loop().call_later(self.detect_s, self.cell.promote)
+
+
+@asynccontextmanager
+async def servers() -> AsyncIterator[tuple[EffectsMcpServer, FakeModelServer]]:
+    async with EffectsMcpServer() as mcp, FakeModelServer() as model:
+        yield mcp, model
+
+
+async def trial(number: int, root: Path, manager: str, detect_s: float) -> dict[str, object]:
+    cell: Cell = PatroniCell(root / "cell") if manager == "patroni" else PgCtlCell(
+        root / "cell", detect_s)
+    with cell:
+        if isinstance(cell, PgCtlCell):
+            await cell.cell.wait_synchronous()
+        await migrate(cell.url, root)
+        key = TEST_MASTER_KEY.encoded()
+        async with servers() as (mcp, model), api_process(
+            cell.url, root / "api", master_key=key) as api, WorkerFleet(
+            dsn=cell.url, model_url=model.base_url, log_dir=root / "workers", size=WORKERS,
+            concurrency=CONCURRENCY, lease_seconds=None, pool_max=None, master_key=key,
+        ) as fleet, httpx2.AsyncClient(base_url=api.base_url, timeout=10) as client:
+            await fleet.start()
+            tenants = await create_tenants(client, api.operator, mcp.url, TENANTS)
+            runs: dict[str, PlannedRun] = {}
+            await create_runs(client, tenants, plan_runs(RUNS, random.Random(number),
+                                                         slow_every=1), runs)
+
+            async def mid_flight() -> bool:
+                return sum(1 for c in mcp.calls if c.tool == "effect") >= RUNS
+
+            await until(mid_flight, f"{RUNS} effects performed", 120)
+            old = await asyncpg.connect(cell.primary_url())
+            try:
+                committed = {(r["run_id"], r["seq"]) for r in await old.fetch(
+                    "SELECT run_id, seq FROM run_events WHERE type = ANY($1)", list(STEPS))}
+            finally:
+                await old.close()
+            await cell.lose_primary()
+            # After the kill returned: a step whose transaction began later can only have
+            # committed on the new primary (one begun just before may be on both).
+            killed_at = datetime.now(UTC)
+            console.print(f"trial {number}: primary killed with {len(committed)} steps "
+                          f"committed")
+            new = await connect_when_writable(cell.url)
+            try:
+                first = await wait_first_step(new, killed_at)
+                await until(ended_at_least(new, RUNS), f"all {RUNS} runs end", 300)
+                await fleet.stop()
+                after = {(r["run_id"], r["seq"]) for r in await new.fetch(
+                    "SELECT run_id, seq FROM run_events WHERE type = ANY($1)", list(STEPS))}
+                verdict: Verdict = await verify(new, runs, mcp)
+            finally:
+                await new.close()
+    seconds = (first - killed_at).total_seconds()
+    lost = len(committed - after)
+    console.print(f"trial {number}: first step on the new primary after {seconds:.2f} s; "
+                  f"{lost} steps lost; {verdict.counts()}")
+    return {"failover_s": seconds, "steps_lost": lost, "failed": verdict.failed,
+            "duplicate_effects": verdict.duplicate_effects, "ok": verdict.ok}
+
+
+async def connect_when_writable(url: str) -> asyncpg.Connection:
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            return await asyncpg.connect(for_cluster(url), timeout=5 * len(parse(url).hosts))
+        except (OSError, asyncpg.PostgresError, asyncpg.exceptions.InternalClientError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)  # no host is the primary yet
+
+
+async def wait_first_step(conn: asyncpg.Connection, since: datetime) -> datetime:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        first: datetime | None = await conn.fetchval(
+            "SELECT min(created_at) FROM run_events WHERE type = ANY($1) AND created_at > $2",
+            list(STEPS), since)
+        if first is not None:
+            return first
+        await asyncio.sleep(0.05)
+    raise SystemExit("no step was committed on the new primary within 120 s")
+
+
+async def benchmark(trials: int, manager: str, detect_s: float) -> int:
+    results = []
+    for number in range(1, trials + 1):
+        with tempfile.TemporaryDirectory(prefix="tenantry-failover-") as tmp:
+            results.append(await trial(number, Path(tmp), manager, detect_s))
+    seconds = sorted(float(str(r["failover_s"])) for r in results)
+    lost = sum(int(str(r["steps_lost"])) for r in results)
+    emit({"failover_s_max": round(seconds[-1], 2),
+          "failover_s_p50": round(statistics.median(seconds), 2),
+          "steps_lost": lost, "trials": trials, "manager": manager,
+          "runs_failed": sum(int(str(r["failed"])) for r in results),
+          "duplicate_effects": sum(int(str(r["duplicate_effects"])) for r in results)})
+    return 0 if lost == 0 and all(r["ok"] for r in results) else 1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--manager", choices=("patroni", "pg_ctl"), default="patroni")
+    parser.add_argument("--detect-s", type=float, default=2.0,
+                        help="pg_ctl only: seconds from the death to the promotion")
+    args = parser.parse_args()
+    return asyncio.run(benchmark(args.trials, args.manager, args.detect_s))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
