@@ -5,8 +5,8 @@ synchronous mode, ttl 10 s) by default, or ``--manager pg_ctl``: a primary and a
 standby (tests/support/pgcell.py) promoted by hand ``--detect-s`` seconds after the death —
 then ``tenantry api`` and two ``tenantry worker`` processes at production settings on the
 cell's multi-host URL, the fake model server and the MCP effects server in this process, and
-100 runs through the API, each making three keyed effects and a slow call. Once 100 effects
-are done, every process of the primary is SIGKILLed. It then waits for every run to end.
+100 runs through the API, each making three keyed effects and a 2 s call. Once every run is
+inside that call, every process of the primary is SIGKILLed. It then waits for every run to end.
 
 Per trial: ``failover_s`` — from the kill to the first step (ModelReplied or ToolCompleted)
 committed on the new primary (its ``created_at``: the same clock on one machine); ``steps
@@ -25,10 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,7 +38,6 @@ import asyncpg
 import httpx2
 
 from _harness import console, emit
-from tenantry.db.dsn import for_cluster, parse
 from tenantry.testing.fake_model import FakeModelServer
 from tenantry.testing.mcp_server import EffectsMcpServer
 
@@ -55,79 +51,31 @@ from tests.support.harness import (  # noqa: E402
     WorkerFleet,
     create_runs,
     create_tenants,
-    plan_runs,
+    plan_with_slow_call,
     verify,
 )
 from tests.support.outage import ended_at_least, migrate  # noqa: E402
-from tests.support.pgcell import PgCell  # noqa: E402
+from tests.support.pgcell import PRIMARY, PatroniCell, PgCell, connect_to_primary  # noqa: E402
 from tests.support.waiting import until  # noqa: E402
 
 RUNS = 100
 TENANTS = 2
 WORKERS = 2
 CONCURRENCY = 50
+SLOW_S = 2.0  # every run is inside this call when the primary dies
 STEPS = ("ModelReplied", "ToolCompleted")
-PATRONI_CELL = ROOT / "scripts" / "patroni-cell"
 
 
-class Cell:
-    """What a trial needs of a cell: its URL, the primary's port, and losing the primary."""
+class PgCtlCell(PgCell):
+    """Promoted by hand ``detect_s`` after the death (a failover manager's detection time)."""
 
-    url: str
-
-    def primary_url(self) -> str:
-        raise NotImplementedError
-
-    async def lose_primary(self) -> None:
-        raise NotImplementedError
-
-
-class PatroniCell(Cell):
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def __enter__(self) -> PatroniCell:
-        started = subprocess.run([str(PATRONI_CELL), "start", str(self.root)],
-                                 capture_output=True, text=True, check=False)
-        if started.returncode != 0:
-            raise SystemExit(f"patroni-cell start failed: {started.stderr.strip()}")
-        self.url = started.stdout.strip().splitlines()[-1]
-        self.ports = json.loads((self.root / "ports.json").read_text())
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        subprocess.run([str(PATRONI_CELL), "stop", str(self.root)], check=False)
-
-    def primary_url(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.ports['node1']}/postgres"
-
-    async def lose_primary(self) -> None:
-        killer = await asyncio.create_subprocess_exec(
-            str(PATRONI_CELL), "kill", str(self.root), "node1")
-        if await killer.wait() != 0:
-            raise SystemExit("patroni-cell kill failed")
-
-
-class PgCtlCell(Cell):
     def __init__(self, root: Path, detect_s: float) -> None:
-        self.cell = PgCell(root)
+        super().__init__(root)
         self.detect_s = detect_s
 
-    def __enter__(self) -> PgCtlCell:
-        self.cell.__enter__()
-        self.url = self.cell.url()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.cell.__exit__(None, None, None)
-
-    def primary_url(self) -> str:
-        return self.cell.primary.dsn()
-
     async def lose_primary(self) -> None:
-        self.cell.lose_primary()
-        # A failover manager's detection time, then the promotion, in the background.
-        asyncio.get_running_loop().call_later(self.detect_s, self.cell.promote)
+        await super().lose_primary()
+        asyncio.get_running_loop().call_later(self.detect_s, self.promote)
 
 
 @asynccontextmanager
@@ -137,29 +85,29 @@ async def servers() -> AsyncIterator[tuple[EffectsMcpServer, FakeModelServer]]:
 
 
 async def trial(number: int, root: Path, manager: str, detect_s: float) -> dict[str, object]:
-    cell: Cell = PatroniCell(root / "cell") if manager == "patroni" else PgCtlCell(
-        root / "cell", detect_s)
+    cell: PgCtlCell | PatroniCell = (PatroniCell(root / "cell") if manager == "patroni"
+                                     else PgCtlCell(root / "cell", detect_s))
     with cell:
-        if isinstance(cell, PgCtlCell):
-            await cell.cell.wait_synchronous()
-        await migrate(cell.url, root)
+        await cell.wait_synchronous()
+        url = cell.url()
+        await migrate(url, root)
         key = TEST_MASTER_KEY.encoded()
         async with servers() as (mcp, model), api_process(
-            cell.url, root / "api", master_key=key) as api, WorkerFleet(
-            dsn=cell.url, model_url=model.base_url, log_dir=root / "workers", size=WORKERS,
+            url, root / "api", master_key=key) as api, WorkerFleet(
+            dsn=url, model_url=model.base_url, log_dir=root / "workers", size=WORKERS,
             concurrency=CONCURRENCY, lease_seconds=None, pool_max=None, master_key=key,
         ) as fleet, httpx2.AsyncClient(base_url=api.base_url, timeout=10) as client:
             await fleet.start()
             tenants = await create_tenants(client, api.operator, mcp.url, TENANTS)
             runs: dict[str, PlannedRun] = {}
-            await create_runs(client, tenants, plan_runs(RUNS, random.Random(number),
-                                                         slow_every=1), runs)
+            await create_runs(client, tenants, [plan_with_slow_call(i, SLOW_S)
+                                                for i in range(RUNS)], runs)
 
             async def mid_flight() -> bool:
-                return sum(1 for c in mcp.calls if c.tool == "effect") >= RUNS
+                return sum(1 for c in mcp.calls if c.tool == "slow") >= RUNS
 
-            await until(mid_flight, f"{RUNS} effects performed", 120)
-            old = await asyncpg.connect(cell.primary_url())
+            await until(mid_flight, "every run calls the slow tool", 120)
+            old = await asyncpg.connect(cell.node_dsn(PRIMARY))
             try:
                 committed = {(r["run_id"], r["seq"]) for r in await old.fetch(
                     "SELECT run_id, seq FROM run_events WHERE type = ANY($1)", list(STEPS))}
@@ -171,7 +119,7 @@ async def trial(number: int, root: Path, manager: str, detect_s: float) -> dict[
             killed_at = datetime.now(UTC)
             console.print(f"trial {number}: primary killed with {len(committed)} steps "
                           f"committed")
-            new = await connect_when_writable(cell.url)
+            new = await connect_to_primary(url)
             try:
                 first = await wait_first_step(new, killed_at)
                 await until(ended_at_least(new, RUNS), f"all {RUNS} runs end", 300)
@@ -187,17 +135,6 @@ async def trial(number: int, root: Path, manager: str, detect_s: float) -> dict[
                   f"{lost} steps lost; {verdict.counts()}")
     return {"failover_s": seconds, "steps_lost": lost, "failed": verdict.failed,
             "duplicate_effects": verdict.duplicate_effects, "ok": verdict.ok}
-
-
-async def connect_when_writable(url: str) -> asyncpg.Connection:
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            return await asyncpg.connect(for_cluster(url), timeout=5 * len(parse(url).hosts))
-        except (OSError, asyncpg.PostgresError, asyncpg.exceptions.InternalClientError):
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.1)  # no host is the primary yet
 
 
 async def wait_first_step(conn: asyncpg.Connection, since: datetime) -> datetime:

@@ -35,6 +35,7 @@ from tests.support.harness import (
     WorkerFleet,
     create_runs,
     create_tenants,
+    plan_with_slow_call,
     verify,
 )
 from tests.support.outage import (
@@ -62,18 +63,7 @@ SLOW_S = 2.0
 
 
 def plan(index: int) -> PlannedRun:
-    """An effect, a slow call (where the crash lands), two effects in one reply, an answer."""
-    notes = [f"run{index}-effect{j}" for j in range(3)]
-    steps = [[_effect(notes[0])], [{"name": "slow", "arguments": {"seconds": SLOW_S}}],
-             [_effect(notes[1]), _effect(notes[2])]]
-    script = [*({"tool_calls": calls, "delay_ms": 20} for calls in steps),
-              {"text": f"done {index}", "delay_ms": 20}]
-    return PlannedRun(index=index, calls=tuple(tuple(str(c["name"]) for c in calls)
-                                               for calls in steps), script=tuple(script))
-
-
-def _effect(note: str) -> dict[str, object]:
-    return {"name": "effect", "arguments": {"note": note}}
+    return plan_with_slow_call(index, SLOW_S)
 
 
 @pytest.fixture

@@ -344,6 +344,18 @@ def plan_runs(count: int, rng: random.Random, *, slow_every: int = 4) -> list[Pl
     return plans
 
 
+def plan_with_slow_call(index: int, slow_s: float) -> PlannedRun:
+    """An effect, a ``slow_s`` call (where a crash is made to land: a test waits until every
+    run is inside it), two effects in one reply, an answer."""
+    notes = [f"run{index}-effect{j}" for j in range(3)]
+    steps = [[_effect(notes[0])], [{"name": "slow", "arguments": {"seconds": slow_s}}],
+             [_effect(notes[1]), _effect(notes[2])]]
+    script = [*({"tool_calls": calls, "delay_ms": 20} for calls in steps),
+              {"text": f"done {index}", "delay_ms": 20}]
+    return PlannedRun(index=index, calls=tuple(tuple(str(c["name"]) for c in calls)
+                                               for calls in steps), script=tuple(script))
+
+
 def _effect(note: str) -> dict[str, Any]:
     return {"name": "effect", "arguments": {"note": note}}
 

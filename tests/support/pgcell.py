@@ -12,6 +12,8 @@ no standby and waits for none. No pytest here."""
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
 import time
 from pathlib import Path
 from types import TracebackType
@@ -19,12 +21,18 @@ from typing import Self
 
 import asyncpg
 
+from tenantry.db.dsn import for_cluster
 from tests.support.pgcluster import PgCluster
 
 PRIMARY, STANDBY = "node1", "node2"
+PATRONI_CELL = Path(__file__).resolve().parents[2] / "scripts" / "patroni-cell"
 
 
 class PgCell:
+    """Failed over by hand: :meth:`lose_primary`, then :meth:`promote` when the caller says."""
+
+    manager = "pg_ctl"
+
     def __init__(self, root: Path, *, max_connections: int = 200) -> None:
         self.root = root
         self.primary = PgCluster(root / PRIMARY, max_connections=max_connections, settings={
@@ -67,7 +75,18 @@ class PgCell:
         finally:
             await conn.close()
 
-    def lose_primary(self) -> None:
+    def node_dsn(self, node: str) -> str:
+        return (self.primary if node == PRIMARY else self._standby()).dsn()
+
+    @property
+    def standby_port(self) -> int:
+        return self._standby().port
+
+    def _standby(self) -> PgCluster:
+        assert self.standby is not None, "the cell is not started"
+        return self.standby
+
+    async def lose_primary(self) -> None:
         """The primary's machine is gone: Postgres and every backend SIGKILLed at once."""
         self.primary.kill()
 
@@ -75,3 +94,59 @@ class PgCell:
         assert self.standby is not None
         self.standby.promote()
         self.promoted = True
+
+
+class PatroniCell:
+    """The same two nodes under Patroni and etcd (``scripts/patroni-cell``): the standby is
+    promoted by Patroni once the dead leader's key expires (ttl 10 s); nobody calls promote."""
+
+    manager = "patroni"
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.ports: dict[str, int] = {}
+
+    def __enter__(self) -> Self:
+        started = subprocess.run([str(PATRONI_CELL), "start", str(self.root)],
+                                 capture_output=True, text=True, check=False)
+        if started.returncode != 0:
+            raise RuntimeError(f"patroni-cell start failed: {started.stderr.strip()}")
+        self.ports = json.loads((self.root / "ports.json").read_text())
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        subprocess.run([str(PATRONI_CELL), "stop", str(self.root)], check=False)
+
+    def url(self) -> str:
+        return (f"postgresql://postgres@127.0.0.1:{self.ports[PRIMARY]},"
+                f"127.0.0.1:{self.ports[STANDBY]}/postgres")
+
+    def node_dsn(self, node: str) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.ports[node]}/postgres"
+
+    @property
+    def standby_port(self) -> int:
+        return self.ports[STANDBY]
+
+    async def wait_synchronous(self) -> None:
+        """``patroni-cell start`` returns once the standby is synchronous."""
+
+    async def lose_primary(self) -> None:
+        killer = await asyncio.create_subprocess_exec(str(PATRONI_CELL), "kill",
+                                                      str(self.root), PRIMARY)
+        if await killer.wait() != 0:
+            raise RuntimeError("patroni-cell kill failed")
+
+
+async def connect_to_primary(url: str, within: float = 120.0) -> asyncpg.Connection:
+    """A connection to whichever node of ``url`` is the writable primary, once there is one
+    (during a failover there is none for a while)."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            return await asyncpg.connect(for_cluster(url), timeout=10)
+        except (OSError, asyncpg.PostgresError, asyncpg.exceptions.InternalClientError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)  # no host is the primary yet; nothing to await
