@@ -35,7 +35,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import asyncpg
-import httpx2
 
 from _harness import console, emit
 from tenantry.testing.fake_model import FakeModelServer
@@ -43,18 +42,11 @@ from tenantry.testing.mcp_server import EffectsMcpServer
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from tests.support.api import TEST_MASTER_KEY  # noqa: E402
-from tests.support.api_process import api_process  # noqa: E402
 from tests.support.harness import (  # noqa: E402
-    PlannedRun,
     Verdict,
-    WorkerFleet,
-    create_runs,
-    create_tenants,
-    plan_with_slow_call,
     verify,
 )
-from tests.support.outage import ended_at_least, migrate  # noqa: E402
+from tests.support.outage import ended_at_least, platform_mid_flight  # noqa: E402
 from tests.support.pgcell import PRIMARY, PatroniCell, PgCell, connect_to_primary  # noqa: E402
 from tests.support.waiting import until  # noqa: E402
 
@@ -90,23 +82,11 @@ async def trial(number: int, root: Path, manager: str, detect_s: float) -> dict[
     with cell:
         await cell.wait_synchronous()
         url = cell.url()
-        await migrate(url, root)
-        key = TEST_MASTER_KEY.encoded()
-        async with servers() as (mcp, model), api_process(
-            url, root / "api", master_key=key) as api, WorkerFleet(
-            dsn=url, model_url=model.base_url, log_dir=root / "workers", size=WORKERS,
-            concurrency=CONCURRENCY, lease_seconds=None, pool_max=None, master_key=key,
-        ) as fleet, httpx2.AsyncClient(base_url=api.base_url, timeout=10) as client:
-            await fleet.start()
-            tenants = await create_tenants(client, api.operator, mcp.url, TENANTS)
-            runs: dict[str, PlannedRun] = {}
-            await create_runs(client, tenants, [plan_with_slow_call(i, SLOW_S)
-                                                for i in range(RUNS)], runs)
-
-            async def mid_flight() -> bool:
-                return sum(1 for c in mcp.calls if c.tool == "slow") >= RUNS
-
-            await until(mid_flight, "every run calls the slow tool", 120)
+        async with servers() as (mcp, model), platform_mid_flight(
+            url, root, mcp, model, runs=RUNS, tenants=TENANTS, workers=WORKERS,
+            concurrency=CONCURRENCY, slow_s=SLOW_S,
+        ) as loaded:
+            fleet, runs = loaded.fleet, loaded.runs
             old = await asyncpg.connect(cell.node_dsn(PRIMARY))
             try:
                 committed = {(r["run_id"], r["seq"]) for r in await old.fetch(

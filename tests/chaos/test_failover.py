@@ -25,21 +25,15 @@ import pytest
 
 from tenantry.testing.fake_model import FakeModelServer
 from tenantry.testing.mcp_server import EffectsMcpServer
-from tests.support.api import TEST_MASTER_KEY
-from tests.support.api_process import api_process
 from tests.support.harness import (
     PlannedRun,
     TenantHandle,
-    WorkerFleet,
-    create_runs,
-    create_tenants,
-    plan_with_slow_call,
     verify,
 )
 from tests.support.outage import (
     assert_outage_said_once,
     ended_at_least,
-    migrate,
+    platform_mid_flight,
     probe_every_route,
 )
 from tests.support.pgcell import PatroniCell, PgCell, connect_to_primary
@@ -90,27 +84,11 @@ async def test_a_failover_to_the_synchronous_standby_loses_no_saved_step(
     with cell:
         await cell.wait_synchronous()
         url = cell.url()
-        await migrate(url, tmp_path)
-        key = TEST_MASTER_KEY.encoded()
-        async with api_process(url, tmp_path / "api", master_key=key) as api, WorkerFleet(
-            dsn=url, model_url=model.base_url, log_dir=tmp_path / "workers", size=WORKERS,
-            concurrency=CONCURRENCY, lease_seconds=None, pool_max=None, master_key=key,
-        ) as fleet, httpx2.AsyncClient(base_url=api.base_url, timeout=10) as client:
-            await fleet.start()
-            tenants = await create_tenants(client, api.operator, mcp.url, TENANTS)
-            runs: dict[str, PlannedRun] = {}
-            # Every run makes three keyed effects and a slow call, inside which the crash
-            # lands: all runs are mid-flight then, whatever the machine's pace.
-            await create_runs(client, tenants, [plan_with_slow_call(i, SLOW_S)
-                                                for i in range(RUNS)], runs)
-
-            def logs() -> str:
-                return f"{api.tail()}\n{fleet.tails()}"
-
-            async def mid_flight() -> bool:
-                return sum(1 for c in mcp.calls if c.tool == "slow") >= RUNS
-
-            await until(mid_flight, "every run calls the slow tool", 120, logs)
+        async with platform_mid_flight(url, tmp_path, mcp, model, runs=RUNS, tenants=TENANTS,
+                                       workers=WORKERS, concurrency=CONCURRENCY,
+                                       slow_s=SLOW_S) as loaded:
+            api, fleet, client = loaded.api, loaded.fleet, loaded.client
+            tenants, runs, logs = loaded.tenants, loaded.runs, loaded.logs
             read_before = await read_logs(client, tenants, runs)
             await cell.lose_primary()
             lost_at = time.monotonic()

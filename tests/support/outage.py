@@ -1,19 +1,35 @@
-"""What the database-failure chaos tests share (a Postgres crash, a failover): migrating
-the test's own cluster through the CLI, probing every kind of route while the database is
-gone, and waiting for runs to end."""
+"""What the database-failure chaos tests and benchmarks share (a Postgres crash, a failover):
+migrating the test's own cluster through the CLI, a platform with every run mid-flight,
+probing every kind of route while the database is gone, and waiting for runs to end."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
 import httpx2
 import orjson
 
-from tests.support.api_process import ApiProcess
-from tests.support.harness import TenantHandle, ended_runs, tenantry_command, worker_env
+from tenantry.testing.fake_model import FakeModelServer
+from tenantry.testing.mcp_server import EffectsMcpServer
+from tests.support.api import TEST_MASTER_KEY
+from tests.support.api_process import ApiProcess, api_process
+from tests.support.harness import (
+    PlannedRun,
+    TenantHandle,
+    WorkerFleet,
+    create_runs,
+    create_tenants,
+    ended_runs,
+    plan_with_slow_call,
+    tenantry_command,
+    worker_env,
+)
+from tests.support.waiting import until
 
 #: What each process logs when an outage starts and when it ends (tenantry.db.outage).
 DOWN_MARK = "database unavailable ("
@@ -27,6 +43,50 @@ async def migrate(dsn: str, tmp_path: Path) -> None:
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await process.communicate()
     assert process.returncode == 0, (out + err).decode()
+
+
+@dataclass(slots=True)
+class MidFlight:
+    """A platform on a test's own database, its runs each inside their slow call."""
+
+    api: ApiProcess
+    fleet: WorkerFleet
+    client: httpx2.AsyncClient
+    tenants: list[TenantHandle]
+    runs: dict[str, PlannedRun]
+
+    def logs(self) -> str:
+        return f"{self.api.tail()}\n{self.fleet.tails()}"
+
+
+@asynccontextmanager
+async def platform_mid_flight(
+    url: str, root: Path, mcp: EffectsMcpServer, model: FakeModelServer, *, runs: int,
+    tenants: int, workers: int, concurrency: int, slow_s: float,
+) -> AsyncIterator[MidFlight]:
+    """``url`` migrated, ``tenantry api`` and ``workers`` worker processes on it at production
+    settings (default lease, timeouts, pool sizes), and ``runs`` runs of
+    :func:`plan_with_slow_call` through the API; entered once every run is inside its
+    ``slow_s`` call (so a crash then lands mid-flight whatever the machine's pace)."""
+    await migrate(url, root)
+    key = TEST_MASTER_KEY.encoded()
+    async with api_process(url, root / "api", master_key=key) as api, WorkerFleet(
+        dsn=url, model_url=model.base_url, log_dir=root / "workers", size=workers,
+        concurrency=concurrency, lease_seconds=None, pool_max=None, master_key=key,
+    ) as fleet, httpx2.AsyncClient(base_url=api.base_url, timeout=10) as client:
+        await fleet.start()
+        handles = await create_tenants(client, api.operator, mcp.url, tenants)
+        planned: dict[str, PlannedRun] = {}
+        await create_runs(client, handles, [plan_with_slow_call(i, slow_s)
+                                            for i in range(runs)], planned)
+        loaded = MidFlight(api, fleet, client, handles, planned)
+
+        async def every_run_in_its_slow_call() -> bool:
+            return sum(1 for c in mcp.calls if c.tool == "slow") >= runs
+
+        await until(every_run_in_its_slow_call, "every run calls the slow tool", 120,
+                    loaded.logs)
+        yield loaded
 
 
 async def probe_every_route(

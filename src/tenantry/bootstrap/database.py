@@ -13,11 +13,16 @@ import asyncpg
 from tenantry.bootstrap import StartupFailed
 from tenantry.config import Settings
 from tenantry.db import roles
-from tenantry.db.dsn import MalformedDsn, for_cluster
 from tenantry.db.embedded import EmbeddedPostgres
 from tenantry.db.migrate import Migration, migrate, pending
 from tenantry.db.pool import connect_timeout
-from tenantry.db.reach import CONNECT_FAILURES, URL_SOURCE, check_database, describe_failure
+from tenantry.db.reach import (
+    CONNECT_FAILURES,
+    URL_SOURCE,
+    check_database,
+    cluster_url,
+    describe_failure,
+)
 from tenantry.errors import ConfigurationError
 from tenantry.vault import MasterKey, reseal_legacy_accounts
 
@@ -61,12 +66,7 @@ def resolve_database(settings: Settings) -> ResolvedDatabase:
 
 def _cluster_url(url: str | None, source: str) -> str:
     """The URL every connection uses (several hosts: the writable one, db/dsn.py)."""
-    if not url:
-        return ""
-    try:
-        return for_cluster(url)
-    except MalformedDsn as exc:
-        raise ConfigurationError(f"{source} is not a valid postgresql:// URL: {exc}") from None
+    return cluster_url(url, source) if url else ""
 
 
 async def warn_of_powerful_logins(database: ResolvedDatabase, *, console: bool) -> None:

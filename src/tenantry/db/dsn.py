@@ -115,7 +115,8 @@ def _from_url(text: str) -> Dsn:
         ports.append(port)
     if not names and query.get("host"):
         names = query.pop("host").split(",")
-        ports = (query.pop("port", "") or "").split(",") if "port" in query else []
+        port = query.pop("port", "")
+        ports = port.split(",") if port else []
     else:
         query.pop("host", None)
         if "port" in query and not any(ports):

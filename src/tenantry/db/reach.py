@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import asyncpg
 
-from tenantry.db.dsn import Dsn, MalformedDsn, parse
+from tenantry.db.dsn import Dsn, MalformedDsn, for_cluster, parse
 from tenantry.db.outage import one_line
 from tenantry.db.pool import CONNECT_TIMEOUT_SECONDS, DATABASE_DOWN, connect_timeout
 from tenantry.errors import ConfigurationError
@@ -23,6 +23,15 @@ _NOT_ANSWERING: tuple[type[Exception], ...] = (*DATABASE_DOWN, TimeoutError)
 
 #: Where the URL came from, for the "what to do" half of each message.
 URL_SOURCE = "--database-url / TENANTRY_DATABASE_URL"
+
+
+def cluster_url(url: str, source: str = URL_SOURCE) -> str:
+    """:func:`~tenantry.db.dsn.for_cluster` of ``url``, or a :class:`ConfigurationError`
+    naming ``source`` and saying why it cannot be read."""
+    try:
+        return for_cluster(url)
+    except MalformedDsn as exc:
+        raise ConfigurationError(f"{source} is not a valid postgresql:// URL: {exc}") from None
 
 
 def target(dsn: str) -> Dsn:
@@ -72,11 +81,7 @@ def describe_failure(dsn: str, exc: BaseException) -> str:
 async def check_database(dsn: str) -> None:
     """Connect once; a :class:`ConfigurationError` with :func:`describe_failure`'s line if
     that fails. Run before anything else touches the database."""
-    try:
-        parse(dsn)
-    except MalformedDsn as exc:
-        raise ConfigurationError(f"{URL_SOURCE} is not a valid postgresql:// URL: "
-                                 f"{exc}") from None
+    cluster_url(dsn)
     try:
         conn = await asyncpg.connect(dsn, timeout=connect_timeout(dsn))
     except _NOT_ANSWERING as exc:
