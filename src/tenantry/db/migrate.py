@@ -1,6 +1,10 @@
 """Numbered plain-SQL migrations (``migrations/NNNN_name.sql``), applied in order, each in
 its own transaction, under an advisory lock so two processes starting at once cannot race.
-An applied migration whose file later changed is an error, not a silent skip."""
+An applied migration whose file later changed is an error, not a silent skip.
+
+A database holds one :class:`Schema`: a cell's (``tenantry.db.migrations``, the default) or
+another series with its own package, record table and lock (the global directory of cells,
+``tenantry.cells``), so the two can never be applied to each other by mistake."""
 
 from __future__ import annotations
 
@@ -15,8 +19,20 @@ import asyncpg
 from tenantry.errors import ConfigurationError
 
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
-# Any constant works; it only has to be the same for every Tenantry process.
-_LOCK_KEY = 0x7E_4A_47_12
+
+
+@dataclass(frozen=True, slots=True)
+class Schema:
+    """One series of migrations: where its files are, where a database records them, and
+    the advisory lock that serialises two processes migrating it at once."""
+
+    package: str
+    record_table: str
+    lock_key: int
+
+
+# Any lock constant works; it only has to be the same for every Tenantry process.
+CELL = Schema("tenantry.db.migrations", "schema_migrations", 0x7E_4A_47_12)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,9 +46,9 @@ class Migration:
         return hashlib.sha256(self.sql.encode()).hexdigest()
 
 
-def available() -> list[Migration]:
+def available(schema: Schema = CELL) -> list[Migration]:
     found = []
-    for entry in resources.files("tenantry.db.migrations").iterdir():
+    for entry in resources.files(schema.package).iterdir():
         match = _FILE.match(entry.name)
         if match:
             found.append(
@@ -46,14 +62,20 @@ def available() -> list[Migration]:
 
 
 async def migrate(
-    conn: asyncpg.Connection, on_apply: Callable[[Migration], None] | None = None
+    conn: asyncpg.Connection,
+    on_apply: Callable[[Migration], None] | None = None,
+    *,
+    schema: Schema = CELL,
+    upto: int | None = None,
 ) -> list[Migration]:
-    """Apply every pending migration; return the ones applied now."""
-    await conn.execute("SELECT pg_advisory_lock($1)", _LOCK_KEY)
+    """Apply every pending migration (those numbered at most ``upto``, if given: benchmarks
+    compare a schema before and after one); return the ones applied now."""
+    table = schema.record_table
+    await conn.execute("SELECT pg_advisory_lock($1)", schema.lock_key)
     try:
         await conn.execute(
-            """
-            CREATE TABLE IF NOT EXISTS schema_migrations (
+            f"""
+            CREATE TABLE IF NOT EXISTS {table} (
                 version    integer PRIMARY KEY,
                 name       text NOT NULL,
                 sha256     text NOT NULL,
@@ -61,10 +83,13 @@ async def migrate(
             )
             """
         )
-        rows = await conn.fetch("SELECT version, name, sha256 FROM schema_migrations")
+        rows = await conn.fetch(f"SELECT version, name, sha256 FROM {table}")
         applied = {r["version"]: r for r in rows}
+        known = available(schema)
         done: list[Migration] = []
-        for migration in available():
+        for migration in known:
+            if upto is not None and migration.version > upto:
+                break
             row = applied.get(migration.version)
             if row is not None:
                 if row["sha256"] != migration.sha256:
@@ -78,13 +103,13 @@ async def migrate(
             async with conn.transaction():
                 await conn.execute(migration.sql)
                 await conn.execute(
-                    "INSERT INTO schema_migrations (version, name, sha256) VALUES ($1, $2, $3)",
+                    f"INSERT INTO {table} (version, name, sha256) VALUES ($1, $2, $3)",
                     migration.version,
                     migration.name,
                     migration.sha256,
                 )
             done.append(migration)
-        unknown = sorted(set(applied) - {m.version for m in available()})
+        unknown = sorted(set(applied) - {m.version for m in known})
         if unknown:
             raise ConfigurationError(
                 f"database has migrations this code does not know: {unknown}; "
@@ -92,12 +117,13 @@ async def migrate(
             )
         return done
     finally:
-        await conn.execute("SELECT pg_advisory_unlock($1)", _LOCK_KEY)
+        await conn.execute("SELECT pg_advisory_unlock($1)", schema.lock_key)
 
 
-async def pending(conn: asyncpg.Connection) -> list[Migration]:
-    exists = await conn.fetchval("SELECT to_regclass('schema_migrations') IS NOT NULL")
+async def pending(conn: asyncpg.Connection, schema: Schema = CELL) -> list[Migration]:
+    table = schema.record_table
+    exists = await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", table)
     done: set[int] = set()
     if exists:
-        done = {r["version"] for r in await conn.fetch("SELECT version FROM schema_migrations")}
-    return [m for m in available() if m.version not in done]
+        done = {r["version"] for r in await conn.fetch(f"SELECT version FROM {table}")}
+    return [m for m in available(schema) if m.version not in done]
