@@ -155,6 +155,7 @@ DECLARE
     v_skip text[] := '{}';
     v_dead text[];
     v_count integer;
+    v_frozen text[] := public.tenantry_frozen_tenants();
 BEGIN
     -- Dead registered dispatchers' tasks first, as in tenantry_claim_runs above.
     v_dead := public.tenantry_dead_workers();
@@ -164,7 +165,7 @@ BEGIN
         WITH orphaned AS (
             SELECT r.tenant_id, r.run_id FROM public.runs r
             WHERE r.status = 'running' AND r.lease_owner = ANY (v_dead)
-              AND r.kind = 'activity'
+              AND r.kind = 'activity' AND r.tenant_id <> ALL (v_frozen)
             ORDER BY r.lease_expires_at
             LIMIT p_batch
             FOR UPDATE SKIP LOCKED
@@ -185,7 +186,7 @@ BEGIN
         WITH expired AS (
             SELECT r.tenant_id, r.run_id FROM public.runs r
             WHERE r.status = 'running' AND r.lease_expires_at < now()
-              AND r.kind = 'activity'
+              AND r.kind = 'activity' AND r.tenant_id <> ALL (v_frozen)
             ORDER BY r.lease_expires_at
             LIMIT p_batch - v_claimed
             FOR UPDATE SKIP LOCKED
@@ -209,6 +210,7 @@ BEGIN
         JOIN public.tenant_policies p ON p.tenant_id = l.tenant_id
         JOIN public.tenant_budget b ON b.tenant_id = l.tenant_id
         WHERE public.tenantry_may_claim(l, p, b) AND l.tenant_id <> ALL (v_skip)
+          AND l.tenant_id <> ALL (v_frozen)
           AND (SELECT count(*) FROM public.runs a
                WHERE a.tenant_id = l.tenant_id AND a.kind = 'activity'
                  AND a.status = 'running') < p.max_activity_slots
@@ -263,6 +265,7 @@ BEGIN
     JOIN public.tenant_policies p ON p.tenant_id = l.tenant_id
     JOIN public.tenant_budget b ON b.tenant_id = l.tenant_id
     WHERE l.tenant_id = p_tenant AND public.tenantry_may_claim(l, p, b)
+      AND p_tenant <> ALL (public.tenantry_frozen_tenants())
       AND (SELECT count(*) FROM public.runs a
            WHERE a.tenant_id = l.tenant_id AND a.kind = 'activity'
              AND a.status = 'running') < p.max_activity_slots
@@ -306,6 +309,7 @@ CREATE FUNCTION public.tenantry_claim_blob_deletions(p_limit integer, p_seconds 
         next_at = clock_timestamp() + make_interval(secs => p_seconds)
     FROM (SELECT x.tenant_id, x.ref FROM public.blob_deletions x
           WHERE x.next_at <= clock_timestamp()
+            AND x.tenant_id <> ALL (public.tenantry_frozen_tenants())
           ORDER BY x.next_at LIMIT p_limit FOR UPDATE SKIP LOCKED) due
     WHERE d.tenant_id = due.tenant_id AND d.ref = due.ref
     RETURNING d.tenant_id, d.ref
@@ -328,6 +332,7 @@ DECLARE
     v_in_flight boolean := coalesce(p_in_flight_first, false);  -- the tier being served
     v_dead text[];
     v_count integer;
+    v_frozen text[] := public.tenantry_frozen_tenants();
 BEGIN
     v_dead := public.tenantry_dead_workers();  -- held shared until this claim commits
 
@@ -339,6 +344,7 @@ BEGIN
         WITH orphaned AS (
             SELECT r.tenant_id, r.run_id, r.lease_owner, r.lease_expires_at FROM public.runs r
             WHERE r.status = 'running' AND r.lease_owner = ANY (v_dead) AND r.kind = p_kind
+              AND r.tenant_id <> ALL (v_frozen)
             ORDER BY r.lease_expires_at
             LIMIT p_batch
             FOR UPDATE SKIP LOCKED
@@ -360,6 +366,7 @@ BEGIN
         WITH expired AS (
             SELECT r.tenant_id, r.run_id, r.lease_owner, r.lease_expires_at FROM public.runs r
             WHERE r.status = 'running' AND r.lease_expires_at < now() AND r.kind = p_kind
+              AND r.tenant_id <> ALL (v_frozen)
             ORDER BY r.lease_expires_at
             LIMIT p_batch - v_claimed
             FOR UPDATE SKIP LOCKED
@@ -385,6 +392,7 @@ BEGIN
             JOIN public.tenant_policies p ON p.tenant_id = l.tenant_id
             JOIN public.tenant_budget b ON b.tenant_id = l.tenant_id
             WHERE public.tenantry_may_claim(l, p, b) AND l.tenant_id <> ALL (v_skip)
+              AND l.tenant_id <> ALL (v_frozen)
               AND (NOT v_in_flight OR EXISTS (
                   SELECT 1 FROM public.runs r
                   WHERE r.tenant_id = l.tenant_id AND r.kind = p_kind
@@ -402,6 +410,7 @@ BEGIN
             JOIN public.tenant_policies p ON p.tenant_id = l.tenant_id
             JOIN public.tenant_budget b ON b.tenant_id = l.tenant_id
             WHERE public.tenantry_may_claim(l, p, b) AND l.tenant_id <> ALL (v_skip)
+              AND l.tenant_id <> ALL (v_frozen)
               AND (NOT v_in_flight OR EXISTS (
                   SELECT 1 FROM public.runs r
                   WHERE r.tenant_id = l.tenant_id AND r.kind = p_kind
@@ -464,17 +473,19 @@ CREATE FUNCTION public.tenantry_claim_runs_fifo(p_worker text, p_batch integer, 
     AS $$
 DECLARE
     v_tenants text[];
+    v_frozen text[] := public.tenantry_frozen_tenants();
 BEGIN
     CREATE TEMP TABLE IF NOT EXISTS fifo_picked (tenant_id text, run_id uuid, expired boolean)
         ON COMMIT DROP;
     INSERT INTO fifo_picked
     SELECT r.tenant_id, r.run_id, true FROM public.runs r
     WHERE r.status = 'running' AND r.lease_expires_at < now() AND r.kind = 'agent'
+      AND r.tenant_id <> ALL (v_frozen)
     ORDER BY r.lease_expires_at LIMIT p_batch
     FOR UPDATE SKIP LOCKED;
     INSERT INTO fifo_picked
     SELECT r.tenant_id, r.run_id, false FROM public.runs r
-    WHERE r.status = 'queued' AND r.kind = 'agent'
+    WHERE r.status = 'queued' AND r.kind = 'agent' AND r.tenant_id <> ALL (v_frozen)
       AND (r.available_at IS NULL OR r.available_at <= now())
     ORDER BY r.created_at LIMIT greatest(p_batch - (SELECT count(*) FROM fifo_picked), 0)
     FOR UPDATE SKIP LOCKED;
@@ -514,6 +525,7 @@ CREATE FUNCTION public.tenantry_claim_webhooks(p_batch integer, p_seconds double
         FROM public.runs r
         WHERE r.webhook_state = 'pending' AND r.webhook_next_at <= now()
           AND r.webhook_attempts < p_max_attempts
+          AND r.tenant_id <> ALL (public.tenantry_frozen_tenants())
     ), due AS (
         SELECT r.tenant_id, r.run_id FROM public.runs r
         JOIN ranked k ON k.tenant_id = r.tenant_id AND k.run_id = r.run_id
@@ -542,7 +554,8 @@ CREATE FUNCTION public.tenantry_cleanup_due(p_every_seconds double precision, p_
     AS $$
     SELECT t.tenant_id FROM public.tenants t
     LEFT JOIN public.cleanup_leases l ON l.tenant_id = t.tenant_id
-    WHERE (l.expires_at IS NULL OR l.expires_at < clock_timestamp())
+    WHERE t.tenant_id <> ALL (public.tenantry_frozen_tenants())
+      AND (l.expires_at IS NULL OR l.expires_at < clock_timestamp())
       AND (l.last_pass_at IS NULL
            OR l.last_pass_at < clock_timestamp() - make_interval(secs => p_every_seconds)
            OR t.erased_at IS NOT NULL)
@@ -575,7 +588,7 @@ $$;
 -- Name: tenantry_commit_step(text, uuid, bigint, text[], jsonb[], smallint[], jsonb[], integer, bigint, bigint, bigint, double precision, jsonb, jsonb, jsonb, jsonb); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.tenantry_commit_step(p_tenant text, p_run uuid, p_epoch bigint, p_types text[], p_data jsonb[], p_formats smallint[], p_payloads jsonb[], p_steps integer, p_input_tokens bigint, p_output_tokens bigint, p_cost bigint, p_lease_seconds double precision, p_audit jsonb, p_settle jsonb, p_usage jsonb, p_terminal jsonb, OUT last_seq integer, OUT cancel_requested boolean) RETURNS record
+CREATE FUNCTION public.tenantry_commit_step(p_tenant text, p_run uuid, p_epoch bigint, p_types text[], p_data jsonb[], p_formats smallint[], p_payloads jsonb[], p_steps integer, p_input_tokens bigint, p_output_tokens bigint, p_cost bigint, p_lease_seconds double precision, p_audit jsonb, p_settle jsonb, p_usage jsonb, p_terminal jsonb, OUT last_seq integer, OUT cancel_requested boolean, OUT hand_back boolean) RETURNS record
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'public'
     AS $$
@@ -668,7 +681,17 @@ BEGIN
         IF FOUND THEN
             PERFORM public.tenantry_fold_closings(p_tenant);
         END IF;
+    ELSIF EXISTS (SELECT 1 FROM public.frozen_tenants f WHERE f.tenant_id = p_tenant) THEN
+        -- The tenant is being moved: the run goes back to the queue between two steps
+        -- (its log complete up to here), under a new epoch so nothing more of this
+        -- owner's lands; the move copies it once no run of the tenant holds a lease.
+        UPDATE public.runs r SET status = 'queued', lease_owner = NULL,
+            lease_expires_at = NULL, lease_epoch = r.lease_epoch + 1, updated_at = now()
+        WHERE r.tenant_id = p_tenant AND r.run_id = p_run;
+        hand_back := true;
+        RETURN;
     END IF;
+    hand_back := false;
 END
 $$;
 
@@ -994,7 +1017,8 @@ BEGIN
         -- The admission lock of lock_for_admission, taken once for the whole batch.
         SELECT l.queued + l.running + l.waiting AS live, p.max_queued,
                tenantry_month_spend(b) AS month_spend_micros, p.monthly_spend_cap_micros,
-               t.erased_at, t.admissions_paused_at
+               t.erased_at, t.admissions_paused_at,
+               EXISTS (SELECT 1 FROM frozen_tenants z WHERE z.tenant_id = l.tenant_id) AS moving
         INTO lim
         FROM tenant_load l JOIN tenant_policies p ON p.tenant_id = l.tenant_id
         JOIN tenant_budget b ON b.tenant_id = l.tenant_id
@@ -1041,6 +1065,9 @@ BEGIN
             i := r.i; run_id := NULL; status := NULL; detail := NULL;
             IF r.shed THEN
                 outcome := 'overloaded'; RETURN NEXT; CONTINUE;
+            END IF;
+            IF lim.moving THEN  -- being moved to another cell: asked again shortly
+                outcome := 'moving'; RETURN NEXT; CONTINUE;
             END IF;
             IF r.version IS NULL THEN
                 SELECT v.version, v.spec->>'model' INTO v_version, v_model
@@ -1218,6 +1245,7 @@ CREATE FUNCTION public.tenantry_expired_approvals(p_now timestamp with time zone
     AS $$
     SELECT a.tenant_id, a.approval_id FROM public.approvals a
     WHERE a.status = 'pending' AND a.expires_at <= p_now
+      AND a.tenant_id <> ALL (public.tenantry_frozen_tenants())
     ORDER BY a.expires_at
     LIMIT p_batch
 $$;
@@ -1282,6 +1310,34 @@ CREATE FUNCTION public.tenantry_forget_dead_workers(p_dead text[]) RETURNS void
 $$;
 
 --
+-- Name: tenantry_frozen_changed(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_frozen_changed() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+BEGIN
+    PERFORM pg_notify('tenantry_keys', '');
+    IF TG_OP = 'DELETE' THEN
+        PERFORM pg_notify('tenantry_runnable', '');
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+--
+-- Name: tenantry_frozen_tenants(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_frozen_tenants() RETURNS text[]
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    SELECT coalesce(array_agg(f.tenant_id), '{}') FROM public.frozen_tenants f
+$$;
+
+--
 -- Name: tenantry_keep_cleanup_lease(text, text, bigint, double precision, bigint); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1297,7 +1353,8 @@ BEGIN
         last_pass_at = CASE WHEN p_seconds IS NULL THEN clock_timestamp() ELSE last_pass_at END,
         last_deleted = CASE WHEN p_seconds IS NULL THEN p_deleted ELSE last_deleted END
     WHERE tenant_id = p_tenant AND owner = p_owner AND epoch = p_epoch
-      AND expires_at >= clock_timestamp();
+      AND expires_at >= clock_timestamp()
+      AND p_tenant <> ALL (public.tenantry_frozen_tenants());  -- a moving tenant's pass stops at once
     RETURN FOUND;
 END
 $$;
@@ -1441,6 +1498,24 @@ BEGIN
     END IF;
     RAISE EXCEPTION '% rows are immutable', TG_TABLE_NAME
         USING ERRCODE = 'restrict_violation';
+END
+$$;
+
+--
+-- Name: tenantry_refuse_frozen(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_refuse_frozen() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM public.frozen_tenants f
+               WHERE f.tenant_id = NEW.tenant_id AND f.state <> 'draining') THEN
+        RAISE EXCEPTION 'tenant % is moving to another cell', NEW.tenant_id
+            USING ERRCODE = 'TR020';
+    END IF;
+    RETURN NEW;
 END
 $$;
 
@@ -1886,6 +1961,7 @@ BEGIN
         JOIN public.runs r ON r.tenant_id = b.tenant_id AND r.run_id = b.run_id
         WHERE b.status = 'reserved'
           AND (r.lease_epoch <> b.lease_epoch OR r.status <> 'running')
+          AND b.tenant_id <> ALL (public.tenantry_frozen_tenants())
         LIMIT p_limit
         FOR UPDATE OF b SKIP LOCKED
     ), closed AS (
@@ -1908,6 +1984,7 @@ BEGIN
         SELECT b.tenant_id FROM public.tenant_budget b
         WHERE b.tenant_id IN (SELECT r.tenant_id FROM public.budget_reservations r
                               WHERE r.unfolded)
+          AND b.tenant_id <> ALL (public.tenantry_frozen_tenants())
         LIMIT p_limit
         FOR UPDATE OF b SKIP LOCKED
     LOOP
@@ -1928,6 +2005,9 @@ CREATE FUNCTION public.tenantry_take_cleanup_lease(p_tenant text, p_owner text, 
 DECLARE
     v_epoch bigint;
 BEGIN
+    IF p_tenant = ANY (public.tenantry_frozen_tenants()) THEN
+        RETURN NULL;  -- moving: its rows stay as they are until the move ends
+    END IF;
     INSERT INTO public.cleanup_leases AS l (tenant_id, owner, epoch, expires_at)
     VALUES (p_tenant, p_owner, 1, clock_timestamp() + make_interval(secs => p_seconds))
     ON CONFLICT (tenant_id) DO UPDATE
@@ -2030,6 +2110,7 @@ CREATE FUNCTION public.tenantry_wake_parked(p_models text[], p_limit integer) RE
     WITH due AS (
         SELECT r.tenant_id, r.run_id FROM public.runs r
         WHERE r.status = 'waiting' AND r.parked_on IS NOT NULL
+          AND r.tenant_id <> ALL (public.tenantry_frozen_tenants())
           AND (CASE WHEN p_models IS NULL THEN r.available_at <= now()
                     ELSE r.parked_on && p_models OR '*' = ANY (p_models) END)
         LIMIT p_limit
@@ -2326,6 +2407,18 @@ CREATE TABLE public.erase_jobs (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     finished_at timestamp with time zone,
     CONSTRAINT erase_jobs_status_check CHECK ((status = ANY (ARRAY['running'::text, 'done'::text])))
+);
+
+--
+-- Name: frozen_tenants; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.frozen_tenants (
+    tenant_id text NOT NULL,
+    state text NOT NULL,
+    move_id uuid NOT NULL,
+    since timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT frozen_tenants_state_check CHECK ((state = ANY (ARRAY['draining'::text, 'locked'::text, 'moved'::text, 'arriving'::text])))
 );
 
 --
@@ -2799,6 +2892,13 @@ ALTER TABLE ONLY public.erase_jobs
     ADD CONSTRAINT erase_jobs_pkey PRIMARY KEY (job_id);
 
 --
+-- Name: frozen_tenants frozen_tenants_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.frozen_tenants
+    ADD CONSTRAINT frozen_tenants_pkey PRIMARY KEY (tenant_id);
+
+--
 -- Name: model_accounts model_accounts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -3134,10 +3234,52 @@ CREATE INDEX usage_facts_by_account ON public.usage_facts USING btree (account, 
 CREATE INDEX usage_facts_by_time ON public.usage_facts USING btree (tenant_id, created_at);
 
 --
+-- Name: activity_bundles activity_bundles_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER activity_bundles_refuse_frozen BEFORE INSERT OR UPDATE ON public.activity_bundles FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
+
+--
+-- Name: activity_versions activity_versions_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER activity_versions_refuse_frozen BEFORE INSERT OR UPDATE ON public.activity_versions FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
+
+--
+-- Name: agent_version_flags agent_version_flags_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER agent_version_flags_refuse_frozen BEFORE INSERT OR UPDATE ON public.agent_version_flags FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
+
+--
 -- Name: agent_versions agent_versions_immutable; Type: TRIGGER; Schema: public; Owner: -
 --
 
 CREATE TRIGGER agent_versions_immutable BEFORE DELETE OR UPDATE ON public.agent_versions FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_change();
+
+--
+-- Name: agent_versions agent_versions_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER agent_versions_refuse_frozen BEFORE INSERT OR UPDATE ON public.agent_versions FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
+
+--
+-- Name: agents agents_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER agents_refuse_frozen BEFORE INSERT OR UPDATE ON public.agents FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
+
+--
+-- Name: api_keys api_keys_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER api_keys_refuse_frozen BEFORE INSERT OR UPDATE ON public.api_keys FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
+
+--
+-- Name: approvals approvals_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER approvals_refuse_frozen BEFORE INSERT OR UPDATE ON public.approvals FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
 
 --
 -- Name: audit_log audit_log_append_only; Type: TRIGGER; Schema: public; Owner: -
@@ -3152,10 +3294,28 @@ CREATE TRIGGER audit_log_append_only BEFORE DELETE OR UPDATE ON public.audit_log
 CREATE TRIGGER billing_reconciliations_immutable BEFORE DELETE OR UPDATE ON public.billing_reconciliations FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_change();
 
 --
+-- Name: frozen_tenants frozen_tenants_changed; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER frozen_tenants_changed AFTER INSERT OR DELETE OR UPDATE ON public.frozen_tenants FOR EACH STATEMENT EXECUTE FUNCTION public.tenantry_frozen_changed();
+
+--
+-- Name: model_accounts model_accounts_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER model_accounts_refuse_frozen BEFORE INSERT OR UPDATE ON public.model_accounts FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
+
+--
 -- Name: model_prices model_prices_immutable; Type: TRIGGER; Schema: public; Owner: -
 --
 
 CREATE TRIGGER model_prices_immutable BEFORE DELETE OR UPDATE ON public.model_prices FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_change();
+
+--
+-- Name: retention_policies retention_policies_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER retention_policies_refuse_frozen BEFORE INSERT OR UPDATE ON public.retention_policies FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
 
 --
 -- Name: run_events run_events_immutable; Type: TRIGGER; Schema: public; Owner: -
@@ -3206,6 +3366,12 @@ CREATE TRIGGER runs_notify_runnable AFTER UPDATE OF status ON public.runs FOR EA
 CREATE TRIGGER runs_notify_runnable_inserted AFTER INSERT ON public.runs REFERENCING NEW TABLE AS inserted FOR EACH STATEMENT EXECUTE FUNCTION public.tenantry_notify_inserted_runnable();
 
 --
+-- Name: runs runs_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER runs_refuse_frozen BEFORE INSERT OR UPDATE ON public.runs FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
+
+--
 -- Name: runs runs_uncount_deleted; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -3218,16 +3384,46 @@ CREATE TRIGGER runs_uncount_deleted AFTER DELETE ON public.runs FOR EACH ROW WHE
 CREATE TRIGGER sandbox_usage_facts_immutable BEFORE DELETE OR UPDATE ON public.sandbox_usage_facts FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_change();
 
 --
+-- Name: secrets secrets_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER secrets_refuse_frozen BEFORE INSERT OR UPDATE ON public.secrets FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
+
+--
+-- Name: tenant_keys tenant_keys_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER tenant_keys_refuse_frozen BEFORE INSERT OR UPDATE ON public.tenant_keys FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
+
+--
+-- Name: tenant_policies tenant_policies_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER tenant_policies_refuse_frozen BEFORE INSERT OR UPDATE ON public.tenant_policies FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
+
+--
 -- Name: tenants tenants_policy; Type: TRIGGER; Schema: public; Owner: -
 --
 
 CREATE TRIGGER tenants_policy AFTER INSERT ON public.tenants FOR EACH ROW EXECUTE FUNCTION public.tenantry_new_tenant();
 
 --
+-- Name: tenants tenants_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER tenants_refuse_frozen BEFORE INSERT OR UPDATE ON public.tenants FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
+
+--
 -- Name: tombstones tombstones_immutable; Type: TRIGGER; Schema: public; Owner: -
 --
 
 CREATE TRIGGER tombstones_immutable BEFORE DELETE OR UPDATE ON public.tombstones FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_change_but_retention();
+
+--
+-- Name: tool_servers tool_servers_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER tool_servers_refuse_frozen BEFORE INSERT OR UPDATE ON public.tool_servers FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
 
 --
 -- Name: usage_facts usage_facts_immutable; Type: TRIGGER; Schema: public; Owner: -

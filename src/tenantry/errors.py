@@ -126,6 +126,26 @@ class DatabaseUnavailable(TenantryError):
     retryable = True
 
 
+class TenantMoving(TenantryError):
+    """The tenant is being moved to another cell (ADR 0029): for the few seconds its runs
+    take to reach a step's end and its rows to be copied, nothing of it is admitted or
+    changed here. Retryable: the same request, sent again, reaches its new cell."""
+
+    type = "tenant_moving"
+    status = 503
+    title = "Tenant moving"
+    retryable = True
+
+    def __init__(self, detail: str = "", **extra: Any) -> None:
+        extra.setdefault("retry_after", TENANT_MOVING_RETRY_AFTER)
+        super().__init__(detail or "This tenant is moving to another cell; retry shortly.",
+                         **extra)
+
+
+#: Seconds a refused request of a moving tenant is told to wait (a move's lock is short).
+TENANT_MOVING_RETRY_AFTER = 5
+
+
 class ToolUnavailable(TenantryError):
     """A tool server could not be reached, failed, or did not answer in time. The call may or
     may not have run: retry only with the same idempotency key (DESIGN §2.3). A tool that

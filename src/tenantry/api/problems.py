@@ -5,16 +5,25 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from tenantry.db import DATABASE_DOWN
-from tenantry.errors import DatabaseUnavailable, Overloaded, TenantryError
+from tenantry.errors import (
+    DatabaseUnavailable,
+    Overloaded,
+    TenantMoving,
+    TenantryError,
+)
 from tenantry.jsonutil import dumps
 
 log = logging.getLogger(__name__)
+
+#: The SQLSTATE of a write refused because its tenant is being moved (migration 0031).
+TENANT_MOVING = "TR020"
 
 MEDIA_TYPE = "application/problem+json"
 #: Seconds a client is told to wait when the database is not answering.
@@ -55,7 +64,7 @@ def install(app: FastAPI) -> None:
     async def tenantry_error(_request: Request, exc: TenantryError) -> Response:
         # Shedding is the platform working as designed, not failing: one error line per
         # refused request would add load to an overloaded cell's logs.
-        if exc.status >= 500 and not isinstance(exc, Overloaded):
+        if exc.status >= 500 and not isinstance(exc, Overloaded | TenantMoving):
             log.error("request failed: %s", exc.detail)
         return from_error(exc)
 
@@ -88,6 +97,14 @@ def install(app: FastAPI) -> None:
     # on a kept-alive connection then fails). These handlers answer and are done.
     for kind in DATABASE_DOWN:
         app.add_exception_handler(kind, database_down)
+
+    @app.exception_handler(asyncpg.PostgresError)
+    async def database_refused(request: Request, exc: asyncpg.PostgresError) -> Response:
+        # A write that reached a moving tenant's rows before this process heard of the
+        # move (the trigger of migration 0031): the tenant's 503, not a platform fault.
+        if exc.sqlstate == TENANT_MOVING:
+            return from_error(TenantMoving())
+        return await unexpected(request, exc)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> Response:

@@ -169,6 +169,11 @@ class RunDriver:
             logger.info("run waits; its slot is free", extra={"run_id": self.run_id})
         except NewerEvent as exc:
             await self._leave_for_newer_worker(exc)
+        except HandedBack:
+            # The step is saved and the run queued again (migration 0031): whichever cell
+            # the tenant lives in once its move ends resumes it from the log.
+            logger.info("run handed back: its tenant is moving to another cell",
+                        extra={"run_id": self.run_id, "tenant_id": self.lease.tenant.value})
         except LeaseLost:
             logger.info("lease lost; leaving the run to its new owner",
                         extra={"run_id": self.run_id, "tenant_id": self.lease.tenant.value})
@@ -379,6 +384,8 @@ class RunDriver:
                         threshold=self.engine.settings.egress_flag_threshold)
         clean = await self.absorb(_written(events, row["last_seq"]))
         self._in_sync = clean and not row["cancel_requested"]
+        if row["hand_back"]:
+            raise HandedBack("the tenant is moving to another cell")
 
     def _step_args(self, events: list[Payload], *, steps: int = 0,
                    usage: TokenUsage | None = None, cost: int = 0,
@@ -456,6 +463,11 @@ def _terminal(
                 implied["error_id"] = error_id
             return RunStatus.FAILED, None, implied
     return RunStatus.FAILED, None, error
+
+
+class HandedBack(LeaseLost):
+    """A step's commit gave the run back to the queue: its tenant is being moved. The step
+    is in the log; nothing more of this owner's may be written (its epoch moved on)."""
 
 
 def _committed(row: asyncpg.Record | None) -> asyncpg.Record:

@@ -24,7 +24,7 @@ from tenantry.agents.service import NOT_FOUND as AGENT_NOT_FOUND
 from tenantry.agents.service import VERSION_NOT_FOUND
 from tenantry.db import DATABASE_DOWN, TRANSIENT, Connection, Database
 from tenantry.db.queries import load
-from tenantry.errors import NotFound, TenantryError
+from tenantry.errors import NotFound, TenantMoving, TenantryError
 from tenantry.ids import RunId, TenantId
 from tenantry.jsonutil import dumps
 from tenantry.runs import service
@@ -282,6 +282,8 @@ def _answer(pending: _Pending, row: asyncpg.Record) -> Created:
         # JSON renders the time in the session's time zone; the answer gives it in UTC,
         # as the row-at-a-time path (asyncpg's datetime) does.
         raise admission.paused(datetime.fromisoformat(detail["paused_at"]).astimezone(UTC))
+    if outcome == "moving":
+        raise TenantMoving()
     if outcome == "no_policy":
         raise admission.no_policy()
     if outcome == "quota":

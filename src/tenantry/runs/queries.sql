@@ -173,8 +173,9 @@ SELECT i, outcome, run_id, status, detail FROM tenantry_create_runs($1::jsonb)
 
 -- name: commit_step
 -- A step's events, projections, lease, audit row, settlement, usage fact and terminal
--- status in one call (migration 0029): NULL last_seq when the lease is no longer ours.
-SELECT last_seq, cancel_requested
+-- status in one call (migration 0029): NULL last_seq when the lease is no longer ours;
+-- hand_back when the run went back to the queue because its tenant is moving (0031).
+SELECT last_seq, cancel_requested, hand_back
 FROM tenantry_commit_step($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
                           $16)
 

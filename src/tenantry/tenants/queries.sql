@@ -30,7 +30,10 @@ RETURNING revoked_at
 SELECT pg_notify('tenantry_keys', '')
 
 -- name: authenticate
-SELECT tenantry_authenticate($1)
+-- The key's tenant, and whether it is being moved to another cell (migration 0031).
+SELECT k.tenant_id,
+       EXISTS (SELECT 1 FROM frozen_tenants f WHERE f.tenant_id = k.tenant_id) AS moving
+FROM (SELECT tenantry_authenticate($1) AS tenant_id) k
 
 -- name: tenants_page
 -- Cross-tenant: through the definer function of migration 0011 (a bounded page).

@@ -10,7 +10,7 @@ import asyncpg
 
 from tenantry.db import Database
 from tenantry.db.queries import load
-from tenantry.errors import Conflict, NotFound, TenantErased, Unauthorized
+from tenantry.errors import Conflict, NotFound, TenantErased, TenantMoving, Unauthorized
 from tenantry.ids import ApiKeyId, TenantId
 from tenantry.tenants.auth_cache import AuthCache
 from tenantry.tenants.keys import KEY_PREFIX, display_prefix, key_hash, new_key
@@ -200,8 +200,12 @@ async def authenticate(db: Database, api_key: str, cache: AuthCache | None = Non
 
     async def read() -> TenantId | None:
         async with db.unscoped() as conn:
-            found: str | None = await conn.fetchval(Q.authenticate, digest)
-        return TenantId(found) if found is not None else None
+            found = await conn.fetchrow(Q.authenticate, digest)
+        if found is None or found["tenant_id"] is None:
+            return None
+        if found["moving"]:  # never cached: a freeze's notification cleared the cache,
+            raise TenantMoving()  # and every request asks again until the move ends
+        return TenantId(found["tenant_id"])
 
     tenant = await cache.resolve(digest, read) if cache is not None else await read()
     if tenant is None:  # never cached: a new key works at once

@@ -29,6 +29,15 @@ SELECT name, created_at, updated_at FROM secrets WHERE tenant_id = $1 AND name =
 -- Rotation only: run by the operator's CLI with the migrating role (it sees all tenants).
 SELECT tenant_id, wrapped_key, nonce, master_key_id FROM tenant_keys FOR UPDATE
 
+-- name: tenant_key_for_update
+SELECT wrapped_key, nonce, master_key_id FROM tenant_keys WHERE tenant_id = $1 FOR UPDATE
+
+-- name: sealed_account_secrets_of_tenant
+SELECT account_id, provider, base_url, secret_sealed, secret_nonce, master_key_id,
+       secret_binding
+FROM model_accounts
+WHERE tenant_id = $1 AND secret_sealed IS NOT NULL FOR UPDATE
+
 -- name: rewrap_tenant_key
 UPDATE tenant_keys SET wrapped_key = $2, nonce = $3, master_key_id = $4, rotated_at = now()
 WHERE tenant_id = $1

@@ -116,6 +116,31 @@ async def rotate_master_key(conn: asyncpg.Connection, old: MasterKey, new: Maste
     return count
 
 
+async def rewrap_tenant(conn: asyncpg.Connection, tenant: str, old: MasterKey,
+                        new: MasterKey) -> int:
+    """Re-wrap one tenant's data key, and re-seal its own model accounts' keys, from ``old``
+    to ``new``: a tenant moved to a cell with another master key (ADR 0029). Its secrets
+    themselves are untouched (the data key is the same). In the caller's transaction."""
+    count = 0
+    row = await conn.fetchrow(Q.tenant_key_for_update, tenant)
+    if row is not None and row["master_key_id"] != new.key_id:
+        if row["master_key_id"] != old.key_id:
+            raise VaultError(f"tenant {tenant}'s key is wrapped by neither key")
+        data_key = crypto.unwrap(old, tenant, bytes(row["wrapped_key"]), bytes(row["nonce"]))
+        wrapped, nonce = crypto.wrap(new, tenant, data_key)
+        await conn.execute(Q.rewrap_tenant_key, tenant, wrapped, nonce, new.key_id)
+        count += 1
+    for account in await conn.fetch(Q.sealed_account_secrets_of_tenant, tenant):
+        if account["master_key_id"] == new.key_id:
+            continue
+        if account["master_key_id"] != old.key_id:
+            raise VaultError(f"model account {account['account_id']}'s key is sealed by "
+                             "neither key")
+        await _reseal(conn, account, old, new)
+        count += 1
+    return count
+
+
 async def reseal_legacy_accounts(conn: asyncpg.Connection, master: MasterKey) -> list[str]:
     """Re-seal model accounts' keys sealed before migration 0015 (bound to the account id
     only) so they are bound to the provider and base_url too; the ids re-sealed. Idempotent.
