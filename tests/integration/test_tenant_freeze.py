@@ -205,7 +205,7 @@ async def test_a_copy_between_cells_of_different_releases_is_refused(
         old = await asyncpg.connect(dsn_for(admin_dsn, name))
         try:
             await migrate(old, upto=30)
-            with pytest.raises(copy.MoveFailed, match="schemas differ"):
+            with pytest.raises(freeze.MoveFailed, match="schemas differ"):
                 await copy.same_schema(admin_conn, old)
         finally:
             await old.close()

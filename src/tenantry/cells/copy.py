@@ -23,8 +23,7 @@ from typing import BinaryIO, cast
 
 import asyncpg
 
-from tenantry.cells.freeze import Q, ident
-from tenantry.errors import TenantryError
+from tenantry.cells.freeze import MoveFailed, Q, ident
 from tenantry.vault import MasterKey, rewrap_tenant
 
 #: Rows are spooled in memory up to this size, then to a temporary file.
@@ -36,15 +35,6 @@ _DIGEST_SETTINGS = (
     "SET LOCAL IntervalStyle = 'postgres'", "SET LOCAL extra_float_digits = 3",
     "SET LOCAL bytea_output = 'hex'",
 )
-
-
-class MoveFailed(TenantryError):
-    """A move cannot go on as asked (the cells differ, the copy does not match); nothing
-    was switched, so the tenant still lives where it did."""
-
-    type = "move_failed"
-    status = 409
-    title = "Move failed"
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,16 @@ class Frozen(StrEnum):
     ARRIVING = "arriving"
 
 
-class MoveStalled(TenantryError):
+class MoveFailed(TenantryError):
+    """A move cannot go on as asked (the cells differ, a copy does not match, a cell is
+    not answering); the tenant still lives where the directory says."""
+
+    type = "move_failed"
+    status = 409
+    title = "Move failed"
+
+
+class MoveStalled(MoveFailed):
     """The tenant's runs did not all leave their leases in time (a step longer than the
     drain's patience); the move can be resumed, or rolled back."""
 
