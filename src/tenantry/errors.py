@@ -135,3 +135,33 @@ class ToolUnavailable(TenantryError):
     status = 502
     title = "Tool server unavailable"
     retryable = True
+
+
+class RegionNotServed(TenantryError):
+    """A tenant asked for a region no cell serves: on a cell, a region other than its own
+    (DESIGN §12: an EU tenant's rows exist only in an EU cell); at the router, a region
+    with no cell in the directory. ``region`` names it."""
+
+    type = "region_not_served"
+    status = 422
+    title = "Region not served"
+
+
+class TenantMoving(TenantryError):
+    """The tenant is being moved to another cell (the directory's ``state`` is
+    ``moving``): its requests wait until the move ends."""
+
+    type = "tenant_moving"
+    status = 503
+    title = "Tenant is moving between cells"
+    retryable = True
+
+
+class CellUnavailable(TenantryError):
+    """The tenant's home cell does not answer. ``cell`` names it; the router never sends
+    the request to another cell (that cell has none of the tenant's data)."""
+
+    type = "cell_unavailable"
+    status = 503
+    title = "Cell unavailable"
+    retryable = True
