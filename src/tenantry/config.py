@@ -291,12 +291,11 @@ class Settings:
         if not 0 <= self.router_port <= 65535:
             raise ConfigurationError("TENANTRY_ROUTER_PORT / --port must be 0..65535, "
                                      f"got {self.router_port}")
-        for name, value in (("TENANTRY_CELL / --cell", self.cell),
-                            ("TENANTRY_REGION / --region", self.region)):
-            if not isinstance(value, str) or not CELL_NAME_RE.fullmatch(value):
+        for setting, ident in (("TENANTRY_CELL", self.cell), ("TENANTRY_REGION", self.region)):
+            if not isinstance(ident, str) or not CELL_NAME_RE.fullmatch(ident):
                 raise ConfigurationError(
-                    f"{name} must be 1-64 characters of a-z, 0-9, '_', '-' starting with a "
-                    f"letter or digit, got {value!r}")
+                    f"{setting} must be 1-64 characters of a-z, 0-9, '_', '-' starting with "
+                    f"a letter or digit, got {ident!r}")
         self._validate_shedding()
         if self.db_pool_min > self.db_pool_max:
             raise ConfigurationError("TENANTRY_DB_POOL_MIN must not exceed TENANTRY_DB_POOL_MAX")
