@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import asyncpg
+import httpx2
 import pytest
 
 from tenantry.cells import directory
@@ -70,11 +71,10 @@ async def _tenant(c: Cells, region: str) -> tuple[str, dict[str, str]]:
     return tenant_id, {"Authorization": f"Bearer {r.json()['api_key']}"}
 
 
-def _problem(r: object, status: int, type_: str) -> dict[str, object]:
-    response = r  # httpx2.Response
-    assert response.status_code == status, response.text  # type: ignore[attr-defined]
-    assert response.headers["content-type"] == PROBLEM  # type: ignore[attr-defined]
-    body: dict[str, object] = response.json()  # type: ignore[attr-defined]
+def _problem(r: httpx2.Response, status: int, type_: str) -> dict[str, object]:
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"] == PROBLEM
+    body: dict[str, object] = r.json()
     assert body["type"] == type_ and body["status"] == status
     return body
 
@@ -91,7 +91,8 @@ async def _count(dsn: str, sql: str, *args: object) -> int:
 async def test_tenants_are_placed_by_region_and_served_by_their_home_cell(cells: Cells) -> None:
     eu_tenant, eu_key = await _tenant(cells, "eu")
     us_tenant, us_key = await _tenant(cells, "us")
-    r = await cells.router.client.get(f"/admin/v1/tenants/{eu_tenant}", headers=cells.router.operator)
+    r = await cells.router.client.get(f"/admin/v1/tenants/{eu_tenant}",
+                                      headers=cells.router.operator)
     assert r.status_code == 200 and r.json()["home_cell"] == "eu-1" and r.json()["region"] == "eu"
     for key, name in ((eu_key, "eu agent"), (us_key, "us agent")):
         r = await cells.router.client.post("/v1/agents", headers=key, json={

@@ -107,7 +107,7 @@ class RouterProcess:
 async def start_router(directory_dsn: str, log_dir: Path, *, port: int | None = None,
                        within: float = 60.0) -> RouterProcess:
     """``tenantry router`` as operators run it, once it answers /healthz."""
-    log_dir.mkdir(parents=True, exist_ok=True)
+    _make_dir(log_dir)
     env = worker_env(log_dir / "data", lease_seconds=None, pool_max=None)
     env.update(TENANTRY_OPERATOR_TOKEN=ROUTER_TOKEN, TENANTRY_DIRECTORY_URL=directory_dsn)
     port = port or free_port()
@@ -131,3 +131,7 @@ async def start_router(directory_dsn: str, log_dir: Path, *, port: int | None = 
                 raise AssertionError(f"the router not ready after {within:.0f}s\n"
                                      f"{router.tail()}")
             await asyncio.sleep(0.05)
+
+
+def _make_dir(path: Path) -> None:
+    path.mkdir(parents=True, exist_ok=True)
