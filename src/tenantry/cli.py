@@ -258,6 +258,31 @@ def up(
            production=False, activities=True)
 
 
+@app.command()
+def router(
+    directory_url: Annotated[str | None, typer.Option(
+        "--directory-url", envvar="TENANTRY_DIRECTORY_URL",
+        help="The global directory's Postgres database (migrated at start).")] = None,
+    host: Annotated[str | None, typer.Option(
+        "--host", envvar="TENANTRY_ROUTER_HOST", show_default=_DEFAULT.router_host,
+        help="Address the router listens on.")] = None,
+    port: Annotated[int | None, typer.Option(
+        "--port", envvar="TENANTRY_ROUTER_PORT", show_default=str(_DEFAULT.router_port),
+        help="Port the router listens on.")] = None,
+    operator_token: Annotated[str | None, typer.Option(
+        "--operator-token", envvar="TENANTRY_OPERATOR_TOKEN",
+        help="Operator credential for the router's /admin/v1 (required).")] = None,
+) -> None:
+    """Serve the tenant router: one base URL in front of several cells. It authenticates
+    each API key against the global directory and forwards the request (event streams
+    included) to the tenant's home cell; operators create tenants through it in a region."""
+    from tenantry.bootstrap import router as router_process
+
+    settings = _settings(directory_url=directory_url, router_host=host, router_port=port,
+                         operator_token=operator_token)
+    _run(lambda: router_process.serve(settings))
+
+
 def _serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers: int,
            production: bool, activities: bool = False) -> None:
     from tenantry.bootstrap import process
@@ -363,6 +388,7 @@ def rotate_master_key_cmd(
 
 def _client_commands() -> None:
     from tenantry.cli_billing import billing_app, reconcile
+    from tenantry.cli_cells import cells_app
     from tenantry.cli_client import runs_app, usage
     from tenantry.cli_retention import retention_app
 
@@ -371,6 +397,7 @@ def _client_commands() -> None:
     billing_app.command("reconcile")(reconcile)
     app.add_typer(billing_app, name="billing")
     app.add_typer(retention_app, name="retention")
+    app.add_typer(cells_app, name="cells")
 
 
 _client_commands()

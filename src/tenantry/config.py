@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -18,6 +19,12 @@ from tenantry.errors import ConfigurationError
 #: Runs one retention batch (one transaction) deletes at most: past it a batch holds its
 #: row locks, and the event rows it deletes, for too long.
 MAX_RETENTION_BATCH = 10_000
+
+#: A cell's name and a region (DESIGN §12): also the directory's CHECK and the API's rule.
+CELL_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+#: The region a cell serves when none is named: it hosts a tenant of any region (``tenantry
+#: up`` is one local cell with no router); a tenant in it may use any model account.
+ANY_REGION = "default"
 
 
 def default_data_dir() -> Path:
@@ -125,6 +132,15 @@ class Settings:
     # The console cookie's Secure flag: auto sets it when the request came over https (as
     # uvicorn sees it); true forces it behind a TLS-terminating proxy uvicorn does not trust.
     console_secure_cookie: str = "auto"  # auto | true | false
+    # Cells (DESIGN §12, ADR 0027): this stack's name and the region it serves. A cell in
+    # region R creates only tenants of region R; one in `default` (a lone `tenantry up`)
+    # creates any. The name is each tenant's `home_cell`.
+    cell: str = "local"
+    region: str = ANY_REGION
+    # `tenantry router` (ADR 0028): the global directory's Postgres, and where it listens.
+    directory_url: str | None = None
+    router_host: str = "127.0.0.1"
+    router_port: int = 8070
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -198,6 +214,11 @@ class Settings:
         integer("TENANTRY_WEBHOOK_CONCURRENCY", "webhook_concurrency", 1)
         integer("TENANTRY_WEBHOOK_CONCURRENCY_PER_TENANT", "webhook_concurrency_per_tenant", 1)
         integer("TENANTRY_RETENTION_BATCH", "retention_batch", 1)
+        text("TENANTRY_CELL", "cell")
+        text("TENANTRY_REGION", "region")
+        text("TENANTRY_DIRECTORY_URL", "directory_url")
+        text("TENANTRY_ROUTER_HOST", "router_host")
+        integer("TENANTRY_ROUTER_PORT", "router_port", 0)
         integer("TENANTRY_RETENTION_EVERY_SECONDS", "retention_every_seconds", 1)
         cleaner = env.get("TENANTRY_RETENTION", "").lower()
         if cleaner:
@@ -267,6 +288,14 @@ class Settings:
             raise ConfigurationError("TENANTRY_WEBHOOK_DEADLINE_SECONDS must be at least 1")
         if self.port > 65535:
             raise ConfigurationError("TENANTRY_PORT / --port must be at most 65535")
+        if not 0 <= self.router_port <= 65535:
+            raise ConfigurationError("TENANTRY_ROUTER_PORT / --port must be 0..65535, "
+                                     f"got {self.router_port}")
+        for setting, ident in (("TENANTRY_CELL", self.cell), ("TENANTRY_REGION", self.region)):
+            if not isinstance(ident, str) or not CELL_NAME_RE.fullmatch(ident):
+                raise ConfigurationError(
+                    f"{setting} must be 1-64 characters of a-z, 0-9, '_', '-' starting with "
+                    f"a letter or digit, got {ident!r}")
         self._validate_shedding()
         if self.db_pool_min > self.db_pool_max:
             raise ConfigurationError("TENANTRY_DB_POOL_MIN must not exceed TENANTRY_DB_POOL_MAX")

@@ -127,9 +127,10 @@ class DatabaseUnavailable(TenantryError):
 
 
 class TenantMoving(TenantryError):
-    """The tenant is being moved to another cell (ADR 0029): for the few seconds its runs
-    take to reach a step's end and its rows to be copied, nothing of it is admitted or
-    changed here. Retryable: the same request, sent again, reaches its new cell."""
+    """The tenant is being moved to another cell (ADR 0029; the directory's ``state`` is
+    ``moving``, the cell's ``frozen_tenants`` holds it): for the few seconds its runs take
+    to reach a step's end and its rows to be copied, nothing of it is admitted or changed.
+    Retryable: the same request, sent again, reaches its new cell."""
 
     type = "tenant_moving"
     status = 503
@@ -154,4 +155,24 @@ class ToolUnavailable(TenantryError):
     type = "tool_unavailable"
     status = 502
     title = "Tool server unavailable"
+    retryable = True
+
+
+class RegionNotServed(TenantryError):
+    """A tenant asked for a region no cell serves: on a cell, a region other than its own
+    (DESIGN §12: an EU tenant's rows exist only in an EU cell); at the router, a region
+    with no cell in the directory. ``region`` names it."""
+
+    type = "region_not_served"
+    status = 422
+    title = "Region not served"
+
+
+class CellUnavailable(TenantryError):
+    """The tenant's home cell does not answer. ``cell`` names it; the router never sends
+    the request to another cell (that cell has none of the tenant's data)."""
+
+    type = "cell_unavailable"
+    status = 503
+    title = "Cell unavailable"
     retryable = True

@@ -50,14 +50,17 @@ class ApiProcess:
 async def api_process(
     dsn: str, log_dir: Path, *, master_key: str | None = None,
     pool_max: int | None = None, ready_within: float = 60.0, command: str = "api",
+    env: dict[str, str] | None = None,
 ) -> AsyncIterator[ApiProcess]:
     """``tenantry api`` on ``dsn`` until the block ends (SIGTERM, then SIGKILL). ``pool_max``
     None: the production pool size. ``command="up"``: the API and a worker in one process
-    (it migrates ``dsn`` first)."""
+    (it migrates ``dsn`` first). ``env``: more settings (a cell's TENANTRY_CELL, ...)."""
     _make_dir(log_dir)
+    extra = env or {}
     env = worker_env(log_dir / "api-data", lease_seconds=None, pool_max=pool_max,
                      master_key=master_key)
     env["TENANTRY_OPERATOR_TOKEN"] = OPERATOR_TOKEN
+    env.update(extra)
     port = free_port()
     stderr = log_dir / "api.err"
     with (log_dir / "api.out").open("wb") as out, stderr.open("wb") as err:

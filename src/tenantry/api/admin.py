@@ -26,7 +26,8 @@ from tenantry.api.fields import (
 from tenantry.api.pages import PageRequest, matching, page_request
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
-from tenantry.errors import NotFound, ValidationFailed
+from tenantry.config import ANY_REGION, Settings
+from tenantry.errors import NotFound, RegionNotServed, ValidationFailed
 from tenantry.ids import ApiKeyId, TenantId
 from tenantry.tenants import service
 from tenantry.tools import servers
@@ -71,7 +72,11 @@ class CreateTenant(Body):
     tenant_id: Slug | None = Field(
         default=None, description="Bring your own id (a slug); generated when omitted."
     )
-    region: Label = "default"
+    region: Label | None = Field(
+        default=None,
+        description="Where the tenant's data and model calls must stay. Omitted: this "
+                    "cell's region (TENANTRY_REGION). A cell outside `default` creates only "
+                    "tenants of its own region (422 `region_not_served`).")
     plan: Label = "standard"
 
 
@@ -80,7 +85,8 @@ class TenantOut(BaseModel):
     name: str
     region: str
     plan: str
-    home_cell: str
+    home_cell: str = Field(description="The cell that holds the tenant's rows (TENANTRY_CELL "
+                                       "of the cell that created it).")
     created_at: datetime
 
 
@@ -176,11 +182,31 @@ def _tenant_out(t: service.Tenant) -> TenantOut:
     )
 
 
-@router.post("/tenants", status_code=201, response_model=CreatedTenantOut)
+_REGION_NOT_SERVED: dict[int | str, dict[str, Any]] = {422: {
+    "description": "`region_not_served`: this cell serves another region (`region` names "
+                   "the one asked for)"}}
+
+
+def served_region(settings: Settings, asked: str | None) -> str:
+    """The tenant's region on this cell: the one asked for, or the cell's own; refused
+    when the cell serves one region and it is another (its rows would live outside it)."""
+    region = asked or settings.region
+    if settings.region != ANY_REGION and region != settings.region:
+        raise RegionNotServed(
+            f"cell {settings.cell!r} serves region {settings.region!r}, not {region!r}: "
+            "create the tenant through the router, or on a cell of that region",
+            region=region, cell=settings.cell)
+    return region
+
+
+@router.post("/tenants", status_code=201, response_model=CreatedTenantOut,
+             responses=_REGION_NOT_SERVED)
 async def create_tenant(body: CreateTenant, p: Platform = Depends(platform)) -> CreatedTenantOut:
     tenant_id = TenantId.parse(body.tenant_id) if body.tenant_id else None
+    region = served_region(p.settings, body.region)
     created = await service.create_tenant(
-        p.db, body.name, region=body.region, plan=body.plan, tenant_id=tenant_id
+        p.db, body.name, region=region, plan=body.plan, tenant_id=tenant_id,
+        home_cell=p.settings.cell,
     )
     return CreatedTenantOut(**_tenant_out(created.tenant).model_dump(),
                             webhook_secret=created.webhook_secret)

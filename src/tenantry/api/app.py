@@ -38,7 +38,8 @@ _PROBLEM_SCHEMA = {
     "description": "RFC 9457 problem details. `type` is stable: not_found, validation_error, "
                    "unauthorized, conflict, payload_too_large, method_not_allowed, quota_exceeded, "
                    "overloaded, budget_exhausted, tool_unavailable, tenant_erased, "
-                   "admissions_paused, database_unavailable, internal_error.",
+                   "admissions_paused, region_not_served, database_unavailable, internal_error; "
+                   "through `tenantry router` also tenant_moving and cell_unavailable.",
     "required": ["type", "title", "status", "detail"],
     "properties": {
         "type": {"type": "string"},

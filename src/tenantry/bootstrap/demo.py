@@ -43,7 +43,8 @@ async def ensure_demo(dsn: str, settings: Settings) -> Demo:
     db = await Database.connect(dsn, role=settings.db_role or None, min_size=1, max_size=2)
     try:
         with contextlib.suppress(Conflict):  # made by an earlier start
-            await tenants.create_tenant(db, "Demo tenant", tenant_id=DEMO_TENANT)
+            await tenants.create_tenant(db, "Demo tenant", tenant_id=DEMO_TENANT,
+                                        region=settings.region, home_cell=settings.cell)
         api_key, key_is = await _demo_key(db, settings)
         existing = [a for a in await agents.list_agents(db, DEMO_TENANT, limit=200)
                     if a.name == DEMO_AGENT]

@@ -1,6 +1,6 @@
 -- name: insert_tenant
-INSERT INTO tenants (tenant_id, name, region, plan, webhook_secret)
-VALUES ($1, $2, $3, $4, $5)
+INSERT INTO tenants (tenant_id, name, region, plan, webhook_secret, home_cell)
+VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (tenant_id) DO NOTHING
 RETURNING tenant_id, name, region, plan, home_cell, created_at
 

@@ -53,12 +53,14 @@ class IssuedKey:
 
 async def create_tenant(
     db: Database, name: str, *, region: str = "default", plan: str = "standard",
-    tenant_id: TenantId | None = None,
+    tenant_id: TenantId | None = None, home_cell: str = "local",
 ) -> CreatedTenant:
+    """``home_cell``: the cell creating it (TENANTRY_CELL), which its rows live in."""
     tenant = tenant_id or TenantId.new()
     secret = new_webhook_secret()
     async with db.tenant_tx(tenant) as conn:
-        row = await conn.fetchrow(Q.insert_tenant, tenant.value, name, region, plan, secret)
+        row = await conn.fetchrow(Q.insert_tenant, tenant.value, name, region, plan, secret,
+                                  home_cell)
     if row is None:
         raise Conflict("a tenant with this id already exists")
     return CreatedTenant(Tenant(tenant, row["name"], row["region"], row["plan"],

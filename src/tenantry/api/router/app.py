@@ -1,0 +1,276 @@
+"""The router's ASGI app: authenticate, find the home cell, forward, stream back.
+
+- ``/v1/...`` (tenants): the API key's SHA-256 is looked up in the directory (cached,
+  dropped on ``tenantry_directory`` notifications); the request goes to the key's tenant's
+  home cell with its own ``Authorization`` (the cell authenticates the key again).
+- ``/admin/v1/tenants`` (operator, the router's operator token): placed in a cell of the
+  asked region (fewest tenants) or a named cell, created there, recorded in the directory.
+- ``/admin/v1/tenants/{id}/...``: forwarded to the tenant's home cell with that cell's
+  operator token; issuing and revoking API keys also record them in the directory.
+
+A tenant being moved answers 503 ``tenant_moving``; a home cell that does not answer, 503
+``cell_unavailable`` naming it. Every refusal is the platform's problem+json."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import re
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+
+import orjson
+from pydantic import Field, ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from tenantry.api.fields import Body, Label, Slug, Text
+from tenantry.api.problems import DATABASE_RETRY_AFTER, from_error, problem
+from tenantry.cells import directory
+from tenantry.cells.directory import TenantHome
+from tenantry.cells.forward import Forwarder, Opened, request_headers, request_target
+from tenantry.cells.routes import Routes
+from tenantry.config import CELL_NAME_RE, Settings
+from tenantry.db import DATABASE_DOWN
+from tenantry.errors import (
+    DatabaseUnavailable,
+    NotFound,
+    PayloadTooLarge,
+    TenantMoving,
+    TenantryError,
+    Unauthorized,
+)
+from tenantry.ids import TenantId
+from tenantry.tenants.keys import key_hash
+
+log = logging.getLogger(__name__)
+
+#: Seconds a tenant being moved is told to wait.
+MOVING_RETRY_AFTER = 5
+TENANT_NOT_FOUND = "No tenant with this id."
+_TENANT_PATH = re.compile(r"^/admin/v1/tenants/([^/]+)(/.*)?$")
+_KEYS_PATH = re.compile(r"^/api-keys(?:/([^/]+))?$")
+_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+
+@dataclass(slots=True)
+class RouterState:
+    settings: Settings
+    routes: Routes
+    forwarder: Forwarder
+
+
+class CreateTenant(Body):
+    """The cell's body (name, tenant_id, plan), plus where to place the tenant."""
+
+    name: Text = Field(min_length=1, max_length=200)
+    tenant_id: Slug | None = None
+    region: Label | None = Field(default=None, description="A cell of this region, the "
+                                 "one with the fewest tenants.")
+    cell: str | None = Field(default=None, pattern=CELL_NAME_RE.pattern,
+                             description="A named (dedicated) cell instead.")
+    plan: Label | None = None
+
+
+def create_router_app(
+    settings: Settings, state: Callable[[], AbstractAsyncContextManager[RouterState]],
+) -> Starlette:
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with state() as opened:
+            app.state.router = opened
+            yield
+
+    async def endpoint(request: Request) -> Response:
+        router: RouterState = request.app.state.router
+        try:
+            return await _dispatch(router, request)
+        except TenantryError as exc:
+            if exc.status >= 500:
+                log.warning("router refused %s %s: %s", request.method, request.url.path,
+                            exc.detail)
+            return from_error(exc)
+        except DATABASE_DOWN as exc:
+            log.warning("directory unavailable: %s", exc)
+            return from_error(DatabaseUnavailable(
+                "The directory is not answering; retry shortly.",
+                retry_after=DATABASE_RETRY_AFTER))
+
+    async def healthz(_request: Request) -> Response:
+        return Response(b'{"status":"ok"}', media_type="application/json")
+
+    return Starlette(routes=[Route("/healthz", healthz, methods=["GET"]),
+                             Route("/{path:path}", endpoint, methods=_METHODS)],
+                     lifespan=lifespan)
+
+
+@asynccontextmanager
+async def router_state(settings: Settings, dsn: str) -> AsyncIterator[RouterState]:
+    """The directory's pool and LISTEN loop, and the forwarding client."""
+    async with Routes.open(dsn) as routes:
+        forwarder = Forwarder()
+        try:
+            yield RouterState(settings, routes, forwarder)
+        finally:
+            await forwarder.aclose()
+
+
+async def _dispatch(router: RouterState, request: Request) -> Response:
+    path = request.url.path
+    if path.startswith("/v1/") or path == "/v1":
+        home = await router.routes.for_key(_bearer(request))
+        return await _forward(router, request, home, authorization=None)
+    if path.startswith("/admin/v1/"):
+        _operator(router.settings, request)
+        if path == "/admin/v1/tenants" and request.method == "POST":
+            return await _create_tenant(router, request)
+        if path == "/admin/v1/cells" and request.method == "GET":
+            return await _list_cells(router)
+        match = _TENANT_PATH.match(path)
+        if match is not None:
+            return await _tenant_call(router, request, match[1], match[2] or "")
+    raise NotFound("No such resource: the router forwards /v1 calls, and the operator's "
+                   "calls about one tenant (/admin/v1/tenants/...); call a cell's API for "
+                   "the rest.")
+
+
+def _bearer(request: Request) -> str:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthorized("Send 'Authorization: Bearer <key>'.")
+    return token.strip()
+
+
+def _operator(settings: Settings, request: Request) -> None:
+    expected = settings.operator_token
+    token = _bearer(request)
+    if not expected or not hmac.compare_digest(token.encode(), expected.encode()):
+        raise Unauthorized("Invalid operator token.")
+
+
+async def _body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"Request bodies are limited to {limit} bytes.")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"Request bodies are limited to {limit} bytes.")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _open(router: RouterState, request: Request, home: TenantHome, *,
+                authorization: str | None, target: str | None = None,
+                body: bytes | None = None) -> Opened:
+    if home.moving:
+        raise TenantMoving("This tenant is being moved to another cell; retry shortly.",
+                           retry_after=MOVING_RETRY_AFTER)
+    where = target or request_target(request.scope.get("raw_path") or
+                                     request.url.path.encode(),
+                                     request.scope.get("query_string", b""))
+    if body is None:
+        body = await _body(request, router.settings.max_body_bytes)
+    client = request.client.host if request.client else None
+    headers = request_headers(
+        ((k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw),
+        authorization=authorization, client=client)
+    return await router.forwarder.open(home.cell, request.method, where, headers, body)
+
+
+async def _forward(router: RouterState, request: Request, home: TenantHome, *,
+                   authorization: str | None) -> Response:
+    opened = await _open(router, request, home, authorization=authorization)
+    return _streamed(opened)
+
+
+def _streamed(opened: Opened) -> Response:
+    headers = {k: v for k, v in opened.response.headers.items()
+               if k not in ("connection", "keep-alive", "transfer-encoding", "te", "trailer",
+                            "upgrade")}
+    return StreamingResponse(opened.body(), status_code=opened.status, headers=headers)
+
+
+async def _buffered(opened: Opened) -> tuple[int, dict[str, str], bytes]:
+    content = await opened.read()
+    headers = {k: v for k, v in opened.response.headers.items()
+               if k not in ("connection", "keep-alive", "transfer-encoding", "content-length")}
+    return opened.status, headers, content
+
+
+def _cell_token(home: TenantHome) -> str:
+    return f"Bearer {home.cell.operator_token}"
+
+
+async def _create_tenant(router: RouterState, request: Request) -> Response:
+    raw = await _body(request, router.settings.max_body_bytes)
+    try:
+        body = CreateTenant.model_validate_json(raw or b"null")
+    except ValidationError as exc:
+        errors = [{"loc": [str(p) for p in e.get("loc", ())], "msg": e.get("msg", "invalid"),
+                   "kind": e.get("type")} for e in exc.errors()]
+        first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
+        where = ".".join(first["loc"]) or "body"
+        return problem(400, "validation_error", "Invalid request", f"{where}: {first['msg']}",
+                       extra={"errors": errors})
+    async with router.routes.pool.acquire() as conn:
+        cell = await directory.place(conn, region=body.region, cell=body.cell)
+    region = body.region or cell.region
+    forwarded = {"name": body.name, "region": region, "plan": body.plan,
+                 "tenant_id": body.tenant_id}
+    payload = orjson.dumps({k: v for k, v in forwarded.items() if v is not None})
+    home = TenantHome(TenantId("placing"), region, directory.ACTIVE, cell)
+    opened = await _open(router, request, home, authorization=f"Bearer {cell.operator_token}",
+                         target="/admin/v1/tenants", body=payload)
+    status, headers, content = await _buffered(opened)
+    if status == 201:
+        created = orjson.loads(content)
+        async with router.routes.pool.acquire() as conn:
+            await directory.record_tenant(conn, created["tenant_id"], region=created["region"],
+                                          cell=cell.name)
+        log.info("tenant placed", extra={"tenant": created["tenant_id"], "cell": cell.name,
+                                         "region": created["region"]})
+    return Response(content, status_code=status, headers=headers)
+
+
+async def _list_cells(router: RouterState) -> Response:
+    async with router.routes.pool.acquire() as conn:
+        found = await directory.list_cells(conn)
+    data = [{"name": c.cell.name, "region": c.cell.region, "api_url": c.cell.api_url,
+             "dedicated": c.cell.dedicated, "tenants": c.tenants,
+             "created_at": c.cell.created_at.isoformat()} for c in found]
+    return Response(orjson.dumps({"data": data}), media_type="application/json")
+
+
+async def _tenant_call(router: RouterState, request: Request, raw_id: str,
+                       rest: str) -> Response:
+    try:
+        tenant = TenantId.parse(raw_id)
+    except ValueError:
+        raise NotFound(TENANT_NOT_FOUND) from None
+    home = await router.routes.for_tenant(tenant)
+    if home is None:
+        raise NotFound(TENANT_NOT_FOUND)
+    keys = _KEYS_PATH.match(rest)
+    token = _cell_token(home)
+    if keys is not None and keys[1] is None and request.method == "POST":
+        opened = await _open(router, request, home, authorization=token)
+        status, headers, content = await _buffered(opened)
+        if status == 201:  # routable from now on: its hash is in the directory
+            issued = orjson.loads(content)
+            async with router.routes.pool.acquire() as conn:
+                await directory.record_api_key(conn, tenant, key_hash=key_hash(
+                    issued["api_key"]), key_id=issued["key_id"])
+        return Response(content, status_code=status, headers=headers)
+    if keys is not None and keys[1] is not None and request.method == "DELETE":
+        # The directory first: the router refuses the key from this commit on, whatever
+        # the cell answers next.
+        async with router.routes.pool.acquire() as conn:
+            await directory.revoke_api_key(conn, tenant, keys[1])
+        return await _forward(router, request, home, authorization=token)
+    return await _forward(router, request, home, authorization=token)

@@ -1,0 +1,137 @@
+"""Cells behind a router for tests: a fresh directory database, the router's app served in
+this process (integration) or as a real ``tenantry router`` process (e2e). No pytest here:
+``benchmarks/router.py`` uses it too."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+import httpx2
+import uvicorn
+
+from tenantry.api.router.app import create_router_app, router_state
+from tenantry.cells.directory import DIRECTORY
+from tenantry.config import Settings
+from tenantry.db.migrate import migrate
+from tests.support.db import dsn_for
+from tests.support.harness import _die_with_parent, tenantry_command, worker_env
+from tests.support.pgcluster import free_port
+
+ROUTER_TOKEN = "op_router_token"
+
+
+@asynccontextmanager
+async def directory_database(admin_dsn: str) -> AsyncIterator[str]:
+    """A fresh, migrated directory database on the admin server (dropped afterwards)."""
+    name = f"tenantry_dir_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(admin_dsn)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        dsn = dsn_for(admin_dsn, name)
+        conn = await asyncpg.connect(dsn)
+        try:
+            await migrate(conn, schema=DIRECTORY)
+        finally:
+            await conn.close()
+        yield dsn
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+@dataclass
+class Router:
+    base_url: str
+    client: httpx2.AsyncClient
+
+    @property
+    def operator(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {ROUTER_TOKEN}"}
+
+
+@asynccontextmanager
+async def serving_router(directory_dsn: str, **overrides: object) -> AsyncIterator[Router]:
+    """The router's app on a loopback port in this process."""
+    settings = Settings(**{"operator_token": ROUTER_TOKEN,  # type: ignore[arg-type]
+                           "max_body_bytes": 64 * 1024, **overrides})
+    app = create_router_app(settings, lambda: router_state(settings, directory_dsn))
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None,
+                                           access_log=False, lifespan="on"))
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.01)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx2.AsyncClient(base_url=base, timeout=10) as client:
+            yield Router(base, client)
+    finally:
+        server.should_exit = True
+        await task
+
+
+@dataclass(eq=False)
+class RouterProcess:
+    process: asyncio.subprocess.Process
+    base_url: str
+    stderr: Path
+
+    def tail(self, lines: int = 30) -> str:
+        with contextlib.suppress(FileNotFoundError):
+            return "\n".join(self.stderr.read_text(errors="replace").splitlines()[-lines:])
+        return ""
+
+    async def stop(self) -> None:
+        if self.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(self.process.wait(), 15)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    self.process.kill()
+                await self.process.wait()
+
+
+async def start_router(directory_dsn: str, log_dir: Path, *, port: int | None = None,
+                       within: float = 60.0) -> RouterProcess:
+    """``tenantry router`` as operators run it, once it answers /healthz."""
+    _make_dir(log_dir)
+    env = worker_env(log_dir / "data", lease_seconds=None, pool_max=None)
+    env.update(TENANTRY_OPERATOR_TOKEN=ROUTER_TOKEN, TENANTRY_DIRECTORY_URL=directory_dsn)
+    port = port or free_port()
+    stderr = log_dir / f"router-{time.monotonic_ns()}.err"
+    with stderr.open("wb") as err:
+        process = await asyncio.create_subprocess_exec(
+            *tenantry_command(), "router", "--port", str(port), stdin=asyncio.subprocess.DEVNULL,
+            stdout=err, stderr=err, env=env, start_new_session=True,
+            preexec_fn=_die_with_parent)
+    router = RouterProcess(process, f"http://127.0.0.1:{port}", stderr)
+    deadline = time.monotonic() + within
+    async with httpx2.AsyncClient(base_url=router.base_url, timeout=2) as client:
+        while True:
+            if process.returncode is not None:
+                raise AssertionError(f"the router exited before it was ready\n{router.tail()}")
+            with contextlib.suppress(httpx2.TransportError):
+                if (await client.get("/healthz")).status_code == 200:
+                    return router
+            if time.monotonic() > deadline:
+                await router.stop()
+                raise AssertionError(f"the router not ready after {within:.0f}s\n"
+                                     f"{router.tail()}")
+            await asyncio.sleep(0.05)
+
+
+def _make_dir(path: Path) -> None:
+    path.mkdir(parents=True, exist_ok=True)
