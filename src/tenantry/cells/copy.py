@@ -80,13 +80,15 @@ async def digest(conn: asyncpg.Connection, table: TenantTable, tenant: str) -> D
 
 async def copy_rows(source: asyncpg.Connection, target: asyncpg.Connection, tenant: str, *,
                     rewrap: tuple[MasterKey, MasterKey] | None = None,
+                    home_cell: str | None = None,
                     on_table: Callable[[str, int], None] | None = None) -> dict[str, Digest]:
     """Copy and verify every row of ``tenant``; the digests that matched, per table.
 
     Rows of the tenant already on the target (an earlier attempt of this move that
     committed but was not switched to) are replaced. ``rewrap`` = (source's master key,
     target's): the tenant's data key and its model accounts' keys are re-wrapped under the
-    target's, after the digests matched (they are the source's until then)."""
+    target's, after the digests matched (they are the source's until then); ``home_cell``:
+    the target's name, which the tenant's row there says from then on."""
     tables = await tenant_tables(source)
     if [t.name for t in tables] != [t.name for t in await tenant_tables(target)]:
         raise MoveFailed("the cells hold different tables; upgrade both to one release")
@@ -118,6 +120,8 @@ async def copy_rows(source: asyncpg.Connection, target: asyncpg.Connection, tena
                 on_table(table.name, here.rows)
         if rewrap is not None and rewrap[0].key_id != rewrap[1].key_id:
             await rewrap_tenant(target, tenant, rewrap[0], rewrap[1])
+        if home_cell is not None:
+            await target.execute(Q.set_home_cell, tenant, home_cell)
     return copied
 
 

@@ -61,3 +61,6 @@ ORDER BY c.relname
 -- A tenant's own model accounts' capacity shares: keyed by account, not tenant.
 DELETE FROM model_capacity_shares
 WHERE account_id IN (SELECT account_id FROM model_accounts WHERE tenant_id = $1)
+
+-- name: set_home_cell
+UPDATE tenants SET home_cell = $2 WHERE tenant_id = $1
