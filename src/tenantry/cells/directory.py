@@ -10,7 +10,7 @@ routing reads (a state, a home cell, a revoked key, a cell's URL) is announced o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import urlsplit
 
@@ -42,7 +42,8 @@ class Cell:
     name: str
     region: str
     api_url: str
-    operator_token: str  # the cell's TENANTRY_OPERATOR_TOKEN: never shown by the CLI
+    # The cell's TENANTRY_OPERATOR_TOKEN: never shown (not in the repr, logs or the CLI).
+    operator_token: str = field(repr=False)
     dedicated: bool
     created_at: datetime
 
