@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import asyncpg
 
-from tenantry.config import CELL_NAME_RE
+from tenantry.config import ANY_REGION, CELL_NAME_RE
 from tenantry.db.migrate import Schema
 from tenantry.db.pool import Connection
 from tenantry.db.queries import load
@@ -151,7 +151,7 @@ async def place(conn: Connection, *, region: str | None,
         found = await cell_named(conn, check_name(cell))
         if found is None:
             raise NotFound(f"No cell named {cell!r}.", cell=cell)
-        if region is not None and region != found.region:
+        if region is not None and found.region not in (region, ANY_REGION):
             raise ValidationFailed(f"cell {cell!r} is in region {found.region!r}, not "
                                    f"{region!r}")
         return found
