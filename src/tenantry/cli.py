@@ -58,6 +58,13 @@ OperatorToken = Annotated[
                  help="Operator credential for /admin/v1; generated and printed when unset."),
 ]
 
+Cell = Annotated[str | None, typer.Option(
+    "--cell", envvar="TENANTRY_CELL", show_default=_DEFAULT.cell,
+    help="This cell's name: each tenant it creates has it as home_cell.")]
+Region = Annotated[str | None, typer.Option(
+    "--region", envvar="TENANTRY_REGION", show_default=_DEFAULT.region,
+    help="The region this cell serves; `default` hosts tenants of any region.")]
+
 
 def _settings(**overrides: Any) -> Settings:
     from tenantry.config import Settings
@@ -152,9 +159,11 @@ def api(
     console_database_url: ConsoleDatabaseUrl = None,
     sse_max_streams: SseMaxStreams = None, sse_max_streams_per_tenant: SseMaxStreamsPerTenant
     = None, console_secure_cookie: ConsoleSecureCookie = None,
+    cell: Cell = None, region: Region = None,
 ) -> None:
     """Serve the HTTP API only (the schema must be migrated)."""
     settings = _settings(database_url=database_url, data_dir=data_dir, host=host, port=port,
+                         cell=cell, region=region,
                          console_database_url=console_database_url,
                          operator_token=operator_token, max_queued_runs=max_queued_runs,
                          refuse_batch_runs_at=refuse_batch_runs_at,
@@ -239,11 +248,13 @@ def up(
     console_database_url: ConsoleDatabaseUrl = None,
     sse_max_streams: SseMaxStreams = None, sse_max_streams_per_tenant: SseMaxStreamsPerTenant
     = None, console_secure_cookie: ConsoleSecureCookie = None,
+    cell: Cell = None, region: Region = None,
 ) -> None:
     """Run the whole platform: (embedded) Postgres, migrations, the API, a worker and the
     activity dispatcher (development: a sandbox boundary below --sandbox-min-boundary is a
     warning)."""
     settings = _settings(database_url=database_url, data_dir=data_dir, host=host, port=port,
+                         cell=cell, region=region,
                          console_database_url=console_database_url,
                          operator_token=operator_token, worker_concurrency=concurrency,
                          model_base_url=model_base_url, workers=workers,

@@ -142,6 +142,29 @@ async def test_refusals_are_problems(cells: Cells) -> None:
              404, "not_found")
     _problem(await router.client.post("/admin/v1/tenants", headers=router.operator,
                                       content=b"x" * (65 * 1024)), 413, "payload_too_large")
+    # Whatever arrives at the edge is a 4xx problem, never a 5xx.
+    _, key = await _tenant(cells, "eu")
+    for method, path, headers, content in [
+        ("GET", "/v1/agents/%00", key, None),
+        ("GET", "/v1/agents/" + "a" * 9000, key, None),
+        ("GET", "/admin/v1/tenants/%00/api-keys", router.operator, None),
+        ("GET", "/admin/v1/tenants/x%00y", router.operator, None),
+        ("POST", "/v1/agents", key, rb'{"name": "a\u0000", "model": "scripted"}'),
+        ("POST", "/v1/agents", key, b"\xff\xfe"),
+        ("POST", "/admin/v1/tenants", router.operator, rb'{"name": "x", "region": "eu\u0000"}'),
+        ("POST", "/admin/v1/tenants", router.operator, rb'{"name": "x", "cell": "a\u0000"}'),
+        ("POST", "/admin/v1/tenants", router.operator, b'{"name": "x", "region": 5}'),
+        ("POST", "/admin/v1/tenants", router.operator, b'[]'),
+        ("TRACE", "/v1/agents", key, None),
+        ("GET", "/elsewhere", key, None),
+    ]:
+        r = await router.client.request(method, path, headers=headers, content=content)
+        assert 400 <= r.status_code < 500, (method, path, r.status_code, r.text)
+        assert r.headers["content-type"] == PROBLEM, (method, path, r.text)
+    # A tenant created on a regional cell without a region gets the cell's.
+    r = await cells.eu.client.post("/admin/v1/tenants", headers=cells.eu.operator,
+                                   json={"name": "z"})
+    assert r.status_code == 201 and (r.json()["region"], r.json()["home_cell"]) == ("eu", "eu-1")
     # A cell refuses a tenant of a region it does not serve, even when called directly.
     r = await cells.eu.client.post("/admin/v1/tenants", headers=cells.eu.operator,
                                    json={"name": "y", "region": "us"})

@@ -10,13 +10,13 @@ routing reads (a state, a home cell, a revoked key, a cell's URL) is announced o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import urlsplit
 
 import asyncpg
 
-from tenantry.config import CELL_NAME_RE
+from tenantry.config import ANY_REGION, CELL_NAME_RE
 from tenantry.db.migrate import Schema
 from tenantry.db.pool import Connection
 from tenantry.db.queries import load
@@ -42,7 +42,8 @@ class Cell:
     name: str
     region: str
     api_url: str
-    operator_token: str  # the cell's TENANTRY_OPERATOR_TOKEN: never shown by the CLI
+    # The cell's TENANTRY_OPERATOR_TOKEN: never shown (not in the repr, logs or the CLI).
+    operator_token: str = field(repr=False)
     dedicated: bool
     created_at: datetime
 
@@ -150,7 +151,7 @@ async def place(conn: Connection, *, region: str | None,
         found = await cell_named(conn, check_name(cell))
         if found is None:
             raise NotFound(f"No cell named {cell!r}.", cell=cell)
-        if region is not None and region != found.region:
+        if region is not None and found.region not in (region, ANY_REGION):
             raise ValidationFailed(f"cell {cell!r} is in region {found.region!r}, not "
                                    f"{region!r}")
         return found

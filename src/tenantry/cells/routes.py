@@ -28,6 +28,7 @@ from tenantry.tenants.keys import KEY_PREFIX, key_hash
 log = logging.getLogger(__name__)
 
 INVALID_KEY = "Missing or invalid API key."
+_LISTEN_FAILURES: tuple[type[BaseException], ...] = (*DATABASE_DOWN, asyncpg.PostgresError)
 _PROBE_FAILURES: tuple[type[BaseException], ...] = (TimeoutError, *DATABASE_DOWN)
 #: Seconds between attempts to reopen a lost LISTEN connection.
 RELISTEN_SECONDS = 0.5
@@ -127,7 +128,7 @@ class Routes:
             lost = asyncio.Event()
             try:
                 conn = await asyncpg.connect(self._dsn)
-            except DATABASE_DOWN as exc:
+            except _LISTEN_FAILURES as exc:  # keep trying; meanwhile the TTL bounds staleness
                 self._listening.clear()
                 log.warning("directory LISTEN connection failed: %s", exc)
                 await asyncio.sleep(RELISTEN_SECONDS)
@@ -148,7 +149,7 @@ class Routes:
                                 await conn.execute("SELECT 1")
                         except _PROBE_FAILURES:
                             break
-            except DATABASE_DOWN as exc:
+            except _LISTEN_FAILURES as exc:
                 log.warning("directory LISTEN connection lost: %s", exc)
             finally:
                 self._listening.clear()

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import orjson
 from pydantic import Field, ValidationError
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
@@ -102,9 +103,15 @@ def create_router_app(
     async def healthz(_request: Request) -> Response:
         return Response(b'{"status":"ok"}', media_type="application/json")
 
+    async def http_error(_request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        type_ = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return problem(exc.status_code, type_, str(exc.detail), str(exc.detail),
+                       dict(exc.headers or {}) or None)
+
     return Starlette(routes=[Route("/healthz", healthz, methods=["GET"]),
                              Route("/{path:path}", endpoint, methods=_METHODS)],
-                     lifespan=lifespan)
+                     exception_handlers={HTTPException: http_error}, lifespan=lifespan)
 
 
 @asynccontextmanager
