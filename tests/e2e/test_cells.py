@@ -23,13 +23,15 @@ import orjson
 import pytest
 
 from tenantry.testing.fake_model import FakeModelServer
+from tenantry.testing.mcp_server import EffectsMcpServer
+from tenantry.vault import MasterKey
 from tests.support.api import TEST_MASTER_KEY
 from tests.support.api_process import OPERATOR_TOKEN, ApiProcess, api_process
 from tests.support.cells import ROUTER_TOKEN, RouterProcess, directory_database, start_router
 from tests.support.harness import READY_MARK, _die_with_parent, tenantry_command, worker_env
 from tests.support.outage import migrate
 from tests.support.pgcluster import PgCluster
-from tests.support.scripts import answer, scripted
+from tests.support.scripts import answer, call, scripted
 from tests.support.sse import read_sse
 from tests.support.waiting import until
 
@@ -48,6 +50,8 @@ class Cell:
     api: ApiProcess
     worker: subprocess.Popen[bytes]
     worker_log: Path
+    master_key: MasterKey
+    blob_dir: Path  # the worker's: where its runs' blobs are written
 
     def dsn(self) -> str:
         return self.cluster.dsn()
@@ -60,6 +64,7 @@ class Platform:
     root: Path
     router: RouterProcess
     tenants: dict[str, tuple[str, dict[str, str], str]] = field(default_factory=dict)
+    models: dict[str, FakeModelServer] = field(default_factory=dict)
 
     def logs(self) -> str:
         parts = [self.router.tail()]
@@ -76,10 +81,11 @@ def _cli(*argv: str, directory: str, root: Path) -> subprocess.CompletedProcess[
 
 
 @contextlib.asynccontextmanager
-async def _cell(name: str, region: str, root: Path, model_url: str) -> AsyncIterator[Cell]:
+async def _cell(name: str, region: str, root: Path, model_url: str,
+                master_key: MasterKey = TEST_MASTER_KEY) -> AsyncIterator[Cell]:
     with PgCluster(root / "pg") as cluster:
         await migrate(cluster.dsn(), root)
-        key = TEST_MASTER_KEY.encoded()
+        key = master_key.encoded()
         identity = {"TENANTRY_CELL": name, "TENANTRY_REGION": region}
         async with api_process(cluster.dsn(), root / "api", master_key=key,
                                env=identity) as api:
@@ -102,7 +108,8 @@ async def _cell(name: str, region: str, root: Path, model_url: str) -> AsyncIter
                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
                     start_new_session=True, preexec_fn=_die_with_parent)
             try:
-                yield Cell(name, region, cluster, api, worker, log)
+                yield Cell(name, region, cluster, api, worker, log, master_key,
+                           root / "worker-data" / "blobs")
             finally:
                 worker.terminate()
                 try:
@@ -116,20 +123,28 @@ async def _cell(name: str, region: str, root: Path, model_url: str) -> AsyncIter
 async def platform(admin_dsn: str, tmp_path_factory: pytest.TempPathFactory
                    ) -> AsyncIterator[Platform]:
     root = tmp_path_factory.mktemp("cells")
-    async with FakeModelServer() as model, directory_database(admin_dsn) as directory, \
+    # eu-2: a second EU cell with a master key of its own and its own model server (so a
+    # model call shows which cell made it), where a tenant moves to.
+    async with FakeModelServer() as model, FakeModelServer() as model_eu2, \
+            directory_database(admin_dsn) as directory, \
             _cell("eu-1", "eu", root / "eu-1", model.base_url) as eu, \
-            _cell("us-1", "us", root / "us-1", model.base_url) as us:
-        for cell in (eu, us):
+            _cell("us-1", "us", root / "us-1", model.base_url) as us, \
+            _cell("eu-2", "eu", root / "eu-2", model_eu2.base_url,
+                  MasterKey.generate()) as eu2:
+        for cell in (eu, us, eu2):
             added = _cli("cells", "add", cell.name, "--region", cell.region, "--api-url",
                          cell.api.base_url, "--operator-token", OPERATOR_TOKEN,
+                         "--database-url", cell.dsn(), "--blob-dir", str(cell.blob_dir),
+                         *(["--dedicated"] if cell is eu2 else []),
                          directory=directory, root=root)
             assert added.returncode == 0, added.stderr
         listed = _cli("cells", "list", directory=directory, root=root)
         assert listed.returncode == 0 and "eu-1" in listed.stdout and "us-1" in listed.stdout
         router = await start_router(directory, root / "router")
-        platform = Platform({"eu": eu, "us": us}, directory, root, router)
+        platform = Platform({"eu": eu, "us": us, "eu-2": eu2}, directory, root, router,
+                            models={"eu-1": model, "eu-2": model_eu2})
         try:
-            for cell in (eu, us):
+            for cell in (eu, us, eu2):
                 await until(lambda c=cell: _ready(c), f"{cell.name}'s worker claiming", 60,
                             platform.logs)
             yield platform
@@ -254,6 +269,114 @@ async def test_a_router_restart_loses_nothing(platform: Platform) -> None:
                     platform.logs)
         r = await client.get(f"/admin/v1/tenants/{tenant}", headers=OPERATOR)
         assert r.status_code == 200 and r.json()["home_cell"] == "us-1"
+
+
+async def test_a_tenant_moves_to_another_cell_under_load(platform: Platform) -> None:
+    """12 runs inside a 2 s tool call and one waiting for approval; `tenantry cells move`
+    while a client keeps creating runs. The client is told 503 tenant_moving (never a 500,
+    never lost), the runs in flight are handed back and finish in eu-2 (its own model server
+    answers their next steps), the approval is decided there, the tenant's secret opens
+    under eu-2's master key, eu-1 keeps none of its rows, and no effect happens twice."""
+    eu1, eu2 = platform.cells["eu"], platform.cells["eu-2"]
+    async with EffectsMcpServer() as tools, \
+            httpx2.AsyncClient(base_url=platform.router.base_url, timeout=30) as client:
+        r = await client.post("/admin/v1/tenants", headers=OPERATOR,
+                              json={"name": "Mover", "region": "eu", "cell": "eu-1"})
+        assert r.status_code == 201 and r.json()["home_cell"] == "eu-1", r.text
+        tenant = r.json()["tenant_id"]
+        r = await client.post(f"/admin/v1/tenants/{tenant}/api-keys", headers=OPERATOR)
+        key = {"Authorization": f"Bearer {r.json()['api_key']}"}
+        r = await client.put(f"/admin/v1/tenants/{tenant}/secrets/crm", headers=OPERATOR,
+                             json={"value": "crm-token"})
+        assert r.status_code in (200, 201), r.text
+        r = await client.post(f"/admin/v1/tenants/{tenant}/tool-servers", headers=OPERATOR,
+                              json={"name": "effects", "url": tools.url,
+                                    "honours_idempotency_keys": True, "secret": "crm"})
+        assert r.status_code == 201, r.text
+        agents = {}
+        for name, extra in (("busy", {}), ("careful", {"needs_approval": ["effect"]})):
+            r = await client.post("/v1/agents", headers=key, json={
+                "name": name, "model": "scripted", "system_prompt": "Be brief.",
+                "tools": ["effect", "slow"], **extra})
+            assert r.status_code == 201, r.text
+            agents[name] = r.json()["agent_id"]
+        busy = [await _run(client, key, agents["busy"], scripted(
+            call("slow", seconds=2.0), call("effect", note=f"busy-{i}"), answer(f"done {i}")))
+            for i in range(12)]
+        waiting = await _run(client, key, agents["careful"], scripted(
+            call("effect", note="approved in eu-2"), answer("{last_tool_result}")))
+
+        async def under_way() -> bool:
+            pending = (await client.get("/v1/approvals", params={"status": "pending"},
+                                        headers=key)).json()["data"]
+            return bool(pending) and sum(c.tool == "slow" for c in tools.calls) == len(busy)
+
+        await until(under_way, "every busy run in its slow call, one approval pending", 60,
+                    platform.logs)
+        env = worker_env(platform.root / "cli-data", lease_seconds=None, pool_max=None)
+        env.update(TENANTRY_DIRECTORY_URL=platform.directory_dsn,
+                   TENANTRY_MOVE_SOURCE_MASTER_KEY=eu1.master_key.encoded(),
+                   TENANTRY_MOVE_TARGET_MASTER_KEY=eu2.master_key.encoded())
+        mover = await asyncio.create_subprocess_exec(
+            *tenantry_command(), "cells", "move", tenant, "--to", "eu-2", env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        during: list[str] = []
+        refused = 0
+        while mover.returncode is None:  # a client that keeps going, and retries a 503
+            r = await client.post("/v1/runs", headers=key, json={
+                "agent_id": agents["busy"], "input": scripted(answer("during"))})
+            if r.status_code == 503:
+                assert r.json()["type"] == "tenant_moving", r.text
+                assert r.headers["retry-after"] == "5"
+                refused += 1
+            else:
+                assert r.status_code == 202, r.text
+                during.append(r.json()["run_id"])
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(mover.wait(), 0.1)
+        out, err = await mover.communicate()
+        assert mover.returncode == 0, err.decode()
+        assert f"moved {tenant} from eu-1 to eu-2" in out.decode()
+        assert "copy rows" in err.decode()  # the progress bar, on stderr
+        assert refused > 0
+
+        r = await client.get(f"/admin/v1/tenants/{tenant}", headers=OPERATOR)
+        assert r.json()["home_cell"] == "eu-2"
+        pending = (await client.get("/v1/approvals", params={"status": "pending"},
+                                    headers=key)).json()["data"]
+        assert len(pending) == 1
+        r = await client.post(f"/v1/approvals/{pending[0]['approval_id']}", headers=key,
+                              json={"decision": "approve"})
+        assert r.status_code == 200, r.text
+        everything = [*busy, waiting, *during]
+        await until(lambda: _finished(client, key, everything),
+                    "every run finished after the move", 90, platform.logs)
+        r = await client.get(f"/v1/runs/{waiting}", headers=key)
+        assert r.json()["answer"] == "applied approved in eu-2"
+
+    # eu-1 keeps nothing of the tenant, in any table that holds tenants' rows.
+    conn = await asyncpg.connect(eu1.dsn())
+    try:
+        tables = [r[0] for r in await conn.fetch(
+            "SELECT c.relname FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid "
+            "WHERE a.attname = 'tenant_id' AND c.relkind IN ('r', 'p') "
+            "AND c.relnamespace = 'public'::regnamespace AND c.relname <> 'frozen_tenants'")]
+        for table in tables:
+            assert await conn.fetchval(
+                f'SELECT count(*) FROM "{table}" WHERE tenant_id = $1', tenant) == 0, table
+    finally:
+        await conn.close()
+    assert (await _rows(eu2.dsn(), tenant))["runs"] == len(everything)
+    # The runs in flight took their next steps in eu-2: its model server saw each one.
+    seen_in_eu2 = b"".join(req.body for req in platform.models["eu-2"].requests)
+    assert all(f"busy-{i}".encode() in seen_in_eu2 for i in range(len(busy)))
+    # Each effect once, each call with the secret eu-2 opened under its own master key.
+    stats = tools.stats(include_calls=False)
+    assert stats["duplicate_effects"] == 0
+    effects = [c for c in tools.calls if c.tool == "effect"]
+    assert sorted(c.arguments["note"] for c in effects) == sorted(
+        [f"busy-{i}" for i in range(len(busy))] + ["approved in eu-2"])
+    assert {c.authorization for c in effects} == {"Bearer crm-token"}
 
 
 async def test_bad_input_region_with_no_cell_and_a_cell_that_is_down(platform: Platform) -> None:

@@ -52,3 +52,35 @@ async def test_cells_without_a_directory_is_one_line(admin_dsn: str) -> None:
     code, _, err = await cli("cells", "list", env={"TENANTRY_DIRECTORY_URL": missing})
     assert code == 2 and "has no database 'tenantry_no_such_directory'" in err
     assert "--directory-url / TENANTRY_DIRECTORY_URL" in err and "Traceback" not in err
+
+
+async def test_cells_move_refusals_are_one_line_and_change_nothing(admin_dsn: str) -> None:
+    async with directory_database(admin_dsn) as dsn:
+        env = {"TENANTRY_DIRECTORY_URL": dsn, "TENANTRY_CELL_OPERATOR_TOKEN": "t"}
+        for name, region in (("eu-1", "eu"), ("eu-2", "eu"), ("us-1", "us")):
+            code, _, err = await cli("cells", "add", name, "--region", region, "--api-url",
+                                     "http://10.0.0.5:8080", "--database-url",
+                                     f"postgresql://u@10.0.0.5/{name}", env=env)
+            assert code == 0, err
+        conn = await asyncpg.connect(dsn)
+        try:
+            await directory.record_tenant(conn, "acme", region="eu", cell="eu-1")
+        finally:
+            await conn.close()
+        for argv, says in [
+            (("acme", "--to", "mars-1"), "No cell named 'mars-1'"),
+            (("acme", "--to", "eu-1"), "already lives in cell 'eu-1'"),
+            (("acme", "--to", "us-1"), "serves region 'us'"),
+            (("nobody", "--to", "eu-2"), "No tenant 'nobody'"),
+            (("acme",), "give TENANT --to CELL"),
+            (("--resume", "not-a-uuid"), "is not a move id"),
+            (("--resume", "0193a8c4-0000-7000-8000-000000000000"), "No move"),
+        ]:
+            code, _, err = await cli("cells", "move", *argv, env=env)
+            assert code == 2 and says in err and "Traceback" not in err, (argv, err)
+            assert len(err.strip().splitlines()) == 1, err
+        code, out, err = await cli("cells", "add", "eu-3", "--region", "eu", "--api-url",
+                                   "http://x:1", "--database-url", "mysql://x", env=env)
+        assert code == 2 and "postgresql:// URL" in err, err
+        code, out, err = await cli("cells", "moves", env=env)
+        assert code == 0 and "no moves yet" in out, err
