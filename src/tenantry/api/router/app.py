@@ -49,8 +49,6 @@ from tenantry.tenants.keys import key_hash
 
 log = logging.getLogger(__name__)
 
-#: Seconds a tenant being moved is told to wait.
-MOVING_RETRY_AFTER = 5
 TENANT_NOT_FOUND = "No tenant with this id."
 _TENANT_PATH = re.compile(r"^/admin/v1/tenants/([^/]+)(/.*)?$")
 _KEYS_PATH = re.compile(r"^/api-keys(?:/([^/]+))?$")
@@ -176,8 +174,7 @@ async def _open(router: RouterState, request: Request, home: TenantHome, *,
                 authorization: str | None, target: str | None = None,
                 body: bytes | None = None) -> Opened:
     if home.moving:
-        raise TenantMoving("This tenant is being moved to another cell; retry shortly.",
-                           retry_after=MOVING_RETRY_AFTER)
+        raise TenantMoving()  # Retry-After: errors.TENANT_MOVING_RETRY_AFTER
     where = target or request_target(request.scope.get("raw_path") or
                                      request.url.path.encode(),
                                      request.scope.get("query_string", b""))
