@@ -13,6 +13,7 @@ import pytest
 
 from tenantry.cells import copy, directory, freeze
 from tenantry.cells.directory import DIRECTORY
+from tenantry.cells.freeze import MoveFailed
 from tenantry.cells.move import Mover, Phase, set_cell_access
 from tenantry.db.migrate import migrate
 from tenantry.errors import Conflict, NotFound, ValidationFailed
@@ -236,8 +237,21 @@ async def test_a_move_interrupted_after_its_switch_resumes_to_the_end(
     assert move.phase is Phase.SWITCHED
     with pytest.raises(Conflict, match="move it back"):
         await Mover(directory_conn).rollback(move)
+    # The source is away when the move is resumed: the tenant runs in eu-2 all the same;
+    # only the source's cleaning waits for it.
+    real = await directory_conn.fetchval("SELECT database_url FROM cells WHERE name = 'eu-1'")
+    await directory_conn.execute("UPDATE cells SET database_url = $1 WHERE name = 'eu-1'",
+                                 "postgresql://nobody@127.0.0.1:1/gone")
+    with pytest.raises(MoveFailed, match="database is not answering"):
+        await Mover(directory_conn).resume(move)
+    home = await directory.home_of(directory_conn, tenant)
+    assert home is not None and (home.cell.name, home.state) == ("eu-2", "active")
+    move = await Mover(directory_conn).get(move.move_id)
+    assert move.phase is Phase.SWITCHED and "not answering" in (move.detail or "")
+    await directory_conn.execute("UPDATE cells SET database_url = $1 WHERE name = 'eu-1'",
+                                 real)
     done = await Mover(directory_conn).resume(move)
-    assert done.phase is Phase.DONE
+    assert done.phase is Phase.DONE and done.detail is None
     assert await admin_conn.fetchval("SELECT count(*) FROM agents WHERE tenant_id = $1",
                                      tenant) == 0
     target = await asyncpg.connect(eu_2)

@@ -149,22 +149,26 @@ class Mover:
         if move.phase not in OPEN:
             raise Conflict(f"Move {move.move_id} is {move.phase.value}; nothing to resume.")
         source, target = await self._access(move.source), await self._access(move.target)
-        src = await _connect(source)
-        dst = await _connect(target)
         try:
-            if move.phase is Phase.DRAINING:
-                await self._drain(move, src, dst)
-                move = await self._set_phase(move, Phase.COPYING)
-            if move.phase is Phase.COPYING:
-                move = await self._copy(move, source, target, src, dst)
-            await self._finish(move, source, src, dst)
+            dst = await _connect(target)
+            try:
+                if move.phase is not Phase.SWITCHED:
+                    src = await _connect(source)
+                    try:
+                        if move.phase is Phase.DRAINING:
+                            await self._drain(move, src, dst)
+                            move = await self._set_phase(move, Phase.COPYING)
+                        move = await self._copy(move, source, target, src, dst)
+                    finally:
+                        await src.close()
+                await self._resume_there(move, dst)
+            finally:
+                await dst.close()
+            await self._clean_source(move, source)
             return await self._set_phase(move, Phase.DONE)
         except MoveFailed as exc:
             await self.dir.execute(Q.set_detail, move.move_id, exc.detail[:2000])
             raise
-        finally:
-            await src.close()
-            await dst.close()
 
     async def rollback(self, move: Move) -> Move:
         """Undo a move that has not switched: the tenant runs in its home cell again and
@@ -238,18 +242,26 @@ class Mover:
         self.progress("switch", 1, 1)
         return move
 
-    async def _finish(self, move: Move, source: CellAccess, src: asyncpg.Connection,
-                      dst: asyncpg.Connection) -> None:
-        """After the switch: the target runs the tenant, the router admits it again, the
-        source's copy goes. Each step is idempotent (a resumed move repeats it)."""
-        await freeze.freeze(src, move.tenant_id, move.move_id, Frozen.MOVED)
+    async def _resume_there(self, move: Move, dst: asyncpg.Connection) -> None:
+        """After the switch, first: the target runs the tenant and the router admits it
+        again — whether or not the source answers (a source that died after the switch
+        holds the tenant back from nothing; its copy is deleted when it is back)."""
         await freeze.unfreeze(dst, move.tenant_id, move.move_id)
         await directory.set_tenant_state(self.dir, move.tenant_id, "active")
         self.progress("resume", 1, 1)
-        await freeze.delete_tenant(src, move.tenant_id)
-        if source.blob_dir is not None:
-            copy.delete_blobs(source.blob_dir, move.tenant_id)
-        await freeze.unfreeze(src, move.tenant_id, move.move_id)
+
+    async def _clean_source(self, move: Move, source: CellAccess) -> None:
+        """The source's copy goes. Idempotent, as every step here (a resumed move repeats
+        it): the tenant stays frozen there until its last row is deleted."""
+        src = await _connect(source)
+        try:
+            await freeze.freeze(src, move.tenant_id, move.move_id, Frozen.MOVED)
+            await freeze.delete_tenant(src, move.tenant_id)
+            if source.blob_dir is not None:
+                copy.delete_blobs(source.blob_dir, move.tenant_id)
+            await freeze.unfreeze(src, move.tenant_id, move.move_id)
+        finally:
+            await src.close()
         self.progress("clean source", 1, 1)
 
     def _rewrap(self, move: Move) -> tuple[MasterKey, MasterKey] | None:
