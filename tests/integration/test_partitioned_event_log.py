@@ -168,7 +168,7 @@ async def test_upgrading_a_database_with_events_keeps_every_event_and_payload(
         assert len(before_log) == 150 * 6 + 50 * 4 + 2 and len(before_payloads) == 1
 
         applied = await migrate(admin)
-        assert [m.version for m in applied][0] == 31
+        assert applied[0].version == 31
 
         assert await admin.fetchval(
             "SELECT relkind::text FROM pg_class WHERE relname = 'run_events'") == "p"
@@ -222,7 +222,7 @@ async def _two_tenants_with_events(
 async def test_a_tenant_reads_only_its_own_events_through_the_parent(
     db: Database, admin_conn: asyncpg.Connection,
 ) -> None:
-    acme, globex = await _two_tenants_with_events(db, admin_conn)
+    acme, _ = await _two_tenants_with_events(db, admin_conn)
     async with db.tenant_tx(acme.tenant) as conn:
         # No tenant filter at all: row-level security on the parent filters.
         seen = {r["tenant_id"] for r in await conn.fetch("SELECT tenant_id FROM run_events")}
@@ -255,7 +255,7 @@ async def test_a_partition_granted_by_mistake_still_shows_only_the_tenants_rows(
 ) -> None:
     """The second wall: an operator who grants the application role a partition (by hand,
     or a future migration that forgets) still exposes no other tenant's rows."""
-    acme, globex = await _two_tenants_with_events(db, admin_conn)
+    acme, _ = await _two_tenants_with_events(db, admin_conn)
     both = await admin_conn.fetch(
         "SELECT tableoid::regclass::text AS part FROM run_events GROUP BY 1 "
         "HAVING count(DISTINCT tenant_id) = 2")
