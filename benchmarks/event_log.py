@@ -6,15 +6,16 @@ Each layout gets its own fresh database on one server (``TENANTRY_DATABASE_URL``
 embedded Postgres): 0031 as shipped, or the schema up to 0030 (``migrate(upto=30)``) with
 0031's text rewritten at its two marked lines for an alternative. Each is seeded alike,
 straight into Postgres as the retention tests seed (``tests/support/retention.py``):
-``EVENT_LOG_RUNS`` (default 4,000) ended runs of ``EVENT_LOG_EVENTS`` (default 25) events,
+``EVENT_LOG_RUNS`` (default 10,000) ended runs of ``EVENT_LOG_EVENTS`` (default 25) events,
 over 32 tenants of which one (the whale) has half the runs; every 10th run has a 9 KiB
-payload beside its log (run_event_payloads). Then, ``EVENT_LOG_ROUNDS`` (default 3) times,
+payload beside its log (run_event_payloads). Then, ``EVENT_LOG_ROUNDS`` (default 5) times,
 the layouts taking turns within a round so a busy spell of the machine hits them all:
 
 - ``append_per_s``: 20 tasks, each appending ``EVENT_LOG_APPENDS`` (default 100) events to
   its own run, one transaction each, through the engine's append (``runs.log.append``: the
   run row's counter, the insert, row-level security, the notify trigger) on the tenant
-  pool's role;
+  pool's role; ``append_p50_ms`` / ``_p99_ms``: 300 such appends by one writer, one at a
+  time (an append's own cost, commit included, without queueing);
 - ``read_p50_ms`` / ``read_p99_ms``: 1,000 reads of a whole run's log, one at a time, by
   the API's read (``runs.log.read_now``: ``tenantry_run_events``, payloads joined);
 - ``delete_run_p50_ms`` / ``_p99_ms``: 40 runs deleted one by one by retention
@@ -62,6 +63,7 @@ from tests.support.retention import Seeded, ended_runs, tenant_and_agent
 TENANTS = 32
 WRITERS = 20
 READS = 1000
+SERIAL_APPENDS = 300
 DELETES = 40
 PAYLOAD_EVERY = 10
 SEED_CHUNK = 1000
@@ -184,6 +186,22 @@ async def _appends(layout: Layout, per_writer: int) -> float:
     return WRITERS * per_writer / (time.perf_counter() - started)
 
 
+async def _serial_appends(layout: Layout) -> list[float]:
+    """One writer, one append at a time: a single append's own cost, no queueing."""
+    conn = await asyncpg.connect(layout.dsn)
+    try:
+        [run] = await ended_runs(conn, layout.tenants[1], 1, events=1, ended_days_ago=0)
+    finally:
+        await conn.close()
+    took = []
+    for n in range(SERIAL_APPENDS):
+        started = time.perf_counter()
+        async with layout.db.tenant_tx(layout.tenants[1].tenant) as tx:
+            await log.append(tx, layout.tenants[1].tenant, run, _reply(n), epoch=None)
+        took.append((time.perf_counter() - started) * 1000)
+    return sorted(took)
+
+
 async def _reads(layout: Layout, events: int) -> list[float]:
     took = []
     for tenant, run in random.Random(len(layout.rounds)).sample(
@@ -255,9 +273,9 @@ def _median(values: list[float], digits: int = 2) -> float:
 
 
 async def _benchmark(bench: Bench) -> dict[str, Any]:
-    runs = int(env_positive("EVENT_LOG_RUNS", 4000))
+    runs = int(env_positive("EVENT_LOG_RUNS", 10000))
     events = int(env_positive("EVENT_LOG_EVENTS", 25))
-    rounds = int(env_positive("EVENT_LOG_ROUNDS", 3))
+    rounds = int(env_positive("EVENT_LOG_ROUNDS", 5))
     per_writer = int(env_positive("EVENT_LOG_APPENDS", 100))
     # 0031's database first: Bench.database() starts the server the others go on.
     order = ["hash_run_32", *(name for name in LAYOUTS if name != "hash_run_32")]
@@ -267,10 +285,13 @@ async def _benchmark(bench: Bench) -> dict[str, Any]:
         for number in range(rounds):
             for layout in layouts:
                 append = await _appends(layout, per_writer)
+                serial = await _serial_appends(layout)
                 reads = await _reads(layout, events)
                 deletes, last = await _deletes(layout)
                 everything, one = await _vacuums(layout, last)
                 figures = {"append_per_s": append,
+                           "append_p50_ms": percentile(serial, 0.5),
+                           "append_p99_ms": percentile(serial, 0.99),
                            "read_p50_ms": percentile(reads, 0.5),
                            "read_p99_ms": percentile(reads, 0.99),
                            "delete_run_p50_ms": percentile(deletes, 0.5),
