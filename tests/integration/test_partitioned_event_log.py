@@ -14,7 +14,7 @@ import asyncpg
 import pytest
 
 from tenantry.db import Database
-from tenantry.db.migrate import migrate
+from tenantry.db.migrate import available, migrate
 from tenantry.ids import RunId, TenantId
 from tenantry.retention.cleaner import Cleaner
 from tenantry.runs import log
@@ -23,6 +23,10 @@ from tests.support.db import dsn_for, login_dsn
 from tests.support.retention import Seeded, ended_runs, tenant_and_agent
 
 PARTITIONS = 32
+#: The migration that partitions the log, and the schema just before it (found by name, so
+#: a renumbering on merge needs no edit here).
+PARTITIONING = next(m.version for m in available() if m.name == "partitioned_event_log")
+BEFORE = PARTITIONING - 1
 
 
 def _big_reply(text: str) -> ModelReplied:
@@ -118,17 +122,17 @@ async def test_reading_one_run_touches_one_partition(
 
 
 @pytest.fixture
-async def db_at_0030(admin_dsn: str) -> AsyncIterator[str]:
-    """A database migrated up to 0030 only: the layout before the event log was
-    partitioned, as an installation upgrading from it has it."""
-    name = f"tenantry_0030_{uuid.uuid4().hex[:10]}"
+async def db_before(admin_dsn: str) -> AsyncIterator[str]:
+    """A database migrated up to the migration before the partitioning (0030) only: the
+    layout an installation upgrading has."""
+    name = f"tenantry_before_{uuid.uuid4().hex[:10]}"
     admin = await asyncpg.connect(admin_dsn)
     try:
         await admin.execute(f'CREATE DATABASE "{name}"')
         dsn = dsn_for(admin_dsn, name)
         conn = await asyncpg.connect(dsn)
         try:
-            await migrate(conn, upto=30)
+            await migrate(conn, upto=BEFORE)
         finally:
             await conn.close()
         yield dsn
@@ -144,10 +148,10 @@ PAYLOADS = ("SELECT tenant_id, run_id, seq, data::text FROM run_event_payloads "
 
 
 async def test_upgrading_a_database_with_events_keeps_every_event_and_payload(
-    db_at_0030: str,
+    db_before: str,
 ) -> None:
-    admin = await asyncpg.connect(db_at_0030)
-    db = await Database.connect(login_dsn(db_at_0030), min_size=1, max_size=3)
+    admin = await asyncpg.connect(db_before)
+    db = await Database.connect(login_dsn(db_before), min_size=1, max_size=3)
     try:
         assert await admin.fetchval(
             "SELECT relkind::text FROM pg_class WHERE relname = 'run_events'") == "r"
@@ -168,7 +172,7 @@ async def test_upgrading_a_database_with_events_keeps_every_event_and_payload(
         assert len(before_log) == 150 * 6 + 50 * 4 + 2 and len(before_payloads) == 1
 
         applied = await migrate(admin)
-        assert applied[0].version == 31
+        assert applied[0].version == PARTITIONING
 
         assert await admin.fetchval(
             "SELECT relkind::text FROM pg_class WHERE relname = 'run_events'") == "p"
@@ -183,7 +187,7 @@ async def test_upgrading_a_database_with_events_keeps_every_event_and_payload(
         assert reply.seq == big_seq and reply.data["text"] == long_text
         # ... the log goes on from where it was, and someone listening hears of it ...
         heard: asyncio.Queue[str] = asyncio.Queue()
-        listener = await asyncpg.connect(db_at_0030)
+        listener = await asyncpg.connect(db_before)
         await listener.add_listener("tenantry_events",
                                     lambda *args: heard.put_nowait(args[3]))
         try:
