@@ -5423,11 +5423,228 @@ ALTER TABLE ONLY public.retention_policies
     ADD CONSTRAINT retention_policies_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
 
 --
--- Name: run_event_payloads run_event_payloads_tenant_id_run_id_seq_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+-- Name: run_event_payloads_p00 run_event_payloads_p00_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
-ALTER TABLE public.run_event_payloads
-    ADD CONSTRAINT run_event_payloads_tenant_id_run_id_seq_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events(tenant_id, run_id, seq);
+ALTER TABLE ONLY public.run_event_payloads_p00
+    ADD CONSTRAINT run_event_payloads_p00_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p00(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p01 run_event_payloads_p01_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p01
+    ADD CONSTRAINT run_event_payloads_p01_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p01(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p02 run_event_payloads_p02_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p02
+    ADD CONSTRAINT run_event_payloads_p02_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p02(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p03 run_event_payloads_p03_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p03
+    ADD CONSTRAINT run_event_payloads_p03_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p03(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p04 run_event_payloads_p04_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p04
+    ADD CONSTRAINT run_event_payloads_p04_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p04(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p05 run_event_payloads_p05_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p05
+    ADD CONSTRAINT run_event_payloads_p05_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p05(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p06 run_event_payloads_p06_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p06
+    ADD CONSTRAINT run_event_payloads_p06_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p06(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p07 run_event_payloads_p07_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p07
+    ADD CONSTRAINT run_event_payloads_p07_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p07(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p08 run_event_payloads_p08_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p08
+    ADD CONSTRAINT run_event_payloads_p08_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p08(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p09 run_event_payloads_p09_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p09
+    ADD CONSTRAINT run_event_payloads_p09_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p09(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p10 run_event_payloads_p10_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p10
+    ADD CONSTRAINT run_event_payloads_p10_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p10(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p11 run_event_payloads_p11_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p11
+    ADD CONSTRAINT run_event_payloads_p11_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p11(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p12 run_event_payloads_p12_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p12
+    ADD CONSTRAINT run_event_payloads_p12_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p12(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p13 run_event_payloads_p13_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p13
+    ADD CONSTRAINT run_event_payloads_p13_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p13(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p14 run_event_payloads_p14_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p14
+    ADD CONSTRAINT run_event_payloads_p14_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p14(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p15 run_event_payloads_p15_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p15
+    ADD CONSTRAINT run_event_payloads_p15_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p15(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p16 run_event_payloads_p16_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p16
+    ADD CONSTRAINT run_event_payloads_p16_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p16(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p17 run_event_payloads_p17_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p17
+    ADD CONSTRAINT run_event_payloads_p17_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p17(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p18 run_event_payloads_p18_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p18
+    ADD CONSTRAINT run_event_payloads_p18_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p18(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p19 run_event_payloads_p19_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p19
+    ADD CONSTRAINT run_event_payloads_p19_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p19(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p20 run_event_payloads_p20_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p20
+    ADD CONSTRAINT run_event_payloads_p20_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p20(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p21 run_event_payloads_p21_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p21
+    ADD CONSTRAINT run_event_payloads_p21_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p21(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p22 run_event_payloads_p22_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p22
+    ADD CONSTRAINT run_event_payloads_p22_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p22(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p23 run_event_payloads_p23_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p23
+    ADD CONSTRAINT run_event_payloads_p23_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p23(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p24 run_event_payloads_p24_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p24
+    ADD CONSTRAINT run_event_payloads_p24_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p24(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p25 run_event_payloads_p25_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p25
+    ADD CONSTRAINT run_event_payloads_p25_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p25(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p26 run_event_payloads_p26_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p26
+    ADD CONSTRAINT run_event_payloads_p26_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p26(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p27 run_event_payloads_p27_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p27
+    ADD CONSTRAINT run_event_payloads_p27_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p27(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p28 run_event_payloads_p28_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p28
+    ADD CONSTRAINT run_event_payloads_p28_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p28(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p29 run_event_payloads_p29_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p29
+    ADD CONSTRAINT run_event_payloads_p29_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p29(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p30 run_event_payloads_p30_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p30
+    ADD CONSTRAINT run_event_payloads_p30_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p30(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p31 run_event_payloads_p31_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p31
+    ADD CONSTRAINT run_event_payloads_p31_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p31(tenant_id, run_id, seq);
 
 --
 -- Name: run_events run_events_tenant_id_run_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

@@ -344,3 +344,24 @@ async def test_a_tenant_id_not_a_run_decides_nothing_about_partitions(
         await log.append(conn, acme.tenant, run, _big_reply("x" * 9000), epoch=None)
     assert len(await log.read_now(db, acme.tenant, run)) == 1
     assert await log.read_now(db, TenantId(globex.tenant.value), run) == []
+
+
+async def test_a_payload_without_its_event_is_refused(
+    db: Database, admin_conn: asyncpg.Connection,
+) -> None:
+    """The payload → event foreign key holds partition to partition (ADR 0026)."""
+    seeded = await tenant_and_agent(db, "acme")
+    [run] = await ended_runs(admin_conn, seeded, 1, events=2, ended_days_ago=1)
+    with pytest.raises(asyncpg.ForeignKeyViolationError):
+        await admin_conn.execute(
+            "INSERT INTO run_event_payloads (tenant_id, run_id, seq, data) "
+            "VALUES ($1, $2, 3, '{}')", seeded.tenant.value, run.uuid)
+    await admin_conn.execute(
+        "INSERT INTO run_event_payloads (tenant_id, run_id, seq, data) VALUES ($1, $2, 2, '{}')",
+        seeded.tenant.value, run.uuid)
+    # Nor can an event lose its payload's anchor, even in retention's own mode.
+    async with admin_conn.transaction():
+        await admin_conn.execute("SET LOCAL tenantry.retention = 'on'")
+        with pytest.raises(asyncpg.ForeignKeyViolationError):
+            await admin_conn.execute(
+                "DELETE FROM run_events WHERE run_id = $1 AND seq = 2", run.uuid)
