@@ -1577,6 +1577,7 @@ CREATE FUNCTION public.tenantry_retention_batch(p_tenant text, p_owner text, p_e
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public'
     SET "tenantry.retention" TO 'on'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
     v_runs uuid[];
