@@ -378,9 +378,10 @@ class Bench:
         console.log(f"database {name} migrated ({kind} Postgres)")
         return BenchDatabase(dsn, kind)
 
-    async def another_database(self) -> BenchDatabase:
+    async def another_database(self, *, upto: int | None = None) -> BenchDatabase:
         """One more fresh, migrated database on the server :meth:`database` chose (a clean
-        slate for each pass of a comparison); dropped on exit like the first."""
+        slate for each pass of a comparison); dropped on exit like the first. ``upto``:
+        migrated only that far (a layout before a migration, to compare with it)."""
         if self._admin_dsn is None:
             raise RuntimeError("another_database() needs database() first")
         name = f"tenantry_bench_{uuid.uuid4().hex[:12]}"
@@ -393,7 +394,7 @@ class Bench:
         dsn = _dsn_for(self._admin_dsn, name)
         conn = await asyncpg.connect(dsn)
         try:
-            await migrate(conn)
+            await migrate(conn, upto=upto)
         finally:
             await conn.close()
         console.log(f"database {name} migrated")

@@ -1652,6 +1652,7 @@ CREATE FUNCTION public.tenantry_retention_batch(p_tenant text, p_owner text, p_e
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public'
     SET "tenantry.retention" TO 'on'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
     v_runs uuid[];
@@ -2520,6 +2521,359 @@ CREATE TABLE public.run_event_payloads (
     run_id uuid NOT NULL,
     seq integer NOT NULL,
     data jsonb NOT NULL
+)
+PARTITION BY HASH (run_id);
+
+--
+-- Name: run_event_payloads_p00; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p00 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
+);
+
+--
+-- Name: run_event_payloads_p01; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p01 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
+);
+
+--
+-- Name: run_event_payloads_p02; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p02 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
+);
+
+--
+-- Name: run_event_payloads_p03; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p03 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
+);
+
+--
+-- Name: run_event_payloads_p04; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p04 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
+);
+
+--
+-- Name: run_event_payloads_p05; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p05 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
+);
+
+--
+-- Name: run_event_payloads_p06; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p06 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
+);
+
+--
+-- Name: run_event_payloads_p07; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p07 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
+);
+
+--
+-- Name: run_event_payloads_p08; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p08 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
+);
+
+--
+-- Name: run_event_payloads_p09; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p09 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
+);
+
+--
+-- Name: run_event_payloads_p10; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p10 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
+);
+
+--
+-- Name: run_event_payloads_p11; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p11 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
+);
+
+--
+-- Name: run_event_payloads_p12; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p12 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
+);
+
+--
+-- Name: run_event_payloads_p13; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p13 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
+);
+
+--
+-- Name: run_event_payloads_p14; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p14 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
+);
+
+--
+-- Name: run_event_payloads_p15; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p15 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
+);
+
+--
+-- Name: run_event_payloads_p16; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p16 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
+);
+
+--
+-- Name: run_event_payloads_p17; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p17 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
+);
+
+--
+-- Name: run_event_payloads_p18; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p18 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
+);
+
+--
+-- Name: run_event_payloads_p19; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p19 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
+);
+
+--
+-- Name: run_event_payloads_p20; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p20 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
+);
+
+--
+-- Name: run_event_payloads_p21; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p21 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
+);
+
+--
+-- Name: run_event_payloads_p22; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p22 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
+);
+
+--
+-- Name: run_event_payloads_p23; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p23 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
+);
+
+--
+-- Name: run_event_payloads_p24; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p24 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
+);
+
+--
+-- Name: run_event_payloads_p25; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p25 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
+);
+
+--
+-- Name: run_event_payloads_p26; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p26 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
+);
+
+--
+-- Name: run_event_payloads_p27; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p27 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
+);
+
+--
+-- Name: run_event_payloads_p28; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p28 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
+);
+
+--
+-- Name: run_event_payloads_p29; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p29 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
+);
+
+--
+-- Name: run_event_payloads_p30; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p30 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
+);
+
+--
+-- Name: run_event_payloads_p31; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_event_payloads_p31 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    data jsonb NOT NULL
 );
 
 --
@@ -2527,6 +2881,519 @@ CREATE TABLE public.run_event_payloads (
 --
 
 CREATE TABLE public.run_events (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+)
+PARTITION BY HASH (run_id);
+
+--
+-- Name: run_events_p00; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p00 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+);
+
+--
+-- Name: run_events_p01; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p01 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+);
+
+--
+-- Name: run_events_p02; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p02 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+);
+
+--
+-- Name: run_events_p03; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p03 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+);
+
+--
+-- Name: run_events_p04; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p04 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+);
+
+--
+-- Name: run_events_p05; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p05 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+);
+
+--
+-- Name: run_events_p06; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p06 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+);
+
+--
+-- Name: run_events_p07; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p07 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+);
+
+--
+-- Name: run_events_p08; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p08 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+);
+
+--
+-- Name: run_events_p09; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p09 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+);
+
+--
+-- Name: run_events_p10; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p10 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+);
+
+--
+-- Name: run_events_p11; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p11 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+);
+
+--
+-- Name: run_events_p12; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p12 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+);
+
+--
+-- Name: run_events_p13; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p13 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+);
+
+--
+-- Name: run_events_p14; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p14 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+);
+
+--
+-- Name: run_events_p15; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p15 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+);
+
+--
+-- Name: run_events_p16; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p16 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+);
+
+--
+-- Name: run_events_p17; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p17 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+);
+
+--
+-- Name: run_events_p18; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p18 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+);
+
+--
+-- Name: run_events_p19; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p19 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+);
+
+--
+-- Name: run_events_p20; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p20 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+);
+
+--
+-- Name: run_events_p21; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p21 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+);
+
+--
+-- Name: run_events_p22; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p22 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+);
+
+--
+-- Name: run_events_p23; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p23 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+);
+
+--
+-- Name: run_events_p24; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p24 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+);
+
+--
+-- Name: run_events_p25; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p25 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+);
+
+--
+-- Name: run_events_p26; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p26 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+);
+
+--
+-- Name: run_events_p27; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p27 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+);
+
+--
+-- Name: run_events_p28; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p28 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+);
+
+--
+-- Name: run_events_p29; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p29 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+);
+
+--
+-- Name: run_events_p30; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p30 (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    format smallint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_events_data_check CHECK ((octet_length((data)::text) <= 8192)),
+    CONSTRAINT run_events_seq_check CHECK ((seq >= 1))
+);
+
+--
+-- Name: run_events_p31; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_events_p31 (
     tenant_id text NOT NULL,
     run_id uuid NOT NULL,
     seq integer NOT NULL,
@@ -2759,6 +3626,390 @@ CREATE TABLE public.worker_sessions (
 );
 
 --
+-- Name: run_event_payloads_p00; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p00 FOR VALUES WITH (modulus 32, remainder 0);
+
+--
+-- Name: run_event_payloads_p01; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p01 FOR VALUES WITH (modulus 32, remainder 1);
+
+--
+-- Name: run_event_payloads_p02; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p02 FOR VALUES WITH (modulus 32, remainder 2);
+
+--
+-- Name: run_event_payloads_p03; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p03 FOR VALUES WITH (modulus 32, remainder 3);
+
+--
+-- Name: run_event_payloads_p04; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p04 FOR VALUES WITH (modulus 32, remainder 4);
+
+--
+-- Name: run_event_payloads_p05; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p05 FOR VALUES WITH (modulus 32, remainder 5);
+
+--
+-- Name: run_event_payloads_p06; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p06 FOR VALUES WITH (modulus 32, remainder 6);
+
+--
+-- Name: run_event_payloads_p07; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p07 FOR VALUES WITH (modulus 32, remainder 7);
+
+--
+-- Name: run_event_payloads_p08; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p08 FOR VALUES WITH (modulus 32, remainder 8);
+
+--
+-- Name: run_event_payloads_p09; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p09 FOR VALUES WITH (modulus 32, remainder 9);
+
+--
+-- Name: run_event_payloads_p10; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p10 FOR VALUES WITH (modulus 32, remainder 10);
+
+--
+-- Name: run_event_payloads_p11; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p11 FOR VALUES WITH (modulus 32, remainder 11);
+
+--
+-- Name: run_event_payloads_p12; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p12 FOR VALUES WITH (modulus 32, remainder 12);
+
+--
+-- Name: run_event_payloads_p13; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p13 FOR VALUES WITH (modulus 32, remainder 13);
+
+--
+-- Name: run_event_payloads_p14; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p14 FOR VALUES WITH (modulus 32, remainder 14);
+
+--
+-- Name: run_event_payloads_p15; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p15 FOR VALUES WITH (modulus 32, remainder 15);
+
+--
+-- Name: run_event_payloads_p16; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p16 FOR VALUES WITH (modulus 32, remainder 16);
+
+--
+-- Name: run_event_payloads_p17; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p17 FOR VALUES WITH (modulus 32, remainder 17);
+
+--
+-- Name: run_event_payloads_p18; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p18 FOR VALUES WITH (modulus 32, remainder 18);
+
+--
+-- Name: run_event_payloads_p19; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p19 FOR VALUES WITH (modulus 32, remainder 19);
+
+--
+-- Name: run_event_payloads_p20; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p20 FOR VALUES WITH (modulus 32, remainder 20);
+
+--
+-- Name: run_event_payloads_p21; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p21 FOR VALUES WITH (modulus 32, remainder 21);
+
+--
+-- Name: run_event_payloads_p22; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p22 FOR VALUES WITH (modulus 32, remainder 22);
+
+--
+-- Name: run_event_payloads_p23; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p23 FOR VALUES WITH (modulus 32, remainder 23);
+
+--
+-- Name: run_event_payloads_p24; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p24 FOR VALUES WITH (modulus 32, remainder 24);
+
+--
+-- Name: run_event_payloads_p25; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p25 FOR VALUES WITH (modulus 32, remainder 25);
+
+--
+-- Name: run_event_payloads_p26; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p26 FOR VALUES WITH (modulus 32, remainder 26);
+
+--
+-- Name: run_event_payloads_p27; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p27 FOR VALUES WITH (modulus 32, remainder 27);
+
+--
+-- Name: run_event_payloads_p28; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p28 FOR VALUES WITH (modulus 32, remainder 28);
+
+--
+-- Name: run_event_payloads_p29; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p29 FOR VALUES WITH (modulus 32, remainder 29);
+
+--
+-- Name: run_event_payloads_p30; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p30 FOR VALUES WITH (modulus 32, remainder 30);
+
+--
+-- Name: run_event_payloads_p31; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads ATTACH PARTITION public.run_event_payloads_p31 FOR VALUES WITH (modulus 32, remainder 31);
+
+--
+-- Name: run_events_p00; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p00 FOR VALUES WITH (modulus 32, remainder 0);
+
+--
+-- Name: run_events_p01; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p01 FOR VALUES WITH (modulus 32, remainder 1);
+
+--
+-- Name: run_events_p02; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p02 FOR VALUES WITH (modulus 32, remainder 2);
+
+--
+-- Name: run_events_p03; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p03 FOR VALUES WITH (modulus 32, remainder 3);
+
+--
+-- Name: run_events_p04; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p04 FOR VALUES WITH (modulus 32, remainder 4);
+
+--
+-- Name: run_events_p05; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p05 FOR VALUES WITH (modulus 32, remainder 5);
+
+--
+-- Name: run_events_p06; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p06 FOR VALUES WITH (modulus 32, remainder 6);
+
+--
+-- Name: run_events_p07; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p07 FOR VALUES WITH (modulus 32, remainder 7);
+
+--
+-- Name: run_events_p08; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p08 FOR VALUES WITH (modulus 32, remainder 8);
+
+--
+-- Name: run_events_p09; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p09 FOR VALUES WITH (modulus 32, remainder 9);
+
+--
+-- Name: run_events_p10; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p10 FOR VALUES WITH (modulus 32, remainder 10);
+
+--
+-- Name: run_events_p11; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p11 FOR VALUES WITH (modulus 32, remainder 11);
+
+--
+-- Name: run_events_p12; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p12 FOR VALUES WITH (modulus 32, remainder 12);
+
+--
+-- Name: run_events_p13; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p13 FOR VALUES WITH (modulus 32, remainder 13);
+
+--
+-- Name: run_events_p14; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p14 FOR VALUES WITH (modulus 32, remainder 14);
+
+--
+-- Name: run_events_p15; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p15 FOR VALUES WITH (modulus 32, remainder 15);
+
+--
+-- Name: run_events_p16; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p16 FOR VALUES WITH (modulus 32, remainder 16);
+
+--
+-- Name: run_events_p17; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p17 FOR VALUES WITH (modulus 32, remainder 17);
+
+--
+-- Name: run_events_p18; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p18 FOR VALUES WITH (modulus 32, remainder 18);
+
+--
+-- Name: run_events_p19; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p19 FOR VALUES WITH (modulus 32, remainder 19);
+
+--
+-- Name: run_events_p20; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p20 FOR VALUES WITH (modulus 32, remainder 20);
+
+--
+-- Name: run_events_p21; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p21 FOR VALUES WITH (modulus 32, remainder 21);
+
+--
+-- Name: run_events_p22; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p22 FOR VALUES WITH (modulus 32, remainder 22);
+
+--
+-- Name: run_events_p23; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p23 FOR VALUES WITH (modulus 32, remainder 23);
+
+--
+-- Name: run_events_p24; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p24 FOR VALUES WITH (modulus 32, remainder 24);
+
+--
+-- Name: run_events_p25; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p25 FOR VALUES WITH (modulus 32, remainder 25);
+
+--
+-- Name: run_events_p26; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p26 FOR VALUES WITH (modulus 32, remainder 26);
+
+--
+-- Name: run_events_p27; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p27 FOR VALUES WITH (modulus 32, remainder 27);
+
+--
+-- Name: run_events_p28; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p28 FOR VALUES WITH (modulus 32, remainder 28);
+
+--
+-- Name: run_events_p29; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p29 FOR VALUES WITH (modulus 32, remainder 29);
+
+--
+-- Name: run_events_p30; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p30 FOR VALUES WITH (modulus 32, remainder 30);
+
+--
+-- Name: run_events_p31; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p31 FOR VALUES WITH (modulus 32, remainder 31);
+
+--
 -- Name: activity_bundles activity_bundles_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2934,11 +4185,459 @@ ALTER TABLE ONLY public.run_event_payloads
     ADD CONSTRAINT run_event_payloads_pkey PRIMARY KEY (tenant_id, run_id, seq);
 
 --
+-- Name: run_event_payloads_p00 run_event_payloads_p00_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p00
+    ADD CONSTRAINT run_event_payloads_p00_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p01 run_event_payloads_p01_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p01
+    ADD CONSTRAINT run_event_payloads_p01_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p02 run_event_payloads_p02_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p02
+    ADD CONSTRAINT run_event_payloads_p02_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p03 run_event_payloads_p03_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p03
+    ADD CONSTRAINT run_event_payloads_p03_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p04 run_event_payloads_p04_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p04
+    ADD CONSTRAINT run_event_payloads_p04_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p05 run_event_payloads_p05_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p05
+    ADD CONSTRAINT run_event_payloads_p05_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p06 run_event_payloads_p06_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p06
+    ADD CONSTRAINT run_event_payloads_p06_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p07 run_event_payloads_p07_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p07
+    ADD CONSTRAINT run_event_payloads_p07_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p08 run_event_payloads_p08_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p08
+    ADD CONSTRAINT run_event_payloads_p08_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p09 run_event_payloads_p09_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p09
+    ADD CONSTRAINT run_event_payloads_p09_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p10 run_event_payloads_p10_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p10
+    ADD CONSTRAINT run_event_payloads_p10_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p11 run_event_payloads_p11_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p11
+    ADD CONSTRAINT run_event_payloads_p11_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p12 run_event_payloads_p12_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p12
+    ADD CONSTRAINT run_event_payloads_p12_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p13 run_event_payloads_p13_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p13
+    ADD CONSTRAINT run_event_payloads_p13_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p14 run_event_payloads_p14_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p14
+    ADD CONSTRAINT run_event_payloads_p14_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p15 run_event_payloads_p15_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p15
+    ADD CONSTRAINT run_event_payloads_p15_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p16 run_event_payloads_p16_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p16
+    ADD CONSTRAINT run_event_payloads_p16_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p17 run_event_payloads_p17_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p17
+    ADD CONSTRAINT run_event_payloads_p17_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p18 run_event_payloads_p18_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p18
+    ADD CONSTRAINT run_event_payloads_p18_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p19 run_event_payloads_p19_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p19
+    ADD CONSTRAINT run_event_payloads_p19_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p20 run_event_payloads_p20_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p20
+    ADD CONSTRAINT run_event_payloads_p20_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p21 run_event_payloads_p21_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p21
+    ADD CONSTRAINT run_event_payloads_p21_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p22 run_event_payloads_p22_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p22
+    ADD CONSTRAINT run_event_payloads_p22_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p23 run_event_payloads_p23_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p23
+    ADD CONSTRAINT run_event_payloads_p23_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p24 run_event_payloads_p24_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p24
+    ADD CONSTRAINT run_event_payloads_p24_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p25 run_event_payloads_p25_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p25
+    ADD CONSTRAINT run_event_payloads_p25_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p26 run_event_payloads_p26_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p26
+    ADD CONSTRAINT run_event_payloads_p26_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p27 run_event_payloads_p27_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p27
+    ADD CONSTRAINT run_event_payloads_p27_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p28 run_event_payloads_p28_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p28
+    ADD CONSTRAINT run_event_payloads_p28_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p29 run_event_payloads_p29_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p29
+    ADD CONSTRAINT run_event_payloads_p29_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p30 run_event_payloads_p30_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p30
+    ADD CONSTRAINT run_event_payloads_p30_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p31 run_event_payloads_p31_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p31
+    ADD CONSTRAINT run_event_payloads_p31_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
 -- Name: run_events run_events_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
 ALTER TABLE ONLY public.run_events
     ADD CONSTRAINT run_events_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p00 run_events_p00_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p00
+    ADD CONSTRAINT run_events_p00_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p01 run_events_p01_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p01
+    ADD CONSTRAINT run_events_p01_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p02 run_events_p02_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p02
+    ADD CONSTRAINT run_events_p02_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p03 run_events_p03_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p03
+    ADD CONSTRAINT run_events_p03_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p04 run_events_p04_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p04
+    ADD CONSTRAINT run_events_p04_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p05 run_events_p05_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p05
+    ADD CONSTRAINT run_events_p05_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p06 run_events_p06_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p06
+    ADD CONSTRAINT run_events_p06_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p07 run_events_p07_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p07
+    ADD CONSTRAINT run_events_p07_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p08 run_events_p08_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p08
+    ADD CONSTRAINT run_events_p08_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p09 run_events_p09_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p09
+    ADD CONSTRAINT run_events_p09_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p10 run_events_p10_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p10
+    ADD CONSTRAINT run_events_p10_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p11 run_events_p11_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p11
+    ADD CONSTRAINT run_events_p11_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p12 run_events_p12_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p12
+    ADD CONSTRAINT run_events_p12_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p13 run_events_p13_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p13
+    ADD CONSTRAINT run_events_p13_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p14 run_events_p14_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p14
+    ADD CONSTRAINT run_events_p14_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p15 run_events_p15_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p15
+    ADD CONSTRAINT run_events_p15_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p16 run_events_p16_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p16
+    ADD CONSTRAINT run_events_p16_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p17 run_events_p17_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p17
+    ADD CONSTRAINT run_events_p17_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p18 run_events_p18_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p18
+    ADD CONSTRAINT run_events_p18_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p19 run_events_p19_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p19
+    ADD CONSTRAINT run_events_p19_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p20 run_events_p20_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p20
+    ADD CONSTRAINT run_events_p20_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p21 run_events_p21_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p21
+    ADD CONSTRAINT run_events_p21_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p22 run_events_p22_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p22
+    ADD CONSTRAINT run_events_p22_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p23 run_events_p23_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p23
+    ADD CONSTRAINT run_events_p23_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p24 run_events_p24_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p24
+    ADD CONSTRAINT run_events_p24_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p25 run_events_p25_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p25
+    ADD CONSTRAINT run_events_p25_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p26 run_events_p26_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p26
+    ADD CONSTRAINT run_events_p26_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p27 run_events_p27_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p27
+    ADD CONSTRAINT run_events_p27_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p28 run_events_p28_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p28
+    ADD CONSTRAINT run_events_p28_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p29 run_events_p29_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p29
+    ADD CONSTRAINT run_events_p29_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p30 run_events_p30_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p30
+    ADD CONSTRAINT run_events_p30_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: run_events_p31 run_events_p31_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_events_p31
+    ADD CONSTRAINT run_events_p31_pkey PRIMARY KEY (tenant_id, run_id, seq);
 
 --
 -- Name: run_status_totals run_status_totals_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -3232,6 +4931,390 @@ CREATE INDEX usage_facts_by_account ON public.usage_facts USING btree (account, 
 --
 
 CREATE INDEX usage_facts_by_time ON public.usage_facts USING btree (tenant_id, created_at);
+
+--
+-- Name: run_event_payloads_p00_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p00_pkey;
+
+--
+-- Name: run_event_payloads_p01_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p01_pkey;
+
+--
+-- Name: run_event_payloads_p02_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p02_pkey;
+
+--
+-- Name: run_event_payloads_p03_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p03_pkey;
+
+--
+-- Name: run_event_payloads_p04_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p04_pkey;
+
+--
+-- Name: run_event_payloads_p05_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p05_pkey;
+
+--
+-- Name: run_event_payloads_p06_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p06_pkey;
+
+--
+-- Name: run_event_payloads_p07_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p07_pkey;
+
+--
+-- Name: run_event_payloads_p08_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p08_pkey;
+
+--
+-- Name: run_event_payloads_p09_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p09_pkey;
+
+--
+-- Name: run_event_payloads_p10_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p10_pkey;
+
+--
+-- Name: run_event_payloads_p11_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p11_pkey;
+
+--
+-- Name: run_event_payloads_p12_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p12_pkey;
+
+--
+-- Name: run_event_payloads_p13_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p13_pkey;
+
+--
+-- Name: run_event_payloads_p14_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p14_pkey;
+
+--
+-- Name: run_event_payloads_p15_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p15_pkey;
+
+--
+-- Name: run_event_payloads_p16_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p16_pkey;
+
+--
+-- Name: run_event_payloads_p17_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p17_pkey;
+
+--
+-- Name: run_event_payloads_p18_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p18_pkey;
+
+--
+-- Name: run_event_payloads_p19_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p19_pkey;
+
+--
+-- Name: run_event_payloads_p20_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p20_pkey;
+
+--
+-- Name: run_event_payloads_p21_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p21_pkey;
+
+--
+-- Name: run_event_payloads_p22_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p22_pkey;
+
+--
+-- Name: run_event_payloads_p23_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p23_pkey;
+
+--
+-- Name: run_event_payloads_p24_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p24_pkey;
+
+--
+-- Name: run_event_payloads_p25_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p25_pkey;
+
+--
+-- Name: run_event_payloads_p26_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p26_pkey;
+
+--
+-- Name: run_event_payloads_p27_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p27_pkey;
+
+--
+-- Name: run_event_payloads_p28_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p28_pkey;
+
+--
+-- Name: run_event_payloads_p29_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p29_pkey;
+
+--
+-- Name: run_event_payloads_p30_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p30_pkey;
+
+--
+-- Name: run_event_payloads_p31_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_event_payloads_pkey ATTACH PARTITION public.run_event_payloads_p31_pkey;
+
+--
+-- Name: run_events_p00_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p00_pkey;
+
+--
+-- Name: run_events_p01_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p01_pkey;
+
+--
+-- Name: run_events_p02_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p02_pkey;
+
+--
+-- Name: run_events_p03_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p03_pkey;
+
+--
+-- Name: run_events_p04_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p04_pkey;
+
+--
+-- Name: run_events_p05_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p05_pkey;
+
+--
+-- Name: run_events_p06_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p06_pkey;
+
+--
+-- Name: run_events_p07_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p07_pkey;
+
+--
+-- Name: run_events_p08_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p08_pkey;
+
+--
+-- Name: run_events_p09_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p09_pkey;
+
+--
+-- Name: run_events_p10_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p10_pkey;
+
+--
+-- Name: run_events_p11_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p11_pkey;
+
+--
+-- Name: run_events_p12_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p12_pkey;
+
+--
+-- Name: run_events_p13_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p13_pkey;
+
+--
+-- Name: run_events_p14_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p14_pkey;
+
+--
+-- Name: run_events_p15_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p15_pkey;
+
+--
+-- Name: run_events_p16_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p16_pkey;
+
+--
+-- Name: run_events_p17_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p17_pkey;
+
+--
+-- Name: run_events_p18_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p18_pkey;
+
+--
+-- Name: run_events_p19_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p19_pkey;
+
+--
+-- Name: run_events_p20_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p20_pkey;
+
+--
+-- Name: run_events_p21_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p21_pkey;
+
+--
+-- Name: run_events_p22_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p22_pkey;
+
+--
+-- Name: run_events_p23_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p23_pkey;
+
+--
+-- Name: run_events_p24_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p24_pkey;
+
+--
+-- Name: run_events_p25_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p25_pkey;
+
+--
+-- Name: run_events_p26_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p26_pkey;
+
+--
+-- Name: run_events_p27_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p27_pkey;
+
+--
+-- Name: run_events_p28_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p28_pkey;
+
+--
+-- Name: run_events_p29_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p29_pkey;
+
+--
+-- Name: run_events_p30_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p30_pkey;
+
+--
+-- Name: run_events_p31_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p31_pkey;
 
 --
 -- Name: activity_bundles activity_bundles_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
@@ -3537,17 +5620,234 @@ ALTER TABLE ONLY public.retention_policies
     ADD CONSTRAINT retention_policies_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
 
 --
--- Name: run_event_payloads run_event_payloads_tenant_id_run_id_seq_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+-- Name: run_event_payloads_p00 run_event_payloads_p00_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
-ALTER TABLE ONLY public.run_event_payloads
-    ADD CONSTRAINT run_event_payloads_tenant_id_run_id_seq_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events(tenant_id, run_id, seq);
+ALTER TABLE ONLY public.run_event_payloads_p00
+    ADD CONSTRAINT run_event_payloads_p00_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p00(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p01 run_event_payloads_p01_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p01
+    ADD CONSTRAINT run_event_payloads_p01_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p01(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p02 run_event_payloads_p02_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p02
+    ADD CONSTRAINT run_event_payloads_p02_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p02(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p03 run_event_payloads_p03_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p03
+    ADD CONSTRAINT run_event_payloads_p03_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p03(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p04 run_event_payloads_p04_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p04
+    ADD CONSTRAINT run_event_payloads_p04_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p04(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p05 run_event_payloads_p05_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p05
+    ADD CONSTRAINT run_event_payloads_p05_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p05(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p06 run_event_payloads_p06_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p06
+    ADD CONSTRAINT run_event_payloads_p06_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p06(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p07 run_event_payloads_p07_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p07
+    ADD CONSTRAINT run_event_payloads_p07_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p07(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p08 run_event_payloads_p08_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p08
+    ADD CONSTRAINT run_event_payloads_p08_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p08(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p09 run_event_payloads_p09_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p09
+    ADD CONSTRAINT run_event_payloads_p09_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p09(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p10 run_event_payloads_p10_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p10
+    ADD CONSTRAINT run_event_payloads_p10_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p10(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p11 run_event_payloads_p11_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p11
+    ADD CONSTRAINT run_event_payloads_p11_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p11(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p12 run_event_payloads_p12_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p12
+    ADD CONSTRAINT run_event_payloads_p12_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p12(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p13 run_event_payloads_p13_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p13
+    ADD CONSTRAINT run_event_payloads_p13_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p13(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p14 run_event_payloads_p14_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p14
+    ADD CONSTRAINT run_event_payloads_p14_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p14(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p15 run_event_payloads_p15_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p15
+    ADD CONSTRAINT run_event_payloads_p15_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p15(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p16 run_event_payloads_p16_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p16
+    ADD CONSTRAINT run_event_payloads_p16_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p16(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p17 run_event_payloads_p17_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p17
+    ADD CONSTRAINT run_event_payloads_p17_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p17(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p18 run_event_payloads_p18_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p18
+    ADD CONSTRAINT run_event_payloads_p18_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p18(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p19 run_event_payloads_p19_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p19
+    ADD CONSTRAINT run_event_payloads_p19_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p19(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p20 run_event_payloads_p20_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p20
+    ADD CONSTRAINT run_event_payloads_p20_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p20(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p21 run_event_payloads_p21_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p21
+    ADD CONSTRAINT run_event_payloads_p21_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p21(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p22 run_event_payloads_p22_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p22
+    ADD CONSTRAINT run_event_payloads_p22_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p22(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p23 run_event_payloads_p23_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p23
+    ADD CONSTRAINT run_event_payloads_p23_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p23(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p24 run_event_payloads_p24_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p24
+    ADD CONSTRAINT run_event_payloads_p24_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p24(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p25 run_event_payloads_p25_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p25
+    ADD CONSTRAINT run_event_payloads_p25_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p25(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p26 run_event_payloads_p26_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p26
+    ADD CONSTRAINT run_event_payloads_p26_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p26(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p27 run_event_payloads_p27_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p27
+    ADD CONSTRAINT run_event_payloads_p27_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p27(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p28 run_event_payloads_p28_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p28
+    ADD CONSTRAINT run_event_payloads_p28_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p28(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p29 run_event_payloads_p29_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p29
+    ADD CONSTRAINT run_event_payloads_p29_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p29(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p30 run_event_payloads_p30_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p30
+    ADD CONSTRAINT run_event_payloads_p30_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p30(tenant_id, run_id, seq);
+
+--
+-- Name: run_event_payloads_p31 run_event_payloads_p31_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_event_payloads_p31
+    ADD CONSTRAINT run_event_payloads_p31_event_fkey FOREIGN KEY (tenant_id, run_id, seq) REFERENCES public.run_events_p31(tenant_id, run_id, seq);
 
 --
 -- Name: run_events run_events_tenant_id_run_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
-ALTER TABLE ONLY public.run_events
+ALTER TABLE public.run_events
     ADD CONSTRAINT run_events_tenant_id_run_id_fkey FOREIGN KEY (tenant_id, run_id) REFERENCES public.runs(tenant_id, run_id);
 
 --
@@ -3725,10 +6025,394 @@ ALTER TABLE public.retention_policies ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.run_event_payloads ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: run_event_payloads_p00; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p00 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_event_payloads_p01; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p01 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_event_payloads_p02; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p02 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_event_payloads_p03; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p03 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_event_payloads_p04; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p04 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_event_payloads_p05; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p05 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_event_payloads_p06; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p06 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_event_payloads_p07; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p07 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_event_payloads_p08; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p08 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_event_payloads_p09; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p09 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_event_payloads_p10; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p10 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_event_payloads_p11; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p11 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_event_payloads_p12; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p12 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_event_payloads_p13; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p13 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_event_payloads_p14; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p14 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_event_payloads_p15; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p15 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_event_payloads_p16; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p16 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_event_payloads_p17; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p17 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_event_payloads_p18; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p18 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_event_payloads_p19; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p19 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_event_payloads_p20; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p20 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_event_payloads_p21; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p21 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_event_payloads_p22; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p22 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_event_payloads_p23; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p23 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_event_payloads_p24; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p24 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_event_payloads_p25; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p25 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_event_payloads_p26; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p26 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_event_payloads_p27; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p27 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_event_payloads_p28; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p28 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_event_payloads_p29; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p29 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_event_payloads_p30; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p30 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_event_payloads_p31; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_event_payloads_p31 ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: run_events; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
 ALTER TABLE public.run_events ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p00; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p00 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p01; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p01 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p02; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p02 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p03; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p03 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p04; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p04 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p05; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p05 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p06; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p06 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p07; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p07 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p08; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p08 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p09; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p09 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p10; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p10 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p11; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p11 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p12; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p12 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p13; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p13 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p14; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p14 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p15; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p15 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p16; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p16 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p17; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p17 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p18; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p18 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p19; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p19 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p20; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p20 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p21; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p21 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p22; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p22 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p23; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p23 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p24; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p24 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p25; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p25 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p26; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p26 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p27; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p27 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p28; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p28 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p29; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p29 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p30; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p30 ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_events_p31; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_events_p31 ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: run_status_totals; Type: ROW SECURITY; Schema: public; Owner: -
@@ -3851,10 +6535,394 @@ CREATE POLICY tenant_isolation ON public.retention_policies USING ((tenant_id = 
 CREATE POLICY tenant_isolation ON public.run_event_payloads USING ((tenant_id = public.tenantry_current_tenant()));
 
 --
+-- Name: run_event_payloads_p00 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p00 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_event_payloads_p01 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p01 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_event_payloads_p02 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p02 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_event_payloads_p03 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p03 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_event_payloads_p04 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p04 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_event_payloads_p05 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p05 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_event_payloads_p06 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p06 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_event_payloads_p07 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p07 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_event_payloads_p08 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p08 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_event_payloads_p09 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p09 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_event_payloads_p10 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p10 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_event_payloads_p11 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p11 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_event_payloads_p12 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p12 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_event_payloads_p13 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p13 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_event_payloads_p14 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p14 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_event_payloads_p15 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p15 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_event_payloads_p16 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p16 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_event_payloads_p17 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p17 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_event_payloads_p18 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p18 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_event_payloads_p19 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p19 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_event_payloads_p20 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p20 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_event_payloads_p21 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p21 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_event_payloads_p22 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p22 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_event_payloads_p23 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p23 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_event_payloads_p24 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p24 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_event_payloads_p25 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p25 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_event_payloads_p26 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p26 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_event_payloads_p27 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p27 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_event_payloads_p28 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p28 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_event_payloads_p29 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p29 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_event_payloads_p30 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p30 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_event_payloads_p31 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_event_payloads_p31 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
 -- Name: run_events tenant_isolation; Type: POLICY; Schema: public; Owner: -
 --
 
 CREATE POLICY tenant_isolation ON public.run_events USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p00 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p00 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p01 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p01 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p02 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p02 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p03 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p03 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p04 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p04 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p05 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p05 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p06 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p06 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p07 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p07 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p08 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p08 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p09 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p09 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p10 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p10 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p11 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p11 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p12 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p12 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p13 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p13 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p14 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p14 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p15 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p15 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p16 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p16 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p17 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p17 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p18 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p18 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p19 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p19 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p20 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p20 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p21 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p21 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p22 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p22 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p23 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p23 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p24 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p24 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p25 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p25 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p26 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p26 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p27 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p27 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p28 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p28 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p29 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p29 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p30 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p30 USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: run_events_p31 tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.run_events_p31 USING ((tenant_id = public.tenantry_current_tenant()));
 
 --
 -- Name: run_status_totals tenant_isolation; Type: POLICY; Schema: public; Owner: -
