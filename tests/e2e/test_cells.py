@@ -22,6 +22,7 @@ import httpx2
 import orjson
 import pytest
 
+from tenantry.ids import RunId
 from tenantry.testing.fake_model import FakeModelServer
 from tenantry.testing.mcp_server import EffectsMcpServer
 from tenantry.vault import MasterKey
@@ -272,7 +273,7 @@ async def test_a_router_restart_loses_nothing(platform: Platform) -> None:
 
 
 async def test_a_tenant_moves_to_another_cell_under_load(platform: Platform) -> None:
-    """12 runs inside a 2 s tool call and one waiting for approval; `tenantry cells move`
+    """12 runs inside a 4 s tool call and one waiting for approval; `tenantry cells move`
     while a client keeps creating runs. The client is told 503 tenant_moving (never a 500,
     never lost), the runs in flight are handed back and finish in eu-2 (its own model server
     answers their next steps), the approval is decided there, the tenant's secret opens
@@ -301,7 +302,7 @@ async def test_a_tenant_moves_to_another_cell_under_load(platform: Platform) -> 
             assert r.status_code == 201, r.text
             agents[name] = r.json()["agent_id"]
         busy = [await _run(client, key, agents["busy"], scripted(
-            call("slow", seconds=2.0), call("effect", note=f"busy-{i}"), answer(f"done {i}")))
+            call("slow", seconds=4.0), call("effect", note=f"busy-{i}"), answer(f"done {i}")))
             for i in range(12)]
         waiting = await _run(client, key, agents["careful"], scripted(
             call("effect", note="approved in eu-2"), answer("{last_tool_result}")))
@@ -320,6 +321,25 @@ async def test_a_tenant_moves_to_another_cell_under_load(platform: Platform) -> 
         mover = await asyncio.create_subprocess_exec(
             *tenantry_command(), "cells", "move", tenant, "--to", "eu-2", env=env,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        # The runs not finished when the move began (all of them, unless this machine took
+        # longer than the slow call to start the CLI): each must take its next step in eu-2.
+        directory_conn = await asyncpg.connect(platform.directory_dsn)
+        try:
+            async def moving() -> bool:
+                return mover.returncode is not None or await directory_conn.fetchval(
+                    "SELECT state FROM tenants WHERE tenant_id = $1", tenant) == "moving"
+
+            await until(moving, "the move begins", 60, platform.logs)
+        finally:
+            await directory_conn.close()
+        eu1_conn = await asyncpg.connect(eu1.dsn())
+        try:
+            in_flight = [i for i, run in enumerate(busy) if await eu1_conn.fetchval(
+                "SELECT status FROM runs WHERE run_id = $1", RunId.parse(run).uuid)
+                != "finished"]
+        finally:
+            await eu1_conn.close()
+        assert in_flight, "every busy run finished before the move began: no load to move"
         during: list[str] = []
         refused = 0
         while mover.returncode is None:  # a client that keeps going, and retries a 503
@@ -369,7 +389,7 @@ async def test_a_tenant_moves_to_another_cell_under_load(platform: Platform) -> 
     assert (await _rows(eu2.dsn(), tenant))["runs"] == len(everything)
     # The runs in flight took their next steps in eu-2: its model server saw each one.
     seen_in_eu2 = b"".join(req.body for req in platform.models["eu-2"].requests)
-    assert all(f"busy-{i}".encode() in seen_in_eu2 for i in range(len(busy)))
+    assert all(f"busy-{i}".encode() in seen_in_eu2 for i in in_flight), in_flight
     # Each effect once, each call with the secret eu-2 opened under its own master key.
     stats = tools.stats(include_calls=False)
     assert stats["duplicate_effects"] == 0
