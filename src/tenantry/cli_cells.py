@@ -205,7 +205,8 @@ def move(
 
 @cells_app.command("moves")
 def moves(
-    limit: Annotated[int, typer.Option("--limit", min=1, max=1000)] = 50,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=1000,
+                                       help="How many moves to show, newest first.")] = 50,
     directory_url: DirectoryUrl = None,
 ) -> None:
     """Moves of tenants between cells, newest first, with their phase."""
