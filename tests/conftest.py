@@ -15,7 +15,7 @@ from tenantry.runs.worker import Worker
 from tenantry.testing.fake_model import FakeModelServer
 from tenantry.testing.mcp_server import EffectsMcpServer
 from tests.support.api import Api, serving_api
-from tests.support.db import choose_admin_dsn, dsn_for, login_dsn
+from tests.support.db import choose_admin_dsn, dsn_for, login_dsn, scratch_database
 from tests.support.worker import Fakes, running_worker
 
 #: The session's real sandbox drivers, shared by tests/integration/sandbox and tests/chaos.
@@ -50,14 +50,8 @@ async def template_db(admin_dsn: str) -> AsyncIterator[str]:
 @pytest.fixture
 async def database_dsn(admin_dsn: str, template_db: str) -> AsyncIterator[str]:
     """A fresh, migrated database for this test only (copied from the template)."""
-    name = f"tenantry_t_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(admin_dsn)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
-        yield dsn_for(admin_dsn, name)
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
+    async with scratch_database(admin_dsn, "tenantry_t", template=template_db) as dsn:
+        yield dsn
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,7 +18,7 @@ from tenantry.ids import RunId, TenantId
 from tenantry.retention.cleaner import Cleaner
 from tenantry.runs import log
 from tenantry.runs.events import ModelReplied
-from tests.support.db import dsn_for, login_dsn
+from tests.support.db import login_dsn, scratch_database
 from tests.support.retention import Seeded, ended_runs, tenant_and_agent
 
 PARTITIONS = 32
@@ -125,20 +124,9 @@ async def test_reading_one_run_touches_one_partition(
 async def db_before(admin_dsn: str) -> AsyncIterator[str]:
     """A database migrated up to the migration before the partitioning (0030) only: the
     layout an installation upgrading has."""
-    name = f"tenantry_before_{uuid.uuid4().hex[:10]}"
-    admin = await asyncpg.connect(admin_dsn)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        dsn = dsn_for(admin_dsn, name)
-        conn = await asyncpg.connect(dsn)
-        try:
-            await migrate(conn, upto=BEFORE)
-        finally:
-            await conn.close()
+    async with scratch_database(admin_dsn, "tenantry_before",
+                                prepare=lambda conn: migrate(conn, upto=BEFORE)) as dsn:
         yield dsn
-    finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
 
 
 LOG = ("SELECT tenant_id, run_id, seq, type, data::text, format, created_at FROM run_events "

@@ -19,7 +19,7 @@ from tenantry.db.migrate import migrate
 from tenantry.ids import RunId, TenantId
 from tenantry.vault import MasterKey, Vault
 from tests.support.api import TEST_MASTER_KEY, Api, serving_api
-from tests.support.db import dsn_for, login_dsn
+from tests.support.db import login_dsn, scratch_database
 from tests.support.scripts import answer, call, scripted
 from tests.support.waiting import until
 from tests.support.worker import Fakes, running_worker
@@ -28,14 +28,8 @@ from tests.support.worker import Fakes, running_worker
 @pytest.fixture
 async def other_cell(admin_dsn: str, template_db: str) -> AsyncIterator[str]:
     """A second cell's database (on the same server: the copy only sees two databases)."""
-    name = f"tenantry_cell_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(admin_dsn)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
-        yield dsn_for(admin_dsn, name)
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
+    async with scratch_database(admin_dsn, "tenantry_cell", template=template_db) as dsn:
+        yield dsn
 
 
 async def test_a_moving_tenant_gets_503_and_another_tenant_goes_on(
@@ -198,17 +192,11 @@ async def test_a_tenant_copies_to_another_cell_verified_runs_there_and_leaves_th
 async def test_a_copy_between_cells_of_different_releases_is_refused(
     admin_dsn: str, admin_conn: asyncpg.Connection,
 ) -> None:
-    name = f"tenantry_old_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(admin_dsn)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        old = await asyncpg.connect(dsn_for(admin_dsn, name))
+    async with scratch_database(admin_dsn, "tenantry_old",
+                                prepare=lambda conn: migrate(conn, upto=30)) as dsn:
+        old = await asyncpg.connect(dsn)
         try:
-            await migrate(old, upto=30)
             with pytest.raises(freeze.MoveFailed, match="schemas differ"):
                 await copy.same_schema(admin_conn, old)
         finally:
             await old.close()
-    finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()

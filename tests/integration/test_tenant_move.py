@@ -4,7 +4,6 @@ bad moves are refused before anything changes; an interrupted move resumes or ro
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -12,43 +11,22 @@ import asyncpg
 import pytest
 
 from tenantry.cells import copy, directory, freeze
-from tenantry.cells.directory import DIRECTORY
 from tenantry.cells.freeze import MoveFailed
 from tenantry.cells.move import Mover, Phase, set_cell_access
-from tenantry.db.migrate import migrate
 from tenantry.errors import Conflict, NotFound, ValidationFailed
 from tenantry.ids import RunId
 from tests.support.api import Api, serving_api
-from tests.support.db import dsn_for
+from tests.support.cells import directory_database
+from tests.support.db import scratch_database
 from tests.support.scripts import answer, call, scripted
 from tests.support.waiting import until
 from tests.support.worker import Fakes, running_worker
 
 
-async def _fresh_database(admin_dsn: str, prefix: str, template: str | None = None) -> str:
-    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(admin_dsn)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"'
-                            + (f' TEMPLATE "{template}"' if template else ""))
-    finally:
-        await admin.close()
-    return name
-
-
-async def _drop(admin_dsn: str, name: str) -> None:
-    admin = await asyncpg.connect(admin_dsn)
-    try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
-
-
 @pytest.fixture
 async def eu_2(admin_dsn: str, template_db: str) -> AsyncIterator[str]:
-    name = await _fresh_database(admin_dsn, "tenantry_eu2", template_db)
-    yield dsn_for(admin_dsn, name)
-    await _drop(admin_dsn, name)
+    async with scratch_database(admin_dsn, "tenantry_eu2", template=template_db) as dsn:
+        yield dsn
 
 
 @pytest.fixture
@@ -56,21 +34,19 @@ async def directory_conn(admin_dsn: str, database_dsn: str, eu_2: str,
                          tmp_path: Path) -> AsyncIterator[asyncpg.Connection]:
     """A directory of three cells: eu-1 (this test's database), eu-2, us-1 (no database:
     only ever refused)."""
-    name = await _fresh_database(admin_dsn, "tenantry_dir")
-    conn = await asyncpg.connect(dsn_for(admin_dsn, name))
-    try:
-        await migrate(conn, schema=DIRECTORY)
-        for cell, region, dsn in (("eu-1", "eu", database_dsn), ("eu-2", "eu", eu_2),
-                                  ("us-1", "us", None)):
-            await directory.add_cell(conn, cell, region=region,
-                                     api_url="http://127.0.0.1:9", operator_token="t")
-            if dsn is not None:
-                await set_cell_access(conn, cell, database_url=dsn,
-                                      blob_dir=str(tmp_path / cell / "blobs"))
-        yield conn
-    finally:
-        await conn.close()
-        await _drop(admin_dsn, name)
+    async with directory_database(admin_dsn) as directory_dsn:
+        conn = await asyncpg.connect(directory_dsn)
+        try:
+            for cell, region, dsn in (("eu-1", "eu", database_dsn), ("eu-2", "eu", eu_2),
+                                      ("us-1", "us", None)):
+                await directory.add_cell(conn, cell, region=region,
+                                         api_url="http://127.0.0.1:9", operator_token="t")
+                if dsn is not None:
+                    await set_cell_access(conn, cell, database_url=dsn,
+                                          blob_dir=str(tmp_path / cell / "blobs"))
+            yield conn
+        finally:
+            await conn.close()
 
 
 async def _eu_tenant(api: Api, fakes: Fakes, directory_conn: asyncpg.Connection,

@@ -8,13 +8,11 @@ import asyncio
 import contextlib
 import signal
 import time
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import asyncpg
 import httpx2
 import uvicorn
 
@@ -22,7 +20,7 @@ from tenantry.api.router.app import create_router_app, router_state
 from tenantry.cells.directory import DIRECTORY
 from tenantry.config import Settings
 from tenantry.db.migrate import migrate
-from tests.support.db import dsn_for
+from tests.support.db import scratch_database
 from tests.support.harness import _die_with_parent, tenantry_command, worker_env
 from tests.support.pgcluster import free_port
 
@@ -32,20 +30,9 @@ ROUTER_TOKEN = "op_router_token"
 @asynccontextmanager
 async def directory_database(admin_dsn: str) -> AsyncIterator[str]:
     """A fresh, migrated directory database on the admin server (dropped afterwards)."""
-    name = f"tenantry_dir_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(admin_dsn)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        dsn = dsn_for(admin_dsn, name)
-        conn = await asyncpg.connect(dsn)
-        try:
-            await migrate(conn, schema=DIRECTORY)
-        finally:
-            await conn.close()
+    async with scratch_database(admin_dsn, "tenantry_dir",
+                                prepare=lambda conn: migrate(conn, schema=DIRECTORY)) as dsn:
         yield dsn
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
 
 
 @dataclass

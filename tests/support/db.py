@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import socket
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -32,6 +35,31 @@ def choose_admin_dsn(tmp_root: Path) -> tuple[str, EmbeddedPostgres | None]:
 def dsn_for(admin_dsn: str, database: str) -> str:
     parts = urlsplit(admin_dsn)
     return urlunsplit(parts._replace(path="/" + database))
+
+
+@asynccontextmanager
+async def scratch_database(
+    admin_dsn: str, prefix: str, *, template: str | None = None,
+    prepare: Callable[[asyncpg.Connection], Awaitable[object]] | None = None,
+) -> AsyncIterator[str]:
+    """A new database on the admin server for one test or module — a copy of ``template``,
+    or empty and then given to ``prepare`` (a migration) — dropped afterwards; its DSN."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(admin_dsn)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"'
+                            + (f' TEMPLATE "{template}"' if template else ""))
+        dsn = dsn_for(admin_dsn, name)
+        if prepare is not None:
+            conn = await asyncpg.connect(dsn)
+            try:
+                await prepare(conn)
+            finally:
+                await conn.close()
+        yield dsn
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
 
 
 def login_dsn(database_dsn: str, login: str = LOGIN_ROLE) -> str:
