@@ -17,8 +17,10 @@ DELETE FROM frozen_tenants WHERE tenant_id = $1 AND move_id = $2
 -- name: older_transactions
 -- Transactions that began before the freeze committed: a claim or an intake among them
 -- may not have seen it. The move waits for them to end before it counts leased runs.
+-- Client backends only: an autovacuum worker's long transaction claims nothing.
 SELECT count(*) FROM pg_stat_activity
 WHERE datname = current_database() AND pid <> pg_backend_pid()
+  AND backend_type = 'client backend'
   AND xact_start IS NOT NULL AND xact_start < $1
 
 -- name: void_stale_leases

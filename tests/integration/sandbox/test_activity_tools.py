@@ -67,7 +67,11 @@ async def test_a_run_parks_without_its_slot_and_resumes_with_the_activitys_resul
         async def parked() -> bool:
             return await _status(admin_conn, run_id) == ("waiting", None)
         await until(parked, "the run parks for its activity", WITHIN)
-        assert worker.active == 0  # nothing holds it in memory
+
+        async def let_go() -> bool:  # the driver's task ends just after the commit
+            return worker.active == 0
+
+        await until(let_go, "nothing holds the parked run in memory", WITHIN)
         [task] = await tasks_of(admin_conn, run_id)
         key = f"{run_id}:2:0"
         assert task["status"] == "queued" and task["idempotency_key"] == key
