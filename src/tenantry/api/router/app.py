@@ -32,7 +32,13 @@ from tenantry.api.fields import Body, Label, Slug, Text
 from tenantry.api.problems import DATABASE_RETRY_AFTER, from_error, problem
 from tenantry.cells import directory
 from tenantry.cells.directory import TenantHome
-from tenantry.cells.forward import Forwarder, Opened, request_headers, request_target
+from tenantry.cells.forward import (
+    Forwarder,
+    Opened,
+    request_headers,
+    request_target,
+    response_headers,
+)
 from tenantry.cells.routes import Routes
 from tenantry.config import CELL_NAME_RE, Settings
 from tenantry.db import DATABASE_DOWN
@@ -194,16 +200,15 @@ async def _forward(router: RouterState, request: Request, home: TenantHome, *,
 
 
 def _streamed(opened: Opened) -> Response:
-    headers = {k: v for k, v in opened.response.headers.items()
-               if k not in ("connection", "keep-alive", "transfer-encoding", "te", "trailer",
-                            "upgrade")}
+    headers = response_headers(dict(opened.response.headers))
     return StreamingResponse(opened.body(), status_code=opened.status, headers=headers)
 
 
 async def _buffered(opened: Opened) -> tuple[int, dict[str, str], bytes]:
     content = await opened.read()
-    headers = {k: v for k, v in opened.response.headers.items()
-               if k not in ("connection", "keep-alive", "transfer-encoding", "content-length")}
+    # The body is whole here: the Response sets its own Content-Length.
+    headers = {k: v for k, v in response_headers(dict(opened.response.headers)).items()
+               if k != "content-length"}
     return opened.status, headers, content
 
 
