@@ -141,6 +141,8 @@ def tail(
                     continue
                 event = orjson.loads(line[6:])
                 kind = event.get("type", "")
+                if kind == "model_delta":
+                    continue  # a reply's live text: its ModelReplied line follows
                 at = datetime.fromisoformat(event["created_at"]).strftime("%H:%M:%S.%f")[:-3]
                 console.print(f"{event.get('seq'):>4} {at} [{COLOURS.get(kind, 'white')}]"
                               f"{kind:<18}[/] {escape(summarize(event))}", markup=True)

@@ -83,6 +83,9 @@ class Settings:
     model_base_url: str | None = None
     model_api_key: str | None = None
     model_provider: str = "openai"  # the wire format of model_base_url: openai | anthropic
+    # Model accounts called without the provider's streaming mode (ADR 0030), by id
+    # (`configured` is model_base_url's, `scripted` the built-in one); `*`: every account.
+    model_no_stream: tuple[str, ...] = ()
     lease_seconds: float = 30.0
     # Refused egress attempts of one agent version's sandboxes (over all its runs) before
     # the version is flagged for review (issue 15).
@@ -193,6 +196,10 @@ class Settings:
         text("TENANTRY_MODEL_BASE_URL", "model_base_url")
         text("TENANTRY_MODEL_API_KEY", "model_api_key")
         text("TENANTRY_MODEL_PROVIDER", "model_provider")
+        if env.get("TENANTRY_MODEL_NO_STREAM"):
+            values["model_no_stream"] = tuple(
+                name.strip() for name in env["TENANTRY_MODEL_NO_STREAM"].split(",")
+                if name.strip())
         integer("TENANTRY_LEASE_SECONDS", "lease_seconds", 1)
         integer("TENANTRY_EGRESS_FLAG_THRESHOLD", "egress_flag_threshold", 1)
         integer("TENANTRY_WORKER_CONCURRENCY", "worker_concurrency", 1)

@@ -175,6 +175,8 @@ async def read_stream(client: httpx2.AsyncClient, tenants: list[TenantHandle],
         async for line in r.aiter_lines():
             if line.startswith("data: "):
                 event = orjson.loads(line[6:])
+                if event["type"] == "model_delta":  # live, not in the log: no seq
+                    continue
                 seen.append((event["seq"], event["type"]))
                 opened.set()
     return seen

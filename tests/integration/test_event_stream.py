@@ -106,7 +106,7 @@ async def test_stream_reconnects_listener_and_catches_up(
         assert (await anext(events)).id == 1
         killed = await admin_conn.fetchval(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND query LIKE 'LISTEN%'"
+            "WHERE datname = current_database() AND application_name = 'tenantry event hub'"
         )
         assert killed == 1
         await _append(db, tenant, run_id, Note(text="while disconnected"))

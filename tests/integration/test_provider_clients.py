@@ -3,12 +3,13 @@ model server speaking each wire format, over real HTTP on loopback."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from tenantry.models._http import HttpProviderClient
+from tenantry.models._http import HttpProviderClient, StreamWithoutUsage
 from tenantry.models.anthropic import AnthropicMessages
 from tenantry.models.errors import (
     AccountUnusable,
@@ -19,8 +20,10 @@ from tenantry.models.errors import (
     RateLimited,
 )
 from tenantry.models.openai_compat import OpenAICompatible
+from tenantry.models.openai_wire import OpenAIWire
 from tenantry.models.scripted import Script, Step, ToolCall, prompt_tokens
 from tenantry.models.types import ModelReply, ModelRequest, ModelToolCall
+from tenantry.models.wire import Chat
 from tenantry.testing import FakeModelServer
 from tenantry.testing.fake_model import Provider
 
@@ -230,3 +233,120 @@ async def test_rate_limit_headers_are_read_into_the_reply(provider: Provider) ->
         assert 0 < info.reset_requests_seconds <= 61
     assert caught.value.retry_after is not None and 0 < caught.value.retry_after <= 60
     assert len(server.usage_log) == 2
+
+
+# ---------------------------------------------------------------------- streaming
+
+
+class Deltas:
+    """A DeltaSink that keeps what it was told."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.restarts = 0
+
+    def restart(self) -> None:
+        self.restarts += 1
+        self.texts.clear()
+
+    def text(self, chunk: str) -> None:
+        self.texts.append(chunk)
+
+
+async def test_a_streamed_reply_is_the_reply_the_whole_answer_gives(
+    server: FakeModelServer
+) -> None:
+    """The same conversation, streamed and whole, on two fresh servers (the same prompt
+    cache): the same replies, and the stream's text told piece by piece as it came."""
+    async with FakeModelServer(scripts={"lookup": LOOKUP}, provider=server.provider) as other:
+        streamed = make_client(server)
+        whole = OpenAICompatible(other.base_url, account="a", stream=False) \
+            if server.provider == "openai" else AnthropicMessages(other.base_url, account="a",
+                                                                  stream=False)
+        told = Deltas()
+        try:
+            replies = []
+            for client in (streamed, whole):
+                first = await client.complete(dataclasses.replace(first_step(), deltas=told))
+                second = await client.complete(dataclasses.replace(
+                    next_step(first_step(), first), deltas=told))
+                replies.append((first, second))
+        finally:
+            await streamed.aclose()
+            await whole.aclose()
+    (first, second), (first_whole, second_whole) = replies
+    for got, want in ((first, first_whole), (second, second_whole)):
+        assert (got.text, got.calls, got.usage, got.provider_model) == (
+            want.text, want.calls, want.usage, want.provider_model)
+    assert second.usage.cached_input_tokens > 0
+    assert [r.token_usage for r in server.usage_log] == [first.usage, second.usage]
+    # The whole client told nothing: what the sink holds is the streamed second reply's.
+    assert told.restarts == 2 and len(told.texts) > 1
+    assert "".join(told.texts) == second.text
+    sent = [r.json() for r in server.requests]
+    assert all(body["stream"] is True for body in sent)
+    if server.provider == "openai":
+        assert all(body["stream_options"] == {"include_usage": True} for body in sent)
+    assert not any("stream" in r.json() for r in other.requests)
+
+
+async def test_a_stream_cut_mid_way_is_a_failed_call(
+    server: FakeModelServer, client: HttpProviderClient
+) -> None:
+    request = next_step(first_step(), await client.complete(first_step()))
+    told = Deltas()
+    server.cut_next(1, after_pieces=2)
+    with pytest.raises(ModelUnavailable) as caught:
+        await client.complete(dataclasses.replace(request, deltas=told))
+    assert caught.value.extra["reason"] == "network"
+    assert len(told.texts) == 2  # what came before the cut: told, and void
+    reply = await client.complete(dataclasses.replace(request, deltas=told))
+    assert told.restarts == 2 and "".join(told.texts) == reply.text
+    assert len(server.usage_log) == 2  # the cut reply reported no usage
+
+
+class _IgnoresIncludeUsage(OpenAIWire):
+    """An OpenAI-compatible server that streams but never reports usage in its stream."""
+
+    def read(self, payload: Any) -> Any:
+        chat = super().read(payload)
+        return dataclasses.replace(chat, include_usage=False) if isinstance(chat, Chat) \
+            else chat
+
+
+class _IgnoresStream(OpenAIWire):
+    """A server that answers whole whatever the request asks."""
+
+    def read(self, payload: Any) -> Any:
+        chat = super().read(payload)
+        return dataclasses.replace(chat, stream=False) if isinstance(chat, Chat) else chat
+
+
+async def test_a_stream_without_usage_is_refused_and_streaming_stops() -> None:
+    """Billing needs the provider's usage: a stream that never reports it is not a reply,
+    and the account's client asks for whole answers from then on."""
+    async with FakeModelServer(scripts={"lookup": LOOKUP}) as server:
+        server._wire = _IgnoresIncludeUsage()
+        client = OpenAICompatible(server.base_url, account="a")
+        try:
+            with pytest.raises(StreamWithoutUsage):
+                await client.complete(first_step())
+            assert client.stream is False
+            reply = await client.complete(first_step())
+        finally:
+            await client.aclose()
+    assert reply.usage == server.usage_log[-1].token_usage
+    assert [r.json().get("stream") for r in server.requests] == [True, None]
+
+
+async def test_a_whole_answer_to_a_stream_request_is_read() -> None:
+    async with FakeModelServer(scripts={"lookup": LOOKUP}) as server:
+        server._wire = _IgnoresStream()
+        client = OpenAICompatible(server.base_url, account="a")
+        told = Deltas()
+        try:
+            reply = await client.complete(dataclasses.replace(first_step(), deltas=told))
+        finally:
+            await client.aclose()
+    assert reply.calls and reply.usage == server.usage_log[0].token_usage
+    assert told.texts == [] and client.stream is True

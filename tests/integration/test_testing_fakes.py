@@ -5,6 +5,7 @@ client against it."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -21,6 +22,7 @@ from tenantry.errors import ToolUnavailable
 from tenantry.models.ratelimits import parse_rate_limits
 from tenantry.models.scripted import Script, Step, ToolCall, prompt_tokens
 from tenantry.testing import EffectsMcpServer, FakeModelServer, KeyCount
+from tenantry.testing.fake_model import Provider
 from tenantry.tools.mcp_client import McpToolClient, ToolOutcome
 
 LOOKUP = Script.of(
@@ -534,6 +536,127 @@ async def test_the_anthropic_sdk_completes_a_tool_call_conversation(
     assert final.usage.output_tokens == record.completion_tokens
     assert (caught.value.status_code, caught.value.type) == (529, "overloaded_error")
     assert {r.api_key for r in claude.requests} == {"sk-anthropic"}
+
+
+async def test_the_openai_sdk_reads_the_streamed_tool_call_conversation(
+    model: FakeModelServer
+) -> None:
+    """``stream: true`` with ``stream_options.include_usage``: the SDK's own stream
+    accumulator reads the chunks into the completion the whole answer gives."""
+    tools: Any = [{"type": "function", "function": {"name": t["name"],
+                                                    "parameters": t["input_schema"]}}
+                  for t in SDK_TOOLS]
+    conversation: Any = [{"role": "system", "content": "Be brief."},
+                         {"role": "user", "content": "milk"}]
+    async with openai.AsyncOpenAI(base_url=model.base_url, api_key="sk-openai",
+                                  max_retries=0) as sdk:
+        async with sdk.chat.completions.stream(
+                model="scripted/lookup", messages=conversation, tools=tools,
+                stream_options={"include_usage": True}) as stream:
+            kinds = [event.type async for event in stream]
+            first = await stream.get_final_completion()
+        message = first.choices[0].message
+        assert first.choices[0].finish_reason == "tool_calls"
+        calls = [(c.id, c.function.name, c.function.arguments)  # type: ignore[union-attr]
+                 for c in message.tool_calls or ()]
+        assert calls == [("call_0_0", "effect", '{"note":"milk"}'),
+                         ("call_0_1", "add", '{"a":1,"b":2}')]
+        assert "tool_calls.function.arguments.delta" in kinds
+        conversation.append(message.model_dump(exclude_none=True, exclude={"parsed"}))
+        conversation += [{"role": "tool", "tool_call_id": call_id, "content": f"r {call_id}"}
+                         for call_id, _, _ in calls]
+        chunks = [chunk async for chunk in await sdk.chat.completions.create(
+            model="scripted/lookup", messages=conversation, tools=tools, stream=True,
+            stream_options={"include_usage": True})]
+        # Without include_usage the stream carries no usage chunk, as OpenAI's does not.
+        bare = [chunk async for chunk in await sdk.chat.completions.create(
+            model="scripted/lookup", messages=conversation, stream=True)]
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "Done: r call_0_0\nr call_0_1"
+    assert len([c for c in chunks if c.choices and c.choices[0].delta.content]) > 1
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    usage = chunks[-1].usage  # the last chunk: no choices, the usage
+    assert chunks[-1].choices == [] and usage is not None
+    assert all(c.usage is None for c in chunks[:-1])
+    assert usage.prompt_tokens_details is not None
+    assert usage.prompt_tokens == prompt_tokens(conversation)
+    assert usage.prompt_tokens_details.cached_tokens == prompt_tokens(conversation[:2])
+    assert usage.completion_tokens == model.usage_log[1].completion_tokens
+    assert all(c.usage is None for c in bare) and bare[-1].choices
+    assert len(model.usage_log) == 3
+
+
+async def test_the_anthropic_sdk_reads_the_streamed_tool_call_conversation(
+    claude: FakeModelServer
+) -> None:
+    """Anthropic's event stream, read by the SDK's ``messages.stream`` helper: text deltas,
+    tool inputs as ``input_json_delta`` pieces, usage from message_start and
+    message_delta."""
+    conversation: Any = [{"role": "user", "content": "milk"}]
+    async with anthropic.AsyncAnthropic(base_url=claude.base_url, api_key="sk-anthropic",
+                                        max_retries=0) as sdk:
+        async with sdk.messages.stream(model="scripted/lookup", max_tokens=256,
+                                       system="Be brief.", messages=conversation,
+                                       tools=SDK_TOOLS) as stream:  # type: ignore[arg-type]
+            kinds = [event.type async for event in stream]
+            first = await stream.get_final_message()
+        assert first.stop_reason == "tool_use"
+        assert "input_json" in kinds
+        uses = [b for b in first.content if b.type == "tool_use"]
+        assert [(u.id, u.name, u.input) for u in uses] == [
+            ("call_0_0", "effect", {"note": "milk"}), ("call_0_1", "add", {"a": 1, "b": 2})]
+        conversation.append({"role": "assistant", "content": first.content})
+        conversation.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": u.id, "content": f"r {u.id}"} for u in uses]})
+        async with sdk.messages.stream(model="scripted/lookup", max_tokens=256,
+                                       system="Be brief.", messages=conversation,
+                                       tools=SDK_TOOLS) as stream:  # type: ignore[arg-type]
+            pieces = [text async for text in stream.text_stream]
+            final = await stream.get_final_message()
+    assert len(pieces) > 1 and "".join(pieces) == "Done: r call_0_0\nr call_0_1"
+    assert final.stop_reason == "end_turn"
+    assert [b.type for b in final.content] == ["text"]
+    assert final.content[0].text == "".join(pieces)  # type: ignore[union-attr]
+    record = claude.usage_log[-1]
+    assert final.usage.cache_read_input_tokens == record.cached_tokens > 0
+    assert final.usage.input_tokens == record.prompt_tokens - record.cached_tokens
+    assert final.usage.output_tokens == record.completion_tokens
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_a_stream_can_be_slowed_and_cut_mid_way(
+    provider: Provider, http: httpx2.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stream's pieces come ``chunk_delay_ms`` apart; ``cut_next`` closes the connection
+    after some of them, with no end marker, and the reply's usage is not counted."""
+    async with FakeModelServer(scripts={"lookup": LOOKUP}, provider=provider,
+                               chunk_delay_ms=30) as fake:
+        if provider == "openai":
+            url, body = f"{fake.base_url}/chat/completions", {
+                "model": "scripted/lookup", "stream": True,
+                "messages": [{"role": "user", "content": "one two three four five"}]}
+            end = b"data: [DONE]"
+        else:
+            url, body = f"{fake.base_url}/v1/messages", {
+                "model": "scripted/lookup", "max_tokens": 50, "stream": True,
+                "messages": [{"role": "user", "content": "one two three four five"}]}
+            end = b"event: message_stop"
+        whole = await http.post(url, json=body)
+        assert whole.status_code == 200
+        assert whole.headers["content-type"].startswith("text/event-stream")
+        assert end in whole.content
+        assert fake.pieces_written > 2  # the tool calls came in pieces
+        assert len(fake.usage_log) == 1
+        fake.cut_next(1, after_pieces=2)
+        async with http.stream("POST", url, json=body) as r:
+            assert r.status_code == 200
+            with pytest.raises(httpx2.HTTPError):
+                await r.aread()
+        assert len(fake.usage_log) == 1  # the cut reply never reported its usage
+        assert (await http.post(url, json=body)).status_code == 200  # not cut again
+        assert len(fake.usage_log) == 2
+    # The cut is the fault asked for, not an error of the server's.
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 async def _start_process(*args: str) -> tuple[asyncio.subprocess.Process, str]:

@@ -89,15 +89,19 @@ class Api:
         return run_id
 
     async def events_until_end(self, headers: dict[str, str], run_id: str,
-                               within: float = 30) -> list[dict[str, object]]:
-        """The run's whole log, read from its SSE stream until the terminal event."""
+                               within: float = 30, *,
+                               deltas: bool = False) -> list[dict[str, object]]:
+        """The run's whole log, read from its SSE stream until the terminal event (with
+        ``deltas``, the live ``model_delta`` events too, where they came)."""
         events: list[dict[str, object]] = []
         async with asyncio.timeout(within):
             async with self.client.stream("GET", f"/v1/runs/{run_id}/events",
                                           headers=headers, timeout=within) as r:
                 async for line in r.aiter_lines():
                     if line.startswith("data: "):
-                        events.append(orjson.loads(line[6:]))
+                        event = orjson.loads(line[6:])
+                        if deltas or event.get("type") != "model_delta":
+                            events.append(event)
         return events
 
     async def run(self, headers: dict[str, str], run_id: str) -> dict[str, object]:

@@ -11,17 +11,20 @@ import orjson
 
 @dataclass(frozen=True)
 class SseEvent:
-    id: int
+    id: int | None  # None: a live model delta (no id: it is not in the log)
     event: str
     data: dict[str, object]
 
 
-async def read_sse(response: httpx2.Response) -> AsyncIterator[SseEvent]:
+async def read_sse(response: httpx2.Response, *,
+                   deltas: bool = False) -> AsyncIterator[SseEvent]:
+    """The stream's events; the live ``model_delta`` ones only with ``deltas``."""
     fields: dict[str, str] = {}
     async for line in response.aiter_lines():
         if line == "":
-            if "data" in fields:
-                yield SseEvent(int(fields["id"]), fields["event"], orjson.loads(fields["data"]))
+            if "data" in fields and ("id" in fields or deltas):
+                yield SseEvent(int(fields["id"]) if "id" in fields else None,
+                               fields.get("event", "message"), orjson.loads(fields["data"]))
             fields = {}
         elif not line.startswith(":"):
             name, _, value = line.partition(":")

@@ -21,7 +21,7 @@ from tenantry.errors import NotFound
 from tenantry.ids import AgentId, RunId, TenantId
 from tenantry.jsonutil import digest, dumps
 from tenantry.runs import service
-from tenantry.runs.events import TERMINAL_EVENTS, Event, RunStatus
+from tenantry.runs.events import TERMINAL_EVENTS, Event, EventType, RunStatus
 from tenantry.runs.trace import build_trace
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
@@ -29,16 +29,37 @@ router = APIRouter(prefix="/v1/runs", tags=["runs"])
 NOT_FOUND = service.NOT_FOUND
 MAX_INPUT_BYTES = 64 * 1024
 KEEPALIVE_SECONDS = 15.0
-#: One Server-Sent Event of the stream: `data` is the event as JSON (an EventOut).
+#: The events that close a model call: a live delta of a call before one is stale.
+CALL_CLOSERS = frozenset({EventType.MODEL_REPLIED, EventType.RUN_PARKED, *TERMINAL_EVENTS})
+#: One Server-Sent Event of the stream: a durable event (`data` is an EventOut as JSON), or
+#: a live model delta (no `id`: it is not in the log).
 SSE_EVENT = {
-    "type": "object",
-    "required": ["id", "event", "data"],
-    "properties": {
-        "id": {"type": "string", "pattern": "^[0-9]+$", "description": "The event's seq."},
-        "event": {"type": "string", "description": "The event type."},
-        "data": {"type": "string", "contentMediaType": "application/json",
-                 "description": "The event: {seq, type, data, created_at}."},
-    },
+    "oneOf": [
+        {"type": "object", "title": "Durable event",
+         "required": ["id", "event", "data"],
+         "properties": {
+             "id": {"type": "string", "pattern": "^[0-9]+$", "description": "The event's seq."},
+             "event": {"type": "string", "description": "The event type."},
+             "data": {"type": "string", "contentMediaType": "application/json",
+                      "description": "The event: {seq, type, data, created_at}."},
+         }},
+        {"type": "object", "title": "Live model delta",
+         "required": ["event", "data"],
+         "properties": {
+             "event": {"const": "model_delta"},
+             "data": {"type": "string", "contentMediaType": "application/json",
+                      "contentSchema": {
+                          "type": "object", "required": ["type", "after_seq", "text"],
+                          "properties": {
+                              "type": {"const": "model_delta"},
+                              "after_seq": {"type": "integer", "minimum": 0,
+                                            "description": "The last durable seq before "
+                                                           "the model call."},
+                              "text": {"type": "string",
+                                       "description": "The next piece of the reply."}}},
+                      "description": "{type: model_delta, after_seq, text}."},
+         }},
+    ],
 }
 
 
@@ -295,7 +316,12 @@ async def cancel_run(
     response_model=None,
     responses={200: {
         "description": "The run's event log after `after`: Server-Sent Events by default "
-                       "(`id` is the seq), or one JSON page with `Accept: application/json`.",
+                       "(`id` is the seq), or one JSON page with `Accept: application/json`. "
+                       "While a model call of the run streams, the SSE stream also carries "
+                       "`model_delta` events (`{type, after_seq, text}`, no `id`): the "
+                       "reply's text as it arrives, never stored nor replayed; a step's "
+                       "deltas come before its `ModelReplied` and join into its `text` "
+                       "(a retried call's deltas start again). JSON pages never hold them.",
         "content": {
             "text/event-stream": {"schema": SSE_EVENT},
             "application/json": {"schema": {"$ref": "#/components/schemas/EventPage"}},
@@ -397,37 +423,58 @@ def _sse(event: Event) -> bytes:
     )
 
 
+def _delta_sse(after_seq: int, text: str) -> bytes:
+    """A live model delta: no ``id`` line, so ``Last-Event-ID`` stays on durable seqs."""
+    return b"event: model_delta\ndata: %s\n\n" % dumps(
+        {"type": "model_delta", "after_seq": after_seq, "text": text})
+
+
 async def event_stream(
-    p: Platform, tenant: TenantId, run: RunId, after: int, first: list[Event], *, ended: bool
+    p: Platform, tenant: TenantId, run: RunId, after: int, first: list[Event], *, ended: bool,
+    deltas: bool = True,
 ) -> AsyncIterator[bytes]:
     """A run's events as SSE from ``first`` on, live until the run ends (shared with the
-    operator console's stream)."""
+    operator console's stream). With ``deltas``, the live ``model_delta`` events of the
+    run's model calls in progress go in between (ADR 0030): never those of a call whose
+    closing event (ModelReplied, RunParked, the end) was sent, or came before ``after``."""
     if ended:
         for event in first:
             yield _sse(event)
         return
-    async with p.hub.subscribe(tenant.value, run.uuid) as wake:
+    async with p.hub.subscribe(tenant.value, run.uuid, deltas=deltas) as sub:
         # `first` was read before we subscribed: re-read once straight away so an event
         # committed in between is not left waiting for the next notification.
-        wake.set()
+        sub.news()
         batch = first
         failed = False  # the last read met an outage: retry at the next keepalive
+        closed_at = after  # deltas of calls made before this seq are stale
         while True:
             for event in batch:
                 yield _sse(event)
                 after = event.seq
+                if event.type in CALL_CLOSERS:
+                    closed_at = event.seq
                 if event.type in TERMINAL_EVENTS:
                     return
             if len(batch) < 500:
                 # Idle: no connection is held or taken until a notification (or, after a
-                # failed read, the keepalive interval) says there may be something to read.
-                while not await _woken(wake, p.closing):
+                # failed read, the keepalive interval) says there may be something to read;
+                # live deltas are sent as they come meanwhile.
+                while True:
+                    sub.wake.clear()
+                    for after_seq, text in sub.take_deltas():
+                        if after_seq >= closed_at:
+                            yield _delta_sse(after_seq, text)
+                    if sub.durable:
+                        break
+                    if await _woken(sub.wake, p.closing):
+                        if p.closing.is_set():
+                            return  # the client resumes elsewhere with Last-Event-ID
+                        continue
                     yield b": keepalive\n\n"
                     if failed:
                         break
-                if p.closing.is_set():
-                    return  # the client resumes elsewhere with Last-Event-ID
-                wake.clear()
+            sub.durable = False
             try:
                 batch = await service.read_events(p.db, tenant, run, after=after, limit=500)
                 failed = False

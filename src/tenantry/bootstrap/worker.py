@@ -17,7 +17,7 @@ from tenantry.db import Database
 from tenantry.db.outage import Outage
 from tenantry.ledger.prices import PriceBook
 from tenantry.models.accounts import ANY_MODEL, ANY_REGION, ModelAccount
-from tenantry.models.gateway import ModelGateway
+from tenantry.models.gateway import GatewaySettings, ModelGateway
 from tenantry.retention.cleaner import Cleaner, CleanupSettings
 from tenantry.runs.driver import Engine, EngineSettings
 from tenantry.runs.inprocess import LocalWorkers
@@ -75,7 +75,8 @@ async def model_gateway(
                 models=("scripted", "scripted/*"), region=ANY_REGION,
                 priority=CONFIGURED_PRIORITY), None)]
         gateway = ModelGateway(db, vault=vault, master=master, implicit=implicit,
-                               observer=observer)
+                               observer=observer, settings=GatewaySettings(
+                                   no_stream=frozenset(settings.model_no_stream)))
         yield await stack.enter_async_context(gateway)
 
 

@@ -1,12 +1,23 @@
 """What the provider clients share: one pooled HTTP client per account (tenantry.http1),
 timing, and mapping transport failures and non-2xx answers to the typed errors of
-models/errors.py. A client adds its wire format: the request body and how to read a reply."""
+models/errors.py. A client adds its wire format: the request body, how to read a reply,
+and how to read the same reply streamed.
+
+Streaming (ADR 0030): a client with ``stream`` set (the default) asks for the provider's
+event stream, tells ``request.deltas`` the text as it arrives, and assembles from the
+stream the very :class:`ModelReply` the whole answer would have given (text, tool calls,
+the provider's usage, model, rate limits). A stream that stops before its end (the
+connection cut, the server gone) is a failed call like any other — nothing partial is
+returned; a provider that answers a stream request with a whole JSON body is read as
+one."""
 
 from __future__ import annotations
 
 import abc
+import asyncio
 import contextlib
 import dataclasses
+import logging
 import time
 from collections.abc import Iterator
 from typing import Any, ClassVar, Protocol
@@ -18,7 +29,15 @@ from tenantry.models.errors import MalformedReply, ModelUnavailable, error_for_s
 from tenantry.models.ratelimits import parse_rate_limits
 from tenantry.models.types import ModelReply, ModelRequest, RateLimitInfo
 
+logger = logging.getLogger(__name__)
+
 _JSON = (("Content-Type", "application/json"),)
+# A stream read to its end marker leaves the chunked body's last bytes (the terminating
+# chunk) to arrive: read for up to this long in the background so the connection is reused.
+_DRAIN_SECONDS = 2.0
+# The largest one server-sent event of a provider's stream may be (one chunk of text or
+# of a tool call's arguments is a few bytes; this bounds a server streaming garbage).
+_MAX_EVENT = 4 * 1024 * 1024
 
 
 @contextlib.contextmanager
@@ -39,11 +58,41 @@ class ReplyParser(Protocol):
     ) -> ModelReply: ...
 
 
+class StreamReader(Protocol):
+    """One streamed reply being read: fed the stream's events in order, it returns the
+    text each one adds, and says when the stream's end marker came (``done``)."""
+
+    done: bool
+
+    def feed(self, event: http1.SseEvent) -> str:
+        """The reply text ``event`` adds ("" for none). Raises
+        :class:`~tenantry.models.errors.ModelError` for an error event, and what
+        :func:`reading_reply` turns into :class:`MalformedReply` for an unreadable one."""
+        ...
+
+    def reply(self, *, model: str, provider: str, account: str, latency_ms: float,
+              rate_limits: RateLimitInfo | None) -> ModelReply:
+        """The whole reply, once ``done``; :class:`MalformedReply` if the stream did not
+        carry one (no usage, no content)."""
+        ...
+
+
+class StreamWithoutUsage(MalformedReply):
+    """A stream that ended normally but never reported its usage: the provider does not
+    honour the request for it (an OpenAI-compatible server ignoring ``stream_options``).
+    Billing needs the provider's count, so the reply is refused and the client stops
+    streaming (the gateway's retry then asks for the whole answer)."""
+
+
 class HttpProviderClient(abc.ABC):
     """One provider account over HTTP. Subclasses give their wire format: ``provider``,
     ``wire`` (whose rate-limit headers to read), the two paths, :meth:`_headers`,
-    :meth:`_body`, and ``parse_reply`` (which raises :class:`MalformedReply` for a body it
-    cannot read).
+    :meth:`_body`, ``parse_reply`` (which raises :class:`MalformedReply` for a body it
+    cannot read), and for streaming :meth:`_stream_fields` and :meth:`_stream_reader`.
+
+    ``stream`` (default True): ask for the provider's event stream (see the module
+    docstring); False: ask for the whole answer (an account whose provider cannot stream,
+    or cannot report usage in a stream: ``TENANTRY_MODEL_NO_STREAM``).
 
     ``max_connections`` bounds the connections open to the provider at once (one per call
     in flight); the pool takes the most recently released connection in O(1), so one pool
@@ -57,9 +106,10 @@ class HttpProviderClient(abc.ABC):
 
     def __init__(
         self, base_url: str, *, api_key: str | None = None, account: str = "default",
-        timeout: float = 120.0, max_connections: int = 4096,
+        timeout: float = 120.0, max_connections: int = 4096, stream: bool = True,
     ) -> None:
         self.account = account
+        self.stream = stream
         self._timeout = timeout
         base = base_url.rstrip("/")
         self._completions = http1.target(base + self.completions_path)
@@ -72,6 +122,8 @@ class HttpProviderClient(abc.ABC):
         await self._http.aclose()
 
     async def complete(self, request: ModelRequest) -> ModelReply:
+        if self.stream:
+            return await self._complete_streamed(request)
         started = time.perf_counter()
         response = await self._send("POST", self._completions,
                                     orjson.dumps(self._body(request)))
@@ -80,11 +132,76 @@ class HttpProviderClient(abc.ABC):
             account=self.account, latency_ms=(time.perf_counter() - started) * 1000,
             rate_limits=parse_rate_limits(self.wire, response.headers),
         )
-        if response.connect_ms:
-            # Opening the connection (TCP connect and TLS handshake; nothing on a pooled
-            # one) is the gateway's set-up in the trace, not the provider's answer.
-            reply = dataclasses.replace(reply, connect_ms=response.connect_ms)
-        return reply
+        return _with_connect(reply, response.connect_ms)
+
+    async def _complete_streamed(self, request: ModelRequest) -> ModelReply:
+        started = time.perf_counter()
+        body = self._body(request)
+        body.update(self._stream_fields())
+        try:
+            async with asyncio.timeout(self._timeout), self._http.stream(
+                    "POST", self._completions, headers=_JSON, body=orjson.dumps(body),
+                    timeout=None, drain=_DRAIN_SECONDS) as response:
+                # An error answer is read whole and raised once out of the block, so its
+                # connection goes back to the pool.
+                answer = await self._answer(response, request, started)
+        except TimeoutError:
+            raise ModelUnavailable(f"no complete answer within {self._timeout:g}s",
+                                   reason="timeout") from None
+        except http1.HttpError as exc:
+            raise _unavailable(exc) from exc
+        if isinstance(answer, Exception):
+            raise answer
+        return _with_connect(answer, response.connect_ms)
+
+    async def _answer(self, response: http1.StreamedResponse, request: ModelRequest,
+                      started: float) -> ModelReply | Exception:
+        if not response.ok:
+            content = await response.read()
+            return error_for_status(response.status, response.headers,
+                                    content.decode("utf-8", "replace"))
+        rate_limits = parse_rate_limits(self.wire, response.headers)
+        if response.content_type != "text/event-stream":
+            # It answered whole (a server that ignores `stream`): read it as such.
+            content = await response.read()
+            return self.parse_reply(content, model=request.model, provider=self.provider,
+                                    account=self.account,
+                                    latency_ms=(time.perf_counter() - started) * 1000,
+                                    rate_limits=rate_limits)
+        reader = await self._read_stream(response, request)
+        try:
+            return reader.reply(model=request.model, provider=self.provider,
+                                account=self.account,
+                                latency_ms=(time.perf_counter() - started) * 1000,
+                                rate_limits=rate_limits)
+        except StreamWithoutUsage as exc:
+            self.stream = False
+            logger.warning("model provider streams without reporting usage: calling it "
+                           "without streaming from now on (list the account in "
+                           "TENANTRY_MODEL_NO_STREAM to skip this)",
+                           extra={"account": self.account})
+            return exc
+
+    async def _read_stream(self, response: http1.StreamedResponse,
+                           request: ModelRequest) -> StreamReader:
+        """Read the event stream to its end marker, telling ``request.deltas`` its text."""
+        reader = self._stream_reader()
+        parser = http1.SseParser(max_event=_MAX_EVENT)
+        sink = request.deltas
+        if sink is not None:
+            sink.restart()
+        with reading_reply():
+            async for chunk in response.chunks():
+                for event in parser.feed(chunk):
+                    text = reader.feed(event)
+                    if text and sink is not None:
+                        sink.text(text)
+                if reader.done:
+                    break
+        if not reader.done:
+            raise ModelUnavailable("the provider's stream ended before its end",
+                                   reason="network")
+        return reader
 
     async def probe(self) -> None:
         await self._send("GET", self._models, b"")
@@ -97,13 +214,33 @@ class HttpProviderClient(abc.ABC):
     def _body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON request body for ``request``."""
 
+    @abc.abstractmethod
+    def _stream_fields(self) -> dict[str, Any]:
+        """What the body adds to ask for the reply as an event stream, with its usage."""
+
+    @abc.abstractmethod
+    def _stream_reader(self) -> StreamReader:
+        """A reader for one streamed reply."""
+
     async def _send(self, method: str, where: http1.Target, body: bytes) -> http1.Response:
         try:
             response = await self._http.request(method, where, headers=_JSON if body else (),
                                                 body=body, timeout=self._timeout)
         except http1.HttpError as exc:
-            reason = exc.reason if exc.reason in ("timeout", "connect") else "network"
-            raise ModelUnavailable(f"{type(exc).__name__}: {exc}", reason=reason) from exc
+            raise _unavailable(exc) from exc
         if not response.ok:
             raise error_for_status(response.status, response.headers, response.text)
         return response
+
+
+def _unavailable(exc: http1.HttpError) -> ModelUnavailable:
+    reason = exc.reason if exc.reason in ("timeout", "connect") else "network"
+    return ModelUnavailable(f"{type(exc).__name__}: {exc}", reason=reason)
+
+
+def _with_connect(reply: ModelReply, connect_ms: float) -> ModelReply:
+    if connect_ms:
+        # Opening the connection (TCP connect and TLS handshake; nothing on a pooled
+        # one) is the gateway's set-up in the trace, not the provider's answer.
+        return dataclasses.replace(reply, connect_ms=connect_ms)
+    return reply

@@ -47,7 +47,9 @@ class ModelAccount:
     created_at: datetime | None = None
     enabled: bool = True  # false: disabled by an operator, no longer routed to
     secret_binding: int = crypto.ACCOUNT_BINDING  # what the sealed key is bound to
-
+    # Called in the provider's streaming mode (ADR 0030). Not stored: the workers'
+    # TENANTRY_MODEL_NO_STREAM turns it off for the accounts it lists.
+    stream: bool = True
 
     def serves(self, model: str) -> bool:
         """``*`` serves any model; ``family/*`` any ``family/...`` model."""

@@ -18,6 +18,12 @@ How a conversation is sent (:func:`messages_body`):
 - with ``prompt_cache`` (the default) the last block carries a ``cache_control``
   breakpoint, so each step of a run reads the previous steps from Anthropic's prompt cache
   (without one Anthropic caches nothing; prompts under its minimum length are unaffected).
+
+Streamed (the default, ADR 0030): ``stream: true``, read by :class:`MessageStream` from
+Anthropic's events — ``message_start`` (the model, the input usage), per content block
+``content_block_start`` / ``content_block_delta`` (``text_delta``; ``input_json_delta``
+pieces of a tool call's input) / ``content_block_stop``, ``message_delta`` (the output
+usage), ``message_stop``; ``ping`` is ignored and ``error`` fails the call.
 """
 
 from __future__ import annotations
@@ -27,9 +33,10 @@ from typing import Any
 
 import orjson
 
+from tenantry.http1 import SseEvent
 from tenantry.ledger.tokens import TokenUsage
-from tenantry.models._http import HttpProviderClient, reading_reply
-from tenantry.models.errors import ModelRefused
+from tenantry.models._http import HttpProviderClient, StreamReader, reading_reply
+from tenantry.models.errors import MalformedReply, ModelRefused, ModelUnavailable
 from tenantry.models.types import (
     ModelReply,
     ModelRequest,
@@ -39,6 +46,7 @@ from tenantry.models.types import (
 
 __all__ = [
     "AnthropicMessages",
+    "MessageStream",
     "convert_messages",
     "convert_tools",
     "messages_body",
@@ -244,18 +252,10 @@ def parse_message(
             elif block["type"] == "tool_use":
                 calls.append(ModelToolCall(id=str(block["id"]), name=str(block["name"]),
                                            arguments=orjson.dumps(block["input"]).decode()))
-        usage: Mapping[str, Any] = payload.get("usage") or {}
-        cache_read = int(usage.get("cache_read_input_tokens") or 0)
-        cache_write = int(usage.get("cache_creation_input_tokens") or 0)
         return ModelReply(
             text="".join(texts),
             calls=tuple(calls),
-            usage=TokenUsage(
-                input_tokens=int(usage.get("input_tokens") or 0) + cache_read + cache_write,
-                output_tokens=int(usage.get("output_tokens") or 0),
-                cached_input_tokens=cache_read,
-                cache_write_input_tokens=cache_write,
-            ),
+            usage=_usage(payload.get("usage") or {}),
             provider=provider,
             account=account,
             model=model,
@@ -263,6 +263,102 @@ def parse_message(
             provider_model=str(payload.get("model") or ""),
             rate_limits=rate_limits,
         )
+
+
+def _usage(usage: Mapping[str, Any]) -> TokenUsage:
+    """Anthropic counts cache reads and writes apart from ``input_tokens``; ours include
+    them (what the prompt was), with the cached part said apart."""
+    cache_read = int(usage.get("cache_read_input_tokens") or 0)
+    cache_write = int(usage.get("cache_creation_input_tokens") or 0)
+    return TokenUsage(
+        input_tokens=int(usage.get("input_tokens") or 0) + cache_read + cache_write,
+        output_tokens=int(usage.get("output_tokens") or 0),
+        cached_input_tokens=cache_read,
+        cache_write_input_tokens=cache_write,
+    )
+
+
+class MessageStream:
+    """One streamed Messages reply being read (see the module docstring). The reply is the
+    one :func:`parse_message` reads from the whole answer: text blocks joined, tool calls
+    with their input as compact JSON, usage from ``message_start`` updated by
+    ``message_delta`` (whose counts are cumulative)."""
+
+    __slots__ = ("_blocks", "_model", "_started", "_texts", "_usage", "done")
+
+    def __init__(self) -> None:
+        self.done = False
+        self._started = False
+        self._texts: list[str] = []
+        # index -> ["text"] or ["tool_use", id, name, input pieces, input at the start]
+        self._blocks: dict[int, list[Any]] = {}
+        self._usage: dict[str, Any] = {}
+        self._model = ""
+
+    def feed(self, event: SseEvent) -> str:
+        payload = orjson.loads(event.data)
+        kind = payload.get("type") or event.event
+        if kind == "content_block_delta":
+            delta = payload["delta"]
+            block = self._blocks.get(int(payload["index"]))
+            if block is None:
+                return ""  # a block of a kind that is not read (thinking)
+            if delta["type"] == "text_delta" and block[0] == "text":
+                return self._text(delta["text"])
+            if delta["type"] == "input_json_delta" and block[0] == "tool_use":
+                block[3].append(str(delta["partial_json"]))
+            return ""
+        if kind == "content_block_start":
+            block = payload["content_block"]
+            index = int(payload["index"])
+            if block["type"] == "text":
+                self._blocks[index] = ["text"]
+                return self._text(block.get("text") or "")
+            if block["type"] == "tool_use":
+                self._blocks[index] = ["tool_use", str(block["id"]), str(block["name"]), [],
+                                       block.get("input") or {}]
+            return ""
+        if kind == "message_start":
+            message = payload["message"]
+            self._started = True
+            self._model = str(message.get("model") or "")
+            self._merge_usage(message.get("usage"))
+        elif kind == "message_delta":
+            self._merge_usage(payload.get("usage"))
+        elif kind == "message_stop":
+            self.done = True
+        elif kind == "error":
+            error = payload.get("error") or {}
+            raise ModelUnavailable(
+                f"the provider failed mid-stream: {error.get('type')}: "
+                f"{str(error.get('message'))[:300]}")
+        return ""
+
+    def _text(self, text: object) -> str:
+        if not isinstance(text, str):
+            raise TypeError(f"text is {type(text).__name__}")
+        if text:
+            self._texts.append(text)
+        return text
+
+    def _merge_usage(self, usage: object) -> None:
+        if isinstance(usage, Mapping):
+            self._usage.update({k: v for k, v in usage.items() if v is not None})
+
+    def reply(self, *, model: str, provider: str, account: str, latency_ms: float,
+              rate_limits: RateLimitInfo | None) -> ModelReply:
+        if not self._started:
+            raise MalformedReply("the provider's stream had no message_start")
+        with reading_reply():
+            calls = tuple(
+                ModelToolCall(id=block[1], name=block[2], arguments=orjson.dumps(
+                    orjson.loads("".join(block[3])) if block[3] else block[4]).decode())
+                for _, block in sorted(self._blocks.items()) if block[0] == "tool_use")
+            usage = _usage(self._usage)
+        return ModelReply(text="".join(self._texts), calls=calls, usage=usage,
+                          provider=provider, account=account, model=model,
+                          latency_ms=latency_ms, provider_model=self._model,
+                          rate_limits=rate_limits)
 
 
 # ---------------------------------------------------------------------- client
@@ -279,13 +375,13 @@ class AnthropicMessages(HttpProviderClient):
         self, base_url: str, *, api_key: str | None = None, account: str = "default",
         timeout: float = 120.0, max_connections: int = 4096,
         anthropic_version: str = "2023-06-01", default_max_tokens: int = 4096,
-        prompt_cache: bool = True,
+        prompt_cache: bool = True, stream: bool = True,
     ) -> None:
         self.anthropic_version = anthropic_version
         self.default_max_tokens = default_max_tokens
         self.prompt_cache = prompt_cache
         super().__init__(base_url, api_key=api_key, account=account, timeout=timeout,
-                         max_connections=max_connections)
+                         max_connections=max_connections, stream=stream)
 
     def _headers(self, api_key: str | None) -> dict[str, str]:
         headers = {"anthropic-version": self.anthropic_version}
@@ -296,3 +392,9 @@ class AnthropicMessages(HttpProviderClient):
     def _body(self, request: ModelRequest) -> dict[str, Any]:
         return messages_body(request, default_max_tokens=self.default_max_tokens,
                              prompt_cache=self.prompt_cache)
+
+    def _stream_fields(self) -> dict[str, Any]:
+        return {"stream": True}  # usage comes with message_start and message_delta
+
+    def _stream_reader(self) -> StreamReader:
+        return MessageStream()

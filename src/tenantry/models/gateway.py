@@ -85,6 +85,8 @@ class GatewaySettings:
     credential_ttl_seconds: float = 300.0
     # How the accounts' rpm/tpm are shared with the cell's other workers (ADR 0021).
     shares: ShareSettings = field(default_factory=ShareSettings)
+    # Accounts called without streaming (ADR 0030), by id; "*": every account.
+    no_stream: frozenset[str] = frozenset()
 
 
 ClientFactory = Callable[[ModelAccount, str | None, float], ProviderClient]
@@ -107,11 +109,12 @@ def http_client(account: ModelAccount, api_key: str | None, timeout: float) -> P
         from tenantry.models.anthropic import AnthropicMessages
 
         return AnthropicMessages(account.base_url, api_key=api_key,
-                                 account=account.account_id, timeout=timeout)
+                                 account=account.account_id, timeout=timeout,
+                                 stream=account.stream)
     from tenantry.models.openai_compat import OpenAICompatible
 
     client = OpenAICompatible(account.base_url, api_key=api_key, account=account.account_id,
-                              timeout=timeout)
+                              timeout=timeout, stream=account.stream)
     client.provider = account.provider  # "scripted" speaks the OpenAI format
     return client
 
@@ -255,6 +258,9 @@ class ModelGateway:
 
     def _set_accounts(self, accounts: list[ModelAccount]) -> list[_Route]:
         settings, retired = self.settings, []
+        if settings.no_stream:
+            accounts = [replace(a, stream=False) if a.account_id in settings.no_stream
+                        or "*" in settings.no_stream else a for a in accounts]
         fresh: dict[str, _Route] = {}
         for account in accounts:
             route = self._routes.get(account.account_id)

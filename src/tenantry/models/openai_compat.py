@@ -1,8 +1,13 @@
 """OpenAI-compatible chat completions over HTTP (OpenAI, vLLM, Ollama, the fake server).
 
-One pooled httpx2 client per provider account (models/_http.py); errors are the typed ones
+One pooled HTTP client per provider account (models/_http.py); errors are the typed ones
 of models/errors.py. ``base_url`` includes the API version (``https://api.openai.com/v1``),
-as the OpenAI SDK takes it."""
+as the OpenAI SDK takes it.
+
+Streamed (the default, ADR 0030): ``stream: true`` with ``stream_options.include_usage``,
+read by :class:`CompletionStream` — ``chat.completion.chunk`` events whose deltas carry the
+text and the tool calls (by index: id and name first, then the arguments in pieces), a last
+chunk with no choices carrying the usage, then ``data: [DONE]``."""
 
 from __future__ import annotations
 
@@ -11,8 +16,15 @@ from typing import Any
 
 import orjson
 
+from tenantry.http1 import SseEvent
 from tenantry.ledger.tokens import TokenUsage
-from tenantry.models._http import HttpProviderClient, reading_reply
+from tenantry.models._http import (
+    HttpProviderClient,
+    StreamReader,
+    StreamWithoutUsage,
+    reading_reply,
+)
+from tenantry.models.errors import MalformedReply, ModelUnavailable
 from tenantry.models.types import (
     ModelReply,
     ModelRequest,
@@ -20,7 +32,7 @@ from tenantry.models.types import (
     RateLimitInfo,
 )
 
-__all__ = ["OpenAICompatible", "parse_completion"]
+__all__ = ["CompletionStream", "OpenAICompatible", "parse_completion"]
 
 
 def parse_completion(
@@ -36,8 +48,6 @@ def parse_completion(
         content = message.get("content")
         if content is not None and not isinstance(content, str):
             raise TypeError(f"message content is {type(content).__name__}")
-        usage: Mapping[str, Any] = payload.get("usage") or {}
-        details: Mapping[str, Any] = usage.get("prompt_tokens_details") or {}
         calls = tuple(
             ModelToolCall(
                 id=str(call.get("id") or f"call_{index}"),
@@ -49,11 +59,7 @@ def parse_completion(
         return ModelReply(
             text=content or "",
             calls=calls,
-            usage=TokenUsage(
-                input_tokens=int(usage.get("prompt_tokens") or 0),
-                output_tokens=int(usage.get("completion_tokens") or 0),
-                cached_input_tokens=int(details.get("cached_tokens") or 0),
-            ),
+            usage=_usage(payload.get("usage") or {}),
             provider=provider,
             account=account,
             model=model,
@@ -61,6 +67,97 @@ def parse_completion(
             provider_model=str(payload.get("model") or ""),
             rate_limits=rate_limits,
         )
+
+
+def _usage(usage: Mapping[str, Any]) -> TokenUsage:
+    details: Mapping[str, Any] = usage.get("prompt_tokens_details") or {}
+    return TokenUsage(
+        input_tokens=int(usage.get("prompt_tokens") or 0),
+        output_tokens=int(usage.get("completion_tokens") or 0),
+        cached_input_tokens=int(details.get("cached_tokens") or 0),
+    )
+
+
+class CompletionStream:
+    """One streamed chat completion being read (see the module docstring). Only the first
+    choice is read, as :func:`parse_completion` does; an ``error`` object in the stream
+    (what OpenAI sends when it fails mid-stream) is :class:`ModelUnavailable`."""
+
+    __slots__ = ("_calls", "_finished", "_model", "_texts", "_usage", "done")
+
+    def __init__(self) -> None:
+        self.done = False
+        self._texts: list[str] = []
+        # index -> [id, name, argument pieces]
+        self._calls: dict[int, list[Any]] = {}
+        self._usage: Mapping[str, Any] | None = None
+        self._model = ""
+        self._finished = False
+
+    def feed(self, event: SseEvent) -> str:
+        data = event.data
+        if data == "[DONE]":
+            self.done = True
+            return ""
+        payload = orjson.loads(data)
+        error = payload.get("error")
+        if error:
+            message = error.get("message") if isinstance(error, Mapping) else error
+            raise ModelUnavailable(f"the provider failed mid-stream: {str(message)[:300]}")
+        if not self._model:
+            self._model = str(payload.get("model") or "")
+        usage = payload.get("usage")
+        if usage:
+            self._usage = usage
+        text = ""
+        for choice in payload.get("choices") or ():
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            content = delta.get("content")
+            if content:
+                if not isinstance(content, str):
+                    raise TypeError(f"delta content is {type(content).__name__}")
+                self._texts.append(content)
+                text += content
+            for call in delta.get("tool_calls") or ():
+                self._call_delta(call)
+            if choice.get("finish_reason"):
+                self._finished = True
+        return text
+
+    def _call_delta(self, call: Mapping[str, Any]) -> None:
+        index = int(call.get("index", len(self._calls)))
+        slot = self._calls.get(index)
+        if slot is None:
+            slot = self._calls[index] = ["", "", []]
+        if call.get("id"):
+            slot[0] = str(call["id"])
+        function = call.get("function") or {}
+        # String fields accumulate, as the OpenAI SDK's own stream accumulator does.
+        if function.get("name"):
+            slot[1] += str(function["name"])
+        arguments = function.get("arguments")
+        if arguments:
+            slot[2].append(_arguments_text(arguments))
+
+    def reply(self, *, model: str, provider: str, account: str, latency_ms: float,
+              rate_limits: RateLimitInfo | None) -> ModelReply:
+        if self._usage is None:
+            if self._finished:
+                raise StreamWithoutUsage("the provider's stream reported no usage "
+                                         "(stream_options.include_usage not honoured)")
+            raise MalformedReply("the provider's stream carried no completion")
+        calls = tuple(
+            ModelToolCall(id=slot[0] or f"call_{position}", name=slot[1],
+                          arguments="".join(slot[2]))
+            for position, (_, slot) in enumerate(sorted(self._calls.items())))
+        with reading_reply():
+            usage = _usage(self._usage)
+        return ModelReply(text="".join(self._texts), calls=calls, usage=usage,
+                          provider=provider, account=account, model=model,
+                          latency_ms=latency_ms, provider_model=self._model,
+                          rate_limits=rate_limits)
 
 
 def _arguments_text(value: object) -> str:
@@ -74,7 +171,7 @@ def _arguments_text(value: object) -> str:
 
 class OpenAICompatible(HttpProviderClient):
     """``OpenAICompatible(base_url, *, api_key=None, account="default", timeout=120.0,
-    max_connections=4096)``."""
+    max_connections=4096, stream=True)``."""
 
     # ``provider`` may be set per instance ("scripted" speaks this format); ``wire`` stays.
     provider = "openai"
@@ -93,3 +190,9 @@ class OpenAICompatible(HttpProviderClient):
         if request.max_tokens is not None:
             body["max_tokens"] = request.max_tokens
         return body
+
+    def _stream_fields(self) -> dict[str, Any]:
+        return {"stream": True, "stream_options": {"include_usage": True}}
+
+    def _stream_reader(self) -> StreamReader:
+        return CompletionStream()

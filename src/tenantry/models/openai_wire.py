@@ -1,6 +1,11 @@
 """OpenAI's chat completions wire format for the scripted model server: requests validated as
-OpenAI does (``POST /v1/chat/completions``, non-streaming), its reply, error, model-list
-and rate-limit header shapes."""
+OpenAI does (``POST /v1/chat/completions``, whole or streamed), its reply, error,
+model-list and rate-limit header shapes.
+
+Streamed (``stream: true``): ``chat.completion.chunk`` events — the role first, the text a
+word at a time, each tool call's id and name then its arguments in pieces, a chunk with
+the ``finish_reason``; with ``stream_options.include_usage`` every chunk has ``usage:
+null`` and a last one with no choices carries the usage; then ``data: [DONE]``."""
 
 from __future__ import annotations
 
@@ -8,11 +13,18 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
 from starlette.responses import Response
 
 from tenantry.models.ratelimits import format_duration
 from tenantry.models.scripted import Reply
-from tenantry.models.wire import Chat, json_response
+from tenantry.models.wire import (
+    Chat,
+    StreamPart,
+    argument_pieces,
+    json_response,
+    text_pieces,
+)
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 
@@ -40,7 +52,10 @@ class OpenAIWire:
         problem = _problem(payload)
         if problem is not None:
             return self.error(400, problem[0], param=problem[1])
-        return Chat(payload["model"], payload["messages"], payload.get("tools"))
+        options = payload.get("stream_options") or {}
+        return Chat(payload["model"], payload["messages"], payload.get("tools"),
+                    stream=bool(payload.get("stream")),
+                    include_usage=bool(options.get("include_usage")))
 
     def completion(self, completion_id: str, model: str, reply: Reply,
                    cached: int) -> dict[str, Any]:
@@ -54,11 +69,37 @@ class OpenAIWire:
         body = self.without_content(completion_id, model)
         body["choices"] = [{"index": 0, "message": message, "logprobs": None,
                             "finish_reason": reply.finish_reason}]
-        body["usage"] = {"prompt_tokens": reply.usage.prompt_tokens,
-                         "completion_tokens": reply.usage.completion_tokens,
-                         "total_tokens": reply.usage.total_tokens,
-                         "prompt_tokens_details": {"cached_tokens": cached}}
+        body["usage"] = _usage(reply, cached)
         return body
+
+    def stream(self, completion_id: str, model: str, reply: Reply, cached: int, *,
+               include_usage: bool) -> list[StreamPart]:
+        head = {"id": completion_id, "object": "chat.completion.chunk",
+                "created": int(time.time()), "model": model, "system_fingerprint": None}
+
+        def chunk(delta: dict[str, Any], *, finish: str | None = None,
+                  content: bool = True) -> StreamPart:
+            body = {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                         "finish_reason": finish}]}
+            if include_usage:
+                body["usage"] = None
+            return StreamPart(b"data: " + orjson.dumps(body) + b"\n\n", content)
+
+        parts = [chunk({"role": "assistant", "content": "", "refusal": None},
+                       content=False)]
+        parts += [chunk({"content": piece}) for piece in text_pieces(reply.text or "")]
+        for index, call in enumerate(reply.tool_calls):
+            parts.append(chunk({"tool_calls": [{
+                "index": index, "id": call.id, "type": "function",
+                "function": {"name": call.name, "arguments": ""}}]}))
+            parts += [chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+                      for piece in argument_pieces(call.arguments)]
+        parts.append(chunk({}, finish=reply.finish_reason, content=False))
+        if include_usage:
+            last = {**head, "choices": [], "usage": _usage(reply, cached)}
+            parts.append(StreamPart(b"data: " + orjson.dumps(last) + b"\n\n"))
+        parts.append(StreamPart(b"data: [DONE]\n\n"))
+        return parts
 
     def without_content(self, completion_id: str, model: str) -> dict[str, Any]:
         return {"id": completion_id, "object": "chat.completion", "created": int(time.time()),
@@ -76,6 +117,13 @@ class OpenAIWire:
                 "x-ratelimit-reset-requests": format_duration(reset)}
 
 
+def _usage(reply: Reply, cached: int) -> dict[str, Any]:
+    return {"prompt_tokens": reply.usage.prompt_tokens,
+            "completion_tokens": reply.usage.completion_tokens,
+            "total_tokens": reply.usage.total_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached}}
+
+
 def _problem(payload: Any) -> tuple[str, str | None] | None:
     """``(message, param)`` for the first problem in a chat-completions body, else None."""
     if not isinstance(payload, dict):
@@ -83,8 +131,18 @@ def _problem(payload: Any) -> tuple[str, str | None] | None:
     model = payload.get("model")
     if not isinstance(model, str) or not model:
         return "You must provide a model parameter.", "model"
-    if payload.get("stream"):
-        return "Streaming is not supported by the fake model server.", "stream"
+    stream = payload.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        return "Invalid type for 'stream': expected a boolean.", "stream"
+    options = payload.get("stream_options")
+    if options is not None:
+        if not stream:
+            return ("The 'stream_options' parameter is only allowed when 'stream' is "
+                    "enabled."), "stream_options"
+        if not isinstance(options, dict) or not isinstance(
+                options.get("include_usage", False), bool):
+            return "Invalid 'stream_options': expected {include_usage: boolean}.", \
+                "stream_options"
     messages = payload.get("messages")
     if not isinstance(messages, list) or not messages:
         return "'messages' must be a non-empty array.", "messages"

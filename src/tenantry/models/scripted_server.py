@@ -6,7 +6,9 @@ The platform serves the ``scripted`` models from it when TENANTRY_MODEL_BASE_URL
 what only tests need (faults, rate limits, recorded requests, usage reports, Anthropic's
 wire format).
 
-It speaks non-streaming ``POST /v1/chat/completions`` and ``GET /v1/models``. Which script
+It speaks ``POST /v1/chat/completions``, whole or streamed (``stream: true``: the reply a
+word at a time, see :mod:`~tenantry.models.openai_wire`; ``chunk_delay_ms`` apart, so a
+client can be seen reading a reply as it is written), and ``GET /v1/models``. Which script
 answers is decided by :func:`~tenantry.models.scripted.select_script`.
 
 Prompt cache (deterministic): the server remembers every prefix of at least two messages of
@@ -22,12 +24,12 @@ import asyncio
 import contextlib
 import hashlib
 import uuid
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 
 import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp
 
@@ -42,7 +44,7 @@ from tenantry.models.scripted import (
     prompt_tokens,
     select_script,
 )
-from tenantry.models.wire import Chat, Wire, json_response
+from tenantry.models.wire import Chat, StreamPart, Wire, json_response
 
 __all__ = ["PromptCache", "ScriptedModelServer"]
 
@@ -63,8 +65,13 @@ class ScriptedModelServer(LoopbackService):
         host: str = "127.0.0.1",
         port: int = 0,
         handle_signals: bool = False,
+        chunk_delay_ms: float = 0.0,
     ) -> None:
+        if chunk_delay_ms < 0:
+            raise ValueError("chunk_delay_ms must be >= 0")
         self.scripts: dict[str, Script] = dict(scripts or {})
+        # A streamed reply waits this long between two of its pieces (text or tool call).
+        self.chunk_delay_ms = chunk_delay_ms
         super().__init__(host=host, port=port, handle_signals=handle_signals)
         self._wire: Wire = wire if wire is not None else OpenAIWire()
         self._cache = PromptCache()
@@ -141,9 +148,34 @@ class ScriptedModelServer(LoopbackService):
 
     def _complete(self, completion_id: str, chat: Chat, reply: Reply) -> Response:
         cached = min(self._cache.serve(chat), reply.usage.prompt_tokens)
+        if chat.stream:
+            parts = self._wire.stream(completion_id, chat.model, reply, cached,
+                                      include_usage=chat.include_usage)
+            return StreamingResponse(
+                self._stream(completion_id, chat, reply, cached, parts),
+                media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
         self._served(completion_id, chat.model, reply.usage, cached)
         return json_response(200, self._wire.completion(completion_id, chat.model, reply,
                                                         cached))
+
+    async def _stream(self, completion_id: str, chat: Chat, reply: Reply, cached: int,
+                      parts: list[StreamPart]) -> AsyncIterator[bytes]:
+        """A streamed reply's events, its pieces ``chunk_delay_ms`` apart. Its usage counts
+        as reported (:meth:`_served`) once the stream has been written to its end."""
+        pieces = 0
+        for part in parts:
+            if part.content:
+                if pieces and self.chunk_delay_ms and \
+                        not await self._delay(self.chunk_delay_ms / 1000):
+                    return  # stopping: the stream ends unfinished
+                self._piece(completion_id, chat, reply, pieces)
+                pieces += 1
+            yield part.data
+        self._served(completion_id, chat.model, reply.usage, cached)
+
+    def _piece(self, completion_id: str, chat: Chat, reply: Reply, index: int) -> None:
+        """Called just before piece ``index`` (0: the first) of a streamed reply is written
+        (a subclass may time it, or cut the stream there by raising)."""
 
     def _served(self, completion_id: str, model: str, usage: Usage, cached: int) -> None:
         """Called with the usage each completion reports (a subclass may log it)."""

@@ -32,6 +32,21 @@ class RateLimitInfo:
     reset_tokens_seconds: float | None = None
 
 
+class DeltaSink(Protocol):
+    """Where a provider client reports a streamed reply's text as it arrives (the run
+    engine publishes it to the run's live listeners, runs/deltas.py). Never saved: the
+    complete reply is what the client returns."""
+
+    def restart(self) -> None:
+        """A new attempt at the call has begun (its answer's head arrived): the text
+        reported so far belongs to an attempt that failed and is void."""
+        ...
+
+    def text(self, chunk: str) -> None:
+        """More of the reply's text, in order. Called on the event loop; must not block."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
     """One model call. Provider clients read the first five fields; the rest steer the
@@ -52,6 +67,10 @@ class ModelRequest:
     account: str = ""  # the account the run used last: it sticks there while healthy
     previous_model: str = ""  # the model the run used last
     in_flight: bool = False  # a later step of a run: served before first steps when busy
+    # -- streaming (ADR 0030) --
+    # Told the reply's text as it streams in, when the answering account streams; None:
+    # nobody is told (the reply is the same either way).
+    deltas: DeltaSink | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +102,8 @@ class Model(Protocol):
 
 
 class ProviderClient(Model, Protocol):
-    """One provider account's HTTP client (models/openai_compat.py, models/anthropic.py)."""
+    """One provider account's HTTP client (models/openai_compat.py, models/anthropic.py).
+    Its ``complete`` tells ``request.deltas`` the text as it streams, if it streams."""
 
     provider: str
     account: str

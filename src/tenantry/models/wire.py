@@ -4,9 +4,10 @@ the platform serves) and the testing package's ``_anthropic_wire`` (tests only).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import orjson
 from starlette.responses import Response
@@ -21,6 +22,16 @@ class Chat:
     model: str
     messages: list[dict[str, Any]]
     tools: Any  # as sent: part of the prompt cache's key
+    stream: bool = False  # answer as an event stream
+    include_usage: bool = False  # OpenAI's stream_options.include_usage
+
+
+class StreamPart(NamedTuple):
+    """One server-sent event of a streamed reply, as bytes on the wire; ``content``: it
+    carries a piece of the reply (text or a tool call), not framing."""
+
+    data: bytes
+    content: bool = False
 
 
 class Wire(Protocol):
@@ -41,6 +52,11 @@ class Wire(Protocol):
     def completion(self, completion_id: str, model: str, reply: Reply,
                    cached: int) -> dict[str, Any]: ...
 
+    def stream(self, completion_id: str, model: str, reply: Reply, cached: int, *,
+               include_usage: bool) -> list[StreamPart]:
+        """The reply as the provider streams it: every event in order."""
+        ...
+
     def without_content(self, completion_id: str, model: str) -> dict[str, Any]: ...
 
     def models(self, names: list[str]) -> dict[str, Any]: ...
@@ -51,3 +67,17 @@ class Wire(Protocol):
 def json_response(status: int, body: Any, headers: Mapping[str, str] | None = None) -> Response:
     return Response(orjson.dumps(body), status, headers=dict(headers or {}),
                     media_type="application/json")
+
+
+_PIECE = re.compile(r"\S*\s*")
+
+
+def text_pieces(text: str) -> list[str]:
+    """Text as a model streams it: a word and the space after it at a time (the pieces join
+    back into ``text`` exactly)."""
+    return [piece for piece in _PIECE.findall(text) if piece]
+
+
+def argument_pieces(arguments: str, size: int = 8) -> list[str]:
+    """A tool call's JSON arguments in the pieces a model streams them in."""
+    return [arguments[i:i + size] for i in range(0, len(arguments), size)]

@@ -48,6 +48,7 @@ from tenantry.runs.decide import (
     StopForBudget,
     decide,
 )
+from tenantry.runs.deltas import DeltaPublisher
 from tenantry.runs.events import (
     BudgetStopped,
     Event,
@@ -129,6 +130,9 @@ class Engine:
     sandboxes: SandboxManager | None = None  # None: built-in code tools are unavailable
     # This process's metrics and step spans (one per process, shared by its worker loops).
     metrics: WorkerMetrics = field(default_factory=WorkerMetrics)
+    # Live model deltas for the runs API processes watch (ADR 0030); the worker loop
+    # feeds it their announcements and lends it its session connection.
+    deltas: DeltaPublisher = field(default_factory=DeltaPublisher)
 
 
 class RunDriver:

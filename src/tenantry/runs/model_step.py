@@ -8,7 +8,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from tenantry.db import DATABASE_DOWN
 from tenantry.ledger import budget
@@ -18,6 +18,7 @@ from tenantry.models.accounts import wake_parked_on
 from tenantry.models.errors import ModelRefused, ModelsExhausted, ModelUnavailable
 from tenantry.models.types import ModelReply, ModelRequest
 from tenantry.runs import conversation, faults, observe
+from tenantry.runs.deltas import LiveCall
 from tenantry.runs.events import (
     BudgetStopped,
     ModelFallback,
@@ -52,8 +53,19 @@ async def call_model(d: RunDriver) -> float:
     reservation = await _reserve(d, request, quote)
     if reservation is None:
         return 0.0
-    # The gateway's rate buckets use the same estimate: the prompt is measured once.
-    request = dataclasses.replace(request, estimated_tokens=reservation.tokens)
+    # The gateway's rate buckets use the same estimate: the prompt is measured once. The
+    # reply's text streams to the run's live listeners, if it has any (ADR 0030).
+    live = engine.deltas.open(d.lease.tenant.value, str(d.lease.run.uuid), state.last_seq)
+    request = dataclasses.replace(request, estimated_tokens=reservation.tokens, deltas=live)
+    try:
+        return await _call_and_record(d, request, messages, reservation, live)
+    finally:
+        live.close()
+
+
+async def _call_and_record(d: RunDriver, request: ModelRequest, messages: list[dict[str, Any]],
+                           reservation: budget.Reservation, live: LiveCall) -> float:
+    engine = d.engine
     started, began_ns = time.perf_counter(), time.time_ns()
     try:
         reply = await engine.model.complete(request)
@@ -92,6 +104,9 @@ async def call_model(d: RunDriver) -> float:
         seq=0, agent=d.agent, agent_version=d.agent_version, provider=reply.provider,
         account=reply.account, model=reply.model, usage=reply.usage, cost_micros=cost,
         price_version=billed.version)
+    # The call's last deltas reach its listeners before its ModelReplied does (nothing to
+    # wait for when nobody watches).
+    await live.settle()
     await d.append(events, steps=1, usage=reply.usage, cost=cost, spend=(reservation, fact))
     observe.model_step(engine.metrics, tenant=d.lease.tenant.value,
                        tenant_class=d.tenant_class, run_id=d.run_id,

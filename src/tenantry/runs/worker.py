@@ -17,6 +17,7 @@ from tenantry.db.pool import connect_timeout
 from tenantry.ledger import budget
 from tenantry.models.accounts import wake_parked
 from tenantry.runs import approvals, liveness
+from tenantry.runs.deltas import LISTENERS_CHANNEL
 from tenantry.runs.driver import Engine, RunDriver
 from tenantry.runs.lease import Lease, claim, release, renew, worker_id
 from tenantry.runs.webhooks import WebhookSender
@@ -100,6 +101,7 @@ class Worker:
             if self._webhooks is not None:
                 await self._webhooks.stop()  # no delivery outlives the loop
             await self._shutdown()
+            await self.engine.deltas.stop()
             if self._listener is not None:
                 with contextlib.suppress(Exception):
                     await self._listener.close()
@@ -163,9 +165,13 @@ class Worker:
         """(Re)open the session connection: LISTEN, and the session lock registered under
         this worker's id (ADR 0018). A database restart closes it: housekeeping calls this
         again until it is back, and the worker re-takes its lock (its runs may have moved
-        meanwhile; its writes to them are fenced by their epochs)."""
+        meanwhile; its writes to them are fenced by their epochs). It also hears which
+        runs the API processes stream, and carries their model deltas (runs/deltas.py):
+        nothing else runs statements on it once the lock is taken."""
         if self._alive():
             return
+        if self._listener is not None:
+            self.engine.deltas.detach(self._listener)
         self._listener = None
         settings = {"role": self._role} if self._role else {}
         conn: asyncpg.Connection | None = None
@@ -176,6 +182,7 @@ class Worker:
                 conn, self.engine.worker, rejoin=self._session is not None,
                 new_id=lambda: worker_id(self.engine.worker.rsplit("-", 1)[0]))
             await conn.add_listener(WAKE_CHANNEL, self._on_runnable)
+            await conn.add_listener(LISTENERS_CHANNEL, self.engine.deltas.on_listeners)
         except SESSION_FAILURES as exc:
             if conn is not None:
                 with contextlib.suppress(Exception):
@@ -196,6 +203,7 @@ class Worker:
         self.engine.worker = session.worker
         self._session = session
         self._listener = conn
+        self.engine.deltas.attach(conn)
 
     def _on_runnable(self, *_args: object) -> None:
         self._wake.set()

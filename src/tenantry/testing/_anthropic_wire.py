@@ -1,9 +1,15 @@
 """Anthropic's Messages wire format for the fake model server: requests validated as
-Anthropic does (``POST /v1/messages``, non-streaming; problems worded as Anthropic words
-them), its reply, error, model-list and rate-limit header shapes.
+Anthropic does (``POST /v1/messages``, whole or streamed; problems worded as Anthropic
+words them), its reply, error, model-list and rate-limit header shapes.
 
 A valid request is read back into the OpenAI shape
-(:func:`tenantry.models.anthropic.openai_messages`), which is what scripts answer."""
+(:func:`tenantry.models.anthropic.openai_messages`), which is what scripts answer.
+
+Streamed (``stream: true``): ``message_start`` (the message without content, its input
+usage), then per content block ``content_block_start``, ``content_block_delta``s
+(``text_delta`` a word at a time; ``input_json_delta`` pieces of a tool call's input) and
+``content_block_stop``, a ``ping`` after the first block's start, ``message_delta`` (stop
+reason, output usage) and ``message_stop``."""
 
 from __future__ import annotations
 
@@ -13,11 +19,18 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import orjson
 from starlette.responses import Response
 
 from tenantry.models.anthropic import openai_messages, tool_input
 from tenantry.models.scripted import Reply
-from tenantry.models.wire import Chat, json_response
+from tenantry.models.wire import (
+    Chat,
+    StreamPart,
+    argument_pieces,
+    json_response,
+    text_pieces,
+)
 
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
                 403: "permission_error", 404: "not_found_error", 413: "request_too_large",
@@ -50,7 +63,7 @@ class AnthropicWire:
             return self.error(400, problem)
         return Chat(payload["model"], openai_messages(payload.get("system"),
                                                       payload["messages"]),
-                    payload.get("tools"))
+                    payload.get("tools"), stream=bool(payload.get("stream")))
 
     def completion(self, completion_id: str, model: str, reply: Reply,
                    cached: int) -> dict[str, Any]:
@@ -59,12 +72,46 @@ class AnthropicWire:
                      "input": tool_input(call.arguments)} for call in reply.tool_calls]
         body = self.without_content(completion_id, model)
         body["content"] = content
-        body["stop_reason"] = "tool_use" if reply.tool_calls else "end_turn"
-        body["usage"] = {"input_tokens": reply.usage.prompt_tokens - cached,
-                         "cache_creation_input_tokens": 0,
-                         "cache_read_input_tokens": cached,
-                         "output_tokens": reply.usage.completion_tokens}
+        body["stop_reason"] = _stop_reason(reply)
+        body["usage"] = _usage(reply, cached)
         return body
+
+    def stream(self, completion_id: str, model: str, reply: Reply, cached: int, *,
+               include_usage: bool) -> list[StreamPart]:
+        del include_usage  # Anthropic always streams its usage
+
+        def event(kind: str, body: dict[str, Any], *, content: bool = False) -> StreamPart:
+            data = orjson.dumps({"type": kind, **body})
+            return StreamPart(b"event: " + kind.encode() + b"\ndata: " + data + b"\n\n",
+                              content)
+
+        message = self.without_content(completion_id, model)
+        message.update(content=[], stop_reason=None,
+                       usage={**_usage(reply, cached), "output_tokens": 1})
+        parts = [event("message_start", {"message": message})]
+        blocks: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
+        if reply.text:
+            blocks.append(({"type": "text", "text": ""},
+                           [{"type": "text_delta", "text": piece}
+                            for piece in text_pieces(reply.text)]))
+        for call in reply.tool_calls:
+            arguments = orjson.dumps(tool_input(call.arguments)).decode()
+            blocks.append(({"type": "tool_use", "id": call.id, "name": call.name, "input": {}},
+                           [{"type": "input_json_delta", "partial_json": piece}
+                            for piece in ["", *argument_pieces(arguments)]]))
+        for index, (start, deltas) in enumerate(blocks):
+            parts.append(event("content_block_start", {"index": index, "content_block": start},
+                               content=start["type"] == "tool_use"))
+            if index == 0:
+                parts.append(event("ping", {}))
+            parts += [event("content_block_delta", {"index": index, "delta": delta},
+                            content=True) for delta in deltas]
+            parts.append(event("content_block_stop", {"index": index}))
+        parts.append(event("message_delta", {
+            "delta": {"stop_reason": _stop_reason(reply), "stop_sequence": None},
+            "usage": {"output_tokens": reply.usage.completion_tokens}}))
+        parts.append(event("message_stop", {}))
+        return parts
 
     def without_content(self, completion_id: str, model: str) -> dict[str, Any]:
         return {"id": completion_id, "type": "message", "role": "assistant", "model": model,
@@ -83,6 +130,17 @@ class AnthropicWire:
                     at.isoformat(timespec="seconds").replace("+00:00", "Z")}
 
 
+def _stop_reason(reply: Reply) -> str:
+    return "tool_use" if reply.tool_calls else "end_turn"
+
+
+def _usage(reply: Reply, cached: int) -> dict[str, int]:
+    return {"input_tokens": reply.usage.prompt_tokens - cached,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": cached,
+            "output_tokens": reply.usage.completion_tokens}
+
+
 def _problem(payload: Any) -> str | None:
     """The first problem in a Messages body, worded as Anthropic does, else None."""
     if not isinstance(payload, dict):
@@ -94,8 +152,8 @@ def _problem(payload: Any) -> str | None:
         return "max_tokens: Field required"
     if max_tokens < 1:
         return "max_tokens: Input should be greater than or equal to 1"
-    if payload.get("stream"):
-        return "stream: streaming is not supported by the fake model server"
+    if payload.get("stream") is not None and not isinstance(payload["stream"], bool):
+        return "stream: Input should be a valid boolean"
     system = payload.get("system")
     if system is not None and not isinstance(system, str) and not (
         isinstance(system, list) and all(_block_problem(b, "system") is None for b in system)

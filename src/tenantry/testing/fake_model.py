@@ -15,7 +15,7 @@ As a process (multi-process and chaos tests)::
 
     python -m tenantry.testing.fake_model --port 0 --scripts scripts.json \\
         [--provider anthropic] [--rpm 600 [--rpm-window 10] [--no-rate-limit-headers]]
-        [--no-models-endpoint]
+        [--no-models-endpoint] [--chunk-delay-ms 20]
     # prints "READY <base_url>" once listening; SIGTERM stops it
 
 ``scripts.json`` maps names to scripts in the :mod:`tenantry.models.scripted` format. Which
@@ -25,11 +25,15 @@ conversation is read back into the OpenAI shape first
 the same text, tool call ids (``call_<step>_<n>``) and token counts. (Anthropic's format
 has no malformed tool calls: scripted arguments that are not a JSON object arrive as ``{}``.)
 
-It speaks non-streaming ``POST /v1/chat/completions`` (openai) or ``POST /v1/messages``
-(anthropic), plus ``GET /v1/models`` — unless ``models_endpoint=False``: then that path
-answers 404 in the provider's error body, down or not, as a provider without the endpoint
-does — and records every request (headers and body) and every usage it reported
-(:class:`UsageRecord`, with the time it was served).
+It speaks ``POST /v1/chat/completions`` (openai) or ``POST /v1/messages`` (anthropic),
+whole or streamed as the request asks (``stream: true``: OpenAI's chunks, with the usage
+chunk when ``stream_options.include_usage`` is set, and ``data: [DONE]``; Anthropic's
+``message_start`` … ``message_stop`` events; the text a word at a time and tool calls'
+arguments in pieces, ``chunk_delay_ms`` apart), plus ``GET /v1/models`` — unless
+``models_endpoint=False``: then that path answers 404 in the provider's error body, down
+or not, as a provider without the endpoint does — and records every request (headers and
+body) and every usage it reported (:class:`UsageRecord`, with the time it was served; a
+streamed reply's once its stream was written to the end).
 
 Billing exports: the provider's own usage report and cost report (OpenAI's organization
 Usage and Costs APIs, Anthropic's Admin API usage and cost reports), per UTC day, computed
@@ -48,7 +52,9 @@ needed; a step's ``usage`` override caps it). The cache belongs to the server, a
 provider's belongs to an account: a run that moves to another account loses it.
 
 Fault hooks: ``fail_next(n, status=..., retry_after=...)`` answers with the provider's error
-body; ``set_mode``: ``hang`` (never answer), ``malformed`` (200, truncated JSON),
+body; ``cut_next(n, after_pieces=k)`` closes the connection of the next ``n`` streamed
+replies after ``k`` of their pieces (no end marker, no usage: a stream cut mid-way);
+``set_mode``: ``hang`` (never answer), ``malformed`` (200, truncated JSON),
 ``no_choices`` (200, valid JSON without ``choices``/``content``), ``down`` (503 to every
 request, ``GET /v1/models`` included if the server has it), ``ok``. ``rpm=N`` enforces N
 chat requests per sliding minute (429 with ``retry-after`` beyond) and puts the provider's
@@ -58,13 +64,15 @@ that quantize their limits do. ``rate_limited`` counts the 429s that limit answe
 ``admitted_at`` holds when each request it let through came, and ``busiest_window()`` is
 the most it let through in any window — what a test of the workers' shared limit reads.
 ``rate_limit_headers=False`` leaves the headers off (many OpenAI-compatible servers send
-none): then only its 429s tell callers they went too fast.
+none): then only its 429s tell callers they went too fast. ``pieces_written`` counts the
+pieces of streamed replies written so far (a test can wait until a reply is half out).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import math
 import sys
 import time
@@ -158,6 +166,41 @@ class Fault:
     retry_after: float | None
 
 
+class StreamCut(Exception):
+    """Raised inside a streamed reply to close its connection mid-way (``cut_next``)."""
+
+
+def _is_cut(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is a :class:`StreamCut`, or holds one (a group, a cause)."""
+    seen: set[int] = set()
+    pending = [exc]
+    while pending:
+        found = pending.pop()
+        if found is None or id(found) in seen:
+            continue
+        if isinstance(found, StreamCut):
+            return True
+        seen.add(id(found))
+        if isinstance(found, BaseExceptionGroup):
+            pending.extend(found.exceptions)
+        pending += [found.__cause__, found.__context__]
+    return False
+
+
+class _QuietCuts(logging.Filter):
+    """uvicorn logs the exception that closes a cut stream as an application error: it is
+    the fault a test asked for."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and _is_cut(record.exc_info[1]))
+
+
+def _quiet_cuts() -> None:
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, _QuietCuts) for f in uvicorn_log.filters):
+        uvicorn_log.addFilter(_QuietCuts())
+
+
 class FakeModelServer(ScriptedModelServer):
     def __init__(
         self,
@@ -173,6 +216,7 @@ class FakeModelServer(ScriptedModelServer):
         handle_signals: bool = False,
         admin_key: str = "sk-admin-fake",
         prices: Prices | None = None,
+        chunk_delay_ms: float = 0.0,
     ) -> None:
         if provider not in _WIRES:
             raise ValueError(f"unknown provider {provider!r}")
@@ -186,10 +230,13 @@ class FakeModelServer(ScriptedModelServer):
         self.rpm_window_seconds = rpm_window_seconds
         self.rate_limit_headers = rate_limit_headers
         self.rate_limited = 0  # 429s answered because the rpm was reached
+        self.pieces_written = 0  # pieces (text, tool calls) of streamed replies, ever
         self.models_endpoint = models_endpoint
         self.requests: list[RecordedRequest] = []
         self.usage_log: list[UsageRecord] = []
         self._faults: list[Fault] = []
+        self._cuts: list[int] = []  # pieces before the cut, for the next streamed replies
+        self._cutting: dict[str, int] = {}  # completion id -> pieces before its cut
         self._mode: Mode = "ok"
         self._released = asyncio.Event()  # cleared while in "hang" mode
         self._released.set()
@@ -201,7 +248,8 @@ class FakeModelServer(ScriptedModelServer):
                                     admin_key=admin_key,
                                     prices=prices)
         super().__init__(scripts, wire=wire, host=host, port=port,
-                         handle_signals=handle_signals)
+                         handle_signals=handle_signals, chunk_delay_ms=chunk_delay_ms)
+        _quiet_cuts()
 
     def _routes(self) -> list[BaseRoute]:
         return [*super()._routes(), *self.reports.routes()]
@@ -227,6 +275,14 @@ class FakeModelServer(ScriptedModelServer):
         if not 400 <= status <= 599:
             raise ValueError("status must be an HTTP error status")
         self._faults.extend(Fault(status, retry_after) for _ in range(n))
+
+    def cut_next(self, n: int = 1, *, after_pieces: int = 2) -> None:
+        """Close the connection of the next ``n`` streamed replies after ``after_pieces``
+        of their pieces were written: the client gets no end marker and no usage (the
+        reply is not counted in ``usage_log``). Whole (non-streamed) replies are not cut."""
+        if after_pieces < 0:
+            raise ValueError("after_pieces must be >= 0")
+        self._cuts.extend(after_pieces for _ in range(n))
 
     def set_mode(self, mode: Mode) -> None:
         """``hang``: accept requests and never answer (until the mode changes or the server
@@ -271,7 +327,9 @@ class FakeModelServer(ScriptedModelServer):
         rate-limit window, and go back to ``ok``."""
         self.requests.clear()
         self.usage_log.clear()
+        self.pieces_written = 0
         self._faults.clear()
+        self._cuts.clear()
         self._cache = PromptCache()
         self._window = self._new_window()
         self.rate_limited = 0
@@ -330,9 +388,19 @@ class FakeModelServer(ScriptedModelServer):
     def _complete(self, completion_id: str, chat: Chat, reply: Reply) -> Response:
         if self._mode == "no_choices":
             return json_response(200, self._wire.without_content(completion_id, chat.model))
+        if chat.stream and self._cuts:
+            self._cutting[completion_id] = self._cuts.pop(0)
         return super()._complete(completion_id, chat, reply)
 
+    def _piece(self, completion_id: str, chat: Chat, reply: Reply, index: int) -> None:
+        cut = self._cutting.get(completion_id)
+        if cut is not None and index >= cut:
+            del self._cutting[completion_id]
+            raise StreamCut(f"stream {completion_id} cut after {index} pieces")
+        self.pieces_written += 1
+
     def _served(self, completion_id: str, model: str, usage: Usage, cached: int) -> None:
+        self._cutting.pop(completion_id, None)  # a cut asked for after its last piece
         self.usage_log.append(UsageRecord(completion_id, model, usage.prompt_tokens,
                                           usage.completion_tokens, usage.total_tokens,
                                           cached, self.provider))
@@ -397,11 +465,11 @@ def load_scripts(path: str | Path) -> dict[str, Script]:
 
 async def _serve(host: str, port: int, scripts: dict[str, Script], provider: Provider,
                  rpm: int | None, models_endpoint: bool, rpm_window: float = 60.0,
-                 rate_limit_headers: bool = True) -> None:
+                 rate_limit_headers: bool = True, chunk_delay_ms: float = 0.0) -> None:
     server = FakeModelServer(scripts, provider=provider, rpm=rpm, rpm_window_seconds=rpm_window,
                              rate_limit_headers=rate_limit_headers,
                              models_endpoint=models_endpoint, host=host, port=port,
-                             handle_signals=True)
+                             handle_signals=True, chunk_delay_ms=chunk_delay_ms)
     await server.start()
     print(f"READY {server.base_url}", flush=True)
     await server.wait()
@@ -424,18 +492,23 @@ def main(argv: Sequence[str] | None = None) -> None:
                         action="store_false", help="send no rate-limit headers with --rpm")
     parser.add_argument("--no-models-endpoint", dest="models_endpoint", action="store_false",
                         help="answer GET /v1/models 404, like a provider without it")
+    parser.add_argument("--chunk-delay-ms", type=float, default=0.0,
+                        help="milliseconds between two pieces of a streamed reply (default 0)")
     args = parser.parse_args(argv)
     if args.rpm is not None and args.rpm < 1:
         parser.error("--rpm must be at least 1")
     if not 0 < args.rpm_window <= 60:
         parser.error("--rpm-window must be in (0, 60]")
+    if args.chunk_delay_ms < 0:
+        parser.error("--chunk-delay-ms must be >= 0")
     try:
         scripts = load_scripts(args.scripts) if args.scripts else {}
     except (OSError, orjson.JSONDecodeError, ScriptError) as exc:
         print(f"cannot read scripts: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     asyncio.run(_serve(args.host, args.port, scripts, args.provider, args.rpm,
-                       args.models_endpoint, args.rpm_window, args.rate_limit_headers))
+                       args.models_endpoint, args.rpm_window, args.rate_limit_headers,
+                       args.chunk_delay_ms))
 
 
 if __name__ == "__main__":

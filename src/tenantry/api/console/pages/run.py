@@ -93,7 +93,10 @@ async def run_events(tenant_id: str, run_id: str, v: View = Depends(view)) -> Re
         slot.release()
         raise
     return SlotStream(
-        runs_api.event_stream(v.platform, tenant, run, start, first, ended=ended), slot,
+        # The page shows durable events only: no live deltas (and so no NOTIFY traffic
+        # for a run an operator looks at).
+        runs_api.event_stream(v.platform, tenant, run, start, first, ended=ended,
+                              deltas=False), slot,
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no",
                  "X-Content-Type-Options": "nosniff"})
