@@ -35,6 +35,7 @@ Prints progress on stderr and one JSON line last on stdout:
 ``{"first_delta_p50_ms", "first_delta_p99_ms", "overhead_ratio", ...}``.
 
     .venv/bin/python benchmarks/streaming.py
+    STREAMING_PARTS=first_delta .venv/bin/python benchmarks/streaming.py   # one part only
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ from tenantry.config import Settings
 from tenantry.ids import RunId
 from tenantry.models.scripted import Reply
 from tenantry.models.wire import Chat
-from tenantry.runs.deltas import DELTA_CHANNEL_PREFIX, LISTENERS_CHANNEL
+from tenantry.runs.deltas import DELTA_CHANNEL_PREFIX, LISTENERS_CHANNEL, ROLL_CALL_CHANNEL
 from tenantry.runs.driver import Engine, StepStats
 from tenantry.runs.worker import Worker
 from tenantry.testing.fake_model import FakeModelServer
@@ -184,18 +185,23 @@ async def first_delta(bench: Bench, dsn: str) -> dict[str, Any]:
         await _api_ready(base, lambda: api.proc.poll() is None)
         console.log(f"first delta: API at {base}, worker pid {worker.pid}, fake model "
                     f"in this process ({piece_ms:g} ms a word, {ttft_ms} ms to the first)")
-        async with httpx2.AsyncClient(base_url=base, timeout=30) as http:
-            key, agent = await _caller(http)
-            gate = asyncio.Semaphore(concurrency)
+        try:
+            async with httpx2.AsyncClient(base_url=base, timeout=30) as http:
+                key, agent = await _caller(http)
+                gate = asyncio.Semaphore(concurrency)
 
-            async def one(index: int) -> Watched:
-                async with gate:
-                    return await _watch_one(http, key, agent, index, ttft_ms)
+                async def one(index: int) -> Watched:
+                    async with gate:
+                        return await _watch_one(http, key, agent, index, ttft_ms)
 
-            await asyncio.gather(*(one(-i - 1) for i in range(concurrency)))  # warm-up
-            started = time.perf_counter()
-            watched = await asyncio.gather(*(one(i) for i in range(runs)))
-            elapsed = time.perf_counter() - started
+                await asyncio.gather(*(one(-i - 1) for i in range(concurrency)))  # warm-up
+                started = time.perf_counter()
+                watched = await asyncio.gather(*(one(i) for i in range(runs)))
+                elapsed = time.perf_counter() - started
+        finally:
+            # Part 2 drives its own worker: this one must not claim its runs.
+            worker.stop()
+            api.stop()
     latencies, wrong, missing = [], 0, 0
     for w in watched:
         written = fake.first_piece.get(w.text)
@@ -209,7 +215,9 @@ async def first_delta(bench: Bench, dsn: str) -> dict[str, Any]:
         raise RuntimeError(f"first delta: {missing} runs without a delta, {wrong} whose "
                            "deltas did not join into their ModelReplied")
     summary = latency_summary(latencies)
-    console.log(f"first delta: {runs} runs in {elapsed:.1f} s; ms {summary}")
+    ordered = sorted(latencies)
+    console.log(f"first delta: {runs} runs in {elapsed:.1f} s; ms {summary}; slowest "
+                f"{[round(v, 1) for v in ordered[-10:]]}")
     return {**summary, "runs": runs, "concurrency": concurrency, "piece_ms": piece_ms,
             "ttft_ms": ttft_ms, "min_ms": round(min(latencies), 2),
             "mean_ms": round(statistics.fmean(latencies), 2)}
@@ -239,7 +247,8 @@ class Phase:
 
 class Watchers:
     """Plays an API process watching every run: a session LISTENing on a delta channel of
-    its own, announcing runs on it (again every few seconds, as the hub does)."""
+    its own, announcing runs on it — again every few seconds, and when a worker asks (its
+    roll call as its session opens), as the hub does."""
 
     def __init__(self, dsn: str) -> None:
         self._dsn = dsn
@@ -247,10 +256,12 @@ class Watchers:
         self.runs: list[tuple[str, str]] = []
         self._conn: asyncpg.Connection | None = None
         self._task: asyncio.Task[None] | None = None
+        self._asked = asyncio.Event()
 
     async def __aenter__(self) -> Watchers:
         self._conn = await asyncpg.connect(self._dsn)
         await self._conn.add_listener(BENCH_CHANNEL, self._on_delta)
+        await self._conn.add_listener(ROLL_CALL_CHANNEL, self._on_roll_call)
         self._task = asyncio.create_task(self._again())
         return self
 
@@ -265,6 +276,9 @@ class Watchers:
     def _on_delta(self, *_args: object) -> None:
         self.received += 1
 
+    def _on_roll_call(self, *_args: object) -> None:
+        self._asked.set()
+
     async def watch(self, tenant: str, runs: list[RunId]) -> None:
         self.runs = [(tenant, str(run.uuid)) for run in runs]
         await self._announce()
@@ -278,7 +292,10 @@ class Watchers:
 
     async def _again(self) -> None:
         while True:
-            await asyncio.sleep(4.0)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(4.0):
+                    await self._asked.wait()
+            self._asked.clear()
             if self.runs:
                 await self._announce()
 
@@ -326,7 +343,7 @@ async def step_overhead(bench: Bench, dsn: str) -> dict[str, Any]:
     model_url, mcp_url = await asyncio.gather(model_proc.ready(), mcp_proc.ready())
     cpu = CpuMeter({"fake_model": lambda: cpu_seconds(model_proc.pid),
                     "postgres": bench.postgres_cpu()})
-    base = Settings.from_env().with_(model_base_url=model_url)
+    base = Settings.from_env().with_(model_base_url=model_url, sandbox_backend="none")
     configs: dict[str, Settings] = {"off": base.with_(model_no_stream=("*",)),
                                     "on": base, "watched": base}
     found: dict[str, list[Phase]] = {name: [] for name in configs}
@@ -376,14 +393,15 @@ async def _benchmark(bench: Bench) -> dict[str, Any]:
     database = await bench.database()
     parts: list[tuple[str, Callable[[Bench, str], Awaitable[dict[str, Any]]]]] = [
         ("first_delta", first_delta), ("steps", step_overhead)]
+    chosen = os.environ.get("STREAMING_PARTS", "first_delta,steps").split(",")
     found: dict[str, dict[str, Any]] = {}
     for name, part in parts:
-        found[name] = await part(bench, database.dsn)
+        found[name] = await part(bench, database.dsn) if name in chosen else {}
     first, steps = found["first_delta"], found["steps"]
     return {
-        "first_delta_p50_ms": first["p50_ms"],
-        "first_delta_p99_ms": first["p99_ms"],
-        "overhead_ratio": steps.pop("overhead_ratio"),
+        "first_delta_p50_ms": first.get("p50_ms"),
+        "first_delta_p99_ms": first.get("p99_ms"),
+        "overhead_ratio": steps.pop("overhead_ratio", None),
         "first_delta": first,
         **steps,
         "postgres": database.kind,

@@ -241,9 +241,10 @@ async def test_rate_limit_headers_are_read_into_the_reply(provider: Provider) ->
 class Deltas:
     """A DeltaSink that keeps what it was told."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, live: bool = True) -> None:
         self.texts: list[str] = []
         self.restarts = 0
+        self.live = live
 
     def restart(self) -> None:
         self.restarts += 1
@@ -258,6 +259,7 @@ async def test_a_streamed_reply_is_the_reply_the_whole_answer_gives(
 ) -> None:
     """The same conversation, streamed and whole, on two fresh servers (the same prompt
     cache): the same replies, and the stream's text told piece by piece as it came."""
+    server.chunk_delay_ms = 5  # the pieces arrive apart (together, they are told together)
     async with FakeModelServer(scripts={"lookup": LOOKUP}, provider=server.provider) as other:
         streamed = make_client(server)
         whole = OpenAICompatible(other.base_url, account="a", stream=False) \
@@ -299,7 +301,7 @@ async def test_a_stream_cut_mid_way_is_a_failed_call(
     with pytest.raises(ModelUnavailable) as caught:
         await client.complete(dataclasses.replace(request, deltas=told))
     assert caught.value.extra["reason"] == "network"
-    assert len(told.texts) == 2  # what came before the cut: told, and void
+    assert "".join(told.texts) == "Done: result "  # the 2 pieces before the cut: void
     reply = await client.complete(dataclasses.replace(request, deltas=told))
     assert told.restarts == 2 and "".join(told.texts) == reply.text
     assert len(server.usage_log) == 2  # the cut reply reported no usage
@@ -328,11 +330,12 @@ async def test_a_stream_without_usage_is_refused_and_streaming_stops() -> None:
     async with FakeModelServer(scripts={"lookup": LOOKUP}) as server:
         server._wire = _IgnoresIncludeUsage()
         client = OpenAICompatible(server.base_url, account="a")
+        watched = dataclasses.replace(first_step(), deltas=Deltas())
         try:
             with pytest.raises(StreamWithoutUsage):
-                await client.complete(first_step())
+                await client.complete(watched)
             assert client.stream is False
-            reply = await client.complete(first_step())
+            reply = await client.complete(watched)
         finally:
             await client.aclose()
     assert reply.usage == server.usage_log[-1].token_usage
@@ -350,3 +353,18 @@ async def test_a_whole_answer_to_a_stream_request_is_read() -> None:
             await client.aclose()
     assert reply.calls and reply.usage == server.usage_log[0].token_usage
     assert told.texts == [] and client.stream is True
+
+
+async def test_a_call_nobody_watches_asks_for_the_whole_answer(
+    server: FakeModelServer, client: HttpProviderClient
+) -> None:
+    """Streaming costs the worker a wake-up and a parse per token: only a call somebody
+    watches as it starts is streamed."""
+    told = Deltas(live=False)
+    reply = await client.complete(dataclasses.replace(first_step(), deltas=told))
+    await client.complete(first_step())
+    assert reply.calls and told.texts == [] and told.restarts == 0
+    assert not any("stream" in r.json() for r in server.requests)
+    told.live = True  # somebody came: the next call streams
+    await client.complete(dataclasses.replace(first_step(), deltas=told))
+    assert server.requests[-1].json()["stream"] is True and told.restarts == 1

@@ -3,7 +3,12 @@ in its streaming mode (OpenAI's chunks, Anthropic's events), the reply's text cr
 API process through Postgres notifications, and an SSE client sees it as ``model_delta``
 events before the step's durable ``ModelReplied`` — whose text their concatenation is.
 Nothing of it is in the log: a client that connects after the step sees the durable
-events only, and a stream cut mid-way leaves no partial reply."""
+events only, and a stream cut mid-way leaves no partial reply.
+
+A call streams when a listener is known as it starts; a run's first model call is made
+within milliseconds of its creation, before a client that opens the stream after creating
+the run is heard of. So the runs here begin with a short tool call (`slow`, SLOW_S), during
+which the client's stream is open and announced, and answer in their second model call."""
 
 from __future__ import annotations
 
@@ -24,6 +29,8 @@ from tests.support.worker import Fakes, running_worker
 
 #: Between two pieces of a streamed reply: slow enough that a client reads it mid-reply.
 PIECE_MS = 25
+#: The first step's tool call: the client's stream is open and announced by its end.
+SLOW_S = 0.3
 TEXT = ("The quick brown fox jumps over the lazy dog; then, having nothing better to do, "
         "it jumps back over the dog again, and the dog — unbothered — sleeps on.")
 
@@ -32,22 +39,34 @@ TEXT = ("The quick brown fox jumps over the lazy dog; then, having nothing bette
 class Rig:
     fake: FakeModelServer
     worker: Worker
+    fakes: Fakes
+
+    async def caller(self, api: Api) -> tuple[dict[str, str], str]:
+        """A tenant's headers and an agent that may call the `slow` tool."""
+        tenant, h = await api.tenant()
+        await api.tool_server(tenant, self.fakes.mcp.url)
+        return h, await api.agent(h, tools=["slow"])
+
+
+def after_a_tool(text: str) -> dict[str, object]:
+    """A run's input: a short tool call first, then ``text`` as the answer."""
+    return scripted(call("slow", seconds=SLOW_S), answer(text))
 
 
 @pytest.fixture(params=["openai", "anthropic"])
-async def rig(request: pytest.FixtureRequest, api: Api,
-              database_dsn: str) -> AsyncIterator[Rig]:
+async def rig(request: pytest.FixtureRequest, api: Api, database_dsn: str,
+              fakes: Fakes) -> AsyncIterator[Rig]:
     """A worker whose model speaks the format asked for, streaming a piece every
     PIECE_MS."""
     provider: Provider = request.param
     async with FakeModelServer(provider=provider, chunk_delay_ms=PIECE_MS) as fake:
         if provider == "openai":  # the worker's configured account
             async with running_worker(database_dsn, fake.base_url) as worker:
-                yield Rig(fake, worker)
+                yield Rig(fake, worker, fakes)
         else:
             await api.model_account("claude", fake.base_url, provider="anthropic")
             async with running_worker(database_dsn, None) as worker:
-                yield Rig(fake, worker)
+                yield Rig(fake, worker, fakes)
 
 
 async def pieces_out(fake: FakeModelServer, pieces: int) -> None:
@@ -80,19 +99,21 @@ def check_deltas_precede_their_replies(events: list[dict[str, Any]]) -> None:
 
 
 async def test_a_listener_reads_the_reply_as_it_streams(api: Api, rig: Rig) -> None:
-    _, h = await api.tenant()
-    agent = await api.agent(h)
-    run_id = await api.start(h, agent, scripted(answer(TEXT)))
+    h, agent = await rig.caller(api)
+    run_id = await api.start(h, agent, after_a_tool(TEXT))
     events = await api.events_until_end(h, run_id, deltas=True)
     durable = [e["type"] for e in events if e["type"] != "model_delta"]
-    assert durable == ["RunCreated", "ModelReplied", "RunFinished"]
+    assert durable == ["RunCreated", "ModelReplied", "ToolCompleted", "ModelReplied",
+                       "RunFinished"]
     deltas = deltas_of(events)
     assert len(deltas) > 1  # it came in pieces, as it was written
+    assert {d["after_seq"] for d in deltas} == {3}  # after the ToolCompleted
     assert "".join(d["text"] for d in deltas) == TEXT
     check_deltas_precede_their_replies(events)
-    replied = next(e for e in events if e["type"] == "ModelReplied")
+    replied = [e for e in events if e["type"] == "ModelReplied"][-1]
     assert replied["data"]["text"] == TEXT
-    assert replied["data"]["usage"]["input_tokens"] == rig.fake.usage_log[0].prompt_tokens
+    assert replied["data"]["usage"]["input_tokens"] == rig.fake.usage_log[1].prompt_tokens
+    assert rig.fake.requests[1].json()["stream"] is True
     # Nothing of it is in the log, and a client that comes after the step sees only that.
     after = await api.events_until_end(h, run_id, deltas=True)
     assert after == [e for e in events if e["type"] != "model_delta"]
@@ -101,17 +122,13 @@ async def test_a_listener_reads_the_reply_as_it_streams(api: Api, rig: Rig) -> N
     assert [e["type"] for e in page["events"]] == durable
 
 
-async def test_each_step_streams_after_the_event_before_it(
-    api: Api, database_dsn: str, rig: Rig, fakes: Fakes
+async def test_a_client_connecting_after_a_step_sees_it_durable_then_the_next_live(
+    api: Api, rig: Rig
 ) -> None:
-    """A tool step between two answers' worth of text: the second call's deltas follow
-    the ToolCompleted; a client connecting during the tool call sees the durable events
-    so far, then the next call's text as it streams."""
-    tenant, h = await api.tenant()
-    await api.tool_server(tenant, fakes.mcp.url)
-    agent = await api.agent(h, tools=["slow"])
+    """A client connecting during the tool call (its ModelReplied in the log, nothing
+    streaming) sees the durable events so far, then the next call's text as it streams."""
+    h, agent = await rig.caller(api)
     run_id = await api.start(h, agent, scripted(call("slow", seconds=1.0), answer(TEXT)))
-    # Connect while the tool runs (its ModelReplied is in the log, nothing streams).
 
     async def tool_called() -> bool:
         return int((await api.run(h, run_id))["last_seq"]) >= 2
@@ -132,10 +149,9 @@ async def test_a_client_joining_mid_reply_gets_what_it_missed(
     """The first client watches from the start on one API process; a second joins on
     another API process once the reply is half written: each reads the whole text (the
     worker sends a newly watching process the call's text so far)."""
-    _, h = await api.tenant()
-    agent = await api.agent(h)
+    h, agent = await rig.caller(api)
     long_text = " ".join(f"word{i}" for i in range(60))  # ~1.5 s at PIECE_MS a word
-    run_id = await api.start(h, agent, scripted(answer(long_text)))
+    run_id = await api.start(h, agent, after_a_tool(long_text))
     first = asyncio.create_task(api.events_until_end(h, run_id, deltas=True))
     await pieces_out(rig.fake, 25)
     async with serving_api(database_dsn) as other:
@@ -154,55 +170,66 @@ async def test_a_stream_cut_mid_way_leaves_no_partial_reply(
     """The provider closes the connection after a few pieces: the call failed, nothing of
     it is saved, and the retried call streams again; its reply is saved once, billed
     once."""
-    _, h = await api.tenant()
-    agent = await api.agent(h)
-    rig.fake.cut_next(1, after_pieces=4)
-    run_id = await api.start(h, agent, scripted(answer(TEXT)))
-    events = await api.events_until_end(h, run_id, deltas=True)
+    h, agent = await rig.caller(api)
+    run_id = await api.start(h, agent, after_a_tool(TEXT))
+    watching = asyncio.create_task(api.events_until_end(h, run_id, deltas=True))
+
+    async def tool_called() -> bool:
+        return int((await api.run(h, run_id))["last_seq"]) >= 2
+
+    await until(tool_called, "the tool call's ModelReplied", 20)
+    rig.fake.cut_next(1, after_pieces=4)  # the next streamed reply: the answer's
+    events = await watching
     durable = [e for e in events if e["type"] != "model_delta"]
-    assert [e["type"] for e in durable] == ["RunCreated", "ModelReplied", "RunFinished"]
-    assert durable[1]["data"]["text"] == TEXT
-    # The retried attempt streamed again from its start (after what the cut one had said,
-    # if this client was there to hear it): the preview ends with the whole reply.
-    assert "".join(d["text"] for d in deltas_of(events)).endswith(TEXT)
-    assert len(rig.fake.requests) == 2 and len(rig.fake.usage_log) == 1
-    assert await admin_conn.fetchval("SELECT count(*) FROM usage_facts") == 1
+    assert [e["type"] for e in durable] == ["RunCreated", "ModelReplied", "ToolCompleted",
+                                            "ModelReplied", "RunFinished"]
+    assert durable[3]["data"]["text"] == TEXT
+    # The retried attempt streamed again from its start, after what the cut one had said:
+    # the preview ends with the whole reply.
+    joined = "".join(d["text"] for d in deltas_of(events))
+    assert joined.endswith(TEXT) and len(joined) > len(TEXT)
+    assert [r.json().get("stream") for r in rig.fake.requests[1:]] == [True, True]
+    assert len(rig.fake.usage_log) == 2  # the tool call's reply and the answer, once
+    assert await admin_conn.fetchval("SELECT count(*) FROM usage_facts") == 2
     replies = await admin_conn.fetchval(
         "SELECT count(*) FROM run_events WHERE type = 'ModelReplied'")
-    assert replies == 1
+    assert replies == 2
 
 
 async def test_a_worker_stopping_mid_stream_leaves_the_call_to_the_next(
-    api: Api, database_dsn: str, admin_conn: asyncpg.Connection
+    api: Api, database_dsn: str, admin_conn: asyncpg.Connection, fakes: Fakes
 ) -> None:
     """The worker goes away while the provider is still streaming (its call cancelled
     mid-reply, the run handed back): no partial reply in the log; the next worker's call
     streams the reply again and saves it once."""
     long_text = " ".join(f"w{i}" for i in range(80))  # ~2 s at PIECE_MS a word
     async with FakeModelServer(chunk_delay_ms=PIECE_MS) as fake:
-        _, h = await api.tenant()
-        agent = await api.agent(h)
+        tenant, h = await api.tenant()
+        await api.tool_server(tenant, fakes.mcp.url)
+        agent = await api.agent(h, tools=["slow"])
         async with running_worker(database_dsn, fake.base_url):
-            run_id = await api.start(h, agent, scripted(answer(long_text)))
+            run_id = await api.start(h, agent, after_a_tool(long_text))
             watching = asyncio.create_task(api.events_until_end(h, run_id, deltas=True))
             await pieces_out(fake, 10)
         # The first worker drained for a second, then cancelled the call and handed the
         # run back; the reply was not finished.
-        assert not fake.usage_log
+        assert len(fake.usage_log) == 1  # the tool call's reply only
         assert await admin_conn.fetchval(
-            "SELECT count(*) FROM run_events WHERE type = 'ModelReplied'") == 0
+            "SELECT count(*) FROM run_events WHERE type = 'ModelReplied'") == 1
         async with running_worker(database_dsn, fake.base_url):
             events = await watching
     durable = [e for e in events if e["type"] != "model_delta"]
-    assert [e["type"] for e in durable] == ["RunCreated", "ModelReplied", "RunFinished"]
-    assert durable[1]["data"]["text"] == long_text
+    assert [e["type"] for e in durable] == ["RunCreated", "ModelReplied", "ToolCompleted",
+                                            "ModelReplied", "RunFinished"]
+    assert durable[3]["data"]["text"] == long_text
     assert "".join(d["text"] for d in deltas_of(events)).endswith(long_text)
-    assert len(fake.requests) == 2 and len(fake.usage_log) == 1
+    assert [r.json().get("stream") for r in fake.requests[1:]] == [True, True]
+    assert len(fake.usage_log) == 2
 
 
-async def test_nobody_watching_costs_no_notifications(api: Api, rig: Rig) -> None:
-    """Providers are called in streaming mode all the same, but a run without a listener
-    publishes nothing."""
+async def test_nobody_watching_costs_nothing(api: Api, rig: Rig) -> None:
+    """A run without a listener is not streamed at all — the provider is asked for the
+    whole answer — and publishes nothing."""
     _, h = await api.tenant()
     agent = await api.agent(h)
     run_id = await api.start(h, agent, scripted(answer(TEXT)))
@@ -213,5 +240,5 @@ async def test_nobody_watching_costs_no_notifications(api: Api, rig: Rig) -> Non
     await until(finished, "the run finished", 20)
     assert rig.worker.engine.deltas.sent_deltas == 0
     assert api.platform.hub.deltas_received == 0
-    assert all(r.json()["stream"] is True for r in rig.fake.requests)
+    assert rig.fake.requests and not any("stream" in r.json() for r in rig.fake.requests)
     assert (await api.run(h, run_id))["answer"] == TEXT

@@ -13,7 +13,6 @@ import orjson
 import pytest
 
 from tenantry.config import Settings
-from tenantry.http1 import SseEvent
 from tenantry.models._http import StreamWithoutUsage
 from tenantry.models.accounts import ModelAccount
 from tenantry.models.anthropic import MessageStream
@@ -175,9 +174,9 @@ async def test_the_hub_hands_deltas_to_the_run_watchers_and_a_late_one_the_text_
 # ---------------------------------------------------------------------- stream readers
 
 
-def sse(data: Any, event: str = "message") -> SseEvent:
-    return SseEvent(event, data if isinstance(data, str) else orjson.dumps(data).decode(),
-                    None, None)
+def sse(data: Any, event: str = "message") -> list[tuple[str, bytes]]:
+    """One event as a reader is fed it (SseData's shape)."""
+    return [(event, data.encode() if isinstance(data, str) else orjson.dumps(data))]
 
 
 def reply(reader: Any) -> Any:
@@ -208,6 +207,25 @@ def test_openai_chunks_make_a_reply() -> None:
     assert got.calls == (ModelToolCall("call_1", "get", '{"a":1}'),)
     assert (got.usage.input_tokens, got.usage.output_tokens,
             got.usage.cached_input_tokens) == (10, 3, 4)
+
+
+def test_events_that_arrive_together_are_read_together() -> None:
+    """A batch reads as its events one by one would; events after the end are not read."""
+    chunk = {"choices": [{"index": 0, "delta": {"content": "a"}}]}
+    reader = CompletionStream()
+    assert reader.feed([*sse(chunk), *sse(chunk), *sse({"choices": [], "usage": {
+        "prompt_tokens": 1, "completion_tokens": 2}}), *sse("[DONE]"), *sse("garbage")]) == "aa"
+    assert reader.done and reply(reader).text == "aa"
+    claude = MessageStream()
+    text = claude.feed([
+        *sse({"type": "message_start", "message": {"model": "c", "usage": {}}}),
+        *sse({"type": "content_block_start", "index": 0,
+              "content_block": {"type": "text", "text": "x"}}),
+        *sse({"type": "content_block_delta", "index": 0,
+              "delta": {"type": "text_delta", "text": "y"}}),
+        *sse({"type": "message_stop"}), *sse({"type": "content_block_delta", "index": 0,
+                                              "delta": {"type": "text_delta", "text": "z"}})])
+    assert text == "xy" and claude.done and reply(claude).text == "xy"
 
 
 def test_openai_streams_without_usage_or_content_are_not_replies() -> None:

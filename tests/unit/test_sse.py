@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tenantry.http1 import ResponseTooLarge, SseEvent, SseParser
+from tenantry.http1 import ResponseTooLarge, SseData, SseEvent, SseParser
 
 STREAM = (b": comment\r\nevent: message\r\nid: 7\r\nretry: 1500\r\ndata: {\"a\":\r\n"
           b"data:1}\r\n\r\ndata\r\n\r\nid: 8\ndata: x\n\nevent: other\rdata: y\r\r"
@@ -26,3 +26,32 @@ def test_an_endless_event_is_refused() -> None:
     parser = SseParser(max_event=100)
     with pytest.raises(ResponseTooLarge):
         parser.feed(b"data: xxxxxxxxxx\n" * 20)
+
+
+# Provider-shaped streams (one data line per event, with or without an event line), and
+# the shapes that take the general way: a comment, an id, several data lines, no space.
+PROVIDER = (b'data: {"a":1}\n\nevent: message_start\ndata: {"b":2}\n\n: ping\n\n'
+            b'id: 9\ndata: x\n\ndata: one\ndata: two\n\nevent:e\ndata:{}\n\n'
+            b'event: only\n\ndata: [DONE]\n\n')
+PROVIDER_EVENTS = [("message", b'{"a":1}'), ("message_start", b'{"b":2}'),
+                   ("message", b"x"), ("message", b"one\ntwo"), ("e", b"{}"),
+                   ("message", b"[DONE]")]
+
+
+@pytest.mark.parametrize("size", [1, 2, 5, 13, 1000])
+def test_sse_data_reads_what_the_parser_reads_however_cut(size: int) -> None:
+    for stream, expected in ((PROVIDER, PROVIDER_EVENTS),
+                             (STREAM, [(e.event, e.data.encode()) for e in EVENTS])):
+        parser = SseData()
+        found: list[tuple[str, bytes]] = []
+        for start in range(0, len(stream), size):
+            found += parser.feed(stream[start:start + size])
+        assert found == expected
+
+
+def test_sse_data_refuses_an_endless_event() -> None:
+    parser = SseData(max_event=100)
+    with pytest.raises(ResponseTooLarge):
+        parser.feed(b"data: " + b"x" * 200)
+    with pytest.raises(ResponseTooLarge):
+        SseData(max_event=100).feed(b"data: " + b"x" * 200 + b"\n\n")

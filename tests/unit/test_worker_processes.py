@@ -28,7 +28,7 @@ def test_a_child_gets_every_setting_exactly() -> None:
         worker_concurrency=7, worker_processes=1, worker_metrics_port=9101,
         lease_seconds=12.5, retention=False, webhook_allow_private=True,
         refuse_batch_runs_at=None, delay_new_runs_at=30, max_queued_runs=40,
-        model_base_url="http://m/v1", claim_order="fifo")
+        model_base_url="http://m/v1", claim_order="fifo", model_no_stream=("configured",))
     decoded = decode_settings(encode_settings(settings))
     assert decoded == settings
     assert isinstance(decoded.data_dir, Path) and isinstance(decoded.sandbox_image_dir, Path)

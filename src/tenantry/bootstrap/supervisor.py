@@ -82,7 +82,9 @@ def encode_settings(settings: Settings) -> bytes:
 
 def decode_settings(data: bytes) -> Settings:
     paths = _path_fields()
-    values: dict[str, Any] = {k: Path(v) if k in paths and v is not None else v
+    # JSON has no tuples: the list settings (model_no_stream) come back as tuples.
+    values: dict[str, Any] = {k: Path(v) if k in paths and v is not None
+                              else tuple(v) if isinstance(v, list) else v
                               for k, v in orjson.loads(data).items()}
     settings = Settings(**values)
     settings.validate()

@@ -10,10 +10,10 @@ from tenantry.http1.errors import (
     RequestTimeout,
     ResponseTooLarge,
 )
-from tenantry.http1.sse import SseEvent, SseParser
+from tenantry.http1.sse import SseData, SseEvent, SseParser
 
 __all__ = [
     "ConnectFailed", "ConnectTimeout", "ConnectionLost", "HttpClient", "HttpError", "ProtocolError",
-    "RequestTimeout", "Response", "ResponseTooLarge", "SseEvent", "SseParser",
+    "RequestTimeout", "Response", "ResponseTooLarge", "SseData", "SseEvent", "SseParser",
     "StreamedResponse", "Target", "target",
 ]

@@ -93,6 +93,18 @@ class Connection(asyncio.Protocol):
             self.transport.resume_reading()
         return data
 
+    def peek(self) -> bytearray:
+        """The unread bytes themselves (read them, then :meth:`consume` what was used)."""
+        return self._buf
+
+    def consume(self, n: int) -> None:
+        """Drop the first ``n`` unread bytes (read through :meth:`peek`)."""
+        if n:
+            del self._buf[:n]
+            if self._paused and len(self._buf) < _LOW_WATER and self.transport is not None:
+                self._paused = False
+                self.transport.resume_reading()
+
     @property
     def buffered(self) -> int:
         return len(self._buf)
@@ -218,50 +230,76 @@ class Body:
         return None if self.done else b""
 
     def _chunked_nowait(self) -> bytes:
+        # One pass over what has arrived, by index, and one cut of the buffer at the end: a
+        # streamed answer arrives as many small chunks (a provider's tokens), and taking
+        # each size line, data and CRLF off the buffer in turn was most of its cost.
         conn = self._conn
-        out: list[bytes] = []
-        while True:
-            if self._state == "data":
-                n = min(self._remaining, conn.buffered)
-                if n == 0:
-                    break
-                out.append(conn.take(n))
-                self._remaining -= n
-                if self._remaining:
-                    break
-                self._state = "crlf"
-            elif self._state == "crlf":
-                if conn.buffered < 2:
-                    break
-                if conn.take(2) != b"\r\n":
-                    raise ProtocolError("chunk not followed by CRLF")
-                self._state = "size"
-            else:  # size or trailer: one line each
-                end = conn.find(b"\r\n")
-                if end < 0:
-                    if conn.buffered > 4096:
-                        raise ProtocolError("chunk size line too long")
-                    break
-                line = conn.take(end + 2)[:-2]
-                if self._state == "trailer":
-                    if not line:
+        buf = conn.peek()
+        size_of = len(buf)
+        pos = 0
+        spans: list[tuple[int, int]] = []
+        try:
+            while True:
+                state = self._state
+                if state == "size":
+                    end = buf.find(b"\r\n", pos)
+                    if end < 0:
+                        if size_of - pos > 4096:
+                            raise ProtocolError("chunk size line too long")
+                        break
+                    try:
+                        size = int(buf[pos:end], 16)  # the common case: hex digits only
+                    except ValueError:
+                        size = _chunk_size(buf, pos, end)
+                    if size < 0:
+                        raise ProtocolError(f"bad chunk size {bytes(buf[pos:end])[:40]!r}")
+                    pos = end + 2
+                    if size == 0:
+                        self._state = "trailer"
+                    elif size_of - pos >= size + 2:  # the whole chunk is here
+                        spans.append((pos, pos + size))
+                        pos += size
+                        if buf[pos:pos + 2] != b"\r\n":
+                            raise ProtocolError("chunk not followed by CRLF")
+                        pos += 2
+                    else:
+                        self._remaining = size
+                        self._state = "data"
+                elif state == "data":
+                    n = min(self._remaining, size_of - pos)
+                    if n == 0:
+                        break
+                    spans.append((pos, pos + n))
+                    pos += n
+                    self._remaining -= n
+                    if self._remaining:
+                        break
+                    self._state = "crlf"
+                elif state == "crlf":
+                    if size_of - pos < 2:
+                        break
+                    if buf[pos:pos + 2] != b"\r\n":
+                        raise ProtocolError("chunk not followed by CRLF")
+                    pos += 2
+                    self._state = "size"
+                else:  # trailer fields, until a blank line
+                    end = buf.find(b"\r\n", pos)
+                    if end < 0:
+                        if size_of - pos > 4096:
+                            raise ProtocolError("chunk trailer line too long")
+                        break
+                    blank = end == pos
+                    pos = end + 2
+                    if blank:
                         self.done = True
                         break
-                    continue
-                try:
-                    size = int(line.split(b";", 1)[0].strip(), 16)
-                except ValueError:
-                    raise ProtocolError(f"bad chunk size {line[:40]!r}") from None
-                if size < 0:
-                    raise ProtocolError(f"bad chunk size {line[:40]!r}")
-                if size == 0:
-                    self._state = "trailer"
-                else:
-                    self._remaining = size
-                    self._state = "data"
-        if not out and not self.done and conn.at_eof and not conn.buffered:
+            data = b"".join([buf[a:b] for a, b in spans]) if len(spans) != 1 else \
+                bytes(buf[spans[0][0]:spans[0][1]])
+        finally:
+            conn.consume(pos)
+        if not data and not self.done and conn.at_eof and not conn.buffered:
             raise ConnectionLost("connection closed before the whole body arrived")
-        return b"".join(out) if len(out) != 1 else out[0]
+        return data
 
     async def next(self) -> bytes | None:
         """The next bytes of the body (waiting for them), or ``None`` at its end."""
@@ -289,3 +327,13 @@ class Body:
                 break
         return self.done
 
+
+def _chunk_size(buf: bytearray, start: int, end: int) -> int:
+    line = bytes(buf[start:end])
+    try:
+        size = int(line.split(b";", 1)[0].strip(), 16)
+    except ValueError:
+        raise ProtocolError(f"bad chunk size {line[:40]!r}") from None
+    if size < 0:
+        raise ProtocolError(f"bad chunk size {line[:40]!r}")
+    return size

@@ -3,13 +3,15 @@ timing, and mapping transport failures and non-2xx answers to the typed errors o
 models/errors.py. A client adds its wire format: the request body, how to read a reply,
 and how to read the same reply streamed.
 
-Streaming (ADR 0030): a client with ``stream`` set (the default) asks for the provider's
-event stream, tells ``request.deltas`` the text as it arrives, and assembles from the
-stream the very :class:`ModelReply` the whole answer would have given (text, tool calls,
-the provider's usage, model, rate limits). A stream that stops before its end (the
-connection cut, the server gone) is a failed call like any other — nothing partial is
-returned; a provider that answers a stream request with a whole JSON body is read as
-one."""
+Streaming (ADR 0030): a call whose ``request.deltas`` is live (somebody watches the run)
+asks for the provider's event stream — if the account streams (``stream``, the default) —
+tells the sink the text as it arrives, and assembles from the stream the very
+:class:`ModelReply` the whole answer would have given (text, tool calls, the provider's
+usage, model, rate limits). Any other call asks for the whole answer: reading a stream
+costs the worker a wake-up and a parse per token, for nobody. A stream that stops before
+its end (the connection cut, the server gone) is a failed call like any other — nothing
+partial is returned; a provider that answers a stream request with a whole JSON body is
+read as one."""
 
 from __future__ import annotations
 
@@ -59,15 +61,17 @@ class ReplyParser(Protocol):
 
 
 class StreamReader(Protocol):
-    """One streamed reply being read: fed the stream's events in order, it returns the
-    text each one adds, and says when the stream's end marker came (``done``)."""
+    """One streamed reply being read: fed the stream's events in order, as many at a time
+    as arrived together, it returns the text they add, and says when the stream's end
+    marker came (``done``; events after it are not read)."""
 
     done: bool
 
-    def feed(self, event: http1.SseEvent) -> str:
-        """The reply text ``event`` adds ("" for none). Raises
-        :class:`~tenantry.models.errors.ModelError` for an error event, and what
-        :func:`reading_reply` turns into :class:`MalformedReply` for an unreadable one."""
+    def feed(self, events: list[tuple[str, bytes]]) -> str:
+        """The reply text ``events`` (``(event name, data)``, :class:`http1.SseData`'s)
+        add, "" for none. Raises :class:`~tenantry.models.errors.ModelError` for an error
+        event, and what :func:`reading_reply` turns into :class:`MalformedReply` for an
+        unreadable one."""
         ...
 
     def reply(self, *, model: str, provider: str, account: str, latency_ms: float,
@@ -90,9 +94,9 @@ class HttpProviderClient(abc.ABC):
     :meth:`_body`, ``parse_reply`` (which raises :class:`MalformedReply` for a body it
     cannot read), and for streaming :meth:`_stream_fields` and :meth:`_stream_reader`.
 
-    ``stream`` (default True): ask for the provider's event stream (see the module
-    docstring); False: ask for the whole answer (an account whose provider cannot stream,
-    or cannot report usage in a stream: ``TENANTRY_MODEL_NO_STREAM``).
+    ``stream`` (default True): ask for the provider's event stream when a call is watched
+    (see the module docstring); False: always ask for the whole answer (an account whose
+    provider cannot stream, or cannot report usage in a stream: ``TENANTRY_MODEL_NO_STREAM``).
 
     ``max_connections`` bounds the connections open to the provider at once (one per call
     in flight); the pool takes the most recently released connection in O(1), so one pool
@@ -122,7 +126,7 @@ class HttpProviderClient(abc.ABC):
         await self._http.aclose()
 
     async def complete(self, request: ModelRequest) -> ModelReply:
-        if self.stream:
+        if self.stream and request.deltas is not None and request.deltas.live:
             return await self._complete_streamed(request)
         started = time.perf_counter()
         response = await self._send("POST", self._completions,
@@ -186,18 +190,20 @@ class HttpProviderClient(abc.ABC):
                            request: ModelRequest) -> StreamReader:
         """Read the event stream to its end marker, telling ``request.deltas`` its text."""
         reader = self._stream_reader()
-        parser = http1.SseParser(max_event=_MAX_EVENT)
+        parser = http1.SseData(max_event=_MAX_EVENT)
         sink = request.deltas
         if sink is not None:
             sink.restart()
         with reading_reply():
             async for chunk in response.chunks():
-                for event in parser.feed(chunk):
-                    text = reader.feed(event)
+                events = parser.feed(chunk)
+                if events:
+                    # What arrived together is read together (one JSON parse for all).
+                    text = reader.feed(events)
                     if text and sink is not None:
                         sink.text(text)
-                if reader.done:
-                    break
+                    if reader.done:
+                        break
         if not reader.done:
             raise ModelUnavailable("the provider's stream ended before its end",
                                    reason="network")

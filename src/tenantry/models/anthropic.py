@@ -33,7 +33,6 @@ from typing import Any
 
 import orjson
 
-from tenantry.http1 import SseEvent
 from tenantry.ledger.tokens import TokenUsage
 from tenantry.models._http import HttpProviderClient, StreamReader, reading_reply
 from tenantry.models.errors import MalformedReply, ModelRefused, ModelUnavailable
@@ -295,9 +294,19 @@ class MessageStream:
         self._usage: dict[str, Any] = {}
         self._model = ""
 
-    def feed(self, event: SseEvent) -> str:
-        payload = orjson.loads(event.data)
-        kind = payload.get("type") or event.event
+    def feed(self, events: list[tuple[str, bytes]]) -> str:
+        if self.done:
+            return ""
+        payloads = orjson.loads(b"[" + b",".join(data for _, data in events) + b"]") \
+            if len(events) > 1 else (orjson.loads(events[0][1]),)
+        texts = []
+        for (name, _), payload in zip(events, payloads, strict=True):
+            texts.append(self._event(payload.get("type") or name, payload))
+            if self.done:
+                break
+        return "".join(texts)
+
+    def _event(self, kind: str, payload: Any) -> str:
         if kind == "content_block_delta":
             delta = payload["delta"]
             block = self._blocks.get(int(payload["index"]))

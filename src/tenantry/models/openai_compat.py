@@ -16,7 +16,6 @@ from typing import Any
 
 import orjson
 
-from tenantry.http1 import SseEvent
 from tenantry.ledger.tokens import TokenUsage
 from tenantry.models._http import (
     HttpProviderClient,
@@ -94,36 +93,50 @@ class CompletionStream:
         self._model = ""
         self._finished = False
 
-    def feed(self, event: SseEvent) -> str:
-        data = event.data
-        if data == "[DONE]":
-            self.done = True
+    def feed(self, events: list[tuple[str, bytes]]) -> str:
+        datas = []
+        for _, data in events:
+            if data == b"[DONE]":
+                self.done = True
+                break
+            datas.append(data)
+        if not datas:
             return ""
-        payload = orjson.loads(data)
-        error = payload.get("error")
-        if error:
-            message = error.get("message") if isinstance(error, Mapping) else error
-            raise ModelUnavailable(f"the provider failed mid-stream: {str(message)[:300]}")
-        if not self._model:
-            self._model = str(payload.get("model") or "")
+        payloads = orjson.loads(b"[" + b",".join(datas) + b"]") if len(datas) > 1 \
+            else (orjson.loads(datas[0]),)
+        texts = [self._payload(payload) for payload in payloads]
+        return texts[0] if len(texts) == 1 else "".join(texts)
+
+    def _payload(self, payload: Any) -> str:
+        choices = payload.get("choices")
         usage = payload.get("usage")
         if usage:
             self._usage = usage
+        if not self._model:
+            self._model = str(payload.get("model") or "")
+        if not choices:
+            error = payload.get("error")
+            if error:
+                message = error.get("message") if isinstance(error, Mapping) else error
+                raise ModelUnavailable(
+                    f"the provider failed mid-stream: {str(message)[:300]}")
+            return ""
         text = ""
-        for choice in payload.get("choices") or ():
+        for choice in choices:
             if choice.get("index", 0) != 0:
                 continue
             delta = choice.get("delta") or {}
             content = delta.get("content")
+            if len(delta) > 1 or content is None:
+                for call in delta.get("tool_calls") or ():
+                    self._call_delta(call)
+            if choice.get("finish_reason"):
+                self._finished = True
             if content:
                 if not isinstance(content, str):
                     raise TypeError(f"delta content is {type(content).__name__}")
                 self._texts.append(content)
                 text += content
-            for call in delta.get("tool_calls") or ():
-                self._call_delta(call)
-            if choice.get("finish_reason"):
-                self._finished = True
         return text
 
     def _call_delta(self, call: Mapping[str, Any]) -> None:

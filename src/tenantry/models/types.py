@@ -37,6 +37,12 @@ class DeltaSink(Protocol):
     engine publishes it to the run's live listeners, runs/deltas.py). Never saved: the
     complete reply is what the client returns."""
 
+    @property
+    def live(self) -> bool:
+        """Whether somebody watches now. A call that starts unwatched is not streamed:
+        reading a stream costs CPU per token, for nobody."""
+        ...
+
     def restart(self) -> None:
         """A new attempt at the call has begun (its answer's head arrived): the text
         reported so far belongs to an attempt that failed and is void."""
@@ -68,8 +74,8 @@ class ModelRequest:
     previous_model: str = ""  # the model the run used last
     in_flight: bool = False  # a later step of a run: served before first steps when busy
     # -- streaming (ADR 0030) --
-    # Told the reply's text as it streams in, when the answering account streams; None:
-    # nobody is told (the reply is the same either way).
+    # Told the reply's text as it streams in, when it is live as the call starts and the
+    # answering account streams; None: nobody is told (the reply is the same either way).
     deltas: DeltaSink | None = field(default=None, compare=False, repr=False)
 
 

@@ -59,7 +59,13 @@ MAX_TEXT_BYTES = 7000
 #: How long a step waits for its call's last deltas to be sent before it commits.
 SETTLE_SECONDS = 1.0
 
-_NOTIFY = "SELECT count(pg_notify(c, p)) FROM unnest($1::text[], $2::text[]) AS x(c, p)"
+# Committed without waiting for the WAL flush: a NOTIFY's commit takes the cluster-wide
+# notification lock until it has committed, so a synchronous one would hold every step's
+# commit (their events NOTIFY too) for an fsync, and wait for theirs. Nothing durable is
+# written; the notifications are delivered at commit all the same.
+NOTIFY_SQL = ("SELECT count(pg_notify(c, p)) "
+              "FROM set_config('synchronous_commit', 'off', true) AS s, "
+              "unnest($1::text[], $2::text[]) AS x(c, p)")
 
 Key = tuple[str, str]  # (tenant, run uuid)
 
@@ -99,6 +105,10 @@ class LiveCall:
         self.closed = False
 
     # -- DeltaSink ------------------------------------------------------------------
+
+    @property
+    def live(self) -> bool:
+        return self.key in self.publisher.listeners
 
     def restart(self) -> None:
         self.parts.clear()
@@ -312,7 +322,7 @@ class DeltaPublisher:
             return  # nothing to send, or nowhere to send it: lost (deltas are best effort)
         self._in_flight = batch
         try:
-            await conn.execute(_NOTIFY, channels, payloads)
+            await conn.execute(NOTIFY_SQL, channels, payloads)
             self.sent_deltas += sum(1 for c in channels if c != ROLL_CALL_CHANNEL)
         except Exception as exc:  # the session connection broke: the worker reconnects
             log.debug("model deltas not sent: %s", exc)

@@ -272,8 +272,10 @@ class EventHub:
             return False
         try:
             async with self._conn_lock:
-                await conn.execute("SELECT count(pg_notify($1, p)) FROM unnest($2::text[]) p",
-                                   LISTENERS_CHANNEL, payloads)
+                # Not waiting for the WAL flush, as runs/deltas.py's NOTIFY_SQL says why.
+                await conn.execute(
+                    "SELECT count(pg_notify($1, p)) FROM set_config('synchronous_commit', "
+                    "'off', true) AS s, unnest($2::text[]) AS p", LISTENERS_CHANNEL, payloads)
         except Exception as exc:  # the LISTEN loop reconnects and announces everything
             log.debug("stream announcement not sent: %s", exc)
             return False
