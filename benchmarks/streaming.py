@@ -7,11 +7,13 @@ process, streaming each reply a word every ``STREAMING_PIECE_MS`` (default 20) a
 ``STREAMING_TTFT_MS`` (default 150) wait for its first token (a provider's time to first
 token: the SSE client is connected and announced by then, as a person watching is). For
 each of ``STREAMING_RUNS`` runs (default 300, ``STREAMING_CONCURRENCY`` at once, default
-10) this process starts the run through the API, opens its event stream, and measures from
-the moment the fake model writes the reply's first text piece to the moment the stream
-delivers the first ``model_delta`` (same process, same clock): provider → worker (parse,
-publish) → Postgres NOTIFY → API hub → SSE → client. Every run's deltas are checked to
-join into its ``ModelReplied`` text.
+10) this process starts the run through the API and opens its event stream; the run makes
+a 50 ms tool call first (the MCP test server's ``slow``: a call streams when a listener is
+known as it starts, ADR 0030), then answers 31 words. Measured: from the moment the fake
+model writes the answer's first text piece to the moment the stream delivers the first
+``model_delta`` (same process, same clock): provider → worker (parse, publish) → Postgres
+NOTIFY → API hub → SSE → client. Every run's deltas are checked to join into its
+``ModelReplied`` text.
 
 Part 2, step overhead: step_overhead.py's method (``Engine.stats``, wall time minus model
 and tool time, recorded by the driver) on a worker in this process, built by the factory
@@ -21,15 +23,16 @@ steps). Three configurations, each ``STREAMING_STEP_RUNS`` runs (default 300) at
 the whole sequence twice (ABCABC, after a warm-up):
 
 - ``off``: every account called without streaming (``TENANTRY_MODEL_NO_STREAM=*``);
-- ``on``: streaming, nobody watching (the default path for most runs);
-- ``watched``: streaming, and every run announced as watched (this process LISTENs on a
+- ``on``: streaming on, nobody watching (most runs): calls ask for whole answers, as
+  ``off``'s do, with the delta sink in place;
+- ``watched``: streaming on, every run announced as watched (this process LISTENs on a
   delta channel and announces each run on it, as an API process with an open stream
-  does): the worker publishes every reply's text and waits for its last delta before the
-  step's commit.
+  does): every call streams, the worker publishes each reply's text and waits for its last
+  delta before the step's commit.
 
-``overhead_ratio`` = p50 platform ms per step, ``watched`` ÷ ``off`` (the dearer of the
-streaming cases); ``overhead_ratio_unwatched`` the same for ``on``; the means' and the
-worker CPU per step's ratios are reported too.
+``overhead_ratio`` = p50 platform ms per step, the dearer of ``watched`` and ``on``, ÷
+``off``; ``overhead_ratio_watched`` / ``overhead_ratio_unwatched`` each; the means' and
+the worker CPU per step's ratios are reported too.
 
 Prints progress on stderr and one JSON line last on stdout:
 ``{"first_delta_p50_ms", "first_delta_p99_ms", "overhead_ratio", ...}``.
@@ -126,7 +129,7 @@ async def _api_ready(base: str, proc_alive: Callable[[], bool]) -> None:
     raise RuntimeError("the API process was not ready within 60 s")
 
 
-async def _caller(http: httpx2.AsyncClient) -> tuple[dict[str, str], str]:
+async def _caller(http: httpx2.AsyncClient, mcp_url: str) -> tuple[dict[str, str], str]:
     operator = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
     r = await http.post("/admin/v1/tenants", headers=operator, json={"name": "stream"})
     r.raise_for_status()
@@ -134,8 +137,13 @@ async def _caller(http: httpx2.AsyncClient) -> tuple[dict[str, str], str]:
     r = await http.post(f"/admin/v1/tenants/{tenant}/api-keys", headers=operator)
     r.raise_for_status()
     key = {"Authorization": f"Bearer {r.json()['api_key']}"}
+    r = await http.post(f"/admin/v1/tenants/{tenant}/tool-servers", headers=operator,
+                        json={"name": "effects", "url": mcp_url,
+                              "honours_idempotency_keys": True})
+    r.raise_for_status()
     r = await http.post("/v1/agents", headers=key, json={
-        "name": "streamer", "model": "scripted", "system_prompt": "Be brief."})
+        "name": "streamer", "model": "scripted", "system_prompt": "Be brief.",
+        "tools": ["slow"]})
     r.raise_for_status()
     return key, r.json()["agent_id"]
 
@@ -144,7 +152,10 @@ async def _watch_one(http: httpx2.AsyncClient, key: dict[str, str], agent: str,
                      index: int, ttft_ms: int) -> Watched:
     text = f"run-{index} " + " ".join(f"word{i}" for i in range(30))
     watched = Watched(text)
-    script = scripted_input([{"text": text, "delay_ms": ttft_ms}], f"r{index}")
+    # A short tool call first: a call streams if a listener is known as it starts, and
+    # the run's first call is made within milliseconds of its creation.
+    script = scripted_input([{"tool_calls": [{"name": "slow", "arguments": {"seconds": 0.05}}]},
+                             {"text": text, "delay_ms": ttft_ms}], f"r{index}")
     r = await http.post("/v1/runs", headers=key, json={"agent_id": agent, "input": script})
     r.raise_for_status()
     run_id = r.json()["run_id"]
@@ -159,7 +170,7 @@ async def _watch_one(http: httpx2.AsyncClient, key: dict[str, str], agent: str,
                 watched.deltas += orjson.loads(line[6:])["text"]
                 continue
             event = orjson.loads(line[6:])
-            if event["type"] == "ModelReplied":
+            if event["type"] == "ModelReplied" and event["data"]["text"]:
                 watched.replied = event["data"]["text"]
             if event["type"] in ("RunFinished", "RunFailed", "RunCancelled", "BudgetStopped"):
                 break
@@ -171,6 +182,8 @@ async def first_delta(bench: Bench, dsn: str) -> dict[str, Any]:
     concurrency = int(env_positive("STREAMING_CONCURRENCY", 10))
     piece_ms = env_positive("STREAMING_PIECE_MS", 20)
     ttft_ms = int(env_positive("STREAMING_TTFT_MS", 150))
+    mcp = bench.mcp_server()
+    mcp_url = await mcp.ready()
     async with TimedFake(chunk_delay_ms=piece_ms) as fake:
         port = free_port()
         base = f"http://127.0.0.1:{port}"
@@ -187,7 +200,7 @@ async def first_delta(bench: Bench, dsn: str) -> dict[str, Any]:
                     f"in this process ({piece_ms:g} ms a word, {ttft_ms} ms to the first)")
         try:
             async with httpx2.AsyncClient(base_url=base, timeout=30) as http:
-                key, agent = await _caller(http)
+                key, agent = await _caller(http, mcp_url)
                 gate = asyncio.Semaphore(concurrency)
 
                 async def one(index: int) -> Watched:
@@ -202,6 +215,7 @@ async def first_delta(bench: Bench, dsn: str) -> dict[str, Any]:
             # Part 2 drives its own worker: this one must not claim its runs.
             worker.stop()
             api.stop()
+            mcp.stop()
     latencies, wrong, missing = [], 0, 0
     for w in watched:
         written = fake.first_piece.get(w.text)
