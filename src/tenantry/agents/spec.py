@@ -19,6 +19,17 @@ class SandboxPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class ChildAgent:
+    """An agent this version may start as a child run (its own run, log, lease and budget).
+    ``version`` None: the child agent's latest version at the moment of the call. ``name``
+    is the agent's name when the version was published: what the model is shown."""
+
+    agent_id: str
+    version: int | None = None
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class AgentSpec:
     model: str
     system_prompt: str
@@ -28,6 +39,8 @@ class AgentSpec:
     fallback_models: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
     sandbox: SandboxPolicy = field(default_factory=SandboxPolicy)
+    # Agents the model may start through the built-in start_agent tool (child runs).
+    children: tuple[ChildAgent, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         value = asdict(self)
@@ -35,6 +48,11 @@ class AgentSpec:
         for key in ("tools", "needs_approval", "fallback_models"):
             value[key] = list(value[key])
         value["sandbox"]["egress"] = list(value["sandbox"]["egress"])
+        # Written only when set: versions published before child runs keep their JSON.
+        if self.children:
+            value["children"] = [asdict(child) for child in self.children]
+        else:
+            del value["children"]
         return value
 
     @classmethod
@@ -47,4 +65,5 @@ class AgentSpec:
             fallback_models=tuple(value.get("fallback_models", ())),
             limits=Limits(**value.get("limits", {})),
             sandbox=SandboxPolicy(egress=tuple(value.get("sandbox", {}).get("egress", ()))),
+            children=tuple(ChildAgent(**child) for child in value.get("children", ())),
         )

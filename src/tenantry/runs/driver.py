@@ -32,19 +32,23 @@ from tenantry.ledger.tokens import TokenUsage
 from tenantry.models.types import Model
 from tenantry.runs import faults, log
 from tenantry.runs.activity_step import await_activity, complete_activity, request_activity
+from tenantry.runs.child_step import await_child, cancel_children, complete_child, request_child
 from tenantry.runs.decide import (
     AwaitActivity,
     AwaitApproval,
+    AwaitChild,
     CallModel,
     CallTool,
     Cancel,
     CompleteActivity,
+    CompleteChild,
     Decision,
     Fail,
     Finish,
     RecordUnknown,
     RequestActivity,
     RequestApproval,
+    RequestChild,
     StopForBudget,
     decide,
 )
@@ -99,6 +103,10 @@ class EngineSettings:
     # Refused egress attempts of one agent version's sandboxes before the version is
     # flagged for review (TENANTRY_EGRESS_FLAG_THRESHOLD).
     egress_flag_threshold: int = 20
+    # Child runs (TENANTRY_CHILD_MAX_DEPTH, TENANTRY_CHILD_MAX_PER_RUN): past either, a
+    # start_agent call is answered with a tool error and nothing is started.
+    child_max_depth: int = 3
+    child_max_per_run: int = 20
 
 
 @dataclass(slots=True)
@@ -335,11 +343,18 @@ class RunDriver:
                 await await_activity(self, decision)
             case CompleteActivity():
                 await complete_activity(self, decision)
+            case RequestChild():
+                return await request_child(self, decision)
+            case AwaitChild():
+                await await_child(self, decision)
+            case CompleteChild():
+                await complete_child(self, decision)
             case Finish(answer=answer):
                 await self.end(RunFinished(answer))
             case Fail(reason=reason):
                 await self.end(RunFailed(reason, ours=False))
             case Cancel():
+                await cancel_children(self)  # first: a crash in between repeats it
                 await self.end(RunCancelled("cancel_requested"))
             case StopForBudget(limit=limit, used=used, maximum=maximum):
                 self.engine.metrics.budget_refusals.inc(self.tenant_class, limit)

@@ -36,7 +36,10 @@ class EventType(StrEnum):
     RUN_FAILED = "RunFailed"
     RUN_CANCELLED = "RunCancelled"
     SUMMARIZED = "Summarized"
+    # Child runs (runs/child_step.py): the parent started a child for its start_agent call
+    # and waits; the child's ending, read by the parent when it is woken.
     CHILD_RUN_STARTED = "ChildRunStarted"
+    CHILD_RUN_ENDED = "ChildRunEnded"
     WEBHOOK_DELIVERED = "WebhookDelivered"
     WEBHOOK_FAILED = "WebhookFailed"
     EGRESS_REFUSED = "EgressRefused"
@@ -153,6 +156,13 @@ class RunCreated(Payload):
     input_bytes: int | None = None
     webhook_url: str | None = None
     kind: str | None = None  # absent for agent runs; "task" for library tasks
+    # A child run (runs/child_step.py): the run and call that started it, how deep it is
+    # (1: a top-level run's child), and the most it may spend — what its parent's budget
+    # had left for it. Absent for every other run.
+    parent_run_id: str | None = None
+    parent_key: str | None = None
+    depth: int | None = None
+    cost_cap_micros: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -411,14 +421,45 @@ class ActivityReturned(Payload):
     error: str | None = None
 
 
-#: Every payload type by its event type. Summarized, ChildRunStarted and ModelRequested
-#: are reserved: nothing writes them yet, so no worker reads them either.
+@dataclass(frozen=True, slots=True)
+class ChildRunStarted(Payload):
+    """The run started child run ``run_id`` (agent ``agent_id`` at ``version``) for its
+    start_agent call ``key`` — the child's idempotency key — and waits, slot released, for
+    it to end. ``cost_cap_micros``: the part of this run's budget handed to the child."""
+
+    TYPE = EventType.CHILD_RUN_STARTED
+    key: str
+    tool: str
+    run_id: str
+    agent_id: str
+    version: int
+    cost_cap_micros: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChildRunEnded(Payload):
+    """Child run ``run_id`` of the call ``key`` ended: ``status`` finished, failed or
+    cancelled, its ``answer`` or ``error``, and what it (and its own children) spent,
+    which counts against this run's max_cost_micros too. Read from the child's row by the
+    parent, under its lease, once the child's end woke it."""
+
+    TYPE = EventType.CHILD_RUN_ENDED
+    key: str
+    run_id: str
+    status: str
+    cost_micros: int
+    answer: Any = None
+    error: str | None = None
+
+
+#: Every payload type by its event type. Summarized and ModelRequested are reserved:
+#: nothing writes them yet, so no worker reads them either.
 PAYLOADS: dict[str, type[Payload]] = {p.TYPE.value: p for p in (
     RunCreated, ModelReplied, ToolStarted, ToolCompleted, ApprovalRequested, ApprovalDecided,
     ModelFallback, ModelRerouted, RunParked, RunResumed, SandboxSaved, BudgetStopped,
     CancelRequested, RunFinished, RunFailed, RunCancelled, WebhookDelivered, WebhookFailed,
     Signalled, SignalConsumed, EgressRefused, ActivityAttempted, ActivityStarted,
-    ActivityRequested, ActivityReturned,
+    ActivityRequested, ActivityReturned, ChildRunStarted, ChildRunEnded,
 )}
 
 

@@ -25,12 +25,14 @@ from tenantry.runs.decide import (
     CallTool,
     Cancel,
     CompleteActivity,
+    CompleteChild,
     Decision,
     Fail,
     Finish,
     RecordUnknown,
     RequestActivity,
     RequestApproval,
+    RequestChild,
     StopForBudget,
     decide,
 )
@@ -38,6 +40,7 @@ from tenantry.runs.events import (
     ActivityRequested,
     ApprovalRequested,
     BudgetStopped,
+    ChildRunStarted,
     Event,
     EventType,
     ModelReplied,
@@ -54,7 +57,7 @@ FORMAT = 1
 #: Events whose presence in the log is a decision of the agent loop.
 DECISIONS = frozenset({
     EventType.MODEL_REPLIED, EventType.TOOL_COMPLETED, EventType.APPROVAL_REQUESTED,
-    EventType.ACTIVITY_REQUESTED, EventType.RUN_FINISHED,
+    EventType.ACTIVITY_REQUESTED, EventType.CHILD_RUN_STARTED, EventType.RUN_FINISHED,
     EventType.RUN_FAILED, EventType.RUN_CANCELLED, EventType.BUDGET_STOPPED,
 })
 
@@ -150,6 +153,10 @@ def _describe(decision: Decision | None) -> str:
         case RequestActivity(tool=tool, key=key, arguments=arguments) | CompleteActivity(
                 tool=tool, key=key, arguments=arguments):
             return f"call {tool}({_args(arguments)}) with key {key}"
+        # So is a child run's: started, refused or completed.
+        case RequestChild(tool=tool, key=key, arguments=arguments) | CompleteChild(
+                tool=tool, key=key, arguments=arguments):
+            return f"call {tool}({_args(arguments)}) with key {key}"
         case RecordUnknown(tool=tool, key=key, arguments=arguments):
             return f"unknown outcome for {tool}({_args(arguments)}) with key {key}"
         case RequestApproval(tool=tool, key=key, arguments=arguments):
@@ -183,6 +190,10 @@ def _compare(
             if not (isinstance(decision, RequestActivity) and decision.tool == tool
                     and decision.key == key):
                 return f"enqueue {tool} for the call with key {key}", got
+        case ChildRunStarted(tool=tool, key=key):
+            if not (isinstance(decision, RequestChild) and decision.tool == tool
+                    and decision.key == key):
+                return f"start a child run for the call with key {key}", got
         case ToolCompleted() as done:
             if done.outcome == "unknown":
                 expected = (f"unknown outcome for {done.tool}({_args(done.arguments)}) "

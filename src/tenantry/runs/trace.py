@@ -28,6 +28,8 @@ two consecutive transactions of the run's own writers is attributed to one cause
 - ``approval``: ApprovalRequested → the decision (or whatever ended the wait);
 - ``tool`` also: ActivityRequested → ActivityReturned, the run waiting (slot released) for
   the activity task its call enqueued (ADR 0015); then ``queue`` until a worker took it;
+  and ChildRunStarted → the parent's next write (another child started, or a child's
+  ending read after the parent was woken): waiting for its child runs, claim included;
 - ``parked``: RunParked → RunResumed (the run waited for a model provider or its token
   bucket, slot released; includes being claimed again);
 - ``platform``: the rest of each gap — Postgres writes, budget reservation, deciding,
@@ -66,6 +68,8 @@ from tenantry.runs.events import (
     ActivityReturned,
     ApprovalDecided,
     ApprovalRequested,
+    ChildRunEnded,
+    ChildRunStarted,
     EgressRefused,
     Event,
     EventType,
@@ -74,6 +78,7 @@ from tenantry.runs.events import (
     ModelRerouted,
     NewerEvent,
     Payload,
+    RunCreated,
     RunParked,
     ToolCompleted,
 )
@@ -224,6 +229,8 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
     tokens = {"input_tokens": 0, "output_tokens": 0, "cost_micros": 0,
               "sandbox_cost_micros": 0}
     waiting: _Wait | None = None
+    # The child runs this run started (issue 21), linked by id; ``status`` once ended.
+    children: dict[str, dict[str, Any]] = {}
     claimed = False  # a worker has written to the log
     requeued = False  # an approval was decided: the run waits for a worker again
     after = "the approval"  # what requeued it
@@ -244,7 +251,7 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
             # task, a cancel with its RunCancelled) closes it.
             if isinstance(decided := _typed(group[0]), ApprovalDecided):
                 waiting.detail["decision"] = decided.decision
-            if isinstance(returned := _typed(group[0]), ActivityReturned):
+            if isinstance(returned := _typed(group[0]), ActivityReturned | ChildRunEnded):
                 waiting.detail["status"] = returned.status
             b.add(waiting.kind, at, waiting.seq, waiting.label, waiting.detail)
             waiting = None
@@ -321,6 +328,15 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
                                      "task_id": enqueued.task_id})
                 case ActivityReturned():
                     requeued, after = True, "the activity"
+                case ChildRunStarted() as child:
+                    waiting = _Wait("tool", event.seq, f"child run of {child.agent_id}",
+                                    {"tool": child.tool, "key": child.key,
+                                     "child_run_id": child.run_id})
+                    children[child.key] = {"seq": event.seq, "run_id": child.run_id,
+                                           "agent_id": child.agent_id,
+                                           "version": child.version, "status": None}
+                case ChildRunEnded(key=key, status=status) if key in children:
+                    children[key]["status"] = status
                 case EgressRefused(reason_code=code, count=count):
                     refused[code] = refused.get(code, 0) + count
                 case _:
@@ -358,4 +374,12 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
         "spans": b.spans,
         "fallbacks": fallbacks,
         "egress_refused": {"total": sum(refused.values()), "by_reason": refused},
+        "parent_run_id": _parent(kept),
+        "children": list(children.values()),
     }
+
+
+def _parent(events: list[Event]) -> str | None:
+    """The run whose start_agent call started this one (its RunCreated says)."""
+    created = _typed(events[0]) if events else None
+    return created.parent_run_id if isinstance(created, RunCreated) else None

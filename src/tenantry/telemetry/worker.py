@@ -64,6 +64,10 @@ class WorkerMetrics:
             "tenantry_worker_runs_ended_total",
             "Runs this process's workers ended, by tenant class and status.",
             ("tenant_class", "status"))
+        self.child_runs_started = r.counter(
+            "tenantry_child_runs_started_total",
+            "Child runs started by runs' start_agent calls, by the tenant's class.",
+            ("tenant_class",))
         self.runs_left_for_newer_worker = r.counter(
             "tenantry_runs_left_for_newer_worker_total",
             "Runs a worker claimed and handed back untouched because their log holds an "
