@@ -10,8 +10,9 @@ from pathlib import Path
 import asyncpg
 import orjson
 
+from tenantry.api.console import epoch, session
 from tenantry.db import Database
-from tests.support.api import TEST_MASTER_KEY, Api
+from tests.support.api import OPERATOR_TOKEN, TEST_MASTER_KEY, Api
 from tests.support.harness import WorkerFleet
 from tests.support.replay import check_and_record
 from tests.support.scripts import answer, scripted
@@ -72,6 +73,15 @@ async def test_a_parent_starts_two_children_waits_without_a_slot_and_gets_both_a
     child_trace = (await api.client.get(f"/v1/runs/{children[0]['run_id']}/trace",
                                         headers=h)).json()
     assert child_trace["parent_run_id"] == run_id and child_trace["children"] == []
+    # So does the operator console's run view.
+    cookie, _ = session.issue(OPERATOR_TOKEN, epoch=epoch.FIRST)
+    console = {"Cookie": f"{session.SESSION_COOKIE}={cookie}"}
+    page = (await api.client.get(f"/console/runs/{tenant}/{run_id}/live", headers=console)).text
+    for child in children:
+        assert f'href="/console/runs/{tenant}/{child["run_id"]}"' in page
+    page = (await api.client.get(f"/console/runs/{tenant}/{children[0]['run_id']}/live",
+                                 headers=console)).text
+    assert f'href="/console/runs/{tenant}/{run_id}"' in page
     await check_and_record(db, tenant, run_id, "child-runs")
 
 
