@@ -20,10 +20,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import random
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -183,7 +192,11 @@ class Outage:
             await asyncio.gather(*(self._watcher.reaches(s.run, ENDED) for s in started))
         except BaseException as exc:
             for _, future in wave:
-                if not future.done():
+                if future.done():
+                    continue
+                if isinstance(exc, asyncio.CancelledError):
+                    future.cancel()
+                else:
                     future.set_exception(exc)
             raise
         for (_, future), one in zip(wave, started, strict=True):
@@ -192,33 +205,40 @@ class Outage:
 
 @dataclass
 class Platform:
-    """Tenants by role, their agents (made on first use), the watcher and the outage."""
+    """Tenants by role, their agents (made on first use), the watcher and the outage.
+
+    Each role has several tenants, as a cell has thousands: a tenant's own rows (its
+    admission counters, its budget) are written by every step of its runs, so one tenant
+    with all the runs would measure that row's lock, not the platform."""
 
     db: Database
-    tenants: dict[str, TenantId]
+    tenants: dict[str, list[TenantId]]  # by role; runs are dealt over them in turn
     watcher: Watcher
     outage: Outage
-    _agents: dict[tuple[str, str], AgentId] = field(default_factory=dict)
+    _agents: dict[tuple[TenantId, str], AgentId] = field(default_factory=dict)
+    _turn: Iterator[int] = field(default_factory=itertools.count)
     _agent_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
-    async def agent(self, tenant: str, name: str, **spec: Any) -> AgentId:
+    async def agent(self, tenant: TenantId, name: str, **spec: Any) -> AgentId:
         async with self._agent_lock:  # one agent per (tenant, name), however many ask
             found = self._agents.get((tenant, name))
             if found is None:
-                made = await agents.create_agent(self.db, self.tenants[tenant], name, AgentSpec(
+                made = await agents.create_agent(self.db, tenant, name, AgentSpec(
                     **{"model": "scripted", "system_prompt": "Be brief.", **spec}))
                 found = self._agents[(tenant, name)] = made.agent_id
         return found
 
-    async def start(self, tenant: str, agent: str, value: object, **spec: Any) -> Started:
-        """A run of ``agent`` (made with ``spec`` on first use), as POST /v1/runs makes it."""
+    async def start(self, role: str, agent: str, value: object, **spec: Any) -> Started:
+        """A run of ``agent`` (made with ``spec`` on first use) for one of the tenants of
+        ``role``, as POST /v1/runs makes it."""
+        tenant = self.tenants[role][next(self._turn) % len(self.tenants[role])]
         agent_id = await self.agent(tenant, agent, **spec)
         request = runs.RunRequest(
             agent_id=agent_id, version=None, input=value, webhook_url=None,
             priority="interactive", idempotency_key=None,
             request_sha256=digest({"agent_id": str(agent_id), "input": value}))
-        created = await runs.create_run(self.db, self.tenants[tenant], request)
-        return Started(self.tenants[tenant], created.run_id)
+        created = await runs.create_run(self.db, tenant, request)
+        return Started(tenant, created.run_id)
 
 
 # -- the scenarios -----------------------------------------------------------------------------
@@ -249,9 +269,9 @@ async def empty_reply(p: Platform, rng: random.Random) -> Started:
 
 
 async def tool_calls(p: Platform, rng: random.Random) -> Started:
-    """One to four replies of one to three keyed calls each, then an answer over them."""
+    """One to three replies of one to three keyed calls each, then an answer over them."""
     steps = [{"tool_calls": [_keyed_call(rng, n) for n in range(rng.randint(1, 3))]}
-             for _ in range(rng.randint(1, 4))]
+             for _ in range(rng.randint(1, 3))]
     return await p.start("keyed", "tools", scripted(
         *steps, answer("Done: {tool_results}"), text=f"job {rng.randrange(10_000)}"),
         tools=KEYED_TOOLS)
@@ -322,11 +342,14 @@ async def fallback(p: Platform, rng: random.Random) -> Started:
 
 
 async def cancelled(p: Platform, rng: random.Random) -> Started:
-    """Cancelled while queued, while the model is called or while a slow tool runs."""
+    """Cancelled at once (most likely still queued: it ends there) or while it runs (its
+    worker stops it between steps; the slow tool's call in flight finishes first)."""
     started = await p.start("keyed", "tools", scripted(
-        call("slow", seconds=1.0), call("echo", text="after"), answer("too late")),
+        call("slow", seconds=2.0), call("echo", text="after"), answer("too late")),
         tools=KEYED_TOOLS)
-    await asyncio.sleep(rng.uniform(0.0, 0.5))
+    if rng.random() < 0.7:
+        await p.watcher.reaches(started.run, frozenset({"running"}))
+        await asyncio.sleep(rng.uniform(0.0, 0.5))
     await runs.cancel_run(p.db, started.tenant, started.run)
     return started
 
@@ -412,18 +435,20 @@ class Corpus:
         return dict(Counter(s.name for s, _ in self.runs))
 
 
-async def _provision(db: Database, mcp_url: str) -> dict[str, TenantId]:
-    """The tenants by role: tool servers registered, room for every run at once."""
-    found: dict[str, TenantId] = {}
+async def _provision(db: Database, mcp_url: str, per_role: int) -> dict[str, list[TenantId]]:
+    """``per_role`` tenants of each role, with the MCP server registered (as honouring
+    idempotency keys, except for the keyless role) and room for every run at once."""
+    found: dict[str, list[TenantId]] = {}
     async with McpToolClient() as mcp:
         for role in ("keyed", "keyless", "approvals", "expiring"):
-            tenant = (await tenants.create_tenant(db, f"replay-gate-{role}")).tenant_id
-            await set_policy(db, tenant, TenantPolicy(
-                max_running=10_000, max_queued=100_000,
-                approval_ttl_seconds=1 if role == "expiring" else 7 * 24 * 3600))
-            await servers.register(db, mcp, tenant, name="effects", url=mcp_url,
-                                   honours_idempotency_keys=role != "keyless")
-            found[role] = tenant
+            for n in range(per_role):
+                tenant = (await tenants.create_tenant(db, f"replay-gate-{role}-{n}")).tenant_id
+                await set_policy(db, tenant, TenantPolicy(
+                    max_running=10_000, max_queued=100_000,
+                    approval_ttl_seconds=1 if role == "expiring" else 7 * 24 * 3600))
+                await servers.register(db, mcp, tenant, name="effects", url=mcp_url,
+                                       honours_idempotency_keys=role != "keyless")
+                found.setdefault(role, []).append(tenant)
     return found
 
 
@@ -451,7 +476,8 @@ async def _watching(dsn: str) -> AsyncIterator[Watcher]:
 
 async def generate(
     dsn: str, *, model_url: str, mcp_url: str, total: int, seed: int = 21,
-    workers: int = 2, concurrency: int = 150, progress: Progress | None = None,
+    workers: int = 2, concurrency: int = 150, tenants_per_role: int = 1,
+    progress: Progress | None = None,
 ) -> Corpus:
     """Make ``total`` runs over the scenarios on the database ``dsn`` (superuser, migrated),
     every one of them ended. ``workers`` worker loops of ``concurrency`` runs each drive them;
@@ -467,7 +493,8 @@ async def generate(
             broken.set_mode("down")
             await _register_models(db, model_url, flaky.base_url, broken.base_url)
             outage = Outage(flaky, watcher)
-            platform = Platform(db, await _provision(db, mcp_url), watcher, outage)
+            platform = Platform(db, await _provision(db, mcp_url, tenants_per_role), watcher,
+                                outage)
             numbered = list(enumerate(order))
             crash = [(i, s) for i, s in numbered if s.phase == "crash"]
             main = [(i, s) for i, s in numbered if s.phase == "main"]
