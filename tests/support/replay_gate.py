@@ -128,32 +128,46 @@ class Watcher:
         return await future
 
     async def watch(self) -> None:
-        while True:
-            if self._status:
-                rows = await self._conn.fetch(
-                    "SELECT run_id, status FROM runs WHERE run_id = ANY($1::uuid[])",
-                    [r.uuid for r in self._status])
-                for row in rows:
-                    run = RunId(row["run_id"])
-                    waiting = []
-                    for statuses, future in self._status.pop(run, []):
-                        if row["status"] in statuses:
-                            if not future.done():
-                                future.set_result(None)
-                        else:
-                            waiting.append((statuses, future))
-                    if waiting:
-                        self._status.setdefault(run, []).extend(waiting)
-            if self._approval:
-                rows = await self._conn.fetch(
-                    "SELECT run_id, approval_id FROM approvals "
-                    "WHERE status = 'pending' AND run_id = ANY($1::uuid[])",
-                    [r.uuid for r in self._approval])
-                for row in rows:
-                    for future in self._approval.pop(RunId(row["run_id"]), []):
+        try:
+            while True:
+                await self._poll()
+                await asyncio.sleep(POLL_S)
+        except Exception as exc:  # the database went away: nobody may wait forever
+            for waiters in self._status.values():
+                for _, future in waiters:
+                    if not future.done():
+                        future.set_exception(exc)
+            for asked in self._approval.values():
+                for found in asked:
+                    if not found.done():
+                        found.set_exception(exc)
+            raise
+
+    async def _poll(self) -> None:
+        if self._status:
+            rows = await self._conn.fetch(
+                "SELECT run_id, status FROM runs WHERE run_id = ANY($1::uuid[])",
+                [r.uuid for r in self._status])
+            for row in rows:
+                run = RunId(row["run_id"])
+                waiting = []
+                for statuses, future in self._status.pop(run, []):
+                    if row["status"] in statuses:
                         if not future.done():
-                            future.set_result(ApprovalId(row["approval_id"]))
-            await asyncio.sleep(POLL_S)
+                            future.set_result(None)
+                    else:
+                        waiting.append((statuses, future))
+                if waiting:
+                    self._status.setdefault(run, []).extend(waiting)
+        if self._approval:
+            rows = await self._conn.fetch(
+                "SELECT run_id, approval_id FROM approvals "
+                "WHERE status = 'pending' AND run_id = ANY($1::uuid[])",
+                [r.uuid for r in self._approval])
+            for row in rows:
+                for future in self._approval.pop(RunId(row["run_id"]), []):
+                    if not future.done():
+                        future.set_result(ApprovalId(row["approval_id"]))
 
 
 class Outage:
