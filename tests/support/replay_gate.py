@@ -5,8 +5,8 @@ before a release; tests/integration/test_replay_gate.py runs a few dozen, so it 
 The platform is real: the database given (its superuser DSN), worker loops in this process
 (tests.support.worker, the engine ``tenantry worker`` runs), the model servers over HTTP — the
 main one given, a flaky one and a broken one started here because scenarios take them down —
-and the MCP test server given, registered for one tenant as honouring idempotency keys and for
-another as not honouring them.
+and the MCP test server given, registered as honouring idempotency keys for every tenant but
+those of the keyless role, for which it is registered as not honouring them.
 
 A scenario is one small async function: it starts one run and does to it what a person or a
 provider would (approve, deny, cancel, go down), and returns it. ``SCENARIOS`` weighs them;
@@ -173,8 +173,9 @@ class Watcher:
 class Outage:
     """The flaky model's only account goes down while a wave of runs starts on it, and stays
     down until every run of the wave has parked; then it comes back and the gateway's probe
-    wakes them. The next wave waits until this one's runs have ended, so a woken run is never
-    parked again by the next outage (its log would still replay; it just would not end)."""
+    wakes them. The next wave waits until this one's runs have ended: a woken run is not
+    parked again by the next outage before it ends (that would still replay, but could keep
+    it waiting wave after wave)."""
 
     def __init__(self, server: FakeModelServer, watcher: Watcher) -> None:
         self._server = server
