@@ -142,6 +142,23 @@ WHERE tenant_id = $1 AND run_id = $2 AND webhook_state = 'pending'
 UPDATE runs SET webhook_next_at = now() + make_interval(secs => $3)
 WHERE tenant_id = $1 AND run_id = $2 AND webhook_state = 'pending'
 
+-- name: runs_to_export
+-- Replay's bulk export: each run with the agent version it is pinned to.
+SELECT r.run_id, r.input, v.spec
+FROM runs r
+JOIN agent_versions v ON v.tenant_id = r.tenant_id AND v.agent_id = r.agent_id
+                     AND v.version = r.agent_version
+WHERE r.tenant_id = $1 AND r.run_id = ANY($2::uuid[])
+
+-- name: events_of_runs
+-- read_events for many runs at once (their whole logs).
+SELECT e.run_id, e.seq, e.type, coalesce(p.data, e.data) AS data, e.created_at, e.format
+FROM run_events e
+LEFT JOIN run_event_payloads p
+  ON p.tenant_id = e.tenant_id AND p.run_id = e.run_id AND p.seq = e.seq
+WHERE e.tenant_id = $1 AND e.run_id = ANY($2::uuid[])
+ORDER BY e.run_id, e.seq
+
 -- name: ended_runs
 SELECT run_id FROM runs
 WHERE tenant_id = $1 AND status IN ('finished', 'failed', 'cancelled')
