@@ -38,9 +38,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import asyncpg
+import orjson
 
 from tenantry.agents import service as agents
-from tenantry.agents.spec import AgentSpec, Limits
+from tenantry.agents.spec import AgentSpec, ChildAgent, Limits
 from tenantry.db import Database
 from tenantry.ids import AgentId, ApprovalId, RunId, TenantId
 from tenantry.jsonutil import digest
@@ -243,10 +244,15 @@ class Platform:
                 found = self._agents[(tenant, name)] = made.agent_id
         return found
 
-    async def start(self, role: str, agent: str, value: object, **spec: Any) -> Started:
-        """A run of ``agent`` (made with ``spec`` on first use) for one of the tenants of
-        ``role``, as POST /v1/runs makes it."""
-        tenant = self.tenants[role][next(self._turn) % len(self.tenants[role])]
+    def tenant(self, role: str) -> TenantId:
+        """The next of the tenants of ``role``, in turn."""
+        return self.tenants[role][next(self._turn) % len(self.tenants[role])]
+
+    async def start(self, role: str, agent: str, value: object, *,
+                    tenant: TenantId | None = None, **spec: Any) -> Started:
+        """A run of ``agent`` (made with ``spec`` on first use) for ``tenant``, else one of
+        the tenants of ``role``, as POST /v1/runs makes it."""
+        tenant = tenant or self.tenant(role)
         agent_id = await self.agent(tenant, agent, **spec)
         request = runs.RunRequest(
             agent_id=agent_id, version=None, input=value, webhook_url=None,
@@ -379,9 +385,45 @@ def _budget(name: str, limits: Limits) -> Callable[[Platform, random.Random],
     return play
 
 
+def _start_agent(agent: str, *steps: dict[str, object]) -> dict[str, object]:
+    """A start_agent call whose child carries its own script as its input text."""
+    return {"name": "start_agent",
+            "arguments": {"agent": agent, "input": orjson.dumps(scripted(*steps)).decode()}}
+
+
+async def _lead(p: Platform, tenant: TenantId, kid: str, value: object, **kid_spec: Any,
+                ) -> Started:
+    child = await p.agent(tenant, kid, **kid_spec)
+    return await p.start("keyed", f"lead-{kid}", value, tenant=tenant,
+                         children=(ChildAgent(str(child), None, kid),))
+
+
+async def child_runs(p: Platform, rng: random.Random) -> Started:
+    """One to three children started by one reply (side by side), each answering; then
+    sometimes a second reply starting one more."""
+    calls = [_start_agent("kid", answer(f"part {n}: {rng.randrange(1000)}"))
+             for n in range(rng.randint(1, 3))]
+    steps: list[dict[str, object]] = [{"tool_calls": calls}]
+    if rng.random() < 0.3:
+        steps.append({"tool_calls": [_start_agent("kid", call("echo", text="checked"),
+                                                  answer("double-checked"))]})
+    return await _lead(p, p.tenant("keyed"), "kid", scripted(
+        *steps, answer("combined: {tool_results}")), tools=KEYED_TOOLS)
+
+
+async def child_cancelled(p: Platform, rng: random.Random) -> Started:
+    """The parent is cancelled while its child makes a slow call: both end cancelled."""
+    started = await _lead(p, p.tenant("keyed"), "slow-kid", scripted(
+        {"tool_calls": [_start_agent("slow-kid", call("slow", seconds=1.0),
+                                     answer("too late"))]},
+        answer("never")), tools=KEYED_TOOLS)
+    await p.watcher.reaches(started.run, frozenset({"waiting"}))
+    await runs.cancel_run(p.db, started.tenant, started.run)
+    return started
+
+
 # Still to come with the parts of issue 21 being built alongside this gate, each one more
 # small function and one more row here:
-#   - child runs: a version's `children` and a start_agent-style tool (ChildRunStarted ...);
 #   - summaries: `summarize: {after_tokens, keep_last_steps}` on a version (Summarized);
 #   - repeat stops: a version's `repeat_limit` (BudgetStopped with reason "repeating").
 # Activity calls (ActivityRequested/ActivityReturned) need a sandbox backend per attempt and
@@ -415,6 +457,11 @@ SCENARIOS: tuple[Scenario, ...] = (
              _budget("budget-tokens", Limits(max_tokens=5))),
     Scenario("budget_max_cost", 30, (Mark("BudgetStopped", {"limit": "max_cost_micros"}),),
              _budget("budget-cost", Limits(max_cost_micros=1))),
+    Scenario("child_runs", 40, (Mark("ChildRunStarted"),
+                                Mark("ChildRunEnded", {"status": "finished"}),
+                                Mark("RunFinished")), child_runs),
+    Scenario("child_cancelled", 10, (Mark("ChildRunStarted"), Mark("CancelRequested"),
+                                     Mark("RunCancelled")), child_cancelled),
 )
 
 
