@@ -11,11 +11,26 @@ class Limits:
     max_steps: int = 50
     max_tokens: int = 200_000
     max_cost_micros: int = 5_000_000  # $5
+    # The same tool call (or cycle of replies) this many times in a row is refused with a
+    # tool error naming it; once more stops the run (ADR 0031). 0: off — what a version
+    # stored before repeat detection existed reads as (its runs must not change).
+    repeat_limit: int = 3
 
 
 @dataclass(frozen=True, slots=True)
 class SandboxPolicy:
     egress: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SummarizePolicy:
+    """Opt-in summarization (ADR 0031): when the next prompt would pass ``after_tokens``
+    (estimated from its bytes), the steps before the last ``keep_last_steps`` are replaced
+    by a summary written by ``model`` (None: the agent's own model)."""
+
+    after_tokens: int
+    keep_last_steps: int = 2
+    model: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +43,7 @@ class AgentSpec:
     fallback_models: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
     sandbox: SandboxPolicy = field(default_factory=SandboxPolicy)
+    summarize: SummarizePolicy | None = None
 
     def to_json(self) -> dict[str, Any]:
         value = asdict(self)
@@ -35,6 +51,8 @@ class AgentSpec:
         for key in ("tools", "needs_approval", "fallback_models"):
             value[key] = list(value[key])
         value["sandbox"]["egress"] = list(value["sandbox"]["egress"])
+        if value["summarize"] is None:  # versions without it are stored as before
+            del value["summarize"]
         return value
 
     @classmethod
@@ -45,6 +63,9 @@ class AgentSpec:
             tools=tuple(value.get("tools", ())),
             needs_approval=tuple(value.get("needs_approval", ())),
             fallback_models=tuple(value.get("fallback_models", ())),
-            limits=Limits(**value.get("limits", {})),
+            # A version stored before repeat detection has no repeat_limit: off for it.
+            limits=Limits(**{"repeat_limit": 0, **value.get("limits", {})}),
             sandbox=SandboxPolicy(egress=tuple(value.get("sandbox", {}).get("egress", ()))),
+            summarize=(SummarizePolicy(**value["summarize"]) if value.get("summarize")
+                       else None),
         )

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from tenantry.activities import versions as activity_versions
 from tenantry.agents import activity_tools, flags, service
-from tenantry.agents.spec import AgentSpec, Limits, SandboxPolicy
+from tenantry.agents.spec import AgentSpec, Limits, SandboxPolicy, SummarizePolicy
 from tenantry.api.auth import current_tenant, platform
 from tenantry.api.fields import Body, PositiveInt4, Text
 from tenantry.api.pages import PageRequest, page_request
@@ -35,6 +35,34 @@ class LimitsBody(Body):
     max_steps: int = Field(default=_DEFAULTS.max_steps, ge=1, le=10_000)
     max_tokens: int = Field(default=_DEFAULTS.max_tokens, ge=1, le=1_000_000_000)
     max_cost_micros: int = Field(default=_DEFAULTS.max_cost_micros, ge=0, le=10**12)
+    repeat_limit: int = Field(
+        default=_DEFAULTS.repeat_limit, ge=0, le=100,
+        description="The same tool call with the same arguments (or a cycle of identical "
+                    "replies) this many times in a row is refused with a tool error; once "
+                    "more stops the run (reason `repeating`). 0 turns it off; 1 is refused "
+                    "(every call would be a repeat).")
+
+    @field_validator("repeat_limit")
+    @classmethod
+    def _not_one(cls, value: int) -> int:
+        if value == 1:
+            raise ValueError("repeat_limit must be 0 (off) or at least 2")
+        return value
+
+
+class SummarizeBody(Body):
+    """Opt-in summarization of long runs (ADR 0031)."""
+
+    after_tokens: int = Field(
+        ge=256, le=10_000_000,
+        description="When the prompt of the next model call would pass this many tokens "
+                    "(estimated: UTF-8 bytes / 4, plus 4 a message), the steps before the last "
+                    "`keep_last_steps` are replaced by a summary first.")
+    keep_last_steps: int = Field(
+        default=2, ge=0, le=100,
+        description="The latest steps (a model reply and its tool results) kept in full.")
+    model: Annotated[Text, Field(min_length=1, max_length=200)] | None = Field(
+        default=None, description="The model that writes the summary; default: the agent's.")
 
 
 class SandboxBody(Body):
@@ -66,6 +94,7 @@ class VersionBody(Body):
     needs_approval: list[ToolName] = Field(default_factory=list, max_length=128)
     limits: LimitsBody = Field(default_factory=LimitsBody)
     sandbox: SandboxBody = Field(default_factory=SandboxBody)
+    summarize: SummarizeBody | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> VersionBody:
@@ -88,6 +117,8 @@ class VersionBody(Body):
             fallback_models=tuple(self.fallback_models),
             limits=Limits(**self.limits.model_dump()),
             sandbox=SandboxPolicy(egress=tuple(self.sandbox.egress)),
+            summarize=(SummarizePolicy(**self.summarize.model_dump())
+                       if self.summarize is not None else None),
         )
 
 
@@ -114,6 +145,7 @@ class AgentOut(BaseModel):
     needs_approval: list[str]
     limits: LimitsBody
     sandbox: SandboxBody
+    summarize: SummarizeBody | None = None
     tool_pins: dict[str, dict[str, str]] = Field(
         description="For each tool: the registered server that served it when this version "
                     "was published, and the hash of that server's pinned tool list. A call "

@@ -156,6 +156,21 @@ class TraceEgressRefused(BaseModel):
                                                   "internal_address, metadata_address.")
 
 
+class TraceSummary(BaseModel):
+    seq: int = Field(description="The Summarized event.")
+    upto_seq: int = Field(description="Its summary stands for every step up to this seq.")
+
+
+class TraceStop(BaseModel):
+    seq: int = Field(description="The BudgetStopped event.")
+    limit: str = Field(description="max_steps, max_tokens, max_cost_micros, repeat_limit or "
+                                   "monthly_spend_cap_micros.")
+    used: int
+    max: int
+    reason: str | None = Field(description="`repeating` for a repeat-detection stop; null "
+                                           "otherwise.")
+
+
 class TraceOut(BaseModel):
     """Where a run's wall time went. Spans partition [created_at, ended_at or now]."""
 
@@ -171,6 +186,10 @@ class TraceOut(BaseModel):
     spans: list[TraceSpan]
     fallbacks: list[TraceFallback]
     egress_refused: TraceEgressRefused
+    summaries: list[TraceSummary] = Field(description="The run's summarizing calls (their "
+                                                      "spans are `model` spans too).")
+    stopped: TraceStop | None = Field(description="The BudgetStopped that ended the run; "
+                                                  "null if none did.")
 
 
 def _events_url(run: RunId) -> str:

@@ -12,6 +12,7 @@ import orjson
 
 from tenantry.agents import activity_tools
 from tenantry.agents.spec import AgentSpec
+from tenantry.runs import repeats, summaries
 from tenantry.runs.events import ActivityReturned
 from tenantry.runs.state import RunState
 
@@ -105,11 +106,25 @@ class StopForBudget:
     limit: str
     used: int
     maximum: int
+    reason: str | None = None  # "repeating" for a repeat_limit stop (ADR 0031)
+
+
+@dataclass(frozen=True, slots=True)
+class RefusedRepeat(CallTool):
+    """A call the model repeated up to the agent's repeat limit: not made, the model gets
+    ``invalid`` (naming the repeat) as its tool error (ADR 0031)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Summarize:
+    """Before the next model call, summarize the steps up to ``upto_seq`` (ADR 0031)."""
+
+    upto_seq: int
 
 
 Decision = (CallModel | CallTool | RequestApproval | AwaitApproval | RecordUnknown
             | RequestActivity | AwaitActivity | CompleteActivity | Finish | Fail | Cancel
-            | StopForBudget)
+            | StopForBudget | Summarize)
 
 
 def idempotency_key(run_id: str, reply_seq: int, call_index: int) -> str:
@@ -128,7 +143,7 @@ def decide(state: RunState, spec: AgentSpec, run_id: str) -> Decision | None:
         index = reply.next_call()
         if index is not None:
             call = _named(_tool_call(run_id, reply.seq, index, reply.calls[index]), spec)
-            return _gate(call, state, spec)
+            return _repeat(call, state, spec) or _gate(call, state, spec)
         if not reply.calls:
             if not reply.text.strip():
                 return Fail("the model returned an empty reply")
@@ -140,7 +155,26 @@ def decide(state: RunState, spec: AgentSpec, run_id: str) -> Decision | None:
         return StopForBudget("max_tokens", state.total_tokens, limits.max_tokens)
     if state.cost_micros >= limits.max_cost_micros:
         return StopForBudget("max_cost_micros", state.cost_micros, limits.max_cost_micros)
-    return CallModel()
+    return _summarize(state, spec) or CallModel()
+
+
+def _repeat(call: CallTool, state: RunState, spec: AgentSpec) -> Decision | None:
+    """A call the model keeps repeating: refused the limit-th time, the run stopped the
+    next (ADR 0031); None for any other call."""
+    limit = spec.limits.repeat_limit
+    found = repeats.check(state.replies, call.call_index, limit)
+    if found is None:
+        return None
+    if found.times > limit:
+        return StopForBudget(repeats.LIMIT, found.times, limit, repeats.REPEATING)
+    return RefusedRepeat(call.key, call.reply_seq, call.call_index, call.tool, call.arguments,
+                         found.message(limit))
+
+
+def _summarize(state: RunState, spec: AgentSpec) -> Summarize | None:
+    """The next prompt passes the agent's summarize threshold: summarize first."""
+    upto_seq = summaries.due(state, spec)
+    return None if upto_seq is None else Summarize(upto_seq)
 
 
 def _gate(call: CallTool, state: RunState, spec: AgentSpec) -> Decision:
