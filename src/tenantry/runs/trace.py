@@ -308,6 +308,8 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
             match _typed(event):
                 case ModelReplied() | Summarized() as reply:
                     # A summary's tokens are billed and budgeted as a reply's are.
+                    if isinstance(reply, Summarized):
+                        summarized.append({"seq": event.seq, "upto_seq": reply.upto_seq})
                     tokens["input_tokens"] += int(reply.usage.get("input_tokens", 0))
                     tokens["output_tokens"] += int(reply.usage.get("output_tokens", 0))
                     tokens["cost_micros"] += int(reply.cost_micros)
@@ -338,8 +340,6 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
                     requeued, after = True, "the activity"
                 case EgressRefused(reason_code=code, count=count):
                     refused[code] = refused.get(code, 0) + count
-                case Summarized(upto_seq=upto_seq):
-                    summarized.append({"seq": event.seq, "upto_seq": upto_seq})
                 case BudgetStopped() as stop:
                     stopped = {"seq": event.seq, "limit": stop.limit, "used": stop.used,
                                "max": stop.max, "reason": stop.reason}
