@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 from tenantry.agents.spec import AgentSpec, Limits, SummarizePolicy
+from tenantry.cli_client import summarize as tail_line
 from tenantry.models.scripted import Script, Step
 from tenantry.models.summaries import SUMMARY_REQUEST, summarized_steps
 from tenantry.runs import conversation, summaries
@@ -80,16 +81,24 @@ def lookups(n: int) -> list[tuple[str, dict[str, Any]]]:
 # -- summarization ------------------------------------------------------------------------
 
 
+def measured(state: RunState) -> int:
+    """What the threshold is compared with: the next prompt and the summary request."""
+    return conversation.estimate_tokens([*conversation.messages(state, SPEC),
+                                         summaries.REQUEST])
+
+
 def test_without_a_policy_or_under_the_threshold_the_model_is_called() -> None:
     state = fold(*steps(*lookups(10)))
     assert decide(state, SPEC, RUN) == CallModel()
-    size = conversation.estimate_tokens(conversation.messages(state, SPEC))
-    assert decide(state, summarizing(size), RUN) == CallModel()
+    assert decide(state, summarizing(measured(state)), RUN) == CallModel()
+    # Room is left for the summary request: a prompt just under the threshold is due.
+    prompt = conversation.estimate_tokens(conversation.messages(state, SPEC))
+    assert isinstance(decide(state, summarizing(prompt), RUN), Summarize)
 
 
 def test_past_the_threshold_the_steps_before_the_kept_ones_are_summarized() -> None:
     state = fold(*steps(*lookups(10)))  # replies at seqs 2, 4, ..., 20; last seq 21
-    size = conversation.estimate_tokens(conversation.messages(state, SPEC))
+    size = measured(state)
     # The cut is just before the first kept reply: its tool result stays with it.
     assert decide(state, summarizing(size - 1, keep=2), RUN) == Summarize(17)
     assert decide(state, summarizing(size - 1, keep=0), RUN) == Summarize(21)
@@ -220,3 +229,11 @@ def test_identical_replies_with_several_calls_are_caught_as_a_cycle() -> None:
     assert type(decide(fold(*log, *two(8)[:1]), SPEC, RUN)) is RefusedRepeat
     assert decide(fold(*log, *two(8), *two(11)[:1]), SPEC, RUN) == StopForBudget(
         "repeat_limit", 4, 3, "repeating")
+
+
+def test_runs_tail_shows_summaries_and_the_stop_reason() -> None:
+    stop = {"type": "BudgetStopped", "data": {"limit": "repeat_limit", "used": 4, "max": 3,
+                                              "reason": "repeating"}}
+    assert tail_line(stop) == "repeat_limit: 4 of 3 (repeating)"
+    assert tail_line({"type": "Summarized", "data": summary(17).to_data()}) == (
+        "summary of the steps up to seq 17 by m (30→3 tokens)")

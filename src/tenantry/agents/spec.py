@@ -24,9 +24,10 @@ class SandboxPolicy:
 
 @dataclass(frozen=True, slots=True)
 class SummarizePolicy:
-    """Opt-in summarization (ADR 0031): when the next prompt would pass ``after_tokens``
-    (estimated from its bytes), the steps before the last ``keep_last_steps`` are replaced
-    by a summary written by ``model`` (None: the agent's own model)."""
+    """Opt-in summarization (ADR 0031): when the next prompt, with the summarizing request,
+    would pass ``after_tokens`` (estimated from its bytes), the steps before the last
+    ``keep_last_steps`` are replaced by a summary written by ``model`` (None: the agent's
+    own model)."""
 
     after_tokens: int
     keep_last_steps: int = 2

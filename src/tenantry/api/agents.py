@@ -55,9 +55,10 @@ class SummarizeBody(Body):
 
     after_tokens: int = Field(
         ge=256, le=10_000_000,
-        description="When the prompt of the next model call would pass this many tokens "
-                    "(estimated: UTF-8 bytes / 4, plus 4 a message), the steps before the last "
-                    "`keep_last_steps` are replaced by a summary first.")
+        description="When the prompt of the next model call, with the summarizing request "
+                    "after it, would pass this many tokens (estimated: UTF-8 bytes / 4, plus 4 "
+                    "a message), the steps before the last `keep_last_steps` are replaced by a "
+                    "summary first.")
     keep_last_steps: int = Field(
         default=2, ge=0, le=100,
         description="The latest steps (a model reply and its tool results) kept in full.")

@@ -13,17 +13,25 @@ from tenantry.runs import conversation
 from tenantry.runs.state import RunState
 
 
+#: The message that asks for the summary, after the steps to summarize.
+REQUEST = {"role": "user", "content": SUMMARY_REQUEST}
+
+
 def due(state: RunState, spec: AgentSpec) -> int | None:
     """The ``upto_seq`` of the summary the run needs before its next model call, or None.
 
-    Due when the prompt the call would send passes ``after_tokens`` and some step is left
-    to fold in besides the last ``keep_last_steps``. The cut is always between one model
-    reply and the next: a reply's tool calls and their results go to the same side (the
-    next call is decided only once every call of the last reply has its result)."""
+    Due when the prompt the call would send, with the summary request after it, passes
+    ``after_tokens`` — so that the summarizing prompt too (that prompt less the kept steps,
+    plus the request) stays within the threshold plus the one step that crossed it — and
+    some step is left to fold in besides the last ``keep_last_steps``. The cut is always
+    between one model reply and the next: a reply's tool calls and their results go to the
+    same side (the next call is decided only once every call of the last reply has its
+    result)."""
     policy = spec.summarize
     if policy is None:
         return None
-    if conversation.estimate_tokens(conversation.messages(state, spec)) <= policy.after_tokens:
+    prompt = conversation.messages(state, spec)
+    if conversation.estimate_tokens([*prompt, REQUEST]) <= policy.after_tokens:
         return None
     unsummarized = state.replies[conversation.summarized_replies(state):]
     if len(unsummarized) <= policy.keep_last_steps:
@@ -42,7 +50,7 @@ def request(state: RunState, spec: AgentSpec, upto_seq: int) -> list[dict[str, A
     if state.summary is not None:
         prompt.append(summary_message(covered, state.summary.text))
     folded = [reply for reply in state.replies[covered:] if reply.seq <= upto_seq]
-    return [*prompt, *conversation.steps(folded), {"role": "user", "content": SUMMARY_REQUEST}]
+    return [*prompt, *conversation.steps(folded), REQUEST]
 
 
 def model(spec: AgentSpec) -> str:
