@@ -12,7 +12,6 @@ from tenantry.models.summaries import SUMMARY_REQUEST, summary_message
 from tenantry.runs import conversation
 from tenantry.runs.state import RunState
 
-
 #: The message that asks for the summary, after the steps to summarize.
 REQUEST = {"role": "user", "content": SUMMARY_REQUEST}
 
