@@ -351,12 +351,12 @@ class RunDriver:
                 await self.end(RunCancelled("cancel_requested"))
             case StopForBudget(limit=limit, used=used, maximum=maximum, reason=reason):
                 self.engine.metrics.budget_refusals.inc(self.tenant_class, limit)
-                error = {"type": "budget_exhausted", "limit": limit, "message":
-                         f"stopped by the agent's {limit} limit ({used} of {maximum} used)"}
-                if reason is not None:
-                    error |= {"reason": reason, "message": _stop_message(decision)}
                 if reason == REPEATING:
                     self.engine.metrics.repeats.inc(self.tenant_class, "stopped")
+                error = {"type": "budget_exhausted", "limit": limit,
+                         "message": _stop_message(decision)}
+                if reason is not None:
+                    error["reason"] = reason
                 await self.end(BudgetStopped(limit, used, maximum, reason=reason), error=error)
         return 0.0
 
@@ -458,10 +458,11 @@ class RunDriver:
 
 
 def _stop_message(stop: StopForBudget) -> str:
+    """The run row's error message for an agent-limit stop."""
     if stop.reason == REPEATING:
         return (f"stopped for repeating: the model repeated itself {stop.used} times in a "
                 f"row after it was told (the agent's {stop.limit} is {stop.maximum})")
-    return f"stopped by the agent's {stop.limit} limit ({stop.reason})"
+    return f"stopped by the agent's {stop.limit} limit ({stop.used} of {stop.maximum} used)"
 
 
 def _terminal(
