@@ -121,6 +121,30 @@ async def test_a_summarized_run_replays_and_a_changed_summary_prompt_is_a_differ
     assert "Summarize(upto_seq=" in differences[0].recorded
 
 
+async def test_a_summary_model_writes_summaries_without_moving_the_runs_model(
+    api: Api, fakes: Fakes, worker: object,
+) -> None:
+    tenant, h = await api.tenant()
+    await api.tool_server(tenant, fakes.mcp.url)
+    fakes.model.scripts["own"] = _long_script(12)
+    agent = await api.agent(h, model="scripted/own", tools=["echo"], summarize={
+        "after_tokens": 300, "keep_last_steps": 0, "model": "scripted/echo"})
+    run_id = await api.start(h, agent, "count to 12")
+    events = await api.events_until_end(h, run_id, within=60)
+    assert events[-1]["data"]["answer"] == "finished after step 11"
+    summaries = [e for e in events if e["type"] == "Summarized"]
+    assert summaries and all(e["data"]["model"] == "scripted/echo" for e in summaries)
+    # keep_last_steps 0: each summary covers the log up to the decision that asked for it.
+    assert all(e["data"]["upto_seq"] == e["data"]["basis_seq"] for e in summaries)
+    assert {e["data"]["model"] for e in events if e["type"] == "ModelReplied"} == {"scripted/own"}
+    assert not any(e["type"] in ("ModelFallback", "ModelRerouted") for e in events)
+    asked = [r.json() for r in fakes.model.requests if r.path.endswith("/chat/completions")]
+    assert [b["model"] for b in asked if b["messages"][-1]["content"] == SUMMARY_REQUEST] == [
+        "scripted/echo"] * len(summaries)
+    assert all("tools" not in b or not b["tools"] for b in asked
+               if b["model"] == "scripted/echo")
+
+
 async def test_a_looping_agent_is_told_once_then_stopped_for_repeating(
     api: Api, fakes: Fakes, database_dsn: str, db: Database,
 ) -> None:
