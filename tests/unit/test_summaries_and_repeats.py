@@ -4,13 +4,14 @@ folded from a log, the prompt rebuilt from it, and what decide() returns. No I/O
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
 
 from tenantry.agents.spec import AgentSpec, Limits, SummarizePolicy
 from tenantry.cli_client import summarize as tail_line
+from tenantry.ids import AgentId, RunId
 from tenantry.models.scripted import Script, Step
 from tenantry.models.summaries import SUMMARY_REQUEST, summarized_steps
 from tenantry.runs import conversation, summaries
@@ -24,6 +25,7 @@ from tenantry.runs.decide import (
     idempotency_key,
 )
 from tenantry.runs.events import (
+    BudgetStopped,
     Event,
     ModelReplied,
     Payload,
@@ -32,6 +34,7 @@ from tenantry.runs.events import (
     ToolCompleted,
 )
 from tenantry.runs.state import RunState
+from tenantry.runs.trace import trace_of
 
 RUN = "run_1"
 AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -237,3 +240,28 @@ def test_runs_tail_shows_summaries_and_the_stop_reason() -> None:
     assert tail_line(stop) == "repeat_limit: 4 of 3 (repeating)"
     assert tail_line({"type": "Summarized", "data": summary(17).to_data()}) == (
         "summary of the steps up to seq 17 by m (30→3 tokens)")
+
+
+def test_the_trace_shows_a_summary_as_a_model_span_and_the_stop_reason() -> None:
+    def at(ms: int) -> datetime:
+        return AT + timedelta(milliseconds=ms)
+
+    events = [
+        Event.of(1, RunCreated("agt_1", 1, "normal", input="hi"), AT),
+        Event.of(2, replied(("lookup", {"q": 1})), at(100)),
+        Event.of(3, ToolCompleted(idempotency_key(RUN, 2, 0), "lookup", 2, 0, {"q": 1},
+                                  result="r", duration_ms=10.0), at(200)),
+        Event.of(4, dataclasses.replace(summary(3, tokens=50, cost=9), latency_ms=40.0,
+                                        waited_ms=50.0), at(300)),
+        Event.of(5, BudgetStopped("repeat_limit", 4, 3, reason="repeating"), at(400)),
+    ]
+    row = {"status": "failed", "agent_id": AgentId.new().uuid, "agent_version": 1,
+           "created_at": AT, "started_at": at(10), "finished_at": at(400), "now": at(500)}
+    trace = trace_of(RunId.new(), row, events)
+    span = next(s for s in trace["spans"] if s["seq"] == 4 and s["kind"] == "model")
+    assert span["label"] == "summary by m via acct" and span["duration_ms"] == 40.0
+    assert span["detail"]["summary_upto_seq"] == 3 and span["detail"]["cost_micros"] == 9
+    assert trace["summaries"] == [{"seq": 4, "upto_seq": 3}]
+    assert trace["totals"]["cost_micros"] == 5 + 9 and trace["totals"]["input_tokens"] == 60
+    assert trace["stopped"] == {"seq": 5, "limit": "repeat_limit", "used": 4, "max": 3,
+                                "reason": "repeating"}
