@@ -18,6 +18,7 @@ from tenantry.runs.events import (
     ABSENT,
     ApprovalDecided,
     ApprovalRequested,
+    BudgetStopped,
     ModelFallback,
     ModelReplied,
     ModelRerouted,
@@ -26,6 +27,7 @@ from tenantry.runs.events import (
     RunFinished,
     RunParked,
     RunStatus,
+    Summarized,
     ToolCompleted,
     parse,
 )
@@ -45,7 +47,7 @@ TERMINAL = {"RunFinished", "RunFailed", "RunCancelled", "BudgetStopped"}
 COLOURS = {"RunFinished": "green", "RunFailed": "red", "BudgetStopped": "red",
            "RunCancelled": "yellow", "ApprovalRequested": "magenta", "RunParked": "yellow",
            "ModelFallback": "yellow", "ModelRerouted": "yellow", "ModelReplied": "cyan",
-           "ToolCompleted": "blue"}
+           "Summarized": "cyan", "ToolCompleted": "blue"}
 
 
 def _fail(message: str) -> NoReturn:
@@ -97,6 +99,12 @@ def summarize(event: dict[str, Any]) -> str:
         case ModelFallback(from_=from_, to=to, reason=reason) | ModelRerouted(
                 from_=from_, to=to, reason=reason):
             return f"{from_} → {to}: {reason}"
+        case Summarized() as summary:
+            return (f"summary of the steps up to seq {summary.upto_seq} by {summary.model} "
+                    f"({summary.usage.get('input_tokens', 0)}→"
+                    f"{summary.usage.get('output_tokens', 0)} tokens)")
+        case BudgetStopped(limit=limit, used=used, max=maximum, reason=reason):
+            return f"{limit}: {used} of {maximum}" + (f" ({reason})" if reason else "")
     return ""
 
 

@@ -38,6 +38,7 @@ from tenantry.runs.events import (
     SandboxSaved,
     SignalConsumed,
     Signalled,
+    Summarized,
     ToolCompleted,
     ToolStarted,
     WebhookDelivered,
@@ -84,6 +85,14 @@ EXAMPLES: list[tuple[Payload, dict[str, Any]]] = [
     (RunResumed("RunParked"), {"after": "RunParked"}),
     (SandboxSaved("blob", 10, 1.5), {"ref": "blob", "bytes": 10, "duration_ms": 1.5}),
     (BudgetStopped("max_steps", 3, 3), {"limit": "max_steps", "used": 3, "max": 3}),
+    (BudgetStopped("repeat_limit", 4, 3, reason="repeating"),
+     {"limit": "repeat_limit", "used": 4, "max": 3, "reason": "repeating"}),
+    (Summarized(9, "did a, b", {"input_tokens": 90, "output_tokens": 5}, "openai", "acct",
+                "m", 12, "p1", 3.5, waited_ms=4.0, prompt_sha256="ab", basis_seq=9),
+     {"upto_seq": 9, "summary": "did a, b", "usage": {"input_tokens": 90, "output_tokens": 5},
+      "provider": "openai", "account": "acct", "model": "m", "cost_micros": 12,
+      "price_version": "p1", "latency_ms": 3.5, "waited_ms": 4.0, "prompt_sha256": "ab",
+      "basis_seq": 9}),
     (CancelRequested(), {}),
     (RunFinished(None), {"answer": None}),
     (RunFailed("boom", ours=True), {"error": "boom", "ours": True}),
@@ -152,7 +161,7 @@ def test_absent_and_null_are_different() -> None:
 
 def test_unknown_types_and_newer_formats_are_refused() -> None:
     with pytest.raises(NewerEvent):
-        parse(EventType.SUMMARIZED, {})
+        parse("NoSuchEvent", {})
     with pytest.raises(NewerEvent) as raised:
         parse(EventType.RUN_FINISHED, {"answer": 1}, format=99)
     assert (raised.value.type, raised.value.format) == ("RunFinished", 99)

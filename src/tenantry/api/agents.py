@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from tenantry.activities import versions as activity_versions
 from tenantry.agents import activity_tools, child_tools, flags, service
-from tenantry.agents.spec import AgentSpec, ChildAgent, Limits, SandboxPolicy
+from tenantry.agents.spec import AgentSpec, ChildAgent, Limits, SandboxPolicy, SummarizePolicy
 from tenantry.api.auth import current_tenant, platform
 from tenantry.api.fields import Body, PositiveInt4, Text
 from tenantry.api.pages import PageRequest, page_request
@@ -36,6 +36,35 @@ class LimitsBody(Body):
     max_steps: int = Field(default=_DEFAULTS.max_steps, ge=1, le=10_000)
     max_tokens: int = Field(default=_DEFAULTS.max_tokens, ge=1, le=1_000_000_000)
     max_cost_micros: int = Field(default=_DEFAULTS.max_cost_micros, ge=0, le=10**12)
+    repeat_limit: int = Field(
+        default=_DEFAULTS.repeat_limit, ge=0, le=100,
+        description="The same tool call with the same arguments (or a cycle of identical "
+                    "replies) this many times in a row is refused with a tool error; once "
+                    "more stops the run (reason `repeating`). 0 turns it off; 1 is refused "
+                    "(every call would be a repeat).")
+
+    @field_validator("repeat_limit")
+    @classmethod
+    def _not_one(cls, value: int) -> int:
+        if value == 1:
+            raise ValueError("repeat_limit must be 0 (off) or at least 2")
+        return value
+
+
+class SummarizeBody(Body):
+    """Opt-in summarization of long runs (ADR 0031)."""
+
+    after_tokens: int = Field(
+        ge=256, le=10_000_000,
+        description="When the prompt of the next model call, with the summarizing request "
+                    "after it, would pass this many tokens (estimated: UTF-8 bytes / 4, plus 4 "
+                    "a message), the steps before the last `keep_last_steps` are replaced by a "
+                    "summary first.")
+    keep_last_steps: int = Field(
+        default=2, ge=0, le=100,
+        description="The latest steps (a model reply and its tool results) kept in full.")
+    model: Annotated[Text, Field(min_length=1, max_length=200)] | None = Field(
+        default=None, description="The model that writes the summary; default: the agent's.")
 
 
 class SandboxBody(Body):
@@ -89,6 +118,7 @@ class VersionBody(Body):
         description="Agents the model may start as child runs (the built-in `start_agent` "
                     "tool); each child is its own run, and the parent waits for it without "
                     "holding a slot.")
+    summarize: SummarizeBody | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> VersionBody:
@@ -116,6 +146,8 @@ class VersionBody(Body):
             fallback_models=tuple(self.fallback_models),
             limits=Limits(**self.limits.model_dump()),
             sandbox=SandboxPolicy(egress=tuple(self.sandbox.egress)),
+            summarize=(SummarizePolicy(**self.summarize.model_dump())
+                       if self.summarize is not None else None),
         )
 
 
@@ -143,6 +175,7 @@ class AgentOut(BaseModel):
     limits: LimitsBody
     sandbox: SandboxBody
     children: list[ChildOut] = Field(default_factory=list)
+    summarize: SummarizeBody | None = None
     tool_pins: dict[str, dict[str, str]] = Field(
         description="For each tool: the registered server that served it when this version "
                     "was published, and the hash of that server's pinned tool list. A call "

@@ -167,6 +167,21 @@ class TraceChild(BaseModel):
     status: str | None = Field(description="How it ended, once this run has read it.")
 
 
+class TraceSummary(BaseModel):
+    seq: int = Field(description="The Summarized event.")
+    upto_seq: int = Field(description="Its summary stands for every step up to this seq.")
+
+
+class TraceStop(BaseModel):
+    seq: int = Field(description="The BudgetStopped event.")
+    limit: str = Field(description="max_steps, max_tokens, max_cost_micros, repeat_limit or "
+                                   "monthly_spend_cap_micros.")
+    used: int
+    max: int
+    reason: str | None = Field(description="`repeating` for a repeat-detection stop; null "
+                                           "otherwise.")
+
+
 class TraceOut(BaseModel):
     """Where a run's wall time went. Spans partition [created_at, ended_at or now]."""
 
@@ -186,6 +201,10 @@ class TraceOut(BaseModel):
         default=None, description="The run whose `start_agent` call started this one.")
     children: list[TraceChild] = Field(
         default_factory=list, description="The child runs this run started, in order.")
+    summaries: list[TraceSummary] = Field(description="The run's summarizing calls (their "
+                                                      "spans are `model` spans too).")
+    stopped: TraceStop | None = Field(description="The BudgetStopped that ended the run; "
+                                                  "null if none did.")
 
 
 def _events_url(run: RunId) -> str:

@@ -12,6 +12,7 @@ import orjson
 
 from tenantry.agents import activity_tools, child_tools
 from tenantry.agents.spec import AgentSpec, ChildAgent
+from tenantry.runs import repeats, summaries
 from tenantry.runs.events import ActivityReturned, ChildRunEnded
 from tenantry.runs.state import Reply, RunState
 
@@ -130,11 +131,25 @@ class StopForBudget:
     limit: str
     used: int
     maximum: int
+    reason: str | None = None  # "repeating" for a repeat_limit stop (ADR 0031)
+
+
+@dataclass(frozen=True, slots=True)
+class RefusedRepeat(CallTool):
+    """A call the model repeated up to the agent's repeat limit: not made, the model gets
+    ``invalid`` (naming the repeat) as its tool error (ADR 0031)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Summarize:
+    """Before the next model call, summarize the steps up to ``upto_seq`` (ADR 0031)."""
+
+    upto_seq: int
 
 
 Decision = (CallModel | CallTool | RequestApproval | AwaitApproval | RecordUnknown
             | RequestActivity | AwaitActivity | CompleteActivity | RequestChild | AwaitChild
-            | CompleteChild | Finish | Fail | Cancel | StopForBudget)
+            | CompleteChild | Finish | Fail | Cancel | StopForBudget | Summarize)
 
 
 def idempotency_key(run_id: str, reply_seq: int, call_index: int) -> str:
@@ -153,7 +168,7 @@ def decide(state: RunState, spec: AgentSpec, run_id: str) -> Decision | None:
         index = reply.next_call()
         if index is not None:
             call = _named(_tool_call(run_id, reply.seq, index, reply.calls[index]), spec)
-            decision = _gate(call, state, spec)
+            decision = _repeat(call, state, spec) or _gate(call, state, spec)
             if isinstance(decision, AwaitChild):
                 # Its siblings of the same reply start before the run waits: side by side.
                 return _sibling_to_start(run_id, reply, index, state, spec) or decision
@@ -172,7 +187,26 @@ def decide(state: RunState, spec: AgentSpec, run_id: str) -> Decision | None:
         max_cost = min(max_cost, state.cost_cap_micros)
     if state.spent_micros >= max_cost:
         return StopForBudget("max_cost_micros", state.spent_micros, max_cost)
-    return CallModel()
+    return _summarize(state, spec) or CallModel()
+
+
+def _repeat(call: CallTool, state: RunState, spec: AgentSpec) -> Decision | None:
+    """A call the model keeps repeating: refused the limit-th time, the run stopped the
+    next (ADR 0031); None for any other call."""
+    limit = spec.limits.repeat_limit
+    found = repeats.check(state.replies, call.call_index, limit)
+    if found is None:
+        return None
+    if found.times > limit:
+        return StopForBudget(repeats.LIMIT, found.times, limit, repeats.REPEATING)
+    return RefusedRepeat(call.key, call.reply_seq, call.call_index, call.tool, call.arguments,
+                         found.message(limit))
+
+
+def _summarize(state: RunState, spec: AgentSpec) -> Summarize | None:
+    """The next prompt passes the agent's summarize threshold: summarize first."""
+    upto_seq = summaries.due(state, spec)
+    return None if upto_seq is None else Summarize(upto_seq)
 
 
 def _gate(call: CallTool, state: RunState, spec: AgentSpec) -> Decision:
@@ -252,12 +286,16 @@ def _child_step(call: CallTool, arguments: dict[str, Any], spec: AgentSpec,
 
 def _sibling_to_start(run_id: str, reply: Reply, index: int, state: RunState,
                       spec: AgentSpec) -> RequestChild | None:
-    """A later start_agent call of the reply whose child has not been started yet."""
+    """A later start_agent call of the reply whose child has not been started yet. A call
+    repeat detection will refuse is not started (that verdict depends only on the model's
+    requests, so it is the same when the call's turn comes)."""
     for later in range(index + 1, len(reply.calls)):
         if later in reply.completed:
             continue
         call = _named(_tool_call(run_id, reply.seq, later, reply.calls[later]), spec)
         if call.tool != child_tools.TOOL or call.arguments is None or call.invalid:
+            continue
+        if _repeat(call, state, spec) is not None:
             continue
         decision = _child_step(call, call.arguments, spec, state)
         if isinstance(decision, RequestChild):

@@ -46,10 +46,12 @@ from tenantry.runs.decide import (
     Fail,
     Finish,
     RecordUnknown,
+    RefusedRepeat,
     RequestActivity,
     RequestApproval,
     RequestChild,
     StopForBudget,
+    Summarize,
     decide,
 )
 from tenantry.runs.events import (
@@ -65,7 +67,8 @@ from tenantry.runs.events import (
     RunStatus,
 )
 from tenantry.runs.lease import Lease
-from tenantry.runs.model_step import call_model
+from tenantry.runs.model_step import call_model, summarize
+from tenantry.runs.repeats import REPEATING
 from tenantry.runs.state import RunState
 from tenantry.runs.tool_step import call_tool, record_unknown
 from tenantry.runs.waiting import Parked, await_approval, request_approval
@@ -329,6 +332,11 @@ class RunDriver:
         match decision:
             case CallModel():
                 return await call_model(self)
+            case Summarize():
+                return await summarize(self, decision)
+            case RefusedRepeat():
+                self.engine.metrics.repeats.inc(self.tenant_class, "told")
+                return await call_tool(self, decision)
             case CallTool():
                 return await call_tool(self, decision)
             case RequestApproval():
@@ -356,11 +364,15 @@ class RunDriver:
             case Cancel():
                 await cancel_children(self)  # first: a crash in between repeats it
                 await self.end(RunCancelled("cancel_requested"))
-            case StopForBudget(limit=limit, used=used, maximum=maximum):
+            case StopForBudget(limit=limit, used=used, maximum=maximum, reason=reason):
                 self.engine.metrics.budget_refusals.inc(self.tenant_class, limit)
-                message = f"stopped by the agent's {limit} limit ({used} of {maximum} used)"
-                await self.end(BudgetStopped(limit, used, maximum), error={
-                    "type": "budget_exhausted", "limit": limit, "message": message})
+                if reason == REPEATING:
+                    self.engine.metrics.repeats.inc(self.tenant_class, "stopped")
+                error = {"type": "budget_exhausted", "limit": limit,
+                         "message": _stop_message(decision)}
+                if reason is not None:
+                    error["reason"] = reason
+                await self.end(BudgetStopped(limit, used, maximum, reason=reason), error=error)
         return 0.0
 
     # -- writing ----------------------------------------------------------------------
@@ -458,6 +470,14 @@ class RunDriver:
         except LEASE_OR_DATABASE:
             logger.warning("could not record the platform failure", extra={"run_id": self.run_id})
 
+
+
+def _stop_message(stop: StopForBudget) -> str:
+    """The run row's error message for an agent-limit stop."""
+    if stop.reason == REPEATING:
+        return (f"stopped for repeating: the model repeated itself {stop.used} times in a "
+                f"row after it was told (the agent's {stop.limit} is {stop.maximum})")
+    return f"stopped by the agent's {stop.limit} limit ({stop.used} of {stop.maximum} used)"
 
 
 def _terminal(

@@ -275,10 +275,37 @@ class SandboxSaved(Payload):
 
 @dataclass(frozen=True, slots=True)
 class BudgetStopped(Payload):
+    """The run reached ``limit`` (one of its agent's limits, or the tenant's monthly spend
+    cap). ``reason`` says more where the limit alone does not: ``repeating`` for a stop by
+    ``repeat_limit`` (ADR 0031). Absent in every other stop, and in logs written before
+    it existed; an older reader that skips it still reads a complete stop."""
+
     TYPE = EventType.BUDGET_STOPPED
     limit: str
     used: int
     max: int
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Summarized(Payload):
+    """A summarizing model call (ADR 0031): ``summary`` stands for every step up to
+    ``upto_seq`` in the prompts after it. Billed like a model reply (usage, cost, the price
+    version) and, like one, saved before anything uses it; ``prompt_sha256`` is the digest
+    of the summarizing prompt, which replay rebuilds."""
+
+    TYPE = EventType.SUMMARIZED
+    upto_seq: int
+    summary: str
+    usage: dict[str, int]
+    provider: str
+    account: str
+    model: str
+    cost_micros: int
+    price_version: str
+    latency_ms: float
+    waited_ms: float | None = None
+    prompt_sha256: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -452,14 +479,14 @@ class ChildRunEnded(Payload):
     error: str | None = None
 
 
-#: Every payload type by its event type. Summarized and ModelRequested are reserved:
+#: Every payload type by its event type. ModelRequested is reserved:
 #: nothing writes them yet, so no worker reads them either.
 PAYLOADS: dict[str, type[Payload]] = {p.TYPE.value: p for p in (
     RunCreated, ModelReplied, ToolStarted, ToolCompleted, ApprovalRequested, ApprovalDecided,
     ModelFallback, ModelRerouted, RunParked, RunResumed, SandboxSaved, BudgetStopped,
     CancelRequested, RunFinished, RunFailed, RunCancelled, WebhookDelivered, WebhookFailed,
     Signalled, SignalConsumed, EgressRefused, ActivityAttempted, ActivityStarted,
-    ActivityRequested, ActivityReturned, ChildRunStarted, ChildRunEnded,
+    ActivityRequested, ActivityReturned, ChildRunStarted, ChildRunEnded, Summarized,
 )}
 
 

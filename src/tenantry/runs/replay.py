@@ -21,7 +21,7 @@ from tenantry.db import Database
 from tenantry.db.queries import load
 from tenantry.errors import NotFound
 from tenantry.ids import RunId, TenantId
-from tenantry.runs import conversation, log
+from tenantry.runs import conversation, log, summaries
 from tenantry.runs.decide import (
     CallModel,
     CallTool,
@@ -36,6 +36,7 @@ from tenantry.runs.decide import (
     RequestApproval,
     RequestChild,
     StopForBudget,
+    Summarize,
     decide,
 )
 from tenantry.runs.events import (
@@ -49,6 +50,7 @@ from tenantry.runs.events import (
     RunCancelled,
     RunFailed,
     RunFinished,
+    Summarized,
     ToolCompleted,
 )
 from tenantry.runs.state import RunState
@@ -61,6 +63,7 @@ DECISIONS = frozenset({
     EventType.MODEL_REPLIED, EventType.TOOL_COMPLETED, EventType.APPROVAL_REQUESTED,
     EventType.ACTIVITY_REQUESTED, EventType.CHILD_RUN_STARTED, EventType.RUN_FINISHED,
     EventType.RUN_FAILED, EventType.RUN_CANCELLED, EventType.BUDGET_STOPPED,
+    EventType.SUMMARIZED,
 })
 
 
@@ -215,10 +218,18 @@ def _compare(
         case RunCancelled():
             if not isinstance(decision, Cancel):
                 return "cancel", got
-        case BudgetStopped(limit=limit, used=used, max=maximum):
-            expected_stop = StopForBudget(limit, used, maximum)
+        case BudgetStopped(limit=limit, used=used, max=maximum, reason=reason):
+            expected_stop = StopForBudget(limit, used, maximum, reason)
             if decision != expected_stop:
                 return repr(expected_stop), got
+        case Summarized(upto_seq=upto_seq, prompt_sha256=recorded):
+            if decision != Summarize(upto_seq):
+                return repr(Summarize(upto_seq)), got
+            if recorded is not None:
+                current = conversation.prompt_digest(summaries.request(state, spec, upto_seq))
+                if current != recorded:
+                    return (f"a summary with prompt {recorded}",
+                            f"a summary with a different prompt ({current})")
     return None
 
 

@@ -22,6 +22,7 @@ from tenantry.runs.events import (
     RunCreated,
     RunParked,
     SandboxSaved,
+    Summarized,
     ToolCompleted,
     ToolStarted,
 )
@@ -48,6 +49,15 @@ class Approval:
     approval_id: str
     status: str  # pending | approved | denied | expired
     comment: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """The last Summarized: its text stands for every step up to ``upto_seq``."""
+
+    seq: int
+    upto_seq: int
+    text: str
 
 
 @dataclass(slots=True)
@@ -78,6 +88,7 @@ class RunState:
     # cache is there) and any change of model is recorded as a ModelFallback.
     account: str = ""
     model: str = ""
+    summary: Summary | None = None  # the prompt's steps start after it (ADR 0031)
 
     @classmethod
     def fold(cls, events: list[Event], run_input: Any = None) -> RunState:
@@ -132,6 +143,12 @@ class RunState:
                 self.parked += 1
             case SandboxSaved(ref=ref):
                 self.sandbox_ref = ref
+            case Summarized() as summarized:
+                # Not a step, but billed and budgeted like one (max_tokens, max_cost_micros).
+                self.summary = Summary(event.seq, summarized.upto_seq, summarized.summary)
+                self.input_tokens += int(summarized.usage.get("input_tokens", 0))
+                self.output_tokens += int(summarized.usage.get("output_tokens", 0))
+                self.cost_micros += int(summarized.cost_micros)
             case _ if event.type in TERMINAL_EVENTS:
                 self.ended = event.type
 
