@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+import orjson
 import pytest
 
 from tenantry.client import (
@@ -191,6 +192,31 @@ async def test_the_async_client_waits_streams_and_pages_a_run(
         return api.platform.streams.open == 0
 
     await until(released, "the closed stream's slot is released", 10)
+
+
+async def test_a_parents_children_are_listed_and_typed(
+        api: Api, fakes: Fakes, worker: object, aclient: AsyncClient) -> None:
+    kid = await aclient.agents.create("researcher", model="scripted", system_prompt="Look.")
+    lead = await aclient.agents.create(
+        "lead", model="scripted", system_prompt="Delegate.",
+        children=[{"agent_id": kid.agent_id}], limits={"repeat_limit": 4},
+        summarize={"after_tokens": 10_000})
+    assert [(c.agent_id, c.version, c.name) for c in lead.children] == [
+        (kid.agent_id, None, "researcher")]
+    assert lead.limits.repeat_limit == 4
+    assert lead.summarize == {"after_tokens": 10_000, "keep_last_steps": 2, "model": None}
+    child_script = orjson.dumps(scripted(answer("found it"))).decode()
+    started = await aclient.runs.create(lead.agent_id, scripted(
+        call("start_agent", agent="researcher", input=child_script),
+        answer("{last_tool_result}")))
+    run = await aclient.runs.wait(started.run_id, timeout=30)
+    assert run.answer == "found it" and run.parent_run_id is None
+    children = await aclient.runs.children(started.run_id)
+    assert [(c.parent_run_id, c.agent_id, c.answer) for c in children] == [
+        (started.run_id, kid.agent_id, "found it")]
+    assert children.next_cursor is None
+    with pytest.raises(NotFound):
+        await aclient.runs.children("run_" + "0" * 32)
 
 
 # -- approvals and cancel -------------------------------------------------------------------

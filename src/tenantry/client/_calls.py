@@ -107,7 +107,9 @@ def event_page(run_id: str, *, after: int, limit: int | None) -> Call[EventPage]
 def _version_body(*, model: str, system_prompt: str, tools: Iterable[str],
                   needs_approval: Iterable[str], fallback_models: Iterable[str],
                   limits: Mapping[str, int] | None,
-                  egress: Iterable[str] | None) -> dict[str, Any]:
+                  egress: Iterable[str] | None,
+                  children: Iterable[Mapping[str, Any]] | None = None,
+                  summarize: Mapping[str, Any] | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"model": model, "system_prompt": system_prompt,
                             "tools": list(tools), "needs_approval": list(needs_approval),
                             "fallback_models": list(fallback_models)}
@@ -115,6 +117,10 @@ def _version_body(*, model: str, system_prompt: str, tools: Iterable[str],
         body["limits"] = dict(limits)
     if egress is not None:
         body["sandbox"] = {"egress": list(egress)}
+    if children is not None:
+        body["children"] = [dict(child) for child in children]
+    if summarize is not None:
+        body["summarize"] = dict(summarize)
     return body
 
 

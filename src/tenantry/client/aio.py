@@ -135,27 +135,33 @@ class Agents:
     async def create(self, name: str, *, model: str, system_prompt: str,
                      tools: Iterable[str] = (), needs_approval: Iterable[str] = (),
                      fallback_models: Iterable[str] = (), limits: Mapping[str, int] | None = None,
-                     egress: Iterable[str] | None = None) -> Agent:
+                     egress: Iterable[str] | None = None,
+                     children: Iterable[Mapping[str, Any]] | None = None,
+                     summarize: Mapping[str, Any] | None = None) -> Agent:
         """A new agent at version 1. ``limits``: ``max_steps``, ``max_tokens``,
         ``max_cost_micros`` (the platform's defaults for those left out); ``egress``: the
-        hosts its sandboxes may reach. Not retried once sent (a retry could make two)."""
+        hosts its sandboxes may reach; ``children``: ``[{"agent_id", "version"?}]``, agents
+        its runs may start as child runs; ``summarize``: ``{"after_tokens",
+        "keep_last_steps"?, "model"?}``. Not retried once sent (a retry could make two)."""
         return await self._t.call(_calls.create_agent(
             name, model=model, system_prompt=system_prompt, tools=tools,
             needs_approval=needs_approval, fallback_models=fallback_models, limits=limits,
-            egress=egress))
+            egress=egress, children=children, summarize=summarize))
 
     async def create_version(self, agent_id: str, *, model: str, system_prompt: str,
                              tools: Iterable[str] = (), needs_approval: Iterable[str] = (),
                              fallback_models: Iterable[str] = (),
                              limits: Mapping[str, int] | None = None,
                              egress: Iterable[str] | None = None,
+                             children: Iterable[Mapping[str, Any]] | None = None,
+                             summarize: Mapping[str, Any] | None = None,
                              version: int | None = None) -> Agent:
         """A new immutable version (the next number; with ``version``, exactly that one or
         Conflict)."""
         return await self._t.call(_calls.create_version(
             agent_id, number=version, model=model, system_prompt=system_prompt, tools=tools,
             needs_approval=needs_approval, fallback_models=fallback_models, limits=limits,
-            egress=egress))
+            egress=egress, children=children, summarize=summarize))
 
     async def get(self, agent_id: str) -> Agent:
         """The agent at its latest version."""

@@ -108,6 +108,7 @@ class Run:
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    parent_run_id: str | None = None  # a child run's parent (its start_agent call)
     raw: Json = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -128,7 +129,8 @@ class Run:
             cancel_requested=bool(body.get("cancel_requested", False)),
             webhook=body.get("webhook"), events_url=str(body.get("events_url", "")),
             created_at=_time(body["created_at"]), updated_at=_time(body["updated_at"]),
-            finished_at=_maybe_time(body.get("finished_at")), raw=body,
+            finished_at=_maybe_time(body.get("finished_at")),
+            parent_run_id=body.get("parent_run_id"), raw=body,
         )
 
 
@@ -186,6 +188,16 @@ class AgentLimits:
     max_steps: int
     max_tokens: int
     max_cost_micros: int
+    repeat_limit: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ChildAgent:
+    """An agent a version's runs may start (``version`` None: its latest when started)."""
+
+    agent_id: str
+    version: int | None
+    name: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +224,8 @@ class Agent:
     egress: tuple[str, ...]
     tool_pins: Mapping[str, Mapping[str, str]]
     flagged_for_review: ReviewFlag | None
+    children: tuple[ChildAgent, ...] = ()
+    summarize: Mapping[str, Any] | None = None  # {after_tokens, keep_last_steps, model}
     raw: Json = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -226,11 +240,15 @@ class Agent:
             tools=tuple(body.get("tools", ())), needs_approval=tuple(body.get("needs_approval",
                                                                               ())),
             limits=AgentLimits(int(limits.get("max_steps", 0)), int(limits.get("max_tokens", 0)),
-                               int(limits.get("max_cost_micros", 0))),
+                               int(limits.get("max_cost_micros", 0)),
+                               int(limits.get("repeat_limit", 0))),
             egress=tuple((body.get("sandbox") or {}).get("egress", ())),
             tool_pins=body.get("tool_pins") or {},
             flagged_for_review=None if not flag else ReviewFlag(
                 str(flag["reason"]), _time(flag["since"]), int(flag["refused_egress"])),
+            children=tuple(ChildAgent(str(c["agent_id"]), c.get("version"), str(c.get("name", "")))
+                           for c in body.get("children") or ()),
+            summarize=body.get("summarize"),
             raw=body,
         )
 
