@@ -41,7 +41,7 @@ import asyncpg
 import orjson
 
 from tenantry.agents import service as agents
-from tenantry.agents.spec import AgentSpec, ChildAgent, Limits
+from tenantry.agents.spec import AgentSpec, ChildAgent, Limits, SummarizePolicy
 from tenantry.db import Database
 from tenantry.ids import AgentId, ApprovalId, RunId, TenantId
 from tenantry.jsonutil import digest
@@ -422,10 +422,22 @@ async def child_cancelled(p: Platform, rng: random.Random) -> Started:
     return started
 
 
-# Still to come with the parts of issue 21 being built alongside this gate, each one more
-# small function and one more row here:
-#   - summaries: `summarize: {after_tokens, keep_last_steps}` on a version (Summarized);
-#   - repeat stops: a version's `repeat_limit` (BudgetStopped with reason "repeating").
+async def summarized(p: Platform, rng: random.Random) -> Started:
+    """Ten steps of long tool results with a small summarize threshold: summarized along
+    the way (the inline script, in the input, is part of every prompt: ~630 tokens)."""
+    steps = [call("echo", text=f"step {n}: " + "x" * 200) for n in range(10)]
+    return await p.start("keyed", "summarizer", scripted(
+        *steps, answer(f"summarized run {rng.randrange(1000)}")), tools=KEYED_TOOLS,
+        summarize=SummarizePolicy(after_tokens=900, keep_last_steps=rng.choice((0, 1, 2))))
+
+
+async def repeat_stopped(p: Platform, rng: random.Random) -> Started:
+    """A model stuck on one call: told at the limit (3), stopped at the next."""
+    same = call("echo", text=f"again {rng.randrange(1000)}")
+    return await p.start("keyed", "looper", scripted(*[same] * 6, answer("never")),
+                         tools=KEYED_TOOLS, limits=Limits(repeat_limit=3))
+
+
 # Activity calls (ActivityRequested/ActivityReturned) need a sandbox backend per attempt and
 # are covered by the corpus (tests/replay_corpus/activity-*.json), not here.
 SCENARIOS: tuple[Scenario, ...] = (
@@ -462,6 +474,10 @@ SCENARIOS: tuple[Scenario, ...] = (
                                 Mark("RunFinished")), child_runs),
     Scenario("child_cancelled", 10, (Mark("ChildRunStarted"), Mark("CancelRequested"),
                                      Mark("RunCancelled")), child_cancelled),
+    Scenario("summarized", 30, (Mark("Summarized"), Mark("RunFinished")), summarized),
+    Scenario("repeat_stopped", 20, (Mark("BudgetStopped", {"limit": "repeat_limit",
+                                                           "reason": "repeating"}),),
+             repeat_stopped),
 )
 
 
