@@ -2101,6 +2101,23 @@ CREATE FUNCTION public.tenantry_usage_per_tenant(p_from timestamp with time zone
 $$;
 
 --
+-- Name: tenantry_wake_parent(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_wake_parent() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM 1 FROM runs
+    WHERE tenant_id = NEW.tenant_id AND run_id = NEW.parent_run_id AND kind = 'agent'
+    FOR UPDATE;
+    UPDATE runs SET status = 'queued', updated_at = now()
+    WHERE tenant_id = NEW.tenant_id AND run_id = NEW.parent_run_id AND kind = 'agent'
+      AND status = 'waiting';
+    RETURN NULL;
+END $$;
+
+--
 -- Name: tenantry_wake_parked(text[], integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -5459,6 +5476,12 @@ CREATE TRIGGER runs_refuse_frozen BEFORE INSERT OR UPDATE ON public.runs FOR EAC
 --
 
 CREATE TRIGGER runs_uncount_deleted AFTER DELETE ON public.runs FOR EACH ROW WHEN ((old.status = ANY (ARRAY['queued'::text, 'running'::text, 'waiting'::text]))) EXECUTE FUNCTION public.tenantry_uncount_deleted_run();
+
+--
+-- Name: runs runs_wake_parent; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER runs_wake_parent AFTER UPDATE OF status ON public.runs FOR EACH ROW WHEN (((new.kind = 'agent'::text) AND (new.parent_run_id IS NOT NULL) AND (new.status = ANY (ARRAY['finished'::text, 'failed'::text, 'cancelled'::text])) AND (old.status <> ALL (ARRAY['finished'::text, 'failed'::text, 'cancelled'::text])))) EXECUTE FUNCTION public.tenantry_wake_parent();
 
 --
 -- Name: sandbox_usage_facts sandbox_usage_facts_immutable; Type: TRIGGER; Schema: public; Owner: -

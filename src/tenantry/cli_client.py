@@ -1,14 +1,11 @@
 """CLI conveniences that talk to a running platform over its HTTP API, as a tenant (API key)
-or as the operator: ``tenantry runs tail``, ``tenantry runs wait``, ``tenantry runs list``,
-``tenantry usage``.
+or as the operator: ``tenantry runs tail``, ``tenantry runs wait``, ``tenantry runs list``
+(on the client SDK, ``tenantry.client``), ``tenantry usage``.
 
 They use only the public API, so they work against any deployment the caller can reach."""
 
 from __future__ import annotations
 
-import asyncio
-import time
-from datetime import datetime
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -18,6 +15,7 @@ from tenantry.runs.events import (
     ABSENT,
     ApprovalDecided,
     ApprovalRequested,
+    BudgetStopped,
     ModelFallback,
     ModelReplied,
     ModelRerouted,
@@ -26,6 +24,7 @@ from tenantry.runs.events import (
     RunFinished,
     RunParked,
     RunStatus,
+    Summarized,
     ToolCompleted,
     parse,
 )
@@ -41,11 +40,10 @@ OperatorToken = Annotated[str | None, typer.Option(
     help="The operator credential (for every tenant's usage).")]
 DEFAULT_URL = "http://127.0.0.1:8080"
 
-TERMINAL = {"RunFinished", "RunFailed", "RunCancelled", "BudgetStopped"}
 COLOURS = {"RunFinished": "green", "RunFailed": "red", "BudgetStopped": "red",
            "RunCancelled": "yellow", "ApprovalRequested": "magenta", "RunParked": "yellow",
            "ModelFallback": "yellow", "ModelRerouted": "yellow", "ModelReplied": "cyan",
-           "ToolCompleted": "blue"}
+           "Summarized": "cyan", "ToolCompleted": "blue"}
 
 
 def _fail(message: str) -> NoReturn:
@@ -97,6 +95,12 @@ def summarize(event: dict[str, Any]) -> str:
         case ModelFallback(from_=from_, to=to, reason=reason) | ModelRerouted(
                 from_=from_, to=to, reason=reason):
             return f"{from_} → {to}: {reason}"
+        case Summarized() as summary:
+            return (f"summary of the steps up to seq {summary.upto_seq} by {summary.model} "
+                    f"({summary.usage.get('input_tokens', 0)}→"
+                    f"{summary.usage.get('output_tokens', 0)} tokens)")
+        case BudgetStopped(limit=limit, used=used, max=maximum, reason=reason):
+            return f"{limit}: {used} of {maximum}" + (f" ({reason})" if reason else "")
     return ""
 
 
@@ -116,50 +120,49 @@ def _tool_line(done: ToolCompleted) -> str:
     return f"{done.tool}{place} {outcome}{took}"
 
 
+def _sdk_failure(url: str, exc: Exception) -> NoReturn:
+    """An SDK exception as the CLI's one-line error (exit status 2)."""
+    from tenantry.client import ApiError
+
+    if isinstance(exc, ApiError):
+        _fail(f"{exc.status}: {exc.detail}")
+    _fail(f"cannot reach {url}: {exc}")
+
+
 @runs_app.command("tail")
 def tail(
     run_id: Annotated[str, typer.Argument(help="The run to follow (run_…).")],
     url: Url = DEFAULT_URL, api_key: ApiKey = None,
 ) -> None:
-    """Follow a run's events live until it ends (Ctrl-C to stop watching)."""
-    import httpx2
-    import orjson
+    """Follow a run's events live until it ends (Ctrl-C to stop watching); a dropped
+    connection is resumed where it stopped."""
     from rich.console import Console
     from rich.markup import escape
 
+    from tenantry.client import Client, ClientError, Event
+
     console = Console(highlight=False)
-    headers = _headers(api_key)
-
-    async def follow() -> int:
-        async with httpx2.AsyncClient(base_url=url, timeout=None) as client, client.stream(
-                "GET", f"/v1/runs/{run_id}/events", headers=headers) as response:
-            if response.status_code != 200:
-                await response.aread()
-                _problem(response)
-            async for line in response.aiter_lines():
-                if not line.startswith("data: "):
-                    continue
-                event = orjson.loads(line[6:])
-                kind = event.get("type", "")
-                if kind == "model_delta":
-                    continue  # a reply's live text: its ModelReplied line follows
-                at = datetime.fromisoformat(event["created_at"]).strftime("%H:%M:%S.%f")[:-3]
-                console.print(f"{event.get('seq'):>4} {at} [{COLOURS.get(kind, 'white')}]"
-                              f"{kind:<18}[/] {escape(summarize(event))}", markup=True)
-                if kind in TERMINAL:
-                    return 0 if kind == "RunFinished" else 1
-        return 0
-
+    _headers(api_key)  # fails (exit status 2) without a key
     try:
-        raise typer.Exit(asyncio.run(follow()))
+        with Client(url, api_key) as client, client.runs.events(run_id) as events:
+            for event in events:
+                if not isinstance(event, Event):
+                    continue  # a model reply's pieces as it is written: the reply follows
+                kind = event.type
+                at = event.created_at.strftime("%H:%M:%S.%f")[:-3]
+                console.print(f"{event.seq:>4} {at} [{COLOURS.get(kind, 'white')}]"
+                              f"{kind:<18}[/] {escape(summarize(dict(event.raw)))}",
+                              markup=True)
+                if event.terminal:
+                    raise typer.Exit(0 if kind == "RunFinished" else 1)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
-    except OSError as exc:
-        _fail(f"cannot reach {url}: {exc}")
+    except ClientError as exc:
+        _sdk_failure(url, exc)
 
 
-# How often `runs wait` reads the run: a status is one indexed row, and a person waiting
-# at a shell prompt does not notice a fifth of a second.
+# How often `runs wait` reads the run at most: a status is one indexed row, and a person
+# waiting at a shell prompt does not notice a fifth of a second.
 WAIT_POLL_SECONDS = 0.2
 
 
@@ -178,40 +181,32 @@ def wait(
 
     Exit status 0 once it has; 1 on timeout, or when the run ended in another status (it
     cannot reach the one asked for), printing the status it has; 2 on bad input."""
-    import httpx2
+    from tenantry.client import Client, ClientError, WaitTimeout
 
     valid = {s.value for s in RunStatus}
     wanted = {s.strip().lower() for s in status or ["finished"]}
     if not wanted <= valid:
         _fail(f"--status {', '.join(sorted(wanted - valid))}: not a run status "
               f"(one of {', '.join(s.value for s in RunStatus)})")
-    headers = _headers(api_key)
-    deadline = time.monotonic() + timeout
+    _headers(api_key)  # fails (exit status 2) without a key
     try:
-        with httpx2.Client(base_url=url, headers=headers, timeout=10) as client:
-            while True:
-                response = client.get(f"/v1/runs/{run_id}")
-                if response.status_code != 200:
-                    _problem(response)
-                current = str(response.json()["status"])
-                if current in wanted:
-                    typer.echo(current)
-                    raise typer.Exit(0)
-                if RunStatus(current).terminal:
-                    typer.secho(f"{current} (ended; not {' or '.join(sorted(wanted))})",
-                                err=True)
-                    typer.echo(current)
-                    raise typer.Exit(1)
-                if time.monotonic() >= deadline:
-                    typer.secho(f"timed out after {timeout:g} s; the run is {current}",
-                                err=True)
-                    typer.echo(current)
-                    raise typer.Exit(1)
-                time.sleep(min(WAIT_POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+        with Client(url, api_key, timeout=10) as client:
+            run = client.runs.wait(run_id, status=wanted, timeout=timeout,
+                                   poll_interval=WAIT_POLL_SECONDS)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
-    except (OSError, httpx2.TransportError) as exc:
-        _fail(f"cannot reach {url}: {exc}")
+    except WaitTimeout as exc:
+        current = exc.run.status if exc.run is not None else "unknown"
+        typer.secho(f"timed out after {timeout:g} s; the run is {current}", err=True)
+        typer.echo(current)
+        raise typer.Exit(1) from None
+    except ClientError as exc:
+        _sdk_failure(url, exc)
+    if run.status not in wanted:
+        typer.secho(f"{run.status} (ended; not {' or '.join(sorted(wanted))})", err=True)
+        typer.echo(run.status)
+        raise typer.Exit(1)
+    typer.echo(run.status)
 
 
 @runs_app.command("list")
@@ -222,21 +217,18 @@ def list_runs(
     limit: Annotated[int, typer.Option(min=1, max=200, help="How many runs.")] = 20,
 ) -> None:
     """The most recent runs, newest first."""
-    import httpx2
+    from tenantry.client import Client, ClientError
 
-    params: dict[str, Any] = {"limit": limit}
-    if status:
-        params["status"] = status
+    _headers(api_key)  # fails (exit status 2) without a key
     try:
-        response = httpx2.get(f"{url}/v1/runs", params=params, headers=_headers(api_key))
-    except OSError as exc:
-        _fail(f"cannot reach {url}: {exc}")
-    if response.status_code != 200:
-        _problem(response)
-    rows = [[run["run_id"], run["agent_id"], str(run["version"]), run["status"],
-             str(run["steps"]), f"{run['usage']['input_tokens']}/"
-             f"{run['usage']['output_tokens']}", f"{run['cost_micros'] / 1e6:.4f}",
-             run["created_at"][:19]] for run in response.json()["data"]]
+        with Client(url, api_key) as client:
+            page = client.runs.list(status=status, limit=limit)
+    except ClientError as exc:
+        _sdk_failure(url, exc)
+    rows = [[run.run_id, run.agent_id, str(run.version), run.status, str(run.steps),
+             f"{run.usage.input_tokens}/{run.usage.output_tokens}",
+             f"{run.cost_micros / 1e6:.4f}", run.created_at.strftime("%Y-%m-%dT%H:%M:%S")]
+            for run in page]
     show_table(["run", "agent", "v", "status", "steps", "tokens in/out", "cost $",
                 "created (UTC)"], rows)
 

@@ -90,6 +90,10 @@ class Settings:
     # Refused egress attempts of one agent version's sandboxes (over all its runs) before
     # the version is flagged for review (issue 15).
     egress_flag_threshold: int = 20
+    # Child runs (runs/child_step.py): how deep a chain of runs starting runs may go (1: a
+    # top-level run's children may start none), and how many children one run may start.
+    child_max_depth: int = 3
+    child_max_per_run: int = 20
     # Shedding (ADR 0008), by runs queued in the whole cell: from delay_new_runs_at the
     # claim serves in-flight runs of every tenant before new runs; from
     # refuse_batch_runs_at new batch runs get 503 overloaded; from max_queued_runs every
@@ -202,6 +206,8 @@ class Settings:
                 if name.strip())
         integer("TENANTRY_LEASE_SECONDS", "lease_seconds", 1)
         integer("TENANTRY_EGRESS_FLAG_THRESHOLD", "egress_flag_threshold", 1)
+        integer("TENANTRY_CHILD_MAX_DEPTH", "child_max_depth", 0)
+        integer("TENANTRY_CHILD_MAX_PER_RUN", "child_max_per_run", 0)
         integer("TENANTRY_WORKER_CONCURRENCY", "worker_concurrency", 1)
         integer("TENANTRY_WORKER_PROCESSES", "worker_processes", 1)
         integer("TENANTRY_ACTIVITY_WORKER_SLOTS", "activity_worker_slots", 1)
@@ -276,6 +282,8 @@ class Settings:
             ("TENANTRY_WORKER_PROCESSES / --processes", self.processes, 1),
             ("TENANTRY_LEASE_SECONDS", self.lease_seconds, 1),
             ("TENANTRY_EGRESS_FLAG_THRESHOLD", self.egress_flag_threshold, 1),
+            ("TENANTRY_CHILD_MAX_DEPTH", self.child_max_depth, 0),
+            ("TENANTRY_CHILD_MAX_PER_RUN", self.child_max_per_run, 0),
             ("TENANTRY_RETENTION_EVERY_SECONDS", self.retention_every_seconds, 1),
             ("TENANTRY_PORT / --port", self.port, 0),
             ("TENANTRY_SSE_MAX_STREAMS / --sse-max-streams", self.sse_max_streams, 1),

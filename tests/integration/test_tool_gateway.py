@@ -142,7 +142,9 @@ async def test_a_down_server_fails_fast_for_its_tenant_only(
     await api.tool_server(other, bank.url, name="bank")
     other_agent = await api.agent(oh, tools=["wire_money"])
     fakes.mcp.fail_next(50, status=503)
-    run_id = await api.start(h, agent, scripted(*[call("echo", text="x")] * 3, answer("gave up")))
+    # Three different calls: the same one three times would be refused as a repeat.
+    run_id = await api.start(h, agent, scripted(*[call("echo", text=f"x{i}") for i in range(3)],
+                                                answer("gave up")))
     events = await api.events_until_end(h, run_id)
     errors = [e["data"]["error"] for e in events if e["type"] == "ToolCompleted"]
     assert all("unavailable" in e or "paused" in e for e in errors), errors

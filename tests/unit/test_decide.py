@@ -6,21 +6,25 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 import pytest
 
-from tenantry.agents.spec import AgentSpec, Limits
+from tenantry.agents.spec import AgentSpec, ChildAgent, Limits
 from tenantry.runs.decide import (
     AwaitActivity,
     AwaitApproval,
+    AwaitChild,
     CallModel,
     CallTool,
     Cancel,
     CompleteActivity,
+    CompleteChild,
     Fail,
     Finish,
     RecordUnknown,
     RequestActivity,
     RequestApproval,
+    RequestChild,
     StopForBudget,
     decide,
     idempotency_key,
@@ -31,6 +35,8 @@ from tenantry.runs.events import (
     ApprovalDecided,
     ApprovalRequested,
     CancelRequested,
+    ChildRunEnded,
+    ChildRunStarted,
     Event,
     ModelReplied,
     Payload,
@@ -227,3 +233,76 @@ def test_an_activity_the_version_does_not_list_is_refused_by_the_gateway_as_any_
     state = folded(_activity_reply("other_activity"))
     decision = decide(state, ACTIVITY_SPEC, RUN)
     assert isinstance(decision, CallTool) and decision.tool == "other_activity"
+
+
+# -- child runs (runs/child_step.py) ----------------------------------------------------
+
+KIDS = AgentSpec(model="m", system_prompt="delegate",
+                 children=(ChildAgent("agt_kid", None, "researcher"),),
+                 limits=Limits(max_cost_micros=1000))
+
+
+def start_call(index: int, agent: str = "researcher", task: str = "look") -> dict[str, Any]:
+    return {"id": f"c{index}", "name": "start_agent",
+            "arguments": orjson.dumps({"agent": agent, "input": task}).decode()}
+
+
+def test_every_start_agent_call_of_a_reply_starts_before_the_run_waits() -> None:
+    reply = replied("", start_call(0), start_call(1, task="other"))
+    first = decide(folded(reply), KIDS, RUN)
+    assert isinstance(first, RequestChild) and first.key == idempotency_key(RUN, 2, 0)
+    assert first.child.agent_id == "agt_kid" and first.input == "look"
+    started = ChildRunStarted(first.key, "start_agent", "run_a", "agt_kid", 1, 400)
+    second = decide(folded(reply, started), KIDS, RUN)
+    assert isinstance(second, RequestChild) and second.key == idempotency_key(RUN, 2, 1)
+    both = folded(reply, started,
+                  ChildRunStarted(second.key, "start_agent", "run_b", "agt_kid", 1, 400))
+    assert decide(both, KIDS, RUN) == AwaitChild(first.key, "run_a")
+
+
+def test_a_childs_ending_is_the_calls_result_and_its_spend_the_parents() -> None:
+    reply = replied("", start_call(0), cost=100)
+    key = idempotency_key(RUN, 2, 0)
+    ended = ChildRunEnded(key, "run_a", "finished", 950, answer="north")
+    state = folded(reply, ChildRunStarted(key, "start_agent", "run_a", "agt_kid", 1, 900),
+                   ended)
+    decision = decide(state, KIDS, RUN)
+    assert isinstance(decision, CompleteChild) and decision.ended == ended
+    done = ToolCompleted(key, "start_agent", 2, 0, {"agent": "researcher", "input": "look"},
+                         server=None, result="north")
+    # 100 of its own and 950 of its child's: past its 1000.
+    assert decide(folded(reply, ChildRunStarted(key, "start_agent", "run_a", "agt_kid", 1,
+                                                900), ended, done), KIDS, RUN) == (
+        StopForBudget("max_cost_micros", 1050, 1000))
+
+
+def test_a_child_stops_at_the_cap_its_parent_gave_it() -> None:
+    events = [Event.of(1, RunCreated("agt_kid", 1, "normal", input="look", depth=1,
+                                     cost_cap_micros=50), AT),
+              Event.of(2, replied("", {"id": "c0", "name": "lookup", "arguments": "{}"},
+                                  cost=60), AT)]
+    state = RunState.fold(events)
+    state.replies[-1].completed[0] = ToolCompleted(
+        f"{RUN}:2:0", "lookup", 2, 0, {}, server=None, result="x")
+    assert decide(state, SPEC, RUN) == StopForBudget("max_cost_micros", 60, 50)
+
+
+@pytest.mark.parametrize(("arguments", "error"), [
+    ({"agent": "stranger", "input": "x"}, "`agent` must name one of the agents"),
+    ({"agent": "researcher", "input": ""}, "`input` must be the child's task"),
+    ({"agent": "researcher"}, "`input` must be the child's task"),
+])
+def test_a_start_agent_call_off_the_list_is_a_tool_error(arguments: dict[str, Any],
+                                                         error: str) -> None:
+    reply = replied("", {"id": "c0", "name": "start_agent",
+                         "arguments": orjson.dumps(arguments).decode()})
+    decision = decide(folded(reply), KIDS, RUN)
+    assert isinstance(decision, CallTool) and decision.invalid is not None
+    assert decision.invalid.startswith(error)
+
+
+def test_without_children_start_agent_is_an_ordinary_tool_name() -> None:
+    reply = replied("", start_call(0))
+    decision = decide(folded(reply), SPEC, RUN)
+    assert isinstance(decision, CallTool) and decision.invalid is None
+    assert decision.tool == "start_agent"  # the gateway refuses it: not on the list

@@ -20,6 +20,8 @@ from tenantry.runs.events import (
     ApprovalRequested,
     BudgetStopped,
     CancelRequested,
+    ChildRunEnded,
+    ChildRunStarted,
     EgressRefused,
     EventType,
     ModelFallback,
@@ -36,6 +38,7 @@ from tenantry.runs.events import (
     SandboxSaved,
     SignalConsumed,
     Signalled,
+    Summarized,
     ToolCompleted,
     ToolStarted,
     WebhookDelivered,
@@ -82,6 +85,14 @@ EXAMPLES: list[tuple[Payload, dict[str, Any]]] = [
     (RunResumed("RunParked"), {"after": "RunParked"}),
     (SandboxSaved("blob", 10, 1.5), {"ref": "blob", "bytes": 10, "duration_ms": 1.5}),
     (BudgetStopped("max_steps", 3, 3), {"limit": "max_steps", "used": 3, "max": 3}),
+    (BudgetStopped("repeat_limit", 4, 3, reason="repeating"),
+     {"limit": "repeat_limit", "used": 4, "max": 3, "reason": "repeating"}),
+    (Summarized(9, "did a, b", {"input_tokens": 90, "output_tokens": 5}, "openai", "acct",
+                "m", 12, "p1", 3.5, waited_ms=4.0, prompt_sha256="ab", basis_seq=9),
+     {"upto_seq": 9, "summary": "did a, b", "usage": {"input_tokens": 90, "output_tokens": 5},
+      "provider": "openai", "account": "acct", "model": "m", "cost_micros": 12,
+      "price_version": "p1", "latency_ms": 3.5, "waited_ms": 4.0, "prompt_sha256": "ab",
+      "basis_seq": 9}),
     (CancelRequested(), {}),
     (RunFinished(None), {"answer": None}),
     (RunFailed("boom", ours=True), {"error": "boom", "ours": True}),
@@ -113,6 +124,20 @@ EXAMPLES: list[tuple[Payload, dict[str, Any]]] = [
     (ActivityReturned("run_x:2:0", "run_y", "failed", error="the activity failed: x"),
      {"key": "run_x:2:0", "task_id": "run_y", "status": "failed",
       "error": "the activity failed: x"}),
+    (RunCreated("agt_1", 1, "batch", input="find x", parent_run_id="run_x",
+                parent_key="run_x:2:0", depth=1, cost_cap_micros=5000),
+     {"agent_id": "agt_1", "version": 1, "priority": "batch", "input": "find x",
+      "parent_run_id": "run_x", "parent_key": "run_x:2:0", "depth": 1,
+      "cost_cap_micros": 5000}),
+    (ChildRunStarted("run_x:2:0", "start_agent", "run_y", "agt_1", 3, 5000),
+     {"key": "run_x:2:0", "tool": "start_agent", "run_id": "run_y", "agent_id": "agt_1",
+      "version": 3, "cost_cap_micros": 5000}),
+    (ChildRunEnded("run_x:2:0", "run_y", "finished", 120, answer="north"),
+     {"key": "run_x:2:0", "run_id": "run_y", "status": "finished", "cost_micros": 120,
+      "answer": "north"}),
+    (ChildRunEnded("run_x:2:0", "run_y", "failed", 0, error="the child run failed"),
+     {"key": "run_x:2:0", "run_id": "run_y", "status": "failed", "cost_micros": 0,
+      "error": "the child run failed"}),
 ]
 
 
@@ -136,7 +161,7 @@ def test_absent_and_null_are_different() -> None:
 
 def test_unknown_types_and_newer_formats_are_refused() -> None:
     with pytest.raises(NewerEvent):
-        parse(EventType.SUMMARIZED, {})
+        parse("NoSuchEvent", {})
     with pytest.raises(NewerEvent) as raised:
         parse(EventType.RUN_FINISHED, {"answer": 1}, format=99)
     assert (raised.value.type, raised.value.format) == ("RunFinished", 99)

@@ -1,7 +1,7 @@
 """The layering contracts in pyproject.toml hold for the real tree, and they are not
 decorative: a forbidden import in a copy of the tree breaks them. The sandbox guest, which
 import-linter cannot fully check (it sees only tenantry's modules), imports only the
-standard library."""
+standard library; the client SDK only the standard library, httpx2 and orjson."""
 
 from __future__ import annotations
 
@@ -48,10 +48,11 @@ def test_product_code_importing_the_testing_helpers_breaks_a_contract(tmp_path: 
     assert "tenantry.runs._bad -> tenantry.testing" in result.stdout
 
 
-def test_the_sandbox_guest_imports_only_the_standard_library() -> None:
-    guest = SRC / "tenantry" / "sandbox" / "guest"
+def _third_party(folder: Path, allowed: tuple[str, ...], exact: tuple[str, ...] = ()) -> list[str]:
+    """Imports of ``folder``'s modules outside the standard library, the ``allowed``
+    packages and the ``exact`` modules."""
     outside: list[str] = []
-    modules = sorted(guest.glob("*.py"))
+    modules = sorted(folder.glob("*.py"))
     assert modules
     for module in modules:
         for node in ast.walk(ast.parse(module.read_text(), filename=str(module))):
@@ -63,6 +64,28 @@ def test_the_sandbox_guest_imports_only_the_standard_library() -> None:
                 continue
             for name in names:
                 if (name.split(".")[0] not in sys.stdlib_module_names
-                        and not name.startswith("tenantry.sandbox.guest")):
+                        and name not in exact
+                        and not any(name == a or name.startswith(a + ".") for a in allowed)):
                     outside.append(f"{module.name}:{node.lineno}: {name}")
-    assert outside == []
+    return outside
+
+
+def test_the_sandbox_guest_imports_only_the_standard_library() -> None:
+    guest = SRC / "tenantry" / "sandbox" / "guest"
+    assert _third_party(guest, ("tenantry.sandbox.guest",)) == []
+
+
+def test_the_client_sdk_imports_only_httpx2_and_orjson_beside_the_standard_library() -> None:
+    client = SRC / "tenantry" / "client"
+    assert _third_party(client, ("tenantry.client", "tenantry.errors", "httpx2", "orjson"),
+                        exact=("tenantry",)) == []
+    # Imported in a fresh interpreter, it loads nothing of the server.
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, tenantry.client; print(' '.join(sys.modules))"],
+        capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(SRC)},
+    ).stdout.split()
+    ours = sorted(m for m in loaded if m.split(".")[0] == "tenantry"
+                  and not m.startswith("tenantry.client"))
+    assert ours == ["tenantry", "tenantry.errors", "tenantry.ids"]
+    assert not {"fastapi", "starlette", "pydantic", "asyncpg", "uvicorn", "mcp"} & {
+        m.split(".")[0] for m in loaded}

@@ -11,11 +11,38 @@ class Limits:
     max_steps: int = 50
     max_tokens: int = 200_000
     max_cost_micros: int = 5_000_000  # $5
+    # The same tool call (or cycle of replies) this many times in a row is refused with a
+    # tool error naming it; once more stops the run (ADR 0031). 0: off — what a version
+    # stored before repeat detection existed reads as (its runs must not change).
+    repeat_limit: int = 3
 
 
 @dataclass(frozen=True, slots=True)
 class SandboxPolicy:
     egress: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ChildAgent:
+    """An agent this version may start as a child run (its own run, log, lease and budget).
+    ``version`` None: the child agent's latest version at the moment of the call. ``name``
+    is the agent's name when the version was published: what the model is shown."""
+
+    agent_id: str
+    version: int | None = None
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SummarizePolicy:
+    """Opt-in summarization (ADR 0031): when the next prompt, with the summarizing request,
+    would pass ``after_tokens`` (estimated from its bytes), the steps before the last
+    ``keep_last_steps`` are replaced by a summary written by ``model`` (None: the agent's
+    own model)."""
+
+    after_tokens: int
+    keep_last_steps: int = 2
+    model: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +55,9 @@ class AgentSpec:
     fallback_models: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
     sandbox: SandboxPolicy = field(default_factory=SandboxPolicy)
+    # Agents the model may start through the built-in start_agent tool (child runs).
+    children: tuple[ChildAgent, ...] = ()
+    summarize: SummarizePolicy | None = None
 
     def to_json(self) -> dict[str, Any]:
         value = asdict(self)
@@ -35,6 +65,13 @@ class AgentSpec:
         for key in ("tools", "needs_approval", "fallback_models"):
             value[key] = list(value[key])
         value["sandbox"]["egress"] = list(value["sandbox"]["egress"])
+        # Written only when set: versions published before child runs keep their JSON.
+        if self.children:
+            value["children"] = [asdict(child) for child in self.children]
+        else:
+            del value["children"]
+        if value["summarize"] is None:  # versions without it are stored as before
+            del value["summarize"]
         return value
 
     @classmethod
@@ -45,6 +82,10 @@ class AgentSpec:
             tools=tuple(value.get("tools", ())),
             needs_approval=tuple(value.get("needs_approval", ())),
             fallback_models=tuple(value.get("fallback_models", ())),
-            limits=Limits(**value.get("limits", {})),
+            # A version stored before repeat detection has no repeat_limit: off for it.
+            limits=Limits(**{"repeat_limit": 0, **value.get("limits", {})}),
             sandbox=SandboxPolicy(egress=tuple(value.get("sandbox", {}).get("egress", ()))),
+            children=tuple(ChildAgent(**child) for child in value.get("children", ())),
+            summarize=(SummarizePolicy(**value["summarize"]) if value.get("summarize")
+                       else None),
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -9,8 +10,8 @@ from fastapi import APIRouter, Depends, Response
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from tenantry.activities import versions as activity_versions
-from tenantry.agents import activity_tools, flags, service
-from tenantry.agents.spec import AgentSpec, Limits, SandboxPolicy
+from tenantry.agents import activity_tools, child_tools, flags, service
+from tenantry.agents.spec import AgentSpec, ChildAgent, Limits, SandboxPolicy, SummarizePolicy
 from tenantry.api.auth import current_tenant, platform
 from tenantry.api.fields import Body, PositiveInt4, Text
 from tenantry.api.pages import PageRequest, page_request
@@ -35,6 +36,35 @@ class LimitsBody(Body):
     max_steps: int = Field(default=_DEFAULTS.max_steps, ge=1, le=10_000)
     max_tokens: int = Field(default=_DEFAULTS.max_tokens, ge=1, le=1_000_000_000)
     max_cost_micros: int = Field(default=_DEFAULTS.max_cost_micros, ge=0, le=10**12)
+    repeat_limit: int = Field(
+        default=_DEFAULTS.repeat_limit, ge=0, le=100,
+        description="The same tool call with the same arguments (or a cycle of identical "
+                    "replies) this many times in a row is refused with a tool error; once "
+                    "more stops the run (reason `repeating`). 0 turns it off; 1 is refused "
+                    "(every call would be a repeat).")
+
+    @field_validator("repeat_limit")
+    @classmethod
+    def _not_one(cls, value: int) -> int:
+        if value == 1:
+            raise ValueError("repeat_limit must be 0 (off) or at least 2")
+        return value
+
+
+class SummarizeBody(Body):
+    """Opt-in summarization of long runs (ADR 0031)."""
+
+    after_tokens: int = Field(
+        ge=256, le=10_000_000,
+        description="When the prompt of the next model call, with the summarizing request "
+                    "after it, would pass this many tokens (estimated: UTF-8 bytes / 4, plus 4 "
+                    "a message), the steps before the last `keep_last_steps` are replaced by a "
+                    "summary first.")
+    keep_last_steps: int = Field(
+        default=2, ge=0, le=100,
+        description="The latest steps (a model reply and its tool results) kept in full.")
+    model: Annotated[Text, Field(min_length=1, max_length=200)] | None = Field(
+        default=None, description="The model that writes the summary; default: the agent's.")
 
 
 class SandboxBody(Body):
@@ -54,6 +84,23 @@ class SandboxBody(Body):
         return hosts
 
 
+class ChildBody(Body):
+    """An agent this version may start as a child run through the `start_agent` tool."""
+
+    agent_id: Text = Field(min_length=1, max_length=64,
+                           description="One of this tenant's agents (it may be this one).")
+    version: PositiveInt4 | None = Field(
+        default=None, description="Pin the child's version; omitted: its latest at the "
+                                  "moment of the call.")
+
+
+class ChildOut(BaseModel):
+    agent_id: str
+    version: int | None
+    name: str = Field(description="The agent's name when this version was published: "
+                                  "what the model picks it by.")
+
+
 class VersionBody(Body):
     """The contents of one immutable version."""
 
@@ -66,11 +113,22 @@ class VersionBody(Body):
     needs_approval: list[ToolName] = Field(default_factory=list, max_length=128)
     limits: LimitsBody = Field(default_factory=LimitsBody)
     sandbox: SandboxBody = Field(default_factory=SandboxBody)
+    children: list[ChildBody] = Field(
+        default_factory=list, max_length=32,
+        description="Agents the model may start as child runs (the built-in `start_agent` "
+                    "tool); each child is its own run, and the parent waits for it without "
+                    "holding a slot.")
+    summarize: SummarizeBody | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> VersionBody:
         if len(set(self.tools)) != len(self.tools):
             raise ValueError("tools lists a name twice")
+        if child_tools.TOOL in self.tools:
+            raise ValueError(f"tools: {child_tools.TOOL!r} is the built-in tool of child "
+                             "runs: list the agents under children instead")
+        if len({c.agent_id for c in self.children}) != len(self.children):
+            raise ValueError("children lists an agent twice")
         missing = sorted(set(self.needs_approval) - set(self.tools))
         if missing:
             raise ValueError(f"needs_approval names tools not in tools: {missing}")
@@ -88,6 +146,8 @@ class VersionBody(Body):
             fallback_models=tuple(self.fallback_models),
             limits=Limits(**self.limits.model_dump()),
             sandbox=SandboxPolicy(egress=tuple(self.sandbox.egress)),
+            summarize=(SummarizePolicy(**self.summarize.model_dump())
+                       if self.summarize is not None else None),
         )
 
 
@@ -114,6 +174,8 @@ class AgentOut(BaseModel):
     needs_approval: list[str]
     limits: LimitsBody
     sandbox: SandboxBody
+    children: list[ChildOut] = Field(default_factory=list)
+    summarize: SummarizeBody | None = None
     tool_pins: dict[str, dict[str, str]] = Field(
         description="For each tool: the registered server that served it when this version "
                     "was published, and the hash of that server's pinned tool list. A call "
@@ -178,9 +240,32 @@ async def _check_activities(p: Platform, tenant: TenantId, body: VersionBody) ->
                 "with POST /v1/activities first", field="tools") from None
 
 
+async def _children(p: Platform, tenant: TenantId, body: VersionBody) -> AgentSpec:
+    """The version's spec, each child checked to be an agent (and version) of this tenant
+    and named as the model will see it. Versions are never deleted, so what exists now
+    exists when the version's runs start it."""
+    children = []
+    for index, child in enumerate(body.children):
+        field = f"children[{index}]"
+        try:
+            agent = AgentId.parse(child.agent_id)
+            found = (await service.get_agent(p.db, tenant, agent) if child.version is None
+                     else await service.get_version(p.db, tenant, agent, child.version))
+        except (ValueError, NotFound):
+            pinned = f" at version {child.version}" if child.version is not None else ""
+            raise ValidationFailed(f"{field}: {child.agent_id!r} names no agent of this "
+                                   f"tenant{pinned}", field=field) from None
+        children.append(ChildAgent(str(agent), child.version, found.name))
+    names = [c.name for c in children]
+    if len(set(names)) != len(names):
+        raise ValidationFailed("children: two agents have the same name", field="children")
+    return replace(body.to_spec(), children=tuple(children))
+
+
 _PUBLISH_RESPONSES: dict[int | str, dict[str, Any]] = {400: {
-    "description": "`validation_error`: the body is invalid, or an `activity:` tool names "
-                   "an activity (or version) the tenant does not have."}}
+    "description": "`validation_error`: the body is invalid, an `activity:` tool names "
+                   "an activity (or version) the tenant does not have, or a child names "
+                   "an agent (or version) the tenant does not have."}}
 
 
 @router.post("", status_code=201, response_model=AgentOut, responses=_PUBLISH_RESPONSES)
@@ -189,7 +274,8 @@ async def create_agent(
     tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
 ) -> AgentOut:
     await _check_activities(p, tenant, body)
-    created = await service.create_agent(p.db, tenant, body.name, body.to_spec())
+    created = await service.create_agent(p.db, tenant, body.name,
+                                         await _children(p, tenant, body))
     response.headers["Location"] = f"/v1/agents/{created.agent_id}"
     return _out(created)
 
@@ -227,7 +313,8 @@ async def create_version(
 ) -> AgentOut:
     agent = parse_or_404(AgentId, agent_id, NOT_FOUND)
     await _check_activities(p, tenant, body)
-    created = await service.create_version(p.db, tenant, agent, body.to_spec(), body.version)
+    created = await service.create_version(p.db, tenant, agent,
+                                           await _children(p, tenant, body), body.version)
     response.headers["Location"] = f"/v1/agents/{agent}/versions/{created.version}"
     return _out(created)
 

@@ -109,6 +109,9 @@ class RunOut(BaseModel):
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    parent_run_id: str | None = Field(
+        default=None, description="The run whose `start_agent` call started this child run "
+                                  "(`GET /v1/runs/{run_id}/children` lists a run's children).")
 
 
 class RunList(BaseModel):
@@ -177,6 +180,29 @@ class TraceEgressRefused(BaseModel):
                                                   "internal_address, metadata_address.")
 
 
+class TraceChild(BaseModel):
+    seq: int = Field(description="The ChildRunStarted event.")
+    run_id: str
+    agent_id: str
+    version: int
+    status: str | None = Field(description="How it ended, once this run has read it.")
+
+
+class TraceSummary(BaseModel):
+    seq: int = Field(description="The Summarized event.")
+    upto_seq: int = Field(description="Its summary stands for every step up to this seq.")
+
+
+class TraceStop(BaseModel):
+    seq: int = Field(description="The BudgetStopped event.")
+    limit: str = Field(description="max_steps, max_tokens, max_cost_micros, repeat_limit or "
+                                   "monthly_spend_cap_micros.")
+    used: int
+    max: int
+    reason: str | None = Field(description="`repeating` for a repeat-detection stop; null "
+                                           "otherwise.")
+
+
 class TraceOut(BaseModel):
     """Where a run's wall time went. Spans partition [created_at, ended_at or now]."""
 
@@ -192,6 +218,14 @@ class TraceOut(BaseModel):
     spans: list[TraceSpan]
     fallbacks: list[TraceFallback]
     egress_refused: TraceEgressRefused
+    parent_run_id: str | None = Field(
+        default=None, description="The run whose `start_agent` call started this one.")
+    children: list[TraceChild] = Field(
+        default_factory=list, description="The child runs this run started, in order.")
+    summaries: list[TraceSummary] = Field(description="The run's summarizing calls (their "
+                                                      "spans are `model` spans too).")
+    stopped: TraceStop | None = Field(description="The BudgetStopped that ended the run; "
+                                                  "null if none did.")
 
 
 def _events_url(run: RunId) -> str:
@@ -208,6 +242,7 @@ def _run_out(run: service.Run) -> RunOut:
         cancel_requested=run.cancel_requested, webhook=run.webhook_url,
         events_url=_events_url(run.run_id), created_at=run.created_at,
         updated_at=run.updated_at, finished_at=run.finished_at,
+        parent_run_id=str(run.parent_run_id) if run.parent_run_id is not None else None,
     )
 
 
@@ -285,6 +320,20 @@ async def get_run(
 ) -> RunOut:
     run = parse_or_404(RunId, run_id, NOT_FOUND)
     return _run_out(await service.get_run(p.db, tenant, run))
+
+
+@router.get("/{run_id}/children", response_model=RunList)
+async def list_children(
+    run_id: str, page: PageRequest = Depends(page_request),
+    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+) -> RunList:
+    """The child runs this run's `start_agent` calls started, oldest first (`cursor`:
+    the last run id of the previous page)."""
+    run = parse_or_404(RunId, run_id, NOT_FOUND)
+    children = await service.list_children(p.db, tenant, run, after=page.position(RunId.parse),
+                                           limit=page.limit)
+    return RunList(data=[_run_out(r) for r in children],
+                   next_cursor=page.next_cursor(children, lambda r: str(r.run_id)))
 
 
 @router.get("/{run_id}/trace", response_model=TraceOut)

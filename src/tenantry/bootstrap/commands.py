@@ -21,7 +21,7 @@ from tenantry.db.reach import check_database, describe_failure
 from tenantry.errors import NotFound
 from tenantry.ids import RunId, TenantId
 from tenantry.retention import tombstones
-from tenantry.runs.replay import RecordedRun, ended_runs, export_run
+from tenantry.runs.replay import RecordedRun, ended_runs, export_run, export_runs
 from tenantry.vault import MasterKey
 from tenantry.vault import rotate_master_key as rewrap
 
@@ -85,6 +85,9 @@ def rotate_master_key(settings: Settings, new_key: str) -> Rotation:
     return Rotation(count, new.key_id, replace_dev_key(settings, new))
 
 
+EXPORT_PAGE = 500  # runs whose logs one export statement reads
+
+
 def recorded_runs(
     settings: Settings, tenant_text: str, run_ids: list[str]
 ) -> list[tuple[str, RecordedRun]]:
@@ -109,21 +112,25 @@ async def _recorded_runs(
     db = await Database.connect(database.app_dsn, role=settings.db_role or None, min_size=1,
                                 max_size=2)
     try:
-        named = bool(runs)
+        if not runs:  # every ended run, read in pages; one deleted meanwhile is left out
+            ended = await ended_runs(db, tenant)
+            return [(record.run_id, record)
+                    for start in range(0, len(ended), EXPORT_PAGE)
+                    for record in await export_runs(db, tenant,
+                                                    ended[start:start + EXPORT_PAGE])]
         found = []
-        for run in runs or await ended_runs(db, tenant):
+        for run in runs:
             try:
                 found.append((str(run), await export_run(db, tenant, run)))
             except NotFound:
                 stone = await tombstones.find(db, tenant, run)
                 if stone is None:
                     raise
-                if named:  # its events are gone: nothing to replay, and no crash
-                    raise StartupFailed(
-                        f"{run}: tombstoned ({stone.status}, deleted by {stone.reason} "
-                        f"at {stone.deleted_at:%Y-%m-%d %H:%M} UTC): its events are "
-                        "gone") from None
-                # Listed, then deleted by a cleaner meanwhile: not a run to replay.
+                # Its events are gone: nothing to replay, and no crash.
+                raise StartupFailed(
+                    f"{run}: tombstoned ({stone.status}, deleted by {stone.reason} "
+                    f"at {stone.deleted_at:%Y-%m-%d %H:%M} UTC): its events are "
+                    "gone") from None
         return found
     finally:
         await db.close()

@@ -111,7 +111,9 @@ async def engine(
                 db=db, model=model, tools=gateway, prices=PriceBook(db),
                 worker=worker_id(name),
                 settings=EngineSettings(lease_seconds=settings.lease_seconds,
-                                        egress_flag_threshold=settings.egress_flag_threshold),
+                                        egress_flag_threshold=settings.egress_flag_threshold,
+                                        child_max_depth=settings.child_max_depth,
+                                        child_max_per_run=settings.child_max_per_run),
                 sandboxes=boxes, metrics=metrics,
             )
     finally:

@@ -1,10 +1,12 @@
 """The scripted model: replies decided by a script instead of a neural network.
 
 Pure logic, no I/O. A :class:`Script` is a list of steps; the reply to a conversation is the
-step whose index is *the number of assistant messages already in the conversation*. The reply
+step whose index is *the number of assistant messages already in the conversation* (plus
+the steps a platform summary in it stands for, :mod:`tenantry.models.summaries`). The reply
 is therefore a pure function of the messages: a retried call, or a run resumed on another
 worker from its event log, gets the identical reply (tool call ids included). The engine's
-crash-recovery tests depend on that.
+crash-recovery tests depend on that. A summary request (the platform's summarizing call)
+is answered with a short summary: how many steps, and the last tool result's start.
 
 Conversations use the OpenAI chat-completions message shape (``{"role", "content",
 "tool_calls"?, "tool_call_id"?}``), which is what the fake model server receives.
@@ -35,6 +37,7 @@ from typing import Any, Literal
 import orjson
 
 from tenantry.errors import NotFound, ValidationFailed
+from tenantry.models.summaries import is_summary_request, summarized_steps
 
 __all__ = [
     "ECHO",
@@ -61,6 +64,8 @@ SCRIPTED_MODEL = "scripted"
 """Model name that selects a server's default script; ``scripted/<name>`` selects a named one."""
 
 FALLBACK_TEXT = "done"
+#: How much of the last tool result a scripted summary quotes (summaries stay short).
+SUMMARY_QUOTE_CHARS = 60
 
 _PLACEHOLDER = re.compile(r"\{(input|last_tool_result|tool_results)\}")
 _STEP_KEYS = frozenset({"text", "tool_calls", "delay_ms", "usage"})
@@ -192,8 +197,14 @@ class Script:
 
     def reply(self, messages: Sequence[Mapping[str, Any]]) -> Reply:
         """The reply to ``messages``: a pure function of them (see the module docstring)."""
-        index = sum(1 for m in messages if m.get("role") == "assistant")
+        index = sum(1 if m.get("role") == "assistant" else summarized_steps(m)
+                    for m in messages)
         values = _Placeholders.of(messages)
+        if is_summary_request(messages):
+            summary = f"Steps 1-{index} done; the last tool result began: " + (
+                values.last_tool_result[:SUMMARY_QUOTE_CHARS])
+            usage = Usage(prompt_tokens(messages), _completion_tokens(summary, ()))
+            return Reply(index, summary, (), usage, 0)
         if index < len(self.steps):
             step = self.steps[index]
         else:  # out of steps: repeat the last answer, or say "done"

@@ -10,10 +10,11 @@ from typing import Any
 
 import orjson
 
-from tenantry.agents import activity_tools
-from tenantry.agents.spec import AgentSpec
-from tenantry.runs.events import ActivityReturned
-from tenantry.runs.state import RunState
+from tenantry.agents import activity_tools, child_tools
+from tenantry.agents.spec import AgentSpec, ChildAgent
+from tenantry.runs import repeats, summaries
+from tenantry.runs.events import ActivityReturned, ChildRunEnded
+from tenantry.runs.state import Reply, RunState
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +87,31 @@ class CompleteActivity(_OneCall):
 
 
 @dataclass(frozen=True, slots=True)
+class RequestChild(_OneCall):
+    """Start the child run of this start_agent call (its key is the child's key) and wait
+    for it with the slot given back."""
+
+    child: ChildAgent
+    input: str
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitChild:
+    """The call's child run was started and its ending is not in the log: read whether
+    it has ended, and wait again if not."""
+
+    key: str
+    run_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class CompleteChild(_OneCall):
+    """The call's child run ended: its answer (or why it failed) is the call's result."""
+
+    ended: ChildRunEnded
+
+
+@dataclass(frozen=True, slots=True)
 class Finish:
     answer: str
 
@@ -105,11 +131,25 @@ class StopForBudget:
     limit: str
     used: int
     maximum: int
+    reason: str | None = None  # "repeating" for a repeat_limit stop (ADR 0031)
+
+
+@dataclass(frozen=True, slots=True)
+class RefusedRepeat(CallTool):
+    """A call the model repeated up to the agent's repeat limit: not made, the model gets
+    ``invalid`` (naming the repeat) as its tool error (ADR 0031)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Summarize:
+    """Before the next model call, summarize the steps up to ``upto_seq`` (ADR 0031)."""
+
+    upto_seq: int
 
 
 Decision = (CallModel | CallTool | RequestApproval | AwaitApproval | RecordUnknown
-            | RequestActivity | AwaitActivity | CompleteActivity | Finish | Fail | Cancel
-            | StopForBudget)
+            | RequestActivity | AwaitActivity | CompleteActivity | RequestChild | AwaitChild
+            | CompleteChild | Finish | Fail | Cancel | StopForBudget | Summarize)
 
 
 def idempotency_key(run_id: str, reply_seq: int, call_index: int) -> str:
@@ -128,7 +168,11 @@ def decide(state: RunState, spec: AgentSpec, run_id: str) -> Decision | None:
         index = reply.next_call()
         if index is not None:
             call = _named(_tool_call(run_id, reply.seq, index, reply.calls[index]), spec)
-            return _gate(call, state, spec)
+            decision = _repeat(call, state, spec) or _gate(call, state, spec)
+            if isinstance(decision, AwaitChild):
+                # Its siblings of the same reply start before the run waits: side by side.
+                return _sibling_to_start(run_id, reply, index, state, spec) or decision
+            return decision
         if not reply.calls:
             if not reply.text.strip():
                 return Fail("the model returned an empty reply")
@@ -138,9 +182,31 @@ def decide(state: RunState, spec: AgentSpec, run_id: str) -> Decision | None:
         return StopForBudget("max_steps", state.steps, limits.max_steps)
     if state.total_tokens >= limits.max_tokens:
         return StopForBudget("max_tokens", state.total_tokens, limits.max_tokens)
-    if state.cost_micros >= limits.max_cost_micros:
-        return StopForBudget("max_cost_micros", state.cost_micros, limits.max_cost_micros)
-    return CallModel()
+    max_cost = limits.max_cost_micros
+    if state.cost_cap_micros is not None:  # a child: what its parent had left for it
+        max_cost = min(max_cost, state.cost_cap_micros)
+    if state.spent_micros >= max_cost:
+        return StopForBudget("max_cost_micros", state.spent_micros, max_cost)
+    return _summarize(state, spec) or CallModel()
+
+
+def _repeat(call: CallTool, state: RunState, spec: AgentSpec) -> Decision | None:
+    """A call the model keeps repeating: refused the limit-th time, the run stopped the
+    next (ADR 0031); None for any other call."""
+    limit = spec.limits.repeat_limit
+    found = repeats.check(state.replies, call.call_index, limit)
+    if found is None:
+        return None
+    if found.times > limit:
+        return StopForBudget(repeats.LIMIT, found.times, limit, repeats.REPEATING)
+    return RefusedRepeat(call.key, call.reply_seq, call.call_index, call.tool, call.arguments,
+                         found.message(limit))
+
+
+def _summarize(state: RunState, spec: AgentSpec) -> Summarize | None:
+    """The next prompt passes the agent's summarize threshold: summarize first."""
+    upto_seq = summaries.due(state, spec)
+    return None if upto_seq is None else Summarize(upto_seq)
 
 
 def _gate(call: CallTool, state: RunState, spec: AgentSpec) -> Decision:
@@ -167,6 +233,8 @@ def _gate(call: CallTool, state: RunState, spec: AgentSpec) -> Decision:
     activity = activity_tools.parse(call.tool)
     if activity is not None:
         return _activity_step(call, call.arguments, activity, state)
+    if call.tool == child_tools.TOOL and spec.children:
+        return _child_step(call, call.arguments, spec, state)
     return call
 
 
@@ -192,6 +260,47 @@ def _activity_step(call: CallTool, arguments: dict[str, Any],
         return AwaitActivity(call.key, task_id)
     return RequestActivity(call.key, call.reply_seq, call.call_index, call.tool, arguments,
                            activity.name, activity.version)
+
+
+def _child_step(call: CallTool, arguments: dict[str, Any], spec: AgentSpec,
+                state: RunState) -> Decision:
+    """Start once, wait while the child runs, then take its ending as the result."""
+    ended = state.child_ends.get(call.key)
+    if ended is not None:
+        return CompleteChild(call.key, call.reply_seq, call.call_index, call.tool, arguments,
+                             ended)
+    started = state.child_runs.get(call.key)
+    if started is not None:
+        return AwaitChild(call.key, started.run_id)
+    child = child_tools.find(spec.children, arguments.get("agent"))
+    if child is None:
+        names = ", ".join(c.name or c.agent_id for c in spec.children)
+        return replace(call, invalid=f"`agent` must name one of the agents you may start: "
+                                     f"{names}")
+    task = arguments.get("input")
+    if not isinstance(task, str) or not task.strip():
+        return replace(call, invalid="`input` must be the child's task, as text")
+    return RequestChild(call.key, call.reply_seq, call.call_index, call.tool, arguments,
+                        child, task)
+
+
+def _sibling_to_start(run_id: str, reply: Reply, index: int, state: RunState,
+                      spec: AgentSpec) -> RequestChild | None:
+    """A later start_agent call of the reply whose child has not been started yet. A call
+    repeat detection will refuse is not started (that verdict depends only on the model's
+    requests, so it is the same when the call's turn comes)."""
+    for later in range(index + 1, len(reply.calls)):
+        if later in reply.completed:
+            continue
+        call = _named(_tool_call(run_id, reply.seq, later, reply.calls[later]), spec)
+        if call.tool != child_tools.TOOL or call.arguments is None or call.invalid:
+            continue
+        if _repeat(call, state, spec) is not None:
+            continue
+        decision = _child_step(call, call.arguments, spec, state)
+        if isinstance(decision, RequestChild):
+            return decision
+    return None
 
 
 def _tool_call(run_id: str, reply_seq: int, index: int, call: dict[str, Any]) -> CallTool:

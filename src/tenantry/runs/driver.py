@@ -32,20 +32,26 @@ from tenantry.ledger.tokens import TokenUsage
 from tenantry.models.types import Model
 from tenantry.runs import faults, log
 from tenantry.runs.activity_step import await_activity, complete_activity, request_activity
+from tenantry.runs.child_step import await_child, cancel_children, complete_child, request_child
 from tenantry.runs.decide import (
     AwaitActivity,
     AwaitApproval,
+    AwaitChild,
     CallModel,
     CallTool,
     Cancel,
     CompleteActivity,
+    CompleteChild,
     Decision,
     Fail,
     Finish,
     RecordUnknown,
+    RefusedRepeat,
     RequestActivity,
     RequestApproval,
+    RequestChild,
     StopForBudget,
+    Summarize,
     decide,
 )
 from tenantry.runs.deltas import DeltaPublisher
@@ -62,7 +68,8 @@ from tenantry.runs.events import (
     RunStatus,
 )
 from tenantry.runs.lease import Lease
-from tenantry.runs.model_step import call_model
+from tenantry.runs.model_step import call_model, summarize
+from tenantry.runs.repeats import REPEATING
 from tenantry.runs.state import RunState
 from tenantry.runs.tool_step import call_tool, record_unknown
 from tenantry.runs.waiting import Parked, await_approval, request_approval
@@ -100,6 +107,10 @@ class EngineSettings:
     # Refused egress attempts of one agent version's sandboxes before the version is
     # flagged for review (TENANTRY_EGRESS_FLAG_THRESHOLD).
     egress_flag_threshold: int = 20
+    # Child runs (TENANTRY_CHILD_MAX_DEPTH, TENANTRY_CHILD_MAX_PER_RUN): past either, a
+    # start_agent call is answered with a tool error and nothing is started.
+    child_max_depth: int = 3
+    child_max_per_run: int = 20
 
 
 @dataclass(slots=True)
@@ -325,6 +336,11 @@ class RunDriver:
         match decision:
             case CallModel():
                 return await call_model(self)
+            case Summarize():
+                return await summarize(self, decision)
+            case RefusedRepeat():
+                self.engine.metrics.repeats.inc(self.tenant_class, "told")
+                return await call_tool(self, decision)
             case CallTool():
                 return await call_tool(self, decision)
             case RequestApproval():
@@ -339,17 +355,28 @@ class RunDriver:
                 await await_activity(self, decision)
             case CompleteActivity():
                 await complete_activity(self, decision)
+            case RequestChild():
+                return await request_child(self, decision)
+            case AwaitChild():
+                await await_child(self, decision)
+            case CompleteChild():
+                await complete_child(self, decision)
             case Finish(answer=answer):
                 await self.end(RunFinished(answer))
             case Fail(reason=reason):
                 await self.end(RunFailed(reason, ours=False))
             case Cancel():
+                await cancel_children(self)  # first: a crash in between repeats it
                 await self.end(RunCancelled("cancel_requested"))
-            case StopForBudget(limit=limit, used=used, maximum=maximum):
+            case StopForBudget(limit=limit, used=used, maximum=maximum, reason=reason):
                 self.engine.metrics.budget_refusals.inc(self.tenant_class, limit)
-                message = f"stopped by the agent's {limit} limit ({used} of {maximum} used)"
-                await self.end(BudgetStopped(limit, used, maximum), error={
-                    "type": "budget_exhausted", "limit": limit, "message": message})
+                if reason == REPEATING:
+                    self.engine.metrics.repeats.inc(self.tenant_class, "stopped")
+                error = {"type": "budget_exhausted", "limit": limit,
+                         "message": _stop_message(decision)}
+                if reason is not None:
+                    error["reason"] = reason
+                await self.end(BudgetStopped(limit, used, maximum, reason=reason), error=error)
         return 0.0
 
     # -- writing ----------------------------------------------------------------------
@@ -447,6 +474,14 @@ class RunDriver:
         except LEASE_OR_DATABASE:
             logger.warning("could not record the platform failure", extra={"run_id": self.run_id})
 
+
+
+def _stop_message(stop: StopForBudget) -> str:
+    """The run row's error message for an agent-limit stop."""
+    if stop.reason == REPEATING:
+        return (f"stopped for repeating: the model repeated itself {stop.used} times in a "
+                f"row after it was told (the agent's {stop.limit} is {stop.maximum})")
+    return f"stopped by the agent's {stop.limit} limit ({stop.used} of {stop.maximum} used)"
 
 
 def _terminal(

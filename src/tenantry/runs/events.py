@@ -36,7 +36,10 @@ class EventType(StrEnum):
     RUN_FAILED = "RunFailed"
     RUN_CANCELLED = "RunCancelled"
     SUMMARIZED = "Summarized"
+    # Child runs (runs/child_step.py): the parent started a child for its start_agent call
+    # and waits; the child's ending, read by the parent when it is woken.
     CHILD_RUN_STARTED = "ChildRunStarted"
+    CHILD_RUN_ENDED = "ChildRunEnded"
     WEBHOOK_DELIVERED = "WebhookDelivered"
     WEBHOOK_FAILED = "WebhookFailed"
     EGRESS_REFUSED = "EgressRefused"
@@ -153,6 +156,13 @@ class RunCreated(Payload):
     input_bytes: int | None = None
     webhook_url: str | None = None
     kind: str | None = None  # absent for agent runs; "task" for library tasks
+    # A child run (runs/child_step.py): the run and call that started it, how deep it is
+    # (1: a top-level run's child), and the most it may spend — what its parent's budget
+    # had left for it. Absent for every other run.
+    parent_run_id: str | None = None
+    parent_key: str | None = None
+    depth: int | None = None
+    cost_cap_micros: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,10 +275,37 @@ class SandboxSaved(Payload):
 
 @dataclass(frozen=True, slots=True)
 class BudgetStopped(Payload):
+    """The run reached ``limit`` (one of its agent's limits, or the tenant's monthly spend
+    cap). ``reason`` says more where the limit alone does not: ``repeating`` for a stop by
+    ``repeat_limit`` (ADR 0031). Absent in every other stop, and in logs written before
+    it existed; an older reader that skips it still reads a complete stop."""
+
     TYPE = EventType.BUDGET_STOPPED
     limit: str
     used: int
     max: int
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Summarized(Payload):
+    """A summarizing model call (ADR 0031): ``summary`` stands for every step up to
+    ``upto_seq`` in the prompts after it. Billed like a model reply (usage, cost, the price
+    version) and, like one, saved before anything uses it; ``prompt_sha256`` is the digest
+    of the summarizing prompt, which replay rebuilds."""
+
+    TYPE = EventType.SUMMARIZED
+    upto_seq: int
+    summary: str
+    usage: dict[str, int]
+    provider: str
+    account: str
+    model: str
+    cost_micros: int
+    price_version: str
+    latency_ms: float
+    waited_ms: float | None = None
+    prompt_sha256: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -411,14 +448,45 @@ class ActivityReturned(Payload):
     error: str | None = None
 
 
-#: Every payload type by its event type. Summarized, ChildRunStarted and ModelRequested
-#: are reserved: nothing writes them yet, so no worker reads them either.
+@dataclass(frozen=True, slots=True)
+class ChildRunStarted(Payload):
+    """The run started child run ``run_id`` (agent ``agent_id`` at ``version``) for its
+    start_agent call ``key`` — the child's idempotency key — and waits, slot released, for
+    it to end. ``cost_cap_micros``: the part of this run's budget handed to the child."""
+
+    TYPE = EventType.CHILD_RUN_STARTED
+    key: str
+    tool: str
+    run_id: str
+    agent_id: str
+    version: int
+    cost_cap_micros: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChildRunEnded(Payload):
+    """Child run ``run_id`` of the call ``key`` ended: ``status`` finished, failed or
+    cancelled, its ``answer`` or ``error``, and what it (and its own children) spent,
+    which counts against this run's max_cost_micros too. Read from the child's row by the
+    parent, under its lease, once the child's end woke it."""
+
+    TYPE = EventType.CHILD_RUN_ENDED
+    key: str
+    run_id: str
+    status: str
+    cost_micros: int
+    answer: Any = None
+    error: str | None = None
+
+
+#: Every payload type by its event type. ModelRequested is reserved:
+#: nothing writes them yet, so no worker reads them either.
 PAYLOADS: dict[str, type[Payload]] = {p.TYPE.value: p for p in (
     RunCreated, ModelReplied, ToolStarted, ToolCompleted, ApprovalRequested, ApprovalDecided,
     ModelFallback, ModelRerouted, RunParked, RunResumed, SandboxSaved, BudgetStopped,
     CancelRequested, RunFinished, RunFailed, RunCancelled, WebhookDelivered, WebhookFailed,
     Signalled, SignalConsumed, EgressRefused, ActivityAttempted, ActivityStarted,
-    ActivityRequested, ActivityReturned,
+    ActivityRequested, ActivityReturned, ChildRunStarted, ChildRunEnded, Summarized,
 )}
 
 

@@ -1,6 +1,7 @@
 """The model step: price the call, reserve its budget, ask the model gateway, and record
 the reply (with any change of model or account) in one transaction with its billing
-fact. A refused call fails the run; no account able to serve it parks the run."""
+fact. A refused call fails the run; no account able to serve it parks the run. A
+summarizing call (ADR 0031) goes the same way and is recorded as Summarized."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import contextlib
 import dataclasses
 import logging
 import time
-from typing import TYPE_CHECKING, Any, NoReturn
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NoReturn
 
 from tenantry.db import DATABASE_DOWN
 from tenantry.ledger import budget
@@ -17,7 +19,7 @@ from tenantry.ledger.pricing import Quote
 from tenantry.models.accounts import wake_parked_on
 from tenantry.models.errors import ModelRefused, ModelsExhausted, ModelUnavailable
 from tenantry.models.types import ModelReply, ModelRequest
-from tenantry.runs import conversation, faults, observe
+from tenantry.runs import conversation, faults, observe, summaries
 from tenantry.runs.deltas import LiveCall
 from tenantry.runs.events import (
     BudgetStopped,
@@ -26,10 +28,12 @@ from tenantry.runs.events import (
     ModelRerouted,
     Payload,
     RunFailed,
+    Summarized,
 )
 from tenantry.runs.waiting import Parked, park_until
 
 if TYPE_CHECKING:
+    from tenantry.runs.decide import Summarize
     from tenantry.runs.driver import RunDriver
 
 logger = logging.getLogger(__name__)
@@ -47,25 +51,87 @@ async def call_model(d: RunDriver) -> float:
         fallback_models=spec.fallback_models, account=state.account,
         previous_model=state.model or spec.model, in_flight=state.steps > 0,
     )
+    # The reply's text streams to the run's live listeners, if it has any (ADR 0030).
+    live = engine.deltas.open(d.lease.tenant.value, str(d.lease.run.uuid), state.last_seq)
+    try:
+        served = await _serve(d, request, live)
+        if not isinstance(served, _Served):
+            return served
+        reply = served.reply
+        events = _switches(d, request, reply)
+        events.append(ModelReplied(
+            reply.text, [call.to_json() for call in reply.calls], reply.usage.to_json(),
+            reply.provider, reply.account, reply.model, served.cost, served.billed.version,
+            round(reply.latency_ms, 3),
+            # The whole gateway call: retries, backoff and other accounts included.
+            waited_ms=round(served.waited_ms, 3),
+            prompt_sha256=conversation.prompt_digest(messages),
+            connect_ms=round(reply.connect_ms, 3) or None))
+        # The call's last deltas reach its listeners before its ModelReplied does (nothing
+        # to wait for when nobody watches).
+        await live.settle()
+        await d.append(events, steps=1, usage=reply.usage, cost=served.cost,
+                       spend=(served.reservation, _fact(d, served)))
+    finally:
+        live.close()
+    _observe(d, served)
+    return served.waited_ms
+
+
+async def summarize(d: RunDriver, decision: Summarize) -> float:
+    """The summarizing call (ADR 0031): reserved, billed and budgeted like a model step,
+    saved as Summarized before any prompt uses it. No tools are offered; the summary model
+    (the policy's, else the agent's) does not move the run's own model or account."""
+    assert d.spec is not None
+    state, spec = d.state, d.spec
+    messages = summaries.request(state, spec, decision.upto_seq)
+    model = summaries.model(spec)
+    own = model == (state.model or spec.model)
+    request = ModelRequest(
+        model, tuple(messages), (), d.run_id, tenant=d.lease.tenant.value, region=d.region,
+        fallback_models=spec.fallback_models if model == spec.model else (),
+        account=state.account if own else "", previous_model=model, in_flight=True)
+    served = await _serve(d, request)
+    if not isinstance(served, _Served):
+        return served
+    reply = served.reply
+    await d.append([Summarized(
+        decision.upto_seq, reply.text, reply.usage.to_json(), reply.provider, reply.account,
+        reply.model, served.cost, served.billed.version, round(reply.latency_ms, 3),
+        waited_ms=round(served.waited_ms, 3),
+        prompt_sha256=conversation.prompt_digest(messages))],
+        usage=reply.usage, cost=served.cost, spend=(served.reservation, _fact(d, served)))
+    _observe(d, served)
+    return served.waited_ms
+
+
+@dataclass(frozen=True, slots=True)
+class _Served:
+    """A model call that answered, with what it reserved and what it costs."""
+
+    reply: ModelReply
+    reservation: budget.Reservation
+    billed: Quote
+    cost: int
+    waited_ms: float
+    began_ns: int
+
+
+async def _serve(d: RunDriver, request: ModelRequest,
+                 live: LiveCall | None = None) -> _Served | float:
+    """Price, reserve, ask. A float: the call did not answer and the run ended (refused,
+    unpriced, over its cap) or stepped aside for its token bucket — the time it waited.
+    No account able to serve it parks the run (``Parked``). ``live``: where the reply's
+    text streams as it comes (a summarizing call's does not)."""
+    engine = d.engine
     quote = await _quote(d, request)
     if quote is None:
         return 0.0
     reservation = await _reserve(d, request, quote)
     if reservation is None:
         return 0.0
-    # The gateway's rate buckets use the same estimate: the prompt is measured once. The
-    # reply's text streams to the run's live listeners, if it has any (ADR 0030).
-    live = engine.deltas.open(d.lease.tenant.value, str(d.lease.run.uuid), state.last_seq)
+    # The gateway's rate buckets use the same estimate: the prompt is measured once.
     request = dataclasses.replace(request, estimated_tokens=reservation.tokens, deltas=live)
-    try:
-        return await _call_and_record(d, request, messages, reservation, live)
-    finally:
-        live.close()
-
-
-async def _call_and_record(d: RunDriver, request: ModelRequest, messages: list[dict[str, Any]],
-                           reservation: budget.Reservation, live: LiveCall) -> float:
-    engine = d.engine
     started, began_ns = time.perf_counter(), time.time_ns()
     try:
         reply = await engine.model.complete(request)
@@ -90,29 +156,26 @@ async def _call_and_record(d: RunDriver, request: ModelRequest, messages: list[d
     billed = await engine.prices.quote(reply.model)
     if billed is None:
         raise RuntimeError(f"model {reply.model!r} answered but has no price")
-    cost = billed.cost_micros(reply.usage)
-    events = _switches(d, request, reply)
-    events.append(ModelReplied(
-        reply.text, [call.to_json() for call in reply.calls], reply.usage.to_json(),
-        reply.provider, reply.account, reply.model, cost, billed.version,
-        round(reply.latency_ms, 3),
-        # The whole gateway call: retries, backoff and other accounts included.
-        waited_ms=round(waited, 3), prompt_sha256=conversation.prompt_digest(messages),
-        connect_ms=round(reply.connect_ms, 3) or None))
+    return _Served(reply, reservation, billed, billed.cost_micros(reply.usage), waited,
+                   began_ns)
+
+
+def _fact(d: RunDriver, served: _Served) -> budget.UsageFact:
+    """The call's billing record, written in the step's transaction."""
     assert d.agent is not None
-    fact = budget.UsageFact(
+    reply = served.reply
+    return budget.UsageFact(
         seq=0, agent=d.agent, agent_version=d.agent_version, provider=reply.provider,
-        account=reply.account, model=reply.model, usage=reply.usage, cost_micros=cost,
-        price_version=billed.version)
-    # The call's last deltas reach its listeners before its ModelReplied does (nothing to
-    # wait for when nobody watches).
-    await live.settle()
-    await d.append(events, steps=1, usage=reply.usage, cost=cost, spend=(reservation, fact))
-    observe.model_step(engine.metrics, tenant=d.lease.tenant.value,
+        account=reply.account, model=reply.model, usage=reply.usage, cost_micros=served.cost,
+        price_version=served.billed.version)
+
+
+def _observe(d: RunDriver, served: _Served) -> None:
+    observe.model_step(d.engine.metrics, tenant=d.lease.tenant.value,
                        tenant_class=d.tenant_class, run_id=d.run_id,
-                       seq=d.state.last_seq, reply=reply, cost_micros=cost,
-                       began_ns=began_ns, ended_ns=began_ns + int(waited * 1e6))
-    return waited
+                       seq=d.state.last_seq, reply=served.reply, cost_micros=served.cost,
+                       began_ns=served.began_ns,
+                       ended_ns=served.began_ns + int(served.waited_ms * 1e6))
 
 
 def _switches(d: RunDriver, request: ModelRequest, reply: ModelReply) -> list[Payload]:

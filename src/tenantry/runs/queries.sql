@@ -47,7 +47,7 @@ RETURNING seq, created_at
 -- name: get_run
 SELECT run_id, agent_id, agent_version, status, input, answer, error, webhook_url, priority,
        idempotency_key, cancel_requested, input_tokens, output_tokens, cost_micros, steps,
-       last_seq, created_at, updated_at, finished_at
+       last_seq, created_at, updated_at, finished_at, parent_run_id
 FROM runs WHERE tenant_id = $1 AND run_id = $2
 
 -- name: lock_run
@@ -58,7 +58,7 @@ FOR UPDATE
 -- name: list_runs
 SELECT run_id, agent_id, agent_version, status, input, answer, error, webhook_url, priority,
        idempotency_key, cancel_requested, input_tokens, output_tokens, cost_micros, steps,
-       last_seq, created_at, updated_at, finished_at
+       last_seq, created_at, updated_at, finished_at, parent_run_id
 FROM runs
 WHERE tenant_id = $1
   AND ($2::uuid IS NULL OR run_id < $2)
@@ -142,6 +142,23 @@ WHERE tenant_id = $1 AND run_id = $2 AND webhook_state = 'pending'
 UPDATE runs SET webhook_next_at = now() + make_interval(secs => $3)
 WHERE tenant_id = $1 AND run_id = $2 AND webhook_state = 'pending'
 
+-- name: runs_to_export
+-- Replay's bulk export: each run with the agent version it is pinned to.
+SELECT r.run_id, r.input, v.spec
+FROM runs r
+JOIN agent_versions v ON v.tenant_id = r.tenant_id AND v.agent_id = r.agent_id
+                     AND v.version = r.agent_version
+WHERE r.tenant_id = $1 AND r.run_id = ANY($2::uuid[])
+
+-- name: events_of_runs
+-- read_events for many runs at once (their whole logs).
+SELECT e.run_id, e.seq, e.type, coalesce(p.data, e.data) AS data, e.created_at, e.format
+FROM run_events e
+LEFT JOIN run_event_payloads p
+  ON p.tenant_id = e.tenant_id AND p.run_id = e.run_id AND p.seq = e.seq
+WHERE e.tenant_id = $1 AND e.run_id = ANY($2::uuid[])
+ORDER BY e.run_id, e.seq
+
 -- name: ended_runs
 SELECT run_id FROM runs
 WHERE tenant_id = $1 AND status IN ('finished', 'failed', 'cancelled')
@@ -187,3 +204,25 @@ SELECT seq, type, data, created_at, format FROM tenantry_run_events($1, $2, $3, 
 SELECT agent_id, agent_version, input, status, lease_epoch, region, plan, created_at,
        started_at, spec, tool_pins
 FROM tenantry_run_for_worker($1, $2)
+
+-- name: has_live_children
+-- A child run of this run (runs/child_step.py) that has not ended.
+SELECT EXISTS (SELECT 1 FROM runs WHERE tenant_id = $1 AND parent_run_id = $2
+                                    AND kind = 'agent'
+                                    AND status NOT IN ('finished', 'failed', 'cancelled'))
+
+-- name: wake_to_cancel
+-- A waiting parent asked to cancel: back to the queue, so a worker cancels its children
+-- and then the run (the cascade survives a crash that way).
+UPDATE runs SET status = 'queued', updated_at = now()
+WHERE tenant_id = $1 AND run_id = $2 AND status = 'waiting'
+
+-- name: list_children
+SELECT run_id, agent_id, agent_version, status, input, answer, error, webhook_url, priority,
+       idempotency_key, cancel_requested, input_tokens, output_tokens, cost_micros, steps,
+       last_seq, created_at, updated_at, finished_at, parent_run_id
+FROM runs
+WHERE tenant_id = $1 AND parent_run_id = $2 AND kind = 'agent'
+  AND ($3::uuid IS NULL OR run_id > $3)
+ORDER BY run_id
+LIMIT $4

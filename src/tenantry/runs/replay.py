@@ -7,6 +7,8 @@ the conversation sent to the model — are recomputed and compared with what was
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -19,31 +21,36 @@ from tenantry.db import Database
 from tenantry.db.queries import load
 from tenantry.errors import NotFound
 from tenantry.ids import RunId, TenantId
-from tenantry.runs import conversation, log
+from tenantry.runs import conversation, log, summaries
 from tenantry.runs.decide import (
     CallModel,
     CallTool,
     Cancel,
     CompleteActivity,
+    CompleteChild,
     Decision,
     Fail,
     Finish,
     RecordUnknown,
     RequestActivity,
     RequestApproval,
+    RequestChild,
     StopForBudget,
+    Summarize,
     decide,
 )
 from tenantry.runs.events import (
     ActivityRequested,
     ApprovalRequested,
     BudgetStopped,
+    ChildRunStarted,
     Event,
     EventType,
     ModelReplied,
     RunCancelled,
     RunFailed,
     RunFinished,
+    Summarized,
     ToolCompleted,
 )
 from tenantry.runs.state import RunState
@@ -54,8 +61,9 @@ FORMAT = 1
 #: Events whose presence in the log is a decision of the agent loop.
 DECISIONS = frozenset({
     EventType.MODEL_REPLIED, EventType.TOOL_COMPLETED, EventType.APPROVAL_REQUESTED,
-    EventType.ACTIVITY_REQUESTED, EventType.RUN_FINISHED,
+    EventType.ACTIVITY_REQUESTED, EventType.CHILD_RUN_STARTED, EventType.RUN_FINISHED,
     EventType.RUN_FAILED, EventType.RUN_CANCELLED, EventType.BUDGET_STOPPED,
+    EventType.SUMMARIZED,
 })
 
 
@@ -150,6 +158,10 @@ def _describe(decision: Decision | None) -> str:
         case RequestActivity(tool=tool, key=key, arguments=arguments) | CompleteActivity(
                 tool=tool, key=key, arguments=arguments):
             return f"call {tool}({_args(arguments)}) with key {key}"
+        # So is a child run's: started, refused or completed.
+        case RequestChild(tool=tool, key=key, arguments=arguments) | CompleteChild(
+                tool=tool, key=key, arguments=arguments):
+            return f"call {tool}({_args(arguments)}) with key {key}"
         case RecordUnknown(tool=tool, key=key, arguments=arguments):
             return f"unknown outcome for {tool}({_args(arguments)}) with key {key}"
         case RequestApproval(tool=tool, key=key, arguments=arguments):
@@ -183,6 +195,10 @@ def _compare(
             if not (isinstance(decision, RequestActivity) and decision.tool == tool
                     and decision.key == key):
                 return f"enqueue {tool} for the call with key {key}", got
+        case ChildRunStarted(tool=tool, key=key):
+            if not (isinstance(decision, RequestChild) and decision.tool == tool
+                    and decision.key == key):
+                return f"start a child run for the call with key {key}", got
         case ToolCompleted() as done:
             if done.outcome == "unknown":
                 expected = (f"unknown outcome for {done.tool}({_args(done.arguments)}) "
@@ -202,10 +218,18 @@ def _compare(
         case RunCancelled():
             if not isinstance(decision, Cancel):
                 return "cancel", got
-        case BudgetStopped(limit=limit, used=used, max=maximum):
-            expected_stop = StopForBudget(limit, used, maximum)
+        case BudgetStopped(limit=limit, used=used, max=maximum, reason=reason):
+            expected_stop = StopForBudget(limit, used, maximum, reason)
             if decision != expected_stop:
                 return repr(expected_stop), got
+        case Summarized(upto_seq=upto_seq, prompt_sha256=recorded):
+            if decision != Summarize(upto_seq):
+                return repr(Summarize(upto_seq)), got
+            if recorded is not None:
+                current = conversation.prompt_digest(summaries.request(state, spec, upto_seq))
+                if current != recorded:
+                    return (f"a summary with prompt {recorded}",
+                            f"a summary with a different prompt ({current})")
     return None
 
 
@@ -216,6 +240,25 @@ async def export_run(db: Database, tenant: TenantId, run: RunId) -> RecordedRun:
             raise NotFound("No run with this id.")
         events = await log.read(conn, tenant, run, after=0, limit=1_000_000)
     return RecordedRun(str(run), AgentSpec.from_json(row["spec"]), row["input"], tuple(events))
+
+
+async def export_runs(
+    db: Database, tenant: TenantId, runs: Sequence[RunId]
+) -> list[RecordedRun]:
+    """Many runs of one tenant as :func:`export_run` gives each, in two statements of one
+    transaction (a replay of thousands of runs reads their logs in pages, not one by one);
+    in the order of ``runs``, leaving out any that does not exist."""
+    uuids = [run.uuid for run in runs]
+    async with db.tenant_tx(tenant) as conn:
+        rows = await conn.fetch(Q.runs_to_export, tenant.value, uuids)
+        logs: dict[uuid.UUID, list[Event]] = {row["run_id"]: [] for row in rows}
+        for e in await conn.fetch(Q.events_of_runs, tenant.value, uuids):
+            logs[e["run_id"]].append(
+                Event(e["seq"], e["type"], e["data"], e["created_at"], e["format"]))
+    found = {row["run_id"]: row for row in rows}
+    return [RecordedRun(str(run), AgentSpec.from_json(found[run.uuid]["spec"]),
+                        found[run.uuid]["input"], tuple(logs[run.uuid]))
+            for run in runs if run.uuid in found]
 
 
 async def ended_runs(db: Database, tenant: TenantId, page: int = 1000) -> list[RunId]:

@@ -45,8 +45,12 @@ class RunRequest:
     priority: str
     idempotency_key: str | None
     request_sha256: bytes
-    # The agent run whose tool call enqueued this activity task (ADR 0015).
+    # The agent run whose tool call enqueued this activity task (ADR 0015), or started
+    # this child run (runs/child_step.py).
     parent: RunId | None = None
+    # A child run's depth and the part of its parent's budget it may spend.
+    depth: int | None = None
+    cost_cap_micros: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +74,7 @@ class Run:
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    parent_run_id: RunId | None = None  # a child run's parent (runs/child_step.py)
 
     @classmethod
     def from_row(cls, row: asyncpg.Record) -> Run:
@@ -93,6 +98,8 @@ class Run:
             created_at=row["created_at"],
             updated_at=row["updated_at"],
             finished_at=row["finished_at"],
+            parent_run_id=(RunId(row["parent_run_id"]) if row["parent_run_id"] is not None
+                           else None),
         )
 
 
@@ -175,10 +182,19 @@ async def create_run_in(
         webhook_url=req.webhook_url or None,
         # agent runs' RunCreated stays as it was (the replay corpus)
         kind=kind if kind != "agent" else None,
+        **_child_fields(req, kind),
     )
     await conn.execute(Q.insert_first_event, tenant.value, run_id.uuid, created.TYPE,
                        created.to_data(), created.FORMAT)
     return Created(run_id, RunStatus.QUEUED, True)
+
+
+def _child_fields(req: RunRequest, kind: str) -> dict[str, Any]:
+    """A child run's RunCreated says whose call started it, how deep it is and its cap."""
+    if kind != "agent" or req.parent is None:
+        return {}
+    return {"parent_run_id": str(req.parent), "parent_key": req.idempotency_key,
+            "depth": req.depth, "cost_cap_micros": req.cost_cap_micros}
 
 
 #: The models of agent versions that stand for something else: an activity (its versions
@@ -242,6 +258,18 @@ async def list_runs(
     return [Run.from_row(r) for r in rows]
 
 
+async def list_children(
+    db: Database, tenant: TenantId, run: RunId, *, after: RunId | None, limit: int
+) -> list[Run]:
+    """The child runs ``run`` started, oldest first; 404 if ``run`` is not this tenant's."""
+    async with db.tenant_tx(tenant) as conn:
+        if await conn.fetchval(Q.run_exists, tenant.value, run.uuid) is None:
+            raise NotFound(NOT_FOUND)
+        rows = await conn.fetch(Q.list_children, tenant.value, run.uuid,
+                                after.uuid if after else None, limit)
+    return [Run.from_row(r) for r in rows]
+
+
 async def cancel_run(db: Database, tenant: TenantId, run: RunId) -> Run:
     """Record CancelRequested. A run no worker holds (queued or waiting) ends at once; a
     running one is stopped by its worker between steps."""
@@ -251,6 +279,11 @@ async def cancel_run(db: Database, tenant: TenantId, run: RunId) -> Run:
             raise NotFound(NOT_FOUND)
         status = RunStatus(row["status"])
         unheld = status in (RunStatus.QUEUED, RunStatus.WAITING)  # no worker holds it
+        if unheld and await conn.fetchval(Q.has_live_children, tenant.value, run.uuid):
+            # Its children are cancelled by a worker driving the cancel (child_step.py),
+            # which repeats the cascade after a crash: the run goes back to the queue.
+            unheld = False
+            await conn.execute(Q.wake_to_cancel, tenant.value, run.uuid)
         if status is RunStatus.CANCELLED or (row["cancel_requested"] and not unheld
                                              and not status.terminal):
             pass  # asking twice changes nothing: its worker stops it between steps

@@ -15,11 +15,14 @@ from tenantry.runs.events import (
     ApprovalDecided,
     ApprovalRequested,
     CancelRequested,
+    ChildRunEnded,
+    ChildRunStarted,
     Event,
     ModelReplied,
     RunCreated,
     RunParked,
     SandboxSaved,
+    Summarized,
     ToolCompleted,
     ToolStarted,
 )
@@ -48,6 +51,15 @@ class Approval:
     comment: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """The last Summarized: its text stands for every step up to ``upto_seq``."""
+
+    seq: int
+    upto_seq: int
+    text: str
+
+
 @dataclass(slots=True)
 class RunState:
     input: Any = None
@@ -64,12 +76,19 @@ class RunState:
     # Activities called as tools (ADR 0015), by call key: the task enqueued, and how it ended.
     activity_tasks: dict[str, str] = field(default_factory=dict)
     activity_returns: dict[str, ActivityReturned] = field(default_factory=dict)
+    # Child runs (runs/child_step.py), by call key: the child started, and how it ended.
+    child_runs: dict[str, ChildRunStarted] = field(default_factory=dict)
+    child_ends: dict[str, ChildRunEnded] = field(default_factory=dict)
+    children_cost_micros: int = 0  # what ended children spent: part of this run's budget
+    depth: int = 0  # 0: a run nobody started; a child's is its parent's + 1
+    cost_cap_micros: int | None = None  # a child's share of its parent's budget
     parked: int = 0  # RunParked since the last model reply: the next delay doubles
     sandbox_ref: str | None = None  # the last save of the run's sandbox files (a blob ref)
     # Where the last model reply came from: the run sticks to that account (its prompt
     # cache is there) and any change of model is recorded as a ModelFallback.
     account: str = ""
     model: str = ""
+    summary: Summary | None = None  # the prompt's steps start after it (ADR 0031)
 
     @classmethod
     def fold(cls, events: list[Event], run_input: Any = None) -> RunState:
@@ -83,8 +102,10 @@ class RunState:
             raise ValueError(f"event log has a gap: seq {event.seq} after {self.last_seq}")
         self.last_seq = event.seq
         match event.payload:
-            case RunCreated(input=run_input) if run_input is not ABSENT:
-                self.input = run_input
+            case RunCreated(input=run_input, depth=depth, cost_cap_micros=cap):
+                if run_input is not ABSENT:
+                    self.input = run_input
+                self.depth, self.cost_cap_micros = depth or 0, cap
             case ModelReplied() as reply:
                 self.replies.append(Reply(event.seq, reply.text, list(reply.calls)))
                 self.parked = 0
@@ -113,10 +134,21 @@ class RunState:
                 # The key names one task of this tenant, so its first ending is the one
                 # (it may be read before the request: a park raced the task's end).
                 self.activity_returns.setdefault(key, returned)
+            case ChildRunStarted(key=key) as started:
+                self.child_runs[key] = started
+            case ChildRunEnded(key=key) as ended if key not in self.child_ends:
+                self.child_ends[key] = ended
+                self.children_cost_micros += ended.cost_micros
             case RunParked():
                 self.parked += 1
             case SandboxSaved(ref=ref):
                 self.sandbox_ref = ref
+            case Summarized() as summarized:
+                # Not a step, but billed and budgeted like one (max_tokens, max_cost_micros).
+                self.summary = Summary(event.seq, summarized.upto_seq, summarized.summary)
+                self.input_tokens += int(summarized.usage.get("input_tokens", 0))
+                self.output_tokens += int(summarized.usage.get("output_tokens", 0))
+                self.cost_micros += int(summarized.cost_micros)
             case _ if event.type in TERMINAL_EVENTS:
                 self.ended = event.type
 
@@ -129,6 +161,11 @@ class RunState:
     @property
     def last_reply(self) -> Reply | None:
         return self.replies[-1] if self.replies else None
+
+    @property
+    def spent_micros(self) -> int:
+        """What counts against max_cost_micros: this run's own spend and its children's."""
+        return self.cost_micros + self.children_cost_micros
 
     @property
     def total_tokens(self) -> int:

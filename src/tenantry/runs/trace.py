@@ -28,6 +28,8 @@ two consecutive transactions of the run's own writers is attributed to one cause
 - ``approval``: ApprovalRequested → the decision (or whatever ended the wait);
 - ``tool`` also: ActivityRequested → ActivityReturned, the run waiting (slot released) for
   the activity task its call enqueued (ADR 0015); then ``queue`` until a worker took it;
+  and ChildRunStarted → the parent's next write (another child started, or a child's
+  ending read after the parent was woken): waiting for its child runs, claim included;
 - ``parked``: RunParked → RunResumed (the run waited for a model provider or its token
   bucket, slot released; includes being claimed again);
 - ``platform``: the rest of each gap — Postgres writes, budget reservation, deciding,
@@ -46,7 +48,11 @@ database round trips around each call). A running run's last span runs to "now" 
 yet), after its queue wait if nothing is written since its claim.
 
 ``egress_refused`` sums the EgressRefused events: egress attempts the run's sandbox had
-refused, in total and by reason code."""
+refused, in total and by reason code. A summarizing call (Summarized, ADR 0031) is a
+``gateway`` then ``model`` span like a reply's, labelled ``summary by <model>``, its tokens
+and cost in the totals; ``summaries`` lists them (seq, upto_seq). ``stopped`` is the
+BudgetStopped that ended the run (limit, used, max, and ``reason`` — ``repeating`` for a
+repeat-detection stop), else null."""
 
 from __future__ import annotations
 
@@ -66,6 +72,9 @@ from tenantry.runs.events import (
     ActivityReturned,
     ApprovalDecided,
     ApprovalRequested,
+    BudgetStopped,
+    ChildRunEnded,
+    ChildRunStarted,
     EgressRefused,
     Event,
     EventType,
@@ -74,7 +83,9 @@ from tenantry.runs.events import (
     ModelRerouted,
     NewerEvent,
     Payload,
+    RunCreated,
     RunParked,
+    Summarized,
     ToolCompleted,
 )
 
@@ -139,14 +150,15 @@ def _typed(event: Event) -> Payload | None:
 
 
 def _external(group: list[Event],
-              ) -> tuple[int, ModelReplied | ToolCompleted | ActivityAttempted, float] | None:
+              ) -> tuple[int, ModelReplied | Summarized | ToolCompleted | ActivityAttempted,
+                         float] | None:
     """The model or tool call (or activity attempt) that a transaction saved, with its
     measured duration."""
     for event in group:
         match _typed(event):
             case ActivityAttempted() as attempted:
                 return event.seq, attempted, float(attempted.duration_ms)
-            case ModelReplied() as reply:
+            case ModelReplied() | Summarized() as reply:
                 # waited_ms: the whole gateway call (retries, other accounts); older events
                 # carry only the answering provider's latency_ms.
                 return event.seq, reply, float(reply.waited_ms or reply.latency_ms or 0)
@@ -155,14 +167,17 @@ def _external(group: list[Event],
     return None
 
 
-def _model_detail(reply: ModelReplied) -> dict[str, Any]:
+def _model_detail(reply: ModelReplied | Summarized) -> dict[str, Any]:
     inp = int(reply.usage.get("input_tokens", 0))
     out = int(reply.usage.get("output_tokens", 0))
-    return {"provider": reply.provider, "account": reply.account,
-            "model": reply.model, "input_tokens": inp, "output_tokens": out,
-            "tokens": inp + out, "cost_micros": int(reply.cost_micros),
-            "latency_ms": reply.latency_ms, "waited_ms": reply.waited_ms,
-            "connect_ms": reply.connect_ms}
+    detail = {"provider": reply.provider, "account": reply.account,
+              "model": reply.model, "input_tokens": inp, "output_tokens": out,
+              "tokens": inp + out, "cost_micros": int(reply.cost_micros),
+              "latency_ms": reply.latency_ms, "waited_ms": reply.waited_ms,
+              "connect_ms": reply.connect_ms if isinstance(reply, ModelReplied) else None}
+    if isinstance(reply, Summarized):
+        detail["summary_upto_seq"] = reply.upto_seq
+    return detail
 
 
 def _tool_detail(done: ToolCompleted) -> dict[str, Any]:
@@ -219,11 +234,15 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
     fallbacks: list[dict[str, Any]] = []
     # Egress attempts the run's sandbox had refused, by reason code (issue 15).
     refused: dict[str, int] = {}
+    summarized: list[dict[str, Any]] = []  # each summary: where, and up to which seq
+    stopped: dict[str, Any] | None = None  # the BudgetStopped that ended the run, if one did
     sandbox: dict[str, Any] | None = None
     sandbox_us = 0
     tokens = {"input_tokens": 0, "output_tokens": 0, "cost_micros": 0,
               "sandbox_cost_micros": 0}
     waiting: _Wait | None = None
+    # The child runs this run started (issue 21), linked by id; ``status`` once ended.
+    children: dict[str, dict[str, Any]] = {}
     claimed = False  # a worker has written to the log
     requeued = False  # an approval was decided: the run waits for a worker again
     after = "the approval"  # what requeued it
@@ -232,6 +251,7 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
         foreign = group[0].type in FOREIGN
         ends_run = any(e.type in TERMINAL_EVENTS for e in group)
         main = next((e for e in group if e.type in (EventType.MODEL_REPLIED,
+                                                    EventType.SUMMARIZED,
                                                     EventType.TOOL_COMPLETED,
                                                     EventType.ACTIVITY_ATTEMPTED)), group[0])
         if foreign and waiting is None and not ends_run:
@@ -244,7 +264,7 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
             # task, a cancel with its RunCancelled) closes it.
             if isinstance(decided := _typed(group[0]), ApprovalDecided):
                 waiting.detail["decision"] = decided.decision
-            if isinstance(returned := _typed(group[0]), ActivityReturned):
+            if isinstance(returned := _typed(group[0]), ActivityReturned | ChildRunEnded):
                 waiting.detail["status"] = returned.status
             b.add(waiting.kind, at, waiting.seq, waiting.label, waiting.detail)
             waiting = None
@@ -269,14 +289,15 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
                 b.add("queue", queue_end, main.seq, label)
             b.add("platform", ext_start, main.seq, f"platform: {main.type}")
             match external:
-                case (seq, ModelReplied() as reply, _):
+                case (seq, ModelReplied() | Summarized() as reply, _):
                     # The answering provider's own time comes last; before it, the gateway's
                     # (capacity gate, client set-up, failed attempts, backoff, other accounts).
-                    provider_us = min(max(_us(reply.latency_ms or 0.0)
-                                          - _us(reply.connect_ms or 0.0), 0), ext_us)
                     detail = _model_detail(reply)
+                    provider_us = min(max(_us(reply.latency_ms or 0.0)
+                                          - _us(detail["connect_ms"] or 0.0), 0), ext_us)
+                    what = "summary by " if isinstance(reply, Summarized) else ""
                     b.add("gateway", at - provider_us, seq, f"gateway: {reply.model}", dict(detail))
-                    b.add("model", at, seq, f"{reply.model} via {reply.account}", detail,
+                    b.add("model", at, seq, f"{what}{reply.model} via {reply.account}", detail,
                           keep_empty=True)
                 case (seq, ToolCompleted() as done, _):
                     b.add("tool", at, seq, done.tool, _tool_detail(done), keep_empty=True)
@@ -292,7 +313,10 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
             claimed, requeued = True, False
         for event in group:
             match _typed(event):
-                case ModelReplied() as reply:
+                case ModelReplied() | Summarized() as reply:
+                    # A summary's tokens are billed and budgeted as a reply's are.
+                    if isinstance(reply, Summarized):
+                        summarized.append({"seq": event.seq, "upto_seq": reply.upto_seq})
                     tokens["input_tokens"] += int(reply.usage.get("input_tokens", 0))
                     tokens["output_tokens"] += int(reply.usage.get("output_tokens", 0))
                     tokens["cost_micros"] += int(reply.cost_micros)
@@ -321,8 +345,20 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
                                      "task_id": enqueued.task_id})
                 case ActivityReturned():
                     requeued, after = True, "the activity"
+                case ChildRunStarted() as child:
+                    waiting = _Wait("tool", event.seq, f"child run of {child.agent_id}",
+                                    {"tool": child.tool, "key": child.key,
+                                     "child_run_id": child.run_id})
+                    children[child.key] = {"seq": event.seq, "run_id": child.run_id,
+                                           "agent_id": child.agent_id,
+                                           "version": child.version, "status": None}
+                case ChildRunEnded(key=key, status=status) if key in children:
+                    children[key]["status"] = status
                 case EgressRefused(reason_code=code, count=count):
                     refused[code] = refused.get(code, 0) + count
+                case BudgetStopped() as stop:
+                    stopped = {"seq": event.seq, "limit": stop.limit, "used": stop.used,
+                               "max": stop.max, "reason": stop.reason}
                 case _:
                     pass
         b.cursor = max(b.cursor, at)
@@ -358,4 +394,14 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
         "spans": b.spans,
         "fallbacks": fallbacks,
         "egress_refused": {"total": sum(refused.values()), "by_reason": refused},
+        "parent_run_id": _parent(kept),
+        "children": list(children.values()),
+        "summaries": summarized,
+        "stopped": stopped,
     }
+
+
+def _parent(events: list[Event]) -> str | None:
+    """The run whose start_agent call started this one (its RunCreated says)."""
+    created = _typed(events[0]) if events else None
+    return created.parent_run_id if isinstance(created, RunCreated) else None

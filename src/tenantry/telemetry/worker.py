@@ -58,12 +58,23 @@ class WorkerMetrics:
             "tenantry_budget_refusals_total",
             "Model calls a budget refused, by tenant class and limit: tokens_per_minute "
             "(the run steps aside until the bucket refills), monthly_spend_cap_micros, or "
-            "an agent limit (max_steps, max_tokens, max_cost_micros) that stopped the run.",
+            "an agent limit (max_steps, max_tokens, max_cost_micros, repeat_limit) that stopped "
+            "the run.",
             ("tenant_class", "limit"))
+        self.repeats = r.counter(
+            "tenantry_repeats_total",
+            "Repeats caught by repeat detection (ADR 0031), by tenant class and outcome: "
+            "told (the call was refused with a tool error naming the repeat) or stopped "
+            "(the model repeated again; the run stopped with reason repeating).",
+            ("tenant_class", "outcome"))
         self.runs_ended = r.counter(
             "tenantry_worker_runs_ended_total",
             "Runs this process's workers ended, by tenant class and status.",
             ("tenant_class", "status"))
+        self.child_runs_started = r.counter(
+            "tenantry_child_runs_started_total",
+            "Child runs started by runs' start_agent calls, by the tenant's class.",
+            ("tenant_class",))
         self.runs_left_for_newer_worker = r.counter(
             "tenantry_runs_left_for_newer_worker_total",
             "Runs a worker claimed and handed back untouched because their log holds an "

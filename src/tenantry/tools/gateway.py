@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tenantry.agents import activity_tools
+from tenantry.agents import activity_tools, child_tools
 from tenantry.agents.spec import AgentSpec
 from tenantry.blobs import BlobQuotaExceeded, BlobStore
 from tenantry.breaker import CircuitBreaker
@@ -114,6 +114,8 @@ class ToolGateway:
             definitions.append({"type": "function", "function": {
                 "name": name, "description": tool["description"],
                 "parameters": tool["input_schema"]}})
+        if spec.children:  # started by the run itself (runs/child_step.py)
+            definitions.append(child_tools.definition(spec.children))
         return definitions
 
     async def honours_keys(self, tenant: TenantId, tool: str) -> bool:

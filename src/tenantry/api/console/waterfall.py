@@ -4,7 +4,7 @@ console's Content-Security-Policy allows no inline styles)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 MAX_SPANS = 400  # bounded page: a run of thousands of steps shows its first spans
@@ -37,6 +37,9 @@ class Waterfall:
     cost_micros: int
     sandbox_backend: str | None
     fallbacks: list[dict[str, Any]]
+    # Child runs (issue 21): the run that started this one, and the runs it started.
+    parent_run_id: str | None = None
+    children: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _number(value: Any) -> float:
@@ -72,4 +75,6 @@ def layout(trace: dict[str, Any]) -> Waterfall:
         cost_micros=int(_number(totals_in.get("cost_micros"))),
         sandbox_backend=str(sandbox.get("backend")) if isinstance(sandbox, dict) else None,
         fallbacks=[f for f in trace.get("fallbacks") or [] if isinstance(f, dict)],
+        parent_run_id=parent if isinstance(parent := trace.get("parent_run_id"), str) else None,
+        children=[c for c in trace.get("children") or [] if isinstance(c, dict)],
     )

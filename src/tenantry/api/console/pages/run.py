@@ -35,7 +35,7 @@ async def _run_context(v: View, tenant_id: str, run_id: str) -> dict[str, Any] |
         "ended": found.status.terminal and any(
             e.type in TERMINAL_EVENTS for e in details.events),
         "trace": waterfall.layout(details.trace) if details.trace else None,
-        "base": base, "blobs": f"{base}/events",
+        "base": base, "blobs": f"{base}/events", "prefix": PREFIX,
     }
 
 

@@ -1,0 +1,118 @@
+"""replay: the release gate — 10,000 varied runs recorded on a real platform, every one
+replayed on the current code, and 0 decisions may differ (invariant 11).
+
+Starts its own platform: a fresh migrated database (on ``TENANTRY_DATABASE_URL`` if set, else
+an embedded Postgres in a temp dir), the fake model server and the MCP test server each in a
+process of their own (their CPU off the workers' event loop), and worker loops in this
+process. The runs come from the scenario table of tests/support/replay_gate.py (the test
+tests/integration/test_replay_gate.py plays every scenario of it at a small scale): plain and
+long answers, empty replies, keyed tool calls (several per reply, errors, malformed calls),
+keyless calls, unknown outcomes (a worker that dies after sending a keyless call), approvals
+granted, denied and expired, runs parked on a model account that goes down and woken when it
+comes back, fallback models, cancels, and budget stops on steps, tokens and cost. Each run is
+played to its end; then every run is exported (a page of runs per statement) and replayed.
+
+    .venv/bin/python benchmarks/replay.py               # 10,000 runs: the gate
+    .venv/bin/python benchmarks/replay.py --runs 500    # a quick trial
+
+Progress goes to stderr, with the first differences if there are any; the last stdout line
+is one JSON object: ``{"runs", "differences", "runs_per_s", "generate_s", "export_s",
+"replay_s", "generated_per_s", "differing_runs", "by_scenario", "event_types",
+"missing_marks", ...}`` (``runs``: runs replayed; ``runs_per_s``: runs replayed per second of
+replay; ``missing_marks``: per scenario, runs whose log lacked an event it claims). Exit
+status 1 when any decision differs (or a scenario's run did not produce its events), 2 when
+the platform would not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from _harness import Bench, console, emit, raise_fd_limit, source_state
+
+# The scenarios and the replay are the gate test's own (tests/support/replay_gate.py).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.support.replay_gate import SCENARIOS, generate, replay_corpus
+
+RUNS = 10_000
+WORKERS = int(os.environ.get("REPLAY_WORKERS", "2"))  # worker loops in this process
+CONCURRENCY = int(os.environ.get("REPLAY_CONCURRENCY", "100"))  # runs each loop holds
+TENANTS = int(os.environ.get("REPLAY_TENANTS", "8"))  # per role (keyed, keyless, ...)
+SHOWN_DIFFERENCES = 10
+
+
+async def gate(bench: Bench, runs: int, seed: int) -> dict[str, Any]:
+    model_proc, mcp_proc = bench.fake_model(), bench.mcp_server()
+    database = await bench.database()
+    model_url, mcp_url = await asyncio.gather(model_proc.ready(), mcp_proc.ready())
+    console.log(f"fake model at {model_url}, MCP server at {mcp_url}; {runs} runs over "
+                f"{len(SCENARIOS)} scenarios (seed {seed})")
+    corpus = await generate(database.dsn, model_url=model_url, mcp_url=mcp_url, total=runs,
+                            seed=seed, workers=WORKERS, concurrency=CONCURRENCY,
+                            tenants_per_role=TENANTS, progress=console.log)
+    console.log(f"{len(corpus.runs)} runs recorded in {corpus.seconds:.1f} s; replaying")
+    verdict = await replay_corpus(database.dsn, corpus, progress=console.log)
+    for difference in verdict.differences[:SHOWN_DIFFERENCES]:
+        console.print(f"DIFF {difference}", style="red", markup=False)
+    for name, missing in verdict.missing_marks.items():
+        console.print(f"{len(missing)} {name} run(s) lack an event the scenario claims, "
+                      f"e.g. {missing[0]}", style="yellow", markup=False)
+    return {
+        "runs": verdict.runs,
+        "differences": len(verdict.differences),
+        "runs_per_s": round(verdict.runs / verdict.replay_s, 1) if verdict.replay_s else 0.0,
+        "generate_s": round(corpus.seconds, 1),
+        "export_s": round(verdict.export_s, 1),
+        "replay_s": round(verdict.replay_s, 1),
+        "generated_per_s": round(len(corpus.runs) / corpus.seconds, 1),
+        "differing_runs": verdict.differing_runs,
+        "by_scenario": dict(sorted(corpus.by_scenario().items())),
+        "event_types": dict(sorted(verdict.event_types.items())),
+        "missing_marks": {name: len(runs) for name, runs in verdict.missing_marks.items()},
+        "park_waves": corpus.park_waves,
+        "workers": WORKERS,
+        "concurrency": CONCURRENCY,
+        "tenants": TENANTS * 4,
+        "seed": seed,
+        "postgres": database.kind,
+        "source": source_state(),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="replay.py", description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=RUNS,
+                        help=f"runs to record and replay (at least {len(SCENARIOS)})")
+    parser.add_argument("--seed", type=int, default=21, help="which runs (the same plan)")
+    args = parser.parse_args()
+    if args.runs < len(SCENARIOS):
+        parser.error(f"--runs: at least {len(SCENARIOS)}, one per scenario")
+    # Before the MCP client is built: its SDK would install a rich handler at INFO otherwise.
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    # Hundreds of runs park on purpose (the outage scenario); a park's warning is noise here.
+    logging.getLogger("tenantry.runs.faults").addFilter(
+        lambda record: not record.getMessage().startswith("run parked"))
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM unwinds like Ctrl-C
+    raise_fd_limit()
+    try:
+        with Bench("replay") as bench:
+            result = asyncio.run(gate(bench, args.runs, args.seed))
+    except RuntimeError as exc:  # a platform that will not start is no figure
+        console.print(f"replay failed: {exc}", style="red", markup=False)
+        return 2
+    except KeyboardInterrupt:
+        console.print("replay interrupted; everything it started is stopped", style="yellow")
+        return 130
+    emit(result)
+    return 1 if result["differences"] or result["missing_marks"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

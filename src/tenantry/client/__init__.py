@@ -1,0 +1,104 @@
+"""The Python client of a Tenantry platform's tenant API, blocking and asyncio.
+
+    from tenantry.client import Client
+
+    with Client("http://127.0.0.1:8080", api_key="tnt_...") as client:
+        started = client.runs.create(agent_id, {"question": "..."})
+        for event in client.runs.events(started.run_id):
+            print(event)
+        run = client.runs.wait(started.run_id)
+
+Run starts carry an idempotency key (a random one unless given) and are retried with it;
+event streams resume after a dropped connection with no gap and no repeat; error answers
+are typed exceptions. It needs only the standard library, httpx2 and orjson: nothing of
+the server is imported (docs/how-to/client-sdk.md).
+"""
+
+from __future__ import annotations
+
+from tenantry.client.aio import AsyncClient
+from tenantry.client.errors import (
+    AdmissionsPaused,
+    ApiError,
+    BudgetExhausted,
+    CellUnavailable,
+    ClientError,
+    ConfigError,
+    Conflict,
+    ConnectionFailed,
+    DatabaseUnavailable,
+    NotFound,
+    Overloaded,
+    PayloadTooLarge,
+    QuotaExceeded,
+    ServerError,
+    TenantErased,
+    TenantMoving,
+    Unauthorized,
+    Unavailable,
+    ValidationError,
+    WaitTimeout,
+)
+from tenantry.client.events import AsyncEventStream, EventStream, SseDecoder, SseMessage
+from tenantry.client.models import (
+    TERMINAL_EVENTS,
+    TERMINAL_STATUSES,
+    Agent,
+    AgentLimits,
+    AgentSummary,
+    Approval,
+    ChildAgent,
+    Event,
+    EventPage,
+    ModelDelta,
+    Page,
+    ReviewFlag,
+    Run,
+    StartedRun,
+    Usage,
+)
+from tenantry.client.sync import Client
+
+__all__ = [
+    "TERMINAL_EVENTS",
+    "TERMINAL_STATUSES",
+    "AdmissionsPaused",
+    "Agent",
+    "AgentLimits",
+    "AgentSummary",
+    "ApiError",
+    "Approval",
+    "AsyncClient",
+    "AsyncEventStream",
+    "BudgetExhausted",
+    "CellUnavailable",
+    "ChildAgent",
+    "Client",
+    "ClientError",
+    "ConfigError",
+    "Conflict",
+    "ConnectionFailed",
+    "DatabaseUnavailable",
+    "Event",
+    "EventPage",
+    "EventStream",
+    "ModelDelta",
+    "NotFound",
+    "Overloaded",
+    "Page",
+    "PayloadTooLarge",
+    "QuotaExceeded",
+    "ReviewFlag",
+    "Run",
+    "ServerError",
+    "SseDecoder",
+    "SseMessage",
+    "StartedRun",
+    "TenantErased",
+    "TenantMoving",
+    "Unauthorized",
+    "Unavailable",
+    "Usage",
+    "ValidationError",
+    "WaitTimeout",
+]

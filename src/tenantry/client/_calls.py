@@ -1,0 +1,174 @@
+"""Each API call as data — method, path, query, body, whether it is safe to repeat, how to
+read the answer — so the sync and async clients send exactly the same requests.
+
+The routes and bodies are the API's own (src/tenantry/api/runs.py, agents.py,
+approvals.py; docs/reference/api.md). Ids are quoted into paths, so no id can reach
+another route."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+from tenantry.client.models import (
+    Agent,
+    AgentSummary,
+    Approval,
+    EventPage,
+    Page,
+    Run,
+    StartedRun,
+)
+
+T = TypeVar("T")
+
+#: No body (a GET, a POST without one).
+NO_BODY: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[T]):
+    method: str
+    path: str
+    parse: Callable[[Any], T]
+    params: Mapping[str, str | int] | None = None
+    body: Any = NO_BODY
+    headers: Mapping[str, str] | None = None
+    #: Safe to send again after the request went out (GETs, cancel, a keyed run start).
+    idempotent: bool = True
+
+
+def _seg(value: str) -> str:
+    return quote(str(value), safe="")
+
+
+def _query(**values: str | int | None) -> dict[str, str | int]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+# -- runs --------------------------------------------------------------------------------
+
+
+def create_run(agent_id: str, input: Any, *, version: int | None, webhook: str | None,
+               priority: str | None, idempotency_key: str | None) -> Call[StartedRun]:
+    key = idempotency_key if idempotency_key is not None else str(uuid.uuid4())
+    body: dict[str, Any] = {"agent_id": agent_id, "input": input}
+    if version is not None:
+        body["version"] = version
+    if webhook is not None:
+        body["webhook"] = webhook
+    if priority is not None:
+        body["priority"] = priority
+    # Idempotent because of the key: every attempt of this call sends the same one.
+    return Call("POST", "/v1/runs", lambda b: StartedRun.from_json(b, key), body=body,
+                headers={"Idempotency-Key": key})
+
+
+def get_run(run_id: str) -> Call[Run]:
+    return Call("GET", f"/v1/runs/{_seg(run_id)}", Run.from_json)
+
+
+def _run_page(body: Any) -> Page[Run]:
+    return Page.from_json(body, Run.from_json)
+
+
+def list_runs(*, status: str | None, limit: int | None, cursor: str | None) -> Call[Page[Run]]:
+    return Call("GET", "/v1/runs", _run_page,
+                params=_query(status=status, limit=limit, cursor=cursor))
+
+
+def run_children(run_id: str, *, limit: int | None,
+                 cursor: str | None) -> Call[Page[Run]]:
+    return Call("GET", f"/v1/runs/{_seg(run_id)}/children", _run_page,
+                params=_query(limit=limit, cursor=cursor))
+
+
+def cancel_run(run_id: str) -> Call[Run]:
+    # Asking twice changes nothing (the platform records one CancelRequested): repeatable.
+    return Call("POST", f"/v1/runs/{_seg(run_id)}/cancel", Run.from_json)
+
+
+def events_path(run_id: str) -> str:
+    return f"/v1/runs/{_seg(run_id)}/events"
+
+
+def event_page(run_id: str, *, after: int, limit: int | None) -> Call[EventPage]:
+    return Call("GET", events_path(run_id), EventPage.from_json,
+                params=_query(after=after, limit=limit),
+                headers={"Accept": "application/json"})
+
+
+# -- agents ------------------------------------------------------------------------------
+
+
+def _version_body(*, model: str, system_prompt: str, tools: Iterable[str],
+                  needs_approval: Iterable[str], fallback_models: Iterable[str],
+                  limits: Mapping[str, int] | None,
+                  egress: Iterable[str] | None,
+                  children: Iterable[Mapping[str, Any]] | None = None,
+                  summarize: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": model, "system_prompt": system_prompt,
+                            "tools": list(tools), "needs_approval": list(needs_approval),
+                            "fallback_models": list(fallback_models)}
+    if limits is not None:
+        body["limits"] = dict(limits)
+    if egress is not None:
+        body["sandbox"] = {"egress": list(egress)}
+    if children is not None:
+        body["children"] = [dict(child) for child in children]
+    if summarize is not None:
+        body["summarize"] = dict(summarize)
+    return body
+
+
+def create_agent(name: str, **version: Any) -> Call[Agent]:
+    # Not repeatable: a second attempt would make a second agent.
+    return Call("POST", "/v1/agents", Agent.from_json,
+                body={"name": name, **_version_body(**version)}, idempotent=False)
+
+
+def create_version(agent_id: str, *, number: int | None, **version: Any) -> Call[Agent]:
+    body = _version_body(**version)
+    if number is not None:
+        body["version"] = number
+    return Call("POST", f"/v1/agents/{_seg(agent_id)}/versions", Agent.from_json,
+                body=body, idempotent=False)
+
+
+def get_agent(agent_id: str) -> Call[Agent]:
+    return Call("GET", f"/v1/agents/{_seg(agent_id)}", Agent.from_json)
+
+
+def get_version(agent_id: str, version: int) -> Call[Agent]:
+    return Call("GET", f"/v1/agents/{_seg(agent_id)}/versions/{int(version)}",
+                Agent.from_json)
+
+
+def list_agents(*, limit: int | None, cursor: str | None) -> Call[Page[AgentSummary]]:
+    return Call("GET", "/v1/agents", lambda b: Page.from_json(b, AgentSummary.from_json),
+                params=_query(limit=limit, cursor=cursor))
+
+
+# -- approvals ---------------------------------------------------------------------------
+
+
+def list_approvals(*, status: str | None, limit: int | None,
+                   cursor: str | None) -> Call[Page[Approval]]:
+    return Call("GET", "/v1/approvals", lambda b: Page.from_json(b, Approval.from_json),
+                params=_query(status=status, limit=limit, cursor=cursor))
+
+
+def get_approval(approval_id: str) -> Call[Approval]:
+    return Call("GET", f"/v1/approvals/{_seg(approval_id)}", Approval.from_json)
+
+
+def decide(approval_id: str, decision: str, comment: str | None) -> Call[Approval]:
+    body: dict[str, Any] = {"decision": decision}
+    if comment is not None:
+        body["comment"] = comment
+    # Not repeatable: deciding twice answers 409 even when the first attempt landed.
+    return Call("POST", f"/v1/approvals/{_seg(approval_id)}", Approval.from_json, body=body,
+                idempotent=False)

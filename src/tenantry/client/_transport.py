@@ -1,0 +1,195 @@
+"""Sending one call: attempts under the retry rules (``_retry``), answers read into typed
+values, error answers raised as typed exceptions (``errors``). One class for each kind of
+httpx2 client, the same steps in both."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, TypeVar
+
+import httpx2
+import orjson
+
+from tenantry import __version__
+from tenantry.client._calls import NO_BODY, Call
+from tenantry.client._retry import Attempts, RetryPolicy
+from tenantry.client.errors import ConfigError, ConnectionFailed, error_for
+
+T = TypeVar("T")
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+DEFAULT_TIMEOUT = 30.0
+#: A stream waits this long (at least) for its next bytes: the platform sends a keepalive
+#: comment every 15 s, so a silent minute-and-a-half means the connection is gone.
+STREAM_READ_TIMEOUT = 45.0
+USER_AGENT = f"tenantry-client/{__version__}"
+
+
+def settings(base_url: str | None, api_key: str | None) -> tuple[str, str]:
+    """The base URL and key: as given, else ``TENANTRY_URL`` / ``TENANTRY_API_KEY``."""
+    url = base_url or os.environ.get("TENANTRY_URL") or DEFAULT_URL
+    key = api_key or os.environ.get("TENANTRY_API_KEY")
+    if not key:
+        raise ConfigError("a tenant API key is needed: api_key=... or TENANTRY_API_KEY")
+    return url.rstrip("/"), key
+
+
+def _client_options(base_url: str, api_key: str, timeout: float | None) -> dict[str, Any]:
+    return {"base_url": base_url, "timeout": timeout,
+            "headers": {"Authorization": f"Bearer {api_key}", "User-Agent": USER_AGENT}}
+
+
+def _stream_timeout(timeout: float | None) -> httpx2.Timeout:
+    if timeout is None:
+        return httpx2.Timeout(None)
+    return httpx2.Timeout(timeout, read=max(timeout, STREAM_READ_TIMEOUT))
+
+
+def _request_args(call: Call[Any]) -> dict[str, Any]:
+    args: dict[str, Any] = {"params": call.params, "headers": call.headers}
+    if call.body is not NO_BODY:
+        args["content"] = orjson.dumps(call.body)
+        args["headers"] = {**(call.headers or {}), "Content-Type": "application/json"}
+    return args
+
+
+def _parsed(call: Call[T], response: httpx2.Response) -> T:
+    return call.parse(orjson.loads(response.content) if response.content else None)
+
+
+def _failed(what: str, error: Exception) -> ConnectionFailed:
+    return ConnectionFailed(f"{what}: {type(error).__name__}: {error}")
+
+
+class SyncTransport:
+    def __init__(self, base_url: str, api_key: str, *, timeout: float | None,
+                 policy: RetryPolicy, transport: httpx2.BaseTransport | None = None) -> None:
+        self.base_url = base_url
+        self.policy = policy
+        self.timeout = timeout
+        self.http = httpx2.Client(transport=transport,
+                                  **_client_options(base_url, api_key, timeout))
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        time.sleep(seconds)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def call(self, call: Call[T]) -> T:
+        attempts = Attempts(self.policy, idempotent=call.idempotent)
+        while True:
+            try:
+                response = self.http.request(call.method, call.path, **_request_args(call))
+            except httpx2.TransportError as exc:
+                wait = attempts.after_error(exc)
+                if wait is None:
+                    raise _failed(f"{call.method} {call.path}", exc) from exc
+            else:
+                if response.is_success:
+                    return _parsed(call, response)
+                error = error_for(response.status_code, response.headers, response.content)
+                wait = attempts.after_answer(error)
+                if wait is None:
+                    raise error
+            self.sleep(wait)
+
+    @contextmanager
+    def stream(self, path: str, headers: dict[str, str]) -> Iterator[httpx2.Response]:
+        """An open 200 streaming answer (the open is retried like any GET)."""
+        attempts = Attempts(self.policy, idempotent=True)
+        while True:
+            request = self.http.build_request("GET", path, headers=headers,
+                                              timeout=_stream_timeout(self.timeout))
+            try:
+                response = self.http.send(request, stream=True)
+            except httpx2.TransportError as exc:
+                wait = attempts.after_error(exc)
+                if wait is None:
+                    raise _failed(f"GET {path}", exc) from exc
+            else:
+                if response.status_code == 200:
+                    try:
+                        yield response
+                    finally:
+                        response.close()
+                    return
+                try:
+                    response.read()
+                finally:
+                    response.close()
+                error = error_for(response.status_code, response.headers, response.content)
+                wait = attempts.after_answer(error)
+                if wait is None:
+                    raise error
+            self.sleep(wait)
+
+
+class AsyncTransport:
+    def __init__(self, base_url: str, api_key: str, *, timeout: float | None,
+                 policy: RetryPolicy, transport: httpx2.AsyncBaseTransport | None = None) -> None:
+        self.base_url = base_url
+        self.policy = policy
+        self.timeout = timeout
+        self.http = httpx2.AsyncClient(transport=transport,
+                                       **_client_options(base_url, api_key, timeout))
+
+    @staticmethod
+    async def sleep(seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    async def close(self) -> None:
+        await self.http.aclose()
+
+    async def call(self, call: Call[T]) -> T:
+        attempts = Attempts(self.policy, idempotent=call.idempotent)
+        while True:
+            try:
+                response = await self.http.request(call.method, call.path,
+                                                   **_request_args(call))
+            except httpx2.TransportError as exc:
+                wait = attempts.after_error(exc)
+                if wait is None:
+                    raise _failed(f"{call.method} {call.path}", exc) from exc
+            else:
+                if response.is_success:
+                    return _parsed(call, response)
+                error = error_for(response.status_code, response.headers, response.content)
+                wait = attempts.after_answer(error)
+                if wait is None:
+                    raise error
+            await self.sleep(wait)
+
+    @asynccontextmanager
+    async def stream(self, path: str, headers: dict[str, str]) -> AsyncIterator[httpx2.Response]:
+        attempts = Attempts(self.policy, idempotent=True)
+        while True:
+            request = self.http.build_request("GET", path, headers=headers,
+                                              timeout=_stream_timeout(self.timeout))
+            try:
+                response = await self.http.send(request, stream=True)
+            except httpx2.TransportError as exc:
+                wait = attempts.after_error(exc)
+                if wait is None:
+                    raise _failed(f"GET {path}", exc) from exc
+            else:
+                if response.status_code == 200:
+                    try:
+                        yield response
+                    finally:
+                        await response.aclose()
+                    return
+                try:
+                    await response.aread()
+                finally:
+                    await response.aclose()
+                error = error_for(response.status_code, response.headers, response.content)
+                wait = attempts.after_answer(error)
+                if wait is None:
+                    raise error
+            await self.sleep(wait)

@@ -1,0 +1,41 @@
+"""``runs.wait``'s rule, shared by both clients: after each read of the run, stop (the run
+has a status asked for, or has ended), time out, or pause — 0.1 s at first, doubling up to
+the poll interval, never past the deadline."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from tenantry.client.errors import WaitTimeout
+from tenantry.client.models import TERMINAL_STATUSES, Run
+
+FIRST_PAUSE = 0.1
+
+
+class Waiting:
+    def __init__(self, run_id: str, timeout: float | None, status: str | Iterable[str] | None,
+                 poll_interval: float) -> None:
+        if poll_interval <= 0:
+            raise ValueError("poll_interval must be positive")
+        self.run_id = run_id
+        self.wanted = frozenset([status] if isinstance(status, str) else status or ())
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.timeout = timeout
+        self.poll_interval = poll_interval
+        self.pause = min(FIRST_PAUSE, poll_interval)
+
+    def next_pause(self, run: Run) -> float | None:
+        """None: return ``run``. Raises WaitTimeout past the deadline."""
+        if run.status in self.wanted or run.status in TERMINAL_STATUSES:
+            return None
+        pause = self.pause
+        self.pause = min(self.pause * 2, self.poll_interval)
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                wanted = " or ".join(sorted(self.wanted)) or "its end"
+                raise WaitTimeout(f"{self.run_id} did not reach {wanted} within "
+                                  f"{self.timeout:g} s; it is {run.status}", run=run)
+            pause = min(pause, left)
+        return pause

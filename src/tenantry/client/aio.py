@@ -1,0 +1,202 @@
+"""The asyncio client: ``AsyncClient(...).runs``, ``.agents``, ``.approvals`` — the same
+calls as :class:`tenantry.client.Client`, awaited."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+from types import TracebackType
+from typing import Any, Literal, Self
+
+import httpx2
+
+from tenantry.client import _calls
+from tenantry.client._retry import RetryPolicy
+from tenantry.client._transport import DEFAULT_TIMEOUT, AsyncTransport, settings
+from tenantry.client._wait import Waiting
+from tenantry.client.events import AsyncEventStream
+from tenantry.client.models import (
+    Agent,
+    AgentSummary,
+    Approval,
+    EventPage,
+    Page,
+    Run,
+    StartedRun,
+)
+
+__all__ = ["AsyncClient"]
+
+
+class AsyncClient:
+    """A tenant's client of a Tenantry platform.
+
+    ``base_url`` and ``api_key`` default to ``TENANTRY_URL`` (else
+    ``http://127.0.0.1:8080``) and ``TENANTRY_API_KEY``. ``timeout`` bounds each request
+    (an event stream's reads wait at least 45 s: the platform's keepalives come every 15
+    s). Calls that are safe to repeat are retried up to ``max_retries`` times within
+    ``retry_deadline`` seconds (docs/how-to/client-sdk.md#retries). ``transport`` is an
+    httpx2 transport to send through (a mock in tests). Use it with ``async with``, or
+    await ``aclose()``."""
+
+    def __init__(self, base_url: str | None = None, api_key: str | None = None, *,
+                 timeout: float | None = DEFAULT_TIMEOUT, max_retries: int = 4,
+                 retry_deadline: float = 60.0,
+                 transport: httpx2.AsyncBaseTransport | None = None) -> None:
+        url, key = settings(base_url, api_key)
+        policy = RetryPolicy(max_retries=max_retries, deadline=retry_deadline)
+        self._transport = AsyncTransport(url, key, timeout=timeout, policy=policy,
+                                        transport=transport)
+        self.runs = Runs(self._transport)
+        self.agents = Agents(self._transport)
+        self.approvals = Approvals(self._transport)
+
+    @property
+    def base_url(self) -> str:
+        return self._transport.base_url
+
+    async def aclose(self) -> None:
+        await self._transport.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.aclose()
+
+
+class Runs:
+    def __init__(self, transport: AsyncTransport) -> None:
+        self._t = transport
+
+    async def create(self, agent_id: str, input: Any, *, version: int | None = None,
+                     webhook: str | None = None,
+                     priority: Literal["interactive", "batch"] | None = None,
+                     idempotency_key: str | None = None) -> StartedRun:
+        """Start a run of the agent (its latest version, or ``version``). Sent with
+        ``idempotency_key`` — a new random one when None — and the same key on every
+        retry: however often it is sent, one run. The same key with another body raises
+        :class:`Conflict`; with the same body it returns the run it started."""
+        return await self._t.call(_calls.create_run(
+            agent_id, input, version=version, webhook=webhook, priority=priority,
+            idempotency_key=idempotency_key))
+
+    async def get(self, run_id: str) -> Run:
+        return await self._t.call(_calls.get_run(run_id))
+
+    async def list(self, *, status: str | None = None, limit: int | None = None,
+                   cursor: str | None = None) -> Page[Run]:
+        """One page of the tenant's runs, newest first."""
+        return await self._t.call(_calls.list_runs(status=status, limit=limit, cursor=cursor))
+
+    async def children(self, run_id: str, *, limit: int | None = None,
+                       cursor: str | None = None) -> Page[Run]:
+        """One page of the runs this run started (``GET /v1/runs/{id}/children``)."""
+        return await self._t.call(_calls.run_children(run_id, limit=limit, cursor=cursor))
+
+    async def cancel(self, run_id: str) -> Run:
+        """Ask the run to stop: a queued or waiting run ends at once, a running one between
+        steps (the answer says ``cancel_requested``). Asking again changes nothing; a run
+        that already finished or failed: Conflict (``extra['run_status']``)."""
+        return await self._t.call(_calls.cancel_run(run_id))
+
+    def events(self, run_id: str, *, after: int = 0) -> AsyncEventStream:
+        """The run's events after seq ``after``, live until its last event; resumes by
+        itself after a dropped connection (no gap, no repeat)."""
+        return AsyncEventStream(self._t, run_id, after)
+
+    async def events_page(self, run_id: str, *, after: int = 0,
+                          limit: int | None = None) -> EventPage:
+        """One JSON page of the run's log (no stream held)."""
+        return await self._t.call(_calls.event_page(run_id, after=after, limit=limit))
+
+    async def wait(self, run_id: str, *,
+                   timeout: float | None = None,  # noqa: ASYNC109 (the sync client's words)
+                   status: str | Iterable[str] | None = None,
+                   poll_interval: float = 1.0) -> Run:
+        """The run once it has ended (or, with ``status``, once it has one of those
+        statuses or has ended); :class:`WaitTimeout` after ``timeout`` seconds. Reads the
+        run, at first often, then every ``poll_interval`` seconds: no event stream is held
+        (a tenant's streams are capped)."""
+        waiting = Waiting(run_id, timeout, status, poll_interval)
+        while True:
+            run = await self.get(run_id)
+            pause = waiting.next_pause(run)
+            if pause is None:
+                return run
+            await asyncio.sleep(pause)
+
+
+class Agents:
+    def __init__(self, transport: AsyncTransport) -> None:
+        self._t = transport
+
+    async def create(self, name: str, *, model: str, system_prompt: str,
+                     tools: Iterable[str] = (), needs_approval: Iterable[str] = (),
+                     fallback_models: Iterable[str] = (), limits: Mapping[str, int] | None = None,
+                     egress: Iterable[str] | None = None,
+                     children: Iterable[Mapping[str, Any]] | None = None,
+                     summarize: Mapping[str, Any] | None = None) -> Agent:
+        """A new agent at version 1. ``limits``: ``max_steps``, ``max_tokens``,
+        ``max_cost_micros`` (the platform's defaults for those left out); ``egress``: the
+        hosts its sandboxes may reach; ``children``: ``[{"agent_id", "version"?}]``, agents
+        its runs may start as child runs; ``summarize``: ``{"after_tokens",
+        "keep_last_steps"?, "model"?}``. Not retried once sent (a retry could make two)."""
+        return await self._t.call(_calls.create_agent(
+            name, model=model, system_prompt=system_prompt, tools=tools,
+            needs_approval=needs_approval, fallback_models=fallback_models, limits=limits,
+            egress=egress, children=children, summarize=summarize))
+
+    async def create_version(self, agent_id: str, *, model: str, system_prompt: str,
+                             tools: Iterable[str] = (), needs_approval: Iterable[str] = (),
+                             fallback_models: Iterable[str] = (),
+                             limits: Mapping[str, int] | None = None,
+                             egress: Iterable[str] | None = None,
+                             children: Iterable[Mapping[str, Any]] | None = None,
+                             summarize: Mapping[str, Any] | None = None,
+                             version: int | None = None) -> Agent:
+        """A new immutable version (the next number; with ``version``, exactly that one or
+        Conflict)."""
+        return await self._t.call(_calls.create_version(
+            agent_id, number=version, model=model, system_prompt=system_prompt, tools=tools,
+            needs_approval=needs_approval, fallback_models=fallback_models, limits=limits,
+            egress=egress, children=children, summarize=summarize))
+
+    async def get(self, agent_id: str) -> Agent:
+        """The agent at its latest version."""
+        return await self._t.call(_calls.get_agent(agent_id))
+
+    async def get_version(self, agent_id: str, version: int) -> Agent:
+        return await self._t.call(_calls.get_version(agent_id, version))
+
+    async def list(self, *, limit: int | None = None,
+                   cursor: str | None = None) -> Page[AgentSummary]:
+        return await self._t.call(_calls.list_agents(limit=limit, cursor=cursor))
+
+
+class Approvals:
+    def __init__(self, transport: AsyncTransport) -> None:
+        self._t = transport
+
+    async def list(self, *, status: str | None = None, limit: int | None = None,
+                   cursor: str | None = None) -> Page[Approval]:
+        """One page of the tenant's approvals, newest first; ``status``: pending,
+        approved, denied, expired or cancelled."""
+        return await self._t.call(_calls.list_approvals(status=status, limit=limit,
+                                                         cursor=cursor))
+
+    async def get(self, approval_id: str) -> Approval:
+        return await self._t.call(_calls.get_approval(approval_id))
+
+    async def decide(self, approval_id: str, decision: Literal["approve", "deny"], *,
+                     comment: str | None = None) -> Approval:
+        """Approve or deny the call; ``comment`` is shown to the model on a denial.
+        Deciding twice, or after the run ended, raises Conflict. Not retried once sent."""
+        return await self._t.call(_calls.decide(approval_id, decision, comment))
+
+    async def approve(self, approval_id: str, *, comment: str | None = None) -> Approval:
+        return await self.decide(approval_id, "approve", comment=comment)
+
+    async def deny(self, approval_id: str, *, comment: str | None = None) -> Approval:
+        return await self.decide(approval_id, "deny", comment=comment)

@@ -1,0 +1,309 @@
+"""A run's event stream: the Server-Sent Events parser, and the resumption that makes a
+stream cut anywhere (between events, inside one, while idle) look like one stream with
+no gap and no repeat.
+
+The parser follows the SSE rules (WHATWG HTML, "Parsing an event stream"): lines end with
+CRLF, LF or CR; ``:`` starts a comment (the platform's keepalives); ``data`` lines join
+with newlines; a blank line ends an event; an event without data is dropped, and so is
+whatever was left unterminated when the connection closed — a half-received event is
+never delivered, its seq is asked for again.
+
+Durable events carry ``id: <seq>`` and their JSON has the same ``seq``. The client tracks
+the last seq it handed to the caller and reconnects with ``Last-Event-ID: <that seq>``; an
+event at or below it is never handed out twice. Events without ``id`` are ephemeral:
+``model_delta`` becomes a :class:`ModelDelta` and any other kind this client does not
+know is skipped; neither moves the resumption point.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
+from contextlib import aclosing
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+import httpx2
+import orjson
+
+from tenantry.client import _calls
+from tenantry.client.errors import ClientError
+from tenantry.client.models import Event, ModelDelta
+
+if TYPE_CHECKING:
+    from tenantry.client._transport import AsyncTransport, SyncTransport
+
+__all__ = ["AsyncEventStream", "EventStream", "SseDecoder", "SseMessage", "StreamItem"]
+
+#: What a run's stream yields.
+StreamItem = Event | ModelDelta
+
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+
+
+@dataclass(frozen=True, slots=True)
+class SseMessage:
+    """One dispatched SSE event: ``id`` is None when the event had no ``id`` field."""
+
+    event: str
+    data: str
+    id: str | None = None
+
+
+class SseDecoder:
+    """Bytes in, complete events out. Keeps what is not yet a whole line or a whole
+    event for the next chunk; a new decoder (after a reconnect) forgets it."""
+
+    def __init__(self) -> None:
+        self._pending = b""
+        self._first_line = True
+        self._event = ""
+        self._data: list[str] = []
+        self._id: str | None = None
+
+    def feed(self, chunk: bytes) -> list[SseMessage]:
+        buffer = self._pending + chunk
+        out: list[SseMessage] = []
+        start = 0
+        for match in _LINE_END.finditer(buffer):
+            # A CR at the very end may be the first half of a CRLF split across chunks.
+            if match.group() == b"\r" and match.end() == len(buffer):
+                break
+            line = buffer[start:match.start()].decode("utf-8", "replace")
+            start = match.end()
+            message = self._line(line)
+            if message is not None:
+                out.append(message)
+        self._pending = buffer[start:]
+        return out
+
+    def _line(self, line: str) -> SseMessage | None:
+        if self._first_line:
+            self._first_line = False
+            line = line.removeprefix("\ufeff")
+        if line == "":
+            return self._dispatch()
+        if line.startswith(":"):
+            return None  # a comment: the platform's keepalive
+        name, colon, value = line.partition(":")
+        if colon and value.startswith(" "):
+            value = value[1:]
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
+        elif name == "id" and "\x00" not in value:
+            self._id = value
+        return None  # `retry` and unknown fields are ignored
+
+    def _dispatch(self) -> SseMessage | None:
+        data, event, id_ = self._data, self._event, self._id
+        self._data, self._event, self._id = [], "", None
+        if not data:
+            return None
+        return SseMessage(event or "message", "\n".join(data), id_)
+
+
+def to_item(message: SseMessage) -> StreamItem | None:
+    """The typed item for one SSE event; None for an ephemeral kind this client does not
+    know (or one it cannot read: ephemeral events are best effort)."""
+    try:
+        body: Any = orjson.loads(message.data)
+    except orjson.JSONDecodeError:
+        body = None
+    if message.event == "model_delta" or (
+            isinstance(body, dict) and body.get("type") == "model_delta"):
+        if not isinstance(body, dict):
+            return None
+        try:
+            return ModelDelta(int(body.get("after_seq", 0)), str(body.get("text", "")))
+        except (TypeError, ValueError):
+            return None
+    if message.id is None:
+        return None
+    # A durable event: one this client cannot read would leave a gap, so it is an error.
+    try:
+        return Event.from_json(body)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise ClientError(f"unreadable event (id {message.id}): {message.data[:200]!r}") \
+            from exc
+
+
+class Resumption:
+    """Where a stream is: the last seq handed to the caller (``last_seq``), whether that
+    was the run's last event (``ended``), and the current connection's decoder."""
+
+    def __init__(self, after: int) -> None:
+        self.last_seq = after
+        self.ended = False
+        self._decoder = SseDecoder()
+        self._parsed = after  # the last seq read on this connection
+        self._parsed_end = False
+
+    def headers(self) -> dict[str, str]:
+        headers = {"Accept": "text/event-stream"}
+        if self.last_seq > 0:
+            headers["Last-Event-ID"] = str(self.last_seq)
+        return headers
+
+    def feed(self, chunk: bytes) -> list[StreamItem]:
+        """The items this chunk completes, without repeats, up to the run's last event."""
+        out: list[StreamItem] = []
+        for message in self._decoder.feed(chunk):
+            if self._parsed_end:
+                break
+            item = to_item(message)
+            if item is None:
+                continue
+            if isinstance(item, Event):
+                if item.seq <= self._parsed:
+                    continue  # handed out before the connection dropped
+                self._parsed = item.seq
+                self._parsed_end = item.terminal
+            out.append(item)
+        return out
+
+    def handing(self, item: StreamItem) -> None:
+        """``item`` goes to the caller now."""
+        if isinstance(item, Event):
+            self.last_seq = item.seq
+            self.ended = item.terminal
+
+    def reconnecting(self) -> None:
+        """The connection is gone: what it left half-sent is dropped; the next one starts
+        after the last event handed out."""
+        self._decoder = SseDecoder()
+        self._parsed = self.last_seq
+        self._parsed_end = False
+
+
+class _Follow:
+    """What the sync and async streams share: the run, where it is, and how many
+    connections in a row ended having brought nothing (for the backoff)."""
+
+    def __init__(self, run_id: str, after: int) -> None:
+        self.run_id = run_id
+        self.state = Resumption(after)
+        self.empty_drops = 0
+
+    def dropped(self, received: bool) -> int:
+        """A connection ended before the run's last event: reconnect at once when it
+        brought something, else after a backoff that grows with the empty drops in a row.
+        Only opening a connection is bounded (the client's retries and deadline): a
+        stream that opens is followed for as long as the run goes on."""
+        self.state.reconnecting()
+        self.empty_drops = 0 if received else self.empty_drops + 1
+        return self.empty_drops
+
+
+class EventStream(Iterator[StreamItem]):
+    """A run's events, live, as :class:`Event` (durable, in seq order, each once) and
+    :class:`ModelDelta` (ephemeral). Reconnects by itself when the connection drops; ends
+    after the run's last event. Close it (or use ``with``) to stop early."""
+
+    def __init__(self, transport: SyncTransport, run_id: str, after: int = 0) -> None:
+        self._transport = transport
+        self._follow = _Follow(run_id, after)
+        self._items = self._run()
+
+    @property
+    def last_seq(self) -> int:
+        """The seq of the last durable event handed out (``after`` before the first)."""
+        return self._follow.state.last_seq
+
+    def __iter__(self) -> Self:
+        return self
+
+    def __next__(self) -> StreamItem:
+        return next(self._items)
+
+    def close(self) -> None:
+        self._items.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def _run(self) -> Generator[StreamItem, None, None]:
+        follow, state, t = self._follow, self._follow.state, self._transport
+        path = _calls.events_path(follow.run_id)
+        while True:
+            received, clean = False, True
+            try:
+                with t.stream(path, state.headers()) as response:
+                    for chunk in response.iter_bytes():
+                        received = received or bool(chunk)
+                        for item in state.feed(chunk):
+                            state.handing(item)
+                            yield item
+                        if state.ended:
+                            return
+            except httpx2.TransportError:
+                clean = False  # reset, cut short, or silent too long
+            if clean and not received:
+                # Closed cleanly with nothing new: the run may have ended before `after`.
+                run = t.call(_calls.get_run(follow.run_id))
+                if run.ended and run.last_seq <= state.last_seq:
+                    return
+            empty = follow.dropped(received)
+            if empty:
+                t.sleep(t.policy.backoff_for(empty))
+
+
+class AsyncEventStream(AsyncIterator[StreamItem]):
+    """:class:`EventStream` for ``async for``; ``aclose()`` (or ``async with``) to stop
+    early."""
+
+    def __init__(self, transport: AsyncTransport, run_id: str, after: int = 0) -> None:
+        self._transport = transport
+        self._follow = _Follow(run_id, after)
+        self._items = self._run()
+
+    @property
+    def last_seq(self) -> int:
+        return self._follow.state.last_seq
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> StreamItem:
+        return await anext(self._items)
+
+    async def aclose(self) -> None:
+        await self._items.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.aclose()
+
+    async def _run(self) -> AsyncGenerator[StreamItem, None]:
+        follow, state, t = self._follow, self._follow.state, self._transport
+        path = _calls.events_path(follow.run_id)
+        while True:
+            received, clean = False, True
+            try:
+                async with t.stream(path, state.headers()) as response, \
+                        aclosing(response.aiter_bytes()) as chunks:
+                    async for chunk in chunks:
+                        received = received or bool(chunk)
+                        for item in state.feed(chunk):
+                            state.handing(item)
+                            yield item
+                        if state.ended:
+                            return
+            except httpx2.TransportError:
+                clean = False  # reset, cut short, or silent too long
+            if clean and not received:
+                run = await t.call(_calls.get_run(follow.run_id))
+                if run.ended and run.last_seq <= state.last_seq:
+                    return
+            empty = follow.dropped(received)
+            if empty:
+                await t.sleep(t.policy.backoff_for(empty))

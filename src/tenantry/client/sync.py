@@ -1,0 +1,197 @@
+"""The blocking client: ``Client(...).runs``, ``.agents``, ``.approvals``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from types import TracebackType
+from typing import Any, Literal, Self
+
+import httpx2
+
+from tenantry.client import _calls
+from tenantry.client._retry import RetryPolicy
+from tenantry.client._transport import DEFAULT_TIMEOUT, SyncTransport, settings
+from tenantry.client._wait import Waiting
+from tenantry.client.events import EventStream
+from tenantry.client.models import (
+    Agent,
+    AgentSummary,
+    Approval,
+    EventPage,
+    Page,
+    Run,
+    StartedRun,
+)
+
+__all__ = ["Client"]
+
+
+class Client:
+    """A tenant's client of a Tenantry platform.
+
+    ``base_url`` and ``api_key`` default to ``TENANTRY_URL`` (else
+    ``http://127.0.0.1:8080``) and ``TENANTRY_API_KEY``. ``timeout`` bounds each request
+    (an event stream's reads wait at least 45 s: the platform's keepalives come every 15
+    s). Calls that are safe to repeat are retried up to ``max_retries`` times within
+    ``retry_deadline`` seconds (docs/how-to/client-sdk.md#retries). ``transport`` is an
+    httpx2 transport to send through (a mock in tests). Use it as a context manager, or
+    call ``close()``."""
+
+    def __init__(self, base_url: str | None = None, api_key: str | None = None, *,
+                 timeout: float | None = DEFAULT_TIMEOUT, max_retries: int = 4,
+                 retry_deadline: float = 60.0,
+                 transport: httpx2.BaseTransport | None = None) -> None:
+        url, key = settings(base_url, api_key)
+        policy = RetryPolicy(max_retries=max_retries, deadline=retry_deadline)
+        self._transport = SyncTransport(url, key, timeout=timeout, policy=policy,
+                                        transport=transport)
+        self.runs = Runs(self._transport)
+        self.agents = Agents(self._transport)
+        self.approvals = Approvals(self._transport)
+
+    @property
+    def base_url(self) -> str:
+        return self._transport.base_url
+
+    def close(self) -> None:
+        self._transport.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+class Runs:
+    def __init__(self, transport: SyncTransport) -> None:
+        self._t = transport
+
+    def create(self, agent_id: str, input: Any, *, version: int | None = None,
+               webhook: str | None = None,
+               priority: Literal["interactive", "batch"] | None = None,
+               idempotency_key: str | None = None) -> StartedRun:
+        """Start a run of the agent (its latest version, or ``version``). Sent with
+        ``idempotency_key`` — a new random one when None — and the same key on every
+        retry: however often it is sent, one run. The same key with another body raises
+        :class:`Conflict`; with the same body it returns the run it started."""
+        return self._t.call(_calls.create_run(
+            agent_id, input, version=version, webhook=webhook, priority=priority,
+            idempotency_key=idempotency_key))
+
+    def get(self, run_id: str) -> Run:
+        return self._t.call(_calls.get_run(run_id))
+
+    def list(self, *, status: str | None = None, limit: int | None = None,
+             cursor: str | None = None) -> Page[Run]:
+        """One page of the tenant's runs, newest first."""
+        return self._t.call(_calls.list_runs(status=status, limit=limit, cursor=cursor))
+
+    def children(self, run_id: str, *, limit: int | None = None,
+                 cursor: str | None = None) -> Page[Run]:
+        """One page of the runs this run started (``GET /v1/runs/{id}/children``)."""
+        return self._t.call(_calls.run_children(run_id, limit=limit, cursor=cursor))
+
+    def cancel(self, run_id: str) -> Run:
+        """Ask the run to stop: a queued or waiting run ends at once, a running one between
+        steps (the answer says ``cancel_requested``). Asking again changes nothing; a run
+        that already finished or failed: Conflict (``extra['run_status']``)."""
+        return self._t.call(_calls.cancel_run(run_id))
+
+    def events(self, run_id: str, *, after: int = 0) -> EventStream:
+        """The run's events after seq ``after``, live until its last event; resumes by
+        itself after a dropped connection (no gap, no repeat)."""
+        return EventStream(self._t, run_id, after)
+
+    def events_page(self, run_id: str, *, after: int = 0,
+                    limit: int | None = None) -> EventPage:
+        """One JSON page of the run's log (no stream held)."""
+        return self._t.call(_calls.event_page(run_id, after=after, limit=limit))
+
+    def wait(self, run_id: str, *, timeout: float | None = None,
+             status: str | Iterable[str] | None = None, poll_interval: float = 1.0) -> Run:
+        """The run once it has ended (or, with ``status``, once it has one of those
+        statuses or has ended); :class:`WaitTimeout` after ``timeout`` seconds. Reads the
+        run, at first often, then every ``poll_interval`` seconds: no event stream is held
+        (a tenant's streams are capped)."""
+        waiting = Waiting(run_id, timeout, status, poll_interval)
+        while True:
+            run = self.get(run_id)
+            pause = waiting.next_pause(run)
+            if pause is None:
+                return run
+            time.sleep(pause)
+
+
+class Agents:
+    def __init__(self, transport: SyncTransport) -> None:
+        self._t = transport
+
+    def create(self, name: str, *, model: str, system_prompt: str,
+               tools: Iterable[str] = (), needs_approval: Iterable[str] = (),
+               fallback_models: Iterable[str] = (), limits: Mapping[str, int] | None = None,
+               egress: Iterable[str] | None = None,
+               children: Iterable[Mapping[str, Any]] | None = None,
+               summarize: Mapping[str, Any] | None = None) -> Agent:
+        """A new agent at version 1. ``limits``: ``max_steps``, ``max_tokens``,
+        ``max_cost_micros`` (the platform's defaults for those left out); ``egress``: the
+        hosts its sandboxes may reach; ``children``: ``[{"agent_id", "version"?}]``, agents
+        its runs may start as child runs; ``summarize``: ``{"after_tokens",
+        "keep_last_steps"?, "model"?}``. Not retried once sent (a retry could make two)."""
+        return self._t.call(_calls.create_agent(
+            name, model=model, system_prompt=system_prompt, tools=tools,
+            needs_approval=needs_approval, fallback_models=fallback_models, limits=limits,
+            egress=egress, children=children, summarize=summarize))
+
+    def create_version(self, agent_id: str, *, model: str, system_prompt: str,
+                       tools: Iterable[str] = (), needs_approval: Iterable[str] = (),
+                       fallback_models: Iterable[str] = (),
+                       limits: Mapping[str, int] | None = None,
+                       egress: Iterable[str] | None = None,
+                       children: Iterable[Mapping[str, Any]] | None = None,
+                       summarize: Mapping[str, Any] | None = None,
+                       version: int | None = None) -> Agent:
+        """A new immutable version (the next number; with ``version``, exactly that one or
+        Conflict)."""
+        return self._t.call(_calls.create_version(
+            agent_id, number=version, model=model, system_prompt=system_prompt, tools=tools,
+            needs_approval=needs_approval, fallback_models=fallback_models, limits=limits,
+            egress=egress, children=children, summarize=summarize))
+
+    def get(self, agent_id: str) -> Agent:
+        """The agent at its latest version."""
+        return self._t.call(_calls.get_agent(agent_id))
+
+    def get_version(self, agent_id: str, version: int) -> Agent:
+        return self._t.call(_calls.get_version(agent_id, version))
+
+    def list(self, *, limit: int | None = None, cursor: str | None = None) -> Page[AgentSummary]:
+        return self._t.call(_calls.list_agents(limit=limit, cursor=cursor))
+
+
+class Approvals:
+    def __init__(self, transport: SyncTransport) -> None:
+        self._t = transport
+
+    def list(self, *, status: str | None = None, limit: int | None = None,
+             cursor: str | None = None) -> Page[Approval]:
+        """One page of the tenant's approvals, newest first; ``status``: pending,
+        approved, denied, expired or cancelled."""
+        return self._t.call(_calls.list_approvals(status=status, limit=limit, cursor=cursor))
+
+    def get(self, approval_id: str) -> Approval:
+        return self._t.call(_calls.get_approval(approval_id))
+
+    def decide(self, approval_id: str, decision: Literal["approve", "deny"], *,
+               comment: str | None = None) -> Approval:
+        """Approve or deny the call; ``comment`` is shown to the model on a denial.
+        Deciding twice, or after the run ended, raises Conflict. Not retried once sent."""
+        return self._t.call(_calls.decide(approval_id, decision, comment))
+
+    def approve(self, approval_id: str, *, comment: str | None = None) -> Approval:
+        return self.decide(approval_id, "approve", comment=comment)
+
+    def deny(self, approval_id: str, *, comment: str | None = None) -> Approval:
+        return self.decide(approval_id, "deny", comment=comment)
