@@ -242,3 +242,21 @@ async def test_nobody_watching_costs_nothing(api: Api, rig: Rig) -> None:
     assert api.platform.hub.deltas_received == 0
     assert rig.fake.requests and not any("stream" in r.json() for r in rig.fake.requests)
     assert (await api.run(h, run_id))["answer"] == TEXT
+
+
+async def test_a_run_asked_to_stream_streams_its_first_call_to_a_client_that_opens_after(
+        api: Api, rig: Rig) -> None:
+    """`stream: true`: the run's first call (made within milliseconds of its creation,
+    before the client's stream is heard of) streams anyway, and the client that opens
+    its stream after POST /v1/runs gets the text so far when it joins, then the rest."""
+    h, agent = await rig.caller(api)
+    run_id = await api.start(h, agent, scripted(answer(TEXT)), stream=True)
+    events = await api.events_until_end(h, run_id, deltas=True)
+    assert [e["type"] for e in events if e["type"] != "model_delta"] == [
+        "RunCreated", "ModelReplied", "RunFinished"]
+    assert events[0]["data"]["stream"] is True
+    deltas = deltas_of(events)
+    assert deltas and {d["after_seq"] for d in deltas} == {1}
+    assert "".join(d["text"] for d in deltas) == TEXT
+    check_deltas_precede_their_replies(events)
+    assert rig.fake.requests[0].json()["stream"] is True

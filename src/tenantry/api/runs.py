@@ -70,6 +70,12 @@ class StartRun(Body):
                                          "(or key) may contain NUL.")
     webhook: HttpUrl | None = None
     priority: Literal["interactive", "batch"] = "interactive"
+    stream: bool = Field(
+        default=False,
+        description="Stream every model call's text as `model_delta` events to this run's "
+                    "event streams, including a call that starts before the client's stream "
+                    "is open (it gets the text so far when it joins). Without it only calls "
+                    "that start while somebody watches the run stream (ADR 0030).")
 
     @field_validator("input")
     @classmethod
@@ -291,7 +297,7 @@ async def start_run(
     request = service.RunRequest(
         agent_id=agent, version=body.version, input=body.input, webhook_url=body.webhook,
         priority=body.priority, idempotency_key=idempotency_key,
-        request_sha256=digest(body.model_dump(mode="json")),
+        request_sha256=_request_digest(body), stream=body.stream,
     )
     # Shedding (ADR 0008) looks at this run's priority; the intake answers an idempotent
     # retry of a run already accepted even while its class is shed.
@@ -300,6 +306,15 @@ async def start_run(
     response.headers["Location"] = f"/v1/runs/{created.run_id}"
     return Started(run_id=str(created.run_id), status=created.status.value,
                    events_url=_events_url(created.run_id))
+
+
+def _request_digest(body: StartRun) -> bytes:
+    """What "the same body" means for an Idempotency-Key: the validated body, defaults
+    filled in — but `stream: false` left out, so keys used before it existed still match."""
+    dumped = body.model_dump(mode="json")
+    if not dumped["stream"]:
+        del dumped["stream"]
+    return digest(dumped)
 
 
 @router.get("", response_model=RunList)

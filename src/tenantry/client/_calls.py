@@ -53,7 +53,8 @@ def _query(**values: str | int | None) -> dict[str, str | int]:
 
 
 def create_run(agent_id: str, input: Any, *, version: int | None, webhook: str | None,
-               priority: str | None, idempotency_key: str | None) -> Call[StartedRun]:
+               priority: str | None, idempotency_key: str | None,
+               stream: bool = False) -> Call[StartedRun]:
     key = idempotency_key if idempotency_key is not None else str(uuid.uuid4())
     body: dict[str, Any] = {"agent_id": agent_id, "input": input}
     if version is not None:
@@ -62,6 +63,8 @@ def create_run(agent_id: str, input: Any, *, version: int | None, webhook: str |
         body["webhook"] = webhook
     if priority is not None:
         body["priority"] = priority
+    if stream:
+        body["stream"] = True
     # Idempotent because of the key: every attempt of this call sends the same one.
     return Call("POST", "/v1/runs", lambda b: StartedRun.from_json(b, key), body=body,
                 headers={"Idempotency-Key": key})

@@ -72,14 +72,17 @@ class Runs:
     def create(self, agent_id: str, input: Any, *, version: int | None = None,
                webhook: str | None = None,
                priority: Literal["interactive", "batch"] | None = None,
-               idempotency_key: str | None = None) -> StartedRun:
+               idempotency_key: str | None = None,
+               stream: bool = False) -> StartedRun:
         """Start a run of the agent (its latest version, or ``version``). Sent with
         ``idempotency_key`` — a new random one when None — and the same key on every
         retry: however often it is sent, one run. The same key with another body raises
-        :class:`Conflict`; with the same body it returns the run it started."""
+        :class:`Conflict`; with the same body it returns the run it started. ``stream``:
+        every model call's text comes to :meth:`events` as :class:`ModelDelta` items as it
+        is written, the run's first call included."""
         return self._t.call(_calls.create_run(
             agent_id, input, version=version, webhook=webhook, priority=priority,
-            idempotency_key=idempotency_key))
+            idempotency_key=idempotency_key, stream=stream))
 
     def get(self, run_id: str) -> Run:
         return self._t.call(_calls.get_run(run_id))

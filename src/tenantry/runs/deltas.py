@@ -93,12 +93,17 @@ class LiveCall:
     """One model call of a run, as its provider client streams it (the client's
     :class:`~tenantry.models.types.DeltaSink`)."""
 
-    __slots__ = ("after_seq", "closed", "counts", "key", "parts", "publisher", "sent")
+    __slots__ = ("after_seq", "closed", "counts", "key", "parts", "publisher", "sent",
+                 "wanted")
 
-    def __init__(self, publisher: DeltaPublisher, key: Key, after_seq: int) -> None:
+    def __init__(self, publisher: DeltaPublisher, key: Key, after_seq: int, *,
+                 wanted: bool = False) -> None:
         self.publisher = publisher
         self.key = key
         self.after_seq = after_seq
+        # The run asked to stream: the call streams even before a listener is heard of,
+        # and a listener announced mid-call is sent the text so far.
+        self.wanted = wanted
         self.parts: list[str] = []  # the attempt's text so far
         self.sent: dict[str, int] = {}  # channel -> parts it was sent
         self.counts: dict[str, int] = {}  # channel -> payloads it was sent (its next n)
@@ -108,7 +113,7 @@ class LiveCall:
 
     @property
     def live(self) -> bool:
-        return self.key in self.publisher.listeners
+        return self.wanted or self.key in self.publisher.listeners
 
     def restart(self) -> None:
         self.parts.clear()
@@ -249,9 +254,10 @@ class DeltaPublisher:
 
     # -- calls -----------------------------------------------------------------------------
 
-    def open(self, tenant: str, run: str, after_seq: int) -> LiveCall:
-        """The delta sink of a model call of ``run`` made after event ``after_seq``."""
-        call = LiveCall(self, (tenant, run), after_seq)
+    def open(self, tenant: str, run: str, after_seq: int, *, wanted: bool = False) -> LiveCall:
+        """The delta sink of a model call of ``run`` made after event ``after_seq``
+        (``wanted``: the run asked to stream, listener or not)."""
+        call = LiveCall(self, (tenant, run), after_seq, wanted=wanted)
         self.calls[call.key] = call
         return call
 

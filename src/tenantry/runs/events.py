@@ -163,6 +163,9 @@ class RunCreated(Payload):
     parent_key: str | None = None
     depth: int | None = None
     cost_cap_micros: int | None = None
+    # Asked to stream (POST /v1/runs `stream`): its model calls stream their text to live
+    # listeners even before one is heard of (ADR 0030). Absent: only watched calls stream.
+    stream: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -246,6 +246,7 @@ def _created_event(req: RunRequest) -> dict[str, Any]:
         input_ref=None if inline else "run.input",
         input_bytes=None if inline else len(encoded),
         webhook_url=req.webhook_url or None,
+        stream=req.stream,
     ).to_data()
     del data["version"]
     return data

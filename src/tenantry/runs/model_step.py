@@ -52,7 +52,8 @@ async def call_model(d: RunDriver) -> float:
         previous_model=state.model or spec.model, in_flight=state.steps > 0,
     )
     # The reply's text streams to the run's live listeners, if it has any (ADR 0030).
-    live = engine.deltas.open(d.lease.tenant.value, str(d.lease.run.uuid), state.last_seq)
+    live = engine.deltas.open(d.lease.tenant.value, str(d.lease.run.uuid), state.last_seq,
+                              wanted=state.stream)
     try:
         served = await _serve(d, request, live)
         if not isinstance(served, _Served):

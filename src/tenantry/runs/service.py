@@ -51,6 +51,7 @@ class RunRequest:
     # A child run's depth and the part of its parent's budget it may spend.
     depth: int | None = None
     cost_cap_micros: int | None = None
+    stream: bool = False  # stream every model call's text (ADR 0030)
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +183,7 @@ async def create_run_in(
         webhook_url=req.webhook_url or None,
         # agent runs' RunCreated stays as it was (the replay corpus)
         kind=kind if kind != "agent" else None,
+        stream=req.stream,
         **_child_fields(req, kind),
     )
     await conn.execute(Q.insert_first_event, tenant.value, run_id.uuid, created.TYPE,

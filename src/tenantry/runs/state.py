@@ -82,6 +82,7 @@ class RunState:
     children_cost_micros: int = 0  # what ended children spent: part of this run's budget
     depth: int = 0  # 0: a run nobody started; a child's is its parent's + 1
     cost_cap_micros: int | None = None  # a child's share of its parent's budget
+    stream: bool = False  # asked to stream every model call (ADR 0030)
     parked: int = 0  # RunParked since the last model reply: the next delay doubles
     sandbox_ref: str | None = None  # the last save of the run's sandbox files (a blob ref)
     # Where the last model reply came from: the run sticks to that account (its prompt
@@ -102,10 +103,11 @@ class RunState:
             raise ValueError(f"event log has a gap: seq {event.seq} after {self.last_seq}")
         self.last_seq = event.seq
         match event.payload:
-            case RunCreated(input=run_input, depth=depth, cost_cap_micros=cap):
+            case RunCreated(input=run_input, depth=depth, cost_cap_micros=cap, stream=stream):
                 if run_input is not ABSENT:
                     self.input = run_input
                 self.depth, self.cost_cap_micros = depth or 0, cap
+                self.stream = stream
             case ModelReplied() as reply:
                 self.replies.append(Reply(event.seq, reply.text, list(reply.calls)))
                 self.parked = 0
