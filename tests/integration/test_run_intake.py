@@ -7,11 +7,10 @@ import asyncio
 
 import asyncpg
 
-from tenantry.api.runs import StartRun
+from tenantry.api.runs import StartRun, request_digest
 from tenantry.db import Database
 from tenantry.errors import Conflict, NotFound, QuotaExceeded
 from tenantry.ids import AgentId, TenantId
-from tenantry.jsonutil import digest
 from tenantry.runs.intake import RunIntake
 from tenantry.runs.service import Created, RunRequest
 from tests.support.api import Api
@@ -37,10 +36,10 @@ async def _load_matches_rows(conn: asyncpg.Connection, tenant: str) -> tuple[int
 def _request(agent: str, value: object, *, key: str | None = None,
              version: int | None = None) -> RunRequest:
     # The digest the API takes of the same body, so a request over HTTP can replay it.
-    body = StartRun(agent_id=agent, version=version, input=value).model_dump(mode="json")
+    body = StartRun(agent_id=agent, version=version, input=value)
     return RunRequest(agent_id=AgentId.parse(agent), version=version, input=value,
                       webhook_url=None, priority="interactive", idempotency_key=key,
-                      request_sha256=digest(body))
+                      request_sha256=request_digest(body))
 
 
 async def test_concurrent_creates_never_pass_max_queued_and_the_count_equals_the_rows(

@@ -297,7 +297,7 @@ async def start_run(
     request = service.RunRequest(
         agent_id=agent, version=body.version, input=body.input, webhook_url=body.webhook,
         priority=body.priority, idempotency_key=idempotency_key,
-        request_sha256=_request_digest(body), stream=body.stream,
+        request_sha256=request_digest(body), stream=body.stream,
     )
     # Shedding (ADR 0008) looks at this run's priority; the intake answers an idempotent
     # retry of a run already accepted even while its class is shed.
@@ -308,7 +308,7 @@ async def start_run(
                    events_url=_events_url(created.run_id))
 
 
-def _request_digest(body: StartRun) -> bytes:
+def request_digest(body: StartRun) -> bytes:
     """What "the same body" means for an Idempotency-Key: the validated body, defaults
     filled in — but `stream: false` left out, so keys used before it existed still match."""
     dumped = body.model_dump(mode="json")
