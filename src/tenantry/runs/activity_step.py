@@ -23,13 +23,11 @@ from tenantry.activities.versions import ActivityVersion
 from tenantry.db.queries import load
 from tenantry.ids import RunId
 from tenantry.jsonutil import digest, dumps
-from tenantry.runs import log
+from tenantry.runs import call_results, log
 from tenantry.runs.decide import AwaitActivity, CompleteActivity, RequestActivity
-from tenantry.runs.events import ABSENT, ActivityRequested, Event, Payload, ToolCompleted
+from tenantry.runs.events import ActivityRequested, Event, Payload
 from tenantry.runs.service import RunRequest, create_run_in
 from tenantry.runs.waiting import Parked, forget_superseded, save_sandbox
-from tenantry.tools.audit import AuditEntry
-from tenantry.tools.gateway import OUTPUT_CAP_BYTES
 
 if TYPE_CHECKING:
     from tenantry.runs.driver import RunDriver
@@ -125,26 +123,11 @@ async def complete_activity(d: RunDriver, call: CompleteActivity) -> None:
     output), or the error saying how it ended."""
     returned = call.returned
     if returned.status == "finished":
-        text = dumps(returned.result).decode()
-        encoded = text.encode()
-        truncated = len(encoded) > OUTPUT_CAP_BYTES
-        done = ToolCompleted(
-            call.key, call.tool, call.reply_seq, call.call_index, call.arguments, server=None,
-            result=encoded[:OUTPUT_CAP_BYTES].decode(errors="ignore") if truncated else text,
-            truncated=truncated, output_bytes=len(encoded) if truncated else None)
-        outcome, detail = "ok", None
+        await call_results.complete(d, call, result=dumps(returned.result).decode())
     else:
-        error = returned.error or f"the activity ended as {returned.status}"
-        done = ToolCompleted(call.key, call.tool, call.reply_seq, call.call_index,
-                             call.arguments, server=None, error=error, result=ABSENT)
-        outcome, detail = "error", error
-    await d.append([done], audit=AuditEntry.of(call.tool, call.key, call.arguments, outcome,
-                                               detail=detail))
+        await call_results.complete(
+            d, call, error=returned.error or f"the activity ended as {returned.status}")
 
 
 async def _refused(d: RunDriver, call: RequestActivity, error: str) -> float:
-    refused = ToolCompleted(call.key, call.tool, call.reply_seq, call.call_index,
-                            call.arguments, server=None, error=error)
-    await d.append([refused], audit=AuditEntry.of(call.tool, call.key, call.arguments,
-                                                  "refused", detail=error))
-    return 0.0
+    return await call_results.refuse(d, call, error)

@@ -32,21 +32,17 @@ from tenantry.db import Connection
 from tenantry.db.queries import load
 from tenantry.ids import AgentId, RunId
 from tenantry.jsonutil import digest, dumps
-from tenantry.runs import log, service
+from tenantry.runs import call_results, log, service
 from tenantry.runs.decide import AwaitChild, CompleteChild, RequestChild, idempotency_key
 from tenantry.runs.events import (
-    ABSENT,
     ChildRunEnded,
     ChildRunStarted,
     Event,
     Payload,
     RunStatus,
-    ToolCompleted,
 )
 from tenantry.runs.service import RunRequest, create_run_in
 from tenantry.runs.waiting import Parked, forget_superseded, save_sandbox
-from tenantry.tools.audit import AuditEntry
-from tenantry.tools.gateway import OUTPUT_CAP_BYTES
 
 if TYPE_CHECKING:
     from tenantry.runs.driver import RunDriver
@@ -230,21 +226,11 @@ async def complete_child(d: RunDriver, call: CompleteChild) -> None:
     ended = call.ended
     if ended.status == "finished":
         answer = ended.answer
-        text = answer if isinstance(answer, str) else dumps(answer).decode()
-        encoded = text.encode()
-        truncated = len(encoded) > OUTPUT_CAP_BYTES
-        done = ToolCompleted(
-            call.key, call.tool, call.reply_seq, call.call_index, call.arguments, server=None,
-            result=encoded[:OUTPUT_CAP_BYTES].decode(errors="ignore") if truncated else text,
-            truncated=truncated, output_bytes=len(encoded) if truncated else None)
-        outcome, detail = "ok", None
+        await call_results.complete(
+            d, call, result=answer if isinstance(answer, str) else dumps(answer).decode())
     else:
-        error = ended.error or f"the child run ended as {ended.status}"
-        done = ToolCompleted(call.key, call.tool, call.reply_seq, call.call_index,
-                             call.arguments, server=None, error=error, result=ABSENT)
-        outcome, detail = "error", error
-    await d.append([done], audit=AuditEntry.of(call.tool, call.key, call.arguments, outcome,
-                                               detail=detail))
+        await call_results.complete(
+            d, call, error=ended.error or f"the child run ended as {ended.status}")
 
 
 async def cancel_children(d: RunDriver) -> None:
@@ -263,8 +249,4 @@ async def cancel_children(d: RunDriver) -> None:
 
 
 async def _refused(d: RunDriver, call: RequestChild, error: str) -> float:
-    refused = ToolCompleted(call.key, call.tool, call.reply_seq, call.call_index,
-                            call.arguments, server=None, error=error)
-    await d.append([refused], audit=AuditEntry.of(call.tool, call.key, call.arguments,
-                                                  "refused", detail=error))
-    return 0.0
+    return await call_results.refuse(d, call, error)

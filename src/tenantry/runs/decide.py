@@ -34,7 +34,7 @@ class CallTool:
 
 
 @dataclass(frozen=True, slots=True)
-class _OneCall:
+class OneCall:
     """One tool call of one model reply, by its idempotency key and place in the reply."""
 
     key: str
@@ -45,7 +45,7 @@ class _OneCall:
 
 
 @dataclass(frozen=True, slots=True)
-class RequestApproval(_OneCall):
+class RequestApproval(OneCall):
     """Park the run until a person approves or denies this exact call."""
 
 
@@ -57,13 +57,13 @@ class AwaitApproval:
 
 
 @dataclass(frozen=True, slots=True)
-class RecordUnknown(_OneCall):
+class RecordUnknown(OneCall):
     """A call to a tool that cannot honour keys was started and never completed: it may
     or may not have happened, so it is not repeated; the model is told to check."""
 
 
 @dataclass(frozen=True, slots=True)
-class RequestActivity(_OneCall):
+class RequestActivity(OneCall):
     """Enqueue the activity task of this call (its key is the task's key) and wait for it
     with the slot given back (ADR 0015). ``version`` None: the latest at this moment."""
 
@@ -80,14 +80,14 @@ class AwaitActivity:
 
 
 @dataclass(frozen=True, slots=True)
-class CompleteActivity(_OneCall):
+class CompleteActivity(OneCall):
     """The call's task ended: its result (or error) becomes the call's result."""
 
     returned: ActivityReturned
 
 
 @dataclass(frozen=True, slots=True)
-class RequestChild(_OneCall):
+class RequestChild(OneCall):
     """Start the child run of this start_agent call (its key is the child's key) and wait
     for it with the slot given back."""
 
@@ -105,7 +105,7 @@ class AwaitChild:
 
 
 @dataclass(frozen=True, slots=True)
-class CompleteChild(_OneCall):
+class CompleteChild(OneCall):
     """The call's child run ended: its answer (or why it failed) is the call's result."""
 
     ended: ChildRunEnded
