@@ -66,3 +66,29 @@ async def second_takes_writes(second: PgCluster) -> None:
         await conn.execute("CREATE TABLE IF NOT EXISTS t (x int)")
     finally:
         await conn.close()
+
+
+async def test_a_connection_stuck_mid_operation_is_a_503_and_never_pooled_again(
+    database_dsn: str,
+) -> None:
+    """A server that goes away mid-statement (a killed primary) can leave asyncpg's
+    protocol stuck ("cannot switch to state …; another operation is in progress"): that is
+    the database being away — a 503 to the API, an outage to a worker — and the connection
+    is closed, so the next request gets a fresh one instead of the same error again."""
+    db = await Database.connect(database_dsn, role=None, min_size=1, max_size=1)
+    try:
+        async with db.unscoped() as conn:
+            stuck = await conn.fetchval("SELECT pg_backend_pid()")
+        with pytest.raises(DATABASE_DOWN):
+            await _stuck_on(db, stuck)
+        async with db.unscoped() as conn:
+            assert await conn.fetchval("SELECT pg_backend_pid()") != stuck
+    finally:
+        await db.close()
+
+
+async def _stuck_on(db: Database, pid: int) -> None:
+    async with db.unscoped() as conn:
+        assert await conn.fetchval("SELECT pg_backend_pid()") == pid  # the pooled one
+        raise asyncpg.InternalClientError(
+            "cannot switch to state 11; another operation (2) is in progress")

@@ -20,12 +20,16 @@ from tenantry.ids import TenantId
 #: Errors meaning "the database is not answering": callers stop and retry later, never guess.
 #: In a highly available cell a failover adds its own: the primary shutting down or crashing
 #: (57P01, 57P02), no host answering as the writable primary yet (a standby not promoted),
-#: and a write on a connection to a node that is now a standby (25006) — that connection is
-#: closed rather than pooled again (:meth:`Database._acquire`).
+#: a write on a connection to a node that is now a standby (25006), and a connection whose
+#: server went away mid-statement leaving asyncpg's protocol in a state it cannot leave
+#: ("cannot switch to state …; another operation is in progress": asyncpg#1069,
+#: sqlalchemy#13241) — those connections are closed rather than pooled again
+#: (:meth:`Database._acquire`).
 DATABASE_DOWN: tuple[type[Exception], ...] = (
     OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
     asyncpg.CannotConnectNowError, asyncpg.AdminShutdownError, asyncpg.CrashShutdownError,
     asyncpg.exceptions.TargetServerAttributeNotMatched, asyncpg.ReadOnlySQLTransactionError,
+    asyncpg.InternalClientError,
 )
 
 #: How long opening one connection may take, per host of the URL (asyncpg's timeout covers
@@ -178,17 +182,19 @@ class Database:
         except DATABASE_DOWN as exc:
             self.outage.failed("connect", exc)
             raise
-        on_standby = False
+        broken = False
         try:
             yield conn
             self.outage.answered(started)
-        except asyncpg.ReadOnlySQLTransactionError:
+        except (asyncpg.ReadOnlySQLTransactionError, asyncpg.InternalClientError):
             # Connected to the primary of before a failover, now a standby: every write
-            # on this connection would fail; a new one finds the new primary.
-            on_standby = True
+            # on this connection would fail; a new one finds the new primary. Or the
+            # connection's protocol is stuck mid-operation (its server went away): no
+            # statement can run on it again.
+            broken = True
             raise
         finally:
-            if on_standby or conn.is_in_transaction():
+            if broken or conn.is_in_transaction():
                 # Left inside a transaction: its task was cancelled while the transaction
                 # ended (a second cancel at shutdown cuts the ROLLBACK short). Resetting it
                 # would need the round trip that was just cut short, and asyncpg logs it as
