@@ -38,11 +38,12 @@ from tenantry.client import (
     ValidationError,
 )
 from tenantry.errors import TenantryError
+from tenantry.testing.fake_model import FakeModelServer
 from tests.support.api import Api
 from tests.support.proxies import Seen, http_proxy, refuse, tcp_proxy
 from tests.support.scripts import answer, call, scripted
 from tests.support.waiting import until
-from tests.support.worker import Fakes
+from tests.support.worker import Fakes, running_worker
 
 T = TypeVar("T")
 
@@ -224,6 +225,27 @@ async def test_a_parents_children_are_listed_and_typed(
     assert children.next_cursor is None
     with pytest.raises(NotFound):
         await aclient.runs.children("run_" + "0" * 32)
+
+
+async def test_a_run_created_to_stream_yields_its_answer_as_it_is_written(
+        api: Api, database_dsn: str, aclient: AsyncClient) -> None:
+    """`runs.create(stream=True)`: the run's only model call streams although it starts
+    before the client's event stream opens; the iterator yields ModelDelta pieces, which
+    join into the ModelReplied that follows them."""
+    text = "Streaming answers arrive piece by piece, then whole, in the log."
+    async with FakeModelServer(chunk_delay_ms=25) as slow, running_worker(
+            database_dsn, slow.base_url):
+        agent = await aclient.agents.create("talker", model="scripted", system_prompt="Hi.")
+        started = await aclient.runs.create(agent.agent_id, scripted(answer(text)),
+                                            stream=True)
+        async with aclient.runs.events(started.run_id) as stream:
+            items = [item async for item in stream]
+    deltas = [item for item in items if isinstance(item, ModelDelta)]
+    replied = next(item for item in items
+                   if isinstance(item, Event) and item.type == "ModelReplied")
+    assert len(deltas) > 1 and {d.after_seq for d in deltas} == {1}
+    assert "".join(d.text for d in deltas) == text == replied.data["text"]
+    assert items.index(deltas[-1]) < items.index(replied)
 
 
 # -- approvals and cancel -------------------------------------------------------------------
