@@ -208,8 +208,10 @@ async def _benchmark(bench: Bench) -> dict[str, Any]:
     db = await Database.connect(database.dsn, role=settings.db_role or None, min_size=1,
                                 max_size=4)
     tenancy = await provision(db, mcp_url, ("echo",), limits=LIMITS)
-    script = [{"tool_calls": [{"name": "echo", "arguments": {"text": "step"}}]}
-              ] * STEPS_PER_RUN
+    # Each step's call differs (a step number): the same call again and again would be
+    # stopped by repeat detection (ADR 0031) after three.
+    script = [{"tool_calls": [{"name": "echo", "arguments": {"text": f"step {n}"}}]}
+              for n in range(STEPS_PER_RUN)]
     created = 0
 
     async def top_up(conn: asyncpg.Connection) -> None:
