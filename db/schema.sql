@@ -2114,7 +2114,7 @@ BEGIN
     UPDATE runs SET status = 'queued', updated_at = now()
     WHERE tenant_id = NEW.tenant_id AND run_id = NEW.parent_run_id AND kind = 'agent'
       AND status = 'waiting';
-    RETURN NULL;
+    RETURN NEW;
 END $$;
 
 --
@@ -5481,7 +5481,7 @@ CREATE TRIGGER runs_uncount_deleted AFTER DELETE ON public.runs FOR EACH ROW WHE
 -- Name: runs runs_wake_parent; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER runs_wake_parent AFTER UPDATE OF status ON public.runs FOR EACH ROW WHEN (((new.kind = 'agent'::text) AND (new.parent_run_id IS NOT NULL) AND (new.status = ANY (ARRAY['finished'::text, 'failed'::text, 'cancelled'::text])) AND (old.status <> ALL (ARRAY['finished'::text, 'failed'::text, 'cancelled'::text])))) EXECUTE FUNCTION public.tenantry_wake_parent();
+CREATE TRIGGER runs_wake_parent BEFORE UPDATE OF status ON public.runs FOR EACH ROW WHEN (((new.kind = 'agent'::text) AND (new.parent_run_id IS NOT NULL) AND (new.status = ANY (ARRAY['finished'::text, 'failed'::text, 'cancelled'::text])) AND (old.status <> ALL (ARRAY['finished'::text, 'failed'::text, 'cancelled'::text])))) EXECUTE FUNCTION public.tenantry_wake_parent();
 
 --
 -- Name: sandbox_usage_facts sandbox_usage_facts_immutable; Type: TRIGGER; Schema: public; Owner: -

@@ -10,7 +10,7 @@ at what the parent's ``max_cost_micros`` has left after its own spend and the ca
 other live children, so children can never take the parent past its limit. Depth and the
 number of children per run are bounded by the operator (a tool error past them).
 
-A child's ending wakes its parent (migration 0033: a trigger on the child's status, which
+A child's ending wakes its parent (migration 0034: a trigger before the child's status change, which
 locks the parent's row first). ``await_child`` reads the child's row under the parent's
 row lock: ended → ``ChildRunEnded`` is appended (the next decision turns it into the
 call's result); not yet → the parent parks again. The same lock on both sides means an
