@@ -91,10 +91,17 @@ async def create_version(
     return AgentVersion(agent_id, row["name"], version, spec, created, pins)
 
 
-async def get_agent(db: Database, tenant: TenantId, agent_id: AgentId) -> AgentVersion:
-    """The agent with its latest version."""
-    row = await db.tenant_row(tenant, Q.get_agent, agent_id.uuid, missing=NOT_FOUND)
-    return _version(agent_id, row)
+async def get_agent(db: Database, tenant: TenantId, agent_id: AgentId,
+                    conn: Connection | None = None) -> AgentVersion:
+    """The agent with its latest version (read on ``conn``, the caller's transaction, when
+    given: a caller holding a connection must never wait for a second one)."""
+    if conn is None:
+        row = await db.tenant_row(tenant, Q.get_agent, agent_id.uuid, missing=NOT_FOUND)
+        return _version(agent_id, row)
+    found = await conn.fetchrow(Q.get_agent, tenant.value, agent_id.uuid)
+    if found is None:
+        raise NotFound(NOT_FOUND)
+    return _version(agent_id, found)
 
 
 async def get_version(

@@ -134,10 +134,12 @@ async def _start(d: RunDriver, conn: Connection, call: RequestChild,
                                call.child.agent_id, row["agent_version"],
                                row["cost_cap_micros"], basis_seq=d.basis)
     agent = AgentId.parse(call.child.agent_id)
+    # On this transaction's connection: waiting for a second one while holding this one
+    # (and the parent's row) starves the pool under load.
     found = (await agents.get_version(d.engine.db, lease.tenant, agent, call.child.version,
                                       conn)
              if call.child.version is not None else await agents.get_agent(
-                 d.engine.db, lease.tenant, agent))
+                 d.engine.db, lease.tenant, agent, conn))
     cap = min(budget_left(d) // _siblings_to_start(d, call), found.spec.limits.max_cost_micros)
     request = RunRequest(
         agent_id=agent, version=found.version, input=call.input, webhook_url=None,
