@@ -35,9 +35,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 Q = load(__package__, "activity_calls.sql")
 
-#: Refusals the model reads as the call's error (the run does not fail for them).
-REFUSED = (errors.QuotaExceeded, errors.BudgetExhausted, errors.Overloaded, errors.Conflict,
-           errors.NotFound)
 
 
 def activity_request(found: ActivityVersion, input: Any, *, idempotency_key: str | None,
@@ -59,10 +56,12 @@ async def request_activity(d: RunDriver, call: RequestActivity) -> float:
         found = await versions.get(db, lease.tenant, call.activity, call.version)
     except errors.NotFound:
         pinned = f" version {call.version}" if call.version is not None else ""
-        return await _refused(d, call, f"activity {call.activity!r}{pinned} does not exist")
+        return await call_results.refuse(
+            d, call, f"activity {call.activity!r}{pinned} does not exist")
     if len(dumps(call.arguments)) > MAX_INPUT_BYTES:
-        return await _refused(d, call, f"the arguments are over the activity input limit "
-                                       f"of {MAX_INPUT_BYTES} bytes")
+        return await call_results.refuse(
+            d, call, f"the arguments are over the activity input limit of {MAX_INPUT_BYTES} "
+                     "bytes")
     saved = await save_sandbox(d)
     written: list[Event] = []
     refusal: errors.TenantryError | None = None
@@ -80,7 +79,7 @@ async def request_activity(d: RunDriver, call: RequestActivity) -> float:
             if task is None:
                 task = (await create_run_in(conn, db, lease.tenant, request,
                                             kind="activity")).run_id.uuid
-        except REFUSED as exc:
+        except call_results.REFUSED as exc:
             refusal = exc
         else:
             events: list[Payload] = [] if saved is None else [saved]
@@ -95,8 +94,8 @@ async def request_activity(d: RunDriver, call: RequestActivity) -> float:
     if refusal is not None:
         if saved is not None and d.engine.sandboxes is not None:
             await d.engine.sandboxes.forget(lease.tenant, saved.ref)  # never in the log
-        return await _refused(d, call, f"the activity task was not enqueued: "
-                                       f"{refusal.detail}")
+        return await call_results.refuse(
+            d, call, f"the activity task was not enqueued: {refusal.detail}")
     await forget_superseded(d, saved)
     await d.absorb(written)
     raise Parked
@@ -128,6 +127,3 @@ async def complete_activity(d: RunDriver, call: CompleteActivity) -> None:
         await call_results.complete(
             d, call, error=returned.error or f"the activity ended as {returned.status}")
 
-
-async def _refused(d: RunDriver, call: RequestActivity, error: str) -> float:
-    return await call_results.refuse(d, call, error)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tenantry import errors
 from tenantry.runs.decide import OneCall
 from tenantry.runs.events import ABSENT, ToolCompleted
 from tenantry.tools.audit import AuditEntry
@@ -13,6 +14,11 @@ from tenantry.tools.gateway import OUTPUT_CAP_BYTES
 
 if TYPE_CHECKING:
     from tenantry.runs.driver import RunDriver
+
+#: Refusals of the work a call would start (the tenant's admission, a missing agent or
+#: activity, a key taken): the model reads them as the call's error; the run goes on.
+REFUSED = (errors.QuotaExceeded, errors.BudgetExhausted, errors.Overloaded, errors.Conflict,
+           errors.NotFound)
 
 
 async def complete(d: RunDriver, call: OneCall, *, result: str | None = None,

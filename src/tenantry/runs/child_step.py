@@ -52,9 +52,6 @@ Q = load(__package__, "child_calls.sql")
 # The parent's fence and its park are the ones of a run waiting for an activity task.
 WAIT = load(__package__, "activity_calls.sql")
 
-#: Refusals the model reads as the call's error (the run does not fail for them).
-REFUSED = (errors.QuotaExceeded, errors.BudgetExhausted, errors.Overloaded, errors.Conflict,
-           errors.NotFound)
 MAX_ERROR_CHARS = 1000
 
 
@@ -101,7 +98,7 @@ async def request_child(d: RunDriver, call: RequestChild) -> float:
     first, then waits for the first one (``await_child``)."""
     refusal_text = _limit_refusal(d)
     if refusal_text is not None:
-        return await _refused(d, call, refusal_text)
+        return await call_results.refuse(d, call, refusal_text)
     lease, db = d.lease, d.engine.db
     refusal: errors.TenantryError | None = None
     async with db.tenant_tx(lease.tenant) as conn:
@@ -111,12 +108,13 @@ async def request_child(d: RunDriver, call: RequestChild) -> float:
             raise errors.LeaseLost("the run's lease moved on; no child was started")
         try:
             started = await _start(d, conn, call, priority)
-        except REFUSED as exc:
+        except call_results.REFUSED as exc:
             refusal = exc
         else:
             seq = await log.append(conn, lease.tenant, lease.run, started, epoch=lease.epoch)
     if refusal is not None:
-        return await _refused(d, call, f"the child run was not started: {refusal.detail}")
+        return await call_results.refuse(
+            d, call, f"the child run was not started: {refusal.detail}")
     await d.absorb([Event.of(seq, started, datetime.now(UTC))])
     d.engine.metrics.child_runs_started.inc(d.tenant_class)
     return 0.0
@@ -249,6 +247,3 @@ async def cancel_children(d: RunDriver) -> None:
         with contextlib.suppress(errors.Conflict, errors.NotFound):
             await service.cancel_run(db, lease.tenant, child)
 
-
-async def _refused(d: RunDriver, call: RequestChild, error: str) -> float:
-    return await call_results.refuse(d, call, error)
