@@ -2,15 +2,6 @@
 -- the tenant's transaction (row-level security checks it again). A parent and its
 -- children are always one tenant's.
 
--- name: child_of_call
--- The child a start_agent call ($2: its key) of this run ($3) started already, if any.
--- Its cap is in its RunCreated (seq 1), as the parent recorded it when it started it.
-SELECT r.run_id, r.agent_version, (e.data->>'cost_cap_micros')::bigint AS cost_cap_micros
-FROM runs r
-JOIN run_events e ON e.tenant_id = r.tenant_id AND e.run_id = r.run_id AND e.seq = 1
-WHERE r.tenant_id = $1 AND r.idempotency_key = $2 AND r.parent_run_id = $3
-  AND r.kind = 'agent'
-
 -- name: child_ending
 -- How a child stands, and what it and its own children (to any depth) have spent: all of
 -- it counts against the parent's max_cost_micros.

@@ -122,15 +122,11 @@ async def request_child(d: RunDriver, call: RequestChild) -> float:
 
 async def _start(d: RunDriver, conn: Connection, call: RequestChild,
                  priority: str) -> ChildRunStarted:
-    """The child run of ``call``: the one a previous attempt started, or a new one, capped
-    at the smaller of its own max_cost_micros and what this run has left for it."""
+    """The child run of ``call``, capped at the smaller of its own max_cost_micros and what
+    this run has left for it. It is created in the transaction that records it in this
+    run's log, so a run driven again never decides to start it twice; were it ever asked
+    again, the call's key (its idempotency key) answers with the same run."""
     lease = d.lease
-    # Driven again from the same state (a crash, a lost lease): the same child.
-    row = await conn.fetchrow(Q.child_of_call, lease.tenant.value, call.key, lease.run.uuid)
-    if row is not None:
-        return ChildRunStarted(call.key, call.tool, str(RunId(row["run_id"])),
-                               call.child.agent_id, row["agent_version"],
-                               row["cost_cap_micros"], basis_seq=d.basis)
     agent = AgentId.parse(call.child.agent_id)
     # On this transaction's connection: waiting for a second one while holding this one
     # (and the parent's row) starves the pool under load.
