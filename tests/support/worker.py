@@ -20,7 +20,7 @@ from tenantry.scheduler.shedding import CellLoad, ShedThresholds
 from tenantry.telemetry.worker import WorkerMetrics
 from tenantry.testing.fake_model import FakeModelServer
 from tenantry.testing.mcp_server import EffectsMcpServer
-from tenantry.tools.builtin import BuiltinTools
+from tenantry.tools.builtin import BrowserPolicy, BuiltinTools
 from tenantry.tools.gateway import ToolGateway
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.vault import Vault
@@ -51,6 +51,7 @@ async def running_worker(
     model_gateway: GatewaySettings = TEST_GATEWAY, sandboxes: SandboxManager | None = None,
     metrics: WorkerMetrics | None = None, shedding: ShedThresholds | None = None,
     webhooks: Callable[[Database], WebhookSender] | None = None,
+    browser: BrowserPolicy | None = None,
 ) -> AsyncIterator[Worker]:
     """A real worker loop (in this process) on its own pool, until the block ends. Its model
     gateway routes over the accounts registered in the database plus, if ``model_url`` is
@@ -71,7 +72,7 @@ async def running_worker(
             database, vault=vault, master=TEST_MASTER_KEY, settings=model_gateway,
             implicit=implicit, observer=metrics,
         ) as model:
-            tools = gateway(database, mcp, vault=vault, builtins=BuiltinTools(sandboxes))
+            tools = gateway(database, mcp, vault=vault, builtins=BuiltinTools(sandboxes, browser))
             engine = Engine(db=database, model=model, tools=tools,
                             prices=PriceBook(database, refresh_seconds=0.2),
                             worker=worker_id(name), settings=settings,

@@ -31,7 +31,7 @@ from tenantry.blobs import BlobQuotaExceeded, BlobStore
 from tenantry.ids import RunId, TenantId
 from tenantry.sandbox.pool import WarmPool
 from tenantry.sandbox.sandbox import Sandbox, SandboxDriver, SavedFiles
-from tenantry.sandbox.types import Binding, Limits, SandboxError
+from tenantry.sandbox.types import Binding, Limits, SandboxError, SandboxUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -55,10 +55,15 @@ class SandboxManager:
     def __init__(
         self, driver: SandboxDriver, blobs: BlobStore, *, limits: Limits,
         hibernate_after: float = 300.0, kept_max: int = 32, kept_per_tenant: int = 8,
+        browser_driver: SandboxDriver | None = None, browser_limits: Limits | None = None,
     ) -> None:
         self.driver = driver
         self.blobs = blobs
         self.limits = limits
+        # Sandboxes of agents that may use the browser: their own image variant (microvm)
+        # and more memory. None: no browser here (the tools say why).
+        self.browser_driver = browser_driver
+        self.browser_limits = browser_limits or limits
         self.hibernate_after = hibernate_after
         self.kept_max = kept_max
         self.kept_per_tenant = kept_per_tenant
@@ -82,10 +87,12 @@ class SandboxManager:
 
     async def for_run(
         self, tenant: TenantId, run: RunId, *, egress: tuple[str, ...] = (),
-        restore_ref: str | None = None,
+        restore_ref: str | None = None, browser: bool = False,
     ) -> tuple[Sandbox, bool]:
         """The run's sandbox, and whether this call created it. ``restore_ref`` is the
-        last save the run's log names; a fresh sandbox gets those files back."""
+        last save the run's log names; a fresh sandbox gets those files back. ``browser``:
+        the run's agent may use the browser, so each of its sandboxes is a browser one
+        (the same for the run's whole life, as the agent's tools are)."""
         key = (tenant.value, str(run))
         async with self._lock(key):
             kept = self._kept.get(key)
@@ -102,7 +109,12 @@ class SandboxManager:
                     except SandboxError as exc:
                         logger.warning("kept sandbox did not resume: %s", exc)
                 await self._destroy(key)
-            sandbox = await self.driver.create(Binding(tenant, run, egress), self.limits)
+            if browser and self.browser_driver is None:
+                raise SandboxUnavailable("no browser sandbox is configured on this worker")
+            driver, limits = ((self.browser_driver, self.browser_limits)
+                              if browser and self.browser_driver is not None
+                              else (self.driver, self.limits))
+            sandbox = await driver.create(Binding(tenant, run, egress), limits)
             try:
                 if restore_ref is not None:
                     await sandbox.restore_files(self.blobs, restore_ref)
@@ -207,6 +219,8 @@ class SandboxManager:
     async def close(self) -> None:
         await self.destroy_all()
         await self.driver.close()
+        if self.browser_driver is not None and self.browser_driver is not self.driver:
+            await self.browser_driver.close()
 
     # -- inside ------------------------------------------------------------------------
 

@@ -204,8 +204,10 @@ def default_limits(settings: Settings) -> Limits:
                   disk_mib=settings.sandbox_work_mib)
 
 
-def build_backend(name: str, settings: Settings) -> Backend:
-    """The named backend; SandboxUnavailable (with the reason) if it cannot run here."""
+def build_backend(name: str, settings: Settings, *, variant: str = "code") -> Backend:
+    """The named backend; SandboxUnavailable (with the reason) if it cannot run here.
+    ``variant`` ``browser``: for sandboxes with a browser (on microvm, its image variant;
+    gVisor and bwrap use the host's /usr, where Debian's chromium-headless-shell is)."""
     program, package = PACKAGES[name]
     if shutil.which(program) is None:
         raise SandboxUnavailable(f"{name}: {program} not found (Debian package {package})")

@@ -25,6 +25,20 @@ from tenantry.sandbox.types import (
 
 #: Largest file the built-in tools move in one call (the agent enforces its own 16 MiB).
 MAX_FILE_BYTES = 4 * 1024 * 1024
+#: Seconds the guest may take to start its browser (under software emulation, many).
+BROWSER_START_S = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class BrowserReply:
+    """What a browser action came to: a result, a refusal the model can act on (a scheme,
+    a cap, no such element), or a failure (the browser died or timed out; the next action
+    starts a fresh one). ``started_ms``: this action started the browser, in that time."""
+
+    result: dict[str, Any] | None
+    refused: str | None = None
+    failed: str | None = None
+    started_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +113,19 @@ class Sandbox:
                                     timeout_s=timeout, **what)
         return ExecResult(int(reply["exit_code"]), str(reply["stdout"]), str(reply["stderr"]),
                           float(reply["duration_ms"]), bool(reply.get("truncated")))
+
+    # -- the browser -------------------------------------------------------------------
+
+    async def browser(self, action: str, *, timeout_s: float, **fields: Any) -> BrowserReply:
+        """One action of the sandbox's browser (``guest/browser.py``), started by the first.
+        ``timeout_s`` bounds the action (a page load); starting the browser, the first time,
+        has ``BROWSER_START_S`` more."""
+        reply = await self._request("browser", timeout=timeout_s + BROWSER_START_S
+                                    + GRACE_SECONDS, action=action, timeout_s=timeout_s,
+                                    start_timeout_s=BROWSER_START_S, **fields)
+        started = reply.get("started_ms")
+        return BrowserReply(reply.get("result"), reply.get("refused"), reply.get("failed"),
+                            None if started is None else float(started))
 
     # -- files -------------------------------------------------------------------------
 

@@ -1,9 +1,16 @@
-"""The built-in tools (DESIGN §9, §10): code execution and files, each in the calling
-run's own sandbox. The tool gateway routes them here after its allow-list and approval
-checks, and caps and fences their output like any tool's."""
+"""The built-in tools (DESIGN §9, §10): code execution, files and a browser, each in the
+calling run's own sandbox. The tool gateway routes them here after its allow-list and
+approval checks, and caps and fences their output like any tool's.
+
+The browser (ADR 0033) runs in the sandbox too, never on a worker: its traffic leaves only
+through the sandbox's egress relay and the host's proxy, under the agent's
+``sandbox.egress``. An agent that lists any ``browser_*`` tool gets browser sandboxes (their
+own image variant on microvm, more memory); on bwrap, which shares the host's kernel, the
+browser is refused unless the operator allows development backends for it."""
 
 from __future__ import annotations
 
+import base64
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -46,7 +53,60 @@ DEFINITIONS: dict[str, tuple[str, dict[str, Any]]] = {
         "List a folder of this run's sandbox (default: the work directory).",
         {"type": "object", "properties": {"path": _PATH}, "additionalProperties": False}),
 }
+_URL = {"type": "string", "minLength": 1, "maxLength": 2048,
+        "description": "An http or https URL."}
+_SELECTOR = {"type": "string", "minLength": 1, "maxLength": 1024,
+             "description": "A CSS selector."}
+BROWSER_DEFINITIONS: dict[str, tuple[str, dict[str, Any]]] = {
+    "browser_open": (
+        "Open a web page in this run's browser (only hosts this agent may reach). Returns "
+        "the final URL, HTTP status, title and the page's readable text. Cookies and the "
+        "open page persist between calls of this run.",
+        {"type": "object", "properties": {"url": _URL}, "required": ["url"],
+         "additionalProperties": False}),
+    "browser_click": (
+        "Click an element of the open page, found by CSS selector or by its visible text "
+        "(give one). Returns the page after the click (it may have navigated).",
+        {"type": "object", "properties": {
+            "selector": _SELECTOR,
+            "text": {"type": "string", "minLength": 1, "maxLength": 1024,
+                     "description": "Visible text of a link or button."}},
+         "additionalProperties": False}),
+    "browser_type": (
+        "Type text into an element of the open page (found by CSS selector); with submit, "
+        "press Enter after it. Returns the page after typing.",
+        {"type": "object", "properties": {
+            "selector": _SELECTOR, "text": {"type": "string", "maxLength": 65536},
+            "submit": {"type": "boolean", "description": "Press Enter after typing."}},
+         "required": ["selector", "text"], "additionalProperties": False}),
+    "browser_screenshot": (
+        "Take a PNG screenshot of the open page. It is stored with the run; the result "
+        "names it.",
+        {"type": "object", "properties": {}, "additionalProperties": False}),
+    "browser_extract": (
+        "The text of every element of the open page that matches a CSS selector (up to "
+        "200; a link's href when it has no text).",
+        {"type": "object", "properties": {"selector": _SELECTOR}, "required": ["selector"],
+         "additionalProperties": False}),
+}
+BROWSER_TOOLS = frozenset(BROWSER_DEFINITIONS)
+DEFINITIONS.update(BROWSER_DEFINITIONS)
 NAMES = frozenset(DEFINITIONS)
+
+
+@dataclass(frozen=True, slots=True)
+class BrowserPolicy:
+    """The operator's limits on every run's browser (config: ``TENANTRY_BROWSER_*``)."""
+
+    page_timeout_s: float = 30.0
+    max_pages: int = 50
+    max_bytes: int = 50 * 1024 * 1024
+    #: bwrap shares the host's kernel: a browser there is for development machines only.
+    allow_dev_backends: bool = False
+
+
+def uses_browser(tools: tuple[str, ...] | frozenset[str]) -> bool:
+    return any(tool in BROWSER_TOOLS for tool in tools)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +121,10 @@ class BuiltinOutcome:
 
 
 class BuiltinTools:
-    def __init__(self, sandboxes: SandboxManager | None) -> None:
+    def __init__(self, sandboxes: SandboxManager | None,
+                 browser: BrowserPolicy | None = None) -> None:
         self.sandboxes = sandboxes
+        self.browser = browser or BrowserPolicy()
 
     def definition(self, name: str) -> dict[str, Any]:
         description, parameters = DEFINITIONS[name]
@@ -71,17 +133,23 @@ class BuiltinTools:
 
     async def call(
         self, tenant: TenantId, run: RunId, tool: str, arguments: dict[str, Any], *,
-        egress: tuple[str, ...] = (), sandbox_ref: str | None = None,
+        egress: tuple[str, ...] = (), sandbox_ref: str | None = None, browser: bool = False,
     ) -> BuiltinOutcome:
+        """``browser``: the run's agent may use the browser (its sandboxes are browser
+        ones, whichever built-in tool comes first)."""
         problem = _check(tool, arguments)
         if problem is not None:
             return BuiltinOutcome(False, problem, {})
         if self.sandboxes is None:
             return BuiltinOutcome(False, "code execution is not available on this platform: "
                                   "no sandbox backend is configured", {})
+        if browser:
+            problem = self._browser_refusal()
+            if problem is not None:
+                return BuiltinOutcome(False, problem, {"backend": self.sandboxes.backend})
         try:
             sandbox, created = await self.sandboxes.for_run(
-                tenant, run, egress=egress, restore_ref=sandbox_ref)
+                tenant, run, egress=egress, restore_ref=sandbox_ref, browser=browser)
         except SandboxError as exc:
             return BuiltinOutcome(False, f"no sandbox could be started: {exc.detail}",
                                   {"backend": self.sandboxes.backend})
@@ -92,14 +160,57 @@ class BuiltinTools:
                 info["restored_from"] = sandbox.restored_from
         started = time.perf_counter()
         try:
-            ok, text = await _carry_out(sandbox, tool, arguments)
+            if tool in BROWSER_TOOLS:
+                ok, text = await self._browse(tenant, run, sandbox, tool, arguments, info)
+            else:
+                ok, text = await _carry_out(sandbox, tool, arguments)
         except SandboxError as exc:
             ok, text = False, _failure(exc)
             if not sandbox.alive:
                 await self.sandboxes.drop(tenant, run)
         info["exec_ms"] = round((time.perf_counter() - started) * 1000, 3)
         refused, dropped = self._egress_refusals(tenant, run)
+        if refused and tool in BROWSER_TOOLS:
+            # What the page tried to reach and was refused (a redirect inside, a host off
+            # the list): the model is told, as code sees its proxy's 403.
+            text = _with_blocked(text, refused)
         return BuiltinOutcome(ok, text, info, tuple(refused), dropped)
+
+    def _browser_refusal(self) -> str | None:
+        assert self.sandboxes is not None
+        if self.sandboxes.browser_driver is None:
+            return "the browser is not available on this platform (no browser sandbox)"
+        if self.sandboxes.backend == "bwrap" and not self.browser.allow_dev_backends:
+            return ("the browser is not available on this platform: its sandbox backend "
+                    "(bwrap) shares the host's kernel; an operator may allow it on a "
+                    "development machine with TENANTRY_BROWSER_DEV_BACKENDS=1")
+        return None
+
+    async def _browse(self, tenant: TenantId, run: RunId, sandbox: Sandbox, tool: str,
+                      arguments: dict[str, Any], info: dict[str, Any]) -> tuple[bool, str]:
+        if tool == "browser_open" and not arguments["url"].lower().startswith(
+                ("http://", "https://")):
+            return False, "only http and https pages may be opened"
+        policy = self.browser
+        action = tool.removeprefix("browser_")
+        fields: dict[str, Any] = {k: v for k, v in arguments.items()}
+        if action in ("open", "click", "type"):
+            fields.update(max_pages=policy.max_pages, max_bytes=policy.max_bytes)
+        reply = await sandbox.browser(action, timeout_s=policy.page_timeout_s, **fields)
+        if reply.started_ms is not None:
+            info["browser_start_ms"] = reply.started_ms
+        if reply.refused is not None:
+            return False, reply.refused
+        if reply.failed is not None:
+            return False, f"the browser failed: {reply.failed}"
+        result = dict(reply.result or {})
+        if action == "screenshot":
+            assert self.sandboxes is not None
+            png = base64.b64decode(str(result.pop("png", "")))
+            ref = await self.sandboxes.blobs.put(tenant, f"screenshot-{run}", png)
+            result = {"screenshot": ref, "bytes": len(png), "content_type": "image/png",
+                      **result}
+        return True, orjson.dumps(result).decode()
 
     def _egress_refusals(self, tenant: TenantId, run: RunId) -> tuple[list[EgressRefusal], int]:
         # The proxy answers a refusal only after noting it, so every attempt the code made
@@ -132,6 +243,18 @@ async def _carry_out(sandbox: Sandbox, tool: str, arguments: dict[str, Any]) -> 
             return True, orjson.dumps([{"name": e.name, "kind": e.kind, "size": e.size}
                                        for e in entries]).decode()
     raise AssertionError(tool)
+
+
+def _with_blocked(text: str, refused: list[EgressRefusal]) -> str:
+    blocked = [{"host": r.host, "port": r.port, "reason": r.reason_code} for r in refused]
+    try:
+        body = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        body = None
+    if isinstance(body, dict):
+        body["blocked"] = blocked
+        return orjson.dumps(body).decode()
+    return f"{text}\n[the sandbox's proxy refused: {orjson.dumps(blocked).decode()}]"
 
 
 def _exec_text(result: ExecResult) -> str:
@@ -171,6 +294,12 @@ def _check(tool: str, arguments: dict[str, Any]) -> str | None:
         if spec["type"] == "number" and (isinstance(value, bool)
                                          or not isinstance(value, int | float) or value < 1):
             return f"{tool}: {name!r} must be a number of seconds ≥ 1"
+        if spec["type"] == "boolean" and not isinstance(value, bool):
+            return f"{tool}: {name!r} must be true or false"
         if spec["type"] == "string" and value == "" and spec.get("minLength"):
             return f"{tool}: {name!r} must not be empty"
+        if spec["type"] == "string" and len(value) > spec.get("maxLength", 1 << 30):
+            return f"{tool}: {name!r} is longer than {spec['maxLength']} characters"
+    if tool == "browser_click" and ("selector" in arguments) == ("text" in arguments):
+        return "browser_click needs exactly one of 'selector' or 'text'"
     return None

@@ -32,7 +32,7 @@ from tenantry.sandbox.egress import EgressRefusal
 from tenantry.tools import approvals
 from tenantry.tools.audit import AuditEntry
 from tenantry.tools.builtin import NAMES as BUILTIN_TOOLS
-from tenantry.tools.builtin import BuiltinTools
+from tenantry.tools.builtin import BuiltinTools, uses_browser
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.tools.servers import ToolServer, list_servers, tools_digest
 from tenantry.vault import Vault, VaultError
@@ -209,7 +209,8 @@ class ToolGateway:
         key: str, run: RunId, sandbox_ref: str | None, started: float,
     ) -> ToolResult:
         outcome = await self._builtins.call(tenant, run, tool, arguments,
-                                            egress=spec.sandbox.egress, sandbox_ref=sandbox_ref)
+                                            egress=spec.sandbox.egress, sandbox_ref=sandbox_ref,
+                                            browser=uses_browser(spec.tools))
         result = await self._shape(tenant, key, None, outcome.ok, outcome.text, started)
         return dataclasses.replace(result, sandbox=outcome.sandbox or None,
                                    egress_refused=outcome.egress_refused,

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from tenantry.sandbox.backends.cgroups import CgroupV1, remove_stale
 from tenantry.sandbox.backends.child import (
+    BROWSER_PATH,
     ETC_FILES,
     HOST_PATH,
     RELAY_PATH,
@@ -128,6 +129,7 @@ class BwrapBackend:
         # Read once: edits to the source tree cannot change sandboxes started later.
         self._agent = agent_path.read_bytes()
         self._relay = relay_path.read_bytes()
+        self._browser = BROWSER_PATH.read_bytes()
         self._seccomp = deny_list_program()
         self._instances: dict[str, BwrapInstance] = {}
         self._leases: dict[str, UidLease] = {}
@@ -157,6 +159,7 @@ class BwrapBackend:
             "--ro-bind-data", str(fds["group"]), "/etc/group",
             "--ro-bind-data", str(fds["agent"]), "/agent.py",
             "--ro-bind-data", str(fds["relay"]), "/relay.py",
+            "--ro-bind-data", str(fds["browser"]), "/browser.py",
             "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
             # /work is a tmpfs capped at disk_mib in all (RLIMIT_FSIZE caps one file):
             # its pages are charged to the sandbox's memory cgroup, never the host's disk.
@@ -177,7 +180,8 @@ class BwrapBackend:
         fds: dict[str, int] = {}
         try:
             for name, data in (("seccomp", self._seccomp), ("agent", self._agent),
-                               ("relay", self._relay), ("passwd", PASSWD.encode()),
+                               ("relay", self._relay), ("browser", self._browser),
+                               ("passwd", PASSWD.encode()),
                                ("group", GROUP.encode())):
                 fds[name] = _memfd(name, data)
         except BaseException:

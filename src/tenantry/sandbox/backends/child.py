@@ -31,7 +31,9 @@ HOST_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 #: The top-level entries Debian 12 has as symlinks into /usr (merged /usr) or directories.
 ROOT_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 #: Host files the sandbox may read: what common tools look for, nothing that names users.
-ETC_FILES = ("alternatives", "ld.so.cache", "localtime", "nsswitch.conf", "mime.types")
+#: (fonts: fontconfig's configuration, which the browser needs to render text.)
+ETC_FILES = ("alternatives", "ld.so.cache", "localtime", "nsswitch.conf", "mime.types",
+             "fonts")
 
 #: The Debian package to name when a program is missing.
 PACKAGES = {"bwrap": "bubblewrap", "prlimit": "util-linux", "setpriv": "util-linux",
@@ -39,6 +41,8 @@ PACKAGES = {"bwrap": "bubblewrap", "prlimit": "util-linux", "setpriv": "util-lin
 
 #: The guest's egress relay, mounted read-only at /relay.py beside /agent.py.
 RELAY_PATH = Path(__file__).parent.parent / "guest" / "relay.py"
+#: The guest's browser driver, mounted read-only at /browser.py (the agent loads it).
+BROWSER_PATH = Path(__file__).parent.parent / "guest" / "browser.py"
 _RELAY_READY = "/tmp/.tenantry-relay-ready"
 
 
@@ -60,11 +64,13 @@ def guest_command(pids: int) -> list[str]:
 
 class ExecChannel(AgentChannel):
     """The agent's channel, with ``after_exec`` run after every execution before the next
-    request goes out (requests stay one at a time, the hook included)."""
+    request goes out (requests stay one at a time, the hook included), and
+    ``after_browser`` after every browser request."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         super().__init__(reader, writer)
         self.after_exec: Callable[[], Awaitable[None]] | None = None
+        self.after_browser: Callable[[], Awaitable[None]] | None = None
         self._order = asyncio.Lock()
 
     async def request(
@@ -74,8 +80,9 @@ class ExecChannel(AgentChannel):
             try:
                 return await super().request(op, timeout=timeout, **fields)
             finally:
-                if op == "exec" and self.after_exec is not None and not self.closed:
-                    await self.after_exec()
+                hook = {"exec": self.after_exec, "browser": self.after_browser}.get(op)
+                if hook is not None and not self.closed:
+                    await hook()
 
 
 async def stdio_channels() -> tuple[ExecChannel, EgressPort, socket.socket, socket.socket]:
@@ -122,6 +129,9 @@ class ChildInstance:
         self.baseline: frozenset[int] = frozenset()
         if isinstance(channel, ExecChannel):
             channel.after_exec = self._after_exec
+            # The browser the agent started (and the renderers it forked) lives for the
+            # sandbox's life: it joins what the sweep after each execution keeps.
+            channel.after_browser = self._take_baseline
 
     @property
     def alive(self) -> bool:

@@ -171,6 +171,9 @@ class GvisorBackend:
         self.relay_path = state_dir / "relay.py"
         shutil.copyfile(relay_path, self.relay_path)
         self.relay_path.chmod(0o644)
+        self.browser_path = state_dir / "browser.py"
+        shutil.copyfile(child.BROWSER_PATH, self.browser_path)
+        self.browser_path.chmod(0o644)
         self.rootfs = self._build_rootfs()
         self._instances: dict[str, GvisorInstance] = {}
 
@@ -180,7 +183,7 @@ class GvisorBackend:
         rootfs = self.state_dir / "rootfs"
         for name in ("usr", "proc", "dev", "tmp", "work", "etc"):
             (rootfs / name).mkdir(parents=True, exist_ok=True)
-        for name in ("agent.py", "relay.py"):
+        for name in ("agent.py", "relay.py", "browser.py"):
             (rootfs / name).touch()
         for name in ("passwd", "group"):
             (rootfs / "etc" / name).touch()
@@ -214,6 +217,7 @@ class GvisorBackend:
             _bind("/usr", "/usr"),
             _bind(self.agent_path, "/agent.py"),
             _bind(self.relay_path, "/relay.py"),
+            _bind(self.browser_path, "/browser.py"),
             _bind(directory / "etc" / "passwd", "/etc/passwd"),
             _bind(directory / "etc" / "group", "/etc/group"),
         ]

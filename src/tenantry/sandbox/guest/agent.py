@@ -43,6 +43,7 @@ MAX_SAVE_BYTES = 64 * 1024 * 1024
 MAX_LIST_ENTRIES = 1000
 DRAIN_SECONDS = 0.2  # output still arriving after the execution ended (grandchildren)
 RNDRESEEDCRNG = 0x5207  # <linux/random.h>: reseed the kernel's CRNG from its input pool
+BROWSER_UID = 1001  # the browser's own user where the agent is root (the microVM image)
 
 
 class Refused(Exception):
@@ -56,6 +57,7 @@ class Agent:
         self.nproc = nproc
         self.env: dict[str, str] = {}
         self.labels: dict[str, str] = {}
+        self.browser: Any = None  # browser.Browser, started by the first browser request
 
     # -- requests ----------------------------------------------------------------------
 
@@ -64,7 +66,7 @@ class Agent:
         handler: Callable[[dict[str, Any]], dict[str, Any]] | None = {
             "ping": self.op_ping, "bind": self.op_bind, "seed": self.op_seed, "exec": self.op_exec,
             "write": self.op_write, "read": self.op_read, "list": self.op_list,
-            "save": self.op_save, "restore": self.op_restore,
+            "save": self.op_save, "restore": self.op_restore, "browser": self.op_browser,
         }.get(str(op))
         if handler is None:
             raise Refused(f"unknown op {op!r}")
@@ -218,6 +220,51 @@ class Agent:
                     os.symlink(member.linkname, target)
                 # devices, fifos and hard links are never restored
         return {"files": restored}
+
+    def op_browser(self, request: dict[str, Any]) -> dict[str, Any]:
+        """One browser action (``browser.py``). The browser starts on the first and lives
+        as long as the sandbox. The reply is ``{"result": …}``, ``{"refused": why}`` (the
+        model's to fix) or ``{"failed": why}`` (the browser is closed; the next request
+        starts a fresh one)."""
+        module = _browser_module()
+        timeout = float(request.get("timeout_s", 30.0))
+        limits = {"max_pages": int(request.get("max_pages", 50)),
+                  "max_bytes": int(request.get("max_bytes", 50 << 20))}
+        action = str(request.get("action"))
+        started_ms = None
+        try:
+            if self.browser is None or not self.browser.alive:
+                if self.browser is not None:
+                    self.browser.close()
+                # As root (the microVM), the browser runs as its own user: the sweep after
+                # each execution kills every process of the sandbox user, not the browser.
+                self.browser = module.Browser(uid=BROWSER_UID if self.uid is not None else None)
+                started_ms = round(self.browser.start(float(request.get("start_timeout_s",
+                                                                        60.0))) * 1000, 1)
+            browser = self.browser
+            if action == "open":
+                result = browser.open(str(request.get("url", "")), timeout=timeout, **limits)
+            elif action == "click":
+                result = browser.click(request.get("selector"), request.get("text"),
+                                       timeout=timeout, **limits)
+            elif action == "type":
+                result = browser.type(str(request.get("selector", "")),
+                                      str(request.get("text", "")),
+                                      submit=bool(request.get("submit")), timeout=timeout,
+                                      **limits)
+            elif action == "screenshot":
+                result = browser.screenshot(timeout=timeout)
+            elif action == "extract":
+                result = browser.extract(str(request.get("selector", "")), timeout=timeout)
+            else:
+                raise Refused(f"unknown browser action {action!r}")
+        except module.BrowserRefused as exc:
+            return {"refused": str(exc), "started_ms": started_ms}
+        except module.BrowserFailed as exc:
+            self.browser.close()
+            self.browser = None
+            return {"failed": str(exc), "started_ms": started_ms}
+        return {"result": result, "started_ms": started_ms}
 
     # -- executions --------------------------------------------------------------------
 
@@ -403,6 +450,24 @@ class Agent:
     def _own(self, path: str) -> None:
         if self.uid is not None:
             os.chown(path, self.uid, self.uid)
+
+
+def _browser_module() -> Any:
+    """``browser.py``, beside this file in every sandbox, loaded on first use (``python3
+    -I`` puts no script directory on ``sys.path``)."""
+    module = sys.modules.get("tenantry_guest_browser")
+    if module is None:
+        import importlib.util
+
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "browser.py")
+        spec = importlib.util.spec_from_file_location("tenantry_guest_browser", path)
+        if spec is None or spec.loader is None or not os.path.exists(path):
+            raise Refused("this sandbox has no browser driver (browser.py)")
+        module = importlib.util.module_from_spec(spec)
+        sys.dont_write_bytecode = True  # no __pycache__ beside it, nor in the work dir
+        sys.modules["tenantry_guest_browser"] = module
+        spec.loader.exec_module(module)
+    return module
 
 
 def _open_channel(path: str | None) -> tuple[BinaryIO, int]:

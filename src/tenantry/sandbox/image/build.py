@@ -70,7 +70,8 @@ class ImageInfo:
 
 
 def _sources() -> dict[str, bytes]:
-    return {name: (GUEST_DIR / name).read_bytes() for name in ("init.sh", "agent.py", "relay.py")}
+    return {name: (GUEST_DIR / name).read_bytes()
+            for name in ("init.sh", "agent.py", "relay.py", "browser.py")}
 
 
 def _source_hashes(sources: dict[str, bytes] | None = None) -> dict[str, str]:
@@ -371,6 +372,7 @@ def _entries(staging: Path, release: str, sources: dict[str, bytes]
     tree.data("init", sources["init.sh"], mode=0o755)
     tree.data("agent.py", sources["agent.py"], mode=0o644)
     tree.data("relay.py", sources["relay.py"], mode=0o644)
+    tree.data("browser.py", sources["browser.py"], mode=0o644)
     tree.data("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n"
               b"sandbox:x:1000:1000:sandbox:/work:/bin/sh\n")
     tree.data("etc/group", b"root:x:0:\nsandbox:x:1000:\n")

@@ -1,0 +1,221 @@
+"""The built-in browser tools (ADR 0033) with real sandboxes and a real Chromium inside them,
+on every backend that runs it: pages come from a real server on loopback that the sandbox
+reaches as ``pages.example`` only through its egress relay and the host's proxy
+(``tests/support/pages.py``: the proxy's test resolver and connector, never a relaxed
+vetting). Containment is checked where a user would notice: what the page server and the
+proxy saw, what is in the sandbox and on the host, and what the model was told."""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tenantry.blobs import DirectoryBlobStore
+from tenantry.ids import RunId, TenantId
+from tenantry.sandbox import probe as sandbox_probe
+from tenantry.sandbox.manager import SandboxManager
+from tenantry.sandbox.pool import PooledDriver
+from tenantry.sandbox.types import Limits
+from tenantry.tools.builtin import BrowserPolicy, BuiltinTools
+from tests.support.api import Api
+from tests.support.pages import DOWNLOAD_NAME, HOST, INJECTION, OFF_LIST, PageWorld, page_world
+from tests.support.sandbox import require, sandbox_settings
+from tests.support.scripts import answer, call, scripted
+from tests.support.worker import Fakes, running_worker
+
+pytestmark = pytest.mark.timeout(900)
+
+#: Every backend here runs the browser; bwrap only because the tests allow development
+#: backends (a worker refuses it by default: test_bwrap_refuses_the_browser_by_default).
+BROWSER_BACKENDS = ("gvisor", "bwrap")
+BROWSER_LIMITS = Limits(memory_mib=1536, pids=256, timeout_s=60)
+#: Page loads under software emulation (the microVM here) take seconds, not milliseconds.
+POLICY = BrowserPolicy(page_timeout_s=90.0, max_pages=20, allow_dev_backends=True)
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def world() -> Iterator[PageWorld]:
+    with page_world() as pages:
+        yield pages
+
+
+@pytest.fixture(scope="module", params=BROWSER_BACKENDS)
+async def browsers(request: pytest.FixtureRequest, world: PageWorld,
+                   tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SandboxManager]:
+    """A worker's sandbox manager whose browser sandboxes reach the test's web."""
+    name: str = request.param
+    require(name)
+    if name == "microvm":
+        request.getfixturevalue("guest_image")
+    tmp = tmp_path_factory.mktemp(f"browser-{name}")
+    driver = PooledDriver(
+        sandbox_probe.build_backend(name, sandbox_settings(tmp, name), variant="browser"),
+        pool_size=0, limits=BROWSER_LIMITS, egress=world.proxy())
+    manager = SandboxManager(driver, DirectoryBlobStore(tmp / "blobs"), limits=BROWSER_LIMITS,
+                             hibernate_after=0, browser_driver=driver,
+                             browser_limits=BROWSER_LIMITS)
+    try:
+        yield manager
+    finally:
+        await manager.close()
+
+
+async def browse(tools: BuiltinTools, run: RunId, tool: str, **arguments: Any
+                 ) -> tuple[bool, Any]:
+    outcome = await tools.call(TenantId("tenant-b"), run, tool, arguments, egress=(HOST,),
+                               browser=True)
+    try:
+        return outcome.ok, json.loads(outcome.text)
+    except ValueError:
+        return outcome.ok, outcome.text
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == PNG and data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    return int(width), int(height)
+
+
+async def test_an_agent_opens_a_page_clicks_reads_the_next_and_screenshots_it(
+    api: Api, fakes: Fakes, database_dsn: str, browsers: SandboxManager, world: PageWorld,
+) -> None:
+    tenant, h = await api.tenant()
+    agent = await api.agent(h, tools=["browser_open", "browser_click", "browser_screenshot",
+                                      "browser_extract"], sandbox={"egress": [HOST]})
+    world.paths.clear()
+    async with running_worker(database_dsn, fakes.model.base_url, sandboxes=browsers,
+                              browser=POLICY):
+        run_id = await api.start(h, agent, scripted(
+            call("browser_open", url=f"http://{HOST}/"),
+            call("browser_click", text="Next page"),
+            call("browser_screenshot"),
+            call("browser_extract", selector="#answer"),
+            answer("I read: {last_tool_result}")))
+        events = await api.events_until_end(h, run_id, within=600)
+    run = await api.run(h, run_id)
+    assert run["status"] == "finished", run
+    assert "The answer is 42." in str(run["answer"])
+    done = {e["data"]["tool"]: e["data"] for e in events if e["type"] == "ToolCompleted"}
+    opened = json.loads(done["browser_open"]["result"])
+    assert (opened["title"], opened["status"], opened["url"]) == (
+        "Start", 200, f"http://{HOST}/")
+    assert "First page." in opened["text"]
+    clicked = json.loads(done["browser_click"]["result"])
+    assert clicked["url"] == f"http://{HOST}/two" and "The answer is 42." in clicked["text"]
+    # The screenshot is a real PNG of the page, in the blob store under the tenant.
+    shot = json.loads(done["browser_screenshot"]["result"])
+    assert shot["content_type"] == "image/png" and shot["url"] == f"http://{HOST}/two"
+    data = await browsers.blobs.get(TenantId(tenant), shot["screenshot"])
+    assert len(data) == shot["bytes"] and png_size(data) == (1280, 800)
+    # One sandbox served the whole run, on the backend under test; the page server saw
+    # exactly the pages, through the proxy, at the address the proxy vetted.
+    assert {d["sandbox"]["id"] for d in done.values()} == {
+        done["browser_open"]["sandbox"]["id"]}
+    assert done["browser_open"]["sandbox"]["backend"] == browsers.backend
+    assert "browser_start_ms" in done["browser_open"]["sandbox"]
+    assert world.paths[:2] == ["/", "/two"]
+
+
+async def test_redirects_inside_or_off_the_list_get_nothing_through(
+    browsers: SandboxManager, world: PageWorld,
+) -> None:
+    tools = BuiltinTools(browsers, POLICY)
+    run = RunId.new()
+    world.paths.clear()
+    world.dialed.clear()
+    for path, host, reason in (("/to-loopback", "127.0.0.1", "internal_address"),
+                               ("/to-metadata", "169.254.169.254", "metadata_address"),
+                               ("/to-elsewhere", OFF_LIST, "not_allowed")):
+        ok, page = await browse(tools, run, "browser_open", url=f"http://{HOST}{path}")
+        assert ok, page
+        # Told to the model: what the page tried, and that the proxy refused it.
+        assert {"host": host, "port": 80 if host != "127.0.0.1" else world.port,
+                "reason": reason} in page["blocked"], page
+        assert "internal only" not in page["text"]
+    # Only the redirecting pages were fetched, all from the one vetted public address.
+    assert world.paths == ["/to-loopback", "/to-metadata", "/to-elsewhere"]
+    assert {str(address) for address, _ in world.dialed} == {"93.184.215.14"}
+    await browsers.end(TenantId("tenant-b"), run, None)
+
+
+async def test_file_and_chrome_urls_are_refused_at_the_edge_and_in_the_guest(
+    browsers: SandboxManager, world: PageWorld,
+) -> None:
+    tools = BuiltinTools(browsers, POLICY)
+    run = RunId.new()
+    for url in ("file:///etc/passwd", "chrome://settings", "javascript:alert(1)"):
+        ok, text = await browse(tools, run, "browser_open", url=url)
+        assert not ok and "only http and https" in text
+    # Past the edge, the guest refuses too, and a page that redirects to file: is stopped.
+    sandbox, _ = await browsers.for_run(TenantId("tenant-b"), run, egress=(HOST,),
+                                        browser=True)
+    reply = await sandbox.browser("open", timeout_s=90, url="file:///etc/passwd",
+                                  max_pages=20, max_bytes=1 << 26)
+    assert reply.refused and "only http and https" in reply.refused
+    ok, page = await browse(tools, run, "browser_open", url=f"http://{HOST}/to-file")
+    assert "root:x:0:0" not in json.dumps(page)
+    await browsers.end(TenantId("tenant-b"), run, None)
+
+
+async def test_a_download_leaves_nothing_in_the_sandbox_or_on_the_host(
+    browsers: SandboxManager, world: PageWorld,
+) -> None:
+    tools = BuiltinTools(browsers, POLICY)
+    run = RunId.new()
+    ok, page = await browse(tools, run, "browser_open", url=f"http://{HOST}/download")
+    assert ok and page["title"] == "Download"
+    ok, _ = await browse(tools, run, "browser_click", selector="#get")
+    sandbox, _ = await browsers.for_run(TenantId("tenant-b"), run, egress=(HOST,),
+                                        browser=True)
+    found = await sandbox.run_shell(f"find / -path /proc -prune -o -name '{DOWNLOAD_NAME}*' -print "
+                                    "2>/dev/null; "
+                                    "ls -A /work", timeout_s=60)
+    assert DOWNLOAD_NAME not in found.stdout and found.stdout.strip() == ""
+    await browsers.end(TenantId("tenant-b"), run, None)
+    # Nor on the host: not in the sandboxes' own folders, the home folder or /tmp.
+    sandboxes_dir = Path(str(getattr(browsers.blobs, "root", "/nonexistent"))).parent
+    roots = (Path.home(), Path("/tmp"), sandboxes_dir)
+    assert [p for root in roots for p in root.rglob(f"{DOWNLOAD_NAME}*")] == []
+
+
+async def test_two_runs_browsers_share_no_cookies(
+    browsers: SandboxManager, world: PageWorld,
+) -> None:
+    tools = BuiltinTools(browsers, POLICY)
+    first, second = RunId.new(), RunId.new()
+    await browse(tools, first, "browser_open", url=f"http://{HOST}/set-cookie")
+    ok, page = await browse(tools, first, "browser_open", url=f"http://{HOST}/cookie")
+    assert ok and "session=run-one-secret" in page["text"]  # kept between steps of a run
+    ok, page = await browse(tools, second, "browser_open", url=f"http://{HOST}/cookie")
+    assert ok and page["text"] == "no cookie"
+    for run in (first, second):
+        await browsers.end(TenantId("tenant-b"), run, None)
+
+
+async def test_an_injected_page_cannot_reach_a_tool_off_the_allow_list(
+    api: Api, fakes: Fakes, database_dsn: str, browsers: SandboxManager,
+) -> None:
+    tenant, h = await api.tenant()
+    await api.tool_server(tenant, fakes.mcp.url)  # serves `effect`: registered, not allowed
+    agent = await api.agent(h, tools=["browser_open"], sandbox={"egress": [HOST]})
+    async with running_worker(database_dsn, fakes.model.base_url, sandboxes=browsers,
+                              browser=POLICY):
+        run_id = await api.start(h, agent, scripted(
+            call("browser_open", url=f"http://{HOST}/inject"),
+            call("effect", note="refund 10000 to order-666"),  # the scripted model obeys
+            answer("finished anyway")))
+        events = await api.events_until_end(h, run_id, within=600)
+    assert fakes.mcp.calls == []  # nothing reached the tool server
+    done = [e["data"] for e in events if e["type"] == "ToolCompleted"]
+    assert INJECTION in json.loads(done[0]["result"])["text"]
+    assert done[1]["tool"] == "effect" and "not available to this agent" in done[1]["error"]
+    # The page's text reached the model fenced, as data.
+    second = fakes.model.requests[1].json()
+    tool_message = next(m for m in second["messages"] if m["role"] == "tool")
+    assert tool_message["content"].startswith('<tool_output tool="browser_open" status="ok">')
