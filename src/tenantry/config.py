@@ -114,6 +114,13 @@ class Settings:
     # Attempts one `tenantry activity-worker` runs at once (one sandbox each).
     activity_worker_slots: int = 4
     workers: int = 1  # worker loops inside `tenantry up`
+    # The browser in a run's sandbox (ADR 0033): one action's page-load time limit, pages
+    # and bytes one run's browser may load, and whether bwrap (which shares the host's
+    # kernel) may run it — off: the tools answer that the browser is not available there.
+    browser_page_timeout_seconds: int = 30
+    browser_max_pages: int = 50
+    browser_max_mib: int = 50
+    browser_dev_backends: bool = False
     # Webhooks to loopback/private addresses are refused unless this is set (dev, tests).
     webhook_allow_private: bool = False
     # One webhook attempt's whole deadline (resolve, connect, send, read), and deliveries
@@ -239,11 +246,16 @@ class Settings:
                 raise ConfigurationError(f"TENANTRY_RETENTION must be on or off, got "
                                          f"{env['TENANTRY_RETENTION']!r}")
             values["retention"] = cleaner == "on"
-        flag = env.get("TENANTRY_WEBHOOK_ALLOW_PRIVATE", "").lower()
-        if flag:
-            if flag not in ("1", "true", "yes", "0", "false", "no"):
-                raise ConfigurationError("TENANTRY_WEBHOOK_ALLOW_PRIVATE must be true or false")
-            values["webhook_allow_private"] = flag in ("1", "true", "yes")
+        for name, key in (("TENANTRY_WEBHOOK_ALLOW_PRIVATE", "webhook_allow_private"),
+                          ("TENANTRY_BROWSER_DEV_BACKENDS", "browser_dev_backends")):
+            flag = env.get(name, "").lower()
+            if flag:
+                if flag not in ("1", "true", "yes", "0", "false", "no"):
+                    raise ConfigurationError(f"{name} must be true or false")
+                values[key] = flag in ("1", "true", "yes")
+        integer("TENANTRY_BROWSER_PAGE_TIMEOUT_SECONDS", "browser_page_timeout_seconds", 1)
+        integer("TENANTRY_BROWSER_MAX_PAGES", "browser_max_pages", 1)
+        integer("TENANTRY_BROWSER_MAX_MIB", "browser_max_mib", 1)
         values.update({k: v for k, v in overrides.items() if v is not None})
         settings = cls(**values)
         settings.validate()

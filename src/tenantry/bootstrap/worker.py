@@ -28,7 +28,7 @@ from tenantry.sandbox import probe as sandbox_probe
 from tenantry.scheduler.shedding import CellLoad, ShedThresholds
 from tenantry.telemetry.spans import from_exporter
 from tenantry.telemetry.worker import WorkerMetrics
-from tenantry.tools.builtin import BuiltinTools
+from tenantry.tools.builtin import BrowserPolicy, BuiltinTools
 from tenantry.tools.gateway import ToolGateway
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.vault import Vault
@@ -106,7 +106,7 @@ async def engine(
             settings, db, vault=vault, master=master, observer=metrics,
         ) as model, sandbox_probe.sandbox_manager(settings, blobs) as boxes:
             gateway = ToolGateway(db, mcp, vault=vault, blobs=blobs,
-                                  builtins=BuiltinTools(boxes))
+                                  builtins=BuiltinTools(boxes, browser_policy(settings)))
             yield Engine(
                 db=db, model=model, tools=gateway, prices=PriceBook(db),
                 worker=worker_id(name),
@@ -185,3 +185,10 @@ async def _stop_cleaner(cleaning: asyncio.Task[None], *, graceful: bool) -> None
         await asyncio.wait({cleaning})
     if not cleaning.cancelled() and cleaning.exception() is not None:
         logger.error("retention cleaner failed", exc_info=cleaning.exception())
+
+
+def browser_policy(settings: Settings) -> BrowserPolicy:
+    return BrowserPolicy(page_timeout_s=float(settings.browser_page_timeout_seconds),
+                         max_pages=settings.browser_max_pages,
+                         max_bytes=settings.browser_max_mib * 1024 * 1024,
+                         allow_dev_backends=settings.browser_dev_backends)

@@ -214,6 +214,9 @@ class ToolCompleted(Payload):
     truncated: bool = False
     output_bytes: int | None = None
     output_ref: str | None = None
+    # Blobs the call stored besides its output (a browser's screenshot): the run's, deleted
+    # with it.
+    blob_refs: list[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

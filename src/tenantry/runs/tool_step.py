@@ -35,7 +35,8 @@ def completed(call: CallTool, result: ToolResult,
         result=result.result if result.error is None else ABSENT, sandbox=sandbox or None,
         truncated=result.truncated,
         output_bytes=result.output_bytes if result.truncated else None,
-        output_ref=result.output_ref if result.truncated else None)
+        output_ref=result.output_ref if result.truncated else None,
+        blob_refs=list(result.blob_refs) or None)
 
 
 async def call_tool(d: RunDriver, call: CallTool) -> float:

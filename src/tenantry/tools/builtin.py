@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from tenantry.blobs import BlobQuotaExceeded
 from tenantry.ids import RunId, TenantId
 from tenantry.sandbox.egress import EgressProxy, EgressRefusal
 from tenantry.sandbox.manager import SandboxManager
@@ -118,6 +119,7 @@ class BuiltinOutcome:
     # call), and how many more it refused than it kept.
     egress_refused: tuple[EgressRefusal, ...] = ()
     egress_dropped: int = 0
+    blob_refs: tuple[str, ...] = ()  # what the call stored in the blob store (a screenshot)
 
 
 class BuiltinTools:
@@ -143,13 +145,15 @@ class BuiltinTools:
         if self.sandboxes is None:
             return BuiltinOutcome(False, "code execution is not available on this platform: "
                                   "no sandbox backend is configured", {})
-        if browser:
-            problem = self._browser_refusal()
-            if problem is not None:
-                return BuiltinOutcome(False, problem, {"backend": self.sandboxes.backend})
+        browser = browser or tool in BROWSER_TOOLS
+        refusal = self._browser_refusal() if browser else None
+        if refusal is not None and tool in BROWSER_TOOLS:
+            return BuiltinOutcome(False, refusal, {"backend": self.sandboxes.backend})
         try:
+            # Where the browser is refused, the agent's code tools still get a sandbox.
             sandbox, created = await self.sandboxes.for_run(
-                tenant, run, egress=egress, restore_ref=sandbox_ref, browser=browser)
+                tenant, run, egress=egress, restore_ref=sandbox_ref,
+                browser=browser and refusal is None)
         except SandboxError as exc:
             return BuiltinOutcome(False, f"no sandbox could be started: {exc.detail}",
                                   {"backend": self.sandboxes.backend})
@@ -159,9 +163,11 @@ class BuiltinTools:
             if sandbox.restored_from:
                 info["restored_from"] = sandbox.restored_from
         started = time.perf_counter()
+        stored: tuple[str, ...] = ()
         try:
             if tool in BROWSER_TOOLS:
-                ok, text = await self._browse(tenant, run, sandbox, tool, arguments, info)
+                ok, text, stored = await self._browse(tenant, run, sandbox, tool, arguments,
+                                                      info)
             else:
                 ok, text = await _carry_out(sandbox, tool, arguments)
         except SandboxError as exc:
@@ -174,7 +180,7 @@ class BuiltinTools:
             # What the page tried to reach and was refused (a redirect inside, a host off
             # the list): the model is told, as code sees its proxy's 403.
             text = _with_blocked(text, refused)
-        return BuiltinOutcome(ok, text, info, tuple(refused), dropped)
+        return BuiltinOutcome(ok, text, info, tuple(refused), dropped, stored)
 
     def _browser_refusal(self) -> str | None:
         assert self.sandboxes is not None
@@ -187,10 +193,12 @@ class BuiltinTools:
         return None
 
     async def _browse(self, tenant: TenantId, run: RunId, sandbox: Sandbox, tool: str,
-                      arguments: dict[str, Any], info: dict[str, Any]) -> tuple[bool, str]:
+                      arguments: dict[str, Any], info: dict[str, Any]
+                      ) -> tuple[bool, str, tuple[str, ...]]:
+        """(ok, what the model reads, blobs stored)."""
         if tool == "browser_open" and not arguments["url"].lower().startswith(
                 ("http://", "https://")):
-            return False, "only http and https pages may be opened"
+            return False, "only http and https pages may be opened", ()
         policy = self.browser
         action = tool.removeprefix("browser_")
         fields: dict[str, Any] = {k: v for k, v in arguments.items()}
@@ -200,17 +208,20 @@ class BuiltinTools:
         if reply.started_ms is not None:
             info["browser_start_ms"] = reply.started_ms
         if reply.refused is not None:
-            return False, reply.refused
+            return False, reply.refused, ()
         if reply.failed is not None:
-            return False, f"the browser failed: {reply.failed}"
+            return False, f"the browser failed: {reply.failed}", ()
         result = dict(reply.result or {})
-        if action == "screenshot":
-            assert self.sandboxes is not None
-            png = base64.b64decode(str(result.pop("png", "")))
+        if action != "screenshot":
+            return True, orjson.dumps(result).decode(), ()
+        assert self.sandboxes is not None
+        png = base64.b64decode(str(result.pop("png", "")))
+        try:
             ref = await self.sandboxes.blobs.put(tenant, f"screenshot-{run}", png)
-            result = {"screenshot": ref, "bytes": len(png), "content_type": "image/png",
-                      **result}
-        return True, orjson.dumps(result).decode()
+        except BlobQuotaExceeded as exc:
+            return False, f"the screenshot was not kept: {exc.detail}", ()
+        result = {"screenshot": ref, "bytes": len(png), "content_type": "image/png", **result}
+        return True, orjson.dumps(result).decode(), (ref,)
 
     def _egress_refusals(self, tenant: TenantId, run: RunId) -> tuple[list[EgressRefusal], int]:
         # The proxy answers a refusal only after noting it, so every attempt the code made

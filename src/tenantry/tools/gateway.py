@@ -64,6 +64,7 @@ class ToolResult:
     # more were refused than kept (runs/tool_step.py records them as EgressRefused).
     egress_refused: tuple[EgressRefusal, ...] = ()
     egress_dropped: int = 0
+    blob_refs: tuple[str, ...] = ()  # built-in tools: blobs stored besides the output
 
     def audit(self, tool: str, key: str, arguments: dict[str, Any] | None) -> AuditEntry:
         return AuditEntry.of(tool, key, arguments, self.outcome, server=self.server,
@@ -214,7 +215,8 @@ class ToolGateway:
         result = await self._shape(tenant, key, None, outcome.ok, outcome.text, started)
         return dataclasses.replace(result, sandbox=outcome.sandbox or None,
                                    egress_refused=outcome.egress_refused,
-                                   egress_dropped=outcome.egress_dropped)
+                                   egress_dropped=outcome.egress_dropped,
+                                   blob_refs=outcome.blob_refs)
 
     # -- steps -------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tenantry.api.console import epoch, session
 from tenantry.blobs import DirectoryBlobStore
 from tenantry.ids import RunId, TenantId
 from tenantry.sandbox import probe as sandbox_probe
@@ -22,7 +23,7 @@ from tenantry.sandbox.manager import SandboxManager
 from tenantry.sandbox.pool import PooledDriver
 from tenantry.sandbox.types import Limits
 from tenantry.tools.builtin import BrowserPolicy, BuiltinTools
-from tests.support.api import Api
+from tests.support.api import OPERATOR_TOKEN, Api, serving_api
 from tests.support.pages import DOWNLOAD_NAME, HOST, INJECTION, OFF_LIST, PageWorld, page_world
 from tests.support.sandbox import require, sandbox_settings
 from tests.support.scripts import answer, call, scripted
@@ -83,14 +84,17 @@ def png_size(data: bytes) -> tuple[int, int]:
 
 
 async def test_an_agent_opens_a_page_clicks_reads_the_next_and_screenshots_it(
-    api: Api, fakes: Fakes, database_dsn: str, browsers: SandboxManager, world: PageWorld,
+    fakes: Fakes, database_dsn: str, browsers: SandboxManager, world: PageWorld,
 ) -> None:
-    tenant, h = await api.tenant()
-    agent = await api.agent(h, tools=["browser_open", "browser_click", "browser_screenshot",
-                                      "browser_extract"], sandbox={"egress": [HOST]})
-    world.paths.clear()
-    async with running_worker(database_dsn, fakes.model.base_url, sandboxes=browsers,
-                              browser=POLICY):
+    # The API's blob store is the worker's (<data dir>/blobs): the console shows the shot.
+    data_dir = Path(str(getattr(browsers.blobs, "root", "/nonexistent"))).parent
+    async with serving_api(database_dsn, data_dir=data_dir) as api, running_worker(
+            database_dsn, fakes.model.base_url, sandboxes=browsers, browser=POLICY):
+        tenant, h = await api.tenant()
+        agent = await api.agent(h, tools=["browser_open", "browser_click",
+                                          "browser_screenshot", "browser_extract"],
+                                sandbox={"egress": [HOST]})
+        world.paths.clear()
         run_id = await api.start(h, agent, scripted(
             call("browser_open", url=f"http://{HOST}/"),
             call("browser_click", text="Next page"),
@@ -98,7 +102,17 @@ async def test_an_agent_opens_a_page_clicks_reads_the_next_and_screenshots_it(
             call("browser_extract", selector="#answer"),
             answer("I read: {last_tool_result}")))
         events = await api.events_until_end(h, run_id, within=600)
-    run = await api.run(h, run_id)
+        run = await api.run(h, run_id)
+        await _check_the_console_shows_the_shot(api, tenant, run_id, events)
+        shot = json.loads(next(e["data"]["result"] for e in events
+                               if e["type"] == "ToolCompleted"
+                               and e["data"]["tool"] == "browser_screenshot"))
+        # A real PNG of the page, in the blob store under the tenant, named by the event.
+        data = await browsers.blobs.get(TenantId(tenant), shot["screenshot"])
+        assert len(data) == shot["bytes"] and png_size(data) == (1280, 800)
+        # Deleting the run deletes its screenshot with it.
+        assert (await api.client.delete(f"/v1/runs/{run_id}", headers=h)).status_code == 204
+        assert not (data_dir / "blobs" / tenant / shot["screenshot"]).exists()
     assert run["status"] == "finished", run
     assert "The answer is 42." in str(run["answer"])
     done = {e["data"]["tool"]: e["data"] for e in events if e["type"] == "ToolCompleted"}
@@ -108,11 +122,9 @@ async def test_an_agent_opens_a_page_clicks_reads_the_next_and_screenshots_it(
     assert "First page." in opened["text"]
     clicked = json.loads(done["browser_click"]["result"])
     assert clicked["url"] == f"http://{HOST}/two" and "The answer is 42." in clicked["text"]
-    # The screenshot is a real PNG of the page, in the blob store under the tenant.
     shot = json.loads(done["browser_screenshot"]["result"])
     assert shot["content_type"] == "image/png" and shot["url"] == f"http://{HOST}/two"
-    data = await browsers.blobs.get(TenantId(tenant), shot["screenshot"])
-    assert len(data) == shot["bytes"] and png_size(data) == (1280, 800)
+    assert done["browser_screenshot"]["blob_refs"] == [shot["screenshot"]]
     # One sandbox served the whole run, on the backend under test; the page server saw
     # exactly the pages, through the proxy, at the address the proxy vetted.
     assert {d["sandbox"]["id"] for d in done.values()} == {
@@ -120,6 +132,22 @@ async def test_an_agent_opens_a_page_clicks_reads_the_next_and_screenshots_it(
     assert done["browser_open"]["sandbox"]["backend"] == browsers.backend
     assert "browser_start_ms" in done["browser_open"]["sandbox"]
     assert world.paths[:2] == ["/", "/two"]
+
+
+async def _check_the_console_shows_the_shot(api: Api, tenant: str, run_id: str,
+                                            events: list[dict[str, Any]]) -> None:
+    cookie, _ = session.issue(OPERATOR_TOKEN, epoch=epoch.FIRST)
+    signed = {"Cookie": f"{session.SESSION_COOKIE}={cookie}"}
+    shot = next(e for e in events if e["type"] == "ToolCompleted"
+                and e["data"]["tool"] == "browser_screenshot")
+    base = f"/console/runs/{tenant}/{run_id}"
+    link = f"{base}/events/{shot['seq']}/blob_refs?n=0"
+    page = await api.client.get(base, headers=signed)
+    assert page.status_code == 200 and f'<img class="shot" src="{link}"' in page.text
+    image = await api.client.get(link, headers=signed)
+    assert image.status_code == 200 and image.headers["content-type"] == "image/png"
+    assert png_size(image.content) == (1280, 800)
+    assert (await api.client.get(link)).status_code in (303, 401)  # the session is needed
 
 
 async def test_redirects_inside_or_off_the_list_get_nothing_through(
@@ -219,3 +247,25 @@ async def test_an_injected_page_cannot_reach_a_tool_off_the_allow_list(
     second = fakes.model.requests[1].json()
     tool_message = next(m for m in second["messages"] if m["role"] == "tool")
     assert tool_message["content"].startswith('<tool_output tool="browser_open" status="ok">')
+
+
+async def test_bwrap_refuses_the_browser_unless_development_backends_are_allowed(
+    tmp_path: Path,
+) -> None:
+    require("bwrap")
+    driver = PooledDriver(sandbox_probe.build_backend(
+        "bwrap", sandbox_settings(tmp_path, "bwrap"), variant="browser"),
+        pool_size=0, limits=BROWSER_LIMITS)
+    manager = SandboxManager(driver, DirectoryBlobStore(tmp_path / "blobs"),
+                             limits=BROWSER_LIMITS, hibernate_after=0, browser_driver=driver)
+    tools = BuiltinTools(manager)  # a worker's default policy
+    run = RunId.new()
+    try:
+        ok, text = await browse(tools, run, "browser_open", url=f"http://{HOST}/")
+        assert not ok and "TENANTRY_BROWSER_DEV_BACKENDS=1" in text and "bwrap" in text
+        assert manager.live == 0  # refused before any sandbox was started
+        # The agent's code tools still run (in a sandbox without the browser's allowance).
+        ok, result = await browse(tools, run, "run_python", code="print(6 * 7)")
+        assert ok and result["stdout"] == "42\n"
+    finally:
+        await manager.close()

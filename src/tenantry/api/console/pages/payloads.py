@@ -1,7 +1,8 @@
 """What an event's reference stands for, shown or downloaded from the run's page: a large
-tool output kept in the blob store (``output_ref``), or a run's large input, kept in the
-run's row (``input_ref``). Only references the run's own log holds are followed: the URL
-names the event, never the blob."""
+tool output kept in the blob store (``output_ref``), a blob a call stored besides its output
+(``blob_refs``, by position ``?n=``: a browser's screenshot, shown inline), or a run's large
+input, kept in the run's row (``input_ref``). Only references the run's own log holds are
+followed: the URL names the event, never the blob."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from tenantry.runs import service
 
 router = APIRouter()
 
+PNG = b"\x89PNG\r\n\x1a\n"
 RUN_INPUT = "run.input"  # the input_ref of a run whose input is too big for RunCreated
 
 
@@ -29,10 +31,15 @@ async def payload(tenant_id: str, run_id: str, seq: str, field: str,
         tenant, run = TenantId.parse(tenant_id), RunId.parse(run_id)
     except ValueError:
         return v.not_found("No run with this id.")
-    if at is None or field not in ("output_ref", "input_ref"):
-        return v.not_found("No such event field: output_ref or input_ref of an event seq.")
+    if at is None or field not in ("output_ref", "input_ref", "blob_refs"):
+        return v.not_found("No such event field: output_ref, input_ref or blob_refs of an "
+                           "event seq.")
     event = await reads.event_at(v.db, tenant, run, at)
     ref = event.data.get(field) if event is not None else None
+    if field == "blob_refs":
+        index = int4(v.request.query_params.get("n") or "0")
+        refs = ref if isinstance(ref, list) else []
+        ref = refs[index] if index is not None and index < len(refs) else None
     if not isinstance(ref, str) or not ref:
         return v.not_found(f"Event {at} of this run has no {field}.")
     if field == "input_ref":
@@ -52,6 +59,10 @@ async def payload(tenant_id: str, run_id: str, seq: str, field: str,
     except (FileNotFoundError, ValueError):
         return v.not_found(f"The blob {ref} is not in the store (deleted with the run's "
                            "blobs by retention, or never written: over the tenant's quota).")
+    if body.startswith(PNG):
+        return _answer(body, "image/png", f"{run}-{at}-screenshot.png", v)
+    if field == "blob_refs":
+        return _answer(body, "application/octet-stream", f"{run}-{at}-blob", v)
     return _answer(body, "text/plain; charset=utf-8", f"{run}-{at}-output.txt", v)
 
 

@@ -62,6 +62,22 @@
       line.appendChild(save);
       box.appendChild(line);
     });
+    // Blobs a call stored besides its output: a browser's screenshot is shown inline.
+    ((ev.data && ev.data.blob_refs) || []).forEach(function (ref, n) {
+      var url = blobs + "/" + encodeURIComponent(String(ev.seq)) + "/blob_refs?n=" + n;
+      var line = text("p", "blob ", "ref");
+      line.appendChild(text("code", String(ref)));
+      line.appendChild(document.createTextNode(": "));
+      var show = text("a", "show");
+      show.href = url; show.target = "_blank"; show.rel = "noopener";
+      line.appendChild(show);
+      box.appendChild(line);
+      if (ev.data.tool === "browser_screenshot") {
+        var img = document.createElement("img");
+        img.className = "shot"; img.src = url; img.alt = "screenshot taken by the run's browser";
+        box.appendChild(img);
+      }
+    });
     return box;
   }
 
