@@ -1721,6 +1721,12 @@ BEGIN
             SELECT e.run_id, e.data->>'ref' FROM public.run_events e
             WHERE e.tenant_id = p_tenant AND e.run_id = ANY (v_runs)
               AND e.type = 'SandboxSaved'
+            UNION ALL
+            -- What a call stored besides its output (a browser's screenshots).
+            SELECT e.run_id, jsonb_array_elements_text(e.data->'blob_refs')
+            FROM public.run_events e
+            WHERE e.tenant_id = p_tenant AND e.run_id = ANY (v_runs)
+              AND e.type = 'ToolCompleted' AND e.data ? 'blob_refs'
         ) b WHERE b.ref IS NOT NULL
         ON CONFLICT (tenant_id, ref) DO NOTHING;
         GET DIAGNOSTICS v_blobs = ROW_COUNT;
