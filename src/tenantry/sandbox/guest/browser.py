@@ -310,28 +310,29 @@ class Browser:
             return
         self._events.append(event)
 
-    def _pump(self, until: float) -> None:
-        """Take the events that arrive before ``until``."""
-        while time.monotonic() < until:
+    def _pump(self, until: float, done: str) -> bool:
+        """Take events until one named ``done`` has come (True) or ``until`` (False)."""
+        while not any(e["method"] == done for e in self._events):
             if b"\0" not in self._buffer:
-                ready, _, _ = select.select([self._read_fd], [], [],
-                                            max(0.0, until - time.monotonic()))
+                left = until - time.monotonic()
+                if left <= 0:
+                    return False
+                ready, _, _ = select.select([self._read_fd], [], [], left)
                 if not ready:
-                    return
+                    return False
             event = self._read(until + 1.0)
             if "method" in event:
                 self._note(event)
+        return True
 
     def _wait_for_load(self, deadline: float) -> None:
-        while not any(e["method"] == "Page.loadEventFired" for e in self._events):
-            if time.monotonic() >= deadline:
-                raise BrowserFailed("the page did not finish loading within the time limit")
-            self._pump(min(deadline, time.monotonic() + 0.2))
+        if not self._pump(deadline, "Page.loadEventFired"):
+            raise BrowserFailed("the page did not finish loading within the time limit")
 
     def _after_interaction(self, deadline: float, max_bytes: int) -> dict[str, Any]:
-        self._pump(min(deadline, time.monotonic() + SETTLE_S))
-        if any(e["method"] in ("Page.frameStartedLoading", "Page.frameRequestedNavigation")
-               for e in self._events):
+        # A navigation the click or key caused starts within the settling time, or the
+        # page is taken as it is (a script may have changed it in place).
+        if self._pump(min(deadline, time.monotonic() + SETTLE_S), "Page.frameStartedLoading"):
             self.pages += 1
             self._wait_for_load(deadline)
         return self._page_state(None, deadline, max_bytes)
