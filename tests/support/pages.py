@@ -50,6 +50,8 @@ def _pages(port: int) -> dict[str, tuple[int, dict[str, str], str]]:
                         "<title>Cookie set</title><p>cookie set</p>"),
         "/cookie": (200, html, "<title>Cookie</title><p id='cookie'>{cookie}</p>"),
         "/inject": (200, html, f"<title>Order status</title><p>{INJECTION}</p>"),
+        # Its text arrives at once; an image it needs never finishes: no load event.
+        "/slow": (200, html, "<title>Slow</title><p>partly here</p><img src='/stall'>"),
     }
 
 
@@ -58,6 +60,7 @@ class PageWorld:
     port: int = 0
     dialed: list[tuple[IPAddress, int]] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    stalled: threading.Event = field(default_factory=threading.Event)  # set: /stall ends
 
     async def resolve(self, host: str, port: int) -> list[IPAddress]:
         answer = {HOST: str(PUBLIC), OFF_LIST: "93.184.215.15",
@@ -85,6 +88,8 @@ def page_world() -> Iterator[PageWorld]:
             if path.startswith("http://"):
                 path = "/" + path.split("/", 3)[-1] if path.count("/") >= 3 else "/"
             world.paths.append(path)
+            if path == "/stall":
+                world.stalled.wait(60)
             status, headers, body = _pages(world.port).get(
                 path, (404, {"Content-Type": "text/plain"}, "not found"))
             body = body.replace("{cookie}", self.headers.get("Cookie") or "no cookie")
@@ -106,5 +111,6 @@ def page_world() -> Iterator[PageWorld]:
     try:
         yield world
     finally:
+        world.stalled.set()
         server.shutdown()
         server.server_close()

@@ -269,3 +269,23 @@ async def test_bwrap_refuses_the_browser_unless_development_backends_are_allowed
         assert ok and result["stdout"] == "42\n"
     finally:
         await manager.close()
+
+
+async def test_a_runs_browser_keeps_to_its_time_limit_and_page_cap(
+    browsers: SandboxManager, world: PageWorld,
+) -> None:
+    # Long enough for a page that does load (under emulation, seconds), short for the test.
+    limit = 20.0 if browsers.backend == "microvm" else 4.0
+    tools = BuiltinTools(browsers, BrowserPolicy(page_timeout_s=limit, max_pages=3,
+                                                 allow_dev_backends=True))
+    run = RunId.new()
+    ok, page = await browse(tools, run, "browser_open", url=f"http://{HOST}/slow")
+    # Stopped at the limit: the model reads what loaded, and why it is partial.
+    assert ok and "did not finish loading" in page["error"] and "partly here" in page["text"]
+    ok, page = await browse(tools, run, "browser_open", url=f"http://{HOST}/")
+    assert ok and page["title"] == "Start"  # the same browser goes on
+    ok, page = await browse(tools, run, "browser_click", text="Next page")
+    assert ok and page["pages"] == 3
+    ok, text = await browse(tools, run, "browser_open", url=f"http://{HOST}/two")
+    assert not ok and "cap of 3 pages" in text
+    await browsers.end(TenantId("tenant-b"), run, None)

@@ -38,6 +38,8 @@ VIEWPORT = (1280, 800)
 #: After a click or a key, how long a navigation has to start before the page is taken
 #: as it is.
 SETTLE_S = 0.5
+#: What reading a loaded page's state may take (past the action's own time limit).
+STATE_S = 10.0
 MAX_TEXT = 200_000  # characters of readable text the agent returns (the host caps again)
 MAX_EXTRACT = 200
 
@@ -192,10 +194,8 @@ class Browser:
         self._events.clear()
         reply = self.command("Page.navigate", {"url": url}, session=True, deadline=deadline)
         self.pages += 1
-        error = reply.get("errorText")
-        if not error:
-            self._wait_for_load(deadline)
-        return self._page_state(error or None, deadline, max_bytes)
+        error = reply.get("errorText") or self._wait_for_load(deadline)
+        return self._page_state(error or None, time.monotonic() + STATE_S, max_bytes)
 
     def click(self, selector: str | None, text: str | None, *, timeout: float,
               max_pages: int, max_bytes: int) -> dict[str, Any]:
@@ -325,17 +325,22 @@ class Browser:
                 self._note(event)
         return True
 
-    def _wait_for_load(self, deadline: float) -> None:
-        if not self._pump(deadline, "Page.loadEventFired"):
-            raise BrowserFailed("the page did not finish loading within the time limit")
+    def _wait_for_load(self, deadline: float) -> str | None:
+        """None once the page has loaded; at the deadline, loading is stopped and the
+        model gets what there is, and why."""
+        if self._pump(deadline, "Page.loadEventFired"):
+            return None
+        self.command("Page.stopLoading", session=True, deadline=time.monotonic() + STATE_S)
+        return "the page did not finish loading within the time limit; shown as far as it got"
 
     def _after_interaction(self, deadline: float, max_bytes: int) -> dict[str, Any]:
         # A navigation the click or key caused starts within the settling time, or the
         # page is taken as it is (a script may have changed it in place).
+        error = None
         if self._pump(min(deadline, time.monotonic() + SETTLE_S), "Page.frameStartedLoading"):
             self.pages += 1
-            self._wait_for_load(deadline)
-        return self._page_state(None, deadline, max_bytes)
+            error = self._wait_for_load(deadline)
+        return self._page_state(error, time.monotonic() + STATE_S, max_bytes)
 
     def _page_state(self, error: str | None, deadline: float, max_bytes: int
                     ) -> dict[str, Any]:
