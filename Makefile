@@ -15,7 +15,8 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/python -m pip install -q -e '.[test]'
 	@touch $@
 
-# The microVM guest image: built from Debian packages once, then a cached no-op.
+# The microVM guest images (code, and browser: the same plus Chromium): built from Debian
+# packages once, then a cached no-op.
 image: $(STAMP)
 	scripts/install-system-packages
 	$(VENV)/bin/tenantry sandbox build-image

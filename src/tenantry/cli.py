@@ -15,6 +15,8 @@ from tenantry.cli_help import App
 from tenantry.config import Settings
 
 if TYPE_CHECKING:
+    from rich.progress import TaskID
+
     from tenantry.runs.replay import RecordedRun
 
 T = TypeVar("T")
@@ -423,30 +425,41 @@ def sandbox_build_image(
     image_dir: Annotated[Path | None, typer.Option(
         "--image-dir", envvar="TENANTRY_SANDBOX_IMAGE_DIR",
         help="Where guest images are kept (default: <data dir>/sandbox).")] = None,
+    variant: Annotated[str, typer.Option(
+        "--variant", help="Which image: code (code execution), browser (code execution "
+        "and a headless Chromium), or all.")] = "all",
 ) -> None:
-    """Build the microVM guest image (kernel + root file system) from Debian packages.
+    """Build the microVM guest images (kernel + root file system) from Debian packages: the
+    code image, and the browser image (the same plus Debian's chromium-headless-shell).
 
     Reproducible and cached: a no-op when the image for these package versions and this
     guest agent exists. Only this step downloads (through apt); sandboxes never do."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from tenantry.sandbox.image import build_image
+    from tenantry.sandbox.image.build import VARIANTS
     from tenantry.sandbox.types import SandboxError
 
+    if variant not in (*VARIANTS, "all"):
+        _fail(f"--variant must be one of {', '.join(VARIANTS)} or all, got {variant!r}")
     settings = _settings(data_dir=data_dir, sandbox_image_dir=image_dir)
+    built = []
     with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
                   transient=False) as bar:
-        task = bar.add_task("guest image", total=1.0)
+        for name in VARIANTS if variant == "all" else (variant,):
+            task = bar.add_task(f"{name} image", total=1.0)
 
-        def show(step: str, done: float) -> None:
-            bar.update(task, description=step, completed=done)
+            def show(step: str, done: float, task: TaskID = task, name: str = name) -> None:
+                bar.update(task, description=f"{name} image: {step}", completed=done)
 
-        try:
-            image = build_image(settings.sandbox_dir, progress=show)
-        except SandboxError as exc:
-            _fail(exc.detail)
-        bar.update(task, description="guest image ready", completed=1.0)
-    typer.echo(f"image {image.digest[:16]}: {image.kernel} + {image.initramfs}")
+            try:
+                built.append((name, build_image(settings.sandbox_dir, progress=show,
+                                                variant=name)))
+            except SandboxError as exc:
+                _fail(exc.detail)
+            bar.update(task, description=f"{name} image ready", completed=1.0)
+    for name, image in built:
+        typer.echo(f"{name} image {image.digest[:16]}: {image.kernel} + {image.initramfs}")
 
 
 @sandbox_app.command("probe")

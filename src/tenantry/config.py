@@ -19,6 +19,9 @@ from tenantry.errors import ConfigurationError
 #: Runs one retention batch (one transaction) deletes at most: past it a batch holds its
 #: row locks, and the event rows it deletes, for too long.
 MAX_RETENTION_BATCH = 10_000
+#: A browser microVM's RAM holds its 317 MB initramfs and, while the kernel unpacks it, the
+#: unpacked copy too: measured under TCG, 768 MiB does not boot, 1024 MiB boots and renders.
+MIN_BROWSER_MEMORY_MIB = 1024
 
 #: A cell's name and a region (DESIGN §12): also the directory's CHECK and the API's rule.
 CELL_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -54,6 +57,9 @@ class Settings:
     sandbox_image_dir: Path | None = None  # guest images and templates; data_dir/sandbox
     sandbox_pool_size: int = 2
     sandbox_memory_mib: int = 256
+    # Guest RAM of a browser sandbox (the microVM's browser image: Chromium and its
+    # 317 MB initramfs, unpacked in RAM).
+    sandbox_browser_memory_mib: int = 1536
     sandbox_timeout_seconds: int = 60
     sandbox_hibernate_seconds: int = 300
     # The weakest boundary a production worker (`tenantry worker`) starts with: microvm >
@@ -191,6 +197,8 @@ class Settings:
             values["sandbox_image_dir"] = Path(env["TENANTRY_SANDBOX_IMAGE_DIR"]).expanduser()
         integer("TENANTRY_SANDBOX_POOL_SIZE", "sandbox_pool_size", 0)
         integer("TENANTRY_SANDBOX_MEMORY_MIB", "sandbox_memory_mib", 64)
+        integer("TENANTRY_SANDBOX_BROWSER_MEMORY_MIB", "sandbox_browser_memory_mib",
+                MIN_BROWSER_MEMORY_MIB)
         integer("TENANTRY_SANDBOX_TIMEOUT_SECONDS", "sandbox_timeout_seconds", 1)
         integer("TENANTRY_SANDBOX_HIBERNATE_SECONDS", "sandbox_hibernate_seconds", 0)
         text("TENANTRY_SANDBOX_MIN_BOUNDARY", "sandbox_min_boundary")
@@ -298,6 +306,8 @@ class Settings:
             ("TENANTRY_CHILD_MAX_PER_RUN", self.child_max_per_run, 0),
             ("TENANTRY_RETENTION_EVERY_SECONDS", self.retention_every_seconds, 1),
             ("TENANTRY_PORT / --port", self.port, 0),
+            ("TENANTRY_SANDBOX_BROWSER_MEMORY_MIB", self.sandbox_browser_memory_mib,
+             MIN_BROWSER_MEMORY_MIB),
             ("TENANTRY_SSE_MAX_STREAMS / --sse-max-streams", self.sse_max_streams, 1),
             ("TENANTRY_SSE_MAX_STREAMS_PER_TENANT / --sse-max-streams-per-tenant",
              self.sse_max_streams_per_tenant, 1),

@@ -76,6 +76,19 @@ def test_sandbox_work_size_setting() -> None:
         Settings.from_env({"TENANTRY_SANDBOX_WORK_MIB": "1"})
 
 
+def test_browser_sandbox_memory_setting() -> None:
+    assert Settings.from_env({}).sandbox_browser_memory_mib == 1536
+    assert Settings.from_env({"TENANTRY_SANDBOX_BROWSER_MEMORY_MIB": "2048"}
+                             ).sandbox_browser_memory_mib == 2048
+    # Below it the browser image's microVM does not boot (its initramfs fills the RAM).
+    with pytest.raises(ConfigurationError,
+                       match="TENANTRY_SANDBOX_BROWSER_MEMORY_MIB must be at least 1024"):
+        Settings.from_env({"TENANTRY_SANDBOX_BROWSER_MEMORY_MIB": "768"})
+    with pytest.raises(ConfigurationError,
+                       match="TENANTRY_SANDBOX_BROWSER_MEMORY_MIB must be at least 1024"):
+        Settings(sandbox_browser_memory_mib=512).validate()
+
+
 def test_stream_caps_and_the_secure_cookie_setting_from_env() -> None:
     s = Settings.from_env({"TENANTRY_SSE_MAX_STREAMS": "50",
                            "TENANTRY_SSE_MAX_STREAMS_PER_TENANT": "5",

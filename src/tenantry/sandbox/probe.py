@@ -204,10 +204,18 @@ def default_limits(settings: Settings) -> Limits:
                   disk_mib=settings.sandbox_work_mib)
 
 
+#: /tmp of a browser microVM (init.sh's tenantry.tmp_mib): Chromium's profile, cache and
+#: shared memory (it runs with --disable-dev-shm-usage: /dev/shm is 16 MiB) live there.
+BROWSER_TMP_MIB = 512
+
+
 def build_backend(name: str, settings: Settings, *, variant: str = "code") -> Backend:
     """The named backend; SandboxUnavailable (with the reason) if it cannot run here.
-    ``variant`` ``browser``: for sandboxes with a browser (on microvm, its image variant;
-    gVisor and bwrap use the host's /usr, where Debian's chromium-headless-shell is)."""
+    ``variant`` "browser": sandboxes that also run a headless Chromium — for microvm the
+    browser guest image, with its own RAM size and a bigger /tmp; gvisor and bwrap take the
+    browser from the host's /usr, so for them it changes nothing here."""
+    if variant not in ("code", "browser"):
+        raise ValueError(f"unknown sandbox variant {variant!r} (code or browser)")
     program, package = PACKAGES[name]
     if shutil.which(program) is None:
         raise SandboxUnavailable(f"{name}: {program} not found (Debian package {package})")
@@ -217,10 +225,16 @@ def build_backend(name: str, settings: Settings, *, variant: str = "code") -> Ba
         from tenantry.sandbox.backends.microvm import MicroVmBackend
         from tenantry.sandbox.image import find_image
 
-        image = find_image(settings.sandbox_dir)
+        image = find_image(settings.sandbox_dir, variant)
         if image is None:
-            raise SandboxUnavailable("microvm: no guest image; run `tenantry sandbox "
-                                     "build-image`")
+            flag = "" if variant == "code" else f" --variant {variant}"
+            raise SandboxUnavailable(f"microvm: no {variant} guest image; run `tenantry "
+                                     f"sandbox build-image{flag}` (looked in "
+                                     f"{settings.sandbox_dir})")
+        if variant == "browser":
+            return MicroVmBackend(image, settings.sandbox_dir / "microvm",
+                                  memory_mib=settings.sandbox_browser_memory_mib,
+                                  tmp_mib=BROWSER_TMP_MIB)
         return MicroVmBackend(image, settings.sandbox_dir / "microvm",
                               memory_mib=settings.sandbox_memory_mib)
     if name == "gvisor":

@@ -68,6 +68,8 @@ QEMU_ENV = {"PATH": HOST_PATH, "LANG": "C.UTF-8"}
 #: the cgroup sits above the guest's RAM, so a memory bomb meets the *guest's* OOM killer.
 QEMU_OVERHEAD_MIB = 160
 TCG_CACHE_MIB = 64
+#: The guest's /tmp unless told otherwise (init.sh's own default too).
+DEFAULT_TMP_MIB = 64
 #: QEMU's threads count against pids.max (vCPU, RCU, its I/O worker pool).
 QEMU_MAX_TASKS = 256
 BOOT_TIMEOUT_S = 180.0  # a cold boot under emulation on a loaded 2-core host
@@ -189,11 +191,18 @@ class MicroVmBackend:
     name = "microvm"
 
     def __init__(self, image: ImageInfo, state_dir: Path, *, accel: str | None = None,
-                 memory_mib: int = 256, uids: UidAllocator | None = None) -> None:
+                 memory_mib: int = 256, tmp_mib: int = DEFAULT_TMP_MIB,
+                 uids: UidAllocator | None = None) -> None:
         self.image = image
         self.state_dir = state_dir
         self.accel = accel or ("kvm" if kvm_usable() else "tcg")
         self.memory_mib = memory_mib
+        self.tmp_mib = tmp_mib  # the guest's /tmp (init.sh's tenantry.tmp_mib)
+        # Each image variant keeps its templates apart: pruning the templates of a
+        # variant's older images must not delete the other variant's.
+        variant = str(image.manifest.get("variant", "code"))
+        self._template_root = state_dir / ("templates" if variant == "code"
+                                           else f"templates-{variant}")
         self._qemu = qemu_binary()
         self._version = qemu_version(self._qemu)
         self._tsc_khz = host_tsc_khz()
@@ -269,7 +278,8 @@ class MicroVmBackend:
 
     def _template_key(self, limits: Limits) -> str:
         return "-".join((self.image.digest[:16], f"m{limits.memory_mib}", f"d{limits.disk_mib}",
-                         f"p{limits.pids}", f"q{self._version}", self.accel))
+                         f"t{self.tmp_mib}", f"p{limits.pids}", f"q{self._version}",
+                         self.accel))
 
     async def _template(self, limits: Limits) -> TemplateFiles:
         key = self._template_key(limits)
@@ -277,7 +287,7 @@ class MicroVmBackend:
         async with lock:
             template = self._templates.get(key)
             if template is None:
-                files = TemplateFiles.at(self.state_dir / "templates", key)
+                files = TemplateFiles.at(self._template_root, key)
                 async with template_lock(files.lock):
                     if not files.complete():
                         await self._boot_template(limits, files)
@@ -346,7 +356,7 @@ class MicroVmBackend:
     def _kernel_cmdline(self, limits: Limits) -> str:
         args = [f"tsc_early_khz={self._tsc_khz}", "tsc=reliable", "panic=-1", "reboot=t",
                 "rdinit=/init", f"tenantry.disk_mib={limits.disk_mib}",
-                f"tenantry.pids={limits.pids}"]
+                f"tenantry.tmp_mib={self.tmp_mib}", f"tenantry.pids={limits.pids}"]
         if _debug():
             args += ["console=ttyS0", "tenantry.debug=1"]
         else:

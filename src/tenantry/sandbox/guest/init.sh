@@ -10,12 +10,14 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 
 disk_mib=256
+tmp_mib=64
 pids=128
 debug=0
 # busybox expands $(cat ...) into words; the kernel command line has no quoting we rely on.
 for arg in $(cat /proc/cmdline 2>/dev/null); do
     case "$arg" in
         tenantry.disk_mib=*) disk_mib="${arg#*=}" ;;
+        tenantry.tmp_mib=*) tmp_mib="${arg#*=}" ;;
         tenantry.pids=*) pids="${arg#*=}" ;;
         tenantry.debug=1) debug=1 ;;
     esac
@@ -38,7 +40,9 @@ for module in virtio_ring virtio virtio_mmio virtio_console; do
 done
 
 mount -t tmpfs -o "size=${disk_mib}m,mode=0755,uid=1000,gid=1000" work /work || fail "mount /work"
-mount -t tmpfs -o size=64m,mode=1777 tmp /tmp || fail "mount /tmp"
+# The browser image's host asks for a bigger /tmp (tenantry.tmp_mib): Chromium's profile
+# and cache live there, and it keeps its shared memory there too (--disable-dev-shm-usage).
+mount -t tmpfs -o "size=${tmp_mib}m,mode=1777" tmp /tmp || fail "mount /tmp"
 mkdir -p /dev/pts /dev/shm
 mount -t devpts devpts /dev/pts
 mount -t tmpfs -o size=16m,mode=1777 shm /dev/shm

@@ -2,9 +2,12 @@
 with busybox, Debian's Python 3.11 and the guest agent, built from Debian packages by
 ``tenantry sandbox build-image``. Nothing is downloaded at run time.
 
-The image is addressed by a digest over the exact package versions, ``init.sh``, the agent,
-the egress relay and ``BUILDER_VERSION``: a changed agent or relay is a new image, and
-building what exists is a no-op.
+Two variants: ``code`` (the default, kept as small as it is) and ``browser`` (the code
+image plus Debian's chromium-headless-shell: ``image/browser.py``). Each is addressed by a
+digest over its variant, the exact package versions, ``init.sh``, the agent, the egress
+relay and ``BUILDER_VERSION``: a changed agent or relay is a new image, and building what
+exists is a no-op. Both live in one cache, each with its own pointer to its current image
+(``images/current``, ``images/current-browser``).
 The initramfs is reproducible: sorted entries, fixed mtimes and owners, bytecode compiled
 with unchecked hashes under a fixed hash seed."""
 
@@ -23,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tenantry.sandbox.image import browser as browserimage
 from tenantry.sandbox.image import format as imagefmt
 from tenantry.sandbox.types import SandboxError, SandboxUnavailable
 
@@ -44,6 +48,7 @@ PRUNED_DIRS = frozenset({"test", "tests", "idlelib", "tkinter", "turtledemo", "e
 DROPPED_EXTENSIONS = ("_test", "_xx", "xxlimited", "_ctypes_test", "_curses", "_dbm", "nis",
                       "ossaudiodev", "readline")
 SANDBOX_UID = 1000
+VARIANTS = ("code", "browser")
 KEEP_IMAGES = 2
 GUEST_DIR = Path(__file__).parent.parent / "guest"
 
@@ -79,15 +84,26 @@ def _source_hashes(sources: dict[str, bytes] | None = None) -> dict[str, str]:
             for name, data in (sources or _sources()).items()}
 
 
-def find_image(cache_dir: Path) -> ImageInfo | None:
-    """The image last built into ``cache_dir`` if it is still current (its init.sh, agent and
-    relay match this code), else None. Reads files only: no apt, no building."""
+def _pointer(variant: str) -> str:
+    """The file in ``images/`` naming the variant's current image (the code image's keeps
+    the name it always had)."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown image variant {variant!r} (one of {', '.join(VARIANTS)})")
+    return "current" if variant == "code" else f"current-{variant}"
+
+
+def find_image(cache_dir: Path, variant: str = "code") -> ImageInfo | None:
+    """The ``variant`` image last built into ``cache_dir`` if it is still current (its
+    init.sh, agent and relay match this code), else None. Reads files only: no apt, no
+    building."""
     try:
-        digest = (cache_dir / "images" / "current").read_text().strip()
+        digest = (cache_dir / "images" / _pointer(variant)).read_text().strip()
     except OSError:
         return None
     info = _load(cache_dir / "images" / digest)
     if info is None or info.manifest.get("sources") != _source_hashes():
+        return None
+    if info.manifest.get("variant", "code") != variant:
         return None
     return info
 
@@ -104,19 +120,25 @@ def _load(directory: Path) -> ImageInfo | None:
     return ImageInfo(str(manifest["digest"]), kernel, initramfs, manifest)
 
 
-def build_image(cache_dir: Path, *, progress: Progress | None = None) -> ImageInfo:
-    """Build (or find) the image for the current packages and guest sources."""
+def build_image(cache_dir: Path, *, progress: Progress | None = None,
+                variant: str = "code") -> ImageInfo:
+    """Build (or find) the ``variant`` image for the current packages and guest sources."""
     report: Progress = progress or (lambda _step, _fraction: None)
+    pointer = _pointer(variant)
     cache_dir.mkdir(parents=True, exist_ok=True)
     with _locked(cache_dir / "build.lock"):
         for leftover in cache_dir.glob("build-*"):  # a build killed midway; we hold the lock
             shutil.rmtree(leftover, ignore_errors=True)
         report("resolving packages", 0.0)
-        versions = _resolve_versions_cached(cache_dir / "resolved.json")
+        record = "resolved.json" if variant == "code" else f"resolved-{variant}.json"
+        versions = _resolve_versions_cached(cache_dir / record, variant)
         # Read once: the digest and the image's contents come from the same bytes.
         sources = _sources()
         recipe = {"builder": BUILDER_VERSION, "packages": versions,
-                  "sources": _source_hashes(sources)}
+                  "sources": _source_hashes(sources), "variant": variant}
+        if variant == "browser":  # what it takes from the packages is said there
+            recipe["browser_builder"] = hashlib.sha256(
+                Path(browserimage.__file__).read_bytes()).hexdigest()
         digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:32]
         images = cache_dir / "images"
         final = images / digest
@@ -128,7 +150,7 @@ def build_image(cache_dir: Path, *, progress: Progress | None = None) -> ImageIn
                 work = Path(scratch)
                 out = work / "out"
                 out.mkdir()
-                manifest = _assemble(work, out, debs, versions, sources, report)
+                manifest = _assemble(work, out, debs, versions, sources, report, variant)
                 manifest.update(recipe, digest=digest)
                 (out / "manifest.json").write_text(json.dumps(manifest, indent=2,
                                                               sort_keys=True))
@@ -140,23 +162,49 @@ def build_image(cache_dir: Path, *, progress: Progress | None = None) -> ImageIn
             existing = _load(final)
             if existing is None:
                 raise ImageBuildError(f"the image at {final} is incomplete")
-        _write_atomic(images / "current", digest + "\n")
-        _prune(cache_dir, digest, debs_kept=versions)
+        _write_atomic(images / pointer, digest + "\n")
+        _prune(cache_dir, pointer, digest, debs_kept=versions)
         report("done", 1.0)
         return existing
 
 
-def _prune(cache_dir: Path, current: str, *, debs_kept: dict[str, str]) -> None:
-    """Keep the current image and the one before it (a process started earlier may still
-    cold-boot from it); drop older ones and .debs of versions no longer wanted."""
-    images = [p for p in (cache_dir / "images").iterdir() if p.is_dir() and p.name != current]
-    images.sort(key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in images[KEEP_IMAGES - 1:]:
+def _prune(cache_dir: Path, pointer: str, current: str, *,
+           debs_kept: dict[str, str]) -> None:
+    """Per variant, keep the current image and the one before it (a process started earlier
+    may still cold-boot from it); drop that variant's older ones. Never touch another
+    variant's images. Drop .debs of other versions of the packages this build used (those
+    of packages only another variant uses stay: that variant prunes its own)."""
+    images_dir = cache_dir / "images"
+    current_of: dict[str, str] = {}
+    for variant in VARIANTS:
+        with contextlib.suppress(OSError):
+            name = _pointer(variant)
+            current_of[name] = (images_dir / name).read_text().strip()
+    current_of[pointer] = current
+    mine = [p for p in images_dir.iterdir() if p.is_dir() and p.name not in current_of.values()
+            and _variant_of(p) == _variant_named(pointer)]
+    mine.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in mine[KEEP_IMAGES - 1:]:
         shutil.rmtree(old, ignore_errors=True)
-    wanted = {f"{name}_{version.replace(':', '%3a')}_" for name, version in debs_kept.items()}
     for deb in (cache_dir / "debs").glob("*.deb"):
-        if not any(deb.name.startswith(prefix) for prefix in wanted):
+        name, _, rest = deb.name.partition("_")
+        version = debs_kept.get(name)
+        if version is not None and not rest.startswith(version.replace(":", "%3a") + "_"):
             deb.unlink(missing_ok=True)
+
+
+def _variant_named(pointer: str) -> str:
+    return "code" if pointer == "current" else pointer.removeprefix("current-")
+
+
+def _variant_of(directory: Path) -> str:
+    """The variant an image directory holds: images built before variants, and any whose
+    manifest cannot be read, count as the code variant's."""
+    try:
+        manifest = json.loads((directory / "manifest.json").read_text())
+        return str(manifest.get("variant", "code"))
+    except (OSError, ValueError, AttributeError):
+        return "code"
 
 
 @contextlib.contextmanager
@@ -186,7 +234,7 @@ def _run(argv: list[str], *, cwd: Path | None = None) -> str:
     return done.stdout
 
 
-def _resolve_versions_cached(record: Path) -> dict[str, str]:
+def _resolve_versions_cached(record: Path, variant: str = "code") -> dict[str, str]:
     """``_resolve_versions``, remembered until apt's package lists change: apt-cache takes
     about a second per call, which would make a no-op build slow."""
     lists = Path("/var/lib/apt/lists")
@@ -195,24 +243,37 @@ def _resolve_versions_cached(record: Path) -> dict[str, str]:
                          if p.is_file())
     except OSError:
         stamp = ""
-    key = hashlib.sha256(f"{BUILDER_VERSION}|{stamp}".encode()).hexdigest()
+    # The code variant's key is what it was before variants: a cache shared with an
+    # older checkout is not re-resolved back and forth.
+    what = BUILDER_VERSION if variant == "code" else f"{BUILDER_VERSION}|{variant}"
+    key = hashlib.sha256(f"{what}|{stamp}".encode()).hexdigest()
     with contextlib.suppress(OSError, ValueError):
         saved = json.loads(record.read_text())
         if stamp and saved.get("key") == key:
             return {str(k): str(v) for k, v in saved["versions"].items()}
-    versions = _resolve_versions()
+    versions = _resolve_versions(variant)
     _write_atomic(record, json.dumps({"key": key, "versions": versions}, sort_keys=True))
     return versions
 
 
-def _resolve_versions() -> dict[str, str]:
-    """The candidate version of every package, the kernel's concrete package included."""
+def _packages(variant: str) -> list[str]:
+    """The variant's packages besides the kernel (the browser's: the code image's and more)."""
+    names = [*ROOT_PACKAGES, *LIB_PACKAGES]
+    if variant == "browser":
+        names += [n for n in (*browserimage.PACKAGES, *browserimage.LIB_PACKAGES)
+                  if n not in names]
+    return names
+
+
+def _resolve_versions(variant: str = "code") -> dict[str, str]:
+    """The candidate version of every package of ``variant``, the kernel's concrete package
+    included."""
     depends = _run(["apt-cache", "depends", KERNEL_META_PACKAGE])
     kernels = [line.split(":", 1)[1].strip() for line in depends.splitlines()
                if line.strip().startswith("Depends:") and "linux-image-" in line]
     if not kernels:
         raise ImageBuildError(f"{KERNEL_META_PACKAGE} names no kernel package (apt-get update?)")
-    names = [kernels[0], *ROOT_PACKAGES, *LIB_PACKAGES]
+    names = [kernels[0], *_packages(variant)]
     policy = _run(["apt-cache", "policy", *names])
     versions: dict[str, str] = {}
     current = ""
@@ -254,7 +315,7 @@ def _download(debs: Path, versions: dict[str, str], report: Progress) -> dict[st
 
 
 def _assemble(work: Path, out: Path, debs: dict[str, Path], versions: dict[str, str],
-              sources: dict[str, bytes], report: Progress) -> dict[str, Any]:
+              sources: dict[str, bytes], report: Progress, variant: str) -> dict[str, Any]:
     staging = work / "root"
     staging.mkdir()
     for index, (name, deb) in enumerate(sorted(debs.items())):
@@ -278,10 +339,11 @@ def _assemble(work: Path, out: Path, debs: dict[str, Path], versions: dict[str, 
     _compile_python(staging)
 
     report("writing the initramfs", 0.8)
-    entries = _entries(staging, release, sources)
+    entries = _entries(staging, release, sources, variant)
     with (out / "initramfs.cpio").open("wb") as handle:
         count = imagefmt.write_cpio(handle, entries)
-    return {"kernel_file": kernel_file, "kernel_release": release, "entries": count}
+    return {"kernel_file": kernel_file, "kernel_release": release, "entries": count,
+            "files": sorted(entries)}
 
 
 def _prune_python(staging: Path) -> None:
@@ -318,7 +380,7 @@ def _compile_python(staging: Path) -> None:
                               f"{(done.stdout + done.stderr).strip()[-800:]}")
 
 
-def _entries(staging: Path, release: str, sources: dict[str, bytes]
+def _entries(staging: Path, release: str, sources: dict[str, bytes], variant: str = "code"
              ) -> dict[str, imagefmt.Entry]:
     """Every file of the initramfs, by archive path. Debian 12 packages still ship /lib and
     /bin; the image is merged-/usr (those are symlinks into /usr)."""
@@ -373,8 +435,17 @@ def _entries(staging: Path, release: str, sources: dict[str, bytes]
     tree.data("agent.py", sources["agent.py"], mode=0o644)
     tree.data("relay.py", sources["relay.py"], mode=0o644)
     tree.data("browser.py", sources["browser.py"], mode=0o644)
-    tree.data("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n"
-              b"sandbox:x:1000:1000:sandbox:/work:/bin/sh\n")
-    tree.data("etc/group", b"root:x:0:\nsandbox:x:1000:\n")
+    passwd = [b"root:x:0:0:root:/root:/bin/sh", b"sandbox:x:1000:1000:sandbox:/work:/bin/sh"]
+    group = [b"root:x:0:", b"sandbox:x:1000:"]
+    if variant == "browser":
+        try:
+            browserimage.add_browser(tree, staging, libdirs)
+        except LookupError as exc:
+            raise ImageBuildError(f"browser image: {exc}") from None
+        uid = browserimage.BROWSER_UID
+        passwd.append(b"browser:x:%d:%d:browser:/home/browser:/bin/sh" % (uid, uid))
+        group.append(b"browser:x:%d:" % uid)
+    tree.data("etc/passwd", b"\n".join(passwd) + b"\n")
+    tree.data("etc/group", b"\n".join(group) + b"\n")
     tree.data("etc/hostname", b"sandbox\n")
     return tree.entries
