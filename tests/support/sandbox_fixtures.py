@@ -24,6 +24,15 @@ def guest_image() -> None:
     build_image(settings.sandbox_dir)
 
 
+@pytest.fixture(scope="session")
+def browser_image() -> None:
+    """The microVM's browser image variant, likewise (`make test` builds both)."""
+    from tenantry.sandbox.image.build import build_image
+
+    settings = sandbox_settings(Path("/nonexistent"), "microvm")
+    build_image(settings.sandbox_dir, variant="browser")
+
+
 @pytest.fixture(scope="session", params=BACKENDS)
 async def driver(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
                  ) -> AsyncIterator[PooledDriver]:

@@ -18,7 +18,7 @@ import logging
 import os
 import shutil
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tenantry.blobs import BlobStore
@@ -204,6 +204,35 @@ def default_limits(settings: Settings) -> Limits:
                   disk_mib=settings.sandbox_work_mib)
 
 
+#: Processes (threads count) a browser sandbox may have: Chromium's browser, renderer,
+#: network and GPU processes and their threads come on top of the code's.
+BROWSER_PIDS = 256
+#: Where the gVisor and bwrap sandboxes find the browser (Debian's chromium-headless-shell,
+#: in the host's read-only /usr); the microVM's browser image has its own copy.
+HOST_BROWSER = Path("/usr/lib/chromium/chromium-headless-shell")
+
+
+def browser_limits(settings: Settings) -> Limits:
+    """A browser sandbox's limits: the code sandbox's, with the browser's memory and
+    processes."""
+    return replace(default_limits(settings), memory_mib=settings.sandbox_browser_memory_mib,
+                   pids=max(default_limits(settings).pids, BROWSER_PIDS))
+
+
+def browser_driver(name: str, settings: Settings) -> PooledDriver | None:
+    """The driver of the worker's browser sandboxes (no warm pool: ADR 0033), or None with
+    the reason logged — the browser tools then answer that the browser is unavailable."""
+    try:
+        if name != "microvm" and not HOST_BROWSER.exists():
+            raise SandboxUnavailable(f"{HOST_BROWSER} not found: install the Debian package "
+                                     "chromium-headless-shell")
+        backend = build_backend(name, settings, variant="browser")
+    except SandboxUnavailable as exc:
+        logger.warning("the browser tools are not available on this worker: %s", exc.detail)
+        return None
+    return PooledDriver(backend, pool_size=0, limits=browser_limits(settings))
+
+
 #: /tmp of a browser microVM (init.sh's tenantry.tmp_mib): Chromium's profile, cache and
 #: shared memory (it runs with --disable-dev-shm-usage: /dev/shm is 16 MiB) live there.
 BROWSER_TMP_MIB = 512
@@ -277,7 +306,9 @@ async def sandbox_manager(settings: Settings,
     manager = SandboxManager(driver, blobs, limits=default_limits(settings),
                              hibernate_after=float(settings.sandbox_hibernate_seconds),
                              kept_max=settings.sandbox_kept_max,
-                             kept_per_tenant=settings.sandbox_kept_per_tenant)
+                             kept_per_tenant=settings.sandbox_kept_per_tenant,
+                             browser_driver=browser_driver(name, settings),
+                             browser_limits=browser_limits(settings))
     try:
         yield manager
     finally:

@@ -1,25 +1,21 @@
 """The microVM's browser image: the code image plus Debian's chromium-headless-shell, built
-by the same command from Debian packages, booted for real (software emulation here), with
-Chromium rendering a page and a screenshot inside the guest. Needs root (like every microvm
-test: cgroups, setpriv); never skipped."""
+by the same command from Debian packages. Booted for real, with Chromium driven inside it by
+the browser tools: tests/integration/sandbox/test_browser.py (its microvm cases)."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from tenantry.config import Settings
-from tenantry.ids import RunId, TenantId
 from tenantry.sandbox import probe
 from tenantry.sandbox.backends.microvm_host import QEMU_BINARY, QEMU_PACKAGE
 from tenantry.sandbox.image.build import ImageInfo, _prune, build_image
-from tenantry.sandbox.pool import PooledDriver
-from tenantry.sandbox.types import Binding, Limits, SandboxUnavailable
+from tenantry.sandbox.types import Limits, SandboxUnavailable
 from tests.support.sandbox import placeholder_image_dir, sandbox_settings
 
 #: The default process cap (128, RLIMIT_NPROC: threads count) is enough for one Chromium;
@@ -98,45 +94,3 @@ def _member(archive: Path, name: str) -> bytes:
             if path == name:
                 return handle.read(size)
             handle.seek(size + (4 - size % 4) % 4, 1)
-
-
-@pytest.fixture(scope="module")
-async def browser_driver(images: dict[str, ImageInfo],
-                         tmp_path_factory: pytest.TempPathFactory
-                         ) -> AsyncIterator[PooledDriver]:
-    settings = sandbox_settings(tmp_path_factory.mktemp("browser"), "microvm")
-    driver = PooledDriver(probe.build_backend("microvm", settings, variant="browser"),
-                          pool_size=0, limits=LIMITS)
-    driver.start()
-    try:
-        yield driver
-    finally:
-        await driver.close()
-
-
-@pytest.mark.timeout(900)  # a template boot of a 300 MB initramfs, then Chromium, emulated
-async def test_chromium_renders_a_page_and_a_screenshot_in_the_microvm(
-        browser_driver: PooledDriver) -> None:
-    box = await browser_driver.create(Binding(TenantId("tenant-b"), RunId.new()), LIMITS)
-    try:
-        dom = await box.run([*CHROMIUM, "--dump-dom", PAGE], timeout_s=170)
-        assert dom.exit_code == 0, dom.stderr[-2000:]
-        assert "hello browser" in dom.stdout
-
-        shot = await box.run([*CHROMIUM, "--window-size=400,200", "--screenshot=/tmp/s.png",
-                              PAGE], timeout_s=170)
-        assert shot.exit_code == 0, shot.stderr[-2000:]
-        head = await box.run(["python3", "-c",
-                              "import sys; sys.stdout.write(open('/tmp/s.png','rb').read(8)"
-                              ".hex())"])
-        assert head.stdout == "89504e470d0a1a0a"  # PNG's signature
-
-        # The user the agent will run Chromium as exists in the guest, and /tmp is the
-        # bigger one init.sh mounts for a browser image (tenantry.tmp_mib).
-        facts = await box.run(["python3", "-c",
-                               "import os, pwd; print(pwd.getpwuid(1001).pw_name,"
-                               " os.statvfs('/tmp').f_blocks * os.statvfs('/tmp').f_frsize"
-                               " >> 20)"])
-        assert facts.stdout.split() == ["browser", str(probe.BROWSER_TMP_MIB)]
-    finally:
-        await box.destroy()
