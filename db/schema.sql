@@ -1073,7 +1073,7 @@ BEGIN
                 SELECT v.version, v.spec->>'model' INTO v_version, v_model
                 FROM agents a JOIN agent_versions v
                   ON v.tenant_id = a.tenant_id AND v.agent_id = a.agent_id
-                 AND v.version = a.latest_version
+                 AND v.version = a.live_version
                 WHERE a.tenant_id = v_tenant AND a.agent_id = r.agent_id;
                 IF NOT FOUND THEN
                     outcome := 'agent_not_found'; RETURN NEXT; CONTINUE;
@@ -2196,6 +2196,54 @@ CREATE TABLE public.activity_versions (
 );
 
 --
+-- Name: agent_evaluations; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.agent_evaluations (
+    tenant_id text NOT NULL,
+    evaluation_id uuid NOT NULL,
+    agent_id uuid NOT NULL,
+    test_set_id uuid NOT NULL,
+    baseline_version integer NOT NULL,
+    candidate_version integer NOT NULL,
+    candidate_model text,
+    cases integer NOT NULL,
+    created_by text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: agent_promotions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.agent_promotions (
+    tenant_id text NOT NULL,
+    agent_id uuid NOT NULL,
+    promotion_id uuid NOT NULL,
+    version integer NOT NULL,
+    previous_version integer NOT NULL,
+    promoted_by text NOT NULL,
+    evaluation_id uuid,
+    promoted_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: agent_test_sets; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.agent_test_sets (
+    tenant_id text NOT NULL,
+    test_set_id uuid NOT NULL,
+    agent_id uuid NOT NULL,
+    name text NOT NULL,
+    tool_results text NOT NULL,
+    stubs jsonb DEFAULT '{}'::jsonb NOT NULL,
+    cases jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT agent_test_sets_tool_results_check CHECK ((tool_results = ANY (ARRAY['recorded'::text, 'live'::text])))
+);
+
+--
 -- Name: agent_version_flags; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -2237,7 +2285,9 @@ CREATE TABLE public.agents (
     name text NOT NULL,
     latest_version integer NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT agents_latest_version_check CHECK ((latest_version >= 1))
+    live_version integer DEFAULT 1 NOT NULL,
+    CONSTRAINT agents_latest_version_check CHECK ((latest_version >= 1)),
+    CONSTRAINT agents_live_version_published CHECK (((live_version >= 1) AND (live_version <= latest_version)))
 );
 
 --
@@ -2431,6 +2481,20 @@ CREATE TABLE public.erase_jobs (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     finished_at timestamp with time zone,
     CONSTRAINT erase_jobs_status_check CHECK ((status = ANY (ARRAY['running'::text, 'done'::text])))
+);
+
+--
+-- Name: evaluation_runs; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.evaluation_runs (
+    tenant_id text NOT NULL,
+    evaluation_id uuid NOT NULL,
+    case_index integer NOT NULL,
+    side text NOT NULL,
+    run_id uuid NOT NULL,
+    CONSTRAINT evaluation_runs_case_index_check CHECK ((case_index >= 0)),
+    CONSTRAINT evaluation_runs_side_check CHECK ((side = ANY (ARRAY['baseline'::text, 'candidate'::text])))
 );
 
 --
@@ -4054,6 +4118,34 @@ ALTER TABLE ONLY public.activity_versions
     ADD CONSTRAINT activity_versions_tenant_id_name_version_key UNIQUE (tenant_id, name, version);
 
 --
+-- Name: agent_evaluations agent_evaluations_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.agent_evaluations
+    ADD CONSTRAINT agent_evaluations_pkey PRIMARY KEY (tenant_id, evaluation_id);
+
+--
+-- Name: agent_promotions agent_promotions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.agent_promotions
+    ADD CONSTRAINT agent_promotions_pkey PRIMARY KEY (tenant_id, promotion_id);
+
+--
+-- Name: agent_test_sets agent_test_sets_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.agent_test_sets
+    ADD CONSTRAINT agent_test_sets_pkey PRIMARY KEY (tenant_id, test_set_id);
+
+--
+-- Name: agent_test_sets agent_test_sets_tenant_id_agent_id_name_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.agent_test_sets
+    ADD CONSTRAINT agent_test_sets_tenant_id_agent_id_name_key UNIQUE (tenant_id, agent_id, name);
+
+--
 -- Name: agent_version_flags agent_version_flags_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -4164,6 +4256,13 @@ ALTER TABLE ONLY public.console_session_epoch
 
 ALTER TABLE ONLY public.erase_jobs
     ADD CONSTRAINT erase_jobs_pkey PRIMARY KEY (job_id);
+
+--
+-- Name: evaluation_runs evaluation_runs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.evaluation_runs
+    ADD CONSTRAINT evaluation_runs_pkey PRIMARY KEY (tenant_id, evaluation_id, case_index, side);
 
 --
 -- Name: frozen_tenants frozen_tenants_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -4782,6 +4881,18 @@ ALTER TABLE ONLY public.worker_sessions
     ADD CONSTRAINT worker_sessions_pkey PRIMARY KEY (worker_id);
 
 --
+-- Name: agent_evaluations_by_agent; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX agent_evaluations_by_agent ON public.agent_evaluations USING btree (tenant_id, agent_id, created_at);
+
+--
+-- Name: agent_promotions_by_agent; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX agent_promotions_by_agent ON public.agent_promotions USING btree (tenant_id, agent_id, promoted_at);
+
+--
 -- Name: agent_version_flags_flagged; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -4846,6 +4957,12 @@ CREATE INDEX erase_jobs_by_tenant ON public.erase_jobs USING btree (tenant_id, c
 --
 
 CREATE UNIQUE INDEX erase_jobs_one_running ON public.erase_jobs USING btree (tenant_id) WHERE (status = 'running'::text);
+
+--
+-- Name: evaluation_runs_by_run; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX evaluation_runs_by_run ON public.evaluation_runs USING btree (tenant_id, run_id);
 
 --
 -- Name: model_accounts_tenant; Type: INDEX; Schema: public; Owner: -
@@ -5352,6 +5469,24 @@ CREATE TRIGGER activity_bundles_refuse_frozen BEFORE INSERT OR UPDATE ON public.
 CREATE TRIGGER activity_versions_refuse_frozen BEFORE INSERT OR UPDATE ON public.activity_versions FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
 
 --
+-- Name: agent_evaluations agent_evaluations_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER agent_evaluations_refuse_frozen BEFORE INSERT OR UPDATE ON public.agent_evaluations FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
+
+--
+-- Name: agent_promotions agent_promotions_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER agent_promotions_refuse_frozen BEFORE INSERT OR UPDATE ON public.agent_promotions FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
+
+--
+-- Name: agent_test_sets agent_test_sets_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER agent_test_sets_refuse_frozen BEFORE INSERT OR UPDATE ON public.agent_test_sets FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
+
+--
 -- Name: agent_version_flags agent_version_flags_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -5398,6 +5533,12 @@ CREATE TRIGGER audit_log_append_only BEFORE DELETE OR UPDATE ON public.audit_log
 --
 
 CREATE TRIGGER billing_reconciliations_immutable BEFORE DELETE OR UPDATE ON public.billing_reconciliations FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_change();
+
+--
+-- Name: evaluation_runs evaluation_runs_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER evaluation_runs_refuse_frozen BEFORE INSERT OR UPDATE ON public.evaluation_runs FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
 
 --
 -- Name: frozen_tenants frozen_tenants_changed; Type: TRIGGER; Schema: public; Owner: -
@@ -5565,6 +5706,41 @@ ALTER TABLE ONLY public.activity_versions
     ADD CONSTRAINT activity_versions_tenant_id_bundle_digest_fkey FOREIGN KEY (tenant_id, bundle_digest) REFERENCES public.activity_bundles(tenant_id, digest);
 
 --
+-- Name: agent_evaluations agent_evaluations_tenant_id_agent_id_baseline_version_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.agent_evaluations
+    ADD CONSTRAINT agent_evaluations_tenant_id_agent_id_baseline_version_fkey FOREIGN KEY (tenant_id, agent_id, baseline_version) REFERENCES public.agent_versions(tenant_id, agent_id, version);
+
+--
+-- Name: agent_evaluations agent_evaluations_tenant_id_agent_id_candidate_version_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.agent_evaluations
+    ADD CONSTRAINT agent_evaluations_tenant_id_agent_id_candidate_version_fkey FOREIGN KEY (tenant_id, agent_id, candidate_version) REFERENCES public.agent_versions(tenant_id, agent_id, version);
+
+--
+-- Name: agent_evaluations agent_evaluations_tenant_id_test_set_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.agent_evaluations
+    ADD CONSTRAINT agent_evaluations_tenant_id_test_set_id_fkey FOREIGN KEY (tenant_id, test_set_id) REFERENCES public.agent_test_sets(tenant_id, test_set_id);
+
+--
+-- Name: agent_promotions agent_promotions_tenant_id_agent_id_version_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.agent_promotions
+    ADD CONSTRAINT agent_promotions_tenant_id_agent_id_version_fkey FOREIGN KEY (tenant_id, agent_id, version) REFERENCES public.agent_versions(tenant_id, agent_id, version);
+
+--
+-- Name: agent_test_sets agent_test_sets_tenant_id_agent_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.agent_test_sets
+    ADD CONSTRAINT agent_test_sets_tenant_id_agent_id_fkey FOREIGN KEY (tenant_id, agent_id) REFERENCES public.agents(tenant_id, agent_id);
+
+--
 -- Name: agent_version_flags agent_version_flags_tenant_id_agent_id_version_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -5633,6 +5809,13 @@ ALTER TABLE ONLY public.cleanup_leases
 
 ALTER TABLE ONLY public.erase_jobs
     ADD CONSTRAINT erase_jobs_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
+
+--
+-- Name: evaluation_runs evaluation_runs_tenant_id_evaluation_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.evaluation_runs
+    ADD CONSTRAINT evaluation_runs_tenant_id_evaluation_id_fkey FOREIGN KEY (tenant_id, evaluation_id) REFERENCES public.agent_evaluations(tenant_id, evaluation_id);
 
 --
 -- Name: model_accounts model_accounts_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
@@ -5976,6 +6159,24 @@ ALTER TABLE public.activity_bundles ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.activity_versions ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: agent_evaluations; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.agent_evaluations ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: agent_promotions; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.agent_promotions ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: agent_test_sets; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.agent_test_sets ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: agent_version_flags; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -6040,6 +6241,12 @@ ALTER TABLE public.console_actions ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.erase_jobs ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: evaluation_runs; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.evaluation_runs ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: retention_policies; Type: ROW SECURITY; Schema: public; Owner: -
@@ -6486,6 +6693,24 @@ CREATE POLICY tenant_isolation ON public.activity_bundles USING ((tenant_id = pu
 CREATE POLICY tenant_isolation ON public.activity_versions USING ((tenant_id = public.tenantry_current_tenant()));
 
 --
+-- Name: agent_evaluations tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.agent_evaluations USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: agent_promotions tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.agent_promotions USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: agent_test_sets tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.agent_test_sets USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
 -- Name: agent_version_flags tenant_isolation; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -6550,6 +6775,12 @@ CREATE POLICY tenant_isolation ON public.console_actions USING ((tenant_id = pub
 --
 
 CREATE POLICY tenant_isolation ON public.erase_jobs USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: evaluation_runs tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.evaluation_runs USING ((tenant_id = public.tenantry_current_tenant()));
 
 --
 -- Name: retention_policies tenant_isolation; Type: POLICY; Schema: public; Owner: -

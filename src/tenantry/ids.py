@@ -106,3 +106,18 @@ class ReconciliationId(_PrefixedId):
 
     __slots__ = ()
     prefix = "rec"
+
+
+class TestSetId(_PrefixedId):
+    """An agent's test set (ADR 0034)."""
+
+    __slots__ = ()
+    __test__ = False  # not a pytest test class, whatever its name says
+    prefix = "tset"
+
+
+class EvaluationId(_PrefixedId):
+    """One evaluation of a candidate against a baseline on a test set (ADR 0034)."""
+
+    __slots__ = ()
+    prefix = "eval"

@@ -1,11 +1,11 @@
 -- name: insert_agent
-INSERT INTO agents (tenant_id, agent_id, name, latest_version)
-VALUES ($1, $2, $3, 1)
+INSERT INTO agents (tenant_id, agent_id, name, latest_version, live_version)
+VALUES ($1, $2, $3, 1, 1)
 ON CONFLICT (tenant_id, name) DO NOTHING
 RETURNING created_at
 
 -- name: lock_agent
-SELECT name, latest_version, created_at FROM agents
+SELECT name, latest_version, live_version, created_at FROM agents
 WHERE tenant_id = $1 AND agent_id = $2
 FOR UPDATE
 
@@ -25,20 +25,27 @@ FROM tool_servers s, jsonb_array_elements(s.tools) AS t(def),
 WHERE s.tenant_id = $1 AND tool.name = ANY($2::text[])
 
 -- name: get_agent
-SELECT a.name, v.version, v.spec, v.tool_pins, v.created_at
+SELECT a.name, v.version, v.spec, v.tool_pins, v.created_at, a.live_version
 FROM agents a
 JOIN agent_versions v
   ON v.tenant_id = a.tenant_id AND v.agent_id = a.agent_id AND v.version = a.latest_version
 WHERE a.tenant_id = $1 AND a.agent_id = $2
 
+-- name: get_live_agent
+SELECT a.name, v.version, v.spec, v.tool_pins, v.created_at, a.live_version
+FROM agents a
+JOIN agent_versions v
+  ON v.tenant_id = a.tenant_id AND v.agent_id = a.agent_id AND v.version = a.live_version
+WHERE a.tenant_id = $1 AND a.agent_id = $2
+
 -- name: get_version
-SELECT a.name, v.version, v.spec, v.tool_pins, v.created_at
+SELECT a.name, v.version, v.spec, v.tool_pins, v.created_at, a.live_version
 FROM agent_versions v
 JOIN agents a ON a.tenant_id = v.tenant_id AND a.agent_id = v.agent_id
 WHERE v.tenant_id = $1 AND v.agent_id = $2 AND v.version = $3
 
 -- name: list_agents
-SELECT a.agent_id, a.name, a.latest_version, a.created_at
+SELECT a.agent_id, a.name, a.latest_version, a.live_version, a.created_at
 FROM agents a
 WHERE a.tenant_id = $1 AND ($2::uuid IS NULL OR a.agent_id < $2)
 ORDER BY a.agent_id DESC
@@ -63,3 +70,19 @@ RETURNING refused_egress, reason, flagged_at
 -- name: version_flag
 SELECT refused_egress, reason, flagged_at FROM agent_version_flags
 WHERE tenant_id = $1 AND agent_id = $2 AND version = $3 AND flagged_at IS NOT NULL
+
+-- name: set_live_version
+UPDATE agents SET live_version = $3 WHERE tenant_id = $1 AND agent_id = $2
+
+-- name: insert_promotion
+INSERT INTO agent_promotions (tenant_id, agent_id, promotion_id, version, previous_version,
+                              promoted_by, evaluation_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+RETURNING promoted_at
+
+-- name: list_promotions
+SELECT promotion_id, version, previous_version, promoted_by, evaluation_id, promoted_at
+FROM agent_promotions
+WHERE tenant_id = $1 AND agent_id = $2
+ORDER BY promoted_at DESC, promotion_id
+LIMIT $3

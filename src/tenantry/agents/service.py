@@ -3,6 +3,7 @@ version; a run is pinned to the version it started with."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -32,6 +33,8 @@ class AgentVersion:
     created_at: datetime
     # tool → {server, sha256}: the server and tool list each tool resolved to at publishing.
     tool_pins: dict[str, dict[str, str]] = field(default_factory=dict)
+    # The agent's live version (what a run without a version uses), as read with this one.
+    live_version: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +43,20 @@ class AgentSummary:
     name: str
     latest_version: int
     created_at: datetime
+    live_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class Promotion:
+    """One promotion: who made ``version`` live instead of ``previous_version``, and on
+    which evaluation's evidence, if any."""
+
+    promotion_id: uuid.UUID
+    version: int
+    previous_version: int
+    promoted_by: str
+    evaluation_id: uuid.UUID | None
+    promoted_at: datetime
 
 
 async def create_agent(db: Database, tenant: TenantId, name: str, spec: AgentSpec) -> AgentVersion:
@@ -88,7 +105,42 @@ async def create_version(
         created = await conn.fetchval(
             Q.insert_version, tenant.value, agent_id.uuid, version, body, digest(body), pins
         )
-    return AgentVersion(agent_id, row["name"], version, spec, created, pins)
+    return AgentVersion(agent_id, row["name"], version, spec, created, pins,
+                        row["live_version"])
+
+
+async def promote(db: Database, tenant: TenantId, agent_id: AgentId, version: int, *,
+                  by: str, evaluation_id: uuid.UUID | None = None) -> Promotion:
+    """Make ``version`` the live one (promoting the live version again is recorded too:
+    who confirmed it, and on what evidence)."""
+    async with db.tenant_tx(tenant) as conn:
+        row = await conn.fetchrow(Q.lock_agent, tenant.value, agent_id.uuid)
+        if row is None:
+            raise NotFound(NOT_FOUND)
+        if version > row["latest_version"]:
+            raise NotFound(VERSION_NOT_FOUND)
+        await conn.execute(Q.set_live_version, tenant.value, agent_id.uuid, version)
+        promotion_id = uuid.uuid4()
+        at = await conn.fetchval(Q.insert_promotion, tenant.value, agent_id.uuid, promotion_id,
+                                 version, row["live_version"], by, evaluation_id)
+    return Promotion(promotion_id, version, row["live_version"], by, evaluation_id, at)
+
+
+async def promotions(db: Database, tenant: TenantId, agent_id: AgentId, *,
+                     limit: int = 50) -> list[Promotion]:
+    async with db.tenant_tx(tenant) as conn:
+        rows = await conn.fetch(Q.list_promotions, tenant.value, agent_id.uuid, limit)
+    return [Promotion(r["promotion_id"], r["version"], r["previous_version"], r["promoted_by"],
+                      r["evaluation_id"], r["promoted_at"]) for r in rows]
+
+
+async def get_live(db: Database, tenant: TenantId, agent_id: AgentId,
+                   conn: Connection) -> AgentVersion:
+    """The agent's live version, on the caller's connection."""
+    found = await conn.fetchrow(Q.get_live_agent, tenant.value, agent_id.uuid)
+    if found is None:
+        raise NotFound(NOT_FOUND)
+    return _version(agent_id, found)
 
 
 async def get_agent(db: Database, tenant: TenantId, agent_id: AgentId,
@@ -120,7 +172,7 @@ async def get_version(
 def _version(agent_id: AgentId, row: asyncpg.Record) -> AgentVersion:
     """A row of get_agent or get_version (the same columns)."""
     return AgentVersion(agent_id, row["name"], row["version"], AgentSpec.from_json(row["spec"]),
-                        row["created_at"], row["tool_pins"])
+                        row["created_at"], row["tool_pins"], row["live_version"])
 
 
 async def list_agents(
@@ -131,7 +183,8 @@ async def list_agents(
             Q.list_agents, tenant.value, before.uuid if before else None, limit
         )
     return [
-        AgentSummary(AgentId(r["agent_id"]), r["name"], r["latest_version"], r["created_at"])
+        AgentSummary(AgentId(r["agent_id"]), r["name"], r["latest_version"], r["created_at"],
+                     r["live_version"])
         for r in rows
     ]
 

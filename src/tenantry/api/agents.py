@@ -165,7 +165,10 @@ class NewVersion(VersionBody):
 class AgentOut(BaseModel):
     agent_id: str
     name: str
-    version: int
+    version: int = Field(description="The version shown (GET /v1/agents/{id}: the latest).")
+    live_version: int = Field(
+        description="What a run without a version runs. Publishing a version does not "
+                    "change it; POST /v1/agents/{id}/promote does.")
     created_at: datetime
     model: str
     fallback_models: list[str]
@@ -199,6 +202,7 @@ class AgentSummaryOut(BaseModel):
     agent_id: str
     name: str
     latest_version: int
+    live_version: int
     created_at: datetime
 
 
@@ -215,7 +219,7 @@ def _out(v: service.AgentVersion, flag: flags.ReviewFlag | None = None) -> Agent
     flagged = None if flag is None else ReviewFlagOut(
         reason=flag.reason, since=flag.since, refused_egress=flag.refused_egress)
     return AgentOut(agent_id=str(v.agent_id), name=v.name, version=v.version,
-                    created_at=v.created_at, tool_pins=v.tool_pins,
+                    live_version=v.live_version, created_at=v.created_at, tool_pins=v.tool_pins,
                     flagged_for_review=flagged, **spec)
 
 
@@ -290,7 +294,8 @@ async def list_agents(
     return AgentList(
         data=[
             AgentSummaryOut(agent_id=str(a.agent_id), name=a.name,
-                            latest_version=a.latest_version, created_at=a.created_at)
+                            latest_version=a.latest_version, live_version=a.live_version,
+                            created_at=a.created_at)
             for a in agents
         ],
         next_cursor=page.next_cursor(agents, lambda a: str(a.agent_id)),

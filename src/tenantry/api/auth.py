@@ -10,7 +10,7 @@ from fastapi import Request
 from tenantry.api.platform import Platform
 from tenantry.errors import Unauthorized
 from tenantry.ids import TenantId
-from tenantry.tenants.service import authenticate
+from tenantry.tenants.service import authenticate, key_id_of
 
 
 def _bearer(request: Request) -> str:
@@ -30,6 +30,17 @@ async def platform(request: Request) -> Platform:
 async def current_tenant(request: Request) -> TenantId:
     p = await platform(request)
     return await authenticate(p.db, _bearer(request), p.auth_cache)
+
+
+async def caller(request: Request) -> tuple[TenantId, str]:
+    """The tenant, and who of it is calling for records of who did what: its API key's id."""
+    p = await platform(request)
+    key = _bearer(request)
+    tenant = await authenticate(p.db, key, p.auth_cache)
+    found = await key_id_of(p.db, tenant, key)
+    if found is None:  # revoked between the two reads
+        raise Unauthorized("Missing or invalid API key.")
+    return tenant, str(found)
 
 
 async def operator(request: Request) -> None:

@@ -21,7 +21,9 @@ Script JSON (``Script.to_json`` / ``Script.from_json``; a bare list of steps is 
 Placeholders in answer text and in string tool arguments (at any depth): ``{input}`` (the
 first user message's text), ``{last_tool_result}`` (content of the last tool message) and
 ``{tool_results}`` (every tool message's content, joined by newlines; the platform's
-``<tool_output>`` fence around a result is taken off). Other braces are left
+``<tool_output>`` fence around a result is taken off) and ``{system}`` (the system message:
+the agent's prompt, so a prompt's change changes the reply, as with a real model). Other
+braces are left
 alone. Usage is ``ceil(chars / 4)`` for prompt and completion; see :func:`prompt_tokens` and
 :func:`completion_tokens`, which billing tests can call to recompute it.
 """
@@ -67,7 +69,7 @@ FALLBACK_TEXT = "done"
 #: How much of the last tool result a scripted summary quotes (summaries stay short).
 SUMMARY_QUOTE_CHARS = 60
 
-_PLACEHOLDER = re.compile(r"\{(input|last_tool_result|tool_results)\}")
+_PLACEHOLDER = re.compile(r"\{(input|last_tool_result|tool_results|system)\}")
 _STEP_KEYS = frozenset({"text", "tool_calls", "delay_ms", "usage"})
 _USAGE_KEYS = frozenset({"prompt_tokens", "completion_tokens"})
 
@@ -397,12 +399,14 @@ class _Placeholders:
     input: str
     last_tool_result: str
     tool_results: str
+    system: str = ""
 
     @classmethod
     def of(cls, messages: Sequence[Mapping[str, Any]]) -> _Placeholders:
         results = [_unfenced(message_text(m)) for m in messages if m.get("role") == "tool"]
+        system = next((message_text(m) for m in messages if m.get("role") == "system"), "")
         return cls(conversation_input(messages), results[-1] if results else "",
-                   "\n".join(results))
+                   "\n".join(results), system)
 
     def fill(self, template: str) -> str:
         # One pass, so a tool result that itself contains "{input}" is not expanded again.

@@ -132,7 +132,7 @@ async def _start(d: RunDriver, conn: Connection, call: RequestChild,
     # (and the parent's row) starves the pool under load.
     found = (await agents.get_version(d.engine.db, lease.tenant, agent, call.child.version,
                                       conn)
-             if call.child.version is not None else await agents.get_agent(
+             if call.child.version is not None else await agents.get_live(
                  d.engine.db, lease.tenant, agent, conn))
     cap = min(budget_left(d) // _siblings_to_start(d, call), found.spec.limits.max_cost_micros)
     request = RunRequest(

@@ -77,6 +77,7 @@ from tenantry.sandbox.manager import SandboxManager
 from tenantry.telemetry.worker import UNKNOWN_CLASS, WorkerMetrics
 from tenantry.tools.audit import AuditEntry
 from tenantry.tools.gateway import ToolGateway
+from tenantry.tools.stand_ins import StandIn
 
 __all__ = ["Engine", "EngineSettings", "Parked", "RunDriver", "StepStats"]
 
@@ -155,6 +156,8 @@ class RunDriver:
         self.spec: AgentSpec | None = None
         # tool → {server, sha256} the version was published against (checked per call).
         self.tool_pins: dict[str, dict[str, str]] = {}
+        # An evaluation's run: what answers its tool calls (read at its first call).
+        self.stand_in: StandIn | None = None
         self.region = ""
         self.agent: AgentId | None = None  # from the run row, by _load
         self.agent_version = 0
@@ -298,6 +301,7 @@ class RunDriver:
                 max((row["started_at"] - row["created_at"]).total_seconds(), 0.0),
                 self.tenant_class)
         self.state = RunState.fold(events, row["input"])
+        self.spec = self.state.run_spec(self.spec)
         self._in_sync = True
         if events and events[-1].type == EventType.RUN_PARKED:
             # Back from waiting for a model: say so in the log (the trace shows the wait).

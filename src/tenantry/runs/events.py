@@ -166,6 +166,10 @@ class RunCreated(Payload):
     # Asked to stream (POST /v1/runs `stream`): its model calls stream their text to live
     # listeners even before one is heard of (ADR 0030). Absent: only watched calls stream.
     stream: bool = False
+    # A run of an evaluation (ADR 0034): which one (its tool calls are answered as the
+    # evaluation's test set says), and the candidate's model in place of the version's.
+    evaluation_id: str | None = None
+    model: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

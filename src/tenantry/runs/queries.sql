@@ -9,13 +9,14 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 1)
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 RETURNING created_at
 
--- name: latest_version_and_model
--- The version a run without one pins, and its model (an activity's or a task type's is
--- refused as an agent run).
+-- name: live_version_and_model
+-- The version a run without one pins (the agent's live version: publishing does not
+-- change it, promoting does), and its model (an activity's or a task type's is refused as
+-- an agent run).
 SELECT v.version, v.spec->>'model' AS model
 FROM agents a
 JOIN agent_versions v
-  ON v.tenant_id = a.tenant_id AND v.agent_id = a.agent_id AND v.version = a.latest_version
+  ON v.tenant_id = a.tenant_id AND v.agent_id = a.agent_id AND v.version = a.live_version
 WHERE a.tenant_id = $1 AND a.agent_id = $2
 
 -- name: run_by_idempotency_key

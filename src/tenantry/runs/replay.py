@@ -239,7 +239,7 @@ async def export_run(db: Database, tenant: TenantId, run: RunId) -> RecordedRun:
         if row is None:
             raise NotFound("No run with this id.")
         events = await log.read(conn, tenant, run, after=0, limit=1_000_000)
-    return RecordedRun(str(run), AgentSpec.from_json(row["spec"]), row["input"], tuple(events))
+    return _recorded(str(run), row["spec"], row["input"], events)
 
 
 async def export_runs(
@@ -256,9 +256,17 @@ async def export_runs(
             logs[e["run_id"]].append(
                 Event(e["seq"], e["type"], e["data"], e["created_at"], e["format"]))
     found = {row["run_id"]: row for row in rows}
-    return [RecordedRun(str(run), AgentSpec.from_json(found[run.uuid]["spec"]),
-                        found[run.uuid]["input"], tuple(logs[run.uuid]))
+    return [_recorded(str(run), found[run.uuid]["spec"], found[run.uuid]["input"],
+                      logs[run.uuid])
             for run in runs if run.uuid in found]
+
+
+def _recorded(run: str, spec: Any, run_input: Any, events: Sequence[Event]) -> RecordedRun:
+    """The run as it ran: its version's spec with what its RunCreated changed in it (an
+    evaluation candidate's model)."""
+    state = RunState.fold(list(events[:1]), run_input) if events else RunState()
+    return RecordedRun(run, state.run_spec(AgentSpec.from_json(spec)), run_input,
+                       tuple(events))
 
 
 async def ended_runs(db: Database, tenant: TenantId, page: int = 1000) -> list[RunId]:

@@ -52,6 +52,9 @@ class RunRequest:
     depth: int | None = None
     cost_cap_micros: int | None = None
     stream: bool = False  # stream every model call's text (ADR 0030)
+    # A run of an evaluation (ADR 0034), and its candidate's model override.
+    evaluation_id: str | None = None
+    model_override: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,17 +152,16 @@ async def create_run_in(
     if overloaded is not None:
         raise overloaded
     if req.version is None:
-        # The latest version and its model in one round trip (this is the API's hot path).
-        latest = await conn.fetchrow(Q.latest_version_and_model, tenant.value,
-                                     req.agent_id.uuid)
-        if latest is None:
+        # The live version and its model in one round trip (this is the API's hot path).
+        live = await conn.fetchrow(Q.live_version_and_model, tenant.value, req.agent_id.uuid)
+        if live is None:
             raise NotFound(AGENT_NOT_FOUND)
-        version, model = latest["version"], latest["model"]
+        version, model = live["version"], live["model"]
     else:
         pinned = await get_version(db, tenant, req.agent_id, req.version, conn)
         version, model = pinned.version, pinned.spec.model
     if kind == "agent":
-        _refuse_what_no_worker_drives(model)
+        _refuse_what_no_worker_drives(req.model_override or model)
     # Last before the insert: admission locks the tenant's load row until commit, and
     # every admission of this tenant queues on it.
     await admission.admit(conn, tenant, child=req.parent is not None)
@@ -183,7 +185,7 @@ async def create_run_in(
         webhook_url=req.webhook_url or None,
         # agent runs' RunCreated stays as it was (the replay corpus)
         kind=kind if kind != "agent" else None,
-        stream=req.stream,
+        stream=req.stream, evaluation_id=req.evaluation_id, model=req.model_override,
         **_child_fields(req, kind),
     )
     await conn.execute(Q.insert_first_event, tenant.value, run_id.uuid, created.TYPE,

@@ -4,9 +4,10 @@ relies on (invariant 11)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tenantry.agents.spec import AgentSpec
 from tenantry.runs.events import (
     ABSENT,
     TERMINAL_EVENTS,
@@ -83,6 +84,8 @@ class RunState:
     depth: int = 0  # 0: a run nobody started; a child's is its parent's + 1
     cost_cap_micros: int | None = None  # a child's share of its parent's budget
     stream: bool = False  # asked to stream every model call (ADR 0030)
+    evaluation_id: str | None = None  # a run of an evaluation (ADR 0034)
+    model_override: str | None = None  # its candidate's model, in place of the version's
     parked: int = 0  # RunParked since the last model reply: the next delay doubles
     sandbox_ref: str | None = None  # the last save of the run's sandbox files (a blob ref)
     # Where the last model reply came from: the run sticks to that account (its prompt
@@ -90,6 +93,13 @@ class RunState:
     account: str = ""
     model: str = ""
     summary: Summary | None = None  # the prompt's steps start after it (ADR 0031)
+
+    def run_spec(self, spec: AgentSpec) -> AgentSpec:
+        """The spec this run runs: its version's, with an evaluation candidate's model in
+        place of the version's model (ADR 0034)."""
+        if self.model_override is None or self.model_override == spec.model:
+            return spec
+        return replace(spec, model=self.model_override)
 
     @classmethod
     def fold(cls, events: list[Event], run_input: Any = None) -> RunState:
@@ -103,11 +113,13 @@ class RunState:
             raise ValueError(f"event log has a gap: seq {event.seq} after {self.last_seq}")
         self.last_seq = event.seq
         match event.payload:
-            case RunCreated(input=run_input, depth=depth, cost_cap_micros=cap, stream=stream):
+            case RunCreated(input=run_input, depth=depth, cost_cap_micros=cap, stream=stream,
+                            evaluation_id=evaluation_id, model=model):
                 if run_input is not ABSENT:
                     self.input = run_input
                 self.depth, self.cost_cap_micros = depth or 0, cap
                 self.stream = stream
+                self.evaluation_id, self.model_override = evaluation_id, model
             case ModelReplied() as reply:
                 self.replies.append(Reply(event.seq, reply.text, list(reply.calls)))
                 self.parked = 0

@@ -12,8 +12,10 @@ from tenantry.runs import observe
 from tenantry.runs.decide import CallTool, RecordUnknown
 from tenantry.runs.events import ABSENT, EgressRefused, ToolCompleted, ToolStarted
 from tenantry.sandbox.egress import EgressRefusal
+from tenantry.tools import stand_ins
 from tenantry.tools.audit import AuditEntry
 from tenantry.tools.gateway import ToolResult
+from tenantry.tools.stand_ins import StandIn
 
 if TYPE_CHECKING:
     from tenantry.runs.driver import RunDriver
@@ -36,7 +38,20 @@ def completed(call: CallTool, result: ToolResult,
         truncated=result.truncated,
         output_bytes=result.output_bytes if result.truncated else None,
         output_ref=result.output_ref if result.truncated else None,
+        # An evaluation's stand-in answered (ADR 0034): recorded, stub or no_recording.
+        outcome=result.outcome if result.outcome in stand_ins.OUTCOMES else None,
         blob_refs=list(result.blob_refs) or None)
+
+
+async def _stand_in(d: RunDriver) -> StandIn | None:
+    """An evaluation's run: what answers its calls instead of the tools, read once per
+    claim. Fails closed: a run whose evaluation is not found gets no live call at all."""
+    if d.state.evaluation_id is None:
+        return None
+    if d.stand_in is None:
+        found = await stand_ins.for_run(d.engine.db, d.lease.tenant, d.lease.run)
+        d.stand_in = found if found is not None else StandIn(live=False)
+    return d.stand_in
 
 
 async def call_tool(d: RunDriver, call: CallTool) -> float:
@@ -55,7 +70,7 @@ async def call_tool(d: RunDriver, call: CallTool) -> float:
     began_ns = time.time_ns()
     result = await tools.call(tenant, d.spec, call.tool, call.arguments, call.key,
                               run=d.lease.run, sandbox_ref=d.state.sandbox_ref,
-                              pins=d.tool_pins)
+                              pins=d.tool_pins, stand_in=await _stand_in(d))
     sandbox = result.sandbox
     fact = await _sandbox_fact(d, sandbox)
     if fact is not None:  # the run's cost and the log both show what the sandbox cost

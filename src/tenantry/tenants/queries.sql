@@ -59,3 +59,6 @@ RETURNING tenant_id, admissions_paused_at
 
 -- name: admissions_paused_at
 SELECT admissions_paused_at FROM tenants WHERE tenant_id = $1
+
+-- name: key_id_by_hash
+SELECT key_id FROM api_keys WHERE tenant_id = $1 AND key_hash = $2 AND revoked_at IS NULL

@@ -213,3 +213,10 @@ async def authenticate(db: Database, api_key: str, cache: AuthCache | None = Non
     if tenant is None:  # never cached: a new key works at once
         raise Unauthorized("Missing or invalid API key.")
     return tenant
+
+
+async def key_id_of(db: Database, tenant: TenantId, api_key: str) -> ApiKeyId | None:
+    """The id of the tenant's key ``api_key`` (for records of who did what), or None."""
+    async with db.tenant_tx(tenant) as conn:
+        found = await conn.fetchval(Q.key_id_by_hash, tenant.value, key_hash(api_key))
+    return None if found is None else ApiKeyId(found)

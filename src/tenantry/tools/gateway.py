@@ -35,6 +35,7 @@ from tenantry.tools.builtin import NAMES as BUILTIN_TOOLS
 from tenantry.tools.builtin import BuiltinTools, uses_browser
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.tools.servers import ToolServer, list_servers, tools_digest
+from tenantry.tools.stand_ins import StandIn
 from tenantry.vault import Vault, VaultError
 
 #: Tool output kept in the log and shown to the model (invariant 10).
@@ -133,10 +134,12 @@ class ToolGateway:
     async def call(
         self, tenant: TenantId, spec: AgentSpec, tool: str, arguments: dict[str, Any],
         key: str, *, run: RunId, sandbox_ref: str | None = None,
-        pins: Mapping[str, Mapping[str, str]] | None = None,
+        pins: Mapping[str, Mapping[str, str]] | None = None, stand_in: StandIn | None = None,
     ) -> ToolResult:
         """``pins`` are the version's ``tool_pins`` (tool → {server, sha256}): a pinned
-        tool is called only while its server serves exactly the list pinned at publishing."""
+        tool is called only while its server serves exactly the list pinned at publishing.
+        ``stand_in``: the run is an evaluation's; its calls to tenants' tools are answered
+        as its test set says (``tools/stand_ins.py``), after the same checks."""
         started = time.perf_counter()
         server: ToolServer | None = None
 
@@ -157,6 +160,13 @@ class ToolGateway:
             return await self._call_builtin(tenant, spec, tool, arguments, key, run,
                                             sandbox_ref, started)
         server = (await self._servers(tenant)).get(tool)
+        if stand_in is not None:
+            answer = stand_in.answer(tool, arguments, honours_keys=server is not None
+                                     and server.honours_idempotency_keys)
+            if answer is not None:
+                shaped = await self._shape(tenant, key, None, answer.error is None,
+                                           answer.error or answer.result or "", started)
+                return dataclasses.replace(shaped, outcome=answer.outcome)
         if server is None:
             return await refuse(f"tool {tool!r} is not served by any registered tool server")
         breaker = self._breaker(tenant, server)

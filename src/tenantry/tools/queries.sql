@@ -29,3 +29,12 @@ SELECT server_id, name, url, honours_idempotency_keys, tools, tools_sha256, secr
 FROM tool_servers WHERE tenant_id = $1 AND ($2::text IS NULL OR name > $2)
 ORDER BY name
 LIMIT $3
+
+-- name: evaluation_stand_in
+-- What answers the tool calls of an evaluation's run: its case's recordings and the test
+-- set's stubs (ADR 0034).
+SELECT t.tool_results, t.stubs, t.cases -> r.case_index -> 'recorded' AS recorded
+FROM evaluation_runs r
+JOIN agent_evaluations e ON e.tenant_id = r.tenant_id AND e.evaluation_id = r.evaluation_id
+JOIN agent_test_sets t ON t.tenant_id = e.tenant_id AND t.test_set_id = e.test_set_id
+WHERE r.tenant_id = $1 AND r.run_id = $2

@@ -1,0 +1,3 @@
+"""Agent test sets and evaluations (DESIGN: "each agent can have a test set that runs before a
+new version or a new model goes live, scored next to the current one. The tenant decides";
+ADR 0034)."""

@@ -1,0 +1,83 @@
+"""What answers a tool call of an evaluation's run instead of the tool (ADR 0034).
+
+An evaluation runs every case of a test set on two versions of an agent as ordinary runs.
+Unless the test set asks for live tools, no call of those runs reaches a tenant's server:
+each is answered by a **recorded** result (the case's recordings — what the tool returned
+in the run the case was made from, or what the tenant wrote down) when the tool and its
+arguments are exactly those recorded, else by the test set's **stub** for that tool, else
+by a tool error that says there is no recording. With ``tool_results: live``, calls to
+servers that honour idempotency keys are made for real (a repeat cannot act twice); every
+other call is still answered here. Built-in tools (code, files, browser) always run: they
+run in the run's own sandbox, which touches nothing of the tenant's.
+
+The gateway applies the allow-list and approvals first, as for any call: an evaluation
+never lets a run call what its version does not allow."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tenantry.db import Database
+from tenantry.db.queries import load
+from tenantry.ids import RunId, TenantId
+from tenantry.jsonutil import canonical
+
+Q = load(__package__)
+
+#: The ToolCompleted outcomes of calls a stand-in answered.
+OUTCOMES = frozenset({"recorded", "stub", "no_recording"})
+NO_RECORDING = ("this is an evaluation run and no recorded result or stub answers this "
+                "call (tool {tool!r} with these arguments): the tool was not called")
+
+
+@dataclass(frozen=True, slots=True)
+class StandInAnswer:
+    """A call's answer without the tool: ``result`` or ``error``, and which kind of
+    answer it was (``recorded``, ``stub``, ``no_recording``: the ToolCompleted's outcome)."""
+
+    result: str | None
+    error: str | None
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True)
+class StandIn:
+    live: bool  # the test set asks for live calls to servers that honour keys
+    recorded: dict[tuple[str, bytes], tuple[str | None, str | None]] = field(
+        default_factory=dict)
+    stubs: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, tool_results: str, recordings: list[dict[str, Any]],
+           stubs: dict[str, Any]) -> StandIn:
+        recorded: dict[tuple[str, bytes], tuple[str | None, str | None]] = {}
+        for entry in recordings:
+            key = (str(entry["tool"]), canonical(entry.get("arguments") or {}))
+            recorded.setdefault(key, (entry.get("result"), entry.get("error")))
+        return cls(tool_results == "live", recorded, {str(k): str(v) for k, v in stubs.items()})
+
+    def answer(self, tool: str, arguments: dict[str, Any], *,
+               honours_keys: bool) -> StandInAnswer | None:
+        """The stand-in's answer, or None: make the call for real."""
+        if self.live and honours_keys:
+            return None
+        found = self.recorded.get((tool, canonical(arguments)))
+        if found is not None:
+            result, error = found
+            if error is not None:
+                return StandInAnswer(None, str(error), "recorded")
+            return StandInAnswer(str(result if result is not None else ""), None, "recorded")
+        if tool in self.stubs:
+            return StandInAnswer(self.stubs[tool], None, "stub")
+        return StandInAnswer(None, NO_RECORDING.format(tool=tool), "no_recording")
+
+
+async def for_run(db: Database, tenant: TenantId, run: RunId) -> StandIn | None:
+    """The stand-in of an evaluation's run (None: the run is no longer in an evaluation
+    the database knows)."""
+    async with db.tenant_tx(tenant) as conn:
+        row = await conn.fetchrow(Q.evaluation_stand_in, tenant.value, run.uuid)
+    if row is None:
+        return None
+    return StandIn.of(row["tool_results"], list(row["recorded"] or []), dict(row["stubs"] or {}))
