@@ -36,15 +36,20 @@ async def test_run_pins_the_version_it_started_with(api: Api) -> None:
                                    headers=h)).json()
     await api.client.post(f"/v1/agents/{agent}/versions",
                           json={"model": "m2", "system_prompt": "new"}, headers=h)
+    # Publishing does not make a version live (ADR 0034): promoting does.
     second = (await api.client.post("/v1/runs", json={"agent_id": agent, "input": "b"},
                                     headers=h)).json()
+    r = await api.client.post(f"/v1/agents/{agent}/promote", json={"version": 2}, headers=h)
+    assert r.status_code == 200, r.text
+    third = (await api.client.post("/v1/runs", json={"agent_id": agent, "input": "c"},
+                                   headers=h)).json()
     pinned = (await api.client.post("/v1/runs", json={"agent_id": agent, "version": 1,
-                                                      "input": "c"}, headers=h)).json()
+                                                      "input": "d"}, headers=h)).json()
     versions = [
         (await api.client.get(f"/v1/runs/{r['run_id']}", headers=h)).json()["version"]
-        for r in (first, second, pinned)
+        for r in (first, second, third, pinned)
     ]
-    assert versions == [1, 2, 1]
+    assert versions == [1, 1, 2, 1]
 
 
 async def test_idempotency_key_returns_the_same_run_or_conflicts(

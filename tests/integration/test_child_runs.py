@@ -155,10 +155,12 @@ async def test_depth_is_bounded_with_a_tool_error(
 ) -> None:
     _, h = await api.tenant()
     first = await api.agent(h, name="fractal")
-    # Version 2 may start the agent itself (its latest version: this one).
+    # Version 2 may start the agent itself (its live version, once promoted: this one).
     r = await api.client.post(f"/v1/agents/{first}/versions", headers=h, json={
         "model": "scripted", "system_prompt": "Delegate.", "children": [{"agent_id": first}]})
     assert r.status_code == 201, r.text
+    r = await api.client.post(f"/v1/agents/{first}/promote", headers=h, json={"version": 2})
+    assert r.status_code == 200, r.text
     grandchild = start("fractal", answer("too deep to be reached"))
     settings = dataclasses.replace(TEST_ENGINE, child_max_depth=1)
     async with running_worker(database_dsn, fakes.model.base_url, settings=settings):

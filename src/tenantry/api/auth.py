@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hmac
 
-from fastapi import Request
+from fastapi import Depends, Request
 
 from tenantry.api.platform import Platform
 from tenantry.errors import Unauthorized
@@ -32,12 +32,11 @@ async def current_tenant(request: Request) -> TenantId:
     return await authenticate(p.db, _bearer(request), p.auth_cache)
 
 
-async def caller(request: Request) -> tuple[TenantId, str]:
+async def caller(request: Request,
+                 tenant: TenantId = Depends(current_tenant)) -> tuple[TenantId, str]:
     """The tenant, and who of it is calling for records of who did what: its API key's id."""
     p = await platform(request)
-    key = _bearer(request)
-    tenant = await authenticate(p.db, key, p.auth_cache)
-    found = await key_id_of(p.db, tenant, key)
+    found = await key_id_of(p.db, tenant, _bearer(request))
     if found is None:  # revoked between the two reads
         raise Unauthorized("Missing or invalid API key.")
     return tenant, str(found)
