@@ -130,6 +130,8 @@ async def test_the_sync_client_publishes_an_agent_runs_it_and_streams_it_to_its_
                 limits={"max_steps": 5})
             v2 = client.agents.create_version(agent.agent_id, model="scripted",
                                               system_prompt="Be briefer.", tools=["echo"])
+            promoted = client.agents.promote(agent.agent_id, 2)  # publishing is not going live
+            assert (promoted.version, promoted.previous_version) == (2, 1)
             started = client.runs.create(agent.agent_id, scripted(
                 call("echo", text="hi"), answer("done: {last_tool_result}")))
             with client.runs.events(started.run_id) as stream:
@@ -150,7 +152,8 @@ async def test_the_sync_client_publishes_an_agent_runs_it_and_streams_it_to_its_
     assert (v2.version, latest.version, latest.system_prompt) == (2, 2, "Be briefer.")
     assert v1 == agent
     assert isinstance(agents, Page) and [a.agent_id for a in agents] == [agent.agent_id]
-    assert agents.data[0].latest_version == 2
+    assert (agents.data[0].latest_version, agents.data[0].live_version) == (2, 2)
+    assert (v2.live_version, latest.live_version) == (1, 2)
     assert isinstance(started, StartedRun) and started.status == "queued"
     assert len(started.idempotency_key) == 36  # a uuid4 of its own
     events = durable(items)

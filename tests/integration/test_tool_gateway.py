@@ -122,10 +122,12 @@ async def test_a_server_that_changes_its_tools_is_refused_until_repinned(
     await api.events_until_end(h, run_id)
     assert "published against" in str((await api.run(h, run_id))["answer"])
     assert bank.calls == []
-    # ... and a version published after the re-pin calls the tool.
+    # ... and a version published (and made live) after the re-pin calls the tool.
     r = await api.client.post(f"/v1/agents/{agent}/versions", headers=h, json={
         "model": "scripted", "system_prompt": "", "tools": ["wire_money"]})
     assert r.status_code == 201, r.text
+    r = await api.client.post(f"/v1/agents/{agent}/promote", headers=h, json={"version": 2})
+    assert r.status_code == 200, r.text
     run_id = await api.start(h, agent, scripted(call("wire_money", amount=5, to="a"),
                                                 answer("{last_tool_result}")))
     await api.events_until_end(h, run_id)

@@ -107,10 +107,13 @@ async def test_a_tool_changed_after_the_version_was_published_is_not_called(
         assert audited["outcome"] == "refused" and audited["server"] == "bank"
         assert "published against" in audited["detail"]
         assert (await api.run(h, run))["status"] == "finished"  # the model was told, as data
-        # A new version, reviewed against the new list, may call it.
+        # A new version, reviewed against the new list (and made live), may call it.
         r = await api.client.post(f"/v1/agents/{agent}/versions", headers=h, json={
             "model": "scripted", "system_prompt": "", "tools": ["wire_money"]})
         assert r.status_code == 201, r.text
+        r = await api.client.post(f"/v1/agents/{agent}/promote", headers=h,
+                                  json={"version": 2})
+        assert r.status_code == 200, r.text
         run = await api.start(h, agent, scripted(call("wire_money", amount=9, to="c"),
                                                  answer("{last_tool_result}")))
         await api.events_until_end(h, run)

@@ -19,6 +19,7 @@ from tenantry.client.models import (
     Approval,
     EventPage,
     Page,
+    Promotion,
     Run,
     StartedRun,
 )
@@ -148,6 +149,15 @@ def get_agent(agent_id: str) -> Call[Agent]:
 def get_version(agent_id: str, version: int) -> Call[Agent]:
     return Call("GET", f"/v1/agents/{_seg(agent_id)}/versions/{int(version)}",
                 Agent.from_json)
+
+
+def promote(agent_id: str, version: int, evaluation_id: str | None) -> Call[Promotion]:
+    body: dict[str, Any] = {"version": int(version)}
+    if evaluation_id is not None:
+        body["evaluation_id"] = evaluation_id
+    # Idempotent: promoting the same version again changes nothing but the record.
+    return Call("POST", f"/v1/agents/{_seg(agent_id)}/promote", Promotion.from_json,
+                body=body, idempotent=True)
 
 
 def list_agents(*, limit: int | None, cursor: str | None) -> Call[Page[AgentSummary]]:

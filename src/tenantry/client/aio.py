@@ -21,6 +21,7 @@ from tenantry.client.models import (
     Approval,
     EventPage,
     Page,
+    Promotion,
     Run,
     StartedRun,
 )
@@ -169,6 +170,13 @@ class Agents:
     async def get(self, agent_id: str) -> Agent:
         """The agent at its latest version."""
         return await self._t.call(_calls.get_agent(agent_id))
+
+    async def promote(self, agent_id: str, version: int, *,
+                      evaluation_id: str | None = None) -> Promotion:
+        """Make ``version`` the live one (what a run without a version runs); with
+        ``evaluation_id``, only if that evaluation of this version passed every case
+        (Conflict otherwise)."""
+        return await self._t.call(_calls.promote(agent_id, version, evaluation_id))
 
     async def get_version(self, agent_id: str, version: int) -> Agent:
         return await self._t.call(_calls.get_version(agent_id, version))

@@ -226,6 +226,9 @@ class Agent:
     flagged_for_review: ReviewFlag | None
     children: tuple[ChildAgent, ...] = ()
     summarize: Mapping[str, Any] | None = None  # {after_tokens, keep_last_steps, model}
+    # What a run without a version runs: publishing does not change it, promoting does. A
+    # fact about the agent when it was read, not about this version: not compared.
+    live_version: int = field(default=0, compare=False)
     raw: Json = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -249,6 +252,7 @@ class Agent:
             children=tuple(ChildAgent(str(c["agent_id"]), c.get("version"), str(c.get("name", "")))
                            for c in body.get("children") or ()),
             summarize=body.get("summarize"),
+            live_version=int(body.get("live_version", body["version"])),
             raw=body,
         )
 
@@ -261,11 +265,32 @@ class AgentSummary:
     name: str
     latest_version: int
     created_at: datetime
+    live_version: int = 0
 
     @classmethod
     def from_json(cls, body: Json) -> AgentSummary:
         return cls(str(body["agent_id"]), str(body["name"]), int(body["latest_version"]),
-                   _time(body["created_at"]))
+                   _time(body["created_at"]),
+                   int(body.get("live_version", body["latest_version"])))
+
+
+@dataclass(frozen=True, slots=True)
+class Promotion:
+    """``agents.promote``: who made which version live instead of which, and when."""
+
+    promotion_id: str
+    agent_id: str
+    version: int
+    previous_version: int
+    promoted_by: str
+    evaluation_id: str | None
+    promoted_at: datetime
+
+    @classmethod
+    def from_json(cls, body: Json) -> Promotion:
+        return cls(str(body["promotion_id"]), str(body["agent_id"]), int(body["version"]),
+                   int(body["previous_version"]), str(body["promoted_by"]),
+                   body.get("evaluation_id"), _time(body["promoted_at"]))
 
 
 @dataclass(frozen=True, slots=True)
