@@ -4,13 +4,14 @@ comes from the key, never from a body, path or model (invariant 4)."""
 from __future__ import annotations
 
 import hmac
+from dataclasses import dataclass
 
-from fastapi import Request
+from fastapi import Depends, Request
 
 from tenantry.api.platform import Platform
 from tenantry.errors import Unauthorized
-from tenantry.ids import TenantId
-from tenantry.tenants.service import authenticate
+from tenantry.ids import ApiKeyId, TenantId
+from tenantry.tenants.service import authenticate, key_of
 
 
 def _bearer(request: Request) -> str:
@@ -30,6 +31,21 @@ async def platform(request: Request) -> Platform:
 async def current_tenant(request: Request) -> TenantId:
     p = await platform(request)
     return await authenticate(p.db, _bearer(request), p.auth_cache)
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """The tenant and which of its API keys is calling (for what records who asked)."""
+
+    tenant: TenantId
+    key: ApiKeyId
+
+
+async def current_caller(request: Request,
+                         tenant: TenantId = Depends(current_tenant)) -> Caller:
+    """The tenant (authenticated as by ``current_tenant``) and the calling key's id."""
+    p = await platform(request)
+    return Caller(tenant, await key_of(p.db, tenant, _bearer(request)))
 
 
 async def operator(request: Request) -> None:

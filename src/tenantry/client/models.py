@@ -226,6 +226,8 @@ class Agent:
     flagged_for_review: ReviewFlag | None
     children: tuple[ChildAgent, ...] = ()
     summarize: Mapping[str, Any] | None = None  # {after_tokens, keep_last_steps, model}
+    # A provider served one of its models with a snapshot the tenant has not accepted.
+    model_snapshot_changed: bool = False
     raw: Json = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -249,6 +251,7 @@ class Agent:
             children=tuple(ChildAgent(str(c["agent_id"]), c.get("version"), str(c.get("name", "")))
                            for c in body.get("children") or ()),
             summarize=body.get("summarize"),
+            model_snapshot_changed=bool(body.get("model_snapshot_changed", False)),
             raw=body,
         )
 

@@ -213,3 +213,13 @@ async def authenticate(db: Database, api_key: str, cache: AuthCache | None = Non
     if tenant is None:  # never cached: a new key works at once
         raise Unauthorized("Missing or invalid API key.")
     return tenant
+
+
+async def key_of(db: Database, tenant: TenantId, api_key: str) -> ApiKeyId:
+    """The id of ``tenant``'s key ``api_key`` (authenticated first): for what records who
+    asked. A key revoked meanwhile is refused like an unknown one."""
+    async with db.tenant_tx(tenant) as conn:
+        found = await conn.fetchval(Q.key_id, tenant.value, key_hash(api_key))
+    if found is None:
+        raise Unauthorized("Missing or invalid API key.")
+    return ApiKeyId(found)
