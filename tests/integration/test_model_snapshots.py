@@ -10,6 +10,9 @@ from typing import Any
 import asyncpg
 import pytest
 
+from tenantry.agents.snapshots import SnapshotNotes
+from tenantry.db import Database
+from tenantry.ids import AgentId, TenantId
 from tenantry.telemetry.worker import WorkerMetrics
 from tests.support.api import Api
 from tests.support.scripts import answer, scripted
@@ -195,3 +198,31 @@ async def test_a_snapshot_that_cannot_be_recorded_fails_nothing(
     assert reply["provider_model"] == FIRST
     assert (await _snapshots(api, h, agent))["data"] == []
     assert "could not record the provider's model snapshot" in caplog.text
+
+
+async def test_a_worker_writes_a_snapshot_only_when_it_differs_from_the_last_it_saw(
+    api: Api, db: Database, admin_conn: asyncpg.Connection
+) -> None:
+    """A steady run costs no statement per step: the same snapshot again is not written
+    (shown by taking away the right to write: only a different one then fails)."""
+    tenant_id, h = await api.tenant()
+    agent = AgentId.parse(await api.agent(h))
+    tenant = TenantId(tenant_id)
+    notes = SnapshotNotes()
+    assert not await notes.note(db, tenant, agent, "scripted", FIRST)  # accepted
+    await admin_conn.execute("REVOKE EXECUTE ON FUNCTION "
+                             "tenantry_note_model_snapshot(text, uuid, text, text) "
+                             "FROM tenantry_app")
+    for _ in range(3):
+        assert not await notes.note(db, tenant, agent, "scripted", FIRST)
+    with pytest.raises(asyncpg.InsufficientPrivilegeError):
+        await notes.note(db, tenant, agent, "scripted", SECOND)
+    await admin_conn.execute("GRANT EXECUTE ON FUNCTION "
+                             "tenantry_note_model_snapshot(text, uuid, text, text) "
+                             "TO tenantry_app")
+    # The failed write is tried again; another process (no memory yet) writes once and
+    # notices nothing new.
+    assert await notes.note(db, tenant, agent, "scripted", SECOND)
+    assert not await SnapshotNotes().note(db, tenant, agent, "scripted", SECOND)
+    [row] = (await _snapshots(api, h, str(agent)))["data"]
+    assert (row["accepted"], row["changed_to"]) == (FIRST, SECOND)
