@@ -215,6 +215,10 @@ async def test_a_worker_writes_a_snapshot_only_when_it_differs_from_the_last_it_
                              "FROM tenantry_app")
     for _ in range(3):
         assert not await notes.note(db, tenant, agent, "scripted", FIRST)
+    # Past its refresh time the same snapshot is written again (a change the tenant cleared
+    # while the provider still serves it comes back).
+    with pytest.raises(asyncpg.InsufficientPrivilegeError):
+        await SnapshotNotes(refresh_seconds=0).note(db, tenant, agent, "scripted", FIRST)
     with pytest.raises(asyncpg.InsufficientPrivilegeError):
         await notes.note(db, tenant, agent, "scripted", SECOND)
     await admin_conn.execute("GRANT EXECUTE ON FUNCTION "

@@ -13,6 +13,7 @@ process last saw for the agent and model: a steady run costs no statement."""
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
@@ -65,23 +66,29 @@ class Promotion:
 class SnapshotNotes:
     """A worker process's memory of the last snapshot each (tenant, agent, model) was
     answered with, so that only a different one is written. Bounded: the least recently
-    noted entries are forgotten first (forgetting costs one more write, never a miss)."""
+    noted entries are forgotten first (forgetting costs one more write, never a miss). The
+    same snapshot is written again after ``refresh_seconds``: a change the tenant cleared
+    (promoting the accepted snapshot) while the provider still serves the new one is
+    noticed again within that time, by every process alike."""
 
-    def __init__(self, *, capacity: int = 50_000) -> None:
+    def __init__(self, *, capacity: int = 50_000, refresh_seconds: float = 600.0) -> None:
         self._capacity = capacity
-        self._seen: OrderedDict[tuple[str, str, str], str] = OrderedDict()
+        self._refresh = refresh_seconds
+        # key → (snapshot, when it was written: time.monotonic())
+        self._seen: OrderedDict[tuple[str, str, str], tuple[str, float]] = OrderedDict()
 
     async def note(self, db: Database, tenant: TenantId, agent: AgentId, model: str,
                    seen: str) -> bool:
         """Record that ``seen`` served ``model`` for ``agent``; True when this noticed a
         change (counted once, whichever worker notices it). Raises what the database
         raises: the caller decides that a failure here fails nothing."""
-        key = (tenant.value, str(agent), model)
-        if self._seen.get(key) == seen:
+        key, now = (tenant.value, str(agent), model), time.monotonic()
+        last = self._seen.get(key)
+        if last is not None and last[0] == seen and now - last[1] < self._refresh:
             self._seen.move_to_end(key)
             return False
         row = await db.statement(Q.note, tenant.value, agent.uuid, model, seen)
-        self._seen[key] = seen  # only once written: a failed write is tried again
+        self._seen[key] = (seen, now)  # only once written: a failed write is tried again
         self._seen.move_to_end(key)
         while len(self._seen) > self._capacity:
             self._seen.popitem(last=False)
