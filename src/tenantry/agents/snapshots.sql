@@ -1,4 +1,4 @@
--- Provider model snapshots per agent and model (migration 0036, agents/snapshots.py).
+-- Provider model snapshots per agent and model (migration 0037, agents/snapshots.py).
 
 -- name: note
 -- True: this call noticed a change (a snapshot other than the accepted and the last change).
