@@ -1418,6 +1418,29 @@ END
 $$;
 
 --
+-- Name: tenantry_note_model_snapshot(text, uuid, text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_note_model_snapshot(p_tenant text, p_agent uuid, p_model text, p_seen text) RETURNS boolean
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+DECLARE
+    v_changed boolean;
+BEGIN
+    PERFORM set_config('tenantry.tenant_id', p_tenant, true);
+    INSERT INTO public.agent_model_snapshots AS s (tenant_id, agent_id, model, accepted)
+    VALUES (p_tenant, p_agent, p_model, p_seen)
+    ON CONFLICT (tenant_id, agent_id, model) DO UPDATE
+        SET changed_to = EXCLUDED.accepted, changed_at = now(), updated_at = now()
+        WHERE s.accepted <> EXCLUDED.accepted
+          AND s.changed_to IS DISTINCT FROM EXCLUDED.accepted
+    RETURNING s.changed_to IS NOT NULL INTO v_changed;
+    RETURN coalesce(v_changed, false);
+END
+$$;
+
+--
 -- Name: tenantry_notify_event(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1871,7 +1894,7 @@ $$;
 -- Name: tenantry_run_for_worker(text, uuid); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.tenantry_run_for_worker(p_tenant text, p_run uuid) RETURNS TABLE(agent_id uuid, agent_version integer, input jsonb, status text, lease_epoch bigint, region text, plan text, created_at timestamp with time zone, started_at timestamp with time zone, spec jsonb, tool_pins jsonb)
+CREATE FUNCTION public.tenantry_run_for_worker(p_tenant text, p_run uuid) RETURNS TABLE(agent_id uuid, agent_version integer, input jsonb, status text, lease_epoch bigint, region text, plan text, created_at timestamp with time zone, started_at timestamp with time zone, spec jsonb, tool_pins jsonb, model_pins jsonb)
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'public'
     AS $$
@@ -1879,7 +1902,10 @@ BEGIN
     PERFORM set_config('tenantry.tenant_id', p_tenant, true);
     RETURN QUERY
     SELECT r.agent_id, r.agent_version, r.input, r.status, r.lease_epoch, t.region, t.plan,
-           r.created_at, r.started_at, v.spec, v.tool_pins
+           r.created_at, r.started_at, v.spec, v.tool_pins,
+           (SELECT coalesce(jsonb_object_agg(s.model, s.accepted), '{}'::jsonb)
+            FROM public.agent_model_snapshots s
+            WHERE s.tenant_id = r.tenant_id AND s.agent_id = r.agent_id AND s.held)
     FROM public.runs r
     JOIN public.tenants t ON t.tenant_id = r.tenant_id
     JOIN public.agent_versions v ON v.tenant_id = r.tenant_id AND v.agent_id = r.agent_id
@@ -2210,6 +2236,42 @@ CREATE TABLE public.agent_evaluations (
     cases integer NOT NULL,
     created_by text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: agent_model_snapshot_promotions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.agent_model_snapshot_promotions (
+    tenant_id text NOT NULL,
+    agent_id uuid NOT NULL,
+    model text NOT NULL,
+    promotion_id uuid NOT NULL,
+    previous text NOT NULL,
+    provider_model text NOT NULL,
+    promoted_by uuid NOT NULL,
+    promoted_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: agent_model_snapshots; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.agent_model_snapshots (
+    tenant_id text NOT NULL,
+    agent_id uuid NOT NULL,
+    model text NOT NULL,
+    accepted text NOT NULL,
+    accepted_at timestamp with time zone DEFAULT now() NOT NULL,
+    changed_to text,
+    changed_at timestamp with time zone,
+    held boolean DEFAULT false NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT agent_model_snapshots_accepted_check CHECK (((octet_length(accepted) >= 1) AND (octet_length(accepted) <= 800))),
+    CONSTRAINT agent_model_snapshots_changed_to_check CHECK (((octet_length(changed_to) >= 1) AND (octet_length(changed_to) <= 800))),
+    CONSTRAINT agent_model_snapshots_check CHECK (((changed_to IS NULL) = (changed_at IS NULL))),
+    CONSTRAINT agent_model_snapshots_check1 CHECK ((changed_to <> accepted)),
+    CONSTRAINT agent_model_snapshots_model_check CHECK (((octet_length(model) >= 1) AND (octet_length(model) <= 800)))
 );
 
 --
@@ -4125,6 +4187,20 @@ ALTER TABLE ONLY public.agent_evaluations
     ADD CONSTRAINT agent_evaluations_pkey PRIMARY KEY (tenant_id, evaluation_id);
 
 --
+-- Name: agent_model_snapshot_promotions agent_model_snapshot_promotions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.agent_model_snapshot_promotions
+    ADD CONSTRAINT agent_model_snapshot_promotions_pkey PRIMARY KEY (tenant_id, agent_id, model, promotion_id);
+
+--
+-- Name: agent_model_snapshots agent_model_snapshots_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.agent_model_snapshots
+    ADD CONSTRAINT agent_model_snapshots_pkey PRIMARY KEY (tenant_id, agent_id, model);
+
+--
 -- Name: agent_promotions agent_promotions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -5475,6 +5551,18 @@ CREATE TRIGGER activity_versions_refuse_frozen BEFORE INSERT OR UPDATE ON public
 CREATE TRIGGER agent_evaluations_refuse_frozen BEFORE INSERT OR UPDATE ON public.agent_evaluations FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
 
 --
+-- Name: agent_model_snapshot_promotions agent_model_snapshot_promotions_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER agent_model_snapshot_promotions_refuse_frozen BEFORE INSERT OR UPDATE ON public.agent_model_snapshot_promotions FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
+
+--
+-- Name: agent_model_snapshots agent_model_snapshots_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER agent_model_snapshots_refuse_frozen BEFORE INSERT OR UPDATE ON public.agent_model_snapshots FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
+
+--
 -- Name: agent_promotions agent_promotions_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -5725,6 +5813,20 @@ ALTER TABLE ONLY public.agent_evaluations
 
 ALTER TABLE ONLY public.agent_evaluations
     ADD CONSTRAINT agent_evaluations_tenant_id_test_set_id_fkey FOREIGN KEY (tenant_id, test_set_id) REFERENCES public.agent_test_sets(tenant_id, test_set_id);
+
+--
+-- Name: agent_model_snapshot_promotions agent_model_snapshot_promotions_tenant_id_agent_id_model_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.agent_model_snapshot_promotions
+    ADD CONSTRAINT agent_model_snapshot_promotions_tenant_id_agent_id_model_fkey FOREIGN KEY (tenant_id, agent_id, model) REFERENCES public.agent_model_snapshots(tenant_id, agent_id, model);
+
+--
+-- Name: agent_model_snapshots agent_model_snapshots_tenant_id_agent_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.agent_model_snapshots
+    ADD CONSTRAINT agent_model_snapshots_tenant_id_agent_id_fkey FOREIGN KEY (tenant_id, agent_id) REFERENCES public.agents(tenant_id, agent_id);
 
 --
 -- Name: agent_promotions agent_promotions_tenant_id_agent_id_version_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
@@ -6163,6 +6265,18 @@ ALTER TABLE public.activity_versions ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.agent_evaluations ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: agent_model_snapshot_promotions; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.agent_model_snapshot_promotions ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: agent_model_snapshots; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.agent_model_snapshots ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: agent_promotions; Type: ROW SECURITY; Schema: public; Owner: -
@@ -6697,6 +6811,18 @@ CREATE POLICY tenant_isolation ON public.activity_versions USING ((tenant_id = p
 --
 
 CREATE POLICY tenant_isolation ON public.agent_evaluations USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: agent_model_snapshot_promotions tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.agent_model_snapshot_promotions USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: agent_model_snapshots tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.agent_model_snapshots USING ((tenant_id = public.tenantry_current_tenant()));
 
 --
 -- Name: agent_promotions tenant_isolation; Type: POLICY; Schema: public; Owner: -

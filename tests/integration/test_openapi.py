@@ -23,6 +23,7 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
         inbox,
         metrics,
         model_accounts,
+        model_snapshots,
         policy,
         prices,
         retention,
@@ -33,6 +34,7 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
               *runs.router.routes,
               *billing.router.routes,
               *approvals.router.routes, *model_accounts.router.routes,
+              *model_snapshots.router.routes,
               *policy.admin_router.routes, *policy.router.routes, *metrics.router.routes,
               *prices.router.routes, *inbox.router.routes, *activities.router.routes,
               *retention.admin_router.routes, *retention.router.routes]

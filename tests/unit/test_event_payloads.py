@@ -61,6 +61,12 @@ EXAMPLES: list[tuple[Payload, dict[str, Any]]] = [
      {"text": "hi", "calls": [], "usage": {"input_tokens": 1}, "provider": "openai",
       "account": "a", "model": "m", "cost_micros": 3, "price_version": "p1",
       "latency_ms": 1.5, "waited_ms": 2.0, "prompt_sha256": "ab", "basis_seq": 4}),
+    # The snapshot the provider reported: written only when it reported one.
+    (ModelReplied("hi", [], {}, "openai", "a", "gpt-4o", 3, "p1", 1.5,
+                  provider_model="gpt-4o-2024-08-06"),
+     {"text": "hi", "calls": [], "usage": {}, "provider": "openai", "account": "a",
+      "model": "gpt-4o", "cost_micros": 3, "price_version": "p1", "latency_ms": 1.5,
+      "provider_model": "gpt-4o-2024-08-06"}),
     (ToolStarted("k", "t", basis_seq=1), {"key": "k", "tool": "t", "basis_seq": 1}),
     (ToolCompleted("k", "t", 2, 0, error="bad"),
      {"key": "k", "tool": "t", "reply_seq": 2, "call_index": 0, "error": "bad"}),

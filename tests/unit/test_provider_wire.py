@@ -217,6 +217,18 @@ def test_request_body_max_tokens_and_cache_breakpoint() -> None:
                      "messages": [{"role": "user", "content": [{"type": "text", "text": "x"}]}]}
 
 
+def test_a_pinned_snapshot_is_the_wire_model_and_only_that() -> None:
+    """A held snapshot changes the name sent, for the pinned model only."""
+    pins = {"claude-sonnet-4": "claude-sonnet-4-20250514"}
+    pinned = ModelRequest("claude-sonnet-4", ({"role": "user", "content": "x"},),
+                          provider_model_pins=pins)
+    assert messages_body(pinned)["model"] == "claude-sonnet-4-20250514"
+    assert pinned.model == "claude-sonnet-4"
+    other = ModelRequest("claude-haiku-4", ({"role": "user", "content": "x"},),
+                         provider_model_pins=pins)
+    assert messages_body(other)["model"] == "claude-haiku-4"
+
+
 # ---------------------------------------------------------------------- replies
 
 

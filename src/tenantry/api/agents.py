@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Response
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from tenantry.activities import versions as activity_versions
-from tenantry.agents import activity_tools, child_tools, flags, service
+from tenantry.agents import activity_tools, child_tools, flags, service, snapshots
 from tenantry.agents.spec import AgentSpec, ChildAgent, Limits, SandboxPolicy, SummarizePolicy
 from tenantry.api.auth import current_tenant, platform
 from tenantry.api.fields import Body, PositiveInt4, Text
@@ -188,6 +188,11 @@ class AgentOut(BaseModel):
         description="Set once this version's sandboxes had more refused egress attempts "
                     "than the operator's threshold (TENANTRY_EGRESS_FLAG_THRESHOLD); null "
                     "otherwise.")
+    model_snapshot_changed: bool = Field(
+        default=False,
+        description="True when a provider served one of the agent's models (any version's) "
+                    "with another snapshot than the accepted one: see "
+                    "`GET /v1/agents/{agent_id}/model-snapshots`. False for a new agent.")
 
 
 class ReviewFlagOut(BaseModel):
@@ -214,17 +219,20 @@ class AgentList(BaseModel):
 NOT_FOUND = service.NOT_FOUND
 
 
-def _out(v: service.AgentVersion, flag: flags.ReviewFlag | None = None) -> AgentOut:
+def _out(v: service.AgentVersion, flag: flags.ReviewFlag | None = None, *,
+         snapshot_changed: bool = False) -> AgentOut:
     spec = v.spec.to_json()
     flagged = None if flag is None else ReviewFlagOut(
         reason=flag.reason, since=flag.since, refused_egress=flag.refused_egress)
     return AgentOut(agent_id=str(v.agent_id), name=v.name, version=v.version,
                     live_version=v.live_version, created_at=v.created_at, tool_pins=v.tool_pins,
-                    flagged_for_review=flagged, **spec)
+                    flagged_for_review=flagged, model_snapshot_changed=snapshot_changed,
+                    **spec)
 
 
 async def _flagged_out(p: Platform, tenant: TenantId, v: service.AgentVersion) -> AgentOut:
-    return _out(v, await flags.review_flag(p.db, tenant, v.agent_id, v.version))
+    return _out(v, await flags.review_flag(p.db, tenant, v.agent_id, v.version),
+                snapshot_changed=await snapshots.any_changed(p.db, tenant, v.agent_id))
 
 
 async def _check_activities(p: Platform, tenant: TenantId, body: VersionBody) -> None:
@@ -321,7 +329,7 @@ async def create_version(
     created = await service.create_version(p.db, tenant, agent,
                                            await _children(p, tenant, body), body.version)
     response.headers["Location"] = f"/v1/agents/{agent}/versions/{created.version}"
-    return _out(created)
+    return _out(created, snapshot_changed=await snapshots.any_changed(p.db, tenant, agent))
 
 
 @router.get("/{agent_id}/versions/{version}", response_model=AgentOut)

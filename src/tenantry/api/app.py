@@ -24,6 +24,7 @@ from tenantry.api import (
     inbox,
     metrics,
     model_accounts,
+    model_snapshots,
     policy,
     prices,
     problems,
@@ -102,8 +103,8 @@ def create_app(
     # 1,000 runs/s, matching it after every admin route cost a fifth of the process).
     api_routers = [runs.router, admin.router, model_accounts.router, billing.router,
                    prices.router, policy.admin_router, policy.router, metrics.router,
-                   agents.router, evaluations.router, activities.router, approvals.router,
-                   inbox.router,
+                   agents.router, evaluations.router, model_snapshots.router,
+                   activities.router, approvals.router, inbox.router,
                    retention.admin_router, retention.router]
     for router in api_routers:
         app.include_router(router)

@@ -4,13 +4,14 @@ comes from the key, never from a body, path or model (invariant 4)."""
 from __future__ import annotations
 
 import hmac
+from dataclasses import dataclass
 
 from fastapi import Depends, Request
 
 from tenantry.api.platform import Platform
 from tenantry.errors import Unauthorized
-from tenantry.ids import TenantId
-from tenantry.tenants.service import authenticate, key_id_of
+from tenantry.ids import ApiKeyId, TenantId
+from tenantry.tenants.service import authenticate, key_of
 
 
 def _bearer(request: Request) -> str:
@@ -32,14 +33,19 @@ async def current_tenant(request: Request) -> TenantId:
     return await authenticate(p.db, _bearer(request), p.auth_cache)
 
 
-async def caller(request: Request,
-                 tenant: TenantId = Depends(current_tenant)) -> tuple[TenantId, str]:
-    """The tenant, and who of it is calling for records of who did what: its API key's id."""
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """The tenant and which of its API keys is calling (for what records who asked)."""
+
+    tenant: TenantId
+    key: ApiKeyId
+
+
+async def current_caller(request: Request,
+                         tenant: TenantId = Depends(current_tenant)) -> Caller:
+    """The tenant (authenticated as by ``current_tenant``) and the calling key's id."""
     p = await platform(request)
-    found = await key_id_of(p.db, tenant, _bearer(request))
-    if found is None:  # revoked between the two reads
-        raise Unauthorized("Missing or invalid API key.")
-    return tenant, str(found)
+    return Caller(tenant, await key_of(p.db, tenant, _bearer(request)))
 
 
 async def operator(request: Request) -> None:

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field, JsonValue, field_validator, model_validat
 
 from tenantry.agents import service as agents
 from tenantry.api.agents import ToolName
-from tenantry.api.auth import caller, current_tenant, platform
+from tenantry.api.auth import Caller, current_caller, current_tenant, platform
 from tenantry.api.fields import Body, PositiveInt4, Text, bounded_json, storable_json
 from tenantry.api.pages import PageRequest, page_request
 from tenantry.api.params import parse_or_404
@@ -372,9 +372,9 @@ async def get_test_set(
                                               "(not supported yet)."}})
 async def create_evaluation(
     agent_id: str, body: CreateEvaluation, response: Response,
-    who: tuple[TenantId, str] = Depends(caller), p: Platform = Depends(platform),
+    who: Caller = Depends(current_caller), p: Platform = Depends(platform),
 ) -> EvaluationOut:
-    tenant, by = who
+    tenant, by = who.tenant, str(who.key)
     agent = parse_or_404(AgentId, agent_id, AGENT_NOT_FOUND)
     live = await agents.get_agent(p.db, tenant, agent)  # 404 for another tenant's agent
     try:
@@ -428,11 +428,11 @@ async def get_evaluation(
                                               "still running, or a case failed."}})
 async def promote(
     agent_id: str, body: PromoteBody,
-    who: tuple[TenantId, str] = Depends(caller), p: Platform = Depends(platform),
+    who: Caller = Depends(current_caller), p: Platform = Depends(platform),
 ) -> PromotionOut:
     """Make a version the live one: what `POST /v1/runs` without a version runs. Publishing
     never does; only this, recorded with who and when."""
-    tenant, by = who
+    tenant, by = who.tenant, str(who.key)
     agent = parse_or_404(AgentId, agent_id, AGENT_NOT_FOUND)
     latest = (await agents.get_agent(p.db, tenant, agent)).version
     if body.version > latest:

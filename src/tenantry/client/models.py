@@ -229,6 +229,8 @@ class Agent:
     # What a run without a version runs: publishing does not change it, promoting does. A
     # fact about the agent when it was read, not about this version: not compared.
     live_version: int = field(default=0, compare=False)
+    # A provider served one of its models with a snapshot the tenant has not accepted.
+    model_snapshot_changed: bool = False
     raw: Json = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -253,6 +255,7 @@ class Agent:
                            for c in body.get("children") or ()),
             summarize=body.get("summarize"),
             live_version=int(body.get("live_version", body["version"])),
+            model_snapshot_changed=bool(body.get("model_snapshot_changed", False)),
             raw=body,
         )
 

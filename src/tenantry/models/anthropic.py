@@ -70,7 +70,7 @@ def messages_body(
         last = messages[-1]["content"][-1]
         last["cache_control"] = dict(_EPHEMERAL)
     body: dict[str, Any] = {
-        "model": request.model,
+        "model": request.wire_model,
         "max_tokens": request.max_tokens or default_max_tokens,
         "messages": messages,
     }

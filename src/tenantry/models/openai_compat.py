@@ -197,7 +197,7 @@ class OpenAICompatible(HttpProviderClient):
         return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
     def _body(self, request: ModelRequest) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": request.model, "messages": list(request.messages)}
+        body: dict[str, Any] = {"model": request.wire_model, "messages": list(request.messages)}
         if request.tools:
             body["tools"] = list(request.tools)
         if request.max_tokens is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -55,9 +56,9 @@ class DeltaSink(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
-    """One model call. Provider clients read the first five fields; the rest steer the
-    model gateway (which account, which fallbacks, who waits first) and are ignored below
-    it."""
+    """One model call. Provider clients read the first five fields (and the pins, for
+    the wire's model name); the rest steer the model gateway (which account, which
+    fallbacks, who waits first) and are ignored below it."""
 
     model: str
     messages: tuple[dict[str, Any], ...]
@@ -73,10 +74,21 @@ class ModelRequest:
     account: str = ""  # the account the run used last: it sticks there while healthy
     previous_model: str = ""  # the model the run used last
     in_flight: bool = False  # a later step of a run: served before first steps when busy
+    # -- held snapshots --
+    # Platform model name → the provider's snapshot id to ask for instead (an agent whose
+    # tenant held back a provider's model change). Only the wire body's ``model`` changes:
+    # pricing, routing and the recorded model stay the platform's name.
+    provider_model_pins: Mapping[str, str] = field(default_factory=dict)
     # -- streaming (ADR 0030) --
     # Told the reply's text as it streams in, when it is live as the call starts and the
     # answering account streams; None: nobody is told (the reply is the same either way).
     deltas: DeltaSink | None = field(default=None, compare=False, repr=False)
+
+
+    @property
+    def wire_model(self) -> str:
+        """The ``model`` a provider client sends: the pinned snapshot, else the name."""
+        return self.provider_model_pins.get(self.model, self.model)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ import asyncpg
 
 from tenantry import logs
 from tenantry.agents import flags
+from tenantry.agents.snapshots import SnapshotNotes
 from tenantry.agents.spec import AgentSpec
 from tenantry.blobs import BlobQuotaExceeded
 from tenantry.db import DATABASE_DOWN, TRANSIENT, Database
@@ -145,6 +146,8 @@ class Engine:
     # Live model deltas for the runs API processes watch (ADR 0030); the worker loop
     # feeds it their announcements and lends it its session connection.
     deltas: DeltaPublisher = field(default_factory=DeltaPublisher)
+    # The provider snapshots this process last saw per agent and model (written on change).
+    snapshots: SnapshotNotes = field(default_factory=SnapshotNotes)
 
 
 class RunDriver:
@@ -158,6 +161,10 @@ class RunDriver:
         self.tool_pins: dict[str, dict[str, str]] = {}
         # An evaluation's run: what answers its tool calls (read at its first call).
         self.stand_in: StandIn | None = None
+        # model → the provider snapshot id its calls ask for: the agent's held snapshots,
+        # read with the run (agents/snapshots.py); a hold placed later applies from the
+        # run's next load.
+        self.model_pins: dict[str, str] = {}
         self.region = ""
         self.agent: AgentId | None = None  # from the run row, by _load
         self.agent_version = 0
@@ -292,6 +299,7 @@ class RunDriver:
                                     limit=1_000_000)
         self.spec = AgentSpec.from_json(row["spec"])
         self.tool_pins = row["tool_pins"]
+        self.model_pins = row["model_pins"] or {}
         self.region = row["region"]
         self.agent, self.agent_version = AgentId(row["agent_id"]), row["agent_version"]
         self.tenant_class = row["plan"]

@@ -189,6 +189,9 @@ class ModelReplied(Payload):
     # The part of latency_ms spent opening the connection (the trace counts it as the
     # gateway's); absent on a pooled connection and in events written before it existed.
     connect_ms: float | None = None
+    # The snapshot the provider says it served (its reply's ``model``, e.g.
+    # ``gpt-4o-2024-08-06``); absent when it said nothing and in older events.
+    provider_model: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn
 
+from tenantry.agents.snapshots import snapshot_id
 from tenantry.db import DATABASE_DOWN
 from tenantry.ledger import budget
 from tenantry.ledger.prices import how_to_price
@@ -50,6 +51,7 @@ async def call_model(d: RunDriver) -> float:
         tenant=d.lease.tenant.value, region=d.region,
         fallback_models=spec.fallback_models, account=state.account,
         previous_model=state.model or spec.model, in_flight=state.steps > 0,
+        provider_model_pins=d.model_pins,
     )
     # The reply's text streams to the run's live listeners, if it has any (ADR 0030).
     live = engine.deltas.open(d.lease.tenant.value, str(d.lease.run.uuid), state.last_seq,
@@ -67,7 +69,8 @@ async def call_model(d: RunDriver) -> float:
             # The whole gateway call: retries, backoff and other accounts included.
             waited_ms=round(served.waited_ms, 3),
             prompt_sha256=conversation.prompt_digest(messages),
-            connect_ms=round(reply.connect_ms, 3) or None))
+            connect_ms=round(reply.connect_ms, 3) or None,
+            provider_model=snapshot_id(reply.provider_model)))
         # The call's last deltas reach its listeners before its ModelReplied does (nothing
         # to wait for when nobody watches).
         await live.settle()
@@ -76,6 +79,7 @@ async def call_model(d: RunDriver) -> float:
     finally:
         live.close()
     _observe(d, served)
+    await _note_snapshot(d, served.reply)
     return served.waited_ms
 
 
@@ -91,7 +95,8 @@ async def summarize(d: RunDriver, decision: Summarize) -> float:
     request = ModelRequest(
         model, tuple(messages), (), d.run_id, tenant=d.lease.tenant.value, region=d.region,
         fallback_models=spec.fallback_models if model == spec.model else (),
-        account=state.account if own else "", previous_model=model, in_flight=True)
+        account=state.account if own else "", previous_model=model, in_flight=True,
+        provider_model_pins=d.model_pins)
     served = await _serve(d, request)
     if not isinstance(served, _Served):
         return served
@@ -177,6 +182,25 @@ def _observe(d: RunDriver, served: _Served) -> None:
                        seq=d.state.last_seq, reply=served.reply, cost_micros=served.cost,
                        began_ns=served.began_ns,
                        ended_ns=served.began_ns + int(served.waited_ms * 1e6))
+
+
+async def _note_snapshot(d: RunDriver, reply: ModelReply) -> None:
+    """After the step committed: the snapshot the provider served, noted for the agent
+    (a write only when this process last saw another). Never fails the step."""
+    seen = snapshot_id(reply.provider_model)
+    if seen is None or d.agent is None:
+        return
+    try:
+        changed = await d.engine.snapshots.note(d.engine.db, d.lease.tenant, d.agent,
+                                                reply.model, seen)
+    except Exception as exc:  # noted again at the next reply that differs
+        logger.warning("could not record the provider's model snapshot: %s", exc,
+                       extra={"run_id": d.run_id, "tenant_id": d.lease.tenant.value})
+        return
+    if changed:
+        d.engine.metrics.model_snapshot_changes.inc(d.tenant_class)
+        logger.info("provider model snapshot changed: %s now answers as %s", reply.model, seen,
+                    extra={"run_id": d.run_id, "tenant_id": d.lease.tenant.value})
 
 
 def _switches(d: RunDriver, request: ModelRequest, reply: ModelReply) -> list[Payload]:

@@ -75,6 +75,12 @@ class WorkerMetrics:
             "tenantry_child_runs_started_total",
             "Child runs started by runs' start_agent calls, by the tenant's class.",
             ("tenant_class",))
+        self.model_snapshot_changes = r.counter(
+            "tenantry_model_snapshot_changes_total",
+            "Provider model snapshot changes noticed: a provider answered an agent's model "
+            "with another snapshot than the one accepted (counted once per change, by the "
+            "worker that noticed it), by tenant class.",
+            ("tenant_class",))
         self.runs_left_for_newer_worker = r.counter(
             "tenantry_runs_left_for_newer_worker_total",
             "Runs a worker claimed and handed back untouched because their log holds an "

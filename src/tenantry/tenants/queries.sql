@@ -35,6 +35,11 @@ SELECT k.tenant_id,
        EXISTS (SELECT 1 FROM frozen_tenants f WHERE f.tenant_id = k.tenant_id) AS moving
 FROM (SELECT tenantry_authenticate($1) AS tenant_id) k
 
+-- name: key_id
+-- The id of the tenant's live key with this hash (who asked, for records such as a
+-- promotion's; authenticate has already checked the key).
+SELECT key_id FROM api_keys WHERE tenant_id = $1 AND key_hash = $2 AND revoked_at IS NULL
+
 -- name: tenants_page
 -- Cross-tenant: through the definer function of migration 0011 (a bounded page).
 SELECT * FROM tenantry_admin_tenants($1, $2)
@@ -59,6 +64,3 @@ RETURNING tenant_id, admissions_paused_at
 
 -- name: admissions_paused_at
 SELECT admissions_paused_at FROM tenants WHERE tenant_id = $1
-
--- name: key_id_by_hash
-SELECT key_id FROM api_keys WHERE tenant_id = $1 AND key_hash = $2 AND revoked_at IS NULL

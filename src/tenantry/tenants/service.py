@@ -215,8 +215,11 @@ async def authenticate(db: Database, api_key: str, cache: AuthCache | None = Non
     return tenant
 
 
-async def key_id_of(db: Database, tenant: TenantId, api_key: str) -> ApiKeyId | None:
-    """The id of the tenant's key ``api_key`` (for records of who did what), or None."""
+async def key_of(db: Database, tenant: TenantId, api_key: str) -> ApiKeyId:
+    """The id of ``tenant``'s key ``api_key`` (authenticated first): for what records who
+    asked. A key revoked meanwhile is refused like an unknown one."""
     async with db.tenant_tx(tenant) as conn:
-        found = await conn.fetchval(Q.key_id_by_hash, tenant.value, key_hash(api_key))
-    return None if found is None else ApiKeyId(found)
+        found = await conn.fetchval(Q.key_id, tenant.value, key_hash(api_key))
+    if found is None:
+        raise Unauthorized("Missing or invalid API key.")
+    return ApiKeyId(found)

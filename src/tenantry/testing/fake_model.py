@@ -66,12 +66,19 @@ the most it let through in any window — what a test of the workers' shared lim
 ``rate_limit_headers=False`` leaves the headers off (many OpenAI-compatible servers send
 none): then only its 429s tell callers they went too fast. ``pieces_written`` counts the
 pieces of streamed replies written so far (a test can wait until a reply is half out).
+
+Model snapshots: replies name the model the request asked for, unless ``reported_model`` is
+set — then every reply (whole or streamed, either format) says that snapshot served it, as a
+provider does after changing what stands behind a name (``gpt-4o`` →
+``gpt-4o-2024-08-06``). ``requested_models`` lists the ``model`` each chat request asked
+for, in order (``requests[i].json()`` has the whole body).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import math
 import sys
@@ -232,6 +239,8 @@ class FakeModelServer(ScriptedModelServer):
         self.rate_limited = 0  # 429s answered because the rpm was reached
         self.pieces_written = 0  # pieces (text, tool calls) of streamed replies, ever
         self.models_endpoint = models_endpoint
+        # The model id replies report (None: the name each request asked for).
+        self.reported_model: str | None = None
         self.requests: list[RecordedRequest] = []
         self.usage_log: list[UsageRecord] = []
         self._faults: list[Fault] = []
@@ -323,8 +332,9 @@ class FakeModelServer(ScriptedModelServer):
         return _RequestWindow(self.rpm, self.rpm_window_seconds)
 
     def reset(self) -> None:
-        """Forget recorded requests and usage, pending faults, the prompt cache and the
-        rate-limit window, and go back to ``ok``."""
+        """Forget recorded requests and usage, pending faults, the prompt cache, the
+        rate-limit window and the reported model, and go back to ``ok``."""
+        self.reported_model = None
         self.requests.clear()
         self.usage_log.clear()
         self.pieces_written = 0
@@ -385,7 +395,19 @@ class FakeModelServer(ScriptedModelServer):
             return Response(wire.malformed, 200, media_type="application/json")
         return await super()._answer(body)
 
+    @property
+    def requested_models(self) -> list[str]:
+        """The ``model`` each chat request asked for, in order (as sent on the wire)."""
+        models = []
+        for request in self.requests:
+            body = request.json() if request.method == "POST" else None
+            if isinstance(body, dict) and "messages" in body:
+                models.append(str(body.get("model")))
+        return models
+
     def _complete(self, completion_id: str, chat: Chat, reply: Reply) -> Response:
+        if self.reported_model is not None:  # the reply names the snapshot that served it
+            chat = dataclasses.replace(chat, model=self.reported_model)
         if self._mode == "no_choices":
             return json_response(200, self._wire.without_content(completion_id, chat.model))
         if chat.stream and self._cuts:

@@ -1,0 +1,162 @@
+"""Provider model snapshots per agent: which snapshot of a model (``gpt-4o-2024-08-06``)
+the provider says it served an agent's runs, noticed when it changes, and held back until
+the tenant promotes it.
+
+An agent version names a model; the provider decides what answers to that name and says so
+in each reply. The first snapshot seen is accepted; a different one later is a change,
+shown on the agent (``model_snapshot_changed``) while the accepted one stays. A tenant may
+hold a model: its runs then ask for the accepted snapshot by its id, which OpenAI and
+Anthropic serve, until the tenant promotes the new one (or keeps the old, by promoting it).
+
+The worker notes every reply's snapshot, but writes only when it differs from what its
+process last saw for the agent and model: a steady run costs no statement."""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+
+from tenantry.db import Connection, Database
+from tenantry.db.queries import load
+from tenantry.errors import Conflict, NotFound
+from tenantry.ids import AgentId, ApiKeyId, TenantId, uuid7
+
+Q = load(__package__, "snapshots.sql")
+
+AGENT_NOT_FOUND = "No agent with this id."
+NOT_FOUND = "This agent has no snapshot recorded for this model (none of its runs used it yet)."
+#: The longest snapshot id kept; a longer one (or one with control characters) is no id.
+MAX_ID_CHARS = 200
+#: Promotions listed with an agent's snapshots, newest first.
+PROMOTIONS_LISTED = 100
+
+
+def snapshot_id(reported: str) -> str | None:
+    """The snapshot id a provider reported, if it is one a person can read; else None."""
+    if not reported or len(reported) > MAX_ID_CHARS or not reported.isprintable():
+        return None
+    return reported
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """One agent's snapshot of one platform model."""
+
+    model: str
+    accepted: str  # the first seen, or the one the tenant promoted
+    accepted_at: datetime
+    changed_to: str | None  # another one the provider served since, if any
+    changed_at: datetime | None
+    held: bool  # its runs ask for ``accepted`` by id
+
+
+@dataclass(frozen=True, slots=True)
+class Promotion:
+    model: str
+    previous: str
+    provider_model: str
+    promoted_by: ApiKeyId
+    promoted_at: datetime
+
+
+class SnapshotNotes:
+    """A worker process's memory of the last snapshot each (tenant, agent, model) was
+    answered with, so that only a different one is written. Bounded: the least recently
+    noted entries are forgotten first (forgetting costs one more write, never a miss). The
+    same snapshot is written again after ``refresh_seconds``: a change the tenant cleared
+    (promoting the accepted snapshot) while the provider still serves the new one is
+    noticed again within that time, by every process alike."""
+
+    def __init__(self, *, capacity: int = 50_000, refresh_seconds: float = 600.0) -> None:
+        self._capacity = capacity
+        self._refresh = refresh_seconds
+        # key → (snapshot, when it was written: time.monotonic())
+        self._seen: OrderedDict[tuple[str, str, str], tuple[str, float]] = OrderedDict()
+
+    async def note(self, db: Database, tenant: TenantId, agent: AgentId, model: str,
+                   seen: str) -> bool:
+        """Record that ``seen`` served ``model`` for ``agent``; True when this noticed a
+        change (counted once, whichever worker notices it). Raises what the database
+        raises: the caller decides that a failure here fails nothing."""
+        key, now = (tenant.value, str(agent), model), time.monotonic()
+        last = self._seen.get(key)
+        if last is not None and last[0] == seen and now - last[1] < self._refresh:
+            self._seen.move_to_end(key)
+            return False
+        row = await db.statement(Q.note, tenant.value, agent.uuid, model, seen)
+        self._seen[key] = (seen, now)  # only once written: a failed write is tried again
+        self._seen.move_to_end(key)
+        while len(self._seen) > self._capacity:
+            self._seen.popitem(last=False)
+        return bool(row is not None and row["changed"])
+
+
+async def listed(
+    db: Database, tenant: TenantId, agent: AgentId
+) -> tuple[list[Snapshot], list[Promotion]]:
+    """The agent's snapshots by model, and its latest promotions (NotFound: no such agent
+    for this tenant)."""
+    async with db.tenant_tx(tenant) as conn:
+        if not await conn.fetchval(Q.agent_exists, tenant.value, agent.uuid):
+            raise NotFound(AGENT_NOT_FOUND)
+        rows = await conn.fetch(Q.list, tenant.value, agent.uuid)
+        promoted = await conn.fetch(Q.promotions, tenant.value, agent.uuid, PROMOTIONS_LISTED)
+    return [_snapshot(r) for r in rows], [
+        Promotion(r["model"], r["previous"], r["provider_model"],
+                  ApiKeyId(r["promoted_by"]), r["promoted_at"]) for r in promoted]
+
+
+async def any_changed(db: Database, tenant: TenantId, agent: AgentId) -> bool:
+    """Whether a provider served any of the agent's models with a snapshot it has not
+    accepted."""
+    async with db.tenant_tx(tenant) as conn:
+        return bool(await conn.fetchval(Q.any_changed, tenant.value, agent.uuid))
+
+
+async def hold(db: Database, tenant: TenantId, agent: AgentId, model: str,
+               held: bool) -> Snapshot:
+    """Hold (or release) the agent's runs on the accepted snapshot of ``model``: runs
+    loaded from now on ask for it by id. NotFound: no agent, or no snapshot of ``model``."""
+    async with db.tenant_tx(tenant) as conn:
+        row = await conn.fetchrow(Q.hold, tenant.value, agent.uuid, model, held)
+        if row is None:
+            await _agent_or_404(conn, tenant, agent)
+            raise NotFound(NOT_FOUND)
+    return _snapshot(row)
+
+
+async def promote(db: Database, tenant: TenantId, agent: AgentId, model: str,
+                  provider_model: str, by: ApiKeyId) -> Snapshot:
+    """Accept ``provider_model`` (the changed-to snapshot, or the accepted one to keep it)
+    and clear the change; who asked is recorded. Conflict: it is neither."""
+    async with db.tenant_tx(tenant) as conn:
+        row = await conn.fetchrow(Q.lock, tenant.value, agent.uuid, model)
+        if row is None:
+            await _agent_or_404(conn, tenant, agent)
+            raise NotFound(NOT_FOUND)
+        if provider_model not in (row["accepted"], row["changed_to"]):
+            raise Conflict(
+                f"{provider_model!r} is neither the accepted snapshot ({row['accepted']!r}) "
+                "nor the one the provider changed to "
+                f"({row['changed_to']!r}); only those can be promoted.",
+                field="provider_model")
+        promoted = await conn.fetchrow(Q.promote, tenant.value, agent.uuid, model,
+                                       provider_model)
+        await conn.execute(Q.record_promotion, tenant.value, agent.uuid, model, uuid7(),
+                           row["accepted"], provider_model, by.uuid)
+    assert promoted is not None  # the row is locked
+    return _snapshot(promoted)
+
+
+async def _agent_or_404(conn: Connection, tenant: TenantId, agent: AgentId) -> None:
+    if not await conn.fetchval(Q.agent_exists, tenant.value, agent.uuid):
+        raise NotFound(AGENT_NOT_FOUND)
+
+
+def _snapshot(row: asyncpg.Record) -> Snapshot:
+    return Snapshot(row["model"], row["accepted"], row["accepted_at"], row["changed_to"],
+                    row["changed_at"], row["held"])
