@@ -1,0 +1,115 @@
+"""An evaluation as a tenant and an operator see it, on a real platform (the API on a
+loopback port, a worker, the fake model server, the MCP test server): the client SDK's
+typed `evaluations` namespace, `tenantry evaluations show/start` and `tenantry agents
+promote`, and the console's side-by-side page linked from each of its runs' pages.
+
+The setup is test_evaluations.py's: two versions of an agent, a test set of two cases,
+and the candidate (version 2, whose prompt drops the policy) fails exactly one."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tenantry.client import (
+    AsyncClient,
+    Client,
+    Evaluation,
+    EvaluationCase,
+    EvaluationSide,
+    NotFound,
+    TestSet,
+    WaitTimeout,
+)
+from tests.support.api import Api
+from tests.support.scripts import answer, call, scripted
+from tests.support.worker import Fakes
+
+POLICY_PROMPT = "Always mention the refund policy."
+POLICY_CASE = {
+    "name": "mentions the policy",
+    "input": scripted(call("effect", note="order-7"),
+                      answer("{system} Order: {last_tool_result}")),
+    "checks": {"answer_contains": ["refund policy"], "tools_called": ["effect"]},
+    "recorded": [{"tool": "effect", "arguments": {"note": "order-7"},
+                  "result": "order-7 is shipped"}],
+}
+STATUS_CASE = {
+    "name": "reports the status",
+    "input": scripted(call("effect", note="order-8"), answer("Status: {last_tool_result}")),
+    "checks": {"answer_contains": ["shipped"], "max_steps": 3},
+}
+#: How each side's answer to the policy case starts (it quotes the version's prompt).
+BASELINE_ANSWER = POLICY_PROMPT
+CANDIDATE_ANSWER = "Be brief."
+
+
+async def _two_versions(api: Api, fakes: Fakes) -> tuple[str, str, str]:
+    """A tenant with the MCP server, its API key, and an agent at versions 1 and 2."""
+    tenant, h = await api.tenant()
+    await api.tool_server(tenant, fakes.mcp.url)
+    agent = await api.agent(h, tools=["effect"], system_prompt=POLICY_PROMPT)
+    r = await api.client.post(f"/v1/agents/{agent}/versions", headers=h, json={
+        "model": "scripted", "system_prompt": "Be brief.", "tools": ["effect"]})
+    assert r.status_code == 201, r.text
+    return tenant, h["Authorization"].removeprefix("Bearer "), agent
+
+
+async def _failed_evaluation(api: Api, key: str, agent: str) -> Evaluation:
+    async with AsyncClient(api.base_url, key) as client:
+        test_set = await client.evaluations.create_test_set(
+            agent, "support", [POLICY_CASE, STATUS_CASE], stubs={"effect": "shipped (stub)"})
+        started = await client.evaluations.start(agent, test_set.test_set_id,
+                                                 candidate_version=2)
+        return await client.evaluations.wait(agent, started.evaluation_id, timeout=120,
+                                             poll_interval=0.2)
+
+
+async def test_the_sdk_creates_starts_waits_and_reads_an_evaluation_typed(
+    api: Api, fakes: Fakes, worker: object,
+) -> None:
+    _, key, agent = await _two_versions(api, fakes)
+    async with AsyncClient(api.base_url, key) as client:
+        test_set = await client.evaluations.create_test_set(
+            agent, "support", [POLICY_CASE, STATUS_CASE], stubs={"effect": "shipped (stub)"})
+        assert isinstance(test_set, TestSet)
+        assert (test_set.name, test_set.tool_results, len(test_set.cases)) == (
+            "support", "recorded", 2)
+        assert test_set.cases[0].name == "mentions the policy"
+        assert await client.evaluations.get_test_set(agent, test_set.test_set_id) == test_set
+        started = await client.evaluations.start(agent, test_set.test_set_id,
+                                                 candidate_version=2)
+        assert (started.baseline.version, started.candidate.version) == (1, 2)
+        # Too short a wait gives up with the evaluation as last read (its runs have just
+        # been queued: none can have ended at the first read).
+        with pytest.raises(WaitTimeout) as gave_up:
+            await client.evaluations.wait(agent, started.evaluation_id, timeout=0)
+        assert isinstance(gave_up.value.run, Evaluation)
+        assert gave_up.value.run.status == "running" and gave_up.value.run.passed is None
+        done = await client.evaluations.wait(agent, started.evaluation_id, timeout=120,
+                                             poll_interval=0.2)
+        listed = await client.evaluations.list(agent)
+    assert done.status == "finished" and done.passed is False
+    policy, status = done.cases
+    assert isinstance(policy, EvaluationCase) and isinstance(policy.candidate, EvaluationSide)
+    assert policy.regressed and not status.regressed
+    assert policy.baseline.answer.startswith(BASELINE_ANSWER)
+    assert policy.candidate.answer.startswith(CANDIDATE_ANSWER)
+    assert "order-7 is shipped" in policy.candidate.answer
+    assert [c.check for c in policy.candidate.failed_checks] == ["answer_contains"]
+    assert "passed" in policy.differences and "answer" in policy.differences
+    assert [c.outcome for c in policy.baseline.tool_calls] == ["recorded"]
+    assert [c.outcome for c in status.candidate.tool_calls] == ["stub"]
+    assert policy.candidate.tokens == (policy.candidate.input_tokens or 0) + (
+        policy.candidate.output_tokens or 0)
+    assert (done.baseline_totals.passed, done.candidate_totals.passed,
+            done.candidate_totals.failed) == (2, 1, 1)
+    assert [e.evaluation_id for e in listed] == [started.evaluation_id]
+    assert listed.data[0].cases == 2
+    # The blocking client reads the same report; an unknown id is NotFound.
+    with Client(api.base_url, key) as sync:
+        again = await asyncio.to_thread(sync.evaluations.get, agent, started.evaluation_id)
+        assert again == done and again.raw["evaluation_id"] == started.evaluation_id
+        with pytest.raises(NotFound):
+            await asyncio.to_thread(sync.evaluations.get, agent, f"eval_{'0' * 32}")
