@@ -9,6 +9,7 @@ and the candidate (version 2, whose prompt drops the policy) fails exactly one."
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -23,6 +24,7 @@ from tenantry.client import (
     WaitTimeout,
 )
 from tests.support.api import Api
+from tests.support.cli import cli
 from tests.support.scripts import answer, call, scripted
 from tests.support.worker import Fakes
 
@@ -113,3 +115,72 @@ async def test_the_sdk_creates_starts_waits_and_reads_an_evaluation_typed(
         assert again == done and again.raw["evaluation_id"] == started.evaluation_id
         with pytest.raises(NotFound):
             await asyncio.to_thread(sync.evaluations.get, agent, f"eval_{'0' * 32}")
+
+
+async def test_the_cli_shows_the_failing_case_side_by_side_and_exits_1(
+    api: Api, fakes: Fakes, worker: object,
+) -> None:
+    _, key, agent = await _two_versions(api, fakes)
+    evaluation = await _failed_evaluation(api, key, agent)
+    env = {"TENANTRY_URL": api.base_url, "TENANTRY_API_KEY": key, "COLUMNS": "260"}
+    code, out, err = await cli("evaluations", "show", agent, evaluation.evaluation_id,
+                               env=env)
+    assert code == 1, err
+    assert "failed: the candidate failed 1 of 2 case(s)" in out
+    row = next(line for line in out.splitlines() if "mentions the policy" in line)
+    # One row: the case, the baseline passing with its answer, the candidate failing with
+    # its own, what differs and the check that failed.
+    assert row.index("✓ " + BASELINE_ANSWER) < row.index("✗ " + CANDIDATE_ANSWER)
+    assert "candidate: answer_contains" in row
+    other = next(line for line in out.splitlines() if "reports the status" in line)
+    assert other.count("✓") == 2 and "✗" not in other
+    totals = next(line for line in out.splitlines() if "totals" in line)
+    assert "2 passed, 0 failed" in totals and "1 passed, 1 failed" in totals
+
+    code, out, err = await cli("evaluations", "show", agent, evaluation.evaluation_id,
+                               "--json", env=env)
+    assert code == 1, err
+    assert json.loads(out) == (await api.client.get(
+        f"/v1/agents/{agent}/evaluations/{evaluation.evaluation_id}",
+        headers={"Authorization": f"Bearer {key}"})).json()
+
+    # A bad id, a missing key: one line on stderr, no traceback, exit status 2.
+    code, out, err = await cli("evaluations", "show", agent, "eval_nope", env=env)
+    assert code == 2 and err.strip().count("\n") == 0 and "404" in err, err
+    assert "Traceback" not in err
+    code, _, err = await cli("evaluations", "show", agent, evaluation.evaluation_id,
+                             env={"TENANTRY_URL": api.base_url})
+    assert code == 2 and "API key" in err
+
+    # Promotion on this evidence is refused (exit 1); without it, the tenant decides.
+    code, _, err = await cli("agents", "promote", agent, "2", "--evaluation",
+                             evaluation.evaluation_id, env=env)
+    assert code == 1 and "failed 1 case" in err, err
+    code, out, err = await cli("agents", "promote", agent, "2", env=env)
+    assert code == 0 and out.strip() == f"{agent} v2 is live (was v1)", err
+
+
+async def test_the_cli_starts_an_evaluation_and_waits_for_its_table(
+    api: Api, fakes: Fakes, worker: object,
+) -> None:
+    _, key, agent = await _two_versions(api, fakes)
+    env = {"TENANTRY_URL": api.base_url, "TENANTRY_API_KEY": key, "COLUMNS": "260"}
+    with Client(api.base_url, key) as client:
+        test_set = await asyncio.to_thread(
+            client.evaluations.create_test_set, agent, "status only", [STATUS_CASE],
+            stubs={"effect": "shipped (stub)"})
+    code, out, err = await cli("evaluations", "start", agent, "--test-set",
+                               test_set.test_set_id, "--candidate-version", "2", env=env)
+    assert code == 0, err
+    started = out.strip()
+    assert started.startswith("eval_")
+    code, out, err = await cli("evaluations", "start", agent, "--test-set",
+                               test_set.test_set_id, "--candidate-version", "2", "--wait",
+                               env=env)
+    assert code == 0, err
+    assert "passed: the candidate passed every case" in out and "reports the status" in out
+    code, _, err = await cli("evaluations", "start", agent, "--test-set",
+                             test_set.test_set_id, env=env)
+    assert code == 2 and "--candidate-version" in err
+    code, out, err = await cli("evaluations", "show", agent, started, "--wait", env=env)
+    assert code == 0 and "status finished" in out, err
