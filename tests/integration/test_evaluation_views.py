@@ -13,6 +13,7 @@ import json
 
 import pytest
 
+from tenantry.api.console import epoch, session
 from tenantry.client import (
     AsyncClient,
     Client,
@@ -23,7 +24,7 @@ from tenantry.client import (
     TestSet,
     WaitTimeout,
 )
-from tests.support.api import Api
+from tests.support.api import OPERATOR_TOKEN, Api
 from tests.support.cli import cli
 from tests.support.scripts import answer, call, scripted
 from tests.support.worker import Fakes
@@ -184,3 +185,60 @@ async def test_the_cli_starts_an_evaluation_and_waits_for_its_table(
     assert code == 2 and "--candidate-version" in err
     code, out, err = await cli("evaluations", "show", agent, started, "--wait", env=env)
     assert code == 0 and "status finished" in out, err
+
+
+def _cookie() -> dict[str, str]:
+    cookie, _ = session.issue(OPERATOR_TOKEN, epoch=epoch.FIRST)
+    return {"Cookie": f"{session.SESSION_COOKIE}={cookie}"}
+
+
+def _row(page: str, index: int) -> str:
+    """The table row of case ``index`` on an evaluation's page."""
+    start = page.index(f'<tr data-case="{index}"')
+    return page[start:page.index("</tr>", start)]
+
+
+async def test_the_console_shows_an_evaluation_side_by_side_linked_from_its_runs(
+    api: Api, fakes: Fakes, worker: object,
+) -> None:
+    tenant, key, agent = await _two_versions(api, fakes)
+    evaluation = await _failed_evaluation(api, key, agent)
+    page_path = f"/console/evaluations/{tenant}/{evaluation.evaluation_id}"
+    r = await api.client.get(page_path, headers=_cookie())
+    assert r.status_code == 200, r.text
+    page = r.text
+    assert "failed: the candidate failed 1 of 2 case(s), 1 the baseline passed" in page
+    policy = _row(page, 0)
+    # The failing case, marked, with both answers, the failed check and what differs.
+    assert 'class="regressed"' in policy and "mentions the policy" in policy
+    baseline, candidate = policy.split('data-side="candidate"')
+    assert "✓ passed" in baseline and BASELINE_ANSWER in baseline
+    assert "✗ failed" in candidate and CANDIDATE_ANSWER in candidate
+    assert "answer_contains" in candidate and "refund policy" in candidate
+    assert 'class="diff diff-passed">passed<' in policy
+    assert 'class="outcome o-recorded">recorded<' in policy
+    status = _row(page, 1)
+    assert "regressed" not in status and status.count("✓ passed") == 2
+    assert 'class="outcome o-stub">stub<' in status
+    assert "2 passed, 0 failed" in page and "1 passed, 1 failed" in page
+    # Each side links its run's page, and that page links back.
+    run_id = evaluation.cases[0].candidate.run_id
+    assert f'href="/console/runs/{tenant}/{run_id}"' in policy
+    run_page = await api.client.get(f"/console/runs/{tenant}/{run_id}", headers=_cookie())
+    assert run_page.status_code == 200
+    assert f'<a href="{page_path}">{evaluation.evaluation_id}</a>' in run_page.text
+    # A run that is not an evaluation's has no such link.
+    other = await api.start({"Authorization": f"Bearer {key}"}, agent,
+                            scripted(answer("plain")))
+    plain = await api.client.get(f"/console/runs/{tenant}/{other}", headers=_cookie())
+    assert plain.status_code == 200 and 'id="run-evaluation"' not in plain.text
+
+    # Unknown, malformed, another tenant's: the console's 404 page. Signed out: to login.
+    other_tenant, _ = await api.tenant("Other")
+    for wrong in (f"/console/evaluations/{tenant}/eval_{'0' * 32}",
+                  f"/console/evaluations/{tenant}/nope",
+                  f"/console/evaluations/{other_tenant}/{evaluation.evaluation_id}"):
+        missing = await api.client.get(wrong, headers=_cookie())
+        assert missing.status_code == 404 and "No evaluation with this id." in missing.text
+    outside = await api.client.get(page_path)
+    assert outside.status_code == 303 and "/console/login" in outside.headers["location"]
