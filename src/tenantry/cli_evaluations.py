@@ -106,9 +106,9 @@ def render(evaluation: Evaluation, console: Console) -> None:
     for case in e.cases:
         base, cand = case.baseline, case.candidate
         if case.regressed:
-            style, diff = "red", "[bold red]" + ", ".join(case.differences) + "[/]"
+            style, diff = "red", "[bold red]" + escape(", ".join(case.differences)) + "[/]"
         elif base.passed is False and cand.passed is True:
-            style, diff = "", "[green]" + ", ".join(case.differences) + "[/]"
+            style, diff = "", "[green]" + escape(", ".join(case.differences)) + "[/]"
         else:
             style, diff = "", "[yellow]" + escape(", ".join(case.differences)) + "[/]"
         failed = [f"{name}: {escape(c.check)}: {escape(_cut(c.detail, DETAIL_CHARS))}"
