@@ -403,9 +403,12 @@ def _client_commands() -> None:
     from tenantry.cli_billing import billing_app, reconcile
     from tenantry.cli_cells import cells_app
     from tenantry.cli_client import runs_app, usage
+    from tenantry.cli_evaluations import agents_app, evaluations_app
     from tenantry.cli_retention import retention_app
 
     app.add_typer(runs_app, name="runs")
+    app.add_typer(evaluations_app, name="evaluations")
+    app.add_typer(agents_app, name="agents")
     app.command("usage")(usage)
     billing_app.command("reconcile")(reconcile)
     app.add_typer(billing_app, name="billing")

@@ -392,7 +392,7 @@ async def create_evaluation(
                                   candidate=candidate, candidate_model=body.candidate.model,
                                   by=by)
     response.headers["Location"] = f"/v1/agents/{agent}/evaluations/{started.evaluation_id}"
-    return _report_out(await service.report(p.db, tenant, agent, started.evaluation_id))
+    return report_out(await service.report(p.db, tenant, agent, started.evaluation_id))
 
 
 @router.get("/{agent_id}/evaluations", response_model=EvaluationList)
@@ -420,7 +420,7 @@ async def get_evaluation(
 ) -> EvaluationOut:
     agent = parse_or_404(AgentId, agent_id, AGENT_NOT_FOUND)
     evaluation = parse_or_404(EvaluationId, evaluation_id, service.NOT_FOUND)
-    return _report_out(await service.report(p.db, tenant, agent, evaluation))
+    return report_out(await service.report(p.db, tenant, agent, evaluation))
 
 
 @router.post("/{agent_id}/promote", response_model=PromotionOut,
@@ -495,7 +495,7 @@ def _totals(sides: list[service.SideResult]) -> TotalsOut:
         latency_ms=round(sum(s.outcome.latency_ms or 0.0 for s in done if s.outcome), 1))
 
 
-def _report_out(r: service.Report) -> EvaluationOut:
+def report_out(r: service.Report) -> EvaluationOut:
     e = r.evaluation
     return EvaluationOut(
         evaluation_id=str(e.evaluation_id), agent_id=str(e.agent_id),

@@ -17,11 +17,14 @@ from tenantry.client.models import (
     Agent,
     AgentSummary,
     Approval,
+    Evaluation,
+    EvaluationSummary,
     EventPage,
     Page,
     Promotion,
     Run,
     StartedRun,
+    TestSet,
 )
 
 T = TypeVar("T")
@@ -162,6 +165,60 @@ def promote(agent_id: str, version: int, evaluation_id: str | None) -> Call[Prom
 
 def list_agents(*, limit: int | None, cursor: str | None) -> Call[Page[AgentSummary]]:
     return Call("GET", "/v1/agents", lambda b: Page.from_json(b, AgentSummary.from_json),
+                params=_query(limit=limit, cursor=cursor))
+
+
+# -- test sets and evaluations (src/tenantry/api/evaluations.py) -----------------------
+
+
+def create_test_set(agent_id: str, name: str, cases: Iterable[Mapping[str, Any]], *,
+                    tool_results: str, stubs: Mapping[str, str] | None) -> Call[TestSet]:
+    body: dict[str, Any] = {"name": name, "cases": [dict(case) for case in cases],
+                            "tool_results": tool_results}
+    if stubs:
+        body["stubs"] = dict(stubs)
+    # Not repeatable: a second attempt that finds the first's set answers 409 (its name).
+    return Call("POST", f"/v1/agents/{_seg(agent_id)}/test-sets", TestSet.from_json,
+                body=body, idempotent=False)
+
+
+def get_test_set(agent_id: str, test_set_id: str) -> Call[TestSet]:
+    return Call("GET", f"/v1/agents/{_seg(agent_id)}/test-sets/{_seg(test_set_id)}",
+                TestSet.from_json)
+
+
+def list_test_sets(agent_id: str, *, limit: int | None,
+                   cursor: str | None) -> Call[Page[TestSet]]:
+    return Call("GET", f"/v1/agents/{_seg(agent_id)}/test-sets",
+                lambda b: Page.from_json(b, TestSet.from_json),
+                params=_query(limit=limit, cursor=cursor))
+
+
+def start_evaluation(agent_id: str, test_set_id: str, *, candidate_version: int | None,
+                     candidate_model: str | None,
+                     baseline_version: int | None) -> Call[Evaluation]:
+    candidate: dict[str, Any] = {}
+    if candidate_version is not None:
+        candidate["version"] = int(candidate_version)
+    if candidate_model is not None:
+        candidate["model"] = candidate_model
+    body: dict[str, Any] = {"test_set_id": test_set_id, "candidate": candidate}
+    if baseline_version is not None:
+        body["baseline"] = {"version": int(baseline_version)}
+    # Not repeatable: each attempt starts another evaluation (and its runs).
+    return Call("POST", f"/v1/agents/{_seg(agent_id)}/evaluations", Evaluation.from_json,
+                body=body, idempotent=False)
+
+
+def get_evaluation(agent_id: str, evaluation_id: str) -> Call[Evaluation]:
+    return Call("GET", f"/v1/agents/{_seg(agent_id)}/evaluations/{_seg(evaluation_id)}",
+                Evaluation.from_json)
+
+
+def list_evaluations(agent_id: str, *, limit: int | None,
+                     cursor: str | None) -> Call[Page[EvaluationSummary]]:
+    return Call("GET", f"/v1/agents/{_seg(agent_id)}/evaluations",
+                lambda b: Page.from_json(b, EvaluationSummary.from_json),
                 params=_query(limit=limit, cursor=cursor))
 
 

@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterable
 
 from tenantry.client.errors import WaitTimeout
-from tenantry.client.models import TERMINAL_STATUSES, Run
+from tenantry.client.models import TERMINAL_STATUSES, Evaluation, Run
 
 FIRST_PAUSE = 0.1
 
@@ -37,5 +37,37 @@ class Waiting:
                 wanted = " or ".join(sorted(self.wanted)) or "its end"
                 raise WaitTimeout(f"{self.run_id} did not reach {wanted} within "
                                   f"{self.timeout:g} s; it is {run.status}", run=run)
+            pause = min(pause, left)
+        return pause
+
+
+class EvaluationWaiting:
+    """``evaluations.wait``'s rule: the same pauses, until the evaluation has finished
+    (every run of it ended)."""
+
+    def __init__(self, evaluation_id: str, timeout: float | None,
+                 poll_interval: float) -> None:
+        if poll_interval <= 0:
+            raise ValueError("poll_interval must be positive")
+        self.evaluation_id = evaluation_id
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.timeout = timeout
+        self.poll_interval = poll_interval
+        self.pause = min(FIRST_PAUSE, poll_interval)
+
+    def next_pause(self, evaluation: Evaluation) -> float | None:
+        """None: return ``evaluation``. Raises WaitTimeout past the deadline (its ``run``
+        is the evaluation as last read)."""
+        if evaluation.finished:
+            return None
+        pause = self.pause
+        self.pause = min(self.pause * 2, self.poll_interval)
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                running = sum(t.running for t in evaluation.totals.values())
+                raise WaitTimeout(f"{self.evaluation_id} did not finish within "
+                                  f"{self.timeout:g} s; {running} of its runs go on",
+                                  run=evaluation)
             pause = min(pause, left)
         return pause

@@ -13,17 +13,20 @@ import httpx2
 from tenantry.client import _calls
 from tenantry.client._retry import RetryPolicy
 from tenantry.client._transport import DEFAULT_TIMEOUT, AsyncTransport, settings
-from tenantry.client._wait import Waiting
+from tenantry.client._wait import EvaluationWaiting, Waiting
 from tenantry.client.events import AsyncEventStream
 from tenantry.client.models import (
     Agent,
     AgentSummary,
     Approval,
+    Evaluation,
+    EvaluationSummary,
     EventPage,
     Page,
     Promotion,
     Run,
     StartedRun,
+    TestSet,
 )
 
 __all__ = ["AsyncClient"]
@@ -51,6 +54,7 @@ class AsyncClient:
         self.runs = Runs(self._transport)
         self.agents = Agents(self._transport)
         self.approvals = Approvals(self._transport)
+        self.evaluations = Evaluations(self._transport)
 
     @property
     def base_url(self) -> str:
@@ -211,3 +215,66 @@ class Approvals:
 
     async def deny(self, approval_id: str, *, comment: str | None = None) -> Approval:
         return await self.decide(approval_id, "deny", comment=comment)
+
+
+class Evaluations:
+    """An agent's test sets and evaluations of a candidate against a baseline (ADR 0034):
+    the platform runs every case on both sides and checks them mechanically."""
+
+    def __init__(self, transport: AsyncTransport) -> None:
+        self._t = transport
+
+    async def create_test_set(self, agent_id: str, name: str,
+                        cases: Iterable[Mapping[str, Any]], *,
+                        tool_results: Literal["recorded", "live"] = "recorded",
+                        stubs: Mapping[str, str] | None = None) -> TestSet:
+        """A test set of the agent. Each case: ``{"input", "name"?, "checks"?,
+        "recorded"?, "from_run"?}`` (docs/reference/api.md). ``tool_results``:
+        ``recorded`` (no call reaches a tool server) or ``live`` (calls to servers that
+        honour idempotency keys are made); ``stubs``: tool → the result its calls get when
+        no recording matches. Not retried once sent."""
+        return await self._t.call(_calls.create_test_set(
+            agent_id, name, cases, tool_results=tool_results, stubs=stubs))
+
+    async def get_test_set(self, agent_id: str, test_set_id: str) -> TestSet:
+        return await self._t.call(_calls.get_test_set(agent_id, test_set_id))
+
+    async def list_test_sets(self, agent_id: str, *, limit: int | None = None,
+                       cursor: str | None = None) -> Page[TestSet]:
+        """One page of the agent's test sets, newest first."""
+        return await self._t.call(_calls.list_test_sets(agent_id, limit=limit, cursor=cursor))
+
+    async def start(self, agent_id: str, test_set_id: str, *,
+              candidate_version: int | None = None, candidate_model: str | None = None,
+              baseline_version: int | None = None) -> Evaluation:
+        """Run every case of the test set on the baseline (default: the live version) and
+        the candidate (``candidate_version``, default the baseline's, with
+        ``candidate_model`` in place of its model if given; one of the two is needed).
+        Returns the evaluation as it starts (``status`` ``running``). Not retried once
+        sent (a retry would start a second evaluation)."""
+        return await self._t.call(_calls.start_evaluation(
+            agent_id, test_set_id, candidate_version=candidate_version,
+            candidate_model=candidate_model, baseline_version=baseline_version))
+
+    async def get(self, agent_id: str, evaluation_id: str) -> Evaluation:
+        """The evaluation's report as its runs stand now."""
+        return await self._t.call(_calls.get_evaluation(agent_id, evaluation_id))
+
+    async def list(self, agent_id: str, *, limit: int | None = None,
+             cursor: str | None = None) -> Page[EvaluationSummary]:
+        """One page of the agent's evaluations, newest first."""
+        return await self._t.call(_calls.list_evaluations(agent_id, limit=limit, cursor=cursor))
+
+    async def wait(self, agent_id: str, evaluation_id: str, *,
+             timeout: float | None = None,  # noqa: ASYNC109 (the sync client's words)
+             poll_interval: float = 1.0) -> Evaluation:
+        """The evaluation once every run of it has ended (``status`` ``finished``);
+        :class:`WaitTimeout` after ``timeout`` seconds (its ``run`` is the evaluation as
+        last read). Reads it, at first often, then every ``poll_interval`` seconds."""
+        waiting = EvaluationWaiting(evaluation_id, timeout, poll_interval)
+        while True:
+            evaluation = await self.get(agent_id, evaluation_id)
+            pause = waiting.next_pause(evaluation)
+            if pause is None:
+                return evaluation
+            await asyncio.sleep(pause)

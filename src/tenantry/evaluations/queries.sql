@@ -51,6 +51,14 @@ SELECT evaluation_id, agent_id, test_set_id, baseline_version, candidate_version
 FROM agent_evaluations
 WHERE tenant_id = $1 AND agent_id = $2 AND evaluation_id = $3
 
+-- name: get_evaluation_of_tenant
+-- An evaluation by its id alone (the operator console's page links it from a run, which
+-- knows its evaluation but not through which agent).
+SELECT evaluation_id, agent_id, test_set_id, baseline_version, candidate_version,
+       candidate_model, cases, created_by, created_at
+FROM agent_evaluations
+WHERE tenant_id = $1 AND evaluation_id = $2
+
 -- name: list_evaluations
 SELECT evaluation_id, agent_id, test_set_id, baseline_version, candidate_version,
        candidate_model, cases, created_by, created_at

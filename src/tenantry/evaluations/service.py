@@ -16,7 +16,7 @@ from typing import Any
 import asyncpg
 
 from tenantry.agents import service as agents
-from tenantry.db import Database
+from tenantry.db import Connection, Database
 from tenantry.db.queries import load
 from tenantry.errors import Conflict, NotFound
 from tenantry.evaluations.checks import Checks, RunOutcome, ToolCall
@@ -175,16 +175,31 @@ async def report(db: Database, tenant: TenantId, agent: AgentId,
         row = await conn.fetchrow(Q.get_evaluation, tenant.value, agent.uuid, evaluation.uuid)
         if row is None:
             raise NotFound(NOT_FOUND)
-        found = _of(row)
-        test_set = await conn.fetchrow(Q.get_test_set, tenant.value, agent.uuid,
-                                       found.test_set_id.uuid)
-        runs = await conn.fetch(Q.evaluation_runs, tenant.value, evaluation.uuid)
-        calls: dict[uuid.UUID, list[ToolCall]] = defaultdict(list)
-        for event in await conn.fetch(Q.tool_calls_of_runs, tenant.value,
-                                      [r["run_id"] for r in runs]):
-            data = event["data"]
-            calls[event["run_id"]].append(
-                ToolCall(str(data.get("tool", "")), data.get("arguments"), data.get("outcome")))
+        return await _report(conn, tenant, _of(row))
+
+
+async def report_for(db: Database, tenant: TenantId, evaluation: EvaluationId) -> Report:
+    """The same report, found by the evaluation's id alone (within the tenant): for the
+    operator console, which reaches it from one of its runs."""
+    async with db.tenant_tx(tenant) as conn:
+        row = await conn.fetchrow(Q.get_evaluation_of_tenant, tenant.value, evaluation.uuid)
+        if row is None:
+            raise NotFound(NOT_FOUND)
+        return await _report(conn, tenant, _of(row))
+
+
+async def _report(conn: Connection, tenant: TenantId, found: Evaluation) -> Report:
+    """The report of ``found``, read in the caller's tenant transaction."""
+    evaluation = found.evaluation_id
+    test_set = await conn.fetchrow(Q.get_test_set, tenant.value, found.agent_id.uuid,
+                                   found.test_set_id.uuid)
+    runs = await conn.fetch(Q.evaluation_runs, tenant.value, evaluation.uuid)
+    calls: dict[uuid.UUID, list[ToolCall]] = defaultdict(list)
+    for event in await conn.fetch(Q.tool_calls_of_runs, tenant.value,
+                                  [r["run_id"] for r in runs]):
+        data = event["data"]
+        calls[event["run_id"]].append(
+            ToolCall(str(data.get("tool", "")), data.get("arguments"), data.get("outcome")))
     cases = list(test_set["cases"]) if test_set is not None else []
     sides: dict[tuple[int, str], SideResult] = {}
     for r in runs:

@@ -16,6 +16,7 @@ from tenantry.api.console.pages import (
     assets,
     billing,
     charts,
+    evaluation,
     login,
     models,
     payloads,
@@ -30,7 +31,7 @@ from tenantry.api.console.view import PREFIX, Console, LoginRequired, login_requ
 __all__ = ["Console", "install"]
 
 _PAGES = (assets, login, runs, run, payloads, approvals, tenants, models, billing,
-          sandboxes, activities, actions, search, charts)
+          sandboxes, activities, actions, search, charts, evaluation)
 
 
 def install(app: FastAPI) -> None:

@@ -14,9 +14,9 @@ from tenantry.api.console.view import HEADERS, PREFIX, SignedIn, View, signed_in
 from tenantry.api.params import int4
 from tenantry.api.streams import SlotStream
 from tenantry.errors import NotFound
-from tenantry.ids import RunId, TenantId
+from tenantry.ids import EvaluationId, RunId, TenantId
 from tenantry.runs import service
-from tenantry.runs.events import TERMINAL_EVENTS, EventType
+from tenantry.runs.events import TERMINAL_EVENTS, Event, EventType
 
 router = APIRouter()
 
@@ -47,11 +47,25 @@ async def run_page(tenant_id: str, run_id: str, v: SignedIn = Depends(signed_in)
     events = context["details"].events
     base = context["base"]
     return v.render(
-        "run.html", **context,
+        "run.html", **context, evaluation_id=await _evaluation_of(v, context, events),
         after=events[-1].seq if events else 0, earlier=events[0].seq - 1 if events else 0,
         event_types=" ".join(t.value for t in EventType),
         terminal_types=" ".join(sorted(TERMINAL_EVENTS)),
         stream=f"{base}/events", fragment=f"{base}/live")
+
+
+async def _evaluation_of(v: View, context: dict[str, Any], events: list[Event]) -> str | None:
+    """The evaluation the run is a case of, as its RunCreated records it (the page shows
+    only the latest events: the first is read on its own when it is not among them)."""
+    first = events[0] if events and events[0].seq == 1 else await reads.event_at(
+        v.db, context["tenant"], context["run"].run_id, 1)
+    if first is None or first.type != EventType.RUN_CREATED:
+        return None
+    found = first.data.get("evaluation_id")
+    try:
+        return str(EvaluationId.parse(found)) if isinstance(found, str) else None
+    except ValueError:
+        return None
 
 
 @router.get("/runs/{tenant_id}/{run_id}/live")
