@@ -26,36 +26,24 @@ from tenantry.client import (
 )
 from tests.support.api import OPERATOR_TOKEN, Api
 from tests.support.cli import cli
-from tests.support.scripts import answer, call, scripted
+from tests.support.evaluations import (
+    CANDIDATE_PROMPT,
+    POLICY_CASE,
+    POLICY_PROMPT,
+    STATUS_CASE,
+    agent_with_two_versions,
+)
+from tests.support.scripts import answer, scripted
 from tests.support.worker import Fakes
 
-POLICY_PROMPT = "Always mention the refund policy."
-POLICY_CASE = {
-    "name": "mentions the policy",
-    "input": scripted(call("effect", note="order-7"),
-                      answer("{system} Order: {last_tool_result}")),
-    "checks": {"answer_contains": ["refund policy"], "tools_called": ["effect"]},
-    "recorded": [{"tool": "effect", "arguments": {"note": "order-7"},
-                  "result": "order-7 is shipped"}],
-}
-STATUS_CASE = {
-    "name": "reports the status",
-    "input": scripted(call("effect", note="order-8"), answer("Status: {last_tool_result}")),
-    "checks": {"answer_contains": ["shipped"], "max_steps": 3},
-}
 #: How each side's answer to the policy case starts (it quotes the version's prompt).
 BASELINE_ANSWER = POLICY_PROMPT
-CANDIDATE_ANSWER = "Be brief."
+CANDIDATE_ANSWER = CANDIDATE_PROMPT
 
 
 async def _two_versions(api: Api, fakes: Fakes) -> tuple[str, str, str]:
     """A tenant with the MCP server, its API key, and an agent at versions 1 and 2."""
-    tenant, h = await api.tenant()
-    await api.tool_server(tenant, fakes.mcp.url)
-    agent = await api.agent(h, tools=["effect"], system_prompt=POLICY_PROMPT)
-    r = await api.client.post(f"/v1/agents/{agent}/versions", headers=h, json={
-        "model": "scripted", "system_prompt": "Be brief.", "tools": ["effect"]})
-    assert r.status_code == 201, r.text
+    tenant, h, agent = await agent_with_two_versions(api, fakes)
     return tenant, h["Authorization"].removeprefix("Bearer "), agent
 
 

@@ -4,63 +4,27 @@ system prompt, as a real model's would change with it) and a real MCP tool serve
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import asyncpg
 import pytest
 
 from tests.support.api import Api
+from tests.support.evaluations import (
+    POLICY_CASE,
+    POLICY_PROMPT,
+    STATUS_CASE,
+    agent_with_two_versions,
+    evaluation_done,
+)
 from tests.support.scripts import answer, call, scripted
 from tests.support.worker import Fakes
-
-POLICY_PROMPT = "Always mention the refund policy."
-
-#: A case whose answer quotes the system prompt: a prompt without the policy fails it.
-POLICY_CASE = {
-    "name": "mentions the policy",
-    "input": scripted(call("effect", note="order-7"),
-                      answer("{system} Order: {last_tool_result}")),
-    "checks": {"answer_contains": ["refund policy"], "tools_called": ["effect"]},
-    "recorded": [{"tool": "effect", "arguments": {"note": "order-7"},
-                  "result": "order-7 is shipped"}],
-}
-#: A case both versions pass: answered by the test set's stub for `effect`.
-STATUS_CASE = {
-    "name": "reports the status",
-    "input": scripted(call("effect", note="order-8"), answer("Status: {last_tool_result}")),
-    "checks": {"answer_contains": ["shipped"],
-               "tool_called_with": [{"tool": "effect", "arguments": {"note": "order-8"}}],
-               "max_steps": 3},
-}
-
-
-async def _evaluation_done(api: Api, h: dict[str, str], agent: str, evaluation: str,
-                           within: float = 120) -> dict[str, Any]:
-    async with asyncio.timeout(within):
-        while True:
-            r = await api.client.get(f"/v1/agents/{agent}/evaluations/{evaluation}", headers=h)
-            assert r.status_code == 200, r.text
-            body: dict[str, Any] = r.json()
-            if body["status"] == "finished":
-                return body
-            await asyncio.sleep(0.2)
-
-
-async def _two_versions(api: Api, fakes: Fakes) -> tuple[str, dict[str, str], str]:
-    tenant, h = await api.tenant()
-    await api.tool_server(tenant, fakes.mcp.url)
-    agent = await api.agent(h, tools=["effect"], system_prompt=POLICY_PROMPT)
-    r = await api.client.post(f"/v1/agents/{agent}/versions", headers=h, json={
-        "model": "scripted", "system_prompt": "Be brief.", "tools": ["effect"]})
-    assert r.status_code == 201, r.text
-    return tenant, h, agent
 
 
 async def test_a_prompt_change_fails_exactly_the_case_it_breaks_and_calls_no_tool(
     api: Api, fakes: Fakes, worker: object, admin_conn: asyncpg.Connection,
 ) -> None:
-    _, h, agent = await _two_versions(api, fakes)
+    _, h, agent = await agent_with_two_versions(api, fakes)
     r = await api.client.post(f"/v1/agents/{agent}/test-sets", headers=h, json={
         "name": "support", "cases": [POLICY_CASE, STATUS_CASE],
         "stubs": {"effect": "shipped (stub)"}})
@@ -75,7 +39,7 @@ async def test_a_prompt_change_fails_exactly_the_case_it_breaks_and_calls_no_too
     started = r.json()
     assert (started["baseline"], started["candidate"]) == (
         {"version": 1, "model": None}, {"version": 2, "model": None})
-    report = await _evaluation_done(api, h, agent, started["evaluation_id"])
+    report = await evaluation_done(api, h, agent, started["evaluation_id"])
 
     policy, status = report["cases"]
     # Exactly the case the prompt change breaks fails, with both answers side by side.
@@ -114,7 +78,7 @@ async def test_a_prompt_change_fails_exactly_the_case_it_breaks_and_calls_no_too
 async def test_live_version_changes_only_on_promote_and_runs_without_a_version_use_it(
     api: Api, fakes: Fakes, worker: object,
 ) -> None:
-    _, h, agent = await _two_versions(api, fakes)
+    _, h, agent = await agent_with_two_versions(api, fakes)
     shown = (await api.client.get(f"/v1/agents/{agent}", headers=h)).json()
     assert (shown["version"], shown["live_version"]) == (2, 1)  # published, not live
     listed = (await api.client.get("/v1/agents", headers=h)).json()["data"]
@@ -143,7 +107,7 @@ async def test_live_version_changes_only_on_promote_and_runs_without_a_version_u
 async def test_a_passed_evaluation_promotes_and_a_case_made_from_a_run_replays_its_tools(
     api: Api, fakes: Fakes, worker: object,
 ) -> None:
-    _, h, agent = await _two_versions(api, fakes)
+    _, h, agent = await agent_with_two_versions(api, fakes)
     # A real run of the live version: the tool server is really called once.
     source = await api.start(h, agent, scripted(call("effect", note="order-9"),
                                                 answer("Done: {last_tool_result}")))
@@ -162,7 +126,7 @@ async def test_a_passed_evaluation_promotes_and_a_case_made_from_a_run_replays_i
     r = await api.client.post(f"/v1/agents/{agent}/evaluations", headers=h, json={
         "test_set_id": r.json()["test_set_id"], "candidate": {"version": 2}})
     evaluation = r.json()["evaluation_id"]
-    report = await _evaluation_done(api, h, agent, evaluation)
+    report = await evaluation_done(api, h, agent, evaluation)
     assert report["passed"] is True, report
     only = report["cases"][0]
     recorded = case["recorded"][0]["result"]
@@ -182,7 +146,7 @@ async def test_a_passed_evaluation_promotes_and_a_case_made_from_a_run_replays_i
 async def test_live_tool_results_call_servers_that_honour_keys_and_a_model_candidate(
     api: Api, fakes: Fakes, worker: object,
 ) -> None:
-    _, h, agent = await _two_versions(api, fakes)
+    _, h, agent = await agent_with_two_versions(api, fakes)
     # A model the platform has never heard of is served once the operator prices it.
     r = await api.client.put("/admin/v1/prices/scripted-next", headers=api.operator, json={
         "input_per_m": 1_000_000, "cached_input_per_m": 100_000, "output_per_m": 2_000_000})
@@ -194,7 +158,7 @@ async def test_live_tool_results_call_servers_that_honour_keys_and_a_model_candi
         "test_set_id": r.json()["test_set_id"], "candidate": {"model": "scripted-next"}})
     assert r.status_code == 201, r.text
     assert r.json()["candidate"] == {"version": 1, "model": "scripted-next"}
-    report = await _evaluation_done(api, h, agent, r.json()["evaluation_id"])
+    report = await evaluation_done(api, h, agent, r.json()["evaluation_id"])
     only = report["cases"][0]
     assert only["candidate"]["status"] == "finished", only["candidate"]["error"]
     assert [c["outcome"] for c in only["candidate"]["tool_calls"]] == [None]
@@ -207,7 +171,7 @@ async def test_live_tool_results_call_servers_that_honour_keys_and_a_model_candi
 async def test_another_tenants_test_sets_and_evaluations_are_not_found(
     api: Api, fakes: Fakes, worker: object,
 ) -> None:
-    _, h, agent = await _two_versions(api, fakes)
+    _, h, agent = await agent_with_two_versions(api, fakes)
     r = await api.client.post(f"/v1/agents/{agent}/test-sets", headers=h, json={
         "name": "mine", "cases": [STATUS_CASE], "stubs": {"effect": "shipped"}})
     test_set = r.json()["test_set_id"]
@@ -245,7 +209,7 @@ async def test_another_tenants_test_sets_and_evaluations_are_not_found(
 async def test_bad_test_sets_are_refused_with_a_problem(
     api: Api, fakes: Fakes, body: dict[str, Any],
 ) -> None:
-    _, h, agent = await _two_versions(api, fakes)
+    _, h, agent = await agent_with_two_versions(api, fakes)
     r = await api.client.post(f"/v1/agents/{agent}/test-sets", headers=h, json=body)
     assert r.status_code == 400, r.text
     assert r.headers["content-type"] == "application/problem+json"
