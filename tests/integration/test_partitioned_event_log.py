@@ -19,7 +19,12 @@ from tenantry.retention.cleaner import Cleaner
 from tenantry.runs import log
 from tenantry.runs.events import ModelReplied
 from tests.support.db import login_dsn, scratch_database
-from tests.support.retention import Seeded, ended_runs, tenant_and_agent
+from tests.support.retention import (
+    Seeded,
+    ended_runs,
+    tenant_and_agent,
+    tenant_and_agent_before_live_versions,
+)
 
 PARTITIONS = 32
 #: The migration that partitions the log, and the schema just before it (found by name, so
@@ -143,8 +148,8 @@ async def test_upgrading_a_database_with_events_keeps_every_event_and_payload(
     try:
         assert await admin.fetchval(
             "SELECT relkind::text FROM pg_class WHERE relname = 'run_events'") == "r"
-        acme = await tenant_and_agent(db, "acme")
-        globex = await tenant_and_agent(db, "globex")
+        acme = await tenant_and_agent_before_live_versions(db, admin, "acme")
+        globex = await tenant_and_agent_before_live_versions(db, admin, "globex")
         # What the engine left behind: ended runs of both tenants, and a live run whose
         # long model reply went through the real append path into run_event_payloads.
         await ended_runs(admin, acme, 150, events=6, ended_days_ago=2)

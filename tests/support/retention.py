@@ -5,6 +5,7 @@ put in a state over HTTP for the API's tests. Nothing here imports pytest."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -14,6 +15,7 @@ from tenantry.agents import service as agents
 from tenantry.agents.spec import AgentSpec
 from tenantry.db import Database
 from tenantry.ids import AgentId, RunId, TenantId, uuid7
+from tenantry.jsonutil import digest
 from tenantry.tenants import service as tenants
 
 if TYPE_CHECKING:  # only annotations: the seeding (chaos test, benchmark) needs no API
@@ -29,6 +31,21 @@ class Seeded:
 async def tenant_and_agent(db: Database, name: str) -> Seeded:
     tenant = (await tenants.create_tenant(db, name)).tenant.tenant_id
     agent = (await agents.create_agent(db, tenant, "a", AgentSpec("scripted", ""))).agent_id
+    return Seeded(tenant, agent)
+
+
+async def tenant_and_agent_before_live_versions(db: Database, admin: asyncpg.Connection,
+                                                name: str) -> Seeded:
+    """``tenant_and_agent`` on a database migrated only up to before migration 0036 (agents
+    had no live version then: today's insert would not fit), written as that schema was."""
+    tenant = (await tenants.create_tenant(db, name)).tenant.tenant_id
+    agent = AgentId.new()
+    spec = AgentSpec("scripted", "").to_json()
+    await admin.execute("INSERT INTO agents (tenant_id, agent_id, name, latest_version) "
+                        "VALUES ($1, $2, 'a', 1)", tenant.value, agent.uuid)
+    await admin.execute("INSERT INTO agent_versions (tenant_id, agent_id, version, spec, "
+                        "spec_sha256, tool_pins) VALUES ($1, $2, 1, $3::jsonb, $4, '{}')",
+                        tenant.value, agent.uuid, json.dumps(spec), digest(spec))
     return Seeded(tenant, agent)
 
 
