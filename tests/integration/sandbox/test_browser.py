@@ -37,16 +37,23 @@ pytestmark = pytest.mark.timeout(900)
 #: Every backend here runs the browser; bwrap only because the tests allow development
 #: backends (a worker refuses it by default: test_bwrap_refuses_the_browser_unless_…).
 BROWSER_BACKENDS = ("microvm", "gvisor", "bwrap")
-#: What the guest's driver does on its own (schemes, downloads, limits) and what the
-#: gateway does (the allow-list against injected pages) is the same code on every backend;
-#: it is checked where a browser starts in a second, not in the ~30 s Chromium takes to
-#: start under software emulation here (the microVM runs the end-to-end, the proxy's
-#: refusals and the isolation between runs).
+#: What the guest's driver does on its own (schemes, downloads, limits), what the host's
+#: proxy refuses and what the gateway does (the allow-list against injected pages) is the
+#: same code on every backend; it is checked where a browser starts in a second, not in the
+#: ~30 s Chromium takes to start under software emulation here. The microVM runs the
+#: end-to-end run: its pages come only through its relay and the proxy, its browser
+#: outlives the code's sweep as its own user. (Refusals from inside a microVM are the
+#: egress tests', test_egress.py.)
 HOST_BROWSER_BACKENDS = ("gvisor", "bwrap")
 BROWSER_LIMITS = Limits(memory_mib=1536, pids=256, timeout_s=60)
 #: Page loads under software emulation (the microVM here) take seconds, not milliseconds.
 POLICY = BrowserPolicy(page_timeout_s=90.0, max_pages=20, allow_dev_backends=True)
 PNG = b"\x89PNG\r\n\x1a\n"
+#: Prints the user of each of the sandbox's Chromium processes.
+BROWSER_OWNERS = ("import os\nfor p in os.listdir('/proc'):\n if p.isdigit():\n  try:\n"
+                  "   s = open(f'/proc/{p}/status').read()\n  except OSError:\n   continue\n"
+                  "  if 'chromium-headl' in s.split('\\n')[0]:\n"
+                  "   print(s.split('Uid:')[1].split()[0])")
 
 
 @pytest.fixture(scope="module")
@@ -116,15 +123,17 @@ async def test_an_agent_opens_a_page_clicks_reads_the_next_and_screenshots_it(
             database_dsn, fakes.model.base_url, sandboxes=browsers, browser=POLICY):
         tenant, h = await api.tenant()
         agent = await api.agent(h, tools=["browser_open", "browser_click",
-                                          "browser_screenshot", "browser_extract"],
-                                sandbox={"egress": [HOST]})
+                                          "browser_screenshot", "browser_extract",
+                                          "run_python"], sandbox={"egress": [HOST]})
         world.paths.clear()
         run_id = await api.start(h, agent, scripted(
             call("browser_open", url=f"http://{HOST}/"),
             call("browser_click", text="Next page"),
             call("browser_screenshot"),
             call("browser_extract", selector="#answer"),
-            answer("I read: {last_tool_result}")))
+            call("run_python", code=BROWSER_OWNERS),
+            call("browser_open", url=f"http://{HOST}/?again=1"),
+            answer("I read: {tool_results}")))
         events = await api.events_until_end(h, run_id, within=600)
         run = await api.run(h, run_id)
         await _check_the_console_shows_the_shot(api, tenant, run_id, events)
@@ -139,7 +148,10 @@ async def test_an_agent_opens_a_page_clicks_reads_the_next_and_screenshots_it(
         assert not (data_dir / "blobs" / tenant / shot["screenshot"]).exists()
     assert run["status"] == "finished", run
     assert "The answer is 42." in str(run["answer"])
-    done = {e["data"]["tool"]: e["data"] for e in events if e["type"] == "ToolCompleted"}
+    done: dict[str, Any] = {}  # each tool's first call
+    for e in events:
+        if e["type"] == "ToolCompleted":
+            done.setdefault(e["data"]["tool"], e["data"])
     opened = json.loads(done["browser_open"]["result"])
     assert (opened["title"], opened["status"], opened["url"]) == (
         "Start", 200, f"http://{HOST}/")
@@ -149,13 +161,20 @@ async def test_an_agent_opens_a_page_clicks_reads_the_next_and_screenshots_it(
     shot = json.loads(done["browser_screenshot"]["result"])
     assert shot["content_type"] == "image/png" and shot["url"] == f"http://{HOST}/two"
     assert done["browser_screenshot"]["blob_refs"] == [shot["screenshot"]]
+    # Code run in the same sandbox, and the sweep after it of what code left running, leave
+    # the browser alone: the next page needs no new browser. In the microVM the browser
+    # runs as its own user (the sweep there kills every process of the code's user).
+    owners = json.loads(done["run_python"]["result"])["stdout"].split()
+    assert set(owners) == ({"1001"} if browsers.backend == "microvm" else {"1000"}), owners
+    again = [e["data"] for e in events if e["type"] == "ToolCompleted"][-1]
+    assert again["tool"] == "browser_open" and "browser_start_ms" not in again["sandbox"]
     # One sandbox served the whole run, on the backend under test; the page server saw
     # exactly the pages, through the proxy, at the address the proxy vetted.
     assert {d["sandbox"]["id"] for d in done.values()} == {
         done["browser_open"]["sandbox"]["id"]}
     assert done["browser_open"]["sandbox"]["backend"] == browsers.backend
     assert "browser_start_ms" in done["browser_open"]["sandbox"]
-    assert world.paths[:2] == ["/", "/two"]
+    assert world.paths == ["/", "/two", "/"]
 
 
 async def _check_the_console_shows_the_shot(api: Api, tenant: str, run_id: str,
@@ -175,9 +194,9 @@ async def _check_the_console_shows_the_shot(api: Api, tenant: str, run_id: str,
 
 
 async def test_redirects_inside_or_off_the_list_get_nothing_through(
-    browsers: SandboxManager, world: PageWorld,
+    host_browsers: SandboxManager, world: PageWorld,
 ) -> None:
-    tools = BuiltinTools(browsers, POLICY)
+    tools = BuiltinTools(host_browsers, POLICY)
     run = RunId.new()
     world.paths.clear()
     world.dialed.clear()
@@ -193,22 +212,7 @@ async def test_redirects_inside_or_off_the_list_get_nothing_through(
     # Only the redirecting pages were fetched, all from the one vetted public address.
     assert world.paths == ["/to-loopback", "/to-metadata", "/to-elsewhere"]
     assert {str(address) for address, _ in world.dialed} == {"93.184.215.14"}
-    # Code run in the same sandbox, and the sweep of what it left running after it, leave
-    # the browser alone: the next page needs no new browser. In the microVM the browser
-    # runs as its own user (the sweep kills every process of the code's user there).
-    sandbox, _ = await browsers.for_run(TenantId("tenant-b"), run, egress=(HOST,),
-                                        browser=True)
-    owners = await sandbox.run_python(
-        "import os\nfor p in os.listdir('/proc'):\n if p.isdigit():\n  try:\n"
-        "   s = open(f'/proc/{p}/status').read()\n  except OSError:\n   continue\n"
-        "  if 'chromium-headl' in s.split('\\n')[0]:\n"
-        "   print(s.split('Uid:')[1].split()[0])", timeout_s=60)
-    expected = {"1001"} if browsers.backend == "microvm" else {"1000"}
-    assert set(owners.stdout.split()) == expected, owners
-    outcome = await tools.call(TenantId("tenant-b"), run, "browser_open",
-                               {"url": f"http://{HOST}/two"}, egress=(HOST,), browser=True)
-    assert outcome.ok and "browser_start_ms" not in outcome.sandbox, outcome
-    await browsers.end(TenantId("tenant-b"), run, None)
+    await host_browsers.end(TenantId("tenant-b"), run, None)
 
 
 async def test_file_and_chrome_urls_are_refused_at_the_edge_and_in_the_guest(
