@@ -16,6 +16,7 @@ traceback.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from typing import Any
@@ -55,9 +56,12 @@ SLOW_S = 2.0
 
 async def read_logs(client: httpx2.AsyncClient, tenants: list[TenantHandle],
                     runs: dict[str, PlannedRun]) -> dict[str, list[dict[str, Any]]]:
-    """Every run's log as a client reads it: ``GET /v1/runs/{id}/events`` JSON pages."""
-    logs: dict[str, list[dict[str, Any]]] = {}
-    for run_id, plan in runs.items():
+    """Every run's log as a client reads it: ``GET /v1/runs/{id}/events`` JSON pages. The
+    runs are read side by side: the read before the crash must end while every run is still
+    inside its SLOW_S call (one run after another, 200-odd requests outlasted the calls on
+    a quiet machine, and the crash then landed after every call was saved)."""
+
+    async def one(run_id: str, plan: PlannedRun) -> list[dict[str, Any]]:
         tenant = tenants[plan.index % len(tenants)]  # create_runs' round-robin
         events: list[dict[str, Any]] = []
         while True:
@@ -67,9 +71,10 @@ async def read_logs(client: httpx2.AsyncClient, tenants: list[TenantHandle],
             page = r.json()
             events += page["events"]
             if not page["events"]:
-                break
-        logs[run_id] = events
-    return logs
+                return events
+
+    read = await asyncio.gather(*(one(run_id, plan) for run_id, plan in runs.items()))
+    return dict(zip(runs, read, strict=True))
 
 
 @pytest.mark.timeout(420)
