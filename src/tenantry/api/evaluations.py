@@ -20,7 +20,6 @@ from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.errors import NotFound, ValidationFailed
 from tenantry.evaluations import service, test_sets
-from tenantry.evaluations.checks import Verdict
 from tenantry.ids import AgentId, EvaluationId, TenantId, TestSetId
 
 router = APIRouter(prefix="/v1/agents", tags=["evaluations"])
@@ -471,7 +470,7 @@ def _promotion_out(agent: AgentId, x: agents.Promotion) -> PromotionOut:
 
 def _side_out(side: service.SideResult) -> SideOut:
     o = side.outcome
-    verdicts = [VerdictOut(**v.to_json()) for v in side.verdicts if isinstance(v, Verdict)]
+    verdicts = [VerdictOut(**v.to_json()) for v in side.verdicts]
     if o is None:
         return SideOut(run_id=str(side.run_id), status=None, passed=None, checks=verdicts)
     return SideOut(

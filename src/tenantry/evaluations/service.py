@@ -19,7 +19,7 @@ from tenantry.agents import service as agents
 from tenantry.db import Connection, Database
 from tenantry.db.queries import load
 from tenantry.errors import Conflict, NotFound
-from tenantry.evaluations.checks import Checks, RunOutcome, ToolCall
+from tenantry.evaluations.checks import Checks, RunOutcome, ToolCall, Verdict
 from tenantry.evaluations.test_sets import TestSet
 from tenantry.ids import AgentId, EvaluationId, RunId, TenantId, TestSetId
 from tenantry.jsonutil import digest
@@ -112,7 +112,7 @@ def _of(row: asyncpg.Record) -> Evaluation:
 class SideResult:
     run_id: RunId
     outcome: RunOutcome | None  # None: the run was deleted (retention)
-    verdicts: tuple[Any, ...]
+    verdicts: tuple[Verdict, ...]
 
     @property
     def passed(self) -> bool | None:

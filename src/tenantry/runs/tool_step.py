@@ -45,12 +45,11 @@ def completed(call: CallTool, result: ToolResult,
 
 async def _stand_in(d: RunDriver) -> StandIn | None:
     """An evaluation's run: what answers its calls instead of the tools, read once per
-    claim. Fails closed: a run whose evaluation is not found gets no live call at all."""
+    claim."""
     if d.state.evaluation_id is None:
         return None
     if d.stand_in is None:
-        found = await stand_ins.for_run(d.engine.db, d.lease.tenant, d.lease.run)
-        d.stand_in = found if found is not None else StandIn(live=False)
+        d.stand_in = await stand_ins.for_run(d.engine.db, d.lease.tenant, d.lease.run)
     return d.stand_in
 
 

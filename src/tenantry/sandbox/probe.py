@@ -215,8 +215,9 @@ HOST_BROWSER = Path("/usr/lib/chromium/chromium-headless-shell")
 def browser_limits(settings: Settings) -> Limits:
     """A browser sandbox's limits: the code sandbox's, with the browser's memory and
     processes."""
-    return replace(default_limits(settings), memory_mib=settings.sandbox_browser_memory_mib,
-                   pids=max(default_limits(settings).pids, BROWSER_PIDS))
+    code = default_limits(settings)
+    return replace(code, memory_mib=settings.sandbox_browser_memory_mib,
+                   pids=max(code.pids, BROWSER_PIDS))
 
 
 def browser_driver(name: str, settings: Settings) -> PooledDriver | None:

@@ -201,7 +201,7 @@ class BuiltinTools:
             return False, "only http and https pages may be opened", ()
         policy = self.browser
         action = tool.removeprefix("browser_")
-        fields: dict[str, Any] = {k: v for k, v in arguments.items()}
+        fields: dict[str, Any] = dict(arguments)
         if action in ("open", "click", "type"):
             fields.update(max_pages=policy.max_pages, max_bytes=policy.max_bytes)
         reply = await sandbox.browser(action, timeout_s=policy.page_timeout_s, **fields)

@@ -73,11 +73,11 @@ class StandIn:
         return StandInAnswer(None, NO_RECORDING.format(tool=tool), "no_recording")
 
 
-async def for_run(db: Database, tenant: TenantId, run: RunId) -> StandIn | None:
-    """The stand-in of an evaluation's run (None: the run is no longer in an evaluation
-    the database knows)."""
+async def for_run(db: Database, tenant: TenantId, run: RunId) -> StandIn:
+    """The stand-in of an evaluation's run. Fails closed: a run whose evaluation the
+    database no longer knows gets one that answers every call without the tool."""
     async with db.tenant_tx(tenant) as conn:
         row = await conn.fetchrow(Q.evaluation_stand_in, tenant.value, run.uuid)
     if row is None:
-        return None
+        return StandIn(live=False)
     return StandIn.of(row["tool_results"], list(row["recorded"] or []), dict(row["stubs"] or {}))
