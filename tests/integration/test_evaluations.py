@@ -4,12 +4,16 @@ system prompt, as a real model's would change with it) and a real MCP tool serve
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
 from typing import Any
 
 import asyncpg
+import httpx2
 import pytest
 
 from tests.support.api import Api
+from tests.support.api_process import api_process
 from tests.support.evaluations import (
     POLICY_CASE,
     POLICY_PROMPT,
@@ -18,6 +22,7 @@ from tests.support.evaluations import (
     evaluation_done,
 )
 from tests.support.scripts import answer, call, scripted
+from tests.support.waiting import until
 from tests.support.worker import Fakes
 
 
@@ -198,6 +203,10 @@ async def test_another_tenants_test_sets_and_evaluations_are_not_found(
     {"name": "x", "cases": [{"input": "a\u0000b"}]},
     {"name": "x\u0000", "cases": [{"input": "hi"}]},
     {"name": "x", "cases": [{"input": "hi", "checks": {"answer_matches": "("}}]},
+    # Python's re accepts both; RE2, which matches in linear time, does not.
+    {"name": "x", "cases": [{"input": "hi", "checks": {"answer_matches": "(?=a)a"}}]},
+    {"name": "x", "cases": [{"input": "hi", "checks": {"answer_matches": r"(a)\1"}}]},
+    {"name": "x", "cases": [{"input": "hi", "checks": {"answer_matches": "((a{999}){999})"}}]},
     {"name": "x", "cases": [{"input": "hi", "checks": {"max_steps": 2**40}}]},
     {"name": "x", "cases": [{"input": "hi", "recorded": [
         {"tool": "effect", "result": "a", "error": "b"}]}]},
@@ -213,3 +222,52 @@ async def test_bad_test_sets_are_refused_with_a_problem(
     r = await api.client.post(f"/v1/agents/{agent}/test-sets", headers=h, json=body)
     assert r.status_code == 400, r.text
     assert r.headers["content-type"] == "application/problem+json"
+
+
+async def test_a_catastrophic_pattern_from_one_tenant_stalls_no_other_tenant(
+    api: Api, fakes: Fakes, worker: object, admin_conn: asyncpg.Connection,
+    database_dsn: str, tmp_path: Path,
+) -> None:
+    """The attack: ``(a+)+b`` against an answer of sixty a's backtracks for longer than the
+    universe under Python's ``re``, and the verdict is computed wherever a report is read.
+    Read through a real API process, tenant B's requests and /healthz must be answered
+    meanwhile, and tenant A's report must come back with its verdict."""
+    tenant_a, h, agent = await agent_with_two_versions(api, fakes)
+    r = await api.client.post(f"/v1/agents/{agent}/test-sets", headers=h, json={
+        "name": "redos", "cases": [{"input": scripted(answer("a" * 60)),
+                                    "checks": {"answer_matches": "(a+)+b"}}]})
+    assert r.status_code == 201, r.text
+    r = await api.client.post(f"/v1/agents/{agent}/evaluations", headers=h, json={
+        "test_set_id": r.json()["test_set_id"], "candidate": {"version": 2}})
+    assert r.status_code == 201, r.text
+    evaluation = r.json()["evaluation_id"]
+    # Both runs ended, read from the database: reading the report here would be the attack.
+    async def both_ended() -> bool:
+        return await admin_conn.fetchval(
+            "SELECT count(*) FROM runs WHERE tenant_id = $1 AND status = 'finished'",
+            tenant_a) == 2
+
+    await until(both_ended, "the evaluation's two runs finished", within=60)
+    _, h_b = await api.tenant("Bystander")
+
+    async with api_process(database_dsn, tmp_path) as served, \
+            httpx2.AsyncClient(base_url=served.base_url, timeout=60) as client:
+        report = asyncio.create_task(
+            client.get(f"/v1/agents/{agent}/evaluations/{evaluation}", headers=h))
+        # B keeps asking until A's report is back, so some of B's requests meet it in the
+        # API's event loop whenever its verdicts are computed.
+        try:
+            while True:
+                async with asyncio.timeout(1):
+                    assert (await client.get("/v1/runs", headers=h_b)).status_code == 200
+                    assert (await client.get("/healthz")).status_code == 200
+                if report.done():
+                    break
+        finally:
+            report.cancel()
+        r = await report
+    assert r.status_code == 200, r.text
+    verdicts = [c for side in ("baseline", "candidate")
+                for c in r.json()["cases"][0][side]["checks"] if c["check"] == "answer_matches"]
+    assert [v["passed"] for v in verdicts] == [False, False]
+    assert "does not match" in verdicts[0]["detail"]

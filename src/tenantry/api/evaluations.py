@@ -4,7 +4,6 @@ can be checked mechanically; whether a version goes live is the tenant's act."""
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -20,6 +19,7 @@ from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.errors import NotFound, ValidationFailed
 from tenantry.evaluations import service, test_sets
+from tenantry.evaluations.checks import PatternRefused, compile_pattern
 from tenantry.ids import AgentId, EvaluationId, TenantId, TestSetId
 
 router = APIRouter(prefix="/v1/agents", tags=["evaluations"])
@@ -55,7 +55,9 @@ class ChecksBody(Body):
     answer_contains: list[Needle] = Field(default_factory=list, max_length=20)
     answer_not_contains: list[Needle] = Field(default_factory=list, max_length=20)
     answer_matches: Annotated[Text, Field(min_length=1, max_length=500)] | None = Field(
-        default=None, description="A regular expression (Python `re`, searched anywhere).")
+        default=None, description="A regular expression in RE2's syntax (Python's, without "
+                                  "look-arounds or backreferences), searched anywhere in the "
+                                  "answer in linear time.")
     answer_equals_json: JsonValue = Field(
         default=None, description="The answer, read as JSON, equals this value (set it to "
                                   "check; null is a value too once given).")
@@ -71,9 +73,10 @@ class ChecksBody(Body):
     def _compiles(cls, value: str | None) -> str | None:
         if value is not None:
             try:
-                re.compile(value)
-            except re.error as exc:
-                raise ValueError(f"answer_matches is not a regular expression: {exc}") from None
+                compile_pattern(value)
+            except PatternRefused as exc:
+                raise ValueError(f"answer_matches is not a pattern RE2 accepts: {exc}") \
+                    from None
         return value
 
     @field_validator("answer_equals_json")

@@ -3,17 +3,45 @@
 Every check is mechanical: the platform compares what a run did with what the case says,
 and never asks a model whether an answer is good. A tenant that wants a graded verdict
 adds its own grader (an activity, or a tool its agent calls) and checks what that returns.
+
+``answer_matches`` is a tenant's pattern run against a run's answer wherever a report is
+read (the API, the console, the SDK's wait): it is matched by RE2, whose time is linear in
+the answer's length, never by Python's backtracking ``re``, where ``(a+)+b`` against forty
+characters holds the event loop, and every tenant's requests behind it, for days.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+import re2
 
 from tenantry.jsonutil import canonical
+
+#: RE2's memory for one compiled pattern: its own default (8 MiB), stated, so a pattern whose
+#: program would be larger (nested counted repeats) is refused when it is written.
+PATTERN_MAX_MEM = 8 << 20
+
+
+class PatternRefused(ValueError):
+    """A pattern RE2 does not accept (a look-around, a backreference, a program too large)."""
+
+
+def compile_pattern(pattern: str) -> Any:
+    """``pattern`` compiled by RE2 (searched anywhere, Python's syntax where RE2 shares it).
+    Raises :class:`PatternRefused` with RE2's reason."""
+    options = re2.Options()
+    options.max_mem = PATTERN_MAX_MEM
+    options.log_errors = False  # the reason goes to the caller, not to stderr
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        raise PatternRefused(str(reason)) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,9 +136,7 @@ class Checks:
             out.append(Verdict("answer_not_contains", needle not in text, f"{needle!r} "
                                + ("is" if needle in text else "is not") + " in the answer"))
         if self.answer_matches is not None:
-            found = re.search(self.answer_matches, text) is not None
-            out.append(Verdict("answer_matches", found, f"/{self.answer_matches}/ "
-                               + ("matches" if found else "does not match") + " the answer"))
+            out.append(_matches(self.answer_matches, text))
         if self.answer_equals_json_set:
             out.append(self._equals_json(run))
         called = [c.tool for c in run.tool_calls]
@@ -144,6 +170,16 @@ class Checks:
         same = canonical(answer) == canonical(self.answer_equals_json)
         return Verdict("answer_equals_json", same,
                        "the answer equals the JSON" if same else "the answer differs")
+
+
+def _matches(pattern: str, text: str) -> Verdict:
+    try:
+        found = compile_pattern(pattern).search(text) is not None
+    except PatternRefused as exc:  # only a set written before patterns were checked by RE2
+        return Verdict("answer_matches", False, f"/{pattern}/ is not a pattern RE2 accepts "
+                                                f"({exc})")
+    return Verdict("answer_matches", found, f"/{pattern}/ "
+                   + ("matches" if found else "does not match") + " the answer")
 
 
 def _contains(arguments: dict[str, Any], wanted: dict[str, Any]) -> bool:
