@@ -17,7 +17,14 @@ at the newest modern version; anything that is not positive evidence of a modern
 (a JSON-RPC error, an HTTP 4xx/5xx, a probe timeout, a result naming no modern version)
 falls back to ``initialize``, except a -32022 whose ``supported`` list has no handshake
 version. Only what the protocol needs is validated: messages are read with orjson into plain
-dicts and their few fields checked where they are used."""
+dicts and their few fields checked where they are used.
+
+A tool server is a host its tenant controls, and one worker serves every tenant: what one
+exchange may carry is bounded (:data:`MAX_ANSWER_BYTES`, :data:`MAX_MESSAGES_PER_EXCHANGE`,
+:data:`MAX_SERVER_REQUESTS_PER_EXCHANGE`, JSON no denser than ``jsonutil`` allows), and so are
+the replies to a session's server requests in flight and what its notification stream may
+send. A server past a bound gets no more of the worker's time: the exchange ends as
+:class:`BadMessage` (a tool error the model reads, never retried), the stream is dropped."""
 
 from __future__ import annotations
 
@@ -35,6 +42,7 @@ import orjson
 
 from tenantry import http1
 from tenantry.errors import ToolUnavailable
+from tenantry.jsonutil import JsonTooDense, loads_untrusted
 
 log = logging.getLogger("tenantry.tools.mcp_client")
 
@@ -61,6 +69,23 @@ _ACCEPT = (("Accept", "application/json, text/event-stream"),
 _LISTEN_RETRIES = 3
 _DRAIN_S = 5.0  # how long a finished answer's stream may take to end before its socket goes
 
+#: One request's whole answer: the JSON body, or the event stream up to the response. The
+#: model reads 8 KiB of a tool's output (the rest is kept as a blob): 4 MiB is room for any
+#: honest answer, and what a worker may have to hold per call in flight.
+MAX_ANSWER_BYTES = 4 * 1024 * 1024
+#: Messages a server may send on one request's stream before its answer (progress and log
+#: notifications of a long call), and requests among them (ping, sampling, elicitation,
+#: roots: this client serves ping only and refuses the rest, each reply a POST of its own).
+MAX_MESSAGES_PER_EXCHANGE = 1024
+MAX_SERVER_REQUESTS_PER_EXCHANGE = 16
+#: Replies to the server's requests being sent at once, per session.
+MAX_REPLIES_IN_FLIGHT = 8
+#: What a session's notification stream (legacy GET) may deliver and how often it may be
+#: opened again over the session's life; past either, the session stops listening (a
+#: changed tool list is still seen, when the list is read again past its maximum age).
+MAX_LISTEN_MESSAGES = 1024
+MAX_LISTEN_OPENS = 16
+
 
 class RpcError(Exception):
     """A JSON-RPC error answer, or an HTTP error status without one (``code`` None)."""
@@ -79,7 +104,30 @@ class SessionExpired(Exception):
 
 
 class BadMessage(Exception):
-    """The server answered with something that is not the JSON-RPC message it should be."""
+    """The server answered with something that is not the JSON-RPC message it should be, or
+    more than one exchange may carry."""
+
+
+class _Allowance:
+    """What one stream may still carry before the server is cut off."""
+
+    __slots__ = ("messages", "requests", "what")
+
+    def __init__(self, messages: int, requests: int, what: str) -> None:
+        self.messages = messages
+        self.requests = requests
+        self.what = what
+
+    def message(self, is_request: bool) -> None:
+        self.messages -= 1
+        if self.messages < 0:
+            raise BadMessage(f"the server sent more than the {self.what}'s "
+                             "allowance of messages")
+        if is_request:
+            self.requests -= 1
+            if self.requests < 0:
+                raise BadMessage(f"the server sent more than the {self.what}'s "
+                                 "allowance of requests")
 
 
 class Session:
@@ -224,8 +272,12 @@ class Session:
         except http1.ConnectFailed as exc:
             self.dead = True  # the server is down or moved: negotiate afresh next time
             raise self.unavailable(f"cannot connect: {exc}", reason="connect") from None
+        except http1.ResponseTooLarge:
+            raise BadMessage(f"the answer is larger than {MAX_ANSWER_BYTES} bytes") from None
         except http1.HttpError as exc:
             raise self.unavailable(f"connection failed: {exc}", reason="connection") from None
+        except JsonTooDense as exc:
+            raise BadMessage(f"the answer is too dense to read: {exc}") from None
         except orjson.JSONDecodeError as exc:
             raise RpcError(PARSE_ERROR, f"cannot parse the server's answer: {exc}") from None
 
@@ -249,33 +301,39 @@ class Session:
         if method == "initialize":
             self.session_id = response.headers.get("mcp-session-id") or None
         kind = response.content_type
+        allowance = _Allowance(MAX_MESSAGES_PER_EXCHANGE, MAX_SERVER_REQUESTS_PER_EXCHANGE,
+                               "call")
         if kind == "application/json":
-            message = orjson.loads(await response.read())
+            message = loads_untrusted(await response.read())
             for item in message if isinstance(message, list) else (message,):
-                result = self._dispatch(item, rid)
+                result = self._dispatch(item, rid, allowance)
                 if result is not None:
                     return result
             raise BadMessage("the answer had no response to our request")
         if kind == "text/event-stream":
-            parser = http1.SseParser()
+            parser = http1.SseParser(max_event=MAX_ANSWER_BYTES)
             async for chunk in response.chunks():
                 for event in parser.feed(chunk):
                     if event.event != "message" or not event.data:
                         continue  # a priming event (resumption) or another kind
-                    result = self._dispatch(orjson.loads(event.data), rid)
+                    result = self._dispatch(loads_untrusted(event.data.encode()), rid,
+                                            allowance)
                     if result is not None:
                         return result
             raise self.unavailable("the event stream ended without an answer",
                                    reason="connection")
         raise RpcError(INVALID_REQUEST, f"unexpected content type {kind[:60]!r}")
 
-    def _dispatch(self, message: Any, rid: int | None) -> dict[str, Any] | None:
+    def _dispatch(self, message: Any, rid: int | None,
+                  allowance: _Allowance) -> dict[str, Any] | None:
         """Handle one message from the server; the result if it answers ``rid``."""
         if not isinstance(message, dict):
             raise BadMessage("a JSON-RPC message must be an object")
         method = message.get("method")
         if isinstance(method, str):
-            if "id" in message:
+            is_request = "id" in message
+            allowance.message(is_request)
+            if is_request:
                 self._reply_to_server(message["id"], method)
             else:
                 self.on_notification(method, message.get("params"))
@@ -293,6 +351,11 @@ class Session:
     def _reply_to_server(self, request_id: Any, method: str) -> None:
         """The server asked us something (sampling, elicitation, roots...): this client
         serves none of it but ``ping``, and says so rather than leave the server waiting."""
+        if len(self._background) >= MAX_REPLIES_IN_FLIGHT:
+            raise BadMessage("the server sends requests faster than they can be answered")
+        if not isinstance(request_id, str | int) or isinstance(request_id, bool) \
+                or (isinstance(request_id, str) and len(request_id) > 200):
+            raise BadMessage("a request id must be a short string or an integer")
         reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}
         if method == "ping":
             reply["result"] = {}
@@ -357,7 +420,10 @@ class Session:
 
     async def _listen(self) -> None:
         failures = 0
-        while not self.dead and failures < _LISTEN_RETRIES:
+        allowance = _Allowance(MAX_LISTEN_MESSAGES, MAX_LISTEN_MESSAGES, "notification stream")
+        for _ in range(MAX_LISTEN_OPENS):
+            if self.dead or failures >= _LISTEN_RETRIES:
+                return
             headers = (("Accept", "text/event-stream"), *self._user_headers,
                        ("Mcp-Protocol-Version",
                         self.protocol_version or LATEST_HANDSHAKE_VERSION),
@@ -371,12 +437,17 @@ class Session:
                     if response.status >= 300 or response.content_type != "text/event-stream":
                         return  # 405: the server offers no such stream
                     failures = 0
-                    parser = http1.SseParser()
+                    parser = http1.SseParser(max_event=MAX_ANSWER_BYTES)
                     async for chunk in response.chunks():
                         for event in parser.feed(chunk):
                             if event.event == "message" and event.data:
-                                self._dispatch(orjson.loads(event.data), None)
-            except (http1.HttpError, orjson.JSONDecodeError, BadMessage) as exc:
+                                self._dispatch(loads_untrusted(event.data.encode()), None,
+                                               allowance)
+            except (BadMessage, JsonTooDense) as exc:
+                log.warning("MCP notification stream of %s dropped: %s", safe_url(self.url),
+                            exc)
+                return
+            except (http1.HttpError, ValueError) as exc:  # JSONDecodeError is a ValueError
                 log.debug("MCP notification stream of %s: %s", safe_url(self.url), exc)
             failures += 1
             if not self.dead:

@@ -87,11 +87,13 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         self._idle_timeout = idle_timeout
         self._connect_timeout = connect_timeout
         self._http = http1.HttpClient(max_per_origin=max_connections,
-                                      connect_timeout=connect_timeout)
+                                      connect_timeout=connect_timeout,
+                                      max_body=wire.MAX_ANSWER_BYTES)
         # Legacy sessions' notification streams stay open: their own pool, so they never
         # take the slots calls need.
         self._listen_http = http1.HttpClient(max_per_origin=max_connections,
-                                             connect_timeout=connect_timeout)
+                                             connect_timeout=connect_timeout,
+                                             max_body=wire.MAX_ANSWER_BYTES)
         self._pool: OrderedDict[_PoolKey, _Session] = OrderedDict()
         self._retired: set[_Session] = set()  # out of the pool, still finishing
         self._next_sweep = 0.0
