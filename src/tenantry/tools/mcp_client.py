@@ -33,7 +33,7 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,7 +50,14 @@ log = logging.getLogger(__name__)
 
 IDEMPOTENCY_META_KEY = "idempotency_key"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
-_MAX_LIST_PAGES = 100
+#: A tool list read page by page: at most this many pages and tools (each page's answer is
+#: bounded by ``MAX_ANSWER_BYTES``; a list longer than this is no honest server's).
+_MAX_LIST_PAGES = 16
+_MAX_TOOLS = 1000
+#: Calls (and list reads) one tenant may have in flight on one worker; more wait for a slot
+#: within their own deadline. With ``MAX_ANSWER_BYTES`` per answer, what one tenant's
+#: servers can make a worker hold is this many answers, whatever they send.
+MAX_CALLS_PER_TENANT = 32
 
 _PoolKey = tuple[str, str, tuple[tuple[str, str], ...]]
 
@@ -80,9 +87,11 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         max_connections: int = 256,
         idle_timeout: float = 120.0,
         connect_timeout: float = 10.0,
+        max_calls_per_tenant: int = MAX_CALLS_PER_TENANT,
     ) -> None:
         if max_connections < 1:
             raise ValueError("max_connections must be >= 1")
+        self._slots = _TenantSlots(max_calls_per_tenant)
         self._max_connections = max_connections
         self._idle_timeout = idle_timeout
         self._connect_timeout = connect_timeout
@@ -138,8 +147,16 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         if idempotency_key:
             params["_meta"] = {IDEMPOTENCY_META_KEY: idempotency_key}
             extra = ((IDEMPOTENCY_HEADER, idempotency_key),)
+        async with self._slots.held(tenant, url, deadline):
+            return await self._call(url, tool, params, extra, tenant, headers or {},
+                                    deadline, timeout)
+
+    async def _call(self, url: str, tool: str, params: dict[str, Any],
+                    extra: tuple[tuple[str, str], ...], tenant: TenantId | None,
+                    headers: Mapping[str, str], deadline: float,
+                    timeout: float) -> ToolOutcome:  # noqa: ASYNC109 - for the message
         for attempt in range(2):
-            session = await self._acquire(tenant, url, headers or {}, deadline)
+            session = await self._acquire(tenant, url, headers, deadline)
             try:
                 result = await session.request("tools/call", params, deadline, extra)
             except wire.SessionExpired:
@@ -170,11 +187,12 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
     ) -> list[dict[str, Any]]:
         """Every tool the server lists: ``{"name", "description", "input_schema"}``."""
         deadline = time.monotonic() + timeout
-        session = await self._acquire(tenant, url, headers or {}, deadline)
-        try:
-            return await self._list(session, url, deadline, timeout)
-        finally:
-            session.release()
+        async with self._slots.held(tenant, url, deadline):
+            session = await self._acquire(tenant, url, headers or {}, deadline)
+            try:
+                return await self._list(session, url, deadline, timeout)
+            finally:
+                session.release()
 
     async def session_tools(
         self,
@@ -189,18 +207,19 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         headers uses: listed when the session starts, again after the server signals
         ``notifications/tools/list_changed``, and once older than ``max_age`` seconds."""
         deadline = time.monotonic() + timeout
-        session = await self._acquire(tenant, url, headers or {}, deadline)
-        try:
-            listed = session.tools
-            if listed is None or time.monotonic() - listed[0] >= max_age:
-                generation = session.tools_generation
-                tools = await self._list(session, url, deadline, timeout)
-                if generation == session.tools_generation:  # no change signalled meanwhile
-                    session.tools = (time.monotonic(), tools)
-                return tools
-            return listed[1]
-        finally:
-            session.release()
+        async with self._slots.held(tenant, url, deadline):
+            session = await self._acquire(tenant, url, headers or {}, deadline)
+            try:
+                listed = session.tools
+                if listed is None or time.monotonic() - listed[0] >= max_age:
+                    generation = session.tools_generation
+                    tools = await self._list(session, url, deadline, timeout)
+                    if generation == session.tools_generation:  # no change signalled meanwhile
+                        session.tools = (time.monotonic(), tools)
+                    return tools
+                return listed[1]
+            finally:
+                session.release()
 
     async def _list(self, session: _Session, url: str, deadline: float,
                     limit_s: float) -> list[dict[str, Any]]:
@@ -211,6 +230,8 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
                 params = {"cursor": cursor} if cursor is not None else {}
                 page = await session.request("tools/list", params, deadline, ())
                 tools.extend(session.absorb_tools(page))
+                if len(tools) > _MAX_TOOLS:
+                    raise wire.BadMessage(f"the server lists more than {_MAX_TOOLS} tools")
                 cursor = page.get("nextCursor")
                 if not isinstance(cursor, str):
                     break
@@ -282,6 +303,42 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         session.retire()
         self._retired.add(session)
         session.on_closed = self._retired.discard
+
+
+class _TenantSlots:
+    """At most ``limit`` operations per tenant at once; a tenant's entry lives only while it
+    has operations in flight or waiting, so the map is bounded by the work in flight."""
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError("max_calls_per_tenant must be >= 1")
+        self._limit = limit
+        self._tenants: dict[str, tuple[asyncio.Semaphore, list[int]]] = {}
+
+    @contextlib.asynccontextmanager
+    async def held(self, tenant: TenantId | None, url: str,
+                   deadline: float) -> AsyncIterator[None]:
+        key = tenant.value if tenant is not None else ""
+        entry = self._tenants.get(key)
+        if entry is None:
+            entry = self._tenants[key] = (asyncio.Semaphore(self._limit), [0])
+        semaphore, users = entry
+        users[0] += 1
+        try:
+            try:
+                async with asyncio.timeout(max(deadline - time.monotonic(), 0.001)):
+                    await semaphore.acquire()
+            except TimeoutError:
+                raise _unavailable(url, f"the tenant's {self._limit} calls in flight on this "
+                                        "worker did not end in time", reason="timeout") from None
+            try:
+                yield
+            finally:
+                semaphore.release()
+        finally:
+            users[0] -= 1
+            if users[0] == 0:
+                del self._tenants[key]
 
 
 class _Session(wire.Session):
