@@ -24,7 +24,11 @@ exchange may carry is bounded (:data:`MAX_ANSWER_BYTES`, :data:`MAX_MESSAGES_PER
 :data:`MAX_SERVER_REQUESTS_PER_EXCHANGE`, JSON no denser than ``jsonutil`` allows), and so are
 the replies to a session's server requests in flight and what its notification stream may
 send. A server past a bound gets no more of the worker's time: the exchange ends as
-:class:`BadMessage` (a tool error the model reads, never retried), the stream is dropped."""
+:class:`BadMessage` (a tool error the model reads, never retried), the stream is dropped.
+
+A session keeps no credential: the caller passes its ``credentials`` (headers, e.g. a bearer
+token opened from the vault for this call) to each request, and they live as long as that
+request and its replies to the server do."""
 
 from __future__ import annotations
 
@@ -64,9 +68,9 @@ PARSE_ERROR = -32700
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 _SESSION_HEADER = "Mcp-Session-Id"
-_ACCEPT = (("Accept", "application/json, text/event-stream"),
-           ("Content-Type", "application/json"))
-_LISTEN_RETRIES = 3
+Headers = tuple[tuple[str, str], ...]
+_ACCEPT: Headers = (("Accept", "application/json, text/event-stream"),
+                    ("Content-Type", "application/json"))
 _DRAIN_S = 5.0  # how long a finished answer's stream may take to end before its socket goes
 
 #: One request's whole answer: the JSON body, or the event stream up to the response. The
@@ -81,8 +85,9 @@ MAX_SERVER_REQUESTS_PER_EXCHANGE = 16
 #: Replies to the server's requests being sent at once, per session.
 MAX_REPLIES_IN_FLIGHT = 8
 #: What a session's notification stream (legacy GET) may deliver and how often it may be
-#: opened again over the session's life; past either, the session stops listening (a
-#: changed tool list is still seen, when the list is read again past its maximum age).
+#: opened over the session's life (by a call, with that call's credentials, whenever it is
+#: not open); past either, the session stops listening (a changed tool list is still seen,
+#: when the list is read again past its maximum age).
 MAX_LISTEN_MESSAGES = 1024
 MAX_LISTEN_OPENS = 16
 
@@ -133,7 +138,7 @@ class _Allowance:
 class Session:
     """One negotiated MCP session. Subclasses handle ``on_notification``."""
 
-    def __init__(self, url: str, headers: Mapping[str, str], http: http1.HttpClient,
+    def __init__(self, url: str, http: http1.HttpClient,
                  listen_http: http1.HttpClient) -> None:
         self.url = url
         self.dead = False
@@ -142,12 +147,14 @@ class Session:
         self._target = http1.target(url)
         self._http = http
         self._listen_http = listen_http
-        self._user_headers = tuple(headers.items())
-        self._base: tuple[tuple[str, str], ...] = _ACCEPT + self._user_headers
+        self._base: Headers = _ACCEPT
         self._meta: dict[str, Any] | None = None  # the modern _meta stamp
         self._next_id = 1
         self._param_headers: dict[str, dict[tuple[str, ...], str]] = {}
         self._listener: asyncio.Task[None] | None = None
+        self._listens = 0
+        self._heard = _Allowance(MAX_LISTEN_MESSAGES, MAX_LISTEN_MESSAGES,
+                                 "notification stream")
         self._background: set[asyncio.Task[None]] = set()
 
     def on_notification(self, method: str, params: Any) -> None:
@@ -159,11 +166,12 @@ class Session:
 
     # ------------------------------------------------------------------ negotiation
 
-    async def negotiate(self, limit_s: float = DISCOVER_TIMEOUT_S) -> None:
+    async def negotiate(self, credentials: Headers = (),
+                        limit_s: float = DISCOVER_TIMEOUT_S) -> None:
         deadline = time.monotonic() + limit_s
         for attempt in range(2):
             try:
-                result = await self._probe(deadline)
+                result = await self._probe(deadline, credentials)
             except RpcError as exc:
                 supported = _supported(exc)
                 if supported is not None and exc.code == UNSUPPORTED_PROTOCOL_VERSION \
@@ -181,7 +189,7 @@ class Session:
                     self._adopt_modern(mutual[-1])
                     return
             try:
-                await self._initialize(deadline)
+                await self._initialize(deadline, credentials)
                 return
             except RpcError as exc:
                 # -32022 to the handshake names the server modern after all (e.g. a probe
@@ -193,19 +201,20 @@ class Session:
                                            reason="protocol") from None
         raise self.unavailable("protocol negotiation failed", reason="protocol")
 
-    async def _probe(self, deadline: float) -> dict[str, Any]:
+    async def _probe(self, deadline: float, credentials: Headers) -> dict[str, Any]:
         meta = {PROTOCOL_VERSION_META_KEY: LATEST_MODERN_VERSION,
                 CLIENT_INFO_META_KEY: CLIENT_INFO, CLIENT_CAPABILITIES_META_KEY: {}}
-        headers = (*self._base, ("Mcp-Protocol-Version", LATEST_MODERN_VERSION),
+        headers = (*self._base, *credentials, ("Mcp-Protocol-Version", LATEST_MODERN_VERSION),
                    ("Mcp-Method", "server/discover"))
         probe_deadline = min(deadline, time.monotonic() + DISCOVER_TIMEOUT_S)
         return await self._exchange("server/discover", {"_meta": meta}, headers,
-                                    probe_deadline)
+                                    probe_deadline, credentials)
 
-    async def _initialize(self, deadline: float) -> None:
+    async def _initialize(self, deadline: float, credentials: Headers) -> None:
         params = {"protocolVersion": LATEST_HANDSHAKE_VERSION, "capabilities": {},
                   "clientInfo": CLIENT_INFO}
-        result = await self._exchange("initialize", params, self._base, deadline)
+        result = await self._exchange("initialize", params, self._base + credentials,
+                                      deadline, credentials)
         version = result.get("protocolVersion")
         if version not in HANDSHAKE_VERSIONS:
             raise self.unavailable(f"unsupported protocol version {str(version)[:40]!r}",
@@ -214,7 +223,8 @@ class Session:
         self._meta = None
         self._base = self._session_headers()
         status = await self._post_one_way({"jsonrpc": "2.0",
-                                           "method": "notifications/initialized"}, deadline)
+                                           "method": "notifications/initialized"}, deadline,
+                                          credentials)
         if status >= 400:
             raise self.unavailable(f"notifications/initialized refused (HTTP {status})",
                                    reason="protocol")
@@ -224,10 +234,10 @@ class Session:
         self.session_id = None
         self._meta = {PROTOCOL_VERSION_META_KEY: version, CLIENT_INFO_META_KEY: CLIENT_INFO,
                       CLIENT_CAPABILITIES_META_KEY: {}}
-        self._base = _ACCEPT + self._user_headers + (("Mcp-Protocol-Version", version),)
+        self._base = (*_ACCEPT, ("Mcp-Protocol-Version", version))
 
-    def _session_headers(self) -> tuple[tuple[str, str], ...]:
-        base = _ACCEPT + self._user_headers
+    def _session_headers(self) -> Headers:
+        base: Headers = _ACCEPT
         if self.protocol_version is not None:
             base += (("Mcp-Protocol-Version", self.protocol_version),)
         if self.session_id is not None:
@@ -237,13 +247,13 @@ class Session:
     # ------------------------------------------------------------------ requests
 
     async def request(self, method: str, params: dict[str, Any], deadline: float,
-                      extra: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+                      extra: Headers, credentials: Headers = ()) -> dict[str, Any]:
         """Send one request on the negotiated session; its result. Raises :class:`RpcError`
         for an error answer, :class:`SessionExpired`, ``TimeoutError`` past ``deadline``,
         and ToolUnavailable for transport failures."""
         if self.dead:
             raise self.unavailable("connection closed", reason="connection")
-        headers = self._base + extra
+        headers = self._base + credentials + extra
         if self._meta is not None:
             meta = params.get("_meta")
             params = {**params, "_meta": {**meta, **self._meta} if meta else self._meta}
@@ -254,10 +264,10 @@ class Session:
                 header_map = self._param_headers.get(name)
                 if header_map:
                     headers += tuple(param_headers(header_map, params["arguments"]))
-        return await self._exchange(method, params, headers, deadline)
+        return await self._exchange(method, params, headers, deadline, credentials)
 
-    async def _exchange(self, method: str, params: dict[str, Any],
-                        headers: tuple[tuple[str, str], ...], deadline: float) -> dict[str, Any]:
+    async def _exchange(self, method: str, params: dict[str, Any], headers: Headers,
+                        deadline: float, credentials: Headers) -> dict[str, Any]:
         rid = self._next_id
         self._next_id += 1
         body = orjson.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
@@ -268,7 +278,7 @@ class Session:
             async with asyncio.timeout(remaining), \
                     self._http.stream("POST", self._target, headers=headers, body=body,
                                       timeout=None, drain=_DRAIN_S) as response:
-                return await self._answer(response, rid, method)
+                return await self._answer(response, rid, method, credentials)
         except http1.ConnectFailed as exc:
             self.dead = True  # the server is down or moved: negotiate afresh next time
             raise self.unavailable(f"cannot connect: {exc}", reason="connect") from None
@@ -281,8 +291,8 @@ class Session:
         except orjson.JSONDecodeError as exc:
             raise RpcError(PARSE_ERROR, f"cannot parse the server's answer: {exc}") from None
 
-    async def _answer(self, response: http1.StreamedResponse, rid: int,
-                      method: str) -> dict[str, Any]:
+    async def _answer(self, response: http1.StreamedResponse, rid: int, method: str,
+                      credentials: Headers) -> dict[str, Any]:
         status = response.status
         if status == 202:
             raise RpcError(INVALID_REQUEST, "server answered a request with 202 Accepted")
@@ -306,7 +316,7 @@ class Session:
         if kind == "application/json":
             message = loads_untrusted(await response.read())
             for item in message if isinstance(message, list) else (message,):
-                result = self._dispatch(item, rid, allowance)
+                result = self._dispatch(item, rid, allowance, credentials)
                 if result is not None:
                     return result
             raise BadMessage("the answer had no response to our request")
@@ -317,15 +327,15 @@ class Session:
                     if event.event != "message" or not event.data:
                         continue  # a priming event (resumption) or another kind
                     result = self._dispatch(loads_untrusted(event.data.encode()), rid,
-                                            allowance)
+                                            allowance, credentials)
                     if result is not None:
                         return result
             raise self.unavailable("the event stream ended without an answer",
                                    reason="connection")
         raise RpcError(INVALID_REQUEST, f"unexpected content type {kind[:60]!r}")
 
-    def _dispatch(self, message: Any, rid: int | None,
-                  allowance: _Allowance) -> dict[str, Any] | None:
+    def _dispatch(self, message: Any, rid: int | None, allowance: _Allowance,
+                  credentials: Headers) -> dict[str, Any] | None:
         """Handle one message from the server; the result if it answers ``rid``."""
         if not isinstance(message, dict):
             raise BadMessage("a JSON-RPC message must be an object")
@@ -334,7 +344,7 @@ class Session:
             is_request = "id" in message
             allowance.message(is_request)
             if is_request:
-                self._reply_to_server(message["id"], method)
+                self._reply_to_server(message["id"], method, credentials)
             else:
                 self.on_notification(method, message.get("params"))
             return None
@@ -348,7 +358,7 @@ class Session:
             raise BadMessage("a result must be an object")
         return result
 
-    def _reply_to_server(self, request_id: Any, method: str) -> None:
+    def _reply_to_server(self, request_id: Any, method: str, credentials: Headers) -> None:
         """The server asked us something (sampling, elicitation, roots...): this client
         serves none of it but ``ping``, and says so rather than leave the server waiting."""
         if len(self._background) >= MAX_REPLIES_IN_FLIGHT:
@@ -362,11 +372,13 @@ class Session:
         else:
             reply["error"] = {"code": METHOD_NOT_FOUND,
                               "message": f"the client does not serve {method[:80]}"}
-        self._spawn(self._post_one_way(reply, time.monotonic() + DISCOVER_TIMEOUT_S))
+        self._spawn(self._post_one_way(reply, time.monotonic() + DISCOVER_TIMEOUT_S,
+                                       credentials))
 
-    async def _post_one_way(self, message: dict[str, Any], deadline: float) -> int:
+    async def _post_one_way(self, message: dict[str, Any], deadline: float,
+                            credentials: Headers) -> int:
         """POST a notification or a reply (the server answers 202); the HTTP status."""
-        headers = self._base
+        headers = self._base + credentials
         if self._meta is not None:
             headers += (("Mcp-Method", str(message.get("method", ""))),) \
                 if "method" in message else ()
@@ -411,47 +423,43 @@ class Session:
 
     # ------------------------------------------------------------------ notifications
 
-    def start_listening(self) -> None:
-        """Open the server's notification stream (legacy sessions with an id only: the
-        modern protocol sends notifications on the stream of the request they concern)."""
-        if self.session_id is not None and self._listener is None and not self.dead:
-            self._listener = asyncio.get_running_loop().create_task(
-                self._listen(), name=f"mcp-listen {safe_url(self.url)}")
+    def start_listening(self, credentials: Headers) -> None:
+        """Open the server's notification stream, if it is not open (legacy sessions with
+        an id only: the modern protocol sends notifications on the stream of the request
+        they concern). Called by each call with its credentials; they are sent with the
+        stream's request and not kept."""
+        if self.session_id is None or self.dead or self._listens >= MAX_LISTEN_OPENS \
+                or (self._listener is not None and not self._listener.done()):
+            return
+        self._listens += 1
+        self._listener = asyncio.get_running_loop().create_task(
+            self._listen(self._session_headers() + credentials),
+            name=f"mcp-listen {safe_url(self.url)}")
 
-    async def _listen(self) -> None:
-        failures = 0
-        allowance = _Allowance(MAX_LISTEN_MESSAGES, MAX_LISTEN_MESSAGES, "notification stream")
-        for _ in range(MAX_LISTEN_OPENS):
-            if self.dead or failures >= _LISTEN_RETRIES:
-                return
-            headers = (("Accept", "text/event-stream"), *self._user_headers,
-                       ("Mcp-Protocol-Version",
-                        self.protocol_version or LATEST_HANDSHAKE_VERSION),
-                       (_SESSION_HEADER, self.session_id or ""))
-            try:
-                async with self._listen_http.stream("GET", self._target, headers=headers,
-                                                    timeout=DISCOVER_TIMEOUT_S) as response:
-                    if response.status == 404:
-                        self.dead = True  # the session is gone
-                        return
-                    if response.status >= 300 or response.content_type != "text/event-stream":
-                        return  # 405: the server offers no such stream
-                    failures = 0
-                    parser = http1.SseParser(max_event=MAX_ANSWER_BYTES)
-                    async for chunk in response.chunks():
-                        for event in parser.feed(chunk):
-                            if event.event == "message" and event.data:
-                                self._dispatch(loads_untrusted(event.data.encode()), None,
-                                               allowance)
-            except (BadMessage, JsonTooDense) as exc:
-                log.warning("MCP notification stream of %s dropped: %s", safe_url(self.url),
-                            exc)
-                return
-            except (http1.HttpError, ValueError) as exc:  # JSONDecodeError is a ValueError
-                log.debug("MCP notification stream of %s: %s", safe_url(self.url), exc)
-            failures += 1
-            if not self.dead:
-                await asyncio.sleep(min(2.0 ** failures, 10.0) / 4)
+    async def _listen(self, headers: Headers) -> None:
+        headers = (("Accept", "text/event-stream"),
+                   *((k, v) for k, v in headers if k != "Accept"))
+        try:
+            async with self._listen_http.stream("GET", self._target, headers=headers,
+                                                timeout=DISCOVER_TIMEOUT_S) as response:
+                del headers  # sent: the credential in them is not kept
+                if response.status == 404:
+                    self.dead = True  # the session is gone
+                    return
+                if response.status >= 300 or response.content_type != "text/event-stream":
+                    self._listens = MAX_LISTEN_OPENS  # 405: the server offers no such stream
+                    return
+                parser = http1.SseParser(max_event=MAX_ANSWER_BYTES)
+                async for chunk in response.chunks():
+                    for event in parser.feed(chunk):
+                        if event.event == "message" and event.data:
+                            self._dispatch(loads_untrusted(event.data.encode()), None,
+                                           self._heard, ())
+        except (BadMessage, JsonTooDense) as exc:
+            self._listens = MAX_LISTEN_OPENS
+            log.warning("MCP notification stream of %s dropped: %s", safe_url(self.url), exc)
+        except (http1.HttpError, ValueError) as exc:  # JSONDecodeError is a ValueError
+            log.debug("MCP notification stream of %s: %s", safe_url(self.url), exc)
 
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)

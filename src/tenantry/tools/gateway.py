@@ -25,6 +25,7 @@ from tenantry.agents import activity_tools, child_tools
 from tenantry.agents.spec import AgentSpec
 from tenantry.blobs import BlobQuotaExceeded, BlobStore
 from tenantry.breaker import CircuitBreaker
+from tenantry.cache import BoundedCache
 from tenantry.db import Database
 from tenantry.errors import NotFound, ToolUnavailable
 from tenantry.ids import RunId, TenantId
@@ -36,13 +37,20 @@ from tenantry.tools.builtin import BuiltinTools, uses_browser
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.tools.servers import ToolServer, list_servers, tools_digest
 from tenantry.tools.stand_ins import StandIn
-from tenantry.vault import Vault, VaultError
+from tenantry.vault import SealedSecret, Vault, VaultError
 
 #: Tool output kept in the log and shown to the model (invariant 10).
 OUTPUT_CAP_BYTES = 8192
-#: How long a decrypted credential may be reused from memory (a rotated secret takes
-#: effect within this time).
+#: How long a server's sealed credential may be reused from memory (a rotated secret takes
+#: effect within this time). Only the sealed form is kept: it is opened for each call, and
+#: its value lives no longer than that call's request.
 CREDENTIAL_TTL_SECONDS = 60.0
+#: Entries each per-tenant cache of a gateway keeps at most (least recently used go first):
+#: one per tenant, or per tenant and server, of those a worker serves at once.
+CACHE_ENTRIES = 10_000
+#: A breaker is forgotten this long after its server was last looked up by a call: an open
+#: one has long cooled down by then.
+BREAKER_TTL_SECONDS = 900.0
 #: Retries for a server that could not be reached, with the same key each time.
 UNAVAILABLE_RETRIES = 2
 
@@ -87,13 +95,16 @@ class ToolGateway:
         self._vault = vault
         self._blobs = blobs
         self._timeout = timeout
-        self._ttl = directory_ttl
         self._pin_every = pin_check_seconds
         self._breaker_args = (breaker_threshold, breaker_reset_seconds)
-        self._directory: dict[str, tuple[float, dict[str, ToolServer]]] = {}
-        self._breakers: dict[tuple[str, uuid.UUID], CircuitBreaker] = {}
-        self._pins_checked: dict[tuple[str, uuid.UUID, bytes], float] = {}
-        self._credentials: dict[tuple[str, str], tuple[float, dict[str, str]]] = {}
+        self._directory: BoundedCache[str, dict[str, ToolServer]] = BoundedCache(
+            max_entries=CACHE_ENTRIES, ttl_seconds=directory_ttl)
+        self._breakers: BoundedCache[tuple[str, uuid.UUID], CircuitBreaker] = BoundedCache(
+            max_entries=CACHE_ENTRIES, ttl_seconds=BREAKER_TTL_SECONDS)
+        self._pins_checked: BoundedCache[tuple[str, uuid.UUID, bytes], bool] = BoundedCache(
+            max_entries=CACHE_ENTRIES, ttl_seconds=pin_check_seconds)
+        self._credentials: BoundedCache[tuple[str, str], SealedSecret] = BoundedCache(
+            max_entries=CACHE_ENTRIES, ttl_seconds=CREDENTIAL_TTL_SECONDS)
 
     # -- what the model may see --------------------------------------------------------
 
@@ -128,6 +139,11 @@ class ToolGateway:
 
     def breaker_states(self) -> dict[str, str]:
         return {f"{t}/{s}": b.state for (t, s), b in self._breakers.items()}
+
+    def cache_sizes(self) -> dict[str, int]:
+        """Entries each per-tenant cache holds now (each bounded by ``CACHE_ENTRIES``)."""
+        return {"directory": len(self._directory), "breakers": len(self._breakers),
+                "pins_checked": len(self._pins_checked), "credentials": len(self._credentials)}
 
     # -- the call ----------------------------------------------------------------------
 
@@ -251,42 +267,40 @@ class ToolGateway:
         return ToolResult(text, None, server, elapsed, len(encoded), truncated, ref)
 
     async def _credential(self, tenant: TenantId, server: ToolServer) -> dict[str, str]:
-        """The server's credential, decrypted at most once a minute per worker and kept
-        only in memory, for the request header."""
+        """The server's credential for this one call's request headers: read sealed from
+        the vault at most once a minute per worker, opened here for each call."""
         if server.secret_ref is None:
             return {}
         if self._vault is None:
             raise VaultError("the vault is not configured (TENANTRY_MASTER_KEY)")
         cache_key = (tenant.value, server.secret_ref)
-        cached = self._credentials.get(cache_key)
-        if cached is not None and time.monotonic() - cached[0] < CREDENTIAL_TTL_SECONDS:
-            return cached[1]
-        headers = {"Authorization": f"Bearer {await self._vault.get(tenant, server.secret_ref)}"}
-        self._credentials[cache_key] = (time.monotonic(), headers)
-        return headers
+        sealed = self._credentials.get(cache_key)
+        if sealed is None:
+            sealed = self._credentials.put(
+                cache_key, await self._vault.sealed(tenant, server.secret_ref))
+        return {"Authorization": f"Bearer {self._vault.open(sealed)}"}
 
     async def _check_pin(
         self, tenant: TenantId, server: ToolServer, headers: dict[str, str]
     ) -> None:
         """Compare the server's live tool list with its pin, at most once a minute."""
         key = (tenant.value, server.server_id, server.tools_sha256)
-        checked = self._pins_checked.get(key)
-        if checked is not None and time.monotonic() - checked < self._pin_every:
+        if self._pins_checked.get(key):
             return
         live = tools_digest(await self._mcp.list_tools(server.url, headers, tenant=tenant,
                                                        timeout=self._timeout))
         if live != server.tools_sha256:
             # Perhaps an operator re-pinned since the directory was cached: look again.
-            self._directory.pop(tenant.value, None)
+            self._directory.pop(tenant.value)
             fresh = next((s for s in (await self._servers(tenant)).values()
                           if s.server_id == server.server_id), None)
             if fresh is not None and fresh.tools_sha256 == live:
-                self._pins_checked[(tenant.value, server.server_id, live)] = time.monotonic()
+                self._pins_checked.put((tenant.value, server.server_id, live), True)
                 return
             raise PinMismatch(
                 f"tool server {server.name!r} now serves a different tool list than the one "
                 "an operator pinned; calls are refused until it is re-pinned")
-        self._pins_checked[key] = time.monotonic()
+        self._pins_checked.put(key, True)
 
     async def _check_version_pin(
         self, tenant: TenantId, server: ToolServer, headers: dict[str, str], tool: str,
@@ -319,19 +333,17 @@ class ToolGateway:
         key = (tenant.value, server.server_id)
         breaker = self._breakers.get(key)
         if breaker is None:
-            breaker = self._breakers[key] = CircuitBreaker(*self._breaker_args)
-        return breaker
+            breaker = CircuitBreaker(*self._breaker_args)
+        return self._breakers.put(key, breaker)  # put again: its expiry counts from now
 
     async def _servers(self, tenant: TenantId) -> dict[str, ToolServer]:
         """tool name → server, cached briefly: registering a server is rare, calls are not."""
-        now = time.monotonic()
         cached = self._directory.get(tenant.value)
-        if cached is not None and now - cached[0] < self._ttl:
-            return cached[1]
-        directory = {name: server for server in await list_servers(self._db, tenant)
-                     for name in server.tool_names()}
-        self._directory[tenant.value] = (now, directory)
-        return directory
+        if cached is not None:
+            return cached
+        return self._directory.put(tenant.value, {
+            name: server for server in await list_servers(self._db, tenant)
+            for name in server.tool_names()})
 
 
 class PinMismatch(Exception):

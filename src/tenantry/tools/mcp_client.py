@@ -8,9 +8,10 @@ negotiation — ``server/discover`` (protocol 2026-07-28), or with legacy server
 ``initialize`` handshake (2025-11-25 and older) and its ``Mcp-Session-Id`` — negotiated as
 the SDK's ``mode="auto"`` does, so each session is negotiated once and shared by every caller
 with the same key. The tenant is part of the key because a session may hold server state: two
-tenants registered to the same credential-less server must never share one. Headers are
-part of it because they carry the tenant's short-lived credential for that server: a
-rotated credential gets a new session and the old one idles out. The HTTP connections under
+tenants registered to the same credential-less server must never share one. A digest of the
+headers is part of it because they carry the tenant's credential for that server: a rotated
+credential gets a new session and the old one idles out. The headers themselves are not
+kept: each call passes them, and they live as long as its request. The HTTP connections under
 the sessions are pooled per origin by the HTTP client (a session is headers, not a socket).
 
 Each session also remembers the tool list its server gave it (``session_tools``): listed at
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import time
 from collections import OrderedDict
@@ -59,7 +61,7 @@ _MAX_TOOLS = 1000
 #: servers can make a worker hold is this many answers, whatever they send.
 MAX_CALLS_PER_TENANT = 32
 
-_PoolKey = tuple[str, str, tuple[tuple[str, str], ...]]
+_PoolKey = tuple[str, str, bytes]
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,18 +149,19 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         if idempotency_key:
             params["_meta"] = {IDEMPOTENCY_META_KEY: idempotency_key}
             extra = ((IDEMPOTENCY_HEADER, idempotency_key),)
+        credentials = _credentials(headers)
         async with self._slots.held(tenant, url, deadline):
-            return await self._call(url, tool, params, extra, tenant, headers or {},
+            return await self._call(url, tool, params, extra, tenant, credentials,
                                     deadline, timeout)
 
-    async def _call(self, url: str, tool: str, params: dict[str, Any],
-                    extra: tuple[tuple[str, str], ...], tenant: TenantId | None,
-                    headers: Mapping[str, str], deadline: float,
+    async def _call(self, url: str, tool: str, params: dict[str, Any], extra: wire.Headers,
+                    tenant: TenantId | None, credentials: wire.Headers, deadline: float,
                     timeout: float) -> ToolOutcome:  # noqa: ASYNC109 - for the message
         for attempt in range(2):
-            session = await self._acquire(tenant, url, headers, deadline)
+            session = await self._acquire(tenant, url, credentials, deadline)
             try:
-                result = await session.request("tools/call", params, deadline, extra)
+                result = await session.request("tools/call", params, deadline, extra,
+                                               credentials)
             except wire.SessionExpired:
                 if attempt == 0:
                     continue  # refused before anything ran: once more on a new session
@@ -187,10 +190,11 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
     ) -> list[dict[str, Any]]:
         """Every tool the server lists: ``{"name", "description", "input_schema"}``."""
         deadline = time.monotonic() + timeout
+        credentials = _credentials(headers)
         async with self._slots.held(tenant, url, deadline):
-            session = await self._acquire(tenant, url, headers or {}, deadline)
+            session = await self._acquire(tenant, url, credentials, deadline)
             try:
-                return await self._list(session, url, deadline, timeout)
+                return await self._list(session, url, deadline, timeout, credentials)
             finally:
                 session.release()
 
@@ -207,13 +211,14 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         headers uses: listed when the session starts, again after the server signals
         ``notifications/tools/list_changed``, and once older than ``max_age`` seconds."""
         deadline = time.monotonic() + timeout
+        credentials = _credentials(headers)
         async with self._slots.held(tenant, url, deadline):
-            session = await self._acquire(tenant, url, headers or {}, deadline)
+            session = await self._acquire(tenant, url, credentials, deadline)
             try:
                 listed = session.tools
                 if listed is None or time.monotonic() - listed[0] >= max_age:
                     generation = session.tools_generation
-                    tools = await self._list(session, url, deadline, timeout)
+                    tools = await self._list(session, url, deadline, timeout, credentials)
                     if generation == session.tools_generation:  # no change signalled meanwhile
                         session.tools = (time.monotonic(), tools)
                     return tools
@@ -221,14 +226,14 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
             finally:
                 session.release()
 
-    async def _list(self, session: _Session, url: str, deadline: float,
-                    limit_s: float) -> list[dict[str, Any]]:
+    async def _list(self, session: _Session, url: str, deadline: float, limit_s: float,
+                    credentials: wire.Headers) -> list[dict[str, Any]]:
         tools: list[dict[str, Any]] = []
         cursor: str | None = None
         try:
             for _ in range(_MAX_LIST_PAGES):
                 params = {"cursor": cursor} if cursor is not None else {}
-                page = await session.request("tools/list", params, deadline, ())
+                page = await session.request("tools/list", params, deadline, (), credentials)
                 tools.extend(session.absorb_tools(page))
                 if len(tools) > _MAX_TOOLS:
                     raise wire.BadMessage(f"the server lists more than {_MAX_TOOLS} tools")
@@ -248,16 +253,16 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
 
     # ------------------------------------------------------------------ internals
 
-    async def _acquire(self, tenant: TenantId | None, url: str, headers: Mapping[str, str],
+    async def _acquire(self, tenant: TenantId | None, url: str, credentials: wire.Headers,
                        deadline: float) -> _Session:
-        key: _PoolKey = (tenant.value if tenant is not None else "", url,
-                         tuple(sorted((k.lower(), v) for k, v in headers.items())))
+        digest = hashlib.sha256(orjson.dumps(sorted((k.lower(), v) for k, v in credentials)))
+        key: _PoolKey = (tenant.value if tenant is not None else "", url, digest.digest())
         self._sweep()
         session = self._pool.get(key)
         if session is None or session.dead:
             if session is not None:
                 self._retire(session)
-            session = _Session(url, headers, self._http, self._listen_http,
+            session = _Session(url, credentials, self._http, self._listen_http,
                                self._connect_timeout)
             self._pool[key] = session
             self._evict_over_limit()
@@ -265,6 +270,7 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
             self._pool.move_to_end(key)
         session.in_flight += 1
         if session.ready.done() and session.ready.exception() is None:
+            session.start_listening(credentials)
             return session
         try:
             limit = min(deadline - time.monotonic(), self._connect_timeout)
@@ -345,9 +351,9 @@ class _Session(wire.Session):
     """One pooled MCP session: the negotiation runs in a task of its own, shared by every
     caller that arrives meanwhile; a failed negotiation fails them all alike."""
 
-    def __init__(self, url: str, headers: Mapping[str, str], http: http1.HttpClient,
+    def __init__(self, url: str, credentials: wire.Headers, http: http1.HttpClient,
                  listen_http: http1.HttpClient, connect_timeout: float) -> None:
-        super().__init__(url, headers, http, listen_http)
+        super().__init__(url, http, listen_http)
         self.on_closed: Callable[[_Session], None] | None = None
         self._connect_timeout = connect_timeout
         self._shutdown: asyncio.Task[None] | None = None
@@ -360,11 +366,13 @@ class _Session(wire.Session):
         loop = asyncio.get_running_loop()
         self.ready: asyncio.Future[None] = loop.create_future()
         self.ready.add_done_callback(_retrieve)
-        self._negotiation = loop.create_task(self._open(), name=f"mcp-session {_safe_url(url)}")
+        # The first caller's credentials, for the negotiation only (its task ends with it).
+        self._negotiation = loop.create_task(self._open(credentials),
+                                             name=f"mcp-session {_safe_url(url)}")
 
-    async def _open(self) -> None:
+    async def _open(self, credentials: wire.Headers) -> None:
         try:
-            await self.negotiate(self._connect_timeout)
+            await self.negotiate(credentials, self._connect_timeout)
         except Exception as exc:
             self.dead = True
             if not self.ready.done():
@@ -372,7 +380,7 @@ class _Session(wire.Session):
             return
         if not self.ready.done():
             self.ready.set_result(None)
-            self.start_listening()
+            self.start_listening(credentials)
 
     def on_notification(self, method: str, params: Any) -> None:
         if method == "notifications/tools/list_changed":
@@ -411,6 +419,10 @@ class _Session(wire.Session):
     async def closed(self) -> None:
         if self._shutdown is not None:
             await asyncio.gather(self._shutdown, return_exceptions=True)
+
+
+def _credentials(headers: Mapping[str, str] | None) -> wire.Headers:
+    return tuple(headers.items()) if headers else ()
 
 
 def _rpc_error_outcome(exc: wire.RpcError, url: str, tool: str) -> ToolOutcome:

@@ -27,6 +27,23 @@ class SecretInfo:
     created: bool = False
 
 
+@dataclass(frozen=True, slots=True, repr=False)
+class SealedSecret:
+    """A tenant's secret as stored: its ciphertext and the tenant's wrapped data key, useless
+    without the master key. What a process may keep in memory between calls."""
+
+    tenant: str
+    name: str
+    ciphertext: bytes
+    nonce: bytes
+    wrapped_key: bytes
+    key_nonce: bytes
+    master_key_id: str
+
+    def __repr__(self) -> str:
+        return f"SealedSecret({self.tenant!r}, {self.name!r})"
+
+
 class Vault:
     def __init__(self, db: Database, master: MasterKey) -> None:
         self._db = db
@@ -42,13 +59,30 @@ class Vault:
         return SecretInfo(name, row["created_at"], row["updated_at"], row["created"])
 
     async def get(self, tenant: TenantId, name: str) -> str:
+        return self.open(await self.sealed(tenant, name))
+
+    async def sealed(self, tenant: TenantId, name: str) -> SealedSecret:
+        """The secret as it is stored, to be kept (e.g. cached) instead of its value and
+        opened for the one call that sends it."""
         async with self._db.tenant_tx(tenant) as conn:
             row = await conn.fetchrow(Q.get_secret, tenant.value, name)
             if row is None:
                 raise NotFound(f"No secret named {name!r}.")
-            data_key = await self._data_key(conn, tenant, create=False)
-        return crypto.decrypt_secret(data_key, tenant.value, name, bytes(row["ciphertext"]),
-                                     bytes(row["nonce"]))
+            key = await conn.fetchrow(Q.get_tenant_key, tenant.value)
+        if key is None:
+            raise VaultError("the tenant has no data key")
+        return SealedSecret(tenant.value, name, bytes(row["ciphertext"]), bytes(row["nonce"]),
+                            bytes(key["wrapped_key"]), bytes(key["nonce"]),
+                            key["master_key_id"])
+
+    def open(self, sealed: SealedSecret) -> str:
+        if sealed.master_key_id != self._master.key_id:
+            raise VaultError("the tenant's data key is wrapped by another master key; "
+                             "finish `tenantry vault rotate-master-key` first")
+        data_key = crypto.unwrap(self._master, sealed.tenant, sealed.wrapped_key,
+                                 sealed.key_nonce)
+        return crypto.decrypt_secret(data_key, sealed.tenant, sealed.name, sealed.ciphertext,
+                                     sealed.nonce)
 
     async def _data_key(self, conn: Connection, tenant: TenantId, *, create: bool) -> bytes:
         row = await conn.fetchrow(Q.get_tenant_key, tenant.value)
