@@ -286,23 +286,23 @@ def router(
         "--operator-token", envvar="TENANTRY_OPERATOR_TOKEN",
         help="Operator credential for the router's /admin/v1 (required).")] = None,
     cell_connections: Annotated[int | None, typer.Option(
-        "--cell-connections", envvar="TENANTRY_ROUTER_CELL_CONNECTIONS", min=1,
+        "--cell-connections", envvar="TENANTRY_ROUTER_CELL_CONNECTIONS", min=2,
         show_default=str(_DEFAULT.router_cell_connections),
         help="Connections the router opens to each cell at most (one per request in "
-             "flight; more wait for one).")] = None,
+             "flight; more wait for one). The caps below default to shares of it.")] = None,
     max_requests_per_tenant: Annotated[int | None, typer.Option(
         "--max-requests-per-tenant", envvar="TENANTRY_ROUTER_MAX_REQUESTS_PER_TENANT",
-        min=2, show_default=str(_DEFAULT.router_max_requests_per_tenant),
+        min=2, show_default="a tenth of --cell-connections (100)",
         help="Requests of one tenant in flight through the router at once, event streams "
              "included; one more answers 429 overloaded.")] = None,
     max_streams_per_tenant: Annotated[int | None, typer.Option(
         "--max-streams-per-tenant", envvar="TENANTRY_ROUTER_MAX_STREAMS_PER_TENANT", min=1,
-        show_default=str(_DEFAULT.router_max_streams_per_tenant),
+        show_default="half of --max-requests-per-tenant (50)",
         help="Event streams of one tenant open through the router at once (fewer than "
              "--max-requests-per-tenant); one more answers 429 overloaded.")] = None,
     max_operator_requests: Annotated[int | None, typer.Option(
         "--max-operator-requests", envvar="TENANTRY_ROUTER_MAX_OPERATOR_REQUESTS", min=1,
-        show_default=str(_DEFAULT.router_max_operator_requests),
+        show_default="a twentieth of --cell-connections (50)",
         help="Operator calls in flight to each cell at once; one more answers 429.")] = None,
     idle_seconds: Annotated[int | None, typer.Option(
         "--idle-seconds", envvar="TENANTRY_ROUTER_IDLE_SECONDS", min=1,

@@ -163,14 +163,15 @@ class Settings:
     router_port: int = 8070
     # What one tenant may hold of the router's connections to its cell (ADR 0028, "Caps and
     # deadlines"), per router process. The router opens at most router_cell_connections to
-    # each cell; a tenant holds at most router_max_requests_per_tenant of them (a tenth),
-    # of which at most router_max_streams_per_tenant event streams (half of those, so a
-    # tenant at its stream cap still has room for its ordinary calls); operator calls hold
-    # at most router_max_operator_requests per cell. Past a cap: 429 overloaded at once.
+    # each cell; a tenant holds at most router_max_requests_per_tenant of them (unset: a
+    # tenth), of which at most router_max_streams_per_tenant event streams (unset: half of
+    # those, so a tenant at its stream cap still has room for its ordinary calls); operator
+    # calls at most router_max_operator_requests per cell (unset: a twentieth). Past a
+    # cap: 429 overloaded at once. The resolved values: router_caps.
     router_cell_connections: int = 1000
-    router_max_requests_per_tenant: int = 100
-    router_max_streams_per_tenant: int = 50
-    router_max_operator_requests: int = 50
+    router_max_requests_per_tenant: int | None = None
+    router_max_streams_per_tenant: int | None = None
+    router_max_operator_requests: int | None = None
     # Deadlines on a forwarded answer's body: no byte from the cell, or no byte taken by
     # the client, for router_idle_seconds ends it (above twice the cell's 15 s SSE
     # keepalive); a body other than an event stream must end within router_body_seconds
@@ -265,7 +266,7 @@ class Settings:
         text("TENANTRY_DIRECTORY_URL", "directory_url")
         text("TENANTRY_ROUTER_HOST", "router_host")
         integer("TENANTRY_ROUTER_PORT", "router_port", 0)
-        integer("TENANTRY_ROUTER_CELL_CONNECTIONS", "router_cell_connections", 1)
+        integer("TENANTRY_ROUTER_CELL_CONNECTIONS", "router_cell_connections", 2)
         integer("TENANTRY_ROUTER_MAX_REQUESTS_PER_TENANT", "router_max_requests_per_tenant",
                 2)
         integer("TENANTRY_ROUTER_MAX_STREAMS_PER_TENANT", "router_max_streams_per_tenant", 1)
@@ -364,13 +365,22 @@ class Settings:
         if self.db_pool_min > self.db_pool_max:
             raise ConfigurationError("TENANTRY_DB_POOL_MIN must not exceed TENANTRY_DB_POOL_MAX")
 
+    @property
+    def router_caps(self) -> tuple[int, int, int]:
+        """(requests per tenant, event streams per tenant, operator calls per cell) the
+        router allows in flight: as set, else derived from router_cell_connections."""
+        connections = self.router_cell_connections
+        requests = self.router_max_requests_per_tenant or max(2, connections // 10)
+        streams = self.router_max_streams_per_tenant or max(1, requests // 2)
+        operator = self.router_max_operator_requests or max(1, connections // 20)
+        return requests, streams, operator
+
     def _validate_router(self) -> None:
         connections = self.router_cell_connections
-        requests = self.router_max_requests_per_tenant
-        streams = self.router_max_streams_per_tenant
-        if connections < 1:
-            raise ConfigurationError("TENANTRY_ROUTER_CELL_CONNECTIONS must be at least 1, "
+        if connections < 2:
+            raise ConfigurationError("TENANTRY_ROUTER_CELL_CONNECTIONS must be at least 2, "
                                      f"got {connections}")
+        requests, streams, operator = self.router_caps
         # Streams count as requests too; fewer streams than requests leaves a tenant at its
         # stream cap room for its ordinary calls.
         if not 1 <= streams < requests <= connections:
@@ -378,10 +388,10 @@ class Settings:
                 "the router's caps must satisfy 1 <= TENANTRY_ROUTER_MAX_STREAMS_PER_TENANT "
                 f"({streams}) < TENANTRY_ROUTER_MAX_REQUESTS_PER_TENANT ({requests}) <= "
                 f"TENANTRY_ROUTER_CELL_CONNECTIONS ({connections})")
-        if not 1 <= self.router_max_operator_requests <= connections:
+        if not 1 <= operator <= connections:
             raise ConfigurationError(
                 "TENANTRY_ROUTER_MAX_OPERATOR_REQUESTS must be 1..TENANTRY_ROUTER_CELL_"
-                f"CONNECTIONS ({connections}), got {self.router_max_operator_requests}")
+                f"CONNECTIONS ({connections}), got {operator}")
         for name, value in (("TENANTRY_ROUTER_IDLE_SECONDS", self.router_idle_seconds),
                             ("TENANTRY_ROUTER_BODY_SECONDS", self.router_body_seconds),
                             ("TENANTRY_ROUTER_STREAM_LIFETIME_SECONDS",

@@ -135,9 +135,9 @@ async def router_state(settings: Settings, dsn: str) -> AsyncIterator[RouterStat
     deadlines of what is forwarded."""
     async with Routes.open(dsn) as routes:
         forwarder = Forwarder(connections_per_cell=settings.router_cell_connections)
-        in_flight = InFlight(per_tenant=settings.router_max_requests_per_tenant,
-                             streams_per_tenant=settings.router_max_streams_per_tenant,
-                             operator_per_cell=settings.router_max_operator_requests)
+        requests, streams, operator = settings.router_caps
+        in_flight = InFlight(per_tenant=requests, streams_per_tenant=streams,
+                             operator_per_cell=operator)
         deadlines = Deadlines(idle=settings.router_idle_seconds,
                               body=settings.router_body_seconds,
                               stream_lifetime=settings.router_stream_lifetime_seconds)
