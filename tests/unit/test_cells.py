@@ -7,10 +7,12 @@ from datetime import UTC, datetime
 
 import pytest
 
+from tenantry.api.runs import KEEPALIVE_SECONDS
 from tenantry.cells.caps import InFlight, TooManyInFlight
 from tenantry.cells.directory import Cell, TenantHome, check_api_url, check_name
 from tenantry.cells.forward import request_headers, request_target, response_headers
 from tenantry.cells.routes import RouteCache
+from tenantry.client._transport import STREAM_READ_TIMEOUT
 from tenantry.config import Settings
 from tenantry.errors import ConfigurationError, ValidationFailed
 from tenantry.ids import TenantId
@@ -164,3 +166,11 @@ def test_a_tenant_past_its_caps_is_refused_and_its_places_come_back() -> None:
     for hold in (streams[1], call, other, operator):
         hold.release()
     assert caps.held("t:a") == caps.held("s:a") == caps.held("o:eu-1") == 0
+
+
+def test_the_routers_idle_deadline_outlasts_the_cells_keepalive_and_not_the_sdks() -> None:
+    """A live event stream is never idle that long (the cell sends a comment every 15 s:
+    two may be missed); the router ends a silent one — cleanly, so the SDK reconnects at
+    once — before the SDK's own read timeout gives up on it."""
+    idle = Settings().router_idle_seconds
+    assert 2 * KEEPALIVE_SECONDS < idle < STREAM_READ_TIMEOUT
