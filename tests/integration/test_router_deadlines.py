@@ -4,8 +4,9 @@ tried with small settings through the router's app on a real port.
 Against a stub cell that misbehaves on purpose: a cell that goes silent mid-answer is cut
 at the idle deadline; one that trickles forever, at the body deadline; a caller that reads
 nothing loses its answer — and the router's connection to the cell with it — at the idle
-deadline. Against a real cell: an event stream ends cleanly when the cell is silent or its
-lifetime is up, and the SDK's stream resumes through the router with nothing lost."""
+deadline; the operator's calls have a cap of their own. Against a real cell: an event
+stream ends cleanly when the cell is silent or its lifetime is up, and the SDK's stream
+resumes through the router with nothing lost."""
 
 from __future__ import annotations
 
@@ -156,6 +157,27 @@ async def test_a_caller_that_reads_nothing_loses_its_answer_and_the_cell_connect
         r = await router.client.get("/v1/other", headers=key)
         assert r.status_code == 200, r.text
     assert _cuts(caplog) == ["slow_reader", "slow_reader"]
+
+
+async def test_operator_calls_have_a_cap_of_their_own(admin_dsn: str) -> None:
+    """One operator call to the stub cell at a time (its cap): a second is refused at once,
+    the tenant's own calls are not, and the place comes back when the first ends."""
+    async with _stub_behind_router(admin_dsn, router_max_operator_requests=1) as (
+            stub, router, key):
+        held = router.client.stream("GET", "/admin/v1/tenants/ten-stub/stall",
+                                    headers=router.operator)
+        async with held as r:
+            assert r.status_code == 200
+            refused = await router.client.get("/admin/v1/tenants/ten-stub",
+                                              headers=router.operator)
+            assert refused.status_code == 429, refused.text
+            assert refused.json()["type"] == "overloaded"
+            assert refused.headers["retry-after"] == "1"
+            assert (await router.client.get("/v1/agents", headers=key)).status_code == 200
+        stalled = await stub.answered("/admin/v1/tenants/ten-stub/stall")
+        await _within(stalled.closed.wait(), "the caller's going away frees the cell")
+        r = await router.client.get("/admin/v1/tenants/ten-stub", headers=router.operator)
+        assert r.status_code == 200, r.text
 
 
 async def _count(stub: StubCell, path: str, n: int) -> bool:

@@ -146,10 +146,10 @@ class StubAnswer:
 
 class StubCell:
     """A cell that misbehaves on purpose, as a router sees it: an HTTP/1.1 server on a
-    loopback port whose answers, by path, never end. ``/v1/stall``: a head promising 1000
-    bytes, 10 of them, then nothing; ``/v1/trickle``: a chunked body, one byte every 50 ms,
-    forever; ``/v1/flood``: a chunked body of 64 KiB chunks, as fast as it can be taken,
-    forever. Any other path: ``200 {}``."""
+    loopback port whose answers, by the path's end, never end. ``…/stall``: a head promising
+    1000 bytes, 10 of them, then nothing; ``…/trickle``: a chunked body, one byte every
+    50 ms, forever; ``…/flood``: a chunked body of 64 KiB chunks, as fast as it can be
+    taken, forever. Any other path: ``200 {}``."""
 
     def __init__(self) -> None:
         self.answers: list[StubAnswer] = []
@@ -192,26 +192,26 @@ class StubCell:
             answer.path = head.split(b" ", 2)[1].decode()
             self.answers.append(answer)
             self._arrived.set()
-            if answer.path == "/v1/stall":
+            kind = answer.path.rsplit("/", 1)[-1]
+            if kind == "stall":
                 writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
                              b"content-length: 1000\r\n\r\n" + b"[" * 10)
                 await writer.drain()
                 await reader.read()  # b"" once the router closes its end
-            elif answer.path in ("/v1/trickle", "/v1/flood"):
+            elif kind in ("trickle", "flood"):
                 writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
                              b"transfer-encoding: chunked\r\n\r\n")
-                flood = answer.path == "/v1/flood"
+                flood = kind == "flood"
                 chunk = b"10000\r\n" + b"x" * 0x10000 + b"\r\n" if flood else b"1\r\nx\r\n"
                 while True:
                     writer.write(chunk)
                     await writer.drain()
                     if not flood:
                         await asyncio.sleep(0.05)
-            else:
+            else:  # one request per connection: not kept for the next
                 writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                             b"content-length: 2\r\n\r\n{}")
+                             b"content-length: 2\r\nconnection: close\r\n\r\n{}")
                 await writer.drain()
-                await reader.read()
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:

@@ -306,13 +306,17 @@ async def _tenant_call(router: RouterState, request: Request, raw_id: str,
                 await directory.record_api_key(conn, tenant, key_hash=key_hash(
                     issued["api_key"]), key_id=issued["key_id"])
         return Response(content, status_code=status, headers=headers)
-    if keys is not None and keys[1] is not None and request.method == "DELETE":
-        # The directory first: the router refuses the key from this commit on, whatever
-        # the cell answers next.
-        async with router.routes.pool.acquire() as conn:
-            await directory.revoke_api_key(conn, tenant, keys[1])
-    return await _forward(router, request, home, router.in_flight.operator(home.cell.name),
-                          authorization=token)
+    hold = router.in_flight.operator(home.cell.name)  # before any write: a 429 does none
+    try:
+        if keys is not None and keys[1] is not None and request.method == "DELETE":
+            # The directory first: the router refuses the key from this commit on, whatever
+            # the cell answers next.
+            async with router.routes.pool.acquire() as conn:
+                await directory.revoke_api_key(conn, tenant, keys[1])
+    except BaseException:
+        hold.release()
+        raise
+    return await _forward(router, request, home, hold, authorization=token)
 
 
 @contextmanager
