@@ -3,7 +3,7 @@ deadlines"): a real `tenantry router` process in front of a real `tenantry api` 
 
 The router may open 16 connections to the cell; a tenant may hold 4 of them, 2 as event
 streams. Tenant A attacks: 20 event streams of a run that never ends, then 10 requests for
-a ~10 MB answer (a page of its runs) whose bodies it never reads. Without the caps, A holds
+a ~12 MB answer (a page of its runs) whose bodies it never reads. Without the caps, A holds
 every connection and each further request — B's too — waits for one (60 s, then 503
 cell_unavailable). With them, A is refused at once past its caps (429 overloaded, with
 Retry-After) while B's calls are answered within a few seconds: the liveness bound the
@@ -39,7 +39,7 @@ ROUTER_ENV = {"TENANTRY_ROUTER_CELL_CONNECTIONS": "16",
 #: B's calls must be answered within this (the router's head timeout is 60 s).
 LIVENESS_SECONDS = 5.0
 #: A's runs: GET /v1/runs?limit=200 answers all of them, each with its ~63 KiB input.
-BIG_RUNS = 160
+BIG_RUNS = 200
 
 
 @dataclass
