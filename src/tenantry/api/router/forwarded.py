@@ -28,6 +28,8 @@ _DROP_NOTICED = 1.0
 
 
 class Forwarded(StreamingResponse):
+    """The cell's answer (``opened``) for one caller, ``hold`` released once it is done."""
+
     def __init__(self, opened: Opened, hold: Hold, deadlines: Deadlines) -> None:
         self._chunks = opened.body(deadlines)
         super().__init__(self._chunks, status_code=opened.status,
@@ -61,6 +63,7 @@ class Forwarded(StreamingResponse):
                         await asyncio.shield(gone)
         finally:
             gone.cancel()
+            await asyncio.gather(gone, return_exceptions=True)  # nothing left unretrieved
 
     async def _pass_on(self, send: Send) -> BodyCut | None:
         """Send the answer; the cut that ended it early (the cell's, or the caller's
