@@ -285,14 +285,55 @@ def router(
     operator_token: Annotated[str | None, typer.Option(
         "--operator-token", envvar="TENANTRY_OPERATOR_TOKEN",
         help="Operator credential for the router's /admin/v1 (required).")] = None,
+    cell_connections: Annotated[int | None, typer.Option(
+        "--cell-connections", envvar="TENANTRY_ROUTER_CELL_CONNECTIONS", min=2,
+        show_default=str(_DEFAULT.router_cell_connections),
+        help="Connections the router opens to each cell at most (one per request in "
+             "flight; more wait for one). The caps below default to shares of it.")] = None,
+    max_requests_per_tenant: Annotated[int | None, typer.Option(
+        "--max-requests-per-tenant", envvar="TENANTRY_ROUTER_MAX_REQUESTS_PER_TENANT",
+        min=2, show_default="a tenth of --cell-connections (100)",
+        help="Requests of one tenant in flight through the router at once, event streams "
+             "included; one more answers 429 overloaded.")] = None,
+    max_streams_per_tenant: Annotated[int | None, typer.Option(
+        "--max-streams-per-tenant", envvar="TENANTRY_ROUTER_MAX_STREAMS_PER_TENANT", min=1,
+        show_default="half of --max-requests-per-tenant (50)",
+        help="Event streams of one tenant open through the router at once (fewer than "
+             "--max-requests-per-tenant); one more answers 429 overloaded.")] = None,
+    max_operator_requests: Annotated[int | None, typer.Option(
+        "--max-operator-requests", envvar="TENANTRY_ROUTER_MAX_OPERATOR_REQUESTS", min=1,
+        show_default="a twentieth of --cell-connections (50)",
+        help="Operator calls in flight to each cell at once; one more answers 429.")] = None,
+    idle_seconds: Annotated[int | None, typer.Option(
+        "--idle-seconds", envvar="TENANTRY_ROUTER_IDLE_SECONDS", min=1,
+        show_default=f"{_DEFAULT.router_idle_seconds:g}",
+        help="A forwarded answer ends when the cell sends nothing, or the caller takes "
+             "nothing, for this long (above the cells' 15 s stream keepalive).")] = None,
+    body_seconds: Annotated[int | None, typer.Option(
+        "--body-seconds", envvar="TENANTRY_ROUTER_BODY_SECONDS", min=1,
+        show_default=f"{_DEFAULT.router_body_seconds:g}",
+        help="An answer other than an event stream is cut unless whole this long after "
+             "its head.")] = None,
+    stream_lifetime_seconds: Annotated[int | None, typer.Option(
+        "--stream-lifetime-seconds", envvar="TENANTRY_ROUTER_STREAM_LIFETIME_SECONDS",
+        min=1, show_default=f"{_DEFAULT.router_stream_lifetime_seconds:g}",
+        help="An event stream is ended cleanly, between two events, after this long; "
+             "clients resume it with Last-Event-ID.")] = None,
 ) -> None:
     """Serve the tenant router: one base URL in front of several cells. It authenticates
     each API key against the global directory and forwards the request (event streams
-    included) to the tenant's home cell; operators create tenants through it in a region."""
+    included) to the tenant's home cell; operators create tenants through it in a region.
+    No tenant may hold more than its share of the router's connections to a cell."""
     from tenantry.bootstrap import router as router_process
 
     settings = _settings(directory_url=directory_url, router_host=host, router_port=port,
-                         operator_token=operator_token)
+                         operator_token=operator_token,
+                         router_cell_connections=cell_connections,
+                         router_max_requests_per_tenant=max_requests_per_tenant,
+                         router_max_streams_per_tenant=max_streams_per_tenant,
+                         router_max_operator_requests=max_operator_requests,
+                         router_idle_seconds=idle_seconds, router_body_seconds=body_seconds,
+                         router_stream_lifetime_seconds=stream_lifetime_seconds)
     _run(lambda: router_process.serve(settings))
 
 

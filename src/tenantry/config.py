@@ -161,6 +161,25 @@ class Settings:
     directory_url: str | None = None
     router_host: str = "127.0.0.1"
     router_port: int = 8070
+    # What one tenant may hold of the router's connections to its cell (ADR 0028, "Caps and
+    # deadlines"), per router process. The router opens at most router_cell_connections to
+    # each cell; a tenant holds at most router_max_requests_per_tenant of them (unset: a
+    # tenth), of which at most router_max_streams_per_tenant event streams (unset: half of
+    # those, so a tenant at its stream cap still has room for its ordinary calls); operator
+    # calls at most router_max_operator_requests per cell (unset: a twentieth). Past a
+    # cap: 429 overloaded at once. The resolved values: router_caps.
+    router_cell_connections: int = 1000
+    router_max_requests_per_tenant: int | None = None
+    router_max_streams_per_tenant: int | None = None
+    router_max_operator_requests: int | None = None
+    # Deadlines on a forwarded answer's body: no byte from the cell, or no byte taken by
+    # the client, for router_idle_seconds ends it (above twice the cell's 15 s SSE
+    # keepalive); a body other than an event stream must end within router_body_seconds
+    # of its head; an event stream is ended cleanly, between two events, after
+    # router_stream_lifetime_seconds (clients resume with Last-Event-ID).
+    router_idle_seconds: float = 35.0
+    router_body_seconds: float = 120.0
+    router_stream_lifetime_seconds: float = 900.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -247,6 +266,14 @@ class Settings:
         text("TENANTRY_DIRECTORY_URL", "directory_url")
         text("TENANTRY_ROUTER_HOST", "router_host")
         integer("TENANTRY_ROUTER_PORT", "router_port", 0)
+        integer("TENANTRY_ROUTER_CELL_CONNECTIONS", "router_cell_connections", 2)
+        integer("TENANTRY_ROUTER_MAX_REQUESTS_PER_TENANT", "router_max_requests_per_tenant",
+                2)
+        integer("TENANTRY_ROUTER_MAX_STREAMS_PER_TENANT", "router_max_streams_per_tenant", 1)
+        integer("TENANTRY_ROUTER_MAX_OPERATOR_REQUESTS", "router_max_operator_requests", 1)
+        integer("TENANTRY_ROUTER_IDLE_SECONDS", "router_idle_seconds", 1)
+        integer("TENANTRY_ROUTER_BODY_SECONDS", "router_body_seconds", 1)
+        integer("TENANTRY_ROUTER_STREAM_LIFETIME_SECONDS", "router_stream_lifetime_seconds", 1)
         integer("TENANTRY_RETENTION_EVERY_SECONDS", "retention_every_seconds", 1)
         cleaner = env.get("TENANTRY_RETENTION", "").lower()
         if cleaner:
@@ -328,6 +355,7 @@ class Settings:
         if not 0 <= self.router_port <= 65535:
             raise ConfigurationError("TENANTRY_ROUTER_PORT / --port must be 0..65535, "
                                      f"got {self.router_port}")
+        self._validate_router()
         for setting, ident in (("TENANTRY_CELL", self.cell), ("TENANTRY_REGION", self.region)):
             if not isinstance(ident, str) or not CELL_NAME_RE.fullmatch(ident):
                 raise ConfigurationError(
@@ -336,6 +364,40 @@ class Settings:
         self._validate_shedding()
         if self.db_pool_min > self.db_pool_max:
             raise ConfigurationError("TENANTRY_DB_POOL_MIN must not exceed TENANTRY_DB_POOL_MAX")
+
+    @property
+    def router_caps(self) -> tuple[int, int, int]:
+        """(requests per tenant, event streams per tenant, operator calls per cell) the
+        router allows in flight: as set, else derived from router_cell_connections."""
+        connections = self.router_cell_connections
+        requests = self.router_max_requests_per_tenant or max(2, connections // 10)
+        streams = self.router_max_streams_per_tenant or max(1, requests // 2)
+        operator = self.router_max_operator_requests or max(1, connections // 20)
+        return requests, streams, operator
+
+    def _validate_router(self) -> None:
+        connections = self.router_cell_connections
+        if connections < 2:
+            raise ConfigurationError("TENANTRY_ROUTER_CELL_CONNECTIONS must be at least 2, "
+                                     f"got {connections}")
+        requests, streams, operator = self.router_caps
+        # Streams count as requests too; fewer streams than requests leaves a tenant at its
+        # stream cap room for its ordinary calls.
+        if not 1 <= streams < requests <= connections:
+            raise ConfigurationError(
+                "the router's caps must satisfy 1 <= TENANTRY_ROUTER_MAX_STREAMS_PER_TENANT "
+                f"({streams}) < TENANTRY_ROUTER_MAX_REQUESTS_PER_TENANT ({requests}) <= "
+                f"TENANTRY_ROUTER_CELL_CONNECTIONS ({connections})")
+        if not 1 <= operator <= connections:
+            raise ConfigurationError(
+                "TENANTRY_ROUTER_MAX_OPERATOR_REQUESTS must be 1..TENANTRY_ROUTER_CELL_"
+                f"CONNECTIONS ({connections}), got {operator}")
+        for name, value in (("TENANTRY_ROUTER_IDLE_SECONDS", self.router_idle_seconds),
+                            ("TENANTRY_ROUTER_BODY_SECONDS", self.router_body_seconds),
+                            ("TENANTRY_ROUTER_STREAM_LIFETIME_SECONDS",
+                             self.router_stream_lifetime_seconds)):
+            if not value > 0:
+                raise ConfigurationError(f"{name} must be above 0, got {value}")
 
     def _validate_shedding(self) -> None:
         levels = [("TENANTRY_DELAY_NEW_RUNS_AT / --delay-new-runs-at", self.delay_new_runs_at),

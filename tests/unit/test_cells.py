@@ -1,5 +1,5 @@
 """The pure pieces of cells and the router: a cell's identity settings, the directory's
-input checks, the route cache, and what a forwarded request carries."""
+input checks, the route cache, what a forwarded request carries, and the router's caps."""
 
 from __future__ import annotations
 
@@ -7,9 +7,12 @@ from datetime import UTC, datetime
 
 import pytest
 
+from tenantry.api.runs import KEEPALIVE_SECONDS
+from tenantry.cells.caps import InFlight, TooManyInFlight
 from tenantry.cells.directory import Cell, TenantHome, check_api_url, check_name
 from tenantry.cells.forward import request_headers, request_target, response_headers
 from tenantry.cells.routes import RouteCache
+from tenantry.client._transport import STREAM_READ_TIMEOUT
 from tenantry.config import Settings
 from tenantry.errors import ConfigurationError, ValidationFailed
 from tenantry.ids import TenantId
@@ -110,3 +113,64 @@ def test_request_targets() -> None:
     for path in (b"v1", b"/v1/a b", b"/v1/\x00", b"/v1/\xc3\xa9", b"/" + b"a" * 9000):
         with pytest.raises(ValidationFailed):
             request_target(path, b"")
+
+
+def test_the_routers_caps_default_to_shares_of_its_connections_to_a_cell() -> None:
+    assert Settings().router_caps == (100, 50, 50)  # of 1000 connections per cell
+    assert Settings.from_env({"TENANTRY_ROUTER_CELL_CONNECTIONS": "200"}).router_caps == \
+        (20, 10, 10)
+    assert Settings.from_env({"TENANTRY_ROUTER_CELL_CONNECTIONS": "2"}).router_caps == \
+        (2, 1, 1)
+    set_ = Settings.from_env({"TENANTRY_ROUTER_MAX_REQUESTS_PER_TENANT": "8",
+                              "TENANTRY_ROUTER_MAX_OPERATOR_REQUESTS": "3",
+                              "TENANTRY_ROUTER_IDLE_SECONDS": "40"})
+    assert set_.router_caps == (8, 4, 3) and set_.router_idle_seconds == 40
+
+
+@pytest.mark.parametrize("env", [
+    {"TENANTRY_ROUTER_MAX_STREAMS_PER_TENANT": "100"},  # not fewer than the requests
+    {"TENANTRY_ROUTER_MAX_REQUESTS_PER_TENANT": "4", "TENANTRY_ROUTER_MAX_STREAMS_PER_TENANT":
+     "4"},
+    {"TENANTRY_ROUTER_CELL_CONNECTIONS": "10", "TENANTRY_ROUTER_MAX_REQUESTS_PER_TENANT": "11"},
+    {"TENANTRY_ROUTER_CELL_CONNECTIONS": "10", "TENANTRY_ROUTER_MAX_OPERATOR_REQUESTS": "11"},
+    {"TENANTRY_ROUTER_CELL_CONNECTIONS": "1"},
+    {"TENANTRY_ROUTER_IDLE_SECONDS": "0"},
+    {"TENANTRY_ROUTER_STREAM_LIFETIME_SECONDS": "soon"},
+])
+def test_router_caps_that_do_not_hold_are_refused_at_start(env: dict[str, str]) -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        Settings.from_env(env)
+    assert "TENANTRY_ROUTER_" in refused.value.detail
+
+
+def test_a_tenant_past_its_caps_is_refused_and_its_places_come_back() -> None:
+    caps = InFlight(per_tenant=3, streams_per_tenant=2, operator_per_cell=1)
+    streams = [caps.tenant("a", stream=True) for _ in range(2)]
+    with pytest.raises(TooManyInFlight) as refused:
+        caps.tenant("a", stream=True)
+    assert refused.value.status == 429 and refused.value.type == "overloaded"
+    assert refused.value.extra == {"retry_after": 5}
+    call = caps.tenant("a", stream=False)  # a stream counts as a request too: 3 of 3
+    with pytest.raises(TooManyInFlight) as refused:
+        caps.tenant("a", stream=False)
+    assert refused.value.extra == {"retry_after": 1}
+    other = caps.tenant("b", stream=True)  # another tenant's places are its own
+    operator = caps.operator("eu-1")
+    with pytest.raises(TooManyInFlight):
+        caps.operator("eu-1")
+    assert caps.operator("eu-2") is not None
+    streams[0].release()
+    streams[0].release()  # once only, however many ways out reach it
+    assert caps.held("t:a") == 2 and caps.held("s:a") == 1
+    caps.tenant("a", stream=True).release()
+    for hold in (streams[1], call, other, operator):
+        hold.release()
+    assert caps.held("t:a") == caps.held("s:a") == caps.held("o:eu-1") == 0
+
+
+def test_the_routers_idle_deadline_outlasts_the_cells_keepalive_and_not_the_sdks() -> None:
+    """A live event stream is never idle that long (the cell sends a comment every 15 s:
+    two may be missed); the router ends a silent one — cleanly, so the SDK reconnects at
+    once — before the SDK's own read timeout gives up on it."""
+    idle = Settings().router_idle_seconds
+    assert 2 * KEEPALIVE_SECONDS < idle < STREAM_READ_TIMEOUT

@@ -64,14 +64,16 @@ async def _serve(settings: Settings, dsn: str) -> None:
     import uvicorn
 
     from tenantry.api.router.app import create_router_app, router_state
+    from tenantry.api.router.server import RouterHttp
     from tenantry.bootstrap.http_server import ApiServer, api_service
 
     conn = await open_directory(dsn)
     await conn.close()
     app = create_router_app(settings, lambda: router_state(settings, dsn))
+    # RouterHttp: a cut answer drops its caller's connection at once (api/router/server.py).
     config = uvicorn.Config(app, host=settings.router_host, port=settings.router_port,
                             log_config=None, access_log=False, lifespan="on",
-                            timeout_graceful_shutdown=5)
+                            timeout_graceful_shutdown=5, http=RouterHttp)
     log.info("router starting", extra={"host": settings.router_host,
                                        "port": settings.router_port})
     await run_until_signalled(api_service(ApiServer(config)))

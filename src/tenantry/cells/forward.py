@@ -4,13 +4,20 @@ The router's own HTTP/1.1 client (``tenantry.http1``, ADR 0022) opens the reques
 hands the answer back as soon as its head has arrived; the body is passed on chunk by chunk
 as it comes, so an event stream (SSE) flows through with no buffering. Nothing is retried:
 a request the cell may have acted on is the client's to repeat (with its Idempotency-Key).
+
+Reading the body is bounded (:class:`Deadlines`): a cell that sends nothing for the idle
+deadline, or an answer that is not an event stream and has not ended by the body deadline,
+is cut (:class:`BodyCut`) and its connection dropped; an event stream is ended cleanly,
+between two events, once its lifetime is up (clients resume it with Last-Event-ID).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from dataclasses import dataclass
+from typing import cast
 
 from tenantry.cells.directory import Cell
 from tenantry.errors import CellUnavailable, ValidationFailed
@@ -28,6 +35,31 @@ HOP_BY_HOP = frozenset({
 })
 _SET_BY_CLIENT = frozenset({"host", "content-length", "accept-encoding"})
 _MAX_TARGET = 8192
+#: The endings of an SSE event (a line end, then an empty line): a stream cut right after
+#: one has lost nothing half-sent.
+_EVENT_ENDS = (b"\n\n", b"\r\r", b"\r\n\r\n")
+
+
+@dataclass(frozen=True, slots=True)
+class Deadlines:
+    """How long a forwarded answer's body may take (seconds): ``idle`` without a byte from
+    the cell (also, at the router's side, without the client taking one); ``body`` in all,
+    from its head, for an answer that is not an event stream; ``stream_lifetime`` for an
+    event stream, which then ends between two events."""
+
+    idle: float
+    body: float
+    stream_lifetime: float
+
+
+class BodyCut(CellUnavailable):
+    """The cell's answer did not arrive whole within its deadlines, or the connection broke
+    mid-body: the part already passed on must not look complete. ``reason``: ``idle``,
+    ``deadline`` or ``network``."""
+
+    def __init__(self, detail: str, *, reason: str, **extra: object) -> None:
+        super().__init__(detail, **extra)
+        self.reason = reason
 
 
 def request_headers(raw: Iterable[tuple[str, str]], *, authorization: str | None = None,
@@ -90,29 +122,78 @@ class Opened:
     def status(self) -> int:
         return self.response.status
 
-    async def body(self) -> AsyncIterator[bytes]:
+    @property
+    def is_stream(self) -> bool:
+        return self.response.content_type == "text/event-stream"
+
+    async def body(self, deadlines: Deadlines) -> AsyncGenerator[bytes, None]:
+        """The body's chunks as they arrive, within ``deadlines``. An event stream ends
+        when its lifetime is up or the cell is silent for ``idle`` — cleanly, between two
+        events, where the client resumes with Last-Event-ID (a silent cell caught
+        mid-event is a cut). Any other body raises :class:`BodyCut` past either deadline;
+        any body does when the connection breaks. The connection is released (or dropped)
+        at the end, however it comes."""
+        loop = asyncio.get_running_loop()
+        stream = self.is_stream
+        end = loop.time() + (deadlines.stream_lifetime if stream else deadlines.body)
+        between_events = True  # a stream with nothing of an event half-sent
         try:
-            async for chunk in self.response.chunks():
-                yield chunk
+            # chunks() is an async generator (typed as an iterator): closed on the way out.
+            generator = cast("AsyncGenerator[bytes, None]", self.response.chunks())
+            async with contextlib.aclosing(generator) as chunks:
+                while True:
+                    left = end - loop.time()
+                    if left <= 0 and not stream:
+                        raise self._cut("deadline", f"not whole within {deadlines.body:g}s")
+                    if left <= 0 and between_events:
+                        return  # the stream's lifetime is up
+                    # A timeout ends the read (the chunks cannot be taken up again), so a
+                    # stream mid-event waits for the event's end, bounded by idle alone.
+                    wait = deadlines.idle if stream and not between_events else \
+                        min(deadlines.idle, left)
+                    try:
+                        async with asyncio.timeout(wait):
+                            chunk = await anext(chunks, None)
+                    except TimeoutError:
+                        if stream and between_events:
+                            return  # lifetime up, or the cell silent: resumable here
+                        if loop.time() >= end and not stream:
+                            raise self._cut("deadline", "not whole within "
+                                            f"{deadlines.body:g}s") from None
+                        raise self._cut("idle", f"nothing for {deadlines.idle:g}s") \
+                            from None
+                    except HttpError as exc:
+                        raise self._cut("network", exc.reason) from None
+                    if chunk is None:
+                        return
+                    between_events = not stream or chunk.endswith(_EVENT_ENDS)
+                    yield chunk
         finally:
             await self._stack.aclose()
 
-    async def read(self) -> bytes:
-        try:
-            return await self.response.read()
-        finally:
-            await self._stack.aclose()
+    async def read(self, deadlines: Deadlines) -> bytes:
+        """The whole body, within ``deadlines`` (:class:`BodyCut` if not)."""
+        async with contextlib.aclosing(self.body(deadlines)) as chunks:
+            return b"".join([chunk async for chunk in chunks])
 
     async def close(self) -> None:
         await self._stack.aclose()
+
+    def _cut(self, reason: str, why: str) -> BodyCut:
+        cell = self.cell
+        return BodyCut(f"cell {cell.name!r} (region {cell.region}): its answer was cut: {why}",
+                       reason=reason, cell=cell.name, retry_after=CELL_RETRY_AFTER)
 
 
 class Forwarder:
     """One per router process: a pooled HTTP/1.1 client per the router's event loop."""
 
-    def __init__(self, client: HttpClient | None = None) -> None:
-        # No cap on a streamed body: an event stream lasts as long as its run.
-        self.client = client or HttpClient(max_body=1 << 62, max_per_origin=1000)
+    def __init__(self, client: HttpClient | None = None, *,
+                 connections_per_cell: int = 1000) -> None:
+        # No cap on a streamed body's size: an event stream lasts as long as its run (its
+        # time is bounded by Deadlines instead).
+        self.client = client or HttpClient(max_body=1 << 62,
+                                           max_per_origin=connections_per_cell)
 
     async def aclose(self) -> None:
         await self.client.aclose()

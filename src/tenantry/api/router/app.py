@@ -9,15 +9,18 @@
   operator token; issuing and revoking API keys also record them in the directory.
 
 A tenant being moved answers 503 ``tenant_moving``; a home cell that does not answer, 503
-``cell_unavailable`` naming it. Every refusal is the platform's problem+json."""
+``cell_unavailable`` naming it; a tenant with as many requests (or event streams) in flight
+through this router as it may, 429 ``overloaded`` at once (:mod:`tenantry.cells.caps`),
+and the operator's calls likewise per cell. Answers are passed on within the deadlines of
+:mod:`.forwarded`. Every refusal is the platform's problem+json."""
 
 from __future__ import annotations
 
 import hmac
 import logging
 import re
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 
 import orjson
@@ -25,14 +28,17 @@ from pydantic import Field, ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
 from tenantry.api.fields import Body, Label, Slug, Text
 from tenantry.api.problems import DATABASE_RETRY_AFTER, from_error, problem
+from tenantry.api.router.forwarded import Forwarded
 from tenantry.cells import directory
-from tenantry.cells.directory import TenantHome
+from tenantry.cells.caps import Hold, InFlight
+from tenantry.cells.directory import Cell, TenantHome
 from tenantry.cells.forward import (
+    Deadlines,
     Forwarder,
     Opened,
     request_headers,
@@ -58,6 +64,9 @@ log = logging.getLogger(__name__)
 TENANT_NOT_FOUND = "No tenant with this id."
 _TENANT_PATH = re.compile(r"^/admin/v1/tenants/([^/]+)(/.*)?$")
 _KEYS_PATH = re.compile(r"^/api-keys(?:/([^/]+))?$")
+#: A run's event log: an event stream unless only JSON is asked for (the cell's rule,
+#: api/runs.py), counted against the tenant's stream cap as well as its request cap.
+_EVENTS_PATH = re.compile(r"^/v1/runs/[^/]+/events$")
 _METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 
@@ -66,6 +75,8 @@ class RouterState:
     settings: Settings
     routes: Routes
     forwarder: Forwarder
+    in_flight: InFlight
+    deadlines: Deadlines
 
 
 class CreateTenant(Body):
@@ -120,11 +131,18 @@ def create_router_app(
 
 @asynccontextmanager
 async def router_state(settings: Settings, dsn: str) -> AsyncIterator[RouterState]:
-    """The directory's pool and LISTEN loop, and the forwarding client."""
+    """The directory's pool and LISTEN loop, the forwarding client, and the caps and
+    deadlines of what is forwarded."""
     async with Routes.open(dsn) as routes:
-        forwarder = Forwarder()
+        forwarder = Forwarder(connections_per_cell=settings.router_cell_connections)
+        requests, streams, operator = settings.router_caps
+        in_flight = InFlight(per_tenant=requests, streams_per_tenant=streams,
+                             operator_per_cell=operator)
+        deadlines = Deadlines(idle=settings.router_idle_seconds,
+                              body=settings.router_body_seconds,
+                              stream_lifetime=settings.router_stream_lifetime_seconds)
         try:
-            yield RouterState(settings, routes, forwarder)
+            yield RouterState(settings, routes, forwarder, in_flight, deadlines)
         finally:
             await forwarder.aclose()
 
@@ -133,7 +151,8 @@ async def _dispatch(router: RouterState, request: Request) -> Response:
     path = request.url.path
     if path.startswith("/v1/") or path == "/v1":
         home = await router.routes.for_key(_bearer(request))
-        return await _forward(router, request, home, authorization=None)
+        hold = router.in_flight.tenant(home.tenant_id.value, stream=_wants_stream(request))
+        return await _forward(router, request, home, hold, authorization=None)
     if path.startswith("/admin/v1/"):
         _operator(router.settings, request)
         if path == "/admin/v1/tenants" and request.method == "POST":
@@ -146,6 +165,13 @@ async def _dispatch(router: RouterState, request: Request) -> Response:
     raise NotFound("No such resource: the router forwards /v1 calls, and the operator's "
                    "calls about one tenant (/admin/v1/tenants/...); call a cell's API for "
                    "the rest.")
+
+
+def _wants_stream(request: Request) -> bool:
+    if request.method != "GET" or not _EVENTS_PATH.match(request.url.path):
+        return False
+    accept = request.headers.get("accept", "")
+    return "text/event-stream" in accept or "application/json" not in accept
 
 
 def _bearer(request: Request) -> str:
@@ -193,19 +219,20 @@ async def _open(router: RouterState, request: Request, home: TenantHome, *,
     return await router.forwarder.open(home.cell, request.method, where, headers, body)
 
 
-async def _forward(router: RouterState, request: Request, home: TenantHome, *,
+async def _forward(router: RouterState, request: Request, home: TenantHome, hold: Hold, *,
                    authorization: str | None) -> Response:
-    opened = await _open(router, request, home, authorization=authorization)
-    return _streamed(opened)
+    """The cell's answer, passed on as it arrives; ``hold`` is released when it is done."""
+    try:
+        opened = await _open(router, request, home, authorization=authorization)
+    except BaseException:
+        hold.release()
+        raise
+    return Forwarded(opened, hold, router.deadlines)
 
 
-def _streamed(opened: Opened) -> Response:
-    headers = response_headers(dict(opened.response.headers))
-    return StreamingResponse(opened.body(), status_code=opened.status, headers=headers)
-
-
-async def _buffered(opened: Opened) -> tuple[int, dict[str, str], bytes]:
-    content = await opened.read()
+async def _buffered(router: RouterState,
+                    opened: Opened) -> tuple[int, dict[str, str], bytes]:
+    content = await opened.read(router.deadlines)
     # The body is whole here: the Response sets its own Content-Length.
     headers = {k: v for k, v in response_headers(dict(opened.response.headers)).items()
                if k != "content-length"}
@@ -234,9 +261,11 @@ async def _create_tenant(router: RouterState, request: Request) -> Response:
                  "tenant_id": body.tenant_id}
     payload = orjson.dumps({k: v for k, v in forwarded.items() if v is not None})
     home = TenantHome(TenantId("placing"), region, directory.ACTIVE, cell)
-    opened = await _open(router, request, home, authorization=f"Bearer {cell.operator_token}",
-                         target="/admin/v1/tenants", body=payload)
-    status, headers, content = await _buffered(opened)
+    with _operator_hold(router, cell):
+        opened = await _open(router, request, home,
+                             authorization=f"Bearer {cell.operator_token}",
+                             target="/admin/v1/tenants", body=payload)
+        status, headers, content = await _buffered(router, opened)
     if status == 201:
         created = orjson.loads(content)
         async with router.routes.pool.acquire() as conn:
@@ -268,18 +297,32 @@ async def _tenant_call(router: RouterState, request: Request, raw_id: str,
     keys = _KEYS_PATH.match(rest)
     token = _cell_token(home)
     if keys is not None and keys[1] is None and request.method == "POST":
-        opened = await _open(router, request, home, authorization=token)
-        status, headers, content = await _buffered(opened)
+        with _operator_hold(router, home.cell):
+            opened = await _open(router, request, home, authorization=token)
+            status, headers, content = await _buffered(router, opened)
         if status == 201:  # routable from now on: its hash is in the directory
             issued = orjson.loads(content)
             async with router.routes.pool.acquire() as conn:
                 await directory.record_api_key(conn, tenant, key_hash=key_hash(
                     issued["api_key"]), key_id=issued["key_id"])
         return Response(content, status_code=status, headers=headers)
-    if keys is not None and keys[1] is not None and request.method == "DELETE":
-        # The directory first: the router refuses the key from this commit on, whatever
-        # the cell answers next.
-        async with router.routes.pool.acquire() as conn:
-            await directory.revoke_api_key(conn, tenant, keys[1])
-        return await _forward(router, request, home, authorization=token)
-    return await _forward(router, request, home, authorization=token)
+    hold = router.in_flight.operator(home.cell.name)  # before any write: a 429 does none
+    try:
+        if keys is not None and keys[1] is not None and request.method == "DELETE":
+            # The directory first: the router refuses the key from this commit on, whatever
+            # the cell answers next.
+            async with router.routes.pool.acquire() as conn:
+                await directory.revoke_api_key(conn, tenant, keys[1])
+    except BaseException:
+        hold.release()
+        raise
+    return await _forward(router, request, home, hold, authorization=token)
+
+
+@contextmanager
+def _operator_hold(router: RouterState, cell: Cell) -> Iterator[None]:
+    hold = router.in_flight.operator(cell.name)
+    try:
+        yield
+    finally:
+        hold.release()
