@@ -7,7 +7,8 @@ import pytest
 
 from tenantry.runs.tool_step import MAX_EGRESS_EVENTS_PER_CALL, egress_events
 from tenantry.sandbox.egress.policy import EgressPolicy, Refusal
-from tenantry.sandbox.egress.proxy import REASON_CODES, EgressRefusal, _reason_code
+from tenantry.sandbox.egress.proxy import _reason_code
+from tenantry.sandbox.egress.refusals import REASON_CODES, EgressRefusal
 
 POLICY = EgressPolicy(("api.example.com", "inside.example"))
 

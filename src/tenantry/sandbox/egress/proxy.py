@@ -47,10 +47,14 @@ proxy dials exactly what it vetted — and then opens its local server. The defa
 is a plain non-resolving TCP connect of a literal address.
 
 Every refusal of an egress attempt (a host off the allow-list, an internal or metadata
-address) is also kept per (tenant, run) as an ``EgressRefusal`` until the run's tool step
-takes it (``take_refusals``) to record it in the run's log: the proxy itself writes nothing
-to a run. What is kept is what the code asked for (host, port) and a reason code; never the
-addresses a name resolved to.
+address) is also kept per (tenant, run) as an ``EgressRefusal`` until whoever records it
+takes it (``take``): a run's tool step after each built-in tool call (``EgressRefused`` in
+the run's log), the activity dispatcher when an attempt ends (on the attempt). The proxy
+itself writes nothing to a run. What is kept is what the code asked for (host, port) and a
+reason code; never the addresses a name resolved to. What it keeps is bounded whether or
+not anyone takes it (``refusals.py``): at most 1,000 per key, 4,096 across all keys (the
+oldest dropped past that, still counted for their key), 2,048 keys — under 4 MiB per
+process.
 
 Known limits: TLS through CONNECT is opaque, so a host that serves many names on one
 address (a CDN) can be asked for another name inside TLS (domain fronting); only plain HTTP
@@ -65,7 +69,6 @@ import contextlib
 import logging
 import socket
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
@@ -98,6 +101,15 @@ from tenantry.sandbox.egress.policy import (
     resolve_and_vet,
     system_resolver,
 )
+from tenantry.sandbox.egress.refusals import (
+    INTERNAL_ADDRESS,
+    METADATA_ADDRESS,
+    NOT_ALLOWED,
+    EgressRefusal,
+    HeldRefusals,
+    KeptRefusals,
+    TakenRefusals,
+)
 from tenantry.sandbox.egress.request import (
     BadRequest,
     parse_request_head,
@@ -109,34 +121,6 @@ log = logging.getLogger(__name__)
 #: ``(vetted address, port) -> connection``; must not resolve anything.
 Connector = Callable[[IPAddress, int],
                      Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]
-
-
-#: Refusals kept per run between two takes, and runs with refusals not yet taken (a run's
-#: sandbox can go on trying while no tool step runs): beyond them the oldest go.
-MAX_REFUSALS_KEPT = 1000
-MAX_RUNS_KEPT = 10_000
-
-#: Reason codes: bounded, so they can be metric labels too.
-NOT_ALLOWED = "not_allowed"  # the host:port is not on the run's allow-list
-INTERNAL_ADDRESS = "internal_address"  # an internal address (named, or what a name resolves to)
-METADATA_ADDRESS = "metadata_address"  # a link-local address, where cloud metadata lives
-REASON_CODES = (NOT_ALLOWED, INTERNAL_ADDRESS, METADATA_ADDRESS)
-
-
-@dataclass(frozen=True, slots=True)
-class EgressRefusal:
-    """One egress attempt the proxy refused: the host and port the code asked for (the
-    tenant's own data) and why, as a reason code."""
-
-    host: str
-    port: int
-    reason_code: str
-
-
-@dataclass(slots=True)
-class _Refused:
-    kept: list[EgressRefusal]
-    dropped: int = 0
 
 
 def _reason_code(host: str, port: int, policy: EgressPolicy, refusal: Refusal) -> str | None:
@@ -281,25 +265,32 @@ class EgressProxy:
         self.limits = limits or EgressLimits()
         self._resolver = resolver or system_resolver
         self._connector = connector or _default_connector
-        self._refused: OrderedDict[tuple[str, str], _Refused] = OrderedDict()
+        self._refused = KeptRefusals()
+
+    def take(self, tenant: str, run: str) -> TakenRefusals:
+        """The egress attempts refused for this (tenant, run) since the last take — the
+        ones kept, oldest first, and a count by reason code of those refused but not kept;
+        freed here."""
+        return self._refused.take(tenant, run)
 
     def take_refusals(self, tenant: str, run: str) -> tuple[list[EgressRefusal], int]:
-        """The egress attempts refused for this run since the last take, oldest first, and
-        how many more were refused but not kept (past ``MAX_REFUSALS_KEPT``)."""
-        refused = self._refused.pop((tenant, run), None)
-        return ([], 0) if refused is None else (refused.kept, refused.dropped)
+        """``take``, as the run's tool step reads it: the refusals kept, and how many more
+        were refused but not kept."""
+        taken = self._refused.take(tenant, run)
+        return list(taken.kept), taken.total - len(taken.kept)
+
+    def held(self, tenant: str | None = None) -> HeldRefusals:
+        """What is held now, not yet taken (of one tenant, or of all)."""
+        return self._refused.held(tenant)
+
+    @property
+    def refusals_lost(self) -> int:
+        """Refused attempts dropped with their whole (tenant, run) before anyone took them
+        (past ``refusals.MAX_RUNS_KEPT``): counted nowhere else."""
+        return self._refused.lost
 
     def _note_refusal(self, context: dict[str, str], refusal: EgressRefusal) -> None:
-        key = (context.get("tenant_id", ""), context.get("run_id", ""))
-        refused = self._refused.get(key)
-        if refused is None:
-            refused = self._refused[key] = _Refused([])
-            while len(self._refused) > MAX_RUNS_KEPT:
-                self._refused.popitem(last=False)
-        if len(refused.kept) < MAX_REFUSALS_KEPT:
-            refused.kept.append(refusal)
-        else:
-            refused.dropped += 1
+        self._refused.note(context.get("tenant_id", ""), context.get("run_id", ""), refusal)
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                     policy: EgressPolicy, *, labels: dict[str, str]) -> None:
