@@ -38,6 +38,7 @@ class RecordingDriver:
     def __init__(self, driver: PooledDriver) -> None:
         self.driver = driver
         self.backend = driver.backend
+        self.egress = driver.egress  # its sandboxes' proxy: a dispatcher takes refusals there
         self.sandboxes: list[Sandbox] = []
 
     async def create(self, binding: Binding, limits: Limits) -> Sandbox:

@@ -103,9 +103,14 @@ def test_spans_partition_the_run_and_clamp_what_does_not_fit() -> None:
 def test_an_activity_tasks_attempts_are_its_tool_time() -> None:
     events = [CREATED,
               Event.of(2, ActivityAttempted(1, "retryable", "crashed: SIGSEGV", 139, True, "",
-                                            "", 100.0, "sb_1"), at(300)),
+                                            "", 100.0, "sb_1", egress_refused_count=3,
+                                            egress_refused_by_reason={"not_allowed": 2,
+                                                                      "metadata_address": 1}),
+                       at(300)),
               Event.of(3, ActivityAttempted(2, "completed", None, 0, False, "ok", "", 50.0,
-                                            "sb_2"), at(600)),
+                                            "sb_2", egress_refused_count=1,
+                                            egress_refused_by_reason={"not_allowed": 1}),
+                       at(600)),
               Event.of(4, RunFinished({"ok": 1}), at(600))]
     trace = trace_of(RunId.new(), row(finished=600), events)
     tools = [s for s in trace["spans"] if s["kind"] == "tool"]
@@ -113,6 +118,9 @@ def test_an_activity_tasks_attempts_are_its_tool_time() -> None:
         ("activity attempt 1", 100), ("activity attempt 2", 50)]
     assert tools[0]["detail"]["killed_sandbox"] is True
     assert trace["totals"]["tool_ms"] == 150
+    # What its attempts' sandboxes had refused, as a run's EgressRefused events are summed.
+    assert trace["egress_refused"] == {"total": 4, "by_reason": {"not_allowed": 3,
+                                                                 "metadata_address": 1}}
 
 
 def test_a_run_still_going_ends_in_its_current_wait() -> None:

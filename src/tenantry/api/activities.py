@@ -30,6 +30,8 @@ from tenantry.activities.versions import (
     BatchSettings,
     WarmSettings,
 )
+from tenantry.agents import flags
+from tenantry.api.agents import ReviewFlagOut
 from tenantry.api.auth import current_tenant, platform
 from tenantry.api.fields import Body, PositiveInt4, bounded_json
 from tenantry.api.pages import PageRequest, matching, page_request
@@ -41,6 +43,7 @@ from tenantry.ids import RunId, TenantId
 from tenantry.runs.events import RunStatus
 from tenantry.store.activities import NOT_FOUND as TASK_NOT_FOUND
 from tenantry.store.activities import ActivitySummary, ActivityTask, Attempt
+from tenantry.store.attempt_egress import MAX_SHOWN
 from tenantry.store.results import Admitted, platform_error
 
 router = APIRouter(tags=["activities"])
@@ -177,6 +180,11 @@ class ActivityOut(BaseModel):
                                                "attempt unless warm).")
     warm: WarmOut | None = Field(description="null: the sandbox is destroyed after each "
                                              "attempt (unless batched).")
+    flagged_for_review: ReviewFlagOut | None = Field(
+        default=None,
+        description="Set once this version's attempts had more refused egress attempts "
+                    "than the operator's threshold (TENANTRY_EGRESS_FLAG_THRESHOLD), as for "
+                    "agent versions; null otherwise.")
 
 
 class EnqueueTask(Body):
@@ -217,6 +225,9 @@ class TaskOut(BaseModel):
     finished_at: datetime | None
     cancel_requested: bool = Field(description="A cancel was asked while an attempt ran: "
                                                "no further attempt starts.")
+    egress_refused: int = Field(default=0, description="Egress attempts the sandbox's proxy "
+                                                       "refused, over all its attempts (the "
+                                                       "attempt log says which).")
 
 
 class ActivitySummaryOut(BaseModel):
@@ -236,6 +247,13 @@ class TaskList(BaseModel):
     next_cursor: str | None
 
 
+class EgressRefusalOut(BaseModel):
+    host: str = Field(description="The host the code asked for, as it asked.")
+    port: int
+    reason_code: str = Field(description="not_allowed (not on the version's egress list), "
+                                         "internal_address, metadata_address.")
+
+
 class AttemptOut(BaseModel):
     seq: int = Field(description="The attempt's place in the task's event log.")
     attempt: int
@@ -248,6 +266,15 @@ class AttemptOut(BaseModel):
     stderr: str
     duration_ms: float
     at: datetime
+    egress_refused: list[EgressRefusalOut] = Field(
+        default_factory=list,
+        description=f"The first (at most {MAX_SHOWN}) egress attempts the sandbox's proxy "
+                    "refused during this attempt, in order; each was answered 403.")
+    egress_refused_more: int = Field(default=0, description="Refused egress attempts past "
+                                                            "those listed.")
+    egress_refused_by_reason: dict[str, int] = Field(
+        default_factory=dict, description="All of the attempt's refused egress attempts, "
+                                          "by reason code.")
 
 
 class AttemptList(BaseModel):
@@ -266,7 +293,7 @@ def _seq_cursor(text: str) -> int:
     return value
 
 
-def _activity_out(found: ActivityVersion) -> ActivityOut:
+def _activity_out(found: ActivityVersion, flag: flags.ReviewFlag | None = None) -> ActivityOut:
     s = found.settings
     return ActivityOut(
         name=found.name, version=found.version, digest=found.bundle.digest,
@@ -280,7 +307,14 @@ def _activity_out(found: ActivityVersion) -> ActivityOut:
         max_sandbox_deaths=s.max_sandbox_deaths,
         batch=None if s.batch is None
         else BatchOut(max_tasks=s.batch.max_tasks, max_seconds=s.batch.max_seconds),
-        warm=None if s.warm is None else WarmOut(idle_seconds=s.warm.idle_seconds))
+        warm=None if s.warm is None else WarmOut(idle_seconds=s.warm.idle_seconds),
+        flagged_for_review=None if flag is None else ReviewFlagOut(
+            reason=flag.reason, since=flag.since, refused_egress=flag.refused_egress))
+
+
+async def _flagged_out(p: Platform, tenant: TenantId, found: ActivityVersion) -> ActivityOut:
+    return _activity_out(found, await flags.review_flag(p.db, tenant, found.agent_id,
+                                                        found.version))
 
 
 def _task_out(task: ActivityTask) -> TaskOut:
@@ -289,7 +323,7 @@ def _task_out(task: ActivityTask) -> TaskOut:
         status=task.status.value, input=task.input, result=task.result, error=task.error,
         attempts=task.attempts, last_error=task.last_error, dead_lettered=task.dead_lettered,
         created_at=task.created_at, finished_at=task.finished_at,
-        cancel_requested=task.cancel_requested)
+        cancel_requested=task.cancel_requested, egress_refused=task.egress_refused)
 
 
 def _summary_out(found: ActivitySummary) -> ActivitySummaryOut:
@@ -300,7 +334,12 @@ def _summary_out(found: ActivitySummary) -> ActivitySummaryOut:
 def _attempt_out(a: Attempt) -> AttemptOut:
     return AttemptOut(seq=a.seq, attempt=a.attempt, status=a.status, error=a.error,
                       exit_code=a.exit_code, killed_sandbox=a.killed_sandbox, stdout=a.stdout,
-                      stderr=a.stderr, duration_ms=a.duration_ms, at=a.at)
+                      stderr=a.stderr, duration_ms=a.duration_ms, at=a.at,
+                      egress_refused=[EgressRefusalOut(host=r.host, port=r.port,
+                                                       reason_code=r.reason_code)
+                                      for r in a.egress_refused],
+                      egress_refused_more=a.egress_refused_more,
+                      egress_refused_by_reason=a.egress_refused_by_reason)
 
 
 def _name_or_404(name: str) -> str:
@@ -353,7 +392,7 @@ async def get_activity(
     name: str, tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
 ) -> ActivityOut:
     """The latest version."""
-    return _activity_out(await p.activities.version(tenant, _name_or_404(name)))
+    return await _flagged_out(p, tenant, await p.activities.version(tenant, _name_or_404(name)))
 
 
 @router.get("/v1/activities/{name}/versions/{version}", response_model=ActivityOut)
@@ -362,7 +401,8 @@ async def get_activity_version(
     p: Platform = Depends(platform),
 ) -> ActivityOut:
     number = positive_int4_or_404(version, NOT_FOUND)
-    return _activity_out(await p.activities.version(tenant, _name_or_404(name), number))
+    return await _flagged_out(p, tenant,
+                              await p.activities.version(tenant, _name_or_404(name), number))
 
 
 @router.post("/v1/activity-tasks", status_code=202, response_model=TaskStarted, responses={

@@ -107,8 +107,11 @@ async def run_dispatcher(settings: Settings, plan: DispatcherPlan, stop: asyncio
                                 claim_batch=slots, lease_seconds=float(settings.lease_seconds),
                                 limits=limits, warm_max=settings.sandbox_kept_max,
                                 warm_per_tenant=settings.sandbox_kept_per_tenant,
-                                session_dsn=plan.dsn, session_role=settings.db_role or None)
-        unwatch = (watch_dispatcher(metrics.registry, lambda: dispatcher.outcomes)
+                                session_dsn=plan.dsn, session_role=settings.db_role or None,
+                                egress=driver.egress,
+                                egress_flag_threshold=settings.egress_flag_threshold)
+        unwatch = (watch_dispatcher(metrics.registry, lambda: dispatcher.outcomes,
+                                    lambda: dispatcher.egress_refused)
                    if metrics is not None else None)
         try:
             dispatcher.start()

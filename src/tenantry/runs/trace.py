@@ -47,8 +47,8 @@ database round trips around each call). A running run's last span runs to "now" 
 ``platform`` labelled ``in progress`` (a model or tool call in flight is not in the log
 yet), after its queue wait if nothing is written since its claim.
 
-``egress_refused`` sums the EgressRefused events: egress attempts the run's sandbox had
-refused, in total and by reason code. A summarizing call (Summarized, ADR 0031) is a
+``egress_refused`` sums the EgressRefused events (an activity task's: its attempts'
+refusals): egress attempts the run's sandbox had refused, in total and by reason code. A summarizing call (Summarized, ADR 0031) is a
 ``gateway`` then ``model`` span like a reply's, labelled ``summary by <model>``, its tokens
 and cost in the totals; ``summaries`` lists them (seq, upto_seq). ``stopped`` is the
 BudgetStopped that ended the run (limit, used, max, and ``reason`` — ``repeating`` for a
@@ -356,6 +356,9 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
                     children[key]["status"] = status
                 case EgressRefused(reason_code=code, count=count):
                     refused[code] = refused.get(code, 0) + count
+                case ActivityAttempted(egress_refused_by_reason=dict() as by_reason):
+                    for code, count in by_reason.items():
+                        refused[code] = refused.get(code, 0) + count
                 case BudgetStopped() as stop:
                     stopped = {"seq": event.seq, "limit": stop.limit, "used": stop.used,
                                "max": stop.max, "reason": stop.reason}

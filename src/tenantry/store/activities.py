@@ -14,7 +14,7 @@ It lives in ``store`` and not in ``activities`` because enqueueing creates a run
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -40,6 +40,7 @@ from tenantry.runs.events import (
     RunStatus,
 )
 from tenantry.runs.service import create_run
+from tenantry.sandbox.egress import EgressRefusal
 from tenantry.scheduler.admission import CellCapacity
 from tenantry.scheduler.shedding import CellLoad, ShedThresholds
 from tenantry.store.results import Admitted, EnqueueResult, refusal
@@ -78,6 +79,8 @@ class ActivityTask:
     finished_at: datetime | None
     #: A cancel was asked while an attempt ran: no further attempt starts (ADR 0013).
     cancel_requested: bool = False
+    #: Egress attempts the proxy refused, over all its attempts (each attempt says which).
+    egress_refused: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +96,10 @@ class ActivitySummary:
 
 @dataclass(frozen=True, slots=True)
 class Attempt:
-    """One ``ActivityAttempted`` of a task's log, as the attempt log shows it."""
+    """One ``ActivityAttempted`` of a task's log, as the attempt log shows it.
+    ``egress_refused``: the first egress attempts the proxy refused during it (what the
+    code asked for, and why), ``egress_refused_more`` how many more, and all of them
+    counted by reason code."""
 
     seq: int
     attempt: int
@@ -105,6 +111,9 @@ class Attempt:
     stderr: str
     duration_ms: float
     at: datetime
+    egress_refused: tuple[EgressRefusal, ...] = ()
+    egress_refused_more: int = 0
+    egress_refused_by_reason: dict[str, int] = field(default_factory=dict)
 
 
 class ActivityStore:
@@ -201,13 +210,7 @@ class ActivityStore:
                 raise NotFound(NOT_FOUND)
             rows = await conn.fetch(T.attempts, tenant.value, task_id.uuid,
                                     ActivityAttempted.TYPE.value, after, limit)
-        return [Attempt(seq=r["seq"], attempt=r["data"]["attempt"],
-                        status=r["data"]["status"], error=r["data"].get("error"),
-                        exit_code=r["data"].get("exit_code"),
-                        killed_sandbox=bool(r["data"].get("killed_sandbox")),
-                        stdout=r["data"].get("stdout", ""), stderr=r["data"].get("stderr", ""),
-                        duration_ms=float(r["data"].get("duration_ms", 0.0)),
-                        at=r["created_at"]) for r in rows]
+        return [_attempt(r["seq"], r["data"], r["created_at"]) for r in rows]
 
     async def cancel(self, tenant: TenantId, task_id: RunId) -> ActivityTask:
         """Cancel a task. One no dispatcher holds (queued, waiting for its backoff, or
@@ -257,6 +260,19 @@ async def task_row(conn: Connection, tenant: TenantId, task_id: RunId) -> asyncp
     return row
 
 
+def _attempt(seq: int, data: dict[str, Any], at: datetime) -> Attempt:
+    shown = tuple(EgressRefusal(str(r["host"]), int(r["port"]), str(r["reason_code"]))
+                  for r in data.get("egress_refused") or ())
+    return Attempt(seq=seq, attempt=data["attempt"], status=data["status"],
+                   error=data.get("error"), exit_code=data.get("exit_code"),
+                   killed_sandbox=bool(data.get("killed_sandbox")),
+                   stdout=data.get("stdout", ""), stderr=data.get("stderr", ""),
+                   duration_ms=float(data.get("duration_ms", 0.0)), at=at,
+                   egress_refused=shown,
+                   egress_refused_more=int(data.get("egress_refused_count", 0)) - len(shown),
+                   egress_refused_by_reason=dict(data.get("egress_refused_by_reason") or {}))
+
+
 def _task(tenant: TenantId, row: asyncpg.Record) -> ActivityTask:
     error = row["error"]
     return ActivityTask(
@@ -265,7 +281,7 @@ def _task(tenant: TenantId, row: asyncpg.Record) -> ActivityTask:
         result=row["answer"], error=error, attempts=row["attempts"],
         last_error=row["last_error"], dead_lettered=is_dead_letter(row["status"], error),
         created_at=row["created_at"], finished_at=row["finished_at"],
-        cancel_requested=row["cancel_requested"])
+        cancel_requested=row["cancel_requested"], egress_refused=int(row["egress_refused"]))
 
 
 def is_dead_letter(status: str, error: Any) -> bool:

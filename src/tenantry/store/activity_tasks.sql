@@ -21,13 +21,15 @@ LIMIT $3
 -- activity's name; $6 ActivityAttempted.
 SELECT r.run_id, r.agent_id, r.agent_version, a.name, r.status, r.input, r.answer, r.error,
        r.lease_epoch, r.cancel_requested, r.created_at, r.finished_at,
-       counted.attempts, counted.last_error
+       counted.attempts, counted.last_error, counted.egress_refused
 FROM runs r
 JOIN agents a ON a.tenant_id = r.tenant_id AND a.agent_id = r.agent_id
 CROSS JOIN LATERAL (
     SELECT count(*) AS attempts,
            (array_agg(coalesce(p.data, e.data)->>'error' ORDER BY e.seq DESC))[1]
-               AS last_error
+               AS last_error,
+           coalesce(sum((coalesce(p.data, e.data)->>'egress_refused_count')::bigint), 0)
+               AS egress_refused
     FROM run_events e
     LEFT JOIN run_event_payloads p
       ON p.tenant_id = e.tenant_id AND p.run_id = e.run_id AND p.seq = e.seq

@@ -15,6 +15,12 @@ the attempt's sandbox is bound, before tenant code runs: if its dispatcher dies 
 the task's next holder (after the lease expires) records that attempt as ``abandoned`` and
 numbers the next one after it.
 
+Egress attempts the proxy refused during an attempt are taken from it when the attempt
+ends and recorded with it: on its ``ActivityAttempted`` (the first 20, and counts), against
+its version's review flag and in the process's counter; what no attempt records (a lost
+lease, a fault of ours, a stop, stragglers) is taken once the sandbox is gone and counted
+the same way (``store.attempt_egress``). Nothing stays in the proxy.
+
 A cancel (``ActivityStore.cancel``) never kills a running attempt: it takes effect between
 attempts. A task whose cancel is recorded before its attempt starts ends ``cancelled``
 without one; after an attempt, a completed attempt wins (its result is kept) and any other
@@ -72,9 +78,11 @@ from tenantry.runs.events import (
 )
 from tenantry.runs.lease import Lease
 from tenantry.sandbox import Limits, Sandbox, SandboxDriver
-from tenantry.store import activity_batches
+from tenantry.sandbox.egress import EgressProxy, TakenRefusals
+from tenantry.store import activity_batches, attempt_egress
 from tenantry.store.activities import T as TASKS
 from tenantry.store.activities import task_row
+from tenantry.store.attempt_egress import RefusedCounts, SandboxEgress
 from tenantry.vault import Vault
 
 logger = logging.getLogger(__name__)
@@ -94,6 +102,11 @@ class _Prepared:
     version: ActivityVersion
     request: AttemptRequest
 
+    def egress(self, proxy: EgressProxy | None, sandbox_run: str) -> SandboxEgress:
+        """Where the refusals of an attempt in the sandbox bound to ``sandbox_run`` are."""
+        return SandboxEgress(proxy, self.version.tenant, sandbox_run, self.version,
+                             self.row["plan"] or "unknown")
+
 
 class Dispatcher:
     """``start()`` the loop, ``await stop()`` it. ``slots`` bounds the attempts of this
@@ -106,7 +119,8 @@ class Dispatcher:
                  heartbeat_every: float | None = None, limits: Limits | None = None,
                  warm_max: int = 32, warm_per_tenant: int = 8,
                  prices: PriceBook | None = None, session_dsn: str | None = None,
-                 session_role: str | None = "tenantry_app") -> None:
+                 session_role: str | None = "tenantry_app", egress: EgressProxy | None = None,
+                 egress_flag_threshold: int = 20) -> None:
         self.db = db
         self.prices = prices or PriceBook(db)  # sandbox seconds, as tool calls pay them
         self.vault = vault
@@ -142,6 +156,15 @@ class Dispatcher:
         #: "cancelled", "lease_lost", "error"): what an operator's metrics (and the tests)
         #: read.
         self.outcomes: Counter[str] = Counter()
+        #: The proxy the driver's sandboxes reach out through (default: the driver's own):
+        #: each attempt's refused egress is taken from it when the attempt ends.
+        self.egress = egress if egress is not None else attempt_egress.proxy_of(driver)
+        #: Refused egress attempts past which an activity version is flagged for review
+        #: (TENANTRY_EGRESS_FLAG_THRESHOLD, as for agent versions).
+        self.egress_flag_threshold = egress_flag_threshold
+        #: Refused egress attempts of this process's attempts by (tenant class, reason),
+        #: counted once recorded (the metrics read it at scrape time).
+        self.egress_refused: RefusedCounts = Counter()
 
     def start(self) -> None:
         if self._loop is None:
@@ -234,8 +257,9 @@ class Dispatcher:
 
     async def _guarded(self, lease: Lease) -> None:
         destroying: list[asyncio.Future[None]] = []  # the attempt's sandbox, once it ends
+        used: list[SandboxEgress] = []  # the sandboxes its attempts ran in
         try:
-            self.outcomes[await self._dispatch(lease, destroying)] += 1
+            self.outcomes[await self._dispatch(lease, destroying, used)] += 1
         except LeaseLost:
             lease = self._current(lease)
             logger.info("activity lease lost", extra={"run_id": str(lease.run)})
@@ -254,17 +278,25 @@ class Dispatcher:
                                          datetime.now(UTC) + timedelta(seconds=OURS_RETRY_S))
         finally:
             await _gone(destroying)  # the slot is free once the sandbox is gone
+            # Gone (or paused): no refusal can be added now, so whatever is left is all.
+            await attempt_egress.settle_left(self.db, used, self.egress_refused,
+                                             task=self._current(lease).run,
+                                             threshold=self.egress_flag_threshold)
 
     def _current(self, lease: Lease) -> Lease:
         task = asyncio.current_task()
         return self._active.get(task, lease) if task is not None else lease
 
-    async def _dispatch(self, lease: Lease, destroying: list[asyncio.Future[None]]) -> str:
+    async def _dispatch(self, lease: Lease, destroying: list[asyncio.Future[None]],
+                        used: list[SandboxEgress]) -> str:
         prepared = await self._prepare(lease)
         if isinstance(prepared, str):
             return prepared
         if prepared.version.settings.reuses_sandboxes:
-            return await self._serve_reusing(lease, prepared)
+            return await self._serve_reusing(lease, prepared, used)
+        # A fresh sandbox is bound to the attempt: its refusals are kept under its id.
+        egress = prepared.egress(self.egress, str(prepared.request.id))
+        used.append(egress)
         heartbeat = self._heartbeat(lease)
         outcome = await run_attempt(
             self.driver, prepared.request, heartbeat=heartbeat, heartbeat_every=self._every,
@@ -272,7 +304,7 @@ class Dispatcher:
             # The sandbox is destroyed while the outcome is recorded (off the attempt's
             # path); _guarded waits for it before the slot is free, on every path.
             while_creating=heartbeat, reap=self._reaping(destroying))
-        return await self._record_prepared(lease, prepared, outcome)
+        return await self._record_prepared(lease, prepared, outcome, egress)
 
     async def _prepare(self, lease: Lease) -> _Prepared | str:
         """The task's row, version, secrets and attempt; or how it ended early (recorded)."""
@@ -319,13 +351,20 @@ class Dispatcher:
         return started
 
     async def _record_prepared(self, lease: Lease, prepared: _Prepared,
-                               outcome: AttemptOutcome) -> str:
+                               outcome: AttemptOutcome, egress: SandboxEgress) -> str:
+        """Record the attempt with the egress its sandbox had refused since the last take
+        (the execution is over: every refusal its code was answered is there)."""
         row = prepared.row
-        return await self._record(lease, prepared.version, outcome, prepared.request.attempt,
-                                  row["attempts_since_requeue"] + 1,
-                                  row["deaths_since_requeue"] + int(outcome.killed_sandbox))
+        result = await self._record(
+            lease, prepared.version, outcome, prepared.request.attempt,
+            row["attempts_since_requeue"] + 1,
+            row["deaths_since_requeue"] + int(outcome.killed_sandbox),
+            refused=egress.take())
+        egress.recorded(self.egress_refused)
+        return result
 
-    async def _serve_reusing(self, lease: Lease, prepared: _Prepared) -> str:
+    async def _serve_reusing(self, lease: Lease, prepared: _Prepared,
+                             used: list[SandboxEgress]) -> str:
         """ADR 0014: one sandbox (woken, or fresh) serves this task, then — batching — the
         tenant's next queued tasks of the same version, one at a time, each under its own
         lease; then — warm — it is kept paused. Destroyed on a kill, an unclean scrub, any
@@ -336,6 +375,9 @@ class Dispatcher:
         key = warm.reuse_key(lease.tenant, version.agent_id, version.version)
         limits = dataclasses.replace(self._limits, timeout_s=settings.timeout_s)
         lived, _ = await self.warm.take(key, settings.egress, limits)
+        # Its refusals are kept under its binding (a woken one's: its first attempt's id).
+        egress = prepared.egress(self.egress, str(lived.sandbox.binding.run))
+        used.append(egress)
         started, served, reusable = time.monotonic(), 0, False
         this = asyncio.current_task()
         try:
@@ -346,7 +388,7 @@ class Dispatcher:
                     on_started=self._started(lease, prepared.request.attempt))
                 lived.tasks += 1
                 served += 1
-                result = await self._record_prepared(lease, prepared, outcome)
+                result = await self._record_prepared(lease, prepared, outcome, egress)
                 # A task that killed its sandbox ends the batch; the rest stay queued.
                 if outcome.killed_sandbox or not await warm.scrub(lived.sandbox):
                     return result
@@ -400,7 +442,8 @@ class Dispatcher:
             key=row["idempotency_key"] if row["parent_run_id"] is not None else None)
 
     async def _record(self, lease: Lease, version: ActivityVersion, outcome: AttemptOutcome,
-                      attempt: int, attempts: int, deaths: int) -> str:
+                      attempt: int, attempts: int, deaths: int,
+                      refused: TakenRefusals | None = None) -> str:
         settings = version.settings
         error = None if outcome.error is None else outcome.error[:MAX_ERROR_CHARS]
         quote = await self.prices.sandbox()  # before the lock: it may read the database
@@ -411,10 +454,14 @@ class Dispatcher:
             stderr=outcome.stderr[:LOG_OUTPUT_CHARS], duration_ms=outcome.duration_ms,
             sandbox_id=outcome.sandbox_id, cpu_s=outcome.cpu_s,
             peak_memory_bytes=outcome.peak_memory_bytes, sandbox_ms=outcome.sandbox_ms,
-            cost_micros=quote.cost_micros(sandbox_ms))
+            cost_micros=quote.cost_micros(sandbox_ms),
+            **attempt_egress.event_fields(refused or TakenRefusals()))
         stored: dict[str, Any] = {"message": error or "", "ours": False, "attempts": attempts}
         async with self._fenced(lease) as conn:
             seq = await log.append(conn, lease.tenant, lease.run, attempted, epoch=lease.epoch)
+            if refused is not None:  # with the attempt they happened in, once
+                await attempt_egress.count_flag(conn, version, refused,
+                                                threshold=self.egress_flag_threshold)
             if outcome.backend:  # an abandoned attempt's figures died with its dispatcher
                 await attempt_facts.record(conn, lease.tenant, lease.run, _fact(
                     seq, version, outcome, attempt, sandbox_ms, quote.version,

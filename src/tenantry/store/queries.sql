@@ -97,6 +97,8 @@ SELECT tenant_id, run_id, lease_epoch FROM tenantry_claim_activities($1, $2, $3)
 -- $3: ActivityAttempted, $4: RunResumed, $5: ActivityStarted. One row per task: what the
 -- dispatcher needs to build the next attempt and to decide after it. started /
 -- started_sandbox: the last attempt that got its sandbox; past `attempts`, it was abandoned.
+-- egress_refused: egress attempts refused over all its attempts; plan: the tenant's class
+-- (the only tenant label of the dispatcher's metrics).
 WITH attempts AS (
     SELECT e.seq, coalesce(p.data, e.data) AS data
     FROM run_events e
@@ -119,7 +121,10 @@ SELECT r.run_id, r.agent_id, r.agent_version, a.name, r.status, r.input, r.answe
           AND (attempts.data->>'killed_sandbox')::boolean) AS deaths_since_requeue,
        (SELECT attempts.data->>'error' FROM attempts ORDER BY attempts.seq DESC LIMIT 1)
            AS last_error,
-       s.attempt AS started, s.sandbox_id AS started_sandbox
+       (SELECT coalesce(sum((attempts.data->>'egress_refused_count')::bigint), 0)
+        FROM attempts) AS egress_refused,
+       s.attempt AS started, s.sandbox_id AS started_sandbox,
+       (SELECT t.plan FROM tenants t WHERE t.tenant_id = r.tenant_id) AS plan
 FROM runs r
 JOIN agents a ON a.tenant_id = r.tenant_id AND a.agent_id = r.agent_id
 LEFT JOIN LATERAL (
