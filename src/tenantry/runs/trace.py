@@ -48,11 +48,11 @@ database round trips around each call). A running run's last span runs to "now" 
 yet), after its queue wait if nothing is written since its claim.
 
 ``egress_refused`` sums the EgressRefused events (an activity task's: its attempts'
-refusals): egress attempts the run's sandbox had refused, in total and by reason code. A summarizing call (Summarized, ADR 0031) is a
-``gateway`` then ``model`` span like a reply's, labelled ``summary by <model>``, its tokens
-and cost in the totals; ``summaries`` lists them (seq, upto_seq). ``stopped`` is the
-BudgetStopped that ended the run (limit, used, max, and ``reason`` — ``repeating`` for a
-repeat-detection stop), else null."""
+refusals): egress attempts the run's sandbox had refused, in total and by reason code.
+A summarizing call (Summarized, ADR 0031) is a ``gateway`` then ``model`` span like a
+reply's, labelled ``summary by <model>``, its tokens and cost in the totals; ``summaries``
+lists them (seq, upto_seq). ``stopped`` is the BudgetStopped that ended the run (limit,
+used, max, and ``reason`` — ``repeating`` for a repeat-detection stop), else null."""
 
 from __future__ import annotations
 
