@@ -258,7 +258,8 @@ class EgressProxy:
     sandboxes; each ``serve`` call is one sandbox's channel, with its run's policy.
 
     ``resolver`` and ``connector`` exist for tests (see the module docstring); the platform
-    passes neither, and no setting reaches them."""
+    passes neither, and no setting reaches them. Refused attempts are kept until taken
+    (``take``), under 4 MiB in all whether or not anyone takes them (``refusals.py``)."""
 
     def __init__(self, *, limits: EgressLimits | None = None, resolver: Resolver | None = None,
                  connector: Connector | None = None) -> None:
