@@ -1,7 +1,7 @@
 """The HTTP/1.1 client's framing (tenantry.http1: ``_wire``, ``_framing``) as properties,
 with no socket: responses built from the RFC 9112 grammar, cut into any pieces, fed to the
-connection as they would arrive, and read by the same ``HeadReader`` and ``Body`` the
-client uses.
+connection as they would arrive, and read by the same ``Connection.answer_nowait`` and
+``Body`` the client uses.
 
 - A valid response, however it arrives, gives the status, headers and body it was built
   with, and its framing ends exactly where the next response on the connection starts;
@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tenantry.http1._wire import LINE_LIMIT, Connection, HeadReader
+from tenantry.http1._wire import LINE_LIMIT, Connection
 from tenantry.http1.errors import ConnectionLost, HttpError, ProtocolError, ResponseTooLarge
 
 HEAD_LIMIT = 2048  # small caps, so that hostile inputs of a few KiB reach them
@@ -81,7 +81,6 @@ def read(pieces: list[bytes], *, method: str = "GET", eof: bool = True,
     conn = Connection("http://test")
     transport = Transport()
     conn.connection_made(transport)  # type: ignore[arg-type]
-    reader = HeadReader(conn, method, head_limit=HEAD_LIMIT, max_body=max_body)
     answer = None
     body: list[bytes] = []
     received = 0
@@ -96,7 +95,7 @@ def read(pieces: list[bytes], *, method: str = "GET", eof: bool = True,
                 conn.data_received(piece)
             while True:
                 if answer is None:
-                    answer = reader.nowait()
+                    answer = conn.answer_nowait(method, HEAD_LIMIT, max_body)
                     if answer is None:
                         assert conn.buffered <= HEAD_LIMIT
                         break

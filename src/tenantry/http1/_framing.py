@@ -31,7 +31,7 @@ grammar, or ambiguous within it, is a :class:`ProtocolError`, never a guess (ADR
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from typing import NoReturn
 
 from tenantry.http1.errors import ProtocolError
 
@@ -48,7 +48,7 @@ _FRAMING_FIELDS = frozenset({"content-length", "transfer-encoding"})
 _TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
 _TOKEN_CHARS = b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 # RFC 9112 §4; the reason phrase is HTAB / SP / VCHAR / obs-text.
-_STATUS_LINE = re.compile(rb"HTTP/1\.([0-9]) ([1-5][0-9][0-9])(?: [\t\x20-\x7e\x80-\xff]*)?")
+_STATUS_LINE = re.compile(rb"HTTP/1\.[0-9] [1-5][0-9][0-9](?: [\t\x20-\x7e\x80-\xff]*)?")
 _QUOTED = rb'"(?:[\t \x21\x23-\x5b\x5d-\x7e\x80-\xff]|\\[\t \x21-\x7e\x80-\xff])*"'
 # RFC 9112 §7.1.1 without its BWS (whitespace around ";" and "="): senders must not send
 # it, llhttp refuses it too, and "5 ;x" next to "5 x" is where parsers have disagreed. Each
@@ -65,56 +65,64 @@ def parse_head(head: bytes) -> tuple[int, str, dict[str, str], bool]:
     """(status, reason, headers with lower-case names, HTTP/1.0?) of a response head, its
     lines without the blank line that ends it. Repeated fields are joined with ", "
     (RFC 9110 §5.3)."""
-    # Three scans in C over the whole head instead of a check per line.
-    crlf = head.count(b"\r\n")
-    if head.count(b"\n") != crlf:
+    lines = head.split(b"\r\n")
+    # Every LF and CR is one of the CRLFs split at: two counts in C, not a check per line.
+    if head.count(b"\n") != len(lines) - 1:
         raise ProtocolError("bare LF in the response head (lines must end in CRLF)")
-    if head.count(b"\r") != crlf:
+    if head.count(b"\r") != len(lines) - 1:
         raise ProtocolError("bare CR in the response head")
     if b"\0" in head:
         raise ProtocolError("NUL in the response head")
-    lines = head.split(b"\r\n")
     status_line = lines[0]
-    match = _STATUS_LINE.fullmatch(status_line)
-    if match is None:
+    if _STATUS_LINE.fullmatch(status_line) is None:
         raise ProtocolError(f"bad status line {_shown(status_line)}")
     headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, value, raw = _field_line(line, "header")
+    names: list[bytes] = []
+    for line in lines[1:]:  # inline, not a call per line: a dozen per response
+        name, colon, raw = line.partition(b":")
+        if not colon or not name:
+            _bad_field(line, "header")
+        names.append(name)
         key = name.decode("latin-1").lower()
         if key in _FRAMING_FIELDS and b"\t" in raw:
             # OWS by RFC 9110, yet llhttp reads "chunked<HTAB>" as not chunked (the body
             # until close): a framing two parsers read differently is refused.
             raise ProtocolError(f"tab in a {key} field {_shown(line)}")
-        text = value.decode("latin-1")
+        text = raw.strip(b" \t").decode("latin-1")
         previous = headers.get(key)
         headers[key] = text if previous is None else f"{previous}, {text}"
-    reason = status_line[13:].decode("latin-1")
-    return int(match.group(2)), reason, headers, match.group(1) == b"0"
+    # Names are tokens: one translate over them all, not one per line.
+    if b"".join(names).translate(None, _TOKEN_CHARS):
+        for i in range(1, len(lines)):
+            if lines[i].partition(b":")[0].translate(None, _TOKEN_CHARS):
+                _bad_field(lines[i], "header")
+    # "HTTP/1.x NNN reason", the pattern matched: the parts are at fixed places.
+    return int(status_line[9:12]), status_line[13:].decode("latin-1"), headers, \
+        status_line[7] == 0x30
 
 
-def _field_line(line: bytes | bytearray,
-                what: str) -> tuple[bytes | bytearray, bytes | bytearray, bytes | bytearray]:
-    """(name, value, value with its surrounding whitespace) of ``field-name ":" OWS value
-    OWS``."""
+def _bad_field(line: bytes | bytearray, what: str) -> NoReturn:
+    """Raise what is wrong with a field line that is not ``token ":" value``."""
     if line[:1] in (b" ", b"\t"):
         raise ProtocolError(f"obsolete line folding in a {what} (a line starting with "
                             f"whitespace): {_shown(line)}")
-    name, colon, value = line.partition(b":")
+    name, colon, _ = line.partition(b":")
     if not colon or not name:
         raise ProtocolError(f"bad {what} line {_shown(line)}")
-    if name.translate(None, _TOKEN_CHARS):
-        if name.rstrip(b" \t").translate(None, _TOKEN_CHARS):
-            raise ProtocolError(f"bad {what} name {_shown(name)}")
-        raise ProtocolError(f"whitespace before the colon of {what} {_shown(name)}")
-    return name, value.strip(b" \t"), value
+    if name.rstrip(b" \t").translate(None, _TOKEN_CHARS):
+        raise ProtocolError(f"bad {what} name {_shown(name)}")
+    raise ProtocolError(f"whitespace before the colon of {what} {_shown(name)}")
 
 
 def trailer_line(line: bytes | bytearray) -> None:
     """Check one trailer field line (RFC 9112 §7.1.2); trailers are not kept."""
+    if b"\n" in line or b"\r" in line:
+        raise ProtocolError("bare CR or LF in a chunked trailer")
     if b"\0" in line:
         raise ProtocolError("NUL in a chunked trailer")
-    _field_line(line, "trailer")
+    name, colon, _ = line.partition(b":")
+    if not colon or not name or name.translate(None, _TOKEN_CHARS):
+        _bad_field(line, "trailer")
 
 
 def chunk_size(line: bytes | bytearray) -> tuple[int, int]:
@@ -131,6 +139,8 @@ def chunk_size(line: bytes | bytearray) -> tuple[int, int]:
 
 def content_length(value: str) -> int:
     """The one length a ``Content-Length`` value (repeated fields joined by ", ") says."""
+    if value.isdigit() and value.isascii() and len(value) <= MAX_LENGTH_DIGITS:
+        return int(value)  # the common case: one value (str.isdigit alone takes "²")
     parts = [part.strip(" \t") for part in value.split(",")]
     for text in parts:
         if not (text.isascii() and text.isdigit()):  # str.isdigit alone takes "²"
@@ -143,14 +153,10 @@ def content_length(value: str) -> int:
     return int(text)
 
 
-class Framing(NamedTuple):
-    """How a response's body ends: ``length`` bytes (0: no body), ``chunked``, or (neither)
-    when the server closes. ``reusable``: whether its connection may serve another request
-    once the body has ended."""
-
-    length: int | None
-    chunked: bool
-    reusable: bool
+#: How a response's body ends: (``length`` bytes (0: no body), ``chunked``, or neither: when
+#: the server closes; ``reusable``: whether its connection may serve another request once
+#: the body has ended). A plain tuple: one per response, and a NamedTuple costs 50 times more.
+Framing = tuple[int | None, bool, bool]
 
 
 def framing(status: int, headers: dict[str, str], http10: bool, method: str) -> Framing:
@@ -173,7 +179,7 @@ def framing(status: int, headers: dict[str, str], http10: bool, method: str) -> 
         # No body, whatever the head says. A 204 must not announce one (RFC 9110 §8.6,
         # §6.1); one that does may send it late, into the next request's answer.
         announced = coding is not None or bool(length)
-        return Framing(0, False, not (status == 204 and announced))
+        return 0, False, not (status == 204 and announced)
     if coding is not None:
-        return Framing(None, True, True)
-    return Framing(length, False, True)
+        return None, True, True
+    return length, False, True

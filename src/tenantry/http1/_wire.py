@@ -11,7 +11,7 @@ import asyncio
 from tenantry.http1._framing import MAX_CHUNK_DIGITS, chunk_size, framing, parse_head, trailer_line
 from tenantry.http1.errors import ConnectionLost, HttpError, ProtocolError, ResponseTooLarge
 
-__all__ = ["Answer", "Body", "Connection", "HeadReader"]
+__all__ = ["Answer", "Body", "Connection"]
 
 _HIGH_WATER = 1 << 20  # stop reading the socket past this much unread data...
 _LOW_WATER = 1 << 18  # ...and go on below this
@@ -32,6 +32,7 @@ class Connection(asyncio.Protocol):
         "_buf",
         "_checked",
         "_eof",
+        "_interim",
         "_lost",
         "_paused",
         "_waiter",
@@ -45,6 +46,7 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self._buf = bytearray()
         self._checked = 0  # how far a head being read has been checked for bare CR / LF
+        self._interim = 0  # interim (1xx) answers to the current request so far
         self._eof = False
         self._lost: BaseException | None = None
         self._waiter: asyncio.Future[None] | None = None
@@ -156,6 +158,39 @@ class Connection(asyncio.Protocol):
         self._checked = max(size - 1, 0)
         return None
 
+    def answer_nowait(self, method: str, head_limit: int, max_body: int) -> Answer | None:
+        """The answer to the request just sent, once its head has arrived (else None):
+        interim (1xx) heads skipped, at most :data:`MAX_INTERIM` of them; the final head
+        parsed and its body's framing decided (``_framing.framing``), the body to be read
+        from the returned :class:`Body`. Any error aborts the connection."""
+        try:
+            while True:
+                raw = self.head_nowait(head_limit)
+                if raw is None:
+                    return None
+                status, reason, headers, http10 = parse_head(raw)
+                if 100 <= status < 200 and status != 101:
+                    # 100 Continue, 103 Early Hints: the real answer follows.
+                    self._interim += 1
+                    if self._interim > MAX_INTERIM:
+                        raise ProtocolError(f"more than {MAX_INTERIM} interim (1xx) answers")
+                    continue
+                self._interim = 0
+                if http10:
+                    headers.setdefault("connection", "close")
+                length, chunked, reusable = framing(status, headers, http10, method)
+                return status, reason, headers, Body(self, length=length, chunked=chunked,
+                                                     limit=max_body, reusable=reusable)
+        except HttpError:
+            self.abort()
+            raise
+
+    async def read_answer(self, method: str, head_limit: int, max_body: int) -> Answer:
+        """:meth:`answer_nowait`, waiting for the head to arrive."""
+        while (answer := self.answer_nowait(method, head_limit, max_body)) is None:
+            await self.wait()
+        return answer
+
     def write(self, data: bytes) -> None:
         assert self.transport is not None
         self.transport.write(data)
@@ -176,52 +211,6 @@ def _why(exc: BaseException | None) -> str:
 
 
 Answer = tuple[int, str, dict[str, str], "Body"]  # status, reason, headers, body
-
-
-class HeadReader:
-    """Reads the answer to one request off its connection: interim (1xx) heads are skipped
-    (at most :data:`MAX_INTERIM`), the final head is parsed and its body's framing decided
-    (``_framing.framing``). ``nowait()`` works on what has arrived (None: not yet);
-    ``read()`` waits. Any error aborts the connection."""
-
-    __slots__ = ("_conn", "_interim", "_limit", "_max_body", "_method")
-
-    def __init__(self, conn: Connection, method: str, *, head_limit: int,
-                 max_body: int) -> None:
-        self._conn = conn
-        self._method = method
-        self._limit = head_limit
-        self._max_body = max_body
-        self._interim = 0
-
-    def nowait(self) -> Answer | None:
-        conn = self._conn
-        try:
-            while True:
-                raw = conn.head_nowait(self._limit)
-                if raw is None:
-                    return None
-                status, reason, headers, http10 = parse_head(raw)
-                if 100 <= status < 200 and status != 101:
-                    # 100 Continue, 103 Early Hints: the real answer follows.
-                    self._interim += 1
-                    if self._interim > MAX_INTERIM:
-                        raise ProtocolError(f"more than {MAX_INTERIM} interim (1xx) answers")
-                    continue
-                if http10:
-                    headers.setdefault("connection", "close")
-                frame = framing(status, headers, http10, self._method)
-                return status, reason, headers, Body(
-                    conn, length=frame.length, chunked=frame.chunked, limit=self._max_body,
-                    reusable=frame.reusable)
-        except HttpError:
-            conn.abort()
-            raise
-
-    async def read(self) -> Answer:
-        while (answer := self.nowait()) is None:
-            await self._conn.wait()
-        return answer
 
 
 class Body:
@@ -285,34 +274,31 @@ class Body:
             return None
         if self._error is not None:
             raise self._error
+        conn = self._conn
         try:
-            return self._next_nowait()
+            if self._chunked:
+                data = self._chunked_nowait()
+            elif self._length is not None:
+                n = min(self._remaining, conn.buffered)
+                data = conn.take(n) if n else b""
+                self._remaining -= n
+                if self._remaining == 0:
+                    self.done = True
+                elif not data and conn.at_eof:
+                    raise ConnectionLost("connection closed before the whole body arrived")
+            else:
+                data = conn.take(conn.buffered) if conn.buffered else b""
+                if not data and conn.at_eof:
+                    self.done = True
+            if data:
+                self._seen += len(data)
+                if self._seen > self._limit:
+                    raise ResponseTooLarge(f"response body larger than {self._limit} bytes")
+                return data
         except HttpError as exc:
             self._error = exc
-            self._conn.abort()
+            conn.abort()
             raise
-
-    def _next_nowait(self) -> bytes | None:
-        conn = self._conn
-        if self._chunked:
-            data = self._chunked_nowait()
-        elif self._length is not None:
-            n = min(self._remaining, conn.buffered)
-            data = conn.take(n) if n else b""
-            self._remaining -= n
-            if self._remaining == 0:
-                self.done = True
-            elif not data and conn.at_eof:
-                raise ConnectionLost("connection closed before the whole body arrived")
-        else:
-            data = conn.take(conn.buffered) if conn.buffered else b""
-            if not data and conn.at_eof:
-                self.done = True
-        if data:
-            self._seen += len(data)
-            if self._seen > self._limit:
-                raise ResponseTooLarge(f"response body larger than {self._limit} bytes")
-            return data
         return None if self.done else b""
 
     def _chunked_nowait(self) -> bytes:
@@ -322,25 +308,32 @@ class Body:
         conn = self._conn
         buf = conn.peek()
         size_of = len(buf)
+        if not size_of:  # the common call after a read that ended on a chunk's end
+            if conn.at_eof:
+                raise ConnectionLost("connection closed before the whole body arrived")
+            return b""
         pos = 0
         spans: list[tuple[int, int]] = []
+        declared = self._declared  # locals in the loop, stored once at the end
+        limit = self._limit
         try:
             while True:
                 state = self._state
                 if state == "size":
                     end = buf.find(b"\r\n", pos)
                     if end < 0:
-                        _unended(buf, pos, "chunk")
+                        if pos < size_of:
+                            _unended(buf, pos, "chunk")
                         break
                     if 0 < end - pos <= MAX_CHUNK_DIGITS and not (line := buf[pos:end]).strip(_HEX):
                         size = int(line, 16)  # the common case: hex digits only
                     else:
                         size, extensions = chunk_size(buf[pos:end])
                         self._add_metadata(extensions)
-                    self._declared += size
-                    if self._declared > self._limit:
-                        raise ResponseTooLarge(f"response body larger than {self._limit} "
-                                               "bytes (by its chunk sizes)")
+                    declared += size
+                    if declared > limit:
+                        raise ResponseTooLarge(f"response body larger than {limit} bytes "
+                                               "(by its chunk sizes)")
                     pos = end + 2
                     if size == 0:
                         self._state = "trailer"
@@ -375,7 +368,8 @@ class Body:
                 else:  # trailer fields, until a blank line
                     end = buf.find(b"\r\n", pos)
                     if end < 0:
-                        _unended(buf, pos, "trailer")
+                        if pos < size_of:
+                            _unended(buf, pos, "trailer")
                         break
                     if end == pos:
                         pos += 2
@@ -387,6 +381,7 @@ class Body:
             data = b"".join([buf[a:b] for a, b in spans]) if len(spans) != 1 else \
                 bytes(buf[spans[0][0]:spans[0][1]])
         finally:
+            self._declared = declared
             conn.consume(pos)
         if not data and not self.done and conn.at_eof:  # what is left can never complete
             raise ConnectionLost("connection closed before the whole body arrived")

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from tenantry import tls
-from tenantry.http1._wire import Body, Connection, HeadReader
+from tenantry.http1._wire import Body, Connection
 from tenantry.http1.errors import (
     ConnectFailed,
     ConnectionLost,
@@ -322,8 +322,7 @@ class HttpClient:
                          method: str) -> tuple[int, str, dict[str, str], Body]:
         # Strictly (RFC 9112, ``_framing``): an ambiguous framing is a ProtocolError and
         # aborts the connection, which then never goes back to the pool.
-        return await HeadReader(conn, method, head_limit=_HEAD_LIMIT,
-                                max_body=self._max_body).read()
+        return await conn.read_answer(method, _HEAD_LIMIT, self._max_body)
 
     async def _acquire(self, where: Target) -> tuple[Connection, float]:
         origin = self._origins.get(where.origin)
