@@ -108,7 +108,7 @@ def read(pieces: list[bytes], *, method: str = "GET", eof: bool = True,
                     return Read(status, headers, b"".join(body), bytes(conn.peek()),
                                 framing.reusable)
                 if not data:
-                    assert conn.buffered <= LINE_LIMIT
+                    assert conn.buffered <= LINE_LIMIT + 1  # a line, and the CR of its CRLF
                     break
                 body.append(data)
                 received += len(data)
@@ -487,6 +487,24 @@ def test_a_no_content_answer_that_announces_a_body_is_read_but_not_reusable() ->
         assert isinstance(got, Read) and got.body == b"" and not got.reusable
     got = read([b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n"], eof=False)
     assert isinstance(got, Read) and got.reusable
+
+
+CHUNKED_HEAD = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+@pytest.mark.parametrize("size", range(LINE_LIMIT - 2, LINE_LIMIT + 3))
+def test_a_line_at_the_line_cap_is_read_the_same_however_it_arrives(size: int) -> None:
+    """A chunk line or a trailer line of ``size`` bytes: refused past the cap, whether it
+    arrives whole or cut anywhere near its end (where the reader sees it unended)."""
+    for wire, line_end in (
+            (CHUNKED_HEAD + b"1;" + b"e" * (size - 2) + b"\r\nx\r\n0\r\n\r\n",
+             len(CHUNKED_HEAD) + size),
+            (CHUNKED_HEAD + b"1\r\nx\r\n0\r\nX: " + b"t" * (size - 3) + b"\r\n\r\n",
+             len(CHUNKED_HEAD) + 8 + size)):
+        whole = outcome([wire], eof=False)
+        assert (whole is ProtocolError) == (size > LINE_LIMIT), whole
+        for at in range(line_end - 3, line_end + 3):
+            assert outcome([wire[:at], wire[at:]], eof=False) == whole, at
 
 
 def test_endless_trailers_and_extensions_are_refused() -> None:

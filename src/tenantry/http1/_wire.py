@@ -328,6 +328,8 @@ class Body:
                     if 0 < end - pos <= MAX_CHUNK_DIGITS and not (line := buf[pos:end]).strip(_HEX):
                         size = int(line, 16)  # the common case: hex digits only
                     else:
+                        if end - pos > LINE_LIMIT:
+                            raise ProtocolError(f"chunk line longer than {LINE_LIMIT} bytes")
                         size, extensions = chunk_size(buf[pos:end])
                         self._add_metadata(extensions)
                     declared += size
@@ -375,6 +377,8 @@ class Body:
                         pos += 2
                         self.done = True
                         break
+                    if end - pos > LINE_LIMIT:
+                        raise ProtocolError(f"trailer line longer than {LINE_LIMIT} bytes")
                     trailer_line(buf[pos:end])
                     self._add_metadata(end + 2 - pos)
                     pos = end + 2
@@ -427,5 +431,5 @@ def _unended(buf: bytearray, pos: int, what: str) -> None:
         raise ProtocolError(f"bare LF in a {what} line (lines must end in CRLF)")
     if 0 <= buf.find(b"\r", pos) < len(buf) - 1:
         raise ProtocolError(f"bare CR in a {what} line")
-    if len(buf) - pos > LINE_LIMIT:
+    if len(buf) - pos - (buf[-1] == 0x0D) > LINE_LIMIT:  # as whole lines are measured
         raise ProtocolError(f"{what} line longer than {LINE_LIMIT} bytes")
