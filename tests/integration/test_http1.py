@@ -255,3 +255,173 @@ def test_urls_with_credentials_or_other_schemes_are_refused() -> None:
     where = http1.target("https://example.test/v1/x?y=1")
     assert (where.origin, where.port, where.host_header, where.path) == (
         "https://example.test", 443, "example.test", "/v1/x?y=1")
+
+
+# -- framing read strictly (RFC 9112): what a tenant's server could use to desync a pooled
+# connection is refused as a ProtocolError, and that connection is never reused -----------
+
+CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+LENGTH = b"HTTP/1.1 200 OK\r\nContent-Length: %s\r\n\r\nhello"
+
+REFUSED: list[tuple[str, bytes]] = [
+    ("chunk size with 0x", CHUNKED + b"0x5\r\nhello\r\n0\r\n\r\n"),
+    ("chunk size with _", CHUNKED + b"0_5\r\nhello\r\n0\r\n\r\n"),
+    ("chunk size with +", CHUNKED + b"+5\r\nhello\r\n0\r\n\r\n"),
+    ("last chunk -0", CHUNKED + b"5\r\nhello\r\n-0\r\n\r\n"),
+    ("space before a chunk size", CHUNKED + b" 5\r\nhello\r\n0\r\n\r\n"),
+    ("space after a chunk size", CHUNKED + b"5 \r\nhello\r\n0\r\n\r\n"),
+    ("empty chunk size", CHUNKED + b"\r\nhello\r\n0\r\n\r\n"),
+    ("17 hex digits", CHUNKED + b"00000000000000005\r\nhello\r\n0\r\n\r\n"),
+    ("bare LF in a chunk extension", CHUNKED + b"5;a\nb\r\nhello\r\n0\r\n\r\n"),
+    ("chunk extension without a name", CHUNKED + b"5;\r\nhello\r\n0\r\n\r\n"),
+    ("chunk extension with an open quote", CHUNKED + b'5;a="b\r\nhello\r\n0\r\n\r\n'),
+    ("whitespace in a chunk extension", CHUNKED + b"5 ;a\r\nhello\r\n0\r\n\r\n"),
+    ("chunk data not ended by CRLF", CHUNKED + b"5\r\nhello\n0\r\n\r\n"),
+    ("trailer that is not a field", CHUNKED + b"5\r\nhello\r\n0\r\nnot a field\r\n\r\n"),
+    ("folded trailer", CHUNKED + b"5\r\nhello\r\n0\r\nX-A: b\r\n c\r\n\r\n"),
+    ("Content-Length: 5, 7", LENGTH % b"5, 7"),
+    ("two Content-Lengths that differ",
+     b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 7\r\n\r\nhello"),
+    ("Content-Length: +5", LENGTH % b"+5"),
+    ("Content-Length: 0_5", LENGTH % b"0_5"),
+    ("Content-Length: 0x5", LENGTH % b"0x5"),
+    ("Content-Length: 5 5", LENGTH % b"5 5"),
+    ("Content-Length: -5", LENGTH % b"-5"),
+    ("empty Content-Length", LENGTH % b""),
+    ("Content-Length: 5,", LENGTH % b"5,"),
+    ("Transfer-Encoding and Content-Length",
+     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n"
+     b"5\r\nhello\r\n0\r\n\r\n"),
+    ("Transfer-Encoding: gzip, chunked",
+     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"),
+    ("Transfer-Encoding: chunked, chunked",
+     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"),
+    ("Transfer-Encoding: gzip",
+     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nConnection: close\r\n\r\nhello"),
+    ("Transfer-Encoding in HTTP/1.0",
+     b"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"),
+    ("status 2_00", b"HTTP/1.1 2_00 OK\r\nContent-Length: 0\r\n\r\n"),
+    ("status +200", b"HTTP/1.1 +200 OK\r\nContent-Length: 0\r\n\r\n"),
+    ("status 0200", b"HTTP/1.1 0200 OK\r\nContent-Length: 0\r\n\r\n"),
+    ("status 600", b"HTTP/1.1 600 Odd\r\nContent-Length: 0\r\n\r\n"),
+    ("HTTP/1.10", b"HTTP/1.10 200 OK\r\nContent-Length: 0\r\n\r\n"),
+    ("HTTP/2.0", b"HTTP/2.0 200 OK\r\nContent-Length: 0\r\n\r\n"),
+    ("obs-fold", b"HTTP/1.1 200 OK\r\nX-A: b\r\n\tX-B: c\r\nContent-Length: 5\r\n\r\nhello"),
+    ("space before the colon", b"HTTP/1.1 200 OK\r\nContent-Length : 5\r\n\r\nhello"),
+    ("header name not a token", b"HTTP/1.1 200 OK\r\nX(A): b\r\nContent-Length: 5\r\n\r\nhello"),
+    ("NUL in a header value", b"HTTP/1.1 200 OK\r\nX-A: b\0c\r\nContent-Length: 5\r\n\r\nhello"),
+    ("bare CR in a header value",
+     b"HTTP/1.1 200 OK\r\nX-A: b\rc\r\nContent-Length: 5\r\n\r\nhello"),
+    ("bare LF in the head",
+     b"HTTP/1.1 200 OK\r\nX-A: b\nContent-Length: 7\r\nContent-Length: 5\r\n\r\nhello"),
+    ("101 Switching Protocols to a request that asked for no upgrade",
+     b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"),
+]
+
+
+@pytest.mark.parametrize(("why", "raw"), REFUSED, ids=[why for why, _ in REFUSED])
+async def test_ambiguous_framing_is_refused_and_the_connection_dropped(
+        client: http1.HttpClient, why: str, raw: bytes) -> None:
+    async with RawServer(lambda _r: raw) as server:
+        with pytest.raises(http1.ProtocolError):
+            await client.request("GET", server.url, timeout=5)
+        assert client.open_connections == 0  # never back in the pool
+
+
+@pytest.mark.parametrize(("why", "raw"), [
+    ("a chunk size past the body cap", CHUNKED + b"ffffffffffffffff\r\nabc"),
+    ("a Content-Length past the body cap", LENGTH % b"1073741824"),
+    ("a Content-Length of 20 digits", LENGTH % b"99999999999999999999"),
+])
+async def test_absurd_lengths_are_refused_before_their_bytes(
+        client: http1.HttpClient, why: str, raw: bytes) -> None:
+    # The server sends the head and a few bytes, then waits: the length alone is refused.
+    async with RawServer(lambda _r: raw) as server:
+        with pytest.raises((http1.ResponseTooLarge, http1.ProtocolError)):
+            await client.request("GET", server.url, timeout=5)
+        assert client.open_connections == 0
+
+
+@pytest.mark.parametrize(("why", "raw", "body"), [
+    ("Content-Length: 5, 5 (a repeated value, RFC 9110 §8.6)", LENGTH % b"5, 5", b"hello"),
+    ("two equal Content-Lengths",
+     b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\ncontent-length: 5\r\n\r\nhello", b"hello"),
+    ("chunk extensions, upper-case hex, leading zeros, trailers",
+     CHUNKED + b'0005;a=b;c="d;\\"e"\r\nhello\r\nA;x\r\n0123456789\r\n'
+     b"000\r\nTrailer-A: 1\r\nTrailer-B:\r\n\r\n", b"hello0123456789"),
+    ("Transfer-Encoding in any case", CHUNKED.replace(b"chunked", b"Chunked")
+     + b"5\r\nhello\r\n0\r\n\r\n", b"hello"),
+    ("no reason phrase", b"HTTP/1.1 200 \r\nContent-Length: 5\r\n\r\nhello", b"hello"),
+    ("no space nor reason", b"HTTP/1.1 200\r\nContent-Length: 5\r\n\r\nhello", b"hello"),
+    ("interim answers first", b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\n"
+     b"Link: </a>\r\n\r\n" + LENGTH % b"5", b"hello"),
+])
+async def test_strict_framing_still_reads_what_the_rfc_allows(
+        client: http1.HttpClient, why: str, raw: bytes, body: bytes) -> None:
+    async with RawServer(lambda _r: raw) as server:
+        for _ in range(2):
+            assert (await client.request("GET", server.url, timeout=5)).content == body
+        assert server.connections == 1  # each answer ended where it said: reused
+
+
+async def test_endless_interim_answers_are_refused(client: http1.HttpClient) -> None:
+    raw = b"HTTP/1.1 100 Continue\r\n\r\n" * 100 + LENGTH % b"5"
+    async with RawServer(lambda _r: raw) as server:
+        with pytest.raises(http1.ProtocolError, match="interim"):
+            await client.request("GET", server.url, timeout=5)
+
+
+async def test_endless_trailers_are_refused(client: http1.HttpClient) -> None:
+    raw = CHUNKED + b"5\r\nhello\r\n0\r\n" + b"X-Trailer: " + b"t" * 100 + b"\r\n" * 1 \
+        + b"X-T: t\r\n" * 20_000 + b"\r\n"
+    async with RawServer(lambda _r: raw) as server:
+        with pytest.raises(http1.ProtocolError, match="trailer"):
+            await client.request("GET", server.url, timeout=5)
+
+
+async def test_a_no_content_answer_announcing_a_body_does_not_keep_its_connection(
+        client: http1.HttpClient) -> None:
+    """A 204 has no body whatever its head says (RFC 9112 §6.3); one that announces five
+    bytes may send them late, where the next request on that connection would read them
+    as the start of its answer. Such a connection is closed, not pooled."""
+    served: list[int] = []
+
+    class LateBody(RawServer):
+        async def _answer_all(self, reader: asyncio.StreamReader,
+                              writer: asyncio.StreamWriter) -> None:
+            self.connections += 1
+            requests_here = 0
+            try:
+                while True:
+                    await reader.readuntil(b"\r\n\r\n")
+                    requests_here += 1
+                    served.append(requests_here)
+                    if len(served) == 1:
+                        writer.write(b"HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n")
+                    else:  # the late body, then the real answer
+                        late = b"hello" if requests_here > 1 else b""
+                        writer.write(late + LENGTH % b"5")
+                    await writer.drain()
+            except (asyncio.IncompleteReadError, ConnectionError):
+                pass
+
+    async with LateBody(ok()) as server:
+        first = await client.request("DELETE", server.url, timeout=5)
+        assert (first.status, first.content) == (204, b"")
+        second = await client.request("GET", server.url, timeout=5)
+        assert (second.status, second.content) == (200, b"hello")
+        assert server.connections == 2 and served == [1, 1]
+
+
+async def test_a_body_refused_while_draining_does_not_go_back_to_the_pool(
+        client: http1.HttpClient) -> None:
+    """The data of a chunk not followed by CRLF: the framing is broken, and whatever
+    follows must not be read as more chunks (here a well-formed end that would make the
+    connection look reusable)."""
+    raw = CHUNKED + b"5\r\nhello1\r\nZ\r\n0\r\n\r\n"
+    async with RawServer(lambda _r: raw) as server:
+        async with client.stream("GET", server.url, drain=5) as response:
+            assert response.status == 200
+        assert client.open_connections == 0
+        with pytest.raises(http1.ProtocolError):
+            await client.request("GET", server.url, timeout=5)

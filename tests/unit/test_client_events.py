@@ -204,3 +204,28 @@ def test_a_stream_that_ends_cleanly_with_nothing_new_ends_once_the_run_has() -> 
                 transport=httpx2.MockTransport(handler)) as client:
         assert list(client.runs.events("run_1", after=4)) == []
     assert seen == ["/v1/runs/run_1/events 4", "/v1/runs/run_1 None"]
+
+
+def test_a_line_that_never_ends_is_refused_not_buffered() -> None:
+    decoder = SseDecoder()
+    piece = b"x" * (1 << 20)
+
+    def feed_17_mib() -> None:
+        decoder.feed(b"data: ")
+        for _ in range(17):
+            assert decoder.feed(piece) == []
+
+    with pytest.raises(ClientError, match="larger than"):
+        feed_17_mib()
+
+
+def test_an_event_that_never_ends_is_refused_not_buffered() -> None:
+    decoder = SseDecoder()
+    line = b"data: " + b"x" * 1000 + b"\n"
+
+    def feed_20_mb() -> None:
+        for _ in range(20_000):
+            assert decoder.feed(line) == []
+
+    with pytest.raises(ClientError, match="larger than"):
+        feed_20_mb()

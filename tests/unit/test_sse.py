@@ -55,3 +55,25 @@ def test_sse_data_refuses_an_endless_event() -> None:
         parser.feed(b"data: " + b"x" * 200)
     with pytest.raises(ResponseTooLarge):
         SseData(max_event=100).feed(b"data: " + b"x" * 200 + b"\n\n")
+
+
+def test_a_leading_byte_order_mark_is_ignored() -> None:
+    """WHATWG: one leading U+FEFF is dropped, however the stream is cut."""
+    stream = b"\xef\xbb\xbfdata: x\n\n\xef\xbb\xbfdata: y\n\n"
+    for size in (1, 2, 3, 100):
+        parser, fast = SseParser(), SseData()
+        events: list[SseEvent] = []
+        found: list[tuple[str, bytes]] = []
+        for start in range(0, len(stream), size):
+            events += parser.feed(stream[start:start + size])
+            found += fast.feed(stream[start:start + size])
+        # Only the first is a BOM: the second makes a field named "\ufeffdata", ignored.
+        assert events == [SseEvent("message", "x", None, None)]
+        assert found == [("message", b"x")]
+
+
+@pytest.mark.parametrize("value", ["\u00b2", "\u0663", "9" * 5000, "1" * 19])
+def test_a_retry_that_is_not_a_sane_ascii_number_is_ignored(value: str) -> None:
+    parser = SseParser()
+    stream = f"retry: {value}\ndata: x\n\n".encode()
+    assert parser.feed(stream) == [SseEvent("message", "x", None, None)]

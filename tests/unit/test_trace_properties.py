@@ -5,7 +5,7 @@ to end over the run's wall time, and each call or wait span is exactly what its 
 recorded (a reply's gateway wait and provider latency, a tool's duration, request →
 decision); the first queue wait is created → claimed.
 
-Seeded (no hypothesis in this project): a failing seed is printed and replays alone."""
+Seeded (its own generator, not Hypothesis): a failing seed is printed and replays alone."""
 
 from __future__ import annotations
 

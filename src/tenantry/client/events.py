@@ -53,17 +53,38 @@ class SseMessage:
 
 class SseDecoder:
     """Bytes in, complete events out. Keeps what is not yet a whole line or a whole
-    event for the next chunk; a new decoder (after a reconnect) forgets it."""
+    event for the next chunk; a new decoder (after a reconnect) forgets it.
 
-    def __init__(self) -> None:
-        self._pending = b""
+    ``max_event`` bounds what it keeps: a line, or an event's data, past that many bytes is
+    a :class:`ClientError` (a stream that never ends its line is refused, not buffered). A
+    line arriving in many small pieces is kept as the pieces and joined once it ends.
+
+    Unlike WHATWG's EventSource, an ``id`` applies to its own event only: the platform's
+    durable events carry one and its ephemeral ones (``model_delta``) none, and an
+    ephemeral event must not look durable for following one."""
+
+    def __init__(self, *, max_event: int = 16 * 1024 * 1024) -> None:
+        self._parts: list[bytes] = []  # the line not yet ended, as it arrived
+        self._held = 0  # their bytes
+        self._max = max_event
         self._first_line = True
         self._event = ""
         self._data: list[str] = []
+        self._size = 0  # bytes of the current event's data
         self._id: str | None = None
 
     def feed(self, chunk: bytes) -> list[SseMessage]:
-        buffer = self._pending + chunk
+        parts = self._parts
+        if parts:
+            if b"\n" not in chunk and b"\r" not in chunk and not parts[-1].endswith(b"\r"):
+                parts.append(chunk)  # still inside the same line
+                self._held += len(chunk)
+                self._check(self._held)
+                return []
+            parts.append(chunk)
+            buffer = b"".join(parts)
+        else:
+            buffer = chunk
         out: list[SseMessage] = []
         start = 0
         for match in _LINE_END.finditer(buffer):
@@ -75,8 +96,16 @@ class SseDecoder:
             message = self._line(line)
             if message is not None:
                 out.append(message)
-        self._pending = buffer[start:]
+        pending = buffer[start:]
+        self._check(len(pending))
+        self._parts = [pending] if pending else []
+        self._held = len(pending)
         return out
+
+    def _check(self, size: int) -> None:
+        if size > self._max:
+            raise ClientError(f"server-sent event larger than {self._max} bytes: the stream "
+                              "was refused")
 
     def _line(self, line: str) -> SseMessage | None:
         if self._first_line:
@@ -90,6 +119,8 @@ class SseDecoder:
         if colon and value.startswith(" "):
             value = value[1:]
         if name == "data":
+            self._size += len(value) + 1
+            self._check(self._size)
             self._data.append(value)
         elif name == "event":
             self._event = value
@@ -99,7 +130,7 @@ class SseDecoder:
 
     def _dispatch(self) -> SseMessage | None:
         data, event, id_ = self._data, self._event, self._id
-        self._data, self._event, self._id = [], "", None
+        self._data, self._event, self._id, self._size = [], "", None, 0
         if not data:
             return None
         return SseMessage(event or "message", "\n".join(data), id_)

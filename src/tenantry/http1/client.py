@@ -30,13 +30,12 @@ from urllib.parse import urlsplit
 import orjson
 
 from tenantry import tls
-from tenantry.http1._wire import Body, Connection, parse_head
+from tenantry.http1._wire import Body, Connection
 from tenantry.http1.errors import (
     ConnectFailed,
     ConnectionLost,
     ConnectTimeout,
     HttpError,
-    ProtocolError,
     RequestTimeout,
 )
 
@@ -241,7 +240,7 @@ class HttpClient:
             if body_reader.finished_nowait():
                 self._release(conn, fields, body_reader)
                 settled = True
-            elif drain > 0 and not body_reader.until_close:
+            elif drain > 0 and not body_reader.until_close and not body_reader.failed:
                 task = asyncio.get_running_loop().create_task(
                     self._drain(conn, fields, body_reader, drain))
                 self._draining.add(task)
@@ -321,34 +320,9 @@ class HttpClient:
 
     async def _read_head(self, conn: Connection,
                          method: str) -> tuple[int, str, dict[str, str], Body]:
-        while True:
-            raw = await conn.read_head(_HEAD_LIMIT)
-            status, reason, fields, http10 = parse_head(raw)
-            if 100 <= status < 200 and status != 101:
-                continue  # an interim answer (100 Continue, 103 Early Hints): the real one follows
-            break
-        if http10:
-            fields.setdefault("connection", "close")
-        if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
-            return status, reason, fields, Body(conn, length=0, chunked=False,
-                                                limit=self._max_body)
-        coding = fields.get("transfer-encoding")
-        if coding is not None:
-            if coding.lower().rsplit(",", 1)[-1].strip() != "chunked":
-                raise ProtocolError(f"unsupported transfer-encoding {coding[:40]!r}")
-            return status, reason, fields, Body(conn, length=None, chunked=True,
-                                                limit=self._max_body)
-        length_field = fields.get("content-length")
-        length: int | None = None
-        if length_field is not None:
-            try:
-                length = int(length_field.split(",", 1)[0])
-            except ValueError:
-                raise ProtocolError(f"bad content-length {length_field[:40]!r}") from None
-            if length < 0:
-                raise ProtocolError(f"bad content-length {length_field[:40]!r}")
-        return status, reason, fields, Body(conn, length=length, chunked=False,
-                                            limit=self._max_body)
+        # Strictly (RFC 9112, ``_framing``): an ambiguous framing is a ProtocolError and
+        # aborts the connection, which then never goes back to the pool.
+        return await conn.read_answer(method, _HEAD_LIMIT, self._max_body)
 
     async def _acquire(self, where: Target) -> tuple[Connection, float]:
         origin = self._origins.get(where.origin)
@@ -410,7 +384,7 @@ class HttpClient:
             conn.close()
             return
         origin.active -= 1
-        keep = (body.done and not body.until_close and not self._closed
+        keep = (body.reusable and not self._closed
                 and "close" not in fields.get("connection", "").lower()
                 and conn.reusable_when_idle)
         if keep:

@@ -18,14 +18,29 @@ class SseEvent(NamedTuple):
     retry: int | None
 
 
+_BOM = b"\xef\xbb\xbf"
+#: A ``retry`` of more digits is ignored: it would not fit 64 bits (nor Python's int()).
+_MAX_RETRY_DIGITS = 18
+
+
 class SseParser:
     """Feed it body chunks; it returns the events they complete. ``max_event`` caps the bytes
-    one event may take (a server streaming one endless event is refused, not buffered)."""
+    one event may take, and one line (a server streaming one endless event or line is
+    refused, not buffered).
 
-    __slots__ = ("_data", "_event", "_id", "_max", "_pending", "_retry", "_size")
+    It follows WHATWG's rules: lines end in CRLF, LF or CR; one leading byte order mark is
+    dropped; ``:`` starts a comment; an ``id`` with NUL is ignored and an id lasts until the
+    next one; a ``retry`` that is not ASCII digits (or past 18 of them) is ignored. A line
+    arriving in many small pieces is kept as the pieces and joined once, when it ends: a
+    server trickling a long line cannot make each piece cost the whole line again."""
+
+    __slots__ = ("_data", "_event", "_held", "_id", "_max", "_parts", "_retry", "_size",
+                 "_start")
 
     def __init__(self, *, max_event: int = 16 * 1024 * 1024) -> None:
-        self._pending = b""
+        self._parts: list[bytes] = []  # the line not yet ended, as it arrived
+        self._held = 0  # their bytes
+        self._start = True  # a byte order mark may still come
         self._data: list[str] = []
         self._event = ""
         self._id: str | None = None
@@ -34,7 +49,23 @@ class SseParser:
         self._max = max_event
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
-        buf = self._pending + chunk if self._pending else chunk
+        if self._start:
+            chunk = self._after_bom(chunk)
+            if self._start:
+                return []
+        parts = self._parts
+        if parts:
+            if b"\n" not in chunk and b"\r" not in chunk and not parts[-1].endswith(b"\r"):
+                # Still inside the same line.
+                parts.append(chunk)
+                self._held += len(chunk)
+                if self._held > self._max:
+                    raise ResponseTooLarge(f"server-sent event larger than {self._max} bytes")
+                return []
+            parts.append(chunk)
+            buf = b"".join(parts)
+        else:
+            buf = chunk
         if b"\r" in buf:
             # CRLF and lone CR end lines too; a CR at the very end may be half of a CRLF.
             keep_cr = buf.endswith(b"\r")
@@ -42,15 +73,17 @@ class SseParser:
             if keep_cr:
                 buf = buf[:-1]
                 lines = buf.split(b"\n")
-                self._pending = lines.pop() + b"\r"
+                pending = lines.pop() + b"\r"
             else:
                 lines = buf.split(b"\n")
-                self._pending = lines.pop()
+                pending = lines.pop()
         else:
             lines = buf.split(b"\n")
-            self._pending = lines.pop()
-        if len(self._pending) > self._max:
+            pending = lines.pop()
+        if len(pending) > self._max:
             raise ResponseTooLarge(f"server-sent event larger than {self._max} bytes")
+        self._parts = [pending] if pending else []
+        self._held = len(pending)
         events: list[SseEvent] = []
         for raw in lines:
             if not raw:
@@ -78,9 +111,21 @@ class SseParser:
             elif name == "id":
                 if "\0" not in value:
                     self._id = value
-            elif name == "retry" and value.isdigit():
+            elif (name == "retry" and value.isascii() and value.isdigit()
+                  and len(value) <= _MAX_RETRY_DIGITS):
                 self._retry = int(value)
         return events
+
+    def _after_bom(self, chunk: bytes) -> bytes:
+        """``chunk`` without the stream's leading byte order mark; while too few bytes have
+        come to tell, they are held (in ``_parts``) and ``_start`` stays True."""
+        data = b"".join([*self._parts, chunk]) if self._parts else chunk
+        if len(data) < len(_BOM) and _BOM.startswith(data):
+            self._parts = [data] if data else []
+            return b""
+        self._start = False
+        self._parts = []
+        return data[len(_BOM):] if data.startswith(_BOM) else data
 
 
 class SseData:
@@ -89,22 +134,48 @@ class SseData:
     event as ``(event, data bytes)`` and takes a short way through the common shapes — an
     event that is one ``data:`` line, optionally after one ``event:`` line — without
     building an :class:`SseEvent` per event. Anything else (comments, ``id``, several data
-    lines, CR line ends) goes through an :class:`SseParser`, with the same results."""
+    lines, CR line ends) goes through an :class:`SseParser`, with the same results (the
+    short way hands over the data's bytes as they came: where they are not UTF-8, the
+    parser's have U+FFFD instead)."""
 
-    __slots__ = ("_general", "_max", "_pending", "_slow")
+    __slots__ = ("_general", "_held", "_max", "_parts", "_slow", "_start")
 
     def __init__(self, *, max_event: int = 16 * 1024 * 1024) -> None:
-        self._pending = b""
+        self._parts: list[bytes] = []  # the event not yet ended, as it arrived
+        self._held = 0
+        self._start = True
         self._max = max_event
         self._general = SseParser(max_event=max_event)
+        self._general._start = False  # it is fed from inside the stream, past any BOM
         self._slow = False  # the stream has CR line ends: the general parser reads it all
 
     def feed(self, chunk: bytes) -> list[tuple[str, bytes]]:
         if self._slow:
             return [(e.event, e.data.encode()) for e in self._general.feed(chunk)]
-        buf = self._pending + chunk if self._pending else chunk
+        parts = self._parts
+        if self._start:
+            data = b"".join([*parts, chunk]) if parts else chunk
+            if len(data) < len(_BOM) and _BOM.startswith(data):
+                self._parts = [data] if data else []
+                return []
+            self._start = False
+            parts = self._parts = []
+            chunk = data[len(_BOM):] if data.startswith(_BOM) else data
+        if parts:
+            if (b"\r" not in chunk and b"\n\n" not in chunk
+                    and not (parts[-1].endswith(b"\n") and chunk.startswith(b"\n"))):
+                # Still inside the same event.
+                parts.append(chunk)
+                self._held += len(chunk)
+                if self._held > self._max:
+                    raise ResponseTooLarge(f"server-sent event larger than {self._max} bytes")
+                return []
+            parts.append(chunk)
+            buf = b"".join(parts)
+        else:
+            buf = chunk
         if b"\r" in buf:
-            self._slow, self._pending = True, b""
+            self._slow, self._parts, self._held = True, [], 0
             return [(e.event, e.data.encode()) for e in self._general.feed(buf)]
         out: list[tuple[str, bytes]] = []
         start = 0
@@ -126,7 +197,9 @@ class SseData:
                                 data[6:] if data[5:6] == b" " else data[5:]))
                     continue
             out += [(e.event, e.data.encode()) for e in self._general.feed(block + b"\n\n")]
-        self._pending = buf[start:]
-        if len(self._pending) > self._max:
+        pending = buf[start:]
+        if len(pending) > self._max:
             raise ResponseTooLarge(f"server-sent event larger than {self._max} bytes")
+        self._parts = [pending] if pending else []
+        self._held = len(pending)
         return out
