@@ -22,8 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tenantry import http1
-from tenantry.jsonutil import BYTES_PER_VALUE, DENSITY_CHECKED_ABOVE, JsonTooDense, \
-    loads_untrusted
+from tenantry.jsonutil import BYTES_PER_VALUE, DENSITY_CHECKED_ABOVE, JsonTooDense, loads_untrusted
 from tenantry.tools import _mcp_wire as wire
 
 CHECKS = settings(max_examples=300, derandomize=True, database=None, deadline=None,
