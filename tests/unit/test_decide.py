@@ -132,6 +132,27 @@ def test_an_interrupted_keyless_call_is_recorded_as_unknown() -> None:
     assert decide(state, SPEC, RUN) == RecordUnknown(key(), 2, 0, "lookup", {"q": 1})
 
 
+def test_an_interrupted_built_in_call_whose_effects_stayed_in_the_sandbox_is_made_afresh(
+) -> None:
+    """ToolStarted with fresh_sandbox (issue 36): made again, with the same key, on a sandbox
+    restored from the last save; the same call otherwise."""
+    spec = AgentSpec(model="m", system_prompt="", tools=("run_python",))
+    code = call("run_python", '{"code": "1"}')
+    state = folded(replied("", code), ToolStarted(key(), "run_python", fresh_sandbox=True))
+    assert decide(state, spec, RUN) == CallTool(key(), 2, 0, "run_python", {"code": "1"},
+                                                fresh_sandbox=True)
+    # Approved calls too: the approval is for the call, whichever attempt makes it.
+    spec = AgentSpec(model="m", system_prompt="", tools=("run_python",),
+                     needs_approval=("run_python",))
+    state = folded(replied("", code),
+                   ApprovalRequested("apr_1", key(), "run_python", {"code": "1"},
+                                     AT.isoformat()),
+                   ApprovalDecided("apr_1", key(), "approved"),
+                   ToolStarted(key(), "run_python", fresh_sandbox=True))
+    assert decide(state, spec, RUN) == CallTool(key(), 2, 0, "run_python", {"code": "1"},
+                                                fresh_sandbox=True)
+
+
 def test_a_tool_that_needs_approval_asks_for_one() -> None:
     state = folded(replied("", call("refund")))
     assert decide(state, SPEC, RUN) == RequestApproval(key(), 2, 0, "refund", {"q": 1})

@@ -20,6 +20,10 @@ class Limits:
 @dataclass(frozen=True, slots=True)
 class SandboxPolicy:
     egress: tuple[str, ...] = ()
+    #: The version's code passes each call's idempotency key (TENANTRY_IDEMPOTENCY_KEY) on
+    #: to the hosts it reaches, which honour it: a code call interrupted by a crash is then
+    #: made again with the same key, instead of being recorded ``unknown`` (issue 36).
+    code_honours_keys: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +69,8 @@ class AgentSpec:
         for key in ("tools", "needs_approval", "fallback_models"):
             value[key] = list(value[key])
         value["sandbox"]["egress"] = list(value["sandbox"]["egress"])
+        if not self.sandbox.code_honours_keys:  # versions without it keep their JSON
+            del value["sandbox"]["code_honours_keys"]
         # Written only when set: versions published before child runs keep their JSON.
         if self.children:
             value["children"] = [asdict(child) for child in self.children]
@@ -84,7 +90,9 @@ class AgentSpec:
             fallback_models=tuple(value.get("fallback_models", ())),
             # A version stored before repeat detection has no repeat_limit: off for it.
             limits=Limits(**{"repeat_limit": 0, **value.get("limits", {})}),
-            sandbox=SandboxPolicy(egress=tuple(value.get("sandbox", {}).get("egress", ()))),
+            sandbox=SandboxPolicy(
+                egress=tuple(value.get("sandbox", {}).get("egress", ())),
+                code_honours_keys=bool(value.get("sandbox", {}).get("code_honours_keys"))),
             children=tuple(ChildAgent(**child) for child in value.get("children", ())),
             summarize=(SummarizePolicy(**value["summarize"]) if value.get("summarize")
                        else None),

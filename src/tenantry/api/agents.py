@@ -69,6 +69,14 @@ class SummarizeBody(Body):
 
 class SandboxBody(Body):
     egress: list[Host] = Field(default_factory=list, max_length=64)
+    code_honours_keys: bool = Field(
+        default=False,
+        description="This version's code passes each call's idempotency key (the "
+                    "`TENANTRY_IDEMPOTENCY_KEY` environment variable, or the file "
+                    "`/tmp/tenantry/idempotency-key`) on to the hosts it reaches, and they "
+                    "honour it: a `run_python`/`run_shell` call cut short by a crash is then "
+                    "made again with the same key. Without it, a code call of a version with "
+                    "egress hosts is never repeated: its outcome is recorded `unknown`.")
 
     @field_validator("egress")
     @classmethod
@@ -145,7 +153,8 @@ class VersionBody(Body):
             needs_approval=tuple(dict.fromkeys(self.needs_approval)),
             fallback_models=tuple(self.fallback_models),
             limits=Limits(**self.limits.model_dump()),
-            sandbox=SandboxPolicy(egress=tuple(self.sandbox.egress)),
+            sandbox=SandboxPolicy(egress=tuple(self.sandbox.egress),
+                                  code_honours_keys=self.sandbox.code_honours_keys),
             summarize=(SummarizePolicy(**self.summarize.model_dump())
                        if self.summarize is not None else None),
         )

@@ -31,6 +31,9 @@ class CallTool:
     arguments: dict[str, Any] | None
     # Set when the call cannot be made as written: the model gets this error as the result.
     invalid: str | None = None
+    # An earlier attempt of this built-in call was interrupted: make it again on a sandbox
+    # restored from the run's last save (ToolStarted.fresh_sandbox).
+    fresh_sandbox: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +238,8 @@ def _gate(call: CallTool, state: RunState, spec: AgentSpec) -> Decision:
         return _activity_step(call, call.arguments, activity, state)
     if call.tool == child_tools.TOOL and spec.children:
         return _child_step(call, call.arguments, spec, state)
+    if call.key in state.restarted:  # a built-in call cut short: made again, afresh
+        return replace(call, fresh_sandbox=True)
     return call
 
 

@@ -196,9 +196,16 @@ class ModelReplied(Payload):
 
 @dataclass(frozen=True, slots=True)
 class ToolStarted(Payload):
+    """The intent of a call that must not be repeated blindly, saved before it is made.
+    Interrupted (no ToolCompleted), it is recorded ``unknown`` — unless ``fresh_sandbox``:
+    a built-in call whose effects all stay in the run's sandbox (or whose code passes the
+    key on), made again with the same key on a sandbox restored from the last save, so
+    that nothing of the interrupted attempt is there (issue 36)."""
+
     TYPE = EventType.TOOL_STARTED
     key: str
     tool: str
+    fresh_sandbox: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,6 +74,9 @@ class RunState:
     ended: str | None = None  # the terminal event's type, once there is one
     approvals: dict[str, Approval] = field(default_factory=dict)  # by call key
     started: set[str] = field(default_factory=set)  # keys with a ToolStarted intent
+    # Built-in calls whose interrupted attempt is repeated on a fresh sandbox (ToolStarted
+    # with fresh_sandbox): their keys.
+    restarted: set[str] = field(default_factory=set)
     # Activities called as tools (ADR 0015), by call key: the task enqueued, and how it ended.
     activity_tasks: dict[str, str] = field(default_factory=dict)
     activity_returns: dict[str, ActivityReturned] = field(default_factory=dict)
@@ -140,8 +143,10 @@ class RunState:
                 approval = self.approvals.get(key)
                 if approval is not None:
                     approval.status, approval.comment = decision, comment
-            case ToolStarted(key=key):
+            case ToolStarted(key=key, fresh_sandbox=False):
                 self.started.add(key)
+            case ToolStarted(key=key):
+                self.restarted.add(key)
             case ActivityRequested(key=key, task_id=task_id):
                 self.activity_tasks[key] = task_id
             case ActivityReturned(key=key) as returned:

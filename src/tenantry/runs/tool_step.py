@@ -14,6 +14,7 @@ from tenantry.runs.events import ABSENT, EgressRefused, ToolCompleted, ToolStart
 from tenantry.sandbox.egress import EgressRefusal
 from tenantry.tools import stand_ins
 from tenantry.tools.audit import AuditEntry
+from tenantry.tools.builtin import Retry
 from tenantry.tools.gateway import ToolResult
 from tenantry.tools.stand_ins import StandIn
 
@@ -63,13 +64,17 @@ async def call_tool(d: RunDriver, call: CallTool) -> float:
         await d.append([refused], audit=AuditEntry.of(
             call.tool, call.key, call.arguments, "refused", detail=call.invalid))
         return 0.0
-    if not await tools.honours_keys(tenant, call.tool):
-        # The intent is saved first: after a crash this call is never repeated blindly.
-        await d.append([ToolStarted(call.key, call.tool)])
+    retry = await tools.retry(tenant, d.spec, call.tool)
+    if retry is not Retry.KEYED and not call.fresh_sandbox:
+        # The intent is saved first: after a crash this call is never repeated blindly —
+        # recorded unknown, or made again on a fresh sandbox (decide.py reads which).
+        await d.append([ToolStarted(call.key, call.tool,
+                                    fresh_sandbox=retry is Retry.FRESH_SANDBOX)])
     began_ns = time.time_ns()
     result = await tools.call(tenant, d.spec, call.tool, call.arguments, call.key,
                               run=d.lease.run, sandbox_ref=d.state.sandbox_ref,
-                              pins=d.tool_pins, stand_in=await _stand_in(d))
+                              pins=d.tool_pins, stand_in=await _stand_in(d),
+                              fresh_sandbox=call.fresh_sandbox)
     sandbox = result.sandbox
     fact = await _sandbox_fact(d, sandbox)
     if fact is not None:  # the run's cost and the log both show what the sandbox cost

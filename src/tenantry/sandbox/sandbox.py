@@ -90,19 +90,27 @@ class Sandbox:
     # -- executions --------------------------------------------------------------------
 
     async def run_python(self, code: str, *, timeout_s: float | None = None,
-                         stdin: str | None = None, max_output: int | None = None
-                         ) -> ExecResult:
+                         stdin: str | None = None, max_output: int | None = None,
+                         idempotency_key: str | None = None) -> ExecResult:
         """``stdin`` (≤ 64 KiB) reaches only this execution, never a file; ``max_output``
-        caps each stream (the agent's default: 256 KiB)."""
+        caps each stream (the agent's default: 256 KiB); ``idempotency_key``: the tool
+        call's, for the code to pass on (the guest puts it in TENANTRY_IDEMPOTENCY_KEY and
+        /tmp/tenantry/idempotency-key)."""
         what: dict[str, Any] = {"python": code}
         if stdin is not None:
             what["stdin"] = stdin
         if max_output is not None:
             what["max_output"] = max_output
+        if idempotency_key is not None:
+            what["idempotency_key"] = idempotency_key
         return await self._exec(what, timeout_s)
 
-    async def run_shell(self, command: str, *, timeout_s: float | None = None) -> ExecResult:
-        return await self._exec({"shell": command}, timeout_s)
+    async def run_shell(self, command: str, *, timeout_s: float | None = None,
+                        idempotency_key: str | None = None) -> ExecResult:
+        what: dict[str, Any] = {"shell": command}
+        if idempotency_key is not None:
+            what["idempotency_key"] = idempotency_key
+        return await self._exec(what, timeout_s)
 
     async def run(self, argv: list[str], *, timeout_s: float | None = None) -> ExecResult:
         return await self._exec({"argv": argv}, timeout_s)

@@ -13,10 +13,12 @@ from __future__ import annotations
 import base64
 import time
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import orjson
 
+from tenantry.agents.spec import SandboxPolicy
 from tenantry.blobs import BlobQuotaExceeded
 from tenantry.ids import RunId, TenantId
 from tenantry.sandbox.egress import EgressProxy, EgressRefusal
@@ -93,6 +95,39 @@ BROWSER_DEFINITIONS: dict[str, tuple[str, dict[str, Any]]] = {
 BROWSER_TOOLS = frozenset(BROWSER_DEFINITIONS)
 DEFINITIONS.update(BROWSER_DEFINITIONS)
 NAMES = frozenset(DEFINITIONS)
+CODE_TOOLS = frozenset({"run_python", "run_shell"})
+#: Where code finds the call's idempotency key, besides TENANTRY_IDEMPOTENCY_KEY.
+KEY_ENV = "TENANTRY_IDEMPOTENCY_KEY"
+KEY_FILE = "/tmp/tenantry/idempotency-key"
+
+
+class Retry(StrEnum):
+    """What becomes of a call a crash cut short (no ToolCompleted), by DESIGN's rule:
+    exactly once where the effect accepts a key, at most once otherwise."""
+
+    #: Made again with the same key: its effects dedupe on it (a server honouring keys,
+    #: an activity) or stay where a repeat rewrites them alike (the sandbox's files).
+    KEYED = "keyed"
+    #: Made again with the same key on a sandbox restored from the run's last save: its
+    #: effects stayed in the sandbox (no egress), or its code passes the key on to hosts
+    #: that honour it (``code_honours_keys``). Announced by a ToolStarted.
+    FRESH_SANDBOX = "fresh_sandbox"
+    #: Never made again: it may have reached outside without a key. Announced by a
+    #: ToolStarted; after a crash its outcome is recorded ``unknown``.
+    UNKNOWN = "unknown"
+
+
+def retry_of(tool: str, sandbox: SandboxPolicy) -> Retry:
+    """A built-in call's :class:`Retry`. Only the version's egress hosts let anything in
+    a sandbox reach outside: with none, code and the browser (whose pages load only
+    through the same proxy) act on the sandbox alone."""
+    if tool not in CODE_TOOLS and tool not in BROWSER_TOOLS:
+        return Retry.KEYED  # files: written or read again to the same end
+    if not sandbox.egress:
+        return Retry.FRESH_SANDBOX
+    if tool in CODE_TOOLS and sandbox.code_honours_keys:
+        return Retry.FRESH_SANDBOX
+    return Retry.UNKNOWN  # a page's form, or code that does not pass the key on
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,9 +171,13 @@ class BuiltinTools:
     async def call(
         self, tenant: TenantId, run: RunId, tool: str, arguments: dict[str, Any], *,
         egress: tuple[str, ...] = (), sandbox_ref: str | None = None, browser: bool = False,
+        key: str | None = None, fresh_sandbox: bool = False,
     ) -> BuiltinOutcome:
         """``browser``: the run's agent may use the browser (its sandboxes are browser
-        ones, whichever built-in tool comes first)."""
+        ones, whichever built-in tool comes first). ``key``: the call's idempotency key,
+        given to its code. ``fresh_sandbox``: an earlier attempt of this call was cut
+        short, so whatever sandbox this process holds for the run may hold its effects:
+        it goes, and the call runs on one restored from ``sandbox_ref``."""
         problem = _check(tool, arguments)
         if problem is not None:
             return BuiltinOutcome(False, problem, {})
@@ -149,6 +188,8 @@ class BuiltinTools:
         refusal = self._browser_refusal() if browser else None
         if refusal is not None and tool in BROWSER_TOOLS:
             return BuiltinOutcome(False, refusal, {"backend": self.sandboxes.backend})
+        if fresh_sandbox:
+            await self.sandboxes.drop(tenant, run)
         try:
             # Where the browser is refused, the agent's code tools still get a sandbox.
             sandbox, created = await self.sandboxes.for_run(
@@ -169,7 +210,7 @@ class BuiltinTools:
                 ok, text, stored = await self._browse(tenant, run, sandbox, tool, arguments,
                                                       info)
             else:
-                ok, text = await _carry_out(sandbox, tool, arguments)
+                ok, text = await _carry_out(sandbox, tool, arguments, key)
         except SandboxError as exc:
             ok, text = False, _failure(exc)
             if not sandbox.alive:
@@ -232,14 +273,16 @@ class BuiltinTools:
         return proxy.take_refusals(tenant.value, str(run))
 
 
-async def _carry_out(sandbox: Sandbox, tool: str, arguments: dict[str, Any]) -> tuple[bool, str]:
+async def _carry_out(sandbox: Sandbox, tool: str, arguments: dict[str, Any],
+                     key: str | None) -> tuple[bool, str]:
     match tool:
         case "run_python":
             return True, _exec_text(await sandbox.run_python(
-                arguments["code"], timeout_s=arguments.get("timeout_s")))
+                arguments["code"], timeout_s=arguments.get("timeout_s"), idempotency_key=key))
         case "run_shell":
             return True, _exec_text(await sandbox.run_shell(
-                arguments["command"], timeout_s=arguments.get("timeout_s")))
+                arguments["command"], timeout_s=arguments.get("timeout_s"),
+                idempotency_key=key))
         case "write_file":
             written = await sandbox.write_file(arguments["path"], arguments["content"].encode())
             return True, f"wrote {written} bytes to {arguments['path']}"

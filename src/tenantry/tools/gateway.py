@@ -33,7 +33,7 @@ from tenantry.sandbox.egress import EgressRefusal
 from tenantry.tools import approvals
 from tenantry.tools.audit import AuditEntry
 from tenantry.tools.builtin import NAMES as BUILTIN_TOOLS
-from tenantry.tools.builtin import BuiltinTools, uses_browser
+from tenantry.tools.builtin import BuiltinTools, Retry, retry_of, uses_browser
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.tools.servers import ToolServer, list_servers, tools_digest
 from tenantry.tools.stand_ins import StandIn
@@ -131,11 +131,17 @@ class ToolGateway:
             definitions.append(child_tools.definition(spec.children))
         return definitions
 
-    async def honours_keys(self, tenant: TenantId, tool: str) -> bool:
-        if tool in BUILTIN_TOOLS or activity_tools.is_activity_entry(tool):
-            return True  # effects stay in the run's sandbox, which a crash rolls back
+    async def retry(self, tenant: TenantId, spec: AgentSpec, tool: str) -> Retry:
+        """What a crash that cuts this call short makes of it (:class:`Retry`): the tool
+        step announces any but ``KEYED`` with a ToolStarted before the call."""
+        if tool in BUILTIN_TOOLS:
+            return retry_of(tool, spec.sandbox)
+        if activity_tools.is_activity_entry(tool):
+            return Retry.KEYED  # the run enqueues a task under the call's key
         server = (await self._servers(tenant)).get(tool)
-        return server is None or server.honours_idempotency_keys
+        if server is None or server.honours_idempotency_keys:
+            return Retry.KEYED  # refused before anything is sent, or deduped by the key
+        return Retry.UNKNOWN
 
     def breaker_states(self) -> dict[str, str]:
         return {f"{t}/{s}": b.state for (t, s), b in self._breakers.items()}
@@ -151,11 +157,14 @@ class ToolGateway:
         self, tenant: TenantId, spec: AgentSpec, tool: str, arguments: dict[str, Any],
         key: str, *, run: RunId, sandbox_ref: str | None = None,
         pins: Mapping[str, Mapping[str, str]] | None = None, stand_in: StandIn | None = None,
+        fresh_sandbox: bool = False,
     ) -> ToolResult:
         """``pins`` are the version's ``tool_pins`` (tool → {server, sha256}): a pinned
         tool is called only while its server serves exactly the list pinned at publishing.
         ``stand_in``: the run is an evaluation's; its calls to tenants' tools are answered
-        as its test set says (``tools/stand_ins.py``), after the same checks."""
+        as its test set says (``tools/stand_ins.py``), after the same checks.
+        ``fresh_sandbox``: a built-in call whose earlier attempt was cut short
+        (``Retry.FRESH_SANDBOX``) runs on a sandbox restored from ``sandbox_ref``."""
         started = time.perf_counter()
         server: ToolServer | None = None
 
@@ -174,7 +183,7 @@ class ToolGateway:
             return await refuse(f"tool {tool!r} is an activity: the run enqueues it")
         if tool in BUILTIN_TOOLS:
             return await self._call_builtin(tenant, spec, tool, arguments, key, run,
-                                            sandbox_ref, started)
+                                            sandbox_ref, started, fresh_sandbox)
         server = (await self._servers(tenant)).get(tool)
         if stand_in is not None:
             answer = stand_in.answer(tool, arguments, honours_keys=server is not None
@@ -233,11 +242,12 @@ class ToolGateway:
 
     async def _call_builtin(
         self, tenant: TenantId, spec: AgentSpec, tool: str, arguments: dict[str, Any],
-        key: str, run: RunId, sandbox_ref: str | None, started: float,
+        key: str, run: RunId, sandbox_ref: str | None, started: float, fresh_sandbox: bool,
     ) -> ToolResult:
         outcome = await self._builtins.call(tenant, run, tool, arguments,
                                             egress=spec.sandbox.egress, sandbox_ref=sandbox_ref,
-                                            browser=uses_browser(spec.tools))
+                                            browser=uses_browser(spec.tools), key=key,
+                                            fresh_sandbox=fresh_sandbox)
         result = await self._shape(tenant, key, None, outcome.ok, outcome.text, started)
         return dataclasses.replace(result, sandbox=outcome.sandbox or None,
                                    egress_refused=outcome.egress_refused,

@@ -26,6 +26,7 @@ import os
 import random
 import resource
 import selectors
+import shutil
 import signal
 import stat
 import sys
@@ -44,6 +45,8 @@ MAX_LIST_ENTRIES = 1000
 DRAIN_SECONDS = 0.2  # output still arriving after the execution ended (grandchildren)
 RNDRESEEDCRNG = 0x5207  # <linux/random.h>: reseed the kernel's CRNG from its input pool
 BROWSER_UID = 1001  # the browser's own user where the agent is root (the microVM image)
+#: Where an execution finds its tool call's idempotency key (also TENANTRY_IDEMPOTENCY_KEY).
+KEY_FILE = "/tmp/tenantry/idempotency-key"
 
 
 class Refused(Exception):
@@ -130,7 +133,38 @@ class Agent:
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": self.workdir,
                "LANG": "C.UTF-8", "TMPDIR": "/tmp", **self.env}
         env.update({str(k): str(v) for k, v in dict(request.get("env") or {}).items()})
+        key = request.get("idempotency_key")
+        if isinstance(key, str):
+            env["TENANTRY_IDEMPOTENCY_KEY"] = key
+            self._write_key(key)
         return self._run(target, env, stdin, timeout, cap)
+
+    def _write_key(self, key: str) -> None:
+        """The call's key in ``KEY_FILE`` too, for code that reads files rather than its
+        environment: written anew for every execution, readable by the code's user. The
+        folder must be the agent's own: code (another user where the agent is root) may
+        have put a link or a folder of its own there, to have the agent write elsewhere."""
+        folder = os.path.dirname(KEY_FILE)
+        try:
+            found = os.lstat(folder)
+        except FileNotFoundError:
+            found = None
+        if found is not None and (not stat.S_ISDIR(found.st_mode)
+                                  or found.st_uid != os.getuid()):
+            if stat.S_ISDIR(found.st_mode):
+                shutil.rmtree(folder)
+            else:
+                os.unlink(folder)
+            found = None
+        if found is None:
+            os.mkdir(folder, 0o755)
+        partial = f"{KEY_FILE}.{os.getpid()}"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(partial)
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(key)
+        os.replace(partial, KEY_FILE)
 
     def op_write(self, request: dict[str, Any]) -> dict[str, Any]:
         path = self._path(str(request.get("path", "")))
