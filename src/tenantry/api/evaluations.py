@@ -17,6 +17,7 @@ from tenantry.api.fields import Body, PositiveInt4, Text, bounded_json, storable
 from tenantry.api.pages import PageRequest, page_request
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
+from tenantry.api.runs import _OVERLOADED
 from tenantry.errors import NotFound, ValidationFailed
 from tenantry.evaluations import service, test_sets
 from tenantry.evaluations.checks import PatternRefused, compile_pattern
@@ -371,13 +372,20 @@ async def get_test_set(
 
 @router.post("/{agent_id}/evaluations", status_code=201, response_model=EvaluationOut,
              responses={409: {"description": "A version starts child runs or activities "
-                                              "(not supported yet)."}})
+                                              "(not supported yet)."},
+                        # Its runs are batch runs: refused whenever the cell sheds those.
+                        503: _OVERLOADED})
 async def create_evaluation(
     agent_id: str, body: CreateEvaluation, response: Response,
     who: Caller = Depends(current_caller), p: Platform = Depends(platform),
 ) -> EvaluationOut:
     tenant, by = who.tenant, str(who.key)
     agent = parse_or_404(AgentId, agent_id, AGENT_NOT_FOUND)
+    # Every case is two new batch runs (ADR 0034): a cell shedding batch runs refuses the
+    # evaluation as it refuses `POST /v1/runs` at batch priority (ADR 0008) — whole, before
+    # anything is read or written. (No idempotency key: there is no accepted retry to answer.)
+    if p.cell is not None and (overloaded := await p.cell.refusal(service.PRIORITY)):
+        raise overloaded
     live = await agents.get_agent(p.db, tenant, agent)  # 404 for another tenant's agent
     try:
         test_set = await test_sets.get(p.db, tenant, agent, TestSetId.parse(body.test_set_id))
