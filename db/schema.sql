@@ -1762,6 +1762,12 @@ BEGIN
     DELETE FROM public.approvals a WHERE a.tenant_id = p_tenant AND a.run_id = ANY (v_runs);
     DELETE FROM public.budget_reservations b
     WHERE b.tenant_id = p_tenant AND b.run_id = ANY (v_runs);
+    -- Copies of the run's input and tool results in test cases made from it, and the
+    -- verdicts stored for it as an evaluation's run (ADR 0034): they go with the run.
+    DELETE FROM public.test_case_sources s
+    WHERE s.tenant_id = p_tenant AND s.run_id = ANY (v_runs);
+    DELETE FROM public.evaluation_results x
+    WHERE x.tenant_id = p_tenant AND x.run_id = ANY (v_runs);
     DELETE FROM public.runs r WHERE r.tenant_id = p_tenant AND r.run_id = ANY (v_runs);
     -- What runs_count_ended_deleted leaves to us (see there); last, so that the totals'
     -- row locks are held only to the commit.
@@ -2302,6 +2308,8 @@ CREATE TABLE public.agent_test_sets (
     stubs jsonb DEFAULT '{}'::jsonb NOT NULL,
     cases jsonb NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    case_count integer,
+    CONSTRAINT agent_test_sets_case_count_check CHECK ((case_count >= 0)),
     CONSTRAINT agent_test_sets_tool_results_check CHECK ((tool_results = ANY (ARRAY['recorded'::text, 'live'::text])))
 );
 
@@ -2543,6 +2551,24 @@ CREATE TABLE public.erase_jobs (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     finished_at timestamp with time zone,
     CONSTRAINT erase_jobs_status_check CHECK ((status = ANY (ARRAY['running'::text, 'done'::text])))
+);
+
+--
+-- Name: evaluation_results; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.evaluation_results (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    evaluation_id uuid NOT NULL,
+    status text NOT NULL,
+    passed boolean NOT NULL,
+    verdicts jsonb NOT NULL,
+    tool_calls jsonb NOT NULL,
+    tool_calls_total integer NOT NULL,
+    tool_calls_sha256 bytea NOT NULL,
+    computed_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT evaluation_results_tool_calls_total_check CHECK ((tool_calls_total >= 0))
 );
 
 --
@@ -3698,6 +3724,20 @@ CREATE TABLE public.tenants (
 );
 
 --
+-- Name: test_case_sources; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.test_case_sources (
+    tenant_id text NOT NULL,
+    test_set_id uuid NOT NULL,
+    case_index integer NOT NULL,
+    run_id uuid NOT NULL,
+    input jsonb,
+    recorded jsonb DEFAULT '[]'::jsonb NOT NULL,
+    CONSTRAINT test_case_sources_case_index_check CHECK ((case_index >= 0))
+);
+
+--
 -- Name: tombstones; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -4334,6 +4374,13 @@ ALTER TABLE ONLY public.erase_jobs
     ADD CONSTRAINT erase_jobs_pkey PRIMARY KEY (job_id);
 
 --
+-- Name: evaluation_results evaluation_results_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.evaluation_results
+    ADD CONSTRAINT evaluation_results_pkey PRIMARY KEY (tenant_id, run_id);
+
+--
 -- Name: evaluation_runs evaluation_runs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -4915,6 +4962,13 @@ ALTER TABLE ONLY public.tenants
     ADD CONSTRAINT tenants_pkey PRIMARY KEY (tenant_id);
 
 --
+-- Name: test_case_sources test_case_sources_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.test_case_sources
+    ADD CONSTRAINT test_case_sources_pkey PRIMARY KEY (tenant_id, test_set_id, case_index);
+
+--
 -- Name: tombstones tombstones_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -5123,6 +5177,12 @@ CREATE INDEX runs_webhooks_due ON public.runs USING btree (webhook_next_at) WHER
 --
 
 CREATE INDEX sandbox_usage_facts_by_time ON public.sandbox_usage_facts USING btree (tenant_id, created_at);
+
+--
+-- Name: test_case_sources_by_run; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX test_case_sources_by_run ON public.test_case_sources USING btree (tenant_id, run_id);
 
 --
 -- Name: tombstones_by_age; Type: INDEX; Schema: public; Owner: -
@@ -5623,6 +5683,12 @@ CREATE TRIGGER audit_log_append_only BEFORE DELETE OR UPDATE ON public.audit_log
 CREATE TRIGGER billing_reconciliations_immutable BEFORE DELETE OR UPDATE ON public.billing_reconciliations FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_change();
 
 --
+-- Name: evaluation_results evaluation_results_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER evaluation_results_refuse_frozen BEFORE INSERT OR UPDATE ON public.evaluation_results FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
+
+--
 -- Name: evaluation_runs evaluation_runs_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -5753,6 +5819,12 @@ CREATE TRIGGER tenants_policy AFTER INSERT ON public.tenants FOR EACH ROW EXECUT
 --
 
 CREATE TRIGGER tenants_refuse_frozen BEFORE INSERT OR UPDATE ON public.tenants FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
+
+--
+-- Name: test_case_sources test_case_sources_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER test_case_sources_refuse_frozen BEFORE INSERT OR UPDATE ON public.test_case_sources FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
 
 --
 -- Name: tombstones tombstones_immutable; Type: TRIGGER; Schema: public; Owner: -
@@ -5911,6 +5983,13 @@ ALTER TABLE ONLY public.cleanup_leases
 
 ALTER TABLE ONLY public.erase_jobs
     ADD CONSTRAINT erase_jobs_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
+
+--
+-- Name: evaluation_results evaluation_results_tenant_id_run_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.evaluation_results
+    ADD CONSTRAINT evaluation_results_tenant_id_run_id_fkey FOREIGN KEY (tenant_id, run_id) REFERENCES public.evaluation_runs(tenant_id, run_id);
 
 --
 -- Name: evaluation_runs evaluation_runs_tenant_id_evaluation_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
@@ -6228,6 +6307,13 @@ ALTER TABLE ONLY public.tenant_policies
     ADD CONSTRAINT tenant_policies_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
 
 --
+-- Name: test_case_sources test_case_sources_tenant_id_test_set_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.test_case_sources
+    ADD CONSTRAINT test_case_sources_tenant_id_test_set_id_fkey FOREIGN KEY (tenant_id, test_set_id) REFERENCES public.agent_test_sets(tenant_id, test_set_id);
+
+--
 -- Name: tombstones tombstones_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -6355,6 +6441,12 @@ ALTER TABLE public.console_actions ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.erase_jobs ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: evaluation_results; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.evaluation_results ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: evaluation_runs; Type: ROW SECURITY; Schema: public; Owner: -
@@ -6903,6 +6995,12 @@ CREATE POLICY tenant_isolation ON public.console_actions USING ((tenant_id = pub
 CREATE POLICY tenant_isolation ON public.erase_jobs USING ((tenant_id = public.tenantry_current_tenant()));
 
 --
+-- Name: evaluation_results tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.evaluation_results USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
 -- Name: evaluation_runs tenant_isolation; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -7365,6 +7463,12 @@ CREATE POLICY tenant_isolation ON public.tenant_policies USING ((tenant_id = pub
 CREATE POLICY tenant_isolation ON public.tenants USING ((tenant_id = public.tenantry_current_tenant()));
 
 --
+-- Name: test_case_sources tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.test_case_sources USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
 -- Name: tombstones tenant_isolation; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -7405,6 +7509,12 @@ ALTER TABLE public.tenant_policies ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.tenants ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: test_case_sources; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.test_case_sources ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: tombstones; Type: ROW SECURITY; Schema: public; Owner: -

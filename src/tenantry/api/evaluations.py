@@ -175,6 +175,13 @@ class CaseOut(BaseModel):
     checks: dict[str, Any]
     recorded: list[dict[str, Any]]
     from_run: str | None = None
+    from_run_deleted: bool = Field(
+        default=False, description="The run `from_run` names was deleted (retention, "
+                                   "`DELETE /v1/runs/{run_id}`, erasure): what the case "
+                                   "copied from it — its input, unless the case has its "
+                                   "own, and its tool results — went with it. An evaluation "
+                                   "of this test set is refused (409) while it has such a "
+                                   "case.")
 
 
 class TestSetOut(BaseModel):
@@ -189,10 +196,22 @@ class TestSetOut(BaseModel):
     created_at: datetime
 
 
+class TestSetSummaryOut(BaseModel):
+    __test__ = False
+
+    test_set_id: str
+    agent_id: str
+    name: str
+    tool_results: str
+    cases: int = Field(description="How many cases it has (`GET …/test-sets/{test_set_id}` "
+                                   "shows them).")
+    created_at: datetime
+
+
 class TestSetList(BaseModel):
     __test__ = False
 
-    data: list[TestSetOut]
+    data: list[TestSetSummaryOut]
     next_cursor: str | None
 
 
@@ -266,7 +285,13 @@ class SideOut(BaseModel):
     output_tokens: int | None = None
     cost_micros: int | None = None
     latency_ms: float | None = None
-    tool_calls: list[ToolCallOut] = Field(default_factory=list)
+    tool_calls: list[ToolCallOut] = Field(
+        default_factory=list,
+        description=f"The run's first {service.REPORTED_TOOL_CALLS} tool calls, once it "
+                    "ended (none while it runs).")
+    tool_calls_total: int | None = Field(
+        default=None, description="How many tool calls the run made, once it ended "
+                                  "(`checks` judged them all); null while it runs.")
 
 
 class CaseResultOut(BaseModel):
@@ -353,11 +378,16 @@ async def list_test_sets(
     agent_id: str, page: PageRequest = Depends(page_request),
     tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
 ) -> TestSetList:
+    """A page of the agent's test sets, newest first: each one's name, tool results and how
+    many cases it has, never the cases (read one test set to see them)."""
     agent = parse_or_404(AgentId, agent_id, AGENT_NOT_FOUND)
     found = await test_sets.list_for(p.db, tenant, agent, before=page.position(TestSetId.parse),
                                      limit=page.limit)
-    return TestSetList(data=[_test_set_out(t) for t in found],
-                       next_cursor=page.next_cursor(found, lambda t: str(t.test_set_id)))
+    return TestSetList(
+        data=[TestSetSummaryOut(test_set_id=str(t.test_set_id), agent_id=str(t.agent_id),
+                                name=t.name, tool_results=t.tool_results, cases=t.cases,
+                                created_at=t.created_at) for t in found],
+        next_cursor=page.next_cursor(found, lambda t: str(t.test_set_id)))
 
 
 @router.get("/{agent_id}/test-sets/{test_set_id}", response_model=TestSetOut)
@@ -372,7 +402,9 @@ async def get_test_set(
 
 @router.post("/{agent_id}/evaluations", status_code=201, response_model=EvaluationOut,
              responses={409: {"description": "A version starts child runs or activities "
-                                              "(not supported yet)."},
+                                              "(not supported yet); or a case of the test "
+                                              "set was made from a run since deleted "
+                                              "(`cases_without_their_run` names them)."},
                         # Its runs are batch runs: refused whenever the cell sheds those.
                         503: _OVERLOADED})
 async def create_evaluation(
@@ -489,7 +521,7 @@ def _side_out(side: service.SideResult) -> SideOut:
         error=o.error, checks=verdicts, steps=o.steps, input_tokens=o.input_tokens,
         output_tokens=o.output_tokens, cost_micros=o.cost_micros, latency_ms=o.latency_ms,
         tool_calls=[ToolCallOut(tool=c.tool, arguments=c.arguments, outcome=c.outcome)
-                    for c in o.tool_calls])
+                    for c in o.tool_calls], tool_calls_total=side.tool_calls_total)
 
 
 def _totals(sides: list[service.SideResult]) -> TotalsOut:
