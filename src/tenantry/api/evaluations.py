@@ -157,12 +157,13 @@ class CreateTestSet(Body):
     cases: list[CaseBody] = Field(min_length=1, max_length=MAX_CASES)
     tool_results: Literal["recorded", "live"] = Field(
         default="recorded",
-        description="`recorded` (default): no call of an evaluation's runs reaches a tool "
-                    "server; each is answered by the case's recorded result for exactly that "
-                    "tool and those arguments, else the tool's stub, else a tool error. "
-                    "`live`: calls to servers that honour idempotency keys are made for "
-                    "real; every other call is still answered that way. Built-in tools "
-                    "(code, files, browser) always run, in the run's own sandbox.")
+        description="`recorded` (default): no call of an evaluation's runs is made — to a "
+                    "tool server or to a built-in tool (code, files, browser); each is "
+                    "answered by the case's recorded result for exactly that tool and those "
+                    "arguments, else the tool's stub, else a tool error. `live`: calls to "
+                    "servers that honour idempotency keys are made for real, and built-in "
+                    "calls of an agent whose sandbox reaches no host and has no browser; "
+                    "every other call is still answered that way.")
     stubs: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:@/-]{1,200}$")],
                 Annotated[Text, Field(max_length=MAX_RESULT_CHARS)]] = Field(
         default_factory=dict, max_length=64,
