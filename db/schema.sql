@@ -1422,21 +1422,56 @@ $$;
 --
 
 CREATE FUNCTION public.tenantry_note_model_snapshot(p_tenant text, p_agent uuid, p_model text, p_seen text) RETURNS boolean
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    SELECT public.tenantry_note_model_snapshot_v2(p_tenant, p_agent, p_model, p_seen, NULL)
+$$;
+
+--
+-- Name: tenantry_note_model_snapshot_v2(text, uuid, text, text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_note_model_snapshot_v2(p_tenant text, p_agent uuid, p_model text, p_seen text, p_owner text) RETURNS boolean
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'public'
     AS $$
 DECLARE
-    v_changed boolean;
+    r record;
+    v_owners text[] := CASE WHEN p_owner IS NULL THEN '{}' ELSE ARRAY[p_owner] END;
 BEGIN
     PERFORM set_config('tenantry.tenant_id', p_tenant, true);
-    INSERT INTO public.agent_model_snapshots AS s (tenant_id, agent_id, model, accepted)
-    VALUES (p_tenant, p_agent, p_model, p_seen)
-    ON CONFLICT (tenant_id, agent_id, model) DO UPDATE
-        SET changed_to = EXCLUDED.accepted, changed_at = now(), updated_at = now()
-        WHERE s.accepted <> EXCLUDED.accepted
-          AND s.changed_to IS DISTINCT FROM EXCLUDED.accepted
-    RETURNING s.changed_to IS NOT NULL INTO v_changed;
-    RETURN coalesce(v_changed, false);
+    INSERT INTO public.agent_model_snapshots (tenant_id, agent_id, model, accepted,
+                                              accepted_on)
+    VALUES (p_tenant, p_agent, p_model, p_seen, v_owners)
+    ON CONFLICT (tenant_id, agent_id, model) DO NOTHING;
+    IF FOUND THEN
+        RETURN false;  -- the first seen: accepted
+    END IF;
+    SELECT s.accepted, s.accepted_on, s.changed_to, s.changed_on INTO r
+    FROM public.agent_model_snapshots s
+    WHERE s.tenant_id = p_tenant AND s.agent_id = p_agent AND s.model = p_model
+    FOR UPDATE;
+    IF r.accepted = p_seen THEN
+        IF NOT v_owners <@ r.accepted_on THEN
+            UPDATE public.agent_model_snapshots
+            SET accepted_on = r.accepted_on || v_owners, updated_at = now()
+            WHERE tenant_id = p_tenant AND agent_id = p_agent AND model = p_model;
+        END IF;
+        RETURN false;
+    END IF;
+    IF r.changed_to = p_seen THEN
+        IF NOT v_owners <@ r.changed_on THEN
+            UPDATE public.agent_model_snapshots
+            SET changed_on = r.changed_on || v_owners, updated_at = now()
+            WHERE tenant_id = p_tenant AND agent_id = p_agent AND model = p_model;
+        END IF;
+        RETURN false;
+    END IF;
+    UPDATE public.agent_model_snapshots
+    SET changed_to = p_seen, changed_at = now(), changed_on = v_owners, updated_at = now()
+    WHERE tenant_id = p_tenant AND agent_id = p_agent AND model = p_model;
+    RETURN true;
 END
 $$;
 
@@ -1900,7 +1935,7 @@ $$;
 -- Name: tenantry_run_for_worker(text, uuid); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.tenantry_run_for_worker(p_tenant text, p_run uuid) RETURNS TABLE(agent_id uuid, agent_version integer, input jsonb, status text, lease_epoch bigint, region text, plan text, created_at timestamp with time zone, started_at timestamp with time zone, spec jsonb, tool_pins jsonb, model_pins jsonb)
+CREATE FUNCTION public.tenantry_run_for_worker(p_tenant text, p_run uuid) RETURNS TABLE(agent_id uuid, agent_version integer, input jsonb, status text, lease_epoch bigint, region text, plan text, created_at timestamp with time zone, started_at timestamp with time zone, spec jsonb, tool_pins jsonb, model_pins jsonb, snapshot_pins jsonb)
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'public'
     AS $$
@@ -1909,13 +1944,20 @@ BEGIN
     RETURN QUERY
     SELECT r.agent_id, r.agent_version, r.input, r.status, r.lease_epoch, t.region, t.plan,
            r.created_at, r.started_at, v.spec, v.tool_pins,
-           (SELECT coalesce(jsonb_object_agg(s.model, s.accepted), '{}'::jsonb)
-            FROM public.agent_model_snapshots s
-            WHERE s.tenant_id = r.tenant_id AND s.agent_id = r.agent_id AND s.held)
+           coalesce(p.model_pins, '{}'::jsonb), coalesce(p.snapshot_pins, '{}'::jsonb)
     FROM public.runs r
     JOIN public.tenants t ON t.tenant_id = r.tenant_id
     JOIN public.agent_versions v ON v.tenant_id = r.tenant_id AND v.agent_id = r.agent_id
                                 AND v.version = r.agent_version
+    LEFT JOIN LATERAL (
+        SELECT jsonb_object_agg(s.model, s.accepted)
+                   FILTER (WHERE 'platform' = ANY (s.accepted_on)) AS model_pins,
+               jsonb_object_agg(s.model, jsonb_build_object('snapshot', s.accepted,
+                                                            'on', to_jsonb(s.accepted_on)))
+                   AS snapshot_pins
+        FROM public.agent_model_snapshots s
+        WHERE s.tenant_id = r.tenant_id AND s.agent_id = r.agent_id AND s.held
+    ) p ON true
     WHERE r.tenant_id = p_tenant AND r.run_id = p_run;
 END
 $$;
@@ -1957,6 +1999,25 @@ CREATE FUNCTION public.tenantry_scheduler_gauges() RETURNS TABLE(tenant_class te
                WHERE r.status = 'queued' AND t2.plan = t.plan)), 0)::float8
     FROM public.tenant_load l JOIN public.tenants t ON t.tenant_id = l.tenant_id
     GROUP BY t.plan ORDER BY t.plan
+$$;
+
+--
+-- Name: tenantry_snapshot_owners_follow(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_snapshot_owners_follow() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF NEW.accepted IS DISTINCT FROM OLD.accepted THEN
+        NEW.accepted_on := CASE WHEN NEW.accepted = OLD.changed_to THEN OLD.changed_on
+                                ELSE '{}' END;
+    END IF;
+    IF NEW.changed_to IS NULL THEN
+        NEW.changed_on := '{}';
+    END IF;
+    RETURN NEW;
+END
 $$;
 
 --
@@ -2273,7 +2334,11 @@ CREATE TABLE public.agent_model_snapshots (
     changed_at timestamp with time zone,
     held boolean DEFAULT false NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    accepted_on text[] DEFAULT '{}'::text[] NOT NULL,
+    changed_on text[] DEFAULT '{}'::text[] NOT NULL,
     CONSTRAINT agent_model_snapshots_accepted_check CHECK (((octet_length(accepted) >= 1) AND (octet_length(accepted) <= 800))),
+    CONSTRAINT agent_model_snapshots_accepted_on_check CHECK ((accepted_on <@ ARRAY['platform'::text, 'tenant'::text])),
+    CONSTRAINT agent_model_snapshots_changed_on_check CHECK ((changed_on <@ ARRAY['platform'::text, 'tenant'::text])),
     CONSTRAINT agent_model_snapshots_changed_to_check CHECK (((octet_length(changed_to) >= 1) AND (octet_length(changed_to) <= 800))),
     CONSTRAINT agent_model_snapshots_check CHECK (((changed_to IS NULL) = (changed_at IS NULL))),
     CONSTRAINT agent_model_snapshots_check1 CHECK ((changed_to <> accepted)),
@@ -5615,6 +5680,12 @@ CREATE TRIGGER agent_evaluations_refuse_frozen BEFORE INSERT OR UPDATE ON public
 --
 
 CREATE TRIGGER agent_model_snapshot_promotions_refuse_frozen BEFORE INSERT OR UPDATE ON public.agent_model_snapshot_promotions FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
+
+--
+-- Name: agent_model_snapshots agent_model_snapshots_owners_follow; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER agent_model_snapshots_owners_follow BEFORE UPDATE ON public.agent_model_snapshots FOR EACH ROW EXECUTE FUNCTION public.tenantry_snapshot_owners_follow();
 
 --
 -- Name: agent_model_snapshots agent_model_snapshots_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
