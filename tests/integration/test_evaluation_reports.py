@@ -20,6 +20,7 @@ from tests.support.evaluations import (
     evaluation_done,
 )
 from tests.support.scripts import answer, scripted
+from tests.support.waiting import until
 from tests.support.worker import Fakes
 
 #: More calls in one reply than a side reports; the check names the last one.
@@ -113,3 +114,37 @@ async def test_a_list_of_test_sets_shows_summaries_and_one_test_set_its_cases(
     one = await api.client.get(f"/v1/agents/{agent}/test-sets/{made[0]['test_set_id']}",
                                headers=h)
     assert one.json() == made[0]
+
+
+async def test_a_report_read_while_its_tenant_moves_is_served_and_judged_after(
+    api: Api, fakes: Fakes, worker: object, admin_conn: asyncpg.Connection,
+) -> None:
+    """A tenant being moved to another cell is written by nobody (migration 0031): the
+    operator's console still shows its report (judged, not stored), and the first read
+    after the move stores the verdicts."""
+    tenant, h, agent = await agent_with_two_versions(api, fakes)
+    r = await api.client.post(f"/v1/agents/{agent}/test-sets", headers=h, json={
+        "name": "one", "cases": [STATUS_CASE], "stubs": {"effect": "shipped (stub)"}})
+    r = await api.client.post(f"/v1/agents/{agent}/evaluations", headers=h, json={
+        "test_set_id": r.json()["test_set_id"], "candidate": {"version": 2}})
+    evaluation = r.json()["evaluation_id"]
+
+    async def both_ended() -> bool:  # read from the database: a report read would judge
+        return await admin_conn.fetchval(
+            "SELECT count(*) FROM runs WHERE tenant_id = $1 AND status = 'finished'",
+            tenant) == 2
+
+    await until(both_ended, "the evaluation's two runs finished", within=60)
+    await admin_conn.execute("INSERT INTO frozen_tenants (tenant_id, state, move_id) "
+                             "VALUES ($1, 'locked', gen_random_uuid())", tenant)
+    cookie, _ = session.issue(OPERATOR_TOKEN, epoch=epoch.FIRST)
+    page = await api.client.get(f"/console/evaluations/{tenant}/{evaluation}",
+                                headers={"Cookie": f"{session.SESSION_COOKIE}={cookie}"})
+    assert page.status_code == 200, page.text
+    assert "passed: the candidate passed every case" in page.text
+    stored = "SELECT count(*) FROM evaluation_results WHERE tenant_id = $1"
+    assert await admin_conn.fetchval(stored, tenant) == 0
+    await admin_conn.execute("DELETE FROM frozen_tenants WHERE tenant_id = $1", tenant)
+    report = await evaluation_done(api, h, agent, evaluation)
+    assert report["passed"] is True
+    assert await admin_conn.fetchval(stored, tenant) == 2
