@@ -1422,21 +1422,56 @@ $$;
 --
 
 CREATE FUNCTION public.tenantry_note_model_snapshot(p_tenant text, p_agent uuid, p_model text, p_seen text) RETURNS boolean
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    SELECT public.tenantry_note_model_snapshot_v2(p_tenant, p_agent, p_model, p_seen, NULL)
+$$;
+
+--
+-- Name: tenantry_note_model_snapshot_v2(text, uuid, text, text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_note_model_snapshot_v2(p_tenant text, p_agent uuid, p_model text, p_seen text, p_owner text) RETURNS boolean
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'public'
     AS $$
 DECLARE
-    v_changed boolean;
+    r record;
+    v_owners text[] := CASE WHEN p_owner IS NULL THEN '{}' ELSE ARRAY[p_owner] END;
 BEGIN
     PERFORM set_config('tenantry.tenant_id', p_tenant, true);
-    INSERT INTO public.agent_model_snapshots AS s (tenant_id, agent_id, model, accepted)
-    VALUES (p_tenant, p_agent, p_model, p_seen)
-    ON CONFLICT (tenant_id, agent_id, model) DO UPDATE
-        SET changed_to = EXCLUDED.accepted, changed_at = now(), updated_at = now()
-        WHERE s.accepted <> EXCLUDED.accepted
-          AND s.changed_to IS DISTINCT FROM EXCLUDED.accepted
-    RETURNING s.changed_to IS NOT NULL INTO v_changed;
-    RETURN coalesce(v_changed, false);
+    INSERT INTO public.agent_model_snapshots (tenant_id, agent_id, model, accepted,
+                                              accepted_on)
+    VALUES (p_tenant, p_agent, p_model, p_seen, v_owners)
+    ON CONFLICT (tenant_id, agent_id, model) DO NOTHING;
+    IF FOUND THEN
+        RETURN false;  -- the first seen: accepted
+    END IF;
+    SELECT s.accepted, s.accepted_on, s.changed_to, s.changed_on INTO r
+    FROM public.agent_model_snapshots s
+    WHERE s.tenant_id = p_tenant AND s.agent_id = p_agent AND s.model = p_model
+    FOR UPDATE;
+    IF r.accepted = p_seen THEN
+        IF NOT v_owners <@ r.accepted_on THEN
+            UPDATE public.agent_model_snapshots
+            SET accepted_on = r.accepted_on || v_owners, updated_at = now()
+            WHERE tenant_id = p_tenant AND agent_id = p_agent AND model = p_model;
+        END IF;
+        RETURN false;
+    END IF;
+    IF r.changed_to = p_seen THEN
+        IF NOT v_owners <@ r.changed_on THEN
+            UPDATE public.agent_model_snapshots
+            SET changed_on = r.changed_on || v_owners, updated_at = now()
+            WHERE tenant_id = p_tenant AND agent_id = p_agent AND model = p_model;
+        END IF;
+        RETURN false;
+    END IF;
+    UPDATE public.agent_model_snapshots
+    SET changed_to = p_seen, changed_at = now(), changed_on = v_owners, updated_at = now()
+    WHERE tenant_id = p_tenant AND agent_id = p_agent AND model = p_model;
+    RETURN true;
 END
 $$;
 
@@ -1762,6 +1797,12 @@ BEGIN
     DELETE FROM public.approvals a WHERE a.tenant_id = p_tenant AND a.run_id = ANY (v_runs);
     DELETE FROM public.budget_reservations b
     WHERE b.tenant_id = p_tenant AND b.run_id = ANY (v_runs);
+    -- Copies of the run's input and tool results in test cases made from it, and the
+    -- verdicts stored for it as an evaluation's run (ADR 0034): they go with the run.
+    DELETE FROM public.test_case_sources s
+    WHERE s.tenant_id = p_tenant AND s.run_id = ANY (v_runs);
+    DELETE FROM public.evaluation_results x
+    WHERE x.tenant_id = p_tenant AND x.run_id = ANY (v_runs);
     DELETE FROM public.runs r WHERE r.tenant_id = p_tenant AND r.run_id = ANY (v_runs);
     -- What runs_count_ended_deleted leaves to us (see there); last, so that the totals'
     -- row locks are held only to the commit.
@@ -1894,7 +1935,7 @@ $$;
 -- Name: tenantry_run_for_worker(text, uuid); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.tenantry_run_for_worker(p_tenant text, p_run uuid) RETURNS TABLE(agent_id uuid, agent_version integer, input jsonb, status text, lease_epoch bigint, region text, plan text, created_at timestamp with time zone, started_at timestamp with time zone, spec jsonb, tool_pins jsonb, model_pins jsonb)
+CREATE FUNCTION public.tenantry_run_for_worker(p_tenant text, p_run uuid) RETURNS TABLE(agent_id uuid, agent_version integer, input jsonb, status text, lease_epoch bigint, region text, plan text, created_at timestamp with time zone, started_at timestamp with time zone, spec jsonb, tool_pins jsonb, model_pins jsonb, snapshot_pins jsonb)
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'public'
     AS $$
@@ -1903,13 +1944,20 @@ BEGIN
     RETURN QUERY
     SELECT r.agent_id, r.agent_version, r.input, r.status, r.lease_epoch, t.region, t.plan,
            r.created_at, r.started_at, v.spec, v.tool_pins,
-           (SELECT coalesce(jsonb_object_agg(s.model, s.accepted), '{}'::jsonb)
-            FROM public.agent_model_snapshots s
-            WHERE s.tenant_id = r.tenant_id AND s.agent_id = r.agent_id AND s.held)
+           coalesce(p.model_pins, '{}'::jsonb), coalesce(p.snapshot_pins, '{}'::jsonb)
     FROM public.runs r
     JOIN public.tenants t ON t.tenant_id = r.tenant_id
     JOIN public.agent_versions v ON v.tenant_id = r.tenant_id AND v.agent_id = r.agent_id
                                 AND v.version = r.agent_version
+    LEFT JOIN LATERAL (
+        SELECT jsonb_object_agg(s.model, s.accepted)
+                   FILTER (WHERE 'platform' = ANY (s.accepted_on)) AS model_pins,
+               jsonb_object_agg(s.model, jsonb_build_object('snapshot', s.accepted,
+                                                            'on', to_jsonb(s.accepted_on)))
+                   AS snapshot_pins
+        FROM public.agent_model_snapshots s
+        WHERE s.tenant_id = r.tenant_id AND s.agent_id = r.agent_id AND s.held
+    ) p ON true
     WHERE r.tenant_id = p_tenant AND r.run_id = p_run;
 END
 $$;
@@ -1951,6 +1999,25 @@ CREATE FUNCTION public.tenantry_scheduler_gauges() RETURNS TABLE(tenant_class te
                WHERE r.status = 'queued' AND t2.plan = t.plan)), 0)::float8
     FROM public.tenant_load l JOIN public.tenants t ON t.tenant_id = l.tenant_id
     GROUP BY t.plan ORDER BY t.plan
+$$;
+
+--
+-- Name: tenantry_snapshot_owners_follow(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_snapshot_owners_follow() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF NEW.accepted IS DISTINCT FROM OLD.accepted THEN
+        NEW.accepted_on := CASE WHEN NEW.accepted = OLD.changed_to THEN OLD.changed_on
+                                ELSE '{}' END;
+    END IF;
+    IF NEW.changed_to IS NULL THEN
+        NEW.changed_on := '{}';
+    END IF;
+    RETURN NEW;
+END
 $$;
 
 --
@@ -2267,7 +2334,11 @@ CREATE TABLE public.agent_model_snapshots (
     changed_at timestamp with time zone,
     held boolean DEFAULT false NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    accepted_on text[] DEFAULT '{}'::text[] NOT NULL,
+    changed_on text[] DEFAULT '{}'::text[] NOT NULL,
     CONSTRAINT agent_model_snapshots_accepted_check CHECK (((octet_length(accepted) >= 1) AND (octet_length(accepted) <= 800))),
+    CONSTRAINT agent_model_snapshots_accepted_on_check CHECK ((accepted_on <@ ARRAY['platform'::text, 'tenant'::text])),
+    CONSTRAINT agent_model_snapshots_changed_on_check CHECK ((changed_on <@ ARRAY['platform'::text, 'tenant'::text])),
     CONSTRAINT agent_model_snapshots_changed_to_check CHECK (((octet_length(changed_to) >= 1) AND (octet_length(changed_to) <= 800))),
     CONSTRAINT agent_model_snapshots_check CHECK (((changed_to IS NULL) = (changed_at IS NULL))),
     CONSTRAINT agent_model_snapshots_check1 CHECK ((changed_to <> accepted)),
@@ -2302,6 +2373,8 @@ CREATE TABLE public.agent_test_sets (
     stubs jsonb DEFAULT '{}'::jsonb NOT NULL,
     cases jsonb NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    case_count integer,
+    CONSTRAINT agent_test_sets_case_count_check CHECK ((case_count >= 0)),
     CONSTRAINT agent_test_sets_tool_results_check CHECK ((tool_results = ANY (ARRAY['recorded'::text, 'live'::text])))
 );
 
@@ -2543,6 +2616,24 @@ CREATE TABLE public.erase_jobs (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     finished_at timestamp with time zone,
     CONSTRAINT erase_jobs_status_check CHECK ((status = ANY (ARRAY['running'::text, 'done'::text])))
+);
+
+--
+-- Name: evaluation_results; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.evaluation_results (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    evaluation_id uuid NOT NULL,
+    status text NOT NULL,
+    passed boolean NOT NULL,
+    verdicts jsonb NOT NULL,
+    tool_calls jsonb NOT NULL,
+    tool_calls_total integer NOT NULL,
+    tool_calls_sha256 bytea NOT NULL,
+    computed_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT evaluation_results_tool_calls_total_check CHECK ((tool_calls_total >= 0))
 );
 
 --
@@ -3698,6 +3789,20 @@ CREATE TABLE public.tenants (
 );
 
 --
+-- Name: test_case_sources; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.test_case_sources (
+    tenant_id text NOT NULL,
+    test_set_id uuid NOT NULL,
+    case_index integer NOT NULL,
+    run_id uuid NOT NULL,
+    input jsonb,
+    recorded jsonb DEFAULT '[]'::jsonb NOT NULL,
+    CONSTRAINT test_case_sources_case_index_check CHECK ((case_index >= 0))
+);
+
+--
 -- Name: tombstones; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -4334,6 +4439,13 @@ ALTER TABLE ONLY public.erase_jobs
     ADD CONSTRAINT erase_jobs_pkey PRIMARY KEY (job_id);
 
 --
+-- Name: evaluation_results evaluation_results_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.evaluation_results
+    ADD CONSTRAINT evaluation_results_pkey PRIMARY KEY (tenant_id, run_id);
+
+--
 -- Name: evaluation_runs evaluation_runs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -4915,6 +5027,13 @@ ALTER TABLE ONLY public.tenants
     ADD CONSTRAINT tenants_pkey PRIMARY KEY (tenant_id);
 
 --
+-- Name: test_case_sources test_case_sources_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.test_case_sources
+    ADD CONSTRAINT test_case_sources_pkey PRIMARY KEY (tenant_id, test_set_id, case_index);
+
+--
 -- Name: tombstones tombstones_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -5123,6 +5242,12 @@ CREATE INDEX runs_webhooks_due ON public.runs USING btree (webhook_next_at) WHER
 --
 
 CREATE INDEX sandbox_usage_facts_by_time ON public.sandbox_usage_facts USING btree (tenant_id, created_at);
+
+--
+-- Name: test_case_sources_by_run; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX test_case_sources_by_run ON public.test_case_sources USING btree (tenant_id, run_id);
 
 --
 -- Name: tombstones_by_age; Type: INDEX; Schema: public; Owner: -
@@ -5557,6 +5682,12 @@ CREATE TRIGGER agent_evaluations_refuse_frozen BEFORE INSERT OR UPDATE ON public
 CREATE TRIGGER agent_model_snapshot_promotions_refuse_frozen BEFORE INSERT OR UPDATE ON public.agent_model_snapshot_promotions FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
 
 --
+-- Name: agent_model_snapshots agent_model_snapshots_owners_follow; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER agent_model_snapshots_owners_follow BEFORE UPDATE ON public.agent_model_snapshots FOR EACH ROW EXECUTE FUNCTION public.tenantry_snapshot_owners_follow();
+
+--
 -- Name: agent_model_snapshots agent_model_snapshots_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -5621,6 +5752,12 @@ CREATE TRIGGER audit_log_append_only BEFORE DELETE OR UPDATE ON public.audit_log
 --
 
 CREATE TRIGGER billing_reconciliations_immutable BEFORE DELETE OR UPDATE ON public.billing_reconciliations FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_change();
+
+--
+-- Name: evaluation_results evaluation_results_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER evaluation_results_refuse_frozen BEFORE INSERT OR UPDATE ON public.evaluation_results FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
 
 --
 -- Name: evaluation_runs evaluation_runs_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
@@ -5753,6 +5890,12 @@ CREATE TRIGGER tenants_policy AFTER INSERT ON public.tenants FOR EACH ROW EXECUT
 --
 
 CREATE TRIGGER tenants_refuse_frozen BEFORE INSERT OR UPDATE ON public.tenants FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
+
+--
+-- Name: test_case_sources test_case_sources_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER test_case_sources_refuse_frozen BEFORE INSERT OR UPDATE ON public.test_case_sources FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
 
 --
 -- Name: tombstones tombstones_immutable; Type: TRIGGER; Schema: public; Owner: -
@@ -5911,6 +6054,13 @@ ALTER TABLE ONLY public.cleanup_leases
 
 ALTER TABLE ONLY public.erase_jobs
     ADD CONSTRAINT erase_jobs_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
+
+--
+-- Name: evaluation_results evaluation_results_tenant_id_run_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.evaluation_results
+    ADD CONSTRAINT evaluation_results_tenant_id_run_id_fkey FOREIGN KEY (tenant_id, run_id) REFERENCES public.evaluation_runs(tenant_id, run_id);
 
 --
 -- Name: evaluation_runs evaluation_runs_tenant_id_evaluation_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
@@ -6228,6 +6378,13 @@ ALTER TABLE ONLY public.tenant_policies
     ADD CONSTRAINT tenant_policies_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
 
 --
+-- Name: test_case_sources test_case_sources_tenant_id_test_set_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.test_case_sources
+    ADD CONSTRAINT test_case_sources_tenant_id_test_set_id_fkey FOREIGN KEY (tenant_id, test_set_id) REFERENCES public.agent_test_sets(tenant_id, test_set_id);
+
+--
 -- Name: tombstones tombstones_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -6355,6 +6512,12 @@ ALTER TABLE public.console_actions ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.erase_jobs ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: evaluation_results; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.evaluation_results ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: evaluation_runs; Type: ROW SECURITY; Schema: public; Owner: -
@@ -6903,6 +7066,12 @@ CREATE POLICY tenant_isolation ON public.console_actions USING ((tenant_id = pub
 CREATE POLICY tenant_isolation ON public.erase_jobs USING ((tenant_id = public.tenantry_current_tenant()));
 
 --
+-- Name: evaluation_results tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.evaluation_results USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
 -- Name: evaluation_runs tenant_isolation; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -7365,6 +7534,12 @@ CREATE POLICY tenant_isolation ON public.tenant_policies USING ((tenant_id = pub
 CREATE POLICY tenant_isolation ON public.tenants USING ((tenant_id = public.tenantry_current_tenant()));
 
 --
+-- Name: test_case_sources tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.test_case_sources USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
 -- Name: tombstones tenant_isolation; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -7405,6 +7580,12 @@ ALTER TABLE public.tenant_policies ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.tenants ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: test_case_sources; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.test_case_sources ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: tombstones; Type: ROW SECURITY; Schema: public; Owner: -

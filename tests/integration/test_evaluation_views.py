@@ -22,6 +22,7 @@ from tenantry.client import (
     EvaluationSide,
     NotFound,
     TestSet,
+    TestSetSummary,
     WaitTimeout,
 )
 from tests.support.api import OPERATOR_TOKEN, Api
@@ -81,6 +82,10 @@ async def test_the_sdk_creates_starts_waits_and_reads_an_evaluation_typed(
         done = await client.evaluations.wait(agent, started.evaluation_id, timeout=120,
                                              poll_interval=0.2)
         listed = await client.evaluations.list(agent)
+        sets = await client.evaluations.list_test_sets(agent)
+    # A list of test sets is summaries: how many cases, not the cases.
+    assert [(type(s), s.test_set_id, s.name, s.cases) for s in sets] == [
+        (TestSetSummary, test_set.test_set_id, "support", 2)]
     assert done.status == "finished" and done.passed is False
     policy, status = done.cases
     assert isinstance(policy, EvaluationCase) and isinstance(policy.candidate, EvaluationSide)
@@ -92,6 +97,7 @@ async def test_the_sdk_creates_starts_waits_and_reads_an_evaluation_typed(
     assert "passed" in policy.differences and "answer" in policy.differences
     assert [c.outcome for c in policy.baseline.tool_calls] == ["recorded"]
     assert [c.outcome for c in status.candidate.tool_calls] == ["stub"]
+    assert status.candidate.tool_calls_total == 1
     assert policy.candidate.tokens == (policy.candidate.input_tokens or 0) + (
         policy.candidate.output_tokens or 0)
     assert (done.baseline_totals.passed, done.candidate_totals.passed,

@@ -12,7 +12,7 @@ import asyncpg
 import httpx2
 import pytest
 
-from tests.support.api import Api
+from tests.support.api import Api, serving_api
 from tests.support.api_process import api_process
 from tests.support.evaluations import (
     POLICY_CASE,
@@ -271,3 +271,41 @@ async def test_a_catastrophic_pattern_from_one_tenant_stalls_no_other_tenant(
                 for c in r.json()["cases"][0][side]["checks"] if c["check"] == "answer_matches"]
     assert [v["passed"] for v in verdicts] == [False, False]
     assert "does not match" in verdicts[0]["detail"]
+
+
+async def test_a_cell_shedding_batch_runs_refuses_an_evaluation_and_writes_nothing(
+    database_dsn: str, fakes: Fakes, admin_conn: asyncpg.Connection,
+) -> None:
+    """An evaluation is two batch runs per case: while the cell refuses new batch runs
+    (ADR 0008) it is refused whole, with the body `POST /v1/runs` answers; an interactive
+    run is still accepted."""
+    levels = {"delay_new_runs_at": 1, "refuse_batch_runs_at": 2, "max_queued_runs": 4,
+              "load_read_seconds": 0}
+    async with serving_api(database_dsn, **levels) as api:
+        _, h, agent = await agent_with_two_versions(api, fakes)
+        r = await api.client.post(f"/v1/agents/{agent}/test-sets", headers=h, json={
+            "name": "support", "cases": [POLICY_CASE, STATUS_CASE]})
+        assert r.status_code == 201, r.text
+        test_set = r.json()["test_set_id"]
+        _, filler = await api.tenant("Filler")
+        filler_agent = await api.agent(filler)
+        for i in range(2):  # two queued: the batch level
+            await api.start(filler, filler_agent, scripted(answer(f"filler {i}")))
+        runs_before = await admin_conn.fetchval("SELECT count(*) FROM runs")
+
+        r = await api.client.post(f"/v1/agents/{agent}/evaluations", headers=h, json={
+            "test_set_id": test_set, "candidate": {"version": 2}})
+        assert r.status_code == 503, r.text
+        assert r.headers["content-type"] == "application/problem+json"
+        problem = r.json()
+        assert problem["type"] == "overloaded" and problem["shed"] == ["batch"]
+        assert int(r.headers["retry-after"]) == problem["retry_after"] > 0
+        # The body a shed run gets: no queue depth, no threshold.
+        assert set(problem) == {"type", "title", "status", "detail", "shed", "retry_after"}
+        assert await admin_conn.fetchval("SELECT count(*) FROM runs") == runs_before
+        assert await admin_conn.fetchval("SELECT count(*) FROM agent_evaluations") == 0
+        assert await admin_conn.fetchval("SELECT count(*) FROM evaluation_runs") == 0
+        listed = await api.client.get(f"/v1/agents/{agent}/evaluations", headers=h)
+        assert listed.json()["data"] == []
+        # Interactive work of the same tenant is still admitted at this level.
+        await api.start(h, agent, scripted(answer("interactive")))

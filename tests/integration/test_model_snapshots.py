@@ -10,15 +10,21 @@ from typing import Any
 import asyncpg
 import pytest
 
+from tenantry.agents import snapshots
 from tenantry.agents.snapshots import SnapshotNotes
 from tenantry.db import Database
-from tenantry.ids import AgentId, TenantId
+from tenantry.db.migrate import available, migrate
+from tenantry.ids import AgentId, ApiKeyId, TenantId
 from tenantry.telemetry.worker import WorkerMetrics
+from tenantry.testing.fake_model import FakeModelServer
 from tests.support.api import Api
+from tests.support.db import login_dsn, scratch_database
+from tests.support.retention import Seeded, tenant_and_agent
 from tests.support.scripts import answer, scripted
 from tests.support.worker import Fakes, running_worker
 
 FIRST, SECOND = "scripted-2026-01-15", "scripted-2026-03-01"
+NOTE = "tenantry_note_model_snapshot_v2(text, uuid, text, text, text)"
 
 
 async def _run(api: Api, h: dict[str, str], agent: str) -> dict[str, Any]:
@@ -209,24 +215,120 @@ async def test_a_worker_writes_a_snapshot_only_when_it_differs_from_the_last_it_
     agent = AgentId.parse(await api.agent(h))
     tenant = TenantId(tenant_id)
     notes = SnapshotNotes()
-    assert not await notes.note(db, tenant, agent, "scripted", FIRST)  # accepted
-    await admin_conn.execute("REVOKE EXECUTE ON FUNCTION "
-                             "tenantry_note_model_snapshot(text, uuid, text, text) "
-                             "FROM tenantry_app")
+    assert not await notes.note(db, tenant, agent, "scripted", FIRST, "platform")  # accepted
+    await admin_conn.execute(f"REVOKE EXECUTE ON FUNCTION {NOTE} FROM tenantry_app")
     for _ in range(3):
-        assert not await notes.note(db, tenant, agent, "scripted", FIRST)
+        assert not await notes.note(db, tenant, agent, "scripted", FIRST, "platform")
     # Past its refresh time the same snapshot is written again (a change the tenant cleared
-    # while the provider still serves it comes back).
+    # while the provider still serves it comes back); so is one from another owner's account.
     with pytest.raises(asyncpg.InsufficientPrivilegeError):
-        await SnapshotNotes(refresh_seconds=0).note(db, tenant, agent, "scripted", FIRST)
+        await SnapshotNotes(refresh_seconds=0).note(db, tenant, agent, "scripted", FIRST,
+                                                    "platform")
     with pytest.raises(asyncpg.InsufficientPrivilegeError):
-        await notes.note(db, tenant, agent, "scripted", SECOND)
-    await admin_conn.execute("GRANT EXECUTE ON FUNCTION "
-                             "tenantry_note_model_snapshot(text, uuid, text, text) "
-                             "TO tenantry_app")
+        await notes.note(db, tenant, agent, "scripted", FIRST, "tenant")
+    with pytest.raises(asyncpg.InsufficientPrivilegeError):
+        await notes.note(db, tenant, agent, "scripted", SECOND, "platform")
+    await admin_conn.execute(f"GRANT EXECUTE ON FUNCTION {NOTE} TO tenantry_app")
     # The failed write is tried again; another process (no memory yet) writes once and
     # notices nothing new.
-    assert await notes.note(db, tenant, agent, "scripted", SECOND)
-    assert not await SnapshotNotes().note(db, tenant, agent, "scripted", SECOND)
+    assert await notes.note(db, tenant, agent, "scripted", SECOND, "platform")
+    assert not await SnapshotNotes().note(db, tenant, agent, "scripted", SECOND, "platform")
     [row] = (await _snapshots(api, h, str(agent)))["data"]
     assert (row["accepted"], row["changed_to"]) == (FIRST, SECOND)
+
+
+async def test_a_snapshot_the_tenants_own_account_reported_never_goes_out_on_a_platform_one(
+    api: Api, database_dsn: str,
+) -> None:
+    """The attack: a tenant's own (bring-your-own-key) account may report any snapshot id
+    at all — here one its own endpoint makes up. Held, it must be asked for on the tenant's
+    own accounts only: once its calls go to a platform account (its own one removed), they
+    ask for the platform's name, which is what the platform prices and bills."""
+    made_up = "scripted-premium-2026-12-31"
+    async with FakeModelServer() as platform, FakeModelServer() as own:
+        await api.model_account("platform", platform.base_url, secret="sk-platform")
+        tenant, h = await api.tenant("Brings Keys")
+        r = await api.client.put(f"/admin/v1/tenants/{tenant}/secrets/openai",
+                                 json={"value": "sk-tenant-own"}, headers=api.operator)
+        assert r.status_code == 201, r.text
+        await api.model_account("byok-1", own.base_url, tenant=tenant, secret_name="openai")
+        agent = await api.agent(h)
+        own.reported_model = made_up
+        async with running_worker(database_dsn, None):
+            reply = await _run(api, h, agent)
+            assert (reply["account"], reply["provider_model"]) == ("byok-1", made_up)
+            r = await api.client.post(f"/v1/agents/{agent}/model-snapshots/hold", headers=h,
+                                      json={"model": "scripted", "held": True})
+            assert r.status_code == 200, r.text
+            held = r.json()
+            assert (held["accepted"], held["held"], held["accepted_on"]) == (
+                made_up, True, ["tenant"])
+            # On its own account the hold is kept: the wire asks for the snapshot.
+            own.requests.clear()
+            assert (await _run(api, h, agent))["account"] == "byok-1"
+            assert own.requested_models == [made_up]
+        r = await api.client.delete("/admin/v1/model-accounts/byok-1", headers=api.operator)
+        assert r.status_code == 200, r.text
+        async with running_worker(database_dsn, None):  # it sees the platform account only
+            reply = await _run(api, h, agent)
+        assert (reply["account"], reply["model"]) == ("platform", "scripted")
+        assert platform.requested_models == ["scripted"]
+        [row] = (await _snapshots(api, h, agent))["data"]
+        assert (row["accepted"], row["held"]) == (made_up, True)  # held, where it applies
+
+
+async def test_owners_are_noted_follow_a_promotion_and_what_came_before_is_held_safely(
+    admin_dsn: str,
+) -> None:
+    """Snapshots noted before owners were (migration 0039): a tenant that never had an
+    account of its own was answered on platform accounts only, and its holds go on there;
+    another tenant's are not known, held nowhere, until its accounts report them again. A
+    previous release's worker still notes (no owner). Owners follow a promotion."""
+    owners = next(m.version for m in available() if m.name == "snapshot_pins_per_account_owner")
+    async with scratch_database(admin_dsn, "tenantry_owners",
+                                prepare=lambda c: migrate(c, upto=owners - 1)) as dsn:
+        admin = await asyncpg.connect(dsn)
+        db = await Database.connect(login_dsn(dsn), min_size=1, max_size=2)
+        try:
+            plain, byok = (await tenant_and_agent(db, "plain"),
+                           await tenant_and_agent(db, "byok"))
+            await admin.execute(
+                "INSERT INTO model_accounts (account_id, provider, base_url, models, region, "
+                "tenant_id, secret_name) VALUES ('own', 'openai', 'http://x', '{scripted}', "
+                "'us', $1, 'k')", byok.tenant.value)
+            for seeded in (plain, byok):
+                await admin.execute(
+                    "INSERT INTO agent_model_snapshots (tenant_id, agent_id, model, accepted, "
+                    "changed_to, changed_at, held) VALUES ($1, $2, 'scripted', $3, $4, now(), "
+                    "true)", seeded.tenant.value, seeded.agent.uuid, FIRST, SECOND)
+
+            await migrate(admin)
+
+            async def row(seeded: Seeded) -> tuple[Any, ...]:
+                [s] = (await snapshots.listed(db, seeded.tenant, seeded.agent))[0]
+                return s.accepted, s.accepted_on, s.changed_to, s.changed_on
+
+            assert await row(plain) == (FIRST, ("platform",), SECOND, ("platform",))
+            assert await row(byok) == (FIRST, (), SECOND, ())
+            # The previous release's worker notes without an owner: nothing is learnt.
+            assert not await admin.fetchval(
+                "SELECT tenantry_note_model_snapshot($1, $2, 'scripted', $3)",
+                byok.tenant.value, byok.agent.uuid, FIRST)
+            assert await row(byok) == (FIRST, (), SECOND, ())
+            # This release's: the owner that reported the accepted or the changed-to one.
+            notes = SnapshotNotes()
+            await notes.note(db, byok.tenant, byok.agent, "scripted", FIRST, "tenant")
+            await notes.note(db, byok.tenant, byok.agent, "scripted", SECOND, "platform")
+            await notes.note(db, byok.tenant, byok.agent, "scripted", SECOND, "tenant")
+            assert await row(byok) == (FIRST, ("tenant",), SECOND, ("platform", "tenant"))
+            # Promoted: the accepted one was reported where the change was.
+            done = await snapshots.promote(db, byok.tenant, byok.agent, "scripted", SECOND,
+                                           ApiKeyId.new())
+            assert (done.accepted, done.accepted_on, done.changed_to, done.changed_on) == (
+                SECOND, ("platform", "tenant"), None, ())
+            # A different one is a change, reported by its owner alone.
+            assert await notes.note(db, byok.tenant, byok.agent, "scripted", "third", "tenant")
+            assert await row(byok) == (SECOND, ("platform", "tenant"), "third", ("tenant",))
+        finally:
+            await db.close()
+            await admin.close()

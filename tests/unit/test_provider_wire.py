@@ -30,7 +30,14 @@ from tenantry.models.errors import (
 )
 from tenantry.models.openai_compat import parse_completion
 from tenantry.models.ratelimits import format_duration, parse_duration, parse_rate_limits
-from tenantry.models.types import ModelRequest, ModelToolCall, RateLimitInfo
+from tenantry.models.types import (
+    PLATFORM,
+    TENANT,
+    ModelRequest,
+    ModelToolCall,
+    RateLimitInfo,
+    SnapshotPin,
+)
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -227,6 +234,33 @@ def test_a_pinned_snapshot_is_the_wire_model_and_only_that() -> None:
     other = ModelRequest("claude-haiku-4", ({"role": "user", "content": "x"},),
                          provider_model_pins=pins)
     assert messages_body(other)["model"] == "claude-haiku-4"
+
+
+def test_a_held_snapshot_goes_out_only_on_accounts_of_the_owners_that_reported_it() -> None:
+    """Each account's request carries the pins its owner reported, none other: a tenant's
+    own account's snapshot never reaches a platform account, nor the reverse."""
+    pins = {"claude-sonnet-4": SnapshotPin("own-made-up-id", frozenset({TENANT})),
+            "claude-haiku-4": SnapshotPin("claude-haiku-4-20250101", frozenset({PLATFORM})),
+            "claude-opus-4": SnapshotPin("claude-opus-4-20250514", frozenset({TENANT, PLATFORM})),
+            "claude-unknown": SnapshotPin("claude-unknown-1", frozenset())}
+    wire = {}
+    for owner in (TENANT, PLATFORM):
+        for model in pins:
+            request = ModelRequest(model, ({"role": "user", "content": "x"},),
+                                   snapshot_pins=pins).on_account(owner)
+            wire[owner, model] = messages_body(request)["model"]
+    assert wire == {
+        (TENANT, "claude-sonnet-4"): "own-made-up-id",
+        (TENANT, "claude-haiku-4"): "claude-haiku-4",
+        (TENANT, "claude-opus-4"): "claude-opus-4-20250514",
+        (TENANT, "claude-unknown"): "claude-unknown",
+        (PLATFORM, "claude-sonnet-4"): "claude-sonnet-4",
+        (PLATFORM, "claude-haiku-4"): "claude-haiku-4-20250101",
+        (PLATFORM, "claude-opus-4"): "claude-opus-4-20250514",
+        (PLATFORM, "claude-unknown"): "claude-unknown"}
+    # Not sent on any account yet: no pin at all.
+    assert messages_body(ModelRequest("claude-sonnet-4", ({"role": "user", "content": "x"},),
+                                      snapshot_pins=pins))["model"] == "claude-sonnet-4"
 
 
 # ---------------------------------------------------------------------- replies

@@ -9,7 +9,13 @@ hold a model: its runs then ask for the accepted snapshot by its id, which OpenA
 Anthropic serve, until the tenant promotes the new one (or keeps the old, by promoting it).
 
 The worker notes every reply's snapshot, but writes only when it differs from what its
-process last saw for the agent and model: a steady run costs no statement."""
+process last saw for the agent, model and account owner: a steady run costs no statement.
+
+A snapshot is noted with the owner of the account that reported it — the platform's
+accounts, or the tenant's own (bring your own key) — and a held one is asked for only on
+accounts of those owners (``ModelRequest.on_account``). A tenant's own account may report
+any id at all; sent on a platform account, it would be served and billed there under the
+platform's name for the model."""
 
 from __future__ import annotations
 
@@ -51,7 +57,11 @@ class Snapshot:
     accepted_at: datetime
     changed_to: str | None  # another one the provider served since, if any
     changed_at: datetime | None
-    held: bool  # its runs ask for ``accepted`` by id
+    held: bool  # its runs ask for ``accepted`` by id, on accounts of ``accepted_on``
+    # The owners ("platform", "tenant") of the accounts that reported each; empty: not
+    # known (noted before owners were), held on no account until one reports it.
+    accepted_on: tuple[str, ...] = ()
+    changed_on: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,19 +85,20 @@ class SnapshotNotes:
         self._capacity = capacity
         self._refresh = refresh_seconds
         # key → (snapshot, when it was written: time.monotonic())
-        self._seen: OrderedDict[tuple[str, str, str], tuple[str, float]] = OrderedDict()
+        self._seen: OrderedDict[tuple[str, str, str, str], tuple[str, float]] = OrderedDict()
 
     async def note(self, db: Database, tenant: TenantId, agent: AgentId, model: str,
-                   seen: str) -> bool:
-        """Record that ``seen`` served ``model`` for ``agent``; True when this noticed a
-        change (counted once, whichever worker notices it). Raises what the database
-        raises: the caller decides that a failure here fails nothing."""
-        key, now = (tenant.value, str(agent), model), time.monotonic()
+                   seen: str, owner: str) -> bool:
+        """Record that ``seen`` served ``model`` for ``agent`` on an account of ``owner``
+        ("platform" or "tenant"; "" not known); True when this noticed a change (counted
+        once, whichever worker notices it). Raises what the database raises: the caller
+        decides that a failure here fails nothing."""
+        key, now = (tenant.value, str(agent), model, owner), time.monotonic()
         last = self._seen.get(key)
         if last is not None and last[0] == seen and now - last[1] < self._refresh:
             self._seen.move_to_end(key)
             return False
-        row = await db.statement(Q.note, tenant.value, agent.uuid, model, seen)
+        row = await db.statement(Q.note, tenant.value, agent.uuid, model, seen, owner or None)
         self._seen[key] = (seen, now)  # only once written: a failed write is tried again
         self._seen.move_to_end(key)
         while len(self._seen) > self._capacity:
@@ -159,4 +170,5 @@ async def _agent_or_404(conn: Connection, tenant: TenantId, agent: AgentId) -> N
 
 def _snapshot(row: asyncpg.Record) -> Snapshot:
     return Snapshot(row["model"], row["accepted"], row["accepted_at"], row["changed_to"],
-                    row["changed_at"], row["held"])
+                    row["changed_at"], row["held"], tuple(row["accepted_on"]),
+                    tuple(row["changed_on"]))

@@ -17,6 +17,7 @@ from tenantry.api.fields import Body, PositiveInt4, Text, bounded_json, storable
 from tenantry.api.pages import PageRequest, page_request
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
+from tenantry.api.runs import _OVERLOADED
 from tenantry.errors import NotFound, ValidationFailed
 from tenantry.evaluations import service, test_sets
 from tenantry.evaluations.checks import PatternRefused, compile_pattern
@@ -156,12 +157,13 @@ class CreateTestSet(Body):
     cases: list[CaseBody] = Field(min_length=1, max_length=MAX_CASES)
     tool_results: Literal["recorded", "live"] = Field(
         default="recorded",
-        description="`recorded` (default): no call of an evaluation's runs reaches a tool "
-                    "server; each is answered by the case's recorded result for exactly that "
-                    "tool and those arguments, else the tool's stub, else a tool error. "
-                    "`live`: calls to servers that honour idempotency keys are made for "
-                    "real; every other call is still answered that way. Built-in tools "
-                    "(code, files, browser) always run, in the run's own sandbox.")
+        description="`recorded` (default): no call of an evaluation's runs is made — to a "
+                    "tool server or to a built-in tool (code, files, browser); each is "
+                    "answered by the case's recorded result for exactly that tool and those "
+                    "arguments, else the tool's stub, else a tool error. `live`: calls to "
+                    "servers that honour idempotency keys are made for real, and built-in "
+                    "calls of an agent whose sandbox reaches no host and has no browser; "
+                    "every other call is still answered that way.")
     stubs: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:@/-]{1,200}$")],
                 Annotated[Text, Field(max_length=MAX_RESULT_CHARS)]] = Field(
         default_factory=dict, max_length=64,
@@ -174,6 +176,13 @@ class CaseOut(BaseModel):
     checks: dict[str, Any]
     recorded: list[dict[str, Any]]
     from_run: str | None = None
+    from_run_deleted: bool = Field(
+        default=False, description="The run `from_run` names was deleted (retention, "
+                                   "`DELETE /v1/runs/{run_id}`, erasure): what the case "
+                                   "copied from it — its input, unless the case has its "
+                                   "own, and its tool results — went with it. An evaluation "
+                                   "of this test set is refused (409) while it has such a "
+                                   "case.")
 
 
 class TestSetOut(BaseModel):
@@ -188,10 +197,22 @@ class TestSetOut(BaseModel):
     created_at: datetime
 
 
+class TestSetSummaryOut(BaseModel):
+    __test__ = False
+
+    test_set_id: str
+    agent_id: str
+    name: str
+    tool_results: str
+    cases: int = Field(description="How many cases it has (`GET …/test-sets/{test_set_id}` "
+                                   "shows them).")
+    created_at: datetime
+
+
 class TestSetList(BaseModel):
     __test__ = False
 
-    data: list[TestSetOut]
+    data: list[TestSetSummaryOut]
     next_cursor: str | None
 
 
@@ -265,7 +286,13 @@ class SideOut(BaseModel):
     output_tokens: int | None = None
     cost_micros: int | None = None
     latency_ms: float | None = None
-    tool_calls: list[ToolCallOut] = Field(default_factory=list)
+    tool_calls: list[ToolCallOut] = Field(
+        default_factory=list,
+        description=f"The run's first {service.REPORTED_TOOL_CALLS} tool calls, once it "
+                    "ended (none while it runs).")
+    tool_calls_total: int | None = Field(
+        default=None, description="How many tool calls the run made, once it ended "
+                                  "(`checks` judged them all); null while it runs.")
 
 
 class CaseResultOut(BaseModel):
@@ -352,11 +379,16 @@ async def list_test_sets(
     agent_id: str, page: PageRequest = Depends(page_request),
     tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
 ) -> TestSetList:
+    """A page of the agent's test sets, newest first: each one's name, tool results and how
+    many cases it has, never the cases (read one test set to see them)."""
     agent = parse_or_404(AgentId, agent_id, AGENT_NOT_FOUND)
     found = await test_sets.list_for(p.db, tenant, agent, before=page.position(TestSetId.parse),
                                      limit=page.limit)
-    return TestSetList(data=[_test_set_out(t) for t in found],
-                       next_cursor=page.next_cursor(found, lambda t: str(t.test_set_id)))
+    return TestSetList(
+        data=[TestSetSummaryOut(test_set_id=str(t.test_set_id), agent_id=str(t.agent_id),
+                                name=t.name, tool_results=t.tool_results, cases=t.cases,
+                                created_at=t.created_at) for t in found],
+        next_cursor=page.next_cursor(found, lambda t: str(t.test_set_id)))
 
 
 @router.get("/{agent_id}/test-sets/{test_set_id}", response_model=TestSetOut)
@@ -371,13 +403,22 @@ async def get_test_set(
 
 @router.post("/{agent_id}/evaluations", status_code=201, response_model=EvaluationOut,
              responses={409: {"description": "A version starts child runs or activities "
-                                              "(not supported yet)."}})
+                                              "(not supported yet); or a case of the test "
+                                              "set was made from a run since deleted "
+                                              "(`cases_without_their_run` names them)."},
+                        # Its runs are batch runs: refused whenever the cell sheds those.
+                        503: _OVERLOADED})
 async def create_evaluation(
     agent_id: str, body: CreateEvaluation, response: Response,
     who: Caller = Depends(current_caller), p: Platform = Depends(platform),
 ) -> EvaluationOut:
     tenant, by = who.tenant, str(who.key)
     agent = parse_or_404(AgentId, agent_id, AGENT_NOT_FOUND)
+    # Every case is two new batch runs (ADR 0034): a cell shedding batch runs refuses the
+    # evaluation as it refuses `POST /v1/runs` at batch priority (ADR 0008) — whole, before
+    # anything is read or written. (No idempotency key: there is no accepted retry to answer.)
+    if p.cell is not None and (overloaded := await p.cell.refusal(service.PRIORITY)):
+        raise overloaded
     live = await agents.get_agent(p.db, tenant, agent)  # 404 for another tenant's agent
     try:
         test_set = await test_sets.get(p.db, tenant, agent, TestSetId.parse(body.test_set_id))
@@ -481,7 +522,7 @@ def _side_out(side: service.SideResult) -> SideOut:
         error=o.error, checks=verdicts, steps=o.steps, input_tokens=o.input_tokens,
         output_tokens=o.output_tokens, cost_micros=o.cost_micros, latency_ms=o.latency_ms,
         tool_calls=[ToolCallOut(tool=c.tool, arguments=c.arguments, outcome=c.outcome)
-                    for c in o.tool_calls])
+                    for c in o.tool_calls], tool_calls_total=side.tool_calls_total)
 
 
 def _totals(sides: list[service.SideResult]) -> TotalsOut:

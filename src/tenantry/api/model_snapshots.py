@@ -5,7 +5,7 @@ holding the agent's runs on the accepted snapshot, and promoting another
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, Field
@@ -22,6 +22,8 @@ router = APIRouter(prefix="/v1/agents", tags=["agents"])
 ModelName = Annotated[Text, Field(min_length=1, max_length=200,
                                   description="The platform model name the agent uses.")]
 SnapshotId = Annotated[Text, Field(min_length=1, max_length=snapshots.MAX_ID_CHARS)]
+AccountOwner = Literal["platform", "tenant"]
+OWNERS: tuple[AccountOwner, ...] = ("platform", "tenant")
 
 
 class SnapshotOut(BaseModel):
@@ -36,7 +38,16 @@ class SnapshotOut(BaseModel):
     changed_at: datetime | None = Field(description="When `changed_to` was first seen.")
     held: bool = Field(description="The agent's runs ask the provider for `accepted` by its "
                                    "id instead of the model name (from each run's next "
-                                   "load).")
+                                   "load) — on accounts of the owners in `accepted_on` "
+                                   "only; on any other account they ask for the name.")
+    accepted_on: list[AccountOwner] = Field(
+        description="Whose accounts reported `accepted`: `platform` (the platform's "
+                    "accounts), `tenant` (your own, bring-your-own-key accounts). A held "
+                    "snapshot is asked for only on accounts of these owners; empty: not "
+                    "known yet (noted before owners were), held on no account until one "
+                    "reports it.")
+    changed_on: list[AccountOwner] = Field(
+        description="Whose accounts reported `changed_to` (empty while there is none).")
 
 
 class PromotionOut(BaseModel):
@@ -79,7 +90,12 @@ _PROMOTE_RESPONSES: dict[int | str, dict[str, Any]] = {**_NOT_FOUND, 409: {
 
 def _out(s: snapshots.Snapshot) -> SnapshotOut:
     return SnapshotOut(model=s.model, accepted=s.accepted, accepted_at=s.accepted_at,
-                       changed_to=s.changed_to, changed_at=s.changed_at, held=s.held)
+                       changed_to=s.changed_to, changed_at=s.changed_at, held=s.held,
+                       accepted_on=_owners(s.accepted_on), changed_on=_owners(s.changed_on))
+
+
+def _owners(owners: tuple[str, ...]) -> list[AccountOwner]:
+    return [owner for owner in OWNERS if owner in owners]
 
 
 @router.get("/{agent_id}/model-snapshots", response_model=SnapshotList)

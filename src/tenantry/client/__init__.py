@@ -66,6 +66,7 @@ from tenantry.client.models import (
     StartedRun,
     TestCase,
     TestSet,
+    TestSetSummary,
     Usage,
 )
 from tenantry.client.sync import Client
@@ -118,6 +119,7 @@ __all__ = [
     "TenantMoving",
     "TestCase",
     "TestSet",
+    "TestSetSummary",
     "Unauthorized",
     "Unavailable",
     "Usage",

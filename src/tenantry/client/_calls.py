@@ -25,6 +25,7 @@ from tenantry.client.models import (
     Run,
     StartedRun,
     TestSet,
+    TestSetSummary,
 )
 
 T = TypeVar("T")
@@ -188,9 +189,9 @@ def get_test_set(agent_id: str, test_set_id: str) -> Call[TestSet]:
 
 
 def list_test_sets(agent_id: str, *, limit: int | None,
-                   cursor: str | None) -> Call[Page[TestSet]]:
+                   cursor: str | None) -> Call[Page[TestSetSummary]]:
     return Call("GET", f"/v1/agents/{_seg(agent_id)}/test-sets",
-                lambda b: Page.from_json(b, TestSet.from_json),
+                lambda b: Page.from_json(b, TestSetSummary.from_json),
                 params=_query(limit=limit, cursor=cursor))
 
 

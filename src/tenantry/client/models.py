@@ -36,6 +36,7 @@ __all__ = [
     "StartedRun",
     "TestCase",
     "TestSet",
+    "TestSetSummary",
     "Usage",
 ]
 
@@ -349,11 +350,15 @@ class TestCase:
     checks: Json
     recorded: tuple[Json, ...]
     from_run: str | None = None
+    #: The run ``from_run`` names was deleted: what the case copied from it went with it
+    #: (an evaluation of the test set is refused while it has such a case).
+    from_run_deleted: bool = False
 
     @classmethod
     def from_json(cls, body: Json) -> TestCase:
         return cls(body.get("name"), body.get("input"), body.get("checks") or {},
-                   tuple(body.get("recorded") or ()), body.get("from_run"))
+                   tuple(body.get("recorded") or ()), body.get("from_run"),
+                   bool(body.get("from_run_deleted", False)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,6 +382,28 @@ class TestSet:
         return cls(str(body["test_set_id"]), str(body["agent_id"]), str(body["name"]),
                    str(body.get("tool_results", "recorded")), body.get("stubs") or {},
                    tuple(TestCase.from_json(c) for c in body.get("cases") or ()),
+                   _time(body["created_at"]), raw=body)
+
+
+@dataclass(frozen=True, slots=True)
+class TestSetSummary:
+    """A test set as a list shows it: how many cases, not the cases
+    (``get_test_set`` reads them)."""
+
+    __test__ = False
+
+    test_set_id: str
+    agent_id: str
+    name: str
+    tool_results: str
+    cases: int
+    created_at: datetime
+    raw: Json = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, body: Json) -> TestSetSummary:
+        return cls(str(body["test_set_id"]), str(body["agent_id"]), str(body["name"]),
+                   str(body.get("tool_results", "recorded")), int(body["cases"]),
                    _time(body["created_at"]), raw=body)
 
 
@@ -418,7 +445,9 @@ class EvaluationToolCall:
 @dataclass(frozen=True, slots=True)
 class EvaluationSide:
     """A case's run on one side. ``status`` None: the run was deleted (retention);
-    ``passed`` None while it runs. The numbers are None for a deleted run."""
+    ``passed`` None while it runs. The numbers are None for a deleted run. Once the run
+    ended, ``tool_calls`` are its first calls (50) and ``tool_calls_total`` how many it
+    made (None while it runs)."""
 
     run_id: str
     status: str | None
@@ -432,6 +461,7 @@ class EvaluationSide:
     cost_micros: int | None
     latency_ms: float | None
     tool_calls: tuple[EvaluationToolCall, ...]
+    tool_calls_total: int | None = None
 
     @property
     def tokens(self) -> int | None:
@@ -457,7 +487,8 @@ class EvaluationSide:
             latency_ms=body.get("latency_ms"),
             tool_calls=tuple(EvaluationToolCall(str(c["tool"]), c.get("arguments"),
                                                 c.get("outcome"))
-                             for c in body.get("tool_calls") or ()))
+                             for c in body.get("tool_calls") or ()),
+            tool_calls_total=body.get("tool_calls_total"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from tenantry.client.models import (
     Run,
     StartedRun,
     TestSet,
+    TestSetSummary,
 )
 
 __all__ = ["Client"]
@@ -235,8 +236,9 @@ class Evaluations:
         return self._t.call(_calls.get_test_set(agent_id, test_set_id))
 
     def list_test_sets(self, agent_id: str, *, limit: int | None = None,
-                       cursor: str | None = None) -> Page[TestSet]:
-        """One page of the agent's test sets, newest first."""
+                       cursor: str | None = None) -> Page[TestSetSummary]:
+        """One page of the agent's test sets, newest first: each one's name, tool results
+        and number of cases (``get_test_set`` reads its cases)."""
         return self._t.call(_calls.list_test_sets(agent_id, limit=limit, cursor=cursor))
 
     def start(self, agent_id: str, test_set_id: str, *,

@@ -2,8 +2,9 @@
 candidate (another version, or a model in place of the version's), as ordinary runs of the
 tenant — admitted, fair-scheduled at batch priority, billed, sandboxed — whose tool calls
 are answered as the test set says (``tools/stand_ins.py``). The report is read from the
-runs themselves whenever it is asked for: nothing is copied, so it is never stale, and a
-run deleted by retention shows as deleted."""
+runs themselves; a side is judged once, at the first read after its run ended, and its
+verdicts stored (deleted with the run, like the run's other state), so a deleted run shows
+as deleted and polling a report never reads the runs' events again."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ NOT_FOUND = "No evaluation with this id for this agent."
 SIDES = ("baseline", "candidate")
 #: Evaluation runs wait behind the tenant's interactive work (the fair claim's classes).
 PRIORITY = "batch"
+ENDED = frozenset({"finished", "failed", "cancelled"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +54,12 @@ async def start(db: Database, tenant: TenantId, agent: AgentId, test_set: TestSe
     """Create the evaluation and its runs in one transaction: all of them or none (the
     tenant's admission applies to each run; one refused refuses the evaluation)."""
     evaluation = EvaluationId.new()
+    gone = test_set.cases_without_their_run()
+    if gone:  # its input and recordings went with the run: not the case that was written
+        raise Conflict(f"{len(gone)} case(s) of this test set were made from runs since "
+                       f"deleted, and what they copied went with them: {', '.join(gone[:5])}. "
+                       "Make a test set without them.", field="test_set_id",
+                       cases_without_their_run=gone)
     async with db.tenant_tx(tenant) as conn:
         versions = {side: await agents.get_version(db, tenant, agent, number, conn)
                     for side, number in (("baseline", baseline), ("candidate", candidate))}
@@ -108,11 +116,21 @@ def _of(row: asyncpg.Record) -> Evaluation:
 
 # -- the report ---------------------------------------------------------------------------
 
+#: Tool calls a report lists of one side: the first ones, with how many the run made.
+REPORTED_TOOL_CALLS = 50
+#: The SQLSTATE of a write to a tenant being moved to another cell (migration 0031).
+_TENANT_MOVING = "TR020"
+
+
 @dataclass(frozen=True, slots=True)
 class SideResult:
     run_id: RunId
-    outcome: RunOutcome | None  # None: the run was deleted (retention)
+    # None: the run was deleted (retention). Its tool_calls: the first REPORTED_TOOL_CALLS,
+    # once the run ended (none while it runs).
+    outcome: RunOutcome | None
     verdicts: tuple[Verdict, ...]
+    tool_calls_total: int | None = None  # once the run ended
+    tool_calls_sha256: bytes | None = None  # of all of them: what `differences` compares
 
     @property
     def passed(self) -> bool | None:
@@ -143,8 +161,7 @@ class CaseResult:
             found.append("status")
         if a.answer_text != b.answer_text:
             found.append("answer")
-        if [(c.tool, c.arguments) for c in a.tool_calls] != [
-                (c.tool, c.arguments) for c in b.tool_calls]:
+        if self.baseline.tool_calls_sha256 != self.candidate.tool_calls_sha256:
             found.append("tool_calls")
         if a.steps != b.steps:
             found.append("steps")
@@ -188,37 +205,98 @@ async def report_for(db: Database, tenant: TenantId, evaluation: EvaluationId) -
         return await _report(conn, tenant, _of(row))
 
 
+@dataclass(frozen=True, slots=True)
+class _Judged:
+    """A side's verdicts and the calls it reports: computed once, then stored."""
+
+    verdicts: tuple[Verdict, ...]
+    tool_calls: tuple[ToolCall, ...]  # the first REPORTED_TOOL_CALLS
+    tool_calls_total: int
+    tool_calls_sha256: bytes
+
+    @classmethod
+    def stored(cls, row: asyncpg.Record) -> _Judged:
+        return cls(tuple(Verdict(str(v["check"]), bool(v["passed"]), str(v["detail"]))
+                         for v in row["verdicts"]),
+                   tuple(ToolCall(str(c["tool"]), c.get("arguments"), c.get("outcome"))
+                         for c in row["tool_calls"]),
+                   row["tool_calls_total"], bytes(row["tool_calls_sha256"]))
+
+
 async def _report(conn: Connection, tenant: TenantId, found: Evaluation) -> Report:
-    """The report of ``found``, read in the caller's tenant transaction."""
+    """The report of ``found``, read in the caller's tenant transaction. A side whose run
+    ended is judged once — its events read, its checks run — and stored; every later read
+    takes the stored verdicts, so a report costs a few indexed rows per case whoever polls
+    it, and a side still running reads none of its events."""
     evaluation = found.evaluation_id
-    test_set = await conn.fetchrow(Q.get_test_set, tenant.value, found.agent_id.uuid,
-                                   found.test_set_id.uuid)
+    cases = {c["case_index"]: c for c in await conn.fetch(
+        Q.report_cases, tenant.value, found.test_set_id.uuid)}
     runs = await conn.fetch(Q.evaluation_runs, tenant.value, evaluation.uuid)
-    calls: dict[uuid.UUID, list[ToolCall]] = defaultdict(list)
-    for event in await conn.fetch(Q.tool_calls_of_runs, tenant.value,
-                                  [r["run_id"] for r in runs]):
-        data = event["data"]
-        calls[event["run_id"]].append(
-            ToolCall(str(data.get("tool", "")), data.get("arguments"), data.get("outcome")))
-    cases = list(test_set["cases"]) if test_set is not None else []
+    checks = {index: Checks.from_json(c["checks"] or {}) for index, c in cases.items()}
+    judged = await _judge(conn, tenant, evaluation, checks,
+                          [r for r in runs if r["status"] in ENDED and r["verdicts"] is None])
     sides: dict[tuple[int, str], SideResult] = {}
     for r in runs:
-        case = cases[r["case_index"]] if r["case_index"] < len(cases) else {}
-        outcome = None if r["status"] is None else RunOutcome(
-            status=r["status"], answer=r["answer"], error=r["error"], steps=r["steps"],
-            input_tokens=r["input_tokens"], output_tokens=r["output_tokens"],
-            cost_micros=r["cost_micros"],
-            latency_ms=None if r["latency_ms"] is None else round(float(r["latency_ms"]), 1),
-            tool_calls=tuple(calls[r["run_id"]]))
-        verdicts = (tuple(Checks.from_json(case.get("checks") or {}).verdicts(outcome))
-                    if outcome is not None and outcome.ended else ())
-        sides[(r["case_index"], r["side"])] = SideResult(RunId(r["run_id"]), outcome, verdicts)
-    results = [CaseResult(index, str(case.get("name") or f"case {index + 1}"),
-                          case.get("input"), sides[(index, "baseline")],
-                          sides[(index, "candidate")])
-               for index, case in enumerate(cases)
+        run = RunId(r["run_id"])
+        if r["status"] is None:  # deleted (retention): so are its stored verdicts
+            sides[(r["case_index"], r["side"])] = SideResult(run, None, ())
+            continue
+        verdict = judged.get(r["run_id"]) or (
+            _Judged.stored(r) if r["verdicts"] is not None else None)
+        outcome = _outcome(r, verdict.tool_calls if verdict is not None else ())
+        sides[(r["case_index"], r["side"])] = SideResult(
+            run, outcome, verdict.verdicts if verdict is not None else (),
+            verdict.tool_calls_total if verdict is not None else None,
+            verdict.tool_calls_sha256 if verdict is not None else None)
+    results = [CaseResult(index, case["name"] or f"case {index + 1}", case["input"],
+                          sides[(index, "baseline")], sides[(index, "candidate")])
+               for index, case in sorted(cases.items())
                if (index, "baseline") in sides and (index, "candidate") in sides]
     return Report(found, results)
+
+
+def _outcome(r: asyncpg.Record, calls: tuple[ToolCall, ...]) -> RunOutcome:
+    return RunOutcome(
+        status=r["status"], answer=r["answer"], error=r["error"], steps=r["steps"],
+        input_tokens=r["input_tokens"], output_tokens=r["output_tokens"],
+        cost_micros=r["cost_micros"],
+        latency_ms=None if r["latency_ms"] is None else round(float(r["latency_ms"]), 1),
+        tool_calls=calls)
+
+
+async def _judge(conn: Connection, tenant: TenantId, evaluation: EvaluationId,
+                 checks: dict[int, Checks], ended: list[asyncpg.Record],
+                 ) -> dict[uuid.UUID, _Judged]:
+    """Judge the sides whose runs ended and have no stored verdicts (the first report
+    after each ended): their calls read once, every check run on all of them, the result
+    stored."""
+    if not ended:
+        return {}
+    calls: dict[uuid.UUID, list[ToolCall]] = defaultdict(list)
+    for c in await conn.fetch(Q.calls_to_judge, tenant.value, [r["run_id"] for r in ended]):
+        calls[c["run_id"]].append(ToolCall(str(c["tool"] or ""), c["arguments"], c["outcome"]))
+    judged: dict[uuid.UUID, _Judged] = {}
+    for r in ended:
+        made = tuple(calls[r["run_id"]])
+        outcome = _outcome(r, made)
+        judged[r["run_id"]] = _Judged(
+            tuple(checks.get(r["case_index"], Checks()).verdicts(outcome)),
+            made[:REPORTED_TOOL_CALLS], len(made),
+            digest([[c.tool, c.arguments] for c in made]))
+    try:
+        # A savepoint: a tenant being moved refuses the write, and the report is served
+        # all the same (judged again at a read after the move).
+        async with conn.transaction():
+            await conn.executemany(Q.store_result, [
+                (tenant.value, r["run_id"], evaluation.uuid, r["status"],
+                 all(v.passed for v in j.verdicts), [v.to_json() for v in j.verdicts],
+                 [{"tool": c.tool, "arguments": c.arguments, "outcome": c.outcome}
+                  for c in j.tool_calls], j.tool_calls_total, j.tool_calls_sha256)
+                for r in ended for j in (judged[r["run_id"]],)])
+    except asyncpg.PostgresError as exc:
+        if exc.sqlstate != _TENANT_MOVING:
+            raise
+    return judged
 
 
 async def require_passed(db: Database, tenant: TenantId, agent: AgentId,

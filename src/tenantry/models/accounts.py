@@ -20,6 +20,7 @@ from tenantry.errors import Conflict, NotFound, ValidationFailed
 from tenantry.ids import TenantId
 from tenantry.ledger.prices import PriceBook, how_to_price
 from tenantry.ledger.pricing import SANDBOX
+from tenantry.models.types import PLATFORM, TENANT
 from tenantry.vault import crypto
 from tenantry.vault.crypto import MasterKey
 
@@ -63,6 +64,11 @@ class ModelAccount:
         if self.tenant is not None and self.tenant != tenant:
             return False
         return region_allows(region, self.region)
+
+    @property
+    def owner(self) -> str:
+        """Whose account it is: a tenant's own (bring your own key), or the platform's."""
+        return TENANT if self.tenant is not None else PLATFORM
 
     @property
     def scope(self) -> str:

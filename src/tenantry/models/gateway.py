@@ -335,7 +335,8 @@ class ModelGateway:
                 client = await self._client(route, request.tenant)
                 await route.capacity.acquire(request.tenant, in_flight=request.in_flight,
                                              tokens=estimate)
-                reply = await client.complete(request)
+                # Held snapshots go out only on accounts of the owner that reported them.
+                reply = await client.complete(request.on_account(route.account.owner))
             except ModelRefused:
                 route.breaker.release()
                 self._observe(request, route, "refused")
@@ -374,7 +375,7 @@ class ModelGateway:
             if was_failing:  # runs may have parked while it failed
                 self._recoveries += 1
                 self._wake_later(route.account)
-            return reply
+            return replace(reply, account_owner=route.account.owner)
         return None
 
     def _observe(self, request: ModelRequest, route: _Route, outcome: str) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from tenantry.ledger.tokens import TokenUsage
@@ -54,6 +54,22 @@ class DeltaSink(Protocol):
         ...
 
 
+#: Who owns a provider account: an operator (``platform``), or the tenant whose own key it
+#: is (``tenant``, bring your own key: models/accounts.py).
+PLATFORM, TENANT = "platform", "tenant"
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotPin:
+    """A held provider snapshot (agents/snapshots.py): the id to ask for instead of the
+    platform's name, and the owners of the accounts that reported it. It is sent only on
+    accounts of those owners: a tenant's own account may report any id at all, and that id
+    must never go out on a platform account (nor a platform-reported one on the tenant's)."""
+
+    snapshot: str
+    owners: frozenset[str]
+
+
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
     """One model call. Provider clients read the first five fields (and the pins, for
@@ -75,9 +91,13 @@ class ModelRequest:
     previous_model: str = ""  # the model the run used last
     in_flight: bool = False  # a later step of a run: served before first steps when busy
     # -- held snapshots --
-    # Platform model name → the provider's snapshot id to ask for instead (an agent whose
-    # tenant held back a provider's model change). Only the wire body's ``model`` changes:
-    # pricing, routing and the recorded model stay the platform's name.
+    # Platform model name → the snapshot held for it (an agent whose tenant held back a
+    # provider's model change), with the owners of the accounts that reported it.
+    snapshot_pins: Mapping[str, SnapshotPin] = field(default_factory=dict)
+    # The pins that apply on the one account a provider client sends this on: set by the
+    # gateway per account from ``snapshot_pins`` (:meth:`on_account`); none unless it did.
+    # Only the wire body's ``model`` changes: pricing, routing and the recorded model stay
+    # the platform's name.
     provider_model_pins: Mapping[str, str] = field(default_factory=dict)
     # -- streaming (ADR 0030) --
     # Told the reply's text as it streams in, when it is live as the call starts and the
@@ -89,6 +109,15 @@ class ModelRequest:
     def wire_model(self) -> str:
         """The ``model`` a provider client sends: the pinned snapshot, else the name."""
         return self.provider_model_pins.get(self.model, self.model)
+
+    def on_account(self, owner: str) -> ModelRequest:
+        """This request as sent on an account of ``owner``: with the held snapshots that
+        an account of that owner reported, and no other."""
+        pins = {model: pin.snapshot for model, pin in self.snapshot_pins.items()
+                if owner in pin.owners}
+        if pins == self.provider_model_pins:
+            return self
+        return replace(self, provider_model_pins=pins)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +135,9 @@ class ModelReply:
     # gateway's set-up, not the provider's answer; 0 on a pooled connection.
     connect_ms: float = 0.0
     provider_model: str = ""
+    # Who owns the account that answered (PLATFORM or TENANT; set by the gateway, "" when
+    # no gateway chose it): what a snapshot the reply reports is noted as reported on.
+    account_owner: str = ""
     rate_limits: RateLimitInfo | None = None
     # Set by the gateway when this reply came from another account or model than the run's
     # previous step: why it moved (recorded as ModelRerouted / ModelFallback).

@@ -30,7 +30,7 @@ from tenantry.ids import AgentId
 from tenantry.ledger import budget
 from tenantry.ledger.prices import PriceBook
 from tenantry.ledger.tokens import TokenUsage
-from tenantry.models.types import Model
+from tenantry.models.types import Model, SnapshotPin
 from tenantry.runs import faults, log
 from tenantry.runs.activity_step import await_activity, complete_activity, request_activity
 from tenantry.runs.child_step import await_child, cancel_children, complete_child, request_child
@@ -161,10 +161,10 @@ class RunDriver:
         self.tool_pins: dict[str, dict[str, str]] = {}
         # An evaluation's run: what answers its tool calls (read at its first call).
         self.stand_in: StandIn | None = None
-        # model → the provider snapshot id its calls ask for: the agent's held snapshots,
-        # read with the run (agents/snapshots.py); a hold placed later applies from the
-        # run's next load.
-        self.model_pins: dict[str, str] = {}
+        # model → the provider snapshot its calls ask for, on accounts of the owners that
+        # reported it: the agent's held snapshots, read with the run (agents/snapshots.py);
+        # a hold placed later applies from the run's next load.
+        self.model_pins: dict[str, SnapshotPin] = {}
         self.region = ""
         self.agent: AgentId | None = None  # from the run row, by _load
         self.agent_version = 0
@@ -299,7 +299,8 @@ class RunDriver:
                                     limit=1_000_000)
         self.spec = AgentSpec.from_json(row["spec"])
         self.tool_pins = row["tool_pins"]
-        self.model_pins = row["model_pins"] or {}
+        self.model_pins = {model: SnapshotPin(str(pin["snapshot"]), frozenset(pin["on"]))
+                           for model, pin in (row["snapshot_pins"] or {}).items()}
         self.region = row["region"]
         self.agent, self.agent_version = AgentId(row["agent_id"]), row["agent_version"]
         self.tenant_class = row["plan"]

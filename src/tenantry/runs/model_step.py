@@ -51,7 +51,7 @@ async def call_model(d: RunDriver) -> float:
         tenant=d.lease.tenant.value, region=d.region,
         fallback_models=spec.fallback_models, account=state.account,
         previous_model=state.model or spec.model, in_flight=state.steps > 0,
-        provider_model_pins=d.model_pins,
+        snapshot_pins=d.model_pins,
     )
     # The reply's text streams to the run's live listeners, if it has any (ADR 0030).
     live = engine.deltas.open(d.lease.tenant.value, str(d.lease.run.uuid), state.last_seq,
@@ -96,7 +96,7 @@ async def summarize(d: RunDriver, decision: Summarize) -> float:
         model, tuple(messages), (), d.run_id, tenant=d.lease.tenant.value, region=d.region,
         fallback_models=spec.fallback_models if model == spec.model else (),
         account=state.account if own else "", previous_model=model, in_flight=True,
-        provider_model_pins=d.model_pins)
+        snapshot_pins=d.model_pins)
     served = await _serve(d, request)
     if not isinstance(served, _Served):
         return served
@@ -192,7 +192,7 @@ async def _note_snapshot(d: RunDriver, reply: ModelReply) -> None:
         return
     try:
         changed = await d.engine.snapshots.note(d.engine.db, d.lease.tenant, d.agent,
-                                                reply.model, seen)
+                                                reply.model, seen, reply.account_owner)
     except Exception as exc:  # noted again at the next reply that differs
         logger.warning("could not record the provider's model snapshot: %s", exc,
                        extra={"run_id": d.run_id, "tenant_id": d.lease.tenant.value})

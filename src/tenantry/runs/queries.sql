@@ -202,9 +202,10 @@ SELECT seq, type, data, created_at, format FROM tenantry_run_events($1, $2, $3, 
 
 -- name: run_for_worker
 -- plan: the tenant's class, the only tenant label the worker's metrics carry.
--- model_pins: the agent's held provider snapshots (migration 0037).
+-- snapshot_pins: the agent's held provider snapshots, with the owners of the accounts that
+-- reported each (migrations 0037, 0039).
 SELECT agent_id, agent_version, input, status, lease_epoch, region, plan, created_at,
-       started_at, spec, tool_pins, model_pins
+       started_at, spec, tool_pins, snapshot_pins
 FROM tenantry_run_for_worker($1, $2)
 
 -- name: has_live_children

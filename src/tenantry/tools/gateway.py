@@ -30,7 +30,7 @@ from tenantry.db import Database
 from tenantry.errors import NotFound, ToolUnavailable
 from tenantry.ids import RunId, TenantId
 from tenantry.sandbox.egress import EgressRefusal
-from tenantry.tools import approvals
+from tenantry.tools import approvals, stand_ins
 from tenantry.tools.audit import AuditEntry
 from tenantry.tools.builtin import NAMES as BUILTIN_TOOLS
 from tenantry.tools.builtin import BuiltinTools, Retry, retry_of, uses_browser
@@ -161,10 +161,10 @@ class ToolGateway:
     ) -> ToolResult:
         """``pins`` are the version's ``tool_pins`` (tool → {server, sha256}): a pinned
         tool is called only while its server serves exactly the list pinned at publishing.
-        ``stand_in``: the run is an evaluation's; its calls to tenants' tools are answered
-        as its test set says (``tools/stand_ins.py``), after the same checks.
-        ``fresh_sandbox``: a built-in call whose earlier attempt was cut short
-        (``Retry.FRESH_SANDBOX``) runs on a sandbox restored from ``sandbox_ref``."""
+        ``stand_in``: the run is an evaluation's; its calls — to tenants' tools and to
+        built-in ones — are answered as its test set says (``tools/stand_ins.py``), after
+        the same checks. ``fresh_sandbox``: a built-in call whose earlier attempt was cut
+        short (``Retry.FRESH_SANDBOX``) runs on a sandbox restored from ``sandbox_ref``."""
         started = time.perf_counter()
         server: ToolServer | None = None
 
@@ -181,17 +181,18 @@ class ToolGateway:
         if activity_tools.is_activity_entry(tool):
             # The run enqueues an activity task and waits for it; it is never a call here.
             return await refuse(f"tool {tool!r} is an activity: the run enqueues it")
-        if tool in BUILTIN_TOOLS:
-            return await self._call_builtin(tenant, spec, tool, arguments, key, run,
-                                            sandbox_ref, started, fresh_sandbox)
-        server = (await self._servers(tenant)).get(tool)
+        builtin = tool in BUILTIN_TOOLS
+        server = None if builtin else (await self._servers(tenant)).get(tool)
         if stand_in is not None:
-            answer = stand_in.answer(tool, arguments, honours_keys=server is not None
-                                     and server.honours_idempotency_keys)
+            answer = stand_in.answer(tool, arguments, may_call=stand_ins.may_call(
+                spec, builtin=builtin, server=server))
             if answer is not None:
                 shaped = await self._shape(tenant, key, None, answer.error is None,
                                            answer.error or answer.result or "", started)
                 return dataclasses.replace(shaped, outcome=answer.outcome)
+        if builtin:
+            return await self._call_builtin(tenant, spec, tool, arguments, key, run,
+                                            sandbox_ref, started, fresh_sandbox)
         if server is None:
             return await refuse(f"tool {tool!r} is not served by any registered tool server")
         breaker = self._breaker(tenant, server)

@@ -31,10 +31,16 @@ ORDER BY name
 LIMIT $3
 
 -- name: evaluation_stand_in
--- What answers the tool calls of an evaluation's run: its case's recordings and the test
--- set's stubs (ADR 0034).
-SELECT t.tool_results, t.stubs, t.cases -> r.case_index -> 'recorded' AS recorded
+-- What answers the tool calls of an evaluation's run: its case's recordings (the tenant's
+-- own first, then what the case copied from its run, while that run lives: 0038) and the
+-- test set's stubs (ADR 0034).
+SELECT t.tool_results, t.stubs,
+       coalesce(t.cases -> r.case_index -> 'recorded', '[]') || coalesce(s.recorded, '[]')
+           AS recorded
 FROM evaluation_runs r
 JOIN agent_evaluations e ON e.tenant_id = r.tenant_id AND e.evaluation_id = r.evaluation_id
 JOIN agent_test_sets t ON t.tenant_id = e.tenant_id AND t.test_set_id = e.test_set_id
+LEFT JOIN test_case_sources s
+  ON s.tenant_id = t.tenant_id AND s.test_set_id = t.test_set_id
+ AND s.case_index = r.case_index
 WHERE r.tenant_id = $1 AND r.run_id = $2

@@ -5,10 +5,13 @@ Unless the test set asks for live tools, no call of those runs reaches a tenant'
 each is answered by a **recorded** result (the case's recordings — what the tool returned
 in the run the case was made from, or what the tenant wrote down) when the tool and its
 arguments are exactly those recorded, else by the test set's **stub** for that tool, else
-by a tool error that says there is no recording. With ``tool_results: live``, calls to
-servers that honour idempotency keys are made for real (a repeat cannot act twice); every
-other call is still answered here. Built-in tools (code, files, browser) always run: they
-run in the run's own sandbox, which touches nothing of the tenant's.
+by a tool error that says there is no recording. Built-in tools (code, files, the browser)
+are answered alike: their sandbox touches nothing of the tenant's, but code with egress
+hosts and the browser reach the network, and a recorded evaluation reaches nothing. With
+``tool_results: live``, a call is made for real only where it can act at most once and
+reach nothing outside: a call to a server that honours idempotency keys (a repeat cannot
+act twice), or a built-in tool of an agent whose sandbox may reach no host and has no
+browser; every other call is still answered here, as a live call without a key is.
 
 The gateway applies the allow-list and approvals first, as for any call: an evaluation
 never lets a run call what its version does not allow."""
@@ -18,10 +21,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tenantry.agents.spec import AgentSpec
 from tenantry.db import Database
 from tenantry.db.queries import load
 from tenantry.ids import RunId, TenantId
 from tenantry.jsonutil import canonical
+from tenantry.tools.builtin import uses_browser
+from tenantry.tools.servers import ToolServer
 
 Q = load(__package__)
 
@@ -58,9 +64,10 @@ class StandIn:
         return cls(tool_results == "live", recorded, {str(k): str(v) for k, v in stubs.items()})
 
     def answer(self, tool: str, arguments: dict[str, Any], *,
-               honours_keys: bool) -> StandInAnswer | None:
-        """The stand-in's answer, or None: make the call for real."""
-        if self.live and honours_keys:
+               may_call: bool) -> StandInAnswer | None:
+        """The stand-in's answer, or None: make the call for real (a live test set, and a
+        call that may be made: :func:`may_call`)."""
+        if self.live and may_call:
             return None
         found = self.recorded.get((tool, canonical(arguments)))
         if found is not None:
@@ -71,6 +78,16 @@ class StandIn:
         if tool in self.stubs:
             return StandInAnswer(self.stubs[tool], None, "stub")
         return StandInAnswer(None, NO_RECORDING.format(tool=tool), "no_recording")
+
+
+def may_call(spec: AgentSpec, *, builtin: bool, server: ToolServer | None) -> bool:
+    """Whether a live evaluation may make this call for real: it cannot act twice and
+    reaches nothing outside the platform. A tenant's tool: its server honours idempotency
+    keys. A built-in tool: the agent's sandbox may reach no host and has no browser (its
+    code then touches only the run's own sandbox)."""
+    if builtin:
+        return not spec.sandbox.egress and not uses_browser(spec.tools)
+    return server is not None and server.honours_idempotency_keys
 
 
 async def for_run(db: Database, tenant: TenantId, run: RunId) -> StandIn:
