@@ -203,6 +203,8 @@ class BuiltinTools:
             info.update(warm=sandbox.warm, ready_ms=round(sandbox.ready_ms, 3))
             if sandbox.restored_from:
                 info["restored_from"] = sandbox.restored_from
+        if fresh_sandbox:
+            info["restarted"] = True  # files written since the last save are not there
         started = time.perf_counter()
         stored: tuple[str, ...] = ()
         try:

@@ -90,4 +90,5 @@ async def test_a_code_call_cut_short_runs_again_afresh_with_the_same_key(
     # the last save (none: so the earlier call's file went too, and the model reads that).
     assert seen["attempts"] == "x" and seen["earlier"] is False
     assert code["sandbox"]["id"] != completed[0]["sandbox"]["id"]
+    assert code["sandbox"]["restarted"] is True and "restarted" not in completed[0]["sandbox"]
     assert (await api.run(h, run_id))["status"] == "finished"
