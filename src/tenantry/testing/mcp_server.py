@@ -143,12 +143,12 @@ class EffectsMcpServer(LoopbackService):
                     break
             body = b"".join(chunks)
             try:
-                message = orjson.loads(body)
-                method = message.get("method")
+                rpc: Any = orjson.loads(body)
+                method = rpc.get("method")
             except (orjson.JSONDecodeError, AttributeError):
-                message, method = None, None
+                rpc, method = None, None
             if method == "tools/call" and self._faults:
-                self.refused.append(_refused_call(message, scope))
+                self.refused.append(_refused_call(rpc, scope))
                 await Response(b"injected failure", self._faults.pop(0))(scope, receive, send)
                 return
             replayed = False
@@ -251,9 +251,10 @@ class EffectsMcpServer(LoopbackService):
 
 def _refused_call(message: Any, scope: Scope) -> ToolCallRecord:
     """A ``tools/call`` request as it arrived, from its JSON-RPC body and HTTP headers."""
-    params = message.get("params") if isinstance(message, dict) else None
-    params = params if isinstance(params, dict) else {}
-    meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+    found = message.get("params") if isinstance(message, dict) else None
+    params: dict[str, Any] = found if isinstance(found, dict) else {}
+    given = params.get("_meta")
+    meta: dict[str, Any] = given if isinstance(given, dict) else {}
     arguments = params.get("arguments")
     headers = {k.decode("latin-1").lower(): v.decode("latin-1")
                for k, v in scope.get("headers", [])}
