@@ -18,8 +18,8 @@ from tests.support.api import Api
 from tests.support.scripts import answer, call, scripted
 from tests.support.worker import Fakes, running_worker
 
-#: What ``tenantry worker`` cuts a tool call at: the gateway's default, which
-#: ``running_worker`` keeps.
+#: What ``tenantry worker`` cuts a tool call at: the gateway's default (bootstrap/worker.py
+#: passes none), which ``running_worker`` keeps too.
 DEADLINE_S: float = inspect.signature(ToolGateway).parameters["timeout"].default
 #: Longer than any test runs: the tool never answers.
 FOREVER_S = 3600
@@ -28,7 +28,7 @@ FOREVER_S = 3600
 async def test_a_hanging_tool_server_is_cut_at_the_deadline_and_the_model_is_told(
     api: Api, fakes: Fakes, database_dsn: str, admin_conn: asyncpg.Connection
 ) -> None:
-    assert DEADLINE_S == 30.0  # the production default this test is about
+    assert DEADLINE_S == 30.0  # what docs/how-to/tools-and-approvals.md promises
     # fakes.mcp hangs for two tenants: one registered it as honouring keys, one not.
     keyed, keyed_h = await api.tenant("Keyed")
     await api.tool_server(keyed, fakes.mcp.url, honours_idempotency_keys=True)
