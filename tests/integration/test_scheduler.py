@@ -26,6 +26,7 @@ from tenantry.scheduler import policy
 from tenantry.scheduler.policy import TenantPolicy
 from tenantry.tenants import service as tenants
 from tests.support.api import Api
+from tests.support.db import login_dsn
 from tests.support.scheduler import tenant_with_runs
 from tests.support.scripts import answer, call, scripted
 from tests.support.waiting import until
@@ -502,3 +503,21 @@ async def test_the_fifo_baseline_takes_the_oldest_runs_whatever_the_policies(
     started = await admin_conn.fetch("SELECT started_at, created_at FROM runs "
                                      "WHERE started_at IS NOT NULL")
     assert len(started) == 4 and all(r["started_at"] >= r["created_at"] for r in started)
+
+
+async def test_the_month_a_cap_counts_is_the_utc_month_whatever_the_servers_zone(
+    database_dsn: str, admin_conn: asyncpg.Connection,
+) -> None:
+    """The cap's month is ``date_trunc('month', now())`` in the schema: in a server set to
+    UTC+14 it would start 14 hours early. The platform's sessions count in UTC."""
+    database = await admin_conn.fetchval("SELECT current_database()")
+    await admin_conn.execute(f'ALTER DATABASE "{database}" SET timezone = '
+                             "'Pacific/Kiritimati'")
+    pool = await Database.connect(login_dsn(database_dsn), min_size=1, max_size=1)
+    try:
+        row = await pool.statement("SELECT date_trunc('month', now()) AS starts, now() AS now")
+    finally:
+        await pool.close()
+    assert row is not None
+    now = row["now"].astimezone(UTC)
+    assert row["starts"] == datetime(now.year, now.month, 1, tzinfo=UTC)
