@@ -23,6 +23,7 @@ from tenantry.scheduler import policy, spend_cap
 from tenantry.scheduler.policy import TenantPolicy
 from tenantry.testing.fake_model import FakeModelServer
 from tests.support.api import Api
+from tests.support.console import operator
 from tests.support.scheduler import tenant_with_runs
 from tests.support.scripts import answer, call, scripted
 from tests.support.spend import a_month_passes, month_spend, set_cap
@@ -215,7 +216,7 @@ async def test_a_run_waiting_for_the_cap_goes_on_when_the_month_ends(
     assert 0 < await month_spend(api, tenant) < 200_000
 
 
-async def test_a_waiting_run_says_why_and_a_cancel_ends_it(
+async def test_a_waiting_run_says_why_on_every_surface_and_a_cancel_ends_it(
     api: Api, fakes: Fakes, worker: object, admin_conn: asyncpg.Connection,
 ) -> None:
     tenant, h = await api.tenant("Capped")
@@ -240,6 +241,13 @@ async def test_a_waiting_run_says_why_and_a_cancel_ends_it(
                                    headers=h)).json()["data"]
     assert [(r["run_id"], r["waiting_reason"]) for r in listed] == [
         (run_id, "monthly_spend_cap")]
+    # The operator's console: the run's page says why; the tenants page counts them.
+    console = operator()
+    page = await api.client.get(f"/console/runs/{tenant}/{run_id}", headers=console.headers)
+    assert page.status_code == 200
+    assert 'id="run-waiting-reason" data-reason="monthly_spend_cap"' in page.text
+    tenants = await api.client.get("/console/tenants", headers=console.headers)
+    assert 'data-spend-capped="1"' in tenants.text
 
     cancelled = (await api.client.post(f"/v1/runs/{run_id}/cancel", headers=h)).json()
     assert (cancelled["status"], cancelled["waiting_reason"]) == ("cancelled", None)
@@ -247,6 +255,8 @@ async def test_a_waiting_run_says_why_and_a_cancel_ends_it(
         "SELECT waiting_cap_micros, available_at FROM runs WHERE run_id = $1",
         RunId.parse(run_id).uuid)
     assert tuple(row) == (None, None)
+    tenants = await api.client.get("/console/tenants", headers=console.headers)
+    assert "data-spend-capped" not in tenants.text
 
 
 async def test_a_runs_own_cost_limit_still_ends_it_whatever_the_tenants_cap(
