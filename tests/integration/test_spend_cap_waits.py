@@ -320,46 +320,49 @@ async def test_which_change_wakes_a_waiting_run_and_none_twice(
     assert {tuple(r) for r in rows} == {(None, None)}
 
 
+@pytest.mark.parametrize("worker_settings", list(SETTINGS))
 async def test_a_run_back_from_its_approval_while_the_tenant_is_at_its_cap_waits_too(
-    api: Api, fakes: Fakes, worker: object,
+    api: Api, fakes: Fakes, database_dsn: str, worker_settings: str,
 ) -> None:
     """The fair claim passes over a tenant at its cap: a run in flight that goes back to the
     queue then (its approval decided) would sit `queued` without a word. It waits for the
     cap instead, says so, and goes on when the cap is raised."""
-    tenant, h = await api.tenant()
-    await api.tool_server(tenant, fakes.mcp.url)
-    await set_cap(api, tenant, 200_000)
-    agent = await api.agent(h, tools=["effect", "echo"], needs_approval=["effect"])
-    asking = await api.start(h, agent, scripted(call("effect", note="{input}"),
-                                                answer("{tool_results}"), text="asking"))
+    async with running_worker(database_dsn, fakes.model.base_url,
+                              **SETTINGS[worker_settings]):  # type: ignore[arg-type]
+        tenant, h = await api.tenant()
+        await api.tool_server(tenant, fakes.mcp.url)
+        await set_cap(api, tenant, 200_000)
+        agent = await api.agent(h, tools=["effect", "echo"], needs_approval=["effect"])
+        asking = await api.start(h, agent, scripted(call("effect", note="{input}"),
+                                                    answer("{tool_results}"), text="asking"))
 
-    async def asked() -> bool:
-        page = (await api.client.get("/v1/approvals", params={"status": "pending"},
-                                     headers=h)).json()
-        return len(page["data"]) == 1
-    await until(asked, "the run waits for its approval", 30)
-    # Another run's expensive step takes the tenant past its cap.
-    spender = await api.start(h, agent, scripted(
-        {**call("echo", text="big"), "usage": EXPENSIVE}, answer("{tool_results}"),
-        text="spender"))
-    await until(lambda: _waits_for_the_cap(api, h, spender), "the spender waits", 30)
-    approval = (await api.client.get("/v1/approvals", params={"status": "pending"},
-                                     headers=h)).json()["data"][0]
-    r = await api.client.post(f"/v1/approvals/{approval['approval_id']}",
-                              json={"decision": "approve"}, headers=h)
-    assert r.status_code == 200, r.text
-    await until(lambda: _waits_for_the_cap(api, h, asking), "the approved run waits", 30)
-    events = await _events(api, h, asking)
-    assert [e["type"] for e in events] == ["RunCreated", "ModelReplied", "ApprovalRequested",
-                                           "ApprovalDecided", "RunParked"]
-    assert events[-1]["data"]["reason"] == "monthly_spend_cap"
-    assert events[-1]["data"]["cap_micros"] == 200_000
-    assert datetime.fromisoformat(events[-1]["data"]["until"]) == _next_month()
-    assert "effect" not in [c.tool for c in fakes.mcp.calls]  # it waits with its run
+        async def asked() -> bool:
+            page = (await api.client.get("/v1/approvals", params={"status": "pending"},
+                                         headers=h)).json()
+            return len(page["data"]) == 1
+        await until(asked, "the run waits for its approval", 30)
+        # Another run's expensive step takes the tenant past its cap.
+        spender = await api.start(h, agent, scripted(
+            {**call("echo", text="big"), "usage": EXPENSIVE}, answer("{tool_results}"),
+            text="spender"))
+        await until(lambda: _waits_for_the_cap(api, h, spender), "the spender waits", 30)
+        approval = (await api.client.get("/v1/approvals", params={"status": "pending"},
+                                         headers=h)).json()["data"][0]
+        r = await api.client.post(f"/v1/approvals/{approval['approval_id']}",
+                                  json={"decision": "approve"}, headers=h)
+        assert r.status_code == 200, r.text
+        await until(lambda: _waits_for_the_cap(api, h, asking), "the approved run waits", 30)
+        events = await _events(api, h, asking)
+        assert [e["type"] for e in events] == ["RunCreated", "ModelReplied", "ApprovalRequested",
+                                               "ApprovalDecided", "RunParked"]
+        assert events[-1]["data"]["reason"] == "monthly_spend_cap"
+        assert events[-1]["data"]["cap_micros"] == 200_000
+        assert datetime.fromisoformat(events[-1]["data"]["until"]) == _next_month()
+        assert "effect" not in [c.tool for c in fakes.mcp.calls]  # it waits with its run
 
-    await set_cap(api, tenant, None)  # the operator removes the cap
-    for run_id, expected in ((asking, "applied asking"), (spender, "big")):
-        ended = await api.events_until_end(h, run_id)
-        assert ended[-1]["type"] == "RunFinished"
-        assert ended[-1]["data"]["answer"] == expected
-    assert [c.tool for c in fakes.mcp.calls].count("effect") == 1
+        await set_cap(api, tenant, None)  # the operator removes the cap
+        for run_id, expected in ((asking, "applied asking"), (spender, "big")):
+            ended = await api.events_until_end(h, run_id)
+            assert ended[-1]["type"] == "RunFinished"
+            assert ended[-1]["data"]["answer"] == expected
+        assert [c.tool for c in fakes.mcp.calls].count("effect") == 1
