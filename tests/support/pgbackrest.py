@@ -44,14 +44,14 @@ class BackupRepo:
             f"pg1-socket-path={self.cluster.pgdata}\n"
             "pg1-user=postgres\n")
 
+    @property
+    def archive_command(self) -> str:
+        return f"pgbackrest --config={self.config} --stanza={self.stanza} archive-push %p"
+
     def archive_settings(self) -> dict[str, str]:
         """Server settings that archive every WAL segment into this repository (quoted for
         ``PgCluster``'s ``-c name=value`` options, which a shell reads)."""
-        return {
-            "archive_mode": "on",
-            "archive_command": f"'pgbackrest --config={self.config} --stanza={self.stanza} "
-                               "archive-push %p'",
-        }
+        return {"archive_mode": "on", "archive_command": f"'{self.archive_command}'"}
 
     def command(self, *args: str) -> list[str]:
         """``pgbackrest`` with this repository's configuration and stanza, as the cluster's
