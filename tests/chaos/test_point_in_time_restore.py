@@ -53,10 +53,10 @@ pytestmark = pytest.mark.chaos
 RUNS = 24
 TENANTS = 2
 #: Keyed effect calls per run, one per model step, each reply DELAY_MS after its request:
-#: about 7 s of steps, so that the runs write before, during and after the backup (the model
-#: holds its replies while the backup ends), before T and past it, and leave about half of
-#: their work to the restored cell.
-STEPS = 28
+#: 5 s of steps at least, so that the runs write before, during and after the backup (the
+#: model holds its replies while the backup ends), before T and past it — about 6 steps of
+#: theirs — and leave most of their work to the restored cell.
+STEPS = 20
 DELAY_MS = 250
 
 Event = tuple[str, int]  # (run id, seq)
@@ -103,6 +103,8 @@ async def test_a_cell_restored_to_a_point_in_time_has_every_step_committed_by_th
     mcp: EffectsMcpServer, model: FakeModelServer, tmp_path: Path,
 ) -> None:
     key = TEST_MASTER_KEY.encoded()
+    began_s = time.monotonic()
+    # Commit timestamps are the test's oracle only: which side of T each event landed on.
     source = PgCluster(tmp_path / "cell", settings={"track_commit_timestamp": "on"})
     repo = BackupRepo(tmp_path / "backup", source)
     source.settings.update(repo.archive_settings())
@@ -121,6 +123,7 @@ async def test_a_cell_restored_to_a_point_in_time_has_every_step_committed_by_th
             await fleet.start()
             tenants = await create_tenants(client, api.operator, mcp.url, TENANTS)
             await create_runs(client, tenants, [long_run(i) for i in range(RUNS)], runs)
+            loaded_s = time.monotonic() - began_s
             admin = await asyncpg.connect(url)
             try:
                 def logs() -> str:
@@ -205,6 +208,7 @@ async def test_a_cell_restored_to_a_point_in_time_has_every_step_committed_by_th
                         restored.log_file.read_text)
             recovered_s = time.monotonic() - started
             kept = await events(admin)
+            carried_on = time.monotonic()
 
             # The restored cell starts and a worker carries on: every run finishes there.
             await migrate(restored_url, tmp_path / "restored-cli")
@@ -217,6 +221,7 @@ async def test_a_cell_restored_to_a_point_in_time_has_every_step_committed_by_th
                             "restored cell", 120, fleet.tails)
                 await fleet.stop()
                 assert not fleet.unexpected_exits(), fleet.tails()
+            finished_s = time.monotonic() - carried_on
             verdict = await verify(admin, runs, mcp)
         finally:
             await admin.close()
@@ -238,7 +243,9 @@ async def test_a_cell_restored_to_a_point_in_time_has_every_step_committed_by_th
     assert verdict.retried_calls > 0, verdict.describe()
     assert f"backup {backup['label']} (full)" in status, status
     assert "restored backup" in said, said
-    print(f"backup {backup_s:.1f} s ({during_backup} events committed during it); restore "
+    print(f"set-up and runs started {loaded_s:.1f} s; "
+          f"backup {backup_s:.1f} s ({during_backup} events committed during it); restore "
           f"{restore_s:.1f} s, open for writes {recovered_s:.1f} s after it began; "
-          f"{len(acknowledged)} events before T, {len(after_target)} after; "
+          f"{len(acknowledged)} events before T, {len(after_target)} after; restored cell "
+          f"migrated, worker started and every run finished in {finished_s:.1f} s; "
           f"{verdict.counts()}")  # shown with -s
