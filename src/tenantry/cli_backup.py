@@ -68,8 +68,11 @@ def status(
     for backup in info.backups:
         typer.echo(f"backup {_describe(backup)}")
     if found.restorable_from is not None:
+        # The archiver knows when the newest segment was archived; the repository does not.
+        until = ("" if archiver is None or archiver.last_archived_at is None else
+                 f" (archived at {archiver.last_archived_at:%Y-%m-%dT%H:%M:%S%z})")
         typer.echo(f"restorable: from {found.restorable_from:%Y-%m-%dT%H:%M:%SZ} to the "
-                   f"newest archived WAL ({info.wal_max})")
+                   f"newest archived WAL, {info.wal_max}{until}")
     if archiver is None:
         typer.echo("archiving: not checked (give --database-url)")
     else:
