@@ -441,6 +441,7 @@ def rotate_master_key_cmd(
 
 
 def _client_commands() -> None:
+    from tenantry.cli_backup import backup_app
     from tenantry.cli_billing import billing_app, reconcile
     from tenantry.cli_cells import cells_app
     from tenantry.cli_client import runs_app, usage
@@ -455,6 +456,7 @@ def _client_commands() -> None:
     app.add_typer(billing_app, name="billing")
     app.add_typer(retention_app, name="retention")
     app.add_typer(cells_app, name="cells")
+    app.add_typer(backup_app, name="backup")
 
 
 _client_commands()

@@ -125,7 +125,7 @@ class PgCluster:
                        "stop"])
 
     def _run(self, argv: list[str]) -> None:
-        result = subprocess.run(_as_unprivileged(argv), capture_output=True, text=True,
+        result = subprocess.run(as_cluster_owner(argv), capture_output=True, text=True,
                                 check=False)
         if result.returncode != 0:
             log = self.log_file.read_text()[-2000:] if self.log_file.exists() else ""
@@ -133,7 +133,9 @@ class PgCluster:
                                f"{result.stderr.strip()[-2000:]}\n{log}")
 
 
-def _as_unprivileged(argv: list[str]) -> list[str]:
+def as_cluster_owner(argv: list[str]) -> list[str]:
+    """``argv`` as the user the test clusters run as: itself, or as root ``nobody`` in a user
+    namespace. What must read or write a cluster's files (pgBackRest, a restore) runs so."""
     if os.geteuid() != 0:
         return argv
     unshare = shutil.which("unshare")
