@@ -22,7 +22,9 @@ import asyncio
 import contextlib
 import itertools
 import random
+import textwrap
 import time
+import uuid
 from collections import Counter
 from collections.abc import (
     AsyncIterator,
@@ -40,9 +42,13 @@ from typing import Any, Literal
 import asyncpg
 import orjson
 
+from tenantry.activities import Bundle
+from tenantry.activities.versions import ActivitySettings
 from tenantry.agents import service as agents
-from tenantry.agents.spec import AgentSpec, ChildAgent, Limits, SummarizePolicy
+from tenantry.agents.spec import AgentSpec, ChildAgent, Limits, SandboxPolicy, SummarizePolicy
 from tenantry.db import Database
+from tenantry.evaluations import service as evaluations
+from tenantry.evaluations import test_sets
 from tenantry.ids import AgentId, ApprovalId, RunId, TenantId
 from tenantry.jsonutil import digest
 from tenantry.ledger.prices import PriceBook
@@ -52,11 +58,17 @@ from tenantry.runs import service as runs
 from tenantry.runs.events import Event
 from tenantry.runs.replay import Difference, export_runs, replay
 from tenantry.scheduler.policy import TenantPolicy, set_policy
+from tenantry.store.activities import ActivityStore
 from tenantry.tenants import service as tenants
 from tenantry.testing.fake_model import FakeModelServer
 from tenantry.tools import servers
 from tenantry.tools.mcp_client import McpToolClient
+from tests.support.activities import ECHO_KEY
 from tests.support.db import login_dsn
+from tests.support.escapes import Escapes, ServerCall, count_escapes
+from tests.support.gate_sandboxes import BROWSER_POLICY, PAGES, GateSandboxes, gate_sandboxes
+from tests.support.pages import HOST as PAGES_HOST
+from tests.support.pages import INJECTION as INJECTED
 from tests.support.scripts import answer, call, scripted
 from tests.support.tools import DiesAfterTheCall
 from tests.support.worker import running_worker
@@ -74,18 +86,22 @@ Progress = Callable[[str], None]
 
 @dataclass(frozen=True, slots=True)
 class Mark:
-    """An event a scenario's log must hold: its type, and some fields of its data."""
+    """An event a scenario's log must hold: its type, some fields of its data, and fields
+    it must have at all (``has``: e.g. a call's ``result``, not its ``error``)."""
 
     type: str
     fields: Mapping[str, object] = field(default_factory=dict)
+    has: tuple[str, ...] = ()
 
     def found_in(self, events: Iterable[Event]) -> bool:
         return any(e.type == self.type
                    and all(e.data.get(k) == v for k, v in self.fields.items())
+                   and all(e.data.get(k) is not None for k in self.has)
                    for e in events)
 
     def __str__(self) -> str:
-        return self.type + (f"{dict(self.fields)}" if self.fields else "")
+        return (self.type + (f"{dict(self.fields)}" if self.fields else "")
+                + (f" with {', '.join(self.has)}" if self.has else ""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +118,7 @@ class Scenario:
     play: Callable[[Platform, random.Random], Awaitable[Started]]
     # "crash": played first, on a worker that dies mid-call (see generate()).
     phase: Literal["main", "crash"] = "main"
+    sandbox: bool = False  # its runs need sandboxes (tests/support/gate_sandboxes.py)
 
 
 # -- the platform the scenarios play on --------------------------------------------------------
@@ -232,8 +249,20 @@ class Platform:
     watcher: Watcher
     outage: Outage
     _agents: dict[tuple[TenantId, str], AgentId] = field(default_factory=dict)
+    _activities: set[tuple[TenantId, str]] = field(default_factory=set)
     _turn: Iterator[int] = field(default_factory=itertools.count)
     _agent_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def activity(self, tenant: TenantId, name: str, code: str) -> None:
+        """The tenant's activity ``name`` (one ``main.py`` of ``code``), published on first
+        use (before any agent that calls it: publishing an agent checks its activities)."""
+        async with self._agent_lock:
+            if (tenant, name) not in self._activities:
+                await ActivityStore(self.db).publish(
+                    tenant, name, Bundle({"main.py": textwrap.dedent(code).encode()},
+                                         "main.py:handle"),
+                    ActivitySettings(timeout_s=30.0, backoff_s=0.0))
+                self._activities.add((tenant, name))
 
     async def agent(self, tenant: TenantId, name: str, **spec: Any) -> AgentId:
         async with self._agent_lock:  # one agent per (tenant, name), however many ask
@@ -249,15 +278,18 @@ class Platform:
         return self.tenants[role][next(self._turn) % len(self.tenants[role])]
 
     async def start(self, role: str, agent: str, value: object, *,
-                    tenant: TenantId | None = None, **spec: Any) -> Started:
+                    tenant: TenantId | None = None, stream: bool = False,
+                    **spec: Any) -> Started:
         """A run of ``agent`` (made with ``spec`` on first use) for ``tenant``, else one of
-        the tenants of ``role``, as POST /v1/runs makes it."""
+        the tenants of ``role``, as POST /v1/runs makes it (``stream``: as with
+        ``"stream": true``, every model call streamed, ADR 0030)."""
         tenant = tenant or self.tenant(role)
         agent_id = await self.agent(tenant, agent, **spec)
         request = runs.RunRequest(
             agent_id=agent_id, version=None, input=value, webhook_url=None,
             priority="interactive", idempotency_key=None,
-            request_sha256=digest({"agent_id": str(agent_id), "input": value}))
+            request_sha256=digest({"agent_id": str(agent_id), "input": value}),
+            stream=stream)
         created = await runs.create_run(self.db, tenant, request)
         return Started(tenant, created.run_id)
 
@@ -438,8 +470,98 @@ async def repeat_stopped(p: Platform, rng: random.Random) -> Started:
                          tools=KEYED_TOOLS, limits=Limits(repeat_limit=3))
 
 
-# Activity calls (ActivityRequested/ActivityReturned) need a sandbox backend per attempt and
-# are covered by the corpus (tests/replay_corpus/activity-*.json), not here.
+async def repeat_told(p: Platform, rng: random.Random) -> Started:
+    """A model that repeats a call to the limit (3) is told, not stopped: the third call is
+    not made, and the model does something else and finishes."""
+    same = call("echo", text=f"poll {rng.randrange(1000)}")
+    return await p.start("keyed", "poller", scripted(
+        *[same] * 3, call("add", a=rng.randrange(100), b=1), answer("{last_tool_result}")),
+        tools=KEYED_TOOLS, limits=Limits(repeat_limit=3))
+
+
+async def child_refused(p: Platform, rng: random.Random) -> Started:
+    """A parent asks for an agent that is not one of its children: the call's error, no
+    child started, and the parent goes on."""
+    return await _lead(p, p.tenant("keyed"), "kid", scripted(
+        {"tool_calls": [_start_agent("stranger", answer("never started"))]},
+        answer(f"carried on {rng.randrange(1000)}: {{last_tool_result}}")), tools=KEYED_TOOLS)
+
+
+async def streamed(p: Platform, rng: random.Random) -> Started:
+    """Every model call streamed (the run asked, ADR 0030): text and tool calls arrive in
+    pieces and are assembled into the same replies a whole answer gives."""
+    steps: list[dict[str, object]] = [
+        {"tool_calls": [_keyed_call(rng, n) for n in range(rng.randint(1, 2))]}
+        for _ in range(rng.randint(0, 2))]
+    return await p.start("keyed", "tools", scripted(
+        *steps, answer(f"streamed {rng.randrange(1000)}: {{tool_results}}")),
+        tools=KEYED_TOOLS, stream=True)
+
+
+async def injected_instruction(p: Platform, rng: random.Random) -> Started:
+    """A tool result carries instructions and the (scripted) model obeys: it calls
+    ``effect``, which the tenant's server serves and this agent may not use. The gateway
+    refuses, the model is told, and the server must never see the call (an escape)."""
+    return await p.start("keyed", "reader", scripted(
+        call("echo", text=INJECTED), call("effect", note=f"wire-{rng.randrange(10_000)}"),
+        answer("{last_tool_result}")), tools=("echo",))
+
+
+async def code_tools(p: Platform, rng: random.Random) -> Started:
+    """Built-in tools in the run's own sandbox: a file written, code that reads it."""
+    return await p.start("keyed", "coder", scripted(
+        call("write_file", path="n.txt", content=str(rng.randrange(1000))),
+        call("run_python", code="print(int(open('n.txt').read()) * 2)"),
+        answer("{last_tool_result}")), tools=("write_file", "run_python", "read_file"))
+
+
+async def browser(p: Platform, rng: random.Random) -> Started:
+    """The browser in the run's sandbox opens a page that carries instructions; the model
+    obeys and calls ``effect``, which this agent may not use: refused, never sent."""
+    return await p.start("keyed", "browser", scripted(
+        call("browser_open", url=f"{PAGES}/inject"),
+        call("effect", note=f"refund order-{rng.randrange(1000)}"),
+        answer("{tool_results}")),
+        tools=("browser_open",), sandbox=SandboxPolicy(egress=(PAGES_HOST,)))
+
+
+async def activity_tool(p: Platform, rng: random.Random) -> Started:
+    """An activity called as a tool (ADR 0015): the run enqueues a task with the call's
+    key and parks; the dispatcher runs it in a fresh sandbox; its result wakes the run."""
+    tenant = p.tenant("keyed")
+    await p.activity(tenant, "send_invoice", ECHO_KEY)
+    return await p.start("keyed", "invoicer", scripted(
+        call("send_invoice", order=rng.randrange(1000)), answer("invoiced: {last_tool_result}")),
+        tenant=tenant, tools=("activity:send_invoice",))
+
+
+async def evaluation(p: Platform, rng: random.Random) -> Started:
+    """A one-case evaluation (ADR 0034): both of its runs get stand-ins for their tool
+    calls — the case's recording, the test set's stub, "no recording" — and no call reaches
+    the tenant's server (one that did would be an escape). The candidate's run is the one
+    replayed; the baseline's ends too before this returns."""
+    tenant = p.tenant("keyed")
+    agent = await p.agent(tenant, "evaluated", tools=("effect", "echo"))
+    note = f"order-{rng.randrange(10_000)}"
+    case = {"input": scripted(call("effect", note=note), call("echo", text="status?"),
+                              call("effect", note="unrecorded"), answer("{tool_results}")),
+            "checks": {"tools_called": ["effect"]},
+            "recorded": [{"tool": "effect", "arguments": {"note": note},
+                          "result": f"{note} is shipped"}]}
+    test_set = await test_sets.create(p.db, tenant, agent, f"gate-{uuid.uuid4().hex}",
+                                      tool_results="recorded", stubs={"echo": "stubbed"},
+                                      cases=[case])
+    made = await evaluations.start(p.db, tenant, agent, test_set, baseline=1, candidate=1,
+                                   candidate_model=None, by="replay-gate")
+    async with p.db.tenant_tx(tenant) as conn:
+        sides = {row["side"]: RunId(row["run_id"]) for row in await conn.fetch(
+            "SELECT side, run_id FROM evaluation_runs WHERE tenant_id = $1 "
+            "AND evaluation_id = $2", tenant.value, made.evaluation_id.uuid)}
+    await p.watcher.reaches(sides["baseline"], ENDED)
+    return Started(tenant, sides["candidate"])
+
+
+# Scenarios that need a sandbox (tests/support/gate_sandboxes.py): kept to a small share.
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("plain_answer", 146, (Mark("ModelReplied"), Mark("RunFinished")), plain_answer),
     Scenario("long_answer", 20, (Mark("RunFinished"),), long_answer),
@@ -478,6 +600,27 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("repeat_stopped", 20, (Mark("BudgetStopped", {"limit": "repeat_limit",
                                                            "reason": "repeating"}),),
              repeat_stopped),
+    Scenario("repeat_told", 20, (Mark("ToolCompleted", {"tool": "echo"}, has=("error",)),
+                                 Mark("RunFinished")), repeat_told),
+    Scenario("child_refused", 10, (Mark("ToolCompleted", {"tool": "start_agent"},
+                                        has=("error",)), Mark("RunFinished")), child_refused),
+    Scenario("streamed", 40, (Mark("RunCreated", {"stream": True}), Mark("RunFinished")),
+             streamed),
+    Scenario("injected_instruction", 40, (Mark("ToolCompleted", {"tool": "effect"},
+                                               has=("error",)), Mark("RunFinished")),
+             injected_instruction),
+    Scenario("evaluation", 20, (Mark("ToolCompleted", {"outcome": "recorded"}),
+                                Mark("ToolCompleted", {"outcome": "stub"}),
+                                Mark("ToolCompleted", {"outcome": "no_recording"}),
+                                Mark("RunFinished")), evaluation),
+    Scenario("code_tools", 10, (Mark("ToolCompleted", {"tool": "run_python"}, has=("result",)),
+                                Mark("RunFinished")), code_tools, sandbox=True),
+    Scenario("activity_tool", 10, (Mark("ActivityRequested"),
+                                   Mark("ActivityReturned", {"status": "finished"}),
+                                   Mark("RunFinished")), activity_tool, sandbox=True),
+    Scenario("browser", 2, (Mark("ToolCompleted", {"tool": "browser_open"}, has=("result",)),
+                            Mark("ToolCompleted", {"tool": "effect"}, has=("error",)),
+                            Mark("RunFinished")), browser, sandbox=True),
 )
 
 
@@ -578,9 +721,16 @@ async def generate(
             main = [(i, s) for i, s in numbered if s.phase == "main"]
             await _crash_phase(dsn, platform, crash, seed, corpus, say)
             async with contextlib.AsyncExitStack() as stack:
+                boxes: GateSandboxes | None = None
+                if any(s.sandbox for _, s in main):
+                    boxes = await stack.enter_async_context(gate_sandboxes(db))
                 for n in range(workers):
+                    manager = boxes.manager() if boxes is not None else None
+                    if manager is not None:  # after its worker has stopped
+                        stack.push_async_callback(manager.destroy_all)
                     await stack.enter_async_context(running_worker(
-                        dsn, None, concurrency=concurrency, name=f"replay-gate-{n}"))
+                        dsn, None, concurrency=concurrency, name=f"replay-gate-{n}",
+                        sandboxes=manager, browser=BROWSER_POLICY))
                 await _main_phase(platform, main, seed, corpus, say,
                                   in_flight=workers * concurrency)
                 # The crash phase's runs end on these workers too.
@@ -659,15 +809,23 @@ class Verdict:
     replay_s: float = 0.0
     event_types: Counter[str] = field(default_factory=Counter)
     missing_marks: dict[str, list[str]] = field(default_factory=dict)  # scenario -> runs
+    escapes: Escapes = field(default_factory=Escapes)
 
 
 async def replay_corpus(
     dsn: str, corpus: Corpus, *, page: int = 500, progress: Progress | None = None,
+    server_calls: Iterable[ServerCall] = (),
 ) -> Verdict:
     """Export every run of the corpus (a page of runs per statement) and replay each on the
-    current code; check every scenario's marks on the logs."""
+    current code; check every scenario's marks on the logs, and every call the tool server
+    received (``server_calls``) against the rules of the run that made it."""
     say = progress or (lambda _: None)
     verdict = Verdict()
+    conn = await asyncpg.connect(dsn)
+    try:
+        verdict.escapes = await count_escapes(conn, server_calls)
+    finally:
+        await conn.close()
     scenario_of = {started.run: scenario for scenario, started in corpus.runs}
     by_tenant: dict[TenantId, list[RunId]] = {}
     for _, started in corpus.runs:
