@@ -17,8 +17,10 @@ Progress goes to stderr; the last stdout line is one JSON object:
 "forbidden_calls", "refused_calls", "seconds", ...}`` (``seconds``: from the first run created
 to the last one ended; ``escapes``: calls the server received that a rule forbade,
 tests/support/escapes.py). Exit status 1 when any invariant broke. CHAOS_SEED replays a
-kill schedule (timing still varies). ``make gate`` runs this beside the replay gate
-(benchmarks/gate.py).
+kill schedule (timing still varies). It fails too when the chaos reached too little: fewer
+than 10 kills, no run moved to another worker, or no call cut off and repeated with its key.
+``make gate`` runs this beside the replay gate (benchmarks/gate.py); the suite's chaos tests
+(tests/chaos) keep what the gate does not check, with the same harness.
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ RUNS = 1000
 #: Every fifth run also calls a tool its agent may not use, as injected text asks: the
 #: gateway must refuse each, whatever the kills (0 tool-rule escapes).
 FORBIDDEN_EVERY = 5
+#: Fewer kills than this at 1,000 runs and the run tested little (it fails); 17-57 so far.
+MIN_KILLS = 10
 TENANTS = 4
 WORKERS = 4
 CONCURRENCY = 50  # per worker: 200 runs in flight, so every kill interrupts many
@@ -158,11 +162,21 @@ async def chaos(bench: Bench, runs_total: int = RUNS, seed: int | None = None
             await conn.close()
         # Runs the API never accepted (a chaos error stopped creation) did not finish.
         verdict.failed += runs_total - len(runs)
-        ok = broken is None and verdict.ok and verdict.finished == runs_total
-        if not ok:
+        # The chaos must also have reached what it is there for (else a pass proves little):
+        # kills, runs that moved to another worker, calls cut off and repeated with their key.
+        kills_needed = max(1, MIN_KILLS * runs_total // RUNS)  # a trial of fewer runs: fewer
+        reached = (fleet.kills >= kills_needed and verdict.resumed_runs > 0
+                   and verdict.retried_calls > 0)
+        clean = broken is None and verdict.ok and verdict.finished == runs_total
+        ok = clean and reached
+        if not reached:
+            console.log(f"[red]the chaos reached too little (CHAOS_SEED={seed}): {fleet.kills} "
+                        f"kills (at least {kills_needed}), {verdict.resumed_runs} runs moved, "
+                        f"{verdict.retried_calls} calls repeated (each must be > 0)")
+        if not clean:
             console.log(f"[red]not every run finished cleanly (CHAOS_SEED={seed}); logs follow")
             console.log(broken or "", verdict.describe(), fleet.tails(), markup=False)
-        else:
+        if ok:
             console.log(f"all {runs_total} runs finished; {_summary(verdict)}")
         return {"runs": runs_total, "finished": verdict.finished, "kills": fleet.kills,
                 "duplicate_effects": verdict.duplicate_effects, "gaps": verdict.gaps,

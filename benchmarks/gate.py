@@ -3,7 +3,7 @@ runs it after the suite).
 
 1. **Replay** (benchmarks/replay.py, invariant 11): 10,000 runs over the replay gate's
    scenarios recorded on a real platform and replayed on the current code — 0 differences.
-2. **Chaos** (benchmarks/chaos.py, invariants 1–3): 1,000 runs while worker processes are
+2. **Chaos** (benchmarks/chaos.py, invariants 1-3): 1,000 runs while worker processes are
    SIGKILLed — every run finished, 0 duplicate effects, no gap, no step twice.
 3. **Tool rules**, in both: every call the MCP test server received is checked against the
    rules of the run that made it (allow-list, approvals, evaluations' stand-ins;

@@ -2,8 +2,8 @@
 a workload of scripted runs making keyed tool calls, and the checks of invariants 1-3 over
 what Postgres and the MCP server recorded.
 
-Shared by ``tests/chaos`` (200 runs) and ``benchmarks/chaos.py`` (1,000 runs: the release
-gate, ``make gate``). Nothing here imports pytest, so the benchmark can use it as a plain
+Shared by ``tests/chaos`` (tens of runs each) and ``benchmarks/chaos.py`` (1,000 runs: the
+release gate, ``make gate``). Nothing here imports pytest, so the benchmark can use it as a plain
 module.
 """
 
