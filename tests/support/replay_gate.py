@@ -1,12 +1,16 @@
 """The replay gate (issue 21): many varied runs recorded on a real platform, then every one
-replayed on the current code (invariant 11). benchmarks/replay.py runs it at 10,000 runs
-before a release; tests/integration/test_replay_gate.py runs a few dozen, so it cannot rot.
+replayed on the current code (invariant 11), and every call the tool server received checked
+against its run's tool rules (tests/support/escapes.py). benchmarks/replay.py runs it at
+10,000 runs, in CI too (`make gate`, after the suite); tests/integration/test_replay_gate.py
+plays each scenario once and records the corpus's gate-<scenario>.json files from them.
 
 The platform is real: the database given (its superuser DSN), worker loops in this process
 (tests.support.worker, the engine ``tenantry worker`` runs), the model servers over HTTP — the
 main one given, a flaky one and a broken one started here because scenarios take them down —
 and the MCP test server given, registered as honouring idempotency keys for every tenant but
-those of the keyless role, for which it is registered as not honouring them.
+those of the keyless role, for which it is registered as not honouring them. Scenarios marked
+``sandbox`` get bwrap sandboxes, an activity dispatcher and a test web for the browser
+(tests/support/gate_sandboxes.py), started only when the plan has such a run.
 
 A scenario is one small async function: it starts one run and does to it what a person or a
 provider would (approve, deny, cancel, go down), and returns it. ``SCENARIOS`` weighs them;
