@@ -6,7 +6,7 @@ Starts its own platform: a fresh migrated database (on ``TENANTRY_DATABASE_URL``
 an embedded Postgres in a temp dir), the fake model server and the MCP test server each in a
 process of their own (their CPU off the workers' event loop), and worker loops in this
 process, with bwrap sandboxes for the few scenarios that need one. The runs come from the
-scenario table of tests/support/replay_gate.py (tests/integration/test_replay_gate.py plays
+scenario table of tests/support/replay_scenarios.py (tests/integration/test_replay_gate.py plays
 each scenario of it once): plain and long answers, empty replies, keyed tool calls (several
 per reply, errors, malformed calls), keyless calls, unknown outcomes (a worker that dies
 after sending a keyless call), approvals granted, denied and expired, runs parked on a model
@@ -47,9 +47,10 @@ import httpx2
 from _harness import Bench, console, emit, raise_fd_limit, source_state
 from tenantry.testing.mcp_server import ToolCallRecord
 
-# The scenarios and the replay are the gate test's own (tests/support/replay_gate.py).
+# The scenarios and the replay are the gate test's own (tests/support/replay_*.py).
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.support.replay_gate import SCENARIOS, generate, replay_corpus
+from tests.support.replay_gate import generate, replay_corpus
+from tests.support.replay_scenarios import SCENARIOS
 
 RUNS = 10_000
 WORKERS = int(os.environ.get("REPLAY_WORKERS", "2"))  # worker loops in this process

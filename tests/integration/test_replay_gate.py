@@ -1,4 +1,4 @@
-"""The replay gate's scenarios (tests/support/replay_gate.py), one run of each, on a real
+"""The replay gate's scenarios (tests/support/replay_scenarios.py), one run of each, on a real
 platform: each produces the events it claims, replays on the current code with no
 difference, and no call its tool server received broke its run's rules. `make gate`
 (benchmarks/gate.py) plays the same scenarios at 10,000 runs after the suite; this test
@@ -23,7 +23,8 @@ from tests.support.cli import cli
 from tests.support.db import console_login_dsn
 from tests.support.escapes import count_escapes
 from tests.support.replay import CORPUS
-from tests.support.replay_gate import SCENARIOS, Started, generate, replay_corpus
+from tests.support.replay_gate import generate, replay_corpus
+from tests.support.replay_scenarios import SCENARIOS, Started
 from tests.support.worker import Fakes
 
 RUNS = len(SCENARIOS)  # one of each
