@@ -73,8 +73,8 @@ def _summary(replayed: dict[str, Any] | None, chaotic: dict[str, Any] | None,
         lines.append(
             f"chaos   {'PASS' if chaotic['ok'] else 'FAIL'}  {chaotic['runs']:,} runs, "
             f"{chaotic['finished']:,} finished ({chaotic['runs'] - chaotic['finished']} not), "
-            f"{chaotic['kills']} kills ({chaotic['resumed_runs']} runs taken over from a "
-            f"killed worker), {chaotic['duplicate_effects']} duplicate effects, "
+            f"{chaotic['kills']} kills ({chaotic['resumed_runs']} runs moved to another "
+            f"worker), {chaotic['duplicate_effects']} duplicate effects, "
             f"{chaotic['gaps']} gaps, {chaotic['escapes']} escapes of "
             f"{chaotic['tool_calls_received']:,} tool calls received "
             f"({chaotic['refused_calls']} of {chaotic['forbidden_calls']} forbidden calls "
