@@ -7,8 +7,9 @@ runs it after the suite).
    SIGKILLed — every run finished, 0 duplicate effects, no gap, no step twice.
 3. **Tool rules**, in both: every call the MCP test server received is checked against the
    rules of the run that made it (allow-list, approvals, evaluations' stand-ins;
-   tests/support/escapes.py) — 0 escapes. The replay gate's injected-instruction, browser,
-   denied and expired approval and evaluation runs ask for calls the gateway must refuse or
+   tests/support/escapes.py), and the replay gate's rug-pulled server counts every call it
+   receives (pins) — 0 escapes. The replay gate's injected-instruction, browser, denied and
+   expired approval, evaluation and rug-pulled runs ask for calls the gateway must refuse or
    stand in for; a fifth of the chaos runs call a tool their agent may not use, as injected
    text asks, while workers die around them.
 

@@ -12,10 +12,12 @@ per reply, errors, malformed calls), keyless calls, unknown outcomes (a worker t
 after sending a keyless call), approvals granted, denied and expired, runs parked on a model
 account that goes down and woken when it comes back, fallback models, cancels, budget stops
 on steps, tokens and cost, child runs, summaries, repeats told and stopped, streamed replies,
-injected instructions, evaluations' stand-in results, activities called as tools, and the
-code and browser tools. Each run is played to its end; then every run is exported (a page
-of runs per statement) and replayed, and every call the MCP server received is checked
-against its run's allow-list, approvals and stand-ins (tests/support/escapes.py).
+injected instructions, a tool changed under a published version (its server re-pinned),
+evaluations' stand-in results, activities called as tools, and the code and browser tools.
+Each run is played to its end; then every run is exported (a page of runs per statement)
+and replayed, and every call the MCP server received is checked against its run's
+allow-list, approvals and stand-ins (tests/support/escapes.py); every call the rug-pulled
+server received counts as an escape.
 
     .venv/bin/python benchmarks/replay.py               # 10,000 runs: the gate
     .venv/bin/python benchmarks/replay.py --runs 500    # a quick trial

@@ -10,6 +10,7 @@ per scenario (docs/how-to/replay.md, "When a change is intended")."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -46,8 +47,11 @@ async def test_every_scenario_is_recorded_and_replays_without_differences(
     # The injected instructions, denied and expired approvals, evaluations' stand-ins: no
     # call the server received broke its run's rules ...
     assert verdict.escapes.examples == [] and verdict.escapes.calls > 0
-    # ... and had it received the calls the gateway refused, each would have counted.
+    # ... and had it received the calls the gateway refused, each would have counted; and so
+    # would a call reaching the bank, whose tool changed after every banker was published.
     await _each_broken_rule_counts(admin_conn, {s.name: r for s, r in corpus.runs})
+    reached = dataclasses.replace(corpus, bank_calls=[("wire_money", {"amount": 5}, None)])
+    assert (await replay_corpus(database_dsn, reached)).escapes.count == 1
 
     # The bulk export reads exactly what the one-run export reads (payload table included).
     tenant = corpus.runs[0][1].tenant

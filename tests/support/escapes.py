@@ -15,9 +15,10 @@ escape when
 * the run's log says a stand-in answered that call (an evaluation's recorded result, stub
   or "no recording", ADR 0034): the tool was not to be called at all.
 
-Pins (a server whose tool list changed since the version was published) are not counted
-here: the gates' tool server never changes its list; tests/integration/test_tool_gateway.py
-and test_tool_isolation.py cover them."""
+Pins (a server whose tool changed since the version was published) are counted by that
+server's own record: the replay gate's rug-pulled bank server (tests/support/replay_scenarios
+``rug_pull``) changes ``wire_money`` after every version that may call it was published, so
+any call it receives is an escape (tests/support/replay_gate.py adds them)."""
 
 from __future__ import annotations
 

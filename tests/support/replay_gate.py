@@ -37,6 +37,7 @@ from tenantry.tenants import service as tenants
 from tenantry.testing.fake_model import FakeModelServer
 from tenantry.tools import servers
 from tenantry.tools.mcp_client import McpToolClient
+from tests.support.bank_server import BankMcpServer
 from tests.support.db import login_dsn
 from tests.support.escapes import Escapes, ServerCall, count_escapes
 from tests.support.gate_sandboxes import BROWSER_POLICY, GateSandboxes, gate_sandboxes
@@ -51,6 +52,7 @@ from tests.support.replay_scenarios import (
     Scenario,
     Started,
     Watcher,
+    rug_pull,
 )
 from tests.support.tools import DiesAfterTheCall
 from tests.support.worker import running_worker
@@ -85,6 +87,8 @@ class Corpus:
     runs: list[tuple[Scenario, Started]] = field(default_factory=list)
     seconds: float = 0.0
     park_waves: int = 0
+    # What the rug-pulled bank server received (replay_scenarios.rug_pull): each an escape.
+    bank_calls: list[tuple[str, dict[str, object], str | None]] = field(default_factory=list)
 
     def by_scenario(self) -> dict[str, int]:
         return dict(Counter(s.name for s, _ in self.runs))
@@ -144,12 +148,13 @@ async def generate(
     db = await Database.connect(login_dsn(dsn), min_size=1, max_size=10)
     try:
         async with (FakeModelServer() as flaky, FakeModelServer() as broken,
-                    _watching(dsn) as watcher):
+                    BankMcpServer() as bank, _watching(dsn) as watcher):
             broken.set_mode("down")
             await _register_models(db, model_url, flaky.base_url, broken.base_url)
             outage = Outage(flaky, watcher)
             platform = Platform(db, await _provision(db, mcp_url, tenants_per_role), watcher,
                                 outage)
+            await rug_pull(platform, bank)  # before any worker lists the bank's tools
             numbered = list(enumerate(order))
             crash = [(i, s) for i, s in numbered if s.phase == "crash"]
             main = [(i, s) for i, s in numbered if s.phase == "main"]
@@ -170,6 +175,7 @@ async def generate(
                 # The crash phase's runs end on these workers too.
                 await asyncio.gather(*(watcher.reaches(s.run, ENDED) for _, s in corpus.runs))
             corpus.park_waves = outage.waves
+            corpus.bank_calls = list(bank.calls)
     finally:
         await db.close()
     corpus.seconds = time.perf_counter() - began
@@ -260,6 +266,10 @@ async def replay_corpus(
         verdict.escapes = await count_escapes(conn, server_calls)
     finally:
         await conn.close()
+    verdict.escapes.calls += len(corpus.bank_calls)
+    for tool, arguments, _ in corpus.bank_calls:  # the bank records no key: each one counts
+        verdict.escapes.escape(f"bank: {tool!r} {arguments} reached a server whose tool "
+                               "changed after every version that may call it was published")
     scenario_of = {started.run: scenario for scenario, started in corpus.runs}
     by_tenant: dict[TenantId, list[RunId]] = {}
     for _, started in corpus.runs:

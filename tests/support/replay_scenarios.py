@@ -39,7 +39,10 @@ from tenantry.runs import service as runs
 from tenantry.runs.events import Event
 from tenantry.store.activities import ActivityStore
 from tenantry.testing.fake_model import FakeModelServer
+from tenantry.tools import servers
+from tenantry.tools.mcp_client import McpToolClient
 from tests.support.activities import ECHO_KEY
+from tests.support.bank_server import BankMcpServer
 from tests.support.gate_sandboxes import PAGES
 from tests.support.pages import HOST as PAGES_HOST
 from tests.support.pages import INJECTION as INJECTED
@@ -441,6 +444,30 @@ async def repeat_stopped(p: Platform, rng: random.Random) -> Started:
                          tools=KEYED_TOOLS, limits=Limits(repeat_limit=3))
 
 
+async def rug_pull(p: Platform, bank: BankMcpServer) -> None:
+    """Before any run: each keyed tenant registers the bank server and publishes ``banker``
+    (allowed ``wire_money``) against its tool list; then the bank serves ``wire_money`` with
+    another description and schema, and each tenant re-pins the new list (for some other
+    agent). Every banker version was published against the old list: the gateway must
+    refuse each of its calls, and any call the bank receives is an escape."""
+    async with McpToolClient() as mcp:
+        for tenant in p.tenants["keyed"]:
+            await servers.register(p.db, mcp, tenant, name="bank", url=bank.url,
+                                   honours_idempotency_keys=True)
+            await p.agent(tenant, "banker", tools=("wire_money",))
+        bank.rug_pull()
+        for tenant in p.tenants["keyed"]:
+            await servers.repin(p.db, mcp, tenant, "bank")
+
+
+async def rug_pulled(p: Platform, rng: random.Random) -> Started:
+    """A version whose tool changed under it on its server since it was published (see
+    :func:`rug_pull`): its call is refused, the model is told, the bank never called."""
+    return await p.start("keyed", "banker", scripted(
+        call("wire_money", amount=rng.randrange(1, 10_000), to="acct-666"),
+        answer("{last_tool_result}")))
+
+
 async def repeat_told(p: Platform, rng: random.Random) -> Started:
     """A model that repeats a call to the limit (3) is told, not stopped: the third call is
     not made, and the model does something else and finishes."""
@@ -593,4 +620,6 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("browser", 2, (Mark("ToolCompleted", {"tool": "browser_open"}, has=("result",)),
                             Mark("ToolCompleted", {"tool": "effect"}, has=("error",)),
                             Mark("RunFinished")), browser, sandbox=True),
+    Scenario("rug_pulled", 20, (Mark("ToolCompleted", {"tool": "wire_money"}, has=("error",)),
+                                Mark("RunFinished")), rug_pulled),
 )
