@@ -53,9 +53,9 @@ def _run(name: str, play: Any) -> tuple[dict[str, Any] | None, float, str | None
     return result, time.monotonic() - began, None
 
 
-def _summary(replayed: dict[str, Any] | None, chaotic: dict[str, Any] | None,
+def _summary(commit: str, replayed: dict[str, Any] | None, chaotic: dict[str, Any] | None,
              seconds: dict[str, float], errors: dict[str, str | None]) -> list[str]:
-    lines = [f"== release gates at {source_state()} " + "=" * 50]
+    lines = [f"== release gates at {commit} " + "=" * 50]
     if replayed is None:
         lines.append(f"replay  DID NOT RUN: {errors['replay']}")
     else:
@@ -98,6 +98,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM unwinds like Ctrl-C
     raise_fd_limit()
     full = args.replay_runs == replay.RUNS and args.chaos_runs == chaos.RUNS
+    commit = source_state()  # what is measured: HEAD may move during the minutes it takes
     try:
         replayed, replay_s, replay_error = _run(
             "replay", lambda bench: replay.gate(bench, args.replay_runs, args.seed))
@@ -107,13 +108,14 @@ def main() -> int:
         console.print("gate interrupted; everything it started is stopped", style="yellow")
         return 130
     seconds = {"replay": replay_s, "chaos": chaos_s}
-    lines = _summary(replayed, chaotic, seconds, {"replay": replay_error, "chaos": chaos_error})
+    lines = _summary(commit, replayed, chaotic, seconds,
+                     {"replay": replay_error, "chaos": chaos_error})
     if not full:
         lines.append("(a trial at a reduced size: not the release gate)")
     # Plain lines, not rich: a CI log shows them as they are, unwrapped.
     print("\n".join(lines), file=sys.stderr, flush=True)
     ok = bool(replayed and replayed["ok"] and chaotic and chaotic["ok"])
-    emit({"ok": ok, "full_size": full, "commit": source_state(),
+    emit({"ok": ok, "full_size": full, "commit": commit,
           "seconds": round(sum(seconds.values()), 1), "replay": replayed, "chaos": chaotic})
     if replayed is None or chaotic is None:
         return 2

@@ -62,6 +62,7 @@ SHOWN_DIFFERENCES = 10
 
 
 async def gate(bench: Bench, runs: int, seed: int) -> dict[str, Any]:
+    source = source_state()  # at the start: HEAD may move during the minutes this takes
     model_proc, mcp_proc = bench.fake_model(), bench.mcp_server()
     database = await bench.database()
     model_url, mcp_url = await asyncio.gather(model_proc.ready(), mcp_proc.ready())
@@ -102,7 +103,7 @@ async def gate(bench: Bench, runs: int, seed: int) -> dict[str, Any]:
         "tenants": TENANTS * 4,
         "seed": seed,
         "postgres": database.kind,
-        "source": source_state(),
+        "source": source,
     }
 
 
