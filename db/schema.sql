@@ -141,6 +141,20 @@ END
 $$;
 
 --
+-- Name: tenantry_cap_changed(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_cap_changed() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+BEGIN
+    PERFORM public.tenantry_wake_spend_capped(NEW.tenant_id, 1000);
+    RETURN NULL;
+END
+$$;
+
+--
 -- Name: tenantry_claim_activities(text, integer, double precision); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -875,6 +889,20 @@ CREATE FUNCTION public.tenantry_console_runs(p_tenant text, p_status text, p_age
 $$;
 
 --
+-- Name: tenantry_console_spend_capped(text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_console_spend_capped(p_tenants text[]) RETURNS TABLE(tenant_id text, runs bigint)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    SELECT r.tenant_id, count(*) FROM public.runs r
+    WHERE r.tenant_id = ANY (p_tenants) AND r.status = 'waiting'
+      AND r.waiting_cap_micros IS NOT NULL
+    GROUP BY r.tenant_id
+$$;
+
+--
 -- Name: tenantry_console_tenants(text, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1310,6 +1338,23 @@ CREATE FUNCTION public.tenantry_forget_dead_workers(p_dead text[]) RETURNS void
 $$;
 
 --
+-- Name: tenantry_forget_spend_cap(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_forget_spend_cap() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+BEGIN
+    NEW.waiting_cap_micros := NULL;
+    IF NEW.available_at IS NOT DISTINCT FROM OLD.available_at THEN
+        NEW.available_at := NULL;
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+--
 -- Name: tenantry_frozen_changed(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1335,6 +1380,56 @@ CREATE FUNCTION public.tenantry_frozen_tenants() RETURNS text[]
     SET search_path TO 'pg_catalog', 'public'
     AS $$
     SELECT coalesce(array_agg(f.tenant_id), '{}') FROM public.frozen_tenants f
+$$;
+
+--
+-- Name: tenantry_hold_spend_capped(integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_hold_spend_capped(p_limit integer) RETURNS integer
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    WITH queued AS MATERIALIZED (
+        SELECT DISTINCT r.tenant_id FROM public.runs r
+        WHERE r.status = 'queued' AND r.steps > 0 AND r.kind = 'agent'
+    ), over AS MATERIALIZED (
+        SELECT q.tenant_id, p.monthly_spend_cap_micros AS cap,
+               public.tenantry_month_spend(b) AS spent
+        FROM queued q
+        JOIN public.tenant_policies p ON p.tenant_id = q.tenant_id
+        JOIN public.tenant_budget b ON b.tenant_id = q.tenant_id
+        WHERE p.monthly_spend_cap_micros IS NOT NULL
+          AND q.tenant_id <> ALL (public.tenantry_frozen_tenants())
+    ), held AS (
+        SELECT r.tenant_id, r.run_id, o.cap, o.spent FROM public.runs r
+        JOIN over o ON o.tenant_id = r.tenant_id
+        WHERE o.spent >= o.cap AND r.status = 'queued' AND r.steps > 0
+          AND r.kind = 'agent' AND NOT r.cancel_requested
+        ORDER BY r.tenant_id, r.run_id
+        LIMIT p_limit
+        FOR UPDATE OF r SKIP LOCKED
+    ), parked AS (
+        -- The event's slot from the run's counter, as every append takes one.
+        UPDATE public.runs r
+        SET status = 'waiting', waiting_cap_micros = h.cap,
+            available_at = date_trunc('month', now()) + interval '1 month',
+            last_seq = r.last_seq + 1, updated_at = now()
+        FROM held h WHERE r.tenant_id = h.tenant_id AND r.run_id = h.run_id
+        RETURNING r.tenant_id, r.run_id, r.last_seq, r.available_at, h.cap, h.spent
+    ), logged AS (
+        -- RunParked as the worker writes it (runs/waiting.py), less the decision's basis.
+        INSERT INTO public.run_events (tenant_id, run_id, seq, type, data, format)
+        SELECT k.tenant_id, k.run_id, k.last_seq, 'RunParked',
+               jsonb_build_object(
+                   'reason', 'monthly_spend_cap',
+                   'until', to_char(k.available_at AT TIME ZONE 'UTC',
+                                    'YYYY-MM-DD"T"HH24:MI:SS"+00:00"'),
+                   'spent_micros', k.spent, 'cap_micros', k.cap), 1
+        FROM parked k
+        RETURNING 1
+    )
+    SELECT count(*)::integer FROM logged
 $$;
 
 --
@@ -2235,6 +2330,45 @@ CREATE FUNCTION public.tenantry_wake_parked(p_models text[], p_limit integer) RE
     ), woken AS (
         UPDATE public.runs r
         SET status = 'queued', parked_on = NULL, available_at = NULL, updated_at = now()
+        FROM due WHERE r.tenant_id = due.tenant_id AND r.run_id = due.run_id
+        RETURNING 1
+    )
+    SELECT count(*)::integer FROM woken
+$$;
+
+--
+-- Name: tenantry_wake_spend_capped(text, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_wake_spend_capped(p_tenant text, p_limit integer) RETURNS integer
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    WITH capped AS MATERIALIZED (
+        SELECT DISTINCT r.tenant_id FROM public.runs r
+        WHERE r.status = 'waiting' AND r.waiting_cap_micros IS NOT NULL
+          AND (p_tenant IS NULL OR r.tenant_id = p_tenant)
+    ), room AS MATERIALIZED (
+        SELECT c.tenant_id, p.monthly_spend_cap_micros AS cap,
+               (p.monthly_spend_cap_micros IS NULL
+                OR public.tenantry_month_spend(b) < p.monthly_spend_cap_micros) AS under
+        FROM capped c
+        JOIN public.tenant_policies p ON p.tenant_id = c.tenant_id
+        JOIN public.tenant_budget b ON b.tenant_id = c.tenant_id
+        WHERE c.tenant_id <> ALL (public.tenantry_frozen_tenants())
+    ), due AS (
+        SELECT r.tenant_id, r.run_id FROM public.runs r
+        JOIN room m ON m.tenant_id = r.tenant_id
+        WHERE r.status = 'waiting' AND r.waiting_cap_micros IS NOT NULL
+          AND (r.available_at <= now()
+               OR (m.under AND (m.cap IS NULL OR m.cap > r.waiting_cap_micros)))
+        ORDER BY r.available_at, r.run_id
+        LIMIT p_limit
+        FOR UPDATE OF r SKIP LOCKED
+    ), woken AS (
+        UPDATE public.runs r
+        SET status = 'queued', waiting_cap_micros = NULL, available_at = NULL,
+            updated_at = now()
         FROM due WHERE r.tenant_id = due.tenant_id AND r.run_id = due.run_id
         RETURNING 1
     )
@@ -3694,6 +3828,7 @@ CREATE TABLE public.runs (
     parked_on text[],
     started_at timestamp with time zone,
     kind text DEFAULT 'agent'::text NOT NULL,
+    waiting_cap_micros bigint,
     CONSTRAINT runs_idempotency_key_check CHECK (((length(idempotency_key) >= 1) AND (length(idempotency_key) <= 255))),
     CONSTRAINT runs_kind_check CHECK ((kind = ANY (ARRAY['agent'::text, 'task'::text, 'activity'::text]))),
     CONSTRAINT runs_priority_check CHECK ((priority = ANY (ARRAY['interactive'::text, 'batch'::text]))),
@@ -4971,6 +5106,13 @@ ALTER TABLE ONLY public.runs
     ADD CONSTRAINT runs_tenant_id_idempotency_key_key UNIQUE (tenant_id, idempotency_key);
 
 --
+-- Name: runs runs_waiting_cap_micros_check; Type: CHECK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE public.runs
+    ADD CONSTRAINT runs_waiting_cap_micros_check CHECK ((waiting_cap_micros >= 0)) NOT VALID;
+
+--
 -- Name: sandbox_usage_facts sandbox_usage_facts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -5230,6 +5372,12 @@ CREATE INDEX runs_retention_candidates ON public.runs USING btree (tenant_id, CO
 --
 
 CREATE INDEX runs_running_by_owner ON public.runs USING btree (lease_owner) WHERE (status = 'running'::text);
+
+--
+-- Name: runs_waiting_for_spend_cap; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_waiting_for_spend_cap ON public.runs USING btree (available_at) WHERE ((status = 'waiting'::text) AND (waiting_cap_micros IS NOT NULL));
 
 --
 -- Name: runs_webhooks_due; Type: INDEX; Schema: public; Owner: -
@@ -5826,6 +5974,12 @@ CREATE TRIGGER runs_count_ended_deleted AFTER DELETE ON public.runs FOR EACH ROW
 CREATE TRIGGER runs_count_inserted AFTER INSERT ON public.runs REFERENCING NEW TABLE AS inserted FOR EACH STATEMENT EXECUTE FUNCTION public.tenantry_count_inserted_runs();
 
 --
+-- Name: runs runs_forget_spend_cap; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER runs_forget_spend_cap BEFORE UPDATE OF status ON public.runs FOR EACH ROW WHEN (((old.waiting_cap_micros IS NOT NULL) AND (new.status <> 'waiting'::text))) EXECUTE FUNCTION public.tenantry_forget_spend_cap();
+
+--
 -- Name: runs runs_notify_runnable; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -5872,6 +6026,12 @@ CREATE TRIGGER secrets_refuse_frozen BEFORE INSERT OR UPDATE ON public.secrets F
 --
 
 CREATE TRIGGER tenant_keys_refuse_frozen BEFORE INSERT OR UPDATE ON public.tenant_keys FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
+
+--
+-- Name: tenant_policies tenant_policies_cap_changed; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER tenant_policies_cap_changed AFTER UPDATE OF monthly_spend_cap_micros ON public.tenant_policies FOR EACH ROW WHEN ((old.monthly_spend_cap_micros IS DISTINCT FROM new.monthly_spend_cap_micros)) EXECUTE FUNCTION public.tenantry_cap_changed();
 
 --
 -- Name: tenant_policies tenant_policies_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -

@@ -13,6 +13,7 @@ import typer
 from tenantry.cli_help import App
 from tenantry.runs.events import (
     ABSENT,
+    MONTHLY_SPEND_CAP,
     ApprovalDecided,
     ApprovalRequested,
     BudgetStopped,
@@ -90,6 +91,8 @@ def summarize(event: dict[str, Any]) -> str:
             return str(answer)[:100]
         case RunFailed(error=error):
             return str(error)[:100]
+        case RunParked(reason=reason, until=until) if reason == MONTHLY_SPEND_CAP:
+            return f"waits for the monthly spend cap: until it is raised or {until}"[:100]
         case RunParked(reason=reason):
             return str(reason)[:100]
         case ModelFallback(from_=from_, to=to, reason=reason) | ModelRerouted(

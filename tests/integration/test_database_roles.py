@@ -119,6 +119,9 @@ TENANT_POOL_DEFINERS = {
     "tenantry_take_cleanup_lease", "tenantry_cleanup_due", "tenantry_keep_cleanup_lease",
     "tenantry_retention_batch", "tenantry_retention_expire", "tenantry_claim_blob_deletions",
     "tenantry_blob_deleted", "tenantry_retention_gauges",
+    # The workers' recheck of runs held by their tenant's spend cap (ADR 0035): like
+    # tenantry_wake_parked, it moves runs between queued and waiting and answers a count.
+    "tenantry_wake_spend_capped", "tenantry_hold_spend_capped",
 }
 
 

@@ -26,6 +26,7 @@ from tenantry.scheduler import policy
 from tenantry.scheduler.policy import TenantPolicy
 from tenantry.tenants import service as tenants
 from tests.support.api import Api
+from tests.support.db import login_dsn
 from tests.support.scheduler import tenant_with_runs
 from tests.support.scripts import answer, call, scripted
 from tests.support.waiting import until
@@ -237,7 +238,9 @@ async def test_a_tenant_without_bucket_or_cap_reserves_without_the_budget_row(
     # Now with a cap: the next call is checked against what was spent without one.
     await policy.set_policy(db, tenant, TenantPolicy(monthly_spend_cap_micros=100))
     over = await budget.reserve_now(db, tenant, lease.run, lease.epoch, 1_000, 60)
-    assert over == budget.OverCap(spent_micros=45, cap_micros=100)
+    next_month = await admin_conn.fetchval(
+        "SELECT date_trunc('month', now()) + interval '1 month'")
+    assert over == budget.OverCap(spent_micros=45, cap_micros=100, period_ends=next_month)
 
 
 @pytest.mark.parametrize("tpm", [1_000_000, None], ids=["bucket", "no-limits"])
@@ -368,7 +371,7 @@ async def _parked(conn: asyncpg.Connection, tenant: str) -> bool:
         tenant))
 
 
-async def test_a_spend_cap_stops_model_calls_and_admissions_for_that_tenant_only(
+async def test_a_spend_cap_holds_model_calls_and_admissions_for_that_tenant_only(
     api: Api, fakes: Fakes, database_dsn: str, admin_conn: asyncpg.Connection,
 ) -> None:
     capped, h = await api.tenant("Capped")
@@ -385,16 +388,24 @@ async def test_a_spend_cap_stops_model_calls_and_admissions_for_that_tenant_only
         r = await api.client.post("/v1/runs", json={"agent_id": agent, "input": "more"},
                                   headers=h)
         assert r.status_code == 429 and r.json()["type"] == "budget_exhausted"
-        # Raise it a little: admitted, but the call's reservation does not fit.
+        # Raise it a little: admitted, but the call's reservation does not fit: it waits
+        # (ADR 0035), holding no slot, while the other tenant's run is served.
         await _put_policy(api, capped, monthly_spend_cap_micros=spent + 1)
-        stopped = await api.start(h, agent, scripted(answer("never"), text="y"))
-        events = await api.events_until_end(h, stopped)
+        held = await api.start(h, agent, scripted(answer("later"), text="y"))
+
+        async def waits() -> bool:
+            return (await api.run(h, held))["waiting_reason"] == "monthly_spend_cap"
+        await until(waits, "the capped tenant's run waits for its cap", 30)
         free = await api.start(other_h, other_agent, scripted(answer("fine"), text="z"))
         free_events = await api.events_until_end(other_h, free)
-    assert [e["type"] for e in events] == ["RunCreated", "BudgetStopped"]
-    assert events[-1]["data"]["limit"] == "monthly_spend_cap_micros"
-    run = await api.run(h, stopped)
-    assert run["status"] == "failed" and run["error"]["type"] == "budget_exhausted"
+        assert (await api.run(h, held))["status"] == "waiting"
+        # Raised enough, it goes on.
+        await _put_policy(api, capped, monthly_spend_cap_micros=spent + 1_000_000)
+        events = await api.events_until_end(h, held)
+    assert [e["type"] for e in events] == ["RunCreated", "RunParked", "RunResumed",
+                                           "ModelReplied", "RunFinished"]
+    assert events[1]["data"]["reason"] == "monthly_spend_cap"
+    assert (await api.run(h, held))["answer"] == "later"
     assert free_events[-1]["type"] == "RunFinished"
 
 
@@ -502,3 +513,21 @@ async def test_the_fifo_baseline_takes_the_oldest_runs_whatever_the_policies(
     started = await admin_conn.fetch("SELECT started_at, created_at FROM runs "
                                      "WHERE started_at IS NOT NULL")
     assert len(started) == 4 and all(r["started_at"] >= r["created_at"] for r in started)
+
+
+async def test_the_month_a_cap_counts_is_the_utc_month_whatever_the_servers_zone(
+    database_dsn: str, admin_conn: asyncpg.Connection,
+) -> None:
+    """The cap's month is ``date_trunc('month', now())`` in the schema: in a server set to
+    UTC+14 it would start 14 hours early. The platform's sessions count in UTC."""
+    database = await admin_conn.fetchval("SELECT current_database()")
+    await admin_conn.execute(f'ALTER DATABASE "{database}" SET timezone = '
+                             "'Pacific/Kiritimati'")
+    pool = await Database.connect(login_dsn(database_dsn), min_size=1, max_size=1)
+    try:
+        row = await pool.statement("SELECT date_trunc('month', now()) AS starts, now() AS now")
+    finally:
+        await pool.close()
+    assert row is not None
+    now = row["now"].astimezone(UTC)
+    assert row["starts"] == datetime(now.year, now.month, 1, tzinfo=UTC)

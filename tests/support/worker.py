@@ -51,14 +51,15 @@ async def running_worker(
     model_gateway: GatewaySettings = TEST_GATEWAY, sandboxes: SandboxManager | None = None,
     metrics: WorkerMetrics | None = None, shedding: ShedThresholds | None = None,
     webhooks: Callable[[Database], WebhookSender] | None = None,
-    browser: BrowserPolicy | None = None,
+    browser: BrowserPolicy | None = None, poll_seconds: float = 0.1,
 ) -> AsyncIterator[Worker]:
     """A real worker loop (in this process) on its own pool, until the block ends. Its model
     gateway routes over the accounts registered in the database plus, if ``model_url`` is
     given, that fake server as a configured account serving any model. With ``shedding``
     its claims follow the cell's load level (read on every claim), as a deployed worker's.
     ``webhooks``: makes the worker's webhook sender on its pool (default: private
-    addresses allowed, default limits)."""
+    addresses allowed, default limits). ``poll_seconds``: its idle poll and housekeeping
+    interval (a deployed worker's is 1 s)."""
     database = await Database.connect(login_dsn(dsn), min_size=1, max_size=10)
     vault = Vault(database, TEST_MASTER_KEY)
     implicit = []
@@ -80,7 +81,7 @@ async def running_worker(
             sender = (webhooks(database) if webhooks is not None
                       else WebhookSender(database, allow_private=True))
             load = None if shedding is None else CellLoad(database, shedding, ttl_seconds=0)
-            worker = Worker(engine, dsn=dsn, concurrency=concurrency, poll_seconds=0.1,
+            worker = Worker(engine, dsn=dsn, concurrency=concurrency, poll_seconds=poll_seconds,
                             webhooks=sender, drain_seconds=1.0, load=load)
             task = asyncio.create_task(worker.run(stop))
             try:

@@ -21,7 +21,13 @@ from tenantry.errors import NotFound
 from tenantry.ids import AgentId, RunId, TenantId
 from tenantry.jsonutil import digest, dumps
 from tenantry.runs import service
-from tenantry.runs.events import TERMINAL_EVENTS, Event, EventType, RunStatus
+from tenantry.runs.events import (
+    MONTHLY_SPEND_CAP,
+    TERMINAL_EVENTS,
+    Event,
+    EventType,
+    RunStatus,
+)
 from tenantry.runs.trace import build_trace
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
@@ -118,6 +124,14 @@ class RunOut(BaseModel):
     parent_run_id: str | None = Field(
         default=None, description="The run whose `start_agent` call started this child run "
                                   "(`GET /v1/runs/{run_id}/children` lists a run's children).")
+    waiting_reason: Literal["monthly_spend_cap"] | None = Field(
+        default=None, description="`monthly_spend_cap` while the run is `waiting` because "
+                                  "the tenant's monthly spend cap is reached: it holds no "
+                                  "worker slot and continues from where it stopped when the "
+                                  "operator raises or removes the cap, or when the month "
+                                  "ends (UTC). Null otherwise (the event stream's last "
+                                  "`RunParked` or `ApprovalRequested` says why other waits "
+                                  "wait).")
 
 
 class RunList(BaseModel):
@@ -249,6 +263,7 @@ def _run_out(run: service.Run) -> RunOut:
         events_url=_events_url(run.run_id), created_at=run.created_at,
         updated_at=run.updated_at, finished_at=run.finished_at,
         parent_run_id=str(run.parent_run_id) if run.parent_run_id is not None else None,
+        waiting_reason="monthly_spend_cap" if run.waiting_reason == MONTHLY_SPEND_CAP else None,
     )
 
 

@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 
 import asyncpg
 
+from tenantry.cache import BoundedCache
 from tenantry.cells import directory
 from tenantry.cells.directory import TenantHome
 from tenantry.db import DATABASE_DOWN
@@ -39,27 +40,17 @@ class RouteCache:
 
     def __init__(self, ttl_seconds: float = 5.0, max_entries: int = 10_000,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self._ttl = ttl_seconds
-        self._max = max_entries
-        self._clock = clock
-        self._entries: dict[bytes | str, tuple[float, TenantHome]] = {}
+        self._entries: BoundedCache[bytes | str, TenantHome] = BoundedCache(
+            max_entries=max_entries, ttl_seconds=ttl_seconds, clock=clock)
         self.generation = 0  # moved by clear(): a read begun before it is not cached
 
     def get(self, key: bytes | str) -> TenantHome | None:
-        entry = self._entries.get(key)
-        if entry is None:
-            return None
-        if self._clock() >= entry[0]:
-            del self._entries[key]
-            return None
-        return entry[1]
+        return self._entries.get(key)
 
     def put(self, key: bytes | str, home: TenantHome, generation: int) -> None:
         if generation != self.generation:
             return  # the directory changed while this was read: it may be stale already
-        if len(self._entries) >= self._max:
-            self._entries.clear()  # bounded; rebuilding costs one query per key
-        self._entries[key] = (self._clock() + self._ttl, home)
+        self._entries.put(key, home)
 
     def clear(self, *_args: object) -> None:
         self._entries.clear()

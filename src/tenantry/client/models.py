@@ -120,6 +120,8 @@ class Run:
     updated_at: datetime
     finished_at: datetime | None
     parent_run_id: str | None = None  # a child run's parent (its start_agent call)
+    # "monthly_spend_cap" while the run waits for the tenant's monthly spend cap.
+    waiting_reason: str | None = None
     raw: Json = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -141,7 +143,8 @@ class Run:
             webhook=body.get("webhook"), events_url=str(body.get("events_url", "")),
             created_at=_time(body["created_at"]), updated_at=_time(body["updated_at"]),
             finished_at=_maybe_time(body.get("finished_at")),
-            parent_run_id=body.get("parent_run_id"), raw=body,
+            parent_run_id=body.get("parent_run_id"), waiting_reason=body.get("waiting_reason"),
+            raw=body,
         )
 
 

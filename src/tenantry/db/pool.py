@@ -107,7 +107,10 @@ class Database:
     ) -> Database:
         # The role is a startup parameter, not a SET, so the pool's RESET ALL on release
         # returns every connection to the restricted role rather than to the login user.
-        settings = {"role": role} if role else {}
+        # So is the time zone: the month a spend cap counts (date_trunc('month', now())
+        # in the schema's functions) is the UTC calendar month, whatever the server's
+        # TimeZone setting (ADR 0035).
+        settings = {"TimeZone": "UTC", **({"role": role} if role else {})}
         pool: asyncpg.Pool[asyncpg.Record] = await asyncpg.create_pool(
             dsn,
             # min_size opens the first connections only. A connection floor (asyncpg's

@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 from tenantry.db import Connection, Database
@@ -52,10 +53,14 @@ class MustWait:
 
 @dataclass(frozen=True, slots=True)
 class OverCap:
-    """This call would take the tenant past its monthly spend cap."""
+    """This call would take the tenant past its monthly spend cap: ``spent_micros`` (spent
+    and reserved this month) plus the call's estimate is more than ``cap_micros``. The
+    month's spend starts again from zero at ``period_ends`` (the start of the next month, as
+    the database's clock counts months)."""
 
     spent_micros: int
     cap_micros: int
+    period_ends: datetime
 
 
 def estimate(quote: Quote, request: Prompt) -> tuple[int, int]:
@@ -96,7 +101,7 @@ def _reserved(row: Any, reservation: uuid.UUID, tokens: int,
         case "wait":
             return MustWait(float(row["wait_seconds"]))
         case "over_cap":
-            return OverCap(int(row["spent"]), int(row["cap"]))
+            return OverCap(int(row["spent"]), int(row["cap"]), row["period_ends"])
     raise LeaseLost("the run is no longer held under this lease")
 
 

@@ -1,5 +1,9 @@
 -- name: reserve
-SELECT outcome, wait_seconds, spent, cap FROM tenantry_reserve($1, $2, $3, $4, $5, $6)
+-- period_ends: when the month the spend is counted in ends (the cap's roll-over), as the
+-- reservation's own now() sees it.
+SELECT outcome, wait_seconds, spent, cap,
+       date_trunc('month', now()) + interval '1 month' AS period_ends
+FROM tenantry_reserve($1, $2, $3, $4, $5, $6)
 
 -- name: close_reservation
 SELECT tenantry_close_reservation($1, $2, $3, $4, $5, $6, $7)
@@ -146,4 +150,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 
 -- name: reserve_step
 -- tenantry_reserve with the tenant set by the function itself: one statement (0029).
-SELECT outcome, wait_seconds, spent, cap FROM tenantry_reserve_step($1, $2, $3, $4, $5, $6)
+-- period_ends as in reserve.
+SELECT outcome, wait_seconds, spent, cap,
+       date_trunc('month', now()) + interval '1 month' AS period_ends
+FROM tenantry_reserve_step($1, $2, $3, $4, $5, $6)

@@ -270,6 +270,11 @@ class ModelRerouted(Payload):
     reason: str = renamed("reason")
 
 
+#: RunParked's reason, and a run's ``waiting_reason``, while it waits for its tenant's
+#: monthly spend cap (ADR 0035).
+MONTHLY_SPEND_CAP = "monthly_spend_cap"
+
+
 @dataclass(frozen=True, slots=True)
 class RunParked(Payload):
     TYPE = EventType.RUN_PARKED
@@ -277,6 +282,11 @@ class RunParked(Payload):
     until: str | None = None
     models: list[str] | None = None  # waiting for an account serving one of these
     error_id: str | None = None  # our log's record of why, when the cause is ours
+    # Waiting for the tenant's monthly spend cap (reason ``monthly_spend_cap``, ADR 0035):
+    # what the month's spend (reservations included) and the cap were when the call was
+    # refused. Absent in every other park, and in logs written before it existed.
+    spent_micros: int | None = None
+    cap_micros: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
 """The model step: price the call, reserve its budget, ask the model gateway, and record
 the reply (with any change of model or account) in one transaction with its billing
-fact. A refused call fails the run; no account able to serve it parks the run. A
-summarizing call (ADR 0031) goes the same way and is recorded as Summarized."""
+fact. A refused call fails the run; no account able to serve it parks the run, and so does
+the tenant's monthly spend cap (ADR 0035). A summarizing call (ADR 0031) goes the same way
+and is recorded as Summarized."""
 
 from __future__ import annotations
 
@@ -23,7 +24,6 @@ from tenantry.models.types import ModelReply, ModelRequest
 from tenantry.runs import conversation, faults, observe, summaries
 from tenantry.runs.deltas import LiveCall
 from tenantry.runs.events import (
-    BudgetStopped,
     ModelFallback,
     ModelReplied,
     ModelRerouted,
@@ -31,7 +31,7 @@ from tenantry.runs.events import (
     RunFailed,
     Summarized,
 )
-from tenantry.runs.waiting import Parked, park_until
+from tenantry.runs.waiting import Parked, park_for_spend_cap, park_until
 
 if TYPE_CHECKING:
     from tenantry.runs.decide import Summarize
@@ -125,10 +125,11 @@ class _Served:
 
 async def _serve(d: RunDriver, request: ModelRequest,
                  live: LiveCall | None = None) -> _Served | float:
-    """Price, reserve, ask. A float: the call did not answer and the run ended (refused,
-    unpriced, over its cap) or stepped aside for its token bucket — the time it waited.
-    No account able to serve it parks the run (``Parked``). ``live``: where the reply's
-    text streams as it comes (a summarizing call's does not)."""
+    """Price, reserve, ask. A float: the call did not answer — the run ended (refused,
+    unpriced), or found its tenant's spend cap reached with a cancel pending (its next
+    step ends it) — the time it waited. No account able to serve it, a short token bucket
+    or the spend cap park the run (``Parked``). ``live``: where the reply's text streams
+    as it comes (a summarizing call's does not)."""
     engine = d.engine
     quote = await _quote(d, request)
     if quote is None:
@@ -236,7 +237,9 @@ async def _quote(d: RunDriver, request: ModelRequest) -> Quote | None:
 async def _reserve(d: RunDriver, request: ModelRequest, quote: Quote) -> budget.Reservation | None:
     """Reserve the call's estimated tokens and cost against the tenant's budgets. If
     its token bucket is short the run steps aside (slot freed) until it refills; past
-    its monthly spend cap the run stops. None: the run ended here."""
+    its monthly spend cap it waits (slot freed) until the operator raises the cap or the
+    month ends: the tenant's limit costs the run time, not its progress (ADR 0035). None:
+    no reservation (the run parked, or a cancel is pending and the next step ends it)."""
     engine, lease = d.engine, d.lease
     tokens, cost = budget.estimate(quote, request)
     outcome = await budget.reserve_now(engine.db, lease.tenant, lease.run, lease.epoch,
@@ -249,14 +252,9 @@ async def _reserve(d: RunDriver, request: ModelRequest, quote: Quote) -> budget.
             await park_until(
                 d, f"tokens_per_minute: the tenant's token bucket refills in {seconds:.1f} s",
                 seconds)
-        case budget.OverCap(spent_micros=spent, cap_micros=cap):
-            limit = "monthly_spend_cap_micros"
-            engine.metrics.budget_refusals.inc(d.tenant_class, limit)
-            await d.end(
-                BudgetStopped(limit, spent, cap), error={
-                    "type": "budget_exhausted", "limit": limit,
-                    "message": f"stopped by the tenant's monthly spend cap ({spent} of "
-                               f"{cap} micro-dollars spent or reserved)"})
+        case budget.OverCap():
+            engine.metrics.budget_refusals.inc(d.tenant_class, "monthly_spend_cap_micros")
+            await park_for_spend_cap(d, outcome)
     return None
 
 

@@ -48,7 +48,7 @@ RETURNING seq, created_at
 -- name: get_run
 SELECT run_id, agent_id, agent_version, status, input, answer, error, webhook_url, priority,
        idempotency_key, cancel_requested, input_tokens, output_tokens, cost_micros, steps,
-       last_seq, created_at, updated_at, finished_at, parent_run_id
+       last_seq, created_at, updated_at, finished_at, parent_run_id, waiting_cap_micros
 FROM runs WHERE tenant_id = $1 AND run_id = $2
 
 -- name: lock_run
@@ -59,7 +59,7 @@ FOR UPDATE
 -- name: list_runs
 SELECT run_id, agent_id, agent_version, status, input, answer, error, webhook_url, priority,
        idempotency_key, cancel_requested, input_tokens, output_tokens, cost_micros, steps,
-       last_seq, created_at, updated_at, finished_at, parent_run_id
+       last_seq, created_at, updated_at, finished_at, parent_run_id, waiting_cap_micros
 FROM runs
 WHERE tenant_id = $1
   AND ($2::uuid IS NULL OR run_id < $2)
@@ -184,6 +184,15 @@ UPDATE runs SET status = CASE WHEN cancel_requested THEN 'queued' ELSE 'waiting'
                 lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
 WHERE tenant_id = $1 AND run_id = $2 AND lease_epoch = $3 AND status = 'running'
 
+-- name: park_for_spend_cap
+-- The tenant's monthly spend cap ($4, as the refused reservation found it) is reached: the
+-- run waits, slot released, until the cap changes or the month it was refused in ends ($5);
+-- tenantry_wake_spend_capped (migration 0040) wakes it. The caller checked, under this
+-- row's lock, that no cancel is pending.
+UPDATE runs SET status = 'waiting', waiting_cap_micros = $4, available_at = $5,
+                lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+WHERE tenant_id = $1 AND run_id = $2 AND lease_epoch = $3 AND status = 'running'
+
 -- name: create_runs
 -- A batch of new agent runs from the API's intake (runs/intake.py, migration 0027): one
 -- row per item, (i, outcome, run_id, status, detail).
@@ -223,7 +232,7 @@ WHERE tenant_id = $1 AND run_id = $2 AND status = 'waiting'
 -- name: list_children
 SELECT run_id, agent_id, agent_version, status, input, answer, error, webhook_url, priority,
        idempotency_key, cancel_requested, input_tokens, output_tokens, cost_micros, steps,
-       last_seq, created_at, updated_at, finished_at, parent_run_id
+       last_seq, created_at, updated_at, finished_at, parent_run_id, waiting_cap_micros
 FROM runs
 WHERE tenant_id = $1 AND parent_run_id = $2 AND kind = 'agent'
   AND ($3::uuid IS NULL OR run_id > $3)

@@ -19,6 +19,7 @@ from tenantry.jsonutil import dumps
 from tenantry.runs import activity_calls, log
 from tenantry.runs.events import (
     ABSENT,
+    MONTHLY_SPEND_CAP,
     CancelRequested,
     Event,
     RunCancelled,
@@ -79,6 +80,8 @@ class Run:
     updated_at: datetime
     finished_at: datetime | None
     parent_run_id: RunId | None = None  # a child run's parent (runs/child_step.py)
+    # Why a waiting run waits, where the run row knows: MONTHLY_SPEND_CAP (ADR 0035).
+    waiting_reason: str | None = None
 
     @classmethod
     def from_row(cls, row: asyncpg.Record) -> Run:
@@ -104,6 +107,8 @@ class Run:
             finished_at=row["finished_at"],
             parent_run_id=(RunId(row["parent_run_id"]) if row["parent_run_id"] is not None
                            else None),
+            waiting_reason=(MONTHLY_SPEND_CAP if row["status"] == RunStatus.WAITING
+                            and row["waiting_cap_micros"] is not None else None),
         )
 
 

@@ -30,8 +30,8 @@ two consecutive transactions of the run's own writers is attributed to one cause
   the activity task its call enqueued (ADR 0015); then ``queue`` until a worker took it;
   and ChildRunStarted → the parent's next write (another child started, or a child's
   ending read after the parent was woken): waiting for its child runs, claim included;
-- ``parked``: RunParked → RunResumed (the run waited for a model provider or its token
-  bucket, slot released; includes being claimed again);
+- ``parked``: RunParked → RunResumed (the run waited for a model provider, its token
+  bucket or its tenant's monthly spend cap, slot released; includes being claimed again);
 - ``platform``: the rest of each gap — Postgres writes, budget reservation, deciding,
   loading a run, a sandbox save before a park, and lease recovery after a worker died.
 

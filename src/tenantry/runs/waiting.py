@@ -1,6 +1,6 @@
-"""A run that waits gives its slot back: for an approval, for a model account, or for its
-token bucket. Its sandbox's files are saved first, in the same transaction as the event
-that says why it waits, and nothing waits in memory."""
+"""A run that waits gives its slot back: for an approval, for a model account, for its
+token bucket, or for its tenant's monthly spend cap. Its sandbox's files are saved first,
+in the same transaction as the event that says why it waits, and nothing waits in memory."""
 
 from __future__ import annotations
 
@@ -8,12 +8,20 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, NoReturn
 
 from tenantry.db.queries import load
+from tenantry.errors import LeaseLost
 from tenantry.runs import log
 from tenantry.runs.decide import RequestApproval
-from tenantry.runs.events import ApprovalRequested, Event, RunParked, SandboxSaved
+from tenantry.runs.events import (
+    MONTHLY_SPEND_CAP,
+    ApprovalRequested,
+    Event,
+    RunParked,
+    SandboxSaved,
+)
 from tenantry.tools import approvals
 
 if TYPE_CHECKING:
+    from tenantry.ledger.budget import OverCap
     from tenantry.runs.driver import RunDriver
 
 Q = load(__package__)
@@ -68,6 +76,37 @@ async def park_until(
                                lease.epoch, models, until)
     await forget_superseded(d, saved)
     raise Parked
+
+
+async def park_for_spend_cap(d: RunDriver, over: OverCap) -> None:
+    """The tenant's monthly spend cap is reached: the run waits (slot released, nothing of
+    it lost) until the operator raises or removes the cap or the month ends
+    (``over.period_ends``); ``tenantry_wake_spend_capped`` sends it back to the queue, and
+    it continues from its log. Raises Parked — or returns, writing no park, when a cancel
+    is pending: the driver's next step reads it and ends the run (a tenant over its cap
+    gets no claims, so a queued run would wait to be cancelled)."""
+    lease = d.lease
+    saved = await save_sandbox(d)
+    async with d.engine.db.tenant_tx(lease.tenant) as conn:
+        # The cancel API takes this lock too: a cancel is either seen here or comes after
+        # the run is waiting (and then ends it at once).
+        row = await conn.fetchrow(Q.lock_run, lease.tenant.value, lease.run.uuid)
+        if row is None or row["lease_epoch"] != lease.epoch or row["status"] != "running":
+            raise LeaseLost("the run is no longer held under this lease")
+        if saved is not None:
+            await log.append(conn, lease.tenant, lease.run, saved, epoch=lease.epoch)
+        if row["cancel_requested"]:
+            parked = None
+        else:
+            parked = RunParked(MONTHLY_SPEND_CAP, over.period_ends.isoformat(),
+                               basis_seq=d.basis, spent_micros=over.spent_micros,
+                               cap_micros=over.cap_micros)
+            await log.append(conn, lease.tenant, lease.run, parked, epoch=lease.epoch)
+            await conn.execute(Q.park_for_spend_cap, lease.tenant.value, lease.run.uuid,
+                               lease.epoch, over.cap_micros, over.period_ends)
+    await forget_superseded(d, saved)
+    if parked is not None:
+        raise Parked
 
 
 async def request_approval(d: RunDriver, call: RequestApproval) -> NoReturn:

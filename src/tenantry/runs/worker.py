@@ -21,6 +21,7 @@ from tenantry.runs.deltas import LISTENERS_CHANNEL
 from tenantry.runs.driver import Engine, RunDriver
 from tenantry.runs.lease import Lease, claim, release, renew, worker_id
 from tenantry.runs.webhooks import WebhookSender
+from tenantry.scheduler import spend_cap
 from tenantry.scheduler.shedding import CellLoad, ShedLevel
 
 logger = logging.getLogger(__name__)
@@ -231,9 +232,11 @@ class Worker:
 
     async def _housekeeping(self, stop: asyncio.Event) -> None:
         """Start due webhook deliveries, expire approvals nobody decided in time, requeue
-        runs parked on a model whose recheck time has come, and forfeit budget reservations
-        whose owner lost its lease. Deliveries run in their own tasks (never awaited here):
-        a slow receiver must not hold up the rest of this loop."""
+        runs parked on a model whose recheck time has come, recheck runs held by their
+        tenant's spend cap (ADR 0035), and forfeit budget reservations whose owner lost its
+        lease. Deliveries
+        run in their own tasks (never awaited here): a slow receiver must not hold up the
+        rest of this loop."""
         while not stop.is_set():
             busy = 0
             await self._listen()
@@ -242,6 +245,7 @@ class Worker:
                     busy += await self._webhooks.deliver_due()
                 busy += await approvals.expire_due(self.engine.db, self._clock())
                 busy += await wake_parked(self.engine.db, None)
+                busy += await spend_cap.recheck(self.engine.db)
                 busy += await budget.sweep(self.engine.db)
             except DATABASE_DOWN as exc:
                 self.engine.db.outage.failed("housekeeping", exc)

@@ -14,7 +14,8 @@ _GAUGES = (
     ("tenantry_runs_queued", "queued", "Runs waiting for a worker slot."),
     ("tenantry_leases_active", "running", "Runs held by a worker (active leases)."),
     ("tenantry_runs_waiting", "waiting",
-     "Runs waiting for an approval or a model provider, holding no slot."),
+     "Runs waiting for an approval, a model provider, a tool's task or child run, or "
+     "their tenant's monthly spend cap, holding no slot."),
     ("tenantry_queue_oldest_age_seconds", "oldest_queued_seconds",
      "Age of the oldest queued run."),
 )

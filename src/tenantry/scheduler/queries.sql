@@ -47,3 +47,13 @@ SELECT * FROM tenantry_scheduler_gauges()
 
 -- name: runs_by_status
 SELECT * FROM tenantry_runs_by_status()
+
+-- name: wake_spend_capped
+-- Runs waiting for their tenant's monthly spend cap that may go on now, back to the queue
+-- ($1: one tenant, NULL: all; $2: at most this many). Migration 0040, ADR 0035.
+SELECT tenantry_wake_spend_capped($1, $2)
+
+-- name: hold_spend_capped
+-- Runs in flight queued while their tenant's spend is at its cap: waiting for the cap
+-- instead, with a RunParked ($1: at most this many). Migration 0040, ADR 0035.
+SELECT tenantry_hold_spend_capped($1)

@@ -2,7 +2,8 @@
 tenant's ``max_activity_slots``, runs one attempt of each in a fresh sandbox, and records
 what happened in the task's log under the lease's epoch.
 
-For each task: the version's scoped secrets only, fetched from the vault for that tenant;
+For each task: the version's scoped secrets only, fetched from the vault for that tenant
+(one missing makes the attempt retryable before any sandbox: ``missing_secret``);
 attempt number = the attempts in the log + 1 (the guest's key stays ``"{task}:{activity}"``);
 a heartbeat that renews the lease and raises ``LeaseLost`` when another holder has it (the
 attempt ends, its sandbox is destroyed, nothing is written). Then, in one fenced
@@ -325,8 +326,13 @@ class Dispatcher:
         try:
             secrets = {name: await self.vault.get(lease.tenant, name)
                        for name in version.settings.secrets}
-        except NotFound as exc:  # deleted since the version was published
-            return await self._fail_early(lease, f"missing_secret: {exc.detail}")
+        except NotFound as exc:
+            # Gone since the version was published or the task enqueued (deleted, or
+            # mid-replacement): a retryable attempt that never started, recorded with why,
+            # so the task runs once the secret is back and still ends after max_attempts.
+            return await self._record(lease, version, _missing_secret(exc.detail),
+                                      row["attempts"] + 1, row["attempts_since_requeue"] + 1,
+                                      row["deaths_since_requeue"])
         try:
             request = self._request(lease, version, row, secrets)
         except ValueError as exc:
@@ -553,6 +559,16 @@ def _abandoned(sandbox_id: str | None) -> AttemptOutcome:
         status="retryable", result=None, exit_code=None, stdout="", stderr="",
         error="abandoned: its dispatcher stopped or died before the attempt ended",
         duration_ms=0.0, backend="", sandbox_id=sandbox_id or "", killed_sandbox=False)
+
+
+def _missing_secret(detail: str) -> AttemptOutcome:
+    """An attempt that could not start because a secret its version reads is not in the
+    vault: retryable, counted toward ``max_attempts``; no sandbox was made, so no usage fact
+    and never a sandbox death."""
+    return AttemptOutcome(
+        status="retryable", result=None, exit_code=None, stdout="", stderr="",
+        error=f"missing_secret: {detail} The attempt did not start; it is retried.",
+        duration_ms=0.0, backend="", sandbox_id="", killed_sandbox=False)
 
 
 async def _gone(destroying: list[asyncio.Future[None]]) -> None:

@@ -57,9 +57,9 @@ class WorkerMetrics:
         self.budget_refusals = r.counter(
             "tenantry_budget_refusals_total",
             "Model calls a budget refused, by tenant class and limit: tokens_per_minute "
-            "(the run steps aside until the bucket refills), monthly_spend_cap_micros, or "
-            "an agent limit (max_steps, max_tokens, max_cost_micros, repeat_limit) that stopped "
-            "the run.",
+            "(the run steps aside until the bucket refills), monthly_spend_cap_micros (the "
+            "run waits until the cap is raised or the month ends), or an agent limit "
+            "(max_steps, max_tokens, max_cost_micros, repeat_limit) that stopped the run.",
             ("tenant_class", "limit"))
         self.repeats = r.counter(
             "tenantry_repeats_total",

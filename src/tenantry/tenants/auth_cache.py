@@ -10,6 +10,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
+from tenantry.cache import BoundedCache
 from tenantry.ids import TenantId
 
 CHANNEL = "tenantry_keys"
@@ -18,26 +19,16 @@ CHANNEL = "tenantry_keys"
 class AuthCache:
     def __init__(self, ttl_seconds: float = 5.0, max_entries: int = 10_000,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self._ttl = ttl_seconds
-        self._max = max_entries
-        self._clock = clock
-        self._entries: dict[bytes, tuple[float, TenantId]] = {}
+        self._entries: BoundedCache[bytes, TenantId] = BoundedCache(
+            max_entries=max_entries, ttl_seconds=ttl_seconds, clock=clock)
         self._reading: dict[bytes, asyncio.Future[TenantId | None]] = {}
         self._generation = 0  # moved by clear(): a read begun before it is not cached
 
     def get(self, key_hash: bytes) -> TenantId | None:
-        entry = self._entries.get(key_hash)
-        if entry is None:
-            return None
-        if self._clock() >= entry[0]:
-            del self._entries[key_hash]
-            return None
-        return entry[1]
+        return self._entries.get(key_hash)
 
     def put(self, key_hash: bytes, tenant: TenantId) -> None:
-        if len(self._entries) >= self._max:
-            self._entries.clear()  # bounded; rebuilding costs one query per key
-        self._entries[key_hash] = (self._clock() + self._ttl, tenant)
+        self._entries.put(key_hash, tenant)
 
     async def resolve(self, key_hash: bytes,
                       read: Callable[[], Awaitable[TenantId | None]]) -> TenantId | None:

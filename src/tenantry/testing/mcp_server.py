@@ -15,7 +15,8 @@ Tools: ``effect(note)`` performs its effect once per idempotency key (read from 
 ``_meta.idempotency_key``, else the ``Idempotency-Key`` header; both are recorded),
 ``echo(text)``, ``add(a, b)``, ``fail(message)`` (a tool error) and ``slow(seconds)``.
 Every call's arguments, keys and ``Authorization`` header are recorded. ``fail_next(n,
-status=503)`` makes the next ``n`` tool calls fail at the HTTP level, before any tool runs.
+status=503)`` makes the next ``n`` tool calls fail at the HTTP level, before any tool runs;
+those are recorded apart, in ``refused`` (a retry of one must carry the same key).
 
 With a state file, every call is appended to it as one JSON line *before* the tool answers,
 and the file is replayed on start: a server killed and restarted on the same file still
@@ -92,6 +93,8 @@ class EffectsMcpServer(LoopbackService):
         handle_signals: bool = False,
     ) -> None:
         self.calls: list[ToolCallRecord] = []
+        # Calls fail_next answered with an HTTP error: no tool ran, nothing was counted.
+        self.refused: list[ToolCallRecord] = []
         self._calls_by_key: dict[str, int] = {}
         self._effects_by_key: dict[str, int] = {}
         self._unkeyed_effects = 0
@@ -120,7 +123,8 @@ class EffectsMcpServer(LoopbackService):
 
     def fail_next(self, n: int = 1, *, status: int = 503) -> None:
         """Answer the next ``n`` ``tools/call`` requests with a bare HTTP ``status`` before
-        they reach a tool (503: server down; 401: credential refused). Not recorded."""
+        they reach a tool (503: server down; 401: credential refused). They are not counted
+        as calls; each is kept in ``refused``."""
         if not 400 <= status <= 599:
             raise ValueError("status must be an HTTP error status")
         self._faults.extend([status] * n)
@@ -139,10 +143,12 @@ class EffectsMcpServer(LoopbackService):
                     break
             body = b"".join(chunks)
             try:
-                method = orjson.loads(body).get("method")
+                rpc: Any = orjson.loads(body)
+                method = rpc.get("method")
             except (orjson.JSONDecodeError, AttributeError):
-                method = None
+                rpc, method = None, None
             if method == "tools/call" and self._faults:
+                self.refused.append(_refused_call(rpc, scope))
                 await Response(b"injected failure", self._faults.pop(0))(scope, receive, send)
                 return
             replayed = False
@@ -241,6 +247,22 @@ class EffectsMcpServer(LoopbackService):
                 continue  # a line torn by kill -9: that call never answered
             if isinstance(data, dict):
                 self._count(ToolCallRecord.from_data(data))
+
+
+def _refused_call(message: Any, scope: Scope) -> ToolCallRecord:
+    """A ``tools/call`` request as it arrived, from its JSON-RPC body and HTTP headers."""
+    found = message.get("params") if isinstance(message, dict) else None
+    params: dict[str, Any] = found if isinstance(found, dict) else {}
+    given = params.get("_meta")
+    meta: dict[str, Any] = given if isinstance(given, dict) else {}
+    arguments = params.get("arguments")
+    headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+               for k, v in scope.get("headers", [])}
+    meta_key = meta.get(META_KEY)
+    return ToolCallRecord(str(params.get("name")),
+                          arguments if isinstance(arguments, dict) else {},
+                          meta_key if isinstance(meta_key, str) else None,
+                          headers.get(HEADER_KEY), headers.get("authorization"), headers)
 
 
 def _build_app(state: EffectsMcpServer) -> MCPServer:

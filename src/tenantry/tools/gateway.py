@@ -51,7 +51,8 @@ CACHE_ENTRIES = 10_000
 #: A breaker is forgotten this long after its server was last looked up by a call: an open
 #: one has long cooled down by then.
 BREAKER_TTL_SECONDS = 900.0
-#: Retries for a server that could not be reached, with the same key each time.
+#: Retries for a server that could not be reached, with the same key each time, within the
+#: call's one deadline (``timeout``): a server that hung through it is not waited on again.
 UNAVAILABLE_RETRIES = 2
 
 
@@ -94,7 +95,7 @@ class ToolGateway:
         self._mcp = mcp
         self._vault = vault
         self._blobs = blobs
-        self._timeout = timeout
+        self._timeout = timeout  # the deadline of a whole call: pin check and retries too
         self._pin_every = pin_check_seconds
         self._breaker_args = (breaker_threshold, breaker_reset_seconds)
         self._directory: BoundedCache[str, dict[str, ToolServer]] = BoundedCache(
@@ -210,12 +211,17 @@ class ToolGateway:
         server: ToolServer, breaker: CircuitBreaker, started: float,
         refuse: Callable[..., Awaitable[ToolResult]], pin: Mapping[str, str] | None,
     ) -> ToolResult:
+        deadline = started + self._timeout
+
+        def left() -> float:
+            return deadline - time.perf_counter()
+
         try:
             headers = await self._credential(tenant, server)
             if pin is not None:
-                await self._check_version_pin(tenant, server, headers, tool, pin)
+                await self._check_version_pin(tenant, server, headers, tool, pin, left())
             else:  # a version published before this tool had a server: the operator's pin
-                await self._check_pin(tenant, server, headers)
+                await self._check_pin(tenant, server, headers, left())
         except (VaultError, NotFound) as exc:
             return await refuse(f"no usable credential for {server.name!r}: {exc}")
         except PinMismatch as exc:
@@ -226,8 +232,7 @@ class ToolGateway:
         for attempt in range(UNAVAILABLE_RETRIES + 1):
             try:
                 outcome = await self._mcp.call(server.url, tool, arguments, idempotency_key=key,
-                                               headers=headers, tenant=tenant,
-                                               timeout=self._timeout)
+                                               headers=headers, tenant=tenant, timeout=left())
                 breaker.succeeded()
                 break
             except ToolUnavailable as exc:
@@ -235,9 +240,11 @@ class ToolGateway:
                 # A call that may have reached the server is repeated only where the server
                 # honours keys; one that never connected is safe to repeat anywhere.
                 safe = server.honours_idempotency_keys or exc.extra.get("reason") == "connect"
-                if attempt == UNAVAILABLE_RETRIES or not safe or not breaker.allow():
+                pause = 0.2 * 2**attempt
+                if (attempt == UNAVAILABLE_RETRIES or not safe or left() <= pause
+                        or not breaker.allow()):
                     return await refuse(f"tool server unavailable: {exc.detail}", "unavailable")
-                await asyncio.sleep(0.2 * 2**attempt)
+                await asyncio.sleep(pause)
         return await self._shape(tenant, key, server.name, outcome.ok,
                                  outcome.content or outcome.error or "", started)
 
@@ -292,14 +299,14 @@ class ToolGateway:
         return {"Authorization": f"Bearer {self._vault.open(sealed)}"}
 
     async def _check_pin(
-        self, tenant: TenantId, server: ToolServer, headers: dict[str, str]
+        self, tenant: TenantId, server: ToolServer, headers: dict[str, str], limit_s: float,
     ) -> None:
         """Compare the server's live tool list with its pin, at most once a minute."""
         key = (tenant.value, server.server_id, server.tools_sha256)
         if self._pins_checked.get(key):
             return
         live = tools_digest(await self._mcp.list_tools(server.url, headers, tenant=tenant,
-                                                       timeout=self._timeout))
+                                                       timeout=limit_s))
         if live != server.tools_sha256:
             # Perhaps an operator re-pinned since the directory was cached: look again.
             self._directory.pop(tenant.value)
@@ -315,7 +322,7 @@ class ToolGateway:
 
     async def _check_version_pin(
         self, tenant: TenantId, server: ToolServer, headers: dict[str, str], tool: str,
-        pin: Mapping[str, str],
+        pin: Mapping[str, str], limit_s: float,
     ) -> None:
         """The list the call's own session sees must be the one pinned when the version was
         published: a server that changed a tool since (a rug pull) is refused even if an
@@ -326,14 +333,15 @@ class ToolGateway:
                 f"tool {tool!r} is now served by {server.name!r}, not by the server "
                 f"{pin.get('server')!r} this agent version was published with; publish a "
                 "new version to use it")
+        deadline = time.perf_counter() + limit_s
         live = tools_digest(await self._mcp.session_tools(
-            server.url, headers, tenant=tenant, max_age=self._pin_every,
-            timeout=self._timeout))
+            server.url, headers, tenant=tenant, max_age=self._pin_every, timeout=limit_s))
         if live != server.tools_sha256:
             # An operator re-pinned the server since this session listed it: what the
             # session remembers is stale, so look again now.
             live = tools_digest(await self._mcp.session_tools(
-                server.url, headers, tenant=tenant, max_age=0.0, timeout=self._timeout))
+                server.url, headers, tenant=tenant, max_age=0.0,
+                timeout=deadline - time.perf_counter()))
         if live.hex() != pin.get("sha256"):
             raise PinMismatch(
                 f"tool server {server.name!r} now serves a different tool list than the one "

@@ -173,7 +173,7 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
                 # run goes on.
                 return ToolOutcome(False, "", f"invalid result from tool {tool!r}: {exc}")
             except TimeoutError:
-                raise _unavailable(url, f"tool {tool!r} timed out after {timeout:g}s",
+                raise _unavailable(url, f"tool {tool!r} timed out after {timeout:.3g}s",
                                    reason="timeout") from None
             finally:
                 session.release()
@@ -247,7 +247,7 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         except wire.BadMessage as exc:
             raise _unavailable(url, f"tools/list failed: {exc}", reason="protocol") from None
         except TimeoutError:
-            raise _unavailable(url, f"tools/list timed out after {limit_s:g}s",
+            raise _unavailable(url, f"tools/list timed out after {limit_s:.3g}s",
                                reason="timeout") from None
         return tools
 

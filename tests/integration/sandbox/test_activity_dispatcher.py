@@ -3,7 +3,8 @@ a task completes with its result and the key ``"{task}:{activity}"``, and the gu
 secrets its version is scoped to; a segfaulting payload is retried on a
 fresh sandbox, dead-lettered after its sandbox deaths, never dispatched again, and
 requeued; a tenant's poison storm does not keep another tenant's tasks from completing; a
-raising entrypoint fails without retry; a lost lease ends the attempt and writes nothing."""
+raising entrypoint fails without retry; a lost lease ends the attempt and writes nothing; a
+secret gone between enqueue and dispatch fails the attempt as retryable until it is back."""
 
 from __future__ import annotations
 
@@ -17,10 +18,12 @@ from tenantry.ids import TenantId
 from tenantry.sandbox.pool import PooledDriver
 from tenantry.store import RunStatus
 from tests.support.activity_rig import (
+    WITHIN,
     ActivityRig,
     RecordingDriver,
     activity_rig,
     heartbeat_renews,
+    settled_now,
     steal_lease,
 )
 from tests.support.sandbox import secret_token, token_sha
@@ -205,3 +208,53 @@ async def test_a_lost_lease_ends_the_attempt_and_writes_nothing(
                          "error": None}
     assert await setup.attempts(ACME, task) == []  # nothing written by the old holder
     assert first.outcomes["completed"] == first.outcomes["failed"] == 0
+
+
+#: Reports which value of its secret it was given (by hash: a result is kept in the log).
+SECRET_SEEN = """
+    import hashlib, os
+    def handle(value, context):
+        return {"secret_sha": hashlib.sha256(os.environ["API_KEY"].encode()).hexdigest()}
+"""
+
+
+# The dispatcher's decision, not the backend's: bubblewrap, the quickest, is enough.
+@pytest.mark.parametrize("driver", ["bwrap"], indirect=True)
+async def test_a_secret_gone_before_dispatch_fails_the_attempt_as_retryable_until_back(
+    setup: ActivityRig, admin_conn: asyncpg.Connection,
+) -> None:
+    await setup.vault.put(ACME, "API_KEY", secret_token())
+    # An hour's backoff: the task waits between attempts until the test lets the time pass.
+    await setup.publish(ACME, "sync", SECRET_SEEN, secrets=("API_KEY",), max_attempts=3,
+                        backoff_s=3600.0)
+    task = await setup.enqueue(ACME, "sync", 1)
+    # Gone after the enqueue, before any dispatch (no route deletes a secret yet; an
+    # operator's SQL, a tenant erase or a replacement done as delete + put would).
+    await admin_conn.execute("DELETE FROM secrets WHERE tenant_id = $1 AND name = 'API_KEY'",
+                             ACME.value)
+    dispatcher = setup.dispatcher()
+
+    async def dispatched() -> bool:
+        return bool(await setup.attempts(ACME, task)) or settled_now(
+            await setup.store.get(ACME, task))
+    await until(dispatched, "the task is dispatched once", WITHIN)
+    assert (await setup.store.get(ACME, task)).status is not RunStatus.FAILED
+    [first] = await setup.attempts(ACME, task)
+    assert first["status"] == "retryable" and not first["killed_sandbox"], first
+    assert first["error"].startswith("missing_secret: No secret named 'API_KEY'."), first
+    waiting = await setup.store.get(ACME, task)
+    # Back in the queue behind its backoff: not failed as the tenant's error, not dead.
+    assert waiting.status is RunStatus.QUEUED and not waiting.dead_lettered, waiting
+    assert waiting.last_error == first["error"] and waiting.error["ours"] is False
+    assert await setup.facts(ACME, task) == []  # no sandbox was made, none billed
+
+    value = secret_token()
+    await setup.vault.put(ACME, "API_KEY", value)
+    await admin_conn.execute("UPDATE runs SET available_at = now() WHERE run_id = $1",
+                             task.uuid)  # the backoff has passed
+    done = await setup.settled(ACME, task)
+    assert done.status is RunStatus.FINISHED, done
+    assert done.result == {"secret_sha": token_sha(value)}  # the value put back
+    assert [a["status"] for a in await setup.attempts(ACME, task)] == ["retryable",
+                                                                        "completed"]
+    assert done.attempts == 2 and dispatcher.outcomes["error"] == 0

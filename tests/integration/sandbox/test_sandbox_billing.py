@@ -13,6 +13,7 @@ from tenantry.sandbox.manager import SandboxManager
 from tests.support.api import Api
 from tests.support.cli import cli
 from tests.support.scripts import answer, call, scripted
+from tests.support.waiting import until
 from tests.support.worker import Fakes, running_worker
 
 pytestmark = pytest.mark.parametrize("driver", ["bwrap"], indirect=True)
@@ -94,22 +95,30 @@ async def test_sandbox_spend_alone_reaches_the_spend_cap_and_the_runs_cost_limit
     _, h_limited = await api.tenant("Limited")
     script = scripted(call("run_python", code="print(1)"), call("run_python", code="print(2)"),
                       answer("never reached"))
-    # The run's own cost limit far above the cap: only the tenant's cap can stop this one.
+    # The run's own cost limit far above the cap: only the tenant's cap can hold this one.
     under_cap = await api.agent(h_capped, tools=["run_python"],
                                 limits={"max_cost_micros": 10**12})
     limited = await api.agent(h_limited, tools=["run_python"],
                               limits={"max_cost_micros": 1_000_000})
     async with running_worker(database_dsn, fakes.model.base_url, sandboxes=manager):
         run_capped = await api.start(h_capped, under_cap, script)
-        capped_events = await api.events_until_end(h_capped, run_capped, within=180)
+
+        async def capped_waits() -> bool:  # the tenant's cap: it waits (ADR 0035)
+            run = await api.run(h_capped, run_capped)
+            return run["waiting_reason"] == "monthly_spend_cap"
+        await until(capped_waits, "the capped run waits for its tenant's cap", 180)
+        capped_events = (await api.client.get(
+            f"/v1/runs/{run_capped}/events",
+            headers={**h_capped, "Accept": "application/json"})).json()["events"]
         run_limited = await api.start(h_limited, limited, script)
         limited_events = await api.events_until_end(h_limited, run_limited, within=180)
 
-    for events, limit in ((capped_events, "monthly_spend_cap_micros"),
-                          (limited_events, "max_cost_micros")):
-        assert events[-1]["type"] == "BudgetStopped", events[-1]
-        assert events[-1]["data"]["limit"] == limit
-        # One execution ran; the spend it cost stopped the run before the second.
+    assert capped_events[-1]["type"] == "RunParked", capped_events[-1]
+    assert capped_events[-1]["data"]["reason"] == "monthly_spend_cap"
+    assert limited_events[-1]["type"] == "BudgetStopped", limited_events[-1]  # its own limit
+    assert limited_events[-1]["data"]["limit"] == "max_cost_micros"
+    for events in (capped_events, limited_events):
+        # One execution ran; the spend it cost held or stopped the run before the second.
         boxes = [c["sandbox"] for c in of(events, "ToolCompleted")]
         assert len(boxes) == 1 and boxes[0]["cost_micros"] >= 1_000_000
         model_cost = sum(int(r["cost_micros"]) for r in of(events, "ModelReplied"))

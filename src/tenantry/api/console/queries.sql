@@ -14,6 +14,10 @@ SELECT * FROM tenantry_console_flagged_versions($1::text[])
 -- name: retention
 SELECT * FROM tenantry_console_retention($1::text[])
 
+-- name: spend_capped
+-- Per listed tenant: its runs waiting for its monthly spend cap (migration 0040).
+SELECT * FROM tenantry_console_spend_capped($1::text[])
+
 -- name: queue_depth
 SELECT tenantry_queue_depth()
 

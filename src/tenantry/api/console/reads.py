@@ -92,6 +92,8 @@ class TenantRow:
     runs_days: int = DEFAULT_RUNS_DAYS
     tombstones_days: int | None = None
     erased: bool = False
+    # Of its waiting runs, those waiting for its monthly spend cap (ADR 0035).
+    spend_capped: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +160,8 @@ async def tenants_page(
         shown = [r["tenant_id"] for r in rows]
         flagged_rows = await conn.fetch(Q.flagged_versions, shown)
         retention = {r["tenant_id"]: r for r in await conn.fetch(Q.retention, shown)}
+        capped = {r["tenant_id"]: int(r["runs"])
+                  for r in await conn.fetch(Q.spend_capped, shown)}
     flagged: dict[str, list[FlaggedVersionRow]] = {}
     for f in flagged_rows:
         flagged.setdefault(f["tenant_id"], []).append(FlaggedVersionRow(
@@ -184,7 +188,8 @@ async def tenants_page(
             runs_days=DEFAULT_RUNS_DAYS if kept is None or kept["runs_days"] is None
             else kept["runs_days"],
             tombstones_days=None if kept is None else kept["tombstones_days"],
-            erased=kept is not None and kept["erased_at"] is not None))
+            erased=kept is not None and kept["erased_at"] is not None,
+            spend_capped=capped.get(r["tenant_id"], 0)))
     return tenants, int(depth or 0)
 
 
