@@ -1,9 +1,10 @@
 """all: every benchmark, one after another, their JSON lines gathered in one file.
 
 ``make bench`` runs this. Each script under ``benchmarks/`` (not the ``_`` helpers, not this
-one) runs with no arguments as its own process, exactly as its docstring and
-docs/BENCHMARKS.md say, its progress going to stderr as it comes; its last stdout line is
-its one JSON line. This writes one line per script to ``--out`` (default
+one, not ``gate.py``, which runs two of them again as the release gate) runs with no
+arguments as its own process, exactly as its docstring and docs/BENCHMARKS.md say, its
+progress going to stderr as it comes; its last stdout line is its one JSON line. This
+writes one line per script to ``--out`` (default
 ``benchmarks/results/<UTC time>-<commit>.jsonl``, created): ``{"benchmark", "commit",
 "started", "seconds", "exit", "result"}`` — ``result`` the script's JSON line as an object,
 or ``null`` with ``"error"`` when it printed none. A failed script does not stop the rest;
@@ -34,8 +35,9 @@ ROOT = HERE.parent
 
 
 def scripts() -> list[str]:
+    # gate.py is replay.py and chaos.py again, as the release gate (`make gate`).
     return sorted(p.stem for p in HERE.glob("*.py")
-                  if not p.name.startswith("_") and p.stem != "all")
+                  if not p.name.startswith("_") and p.stem not in ("all", "gate"))
 
 
 def commit() -> str:

@@ -6,14 +6,21 @@ the MCP test server (which counts idempotency keys and performs each key's effec
 this process, and 4 ``tenantry worker`` processes at the production lease (30 s: a killed
 worker's runs move at the next claim, ADR 0018). It creates 1,000 runs through
 the API across 4 tenants - each makes three keyed ``effect`` calls (some also a ``slow``
-one) then answers - and every 0.5-2 s SIGKILLs a random worker and starts a replacement,
-until every run has ended. Then it checks what the chaos test checks (tests/chaos): every
-run finished, no gap in any log, no step twice, every effect exactly once.
+one; every fifth also a call of ``echo``, a tool the server has and the agent may not use,
+as a model obeying injected text would) then answers - and every 0.5-2 s SIGKILLs a random
+worker and starts a replacement, until every run has ended. Then it checks what the chaos
+test checks (tests/chaos): every run finished, no gap in any log, no step twice, every
+effect exactly once, and no call reached the server that its run's rules forbid.
 
 Progress goes to stderr; the last stdout line is one JSON object:
-``{"runs", "finished", "kills", "duplicate_effects", "gaps", "failed", "seconds"}``
-(``seconds``: from the first run created to the last one ended). Exit status 1 when any
-invariant broke. CHAOS_SEED replays a kill schedule (timing still varies).
+``{"runs", "finished", "kills", "duplicate_effects", "gaps", "failed", "escapes",
+"forbidden_calls", "refused_calls", "seconds", ...}`` (``seconds``: from the first run created
+to the last one ended; ``escapes``: calls the server received that a rule forbade,
+tests/support/escapes.py). Exit status 1 when any invariant broke. CHAOS_SEED replays a
+kill schedule (timing still varies). It fails too when the chaos reached too little: fewer
+than 10 kills, no run moved to another worker, or no call cut off and repeated with its key.
+``make gate`` runs this beside the replay gate (benchmarks/gate.py); the suite's chaos tests
+(tests/chaos) keep what the gate does not check, with the same harness.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import httpx2
@@ -45,6 +53,7 @@ from tenantry.vault import MasterKey
 # The workload and the checks are the chaos test's own (tests/support/harness.py).
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.support.harness import (
+    FORBIDDEN,
     ChaosError,
     PlannedRun,
     Verdict,
@@ -57,6 +66,11 @@ from tests.support.harness import (
 )
 
 RUNS = 1000
+#: Every fifth run also calls a tool its agent may not use, as injected text asks: the
+#: gateway must refuse each, whatever the kills (0 tool-rule escapes).
+FORBIDDEN_EVERY = 5
+#: Fewer kills than this at 1,000 runs and the run tested little (it fails); 17-57 so far.
+MIN_KILLS = 10
 TENANTS = 4
 WORKERS = 4
 CONCURRENCY = 50  # per worker: 200 runs in flight, so every kill interrupts many
@@ -98,8 +112,12 @@ async def serve_api(dsn: str, master_key: str) -> AsyncIterator[str]:
         sock.close()
 
 
-async def chaos(bench: Bench) -> int:
-    seed = int(os.environ.get("CHAOS_SEED") or random.randrange(2**32))
+async def chaos(bench: Bench, runs_total: int = RUNS, seed: int | None = None
+                ) -> dict[str, Any]:
+    """The chaos run on ``bench``'s platform: its JSON figures, ``"ok"`` saying whether
+    every invariant held (benchmarks/gate.py runs this too, as the release gate)."""
+    if seed is None:
+        seed = int(os.environ.get("CHAOS_SEED") or random.randrange(2**32))
     rng = random.Random(seed)
     database = await bench.database()
     master_key = MasterKey.generate().encoded()
@@ -123,16 +141,17 @@ async def chaos(bench: Bench) -> int:
             nonlocal shown
             if time.monotonic() - shown >= PROGRESS_EVERY_S:
                 shown = time.monotonic()
-                console.log(f"{ended}/{RUNS} runs ended, {kills} kills, {elapsed:.0f} s")
+                console.log(f"{ended}/{runs_total} runs ended, {kills} kills, {elapsed:.0f} s")
 
-        console.log(f"creating {RUNS} runs; killing a worker every 0.5-2 s until all end")
+        console.log(f"creating {runs_total} runs; killing a worker every 0.5-2 s until all end")
         conn = await asyncpg.connect(database.dsn)
         broken: str | None = None
         started = time.monotonic()
+        plans = plan_runs(runs_total, rng, forbidden_every=FORBIDDEN_EVERY)
         try:
             seconds = await kill_until_done(
-                fleet, conn, rng, total=RUNS, timeout=TIMEOUT_S, progress=progress,
-                arrivals=create_runs(client, tenants, plan_runs(RUNS, rng), runs))
+                fleet, conn, rng, total=runs_total, timeout=TIMEOUT_S, progress=progress,
+                arrivals=create_runs(client, tenants, plans, runs))
         except (ChaosError, httpx2.HTTPError) as exc:
             broken = f"{type(exc).__name__}: {exc}"
             seconds = time.monotonic() - started
@@ -142,30 +161,51 @@ async def chaos(bench: Bench) -> int:
         finally:
             await conn.close()
         # Runs the API never accepted (a chaos error stopped creation) did not finish.
-        verdict.failed += RUNS - len(runs)
-        if broken or not verdict.ok or verdict.finished != RUNS:
+        verdict.failed += runs_total - len(runs)
+        # The chaos must also have reached what it is there for (else a pass proves little):
+        # kills, runs that moved to another worker, calls cut off and repeated with their key.
+        reached = (fleet.kills >= MIN_KILLS and verdict.resumed_runs > 0
+                   and verdict.retried_calls > 0)
+        clean = broken is None and verdict.ok and verdict.finished == runs_total
+        # A trial of fewer runs may end before the kills do much: it says so, not fails.
+        ok = clean and (reached or runs_total < RUNS)
+        if not reached:
+            console.log(f"[red]the chaos reached too little (CHAOS_SEED={seed}): {fleet.kills} "
+                        f"kills (at least {MIN_KILLS}), {verdict.resumed_runs} runs moved, "
+                        f"{verdict.retried_calls} calls repeated (each must be > 0)")
+        if not clean:
             console.log(f"[red]not every run finished cleanly (CHAOS_SEED={seed}); logs follow")
             console.log(broken or "", verdict.describe(), fleet.tails(), markup=False)
-        else:
-            console.log(f"all {RUNS} runs finished; {_summary(verdict)}")
-        emit({"runs": RUNS, "finished": verdict.finished, "kills": fleet.kills,
-              "duplicate_effects": verdict.duplicate_effects, "gaps": verdict.gaps,
-              "failed": verdict.failed, "seconds": round(seconds, 1)})
-        return 0 if broken is None and verdict.ok and verdict.finished == RUNS else 1
+        if ok:
+            console.log(f"all {runs_total} runs finished; {_summary(verdict)}")
+        return {"runs": runs_total, "finished": verdict.finished, "kills": fleet.kills,
+                "duplicate_effects": verdict.duplicate_effects, "gaps": verdict.gaps,
+                "failed": verdict.failed, "escapes": verdict.escapes,
+                "forbidden_calls": sum(p.calls.count((FORBIDDEN,)) for p in plans),
+                "refused_calls": verdict.refused_calls,
+                "tool_calls_received": len(mcp.calls), "resumed_runs": verdict.resumed_runs,
+                "retried_calls": verdict.retried_calls, "seconds": round(seconds, 1),
+                "seed": seed, "ok": ok}
 
 
 def _summary(verdict: Verdict) -> str:
     return (f"{verdict.resumed_runs} runs moved between workers, {verdict.retried_calls} "
-            "tool calls repeated with the same key after a kill")
+            f"tool calls repeated with the same key after a kill, {verdict.refused_calls} "
+            f"calls of {FORBIDDEN!r} (not allowed) refused, {verdict.escapes} escapes")
 
 
-def main() -> None:
+def quiet_logs() -> None:
     # Before the MCP server is built: its SDK would install a rich handler at INFO otherwise.
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     logging.getLogger("uvicorn.error").addFilter(_SkipClientDisconnects())
+
+
+def main() -> None:
+    quiet_logs()
     with Bench("chaos") as bench:
-        status = asyncio.run(chaos(bench))
-    raise SystemExit(status)
+        result = asyncio.run(chaos(bench))
+    emit(result)
+    raise SystemExit(0 if result["ok"] else 1)
 
 
 if __name__ == "__main__":

@@ -38,19 +38,13 @@ from tests.support.waiting import until
 
 pytestmark = pytest.mark.chaos
 
-RUNS = 200
-TENANTS = 4
-WORKERS = 4
-CONCURRENCY = 16  # per worker
-# Runs arrive over this long, so kills land on runs at every stage (200 runs at once are
-# done in ~10 s here, too soon for many kills): about 20 kills in all.
-ARRIVAL_S = 30.0
-MIN_KILLS = 10
-CHAOS_TIMEOUT_S = 200.0
-# Every other run makes a `slow` call (0.3-1 s), so a kill often lands mid-call: with one
-# run in four, about 0.8 such calls were in flight at a time, so by estimate a kill caught
-# one ~20% of the time and 12 kills caught none in ~7% of runs (CI saw it: seed 1412975771).
-SLOW_EVERY = 2
+CONCURRENCY = 16  # runs each worker holds
+
+# The chaos at scale - 1,000 runs while 4 workers are SIGKILLed every 0.5-2 s, every run
+# finished, every effect once, no tool-rule escape, and kills, moved runs and calls repeated
+# with their key all seen - is the release gate's (benchmarks/chaos.py, `make gate`, run by
+# `make test` after this suite, with this harness). What it does not check is here: the
+# takeovers at once at the production lease, a frozen worker, a keyless call cut off.
 
 # The issue-19 workload, at the production lease (30 s): 3 workers, one SIGKILLed about
 # every second, 40 runs of 4 keyed calls (three effects and a slow call, where kills land
@@ -64,40 +58,6 @@ DEFAULT_LEASE_ARRIVAL_S = 40.0
 DEFAULT_LEASE_KILL_EVERY_S = (0.7, 1.3)
 DEFAULT_LEASE_MIN_KILLS = 5
 DEFAULT_LEASE_TIMEOUT_S = 120.0  # a hang guard: a lease-bound recovery never gets there
-
-
-@pytest.mark.timeout(300)
-async def test_every_run_finishes_once_while_workers_are_killed(
-    api: Api, database_dsn: str, admin_conn: asyncpg.Connection, mcp: EffectsMcpServer,
-    model: FakeModelServer, tmp_path: Path,
-) -> None:
-    seed = int(os.environ.get("CHAOS_SEED") or random.randrange(2**32))
-    rng = random.Random(seed)
-    # At the production lease (30 s): a killed worker's runs move at the next claim (ADR
-    # 0018), not when their lease ends.
-    async with WorkerFleet(dsn=database_dsn, model_url=model.base_url,
-                           log_dir=tmp_path / "workers", size=WORKERS, concurrency=CONCURRENCY,
-                           lease_seconds=None, master_key=TEST_MASTER_KEY.encoded()) as fleet:
-        await fleet.start()
-        tenants = await create_tenants(api.client, api.operator, mcp.url, TENANTS)
-        runs: dict[str, PlannedRun] = {}
-        plans = plan_runs(RUNS, rng, slow_every=SLOW_EVERY)
-        arrivals = create_runs(api.client, tenants, plans, runs, per_second=RUNS / ARRIVAL_S)
-        seconds = await kill_until_done(fleet, admin_conn, rng, total=RUNS,
-                                        timeout=CHAOS_TIMEOUT_S, arrivals=arrivals)
-        await fleet.stop()
-        # Every worker this test started is gone: nothing can write any more.
-        verdict = await verify(admin_conn, runs, mcp)
-        context = (f"CHAOS_SEED={seed}: {fleet.kills} kills, all runs ended in {seconds:.1f}s"
-                   f"\n{verdict.describe()}")
-        assert verdict.ok, f"{context}\n{fleet.tails()}"
-        assert not fleet.unexpected_exits(), f"{context}\n{fleet.tails()}"
-    print(f"chaos: {context}")  # shown with -s, or -rP: what the chaos reached
-    assert verdict.finished == RUNS
-    assert fleet.kills >= MIN_KILLS, f"the runs finished too soon to test much: {context}"
-    # The chaos reached what it is meant to: runs moved between workers, and tool calls
-    # were cut off in flight and repeated with the same key (without a second effect).
-    assert verdict.resumed_runs > 0 and verdict.retried_calls > 0, context
 
 
 @pytest.mark.timeout(240)
