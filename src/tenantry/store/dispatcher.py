@@ -468,42 +468,55 @@ class Dispatcher:
             if refused is not None:  # with the attempt they happened in, once
                 await attempt_egress.count_flag(conn, version, refused,
                                                 threshold=self.egress_flag_threshold)
+            ended = await self._decide(conn, lease, outcome, settings, stored, error,
+                                       attempts, deaths)
+            # The tenant's budget row last: a run's step locks the tenant's load row (its
+            # status) before its budget row, and so must this transaction, whose status
+            # changes (the task's, a woken parent's) lock the load row — in the other order
+            # the two deadlocked under load (issue 36's replay gate).
             if outcome.backend:  # an abandoned attempt's figures died with its dispatcher
                 await attempt_facts.record(conn, lease.tenant, lease.run, _fact(
                     seq, version, outcome, attempt, sandbox_ms, quote.version,
                     attempted.cost_micros or 0))
-            if outcome.status == "completed":
-                await self._end(conn, lease, RunFinished(outcome.result), RunStatus.FINISHED,
-                                answer=outcome.result)
-                return "completed"
-            if await conn.fetchval(TASKS.cancel_requested, lease.tenant.value, lease.run.uuid):
-                # Cancelled while this attempt ran: no retry, no dead letter, no failure.
-                await self._end(conn, lease, RunCancelled("cancel_requested"),
-                                RunStatus.CANCELLED, error=stored)
-                return "cancelled"
-            if outcome.killed_sandbox and deaths >= settings.max_sandbox_deaths:
-                stored.update(dead_lettered=True, sandbox_deaths=deaths,
-                              message=f"dead_lettered: {deaths} attempts killed their "
-                                      f"sandbox (last: {error})")
-                await log.append(conn, lease.tenant, lease.run, RunParked("dead_lettered"),
-                                 epoch=lease.epoch)
-                await activity_calls.task_ended(conn, lease.tenant, lease.run, "dead_lettered",
-                                                error=stored)
-                await conn.execute(Q.dead_letter_activity, lease.tenant.value,
-                                   lease.run.uuid, lease.epoch, stored)
-                return "dead_lettered"
-            if outcome.status == "retryable" and attempts < settings.max_attempts:
-                delay = min(MAX_BACKOFF_S, settings.backoff_s * 2 ** (attempts - 1))
-                at = datetime.now(UTC) + timedelta(seconds=delay) if delay else None
-                await conn.execute(Q.retry_activity, lease.tenant.value, lease.run.uuid,
-                                   lease.epoch, at, stored)
-                return "retried"
-            if outcome.status == "retryable":
-                stored["message"] = f"{error} (after {attempts} attempts)"
-            await self._end(conn, lease, RunFailed(stored["message"], ours=False,
-                                                   details={"attempts": attempts}),
-                            RunStatus.FAILED, error=stored)
-            return "failed"
+            return ended
+
+    async def _decide(self, conn: Any, lease: Lease, outcome: AttemptOutcome,
+                      settings: ActivitySettings, stored: dict[str, Any], error: str | None,
+                      attempts: int, deaths: int) -> str:
+        """What the attempt means for its task, written under the lease: its ending, a
+        retry, or a dead letter; the word for it."""
+        if outcome.status == "completed":
+            await self._end(conn, lease, RunFinished(outcome.result), RunStatus.FINISHED,
+                            answer=outcome.result)
+            return "completed"
+        if await conn.fetchval(TASKS.cancel_requested, lease.tenant.value, lease.run.uuid):
+            # Cancelled while this attempt ran: no retry, no dead letter, no failure.
+            await self._end(conn, lease, RunCancelled("cancel_requested"),
+                            RunStatus.CANCELLED, error=stored)
+            return "cancelled"
+        if outcome.killed_sandbox and deaths >= settings.max_sandbox_deaths:
+            stored.update(dead_lettered=True, sandbox_deaths=deaths,
+                          message=f"dead_lettered: {deaths} attempts killed their "
+                                  f"sandbox (last: {error})")
+            await log.append(conn, lease.tenant, lease.run, RunParked("dead_lettered"),
+                             epoch=lease.epoch)
+            await activity_calls.task_ended(conn, lease.tenant, lease.run, "dead_lettered",
+                                            error=stored)
+            await conn.execute(Q.dead_letter_activity, lease.tenant.value,
+                               lease.run.uuid, lease.epoch, stored)
+            return "dead_lettered"
+        if outcome.status == "retryable" and attempts < settings.max_attempts:
+            delay = min(MAX_BACKOFF_S, settings.backoff_s * 2 ** (attempts - 1))
+            at = datetime.now(UTC) + timedelta(seconds=delay) if delay else None
+            await conn.execute(Q.retry_activity, lease.tenant.value, lease.run.uuid,
+                               lease.epoch, at, stored)
+            return "retried"
+        if outcome.status == "retryable":
+            stored["message"] = f"{error} (after {attempts} attempts)"
+        await self._end(conn, lease, RunFailed(stored["message"], ours=False,
+                                               details={"attempts": attempts}),
+                        RunStatus.FAILED, error=stored)
+        return "failed"
 
     async def _fail_early(self, lease: Lease, message: str) -> str:
         stored = {"message": message, "ours": False}
