@@ -11,11 +11,15 @@ import asyncpg
 import orjson
 from asyncpg.pool import PoolConnectionProxy
 
+from tenantry import __version__
 from tenantry.db.dsn import MalformedDsn
 from tenantry.db.dsn import parse as dsn_parse
 from tenantry.db.outage import Outage
 from tenantry.errors import NotFound
 from tenantry.ids import TenantId
+
+#: What every connection of this release calls itself (``pg_stat_activity.application_name``).
+APPLICATION_NAME = f"tenantry/{__version__}"
 
 #: Errors meaning "the database is not answering": callers stop and retry later, never guess.
 #: In a highly available cell a failover adds its own: the primary shutting down or crashing
@@ -110,7 +114,10 @@ class Database:
         # So is the time zone: the month a spend cap counts (date_trunc('month', now())
         # in the schema's functions) is the UTC calendar month, whatever the server's
         # TimeZone setting (ADR 0035).
-        settings = {"TimeZone": "UTC", **({"role": role} if role else {})}
+        # application_name names the release: `tenantry migrate --status` reads which
+        # releases are connected from pg_stat_activity before it changes the schema.
+        settings = {"TimeZone": "UTC", "application_name": APPLICATION_NAME,
+                    **({"role": role} if role else {})}
         pool: asyncpg.Pool[asyncpg.Record] = await asyncpg.create_pool(
             dsn,
             # min_size opens the first connections only. A connection floor (asyncpg's
