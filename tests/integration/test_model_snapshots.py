@@ -19,6 +19,7 @@ from tenantry.telemetry.worker import WorkerMetrics
 from tenantry.testing.fake_model import FakeModelServer
 from tests.support.api import Api
 from tests.support.db import login_dsn, scratch_database
+from tests.support.history import migrate_originals
 from tests.support.retention import Seeded, tenant_and_agent
 from tests.support.scripts import answer, scripted
 from tests.support.worker import Fakes, running_worker
@@ -286,7 +287,7 @@ async def test_owners_are_noted_follow_a_promotion_and_what_came_before_is_held_
     previous release's worker still notes (no owner). Owners follow a promotion."""
     owners = next(m.version for m in available() if m.name == "snapshot_pins_per_account_owner")
     async with scratch_database(admin_dsn, "tenantry_owners",
-                                prepare=lambda c: migrate(c, upto=owners - 1)) as dsn:
+                                prepare=lambda c: migrate_originals(c, upto=owners - 1)) as dsn:
         admin = await asyncpg.connect(dsn)
         db = await Database.connect(login_dsn(dsn), min_size=1, max_size=2)
         try:

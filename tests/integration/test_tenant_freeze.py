@@ -15,11 +15,11 @@ import pytest
 from tenantry.cells import copy, freeze
 from tenantry.cells.freeze import Frozen
 from tenantry.db import Database
-from tenantry.db.migrate import migrate
 from tenantry.ids import RunId, TenantId
 from tenantry.vault import MasterKey, Vault
 from tests.support.api import TEST_MASTER_KEY, Api, serving_api
 from tests.support.db import login_dsn, scratch_database
+from tests.support.history import migrate_originals
 from tests.support.scripts import answer, call, scripted
 from tests.support.waiting import until
 from tests.support.worker import Fakes, running_worker
@@ -193,7 +193,7 @@ async def test_a_copy_between_cells_of_different_releases_is_refused(
     admin_dsn: str, admin_conn: asyncpg.Connection,
 ) -> None:
     async with scratch_database(admin_dsn, "tenantry_old",
-                                prepare=lambda conn: migrate(conn, upto=30)) as dsn:
+                                prepare=lambda conn: migrate_originals(conn, upto=30)) as dsn:
         old = await asyncpg.connect(dsn)
         try:
             with pytest.raises(freeze.MoveFailed, match="schemas differ"):

@@ -21,6 +21,7 @@ from tenantry.retention.cleaner import Cleaner
 from tests.support.api import Api
 from tests.support.db import login_dsn, scratch_database
 from tests.support.evaluations import STATUS_CASE, agent_with_two_versions
+from tests.support.history import migrate_originals
 from tests.support.retention import ended_runs, tenant_and_agent
 from tests.support.scripts import answer, call, scripted
 from tests.support.worker import Fakes
@@ -126,7 +127,7 @@ async def test_upgrading_takes_inline_copies_apart_and_drops_those_of_runs_alrea
     (input and recordings together: they can no longer be told from the tenant's own), so
     that it goes with its run, and drops at once the copies of runs already deleted."""
     async with scratch_database(admin_dsn, "tenantry_sources",
-                                prepare=lambda c: migrate(c, upto=SOURCES - 1)) as dsn:
+                                prepare=lambda c: migrate_originals(c, upto=SOURCES - 1)) as dsn:
         admin = await asyncpg.connect(dsn)
         db = await Database.connect(login_dsn(dsn), min_size=1, max_size=2)
         try:
