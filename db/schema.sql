@@ -1,6 +1,7 @@
--- The schema the migrations (src/tenantry/db/migrations/NNNN_*.sql) produce in a fresh
--- database: pg_dump --schema-only --no-owner --no-privileges, less what varies. Written by
--- `make schema`; tests/integration/test_migrations.py checks it. Edit migrations, not this.
+-- The schema the migrations (src/tenantry/db/migrations/NNNN_*.sql) and the routines
+-- (src/tenantry/db/routines/*.sql) produce in a fresh database: pg_dump --schema-only
+-- --no-owner --no-privileges, less what varies. Written by `make schema`;
+-- tests/integration/test_migrations.py checks it. Edit migrations and routines, not this.
 
 --
 -- PostgreSQL database dump
@@ -3877,6 +3878,16 @@ CREATE TABLE public.schema_migrations (
 );
 
 --
+-- Name: schema_routines; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.schema_routines (
+    name text NOT NULL,
+    sha256 text NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
 -- Name: secrets; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -5125,6 +5136,13 @@ ALTER TABLE ONLY public.sandbox_usage_facts
 
 ALTER TABLE ONLY public.schema_migrations
     ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
+
+--
+-- Name: schema_routines schema_routines_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.schema_routines
+    ADD CONSTRAINT schema_routines_pkey PRIMARY KEY (name);
 
 --
 -- Name: secrets secrets_pkey; Type: CONSTRAINT; Schema: public; Owner: -

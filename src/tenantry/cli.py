@@ -87,12 +87,14 @@ def version() -> None:
 
 @app.command("migrate")
 def migrate_cmd(database_url: DatabaseUrl = None, data_dir: DataDir = None) -> None:
-    """Apply pending database migrations (the embedded database when no URL is given)."""
+    """Apply pending database migrations, then the routines that changed (the embedded
+    database when no URL is given)."""
     from tenantry.bootstrap import commands
 
     settings = _settings(database_url=database_url, data_dir=data_dir)
     applied = _run(lambda: commands.migrate(settings))
-    typer.echo(f"applied {applied} migration(s); schema is current")
+    typer.echo(f"applied {len(applied.migrations)} migration(s) and "
+               f"{len(applied.routines)} routine(s); schema is current")
 
 
 ModelBaseUrl = Annotated[

@@ -19,6 +19,7 @@ from tenantry.retention.cleaner import Cleaner
 from tenantry.runs import log
 from tenantry.runs.events import ModelReplied
 from tests.support.db import login_dsn, scratch_database
+from tests.support.history import migrate_originals
 from tests.support.retention import (
     Seeded,
     ended_runs,
@@ -127,10 +128,10 @@ async def test_reading_one_run_touches_one_partition(
 
 @pytest.fixture
 async def db_before(admin_dsn: str) -> AsyncIterator[str]:
-    """A database migrated up to the migration before the partitioning (0030) only: the
-    layout an installation upgrading has."""
+    """A database as the release before the partitioning left it (the original migrations
+    up to 0031, tests/support/history.py): what an installation upgrading has."""
     async with scratch_database(admin_dsn, "tenantry_before",
-                                prepare=lambda conn: migrate(conn, upto=BEFORE)) as dsn:
+                                prepare=lambda conn: migrate_originals(conn, upto=BEFORE)) as dsn:
         yield dsn
 
 
@@ -165,7 +166,7 @@ async def test_upgrading_a_database_with_events_keeps_every_event_and_payload(
         assert len(before_log) == 150 * 6 + 50 * 4 + 2 and len(before_payloads) == 1
 
         applied = await migrate(admin)
-        assert applied[0].version == PARTITIONING
+        assert applied.migrations[0].version == PARTITIONING
 
         assert await admin.fetchval(
             "SELECT relkind::text FROM pg_class WHERE relname = 'run_events'") == "p"

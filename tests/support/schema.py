@@ -1,7 +1,7 @@
-"""The schema snapshot (db/schema.sql, at the repository root): what the migrations produce
-in a fresh database, as ``pg_dump --schema-only`` prints it, without the lines that vary
-between runs and machines. tests/integration/test_migrations.py checks it is current;
-``make schema`` (``python -m tests.support.schema``) rewrites it."""
+"""The schema snapshot (db/schema.sql, at the repository root): what the migrations and the
+routines produce in a fresh database, as ``pg_dump --schema-only`` prints it, without the
+lines that vary between runs and machines. tests/integration/test_migrations.py checks it
+is current; ``make schema`` (``python -m tests.support.schema``) rewrites it."""
 
 from __future__ import annotations
 
@@ -31,9 +31,10 @@ _VARYING = re.compile(
 
 
 HEADER = f"""\
--- The schema the migrations (src/tenantry/db/migrations/NNNN_*.sql) produce in a fresh
--- database: pg_dump --schema-only --no-owner --no-privileges, less what varies. Written by
--- `{REGENERATE}`; tests/integration/test_migrations.py checks it. Edit migrations, not this.
+-- The schema the migrations (src/tenantry/db/migrations/NNNN_*.sql) and the routines
+-- (src/tenantry/db/routines/*.sql) produce in a fresh database: pg_dump --schema-only
+-- --no-owner --no-privileges, less what varies. Written by `{REGENERATE}`;
+-- tests/integration/test_migrations.py checks it. Edit migrations and routines, not this.
 """
 
 
@@ -59,6 +60,21 @@ def pg_dump_for(server_major: int) -> Path:
                          f"{server_major}")
 
 
+async def dump_schema(dsn: str, *, privileges: bool = False) -> str:
+    """The schema of the database at ``dsn`` as the snapshot prints it; with
+    ``privileges``, its owners and grants too (who may call a function is schema)."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        server_major = conn.get_server_version().major
+    finally:
+        await conn.close()
+    leave_out = [] if privileges else ["--no-owner", "--no-privileges"]
+    dumped = await asyncio.to_thread(
+        subprocess.run, [str(pg_dump_for(server_major)), "--schema-only", *leave_out, dsn],
+        capture_output=True, text=True, check=True)
+    return normalize(dumped.stdout)
+
+
 async def migrated_schema(admin_dsn: str) -> str:
     """Migrate a new empty database, dump its schema (normalized), drop the database."""
     name = f"tenantry_schema_{uuid.uuid4().hex[:10]}"
@@ -69,15 +85,9 @@ async def migrated_schema(admin_dsn: str) -> str:
         conn = await asyncpg.connect(dsn)
         try:
             await migrate(conn)
-            server_major = conn.get_server_version().major
         finally:
             await conn.close()
-        dumped = await asyncio.to_thread(
-            subprocess.run,
-            [str(pg_dump_for(server_major)), "--schema-only", "--no-owner", "--no-privileges",
-             dsn],
-            capture_output=True, text=True, check=True)
-        return normalize(dumped.stdout)
+        return await dump_schema(dsn)
     finally:
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await admin.close()

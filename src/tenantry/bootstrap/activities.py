@@ -19,14 +19,14 @@ import uvicorn
 from tenantry import logs
 from tenantry.activities.warmup import warm_attempt_path
 from tenantry.bootstrap import StartupFailed
-from tenantry.bootstrap.database import ResolvedDatabase, pending_migrations, resolve_database
+from tenantry.bootstrap.database import ResolvedDatabase, require_current_schema, resolve_database
 from tenantry.bootstrap.http_server import ApiServer, api_service
 from tenantry.bootstrap.secrets import master_key, operator_token
 from tenantry.bootstrap.services import Service, run_until_signalled
 from tenantry.config import Settings
 from tenantry.db import DATABASE_DOWN, Database
 from tenantry.db.outage import Outage
-from tenantry.db.reach import check_database, describe_failure
+from tenantry.db.reach import describe_failure
 from tenantry.sandbox import probe as sandbox_probe
 from tenantry.sandbox.pool import PooledDriver
 from tenantry.store.dispatcher import Dispatcher
@@ -58,10 +58,7 @@ def serve(settings: Settings) -> None:
 
 async def _serve(settings: Settings, database: ResolvedDatabase, master: MasterKey,
                  backend: str) -> None:
-    await check_database(database.dsn)
-    missing = await pending_migrations(database.dsn)
-    if missing:
-        raise StartupFailed(f"{missing} migration(s) pending; run 'tenantry migrate'")
+    await require_current_schema(database.dsn)
     plan = DispatcherPlan(database.app_dsn, master, backend)
     metrics = WorkerMetrics()
     services: list[Service] = [lambda stop: run_dispatcher(settings, plan, stop,

@@ -16,7 +16,7 @@ from tenantry.bootstrap.database import apply_migrations, reseal_legacy_keys, re
 from tenantry.bootstrap.secrets import master_key, replace_dev_key
 from tenantry.config import Settings
 from tenantry.db import DATABASE_DOWN, Database
-from tenantry.db.migrate import Migration
+from tenantry.db.migrate import Applied, Migration, Routine
 from tenantry.db.reach import check_database, describe_failure
 from tenantry.errors import NotFound
 from tenantry.ids import RunId, TenantId
@@ -26,25 +26,27 @@ from tenantry.vault import MasterKey
 from tenantry.vault import rotate_master_key as rewrap
 
 
-def migrate(settings: Settings) -> int:
-    """Apply pending migrations, showing each on stderr; how many were applied."""
+def migrate(settings: Settings) -> Applied:
+    """Apply pending migrations and changed routines, showing each on stderr."""
     logs.configure(settings.log_format)
     database = resolve_database(settings)
     try:
-        return len(asyncio.run(_migrate_with_progress(database.dsn, master_key(settings))))
+        return asyncio.run(_migrate_with_progress(database.dsn, master_key(settings)))
     except DATABASE_DOWN as exc:  # it went away after the check
         raise StartupFailed(describe_failure(database.dsn, exc)) from None
     finally:
         database.stop()
 
 
-async def _migrate_with_progress(dsn: str, master: MasterKey | None) -> list[Migration]:
+async def _migrate_with_progress(dsn: str, master: MasterKey | None) -> Applied:
     await check_database(dsn)
     console = Console(stderr=True)
     with console.status("applying migrations") as status:
-        def show(m: Migration) -> None:
-            status.update(f"applying {m.version:04d}_{m.name}")
-            console.log(f"migration {m.version:04d}_{m.name}")
+        def show(item: Migration | Routine) -> None:
+            what = (f"migration {item.version:04d}_{item.name}" if isinstance(item, Migration)
+                    else f"routine {item.name}")
+            status.update(f"applying {what}")
+            console.log(what)
 
         applied = await apply_migrations(dsn, show)
     # Keys sealed before 0015 get bound to their account's provider and base_url now,

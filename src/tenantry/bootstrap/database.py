@@ -14,7 +14,7 @@ from tenantry.bootstrap import StartupFailed
 from tenantry.config import Settings
 from tenantry.db import roles
 from tenantry.db.embedded import EmbeddedPostgres
-from tenantry.db.migrate import Migration, migrate, pending
+from tenantry.db.migrate import Applied, Migration, Routine, migrate, missing_routines, pending
 from tenantry.db.pool import connect_timeout
 from tenantry.db.reach import (
     CONNECT_FAILURES,
@@ -104,8 +104,8 @@ async def reseal_legacy_keys(dsn: str, master: MasterKey | None) -> list[str]:
 
 
 async def apply_migrations(
-    dsn: str, on_apply: Callable[[Migration], None] | None = None
-) -> list[Migration]:
+    dsn: str, on_apply: Callable[[Migration | Routine], None] | None = None
+) -> Applied:
     conn = await asyncpg.connect(dsn)
     try:
         return await migrate(conn, on_apply)
@@ -113,18 +113,27 @@ async def apply_migrations(
         await conn.close()
 
 
-async def pending_migrations(dsn: str) -> int:
-    """How many migrations the schema lacks."""
+async def schema_behind(dsn: str) -> str | None:
+    """What the schema lacks of this code's, in one line, or None: pending migrations, or
+    routines whose function, view or trigger is missing (a routine whose text merely
+    differs may be the next release's, during a rolling upgrade: not refused)."""
     conn = await asyncpg.connect(dsn)
     try:
-        return len(await pending(conn))
+        migrations = len(await pending(conn))
+        routines = [r.name for r in await missing_routines(conn)]
     finally:
         await conn.close()
+    if migrations:
+        return f"{migrations} migration(s) pending; run 'tenantry migrate'"
+    if routines:
+        shown = ", ".join(routines[:3]) + (", …" if len(routines) > 3 else "")
+        return f"{len(routines)} routine(s) missing ({shown}); run 'tenantry migrate'"
+    return None
 
 
 async def require_current_schema(dsn: str) -> None:
     """The database answers and its schema is current, else the one line saying why."""
     await check_database(dsn)
-    missing = await pending_migrations(dsn)
-    if missing:
-        raise StartupFailed(f"{missing} migration(s) pending; run 'tenantry migrate'")
+    behind = await schema_behind(dsn)
+    if behind:
+        raise StartupFailed(behind)

@@ -3,6 +3,10 @@
 -- be distributed by tenant later). Row-level security is the second wall behind every
 -- query's own WHERE clause: the application role has no BYPASSRLS and each transaction
 -- sets `tenantry.tenant_id`.
+--
+-- Its functions and triggers are routines now, each the source of its latest definition
+-- (src/tenantry/db/routines/, ADR 0037): current_tenant, refuse_change, notify_event,
+-- authenticate.
 
 -- The application role. NOLOGIN: the platform connects as its configured user and switches
 -- to this role on every pooled connection (see tenantry.db.pool).
@@ -12,12 +16,6 @@ BEGIN
         CREATE ROLE tenantry_app NOLOGIN NOBYPASSRLS;
     END IF;
 END
-$$;
-
--- The tenant this transaction acts for, or NULL when none was set (then RLS shows nothing).
-CREATE FUNCTION tenantry_current_tenant() RETURNS text
-LANGUAGE sql STABLE AS $$
-    SELECT NULLIF(current_setting('tenantry.tenant_id', true), '')
 $$;
 
 CREATE TABLE tenants (
@@ -61,20 +59,8 @@ CREATE TABLE agent_versions (
     PRIMARY KEY (tenant_id, agent_id, version),
     FOREIGN KEY (tenant_id, agent_id) REFERENCES agents (tenant_id, agent_id)
 );
-
 -- Invariant 7: a version, once written, never changes. The privilege is withheld from the
--- application role and a trigger stops everyone else (including the table owner).
-CREATE FUNCTION tenantry_refuse_change() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    RAISE EXCEPTION '% rows are immutable', TG_TABLE_NAME
-        USING ERRCODE = 'restrict_violation';
-END
-$$;
-
-CREATE TRIGGER agent_versions_immutable
-    BEFORE UPDATE OR DELETE ON agent_versions
-    FOR EACH ROW EXECUTE FUNCTION tenantry_refuse_change();
+-- application role (below) and a trigger stops everyone else, the table owner included.
 
 CREATE TABLE runs (
     tenant_id           text NOT NULL REFERENCES tenants (tenant_id),
@@ -129,24 +115,6 @@ CREATE TABLE run_events (
     FOREIGN KEY (tenant_id, run_id) REFERENCES runs (tenant_id, run_id)
 );
 
--- Live tails (SSE) wake on this instead of polling. The payload names the slot only.
-CREATE FUNCTION tenantry_notify_event() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify('tenantry_events',
-                      NEW.tenant_id || ' ' || NEW.run_id::text || ' ' || NEW.seq::text);
-    RETURN NULL;
-END
-$$;
-
-CREATE TRIGGER run_events_notify
-    AFTER INSERT ON run_events
-    FOR EACH ROW EXECUTE FUNCTION tenantry_notify_event();
-
-CREATE TRIGGER run_events_immutable
-    BEFORE UPDATE OR DELETE ON run_events
-    FOR EACH ROW EXECUTE FUNCTION tenantry_refuse_change();
-
 -- Row-level security: each tenant-owned table shows only the current tenant's rows.
 ALTER TABLE tenants ENABLE ROW LEVEL SECURITY;
 ALTER TABLE api_keys ENABLE ROW LEVEL SECURITY;
@@ -168,18 +136,9 @@ CREATE POLICY tenant_isolation ON runs
 CREATE POLICY tenant_isolation ON run_events
     USING (tenant_id = tenantry_current_tenant());
 
--- Authentication happens before any tenant is known, so it is the one cross-tenant read the
--- application may make: this function (owned by the migrating role) maps a key hash to its
--- tenant and nothing else.
-CREATE FUNCTION tenantry_authenticate(p_key_hash bytea) RETURNS text
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
-    SELECT tenant_id FROM public.api_keys
-    WHERE key_hash = p_key_hash AND revoked_at IS NULL
-$$;
-REVOKE ALL ON FUNCTION tenantry_authenticate(bytea) FROM PUBLIC;
-
 GRANT USAGE ON SCHEMA public TO tenantry_app;
 GRANT SELECT, INSERT ON tenants, agent_versions, run_events TO tenantry_app;
 GRANT SELECT, INSERT, UPDATE ON api_keys, agents, runs TO tenantry_app;
-GRANT EXECUTE ON FUNCTION tenantry_authenticate(bytea) TO tenantry_app;
+-- The policies' function is a routine applied before any migration (it must exist when a
+-- policy is created); its grant is here, once the role exists.
 GRANT EXECUTE ON FUNCTION tenantry_current_tenant() TO tenantry_app;

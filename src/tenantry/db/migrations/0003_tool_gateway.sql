@@ -1,4 +1,8 @@
 -- The tool gateway: the vault, approvals, and the audit log.
+--
+-- Its functions and triggers are routines now, each the source of its latest definition
+-- (src/tenantry/db/routines/, ADR 0037): expired_approvals, refuse_change_but_retention
+-- (the audit log's trigger).
 
 -- Each tenant's data key, wrapped (AES-GCM) by the platform's master key. The master key
 -- is configuration, never stored here; `master_key_id` names which one wrapped this key.
@@ -65,9 +69,6 @@ CREATE TABLE audit_log (
     created_at          timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (tenant_id, audit_id)
 );
-CREATE TRIGGER audit_log_append_only
-    BEFORE UPDATE OR DELETE ON audit_log
-    FOR EACH ROW EXECUTE FUNCTION tenantry_refuse_change();
 
 ALTER TABLE tenant_keys ENABLE ROW LEVEL SECURITY;
 ALTER TABLE secrets ENABLE ROW LEVEL SECURITY;
@@ -81,16 +82,3 @@ CREATE POLICY tenant_isolation ON audit_log USING (tenant_id = tenantry_current_
 GRANT SELECT, INSERT, UPDATE ON tenant_keys, secrets, approvals TO tenantry_app;
 GRANT SELECT, INSERT ON audit_log TO tenantry_app;
 GRANT UPDATE (secret_ref, tools, tools_sha256) ON tool_servers TO tenantry_app;
-
--- Approvals past their time, across tenants, for the expiry sweeper. `p_now` is passed in
--- (not now()) so tests can drive expiry with a clock instead of waiting.
-CREATE FUNCTION tenantry_expired_approvals(p_now timestamptz, p_batch integer)
-RETURNS TABLE (tenant_id text, approval_id uuid)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
-    SELECT a.tenant_id, a.approval_id FROM public.approvals a
-    WHERE a.status = 'pending' AND a.expires_at <= p_now
-    ORDER BY a.expires_at
-    LIMIT p_batch
-$$;
-REVOKE ALL ON FUNCTION tenantry_expired_approvals(timestamptz, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION tenantry_expired_approvals(timestamptz, integer) TO tenantry_app;

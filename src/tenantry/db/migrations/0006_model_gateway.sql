@@ -1,4 +1,7 @@
 -- Model gateway: provider accounts the gateway routes to, and runs parked on a model.
+--
+-- Its functions and triggers are routines now, each the source of its latest definition
+-- (src/tenantry/db/routines/, ADR 0037): wake_parked.
 
 -- Platform configuration, like the tool-server registry but owned by the operator: a row
 -- with tenant_id NULL is a platform account any tenant's runs may use (subject to region);
@@ -38,27 +41,3 @@ GRANT SELECT, INSERT, UPDATE ON model_accounts TO tenantry_app;
 ALTER TABLE runs ADD COLUMN parked_on text[];
 CREATE INDEX runs_parked_due ON runs (available_at)
     WHERE status = 'waiting' AND parked_on IS NOT NULL;
-
--- Waking crosses tenants (one provider recovers for everyone), so it is a definer function
--- that can only move parked runs back to the queue. p_models NULL: wake the ones whose
--- recheck time has come.
-CREATE FUNCTION tenantry_wake_parked(p_models text[], p_limit integer)
-RETURNS integer
-LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
-    WITH due AS (
-        SELECT r.tenant_id, r.run_id FROM public.runs r
-        WHERE r.status = 'waiting' AND r.parked_on IS NOT NULL
-          AND (CASE WHEN p_models IS NULL THEN r.available_at <= now()
-                    ELSE r.parked_on && p_models OR '*' = ANY (p_models) END)
-        LIMIT p_limit
-        FOR UPDATE SKIP LOCKED
-    ), woken AS (
-        UPDATE public.runs r
-        SET status = 'queued', parked_on = NULL, available_at = NULL, updated_at = now()
-        FROM due WHERE r.tenant_id = due.tenant_id AND r.run_id = due.run_id
-        RETURNING 1
-    )
-    SELECT count(*)::integer FROM woken
-$$;
-REVOKE ALL ON FUNCTION tenantry_wake_parked(text[], integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION tenantry_wake_parked(text[], integer) TO tenantry_app;

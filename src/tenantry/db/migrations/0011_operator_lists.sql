@@ -1,19 +1,4 @@
--- The operator API's list of tenants (GET /admin/v1/tenants). The tenants table is under
--- row-level security and the application role sees no tenant's row without a tenant set,
--- so the one cross-tenant read is a definer function, like the console's (0009): a
--- bounded keyset page of exactly the fields the create route returns (never the webhook
--- secret). A tenant's own resources (keys, secrets, tool servers) are listed inside that
--- tenant's transaction, where row-level security checks them as every tenant read.
-CREATE FUNCTION tenantry_admin_tenants(p_after text, p_limit integer)
-RETURNS TABLE (tenant_id text, name text, region text, plan text, home_cell text,
-               created_at timestamptz)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
-    SELECT t.tenant_id, t.name, t.region, t.plan, t.home_cell, t.created_at
-    FROM public.tenants t
-    WHERE p_after IS NULL OR t.tenant_id > p_after
-    ORDER BY t.tenant_id
-    LIMIT least(greatest(p_limit, 1), 200)
-$$;
-REVOKE ALL ON FUNCTION tenantry_admin_tenants(text, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION tenantry_admin_tenants(text, integer) TO tenantry_app;
-
+-- The operator API's list of tenants (GET /admin/v1/tenants): the one cross-tenant read of
+-- the tenants table, a definer function like the console's. Nothing else: the migration
+-- holds no DDL now that the function is a routine (src/tenantry/db/routines/admin_tenants.sql,
+-- ADR 0037), and stays so that the versions run 1..N.

@@ -11,6 +11,11 @@
 --
 -- The reserved name 'sandbox' is the price of a second of sandbox time (per_second_micros);
 -- every other row prices a model's tokens per million, in micro-dollars.
+--
+-- Its functions and triggers are routines now, each the source of its latest definition
+-- (src/tenantry/db/routines/, ADR 0037): refuse_change (prices are immutable),
+-- usage_per_tenant.
+
 CREATE TABLE model_prices (
     model               text NOT NULL
                         CHECK (model ~ '^[^[:space:][:cntrl:]*]{1,200}$'),
@@ -29,9 +34,6 @@ CREATE TABLE model_prices (
                 ELSE per_second_micros IS NULL AND input_per_m IS NOT NULL
                      AND cached_input_per_m IS NOT NULL AND output_per_m IS NOT NULL END)
 );
-CREATE TRIGGER model_prices_immutable
-    BEFORE UPDATE OR DELETE ON model_prices
-    FOR EACH ROW EXECUTE FUNCTION tenantry_refuse_change();
 GRANT SELECT, INSERT ON model_prices TO tenantry_app;
 
 -- Sandbox time is billed (DESIGN §7b): each fact carries its cost at the sandbox price in
@@ -46,40 +48,4 @@ ALTER TABLE sandbox_usage_facts
 
 -- The operator's per-tenant report gains the sandbox cost (a new result column: the
 -- function is replaced, not altered).
-DROP FUNCTION tenantry_usage_per_tenant(timestamptz, timestamptz);
-CREATE FUNCTION tenantry_usage_per_tenant(p_from timestamptz, p_to timestamptz)
-RETURNS TABLE (tenant_id text, runs bigint, calls bigint, input_tokens numeric,
-               cached_input_tokens numeric, output_tokens numeric, cost_micros numeric,
-               sandbox_ms numeric, sandbox_cost_micros numeric)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
-    WITH model AS (
-        SELECT f.tenant_id, count(*) AS calls, sum(f.input_tokens) AS input_tokens,
-               sum(f.cached_input_tokens) AS cached_input_tokens,
-               sum(f.output_tokens) AS output_tokens, sum(f.cost_micros) AS cost_micros
-        FROM public.usage_facts f
-        WHERE f.created_at >= p_from AND f.created_at < p_to
-        GROUP BY f.tenant_id
-    ), sandbox AS (
-        SELECT s.tenant_id, sum(s.sandbox_ms) AS sandbox_ms,
-               sum(s.cost_micros) AS sandbox_cost_micros
-        FROM public.sandbox_usage_facts s
-        WHERE s.created_at >= p_from AND s.created_at < p_to
-        GROUP BY s.tenant_id
-    ), runs AS (
-        SELECT u.tenant_id, count(DISTINCT u.run_id) AS runs
-        FROM (SELECT f.tenant_id, f.run_id FROM public.usage_facts f
-              WHERE f.created_at >= p_from AND f.created_at < p_to
-              UNION ALL
-              SELECT s.tenant_id, s.run_id FROM public.sandbox_usage_facts s
-              WHERE s.created_at >= p_from AND s.created_at < p_to) u
-        GROUP BY u.tenant_id
-    )
-    SELECT r.tenant_id, r.runs, coalesce(m.calls, 0), m.input_tokens, m.cached_input_tokens,
-           m.output_tokens, m.cost_micros, s.sandbox_ms, s.sandbox_cost_micros
-    FROM runs r
-    LEFT JOIN model m ON m.tenant_id = r.tenant_id
-    LEFT JOIN sandbox s ON s.tenant_id = r.tenant_id
-    ORDER BY r.tenant_id
-$$;
-REVOKE ALL ON FUNCTION tenantry_usage_per_tenant(timestamptz, timestamptz) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION tenantry_usage_per_tenant(timestamptz, timestamptz) TO tenantry_app;
+DROP FUNCTION IF EXISTS tenantry_usage_per_tenant(timestamptz, timestamptz);

@@ -1,6 +1,10 @@
 -- Second walls (docs/decisions/0011-database-roles.md): the processes log in as roles that
 -- own nothing, the console's cross-tenant reads need a role the tenant API cannot assume,
 -- and model accounts' routing columns cannot be rewritten by the application role.
+--
+-- Its functions and triggers are routines now, each the source of its latest definition
+-- (src/tenantry/db/routines/, ADR 0037): console_runs, console_pending_approvals,
+-- console_tenants, queue_depth.
 
 -- Roles are cluster-wide and several databases may be migrated at once (each under its own
 -- advisory lock), so a role another migration just made is not an error.
@@ -36,17 +40,6 @@ GRANT tenantry_console TO tenantry_console_login;
 GRANT SELECT ON schema_migrations TO tenantry_login;
 
 GRANT USAGE ON SCHEMA public TO tenantry_console;
-REVOKE EXECUTE ON FUNCTION tenantry_console_runs(text, text, uuid, uuid, integer)
-    FROM tenantry_app;
-REVOKE EXECUTE ON FUNCTION tenantry_console_pending_approvals(uuid, integer) FROM tenantry_app;
-REVOKE EXECUTE ON FUNCTION tenantry_console_tenants(text, integer) FROM tenantry_app;
-GRANT EXECUTE ON FUNCTION tenantry_console_runs(text, text, uuid, uuid, integer)
-    TO tenantry_console;
-GRANT EXECUTE ON FUNCTION tenantry_console_pending_approvals(uuid, integer)
-    TO tenantry_console;
-GRANT EXECUTE ON FUNCTION tenantry_console_tenants(text, integer) TO tenantry_console;
--- The tenants page shows the cell's queue depth beside the tenants.
-GRANT EXECUTE ON FUNCTION tenantry_queue_depth() TO tenantry_console;
 
 -- Model accounts: the application only disables an account (models/queries.sql); where an
 -- account sends its key (base_url, provider) and the sealed key itself change only through

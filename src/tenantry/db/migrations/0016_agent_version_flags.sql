@@ -2,6 +2,10 @@
 -- sandboxes are counted here, written with the EgressRefused events of the tool step that
 -- collected them (under the run's lease, in the same transaction); past the operator's
 -- threshold the version is flagged. One row per version that ever had a refusal.
+--
+-- Its functions and triggers are routines now, each the source of its latest definition
+-- (src/tenantry/db/routines/, ADR 0037): console_flagged_versions.
+
 CREATE TABLE agent_version_flags (
     tenant_id       text NOT NULL,
     agent_id        uuid NOT NULL,
@@ -22,19 +26,3 @@ ALTER TABLE agent_version_flags ENABLE ROW LEVEL SECURITY;
 CREATE POLICY tenant_isolation ON agent_version_flags
     USING (tenant_id = tenantry_current_tenant());
 GRANT SELECT, INSERT, UPDATE ON agent_version_flags TO tenantry_app;
-
--- The operator console's tenants page shows each listed tenant's flagged versions: a read
--- across tenants, like tenantry_console_tenants, so through a function of its own.
-CREATE FUNCTION tenantry_console_flagged_versions(p_tenants text[])
-RETURNS TABLE (tenant_id text, agent_id uuid, name text, version integer,
-               refused_egress bigint, reason text, flagged_at timestamptz)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
-    SELECT f.tenant_id, f.agent_id, a.name, f.version, f.refused_egress, f.reason,
-           f.flagged_at
-    FROM public.agent_version_flags f
-    JOIN public.agents a ON a.tenant_id = f.tenant_id AND a.agent_id = f.agent_id
-    WHERE f.tenant_id = ANY (p_tenants) AND f.flagged_at IS NOT NULL
-    ORDER BY f.tenant_id, f.flagged_at DESC
-$$;
-REVOKE ALL ON FUNCTION tenantry_console_flagged_versions(text[]) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION tenantry_console_flagged_versions(text[]) TO tenantry_console;

@@ -4,65 +4,10 @@
 -- less those the claiming worker already has in flight for it (p_busy_tenants and
 -- p_busy_counts, side by side), so one tenant's many slow receivers cannot take every
 -- delivery slot of a worker.
-DROP FUNCTION tenantry_claim_webhooks(integer, double precision);
+--
+-- Its functions and triggers are routines now, each the source of its latest definition
+-- (src/tenantry/db/routines/, ADR 0037): claim_webhooks, spent_webhooks.
 
-CREATE FUNCTION tenantry_claim_webhooks(
-    p_batch integer, p_seconds double precision, p_max_attempts integer,
-    p_per_tenant integer, p_busy_tenants text[], p_busy_counts integer[])
-RETURNS TABLE (tenant_id text, run_id uuid, attempts integer)
-LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
-    WITH busy AS (
-        SELECT b.tenant_id, b.n FROM unnest(p_busy_tenants, p_busy_counts) AS b(tenant_id, n)
-    ), ranked AS (
-        SELECT r.tenant_id, r.run_id, r.webhook_next_at,
-               row_number() OVER (PARTITION BY r.tenant_id ORDER BY r.webhook_next_at) AS nth
-        FROM public.runs r
-        WHERE r.webhook_state = 'pending' AND r.webhook_next_at <= now()
-          AND r.webhook_attempts < p_max_attempts
-    ), due AS (
-        SELECT r.tenant_id, r.run_id FROM public.runs r
-        JOIN ranked k ON k.tenant_id = r.tenant_id AND k.run_id = r.run_id
-        LEFT JOIN busy b ON b.tenant_id = k.tenant_id
-        WHERE k.nth + coalesce(b.n, 0) <= p_per_tenant
-          AND r.webhook_state = 'pending' AND r.webhook_attempts < p_max_attempts
-        ORDER BY k.webhook_next_at
-        LIMIT p_batch
-        FOR UPDATE OF r SKIP LOCKED
-    )
-    UPDATE public.runs r
-    SET webhook_next_at = now() + make_interval(secs => p_seconds),
-        webhook_attempts = r.webhook_attempts + 1
-    FROM due
-    WHERE r.tenant_id = due.tenant_id AND r.run_id = due.run_id
-    RETURNING r.tenant_id, r.run_id, r.webhook_attempts
-$$;
-
-REVOKE ALL ON FUNCTION tenantry_claim_webhooks(
-    integer, double precision, integer, integer, text[], integer[]) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION tenantry_claim_webhooks(
-    integer, double precision, integer, integer, text[], integer[]) TO tenantry_app;
-
--- Deliveries with no attempt left whose last claim lapsed (the worker of the last attempt
--- died mid-way): claimed like a delivery, so one worker records each as failed.
-CREATE FUNCTION tenantry_spent_webhooks(
-    p_batch integer, p_seconds double precision, p_max_attempts integer)
-RETURNS TABLE (tenant_id text, run_id uuid, attempts integer)
-LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
-    WITH spent AS (
-        SELECT r.tenant_id, r.run_id FROM public.runs r
-        WHERE r.webhook_state = 'pending' AND r.webhook_next_at <= now()
-          AND r.webhook_attempts >= p_max_attempts
-        ORDER BY r.webhook_next_at
-        LIMIT p_batch
-        FOR UPDATE SKIP LOCKED
-    )
-    UPDATE public.runs r
-    SET webhook_next_at = now() + make_interval(secs => p_seconds)
-    FROM spent
-    WHERE r.tenant_id = spent.tenant_id AND r.run_id = spent.run_id
-    RETURNING r.tenant_id, r.run_id, r.webhook_attempts
-$$;
-
-REVOKE ALL ON FUNCTION tenantry_spent_webhooks(integer, double precision, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION tenantry_spent_webhooks(integer, double precision, integer)
-    TO tenantry_app;
+-- The bounded claim takes four more arguments: the claim of 0002 goes (a database migrated
+-- before routines still has it).
+DROP FUNCTION IF EXISTS tenantry_claim_webhooks(integer, double precision);

@@ -8,12 +8,17 @@
 -- measure the alternatives (HASH (tenant_id), 8 partitions).
 --
 -- In place, with the data: the old tables step aside, the new ones are filled from them,
--- then keys, foreign keys, triggers, row-level security and grants are made again, and
--- the old tables dropped. One transaction (migrate.py), so a failure leaves 0030 intact;
--- the log is locked against writers while it is copied (ADR 0026 gives the time per
--- million events). The functions that read or write the log (tenantry_commit_step,
+-- then keys, foreign keys, row-level security and grants are made again, and the old
+-- tables dropped; the log's triggers are routines, made again on the new tables right
+-- after the migrations (ADR 0037). One transaction (migrate.py), so a failure leaves 0031
+-- intact; the log is locked against writers while it is copied (ADR 0026 gives the time
+-- per million events). The functions that read or write the log (tenantry_commit_step,
 -- tenantry_create_runs, tenantry_run_events, tenantry_retention_batch) name the tables in
 -- their bodies, resolved when they run, so they reach the new tables unchanged.
+--
+-- Its functions and triggers are routines now, each the source of its latest definition
+-- (src/tenantry/db/routines/, ADR 0037): refuse_change_but_retention and
+-- notify_event (the log's triggers), retention_batch (its generic plan, for the partitions).
 
 -- 1. The old tables step aside; their primary-key indexes too, whose names the new keys take.
 ALTER TABLE run_event_payloads RENAME TO run_event_payloads_unpartitioned;
@@ -67,8 +72,8 @@ BEGIN
 END
 $$;
 
--- 4. The rows, before the keys and triggers: one index build per partition instead of
--- row-by-row maintenance, and no notification per copied event (tenantry_notify_event).
+-- 4. The rows, before the keys (and the triggers): one index build per partition instead
+-- of row-by-row maintenance, and no notification per copied event (tenantry_notify_event).
 INSERT INTO run_events (tenant_id, run_id, seq, type, data, format, created_at)
 SELECT tenant_id, run_id, seq, type, data, format, created_at FROM run_events_unpartitioned;
 INSERT INTO run_event_payloads (tenant_id, run_id, seq, data)
@@ -102,13 +107,7 @@ BEGIN
 END
 $$;
 
--- 6. Triggers (0001, 0024): defined on the parent, cloned onto every partition.
-CREATE TRIGGER run_events_immutable BEFORE UPDATE OR DELETE ON run_events
-    FOR EACH ROW EXECUTE FUNCTION tenantry_refuse_change_but_retention();
-CREATE TRIGGER run_events_notify AFTER INSERT ON run_events
-    FOR EACH ROW EXECUTE FUNCTION tenantry_notify_event();
-
--- 7. Row-level security and grants on the parents (0001, 0002); none on the partitions.
+-- 6. Row-level security and grants on the parents (0001, 0002); none on the partitions.
 ALTER TABLE run_events ENABLE ROW LEVEL SECURITY;
 CREATE POLICY tenant_isolation ON run_events USING (tenant_id = tenantry_current_tenant());
 ALTER TABLE run_event_payloads ENABLE ROW LEVEL SECURITY;
@@ -116,14 +115,5 @@ CREATE POLICY tenant_isolation ON run_event_payloads
     USING (tenant_id = tenantry_current_tenant());
 GRANT SELECT, INSERT ON run_events, run_event_payloads TO tenantry_app;
 
--- 8. Statistics for the planner now (autovacuum analyses partitions, never a parent).
+-- 7. Statistics for the planner now (autovacuum analyses partitions, never a parent).
 ANALYZE run_events, run_event_payloads;
-
--- 9. Retention's batch names up to 500 runs in an array. Planned with the array's values
--- (plpgsql's first custom plans), every statement on the log prunes the 32 partitions
--- element by element: 20-37 ms of planning per statement where the unpartitioned log took
--- 0.5. A generic plan is planned once per session and scans each partition's index with
--- the array — what a batch of runs spread over all 32 partitions does anyway (ADR 0026).
-ALTER FUNCTION tenantry_retention_batch(text, text, bigint, timestamptz, integer, text, uuid,
-                                        boolean)
-    SET plan_cache_mode = force_generic_plan;
