@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -378,10 +378,13 @@ class Bench:
         console.log(f"database {name} migrated ({kind} Postgres)")
         return BenchDatabase(dsn, kind)
 
-    async def another_database(self, *, upto: int | None = None) -> BenchDatabase:
+    async def another_database(
+        self, *, prepare: Callable[[asyncpg.Connection], Awaitable[object]] = migrate,
+    ) -> BenchDatabase:
         """One more fresh, migrated database on the server :meth:`database` chose (a clean
-        slate for each pass of a comparison); dropped on exit like the first. ``upto``:
-        migrated only that far (a layout before a migration, to compare with it)."""
+        slate for each pass of a comparison); dropped on exit like the first. ``prepare``:
+        what builds its schema instead of this code's migrations (an earlier release's,
+        tests/support/history.py, to compare a layout before a migration with it)."""
         if self._admin_dsn is None:
             raise RuntimeError("another_database() needs database() first")
         name = f"tenantry_bench_{uuid.uuid4().hex[:12]}"
@@ -394,7 +397,7 @@ class Bench:
         dsn = _dsn_for(self._admin_dsn, name)
         conn = await asyncpg.connect(dsn)
         try:
-            await migrate(conn, upto=upto)
+            await prepare(conn)
         finally:
             await conn.close()
         console.log(f"database {name} migrated")

@@ -3,8 +3,9 @@ migration 0032) and partitioned (0032: HASH (run_id), 32 partitions), with the a
 ADR 0026 weighed: HASH (run_id) into 8, and HASH (tenant_id) into 32.
 
 Each layout gets its own fresh database on one server (``TENANTRY_DATABASE_URL``, else an
-embedded Postgres): 0032 as shipped, or the schema up to 0032 (``migrate(upto=31)``) with
-0032's text rewritten at its two marked lines for an alternative. Each is seeded alike,
+embedded Postgres): 0032 as shipped, or the schema of the release before 0032 (the original
+migrations up to 0031, ``tests/support/history.py``) with the original 0032's text
+rewritten at its two marked lines for an alternative. Each is seeded alike,
 straight into Postgres as the retention tests seed (``tests/support/retention.py``):
 ``EVENT_LOG_RUNS`` (default 10,000) ended runs of ``EVENT_LOG_EVENTS`` (default 25) events,
 over 32 tenants of which one (the whale) has half the runs; every 10th run has a 9 KiB
@@ -27,8 +28,9 @@ the layouts taking turns within a round so a busy spell of the machine hits them
 
 Per layout, medians over the rounds; sizes (``index_mib_whole``, ``index_mib_largest``: the
 primary-key index of all run_events / of its largest partition; ``largest_share``: that
-partition's share of the rows) once after seeding. ``upgrade_s``: migration 0032 applied,
-at the end, to the seeded unpartitioned database (``upgrade_events_per_s``).
+partition's share of the rows) once after seeding. ``upgrade_s``: the seeded unpartitioned
+database upgraded at the end by this code — 0032, the later migrations, the routines
+(``upgrade_events_per_s``).
 
 Prints progress on stderr and one JSON line last on stdout:
 ``{"layouts": {name: {...}}, "events", "runs", "rounds", "upgrade_s", ...}``.
@@ -57,7 +59,13 @@ from tenantry.runs.events import ModelReplied
 
 # The seeding helper is the retention tests' own.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.support.retention import Seeded, ended_runs, tenant_and_agent
+from tests.support.history import migrate_originals, original_migrations
+from tests.support.retention import (
+    Seeded,
+    ended_runs,
+    tenant_and_agent,
+    tenant_and_agent_before_live_versions,
+)
 
 TENANTS = 32
 WRITERS = 20
@@ -83,6 +91,13 @@ def partitioning() -> Migration:
     return next(m for m in available() if m.name == "partitioned_event_log")
 
 
+def original_partitioning() -> str:
+    """0032 as the release that brought it applied it, triggers included: the text the
+    alternatives rewrite, on a database of the release before (ADR 0037)."""
+    version = partitioning().version
+    return next(sql for v, _, sql in original_migrations(version) if v == version)
+
+
 def _reply(n: int) -> ModelReplied:
     """A step's worth of log: a model reply of a few hundred bytes."""
     return ModelReplied(text=f"step {n}: " + "the answer is forty-two. " * 12, calls=[],
@@ -104,10 +119,11 @@ class Layout:
 
 async def _make(bench: Bench, name: str, events: int, runs: int) -> Layout:
     rewrite = LAYOUTS[name]
-    made = await (bench.database() if name == "hash_run_32"
-                  else bench.another_database(upto=partitioning().version - 1))
+    before = partitioning().version - 1
+    made = await (bench.database() if name == "hash_run_32" else bench.another_database(
+        prepare=lambda conn: migrate_originals(conn, upto=before)))
     if rewrite:
-        sql = partitioning().sql
+        sql = original_partitioning()
         for old, new in rewrite.items():
             if old not in sql:
                 raise RuntimeError(f"0032 has no line {old!r} to rewrite")
@@ -119,7 +135,15 @@ async def _make(bench: Bench, name: str, events: int, runs: int) -> Layout:
         finally:
             await conn.close()
     db = await Database.connect(made.dsn, min_size=WRITERS, max_size=WRITERS)
-    tenants = [await tenant_and_agent(db, f"t{i:02d}") for i in range(TENANTS)]
+    if name == "hash_run_32":
+        tenants = [await tenant_and_agent(db, f"t{i:02d}") for i in range(TENANTS)]
+    else:  # the release before 0032's: agents had no live version yet (0036)
+        admin = await asyncpg.connect(made.dsn)
+        try:
+            tenants = [await tenant_and_agent_before_live_versions(db, admin, f"t{i:02d}")
+                       for i in range(TENANTS)]
+        finally:
+            await admin.close()
     # Half the runs are the whale's (tenant 0); the rest spread over the others.
     shares = [runs // 2] + [(runs - runs // 2) // (TENANTS - 1)] * (TENANTS - 1)
     started = time.perf_counter()
@@ -314,8 +338,8 @@ async def _benchmark(bench: Bench) -> dict[str, Any]:
             started = time.perf_counter()
             applied = await migrate(conn)
             upgrade_s = time.perf_counter() - started
-            if [m.version for m in applied] != [partitioning().version]:
-                raise RuntimeError(f"expected the partitioning alone, applied {applied}")
+            if applied.migrations[0].version != partitioning().version:
+                raise RuntimeError(f"expected the partitioning first, applied {applied}")
         finally:
             await conn.close()
         console.log(f"upgrade of {held} events: {upgrade_s:.2f} s")
