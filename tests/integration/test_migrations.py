@@ -117,6 +117,21 @@ async def test_an_edited_migration_is_refused(empty_db: asyncpg.Connection) -> N
         await migrate(empty_db)
 
 
+async def test_a_database_newer_than_the_code_is_refused_before_anything_is_applied(
+    admin_conn: asyncpg.Connection,
+) -> None:
+    """An older release's migrate (or `up`) pointed at a newer database changes nothing,
+    not even the routines it would otherwise put back (the early one included)."""
+    await admin_conn.execute("INSERT INTO schema_migrations (version, name, sha256) "
+                             "VALUES (9999, 'from_the_future', 'x')")
+    await admin_conn.execute("UPDATE schema_routines SET sha256 = 'newer' "
+                             "WHERE name IN ('current_tenant', 'claim_runs')")
+    before = await _records(admin_conn)
+    with pytest.raises(ConfigurationError, match=r"does not know: \[9999\]"):
+        await migrate(admin_conn)
+    assert await _records(admin_conn) == before
+
+
 async def test_the_schema_snapshot_is_what_the_migrations_produce(admin_dsn: str) -> None:
     produced = await migrated_schema(admin_dsn)
     snapshot = SCHEMA_SQL.read_text()

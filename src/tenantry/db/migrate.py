@@ -283,9 +283,11 @@ async def migrate(
         await _create_record_tables(conn, schema)
         known = available(schema)
         todo = routines(schema)
+        done = await _check_applied(conn, schema, known)  # refuses before anything is applied
         applied = Applied()
         await _apply_routines(conn, schema, [r for r in todo if r.early], on_apply, applied)
-        await _apply_migrations(conn, schema, known, on_apply, applied)
+        await _apply_migrations(conn, schema, [m for m in known if m.version not in done],
+                                on_apply, applied)
         await _apply_routines(conn, schema, todo, on_apply, applied, last=True)
         return applied
     finally:
@@ -315,30 +317,43 @@ async def _create_record_tables(conn: asyncpg.Connection, schema: Schema) -> Non
         )
 
 
-async def _apply_migrations(
+async def _check_applied(
     conn: asyncpg.Connection, schema: Schema, known: list[Migration],
-    on_apply: Callable[[Migration | Routine], None] | None, applied: Applied,
-) -> None:
+) -> set[int]:
+    """The versions the database has applied, once each is known to be this code's."""
     table = schema.record_table
-    rows = await conn.fetch(f"SELECT version, name, sha256 FROM {table}")
-    done = {r["version"]: r for r in rows}
+    done = {r["version"]: r["sha256"]
+            for r in await conn.fetch(f"SELECT version, sha256 FROM {table}")}
+    unknown = sorted(set(done) - {m.version for m in known})
+    if unknown:
+        raise ConfigurationError(
+            f"database has migrations this code does not know: {unknown}; "
+            "is an older Tenantry pointed at a newer database?"
+        )
     originals = _rewritten(schema)
     for migration in known:
-        row = done.get(migration.version)
-        if row is not None:
-            if row["sha256"] == originals.get(migration.version):
-                # Applied before it was rewritten in place (rewritten.txt): the same
-                # migration, recorded as the file now reads, so that every cell of a
-                # release records the same (a tenant moves only between equal schemas).
-                await conn.execute(
-                    f"UPDATE {table} SET sha256 = $2 WHERE version = $1",
-                    migration.version, migration.sha256)
-            elif row["sha256"] != migration.sha256:
-                raise ConfigurationError(
-                    f"migration {migration.version:04d}_{migration.name} changed after it "
-                    "was applied; add a new migration instead of editing an old one"
-                )
+        sha = done.get(migration.version)
+        if sha is None or sha == migration.sha256:
             continue
+        if sha == originals.get(migration.version):
+            # Applied before it was rewritten in place (rewritten.txt): the same migration,
+            # recorded as the file now reads, so that every cell of a release records the
+            # same (a tenant moves only between equal schemas, cells/copy.py).
+            await conn.execute(f"UPDATE {table} SET sha256 = $2 WHERE version = $1",
+                               migration.version, migration.sha256)
+        else:
+            raise ConfigurationError(
+                f"migration {migration.version:04d}_{migration.name} changed after it "
+                "was applied; add a new migration instead of editing an old one"
+            )
+    return set(done)
+
+
+async def _apply_migrations(
+    conn: asyncpg.Connection, schema: Schema, todo: list[Migration],
+    on_apply: Callable[[Migration | Routine], None] | None, applied: Applied,
+) -> None:
+    for migration in todo:
         if on_apply is not None:
             on_apply(migration)
         async with conn.transaction():
@@ -347,18 +362,13 @@ async def _apply_migrations(
             if _COMMENT.sub("", migration.sql).strip():
                 await conn.execute(migration.sql)
             await conn.execute(
-                f"INSERT INTO {table} (version, name, sha256) VALUES ($1, $2, $3)",
+                f"INSERT INTO {schema.record_table} (version, name, sha256) "
+                "VALUES ($1, $2, $3)",
                 migration.version,
                 migration.name,
                 migration.sha256,
             )
         applied.migrations.append(migration)
-    unknown = sorted(set(done) - {m.version for m in known})
-    if unknown:
-        raise ConfigurationError(
-            f"database has migrations this code does not know: {unknown}; "
-            "is an older Tenantry pointed at a newer database?"
-        )
 
 
 async def _apply_routines(
