@@ -3867,6 +3867,17 @@ CREATE TABLE public.sandbox_usage_facts (
 );
 
 --
+-- Name: schema_contract_steps; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.schema_contract_steps (
+    version integer NOT NULL,
+    name text NOT NULL,
+    sha256 text NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
 -- Name: schema_migrations; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -3875,6 +3886,15 @@ CREATE TABLE public.schema_migrations (
     name text NOT NULL,
     sha256 text NOT NULL,
     applied_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: schema_releases; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.schema_releases (
+    release text NOT NULL,
+    migrated_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
 --
@@ -5131,11 +5151,25 @@ ALTER TABLE ONLY public.sandbox_usage_facts
     ADD CONSTRAINT sandbox_usage_facts_pkey PRIMARY KEY (tenant_id, run_id, seq);
 
 --
+-- Name: schema_contract_steps schema_contract_steps_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.schema_contract_steps
+    ADD CONSTRAINT schema_contract_steps_pkey PRIMARY KEY (version);
+
+--
 -- Name: schema_migrations schema_migrations_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
 ALTER TABLE ONLY public.schema_migrations
     ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
+
+--
+-- Name: schema_releases schema_releases_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.schema_releases
+    ADD CONSTRAINT schema_releases_pkey PRIMARY KEY (release);
 
 --
 -- Name: schema_routines schema_routines_pkey; Type: CONSTRAINT; Schema: public; Owner: -

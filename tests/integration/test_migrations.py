@@ -19,12 +19,15 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from tenantry import __version__
 from tenantry.bootstrap import StartupFailed
 from tenantry.bootstrap.database import require_current_schema
+from tenantry.db.contraction import contract
 from tenantry.db.migrate import (
     CELL,
     Schema,
     available,
+    contract_steps,
     migrate,
     missing_routines,
     pending,
@@ -117,19 +120,37 @@ async def test_an_edited_migration_is_refused(empty_db: asyncpg.Connection) -> N
         await migrate(empty_db)
 
 
+_NEWER = "database is of a newer release than this code (" + __version__ + "): "
+_RUN_NEWEST = "; run the newest release's 'tenantry migrate'"
+
+
+# What a newer release leaves that this code can tell: a migration, a routine (its record:
+# a new function of the next release, tenantry_x_v2, has no file here) or the release
+# that migrated it, recorded.
+@pytest.mark.parametrize(("newer", "says"), [
+    ("INSERT INTO schema_migrations (version, name, sha256) "
+     "VALUES (9999, 'from_the_future', 'x')",
+     "it has migration(s) 9999 this code does not know"),
+    ("INSERT INTO schema_routines (name, sha256) VALUES ('claim_runs_v9', 'x')",
+     "it has routine(s) claim_runs_v9 this code does not know"),
+    ("INSERT INTO schema_releases (release) VALUES ('99.0.0')",
+     "release 99.0.0 migrated it"),
+])
 async def test_a_database_newer_than_the_code_is_refused_before_anything_is_applied(
-    admin_conn: asyncpg.Connection,
+    admin_conn: asyncpg.Connection, newer: str, says: str,
 ) -> None:
     """An older release's migrate (or `up`) pointed at a newer database changes nothing,
     not even the routines it would otherwise put back (the early one included)."""
-    await admin_conn.execute("INSERT INTO schema_migrations (version, name, sha256) "
-                             "VALUES (9999, 'from_the_future', 'x')")
+    await admin_conn.execute(newer)
     await admin_conn.execute("UPDATE schema_routines SET sha256 = 'newer' "
                              "WHERE name IN ('current_tenant', 'claim_runs')")
     before = await _records(admin_conn)
-    with pytest.raises(ConfigurationError, match=r"does not know: \[9999\]"):
+    releases = await admin_conn.fetch("SELECT * FROM schema_releases ORDER BY release")
+    with pytest.raises(ConfigurationError) as refused:
         await migrate(admin_conn)
+    assert refused.value.detail == _NEWER + says + _RUN_NEWEST
     assert await _records(admin_conn) == before
+    assert await admin_conn.fetch("SELECT * FROM schema_releases ORDER BY release") == releases
 
 
 async def test_the_schema_snapshot_is_what_the_migrations_produce(admin_dsn: str) -> None:
@@ -168,12 +189,17 @@ async def test_a_database_of_an_earlier_release_upgrades_to_the_same_schema(
                                 prepare=lambda c: migrate_originals(c, upto)) as dsn:
         conn = await asyncpg.connect(dsn)
         try:
-            left = [m.version for m in available() if upto is not None and m.version > upto]
+            last = upto or len(original_migrations())
+            left = [m.version for m in available() if m.version > last]
             assert [m.version for m in await pending(conn)] == left
 
             applied = await migrate(conn)
+            # The end state of an upgrade: once the older release has gone, its contract
+            # steps (a fresh database has them at once).
+            contracted = await contract(conn)
 
             assert [m.version for m in applied.migrations] == left
+            assert [s.version for s in contracted] == [s.version for s in contract_steps()]
             names = [r.name for r in applied.routines]
             assert sorted(names) == sorted(r.name for r in routines())  # each once
             recorded = {r["name"]: r["sha256"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.db.migrate import Schema, parse_routine, routines
+from tenantry.db.migrate import Schema, contract_steps, parse_routine, routines
 from tenantry.errors import ConfigurationError
 
 TRIGGER_FUNCTION = """\
@@ -133,3 +133,29 @@ def test_a_migration_may_not_drop_what_a_routine_file_makes_again(
                        match=r"^migration 0003_gone drops (function tenantry|trigger items)_zeta, "
                              r"which routines/zeta\.sql makes again: delete the file"):
         routines(schema)
+
+
+def test_a_contract_step_may_not_drop_or_retire_what_a_routine_file_makes_again(
+    tmp_path: Path,
+) -> None:
+    """A contract step removes an old ``_vN`` whose file went with it; while the file
+    stays, the routines step would make the function again at the next migrate."""
+    schema = _schema(tmp_path, {"zeta": _function("zeta"), "zeta_v2": _function("zeta_v2")})
+    (tmp_path / "contract").mkdir()
+    schema = Schema(schema.package, schema.record_table, schema.lock_key,
+                    routines=schema.routines, contract=tmp_path / "contract")
+    step = tmp_path / "contract" / "0001_old_zeta.sql"
+    step.write_text("-- retires: zeta\nDROP FUNCTION IF EXISTS tenantry_zeta();\n")
+    with pytest.raises(ConfigurationError,
+                       match=r"^contract step 0001_old_zeta retires zeta, whose file is still "
+                             r"in routines/: delete it with the step$"):
+        routines(schema)
+    step.write_text("DROP FUNCTION IF EXISTS tenantry_zeta();\n")
+    with pytest.raises(ConfigurationError,
+                       match=r"^contract step 0001_old_zeta drops function tenantry_zeta, "
+                             r"which routines/zeta\.sql makes again"):
+        routines(schema)
+    (tmp_path / "routines" / "zeta.sql").unlink()
+    step.write_text("-- retires: zeta\nDROP FUNCTION IF EXISTS tenantry_zeta();\n")
+    assert [r.name for r in routines(schema)] == ["zeta_v2"]
+    assert [s.retires for s in contract_steps(schema)] == [("zeta",)]

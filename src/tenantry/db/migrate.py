@@ -17,7 +17,18 @@ processes starting at once cannot race.
 A database holds one :class:`Schema`: a cell's (``tenantry.db.migrations`` and
 ``tenantry.db.routines``, the default) or another series with its own package, record table
 and lock (the global directory of cells, ``tenantry.cells``), so the two can never be
-applied to each other by mistake."""
+applied to each other by mistake.
+
+Expand, then contract (docs/reference/architecture.md, "Changing the schema"): a release's
+migrations only add, or change what the previous release does not read, so that release's
+processes keep running on the new schema during a rolling upgrade. What the previous
+release uses goes in a *contract step* (``contract/NNNN_name.sql``), applied by
+:func:`tenantry.db.contraction.contract` (``tenantry migrate --contract``) once no process of
+an older release is connected; recorded in a table of its own. A database migrated from
+empty has no older process: its contract steps are applied at once. :func:`migrate` records
+the release that migrated the database (``schema_releases``), refuses a database of a newer
+release than its own, and refuses to change a schema while a process of a release the new
+schema does not serve is connected (db/release.py)."""
 
 from __future__ import annotations
 
@@ -29,10 +40,14 @@ from dataclasses import dataclass, field
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 import asyncpg
 
+from tenantry import __version__
+from tenantry.db.fleet import read_fleet
+from tenantry.db.pool import Connection
+from tenantry.db.release import FIRST, Release, describe_all, oldest_served, served_text
 from tenantry.errors import ConfigurationError
 
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
@@ -52,11 +67,17 @@ class Schema:
     lock_key: int
     routines: str | Path | None = None
     routine_table: str = "schema_routines"
+    #: Where the releases that migrated the database are recorded; None: not recorded,
+    #: and no window is kept (the directory of cells: its processes are routers).
+    release_table: str | None = None
+    contract: str | Path | None = None
+    contract_table: str = "schema_contract_steps"
 
 
 # Any lock constant works; it only has to be the same for every Tenantry process.
 CELL = Schema("tenantry.db.migrations", "schema_migrations", 0x7E_4A_47_12,
-              routines="tenantry.db.routines")
+              routines="tenantry.db.routines", release_table="schema_releases",
+              contract="tenantry.db.contract")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +90,20 @@ class Migration:
     def sha256(self) -> str:
         return _sha256(self.sql)
 
+    @property
+    def label(self) -> str:
+        return f"{self.version:04d}_{self.name}"
+
+    @property
+    def retires(self) -> tuple[str, ...]:
+        """The routines whose objects this step drops, named in its leading comment
+        (``-- retires: name, name``): their files are gone, and their records go with the
+        step. Until then a record without a file is a routine this code knows."""
+        return tuple(_directives(self.sql).get("retires", []))
+
 
 Kind = Literal["function", "view", "trigger"]
+M = TypeVar("M", bound=Migration)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,12 +127,40 @@ class Routine:
         return self.objects[0][0]
 
 
+@dataclass(frozen=True, slots=True)
+class ContractStep(Migration):
+    """A contract step (``contract/NNNN_name.sql``): removes what an older release uses."""
+
+
 @dataclass(slots=True)
 class Applied:
     """What :func:`migrate` applied, in order."""
 
     migrations: list[Migration] = field(default_factory=list)
     routines: list[Routine] = field(default_factory=list)
+    #: Only on a database migrated from empty (no older process can be connected to it).
+    contract: list[ContractStep] = field(default_factory=list)
+    #: Contract steps left for ``tenantry migrate --contract``.
+    contract_due: list[ContractStep] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """What a database recorded of a schema: the migrations and contract steps applied
+    (version -> sha256), the routines (name -> sha256) and the releases that migrated it."""
+
+    migrations: dict[int, str]
+    routines: dict[str, str]
+    contract: dict[int, str]
+    releases: tuple[Release, ...]
+
+    @property
+    def release(self) -> Release | None:
+        """The newest release that migrated the database: :data:`FIRST` for one migrated
+        before releases were recorded, None for one never migrated."""
+        if self.releases:
+            return max(self.releases)
+        return Release.parse(FIRST) if self.migrations else None
 
 
 def _sha256(text: str) -> str:
@@ -111,17 +172,26 @@ def _files(where: str | Path) -> Traversable:
 
 
 def available(schema: Schema = CELL) -> list[Migration]:
+    return _numbered(schema.package, "migrations", Migration)
+
+
+def contract_steps(schema: Schema = CELL) -> list[ContractStep]:
+    """The schema's contract steps, in order (none if it has no ``contract`` folder)."""
+    if schema.contract is None:
+        return []
+    return _numbered(schema.contract, "contract steps", ContractStep)
+
+
+def _numbered(where: str | Path, what: str, kind: type[M]) -> list[M]:
     found = []
-    for entry in _files(schema.package).iterdir():
+    for entry in _files(where).iterdir():
         match = _FILE.match(entry.name)
         if match:
-            found.append(
-                Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8"))
-            )
+            found.append(kind(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
     found.sort(key=lambda m: m.version)
     versions = [m.version for m in found]
     if versions != list(range(1, len(found) + 1)):
-        raise ConfigurationError(f"migrations must be numbered 1..N without gaps: {versions}")
+        raise ConfigurationError(f"{what} must be numbered 1..N without gaps: {versions}")
     return found
 
 
@@ -144,24 +214,31 @@ _COMMENT = re.compile(r"--[^\n]*")
 _CREATES = re.compile(
     r"\bCREATE\s+(OR\s+REPLACE\s+)?(?:(FUNCTION|VIEW)|TRIGGER)\s+(?:public\.)?(\w+)"
     r"(?(2)|[^;]*?\bON\s+(?:public\.)?(\w+))", re.IGNORECASE)
-_DIRECTIVE = re.compile(r"^--\s*(requires|phase):\s*(.*?)\s*$")
+_DIRECTIVE = re.compile(r"^--\s*(requires|phase|retires):\s*(.*?)\s*$")
+
+
+def _directives(sql: str) -> dict[str, list[str]]:
+    """The ``-- key: a, b`` lines of a file's leading comment."""
+    found: dict[str, list[str]] = {}
+    for line in sql.splitlines():
+        if line.strip() and not line.startswith("--"):
+            break
+        directive = _DIRECTIVE.match(line)
+        if directive:
+            found.setdefault(directive[1], []).extend(
+                r.strip() for r in directive[2].split(",") if r.strip())
+    return found
 
 
 def parse_routine(name: str, sql: str) -> Routine:
     """A routine file's objects and directives; a one-line error when it breaks a rule."""
-    requires: list[str] = []
-    early = False
-    for line in sql.splitlines():
-        if line.strip() and not line.startswith("--"):
-            break  # the directives are in the leading comment
-        directive = _DIRECTIVE.match(line)
-        if directive and directive[1] == "requires":
-            requires += [r.strip() for r in directive[2].split(",") if r.strip()]
-        elif directive:
-            if directive[2] != "early":
-                raise ConfigurationError(
-                    f"routine {name}: unknown phase {directive[2]!r} (only 'early')")
-            early = True
+    directives = _directives(sql)
+    requires = directives.get("requires", [])
+    phases = directives.get("phase", [])
+    if any(phase != "early" for phase in phases):
+        raise ConfigurationError(
+            f"routine {name}: unknown phase {', '.join(phases)!r} (only 'early')")
+    early = bool(phases)
     text = _BODY.sub("$$", _COMMENT.sub("", sql))
     objects: list[tuple[Kind, str]] = []
     for match in _CREATES.finditer(text):
@@ -210,22 +287,28 @@ _DROPS = re.compile(
 
 
 def _refuse_lingering(schema: Schema, found: dict[str, Routine]) -> None:
-    """A migration that drops a routine's function or trigger while its file stays would
-    see it made again by the routines step right after: the file must go with it (and a
-    changed signature is a new name). Views are exempt: a migration drops one to change a
-    column it reads, and the view's routine brings it back. Migrations rewritten in place
-    (rewritten.txt) keep the drops of signatures that changed before routines existed."""
+    """A migration or contract step that drops a routine's function or trigger while its
+    file stays would see it made again by the routines step right after: the file must go
+    with it (and a changed signature is a new name). Views are exempt: a migration drops
+    one to change a column it reads, and the view's routine brings it back. Migrations
+    rewritten in place (rewritten.txt) keep the drops of signatures that changed before
+    routines existed. Likewise a step that retires a routine whose file is still here."""
     owner = {obj: r.name for r in found.values() for obj in r.objects}
     rewritten = _rewritten(schema)
-    for migration in available(schema):
-        if migration.version in rewritten:
-            continue
-        for match in _DROPS.finditer(_BODY.sub("$$", _COMMENT.sub("", migration.sql))):
+    steps = [("migration", m) for m in available(schema) if m.version not in rewritten]
+    steps += [("contract step", m) for m in contract_steps(schema)]
+    for what, step in steps:
+        kept = [name for name in step.retires if name in found]
+        if kept:
+            raise ConfigurationError(
+                f"{what} {step.label} retires {', '.join(kept)}, whose file is still in "
+                "routines/: delete it with the step")
+        for match in _DROPS.finditer(_BODY.sub("$$", _COMMENT.sub("", step.sql))):
             obj: tuple[Kind, str] = (("function", match[2]) if match[1]
                                      else ("trigger", f"{match[3]}.{match[2]}"))
             if obj in owner:
                 raise ConfigurationError(
-                    f"migration {migration.version:04d}_{migration.name} drops {obj[0]} "
+                    f"{what} {step.label} drops {obj[0]} "
                     f"{match[2]}, which routines/{owner[obj]}.sql makes again: delete the "
                     f"file with it (a changed signature is a new name: {owner[obj]}_v2)")
 
@@ -265,7 +348,8 @@ WHERE c.relnamespace = current_schema()::regnamespace AND NOT t.tgisinternal
 """
 
 
-async def _existing(conn: asyncpg.Connection) -> set[tuple[str, str]]:
+async def existing_objects(conn: Connection) -> set[tuple[str, str]]:
+    """The functions, views and triggers the database has (from the catalog: any role)."""
     return {(r["kind"], r["name"]) for r in await conn.fetch(_OBJECTS)}
 
 
@@ -274,37 +358,62 @@ async def migrate(
     on_apply: Callable[[Migration | Routine], None] | None = None,
     *,
     schema: Schema = CELL,
+    release: str = __version__,
 ) -> Applied:
     """Apply the early routines that changed, every pending migration, then every routine
-    that changed or whose objects are missing; return what was applied. ``on_apply`` hears
-    of each just before it is applied."""
+    that changed or whose objects are missing, and record ``release`` as having migrated
+    the database; return what was applied. ``on_apply`` hears of each just before it is
+    applied. Refused, before anything is applied: a database of a newer release, an
+    edited migration, and a change while a process of a release the new schema does not
+    serve is connected. A database migrated from empty gets its contract steps too."""
+    code = Release.parse(release)
     await conn.execute("SELECT pg_advisory_lock($1)", schema.lock_key)
     try:
-        await _create_record_tables(conn, schema)
+        await create_record_tables(conn, schema)
         known = available(schema)
         todo = routines(schema)
-        done = await _check_applied(conn, schema, known)  # refuses before anything is applied
+        found = await recorded(conn, schema)
+        refuse_newer(found, schema, code)
+        await check_applied(conn, schema, known, found)
+        fresh = not found.migrations
+        pending_ = [m for m in known if m.version not in found.migrations]
+        if not fresh and (pending_ or await due_routines(conn, schema, found, todo)):
+            await refuse_leaving_behind(conn, schema, code)
         applied = Applied()
         await _apply_routines(conn, schema, [r for r in todo if r.early], on_apply, applied)
-        await _apply_migrations(conn, schema, [m for m in known if m.version not in done],
-                                on_apply, applied)
-        await _apply_routines(conn, schema, todo, on_apply, applied, last=True)
+        applied.migrations = await apply_steps(conn, schema, schema.record_table, pending_,
+                                               on_apply)
+        await _apply_routines(conn, schema, todo, on_apply, applied)
+        steps = contract_steps(schema)
+        if fresh:
+            applied.contract = await apply_steps(
+                conn, schema, schema.contract_table, steps, on_apply)
+        else:
+            applied.contract_due = [s for s in steps if s.version not in found.contract]
+        if schema.release_table is not None:
+            await conn.execute(
+                f"INSERT INTO {schema.release_table} (release) VALUES ($1) "
+                "ON CONFLICT (release) DO UPDATE SET migrated_at = now()", code.text)
         return applied
     finally:
         await conn.execute("SELECT pg_advisory_unlock($1)", schema.lock_key)
 
 
-async def _create_record_tables(conn: asyncpg.Connection, schema: Schema) -> None:
-    await conn.execute(
-        f"""
-        CREATE TABLE IF NOT EXISTS {schema.record_table} (
-            version    integer PRIMARY KEY,
-            name       text NOT NULL,
-            sha256     text NOT NULL,
-            applied_at timestamptz NOT NULL DEFAULT now()
+async def create_record_tables(conn: asyncpg.Connection, schema: Schema) -> None:
+    tables = [schema.record_table]
+    if schema.contract is not None:
+        tables.append(schema.contract_table)
+    for table in tables:
+        await conn.execute(
+            f"""
+            CREATE TABLE IF NOT EXISTS {table} (
+                version    integer PRIMARY KEY,
+                name       text NOT NULL,
+                sha256     text NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            )
+            """
         )
-        """
-    )
     if schema.routines is not None:
         await conn.execute(
             f"""
@@ -315,24 +424,122 @@ async def _create_record_tables(conn: asyncpg.Connection, schema: Schema) -> Non
             )
             """
         )
-
-
-async def _check_applied(
-    conn: asyncpg.Connection, schema: Schema, known: list[Migration],
-) -> set[int]:
-    """The versions the database has applied, once each is known to be this code's."""
-    table = schema.record_table
-    done = {r["version"]: r["sha256"]
-            for r in await conn.fetch(f"SELECT version, sha256 FROM {table}")}
-    unknown = sorted(set(done) - {m.version for m in known})
-    if unknown:
-        raise ConfigurationError(
-            f"database has migrations this code does not know: {unknown}; "
-            "is an older Tenantry pointed at a newer database?"
+    if schema.release_table is not None:
+        # The release of each `tenantry migrate` that ran (its last run): the newest is the
+        # schema's, which a process checks it is served by before it starts.
+        await conn.execute(
+            f"""
+            CREATE TABLE IF NOT EXISTS {schema.release_table} (
+                release     text PRIMARY KEY,
+                migrated_at timestamptz NOT NULL DEFAULT now()
+            )
+            """
         )
+
+
+async def _exists(conn: asyncpg.Connection, table: str) -> bool:
+    return bool(await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", table))
+
+
+async def recorded(conn: asyncpg.Connection, schema: Schema = CELL) -> Recorded:
+    """What the database recorded (nothing of a table it lacks)."""
+    async def shas(table: str | None, key: str) -> dict[Any, str]:
+        if table is None or not await _exists(conn, table):
+            return {}
+        return {r[0]: r[1] for r in await conn.fetch(f"SELECT {key}, sha256 FROM {table}")}
+
+    releases: list[Release] = []
+    if schema.release_table is not None and await _exists(conn, schema.release_table):
+        for row in await conn.fetch(f"SELECT release FROM {schema.release_table}"):
+            releases.append(_parse_recorded(row["release"], schema.release_table))
+    return Recorded(
+        await shas(schema.record_table, "version"),
+        await shas(schema.routine_table if schema.routines is not None else None, "name"),
+        await shas(schema.contract_table if schema.contract is not None else None,
+                   "version"),
+        tuple(releases))
+
+
+def _parse_recorded(text: str, table: str) -> Release:
+    try:
+        return Release.parse(text)
+    except ValueError:
+        raise ConfigurationError(f"{table} holds {text!r}, which is not a release") from None
+
+
+async def schema_release(conn: asyncpg.Connection, schema: Schema = CELL) -> Release | None:
+    """The release whose schema the database has (see :attr:`Recorded.release`), read with
+    what a serving login may read (migration 0041)."""
+    if schema.release_table is not None and await _exists(conn, schema.release_table):
+        rows = await conn.fetch(f"SELECT release FROM {schema.release_table}")
+        if rows:
+            return max(_parse_recorded(r["release"], schema.release_table) for r in rows)
+    if await _exists(conn, schema.record_table) and await conn.fetchval(
+            f"SELECT EXISTS (SELECT 1 FROM {schema.record_table})"):
+        return Release.parse(FIRST)
+    return None
+
+
+def newer_than_code(found: Recorded, schema: Schema, code: Release) -> str | None:
+    """What says the database is of a newer release than ``code``, in one line, or None:
+    a newer release recorded, or migrations, routines or contract steps this code does not
+    know (a routine's record whose file is gone is known while a step of this code
+    retires it)."""
+    known = available(schema)
+    steps = contract_steps(schema)
+    retired = {name for step in [*known, *steps] for name in step.retires}
+    migrations = sorted(set(found.migrations) - {m.version for m in known})
+    contract = sorted(set(found.contract) - {s.version for s in steps})
+    names = sorted(set(found.routines) - {r.name for r in routines(schema)} - retired)
+    unknown = []
+    if migrations:
+        unknown.append(f"migration(s) {', '.join(f'{v:04d}' for v in migrations)}")
+    if names:
+        unknown.append(f"routine(s) {', '.join(names)}")
+    if contract:
+        unknown.append(f"contract step(s) {', '.join(f'{v:04d}' for v in contract)}")
+    facts = []
+    if found.release is not None and found.release > code:
+        facts.append(f"release {found.release} migrated it")
+    if unknown:
+        facts.append(f"it has {' and '.join(unknown)} this code does not know")
+    if not facts:
+        return None
+    return (f"database is of a newer release than this code ({code}): "
+            f"{'; '.join(facts)}")
+
+
+def refuse_newer(found: Recorded, schema: Schema, code: Release) -> None:
+    """An older release's migrate would put back its own routines: refused, before
+    anything is applied."""
+    newer = newer_than_code(found, schema, code)
+    if newer is not None:
+        raise ConfigurationError(f"{newer}; run the newest release's 'tenantry migrate'")
+
+
+async def refuse_leaving_behind(conn: asyncpg.Connection, schema: Schema,
+                                code: Release) -> None:
+    """Release ``code``'s schema serves its own release line and the one before: with a
+    process of an older line connected, changing the schema is refused (one line naming
+    those releases; nothing changed)."""
+    if schema.release_table is None:
+        return
+    behind = (await read_fleet(conn)).older_than(oldest_served(code))
+    if behind:
+        raise ConfigurationError(
+            f"not migrated: {describe_all(behind)} connected, and release {code}'s schema "
+            f"serves releases {served_text(code)} only; stop or upgrade those processes "
+            "first ('tenantry migrate --status' lists what is connected)")
+
+
+async def check_applied(
+    conn: asyncpg.Connection, schema: Schema, known: list[Migration], found: Recorded,
+) -> None:
+    """Every applied migration and contract step is this code's, unedited."""
+    table = schema.record_table
     originals = _rewritten(schema)
     for migration in known:
-        sha = done.get(migration.version)
+        sha = found.migrations.get(migration.version)
         if sha is None or sha == migration.sha256:
             continue
         if sha == originals.get(migration.version):
@@ -343,51 +550,69 @@ async def _check_applied(
                                migration.version, migration.sha256)
         else:
             raise ConfigurationError(
-                f"migration {migration.version:04d}_{migration.name} changed after it "
+                f"migration {migration.label} changed after it "
                 "was applied; add a new migration instead of editing an old one"
             )
-    return set(done)
+    for step in contract_steps(schema):
+        sha = found.contract.get(step.version)
+        if sha is not None and sha != step.sha256:
+            raise ConfigurationError(
+                f"contract step {step.label} changed after it was applied; add a new "
+                "step instead of editing an old one")
 
 
-async def _apply_migrations(
-    conn: asyncpg.Connection, schema: Schema, todo: list[Migration],
-    on_apply: Callable[[Migration | Routine], None] | None, applied: Applied,
-) -> None:
-    for migration in todo:
+async def apply_steps(
+    conn: asyncpg.Connection, schema: Schema, table: str, todo: list[M],
+    on_apply: Callable[[Migration | Routine], None] | None,
+) -> list[M]:
+    """Apply migrations or contract steps, each in its own transaction with its record
+    (and the forgetting of the routines it retires)."""
+    done = []
+    for step in todo:
         if on_apply is not None:
-            on_apply(migration)
+            on_apply(step)
         async with conn.transaction():
             # A migration whose statements all became routines is comments alone, which the
             # server answers with no command at all (asyncpg fails on that).
-            if _COMMENT.sub("", migration.sql).strip():
-                await conn.execute(migration.sql)
+            if _COMMENT.sub("", step.sql).strip():
+                await conn.execute(step.sql)
             await conn.execute(
-                f"INSERT INTO {schema.record_table} (version, name, sha256) "
-                "VALUES ($1, $2, $3)",
-                migration.version,
-                migration.name,
-                migration.sha256,
-            )
-        applied.migrations.append(migration)
+                f"INSERT INTO {table} (version, name, sha256) VALUES ($1, $2, $3)",
+                step.version, step.name, step.sha256)
+            if step.retires and schema.routines is not None:
+                await conn.execute(
+                    f"DELETE FROM {schema.routine_table} WHERE name = ANY ($1)",
+                    list(step.retires))
+        done.append(step)
+    return done
+
+
+async def due_routines(conn: asyncpg.Connection, schema: Schema, found: Recorded,
+                       todo: list[Routine] | None = None) -> list[Routine]:
+    """The routines (of ``todo``, else all) whose text differs from the one recorded or
+    whose function, view or trigger the database lacks."""
+    if schema.routines is None:
+        return []
+    return routines_due(found, await existing_objects(conn),
+                        routines(schema) if todo is None else todo)
+
+
+def routines_due(found: Recorded, existing: set[tuple[str, str]],
+                 todo: list[Routine]) -> list[Routine]:
+    return [r for r in todo
+            if found.routines.get(r.name) != r.sha256 or not set(r.objects) <= existing]
 
 
 async def _apply_routines(
     conn: asyncpg.Connection, schema: Schema, todo: list[Routine],
     on_apply: Callable[[Migration | Routine], None] | None, applied: Applied,
-    *, last: bool = False,
 ) -> None:
-    """Apply those of ``todo`` that changed or lack an object; ``last``: ``todo`` is every
-    routine, so a record whose file is gone goes too."""
+    """Apply those of ``todo`` that changed or lack an object. A record whose file is gone
+    stays: a step of this code retires it (:func:`newer_than_code` refused the others)."""
     if schema.routines is None:
         return
-    table = schema.routine_table
-    recorded = {r["name"]: r["sha256"]
-                for r in await conn.fetch(f"SELECT name, sha256 FROM {table}")}
-    existing = await _existing(conn)
-    due = [r for r in todo
-           if recorded.get(r.name) != r.sha256 or not set(r.objects) <= existing]
-    gone = sorted(set(recorded) - {r.name for r in todo}) if last else []
-    if not due and not gone:
+    due = await due_routines(conn, schema, await recorded(conn, schema), todo)
+    if not due:
         return
     async with conn.transaction():
         # Bodies are checked when they run, not here: the files' order then matters only
@@ -402,13 +627,10 @@ async def _apply_routines(
                 raise ConfigurationError(
                     f"routine {routine.name}.sql could not be applied: {exc}") from exc
             await conn.execute(
-                f"INSERT INTO {table} (name, sha256) VALUES ($1, $2) "
+                f"INSERT INTO {schema.routine_table} (name, sha256) VALUES ($1, $2) "
                 "ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, applied_at = now()",
                 routine.name, routine.sha256)
             applied.routines.append(routine)
-        # A routine whose file is gone was dropped by a migration: its record goes too.
-        if gone:
-            await conn.execute(f"DELETE FROM {table} WHERE name = ANY ($1)", gone)
 
 
 async def pending(conn: asyncpg.Connection, schema: Schema = CELL) -> list[Migration]:
@@ -425,5 +647,5 @@ async def missing_routines(conn: asyncpg.Connection, schema: Schema = CELL) -> l
     catalog, so any role may ask. (A routine whose text changed is not among them: its
     sha256 does not say which release is the newer, and during a rolling upgrade the
     previous release runs on the next one's routines.)"""
-    existing = await _existing(conn)
+    existing = await existing_objects(conn)
     return [r for r in routines(schema) if not set(r.objects) <= existing]
