@@ -855,6 +855,35 @@ CREATE FUNCTION public.tenantry_console_record_action(p_actor text, p_action tex
 $$;
 
 --
+-- Name: tenantry_console_releases(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_console_releases() RETURNS TABLE(kind text, name text, detail text, n bigint)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    SELECT 'connection', a.application_name, NULL::text, count(*) FROM pg_stat_activity a
+    WHERE a.datname = current_database()
+      AND coalesce(a.backend_type, 'client backend') = 'client backend'
+    GROUP BY a.application_name
+    UNION ALL
+    SELECT 'worker', s.release, NULL, count(*) FROM public.worker_sessions s
+    WHERE EXISTS (SELECT 1 FROM pg_locks l
+                  WHERE l.locktype = 'advisory' AND l.classid = 1415008843
+                    AND l.objid = s.lock_key::oid AND l.objsubid = 2
+                    AND l.mode = 'ExclusiveLock' AND l.granted)
+    GROUP BY s.release
+    UNION ALL
+    SELECT 'migration', m.version::text, m.sha256, 1 FROM public.schema_migrations m
+    UNION ALL
+    SELECT 'routine', r.name, r.sha256, 1 FROM public.schema_routines r
+    UNION ALL
+    SELECT 'contract', c.version::text, c.sha256, 1 FROM public.schema_contract_steps c
+    UNION ALL
+    SELECT 'release', v.release, NULL, 1 FROM public.schema_releases v
+$$;
+
+--
 -- Name: tenantry_console_retention(text[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1678,6 +1707,17 @@ $$;
 --
 
 CREATE FUNCTION public.tenantry_register_worker(p_worker text, p_key integer, p_rejoin boolean) RETURNS text
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    SELECT public.tenantry_register_worker_v2(p_worker, p_key, p_rejoin, '0.1.0')
+$$;
+
+--
+-- Name: tenantry_register_worker_v2(text, integer, boolean, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_register_worker_v2(p_worker text, p_key integer, p_rejoin boolean, p_release text) RETURNS text
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public'
     AS $$
@@ -1689,11 +1729,14 @@ BEGIN
     END IF;
     BEGIN
         IF p_rejoin THEN
-            INSERT INTO public.worker_sessions (worker_id, lock_key) VALUES (p_worker, p_key)
+            INSERT INTO public.worker_sessions (worker_id, lock_key, release)
+            VALUES (p_worker, p_key, p_release)
             ON CONFLICT (worker_id) DO UPDATE
-                SET lock_key = EXCLUDED.lock_key, locked_at = now();
+                SET lock_key = EXCLUDED.lock_key, locked_at = now(),
+                    release = EXCLUDED.release;
         ELSE
-            INSERT INTO public.worker_sessions (worker_id, lock_key) VALUES (p_worker, p_key);
+            INSERT INTO public.worker_sessions (worker_id, lock_key, release)
+            VALUES (p_worker, p_key, p_release);
         END IF;
     EXCEPTION WHEN unique_violation THEN
         -- A session lock is not undone by the rollback of this block: let it go by hand.
@@ -4042,7 +4085,8 @@ CREATE TABLE public.worker_sessions (
     worker_id text NOT NULL,
     lock_key integer NOT NULL,
     started_at timestamp with time zone DEFAULT now() NOT NULL,
-    locked_at timestamp with time zone DEFAULT now() NOT NULL
+    locked_at timestamp with time zone DEFAULT now() NOT NULL,
+    release text DEFAULT '0.1.0'::text NOT NULL
 );
 
 --

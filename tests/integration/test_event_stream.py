@@ -12,7 +12,7 @@ import pytest
 
 from tenantry.db import Database
 from tenantry.ids import RunId, TenantId
-from tenantry.runs import log
+from tenantry.runs import hub, log
 from tenantry.runs.events import EventType, Payload, RunFinished
 from tests.support.api import Api
 from tests.support.sse import SseEvent, read_sse
@@ -106,8 +106,8 @@ async def test_stream_reconnects_listener_and_catches_up(
         assert (await anext(events)).id == 1
         killed = await admin_conn.fetchval(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND application_name = 'tenantry event hub'"
-        )
+            "WHERE datname = current_database() AND application_name = $1",
+            hub.APPLICATION_NAME)
         assert killed == 1
         await _append(db, tenant, run_id, Note(text="while disconnected"))
         got = await asyncio.wait_for(anext(events), 10)

@@ -4,13 +4,17 @@ keeps them; registration never waits on a taken key or id."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import asyncpg
 import pytest
 
+from tenantry import __version__
 from tenantry.activities import Bundle
 from tenantry.db import Database
+from tenantry.db.fleet import read_fleet
+from tenantry.db.release import Fleet
 from tenantry.errors import LeaseLost
 from tenantry.ids import TenantId
 from tenantry.runs import lease as leases
@@ -220,3 +224,32 @@ async def test_a_dead_dispatchers_activity_tasks_are_taken_at_once(
         await _die(admin_conn, a)
         assert [tuple(r) for r in await conn.fetch(claim, "activities-b")] == [
             (queued.task_id.uuid, 2)]
+
+
+async def test_each_worker_registers_its_release_and_only_live_ones_are_counted(
+    admin_conn: asyncpg.Connection, sessions: Connect,
+) -> None:
+    """What `tenantry migrate --status` and the console count (migration 0041): this
+    release's workers name theirs; a 0.1.0 worker calls the old function, which stays for
+    it and records 0.1.0; a worker whose session is gone is not connected."""
+    this = await sessions()
+    await liveness.register(this, "worker-this", keys=keys(101))
+    old = await sessions()
+    assert await old.fetchval("SELECT tenantry_register_worker($1, $2, false)",
+                              "worker-old", 102) == "registered"
+    newer = await sessions()
+    assert await newer.fetchval("SELECT tenantry_register_worker_v2($1, $2, false, $3)",
+                                "worker-newer", 103, "0.3.0") == "registered"
+
+    assert {r["worker_id"]: r["release"] for r in await admin_conn.fetch(
+        "SELECT worker_id, release FROM worker_sessions")} == {
+        "worker-this": __version__, "worker-old": "0.1.0", "worker-newer": "0.3.0"}
+    expected = Counter({__version__: 1}) + Counter({"0.1.0": 1, "0.3.0": 1})
+    assert _workers(await read_fleet(admin_conn)) == expected
+
+    await _die(admin_conn, old)
+    assert _workers(await read_fleet(admin_conn)) == expected - Counter({"0.1.0": 1})
+
+
+def _workers(fleet: Fleet) -> Counter[str]:
+    return Counter({str(c.release): c.workers for c in fleet.releases if c.workers})

@@ -42,6 +42,14 @@ DATABASE_DOWN: tuple[type[Exception], ...] = (
 CONNECT_TIMEOUT_SECONDS = 5.0
 
 
+def server_settings(role: str | None = None, purpose: str | None = None) -> dict[str, str]:
+    """The startup parameters of a connection a process keeps outside its pools (a worker's
+    session connection, the event hub's): its release in ``application_name``, as every
+    pooled connection has it, and the role it acts as."""
+    name = f"{APPLICATION_NAME} {purpose}" if purpose else APPLICATION_NAME
+    return {"application_name": name, **({"role": role} if role else {})}
+
+
 def connect_timeout(dsn: str) -> float:
     """The connect timeout for ``dsn``: :data:`CONNECT_TIMEOUT_SECONDS` for each of its hosts,
     so a dead first node cannot use up the time the next one needs to answer."""

@@ -28,7 +28,7 @@ import asyncpg
 
 from tenantry.db import DATABASE_DOWN
 from tenantry.db.outage import Outage
-from tenantry.db.pool import connect_timeout
+from tenantry.db.pool import connect_timeout, server_settings
 from tenantry.runs.deltas import (
     ANNOUNCE_SECONDS,
     DELTA_CHANNEL_PREFIX,
@@ -39,8 +39,8 @@ from tenantry.runs.deltas import (
 log = logging.getLogger(__name__)
 
 CHANNEL = "tenantry_events"
-#: The hub's connection in pg_stat_activity.
-APPLICATION_NAME = "tenantry event hub"
+#: The hub's connection in pg_stat_activity, with its release as every connection has it.
+APPLICATION_NAME = server_settings(purpose="event hub")["application_name"]
 #: Deltas one subscriber may have waiting (in characters): a client that does not read
 #: its stream stops getting them past this.
 MAX_PENDING_CHARS = 1_000_000

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from tenantry import __version__
 from tenantry.db import DATABASE_DOWN
-from tenantry.db.pool import connect_timeout
+from tenantry.db.pool import connect_timeout, server_settings
 from tenantry.db.queries import load
 from tenantry.errors import TenantryError
 
@@ -57,7 +58,7 @@ async def register(
     ``new_id()``; without ``new_id`` it is an error."""
     key = keys()
     for _ in range(ATTEMPTS):
-        outcome = await conn.fetchval(Q.register_worker, worker, key, rejoin)
+        outcome = await conn.fetchval(Q.register_worker, worker, key, rejoin, __version__)
         if outcome == "registered":
             return Session(worker, key)
         if outcome == "key_taken":
@@ -99,11 +100,10 @@ class SessionConnection:
         if self.alive:
             return True
         self._conn = None
-        settings = {"role": self._role} if self._role else {}
         conn: asyncpg.Connection | None = None
         try:
             conn = await asyncpg.connect(self._dsn, timeout=connect_timeout(self._dsn),
-                                         server_settings=settings)
+                                         server_settings=server_settings(self._role))
             session = await register(conn, self.worker, rejoin=self.session is not None,
                                      new_id=self._new_id)
         except BaseException as exc:

@@ -112,7 +112,8 @@ FROM tenantry_claim_runs($1, $2, $3, 'agent', $4)
 
 -- name: register_worker
 -- On the worker's own long-lived connection (ADR 0018): 'registered', 'key_taken', 'id_taken'.
-SELECT tenantry_register_worker($1, $2, $3)
+-- $4: the worker's release, which `tenantry migrate --status` counts (migration 0041).
+SELECT tenantry_register_worker_v2($1, $2, $3, $4)
 
 -- name: claim_runs_fifo
 SELECT tenant_id, run_id, lease_epoch FROM tenantry_claim_runs_fifo($1, $2, $3)

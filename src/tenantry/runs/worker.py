@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import asyncpg
 
 from tenantry.db import DATABASE_DOWN, TRANSIENT, Database
-from tenantry.db.pool import connect_timeout
+from tenantry.db.pool import connect_timeout, server_settings
 from tenantry.ledger import budget
 from tenantry.models.accounts import wake_parked
 from tenantry.runs import approvals, liveness
@@ -174,11 +174,10 @@ class Worker:
         if self._listener is not None:
             self.engine.deltas.detach(self._listener)
         self._listener = None
-        settings = {"role": self._role} if self._role else {}
         conn: asyncpg.Connection | None = None
         try:
             conn = await asyncpg.connect(self._dsn, timeout=connect_timeout(self._dsn),
-                                         server_settings=settings)
+                                         server_settings=server_settings(self._role))
             session = await liveness.register(
                 conn, self.engine.worker, rejoin=self._session is not None,
                 new_id=lambda: worker_id(self.engine.worker.rsplit("-", 1)[0]))
