@@ -86,15 +86,43 @@ def version() -> None:
 
 
 @app.command("migrate")
-def migrate_cmd(database_url: DatabaseUrl = None, data_dir: DataDir = None) -> None:
+def migrate_cmd(
+    database_url: DatabaseUrl = None, data_dir: DataDir = None,
+    status: Annotated[bool, typer.Option(
+        "--status", help="Change nothing: print the code's release, the releases connected, "
+                         "what is pending and whether applying it (or a contract step) is "
+                         "safe now.")] = False,
+    contract: Annotated[bool, typer.Option(
+        "--contract", help="Apply the contract steps (removals of what an older release "
+                           "uses); refused while a process of an older release is "
+                           "connected.")] = False,
+) -> None:
     """Apply pending database migrations, then the routines that changed (the embedded
-    database when no URL is given)."""
+    database when no URL is given); refused while a process of a release the new schema
+    does not serve is connected (docs/how-to/upgrade.md)."""
     from tenantry.bootstrap import commands
 
+    if status and contract:
+        _fail("--status and --contract: one or the other")
     settings = _settings(database_url=database_url, data_dir=data_dir)
+    if status:
+        for line in _run(lambda: commands.migrate_status(settings)).lines():
+            typer.echo(line)
+        return
+    if contract:
+        steps = _run(lambda: commands.contract(settings))
+        typer.echo(f"applied {len(steps)} contract step(s)" if steps
+                   else "no contract step due")
+        return
     applied = _run(lambda: commands.migrate(settings))
     typer.echo(f"applied {len(applied.migrations)} migration(s) and "
                f"{len(applied.routines)} routine(s); schema is current")
+    if applied.contract:  # a database migrated from empty: nothing older was connected
+        typer.echo(f"applied {len(applied.contract)} contract step(s) (a new database)")
+    if applied.contract_due:
+        typer.echo(f"{len(applied.contract_due)} contract step(s) due: run 'tenantry migrate "
+                   "--contract' once no process of an older release is connected "
+                   "('tenantry migrate --status' says)")
 
 
 ModelBaseUrl = Annotated[

@@ -2,18 +2,24 @@
 each command (``api``, ``worker``, ``up`` with an external URL, ``migrate``) prints one line
 on stderr naming the host, port and database and what to do, exits 2, shows no traceback
 and never the password. Real ``tenantry`` processes; the wrong-password case uses a
-cluster this module owns with scram-sha-256 authentication."""
+cluster this module owns with scram-sha-256 authentication. Likewise a database whose
+schema is of a release outside the process's window, or of a newer release than a
+migrate's."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import asyncpg
 import pytest
 
+from tenantry import __version__
+from tenantry.db.release import Release
 from tenantry.vault import MasterKey
 from tests.support.harness import tenantry_command
 from tests.support.pgcluster import PgCluster, free_port
@@ -122,3 +128,73 @@ def test_a_cell_with_no_writable_host(command: str, read_only_cluster: PgCluster
         f"no writable primary among Postgres at 127.0.0.1:{dead}, 127.0.0.1:{live}",
         f"127.0.0.1:{dead}: connection refused",
         f"127.0.0.1:{live}: read-only (default_transaction_read_only)"], secret=PASSWORD)
+
+
+# -- a schema of a release outside the window (docs/how-to/upgrade.md) -----------------------
+
+CODE = Release.parse(__version__)
+#: Two release lines ahead: its schema serves the line after this one and its own.
+TOO_NEW = f"{CODE.major}.{CODE.minor + 2}.0"
+#: A release line before this one (the one that serves it until this release migrates).
+OLDER = (f"{CODE.major}.{CODE.minor - 1}.9" if CODE.minor else f"{CODE.major - 1}.9.0")
+
+
+async def _recorded_release(admin: asyncpg.Connection, release: str) -> None:
+    """The database as ``release``'s migrate left it: the newest release recorded."""
+    await admin.execute("DELETE FROM schema_releases")
+    await admin.execute("INSERT INTO schema_releases (release) VALUES ($1)", release)
+
+
+@pytest.mark.parametrize("command", ["api", "worker"])
+@pytest.mark.parametrize(("schema", "says"), [
+    (TOO_NEW, f"error: the database's schema is release {TOO_NEW}'s, which serves releases "
+              f"{CODE.major}.{CODE.minor + 1} and {CODE.major}.{CODE.minor + 2}; this is "
+              f"release {__version__}: run a release the database serves"),
+    (OLDER, f"error: the database's schema is release {OLDER}'s, this is {__version__}: run "
+            "this release's 'tenantry migrate' first (release "
+            f"{Release.parse(OLDER).major}.{Release.parse(OLDER).minor}'s processes serve it "
+            "until then)"),
+])
+async def test_a_process_refuses_a_schema_of_a_release_outside_its_window(
+    command: str, schema: str, says: str, database_dsn: str, admin_conn: asyncpg.Connection,
+    tmp_path: Path,
+) -> None:
+    """Release N runs on the schema of N and N+1: a newer one may have removed what N
+    uses (its contract steps), an older one lacks what N needs. The line says which
+    release the database wants; nothing is started or registered."""
+    await _recorded_release(admin_conn, schema)
+    result = await asyncio.to_thread(run_command, command, database_dsn, tmp_path)
+    assert_one_line(result, says=[says])
+    assert result.stderr.strip() == says
+    assert await admin_conn.fetchval("SELECT count(*) FROM worker_sessions") == 0
+
+
+async def test_a_process_still_refuses_pending_migrations(
+    database_dsn: str, admin_conn: asyncpg.Connection, tmp_path: Path,
+) -> None:
+    await admin_conn.execute(
+        "DELETE FROM schema_migrations WHERE version = (SELECT max(version) "
+        "FROM schema_migrations)")
+    result = await asyncio.to_thread(run_command, "worker", database_dsn, tmp_path)
+    assert_one_line(result, says=["error: 1 migration(s) pending; run 'tenantry migrate'"])
+    await _recorded_release(admin_conn, OLDER)  # and it says whose schema it is
+    result = await asyncio.to_thread(run_command, "api", database_dsn, tmp_path)
+    assert result.stderr.strip() == (
+        "error: 1 migration(s) pending; run 'tenantry migrate' (the database's schema is "
+        f"release {OLDER}'s, this is {__version__})")
+
+
+async def test_migrate_refuses_a_database_of_a_newer_release(
+    database_dsn: str, admin_conn: asyncpg.Connection, tmp_path: Path,
+) -> None:
+    """An older release's migrate would put back its own routines over the newer ones."""
+    await admin_conn.execute("INSERT INTO schema_releases (release) VALUES ($1)", TOO_NEW)
+    await admin_conn.execute("UPDATE schema_routines SET sha256 = 'newer' "
+                             "WHERE name = 'claim_runs'")
+    before = await admin_conn.fetch("SELECT * FROM schema_routines ORDER BY name")
+    result = await asyncio.to_thread(run_command, "migrate", database_dsn, tmp_path)
+    assert_one_line(result, says=[])
+    assert result.stderr.strip() == (
+        f"error: database is of a newer release than this code ({__version__}): release "
+        f"{TOO_NEW} migrated it; run the newest release's 'tenantry migrate'")
+    assert await admin_conn.fetch("SELECT * FROM schema_routines ORDER BY name") == before

@@ -5,7 +5,9 @@ database (starting the embedded one if need be), checks it can be reached, and s
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import asyncpg
 from rich.console import Console
@@ -16,14 +18,19 @@ from tenantry.bootstrap.database import apply_migrations, reseal_legacy_keys, re
 from tenantry.bootstrap.secrets import master_key, replace_dev_key
 from tenantry.config import Settings
 from tenantry.db import DATABASE_DOWN, Database
-from tenantry.db.migrate import Applied, Migration, Routine
+from tenantry.db.contraction import contract as contract_steps
+from tenantry.db.migrate import Applied, ContractStep, Migration, Routine
+from tenantry.db.pool import server_settings
 from tenantry.db.reach import check_database, describe_failure
+from tenantry.db.status import Status, read_status
 from tenantry.errors import NotFound
 from tenantry.ids import RunId, TenantId
 from tenantry.retention import tombstones
 from tenantry.runs.replay import RecordedRun, ended_runs, export_run, export_runs
 from tenantry.vault import MasterKey
 from tenantry.vault import rotate_master_key as rewrap
+
+T = TypeVar("T")
 
 
 def migrate(settings: Settings) -> Applied:
@@ -38,15 +45,19 @@ def migrate(settings: Settings) -> Applied:
         database.stop()
 
 
+def _shown(item: Migration | Routine) -> str:
+    if isinstance(item, ContractStep):
+        return f"contract step {item.label}"
+    return f"migration {item.label}" if isinstance(item, Migration) else f"routine {item.name}"
+
+
 async def _migrate_with_progress(dsn: str, master: MasterKey | None) -> Applied:
     await check_database(dsn)
     console = Console(stderr=True)
     with console.status("applying migrations") as status:
         def show(item: Migration | Routine) -> None:
-            what = (f"migration {item.version:04d}_{item.name}" if isinstance(item, Migration)
-                    else f"routine {item.name}")
-            status.update(f"applying {what}")
-            console.log(what)
+            status.update(f"applying {_shown(item)}")
+            console.log(_shown(item))
 
         applied = await apply_migrations(dsn, show)
     # Keys sealed before 0015 get bound to their account's provider and base_url now,
@@ -54,6 +65,44 @@ async def _migrate_with_progress(dsn: str, master: MasterKey | None) -> Applied:
     for account in await reseal_legacy_keys(dsn, master):
         console.log(f"re-sealed model account {account}'s key")
     return applied
+
+
+def migrate_status(settings: Settings) -> Status:
+    """What `tenantry migrate --status` prints: read, nothing changed."""
+    return _with_owner(settings, read_status)
+
+
+def contract(settings: Settings) -> list[ContractStep]:
+    """Apply the contract steps due, showing each on stderr (``--contract``)."""
+    console = Console(stderr=True)
+
+    async def steps(conn: asyncpg.Connection) -> list[ContractStep]:
+        return await contract_steps(conn, lambda item: console.log(_shown(item)))
+
+    return _with_owner(settings, steps)
+
+
+def _with_owner(settings: Settings,
+                work: Callable[[asyncpg.Connection], Coroutine[Any, Any, T]]) -> T:
+    """``work`` on one connection of the owner's (the migrating role), named as a migrate."""
+    logs.configure(settings.log_format)
+    database = resolve_database(settings)
+
+    async def run() -> T:
+        await check_database(database.dsn)
+        conn = await asyncpg.connect(database.dsn,
+                                     server_settings=server_settings(purpose="migrate"))
+        try:
+            return await work(conn)
+        finally:
+            await conn.close()
+
+    try:
+        return asyncio.run(run())
+    except DATABASE_DOWN as exc:  # it went away after the check
+        raise StartupFailed(describe_failure(database.dsn, exc)) from None
+    finally:
+        database.stop()
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,12 +10,21 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from tenantry import __version__
 from tenantry.bootstrap import StartupFailed
 from tenantry.config import Settings
 from tenantry.db import roles
 from tenantry.db.embedded import EmbeddedPostgres
-from tenantry.db.migrate import Applied, Migration, Routine, migrate, missing_routines, pending
-from tenantry.db.pool import connect_timeout
+from tenantry.db.migrate import (
+    Applied,
+    Migration,
+    Routine,
+    migrate,
+    missing_routines,
+    pending,
+    schema_release,
+)
+from tenantry.db.pool import connect_timeout, server_settings
 from tenantry.db.reach import (
     CONNECT_FAILURES,
     URL_SOURCE,
@@ -23,6 +32,7 @@ from tenantry.db.reach import (
     cluster_url,
     describe_failure,
 )
+from tenantry.db.release import Release, line_text, served_text, serves
 from tenantry.errors import ConfigurationError
 from tenantry.vault import MasterKey, reseal_legacy_accounts
 
@@ -106,28 +116,42 @@ async def reseal_legacy_keys(dsn: str, master: MasterKey | None) -> list[str]:
 async def apply_migrations(
     dsn: str, on_apply: Callable[[Migration | Routine], None] | None = None
 ) -> Applied:
-    conn = await asyncpg.connect(dsn)
+    conn = await asyncpg.connect(dsn, server_settings=server_settings(purpose="migrate"))
     try:
         return await migrate(conn, on_apply)
     finally:
         await conn.close()
 
 
-async def schema_behind(dsn: str) -> str | None:
-    """What the schema lacks of this code's, in one line, or None: pending migrations, or
-    routines whose function, view or trigger is missing (a routine whose text merely
-    differs may be the next release's, during a rolling upgrade: not refused)."""
-    conn = await asyncpg.connect(dsn)
+async def schema_behind(dsn: str, release: str = __version__) -> str | None:
+    """Why this release may not serve the database, in one line, or None: a schema of a
+    release that no longer serves this one (too new: db/release.py's window), pending
+    migrations, routines whose function, view or trigger is missing, or a schema of an
+    older release line (its routines are not this release's). A routine whose text merely
+    differs may be the next release's, during a rolling upgrade: not refused."""
+    code = Release.parse(release)
+    conn = await asyncpg.connect(dsn, server_settings=server_settings(purpose="start"))
     try:
+        schema = await schema_release(conn)
         migrations = len(await pending(conn))
         routines = [r.name for r in await missing_routines(conn)]
     finally:
         await conn.close()
+    if schema is not None and schema.line > code.line and not serves(schema, code):
+        return (f"the database's schema is release {schema}'s, which serves releases "
+                f"{served_text(schema)}; this is release {code}: run a release the "
+                "database serves")
+    what = f"the database's schema is release {schema}'s, this is {code}"
     if migrations:
-        return f"{migrations} migration(s) pending; run 'tenantry migrate'"
+        # Within one release line (a development build) the releases say nothing more.
+        return (f"{migrations} migration(s) pending; run 'tenantry migrate'"
+                + (f" ({what})" if schema is not None and schema.line != code.line else ""))
     if routines:
         shown = ", ".join(routines[:3]) + (", …" if len(routines) > 3 else "")
         return f"{len(routines)} routine(s) missing ({shown}); run 'tenantry migrate'"
+    if schema is not None and schema.line < code.line:
+        return (f"{what}: run this release's 'tenantry migrate' first (release "
+                f"{line_text(schema.line)}'s processes serve it until then)")
     return None
 
 
