@@ -108,8 +108,9 @@ TENANT_POOL_DEFINERS = {
     "tenantry_spent_webhooks", "tenantry_expired_approvals", "tenantry_wake_parked",
     "tenantry_sweep_reservations", "tenantry_queue_depth", "tenantry_scheduler_gauges",
     "tenantry_runs_by_status", "tenantry_usage_per_account_day",
-    # A worker loop registers its session lock (ADR 0018): its own row only.
-    "tenantry_register_worker",
+    # A worker loop registers its session lock (ADR 0018): its own row only; v2 with its
+    # release (migration 0041), the first for workers of 0.1.0.
+    "tenantry_register_worker", "tenantry_register_worker_v2",
     # The activity dispatcher's fair claim (ids and epochs only, like tenantry_claim_runs).
     "tenantry_claim_activities",
     # A batch's next task: that tenant's and version's only, ids and epochs (ADR 0014).

@@ -18,8 +18,11 @@ from tenantry import __version__
 from tenantry.db.migrate import available, routines
 from tenantry.db.release import Release, served_text
 from tenantry.runs import liveness
+from tenantry.runs.worker import Worker
+from tests.support.api import Api
 from tests.support.db import scratch_database
 from tests.support.harness import tenantry_command
+from tests.support.waiting import until
 
 CODE = Release.parse(__version__)
 OLDER = f"{CODE.major}.{CODE.minor - 1}.9" if CODE.minor else f"{CODE.major - 1}.9.0"
@@ -105,3 +108,20 @@ async def test_contract_with_no_step_due_says_so_and_status_with_contract_is_ref
                                    "--contract")
     assert both.returncode == 2
     assert both.stderr.strip() == "error: --status and --contract: one or the other"
+
+
+async def test_every_connection_of_a_running_api_and_worker_names_its_release(
+    api: Api, worker: Worker, admin_conn: asyncpg.Connection,
+) -> None:
+    """What --status counts: the pools' connections, the event hub's, the worker's session
+    connection (its lock and LISTEN) all say tenantry/<version>."""
+    async def registered() -> bool:
+        return bool(await admin_conn.fetchval("SELECT count(*) FROM worker_sessions"))
+
+    await until(registered, "the worker registers its session", 30)
+    rows = await admin_conn.fetch(
+        "SELECT application_name, usename FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+    names = sorted({r["application_name"] for r in rows})
+    assert names == [f"tenantry/{__version__}", f"tenantry/{__version__} event hub"], rows
+    assert await admin_conn.fetchval("SELECT release FROM worker_sessions") == __version__

@@ -10,6 +10,7 @@ from fastapi.responses import Response
 
 from tenantry.api.console import find, reads
 from tenantry.api.console.view import PREFIX, SignedIn, parse_id, signed_in
+from tenantry.db.status import console_status
 from tenantry.ids import AgentId, RunId, TenantId
 from tenantry.runs.events import RunStatus
 
@@ -47,4 +48,6 @@ async def runs_list(v: SignedIn = Depends(signed_in)) -> Response:
         "refresh": f"{PREFIX}/runs?{urlencode(again)}"}
     if q.get("partial") == "1":  # the live refresh: just the table rows
         return v.render("_run_rows.html", **context)
-    return v.render("runs.html", title="Runs", **context)
+    # The console's home says which releases share the database (docs/how-to/upgrade.md).
+    releases = (await console_status(v.console_db)).summary()
+    return v.render("runs.html", title="Runs", releases=releases, **context)
