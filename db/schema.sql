@@ -880,7 +880,7 @@ CREATE FUNCTION public.tenantry_console_releases() RETURNS TABLE(kind text, name
     UNION ALL
     SELECT 'contract', c.version::text, c.sha256, 1 FROM public.schema_contract_steps c
     UNION ALL
-    SELECT 'release', v.release, NULL, 1 FROM public.schema_releases v
+    SELECT 'release', v.release, v.contracted_at::text, 1 FROM public.schema_releases v
 $$;
 
 --
@@ -3937,7 +3937,8 @@ CREATE TABLE public.schema_migrations (
 
 CREATE TABLE public.schema_releases (
     release text NOT NULL,
-    migrated_at timestamp with time zone DEFAULT now() NOT NULL
+    migrated_at timestamp with time zone DEFAULT now() NOT NULL,
+    contracted_at timestamp with time zone
 );
 
 --

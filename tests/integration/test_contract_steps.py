@@ -17,7 +17,8 @@ import asyncpg
 import pytest
 
 from tenantry.db.contraction import contract
-from tenantry.db.migrate import Schema, migrate
+from tenantry.db.migrate import Schema, migrate, schema_release
+from tenantry.db.release import Release
 from tenantry.db.status import read_status
 from tenantry.errors import ConfigurationError
 from tests.support.db import scratch_database
@@ -144,6 +145,12 @@ async def test_a_contract_step_waits_until_no_older_release_is_connected(
                      "functions": ["tenantry_label_v2(integer,text)"],
                      "routines": ["label_v2"], "contract": [1]}
     assert await conn.fetchval("SELECT tenantry_label_v2(1, 'none')") == "one"
+    # From now on a process of 0.1 refuses to start on it (bootstrap/database.py).
+    assert await schema_release(conn, schema) == (Release.parse("0.2.0"),
+                                                  Release.parse("0.2.0"))
+    assert (await read_status(conn, schema, "0.2.0")).lines()[1] == (
+        "schema: release 0.2.0's (the newest release that migrated it); contracted by "
+        "0.2.0: serves no release before 0.2")
     assert await contract(conn, schema=schema, release="0.2.0") == []
     again = await migrate(conn, schema=schema, release="0.2.0")
     assert (again.migrations, again.routines, again.contract_due) == ([], [], [])

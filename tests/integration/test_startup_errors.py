@@ -139,14 +139,25 @@ TOO_NEW = f"{CODE.major}.{CODE.minor + 2}.0"
 OLDER = (f"{CODE.major}.{CODE.minor - 1}.9" if CODE.minor else f"{CODE.major - 1}.9.0")
 
 
-async def _recorded_release(admin: asyncpg.Connection, release: str) -> None:
-    """The database as ``release``'s migrate left it: the newest release recorded."""
+#: The next release line, which (once its contract steps ran) no longer serves this one.
+NEXT = f"{CODE.major}.{CODE.minor + 1}.0"
+
+
+async def _recorded_release(admin: asyncpg.Connection, release: str, *,
+                            contracted: bool = False) -> None:
+    """The database as ``release``'s migrate (and ``--contract``) left it."""
     await admin.execute("DELETE FROM schema_releases")
-    await admin.execute("INSERT INTO schema_releases (release) VALUES ($1)", release)
+    await admin.execute(
+        "INSERT INTO schema_releases (release, contracted_at) "
+        "VALUES ($1, CASE WHEN $2 THEN now() END)", release, contracted)
 
 
 @pytest.mark.parametrize("command", ["api", "worker"])
 @pytest.mark.parametrize(("schema", "says"), [
+    (NEXT + " contracted",
+     f"error: the database's schema is release {NEXT}'s, contracted by {NEXT}: what "
+     f"releases before {CODE.major}.{CODE.minor + 1} use is gone; this is release "
+     f"{__version__}: run a release the database serves"),
     (TOO_NEW, f"error: the database's schema is release {TOO_NEW}'s, which serves releases "
               f"{CODE.major}.{CODE.minor + 1} and {CODE.major}.{CODE.minor + 2}; this is "
               f"release {__version__}: run a release the database serves"),
@@ -159,10 +170,11 @@ async def test_a_process_refuses_a_schema_of_a_release_outside_its_window(
     command: str, schema: str, says: str, database_dsn: str, admin_conn: asyncpg.Connection,
     tmp_path: Path,
 ) -> None:
-    """Release N runs on the schema of N and N+1: a newer one may have removed what N
-    uses (its contract steps), an older one lacks what N needs. The line says which
+    """Release N runs on the schema of N and N+1 until N+1's contract steps: a newer one
+    may have removed what N uses, an older one lacks what N needs. The line says which
     release the database wants; nothing is started or registered."""
-    await _recorded_release(admin_conn, schema)
+    release, _, contracted = schema.partition(" ")
+    await _recorded_release(admin_conn, release, contracted=bool(contracted))
     result = await asyncio.to_thread(run_command, command, database_dsn, tmp_path)
     assert_one_line(result, says=[says])
     assert result.stderr.strip() == says

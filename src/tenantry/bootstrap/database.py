@@ -125,14 +125,15 @@ async def apply_migrations(
 
 async def schema_behind(dsn: str, release: str = __version__) -> str | None:
     """Why this release may not serve the database, in one line, or None: a schema of a
-    release that no longer serves this one (too new: db/release.py's window), pending
-    migrations, routines whose function, view or trigger is missing, or a schema of an
-    older release line (its routines are not this release's). A routine whose text merely
-    differs may be the next release's, during a rolling upgrade: not refused."""
+    release that no longer serves this one (too new: db/release.py's window; or contracted
+    by a newer release, which removed what this one uses), pending migrations, routines
+    whose function, view or trigger is missing, or a schema of an older release line (its
+    routines are not this release's). A routine whose text merely differs may be the next
+    release's, during a rolling upgrade: not refused."""
     code = Release.parse(release)
     conn = await asyncpg.connect(dsn, server_settings=server_settings(purpose="start"))
     try:
-        schema = await schema_release(conn)
+        schema, contracted = await schema_release(conn)
         migrations = len(await pending(conn))
         routines = [r.name for r in await missing_routines(conn)]
     finally:
@@ -141,6 +142,10 @@ async def schema_behind(dsn: str, release: str = __version__) -> str | None:
         return (f"the database's schema is release {schema}'s, which serves releases "
                 f"{served_text(schema)}; this is release {code}: run a release the "
                 "database serves")
+    if contracted is not None and contracted.line > code.line:
+        return (f"the database's schema is release {schema}'s, contracted by {contracted}: "
+                f"what releases before {line_text(contracted.line)} use is gone; this is "
+                f"release {code}: run a release the database serves")
     what = f"the database's schema is release {schema}'s, this is {code}"
     if migrations:
         # Within one release line (a development build) the releases say nothing more.

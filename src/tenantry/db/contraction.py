@@ -8,7 +8,9 @@ step, which waits until no process of a release before M is connected: the step 
 (one line naming those releases, nothing changed) while one is. The steps are applied
 under the migrations' advisory lock, each in its own transaction, recorded in
 ``schema_contract_steps``; they follow the migrations and routines of the same release, so
-they are refused while those are pending."""
+they are refused while those are pending. The release that applied them is recorded as
+having contracted the database (``schema_releases.contracted_at``): from then on a process
+of an older release refuses to start on it, rather than fail on what is gone."""
 
 from __future__ import annotations
 
@@ -71,6 +73,7 @@ async def contract(
                 f"contract step(s) {labels} not applied: {describe_all(older)} connected, "
                 f"and the steps remove what releases before {line_text(code.line)} use; "
                 "stop those processes, then run 'tenantry migrate --contract' again")
-        return await apply_steps(conn, schema, schema.contract_table, due, on_apply)
+        return await apply_steps(conn, schema, schema.contract_table, due, on_apply,
+                                 contracted_by=code)
     finally:
         await conn.execute("SELECT pg_advisory_unlock($1)", schema.lock_key)

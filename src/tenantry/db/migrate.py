@@ -153,6 +153,9 @@ class Recorded:
     routines: dict[str, str]
     contract: dict[int, str]
     releases: tuple[Release, ...]
+    #: Releases whose `tenantry migrate --contract` applied a step (or that migrated the
+    #: database from empty, with its steps): older releases' processes are not served.
+    contracted: tuple[Release, ...] = ()
 
     @property
     def release(self) -> Release | None:
@@ -161,6 +164,10 @@ class Recorded:
         if self.releases:
             return max(self.releases)
         return Release.parse(FIRST) if self.migrations else None
+
+    @property
+    def contracted_by(self) -> Release | None:
+        return max(self.contracted) if self.contracted else None
 
 
 def _sha256(text: str) -> str:
@@ -387,7 +394,7 @@ async def migrate(
         steps = contract_steps(schema)
         if fresh:
             applied.contract = await apply_steps(
-                conn, schema, schema.contract_table, steps, on_apply)
+                conn, schema, schema.contract_table, steps, on_apply, contracted_by=code)
         else:
             applied.contract_due = [s for s in steps if s.version not in found.contract]
         if schema.release_table is not None:
@@ -430,8 +437,11 @@ async def create_record_tables(conn: asyncpg.Connection, schema: Schema) -> None
         await conn.execute(
             f"""
             CREATE TABLE IF NOT EXISTS {schema.release_table} (
-                release     text PRIMARY KEY,
-                migrated_at timestamptz NOT NULL DEFAULT now()
+                release       text PRIMARY KEY,
+                migrated_at   timestamptz NOT NULL DEFAULT now(),
+                -- When its contract steps were applied: releases before its line are
+                -- served no more (what they use may be gone).
+                contracted_at timestamptz
             )
             """
         )
@@ -448,16 +458,25 @@ async def recorded(conn: asyncpg.Connection, schema: Schema = CELL) -> Recorded:
             return {}
         return {r[0]: r[1] for r in await conn.fetch(f"SELECT {key}, sha256 FROM {table}")}
 
-    releases: list[Release] = []
-    if schema.release_table is not None and await _exists(conn, schema.release_table):
-        for row in await conn.fetch(f"SELECT release FROM {schema.release_table}"):
-            releases.append(_parse_recorded(row["release"], schema.release_table))
+    releases, contracted = await _releases(conn, schema)
     return Recorded(
         await shas(schema.record_table, "version"),
         await shas(schema.routine_table if schema.routines is not None else None, "name"),
         await shas(schema.contract_table if schema.contract is not None else None,
                    "version"),
-        tuple(releases))
+        releases, contracted)
+
+
+async def _releases(conn: asyncpg.Connection, schema: Schema
+                    ) -> tuple[tuple[Release, ...], tuple[Release, ...]]:
+    """The releases that migrated the database, and those that contracted it."""
+    table = schema.release_table
+    if table is None or not await _exists(conn, table):
+        return (), ()
+    rows = await conn.fetch(
+        f"SELECT release, contracted_at IS NOT NULL AS contracted FROM {table}")
+    found = [(_parse_recorded(r["release"], table), r["contracted"]) for r in rows]
+    return tuple(r for r, _ in found), tuple(r for r, contracted in found if contracted)
 
 
 def _parse_recorded(text: str, table: str) -> Release:
@@ -467,17 +486,17 @@ def _parse_recorded(text: str, table: str) -> Release:
         raise ConfigurationError(f"{table} holds {text!r}, which is not a release") from None
 
 
-async def schema_release(conn: asyncpg.Connection, schema: Schema = CELL) -> Release | None:
-    """The release whose schema the database has (see :attr:`Recorded.release`), read with
-    what a serving login may read (migration 0041)."""
-    if schema.release_table is not None and await _exists(conn, schema.release_table):
-        rows = await conn.fetch(f"SELECT release FROM {schema.release_table}")
-        if rows:
-            return max(_parse_recorded(r["release"], schema.release_table) for r in rows)
+async def schema_release(conn: asyncpg.Connection, schema: Schema = CELL
+                         ) -> tuple[Release | None, Release | None]:
+    """The release whose schema the database has and the newest that contracted it (see
+    :class:`Recorded`), read with what a serving login may read (migration 0041)."""
+    releases, contracted = await _releases(conn, schema)
+    if releases:
+        return max(releases), max(contracted) if contracted else None
     if await _exists(conn, schema.record_table) and await conn.fetchval(
             f"SELECT EXISTS (SELECT 1 FROM {schema.record_table})"):
-        return Release.parse(FIRST)
-    return None
+        return Release.parse(FIRST), None
+    return None, None
 
 
 def newer_than_code(found: Recorded, schema: Schema, code: Release) -> str | None:
@@ -564,9 +583,11 @@ async def check_applied(
 async def apply_steps(
     conn: asyncpg.Connection, schema: Schema, table: str, todo: list[M],
     on_apply: Callable[[Migration | Routine], None] | None,
+    *, contracted_by: Release | None = None,
 ) -> list[M]:
     """Apply migrations or contract steps, each in its own transaction with its record
-    (and the forgetting of the routines it retires)."""
+    (and the forgetting of the routines it retires; for contract steps, the release that
+    contracted the database, ``contracted_by``)."""
     done = []
     for step in todo:
         if on_apply is not None:
@@ -583,6 +604,12 @@ async def apply_steps(
                 await conn.execute(
                     f"DELETE FROM {schema.routine_table} WHERE name = ANY ($1)",
                     list(step.retires))
+            if contracted_by is not None and schema.release_table is not None:
+                await conn.execute(
+                    f"INSERT INTO {schema.release_table} (release, contracted_at) "
+                    "VALUES ($1, now()) "
+                    "ON CONFLICT (release) DO UPDATE SET contracted_at = now()",
+                    contracted_by.text)
         done.append(step)
     return done
 

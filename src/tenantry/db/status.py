@@ -44,6 +44,7 @@ _CONSOLE = "SELECT kind, name, detail, n FROM tenantry_console_releases()"
 class Status:
     code: Release
     schema: Release | None  # the newest release that migrated it; None: never migrated
+    contracted: Release | None  # the newest release whose contract steps it has
     newer: str | None  # the line saying the database is of a newer release than the code
     fleet: Fleet
     migrations: list[str]  # pending, by label
@@ -68,6 +69,9 @@ class Status:
         """The report of `tenantry migrate --status`, one fact a line."""
         schema = ("never migrated" if self.schema is None
                   else f"release {self.schema}'s (the newest release that migrated it)")
+        if self.contracted is not None:
+            schema += (f"; contracted by {self.contracted}: serves no release before "
+                       f"{line_text(self.contracted.line)}")
         shown = [f"code: release {self.code}", f"schema: {schema}",
                  f"connected: {self.fleet.describe()}"]
         if self.newer is not None:
@@ -120,7 +124,7 @@ class Status:
 def assess(code: Release, found: Recorded, fleet: Fleet, existing: set[tuple[str, str]],
            schema: Schema = CELL) -> Status:
     return Status(
-        code, found.release, newer_than_code(found, schema, code), fleet,
+        code, found.release, found.contracted_by, newer_than_code(found, schema, code), fleet,
         [m.label for m in available(schema) if m.version not in found.migrations],
         [r.name for r in routines_due(found, existing, routines(schema))],
         [s.label for s in contract_steps(schema) if s.version not in found.contract])
@@ -142,6 +146,7 @@ async def console_status(db: Database, release: str = __version__) -> Status:
     names: dict[str, str] = {}
     contract: dict[int, str] = {}
     releases: list[Release] = []
+    contracted: list[Release] = []
     connections: list[tuple[str | None, int]] = []
     workers: list[tuple[str, int]] = []
     for kind, name, detail, n in rows:
@@ -157,5 +162,7 @@ async def console_status(db: Database, release: str = __version__) -> Status:
             contract[int(name)] = detail
         elif kind == "release":
             releases.append(Release.parse(name))
-    found = Recorded(migrations, names, contract, tuple(releases))
+            if detail is not None:  # when it contracted the database
+                contracted.append(releases[-1])
+    found = Recorded(migrations, names, contract, tuple(releases), tuple(contracted))
     return assess(Release.parse(release), found, Fleet.of(connections, workers), existing)

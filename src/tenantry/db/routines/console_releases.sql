@@ -3,7 +3,7 @@
 -- every session of this database by application_name (Tenantry's say tenantry/<version>),
 -- the live workers by release (registered, their session lock held: ADR 0018), and what the
 -- migrator recorded: migrations, routines, contract steps, and the releases that migrated
--- the database. One row per fact: (kind, name, detail, n).
+-- the database (detail: when one contracted it). One row per fact: (kind, name, detail, n).
 --
 -- A definer function rather than pg_read_all_stats for the console role: that role would
 -- read every session's query text (tenants' data among it); this returns counts by name.
@@ -32,7 +32,7 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
     UNION ALL
     SELECT 'contract', c.version::text, c.sha256, 1 FROM public.schema_contract_steps c
     UNION ALL
-    SELECT 'release', v.release, NULL, 1 FROM public.schema_releases v
+    SELECT 'release', v.release, v.contracted_at::text, 1 FROM public.schema_releases v
 $$;
 REVOKE ALL ON FUNCTION tenantry_console_releases()
     FROM PUBLIC, tenantry_app, tenantry_console;
