@@ -31,6 +31,7 @@ import asyncpg
 
 from tenantry.cells import copy, directory, freeze
 from tenantry.cells.freeze import Frozen, MoveFailed
+from tenantry.db.pool import server_settings
 from tenantry.db.queries import load
 from tenantry.errors import Conflict, NotFound, ValidationFailed
 from tenantry.vault import MasterKey
@@ -323,7 +324,10 @@ async def _delete_arrival(dst: asyncpg.Connection, move: Move, target: CellAcces
 
 async def _connect(cell: CellAccess) -> asyncpg.Connection:
     try:
-        return await asyncpg.connect(cell.database_url, timeout=10)
+        # Named like every connection of a process: a move is connected to both cells
+        # while it runs, and `tenantry migrate --status` says so.
+        return await asyncpg.connect(cell.database_url, timeout=10,
+                                     server_settings=server_settings(purpose="cells move"))
     except (OSError, asyncpg.PostgresError) as exc:
         raise MoveFailed(f"cell {cell.name!r}'s database is not answering "
                          f"({type(exc).__name__}); nothing changed by this step") from exc

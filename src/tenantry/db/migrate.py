@@ -533,7 +533,9 @@ def refuse_newer(found: Recorded, schema: Schema, code: Release) -> None:
     anything is applied."""
     newer = newer_than_code(found, schema, code)
     if newer is not None:
-        raise ConfigurationError(f"{newer}; run the newest release's 'tenantry migrate'")
+        # The directory of cells is migrated by `tenantry router` as it starts.
+        how = "'tenantry migrate'" if schema.release_table is not None else "router"
+        raise ConfigurationError(f"{newer}; run the newest release's {how}")
 
 
 async def refuse_leaving_behind(conn: asyncpg.Connection, schema: Schema,
