@@ -21,6 +21,15 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+if __name__ == "__main__":
+    # `python -m tenantry.cli`: run the package's own copy of this module. This copy would
+    # register the sub-commands, whose modules import `tenantry.cli` by name — a second,
+    # half-made copy — and fail on the circle.
+    from tenantry.cli import main as _main
+
+    _main()
+    raise SystemExit(0)
+
 app = App(
     name="tenantry",
     help="Run AI agents for other companies: durable runs, fair scheduling, tenant isolation.",
