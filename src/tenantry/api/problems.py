@@ -10,6 +10,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
+from starlette.routing import Match
 
 from tenantry.db import DATABASE_DOWN
 from tenantry.errors import (
@@ -59,6 +60,18 @@ def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
 _HTTP_TYPES = {404: "not_found", 405: "method_not_allowed", 401: "unauthorized"}
 
 
+def allowed_methods(request: Request) -> str:
+    """Every method some route serves at this path, for a 405's ``Allow``. Starlette names
+    only the first route whose path matched, and the API has a route per method: a path
+    served by GET and PUT would otherwise answer ``Allow: GET``."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches(request.scope)
+        if match is not Match.NONE:
+            methods.update(getattr(route, "methods", None) or ())
+    return ", ".join(sorted(methods))
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(TenantryError)
     async def tenantry_error(_request: Request, exc: TenantryError) -> Response:
@@ -79,10 +92,13 @@ def install(app: FastAPI) -> None:
         )
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_request: Request, exc: StarletteHTTPException) -> Response:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         type_ = _HTTP_TYPES.get(exc.status_code, "http_error")
         detail = "No such resource." if exc.status_code == 404 else str(exc.detail)
-        return problem(exc.status_code, type_, detail, detail, dict(exc.headers or {}) or None)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = allowed_methods(request)
+        return problem(exc.status_code, type_, detail, detail, headers or None)
 
     async def database_down(request: Request, exc: Exception) -> Response:
         platform = getattr(request.app.state, "platform", None)
