@@ -64,11 +64,12 @@ async def _recorded_case(conn: Connection, tenant: TenantId, agent: AgentId,
     except ValueError:
         raise ValidationFailed(f"{field}: not a run id", field=field) from None
     row = await conn.fetchrow(Q.run_to_record, tenant.value, run.uuid, agent.uuid)
+    # A well-formed id of no (finished) run is the tenant's data, not a malformed request.
     if row is None:
-        raise ValidationFailed(f"{field}: no run of this agent with this id", field=field)
+        raise Conflict(f"{field}: no run of this agent with this id", field=field)
     if row["status"] != "finished":
-        raise ValidationFailed(f"{field}: the run is {row['status']}; a case is made from a "
-                               "finished run", field=field)
+        raise Conflict(f"{field}: the run is {row['status']}; a case is made from a "
+                       "finished run", field=field)
     if "input" not in case:
         case["input"] = row["input"]
     recorded = list(case.get("recorded") or [])
