@@ -8,7 +8,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends, Path, Response
 from pydantic import BaseModel, Field
 
 from tenantry.api.auth import operator, platform
@@ -407,13 +407,14 @@ _STORED = links(GetSecret=to(
             responses={200: _STORED, 201: {"description": "Created", "model": SecretOut,
                                            **_STORED}, **VAULT_ERROR})
 async def put_secret(
-    tenant_id: str, name: str, body: PutSecret, response: Response,
+    tenant_id: str, body: PutSecret, response: Response,
+    # The name a secret is stored under: its rule is the document's (a name that is none
+    # is a 400 here, where reading one is a 404 like any lookup).
+    name: str = Path(pattern=SECRET_NAME_RE, max_length=128),
     p: Platform = Depends(platform),
 ) -> SecretOut:
     """Store a secret, encrypted with the tenant's data key. Write-only: no API returns it."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
-    if not _SECRET_NAME.fullmatch(name):
-        raise ValidationFailed("name: 1-128 characters of A-Z, a-z, 0-9, '_', '.', '-'")
     await service.get_tenant(p.db, tenant)
     if p.vault is None:
         raise ValidationFailed("the vault is not configured (TENANTRY_MASTER_KEY)")

@@ -60,16 +60,19 @@ def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
 _HTTP_TYPES = {404: "not_found", 405: "method_not_allowed", 401: "unauthorized"}
 
 
+#: The methods a route can serve (RFC 9110's, and PATCH).
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
 def allowed_methods(request: Request) -> str:
-    """Every method some route serves at this path, for a 405's ``Allow``. Starlette names
+    """Every method some route serves at this path, for a 405's ``Allow``. The router names
     only the first route whose path matched, and the API has a route per method: a path
-    served by GET and PUT would otherwise answer ``Allow: GET``."""
-    methods: set[str] = set()
-    for route in request.app.router.routes:
-        match, _ = route.matches(request.scope)
-        if match is not Match.NONE:
-            methods.update(getattr(route, "methods", None) or ())
-    return ", ".join(sorted(methods))
+    served by GET and PUT would otherwise answer ``Allow: GET``. Each method is asked of
+    the routes as the router would ask it (included routers hide their routes)."""
+    routes = request.app.router.routes
+    return ", ".join(method for method in _METHODS if any(
+        route.matches({**request.scope, "method": method})[0] is Match.FULL
+        for route in routes))
 
 
 def install(app: FastAPI) -> None:
