@@ -5,12 +5,15 @@ the document allows and inputs it forbids, then a stateful run that follows the
 document's links (create an agent, then read and version it; start a run, then read,
 cancel, stream and delete it, and read it after; ...).
 
-Nothing may answer 5xx unless the document says the operation can (a 502 from an
-upstream it calls); every answer must be one the document declares (its status, content
-type, body and headers); a valid request must be accepted and an invalid one refused; a
-method the document does not list must be answered 405 with an ``Allow`` naming exactly
-the ones it does; credentials are enforced; what was just created can be read and what
-was deleted cannot.
+Nothing may answer 5xx unless the document says the operation can: the 502 of the three
+operations that call a server they are given (a tool server's URL, a provider's report
+endpoint), which ``schemathesis.toml`` names. Every answer must be one the document
+declares (its status, content type, body and headers); a valid request must be accepted
+and an invalid one refused (an unknown query parameter is not refused: the API ignores
+them, as docs/reference/api.md says, and Schemathesis does not count that as accepting
+invalid data); a method the document does not list must be answered 405 with an ``Allow``
+naming exactly the ones it does; credentials are enforced; what was just created can be
+read and what was deleted cannot.
 
 The app runs in a thread of its own (uvicorn with its own event loop) because Schemathesis
 calls it synchronously. About half the cases keep their generated path parameters
