@@ -70,6 +70,11 @@ class _PrefixedId:
     def new(cls) -> Self:
         return cls(uuid7())
 
+    @classmethod
+    def pattern(cls) -> str:
+        """The ids of this kind as ``str`` writes them (lower-case hex), as a regex."""
+        return rf"^{cls.prefix}_[0-9a-f]{{32}}$"
+
     def __str__(self) -> str:
         return f"{self.prefix}_{self.uuid.hex}"
 

@@ -45,7 +45,7 @@ async def test_publish_refuses_a_secret_the_tenant_does_not_hold(
 ) -> None:
     await Vault(db, MasterKey.generate()).put(GLOBEX, "API_KEY", "globex's")
     # Another tenant holding the name does not make it this tenant's.
-    with pytest.raises(ValidationFailed, match="no secret named 'API_KEY'"):
+    with pytest.raises(Conflict, match="no secret named 'API_KEY'"):
         await store.publish(ACME, "send", BUNDLE, ActivitySettings(secrets=("API_KEY",)))
     assert await _written(admin_conn) == (0, 0, 0)  # nothing half-written
 

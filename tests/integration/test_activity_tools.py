@@ -45,8 +45,9 @@ async def test_publishing_refuses_activities_the_tenant_does_not_have(api: Api) 
     for tool, message in bad.items():
         r = await api.client.post("/v1/agents", headers=h, json={
             "name": "a", "model": "scripted", "system_prompt": "x", "tools": [tool]})
-        assert r.status_code == 400, r.text
-        assert r.json()["type"] == "validation_error" and message in r.json()["detail"]
+        assert r.status_code == 409, r.text  # well formed: the tenant has no such activity
+        assert r.json()["type"] == "conflict" and message in r.json()["detail"]
+        assert r.json()["field"] == "tools"
     # Two tools the model would see as one name, and an activity entry that is no name.
     for tools in (["activity:send_invoice", "send_invoice"],
                   ["activity:send_invoice", "activity:send_invoice@1"], ["activity:"]):
@@ -60,7 +61,7 @@ async def test_publishing_refuses_activities_the_tenant_does_not_have(api: Api) 
     agent = await api.agent(h, tools=["activity:send_invoice@1"])
     r = await api.client.post(f"/v1/agents/{agent}/versions", headers=h, json={
         "model": "scripted", "system_prompt": "x", "tools": ["activity:other"]})
-    assert r.status_code == 400 and "'activity:other'" in r.json()["detail"]
+    assert r.status_code == 409 and "'activity:other'" in r.json()["detail"]
     r = await api.client.post(f"/v1/agents/{agent}/versions", headers=h, json={
         "model": "scripted", "system_prompt": "x", "tools": ["activity:send_invoice"]})
     assert r.status_code == 201, r.text

@@ -278,7 +278,6 @@ BAD_PUBLISH: list[tuple[str, dict[str, Any]]] = [
     ("an ill-formed entrypoint", _version(entrypoint="main.py")),
     ("invalid base64", _version(files={"main.py": "not base64!!"})),
     ("no files", _version(files={})),
-    ("a secret the tenant does not have", _version(secrets=["NOT_STORED"])),
     ("a secret name that is no variable", _version(secrets=["1-bad"])),
     ("an internal egress entry", _version(egress=["169.254.169.254"])),
     ("a localhost egress entry", _version(egress=["localhost"])),
@@ -326,6 +325,22 @@ async def test_bad_input_to_publish_is_a_400_that_writes_nothing(
     before = await _written(admin_conn)
     r = await api.client.post("/v1/activities/act/versions", headers=h, json=body)
     assert r.status_code == 400 and r.json()["type"] == "validation_error", (what, r.text)
+    assert await _written(admin_conn) == before
+
+
+async def test_a_secret_the_tenant_does_not_hold_is_a_409_that_writes_nothing(
+    big_api: Api, admin_conn: asyncpg.Connection,
+) -> None:
+    """Well formed, but naming what the tenant has not stored (yet): its state, not the
+    request's shape, so 409 with the field, as for any body naming what does not exist."""
+    api = big_api
+    _, h = await api.tenant()
+    before = await _written(admin_conn)
+    body = _version(secrets=["NOT_STORED"])
+    r = await api.client.post("/v1/activities", headers=h, json={"name": "act", **body})
+    assert r.status_code == 409, r.text
+    assert (r.json()["type"], r.json()["field"], r.json()["missing"]) == (
+        "conflict", "secrets", ["NOT_STORED"])
     assert await _written(admin_conn) == before
 
 

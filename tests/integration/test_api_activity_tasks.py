@@ -307,7 +307,8 @@ async def test_hostile_query_values_on_the_new_routes_are_400_or_404_never_5xx(
     lists = {  # cursors that could not have come from that list (a name, an id, a seq)
         "/v1/activities": ("cursor=a%2Fb", "cursor=-x", "cursor=" + "a" * 129),
         "/v1/activity-tasks": (f"cursor={huge}", "cursor=run_" + "g" * 32, "cursor=echo"),
-        f"/v1/activity-tasks/{task}/attempts": (f"cursor={huge}", "cursor=0", "cursor=1.5"),
+        f"/v1/activity-tasks/{task}/attempts": (f"cursor={huge}", "cursor=-1", "cursor=1.5",
+                                                 "cursor=12345678901"),
     }
     for url, own in lists.items():
         for query in (*everywhere, *own):

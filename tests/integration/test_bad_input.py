@@ -105,13 +105,14 @@ async def test_inconsistent_agent_spec(world: World) -> None:
     assert "needs_approval" in body["detail"]
 
 
-@pytest.mark.parametrize(("entry", "said"), [
-    ("a..b", "not a host name"), ("-x.example", "not a host name"),
-    ("api.example:0", "bad port"), ("api.example:99999", "bad port"),
-    ("*.com", "two or more labels"),
+@pytest.mark.parametrize("entry", [
+    "a..b", "-x.example", "api.example:0", "api.example:99999", "*.com", "*.1.2", "a_b.example",
+    "api.example.", "[::1]",
 ])
 async def test_an_egress_entry_no_proxy_could_enforce_is_refused(
-        world: World, entry: str, said: str) -> None:
+        world: World, entry: str) -> None:
+    """The document's pattern for an entry is the rule (every entry of it the proxy
+    enforces), so what it refuses is named by its place."""
     w = world
     spec = {"model": "m", "system_prompt": "",
             "sandbox": {"egress": ["api.example", entry]}}
@@ -119,7 +120,7 @@ async def test_an_egress_entry_no_proxy_could_enforce_is_refused(
                        (f"/v1/agents/{w.agent}/versions", spec)):
         refused = await expect_refusal(w, "POST", path, 400, "validation_error", json=body,
                                        headers=w.h)
-        assert "sandbox.egress[1]" in refused["detail"] and said in refused["detail"]
+        assert refused["detail"].startswith("sandbox.egress.1: String should match pattern")
 
 
 async def test_a_wildcard_egress_entry_allows_subdomains(world: World) -> None:

@@ -182,9 +182,8 @@ async def test_children_must_be_the_tenants_own_agents(api: Api) -> None:
     _, h = await api.tenant("Acme")
     _, other = await api.tenant("Globex")
     theirs = await api.agent(other, name="theirs")
-    for body in ({"children": [{"agent_id": theirs}]},
-                 {"children": [{"agent_id": "agt_not-an-id"}]},
-                 {"children": [{"agent_id": theirs, "version": 0}]},
+    # Malformed: 400.
+    for body in ({"children": [{"agent_id": theirs, "version": 0}]},
                  {"children": [{"agent_id": theirs}, {"agent_id": theirs}]},
                  {"tools": ["start_agent"]}):
         r = await api.client.post("/v1/agents", headers=h, json={
@@ -192,6 +191,16 @@ async def test_children_must_be_the_tenants_own_agents(api: Api) -> None:
         assert r.status_code == 400, r.text
         assert r.headers["content-type"] == "application/problem+json"
         assert r.json()["type"] == "validation_error"
+    # Well formed, naming no agent of this tenant (another's, or an id that is none): 409,
+    # with the field, as any body naming what does not exist; nothing is written.
+    for body in ({"children": [{"agent_id": theirs}]},
+                 {"children": [{"agent_id": "agt_not-an-id"}]}):
+        r = await api.client.post("/v1/agents", headers=h, json={
+            "name": "lead", "model": "scripted", "system_prompt": "x", **body})
+        assert r.status_code == 409, r.text
+        assert r.headers["content-type"] == "application/problem+json"
+        assert (r.json()["type"], r.json()["field"]) == ("conflict", "children[0]")
+    assert (await api.client.get("/v1/agents", headers=h)).json()["data"] == []
 
     # Another tenant's run has no children to list: it does not exist for this one.
     run_id = await api.start(other, theirs, "hello")

@@ -104,9 +104,10 @@ async def test_live_version_changes_only_on_promote_and_runs_without_a_version_u
     history = (await api.client.get(f"/v1/agents/{agent}/promotions", headers=h)).json()
     assert [(p["version"], p["promoted_by"]) for p in history["data"]] == [
         (2, promoted["promoted_by"])]
-    # A version that does not exist cannot be promoted.
+    # A version that does not exist (yet) cannot be promoted: the agent's state, 409.
     r = await api.client.post(f"/v1/agents/{agent}/promote", headers=h, json={"version": 3})
-    assert r.status_code == 400 and r.headers["content-type"] == "application/problem+json"
+    assert r.status_code == 409 and r.headers["content-type"] == "application/problem+json"
+    assert (r.json()["type"], r.json()["field"]) == ("conflict", "version")
 
 
 async def test_a_passed_evaluation_promotes_and_a_case_made_from_a_run_replays_its_tools(

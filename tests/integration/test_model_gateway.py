@@ -334,12 +334,14 @@ async def test_model_account_registration_refuses_bad_input_and_writes_nothing(
         ("/admin/v1/model-accounts", {**good, "provider": "cohere"}, 400),
         ("/admin/v1/model-accounts", {**good, "base_url": "ftp://x"}, 400),
         ("/admin/v1/model-accounts", {**good, "models": []}, 400),
-        ("/admin/v1/model-accounts", {**good, "models": ["no-such-model"]}, 400),
+        # Well formed, naming what the platform has not got (yet): 409 with the field.
+        ("/admin/v1/model-accounts", {**good, "models": ["no-such-model"]}, 409),
+        ("/admin/v1/model-accounts", {**good, "models": ["sandbox"]}, 400),
         ("/admin/v1/model-accounts", {**good, "rpm": 0}, 400),
         ("/admin/v1/model-accounts", {**good, "region": "EU West"}, 400),
         ("/admin/v1/model-accounts", {**good, "surprise": 1}, 400),
         ("/admin/v1/model-accounts", {**good, "secret_name": "x"}, 400),
-        (f"/admin/v1/tenants/{tenant}/model-accounts", {**good, "secret_name": "missing"}, 400),
+        (f"/admin/v1/tenants/{tenant}/model-accounts", {**good, "secret_name": "missing"}, 409),
         (f"/admin/v1/tenants/{tenant}/model-accounts", {**good, "secret": "sk"}, 400),
         ("/admin/v1/tenants/nobody-here/model-accounts", {**good, "secret_name": "k"}, 404),
     ]

@@ -158,13 +158,17 @@ async def test_another_tenant_and_bad_input_get_problems_not_5xx(
     [row] = (await _snapshots(api, h, agent))["data"]
     assert (row["held"], row["accepted"]) == (False, FIRST)
 
-    # A model the agent's runs never used, an unknown agent, an id that is none: 404.
+    # A model the agent's runs never used: nothing to hold or promote yet (409); an id
+    # that is none: 404.
     for path, body in [(f"{base}/hold", {"model": "gpt-4o", "held": True}),
-                       (f"{base}/promote", {"model": "gpt-4o", "provider_model": FIRST}),
-                       ("/v1/agents/agt_nothing/model-snapshots/hold", hold)]:
+                       (f"{base}/promote", {"model": "gpt-4o", "provider_model": FIRST})]:
         r = await api.client.post(path, json=body, headers=h)
-        assert r.status_code == 404, (path, r.text)
+        assert r.status_code == 409, (path, r.text)
         assert r.headers["content-type"].startswith("application/problem+json")
+        assert (r.json()["type"], r.json()["field"]) == ("conflict", "model")
+    r = await api.client.post("/v1/agents/agt_nothing/model-snapshots/hold", json=hold,
+                              headers=h)
+    assert r.status_code == 404, r.text
 
     bad: list[tuple[str, object]] = [
         ("hold", {"model": "scr\x00ipted", "held": True}),

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import base64
+import json
+import re
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
 from fastapi.routing import APIRoute
 
 from tests.support.api import Api
+from tests.support.worker import Fakes
 
 
 async def test_openapi_matches_the_routes(api: Api) -> None:
@@ -156,3 +165,257 @@ async def test_every_error_is_documented_as_problem_json(api: Api) -> None:
                 assert needs == [{scheme: []}] and "401" in op["responses"], (method, path)
     pin = doc["paths"]["/admin/v1/tenants/{tenant_id}/tool-servers/{name}/pin"]["post"]
     assert {"502", "500"} <= set(pin["responses"])
+
+
+def _concrete(path: str) -> str:
+    """A path of the document with a value in each parameter (none need exist)."""
+    return re.sub(r"\{[^}]+\}", "x1", path)
+
+
+async def test_a_method_not_documented_is_405_naming_exactly_the_documented_ones(
+    api: Api,
+) -> None:
+    """Every path: OPTIONS (never documented) answers 405, and its `Allow` lists what the
+    document lists for the path — all of it, not the first route's method only."""
+    doc = (await api.client.get("/openapi.json")).json()
+    for path, ops in doc["paths"].items():
+        r = await api.client.options(_concrete(path))
+        assert r.status_code == 405, (path, r.status_code, r.text)
+        assert r.headers["content-type"] == "application/problem+json"
+        assert r.json()["type"] == "method_not_allowed"
+        allowed = {m.strip() for m in r.headers["allow"].split(",")}
+        assert allowed == {m.upper() for m in ops}, path
+    r = await api.client.patch("/admin/v1/tenants/acme/policy", headers=api.operator)
+    assert (r.status_code, r.headers["allow"]) == (405, "GET, PUT")
+
+
+async def test_parameters_are_left_out_never_null_and_cursors_state_their_keys(
+    api: Api,
+) -> None:
+    """A generated client never sends `null` in a query or header (an optional parameter
+    is left out), and knows what a cursor of each list looks like."""
+    doc = (await api.client.get("/openapi.json")).json()
+    cursors = {}
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            for param in op.get("parameters", []):
+                assert "null" not in json.dumps(param["schema"]), (method, path, param)
+                if param["name"] == "cursor":
+                    cursors[path] = param["schema"]["pattern"]
+    assert cursors["/v1/runs"] == "^run_[0-9a-f]{32}$"
+    assert cursors["/admin/v1/tenants"] == "^[a-z0-9][a-z0-9_-]{2,63}$"
+    assert cursors["/v1/activity-tasks/{task_id}/attempts"] == "^[0-9]{1,10}$"
+    assert len(cursors) >= 18  # every list
+    # A cursor of the pattern is a position (past the end: an empty page); anything else
+    # is refused before a query runs.
+    _, h = await api.tenant()
+    r = await api.client.get(f"/v1/runs?cursor=run_{'0' * 32}", headers=h)
+    assert r.status_code == 200 and r.json() == {"data": [], "next_cursor": None}
+    r = await api.client.get("/v1/runs?status=null", headers=h)
+    assert r.status_code == 400 and r.json()["type"] == "validation_error"
+    for bad in (f"run_{'0' * 31}", f"agt_{'0' * 32}", f"run_{'A' * 32}", "0"):
+        r = await api.client.get(f"/v1/runs?cursor={bad}", headers=h)
+        assert r.status_code == 400, (bad, r.text)
+
+
+async def test_bodies_state_their_cross_field_rules_and_stored_json(api: Api) -> None:
+    doc = (await api.client.get("/openapi.json")).json()
+    schemas = doc["components"]["schemas"]
+    stored = schemas["StoredJson"]
+    assert {"type": "number", "minimum": -(2**63), "maximum": 2**64 - 1} in stored["anyOf"]
+    start = schemas["StartRun"]["properties"]["input"]
+    assert start["not"] == {"type": "null"}  # `input: null` is refused, so not "valid"
+    assert [o["required"] for o in schemas["ReconcileIn"]["oneOf"]] == [["export"], ["fetch"]]
+    assert [o["required"] for o in schemas["CaseBody"]["anyOf"]] == [["input"], ["from_run"]]
+    files = schemas["CreateActivity"]["properties"]["files"]
+    assert "patternProperties" not in files and "pattern" in files["propertyNames"]
+    assert "pattern" in files["additionalProperties"]  # base64
+    # What a body names must exist: 409 with `field`, declared where it can happen.
+    for method, path in (("post", "/v1/agents"), ("post", "/v1/agents/{agent_id}/versions"),
+                         ("post", "/v1/agents/{agent_id}/test-sets"),
+                         ("post", "/v1/agents/{agent_id}/evaluations"),
+                         ("post", "/v1/agents/{agent_id}/promote"),
+                         ("post", "/v1/agents/{agent_id}/model-snapshots/hold"),
+                         ("post", "/v1/activities"), ("put", "/admin/v1/prices/sandbox")):
+        assert "409" in doc["paths"][path][method]["responses"], (method, path)
+
+
+def _linked(doc: dict[str, Any]) -> set[tuple[str, str, str]]:
+    """Every link of the document: (source operation, status, link name)."""
+    return {(f"{method.upper()} {path}", status, name)
+            for path, ops in doc["paths"].items() for method, op in ops.items()
+            for status, response in op["responses"].items()
+            for name in response.get("links", {})}
+
+
+@dataclass
+class _Step:
+    operation: str  # "POST /v1/runs"
+    path_params: dict[str, str]
+    status: int
+    body: Any
+
+
+class _Links:
+    """Calls the API and follows the document's links from its answers, evaluating their
+    runtime expressions ($response.body#/..., $request.path....) as a client would."""
+
+    def __init__(self, api: Api, doc: dict[str, Any]) -> None:
+        self.api, self.doc = api, doc
+        self.followed: set[tuple[str, str, str]] = set()
+
+    async def call(self, operation: str, params: dict[str, str], body: Any,
+                   headers: dict[str, str]) -> _Step:
+        method, template = operation.split(" ", 1)
+        path = template.format(**params)
+        r = await self.api.client.request(method, path, json=body, headers=headers)
+        return _Step(operation, params, r.status_code,
+                     r.json() if r.headers.get("content-type", "").endswith("json") else None)
+
+    def _value(self, expression: Any, source: _Step) -> Any:
+        if isinstance(expression, dict):
+            return {k: self._value(v, source) for k, v in expression.items()}
+        if isinstance(expression, list):
+            return [self._value(v, source) for v in expression]
+        if not isinstance(expression, str) or not expression.startswith("$"):
+            return expression
+        if expression.startswith("$request.path."):
+            return source.path_params[expression.removeprefix("$request.path.")]
+        assert expression.startswith("$response.body#/"), expression
+        found = source.body
+        for part in expression.removeprefix("$response.body#/").split("/"):
+            found = found[int(part)] if isinstance(found, list) else found[part]
+        return found
+
+    async def follow(self, source: _Step, name: str, headers: dict[str, str],
+                     body: dict[str, Any] | None = None) -> _Step:
+        method, path = source.operation.split(" ", 1)
+        link = self.doc["paths"][path][method.lower()]["responses"][str(source.status)][
+            "links"][name]
+        pointer, target_method = link["operationRef"].removeprefix("#/paths/").rsplit("/", 1)
+        target = pointer.replace("~1", "/").replace("~0", "~")
+        assert target_method in self.doc["paths"][target], link
+        params = self._value(link.get("parameters", {}), source)
+        sent = {**(body or {}), **self._value(link.get("requestBody", {}), source)} or None
+        self.followed.add((source.operation, str(source.status), name))
+        return await self.call(f"{target_method.upper()} {target}", params, sent, headers)
+
+
+async def _expect(step: Awaitable[_Step], status: int) -> _Step:
+    done = await step
+    assert done.status == status, (done.operation, done.status, done.body)
+    return done
+
+
+async def test_every_link_leads_where_it_says(api: Api, fakes: Fakes) -> None:
+    """Each link of the document, followed from a real answer as a client would follow it,
+    names an operation and inputs that work: what was created is read, versioned, run,
+    cancelled, deleted (and then gone), and so on. Every link is walked here."""
+    doc = (await api.client.get("/openapi.json")).json()
+    w = _Links(api, doc)
+    op = api.operator
+
+    # Operator: a tenant, its keys, secrets, tool server, its own model account.
+    tenant = await _expect(w.call("POST /admin/v1/tenants", {}, {"name": "Linked"}, op), 201)
+    for name in ("GetTenant", "GetPolicy", "GetRetention"):
+        await _expect(w.follow(tenant, name, op), 200)
+    key = await _expect(w.follow(tenant, "IssueKey", op), 201)
+    await _expect(w.follow(key, "GetKey", op), 200)
+    h = {"Authorization": f"Bearer {key.body['api_key']}"}
+    spare = await _expect(w.follow(tenant, "IssueKey", op), 201)
+    await _expect(w.follow(spare, "RevokeKey", op), 200)
+    await _expect(w.follow(spare, "GetKey", op), 404)  # revoked: gone from its URL
+    tenant_id = tenant.body["tenant_id"]
+    secret = await _expect(w.call("PUT /admin/v1/tenants/{tenant_id}/secrets/{name}",
+                                  {"tenant_id": tenant_id, "name": "openai-key"},
+                                  {"value": "sk-linked"}, op), 201)
+    await _expect(w.follow(secret, "GetSecret", op), 200)
+    again = await _expect(w.call("PUT /admin/v1/tenants/{tenant_id}/secrets/{name}",
+                                 secret.path_params, {"value": "sk-other"}, op), 200)
+    await _expect(w.follow(again, "GetSecret", op), 200)
+    server = await _expect(w.follow(tenant, "RegisterToolServer", op, body={
+        "name": "effects", "url": fakes.mcp.url, "honours_idempotency_keys": True}), 201)
+    await _expect(w.follow(server, "GetToolServer", op), 200)
+    await _expect(w.follow(server, "Repin", op), 200)
+    own = await _expect(w.call("POST /admin/v1/tenants/{tenant_id}/model-accounts",
+                               {"tenant_id": tenant_id},
+                               {"provider": "openai", "base_url": "http://127.0.0.1:9/v1",
+                                "models": ["scripted"], "region": "us",
+                                "secret_name": "openai-key"}, op), 201)
+    await _expect(w.follow(own, "GetTenantAccount", op), 200)
+    await _expect(w.follow(own, "DisableAccount", op), 200)
+    await _expect(w.follow(own, "GetTenantAccount", op), 404)  # disabled: gone
+
+    # Prices and platform accounts.
+    account = {"provider": "openai", "base_url": "http://127.0.0.1:9/v1", "region": "us"}
+    price = await _expect(w.call("PUT /admin/v1/prices/{model}", {"model": "linked-model"},
+                                 {"input_per_m": 1, "cached_input_per_m": 1,
+                                  "output_per_m": 1}, op), 201)
+    await _expect(w.follow(price, "PriceHistory", op), 200)
+    served = await _expect(w.follow(price, "RegisterAccount", op, body=account), 201)
+    assert served.body["models"] == ["linked-model"]
+    await _expect(w.follow(served, "GetAccount", op), 200)
+    await _expect(w.follow(served, "DisableAccount", op), 200)
+    await _expect(w.follow(served, "GetAccount", op), 404)  # disabled: gone
+    # The same version again (200): its links are the same.
+    later = {"input_per_m": 2, "cached_input_per_m": 2, "output_per_m": 2,
+             "effective_from": (datetime.now(UTC) + timedelta(days=1)).isoformat()}
+    await _expect(w.call("PUT /admin/v1/prices/{model}", {"model": "linked-model"}, later,
+                         op), 201)
+    same = await _expect(w.call("PUT /admin/v1/prices/{model}", {"model": "linked-model"},
+                                later, op), 200)
+    await _expect(w.follow(same, "PriceHistory", op), 200)
+    await _expect(w.follow(same, "RegisterAccount", op, body=account), 201)
+    for status in (201, 200):
+        sandbox = await _expect(w.call("PUT /admin/v1/prices/sandbox", {}, {
+            "per_second_micros": 30, "effective_from": later["effective_from"]}, op), status)
+        await _expect(w.follow(sandbox, "PriceHistory", op), 200)
+    listed = await _expect(w.call("GET /admin/v1/prices", {}, None, op), 200)
+    await _expect(w.follow(listed, "RegisterAccount", op, body=account), 201)
+
+    # Agents, versions, runs.
+    agent = await _expect(w.call("POST /v1/agents", {}, {
+        "name": "linked", "model": "scripted", "system_prompt": "Be brief."}, h), 201)
+    await _expect(w.follow(agent, "GetAgent", h), 200)
+    await _expect(w.follow(agent, "GetVersion", h), 200)
+    version = await _expect(w.follow(agent, "NewVersion", h, body={
+        "model": "scripted", "system_prompt": "Be briefer."}), 201)
+    await _expect(w.follow(version, "GetVersion", h), 200)
+    await _expect(w.follow(version, "Promote", h), 200)
+    run = await _expect(w.follow(agent, "StartRun", h), 202)
+    for name in ("GetRun", "RunTrace", "RunChildren"):
+        await _expect(w.follow(run, name, h), 200)
+    await _expect(w.follow(run, "RunEvents", {**h, "Accept": "application/json"}), 200)
+    cancelled = await _expect(w.follow(run, "CancelRun", h), 200)
+    await _expect(w.follow(cancelled, "GetRun", h), 200)
+    deleted = await _expect(w.follow(cancelled, "DeleteRun", h), 204)
+    await _expect(w.follow(deleted, "GetTombstone", h), 200)
+    await _expect(w.follow(run, "GetRun", h), 404)  # deleted: gone
+    test_set = await _expect(w.follow(agent, "CreateTestSet", h, body={
+        "name": "smoke", "cases": [{"input": "hi"}]}), 201)
+    await _expect(w.follow(test_set, "GetTestSet", h), 200)
+    evaluation = await _expect(w.follow(test_set, "Evaluate", h), 201)
+    await _expect(w.follow(evaluation, "GetEvaluation", h), 200)
+
+    # Activities and their tasks.
+    code = {"entrypoint": "main.py:handle", "files": {
+        "main.py": base64.b64encode(b"def handle(v, c):\n    return v\n").decode()}}
+    activity = await _expect(w.call("POST /v1/activities", {}, {"name": "echo", **code}, h),
+                             201)
+    await _expect(w.follow(activity, "GetActivity", h), 200)
+    await _expect(w.follow(activity, "GetActivityVersion", h), 200)
+    later = await _expect(w.follow(activity, "NewActivityVersion", h, body=code), 201)
+    task = await _expect(w.follow(later, "EnqueueTask", h), 202)
+    await _expect(w.follow(activity, "EnqueueTask", h), 202)
+    await _expect(w.follow(later, "GetActivity", h), 200)
+    await _expect(w.follow(later, "GetActivityVersion", h), 200)
+    await _expect(w.follow(later, "NewActivityVersion", h, body=code), 201)
+    for name in ("GetTask", "TaskAttempts"):
+        await _expect(w.follow(task, name, h), 200)
+    await _expect(w.follow(task, "CancelTask", h), 200)
+
+    # Erasure, last: it revokes the tenant's keys.
+    job = await _expect(w.follow(tenant, "EraseTenant", op), 202)
+    await _expect(w.follow(job, "GetEraseJob", op), 200)
+
+    assert w.followed == _linked(doc), sorted(_linked(doc) - w.followed)

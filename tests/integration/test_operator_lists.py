@@ -152,7 +152,13 @@ async def test_every_created_resource_is_listed_once_and_fetched(
             assert (key["prefix"], key["name"], key["created_at"], key["revoked_at"]) == (
                 expected["prefix"], expected["name"], expected["created_at"],
                 expected["revoked_at"])
-            assert await _get(api, c, f"/admin/v1/tenants/{tid}/api-keys/{key_id}") == key
+            # A revoked key is listed (with revoked_at) but gone from its own URL.
+            if key["revoked_at"] is None:
+                assert await _get(api, c, f"/admin/v1/tenants/{tid}/api-keys/{key_id}") == key
+            else:
+                r = await api.client.get(f"/admin/v1/tenants/{tid}/api-keys/{key_id}",
+                                         headers=api.operator)
+                assert r.status_code == 404 and r.json()["type"] == "not_found", r.text
         assert sum(k["revoked_at"] is not None for k in keys.values()) == 1
         assert list(keys) == sorted(keys, reverse=True), "keys are listed newest first"
 
@@ -195,13 +201,26 @@ async def test_a_disabled_account_stays_listed_as_disabled(api: Api, created: Cr
     listed = _once(await _every_page(api, created, "/admin/v1/model-accounts", 200),
                    "account_id")
     assert listed["platform-0"]["enabled"] is False and listed["platform-1"]["enabled"] is True
+    # Deleted from its own URL, as DELETE says (the list keeps it, disabled), and so is a
+    # tenant's own account once disabled.
+    r = await api.client.get("/admin/v1/model-accounts/platform-0", headers=api.operator)
+    assert r.status_code == 404 and r.json()["type"] == "not_found", r.text
+    tid, own = next(iter(created.byok.items()))
+    for path in (f"/admin/v1/model-accounts/{own}",
+                 f"/admin/v1/tenants/{tid}/model-accounts/{own}"):
+        assert (await api.client.get(path, headers=api.operator)).status_code == 200, path
+    r = await api.client.delete(f"/admin/v1/model-accounts/{own}", headers=api.operator)
+    assert r.status_code == 200 and r.json()["enabled"] is False
+    for path in (f"/admin/v1/model-accounts/{own}",
+                 f"/admin/v1/tenants/{tid}/model-accounts/{own}"):
+        assert (await api.client.get(path, headers=api.operator)).status_code == 404, path
 
 
 async def test_another_tenants_resource_under_the_wrong_tenant_is_not_found(
     api: Api, created: Created,
 ) -> None:
     first, second = list(created.tenants)[:2]
-    key_id = next(iter(created.keys[first]))
+    key_id = next(k for k, key in created.keys[first].items() if key["revoked_at"] is None)
     platform_account = "platform-0"
     for path in (f"/admin/v1/tenants/{second}/api-keys/{key_id}",
                  f"/admin/v1/tenants/{second}/secrets/t0-crm",

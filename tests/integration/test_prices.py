@@ -90,9 +90,11 @@ async def test_an_unpriced_model_is_refused_saying_how_to_price_it(
     body = {"account_id": "qwen", "provider": "openai", "base_url": "http://127.0.0.1:9/v1",
             "models": ["scripted", "qwen2.5:7b"], "region": "us"}
     r = await api.client.post("/admin/v1/model-accounts", json=body, headers=api.operator)
-    assert r.status_code == 400, r.text
+    # The request is well formed; the platform has no price yet (pricing it is the fix).
+    assert r.status_code == 409, r.text
     problem = r.json()
-    assert problem["type"] == "validation_error"
+    assert (problem["type"], problem["field"], problem["models"]) == (
+        "conflict", "models", ["qwen2.5:7b"])
     assert "no price for qwen2.5:7b" in problem["detail"]
     assert "PUT /admin/v1/prices/qwen2.5:7b" in problem["detail"]
     assert await admin_conn.fetchval("SELECT count(*) FROM model_accounts") == 0
@@ -100,7 +102,7 @@ async def test_an_unpriced_model_is_refused_saying_how_to_price_it(
     soon = (datetime.now(UTC) + timedelta(days=1)).isoformat()
     await put_price(api, "qwen2.5:7b", {**FIRST, "effective_from": soon})
     r = await api.client.post("/admin/v1/model-accounts", json=body, headers=api.operator)
-    assert r.status_code == 400 and "qwen2.5:7b" in r.json()["detail"]
+    assert r.status_code == 409 and "qwen2.5:7b" in r.json()["detail"]
     await put_price(api, "qwen2.5:7b", FIRST)
     r = await api.client.post("/admin/v1/model-accounts", json=body, headers=api.operator)
     assert r.status_code == 201, r.text
@@ -147,7 +149,6 @@ async def test_bad_price_input_is_refused_and_writes_nothing(
         (LLAMA, {**FIRST, "per_second_micros": 5}),
         (LLAMA, {**FIRST, "surprise": 1}),
         (LLAMA, {**FIRST, "effective_from": "2030-01-01T00:00:00"}),  # no timezone
-        (LLAMA, {**FIRST, "effective_from": past}),
         (LLAMA, {**FIRST, "effective_from": "tomorrow"}),
         (LLAMA, [FIRST]),
         ("bad%00model", FIRST),
@@ -163,9 +164,23 @@ async def test_bad_price_input_is_refused_and_writes_nothing(
         assert r.status_code == 400, (model, body, r.text)
         assert r.headers["content-type"].startswith("application/problem+json")
         assert r.json()["type"] == "validation_error"
+    # Well formed, but the time it names has passed (calls were billed since): 409.
+    r = await api.client.put(f"/admin/v1/prices/{LLAMA}", headers=api.operator,
+                             json={**FIRST, "effective_from": past})
+    assert r.status_code == 409, r.text
+    assert (r.json()["type"], r.json()["field"]) == ("conflict", "effective_from")
     r = await api.client.put(f"/admin/v1/prices/{LLAMA}", json=FIRST)
     assert r.status_code == 401
     assert await admin_conn.fetchval("SELECT count(*) FROM model_prices") == 0
+
+
+async def test_a_whole_number_written_with_a_fraction_part_is_an_integer(api: Api) -> None:
+    """JSON Schema's `integer` is a number without a fraction: 7000000.0 is one (a
+    client's encoder may write it so); 1.5 is not (above)."""
+    body = {**FIRST, "output_per_m": float(FIRST["output_per_m"])}
+    r = await api.client.put(f"/admin/v1/prices/{LLAMA}", json=body, headers=api.operator)
+    assert r.status_code == 201, r.text
+    assert r.json()["output_per_m"] == FIRST["output_per_m"]
 
 
 async def test_a_version_is_never_changed_only_succeeded(
@@ -288,13 +303,22 @@ async def test_the_openapi_document_declares_the_price_routes_and_their_rules(
     (model,) = put["parameters"]
     assert model["in"] == "path" and model["schema"]["maxLength"] == 200
     assert "pattern" in model["schema"]
+    assert model["schema"]["not"] == {"const": "sandbox"}  # its own operations
     body = doc["components"]["schemas"]["PutPrice"]
     assert body["additionalProperties"] is False
-    for name in ("input_per_m", "cached_input_per_m", "cache_write_per_m", "output_per_m",
-                 "per_second_micros"):
-        (number, _) = body["properties"][name]["anyOf"]
+    assert set(body["required"]) == {"input_per_m", "cached_input_per_m", "output_per_m"}
+    for name in ("input_per_m", "cached_input_per_m", "output_per_m"):
+        number = body["properties"][name]
         assert (number["minimum"], number["maximum"]) == (0, 2**63 - 1), name
+    (number, _) = body["properties"]["cache_write_per_m"]["anyOf"]
+    assert (number["minimum"], number["maximum"]) == (0, 2**63 - 1)
     assert body["properties"]["effective_from"]["anyOf"][0]["format"] == "date-time"
+    sandbox = doc["paths"]["/admin/v1/prices/sandbox"]
+    assert set(sandbox) == {"get", "put"}
+    ref = sandbox["put"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    body = doc["components"]["schemas"][ref.rsplit("/", 1)[1]]
+    assert body["required"] == ["per_second_micros"] and body["additionalProperties"] is False
+    assert "409" in sandbox["put"]["responses"]
     listing = doc["paths"]["/admin/v1/prices"]["get"]
     assert {p["name"] for p in listing["parameters"]} == {"cursor", "limit"}
     assert "get" in doc["paths"]["/admin/v1/prices/{model}"]

@@ -47,8 +47,8 @@ MAX_BATCH_SECONDS = 86400.0
 MAX_WARM_IDLE_S = 3600.0
 NOT_FOUND = "No activity with this name (or not at this version)."
 #: Names that always mean this host or its network, whatever DNS says.
-_INTERNAL_NAMES = ("localhost", "localhost.localdomain", "metadata.google.internal")
-_INTERNAL_SUFFIXES = (".localhost", ".internal", ".local")
+INTERNAL_NAMES = ("localhost", "localhost.localdomain", "metadata.google.internal")
+INTERNAL_SUFFIXES = (".localhost", ".internal", ".local")
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,9 +147,9 @@ async def publish(db: Database, tenant: TenantId, name: str, bundle: Bundle,
                                                     list(settings.secrets))}
         missing = [n for n in settings.secrets if n not in held]
         if missing:
-            raise ValidationFailed(f"The tenant has no secret named {missing[0]!r}; store it "
-                                   "in the vault before an activity may read it.",
-                                   field="secrets", missing=missing)
+            raise Conflict(f"The tenant has no secret named {missing[0]!r}; store it in the "
+                           "vault before an activity may read it.",
+                           field="secrets", missing=missing)
         agent_id = AgentId.new()
         version = 1
         if await conn.fetchval(Q.insert_agent, tenant.value, agent_id.uuid, name) is None:
@@ -270,7 +270,7 @@ def _internal(entry: str) -> str | None:
     address = literal_address(name)
     if address is not None:
         return address_refusal(address)
-    if name in _INTERNAL_NAMES or name.endswith(_INTERNAL_SUFFIXES) or "." not in name:
+    if name in INTERNAL_NAMES or name.endswith(INTERNAL_SUFFIXES) or "." not in name:
         return "a local or internal name"
     return None
 

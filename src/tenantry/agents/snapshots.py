@@ -34,7 +34,9 @@ from tenantry.ids import AgentId, ApiKeyId, TenantId, uuid7
 Q = load(__package__, "snapshots.sql")
 
 AGENT_NOT_FOUND = "No agent with this id."
-NOT_FOUND = "This agent has no snapshot recorded for this model (none of its runs used it yet)."
+#: A Conflict, not a NotFound: the agent exists, and the model will have a snapshot once
+#: one of its runs is served it (the request can succeed later, unchanged).
+NO_SNAPSHOT = "This agent has no snapshot recorded for this model (none of its runs used it yet)."
 #: The longest snapshot id kept; a longer one (or one with control characters) is no id.
 MAX_ID_CHARS = 200
 #: Promotions listed with an agent's snapshots, newest first.
@@ -131,24 +133,26 @@ async def any_changed(db: Database, tenant: TenantId, agent: AgentId) -> bool:
 async def hold(db: Database, tenant: TenantId, agent: AgentId, model: str,
                held: bool) -> Snapshot:
     """Hold (or release) the agent's runs on the accepted snapshot of ``model``: runs
-    loaded from now on ask for it by id. NotFound: no agent, or no snapshot of ``model``."""
+    loaded from now on ask for it by id. NotFound: no agent; Conflict: no snapshot of
+    ``model`` yet."""
     async with db.tenant_tx(tenant) as conn:
         row = await conn.fetchrow(Q.hold, tenant.value, agent.uuid, model, held)
         if row is None:
             await _agent_or_404(conn, tenant, agent)
-            raise NotFound(NOT_FOUND)
+            raise Conflict(NO_SNAPSHOT, field="model")
     return _snapshot(row)
 
 
 async def promote(db: Database, tenant: TenantId, agent: AgentId, model: str,
                   provider_model: str, by: ApiKeyId) -> Snapshot:
     """Accept ``provider_model`` (the changed-to snapshot, or the accepted one to keep it)
-    and clear the change; who asked is recorded. Conflict: it is neither."""
+    and clear the change; who asked is recorded. Conflict: it is neither, or there is no
+    snapshot of ``model`` yet."""
     async with db.tenant_tx(tenant) as conn:
         row = await conn.fetchrow(Q.lock, tenant.value, agent.uuid, model)
         if row is None:
             await _agent_or_404(conn, tenant, agent)
-            raise NotFound(NOT_FOUND)
+            raise Conflict(NO_SNAPSHOT, field="model")
         if provider_model not in (row["accepted"], row["changed_to"]):
             raise Conflict(
                 f"{provider_model!r} is neither the accepted snapshot ({row['accepted']!r}) "

@@ -18,6 +18,8 @@ from pydantic import BaseModel, Field, JsonValue, PrivateAttr, field_validator, 
 from tenantry.activities.attempt import MAX_INPUT_BYTES
 from tenantry.activities.bundle import MAX_BUNDLE_BYTES, MAX_FILES, MAX_PATH_CHARS, Bundle
 from tenantry.activities.versions import (
+    INTERNAL_NAMES,
+    INTERNAL_SUFFIXES,
     MAX_BATCH_SECONDS,
     MAX_BATCH_TASKS,
     MAX_EGRESS,
@@ -33,9 +35,17 @@ from tenantry.activities.versions import (
 from tenantry.agents import flags
 from tenantry.api.agents import ReviewFlagOut
 from tenantry.api.auth import current_tenant, platform
-from tenantry.api.fields import Body, PositiveInt4, bounded_json
-from tenantry.api.pages import PageRequest, matching, page_request
-from tenantry.api.params import int4, parse_or_404, positive_int4_or_404
+from tenantry.api.fields import (
+    INT4_MAX,
+    PUBLIC_HOST_PATTERN,
+    Body,
+    PositiveInt4,
+    StoredJson,
+    bounded_json,
+)
+from tenantry.api.links import links, to
+from tenantry.api.pages import PageRequest, keyed_by, matching
+from tenantry.api.params import parse_or_404, positive_int4_or_404
 from tenantry.api.platform import Platform
 from tenantry.api.runs import _OVERLOADED
 from tenantry.errors import NotFound
@@ -51,14 +61,37 @@ router = APIRouter(tags=["activities"])
 # No '/': the name is a path segment of its routes.
 NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
 ActivityName = Annotated[str, Field(pattern=NAME_RE)]
-# A bundle path: the rest of its rules (no '..', no leading '/') are Bundle's.
-FilePath = Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS)]
-# Base64 of at most the bundle's limit (4 characters per 3 bytes).
-FileData = Annotated[str, Field(max_length=(MAX_BUNDLE_BYTES + 2) // 3 * 4)]
+# A bundle path (Bundle's rules): relative, '/'-separated, no empty, '.' or '..' part, no
+# backslash or NUL.
+_PART = r"([^/\\\x00]*[^./\\\x00][^/\\\x00]*|\.\.\.+)"
+FilePath = Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS,
+                                pattern=rf"^({_PART}/)*{_PART}$")]
+# Base64 (standard alphabet, padded) of at most the bundle's limit (4 characters per 3
+# bytes): what b64decode(validate=True) takes.
+FileData = Annotated[str, Field(
+    max_length=(MAX_BUNDLE_BYTES + 2) // 3 * 4,
+    pattern=r"^([A-Za-z0-9+/]{4})*([A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$")]
+_IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
+#: '<module path>.py:<function>': Python identifiers, the module a file of the bundle.
+Entrypoint = Annotated[str, Field(
+    max_length=300, pattern=rf"^({_IDENTIFIER}/)*{_IDENTIFIER}\.py:{_IDENTIFIER}$")]
 # The guest sets each secret as an environment variable: the vault name must be one.
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
-Host = Annotated[str, Field(pattern=r"^(\*\.)?[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?$")]
 ExitCode = Annotated[int, Field(ge=1, le=255)]
+
+
+def _any_case(text: str) -> str:
+    # JSON Schema patterns have no case-insensitive flag; hosts are compared in lower case.
+    return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else re.escape(c) for c in text)
+
+
+_INTERNAL = "|".join([*(rf"^(\*\.)?{_any_case(name)}" for name in INTERNAL_NAMES),
+                      *(_any_case(suffix) for suffix in INTERNAL_SUFFIXES)])
+#: An activity's egress entry: a public host name (a domain of two or more labels, never an
+#: address, nothing local or internal by its name), `*.` its subdomains, an optional port.
+PublicHost = Annotated[str, Field(
+    max_length=253, pattern=PUBLIC_HOST_PATTERN,
+    json_schema_extra={"not": {"pattern": rf"({_INTERNAL})(:[0-9]+)?$"}})]
 _DEFAULTS = ActivitySettings()
 
 
@@ -90,15 +123,15 @@ class VersionBody(Body):
         min_length=1, max_length=MAX_FILES,
         description=f"Relative POSIX path → base64 contents; at most {MAX_FILES} files and "
                     f"{MAX_BUNDLE_BYTES} bytes decoded in all.")
-    entrypoint: str = Field(max_length=300, description="'<module>.py:<function>', a file "
-                                                        "of the bundle.")
+    entrypoint: Entrypoint = Field(description="'<module>.py:<function>': the module is a "
+                                               "file of the bundle.")
     timeout_seconds: float = Field(default=_DEFAULTS.timeout_s, gt=0, le=MAX_TIMEOUT_S,
                                    allow_inf_nan=False)
     retry: RetryBody = Field(default_factory=RetryBody)
     secrets: list[EnvName] = Field(default_factory=list, max_length=MAX_SECRETS,
                                    description="Vault secret names the tenant holds; only "
                                                "these reach the sandbox.")
-    egress: list[Host] = Field(default_factory=list, max_length=MAX_EGRESS,
+    egress: list[PublicHost] = Field(default_factory=list, max_length=MAX_EGRESS,
                                description="Public hosts the code may reach.")
     retryable_exit_codes: list[ExitCode] = Field(default_factory=list, max_length=255)
     max_sandbox_deaths: int = Field(default=_DEFAULTS.max_sandbox_deaths, ge=1, le=100)
@@ -191,7 +224,7 @@ class EnqueueTask(Body):
     activity: ActivityName
     version: PositiveInt4 | None = Field(default=None, description="Default: the latest, "
                                                                    "pinned now.")
-    input: JsonValue = Field(default=None, description=f"Any JSON, at most {MAX_INPUT_BYTES} "
+    input: StoredJson = Field(default=None, description=f"Any JSON, at most {MAX_INPUT_BYTES} "
                                                        "bytes; null means {}.")
 
     @field_validator("input")
@@ -286,11 +319,13 @@ class AttemptList(BaseModel):
 _ACTIVITY_CURSOR = matching(NAME_RE)
 
 
+#: An attempt page's cursor: its last attempt's seq. Any seq is a position (past the
+#: last attempt, the page is empty), so one past an int4 reads as the largest.
+_SEQ_CURSOR = r"^[0-9]{1,10}$"
+
+
 def _seq_cursor(text: str) -> int:
-    value = int4(text)
-    if value is None or value < 1:
-        raise ValueError("not a seq")
-    return value
+    return min(int(text), INT4_MAX)
 
 
 def _activity_out(found: ActivityVersion, flag: flags.ReviewFlag | None = None) -> ActivityOut:
@@ -348,8 +383,24 @@ def _name_or_404(name: str) -> str:
     return name
 
 
+_PUBLISH_CONFLICT = {"description": "`conflict` (with `field`): the name is one of the "
+                                    "tenant's agents, or `secrets` names a secret the "
+                                    "tenant does not have."}
+_THE_VERSION = {"name": "$response.body#/name", "version": "$response.body#/version"}
+_PUBLISHED = links(
+    GetActivity=to("GET", "/v1/activities/{name}", "Its latest version.",
+                   parameters={"name": "$response.body#/name"}),
+    GetActivityVersion=to("GET", "/v1/activities/{name}/versions/{version}",
+                          "The version just published.", parameters=_THE_VERSION),
+    NewActivityVersion=to("POST", "/v1/activities/{name}/versions", "Publish its next "
+                          "version.", parameters={"name": "$response.body#/name"}),
+    EnqueueTask=to("POST", "/v1/activity-tasks", "Run the version just published.",
+                   body={"activity": "$response.body#/name",
+                         "version": "$response.body#/version"}))
+
+
 @router.post("/v1/activities", status_code=201, response_model=ActivityOut, responses={
-    409: {"description": "`conflict`: the name is one of the tenant's agents."}})
+    201: _PUBLISHED, 409: _PUBLISH_CONFLICT})
 async def create_activity(
     body: CreateActivity, response: Response,
     tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
@@ -361,8 +412,7 @@ async def create_activity(
 
 
 @router.post("/v1/activities/{name}/versions", status_code=201, response_model=ActivityOut,
-             responses={409: {"description": "`conflict`: the name is one of the tenant's "
-                                             "agents."}})
+             responses={201: _PUBLISHED, 409: _PUBLISH_CONFLICT})
 async def create_version(
     name: str, body: VersionBody, response: Response,
     tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
@@ -377,7 +427,7 @@ async def create_version(
 
 @router.get("/v1/activities", response_model=ActivityList)
 async def list_activities(
-    page: PageRequest = Depends(page_request),
+    page: PageRequest = Depends(keyed_by(NAME_RE)),
     tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
 ) -> ActivityList:
     """The tenant's activities by name, each with its latest version."""
@@ -405,7 +455,16 @@ async def get_activity_version(
                               await p.activities.version(tenant, _name_or_404(name), number))
 
 
+_THE_TASK = {"task_id": "$response.body#/task_id"}
+
+
 @router.post("/v1/activity-tasks", status_code=202, response_model=TaskStarted, responses={
+    202: links(GetTask=to("GET", "/v1/activity-tasks/{task_id}", "The task just enqueued.",
+                          parameters=_THE_TASK),
+               TaskAttempts=to("GET", "/v1/activity-tasks/{task_id}/attempts",
+                               "Its attempts.", parameters=_THE_TASK),
+               CancelTask=to("POST", "/v1/activity-tasks/{task_id}/cancel", "Cancel it.",
+                             parameters=_THE_TASK)),
     409: {"description": "`conflict`: the Idempotency-Key was used with a different task "
                          "(`tombstoned: true`: by a task since deleted); `tenant_erased`: "
                          "the tenant is being erased and admits nothing; "
@@ -435,7 +494,7 @@ async def enqueue_task(
 
 @router.get("/v1/activity-tasks", response_model=TaskList)
 async def list_tasks(
-    page: PageRequest = Depends(page_request),
+    page: PageRequest = Depends(keyed_by(RunId.pattern())),
     status: RunStatus | None = Query(None, description="Only tasks in this status (a dead "
                                                        "letter's is `waiting`)."),
     dead_lettered: bool | None = Query(None, description="true: only dead letters; false: "
@@ -473,7 +532,7 @@ async def requeue_task(
 
 @router.get("/v1/activity-tasks/{task_id}/attempts", response_model=AttemptList)
 async def list_attempts(
-    task_id: str, page: PageRequest = Depends(page_request),
+    task_id: str, page: PageRequest = Depends(keyed_by(_SEQ_CURSOR)),
     tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
 ) -> AttemptList:
     """The task's attempt log, oldest first: each attempt's outcome, exit code, whether it

@@ -8,7 +8,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends, Path, Response
 from pydantic import BaseModel, Field
 
 from tenantry.api.auth import operator, platform
@@ -16,6 +16,7 @@ from tenantry.api.console import action_log, epoch
 from tenantry.api.fields import (
     LABEL_RE,
     SECRET_NAME_RE,
+    SLUG_RE,
     Body,
     HttpUrl,
     Label,
@@ -23,11 +24,12 @@ from tenantry.api.fields import (
     Slug,
     Text,
 )
-from tenantry.api.pages import PageRequest, matching, page_request
+from tenantry.api.links import links, to
+from tenantry.api.pages import PageRequest, keyed_by, matching
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.config import ANY_REGION, Settings
-from tenantry.errors import NotFound, RegionNotServed, ValidationFailed
+from tenantry.errors import Conflict, NotFound, RegionNotServed, ValidationFailed
 from tenantry.ids import ApiKeyId, TenantId
 from tenantry.tenants import service
 from tenantry.tools import servers
@@ -199,8 +201,26 @@ def served_region(settings: Settings, asked: str | None) -> str:
     return region
 
 
+_THE_TENANT = {"tenant_id": "$response.body#/tenant_id"}
+_IN_THE_TENANT = {"tenant_id": "$request.path.tenant_id"}
+
+
 @router.post("/tenants", status_code=201, response_model=CreatedTenantOut,
-             responses=_REGION_NOT_SERVED)
+             responses={201: links(
+                 GetTenant=to("GET", "/admin/v1/tenants/{tenant_id}", "The tenant just "
+                              "created.", parameters=_THE_TENANT),
+                 IssueKey=to("POST", "/admin/v1/tenants/{tenant_id}/api-keys", "An API key "
+                             "for it.", parameters=_THE_TENANT),
+                 GetPolicy=to("GET", "/admin/v1/tenants/{tenant_id}/policy", "Its policy.",
+                              parameters=_THE_TENANT),
+                 GetRetention=to("GET", "/admin/v1/tenants/{tenant_id}/retention",
+                                 "Its retention.", parameters=_THE_TENANT),
+                 RegisterToolServer=to("POST", "/admin/v1/tenants/{tenant_id}/tool-servers",
+                                       "An MCP server for its runs.",
+                                       parameters=_THE_TENANT),
+                 EraseTenant=to("POST", "/admin/v1/tenants/{tenant_id}/erase", "Erase it.",
+                                parameters=_THE_TENANT)),
+                 **_REGION_NOT_SERVED})
 async def create_tenant(body: CreateTenant, p: Platform = Depends(platform)) -> CreatedTenantOut:
     tenant_id = TenantId.parse(body.tenant_id) if body.tenant_id else None
     region = served_region(p.settings, body.region)
@@ -214,7 +234,7 @@ async def create_tenant(body: CreateTenant, p: Platform = Depends(platform)) -> 
 
 @router.get("/tenants", response_model=TenantList)
 async def list_tenants(
-    page: PageRequest = Depends(page_request), p: Platform = Depends(platform)
+    page: PageRequest = Depends(keyed_by(SLUG_RE)), p: Platform = Depends(platform)
 ) -> TenantList:
     """Every tenant, ordered by id."""
     found = await service.list_tenants(p.cross_tenant_db,
@@ -238,7 +258,16 @@ async def get_tenant(tenant_id: str, p: Platform = Depends(platform)) -> TenantO
     return _tenant_out(await service.get_tenant(p.db, tenant))
 
 
-@router.post("/tenants/{tenant_id}/api-keys", status_code=201, response_model=KeyOut)
+_THE_KEY = {**_IN_THE_TENANT, "key_id": "$response.body#/key_id"}
+
+
+@router.post("/tenants/{tenant_id}/api-keys", status_code=201, response_model=KeyOut,
+             responses={201: links(
+                 GetKey=to("GET", "/admin/v1/tenants/{tenant_id}/api-keys/{key_id}",
+                           "The key just issued (never its secret again).",
+                           parameters=_THE_KEY),
+                 RevokeKey=to("DELETE", "/admin/v1/tenants/{tenant_id}/api-keys/{key_id}",
+                              "Revoke it.", parameters=_THE_KEY))})
 async def create_api_key(
     tenant_id: str, body: CreateKey | None = None, p: Platform = Depends(platform)
 ) -> KeyOut:
@@ -257,7 +286,8 @@ def _key_out(k: service.ApiKeyInfo) -> ApiKeyOut:
 
 @router.get("/tenants/{tenant_id}/api-keys", response_model=ApiKeyList)
 async def list_api_keys(
-    tenant_id: str, page: PageRequest = Depends(page_request), p: Platform = Depends(platform)
+    tenant_id: str, page: PageRequest = Depends(keyed_by(ApiKeyId.pattern())),
+    p: Platform = Depends(platform)
 ) -> ApiKeyList:
     """The tenant's keys, revoked ones included, newest first."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
@@ -269,9 +299,14 @@ async def list_api_keys(
 
 @router.get("/tenants/{tenant_id}/api-keys/{key_id}", response_model=ApiKeyOut)
 async def get_api_key(tenant_id: str, key_id: str, p: Platform = Depends(platform)) -> ApiKeyOut:
+    """A key that works: a revoked one (DELETE) answers 404 here, as a deleted resource
+    does; the tenant's list still shows it, with `revoked_at`."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
     key = parse_or_404(ApiKeyId, key_id, service.KEY_NOT_FOUND)
-    return _key_out(await service.get_api_key(p.db, tenant, key))
+    found = await service.get_api_key(p.db, tenant, key)
+    if found.revoked_at is not None:
+        raise NotFound(service.KEY_NOT_FOUND)
+    return _key_out(found)
 
 
 @router.delete("/tenants/{tenant_id}/api-keys/{key_id}", response_model=RevokedOut)
@@ -309,8 +344,16 @@ def _server_out(s: servers.ToolServer) -> ToolServerOut:
     )
 
 
+_THE_SERVER = {**_IN_THE_TENANT, "name": "$response.body#/name"}
+
+
 @router.post("/tenants/{tenant_id}/tool-servers", status_code=201, response_model=ToolServerOut,
-             responses={**_UNREACHABLE, **VAULT_ERROR})
+             responses={201: links(
+                 GetToolServer=to("GET", "/admin/v1/tenants/{tenant_id}/tool-servers/{name}",
+                                  "The server just registered.", parameters=_THE_SERVER),
+                 Repin=to("POST", "/admin/v1/tenants/{tenant_id}/tool-servers/{name}/pin",
+                          "Accept its tool list again.", parameters=_THE_SERVER)),
+                 **_UNREACHABLE, **VAULT_ERROR})
 async def register_tool_server(
     tenant_id: str, body: RegisterToolServer, p: Platform = Depends(platform)
 ) -> ToolServerOut:
@@ -350,20 +393,28 @@ async def _credential(p: Platform, tenant: TenantId, secret: str | None) -> dict
     try:
         value = await p.vault.get(tenant, secret)
     except NotFound:
-        raise ValidationFailed(f"secret: no secret named {secret!r} for this tenant") from None
+        raise Conflict(f"secret: no secret named {secret!r} for this tenant",
+                       field="secret") from None
     return {"Authorization": f"Bearer {value}"}
 
 
+_STORED = links(GetSecret=to(
+    "GET", "/admin/v1/tenants/{tenant_id}/secrets/{name}", "The secret's name and dates.",
+    parameters={**_IN_THE_TENANT, "name": "$request.path.name"}))
+
+
 @router.put("/tenants/{tenant_id}/secrets/{name}", response_model=SecretOut,
-            responses={201: {"description": "Created", "model": SecretOut}, **VAULT_ERROR})
+            responses={200: _STORED, 201: {"description": "Created", "model": SecretOut,
+                                           **_STORED}, **VAULT_ERROR})
 async def put_secret(
-    tenant_id: str, name: str, body: PutSecret, response: Response,
+    tenant_id: str, body: PutSecret, response: Response,
+    # The name a secret is stored under: its rule is the document's (a name that is none
+    # is a 400 here, where reading one is a 404 like any lookup).
+    name: str = Path(pattern=SECRET_NAME_RE, max_length=128),
     p: Platform = Depends(platform),
 ) -> SecretOut:
     """Store a secret, encrypted with the tenant's data key. Write-only: no API returns it."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
-    if not _SECRET_NAME.fullmatch(name):
-        raise ValidationFailed("name: 1-128 characters of A-Z, a-z, 0-9, '_', '.', '-'")
     await service.get_tenant(p.db, tenant)
     if p.vault is None:
         raise ValidationFailed("the vault is not configured (TENANTRY_MASTER_KEY)")
@@ -374,7 +425,8 @@ async def put_secret(
 
 @router.get("/tenants/{tenant_id}/secrets", response_model=SecretList)
 async def list_secrets(
-    tenant_id: str, page: PageRequest = Depends(page_request), p: Platform = Depends(platform)
+    tenant_id: str, page: PageRequest = Depends(keyed_by(SECRET_NAME_RE)),
+    p: Platform = Depends(platform)
 ) -> SecretList:
     """Names and dates only, ordered by name."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
@@ -400,7 +452,8 @@ def _secret_out(s: vault_store.SecretInfo) -> SecretOut:
 
 @router.get("/tenants/{tenant_id}/tool-servers", response_model=ToolServerList)
 async def list_tool_servers(
-    tenant_id: str, page: PageRequest = Depends(page_request), p: Platform = Depends(platform)
+    tenant_id: str, page: PageRequest = Depends(keyed_by(LABEL_RE)),
+    p: Platform = Depends(platform)
 ) -> ToolServerList:
     """The tenant's tool servers, ordered by name."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)

@@ -13,23 +13,25 @@ from tenantry.activities import versions as activity_versions
 from tenantry.agents import activity_tools, child_tools, flags, service, snapshots
 from tenantry.agents.spec import AgentSpec, ChildAgent, Limits, SandboxPolicy, SummarizePolicy
 from tenantry.api.auth import current_tenant, platform
-from tenantry.api.fields import Body, PositiveInt4, Text
-from tenantry.api.pages import PageRequest, page_request
+from tenantry.api.fields import Body, EgressHost, PositiveInt4, Text
+from tenantry.api.links import links, to
+from tenantry.api.pages import PageRequest, keyed_by
 from tenantry.api.params import parse_or_404, positive_int4_or_404
 from tenantry.api.platform import Platform
-from tenantry.errors import Conflict, NotFound, ValidationFailed
+from tenantry.errors import Conflict, NotFound
 from tenantry.ids import AgentId, TenantId
 from tenantry.sandbox.egress import EgressPolicy
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
+_AGENT_PAGE = keyed_by(AgentId.pattern())
 
 # A tool's name, or one of the tenant's activities: activity:<name>[@<version>] (ADR 0015).
 ToolName = Annotated[str, Field(
     pattern=r"^([A-Za-z0-9_.-]{1,64}|activity:[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}"
             r"(@[1-9][0-9]{0,8})?)$")]
+#: An entry of a version's tools: any tool name but the built-in `start_agent` (ChildBody).
+VersionTool = Annotated[ToolName, Field(json_schema_extra={"not": {"const": child_tools.TOOL}})]
 _DEFAULTS = Limits()
-# A host name, optionally `*.`-prefixed (its subdomains), optionally `:port`.
-Host = Annotated[str, Field(pattern=r"^(\*\.)?[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?$")]
 
 
 class LimitsBody(Body):
@@ -37,7 +39,7 @@ class LimitsBody(Body):
     max_tokens: int = Field(default=_DEFAULTS.max_tokens, ge=1, le=1_000_000_000)
     max_cost_micros: int = Field(default=_DEFAULTS.max_cost_micros, ge=0, le=10**12)
     repeat_limit: int = Field(
-        default=_DEFAULTS.repeat_limit, ge=0, le=100,
+        default=_DEFAULTS.repeat_limit, ge=0, le=100, json_schema_extra={"not": {"const": 1}},
         description="The same tool call with the same arguments (or a cycle of identical "
                     "replies) this many times in a row is refused with a tool error; once "
                     "more stops the run (reason `repeating`). 0 turns it off; 1 is refused "
@@ -68,7 +70,7 @@ class SummarizeBody(Body):
 
 
 class SandboxBody(Body):
-    egress: list[Host] = Field(default_factory=list, max_length=64)
+    egress: list[EgressHost] = Field(default_factory=list, max_length=64)
     code_honours_keys: bool = Field(
         default=False,
         description="This version's code passes each call's idempotency key (the "
@@ -81,9 +83,8 @@ class SandboxBody(Body):
     @field_validator("egress")
     @classmethod
     def _egress_entries(cls, hosts: list[str]) -> list[str]:
-        # The pattern lets through what no host is (``a..b``, ``-x``, port 0 or 99999):
-        # the proxy's own parser judges each entry now, so a version that saves is one
-        # its sandboxes can enforce.
+        # The proxy's own parser judges each entry too (it takes every entry of the
+        # pattern): a version that saves is one its sandboxes can enforce.
         for index, host in enumerate(hosts):
             try:
                 EgressPolicy((host,))
@@ -117,15 +118,21 @@ class VersionBody(Body):
         default_factory=list, max_length=8
     )
     system_prompt: Text = Field(max_length=100_000)
-    tools: list[ToolName] = Field(default_factory=list, max_length=128)
-    needs_approval: list[ToolName] = Field(default_factory=list, max_length=128)
+    tools: list[VersionTool] = Field(
+        default_factory=list, max_length=128, json_schema_extra={"uniqueItems": True},
+        description="Tool names (a registered server's) and `activity:<name>[@<version>]` "
+                    "entries (each an activity of this tenant); no two the model would see "
+                    "under one name (`activity:a.b` is shown as `a_b`).")
+    needs_approval: list[ToolName] = Field(
+        default_factory=list, max_length=128,
+        description="Tools of `tools` whose calls wait for a human's approval.")
     limits: LimitsBody = Field(default_factory=LimitsBody)
     sandbox: SandboxBody = Field(default_factory=SandboxBody)
     children: list[ChildBody] = Field(
         default_factory=list, max_length=32,
         description="Agents the model may start as child runs (the built-in `start_agent` "
-                    "tool); each child is its own run, and the parent waits for it without "
-                    "holding a slot.")
+                    "tool), each agent once, no two of the same name; each child is its own "
+                    "run, and the parent waits for it without holding a slot.")
     summarize: SummarizeBody | None = None
 
     @model_validator(mode="after")
@@ -256,7 +263,7 @@ async def _check_activities(p: Platform, tenant: TenantId, body: VersionBody) ->
             await activity_versions.get(p.db, tenant, tool.name, tool.version)
         except NotFound:
             pinned = f" at version {tool.version}" if tool.version is not None else ""
-            raise ValidationFailed(
+            raise Conflict(
                 f"tools: {entry!r} names no activity of this tenant{pinned}; publish it "
                 "with POST /v1/activities first", field="tools") from None
 
@@ -274,22 +281,49 @@ async def _children(p: Platform, tenant: TenantId, body: VersionBody) -> AgentSp
                      else await service.get_version(p.db, tenant, agent, child.version))
         except (ValueError, NotFound):
             pinned = f" at version {child.version}" if child.version is not None else ""
-            raise ValidationFailed(f"{field}: {child.agent_id!r} names no agent of this "
-                                   f"tenant{pinned}", field=field) from None
+            raise Conflict(f"{field}: {child.agent_id!r} names no agent of this "
+                           f"tenant{pinned}", field=field) from None
         children.append(ChildAgent(str(agent), child.version, found.name))
     names = [c.name for c in children]
     if len(set(names)) != len(names):
-        raise ValidationFailed("children: two agents have the same name", field="children")
+        raise Conflict("children: two agents have the same name", field="children")
     return replace(body.to_spec(), children=tuple(children))
 
 
-_PUBLISH_RESPONSES: dict[int | str, dict[str, Any]] = {400: {
-    "description": "`validation_error`: the body is invalid, an `activity:` tool names "
-                   "an activity (or version) the tenant does not have, or a child names "
-                   "an agent (or version) the tenant does not have."}}
+#: What the body names must exist: a well-formed name of nothing is the tenant's data
+#: (409), not a malformed request (400).
+_PUBLISH_RESPONSES: dict[int | str, dict[str, Any]] = {409: {
+    "description": "`conflict` (with `field`): an `activity:` tool names an activity (or "
+                   "version) the tenant does not have, a child names an agent (or version) "
+                   "it does not have, or two children have the same name."}}
 
 
-@router.post("", status_code=201, response_model=AgentOut, responses=_PUBLISH_RESPONSES)
+_THE_AGENT = {"agent_id": "$response.body#/agent_id"}
+_CREATED = links(
+    GetAgent=to("GET", "/v1/agents/{agent_id}", "The agent just created.",
+                parameters=_THE_AGENT),
+    GetVersion=to("GET", "/v1/agents/{agent_id}/versions/{version}", "Its version 1.",
+                  parameters={**_THE_AGENT, "version": "$response.body#/version"}),
+    NewVersion=to("POST", "/v1/agents/{agent_id}/versions", "Publish its next version.",
+                  parameters=_THE_AGENT),
+    # Without a webhook: the run's own links lead on to its deletion, which waits for a
+    # webhook's delivery (409 webhook_pending).
+    StartRun=to("POST", "/v1/runs", "Run it.",
+                body={"agent_id": "$response.body#/agent_id", "input": "Hello",
+                      "webhook": None}),
+    CreateTestSet=to("POST", "/v1/agents/{agent_id}/test-sets", "Cases to evaluate its "
+                     "versions on.", parameters=_THE_AGENT))
+_PUBLISHED = links(
+    GetVersion=to("GET", "/v1/agents/{agent_id}/versions/{version}", "The version just "
+                  "published.", parameters={"agent_id": "$request.path.agent_id",
+                                            "version": "$response.body#/version"}),
+    Promote=to("POST", "/v1/agents/{agent_id}/promote", "Make it the live version.",
+               parameters={"agent_id": "$request.path.agent_id"},
+               body={"version": "$response.body#/version"}))
+
+
+@router.post("", status_code=201, response_model=AgentOut,
+             responses={201: _CREATED, **_PUBLISH_RESPONSES})
 async def create_agent(
     body: CreateAgent, response: Response,
     tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
@@ -303,7 +337,7 @@ async def create_agent(
 
 @router.get("", response_model=AgentList)
 async def list_agents(
-    page: PageRequest = Depends(page_request),
+    page: PageRequest = Depends(_AGENT_PAGE),
     tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
 ) -> AgentList:
     agents = await service.list_agents(p.db, tenant, before=page.position(AgentId.parse),
@@ -328,7 +362,7 @@ async def get_agent(
 
 
 @router.post("/{agent_id}/versions", status_code=201, response_model=AgentOut,
-             responses=_PUBLISH_RESPONSES)
+             responses={201: _PUBLISHED, **_PUBLISH_RESPONSES})
 async def create_version(
     agent_id: str, body: NewVersion, response: Response,
     tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),

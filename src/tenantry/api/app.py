@@ -21,6 +21,7 @@ from tenantry.api import (
     billing,
     console,
     evaluations,
+    fields,
     inbox,
     metrics,
     model_accounts,
@@ -140,6 +141,37 @@ def _credentials(routers: list[APIRouter]) -> dict[str, str]:
     return schemes
 
 
+def _left_out_not_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """A parameter's schema without FastAPI's ``null`` branch (``X | None`` is written
+    ``anyOf: [X, null]``): an optional parameter is left out, and ``null`` sent as text
+    is refused like any other text that is not an X."""
+    options = schema.get("anyOf")
+    if not isinstance(options, list) or {"type": "null"} not in options:
+        return schema
+    kept = [option for option in options if option != {"type": "null"}]
+    rest = {key: value for key, value in schema.items()
+            if key != "anyOf" and not (key == "default" and value is None)}
+    return {**kept[0], **rest} if len(kept) == 1 else {**rest, "anyOf": kept}
+
+
+def _keys_by_pattern(node: object) -> None:
+    """pydantic writes a dict whose keys have a pattern as ``patternProperties``, which
+    allows keys of any other shape too; the model refuses them: say ``propertyNames``."""
+    if isinstance(node, list):
+        for item in node:
+            _keys_by_pattern(item)
+    elif isinstance(node, dict):
+        by_pattern = node.get("patternProperties")
+        if isinstance(by_pattern, dict) and len(by_pattern) == 1 and (
+                "additionalProperties" not in node):
+            [(pattern, values)] = by_pattern.items()
+            node["propertyNames"] = {**node.get("propertyNames", {}), "pattern": pattern}
+            node["additionalProperties"] = values
+            del node["patternProperties"]
+        for value in node.values():
+            _keys_by_pattern(value)
+
+
 def _openapi(app: FastAPI, routers: list[APIRouter]) -> dict[str, Any]:
     """FastAPI's document, corrected to what the API really answers: validation errors are
     400 problem+json (not 422), every error is problem+json, and every route may answer
@@ -152,6 +184,7 @@ def _openapi(app: FastAPI, routers: list[APIRouter]) -> dict[str, Any]:
     schemas.pop("HTTPValidationError", None)
     schemas.pop("ValidationError", None)
     schemas["Problem"] = _PROBLEM_SCHEMA
+    schemas["StoredJson"] = fields.STORED_JSON_SCHEMA
     schemas.setdefault("EventPage", runs.EventPage.model_json_schema(
         ref_template="#/components/schemas/{model}"))
     for name, sub in schemas["EventPage"].pop("$defs", {}).items():
@@ -159,11 +192,15 @@ def _openapi(app: FastAPI, routers: list[APIRouter]) -> dict[str, Any]:
     # FastAPI renders numeric bounds as floats, and 2^63-1 does not survive that (it reads
     # back as 2^63): the price body's schema is pydantic's own, exact.
     schemas["PutPrice"] = prices.PutPrice.model_json_schema()
+    schemas["PutSandboxPrice"] = prices.PutSandboxPrice.model_json_schema()
+    _keys_by_pattern(doc)
     ref = {"$ref": "#/components/schemas/Problem"}
     problem = {"content": {problems.MEDIA_TYPE: {"schema": ref}}}
     schemes = _credentials(routers)
     for path, operations in doc["paths"].items():
         for method, operation in operations.items():
+            for parameter in operation.get("parameters", ()):
+                parameter["schema"] = _left_out_not_null(parameter["schema"])
             responses = operation.setdefault("responses", {})
             responses.pop("422", None)
             answers: list[tuple[str, str]] = []

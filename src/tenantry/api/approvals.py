@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from tenantry.api.auth import current_tenant, platform
 from tenantry.api.fields import Body, Text
-from tenantry.api.pages import PageRequest, page_request
+from tenantry.api.pages import PageRequest, keyed_by
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.ids import ApprovalId, TenantId
@@ -19,6 +19,7 @@ from tenantry.runs import approvals as decisions
 from tenantry.tools import approvals
 
 router = APIRouter(prefix="/v1/approvals", tags=["approvals"])
+_APPROVAL_PAGE = keyed_by(ApprovalId.pattern())
 
 
 class ApprovalOut(BaseModel):
@@ -55,7 +56,7 @@ def _out(a: approvals.ApprovalView) -> ApprovalOut:
 @router.get("", response_model=ApprovalList)
 async def list_approvals(
     status: Literal["pending", "approved", "denied", "expired", "cancelled"] | None = Query(None),
-    page: PageRequest = Depends(page_request),
+    page: PageRequest = Depends(_APPROVAL_PAGE),
     tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
 ) -> ApprovalList:
     found = await approvals.list_approvals(p.db, tenant, status=status,

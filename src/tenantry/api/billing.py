@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tenantry.api.admin import Label
 from tenantry.api.auth import operator, platform
+from tenantry.api.fields import HttpUrl, exactly_one_given
 from tenantry.api.params import PageLimit
 from tenantry.api.platform import Platform
 from tenantry.api.problems import MEDIA_TYPE
@@ -24,6 +25,7 @@ router = APIRouter(prefix="/admin/v1/billing", tags=["operator"],
 
 MAX_DAYS = 366
 EARLIEST, LATEST = date(2000, 1, 1), date(2099, 12, 31)
+_YEARS = "^20[0-9]{2}-"  # EARLIEST to LATEST, as the document can say it
 
 
 class FetchReport(BaseModel):
@@ -35,19 +37,22 @@ class FetchReport(BaseModel):
                     "or logged.")
     costs: bool = Field(default=True, description="Fetch the cost report too and compare "
                                                   "cost.")
-    base_url: str | None = Field(
-        default=None, pattern=r"^https?://[^\s]+$", max_length=2048,
-        description="Where the report API is; default: the account's base URL.")
+    base_url: HttpUrl | None = Field(
+        default=None, description="Where the report API is; default: the account's base URL.")
 
 
 class ReconcileIn(BaseModel):
     """Exactly one of `export` (the report the operator downloaded) and `fetch` (fetch it
     from the provider's admin endpoint now)."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True,
+                              json_schema_extra=exactly_one_given("export", "fetch"))
     account: Label = Field(description="The model account (`account_id`).")
-    from_: date = Field(alias="from", description="First UTC day, inclusive.")
-    to: date = Field(description="Last UTC day, inclusive.")
+    from_: date = Field(alias="from", json_schema_extra={"pattern": _YEARS},
+                        description="First UTC day, inclusive.")
+    to: date = Field(json_schema_extra={"pattern": _YEARS},
+                     description=f"Last UTC day, inclusive; not before `from`, at most "
+                                 f"{MAX_DAYS} days in all.")
     export: ProviderExport | None = Field(
         default=None, description="The provider's usage report pages (and cost report "
                                   "pages), in the provider's own format; `format` names it "

@@ -8,20 +8,31 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Response
-from pydantic import BaseModel, Field, JsonValue, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 
 from tenantry.agents import service as agents
 from tenantry.api.agents import ToolName
 from tenantry.api.auth import Caller, current_caller, current_tenant, platform
-from tenantry.api.fields import Body, PositiveInt4, Text, bounded_json, storable_json
-from tenantry.api.pages import PageRequest, page_request
+from tenantry.api.fields import (
+    Body,
+    PositiveInt4,
+    StoredJson,
+    StoredJsonObject,
+    Text,
+    bounded_json,
+    exactly_one_given,
+    one_or_more_given,
+    storable_json,
+)
+from tenantry.api.links import links, to
+from tenantry.api.pages import PageRequest, keyed_by
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.api.runs import _OVERLOADED
-from tenantry.errors import NotFound, ValidationFailed
+from tenantry.errors import Conflict, NotFound
 from tenantry.evaluations import service, test_sets
 from tenantry.evaluations.checks import PatternRefused, compile_pattern
-from tenantry.ids import AgentId, EvaluationId, TenantId, TestSetId
+from tenantry.ids import AgentId, EvaluationId, RunId, TenantId, TestSetId
 
 router = APIRouter(prefix="/v1/agents", tags=["evaluations"])
 
@@ -37,7 +48,7 @@ def _json(value: JsonValue, where: str) -> JsonValue:
 
 class ToolWithBody(Body):
     tool: ToolName
-    arguments: dict[str, JsonValue] = Field(
+    arguments: StoredJsonObject = Field(
         default_factory=dict, description="Every key given must be in the call's arguments "
                                           "with an equal value (others may be there too).")
 
@@ -59,7 +70,7 @@ class ChecksBody(Body):
         default=None, description="A regular expression in RE2's syntax (Python's, without "
                                   "look-arounds or backreferences), searched anywhere in the "
                                   "answer in linear time.")
-    answer_equals_json: JsonValue = Field(
+    answer_equals_json: StoredJson = Field(
         default=None, description="The answer, read as JSON, equals this value (set it to "
                                   "check; null is a value too once given).")
     tools_called: list[ToolName] = Field(default_factory=list, max_length=20)
@@ -98,8 +109,10 @@ class ChecksBody(Body):
 class RecordedBody(Body):
     """What the tool returned for these arguments (give `result` or `error`)."""
 
+    model_config = ConfigDict(json_schema_extra=exactly_one_given("result", "error"))
+
     tool: ToolName
-    arguments: dict[str, JsonValue] = Field(default_factory=dict)
+    arguments: StoredJsonObject = Field(default_factory=dict)
     result: Annotated[Text, Field(max_length=MAX_RESULT_CHARS)] | None = None
     error: Annotated[Text, Field(min_length=1, max_length=MAX_RESULT_CHARS)] | None = None
 
@@ -117,13 +130,15 @@ class RecordedBody(Body):
 
 
 class CaseBody(Body):
+    model_config = ConfigDict(json_schema_extra=one_or_more_given("input", "from_run"))
+
     name: Annotated[Text, Field(min_length=1, max_length=200)] | None = None
-    input: JsonValue = Field(default=None, description="The run's input (any JSON but null, "
+    input: StoredJson = Field(default=None, description="The run's input (any JSON but null, "
                                                        "at most 64 KiB); with `from_run`, "
                                                        "that run's input when omitted.")
     checks: ChecksBody = Field(default_factory=ChecksBody)
     recorded: list[RecordedBody] = Field(default_factory=list, max_length=100)
-    from_run: Annotated[Text, Field(min_length=1, max_length=64)] | None = Field(
+    from_run: Annotated[str, Field(pattern=RunId.pattern())] | None = Field(
         default=None, description="A finished run of this agent: its input (unless `input` "
                                   "is given) and every result its tool calls got are "
                                   "recorded in the case.")
@@ -223,6 +238,8 @@ class SideBody(Body):
 
 
 class CandidateBody(SideBody):
+    model_config = ConfigDict(json_schema_extra=one_or_more_given("version", "model"))
+
     model: Annotated[Text, Field(min_length=1, max_length=200)] | None = Field(
         default=None, description="Run the candidate version with this model in place of "
                                   "its own (a new model before it goes live).")
@@ -361,7 +378,20 @@ def _test_set_out(t: test_sets.TestSet) -> TestSetOut:
                       cases=[CaseOut(**case) for case in t.cases], created_at=t.created_at)
 
 
-@router.post("/{agent_id}/test-sets", status_code=201, response_model=TestSetOut)
+@router.post("/{agent_id}/test-sets", status_code=201, response_model=TestSetOut,
+             responses={201: links(
+                 GetTestSet=to("GET", "/v1/agents/{agent_id}/test-sets/{test_set_id}",
+                               "The test set just created.", parameters={
+                                   "agent_id": "$request.path.agent_id",
+                                   "test_set_id": "$response.body#/test_set_id"}),
+                 Evaluate=to("POST", "/v1/agents/{agent_id}/evaluations", "Evaluate the "
+                             "agent's live version on it.", parameters={
+                                 "agent_id": "$request.path.agent_id"},
+                             body={"test_set_id": "$response.body#/test_set_id",
+                                   "candidate": {"version": 1}})),
+                 409: {"description": "`conflict` (with `field`): the agent has a "
+                                              "test set of this name, or a case's `from_run` "
+                                              "names no finished run of this agent."}})
 async def create_test_set(
     agent_id: str, body: CreateTestSet, response: Response,
     tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
@@ -376,7 +406,7 @@ async def create_test_set(
 
 @router.get("/{agent_id}/test-sets", response_model=TestSetList)
 async def list_test_sets(
-    agent_id: str, page: PageRequest = Depends(page_request),
+    agent_id: str, page: PageRequest = Depends(keyed_by(TestSetId.pattern())),
     tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
 ) -> TestSetList:
     """A page of the agent's test sets, newest first: each one's name, tool results and how
@@ -402,12 +432,19 @@ async def get_test_set(
 
 
 @router.post("/{agent_id}/evaluations", status_code=201, response_model=EvaluationOut,
-             responses={409: {"description": "A version starts child runs or activities "
-                                              "(not supported yet); or a case of the test "
-                                              "set was made from a run since deleted "
-                                              "(`cases_without_their_run` names them)."},
-                        # Its runs are batch runs: refused whenever the cell sheds those.
-                        503: _OVERLOADED})
+             responses={201: links(GetEvaluation=to(
+                 "GET", "/v1/agents/{agent_id}/evaluations/{evaluation_id}",
+                 "The evaluation just started.", parameters={
+                     "agent_id": "$request.path.agent_id",
+                     "evaluation_id": "$response.body#/evaluation_id"})),
+                 409: {"description": "`conflict` (with `field`): `test_set_id` "
+                                      "names no test set of this agent, a side names "
+                                      "a version it does not have, a version starts "
+                                      "child runs or activities (not supported yet), or "
+                                      "a case of the test set was made from a run since "
+                                      "deleted (`cases_without_their_run` names them)."},
+                 # Its runs are batch runs: refused whenever the cell sheds those.
+                 503: _OVERLOADED})
 async def create_evaluation(
     agent_id: str, body: CreateEvaluation, response: Response,
     who: Caller = Depends(current_caller), p: Platform = Depends(platform),
@@ -423,14 +460,14 @@ async def create_evaluation(
     try:
         test_set = await test_sets.get(p.db, tenant, agent, TestSetId.parse(body.test_set_id))
     except (ValueError, NotFound):
-        raise ValidationFailed("test_set_id: no test set of this agent with this id",
-                               field="test_set_id") from None
+        raise Conflict("test_set_id: no test set of this agent with this id",
+                       field="test_set_id") from None
     baseline = body.baseline.version or live.live_version
     candidate = body.candidate.version or baseline
     for side, number in (("baseline", baseline), ("candidate", candidate)):
         if number > live.version:
-            raise ValidationFailed(f"{side}.version: this agent has no version {number}",
-                                   field=f"{side}.version")
+            raise Conflict(f"{side}.version: this agent has no version {number}",
+                           field=f"{side}.version")
     started = await service.start(p.db, tenant, agent, test_set, baseline=baseline,
                                   candidate=candidate, candidate_model=body.candidate.model,
                                   by=by)
@@ -440,7 +477,7 @@ async def create_evaluation(
 
 @router.get("/{agent_id}/evaluations", response_model=EvaluationList)
 async def list_evaluations(
-    agent_id: str, page: PageRequest = Depends(page_request),
+    agent_id: str, page: PageRequest = Depends(keyed_by(EvaluationId.pattern())),
     tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
 ) -> EvaluationList:
     agent = parse_or_404(AgentId, agent_id, AGENT_NOT_FOUND)
@@ -467,8 +504,11 @@ async def get_evaluation(
 
 
 @router.post("/{agent_id}/promote", response_model=PromotionOut,
-             responses={409: {"description": "The evaluation named is not of this version, "
-                                              "still running, or a case failed."}})
+             responses={409: {"description": "`conflict`: the agent has no such version "
+                                              "(`field`: version), no such evaluation "
+                                              "(`field`: evaluation_id), or the evaluation "
+                                              "named is not of this version, still running, "
+                                              "or a case failed."}})
 async def promote(
     agent_id: str, body: PromoteBody,
     who: Caller = Depends(current_caller), p: Platform = Depends(platform),
@@ -479,16 +519,16 @@ async def promote(
     agent = parse_or_404(AgentId, agent_id, AGENT_NOT_FOUND)
     latest = (await agents.get_agent(p.db, tenant, agent)).version
     if body.version > latest:
-        raise ValidationFailed(f"version: this agent has no version {body.version} (its "
-                               f"latest is {latest})", field="version")
+        raise Conflict(f"version: this agent has no version {body.version} (its "
+                       f"latest is {latest})", field="version")
     evaluation = None
     if body.evaluation_id is not None:
         try:
             evaluation = EvaluationId.parse(body.evaluation_id)
             await service.require_passed(p.db, tenant, agent, evaluation, body.version)
         except (ValueError, NotFound):
-            raise ValidationFailed("evaluation_id: no evaluation of this agent with this id",
-                                   field="evaluation_id") from None
+            raise Conflict("evaluation_id: no evaluation of this agent with this id",
+                           field="evaluation_id") from None
     done = await agents.promote(p.db, tenant, agent, body.version, by=by,
                                 evaluation_id=evaluation.uuid if evaluation else None)
     return _promotion_out(agent, done)

@@ -12,13 +12,14 @@ from pydantic import BaseModel, Field
 
 from tenantry.api.auth import operator, platform
 from tenantry.api.console import reads
-from tenantry.api.pages import PageRequest, page_request
+from tenantry.api.pages import PageRequest, keyed_by
 from tenantry.api.params import FewLimit, parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.ids import ApprovalId, TenantId
 from tenantry.tenants import service
 
 router = APIRouter(prefix="/admin/v1", tags=["operator"], dependencies=[Depends(operator)])
+_APPROVAL_PAGE = keyed_by(ApprovalId.pattern())
 
 class PendingApprovalOut(BaseModel):
     tenant_id: str
@@ -72,7 +73,7 @@ async def pending_by_tenant(
 
 @router.get("/tenants/{tenant_id}/approvals/pending", response_model=PendingList)
 async def pending_of_tenant(
-    tenant_id: str, page: PageRequest = Depends(page_request),
+    tenant_id: str, page: PageRequest = Depends(_APPROVAL_PAGE),
     p: Platform = Depends(platform),
 ) -> PendingList:
     """One tenant's pending approvals, oldest first (the inbox filtered by tenant)."""

@@ -11,22 +11,28 @@ from pydantic import BaseModel, Field
 
 from tenantry.api.admin import TENANT_NOT_FOUND, VAULT_ERROR
 from tenantry.api.auth import operator, platform
-from tenantry.api.fields import INT4_MAX, Body, HttpUrl, Label, SecretName, Text
-from tenantry.api.pages import PageRequest, page_request
+from tenantry.api.fields import INT4_MAX, SPACE_OR_CONTROL, Body, HttpUrl, Label, SecretName, Text
+from tenantry.api.links import links, to
+from tenantry.api.pages import PageRequest, keyed_by
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
-from tenantry.errors import NotFound, ValidationFailed
+from tenantry.errors import Conflict, NotFound, ValidationFailed
 from tenantry.ids import TenantId
 from tenantry.ledger.prices import PriceBook
+from tenantry.ledger.pricing import SANDBOX
 from tenantry.models import accounts
 from tenantry.models.accounts import ModelAccount, NewAccount
 from tenantry.tenants import service
 
 router = APIRouter(prefix="/admin/v1", tags=["operator"], dependencies=[Depends(operator)])
+NOT_FOUND = "No model account with this id."
+_ACCOUNT_PAGE = keyed_by(accounts.ACCOUNT_ID_RE)
 
-# No whitespace or control characters (a NUL cannot be stored); `*` only as a wildcard.
+# No whitespace or control characters (a NUL cannot be stored); `*` only as a wildcard
+# (another name with a `*` is one no price can name). Not `sandbox`: the sandbox's price.
 ModelName = Annotated[str, Field(min_length=1, max_length=200,
-                                 pattern=r"^[^\s\x00-\x1f\x7f]+$")]
+                                 pattern=rf"^[^{SPACE_OR_CONTROL}]+$",
+                                 json_schema_extra={"not": {"const": SANDBOX}})]
 
 
 class AccountFields(Body):
@@ -105,7 +111,15 @@ def _new(
     )
 
 
-@router.post("/model-accounts", status_code=201, response_model=ModelAccountOut)
+_THE_ACCOUNT = {"account_id": "$response.body#/account_id"}
+
+
+@router.post("/model-accounts", status_code=201, response_model=ModelAccountOut,
+             responses={201: links(
+                 GetAccount=to("GET", "/admin/v1/model-accounts/{account_id}", "The account "
+                               "just registered.", parameters=_THE_ACCOUNT),
+                 DisableAccount=to("DELETE", "/admin/v1/model-accounts/{account_id}",
+                                   "Stop routing to it.", parameters=_THE_ACCOUNT))})
 async def register_account(
     body: CreatePlatformAccount, p: Platform = Depends(platform)
 ) -> ModelAccountOut:
@@ -117,16 +131,24 @@ async def register_account(
 
 @router.get("/model-accounts", response_model=ModelAccountList)
 async def list_accounts(
-    page: PageRequest = Depends(page_request), p: Platform = Depends(platform)
+    page: PageRequest = Depends(_ACCOUNT_PAGE), p: Platform = Depends(platform)
 ) -> ModelAccountList:
     """Every account, the platform's and tenants' own, disabled ones included; by id."""
     return await _page(p, page, None)
 
 
+def _enabled(account: ModelAccount) -> ModelAccountOut:
+    """An account its URL still names: a disabled one (DELETE) answers 404 there, as a
+    deleted resource does; it stays in the lists, `enabled: false`."""
+    if not account.enabled:
+        raise NotFound(NOT_FOUND)
+    return _out(account)
+
+
 @router.get("/model-accounts/{account_id}", response_model=ModelAccountOut)
 async def get_account(account_id: str, p: Platform = Depends(platform)) -> ModelAccountOut:
-    """Any account by id, the platform's or a tenant's own."""
-    return _out(await accounts.get_account(p.db, account_id))
+    """Any enabled account by id, the platform's or a tenant's own."""
+    return _enabled(await accounts.get_account(p.db, account_id))
 
 
 async def _page(p: Platform, page: PageRequest, tenant: TenantId | None) -> ModelAccountList:
@@ -143,7 +165,14 @@ async def disable_account(account_id: str, p: Platform = Depends(platform)) -> M
 
 
 @router.post("/tenants/{tenant_id}/model-accounts", status_code=201,
-             response_model=ModelAccountOut, responses=VAULT_ERROR)
+             response_model=ModelAccountOut, responses={201: links(
+                 GetTenantAccount=to(
+                     "GET", "/admin/v1/tenants/{tenant_id}/model-accounts/{account_id}",
+                     "The account just registered.", parameters={
+                         "tenant_id": "$request.path.tenant_id", **_THE_ACCOUNT}),
+                 DisableAccount=to("DELETE", "/admin/v1/model-accounts/{account_id}",
+                                   "Stop routing to it.", parameters=_THE_ACCOUNT)),
+                 **VAULT_ERROR})
 async def register_tenant_account(
     tenant_id: str, body: CreateTenantAccount, p: Platform = Depends(platform)
 ) -> ModelAccountOut:
@@ -156,8 +185,8 @@ async def register_tenant_account(
     try:
         await p.vault.get(tenant, body.secret_name)
     except NotFound:
-        raise ValidationFailed(
-            f"secret_name: no secret named {body.secret_name!r} for this tenant") from None
+        raise Conflict(f"secret_name: no secret named {body.secret_name!r} for this tenant",
+                       field="secret_name") from None
     account = await accounts.register(
         p.db, _new(body, tenant=tenant, secret_name=body.secret_name),
         prices=PriceBook(p.db), master=p.master)
@@ -166,7 +195,7 @@ async def register_tenant_account(
 
 @router.get("/tenants/{tenant_id}/model-accounts", response_model=ModelAccountList)
 async def list_tenant_accounts(
-    tenant_id: str, page: PageRequest = Depends(page_request), p: Platform = Depends(platform)
+    tenant_id: str, page: PageRequest = Depends(_ACCOUNT_PAGE), p: Platform = Depends(platform)
 ) -> ModelAccountList:
     """The tenant's own accounts (bring your own key), by id."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
@@ -179,6 +208,7 @@ async def list_tenant_accounts(
 async def get_tenant_account(
     tenant_id: str, account_id: str, p: Platform = Depends(platform)
 ) -> ModelAccountOut:
-    """One of the tenant's own accounts; another tenant's, or a platform one, is a 404."""
+    """One of the tenant's own enabled accounts; another tenant's, or a platform one, is a
+    404."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
-    return _out(await accounts.get_account(p.db, account_id, tenant))
+    return _enabled(await accounts.get_account(p.db, account_id, tenant))

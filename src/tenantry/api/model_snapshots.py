@@ -80,12 +80,12 @@ class PromoteBody(Body):
                     "(to keep it and clear the change).")
 
 
-_NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {
-    "description": "`not_found`: no such agent, or no snapshot recorded for that model "
-                   "(none of the agent's runs used it yet)."}}
-_PROMOTE_RESPONSES: dict[int | str, dict[str, Any]] = {**_NOT_FOUND, 409: {
-    "description": "`conflict`: `provider_model` is neither the entry's `accepted` nor its "
-                   "`changed_to`."}}
+_NO_SNAPSHOT = ("`conflict` (`field`: model): no snapshot recorded for that model yet "
+                "(none of the agent's runs used it)")
+_HOLD_RESPONSES: dict[int | str, dict[str, Any]] = {409: {"description": _NO_SNAPSHOT}}
+_PROMOTE_RESPONSES: dict[int | str, dict[str, Any]] = {409: {
+    "description": f"{_NO_SNAPSHOT}; or (`field`: provider_model) `provider_model` is "
+                   "neither the entry's `accepted` nor its `changed_to`."}}
 
 
 def _out(s: snapshots.Snapshot) -> SnapshotOut:
@@ -113,7 +113,7 @@ async def list_snapshots(
 
 
 @router.post("/{agent_id}/model-snapshots/hold", response_model=SnapshotOut,
-             responses=_NOT_FOUND)
+             responses=_HOLD_RESPONSES)
 async def hold_snapshot(
     agent_id: str, body: HoldBody,
     tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),

@@ -2,14 +2,16 @@
 ``{"data": [...], "next_cursor": ...}`` out.
 
 A cursor is the key of the previous page's last item (an id or a name), handed back
-unchanged: clients treat it as opaque. Each list parses it as its own kind of key, so a
-cursor that could not have come from that list is refused with 400 before any query runs.
+unchanged: clients treat it as opaque. Each list states its key's pattern (the OpenAPI
+document shows it), so a cursor that could not have come from that list is refused with
+400 before any query runs, and any text of that pattern is a position in the list: the
+page after it (empty past the end).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, TypeVar
 
@@ -46,13 +48,22 @@ class PageRequest:
         return key(items[-1]) if items and len(items) >= self.limit else None
 
 
-async def page_request(
-    limit: Annotated[PageLimit, Query(description="Items per page.")] = DEFAULT_LIMIT,
-    cursor: str | None = Query(None, min_length=1, max_length=256,
-                               description="next_cursor from the previous page"),
-) -> PageRequest:
-    # async on purpose: FastAPI runs a plain-def dependency in a worker thread per request.
-    return PageRequest(limit, cursor)
+def keyed_by(pattern: str) -> Callable[..., Awaitable[PageRequest]]:
+    """The ``limit`` and ``cursor`` of a list whose keys match ``pattern`` (its
+    ``position`` parser must take every text of that pattern)."""
+
+    async def page_request(
+        limit: Annotated[PageLimit, Query(description="Items per page.")] = DEFAULT_LIMIT,
+        # A default, not Annotated: the annotation is a string, and `pattern` is local.
+        cursor: str | None = Query(
+            None, max_length=256, pattern=pattern,
+            description="`next_cursor` of the previous page: the key of its last item."),
+    ) -> PageRequest:
+        # async on purpose: FastAPI runs a plain-def dependency in a worker thread per
+        # request.
+        return PageRequest(limit, cursor)
+
+    return page_request
 
 
 def matching(pattern: str) -> Callable[[str], str]:

@@ -6,16 +6,18 @@ Model names contain ``/``, ``:`` and ``.`` (``meta-llama/Llama-3.1-8B-Instruct``
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Response
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from tenantry.api.auth import operator, platform
-from tenantry.api.pages import PageRequest, matching, page_request
+from tenantry.api.fields import MODEL_NAME_PATTERN, WholeNumber
+from tenantry.api.links import links, to
+from tenantry.api.pages import PageRequest, keyed_by, matching
 from tenantry.api.params import LongPageLimit
 from tenantry.api.platform import Platform
-from tenantry.errors import NotFound, ValidationFailed
+from tenantry.errors import NotFound
 from tenantry.ledger import prices
 from tenantry.ledger.prices import PriceVersion
 from tenantry.ledger.pricing import MAX_MICROS, SANDBOX, Price, SandboxPrice
@@ -23,37 +25,48 @@ from tenantry.ledger.pricing import MAX_MICROS, SANDBOX, Price, SandboxPrice
 router = APIRouter(prefix="/admin/v1", tags=["operator"], dependencies=[Depends(operator)])
 
 #: A model name as accounts and prices take it: no whitespace, control characters or `*`.
-MODEL_PATTERN = r"^[^\s\x00-\x1f\x7f*]{1,200}$"
+MODEL_PATTERN = MODEL_NAME_PATTERN
 _MODEL_CURSOR = matching(MODEL_PATTERN)
-Micros = Annotated[int, Field(ge=0, le=MAX_MICROS, strict=True)]
-ModelPath = Annotated[str, Path(
-    min_length=1, max_length=200, pattern=MODEL_PATTERN,
-    description="The model's name as agents and accounts use it (may contain `/`, `:`, "
-                "`.`), or `sandbox` for the price of a second of sandbox time.")]
-_TOKEN_FIELDS = ("input_per_m", "cached_input_per_m", "output_per_m")
+Micros = Annotated[int, Field(ge=0, le=MAX_MICROS, strict=True), WholeNumber]
+_MODEL_DESCRIPTION = ("The model's name as agents and accounts use it (may contain `/`, `:`, "
+                      "`.`); `sandbox` is the price of a second of sandbox time (its own "
+                      "routes).")
+ModelPath = Annotated[str, Path(min_length=1, max_length=200, pattern=MODEL_PATTERN,
+                                description=_MODEL_DESCRIPTION)]
+# A new price of a model: not `sandbox`, whose path is its own operation's, with its own
+# body (a path without a template is matched first; said here for tools that do not apply
+# that rule). Reading either answers the same.
+ModelToPrice = Annotated[str, Path(min_length=1, max_length=200, pattern=MODEL_PATTERN,
+                                   json_schema_extra={"not": {"const": SANDBOX}},
+                                   description=_MODEL_DESCRIPTION)]
+
+
+def _effective_from() -> Any:
+    return Field(default=None, description="When this version takes effect, with a "
+                                           "timezone; not in the past (a call already "
+                                           "billed keeps its price: 409). Omitted: now. "
+                                           "Workers apply it within 5 s of this time.")
 
 
 class PutPrice(BaseModel):
-    """A new version of a model's price, in micro-dollars per million tokens (or, for
-    `sandbox`, per second)."""
+    """A new version of a model's price, in micro-dollars per million tokens."""
 
     model_config = ConfigDict(extra="forbid")
-    input_per_m: Micros | None = Field(default=None, description="Plain input tokens. "
-                                       "Required for a model.")
-    cached_input_per_m: Micros | None = Field(default=None, description="Input read from "
-                                              "the provider's prompt cache. Required for a "
-                                              "model.")
+    input_per_m: Micros = Field(description="Plain input tokens.")
+    cached_input_per_m: Micros = Field(description="Input read from the provider's prompt "
+                                                   "cache.")
     cache_write_per_m: Micros | None = Field(default=None, description="Input written to "
-                                             "the prompt cache; omitted: the input price.")
-    output_per_m: Micros | None = Field(default=None, description="Output tokens. "
-                                        "Required for a model.")
-    per_second_micros: Micros | None = Field(default=None, description="Only for "
-                                             "`sandbox`: a second of sandbox execution "
-                                             "time.")
-    effective_from: AwareDatetime | None = Field(
-        default=None, description="When this version takes effect, with a timezone; not in "
-                                  "the past (a call already billed keeps its price). "
-                                  "Omitted: now. Workers apply it within 5 s of this time.")
+                                             "the prompt cache; null: the input price.")
+    output_per_m: Micros = Field(description="Output tokens.")
+    effective_from: AwareDatetime | None = _effective_from()
+
+
+class PutSandboxPrice(BaseModel):
+    """A new version of the sandbox's price: micro-dollars per second of sandbox time."""
+
+    model_config = ConfigDict(extra="forbid")
+    per_second_micros: Micros = Field(description="A second of sandbox execution time.")
+    effective_from: AwareDatetime | None = _effective_from()
 
 
 class PriceOut(BaseModel):
@@ -87,42 +100,65 @@ def _out(version: PriceVersion, in_force: bool) -> PriceOut:
     return PriceOut.model_validate({**version.to_json(), "in_force": in_force})
 
 
-def _version(model: str, body: PutPrice) -> PriceVersion:
-    given = body.model_fields_set - {"effective_from"}
-    if model == SANDBOX:
-        if body.per_second_micros is None or given - {"per_second_micros"}:
-            raise ValidationFailed("sandbox: the sandbox is priced by per_second_micros alone")
-        return PriceVersion(model, body.effective_from,
-                            sandbox=SandboxPrice(body.per_second_micros))
-    missing = [name for name in _TOKEN_FIELDS if getattr(body, name) is None]
-    if missing:
-        raise ValidationFailed(f"{', '.join(missing)}: required to price a model")
-    if body.per_second_micros is not None:
-        raise ValidationFailed("per_second_micros: only the sandbox is priced per second")
-    assert body.input_per_m is not None and body.cached_input_per_m is not None
-    assert body.output_per_m is not None
-    return PriceVersion(model, body.effective_from, Price(
-        body.input_per_m, body.cached_input_per_m, body.output_per_m,
-        body.cache_write_per_m))
+def _put_responses(**named: dict[str, Any]) -> dict[int | str, dict[str, Any]]:
+    found = links(**named)
+    return {
+        200: found,
+        201: {"description": "A new version", "model": PriceOut, **found},
+        409: {"description": "`conflict`: a version from that `effective_from` exists with "
+                             "other prices (versions never change), or `effective_from` is "
+                             "in the past (`field`: effective_from)"}}
 
 
-@router.put("/prices/{model:path}", response_model=PriceOut, status_code=200,
-            responses={201: {"description": "A new version", "model": PriceOut}})
-async def put_price(model: ModelPath, body: PutPrice, response: Response,
-                    p: Platform = Depends(platform)) -> PriceOut:
-    """Add a version of a model's price (any model: one the platform has never heard of
-    becomes servable once priced). 201: created; 200: this exact version existed already;
-    409: that version exists with another price (versions never change)."""
-    version, created = await prices.put(p.db, _version(model, body),
-                                        at_now=body.effective_from is None)
+_HISTORY = to("GET", "/admin/v1/prices/{model}", "Every version of this price.",
+              parameters={"model": "$response.body#/model"})
+_SERVE_IT = to("POST", "/admin/v1/model-accounts", "An account that serves the model (once "
+               "priced, it can be).", body={"models": ["$response.body#/model"]})
+
+
+async def _put(p: Platform, new: PriceVersion, response: Response) -> PriceOut:
+    version, created = await prices.put(p.db, new, at_now=new.effective_from is None)
     response.status_code = 201 if created else 200
     assert version.effective_from is not None
     return _out(version, version.effective_from <= datetime.now(UTC))
 
 
-@router.get("/prices", response_model=PricePage)
+# Before `{model:path}`: a path without a template is matched first (as OpenAPI has it).
+@router.put(f"/prices/{SANDBOX}", response_model=PriceOut, status_code=200,
+            responses=_put_responses(PriceHistory=_HISTORY))
+async def put_sandbox_price(body: PutSandboxPrice, response: Response,
+                            p: Platform = Depends(platform)) -> PriceOut:
+    """Add a version of the price of a second of sandbox time. 201: created; 200: this
+    exact version existed already."""
+    return await _put(p, PriceVersion(SANDBOX, body.effective_from,
+                                      sandbox=SandboxPrice(body.per_second_micros)), response)
+
+
+@router.get(f"/prices/{SANDBOX}", response_model=PriceHistory)
+async def sandbox_price_history(
+    limit: Annotated[LongPageLimit, Query()] = 100, p: Platform = Depends(platform),
+) -> PriceHistory:
+    """Every version of the sandbox's price, newest first, then the built-in default."""
+    return await price_history(SANDBOX, limit, p)
+
+
+@router.put("/prices/{model:path}", response_model=PriceOut, status_code=200,
+            responses=_put_responses(PriceHistory=_HISTORY, RegisterAccount=_SERVE_IT))
+async def put_price(model: ModelToPrice, body: PutPrice, response: Response,
+                    p: Platform = Depends(platform)) -> PriceOut:
+    """Add a version of a model's price (any model: one the platform has never heard of
+    becomes servable once priced). 201: created; 200: this exact version existed already."""
+    return await _put(p, PriceVersion(model, body.effective_from, Price(
+        body.input_per_m, body.cached_input_per_m, body.output_per_m,
+        body.cache_write_per_m)), response)
+
+
+@router.get("/prices", response_model=PricePage, responses={200: links(
+    RegisterAccount=to("POST", "/admin/v1/model-accounts", "An account that serves the first "
+                       "model listed (priced, it can be).",
+                       body={"models": ["$response.body#/data/0/model"]}))})
 async def list_prices(
-    page: PageRequest = Depends(page_request), p: Platform = Depends(platform),
+    page: PageRequest = Depends(keyed_by(MODEL_PATTERN)), p: Platform = Depends(platform),
 ) -> PricePage:
     """Each model's price in force now — the operator's, or the built-in default — and the
     sandbox's, by model name."""

@@ -10,6 +10,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
+from starlette.routing import Match
 
 from tenantry.db import DATABASE_DOWN
 from tenantry.errors import (
@@ -59,6 +60,21 @@ def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
 _HTTP_TYPES = {404: "not_found", 405: "method_not_allowed", 401: "unauthorized"}
 
 
+#: The methods a route can serve (RFC 9110's, and PATCH).
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def allowed_methods(request: Request) -> str:
+    """Every method some route serves at this path, for a 405's ``Allow``. The router names
+    only the first route whose path matched, and the API has a route per method: a path
+    served by GET and PUT would otherwise answer ``Allow: GET``. Each method is asked of
+    the routes as the router would ask it (included routers hide their routes)."""
+    routes = request.app.router.routes
+    return ", ".join(method for method in _METHODS if any(
+        route.matches({**request.scope, "method": method})[0] is Match.FULL
+        for route in routes))
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(TenantryError)
     async def tenantry_error(_request: Request, exc: TenantryError) -> Response:
@@ -79,10 +95,13 @@ def install(app: FastAPI) -> None:
         )
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_request: Request, exc: StarletteHTTPException) -> Response:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         type_ = _HTTP_TYPES.get(exc.status_code, "http_error")
         detail = "No such resource." if exc.status_code == 404 else str(exc.detail)
-        return problem(exc.status_code, type_, detail, detail, dict(exc.headers or {}) or None)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = allowed_methods(request)
+        return problem(exc.status_code, type_, detail, detail, headers or None)
 
     async def database_down(request: Request, exc: Exception) -> Response:
         platform = getattr(request.app.state, "platform", None)

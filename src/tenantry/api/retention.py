@@ -12,7 +12,8 @@ from pydantic import BaseModel, Field
 from tenantry.api.admin import TENANT_NOT_FOUND
 from tenantry.api.auth import current_tenant, operator, platform
 from tenantry.api.fields import Body
-from tenantry.api.pages import PageRequest, page_request
+from tenantry.api.links import links, to
+from tenantry.api.pages import PageRequest, keyed_by
 from tenantry.api.params import ascii_int, parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.ids import RunId, TenantId
@@ -30,6 +31,9 @@ router = APIRouter(prefix="/v1", tags=["runs"])
 #: 0 (deleted at the next pass) up to 100 years; past that a value is a mistake.
 Days = Annotated[int, Field(ge=0, le=MAX_DAYS)]
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: A tombstone page's cursor: its last item's deletion time (microseconds since 1970; 16
+#: digits reach the year 2286) and run id.
+_TOMBSTONE_CURSOR = rf"^[0-9]{{1,16}}\.{RunId.pattern().removeprefix('^')}"
 _DEFAULTS = RetentionPolicy()
 
 
@@ -165,7 +169,10 @@ async def put_audit_retention(tenant_id: str, body: AuditRetentionIn,
     return _policy_out(tenant, await policies.put_audit(p.db, tenant, body.days))
 
 
-@admin_router.post("/tenants/{tenant_id}/erase", status_code=202, response_model=EraseJobOut)
+@admin_router.post("/tenants/{tenant_id}/erase", status_code=202, response_model=EraseJobOut,
+                   responses={202: links(GetEraseJob=to(
+                       "GET", "/admin/v1/erase-jobs/{job_id}", "How far the erase has got.",
+                       parameters={"job_id": "$response.body#/job_id"}))})
 async def erase_tenant(tenant_id: str, p: Platform = Depends(platform)) -> EraseJobOut:
     """Erase the tenant: from now on it admits nothing (409 `tenant_erased`), its API keys
     are revoked, its secrets, data key and tool servers are deleted at once, its live runs
@@ -199,7 +206,8 @@ def _tombstone_cursor(t: tombstones.Tombstone) -> str:
 
 @admin_router.get("/tenants/{tenant_id}/tombstones", response_model=TombstoneList)
 async def list_tombstones(
-    tenant_id: str, page: PageRequest = Depends(page_request), p: Platform = Depends(platform),
+    tenant_id: str, page: PageRequest = Depends(keyed_by(_TOMBSTONE_CURSOR)),
+    p: Platform = Depends(platform),
 ) -> TombstoneList:
     """The tenant's deleted runs, newest deletion first."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
@@ -218,7 +226,10 @@ async def get_tombstone(run_id: str, tenant: TenantId = Depends(current_tenant),
     return _stone_out(await tombstones.get(p.db, tenant, run))
 
 
-_DELETE_CONFLICT: dict[int | str, dict[str, Any]] = {409: {
+_DELETED = links(GetTombstone=to(
+    "GET", "/v1/tombstones/{run_id}", "What remains of the run.",
+    parameters={"run_id": "$request.path.run_id"}))
+_DELETE_CONFLICT: dict[int | str, dict[str, Any]] = {204: _DELETED, 409: {
     "description": "`conflict`: the run has not ended (`run_status` says what it is: "
                    "cancel it first); or it ended but is kept for now, `blocked_by` says "
                    "why: `webhook_pending` (its webhook is not delivered yet), "

@@ -11,8 +11,9 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from tenantry.api.auth import current_tenant, platform
-from tenantry.api.fields import Body, HttpUrl, PositiveInt4, bounded_json
-from tenantry.api.pages import PageRequest, page_request
+from tenantry.api.fields import Body, HttpUrl, PositiveInt4, StoredJsonNotNull, bounded_json
+from tenantry.api.links import links, to
+from tenantry.api.pages import PageRequest, keyed_by
 from tenantry.api.params import LongPageLimit, Seq, parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.api.streams import RETRY_AFTER, Slot, SlotStream
@@ -31,6 +32,7 @@ from tenantry.runs.events import (
 from tenantry.runs.trace import build_trace
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
+_RUN_PAGE = keyed_by(RunId.pattern())
 
 NOT_FOUND = service.NOT_FOUND
 MAX_INPUT_BYTES = 64 * 1024
@@ -72,7 +74,7 @@ SSE_EVENT = {
 class StartRun(Body):
     agent_id: str = Field(description="An ill-formed id answers 404, like a missing one.")
     version: PositiveInt4 | None = None
-    input: JsonValue = Field(description="Any JSON but null, at most 64 KiB; no string "
+    input: StoredJsonNotNull = Field(description="Any JSON but null, at most 64 KiB; no string "
                                          "(or key) may contain NUL.")
     webhook: HttpUrl | None = None
     priority: Literal["interactive", "batch"] = "interactive"
@@ -287,7 +289,18 @@ _OVERLOADED: dict[str, Any] = {
 }
 
 
+_THE_RUN = {"run_id": "$response.body#/run_id"}
+_STARTED = links(
+    GetRun=to("GET", "/v1/runs/{run_id}", "The run just started.", parameters=_THE_RUN),
+    RunEvents=to("GET", "/v1/runs/{run_id}/events", "Its event stream.", parameters=_THE_RUN),
+    RunTrace=to("GET", "/v1/runs/{run_id}/trace", "Where its time goes.", parameters=_THE_RUN),
+    RunChildren=to("GET", "/v1/runs/{run_id}/children", "The runs it starts.",
+                   parameters=_THE_RUN),
+    CancelRun=to("POST", "/v1/runs/{run_id}/cancel", "Cancel it.", parameters=_THE_RUN))
+
+
 @router.post("", status_code=202, response_model=Started, responses={
+    202: _STARTED,
     409: {"description": "`conflict`: the Idempotency-Key was used with a different body, "
                          "or by a run since deleted (`tombstoned: true`, `run_id` names it: "
                          "a key is not reusable while the run's tombstone lives); or the "
@@ -334,7 +347,7 @@ def request_digest(body: StartRun) -> bytes:
 
 @router.get("", response_model=RunList)
 async def list_runs(
-    page: PageRequest = Depends(page_request),
+    page: PageRequest = Depends(_RUN_PAGE),
     status: RunStatus | None = Query(None),
     tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
 ) -> RunList:
@@ -354,7 +367,7 @@ async def get_run(
 
 @router.get("/{run_id}/children", response_model=RunList)
 async def list_children(
-    run_id: str, page: PageRequest = Depends(page_request),
+    run_id: str, page: PageRequest = Depends(_RUN_PAGE),
     tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
 ) -> RunList:
     """The child runs this run's `start_agent` calls started, oldest first (`cursor`:
@@ -382,7 +395,10 @@ async def get_trace(
     return Response(dumps(trace), media_type="application/json")
 
 
-@router.post("/{run_id}/cancel", response_model=RunOut)
+@router.post("/{run_id}/cancel", response_model=RunOut, responses={200: links(
+    GetRun=to("GET", "/v1/runs/{run_id}", "The run.", parameters=_THE_RUN),
+    DeleteRun=to("DELETE", "/v1/runs/{run_id}", "Delete it once it has ended.",
+                 parameters=_THE_RUN))})
 async def cancel_run(
     run_id: str, tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform)
 ) -> RunOut:

@@ -117,11 +117,12 @@ async def _split_case(conn: Connection, tenant: TenantId, agent: AgentId, index:
     # Locked (KEY SHARE) until the copy is stored: a run deleted meanwhile is either not
     # found here or deleted after the copy exists, and then with it.
     row = await conn.fetchrow(Q.run_to_record, tenant.value, run.uuid, agent.uuid)
+    # A well-formed id of no (finished) run is the tenant's data, not a malformed request.
     if row is None:
-        raise ValidationFailed(f"{field}: no run of this agent with this id", field=field)
+        raise Conflict(f"{field}: no run of this agent with this id", field=field)
     if row["status"] != "finished":
-        raise ValidationFailed(f"{field}: the run is {row['status']}; a case is made from a "
-                               "finished run", field=field)
+        raise Conflict(f"{field}: the run is {row['status']}; a case is made from a "
+                       "finished run", field=field)
     recorded: list[dict[str, Any]] = []
     for event in await conn.fetch(Q.tool_calls_of_runs, tenant.value, [run.uuid]):
         data = event["data"]

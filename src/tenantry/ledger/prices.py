@@ -26,7 +26,7 @@ import asyncpg
 
 from tenantry.db import Database
 from tenantry.db.queries import load
-from tenantry.errors import Conflict, ValidationFailed
+from tenantry.errors import Conflict
 from tenantry.ledger.pricing import (
     DEFAULT_PRICES,
     SANDBOX,
@@ -125,7 +125,7 @@ def default_for(model: str, table: PriceTable = DEFAULT_PRICES) -> PriceVersion 
 async def put(db: Database, new: PriceVersion, *, at_now: bool) -> tuple[PriceVersion, bool]:
     """Store a new version (``at_now``: effective from the database's now). Returns it and
     whether it was created; the same version PUT again is answered as it is, a different
-    price for an existing version is a conflict, a start in the past is refused."""
+    price for an existing version is a conflict, and so is a start in the past."""
     price, sandbox = new.price, new.sandbox
     args = (price.input_per_m if price else None, price.cached_input_per_m if price else None,
             price.cache_write_per_m if price else None, price.output_per_m if price else None,
@@ -140,9 +140,10 @@ async def put(db: Database, new: PriceVersion, *, at_now: bool) -> tuple[PriceVe
     if existing is None:
         if at_now:
             raise Conflict("A price version for this model starts at this instant; retry.")
-        raise ValidationFailed(
+        # Not a malformed request: the time it names has passed, and calls were billed.
+        raise Conflict(
             "effective_from: must not be in the past (a call already billed keeps the price "
-            "it was billed at); omit it to price from now")
+            "it was billed at); omit it to price from now", field="effective_from")
     stored = PriceVersion.from_row(existing)
     if not stored.same_price(new):
         raise Conflict(f"{stored.model} already has a different price from "

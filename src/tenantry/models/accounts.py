@@ -29,7 +29,8 @@ Q = load(__package__)
 PROVIDERS = ("openai", "anthropic", "scripted")
 ANY_MODEL = "*"
 ANY_REGION = "default"
-_ACCOUNT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{1,63}$")
+ACCOUNT_ID_RE = r"^[a-z0-9][a-z0-9_-]{1,63}$"
+_ACCOUNT_ID = re.compile(ACCOUNT_ID_RE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +154,9 @@ async def register(
     unpriced = [m for m in account.models
                 if not is_wildcard(m) and not await prices.is_priced(m)]
     if unpriced:
-        raise ValidationFailed(f"models: {how_to_price(unpriced)}", models=unpriced)
+        # The platform's state, not the request's shape: pricing the model makes the same
+        # request succeed.
+        raise Conflict(f"models: {how_to_price(unpriced)}", field="models", models=unpriced)
     if account.tenant is None and account.secret_name is not None:
         raise ValidationFailed("secret_name: only a tenant's own account reads the vault")
     if account.tenant is not None and account.secret is not None:

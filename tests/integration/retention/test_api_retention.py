@@ -46,7 +46,7 @@ async def test_retention_defaults_then_set_then_audit_kept_apart(api: Api) -> No
 
 @pytest.mark.parametrize("body", [
     {"runs_days": -1}, {"runs_days": 36501}, {"runs_days": 10**30}, {"runs_days": "7"},
-    {"runs_days": 7.0}, {"runs_days": True}, {"runs_days": None}, {},
+    {"runs_days": 7.5}, {"runs_days": True}, {"runs_days": None}, {},
     {"runs_days": 7, "tombstones_days": -5}, {"runs_days": 7, "tombstones_days": "\u0000"},
     {"runs_days": 7, "blobs_follow_runs": "yes"}, {"runs_days": 7, "audit_days": 3},
     {"runs_days": 7, "note\u0000": 1},
