@@ -9,10 +9,11 @@ STAMP := $(VENV)/.installed
 
 .PHONY: up test gate lint typecheck contracts check schema clean-venv image bench
 
-$(STAMP): pyproject.toml
+# Both distributions of the checkout (ADR 0038), editable; the server with its extras.
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
-	$(VENV)/bin/python -m pip install -q -e '.[test]'
+	$(VENV)/bin/python -m pip install -q -e ./clients/python -e '.[embedded,testing,test]'
 	@touch $@
 
 # The microVM guest images (code, and browser: the same plus Chromium): built from Debian
