@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from hatchling.builders.config import BuilderConfig
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -13,7 +14,7 @@ SHIPPED = ("tenantry/__init__.py", "tenantry/errors.py", "tenantry/ids.py", "ten
            "tenantry/client")
 
 
-class ClientFiles(BuildHookInterface):  # type: ignore[type-arg]
+class ClientFiles(BuildHookInterface[BuilderConfig]):
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         # An editable install reads them where they are (dev-mode-dirs): no copies.
         if self.target_name == "wheel" and version == "standard":
