@@ -8,7 +8,8 @@ import time
 from collections.abc import Iterable
 
 from tenantry.client.errors import WaitTimeout
-from tenantry.client.models import TERMINAL_STATUSES, Evaluation, Run
+from tenantry.client.evaluations import Evaluation
+from tenantry.client.models import TERMINAL_STATUSES, Run
 
 FIRST_PAUSE = 0.1
 
