@@ -28,13 +28,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, Self
 
+from tenantry.backoff import backoff
 from tenantry.breaker import CircuitBreaker
 from tenantry.db import DATABASE_DOWN, Database
 from tenantry.errors import TenantryError
@@ -387,8 +387,8 @@ class ModelGateway:
         settings = self.settings
         if retry_after is not None and retry_after <= settings.max_retry_after_seconds:
             return retry_after
-        delay: float = min(settings.backoff_seconds * 2.0**attempt, settings.max_backoff_seconds)
-        return delay * random.uniform(0.5, 1.5)  # full jitter would bunch near zero
+        return backoff(attempt + 1, first=settings.backoff_seconds,
+                       cap=settings.max_backoff_seconds)
 
     @staticmethod
     def _explain(request: ModelRequest, reply: ModelReply, tried: _Attempts) -> ModelReply:
