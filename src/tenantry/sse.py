@@ -9,7 +9,7 @@ a stream too large for it raises (``too_large``)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import ClassVar, NamedTuple
+from typing import ClassVar, NamedTuple, Protocol
 
 
 class EventTooLarge(ValueError):
@@ -28,6 +28,23 @@ class SseEvent(NamedTuple):
 _BOM = b"\xef\xbb\xbf"
 #: A ``retry`` of more digits is ignored: it would not fit 64 bits (nor Python's int()).
 _MAX_RETRY_DIGITS = 18
+
+
+class _Opening(Protocol):
+    _parts: list[bytes]  # what has come and is not yet a whole line (or event)
+    _start: bool  # a byte order mark may still come
+
+
+def _after_bom(stream: _Opening, chunk: bytes) -> bytes:
+    """``chunk`` without the stream's leading byte order mark; while too few bytes have
+    come to tell, they are held (in ``_parts``) and ``_start`` stays True."""
+    data = b"".join([*stream._parts, chunk]) if stream._parts else chunk
+    if len(data) < len(_BOM) and _BOM.startswith(data):
+        stream._parts = [data] if data else []
+        return b""
+    stream._start = False
+    stream._parts = []
+    return data[len(_BOM):] if data.startswith(_BOM) else data
 
 
 class SseParser:
@@ -62,7 +79,7 @@ class SseParser:
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
         if self._start:
-            chunk = self._after_bom(chunk)
+            chunk = _after_bom(self, chunk)
             if self._start:
                 return []
         parts = self._parts
@@ -131,16 +148,6 @@ class SseParser:
     def _refused(self) -> Exception:
         return type(self).too_large(f"server-sent event larger than {self._max} bytes")
 
-    def _after_bom(self, chunk: bytes) -> bytes:
-        """``chunk`` without the stream's leading byte order mark; while too few bytes have
-        come to tell, they are held (in ``_parts``) and ``_start`` stays True."""
-        data = b"".join([*self._parts, chunk]) if self._parts else chunk
-        if len(data) < len(_BOM) and _BOM.startswith(data):
-            self._parts = [data] if data else []
-            return b""
-        self._start = False
-        self._parts = []
-        return data[len(_BOM):] if data.startswith(_BOM) else data
 
 
 class SseData:
@@ -170,15 +177,11 @@ class SseData:
     def feed(self, chunk: bytes) -> list[tuple[str, bytes]]:
         if self._slow:
             return [(e.event, e.data.encode()) for e in self._general.feed(chunk)]
-        parts = self._parts
         if self._start:
-            data = b"".join([*parts, chunk]) if parts else chunk
-            if len(data) < len(_BOM) and _BOM.startswith(data):
-                self._parts = [data] if data else []
+            chunk = _after_bom(self, chunk)
+            if self._start:
                 return []
-            self._start = False
-            parts = self._parts = []
-            chunk = data[len(_BOM):] if data.startswith(_BOM) else data
+        parts = self._parts
         if parts:
             if (b"\r" not in chunk and b"\n\n" not in chunk
                     and not (parts[-1].endswith(b"\n") and chunk.startswith(b"\n"))):
