@@ -1,5 +1,5 @@
 """The files of tenantry-client, taken from the server's tree: the SDK, and the package root,
-errors and ids it imports (the server's wheel excludes the same files, ADR 0038)."""
+errors, ids, the SSE parser and the backoff it imports (the server's wheel excludes the same files, ADR 0038)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 SHIPPED = ("tenantry/__init__.py", "tenantry/errors.py", "tenantry/ids.py", "tenantry/py.typed",
-           "tenantry/client")
+           "tenantry/sse.py", "tenantry/backoff.py", "tenantry/client")
 
 
 class ClientFiles(BuildHookInterface[BuilderConfig]):

@@ -2,7 +2,7 @@
 0013). Thin over ``store.activities.ActivityStore``: the bundle's and the settings' rules
 are theirs, answered here as 400 ``validation_error``. A version is answered by its digest
 and its files' names and sizes, never by the code's bytes. Lists page as every list does
-(``api/pages.py``); a task's attempt log is its own list."""
+(``api/pagination.py``); a task's attempt log is its own list."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ from tenantry.api.fields import (
     bounded_json,
 )
 from tenantry.api.links import links, to
-from tenantry.api.pages import PageRequest, keyed_by, matching
+from tenantry.api.pagination import PageRequest, keyed_by, matching
 from tenantry.api.params import parse_or_404, positive_int4_or_404
 from tenantry.api.platform import Platform
 from tenantry.api.runs import _OVERLOADED

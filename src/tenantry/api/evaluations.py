@@ -25,7 +25,7 @@ from tenantry.api.fields import (
     storable_json,
 )
 from tenantry.api.links import links, to
-from tenantry.api.pages import PageRequest, keyed_by
+from tenantry.api.pagination import PageRequest, keyed_by
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.api.runs import _OVERLOADED

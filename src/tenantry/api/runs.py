@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 from tenantry.api.auth import current_tenant, platform
 from tenantry.api.fields import Body, HttpUrl, PositiveInt4, StoredJsonNotNull, bounded_json
 from tenantry.api.links import links, to
-from tenantry.api.pages import PageRequest, keyed_by
+from tenantry.api.pagination import PageRequest, keyed_by
 from tenantry.api.params import LongPageLimit, Seq, parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.api.streams import RETRY_AFTER, Slot, SlotStream
