@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-# Only the option types: cli.py registers this module before it defines its helpers.
-from tenantry.cli import DatabaseUrl
-from tenantry.cli_help import App
+from tenantry.cli.common import fail, run
+from tenantry.cli.help import App
+from tenantry.cli.options import DatabaseUrl
 
 if TYPE_CHECKING:
     from tenantry.backup import Backup
@@ -51,9 +51,8 @@ def status(
 
     from tenantry.backup import PgBackRest
     from tenantry.backup.status import Archiver, assess, read_archiver
-    from tenantry.cli import _fail, _run
 
-    info = _run(lambda: PgBackRest(stanza, config).info())
+    info = run(lambda: PgBackRest(stanza, config).info())
     archiver: Archiver | None = None
     if database_url:
         try:
@@ -61,7 +60,7 @@ def status(
         # Unreachable, refused, or a URL that cannot be read (MalformedDsn is a ValueError).
         except (OSError, TimeoutError, ValueError, asyncpg.PostgresError,
                 asyncpg.InterfaceError) as exc:
-            _fail(f"cannot read the cell's archiving state: {type(exc).__name__}: {exc}")
+            fail(f"cannot read the cell's archiving state: {type(exc).__name__}: {exc}")
     now = datetime.now(UTC)
     found = assess(info, archiver, now=now, max_age=timedelta(hours=max_age_hours))
     typer.echo(f"stanza {info.name}: {info.status}")
@@ -109,12 +108,11 @@ def restore(
 
     from tenantry.backup import PgBackRest
     from tenantry.backup.restore import restore as run_restore
-    from tenantry.cli import _run
 
     def show(line: str) -> None:
         typer.echo(line, err=True)
 
-    done = _run(lambda: run_restore(PgBackRest(stanza, config), into=into, to=to,
+    done = run(lambda: run_restore(PgBackRest(stanza, config), into=into, to=to,
                                     archive=archive, now=datetime.now(UTC), on_line=show))
     typer.echo(f"restored backup {_describe(done.backup)} into {done.into} in "
                f"{done.seconds:.1f} s")

@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
-from tenantry.cli_help import App
+from tenantry.cli.common import run, settings
+from tenantry.cli.help import App
+from tenantry.cli.options import DirectoryUrl
 
 if TYPE_CHECKING:
     import asyncpg
@@ -22,13 +24,6 @@ T = TypeVar("T")
 
 cells_app = App(help="Cells behind `tenantry router`: the global directory's list of cells.")
 
-DirectoryUrl = Annotated[
-    str | None,
-    typer.Option("--directory-url", envvar="TENANTRY_DIRECTORY_URL",
-                 help="The global directory's Postgres database."),
-]
-
-
 def with_directory(work: Callable[[asyncpg.Connection], Awaitable[T]],
                    directory_url: str | None) -> T:
     """Run ``work(conn)`` on a connection to the directory (schema current); a refusal is
@@ -36,18 +31,16 @@ def with_directory(work: Callable[[asyncpg.Connection], Awaitable[T]],
     import asyncio
 
     from tenantry.bootstrap.router import directory_dsn, open_directory
-    from tenantry.cli import _run, _settings
-
-    settings = _settings(directory_url=directory_url)
+    config = settings(directory_url=directory_url)
 
     async def go() -> T:
-        conn = await open_directory(directory_dsn(settings))
+        conn = await open_directory(directory_dsn(config))
         try:
             return await work(conn)
         finally:
             await conn.close()
 
-    return _run(lambda: asyncio.run(go()))
+    return run(lambda: asyncio.run(go()))
 
 
 @cells_app.command("add")
