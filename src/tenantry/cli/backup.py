@@ -15,7 +15,7 @@ import typer
 
 from tenantry.cli.common import fail, run
 from tenantry.cli.help import App
-from tenantry.cli.options import DatabaseUrl
+from tenantry.cli.options import BackupConfig, DatabaseUrl, Stanza
 
 if TYPE_CHECKING:
     from tenantry.backup import Backup
@@ -23,18 +23,9 @@ if TYPE_CHECKING:
 backup_app = App(help="Backups of the cell's Postgres (pgBackRest): status, and a restore to "
                       "a point in time.")
 
-Stanza = Annotated[str, typer.Option(
-    "--stanza", envvar="TENANTRY_BACKUP_STANZA",
-    help="The cell's pgBackRest stanza (its section in pgbackrest.conf).")]
-Config = Annotated[Path | None, typer.Option(
-    "--config", envvar="TENANTRY_BACKUP_CONFIG",
-    help="pgBackRest's configuration file.",
-    show_default="pgBackRest's own: /etc/pgbackrest/pgbackrest.conf")]
-
-
 @backup_app.command("status")
 def status(
-    stanza: Stanza, config: Config = None, database_url: DatabaseUrl = None,
+    stanza: Stanza, config: BackupConfig = None, database_url: DatabaseUrl = None,
     max_age_hours: Annotated[float, typer.Option(
         "--max-age-hours", min=0.1,
         help="A newest backup older than this is a problem.")] = 26.0,
@@ -92,7 +83,7 @@ def restore(
                      "transaction committed until then is restored, none after.")],
     into: Annotated[Path, typer.Option(
         "--into", help="A new or empty directory: the restored cluster's data directory.")],
-    stanza: Stanza, config: Config = None,
+    stanza: Stanza, config: BackupConfig = None,
     archive: Annotated[bool, typer.Option(
         "--archive", help="Keep archive_mode as it was backed up, for a cluster that "
                           "becomes the cell; default off, so that a trial restore never "

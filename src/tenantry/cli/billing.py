@@ -12,15 +12,11 @@ import typer
 
 from tenantry.cli.common import fail
 from tenantry.cli.help import App
-from tenantry.cli.options import DEFAULT_URL, OperatorToken, Url
+from tenantry.cli.options import DEFAULT_URL, AdminKey, OperatorToken, Url
 from tenantry.cli.remote import problem
 
 billing_app = App(help="Check billing against the providers' own usage reports (operator).")
 
-AdminKey = Annotated[str | None, typer.Option(
-    "--admin-key", envvar="TENANTRY_PROVIDER_ADMIN_KEY", show_default=False,
-    help="The provider's admin key for --fetch (prefer the environment variable: a flag is "
-         "visible to other users of the machine).")]
 _FIGURES = (("requests", "requests"), ("input_tokens", "input"),
             ("cached_input_tokens", "cached"), ("cache_write_input_tokens", "cache writes"),
             ("output_tokens", "output"), ("cost_micros", "cost $"))

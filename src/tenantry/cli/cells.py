@@ -15,7 +15,7 @@ import typer
 
 from tenantry.cli.common import run, settings
 from tenantry.cli.help import App
-from tenantry.cli.options import DirectoryUrl
+from tenantry.cli.options import CellDatabaseUrl, CellOperatorToken, DirectoryUrl
 
 if TYPE_CHECKING:
     import asyncpg
@@ -50,15 +50,10 @@ def add(
                                         "TENANTRY_REGION), e.g. eu.")],
     api_url: Annotated[str, typer.Option("--api-url", help="Where the router reaches its API: "
                                          "http(s)://host[:port].")],
-    operator_token: Annotated[str, typer.Option(
-        "--operator-token", envvar="TENANTRY_CELL_OPERATOR_TOKEN",
-        help="The cell's TENANTRY_OPERATOR_TOKEN (the router calls its /admin/v1 with it).")],
+    operator_token: CellOperatorToken,
     dedicated: Annotated[bool, typer.Option(
         "--dedicated", help="Place only tenants created naming this cell.")] = False,
-    database_url: Annotated[str | None, typer.Option(
-        "--database-url", envvar="TENANTRY_CELL_DATABASE_URL",
-        help="The cell's database on its owner login: what `cells move` copies from and "
-             "to (not needed to route).")] = None,
+    database_url: CellDatabaseUrl = None,
     blob_dir: Annotated[str | None, typer.Option(
         "--blob-dir", help="The cell's blob folder as seen from where moves run.")] = None,
     directory_url: DirectoryUrl = None,

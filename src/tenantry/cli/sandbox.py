@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from tenantry.cli.common import fail, settings
 from tenantry.cli.help import App
-from tenantry.cli.options import DataDir, MinBoundary
+from tenantry.cli.options import DataDir, ImageDir, MinBoundary
 
 if TYPE_CHECKING:
     from rich.progress import TaskID
@@ -20,9 +19,7 @@ sandbox_app = App(help="Sandboxes for model-written code.")
 @sandbox_app.command("build-image")
 def sandbox_build_image(
     data_dir: DataDir = None,
-    image_dir: Annotated[Path | None, typer.Option(
-        "--image-dir", envvar="TENANTRY_SANDBOX_IMAGE_DIR",
-        help="Where guest images are kept (default: <data dir>/sandbox).")] = None,
+    image_dir: ImageDir = None,
     variant: Annotated[str, typer.Option(
         "--variant", help="Which image: code (code execution), browser (code execution "
         "and a headless Chromium), or all.")] = "all",

@@ -9,8 +9,10 @@ import typer
 
 from tenantry.cli.common import run, settings
 from tenantry.cli.options import (
-    DEFAULTS,
+    ActivitySlots,
+    BodySeconds,
     Cell,
+    CellConnections,
     Concurrency,
     ConsoleDatabaseUrl,
     ConsoleSecureCookie,
@@ -19,16 +21,25 @@ from tenantry.cli.options import (
     DelayNewRunsAt,
     DirectoryUrl,
     Host,
+    IdleSeconds,
+    MaxOperatorRequests,
     MaxQueuedRuns,
+    MaxRequestsPerTenant,
+    MaxStreamsPerTenant,
     MetricsPort,
     MinBoundary,
     ModelBaseUrl,
     OperatorToken,
     Port,
+    Processes,
     RefuseBatchRunsAt,
     Region,
+    RouterHost,
+    RouterPort,
     SseMaxStreams,
     SseMaxStreamsPerTenant,
+    StreamLifetimeSeconds,
+    Workers,
 )
 
 if TYPE_CHECKING:
@@ -62,11 +73,7 @@ def worker(
     metrics_port: MetricsPort = None,
     max_queued_runs: MaxQueuedRuns = None, delay_new_runs_at: DelayNewRunsAt = None,
     sandbox_min_boundary: MinBoundary = None,
-    processes: Annotated[int | None, typer.Option(
-        "--processes", envvar="TENANTRY_WORKER_PROCESSES", min=1,
-        help="Worker processes on this host, each its own event loop and --concurrency, "
-             "under a supervisor that restarts one that dies; 1: this process alone.",
-        show_default="one per CPU")] = None,
+    processes: Processes = None,
 ) -> None:
     """Run a worker: claim queued runs and drive them (the schema must be migrated). It
     refuses to start if its sandbox boundary is below --sandbox-min-boundary."""
@@ -88,11 +95,7 @@ def worker(
 
 def activity_worker(
     database_url: DatabaseUrl = None, data_dir: DataDir = None,
-    slots: Annotated[int | None, typer.Option(
-        "--slots", envvar="TENANTRY_ACTIVITY_WORKER_SLOTS",
-        help="Activity attempts this process runs at once, one fresh sandbox each.",
-        show_default=str(DEFAULTS.activity_worker_slots),
-    )] = None,
+    slots: ActivitySlots = None,
     sandbox_min_boundary: MinBoundary = None,
     metrics_port: MetricsPort = None,
 ) -> None:
@@ -114,9 +117,7 @@ def up(
     database_url: DatabaseUrl = None, data_dir: DataDir = None, host: Host = None,
     port: Port = None, operator_token: OperatorToken = None,
     concurrency: Concurrency = None, model_base_url: ModelBaseUrl = None,
-    workers: Annotated[int | None, typer.Option(
-        "--workers", envvar="TENANTRY_WORKERS", help="Worker loops in this process.",
-        show_default=str(DEFAULTS.workers))] = None,
+    workers: Workers = None,
     max_queued_runs: MaxQueuedRuns = None, refuse_batch_runs_at: RefuseBatchRunsAt = None,
     delay_new_runs_at: DelayNewRunsAt = None, sandbox_min_boundary: MinBoundary = None,
     console_database_url: ConsoleDatabaseUrl = None,
@@ -145,47 +146,16 @@ def up(
 
 def router(
     directory_url: DirectoryUrl = None,
-    host: Annotated[str | None, typer.Option(
-        "--host", envvar="TENANTRY_ROUTER_HOST", show_default=DEFAULTS.router_host,
-        help="Address the router listens on.")] = None,
-    port: Annotated[int | None, typer.Option(
-        "--port", envvar="TENANTRY_ROUTER_PORT", show_default=str(DEFAULTS.router_port),
-        help="Port the router listens on.")] = None,
+    host: RouterHost = None,
+    port: RouterPort = None,
     operator_token: OperatorToken = None,
-    cell_connections: Annotated[int | None, typer.Option(
-        "--cell-connections", envvar="TENANTRY_ROUTER_CELL_CONNECTIONS", min=2,
-        show_default=str(DEFAULTS.router_cell_connections),
-        help="Connections the router opens to each cell at most (one per request in "
-             "flight; more wait for one). The caps below default to shares of it.")] = None,
-    max_requests_per_tenant: Annotated[int | None, typer.Option(
-        "--max-requests-per-tenant", envvar="TENANTRY_ROUTER_MAX_REQUESTS_PER_TENANT",
-        min=2, show_default="a tenth of --cell-connections (100)",
-        help="Requests of one tenant in flight through the router at once, event streams "
-             "included; one more answers 429 overloaded.")] = None,
-    max_streams_per_tenant: Annotated[int | None, typer.Option(
-        "--max-streams-per-tenant", envvar="TENANTRY_ROUTER_MAX_STREAMS_PER_TENANT", min=1,
-        show_default="half of --max-requests-per-tenant (50)",
-        help="Event streams of one tenant open through the router at once (fewer than "
-             "--max-requests-per-tenant); one more answers 429 overloaded.")] = None,
-    max_operator_requests: Annotated[int | None, typer.Option(
-        "--max-operator-requests", envvar="TENANTRY_ROUTER_MAX_OPERATOR_REQUESTS", min=1,
-        show_default="a twentieth of --cell-connections (50)",
-        help="Operator calls in flight to each cell at once; one more answers 429.")] = None,
-    idle_seconds: Annotated[int | None, typer.Option(
-        "--idle-seconds", envvar="TENANTRY_ROUTER_IDLE_SECONDS", min=1,
-        show_default=f"{DEFAULTS.router_idle_seconds:g}",
-        help="A forwarded answer ends when the cell sends nothing, or the caller takes "
-             "nothing, for this long (above the cells' 15 s stream keepalive).")] = None,
-    body_seconds: Annotated[int | None, typer.Option(
-        "--body-seconds", envvar="TENANTRY_ROUTER_BODY_SECONDS", min=1,
-        show_default=f"{DEFAULTS.router_body_seconds:g}",
-        help="An answer other than an event stream is cut unless whole this long after "
-             "its head.")] = None,
-    stream_lifetime_seconds: Annotated[int | None, typer.Option(
-        "--stream-lifetime-seconds", envvar="TENANTRY_ROUTER_STREAM_LIFETIME_SECONDS",
-        min=1, show_default=f"{DEFAULTS.router_stream_lifetime_seconds:g}",
-        help="An event stream is ended cleanly, between two events, after this long; "
-                    "clients resume it with Last-Event-ID.")] = None,
+    cell_connections: CellConnections = None,
+    max_requests_per_tenant: MaxRequestsPerTenant = None,
+    max_streams_per_tenant: MaxStreamsPerTenant = None,
+    max_operator_requests: MaxOperatorRequests = None,
+    idle_seconds: IdleSeconds = None,
+    body_seconds: BodySeconds = None,
+    stream_lifetime_seconds: StreamLifetimeSeconds = None,
 ) -> None:
     """Serve the tenant router: one base URL in front of several cells. It authenticates
     each API key against the global directory and forwards the request (event streams

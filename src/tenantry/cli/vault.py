@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
 from tenantry.cli.common import run, settings
 from tenantry.cli.help import App
-from tenantry.cli.options import DatabaseUrl, DataDir
+from tenantry.cli.options import DatabaseUrl, DataDir, NewMasterKey
 
 vault_app = App(help="The secrets vault.")
 
 
 @vault_app.command("rotate-master-key")
 def rotate_master_key(
-    new_key: Annotated[str, typer.Option(
-        "--new-key", envvar="TENANTRY_NEW_MASTER_KEY",
-        help="The new master key (base64, 32 bytes).")],
+    new_key: NewMasterKey,
     database_url: DatabaseUrl = None, data_dir: DataDir = None,
 ) -> None:
     """Re-wrap every tenant's data key under a new master key (secrets are not re-encrypted).
