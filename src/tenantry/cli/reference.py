@@ -46,6 +46,11 @@ def _commands() -> list[tuple[str, list[tuple[str, str | None, str]]]]:
     return found
 
 
+def _taking(commands: list[tuple[str, list[tuple[str, str | None, str]]]],
+            env: str) -> list[str]:
+    return [name for name, options in commands if any(e == env for _, e, _ in options)]
+
+
 def _where(commands: list[str], every: list[str]) -> str:
     """The commands, or ``all but …`` when that is shorter."""
     others = [c for c in every if c not in commands]
@@ -58,8 +63,7 @@ def configuration_table() -> str:
     commands = _commands()
     rows = ["| variable | meaning | default | flag |", "|---|---|---|---|"]
     for variable in VARIABLES:
-        taking = [name for name, options in commands
-                  if any(env == variable.env for _, env, _ in options)]
+        taking = _taking(commands, variable.env)
         flag = (f"`{variable.flag}` ({', '.join(f'`{c}`' for c in taking)})"
                 if variable.flag and taking else "—")
         rows.append(f"| `{variable.env}` | {variable.doc} | {default_text(variable)} | {flag} |")
@@ -71,8 +75,7 @@ def shared_options_table() -> str:
     every = [name for name, _ in commands]
     rows = ["| option | variable | commands | meaning | default |", "|---|---|---|---|---|"]
     for variable in VARIABLES:
-        taking = [name for name, options in commands
-                  if any(env == variable.env for _, env, _ in options)]
+        taking = _taking(commands, variable.env)
         if len(taking) > 1:
             rows.append(f"| `{variable.flag}` | `{variable.env}` | {_where(taking, every)} | "
                         f"{variable.help} | {default_text(variable)} |")
