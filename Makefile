@@ -14,7 +14,7 @@ EXTRAS := embedded,testing,test
 UV_VERSION := 0.13.9
 LOCK_ARGS ?=
 
-.PHONY: up test gate lint typecheck contracts check schema clean-venv image bench lock
+.PHONY: up test gate lint typecheck contracts check schema reference clean-venv image bench lock
 
 # The locked packages first (nothing else: every one pinned and hashed), then the two
 # distributions of this checkout, editable, with no dependency of their own: `pip check`
@@ -86,6 +86,11 @@ bench: $(STAMP)
 # Rewrites db/schema.sql from a freshly migrated database (after a new migration).
 schema: $(STAMP)
 	$(VENV)/bin/python -m tests.support.schema
+
+# Rewrites the generated tables of docs/reference/configuration.md and cli.md from the
+# variables' declarations (src/tenantry/config/variables/) and the commands that take them.
+reference: $(STAMP)
+	$(VENV)/bin/python -m tenantry.cli.reference
 
 clean-venv:
 	rm -rf $(VENV)
