@@ -47,6 +47,7 @@ import pytest
 
 from tenantry import __version__
 from tenantry.db.fleet import read_fleet
+from tenantry.db.migrate import contract_steps
 from tenantry.db.release import Release
 from tenantry.ids import RunId
 from tenantry.testing.mcp_server import EffectsMcpServer
@@ -119,6 +120,13 @@ async def _upgrade(cell: Cell, timings: Timings) -> None:
     old_release, traffic = cell.old.version, cell.traffic
     first = await asyncio.to_thread(cell.migrate, old=True)  # its own, on an empty database
     assert first.returncode == 0, str(first)
+    # This code's contract steps the previous release did not have (it applied its own to
+    # the new database): 0001 when that is 0.1.0, which had none.
+    applied = set()
+    if await cell.conn.fetchval("SELECT to_regclass('schema_contract_steps') IS NOT NULL"):
+        applied = {r[0] for r in await cell.conn.fetch(
+            "SELECT version FROM schema_contract_steps")}
+    due = [step.label for step in contract_steps() if step.version not in applied]
 
     async with contextlib.AsyncExitStack() as stack:
         # -- the previous release, alone, under load ------------------------------------
@@ -166,7 +174,8 @@ async def _upgrade(cell: Cell, timings: Timings) -> None:
         assert _line(status, "migrate: ").startswith("migrate: safe with what is connected")
         migrated = await asyncio.to_thread(cell.migrate)
         assert migrated.returncode == 0, str(migrated)
-        assert migrated.lines()[-1].startswith("1 contract step(s) due"), str(migrated)
+        assert migrated.lines()[-1].startswith(f"{len(due)} contract step(s) due") if due \
+            else migrated.lines()[-1].endswith("schema is current"), str(migrated)
         timings.mark("migrated")
         done = await cell.finished_keyed()
 
@@ -250,13 +259,14 @@ async def _upgrade(cell: Cell, timings: Timings) -> None:
 
         # -- contract -------------------------------------------------------------------
         traffic.phase = "contract"
-        refused = await asyncio.to_thread(cell.migrate, "--contract")
-        assert refused.returncode == 2, str(refused)
-        assert refused.stderr.strip().splitlines() == [refused.stderr.strip()]
-        assert refused.stderr.startswith(
-            "error: contract step(s) 0001_retire_register_worker not applied: "
-            f"{old_release} ("), str(refused)
-        print(f"--contract with a worker of {old_release} up: {refused.stderr.strip()}")
+        if due:
+            refused = await asyncio.to_thread(cell.migrate, "--contract")
+            assert refused.returncode == 2, str(refused)
+            assert refused.stderr.strip().splitlines() == [refused.stderr.strip()]
+            assert refused.stderr.startswith(
+                f"error: contract step(s) {', '.join(due)} not applied: {old_release} ("), \
+                str(refused)
+            print(f"--contract with a worker of {old_release} up: {refused.stderr.strip()}")
         nw3, nw4 = await new_workers.spawn(), await new_workers.spawn()
         await asyncio.gather(new_workers.wait_ready(nw3), new_workers.wait_ready(nw4))
         assert await old_workers.terminate(old_worker) == 0, old_worker.tail()
@@ -266,12 +276,14 @@ async def _upgrade(cell: Cell, timings: Timings) -> None:
 
         await until(none_of_it_connected, f"no process of {old_release} is connected", WITHIN)
         status = await asyncio.to_thread(cell.migrate, "--status")
-        assert _line(status, "contract: ").endswith(
-            "safe now: run 'tenantry migrate --contract'"), str(status)
+        assert _line(status, "contract: ") == (
+            f"contract: {len(due)} step(s) due ({', '.join(due)}); safe now: run 'tenantry "
+            "migrate --contract'" if due else "contract: no step due"), str(status)
         contracted = await asyncio.to_thread(cell.migrate, "--contract")
         assert contracted.returncode == 0, str(contracted)
-        assert contracted.lines() == ["applied 1 contract step(s)"], str(contracted)
-        await _previous_release_refused(cell, stack)
+        assert contracted.lines() == [f"applied {len(due)} contract step(s)" if due
+                                      else "no contract step due"], str(contracted)
+        await _previous_release_refused(cell, stack, contracted=bool(due))
         await until(lambda: cell.none_left(but_approvals=False), "every run ends", WITHIN,
                     new_workers.tails)
         timings.mark("contracted, the previous release refused")
@@ -355,17 +367,26 @@ async def _rollback(cell: Cell, api: Backend, new_workers: WorkerFleet, nw1: Wor
     return old
 
 
-async def _previous_release_refused(cell: Cell, stack: contextlib.AsyncExitStack) -> None:
+async def _previous_release_refused(cell: Cell, stack: contextlib.AsyncExitStack, *,
+                                    contracted: bool) -> None:
     """After the contract step the previous release's worker is refused. A release of
-    0.2.0 or later checks the schema's release at start: it exits, saying why in one line.
-    0.1.0 checks nothing at start: contract step 0001 answers its registration with the
-    line, which it logs (and again at each try); it claims nothing. Its dispatcher, the
-    same. 0.1.0's API is not refused: step 0001 removed nothing it uses, and a run it
-    accepts is run by this release's workers."""
+    0.2.0 or later checks the schema's release at start: it exits, saying why in one line
+    (unless this release had no contract step to apply: then nothing it uses is gone, and
+    it starts). 0.1.0 checks nothing at start: contract step 0001 answers its registration
+    with the line, which it logs (and again at each try); it claims nothing. Its
+    dispatcher, the same. 0.1.0's API is not refused: step 0001 removed nothing it uses,
+    and a run it accepts is run by this release's workers."""
     old = cell.old
     worker = await _service(stack, start_service(
         "refused-worker", cell.worker_argv(old=True), cell.env("refused-worker", old=True),
         cell.logs / "refused-worker.log"))
+    if not contracted:
+        assert old.version != "0.1.0", "0.1.0 is contracted by step 0001"
+        await worker.wait_for("worker started", WITHIN)
+        assert await worker.terminate() == 0, worker.tail()
+        print(f"{NEW} has no contract step {old.version} lacks: {old.version}'s worker "
+              "still starts after --contract, as nothing it uses is gone")
+        return
     if old.version != "0.1.0":
         status = await asyncio.wait_for(worker.process.wait(), WITHIN)
         worker.exit_expected = True
