@@ -171,7 +171,8 @@ async def _upgrade(cell: Cell, timings: Timings) -> None:
         assert status.returncode == 0, str(status)
         print(f"before migrating, {NEW}'s tenantry migrate --status:\n{status.stdout}")
         assert _line(status, "connected: ").startswith(f"connected: {old_release} ("), status
-        assert _line(status, "migrate: ").startswith("migrate: safe with what is connected")
+        assert _line(status, "migrate: ").startswith((
+            "migrate: safe with what is connected", "migrate: nothing to apply")), str(status)
         migrated = await asyncio.to_thread(cell.migrate)
         assert migrated.returncode == 0, str(migrated)
         assert migrated.lines()[-1].startswith(f"{len(due)} contract step(s) due") if due \
