@@ -7,13 +7,14 @@ virtualenv of its own (tests/support/release_venv.py, cached by commit). On a ne
 migrated by *its* ``tenantry migrate``, its API, two workers and activity dispatcher serve
 load through HTTP (tests/support/rolling.py): runs calling a keyed tool on a real MCP
 server, runs waiting for a person's approval, parents starting child runs, runs calling
-an activity and activity tasks (on bubblewrap sandboxes). Four runs are held in flight on
-its workers, their second step waiting at the model. While all that runs, this code's
-``tenantry migrate`` expands the schema under it; this code's API, two workers and
-dispatcher start beside it; its processes are stopped one at a time (SIGTERM; the API
-leaves the load balancer's pool first; the workers hand their runs in flight back) while
-the load goes on through whichever APIs are in the pool — both during the overlap. Every
-answer of every API is recorded: none is a 5xx, none missing.
+an activity and activity tasks (on bubblewrap sandboxes). While all that runs, this code's
+``tenantry migrate`` expands the schema under it, and its workers go on alone on the new
+schema, taking four runs they hold in flight (their second step waits at the model); this
+code's API, two workers and dispatcher start beside it; its processes are stopped one at
+a time (SIGTERM; the API leaves the load balancer's pool first; the workers hand their
+runs in flight back to this release's) while the load goes on through whichever APIs are
+in the pool — both during the overlap. Every answer of every API is recorded: none is a
+5xx, none missing.
 
 Then the approvals requested under the previous release are decided through the new API
 and apply; every run finishes (none failed by us), every keyed effect happened exactly
@@ -29,8 +30,8 @@ worker's (and dispatcher's) registration with one line, which it logs as it wait
 register: it stays up and claims nothing. 0.1.0's API is not refused — step 0001 removed
 nothing it uses — and a run it accepts is run by this release's workers.
 
-About a minute and a half with the previous release's virtualenv cached (printed, with
-the time of each phase and of the build when there was one)."""
+About a minute with the previous release's virtualenv cached, 20-40 s more to build it
+(printed, with the time of each phase)."""
 
 from __future__ import annotations
 
@@ -142,27 +143,24 @@ async def _upgrade(cell: Cell, timings: Timings) -> None:
         traffic.phase = f"{old_release} alone"
         await set_up_tenants(cell, old_api, old_api_process.operator)
         await start_waiting_runs(cell, old_api)
-        handed_back = await cell.held_runs(
-            [two_effects(500 + i) for i in range(HANDED_BACK)], old_api)
         load = Load(cell)
         stack.push_async_callback(load.stop)
         load.start()
 
         async def old_release_working() -> bool:
-            """It does real work before anything changes: its workers finish keyed runs
-            and hold the held ones, its dispatcher finishes an activity, and every approval
-            is requested (the careful child's too)."""
+            """It does real work before anything changes: its workers finish keyed runs,
+            its dispatcher an activity, and every approval is requested (the careful
+            child's too)."""
             load.check()
-            done = (await cell.count("SELECT count(*) FROM approvals WHERE status = "
+            return (await cell.count("SELECT count(*) FROM approvals WHERE status = "
                                      "'pending'") == len(cell.side.approvals) + 1
                     and await cell.finished_keyed() >= 4
                     and await cell.count("SELECT count(*) FROM runs WHERE kind = 'activity' "
                                          "AND status = 'finished'") >= 1)
-            return done and await cell.holders(handed_back) is not None
 
-        await until(old_release_working, "the previous release's workers finish runs and "
-                    "hold the held ones, its dispatcher an activity, and the approvals are "
-                    "requested", WITHIN, lambda: old_workers.tails() + load.describe())
+        await until(old_release_working, "the previous release's workers finish runs, its "
+                    "dispatcher an activity, and the approvals are requested", WITHIN,
+                    lambda: old_workers.tails() + load.describe())
         timings.mark("previous release up, under load")
 
         # -- expand: this code's migrate under it ---------------------------------------
@@ -186,6 +184,16 @@ async def _upgrade(cell: Cell, timings: Timings) -> None:
 
         await until(old_workers_go_on, "the previous release's workers, alone, finish runs "
                     "on the new schema", WITHIN, old_workers.tails)
+        # Runs they will hold when they are stopped: in flight, past their first step.
+        handed_back = await cell.held_runs(
+            [two_effects(500 + i) for i in range(HANDED_BACK)], old_api)
+
+        async def old_workers_hold() -> bool:
+            load.check()
+            return await cell.holders(handed_back) is not None
+
+        await until(old_workers_hold, "the previous release's workers hold the held runs",
+                    WITHIN, old_workers.tails)
 
         # -- this release beside it -----------------------------------------------------
         new_api_process = await stack.enter_async_context(cell.api("new-api", old=False))
