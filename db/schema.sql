@@ -1707,10 +1707,23 @@ $$;
 --
 
 CREATE FUNCTION public.tenantry_register_worker(p_worker text, p_key integer, p_rejoin boolean) RETURNS text
-    LANGUAGE sql SECURITY DEFINER
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public'
     AS $$
-    SELECT public.tenantry_register_worker_v2(p_worker, p_key, p_rejoin, '0.1.0')
+DECLARE
+    v_by text;
+BEGIN
+    -- The release whose `tenantry migrate --contract` ran last (the owner's table: hence
+    -- SECURITY DEFINER; it is read and nothing else).
+    SELECT release INTO v_by FROM public.schema_releases
+    WHERE contracted_at IS NOT NULL ORDER BY contracted_at DESC LIMIT 1;
+    v_by := coalesce(v_by, '0.2.0');
+    RAISE EXCEPTION USING MESSAGE = format(
+        'this database was contracted by release %s (tenantry migrate --contract), which '
+        'removed what releases before %s use: this is release 0.1.0; run a release the '
+        'database serves (''tenantry migrate --status'' says which)',
+        v_by, split_part(v_by, '.', 1) || '.' || split_part(v_by, '.', 2));
+END
 $$;
 
 --

@@ -109,7 +109,8 @@ TENANT_POOL_DEFINERS = {
     "tenantry_sweep_reservations", "tenantry_queue_depth", "tenantry_scheduler_gauges",
     "tenantry_runs_by_status", "tenantry_usage_per_account_day",
     # A worker loop registers its session lock (ADR 0018): its own row only; v2 with its
-    # release (migration 0041), the first for workers of 0.1.0.
+    # release (migration 0041). The first, 0.1.0's, answers only with the line saying the
+    # database was contracted (contract step 0001; it reads schema_releases).
     "tenantry_register_worker", "tenantry_register_worker_v2",
     # The activity dispatcher's fair claim (ids and epochs only, like tenantry_claim_runs).
     "tenantry_claim_activities",

@@ -308,7 +308,9 @@ async def test_every_function_view_and_trigger_of_the_schema_is_a_routine(
 ) -> None:
     """Both ways: a routine file whose object a migration removed must go too (else it
     comes back at the next migrate), and a function, view or trigger made outside the
-    routines has no source a reviewer reads."""
+    routines has no source a reviewer reads — but for what a contract step leaves of a
+    routine it retires, in its own file (0001: what an older release's call is answered
+    with)."""
     in_schema = {(r["kind"], r["name"]) for r in await admin_conn.fetch(
         """
         SELECT 'function' AS kind, p.proname::text AS name FROM pg_proc p
@@ -325,7 +327,12 @@ async def test_every_function_view_and_trigger_of_the_schema_is_a_routine(
           AND t.tgparentid = 0
         """)}
     in_files = {o for r in routines() for o in r.objects}
-    assert in_schema - in_files == set(), "made outside src/tenantry/db/routines/"
+    left_by_steps = {("function", f"tenantry_{name}") for step in contract_steps()
+                     for name in step.retires
+                     if f"CREATE OR REPLACE FUNCTION tenantry_{name}(" in step.sql}
+    assert left_by_steps == {("function", "tenantry_register_worker")}
+    assert in_schema - in_files - left_by_steps == set(), \
+        "made outside src/tenantry/db/routines/"
     assert in_files - in_schema == set(), "routine files whose objects the schema lacks"
     assert len({r.name for r in routines()}) == len(routines())
 
@@ -406,14 +413,18 @@ async def test_tenantry_migrate_shows_each_migration_and_routine_it_applies(
     async with scratch_database(admin_dsn, "tenantry_cli") as dsn:
         first = await asyncio.to_thread(_tenantry_migrate, dsn, tmp_path)
         assert first.returncode == 0, first.stderr
-        assert first.stdout.strip() == (
+        # A new database gets its contract steps at once (nothing older can be using it).
+        assert first.stdout.strip().splitlines() == [
             f"applied {len(available())} migration(s) and {len(routines())} routine(s); "
-            "schema is current")
+            "schema is current",
+            f"applied {len(contract_steps())} contract step(s) (a new database)"]
         # One line each (rich prints the time only when it changes), early routine first.
-        shown = [m[0] for m in re.findall(r"\b((migration|routine) \w+)", first.stderr)]
+        shown = [m[0] for m in re.findall(r"\b((migration|routine|contract step) \w+)",
+                                          first.stderr)]
         assert shown == (["routine current_tenant"]
                          + [f"migration {m.version:04d}_{m.name}" for m in available()]
-                         + [f"routine {r.name}" for r in routines() if not r.early])
+                         + [f"routine {r.name}" for r in routines() if not r.early]
+                         + [f"contract step {s.label}" for s in contract_steps()])
 
         again = await asyncio.to_thread(_tenantry_migrate, dsn, tmp_path)
         assert again.returncode == 0, again.stderr

@@ -67,7 +67,9 @@ async def test_status_names_the_releases_connected_and_whether_migrating_is_safe
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
         f"code: release {__version__}",
-        f"schema: release {__version__}'s (the newest release that migrated it)",
+        # Migrated from empty, so with its contract steps (contract/0001).
+        f"schema: release {__version__}'s (the newest release that migrated it); contracted "
+        f"by {__version__}: serves no release before {CODE.major}.{CODE.minor}",
         f"connected: {__version__} (2 connection(s), 1 worker(s)); {OLDER} (1 connection(s)); "
         "1 other connection(s) naming no Tenantry release",
         "pending: 1 routine(s) (queue_depth)",

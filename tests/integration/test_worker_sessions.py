@@ -230,13 +230,18 @@ async def test_each_worker_registers_its_release_and_only_live_ones_are_counted(
     admin_conn: asyncpg.Connection, sessions: Connect,
 ) -> None:
     """What `tenantry migrate --status` and the console count (migration 0041): this
-    release's workers name theirs; a 0.1.0 worker calls the old function, which stays for
-    it and records 0.1.0; a worker whose session is gone is not connected."""
+    release's workers name theirs; a 0.1.0 worker, registered through 0.1.0's own function
+    (which names no release: the column's default says 0.1.0), is counted as 0.1.0; a
+    worker whose session is gone is not connected. (A real 0.1.0 worker on an upgraded
+    database: tests/chaos/test_rolling_upgrade.py.)"""
     this = await sessions()
     await liveness.register(this, "worker-this", keys=keys(101))
     old = await sessions()
-    assert await old.fetchval("SELECT tenantry_register_worker($1, $2, false)",
-                              "worker-old", 102) == "registered"
+    # What 0.1.0's tenantry_register_worker did (its migration 0026): the session lock, then
+    # the row without a release.
+    assert await old.fetchval("SELECT pg_try_advisory_lock($1, 102)", liveness.LOCK_CLASS)
+    await admin_conn.execute(
+        "INSERT INTO worker_sessions (worker_id, lock_key) VALUES ('worker-old', 102)")
     newer = await sessions()
     assert await newer.fetchval("SELECT tenantry_register_worker_v2($1, $2, false, $3)",
                                 "worker-newer", 103, "0.3.0") == "registered"
@@ -253,3 +258,28 @@ async def test_each_worker_registers_its_release_and_only_live_ones_are_counted(
 
 def _workers(fleet: Fleet) -> Counter[str]:
     return Counter({str(c.release): c.workers for c in fleet.releases if c.workers})
+
+
+async def test_a_contracted_database_answers_a_0_1_0_worker_with_the_line_saying_why(
+    admin_conn: asyncpg.Connection, sessions: Connect,
+) -> None:
+    """Contract step 0001 (this test's database was migrated from empty, so it has its
+    contract steps): what is left of 0.1.0's registration refuses it in one line naming the
+    release that contracted the database, and registers nothing. 0.1.0 logs the line and
+    claims nothing (tests/chaos/test_rolling_upgrade.py runs a real one)."""
+    old = await sessions()
+    with pytest.raises(asyncpg.RaiseError) as refused:
+        await old.fetchval("SELECT tenantry_register_worker($1, $2, false)", "worker-old", 102)
+    assert str(refused.value) == (
+        f"this database was contracted by release {__version__} (tenantry migrate "
+        f"--contract), which removed what releases before {_line(__version__)} use: this "
+        "is release 0.1.0; run a release the database serves ('tenantry migrate --status' "
+        "says which)")
+    assert await admin_conn.fetchval("SELECT count(*) FROM worker_sessions") == 0
+    assert not await admin_conn.fetchval(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = $1",
+        liveness.LOCK_CLASS)
+
+
+def _line(release: str) -> str:
+    return ".".join(release.split(".")[:2])

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import signal
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,23 +50,29 @@ class ApiProcess:
 async def api_process(
     dsn: str, log_dir: Path, *, master_key: str | None = None,
     pool_max: int | None = None, ready_within: float = 60.0, command: str = "api",
-    env: dict[str, str] | None = None,
+    env: dict[str, str] | None = None, program: Sequence[str] | None = None,
+    environ: Callable[[dict[str, str]], dict[str, str]] | None = None,
 ) -> AsyncIterator[ApiProcess]:
     """``tenantry api`` on ``dsn`` until the block ends (SIGTERM, then SIGKILL). ``pool_max``
     None: the production pool size. ``command="up"``: the API and a worker in one process
-    (it migrates ``dsn`` first). ``env``: more settings (a cell's TENANTRY_CELL, ...)."""
+    (it migrates ``dsn`` first). ``env``: more settings (a cell's TENANTRY_CELL, ...).
+    ``program`` and ``environ``: another ``tenantry`` and what it needs of the environment
+    (as :class:`~tests.support.harness.WorkerFleet`'s)."""
     _make_dir(log_dir)
     extra = env or {}
     env = worker_env(log_dir / "api-data", lease_seconds=None, pool_max=pool_max,
                      master_key=master_key)
     env["TENANTRY_OPERATOR_TOKEN"] = OPERATOR_TOKEN
     env.update(extra)
+    if environ is not None:
+        env = environ(env)
     port = free_port()
     stderr = log_dir / "api.err"
     with (log_dir / "api.out").open("wb") as out, stderr.open("wb") as err:
         process = await asyncio.create_subprocess_exec(
-            *tenantry_command(), command, "--database-url", dsn, "--host", "127.0.0.1",
-            "--port", str(port), stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=err,
+            *(program or tenantry_command()), command, "--database-url", dsn, "--host",
+            "127.0.0.1", "--port", str(port), stdin=asyncio.subprocess.DEVNULL, stdout=out,
+            stderr=err,
             env=env, start_new_session=True, preexec_fn=_die_with_parent)
     api = ApiProcess(process, f"http://127.0.0.1:{port}", stderr)
     try:

@@ -17,7 +17,7 @@ import random
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -174,14 +174,22 @@ class WorkerFleet:
         self, *, dsn: str, model_url: str, log_dir: Path, size: int, concurrency: int,
         lease_seconds: int | None = LEASE_SECONDS, pool_max: int | None = WORKER_POOL_MAX,
         master_key: str | None = None, stop_timeout: float = 15.0,
+        program: Sequence[str] | None = None,
+        environ: Callable[[dict[str, str]], dict[str, str]] | None = None,
     ) -> None:
+        """``program``: the ``tenantry`` command to run (this environment's by default; a
+        release's own, tests/support/release_venv.py); ``environ`` adjusts the workers'
+        environment last (such a release drops what would point it at this checkout)."""
         self.dsn = dsn
         self.model_url = model_url
         self.log_dir = log_dir
         self.size = size
         self.concurrency = concurrency
+        self.program = list(program) if program is not None else tenantry_command()
         self.env = worker_env(log_dir / "data", lease_seconds=lease_seconds, pool_max=pool_max,
                               master_key=master_key)
+        if environ is not None:
+            self.env = environ(self.env)
         self.stop_timeout = stop_timeout
         self.live: list[WorkerProcess] = []
         self.gone: list[WorkerProcess] = []
@@ -204,7 +212,7 @@ class WorkerFleet:
         name = f"worker{self._spawned:03d}"
         out_path, err_path = self.log_dir / f"{name}.out", self.log_dir / f"{name}.err"
         # One process, no supervisor: a SIGKILL or SIGSTOP of this pid is of the worker.
-        argv = [*tenantry_command(), "worker", "--processes", "1", "--database-url", self.dsn,
+        argv = [*self.program, "worker", "--processes", "1", "--database-url", self.dsn,
                 "--model-base-url", self.model_url, "--concurrency", str(self.concurrency)]
         # The child gets its own copies of the log files; ours are closed at once. A new
         # session keeps a terminal's Ctrl-C away from the workers: this fleet stops them.
@@ -240,6 +248,24 @@ class WorkerFleet:
         self.live.remove(worker)
         self.gone.append(worker)
         self.kills += 1
+
+    async def terminate(self, worker: WorkerProcess) -> int:
+        """SIGTERM one worker, as an operator stops it (it drains and hands its runs back);
+        its exit status once it has exited."""
+        worker.exit_expected = True
+        with contextlib.suppress(ProcessLookupError):
+            worker.process.send_signal(signal.SIGTERM)
+        try:
+            status = await asyncio.wait_for(worker.process.wait(), self.stop_timeout)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                worker.process.kill()
+            await worker.process.wait()
+            raise ChaosError(f"{worker.name} did not stop within {self.stop_timeout:.0f}s of "
+                             f"SIGTERM\n{worker.tail()}") from None
+        self.live.remove(worker)
+        self.gone.append(worker)
+        return status
 
     async def kill_random_and_replace(
         self, rng: random.Random, *, min_up: int = 2,
@@ -546,9 +572,12 @@ class Verdict:
 
 
 async def verify(
-    conn: asyncpg.Connection, runs: Mapping[str, PlannedRun], mcp: EffectsMcpServer
+    conn: asyncpg.Connection, runs: Mapping[str, PlannedRun], mcp: EffectsMcpServer, *,
+    tenants: Collection[str] | None = None,
 ) -> Verdict:
-    """Check invariants 1-3 over every run (``conn`` must see all tenants: a superuser).
+    """Check invariants 1-3 over every run (``conn`` must see all tenants: a superuser) —
+    of ``tenants`` only, if given (other workloads share the cell, with their own checks
+    and their own MCP server).
 
     * every run finished with its planned answer, and no RunFailed;
     * its seqs are exactly 1..last_seq (no gap, nothing past the counter);
@@ -561,11 +590,14 @@ async def verify(
     * every call the server saw was allowed to the run that made it (no tool-rule escape:
       a :data:`FORBIDDEN` call is refused, the run told, and never reaches the server)."""
     verdict = Verdict(runs=len(runs))
+    of = None if tenants is None else list(tenants)
     rows = await conn.fetch(
-        "SELECT run_id, status, answer #>> '{}' AS answer, last_seq, lease_epoch FROM runs")
+        "SELECT run_id, status, answer #>> '{}' AS answer, last_seq, lease_epoch FROM runs "
+        "WHERE $1::text[] IS NULL OR tenant_id = ANY($1)", of)
     events: dict[str, list[asyncpg.Record]] = {}
     for event in await conn.fetch(
-            "SELECT run_id, seq, type, data::text AS data FROM run_events ORDER BY run_id, seq"):
+            "SELECT run_id, seq, type, data::text AS data FROM run_events "
+            "WHERE $1::text[] IS NULL OR tenant_id = ANY($1) ORDER BY run_id, seq", of):
         events.setdefault(str(RunId(event["run_id"])), []).append(event)
 
     logged_effects: dict[str, str] = {}  # effect key -> run id
