@@ -122,8 +122,16 @@ def _build(sha: str, root: Path) -> None:
     # No pip inside it: this environment's pip installs into it (--python), which saves
     # copying pip into every cached release.
     _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], "python -m venv")
-    _run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
-          "--quiet", "--disable-pip-version-check", str(tree)], "pip install")
+    pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
+           "--quiet", "--disable-pip-version-check"]
+    # From 0.2.0 a release is two distributions (ADR 0038) installed from its lock: the
+    # server requires its own tenantry-client, which only its tree has.
+    client = tree / "clients" / "python"
+    if (tree / "requirements.lock").exists():
+        _run([*pip, "--require-hashes", "-r", str(tree / "requirements.lock")],
+             "pip install -r requirements.lock")
+        pip.append("--no-deps")
+    _run([*pip, *([str(client)] if client.exists() else []), str(tree)], "pip install")
 
 
 def _run(argv: list[str], what: str) -> None:
