@@ -1,5 +1,5 @@
 """Tenant API: activities (immutable versions of a tenant's code) and their tasks (ADR
-0013). Thin over ``store.activities.ActivityStore``: the bundle's and the settings' rules
+0013). Thin over ``activities.tasks.ActivityStore``: the bundle's and the settings' rules
 are theirs, answered here as 400 ``validation_error``. A version is answered by its digest
 and its files' names and sizes, never by the code's bytes. Lists page as every list does
 (``api/pages.py``); a task's attempt log is its own list."""
@@ -15,9 +15,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Query, Response
 from pydantic import BaseModel, Field, JsonValue, PrivateAttr, field_validator, model_validator
 
-from tenantry.activities.attempt import MAX_INPUT_BYTES
-from tenantry.activities.bundle import MAX_BUNDLE_BYTES, MAX_FILES, MAX_PATH_CHARS, Bundle
-from tenantry.activities.versions import (
+from tenantry.activities.code.attempt import MAX_INPUT_BYTES
+from tenantry.activities.code.bundle import MAX_BUNDLE_BYTES, MAX_FILES, MAX_PATH_CHARS, Bundle
+from tenantry.activities.code.versions import (
     INTERNAL_NAMES,
     INTERNAL_SUFFIXES,
     MAX_BATCH_SECONDS,
@@ -32,6 +32,9 @@ from tenantry.activities.versions import (
     BatchSettings,
     WarmSettings,
 )
+from tenantry.activities.tasks.attempt_egress import MAX_SHOWN
+from tenantry.activities.tasks.store import NOT_FOUND as TASK_NOT_FOUND
+from tenantry.activities.tasks.store import ActivitySummary, ActivityTask, Attempt
 from tenantry.agents import flags
 from tenantry.api.agents import ReviewFlagOut
 from tenantry.api.auth import current_tenant, platform
@@ -51,9 +54,6 @@ from tenantry.api.runs import _OVERLOADED
 from tenantry.errors import NotFound
 from tenantry.ids import RunId, TenantId
 from tenantry.runs.events import RunStatus
-from tenantry.store.activities import NOT_FOUND as TASK_NOT_FOUND
-from tenantry.store.activities import ActivitySummary, ActivityTask, Attempt
-from tenantry.store.attempt_egress import MAX_SHOWN
 from tenantry.store.results import Admitted, platform_error
 
 router = APIRouter(tags=["activities"])

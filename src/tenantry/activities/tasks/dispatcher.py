@@ -20,7 +20,7 @@ Egress attempts the proxy refused during an attempt are taken from it when the a
 ends and recorded with it: on its ``ActivityAttempted`` (the first 20, and counts), against
 its version's review flag and in the process's counter; what no attempt records (a lost
 lease, a fault of ours, a stop, stragglers) is taken once the sandbox is gone and counted
-the same way (``store.attempt_egress``). Nothing stays in the proxy.
+the same way (``attempt_egress.py``). Nothing stays in the proxy.
 
 A cancel (``ActivityStore.cancel``) never kills a running attempt: it takes effect between
 attempts. A task whose cancel is recorded before its attempt starts ends ``cancelled``
@@ -28,14 +28,14 @@ without one; after an attempt, a completed attempt wins (its result is kept) and
 outcome ends the task ``cancelled`` instead of a retry, a dead letter or a failure.
 
 A version with ``batch`` or ``warm`` settings (ADR 0014) has its tasks served by reusable
-sandboxes (``activities.warm``): after a task, the same sandbox, scrubbed, serves the
-tenant's next queued task of that version (``store.activity_batches.claim_next``), up to the
+sandboxes (``code/warm.py``): after a task, the same sandbox, scrubbed, serves the
+tenant's next queued task of that version (``batches.claim_next``), up to the
 batch's ``max_tasks`` and ``max_seconds``; then, with ``warm``, it is kept paused for the
 next claim of that tenant and version. Each task still has its own lease, attempt record,
 key, input and secrets.
 
-It lives in ``store`` beside ``ActivityStore``: it writes the runs' log and leases, which
-sit above ``activities`` in the layers. A tenant's failure never ends the loop.
+It sits above the engine, beside ``ActivityStore``: it writes the runs' log and leases. A
+tenant's failure never ends the loop.
 """
 
 from __future__ import annotations
@@ -51,14 +51,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tenantry.activities import versions, warm
-from tenantry.activities.attempt import (
+from tenantry.activities.code import versions, warm
+from tenantry.activities.code.attempt import (
     AttemptOutcome,
     AttemptRequest,
     run_attempt,
     run_attempt_in,
 )
-from tenantry.activities.versions import ActivitySettings, ActivityVersion
+from tenantry.activities.code.versions import ActivitySettings, ActivityVersion
+from tenantry.activities.tasks import attempt_egress, batches
+from tenantry.activities.tasks.attempt_egress import RefusedCounts, SandboxEgress
+from tenantry.activities.tasks.store import task_row
 from tenantry.db import Database
 from tenantry.db.queries import load
 from tenantry.errors import LeaseLost, NotFound
@@ -80,10 +83,6 @@ from tenantry.runs.events import (
 from tenantry.runs.lease import Lease
 from tenantry.sandbox import Limits, Sandbox, SandboxDriver
 from tenantry.sandbox.egress import EgressProxy, TakenRefusals
-from tenantry.store import activity_batches, attempt_egress
-from tenantry.store.activities import T as TASKS
-from tenantry.store.activities import task_row
-from tenantry.store.attempt_egress import RefusedCounts, SandboxEgress
 from tenantry.vault import Vault
 
 logger = logging.getLogger(__name__)
@@ -404,7 +403,7 @@ class Dispatcher:
                     reusable = True
                     return result
                 while True:
-                    following = await activity_batches.claim_next(
+                    following = await batches.claim_next(
                         self.db, self.worker_id, self._lease_seconds, lease.tenant,
                         version.agent_id, version.version)
                     if following is None:
@@ -429,7 +428,7 @@ class Dispatcher:
             await self.warm.discard(lived)
             return
         try:
-            slots = await activity_batches.activity_slots(self.db, tenant)
+            slots = await batches.activity_slots(self.db, tenant)
         except BaseException:  # the database, or a stop: not kept, so destroyed
             await self.warm.discard(lived)
             raise
@@ -489,7 +488,7 @@ class Dispatcher:
             await self._end(conn, lease, RunFinished(outcome.result), RunStatus.FINISHED,
                             answer=outcome.result)
             return "completed"
-        if await conn.fetchval(TASKS.cancel_requested, lease.tenant.value, lease.run.uuid):
+        if await conn.fetchval(Q.cancel_requested, lease.tenant.value, lease.run.uuid):
             # Cancelled while this attempt ran: no retry, no dead letter, no failure.
             await self._end(conn, lease, RunCancelled("cancel_requested"),
                             RunStatus.CANCELLED, error=stored)
