@@ -9,7 +9,8 @@ lives here, in two halves on either side of the engine (``tenantry.runs``):
 - ``tasks/``, above the engine and the workflow store (a task is a run of kind
   ``'activity'``): ``ActivityStore`` publishes, enqueues, reads, cancels and requeues
   (``store.py``, its SQL in ``queries.sql``); the ``Dispatcher`` claims tasks and runs
-  their attempts (``dispatcher.py``); a batch's next task (``batches.py``), the egress
+  their attempts (``dispatcher.py``) and what each outcome means for its task is written
+  under the lease (``recording.py``); a batch's next task (``batches.py``), the egress
   refused during attempts (``attempt_egress.py``) and the metrics (``metrics.py``).
 
 Elsewhere, each in its own layer: the HTTP routes (``api/activities.py``) and the
