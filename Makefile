@@ -6,14 +6,38 @@ DEMO ?= 1
 PYTEST_ARGS ?=
 
 STAMP := $(VENV)/.installed
+# Exact versions and hashes of every third-party package of the venv: the application, its
+# extras below and the test tools. pyproject.toml keeps ranges for library users; `make lock`
+# re-resolves after they change (LOCK_ARGS=--upgrade: the newest each range allows).
+LOCK := requirements.lock
+EXTRAS := embedded,testing,test
+UV_VERSION := 0.13.9
+LOCK_ARGS ?=
 
-.PHONY: up test gate lint typecheck contracts check schema clean-venv image bench
+.PHONY: up test gate lint typecheck contracts check schema reference clean-venv image bench lock
 
-$(STAMP): pyproject.toml
+# The locked packages first (nothing else: every one pinned and hashed), then the two
+# distributions of this checkout, editable, with no dependency of their own: `pip check`
+# fails when pyproject.toml asks for something the lock lacks (then `make lock`).
+$(STAMP): pyproject.toml clients/python/pyproject.toml $(LOCK)
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
-	$(VENV)/bin/python -m pip install -q -e '.[test]'
+	$(VENV)/bin/python -m pip install -q --require-hashes -r $(LOCK)
+	$(VENV)/bin/python -m pip install -q --no-deps --no-build-isolation \
+		-e ./clients/python -e '.[$(EXTRAS)]'
+	$(VENV)/bin/python -m pip check
 	@touch $@
+
+# uv resolves for every platform and Python the project supports; the checkout's two
+# distributions are inputs, not outputs (they are installed editable above). Not after
+# $(STAMP): that fails on the very change that needs a new lock.
+lock:
+	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q uv==$(UV_VERSION)
+	printf -- '-e ./clients/python\n-e .[$(EXTRAS)]\n' | $(VENV)/bin/uv pip compile - \
+		--universal --python-version 3.11 --generate-hashes --quiet $(LOCK_ARGS) \
+		--custom-compile-command "make lock" \
+		--no-emit-package tenantry --no-emit-package tenantry-client -o $(LOCK)
 
 # The microVM guest images (code, and browser: the same plus Chromium): built from Debian
 # packages once, then a cached no-op.
@@ -62,6 +86,11 @@ bench: $(STAMP)
 # Rewrites db/schema.sql from a freshly migrated database (after a new migration).
 schema: $(STAMP)
 	$(VENV)/bin/python -m tests.support.schema
+
+# Rewrites the generated tables of docs/reference/configuration.md and cli.md from the
+# variables' declarations (src/tenantry/config/variables/) and the commands that take them.
+reference: $(STAMP)
+	$(VENV)/bin/python -m tenantry.cli.reference
 
 clean-venv:
 	rm -rf $(VENV)

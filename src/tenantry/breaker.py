@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from tenantry.backoff import backoff
+
 
 @dataclass(slots=True)
 class CircuitBreaker:
@@ -27,7 +29,9 @@ class CircuitBreaker:
     def cooldown(self) -> float:
         if self.max_reset_seconds is None:
             return self.reset_seconds
-        return min(self.reset_seconds * 2.0 ** max(self.opens - 1, 0), self.max_reset_seconds)
+        # No jitter: the cool-down is read again and again while the breaker is open.
+        return backoff(self.opens, first=self.reset_seconds, cap=self.max_reset_seconds,
+                       jitter=False)
 
     @property
     def state(self) -> str:

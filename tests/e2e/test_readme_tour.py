@@ -1,10 +1,10 @@
-"""The README's 5-minute tour, run as written: its Python blocks saved, in order, as
-`tour.py` (as the tour says), and its shell blocks, in order, in one bash with
-`set -euo pipefail` — one of them runs `tour.py` — against `tenantry up` on a fresh data dir
-and the MCP test server. Only the ports, the data dir and the `.venv/bin/` prefix are this
-test's own. A command of the tour that fails, or prints something other than what the tour
-says it prints at the points checked below, fails this test: the tour stays true of the
-code (the client SDK's included)."""
+"""The 5-minute tour (docs/tour.md, the README's next step), run as written: its Python
+blocks saved, in order, as `tour.py` (as the tour says), and its shell blocks, in order, in
+one bash with `set -euo pipefail` — one of them runs `tour.py` — against `tenantry up` on a
+fresh data dir and the MCP test server. Only the ports, the data dir and the `.venv/bin/`
+prefix are this test's own. A command of the tour that fails, or prints something other
+than what the tour says it prints at the points checked below, fails this test: the tour
+stays true of the code (the client SDK's included)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from tests.support.api import free_port
 from tests.support.up_process import BIN, start_up, stop_up, up_env
 
 pytestmark = pytest.mark.e2e
-README = Path(__file__).resolve().parents[2] / "README.md"
-API_REFERENCE = README.parent / "docs" / "reference" / "api.md"
+TOUR = Path(__file__).resolve().parents[2] / "docs" / "tour.md"
+API_REFERENCE = TOUR.parent / "reference" / "api.md"
 
 
 def _ours(text: str, *, port: int, mcp_port: int) -> str:
@@ -32,7 +32,7 @@ def _ours(text: str, *, port: int, mcp_port: int) -> str:
 
 
 def _tour(readme: str) -> str:
-    return readme[readme.index("## A 5-minute tour"):readme.index("## Status")]
+    return readme[readme.index("# A 5-minute tour"):readme.index("## Status")]
 
 
 def tour_program(readme: str, *, port: int, mcp_port: int) -> str:
@@ -99,7 +99,7 @@ def run_steps(script: str, env: dict[str, str], cwd: Path) -> dict[str, str]:
 
 def test_the_readme_tour_runs_as_written_on_a_fresh_data_dir(tmp_path: Path) -> None:
     with platform(tmp_path) as (env, port, mcp_port):
-        readme = README.read_text()
+        readme = TOUR.read_text()
         (tmp_path / "tour.py").write_text(tour_program(readme, port=port, mcp_port=mcp_port))
         steps = run_steps(tour_script(readme, port=port, mcp_port=mcp_port), env, tmp_path)
         # 1: the key is exported for the SDK; 3: `tour.py`, steps 3 to 9 of the tour.
@@ -136,7 +136,7 @@ def test_the_readme_tour_runs_as_written_on_a_fresh_data_dir(tmp_path: Path) -> 
 
 def test_the_api_references_curl_tour_runs_as_written(tmp_path: Path) -> None:
     with platform(tmp_path) as (env, port, mcp_port):
-        script = tour_script(README.read_text(), port=port, mcp_port=mcp_port,
+        script = tour_script(TOUR.read_text(), port=port, mcp_port=mcp_port,
                              curl=API_REFERENCE.read_text())
         steps = run_steps(script, env, tmp_path)
         # 4: the run waits on its approval (never a race with a sleep)...

@@ -23,7 +23,7 @@ import pytest
 from tenantry.errors import ToolUnavailable
 from tenantry.ids import TenantId
 from tenantry.testing import EffectsMcpServer
-from tenantry.tools._mcp_wire import MAX_ANSWER_BYTES, MAX_REPLIES_IN_FLIGHT
+from tenantry.tools._mcp_messages import MAX_ANSWER_BYTES, MAX_REPLIES_IN_FLIGHT
 from tenantry.tools.mcp_client import MAX_CALLS_PER_TENANT, McpToolClient, ToolOutcome
 from tests.support.api import TEST_MASTER_KEY, Api
 from tests.support.harness import WorkerFleet

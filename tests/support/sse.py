@@ -1,4 +1,5 @@
-"""A small Server-Sent Events reader for tests (real HTTP streaming)."""
+"""The events of a run's stream for tests (real HTTP streaming), read with the platform's
+one event-stream parser (tenantry/sse.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from dataclasses import dataclass
 
 import httpx2
 import orjson
+
+from tenantry.sse import SseParser
 
 
 @dataclass(frozen=True)
@@ -18,14 +21,14 @@ class SseEvent:
 
 async def read_sse(response: httpx2.Response, *,
                    deltas: bool = False) -> AsyncIterator[SseEvent]:
-    """The stream's events; the live ``model_delta`` ones only with ``deltas``."""
-    fields: dict[str, str] = {}
-    async for line in response.aiter_lines():
-        if line == "":
-            if "data" in fields and ("id" in fields or deltas):
-                yield SseEvent(int(fields["id"]) if "id" in fields else None,
-                               fields.get("event", "message"), orjson.loads(fields["data"]))
-            fields = {}
-        elif not line.startswith(":"):
-            name, _, value = line.partition(":")
-            fields[name] = value.removeprefix(" ")
+    """The stream's events; the live ``model_delta`` ones only with ``deltas``. An event
+    sets an id of its own when it is not the one before it (durable events' ids rise; the
+    parser, as WHATWG's, keeps an id for the events after it)."""
+    parser, last = SseParser(), None
+    async for chunk in response.aiter_bytes():
+        for event in parser.feed(chunk):
+            own = event.id is not None and event.id != last
+            last = event.id
+            if own or deltas:
+                yield SseEvent(int(event.id) if own and event.id else None, event.event,
+                               orjson.loads(event.data))

@@ -26,9 +26,10 @@ STREAM = (b"\xef\xbb\xbf: keepalive\r\n\r\nevent: message\r\nid: 7\r\nretry: 150
           b"data: {\"a\":\r\ndata:1}\r\n\r\ndata\r\n\r\nid: 8\ndata: x\n\n"
           b"event: other\rdata: y\r\r: just a comment\n\nid\r\n\r\nevent: empty\n\n"
           b"data:  two spaces\nunknown: field\n\ndata: unterminated")
-MESSAGES = [SseMessage("message", '{"a":\n1}', "7"), SseMessage("message", "", None),
-            SseMessage("message", "x", "8"), SseMessage("other", "y", None),
-            SseMessage("message", " two spaces", None)]
+# WHATWG: an id lasts until the next one (an empty one clears it); a retry is its event's.
+MESSAGES = [SseMessage("message", '{"a":\n1}', "7", 1500), SseMessage("message", "", "7"),
+            SseMessage("message", "x", "8"), SseMessage("other", "y", "8"),
+            SseMessage("message", " two spaces", "")]
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 5, 8, 1000])
@@ -41,11 +42,16 @@ def test_messages_are_the_same_however_the_stream_is_cut(size: int) -> None:
     assert messages == MESSAGES
 
 
-def test_an_id_applies_to_its_own_event_only() -> None:
+def test_an_id_lasts_until_the_next_one_but_only_its_own_event_is_durable() -> None:
     decoder = SseDecoder()
-    assert decoder.feed(b"id: 1\ndata: a\n\ndata: b\n\nid: bad\x00\ndata: c\n\n") == [
-        SseMessage("message", "a", "1"), SseMessage("message", "b", None),
-        SseMessage("message", "c", None)]
+    messages = decoder.feed(b"id: 1\ndata: a\n\ndata: b\n\nid: bad\x00\ndata: c\n\n")
+    assert messages == [SseMessage("message", "a", "1"), SseMessage("message", "b", "1"),
+                        SseMessage("message", "c", "1")]
+    state = Resumption(0)
+    with pytest.raises(ClientError, match="unreadable event \\(id 1\\)"):
+        state.item(messages[0])  # durable: its own id
+    assert state.item(messages[1]) is None  # an ephemeral kind this client does not know
+    assert state.item(messages[2]) is None
 
 
 def _event(seq: int, type_: str = "ModelReplied") -> bytes:
@@ -65,7 +71,8 @@ def test_items_are_typed_and_ephemeral_kinds_are_deltas_or_skipped() -> None:
            + b"event: progress\ndata: {\"pct\": 50}\n\n"  # an ephemeral kind not known here
            + b"data: {\"type\": \"model_delta\", \"after_seq\": 1, \"text\": \"!\"}\n\n"
            + _event(2, "RunFinished"))
-    items = [to_item(m) for m in decoder.feed(raw)]
+    state = Resumption(0)
+    items = [state.item(m) for m in decoder.feed(raw)]
     assert [type(i).__name__ for i in items] == [
         "Event", "ModelDelta", "ModelDelta", "NoneType", "ModelDelta", "Event"]
     first, last = items[0], items[-1]

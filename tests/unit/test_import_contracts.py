@@ -1,7 +1,8 @@
 """The layering contracts in pyproject.toml hold for the real tree, and they are not
 decorative: a forbidden import in a copy of the tree breaks them. The sandbox guest, which
 import-linter cannot fully check (it sees only tenantry's modules), imports only the
-standard library; the client SDK only the standard library, httpx2 and orjson."""
+standard library; the client SDK only the standard library, httpx2 and orjson (and of
+tenantry, its errors and the two helpers it shares with the server: sse and backoff)."""
 
 from __future__ import annotations
 
@@ -77,7 +78,8 @@ def test_the_sandbox_guest_imports_only_the_standard_library() -> None:
 
 def test_the_client_sdk_imports_only_httpx2_and_orjson_beside_the_standard_library() -> None:
     client = SRC / "tenantry" / "client"
-    assert _third_party(client, ("tenantry.client", "tenantry.errors", "httpx2", "orjson"),
+    assert _third_party(client, ("tenantry.client", "tenantry.errors", "tenantry.sse",
+                                 "tenantry.backoff", "httpx2", "orjson"),
                         exact=("tenantry",)) == []
     # Imported in a fresh interpreter, it loads nothing of the server.
     loaded = subprocess.run(
@@ -86,6 +88,7 @@ def test_the_client_sdk_imports_only_httpx2_and_orjson_beside_the_standard_libra
     ).stdout.split()
     ours = sorted(m for m in loaded if m.split(".")[0] == "tenantry"
                   and not m.startswith("tenantry.client"))
-    assert ours == ["tenantry", "tenantry.errors", "tenantry.ids"]
+    assert ours == ["tenantry", "tenantry.backoff", "tenantry.errors", "tenantry.ids",
+                    "tenantry.sse"]
     assert not {"fastapi", "starlette", "pydantic", "asyncpg", "uvicorn", "mcp"} & {
         m.split(".")[0] for m in loaded}

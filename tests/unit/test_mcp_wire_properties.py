@@ -71,7 +71,7 @@ class Session(wire.Session):
 
 
 def _allowance() -> Any:
-    return wire._Allowance(wire.MAX_MESSAGES_PER_EXCHANGE,
+    return wire.Allowance(wire.MAX_MESSAGES_PER_EXCHANGE,
                            wire.MAX_SERVER_REQUESTS_PER_EXCHANGE, "call")
 
 

@@ -1,13 +1,11 @@
-"""The two server-sent-events parsers as properties, against WHATWG's "parse an event
-stream" written out plainly below (``whatwg``): the server's (``tenantry.http1.sse``:
-``SseParser``, and ``SseData``, its short way for providers' token streams) and the tenants'
-SDK's (``tenantry.client.events.SseDecoder``, which may not import the server's).
+"""The server-sent-events parser (``tenantry.sse``) as properties, against WHATWG's "parse
+an event stream" written out plainly below (``whatwg``), as each caller uses it: the
+outbound client's (``tenantry.http1``: ``SseParser``, and ``SseData``, its short way for
+providers' token streams) and the tenants' SDK's (``tenantry.client.SseDecoder``).
 
 - Any stream, cut into any pieces, gives the events the reference gives for it whole: CR,
   LF and CRLF line ends (a CRLF cut between its two bytes too), a leading byte order mark,
   comments, ids with NUL (ignored), ``retry`` values, unknown fields, invalid UTF-8.
-  The SDK differs from WHATWG in one way, on purpose: an id applies to its own event only
-  (its docstring says why); the reference has that as an option.
 - Hostile input is bounded: a line that never ends, or an event whose data never ends, is
   refused with the parser's own error once it passes ``max_event`` bytes, not buffered;
   arbitrary bytes never raise anything else.
@@ -32,7 +30,7 @@ CHECKS = settings(max_examples=300, derandomize=True, database=None, deadline=No
 Reference = tuple[str, str, str | None, int | None]  # event, data, id, retry
 
 
-def whatwg(stream: bytes, *, id_per_event: bool = False) -> list[Reference]:
+def whatwg(stream: bytes) -> list[Reference]:
     """The events of ``stream`` as received so far (WHATWG HTML, "Event stream
     interpretation"): decoded as UTF-8 with replacement, one leading U+FEFF dropped, lines
     ended by CRLF, LF or CR — a CR last of all may be half of a CRLF still to come, so it
@@ -48,8 +46,6 @@ def whatwg(stream: bytes, *, id_per_event: bool = False) -> list[Reference]:
             if data:
                 events.append((event or "message", "\n".join(data), last_id, retry))
             data, event, retry = [], "", None
-            if id_per_event:
-                last_id = None
             continue
         if line.startswith(":"):
             continue
@@ -125,7 +121,7 @@ def data_events(pieces: list[bytes]) -> list[tuple[str, str]]:
 
 def sdk_events(pieces: list[bytes]) -> list[Reference]:
     decoder = SseDecoder()
-    return [(m.event, m.data, m.id, None) for piece in pieces for m in decoder.feed(piece)]
+    return [(m.event, m.data, m.id, m.retry) for piece in pieces for m in decoder.feed(piece)]
 
 
 # -- properties -----------------------------------------------------------------------------
@@ -139,8 +135,7 @@ def test_any_cut_of_a_stream_gives_the_events_whatwg_gives(data: st.DataObject) 
     reference = whatwg(stream)
     assert server_events(pieces) == reference
     assert data_events(pieces) == [(event, text) for event, text, _, _ in reference]
-    assert sdk_events(pieces) == [(event, text, id_, None) for event, text, id_, _ in
-                                  whatwg(stream, id_per_event=True)]
+    assert sdk_events(pieces) == reference
 
 
 @CHECKS
@@ -162,7 +157,7 @@ def test_a_crlf_cut_between_its_bytes_is_one_line_end() -> None:
         pieces = [stream[:at], stream[at:]]
         assert server_events(pieces) == reference
         assert data_events(pieces) == [(e, d) for e, d, _, _ in reference]
-        assert [m[:2] for m in sdk_events(pieces)] == [(e, d) for e, d, _, _ in reference]
+        assert sdk_events(pieces) == reference
 
 
 # -- hostile input is bounded ---------------------------------------------------------------

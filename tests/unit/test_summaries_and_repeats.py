@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from tenantry.agents.spec import AgentSpec, Limits, SummarizePolicy
-from tenantry.cli_client import summarize as tail_line
+from tenantry.cli.runs import summarize as tail_line
 from tenantry.ids import AgentId, RunId
 from tenantry.models.scripted import Script, Step
 from tenantry.models.summaries import SUMMARY_REQUEST, summarized_steps

@@ -19,13 +19,12 @@ platform's name for the model."""
 
 from __future__ import annotations
 
-import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
 
 import asyncpg
 
+from tenantry.cache import BoundedCache
 from tenantry.db import Connection, Database
 from tenantry.db.queries import load
 from tenantry.errors import Conflict, NotFound
@@ -84,10 +83,10 @@ class SnapshotNotes:
     noticed again within that time, by every process alike."""
 
     def __init__(self, *, capacity: int = 50_000, refresh_seconds: float = 600.0) -> None:
-        self._capacity = capacity
-        self._refresh = refresh_seconds
-        # key → (snapshot, when it was written: time.monotonic())
-        self._seen: OrderedDict[tuple[str, str, str, str], tuple[str, float]] = OrderedDict()
+        # key → the snapshot last written, forgotten ``refresh_seconds`` after the write
+        # (None: with 0, every note is written).
+        self._seen: BoundedCache[tuple[str, str, str, str], str] | None = BoundedCache(
+            max_entries=capacity, ttl_seconds=refresh_seconds) if refresh_seconds > 0 else None
 
     async def note(self, db: Database, tenant: TenantId, agent: AgentId, model: str,
                    seen: str, owner: str) -> bool:
@@ -95,16 +94,12 @@ class SnapshotNotes:
         ("platform" or "tenant"; "" not known); True when this noticed a change (counted
         once, whichever worker notices it). Raises what the database raises: the caller
         decides that a failure here fails nothing."""
-        key, now = (tenant.value, str(agent), model, owner), time.monotonic()
-        last = self._seen.get(key)
-        if last is not None and last[0] == seen and now - last[1] < self._refresh:
-            self._seen.move_to_end(key)
+        key = (tenant.value, str(agent), model, owner)
+        if self._seen is not None and self._seen.get(key) == seen:
             return False
         row = await db.statement(Q.note, tenant.value, agent.uuid, model, seen, owner or None)
-        self._seen[key] = (seen, now)  # only once written: a failed write is tried again
-        self._seen.move_to_end(key)
-        while len(self._seen) > self._capacity:
-            self._seen.popitem(last=False)
+        if self._seen is not None:
+            self._seen.put(key, seen)  # only once written: a failed write is tried again
         return bool(row is not None and row["changed"])
 
 

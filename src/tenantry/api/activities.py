@@ -2,7 +2,7 @@
 0013). Thin over ``activities.tasks.ActivityStore``: the bundle's and the settings' rules
 are theirs, answered here as 400 ``validation_error``; the bodies, and what a version is
 answered as, are ``api/activity_bodies.py``. Lists page as every list does
-(``api/pages.py``); a task's attempt log is its own list."""
+(``api/pagination.py``); a task's attempt log is its own list."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from tenantry.api.activity_bodies import (
 from tenantry.api.auth import current_tenant, platform
 from tenantry.api.fields import INT4_MAX
 from tenantry.api.links import links, to
-from tenantry.api.pages import PageRequest, keyed_by, matching
+from tenantry.api.pagination import PageRequest, keyed_by, matching
 from tenantry.api.params import parse_or_404, positive_int4_or_404
 from tenantry.api.platform import Platform
 from tenantry.api.run_bodies import OVERLOADED

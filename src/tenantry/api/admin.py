@@ -1,5 +1,5 @@
 """Operator API (``/admin/v1``): tenants, their API keys, secrets and tool servers. Each
-is listed (a keyset page, see :mod:`tenantry.api.pages`) and fetched as well as created.
+is listed (a keyset page, see :mod:`tenantry.api.pagination`) and fetched as well as created.
 Also the operator's console sessions: revoked all at once (the console's session epoch)."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from tenantry.api.fields import (
     Text,
 )
 from tenantry.api.links import links, to
-from tenantry.api.pages import PageRequest, keyed_by, matching
+from tenantry.api.pagination import PageRequest, keyed_by, matching
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.config import ANY_REGION, Settings

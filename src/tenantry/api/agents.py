@@ -15,7 +15,7 @@ from tenantry.agents.spec import AgentSpec, ChildAgent, Limits, SandboxPolicy, S
 from tenantry.api.auth import current_tenant, platform
 from tenantry.api.fields import Body, EgressHost, PositiveInt4, Text
 from tenantry.api.links import links, to
-from tenantry.api.pages import PageRequest, keyed_by
+from tenantry.api.pagination import PageRequest, keyed_by
 from tenantry.api.params import parse_or_404, positive_int4_or_404
 from tenantry.api.platform import Platform
 from tenantry.errors import Conflict, NotFound

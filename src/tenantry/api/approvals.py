@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from tenantry.api.auth import current_tenant, platform
 from tenantry.api.fields import Body, Text
-from tenantry.api.pages import PageRequest, keyed_by
+from tenantry.api.pagination import PageRequest, keyed_by
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.ids import ApprovalId, TenantId

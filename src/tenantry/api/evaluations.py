@@ -28,7 +28,7 @@ from tenantry.api.evaluation_bodies import (
 )
 from tenantry.api.fields import Body, PositiveInt4
 from tenantry.api.links import links, to
-from tenantry.api.pages import PageRequest, keyed_by
+from tenantry.api.pagination import PageRequest, keyed_by
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.api.run_bodies import OVERLOADED

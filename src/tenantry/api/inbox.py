@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 from tenantry.api.auth import operator, platform
 from tenantry.api.console import reads
-from tenantry.api.pages import PageRequest, keyed_by
+from tenantry.api.pagination import PageRequest, keyed_by
 from tenantry.api.params import FewLimit, parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.ids import ApprovalId, TenantId

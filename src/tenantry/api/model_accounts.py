@@ -13,7 +13,7 @@ from tenantry.api.admin import TENANT_NOT_FOUND, VAULT_ERROR
 from tenantry.api.auth import operator, platform
 from tenantry.api.fields import INT4_MAX, SPACE_OR_CONTROL, Body, HttpUrl, Label, SecretName, Text
 from tenantry.api.links import links, to
-from tenantry.api.pages import PageRequest, keyed_by
+from tenantry.api.pagination import PageRequest, keyed_by
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.errors import Conflict, NotFound, ValidationFailed

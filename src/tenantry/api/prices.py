@@ -14,7 +14,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from tenantry.api.auth import operator, platform
 from tenantry.api.fields import MODEL_NAME_PATTERN, WholeNumber
 from tenantry.api.links import links, to
-from tenantry.api.pages import PageRequest, keyed_by, matching
+from tenantry.api.pagination import PageRequest, keyed_by, matching
 from tenantry.api.params import LongPageLimit
 from tenantry.api.platform import Platform
 from tenantry.errors import NotFound

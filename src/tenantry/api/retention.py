@@ -13,7 +13,7 @@ from tenantry.api.admin import TENANT_NOT_FOUND
 from tenantry.api.auth import current_tenant, operator, platform
 from tenantry.api.fields import Body
 from tenantry.api.links import links, to
-from tenantry.api.pages import PageRequest, keyed_by
+from tenantry.api.pagination import PageRequest, keyed_by
 from tenantry.api.params import ascii_int, parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.ids import RunId, TenantId

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 
 from tenantry.api.auth import current_tenant, platform
 from tenantry.api.links import links, to
-from tenantry.api.pages import PageRequest, keyed_by
+from tenantry.api.pagination import PageRequest, keyed_by
 from tenantry.api.params import LongPageLimit, Seq, parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.api.run_bodies import (

@@ -37,6 +37,7 @@ from typing import Any
 import orjson
 
 from tenantry import logs
+from tenantry.backoff import backoff
 from tenantry.bootstrap import StartupFailed
 from tenantry.bootstrap.database import require_current_schema, resolve_database
 from tenantry.bootstrap.secrets import operator_token
@@ -61,7 +62,8 @@ _PR_SET_PDEATHSIG = 1
 def backoff_seconds(quick_exits: int) -> float:
     """The wait before restarting a child that exited quickly ``quick_exits`` times in a
     row (the first restart after a long life waits the least)."""
-    return float(min(MAX_BACKOFF_SECONDS, FIRST_BACKOFF_SECONDS * 2 ** max(quick_exits - 1, 0)))
+    return backoff(quick_exits, first=FIRST_BACKOFF_SECONDS, cap=MAX_BACKOFF_SECONDS,
+                   jitter=False)
 
 
 # ------------------------------------------------------------------ settings to the child

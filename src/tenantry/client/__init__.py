@@ -39,6 +39,19 @@ from tenantry.client.errors import (
     ValidationError,
     WaitTimeout,
 )
+from tenantry.client.evaluations import (
+    Evaluation,
+    EvaluationCase,
+    EvaluationCheck,
+    EvaluationSide,
+    EvaluationSpec,
+    EvaluationSummary,
+    EvaluationToolCall,
+    EvaluationTotals,
+    TestCase,
+    TestSet,
+    TestSetSummary,
+)
 from tenantry.client.events import AsyncEventStream, EventStream, SseDecoder, SseMessage
 from tenantry.client.models import (
     TERMINAL_EVENTS,
@@ -48,14 +61,6 @@ from tenantry.client.models import (
     AgentSummary,
     Approval,
     ChildAgent,
-    Evaluation,
-    EvaluationCase,
-    EvaluationCheck,
-    EvaluationSide,
-    EvaluationSpec,
-    EvaluationSummary,
-    EvaluationToolCall,
-    EvaluationTotals,
     Event,
     EventPage,
     ModelDelta,
@@ -64,9 +69,6 @@ from tenantry.client.models import (
     ReviewFlag,
     Run,
     StartedRun,
-    TestCase,
-    TestSet,
-    TestSetSummary,
     Usage,
 )
 from tenantry.client.sync import Client

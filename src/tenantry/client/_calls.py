@@ -13,19 +13,16 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
+from tenantry.client.evaluations import Evaluation, EvaluationSummary, TestSet, TestSetSummary
 from tenantry.client.models import (
     Agent,
     AgentSummary,
     Approval,
-    Evaluation,
-    EvaluationSummary,
     EventPage,
     Page,
     Promotion,
     Run,
     StartedRun,
-    TestSet,
-    TestSetSummary,
 )
 
 T = TypeVar("T")

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import httpx2
 
+from tenantry.backoff import backoff
 from tenantry.client.errors import NOT_RETRIED_TYPES, ApiError
 
 #: Transport errors raised before any byte of the request was sent.
@@ -48,8 +49,7 @@ class RetryPolicy:
 
     def backoff_for(self, retry: int, rng: Callable[[], float] = random.random) -> float:
         """The wait before retry number ``retry`` (1-based) when the answer named none."""
-        cap = min(self.max_backoff, self.backoff * 2.0 ** (retry - 1))
-        return cap * (0.5 + 0.5 * rng())
+        return backoff(retry, first=self.backoff, cap=self.max_backoff, rng=rng)
 
 
 def retry_worthy(error: ApiError) -> bool:

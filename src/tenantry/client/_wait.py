@@ -7,67 +7,74 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
+from tenantry.backoff import backoff
 from tenantry.client.errors import WaitTimeout
-from tenantry.client.models import TERMINAL_STATUSES, Evaluation, Run
+from tenantry.client.evaluations import Evaluation
+from tenantry.client.models import TERMINAL_STATUSES, Run
 
 FIRST_PAUSE = 0.1
 
 
-class Waiting:
-    def __init__(self, run_id: str, timeout: float | None, status: str | Iterable[str] | None,
-                 poll_interval: float) -> None:
+class _Pauses:
+    """The pauses between reads, and the deadline they never pass."""
+
+    def __init__(self, timeout: float | None, poll_interval: float) -> None:
         if poll_interval <= 0:
             raise ValueError("poll_interval must be positive")
-        self.run_id = run_id
-        self.wanted = frozenset([status] if isinstance(status, str) else status or ())
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self.timeout = timeout
         self.poll_interval = poll_interval
-        self.pause = min(FIRST_PAUSE, poll_interval)
+        self.reads = 0
+
+    def _pause(self) -> float | None:
+        """The next pause; None: the deadline has passed."""
+        self.reads += 1
+        # No jitter: a poll's schedule is the caller's, stated in its docs.
+        pause = backoff(self.reads, first=min(FIRST_PAUSE, self.poll_interval),
+                        cap=self.poll_interval, jitter=False)
+        if self.deadline is None:
+            return pause
+        left = self.deadline - time.monotonic()
+        return min(pause, left) if left > 0 else None
+
+
+class Waiting(_Pauses):
+    def __init__(self, run_id: str, timeout: float | None, status: str | Iterable[str] | None,
+                 poll_interval: float) -> None:
+        super().__init__(timeout, poll_interval)
+        self.run_id = run_id
+        self.wanted = frozenset([status] if isinstance(status, str) else status or ())
 
     def next_pause(self, run: Run) -> float | None:
         """None: return ``run``. Raises WaitTimeout past the deadline."""
         if run.status in self.wanted or run.status in TERMINAL_STATUSES:
             return None
-        pause = self.pause
-        self.pause = min(self.pause * 2, self.poll_interval)
-        if self.deadline is not None:
-            left = self.deadline - time.monotonic()
-            if left <= 0:
-                wanted = " or ".join(sorted(self.wanted)) or "its end"
-                raise WaitTimeout(f"{self.run_id} did not reach {wanted} within "
-                                  f"{self.timeout:g} s; it is {run.status}", run=run)
-            pause = min(pause, left)
+        pause = self._pause()
+        if pause is None:
+            wanted = " or ".join(sorted(self.wanted)) or "its end"
+            raise WaitTimeout(f"{self.run_id} did not reach {wanted} within "
+                              f"{self.timeout:g} s; it is {run.status}", run=run)
         return pause
 
 
-class EvaluationWaiting:
+class EvaluationWaiting(_Pauses):
     """``evaluations.wait``'s rule: the same pauses, until the evaluation has finished
     (every run of it ended)."""
 
     def __init__(self, evaluation_id: str, timeout: float | None,
                  poll_interval: float) -> None:
-        if poll_interval <= 0:
-            raise ValueError("poll_interval must be positive")
+        super().__init__(timeout, poll_interval)
         self.evaluation_id = evaluation_id
-        self.deadline = None if timeout is None else time.monotonic() + timeout
-        self.timeout = timeout
-        self.poll_interval = poll_interval
-        self.pause = min(FIRST_PAUSE, poll_interval)
 
     def next_pause(self, evaluation: Evaluation) -> float | None:
         """None: return ``evaluation``. Raises WaitTimeout past the deadline (its ``run``
         is the evaluation as last read)."""
         if evaluation.finished:
             return None
-        pause = self.pause
-        self.pause = min(self.pause * 2, self.poll_interval)
-        if self.deadline is not None:
-            left = self.deadline - time.monotonic()
-            if left <= 0:
-                running = sum(t.running for t in evaluation.totals.values())
-                raise WaitTimeout(f"{self.evaluation_id} did not finish within "
-                                  f"{self.timeout:g} s; {running} of its runs go on",
-                                  run=evaluation)
-            pause = min(pause, left)
+        pause = self._pause()
+        if pause is None:
+            running = sum(t.running for t in evaluation.totals.values())
+            raise WaitTimeout(f"{self.evaluation_id} did not finish within "
+                              f"{self.timeout:g} s; {running} of its runs go on",
+                              run=evaluation)
         return pause

@@ -14,20 +14,17 @@ from tenantry.client import _calls
 from tenantry.client._retry import RetryPolicy
 from tenantry.client._transport import DEFAULT_TIMEOUT, AsyncTransport, settings
 from tenantry.client._wait import EvaluationWaiting, Waiting
+from tenantry.client.evaluations import Evaluation, EvaluationSummary, TestSet, TestSetSummary
 from tenantry.client.events import AsyncEventStream
 from tenantry.client.models import (
     Agent,
     AgentSummary,
     Approval,
-    Evaluation,
-    EvaluationSummary,
     EventPage,
     Page,
     Promotion,
     Run,
     StartedRun,
-    TestSet,
-    TestSetSummary,
 )
 
 __all__ = ["AsyncClient"]

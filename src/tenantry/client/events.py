@@ -10,17 +10,17 @@ never delivered, its seq is asked for again.
 
 Durable events carry ``id: <seq>`` and their JSON has the same ``seq``. The client tracks
 the last seq it handed to the caller and reconnects with ``Last-Event-ID: <that seq>``; an
-event at or below it is never handed out twice. Events without ``id`` are ephemeral:
-``model_delta`` becomes a :class:`ModelDelta` and any other kind this client does not
-know is skipped; neither moves the resumption point.
+event at or below it is never handed out twice. Events without an ``id`` of their own are
+ephemeral: ``model_delta`` becomes a :class:`ModelDelta` and any other kind this client
+does not know is skipped; neither moves the resumption point. (WHATWG's parser keeps an id
+for the events after it; the platform's ids rise with every durable event, so an event
+whose id is not the one before it set its own.)
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
 from contextlib import aclosing
-from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
@@ -30,6 +30,7 @@ import orjson
 from tenantry.client import _calls
 from tenantry.client.errors import ClientError
 from tenantry.client.models import Event, ModelDelta
+from tenantry.sse import SseEvent, SseParser
 
 if TYPE_CHECKING:
     from tenantry.client._transport import AsyncTransport, SyncTransport
@@ -39,106 +40,25 @@ __all__ = ["AsyncEventStream", "EventStream", "SseDecoder", "SseMessage", "Strea
 #: What a run's stream yields.
 StreamItem = Event | ModelDelta
 
-_LINE_END = re.compile(rb"\r\n|\r|\n")
+
+class SseDecoder(SseParser):
+    """The event-stream parser (:mod:`tenantry.sse`, shared with the server) as the SDK
+    uses it: a line, or an event's data, past ``max_event`` bytes is a
+    :class:`ClientError` (a stream that never ends its line is refused, not buffered). A
+    new decoder (after a reconnect) forgets what the last connection left half-sent."""
+
+    __slots__ = ()
+    too_large = ClientError
 
 
-@dataclass(frozen=True, slots=True)
-class SseMessage:
-    """One dispatched SSE event: ``id`` is None when the event had no ``id`` field."""
-
-    event: str
-    data: str
-    id: str | None = None
-
-
-class SseDecoder:
-    """Bytes in, complete events out. Keeps what is not yet a whole line or a whole
-    event for the next chunk; a new decoder (after a reconnect) forgets it.
-
-    ``max_event`` bounds what it keeps: a line, or an event's data, past that many bytes is
-    a :class:`ClientError` (a stream that never ends its line is refused, not buffered). A
-    line arriving in many small pieces is kept as the pieces and joined once it ends.
-
-    Unlike WHATWG's EventSource, an ``id`` applies to its own event only: the platform's
-    durable events carry one and its ephemeral ones (``model_delta``) none, and an
-    ephemeral event must not look durable for following one."""
-
-    def __init__(self, *, max_event: int = 16 * 1024 * 1024) -> None:
-        self._parts: list[bytes] = []  # the line not yet ended, as it arrived
-        self._held = 0  # their bytes
-        self._max = max_event
-        self._first_line = True
-        self._event = ""
-        self._data: list[str] = []
-        self._size = 0  # bytes of the current event's data
-        self._id: str | None = None
-
-    def feed(self, chunk: bytes) -> list[SseMessage]:
-        parts = self._parts
-        if parts:
-            if b"\n" not in chunk and b"\r" not in chunk and not parts[-1].endswith(b"\r"):
-                parts.append(chunk)  # still inside the same line
-                self._held += len(chunk)
-                self._check(self._held)
-                return []
-            parts.append(chunk)
-            buffer = b"".join(parts)
-        else:
-            buffer = chunk
-        out: list[SseMessage] = []
-        start = 0
-        for match in _LINE_END.finditer(buffer):
-            # A CR at the very end may be the first half of a CRLF split across chunks.
-            if match.group() == b"\r" and match.end() == len(buffer):
-                break
-            line = buffer[start:match.start()].decode("utf-8", "replace")
-            start = match.end()
-            message = self._line(line)
-            if message is not None:
-                out.append(message)
-        pending = buffer[start:]
-        self._check(len(pending))
-        self._parts = [pending] if pending else []
-        self._held = len(pending)
-        return out
-
-    def _check(self, size: int) -> None:
-        if size > self._max:
-            raise ClientError(f"server-sent event larger than {self._max} bytes: the stream "
-                              "was refused")
-
-    def _line(self, line: str) -> SseMessage | None:
-        if self._first_line:
-            self._first_line = False
-            line = line.removeprefix("\ufeff")
-        if line == "":
-            return self._dispatch()
-        if line.startswith(":"):
-            return None  # a comment: the platform's keepalive
-        name, colon, value = line.partition(":")
-        if colon and value.startswith(" "):
-            value = value[1:]
-        if name == "data":
-            self._size += len(value) + 1
-            self._check(self._size)
-            self._data.append(value)
-        elif name == "event":
-            self._event = value
-        elif name == "id" and "\x00" not in value:
-            self._id = value
-        return None  # `retry` and unknown fields are ignored
-
-    def _dispatch(self) -> SseMessage | None:
-        data, event, id_ = self._data, self._event, self._id
-        self._data, self._event, self._id, self._size = [], "", None, 0
-        if not data:
-            return None
-        return SseMessage(event or "message", "\n".join(data), id_)
+#: One dispatched SSE event: ``id`` is the last id the stream set (WHATWG's last event ID).
+SseMessage = SseEvent
 
 
 def to_item(message: SseMessage) -> StreamItem | None:
-    """The typed item for one SSE event; None for an ephemeral kind this client does not
-    know (or one it cannot read: ephemeral events are best effort)."""
+    """The typed item for one SSE event, durable when its ``id`` is set (the caller passes
+    None for an id that is only an earlier event's); None for an ephemeral kind this client
+    does not know (or one it cannot read: ephemeral events are best effort)."""
     try:
         body: Any = orjson.loads(message.data)
     except orjson.JSONDecodeError:
@@ -171,6 +91,7 @@ class Resumption:
         self._decoder = SseDecoder()
         self._parsed = after  # the last seq read on this connection
         self._parsed_end = False
+        self._last_id: str | None = None  # the id of the event before, on this connection
 
     def headers(self) -> dict[str, str]:
         headers = {"Accept": "text/event-stream"}
@@ -184,7 +105,7 @@ class Resumption:
         for message in self._decoder.feed(chunk):
             if self._parsed_end:
                 break
-            item = to_item(message)
+            item = self.item(message)
             if item is None:
                 continue
             if isinstance(item, Event):
@@ -194,6 +115,13 @@ class Resumption:
                 self._parsed_end = item.terminal
             out.append(item)
         return out
+
+    def item(self, message: SseMessage) -> StreamItem | None:
+        """:func:`to_item`, for the next event of this connection: one that repeats the id
+        of the event before it did not set one."""
+        own = message.id is not None and message.id != self._last_id
+        self._last_id = message.id
+        return to_item(message if own else message._replace(id=None))
 
     def handing(self, item: StreamItem) -> None:
         """``item`` goes to the caller now."""
@@ -207,6 +135,7 @@ class Resumption:
         self._decoder = SseDecoder()
         self._parsed = self.last_seq
         self._parsed_end = False
+        self._last_id = None
 
 
 class _Follow:

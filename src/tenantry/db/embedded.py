@@ -1,12 +1,13 @@
 """The embedded Postgres: used when no ``TENANTRY_DATABASE_URL`` is given, so one command
 runs the whole platform.
 
-Binaries come from the ``pgserver`` wheel (PostgreSQL 16), else from the system's
-``/usr/lib/postgresql/*/bin``. We drive ``initdb``/``pg_ctl`` ourselves instead of calling
-``pgserver.get_server``: as root that function adds a system user and opens every parent
-directory of the data dir to everyone. Postgres refuses to run as root, so as root we start
-it inside a user namespace where it is ``nobody``; outside, its processes and files stay
-the invoking user's, and nothing on the host is changed (see docs/decisions/0001-storage.md).
+Binaries come from the ``pgserver`` wheel (PostgreSQL 16, the ``[embedded]`` extra), else
+from the system's ``/usr/lib/postgresql/*/bin``. We drive ``initdb``/``pg_ctl`` ourselves
+instead of calling ``pgserver.get_server``: as root that function adds a system user and
+opens every parent directory of the data dir to everyone. Postgres refuses to run as root,
+so as root we start it inside a user namespace where it is ``nobody``; outside, its
+processes and files stay the invoking user's, and nothing on the host is changed (see
+docs/decisions/0001-storage.md).
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ def find_binaries() -> Path:
         if (candidate / "pg_ctl").exists():
             return candidate
     raise ConfigurationError(
-        "no PostgreSQL binaries found: install the 'pgserver' package (a dependency of "
-        "tenantry) or Debian's postgresql, or set TENANTRY_DATABASE_URL"
+        "no PostgreSQL binaries for the embedded Postgres: install tenantry[embedded] (or "
+        "Debian's postgresql) or set TENANTRY_DATABASE_URL"
     )
 
 

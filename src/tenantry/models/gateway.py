@@ -28,21 +28,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, Self
 
+from tenantry.backoff import backoff
 from tenantry.breaker import CircuitBreaker
 from tenantry.db import DATABASE_DOWN, Database
-from tenantry.errors import TenantryError
-from tenantry.ids import TenantId
 from tenantry.ledger.tokens import estimate_tokens
 from tenantry.models import accounts as account_store
 from tenantry.models.accounts import ModelAccount
 from tenantry.models.capacity import AccountCapacity
+from tenantry.models.clients import api_key, http_client
 from tenantry.models.errors import (
     AccountUnusable,
     ModelError,
@@ -51,10 +50,11 @@ from tenantry.models.errors import (
     RateLimited,
     probe_tells_nothing,
 )
+from tenantry.models.route_state import Attempts, Route
 from tenantry.models.routing import candidates
 from tenantry.models.sharing import CapacityShares, ShareSettings, limited
 from tenantry.models.types import ModelReply, ModelRequest, ProviderClient
-from tenantry.vault import Vault, crypto
+from tenantry.vault import Vault
 from tenantry.vault.crypto import MasterKey
 
 logger = logging.getLogger(__name__)
@@ -103,54 +103,6 @@ class CallObserver(Protocol):
 AccountsLoader = Callable[[], Awaitable[Sequence[ModelAccount]]]
 
 
-def http_client(account: ModelAccount, api_key: str | None, timeout: float) -> ProviderClient:
-    """The provider client for an account's wire format."""
-    if account.provider == "anthropic":
-        from tenantry.models.anthropic import AnthropicMessages
-
-        return AnthropicMessages(account.base_url, api_key=api_key,
-                                 account=account.account_id, timeout=timeout,
-                                 stream=account.stream)
-    from tenantry.models.openai_compat import OpenAICompatible
-
-    client = OpenAICompatible(account.base_url, api_key=api_key, account=account.account_id,
-                              timeout=timeout, stream=account.stream)
-    client.provider = account.provider  # "scripted" speaks the OpenAI format
-    return client
-
-
-@dataclass(slots=True)
-class _Route:
-    """One account as this process sees it: client, breaker, capacity."""
-
-    account: ModelAccount
-    breaker: CircuitBreaker
-    capacity: AccountCapacity
-    client: ProviderClient | None = None
-    credential_read_at: float = 0.0
-    warmed: bool = False  # its client was built ahead of its first call (or tried to be)
-    probing: bool = False
-    probe_after: float = 0.0  # monotonic: no probe before then
-    # Runs woken to probe the account with their real call: for which opening of the
-    # breaker, and how many the last time.
-    woken_for: float | None = None
-    woken: int = 0
-
-
-@dataclass(slots=True)
-class _Attempts:
-    """Why earlier rungs of the ladder did not answer (for the record and the park)."""
-
-    notes: list[str] = field(default_factory=list)
-
-    def add(self, note: str) -> None:
-        if len(self.notes) < 20:
-            self.notes.append(note)
-
-    def summary(self) -> str:
-        return "; ".join(self.notes)[:500] or "no account tried"
-
-
 class ModelGateway:
     def __init__(
         self, db: Database | None, *, vault: Vault | None = None,
@@ -180,7 +132,7 @@ class ModelGateway:
         self._sleep = sleep
         self._clock = clock
         self._wake_parked = wake_parked or (self._wake_registered if db is not None else None)
-        self._routes: dict[str, _Route] = {}
+        self._routes: dict[str, Route] = {}
         self._accounts: list[ModelAccount] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._recoveries = 0  # failing accounts found serving again, ever
@@ -256,12 +208,12 @@ class ModelGateway:
         assert self._db is not None
         return await account_store.wake_parked_for(self._db, account, limit)
 
-    def _set_accounts(self, accounts: list[ModelAccount]) -> list[_Route]:
+    def _set_accounts(self, accounts: list[ModelAccount]) -> list[Route]:
         settings, retired = self.settings, []
         if settings.no_stream:
             accounts = [replace(a, stream=False) if a.account_id in settings.no_stream
                         or "*" in settings.no_stream else a for a in accounts]
-        fresh: dict[str, _Route] = {}
+        fresh: dict[str, Route] = {}
         for account in accounts:
             route = self._routes.get(account.account_id)
             if route is not None and route.account == account:
@@ -269,7 +221,7 @@ class ModelGateway:
                 continue
             if route is not None:
                 retired.append(route)  # changed: new client, same breaker history
-            fresh[account.account_id] = _Route(
+            fresh[account.account_id] = Route(
                 account,
                 route.breaker if route else CircuitBreaker(
                     settings.breaker_threshold, settings.breaker_reset_seconds,
@@ -294,7 +246,7 @@ class ModelGateway:
     # -- the ladder ---------------------------------------------------------------------
 
     async def complete(self, request: ModelRequest) -> ModelReply:
-        tried, recoveries = _Attempts(), self._recoveries
+        tried, recoveries = Attempts(), self._recoveries
         models = [request.model, *(m for m in request.fallback_models if m != request.model)]
         soonest: float | None = None
         for model in models:
@@ -320,7 +272,7 @@ class ModelGateway:
         raise exhausted
 
     async def _try_account(
-        self, route: _Route, request: ModelRequest, tried: _Attempts,
+        self, route: Route, request: ModelRequest, tried: Attempts,
     ) -> ModelReply | None:
         settings, name = self.settings, route.account.account_id
         estimate = 0
@@ -378,7 +330,7 @@ class ModelGateway:
             return replace(reply, account_owner=route.account.owner)
         return None
 
-    def _observe(self, request: ModelRequest, route: _Route, outcome: str) -> None:
+    def _observe(self, request: ModelRequest, route: Route, outcome: str) -> None:
         if self._observer is not None:
             self._observer.model_call(request.tenant, route.account.provider,
                                       route.account.account_id, outcome)
@@ -387,11 +339,11 @@ class ModelGateway:
         settings = self.settings
         if retry_after is not None and retry_after <= settings.max_retry_after_seconds:
             return retry_after
-        delay: float = min(settings.backoff_seconds * 2.0**attempt, settings.max_backoff_seconds)
-        return delay * random.uniform(0.5, 1.5)  # full jitter would bunch near zero
+        return backoff(attempt + 1, first=settings.backoff_seconds,
+                       cap=settings.max_backoff_seconds)
 
     @staticmethod
-    def _explain(request: ModelRequest, reply: ModelReply, tried: _Attempts) -> ModelReply:
+    def _explain(request: ModelRequest, reply: ModelReply, tried: Attempts) -> ModelReply:
         """Say why this reply came from elsewhere than the run's previous step."""
         reasons = []
         if request.previous_model and reply.model != request.previous_model:
@@ -407,51 +359,20 @@ class ModelGateway:
 
     # -- clients and credentials --------------------------------------------------------
 
-    async def _client(self, route: _Route, tenant: str) -> ProviderClient:
+    async def _client(self, route: Route, tenant: str) -> ProviderClient:
         account = route.account
         stale = (account.secret_name is not None and time.monotonic() - route.credential_read_at
                  > self.settings.credential_ttl_seconds)
         if route.client is not None and not stale:
             return route.client
-        key = await self._api_key(account, tenant)
+        key = await api_key(account, self._implicit.get(account.account_id),
+                            master=self._master, vault=self._vault)
         await self._close_client(route)
         route.client = self._client_factory(account, key, self.settings.call_timeout_seconds)
         route.credential_read_at = time.monotonic()
         return route.client
 
-    async def _api_key(self, account: ModelAccount, tenant: str) -> str | None:
-        if account.account_id in self._implicit:
-            return self._implicit[account.account_id][1]
-        if account.sealed_secret is not None:
-            if self._master is None:
-                raise AccountUnusable(f"{account.account_id}: its key is sealed but no "
-                                      "master key is configured")
-            try:
-                return crypto.open_platform_secret(self._master, account.scope,
-                                                   *account.sealed_secret)
-            except crypto.VaultError:
-                # The key is bound to the provider and base_url it was sealed for: a row
-                # pointed elsewhere (or another master key) must not send it anywhere.
-                unusable = AccountUnusable(
-                    f"{account.account_id}: its sealed key does not open for "
-                    f"{account.provider} at {account.base_url} (the account was changed "
-                    "since its key was sealed, or the master key differs); register the "
-                    "account again")
-                logger.error("model account refused to serve: %s", unusable.detail,
-                             extra={"account": account.account_id})
-                raise unusable from None
-        if account.secret_name is not None:
-            if self._vault is None or account.tenant is None:
-                raise AccountUnusable(f"{account.account_id}: no vault to read its key from")
-            try:
-                return await self._vault.get(TenantId(account.tenant), account.secret_name)
-            except TenantryError as exc:  # the secret was deleted, or the vault is locked
-                raise AccountUnusable(
-                    f"{account.account_id}: cannot read secret {account.secret_name!r}: "
-                    f"{exc.detail}") from None
-        return None
-
-    async def _close_client(self, route: _Route) -> None:
+    async def _close_client(self, route: Route) -> None:
         if route.client is not None:
             client, route.client = route.client, None
             await client.aclose()
@@ -495,7 +416,7 @@ class ModelGateway:
                 started.append(self._background(self._probe(route), "model-probe"))
         return started
 
-    async def _probe(self, route: _Route) -> None:
+    async def _probe(self, route: Route) -> None:
         account = route.account
         try:
             if not route.breaker.allow():
@@ -522,7 +443,7 @@ class ModelGateway:
         finally:
             route.probing = False
 
-    async def _probe_with_runs(self, route: _Route, exc: ModelError) -> None:
+    async def _probe_with_runs(self, route: Route, exc: ModelError) -> None:
         """The probe told nothing: wake a few runs parked on the account's models, so that a
         real call takes the half-open slot — its success closes the breaker and wakes the
         rest, its failure opens the breaker again. Wake twice as many each time the slot is

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import math
 import uuid
 from collections.abc import AsyncIterator, Mapping
 
@@ -33,6 +34,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp
 
+from tenantry.cache import BoundedCache
 from tenantry.models.loopback import LoopbackService
 from tenantry.models.openai_wire import OpenAIWire
 from tenantry.models.scripted import (
@@ -186,7 +188,9 @@ class PromptCache:
     keyed by model and tools too, as a provider's cache is."""
 
     def __init__(self) -> None:
-        self._seen: dict[bytes, None] = {}  # insertion order = least recently used first
+        # Deterministic: nothing expires (a provider's entries do, after minutes).
+        self._seen: BoundedCache[bytes, bool] = BoundedCache(max_entries=_CACHE_ENTRIES,
+                                                             ttl_seconds=math.inf)
 
     def serve(self, chat: Chat) -> int:
         """Prompt tokens of the longest prefix of ``chat`` served before; remembers its
@@ -198,10 +202,7 @@ class PromptCache:
             digest.update(orjson.dumps(message, option=orjson.OPT_SORT_KEYS))
             prefixes.append(digest.digest())
         hit = next((length for length in range(len(prefixes), 1, -1)
-                    if prefixes[length - 1] in self._seen), 0)
+                    if self._seen.get(prefixes[length - 1])), 0)
         for prefix in prefixes[1:]:
-            self._seen.pop(prefix, None)
-            self._seen[prefix] = None
-        while len(self._seen) > _CACHE_ENTRIES:
-            del self._seen[next(iter(self._seen))]
+            self._seen.put(prefix, True)
         return prompt_tokens(chat.messages[:hit]) if hit else 0

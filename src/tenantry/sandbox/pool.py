@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from tenantry.backoff import backoff
 from tenantry.sandbox.backends.protocol import Backend, Instance
 from tenantry.sandbox.channel import AgentChannel
 from tenantry.sandbox.egress.policy import EgressPolicy
@@ -33,8 +34,10 @@ from tenantry.sandbox.types import (
 
 logger = logging.getLogger(__name__)
 
-#: A refill that fails waits this long before trying again (doubling, up to a minute).
+#: A refill that fails waits about this long before trying again (doubling, with jitter,
+#: up to a minute).
 REFILL_BACKOFF_SECONDS = 1.0
+REFILL_MAX_BACKOFF_SECONDS = 60.0
 #: Where the guest's egress relay listens (``guest/relay.py``).
 PROXY_URL = "http://127.0.0.1:3128"
 
@@ -112,7 +115,7 @@ class WarmPool:
         return instance
 
     async def _refill(self) -> None:
-        backoff = REFILL_BACKOFF_SECONDS
+        failures = 0  # in a row
         while True:
             await self._wanted.wait()
             self._wanted.clear()
@@ -127,10 +130,11 @@ class WarmPool:
                     self.stats.launch_failures += 1
                     logger.warning("sandbox pool refill failed (%s): %s", self.backend.name,
                                    exc)
-                    await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, 60.0)
+                    failures += 1
+                    await asyncio.sleep(backoff(failures, first=REFILL_BACKOFF_SECONDS,
+                                                cap=REFILL_MAX_BACKOFF_SECONDS))
                     continue
-                backoff = REFILL_BACKOFF_SECONDS
+                failures = 0
                 self.stats.launched += 1
                 self._ready.append(instance)
                 self._grew.set()

@@ -79,11 +79,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import logging
 import math
 import sys
 import time
-from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,6 +98,14 @@ from tenantry.models.scripted import Reply, Script, ScriptError, Usage
 from tenantry.models.scripted_server import PromptCache, ScriptedModelServer
 from tenantry.models.wire import Chat, Wire, json_response
 from tenantry.testing._anthropic_wire import AnthropicWire
+from tenantry.testing._faults import (
+    DOWN,
+    Fault,
+    RequestWindow,
+    StreamCut,
+    fault_response,
+    quiet_cuts,
+)
 from tenantry.testing._usage_reports import Prices, UsageReports
 
 __all__ = ["FakeModelServer", "Fault", "RecordedRequest", "UsageRecord", "load_scripts", "main"]
@@ -107,7 +113,6 @@ __all__ = ["FakeModelServer", "Fault", "RecordedRequest", "UsageRecord", "load_s
 Provider = Literal["openai", "anthropic"]
 Mode = Literal["ok", "hang", "malformed", "no_choices", "down"]
 
-_WINDOW_SECONDS = 60.0
 # Each provider's request checks and reply, error and header shapes.
 _WIRES: dict[str, Wire] = {"openai": OpenAIWire(), "anthropic": AnthropicWire()}
 
@@ -167,47 +172,6 @@ class UsageRecord:
                           cached_input_tokens=self.cached_tokens)
 
 
-@dataclass(frozen=True, slots=True)
-class Fault:
-    status: int
-    retry_after: float | None
-
-
-class StreamCut(Exception):
-    """Raised inside a streamed reply to close its connection mid-way (``cut_next``)."""
-
-
-def _is_cut(exc: BaseException | None) -> bool:
-    """Whether ``exc`` is a :class:`StreamCut`, or holds one (a group, a cause)."""
-    seen: set[int] = set()
-    pending = [exc]
-    while pending:
-        found = pending.pop()
-        if found is None or id(found) in seen:
-            continue
-        if isinstance(found, StreamCut):
-            return True
-        seen.add(id(found))
-        if isinstance(found, BaseExceptionGroup):
-            pending.extend(found.exceptions)
-        pending += [found.__cause__, found.__context__]
-    return False
-
-
-class _QuietCuts(logging.Filter):
-    """uvicorn logs the exception that closes a cut stream as an application error: it is
-    the fault a test asked for."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.exc_info and _is_cut(record.exc_info[1]))
-
-
-def _quiet_cuts() -> None:
-    uvicorn_log = logging.getLogger("uvicorn.error")
-    if not any(isinstance(f, _QuietCuts) for f in uvicorn_log.filters):
-        uvicorn_log.addFilter(_QuietCuts())
-
-
 class FakeModelServer(ScriptedModelServer):
     def __init__(
         self,
@@ -258,7 +222,7 @@ class FakeModelServer(ScriptedModelServer):
                                     prices=prices)
         super().__init__(scripts, wire=wire, host=host, port=port,
                          handle_signals=handle_signals, chunk_delay_ms=chunk_delay_ms)
-        _quiet_cuts()
+        quiet_cuts()
 
     def _routes(self) -> list[BaseRoute]:
         return [*super()._routes(), *self.reports.routes()]
@@ -326,10 +290,10 @@ class FakeModelServer(ScriptedModelServer):
             most = max(most, last - first + 1)
         return most
 
-    def _new_window(self) -> _RequestWindow | None:
+    def _new_window(self) -> RequestWindow | None:
         if self.rpm is None:
             return None
-        return _RequestWindow(self.rpm, self.rpm_window_seconds)
+        return RequestWindow(self.rpm, self.rpm_window_seconds)
 
     def reset(self) -> None:
         """Forget recorded requests and usage, pending faults, the prompt cache, the
@@ -362,7 +326,7 @@ class FakeModelServer(ScriptedModelServer):
         if not self.models_endpoint:  # optional: many OpenAI-compatible servers lack it
             return self._wire.error(404, "Unknown path: GET /v1/models.")
         if self._mode == "down":
-            return self._wire.error(503, _DOWN)
+            return self._wire.error(503, DOWN)
         return super()._model_list()
 
     async def _chat(self, request: Request) -> Response:
@@ -377,7 +341,7 @@ class FakeModelServer(ScriptedModelServer):
         wire = self._wire
         if self._mode != "down":  # down: faults stay queued for when it is back
             if self._faults:
-                return _fault_response(wire, self._faults.pop(0))
+                return fault_response(wire, self._faults.pop(0))
             if self._window is not None:
                 wait = self._window.admit(time.monotonic())
                 if wait is not None:
@@ -390,7 +354,7 @@ class FakeModelServer(ScriptedModelServer):
         if self._closing:
             return wire.error(503, "The server is shutting down.")
         if self._mode == "down":
-            return wire.error(503, _DOWN)
+            return wire.error(503, DOWN)
         if self._mode == "malformed":
             return Response(wire.malformed, 200, media_type="application/json")
         return await super()._answer(body)
@@ -426,52 +390,6 @@ class FakeModelServer(ScriptedModelServer):
         self.usage_log.append(UsageRecord(completion_id, model, usage.prompt_tokens,
                                           usage.completion_tokens, usage.total_tokens,
                                           cached, self.provider))
-
-
-_DOWN = "The server is temporarily unavailable."
-
-
-# ---------------------------------------------------------------------- simulations
-
-
-class _RequestWindow:
-    """Requests admitted in the last ``seconds`` (a sliding window): ``limit`` per window
-    (``rpm`` scaled to the window, at least one)."""
-
-    def __init__(self, rpm: int, seconds: float = _WINDOW_SECONDS) -> None:
-        self.rpm, self.seconds = rpm, seconds
-        self.limit = max(1, round(rpm * seconds / _WINDOW_SECONDS))
-        self._admitted: deque[float] = deque()
-        self.history: list[float] = []  # every admission, for the tests' counts
-
-    def _expire(self, now: float) -> None:
-        while self._admitted and self._admitted[0] <= now - self.seconds:
-            self._admitted.popleft()
-
-    def admit(self, now: float) -> float | None:
-        """``None`` if a request may go ahead now (it is counted), else the seconds until
-        one may."""
-        self._expire(now)
-        if len(self._admitted) >= self.limit:
-            return self._admitted[0] + self.seconds - now
-        self._admitted.append(now)
-        self.history.append(now)
-        return None
-
-    def state(self, now: float) -> tuple[int, float]:
-        """``(remaining, seconds until the window is empty again)``."""
-        self._expire(now)
-        reset = self._admitted[-1] + self.seconds - now if self._admitted else 0.0
-        return self.limit - len(self._admitted), reset
-
-
-def _fault_response(wire: Wire, fault: Fault) -> Response:
-    headers: dict[str, str] = {}
-    if fault.retry_after is not None:
-        value = fault.retry_after
-        headers["retry-after"] = str(int(value)) if value == int(value) else str(value)
-        headers["retry-after-ms"] = str(int(value * 1000))
-    return wire.error(fault.status, headers=headers)
 
 
 # ---------------------------------------------------------------------- process mode

@@ -35,13 +35,22 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tenantry.models.loopback import LoopbackService
+
+try:  # the MCP SDK is the [testing] extra's: the platform's own MCP client needs none
+    from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+except ModuleNotFoundError as missing:
+    if missing.name != "mcp":
+        raise
+    _NO_SDK = "tenantry.testing.mcp_server needs the MCP SDK: pip install 'tenantry[testing]'"
+    if __name__ == "__main__":
+        sys.exit(f"error: {_NO_SDK}")
+    raise ModuleNotFoundError(_NO_SDK, name="mcp") from None
 
 __all__ = ["EffectsMcpServer", "KeyCount", "ToolCallRecord", "main"]
 

@@ -26,6 +26,9 @@ the replies to a session's server requests in flight and what its notification s
 send. A server past a bound gets no more of the worker's time: the exchange ends as
 :class:`BadMessage` (a tool error the model reads, never retried), the stream is dropped.
 
+The protocol's constants, errors and bounds, and its header and URL rules, are in
+``_mcp_messages.py``; the names its callers use are importable from here too.
+
 A session keeps no credential: the caller passes its ``credentials`` (headers, e.g. a bearer
 token opened from the vault for this call) to each request, and they live as long as that
 request and its replies to the server do."""
@@ -33,106 +36,55 @@ request and its replies to the server do."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
-import re
 import time
-from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 
 from tenantry import http1
 from tenantry.errors import ToolUnavailable
 from tenantry.jsonutil import JsonTooDense, loads_untrusted
+from tenantry.tools._mcp_messages import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO,
+    CLIENT_INFO_META_KEY,
+    DISCOVER_TIMEOUT_S,
+    HANDSHAKE_VERSIONS,
+    INVALID_REQUEST,
+    LATEST_HANDSHAKE_VERSION,
+    LATEST_MODERN_VERSION,
+    MAX_ANSWER_BYTES,
+    MAX_LISTEN_MESSAGES,
+    MAX_LISTEN_OPENS,
+    MAX_MESSAGES_PER_EXCHANGE,
+    MAX_REPLIES_IN_FLIGHT,
+    MAX_SERVER_REQUESTS_PER_EXCHANGE,
+    METHOD_NOT_FOUND,
+    MODERN_VERSIONS,
+    PARSE_ERROR,
+    PROTOCOL_VERSION_META_KEY,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    Allowance,
+    BadMessage,
+    Headers,
+    RpcError,
+    SessionExpired,
+    encode_header_value,
+    param_headers,
+    rpc_code,
+    safe_url,
+    supported_versions,
+    x_mcp_header_map,
+)
 
 log = logging.getLogger("tenantry.tools.mcp_client")
 
-LATEST_MODERN_VERSION = "2026-07-28"
-MODERN_VERSIONS = ("2026-07-28",)
-LATEST_HANDSHAKE_VERSION = "2025-11-25"
-HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-DISCOVER_TIMEOUT_S = 10.0
-
-PROTOCOL_VERSION_META_KEY = "io.modelcontextprotocol/protocolVersion"
-CLIENT_INFO_META_KEY = "io.modelcontextprotocol/clientInfo"
-CLIENT_CAPABILITIES_META_KEY = "io.modelcontextprotocol/clientCapabilities"
-CLIENT_INFO = {"name": "tenantry", "version": "1"}
-
-METHOD_NOT_FOUND = -32601
-INVALID_REQUEST = -32600
-INTERNAL_ERROR = -32603
-PARSE_ERROR = -32700
-UNSUPPORTED_PROTOCOL_VERSION = -32022
-
 _SESSION_HEADER = "Mcp-Session-Id"
-Headers = tuple[tuple[str, str], ...]
 _ACCEPT: Headers = (("Accept", "application/json, text/event-stream"),
                     ("Content-Type", "application/json"))
 _DRAIN_S = 5.0  # how long a finished answer's stream may take to end before its socket goes
-
-#: One request's whole answer: the JSON body, or the event stream up to the response. The
-#: model reads 8 KiB of a tool's output (the rest is kept as a blob): 4 MiB is room for any
-#: honest answer, and what a worker may have to hold per call in flight.
-MAX_ANSWER_BYTES = 4 * 1024 * 1024
-#: Messages a server may send on one request's stream before its answer (progress and log
-#: notifications of a long call), and requests among them (ping, sampling, elicitation,
-#: roots: this client serves ping only and refuses the rest, each reply a POST of its own).
-MAX_MESSAGES_PER_EXCHANGE = 1024
-MAX_SERVER_REQUESTS_PER_EXCHANGE = 16
-#: Replies to the server's requests being sent at once, per session.
-MAX_REPLIES_IN_FLIGHT = 8
-#: What a session's notification stream (legacy GET) may deliver and how often it may be
-#: opened over the session's life (by a call, with that call's credentials, whenever it is
-#: not open); past either, the session stops listening (a changed tool list is still seen,
-#: when the list is read again past its maximum age).
-MAX_LISTEN_MESSAGES = 1024
-MAX_LISTEN_OPENS = 16
-
-
-class RpcError(Exception):
-    """A JSON-RPC error answer, or an HTTP error status without one (``code`` None)."""
-
-    def __init__(self, code: int | None, message: str, data: Any = None,
-                 http_status: int | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-        self.http_status = http_status
-
-
-class SessionExpired(Exception):
-    """HTTP 404 to a request carrying our session id: the server no longer knows it."""
-
-
-class BadMessage(Exception):
-    """The server answered with something that is not the JSON-RPC message it should be, or
-    more than one exchange may carry."""
-
-
-class _Allowance:
-    """What one stream may still carry before the server is cut off."""
-
-    __slots__ = ("messages", "requests", "what")
-
-    def __init__(self, messages: int, requests: int, what: str) -> None:
-        self.messages = messages
-        self.requests = requests
-        self.what = what
-
-    def message(self, is_request: bool) -> None:
-        self.messages -= 1
-        if self.messages < 0:
-            raise BadMessage(f"the server sent more than the {self.what}'s "
-                             "allowance of messages")
-        if is_request:
-            self.requests -= 1
-            if self.requests < 0:
-                raise BadMessage(f"the server sent more than the {self.what}'s "
-                                 "allowance of requests")
 
 
 class Session:
@@ -153,7 +105,7 @@ class Session:
         self._param_headers: dict[str, dict[tuple[str, ...], str]] = {}
         self._listener: asyncio.Task[None] | None = None
         self._listens = 0
-        self._heard = _Allowance(MAX_LISTEN_MESSAGES, MAX_LISTEN_MESSAGES,
+        self._heard = Allowance(MAX_LISTEN_MESSAGES, MAX_LISTEN_MESSAGES,
                                  "notification stream")
         self._background: set[asyncio.Task[None]] = set()
 
@@ -173,7 +125,7 @@ class Session:
             try:
                 result = await self._probe(deadline, credentials)
             except RpcError as exc:
-                supported = _supported(exc)
+                supported = supported_versions(exc)
                 if supported is not None and exc.code == UNSUPPORTED_PROTOCOL_VERSION \
                         and not any(v in HANDSHAKE_VERSIONS for v in supported):
                     raise self.unavailable(
@@ -194,7 +146,7 @@ class Session:
             except RpcError as exc:
                 # -32022 to the handshake names the server modern after all (e.g. a probe
                 # that timed out here but locked the era there): probe once more.
-                supported = _supported(exc)
+                supported = supported_versions(exc)
                 if exc.code != UNSUPPORTED_PROTOCOL_VERSION or attempt or not supported \
                         or not any(v in MODERN_VERSIONS for v in supported):
                     raise self.unavailable(f"initialize failed: {exc.message}",
@@ -305,13 +257,13 @@ class Session:
                     message = orjson.loads(await response.read())
                     if isinstance(message, dict) and isinstance(message.get("error"), dict):
                         error = message["error"]
-                        raise RpcError(_code(error), str(error.get("message", "")),
+                        raise RpcError(rpc_code(error), str(error.get("message", "")),
                                        error.get("data"), http_status=status)
             raise RpcError(None, f"HTTP {status}", http_status=status)
         if method == "initialize":
             self.session_id = response.headers.get("mcp-session-id") or None
         kind = response.content_type
-        allowance = _Allowance(MAX_MESSAGES_PER_EXCHANGE, MAX_SERVER_REQUESTS_PER_EXCHANGE,
+        allowance = Allowance(MAX_MESSAGES_PER_EXCHANGE, MAX_SERVER_REQUESTS_PER_EXCHANGE,
                                "call")
         if kind == "application/json":
             message = loads_untrusted(await response.read())
@@ -334,7 +286,7 @@ class Session:
                                    reason="connection")
         raise RpcError(INVALID_REQUEST, f"unexpected content type {kind[:60]!r}")
 
-    def _dispatch(self, message: Any, rid: int | None, allowance: _Allowance,
+    def _dispatch(self, message: Any, rid: int | None, allowance: Allowance,
                   credentials: Headers) -> dict[str, Any] | None:
         """Handle one message from the server; the result if it answers ``rid``."""
         if not isinstance(message, dict):
@@ -352,7 +304,7 @@ class Session:
             return None  # an answer to some other request
         error = message.get("error")
         if isinstance(error, dict):
-            raise RpcError(_code(error), str(error.get("message", "")), error.get("data"))
+            raise RpcError(rpc_code(error), str(error.get("message", "")), error.get("data"))
         result = message.get("result")
         if not isinstance(result, dict):
             raise BadMessage("a result must be an object")
@@ -491,83 +443,3 @@ def _done_background(tasks: set[asyncio.Task[None]]) -> Any:
         if not task.cancelled() and (exc := task.exception()) is not None:
             log.debug("MCP reply to the server failed: %s", exc)
     return done
-
-
-def _code(error: Mapping[str, Any]) -> int:
-    code = error.get("code")
-    return code if isinstance(code, int) else INTERNAL_ERROR
-
-
-def _supported(exc: RpcError) -> list[str] | None:
-    data = exc.data
-    supported = data.get("supported") if isinstance(data, dict) else None
-    if isinstance(supported, list) and all(isinstance(v, str) for v in supported):
-        return supported
-    return None
-
-
-def safe_url(url: str) -> str:
-    """The url without userinfo, query or fragment, which may carry credentials."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
-# ---------------------------------------------------------------------- x-mcp-header
-
-_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
-_HEADER_SAFE = re.compile(r"^[\x20-\x7E]*$")
-_B64_SENTINEL = re.compile(r"^=\?base64\?.*\?=$")
-
-
-def encode_header_value(value: str) -> str:
-    """As the SDK sends a name or argument in a header: verbatim if it is plain printable
-    ASCII without edge whitespace, else ``=?base64?…?=``."""
-    if _HEADER_SAFE.fullmatch(value) and value == value.strip() \
-            and not _B64_SENTINEL.fullmatch(value):
-        return value
-    return f"=?base64?{base64.b64encode(value.encode()).decode('ascii')}?="
-
-
-def x_mcp_header_map(schema: dict[str, Any]) -> dict[tuple[str, ...], str] | None:
-    """Argument path → header token for every ``x-mcp-header`` on a property reached through
-    ``properties`` alone; ``None`` if an annotation is invalid (not a token, not on a
-    string/integer/boolean property, or repeated)."""
-    found: dict[tuple[str, ...], str] = {}
-    seen: set[str] = set()
-    stack: list[tuple[tuple[str, ...], Any]] = [((), schema)]
-    while stack:
-        path, node = stack.pop()
-        if not isinstance(node, dict):
-            continue
-        if path and "x-mcp-header" in node:
-            token = node["x-mcp-header"]
-            if not isinstance(token, str) or not _TOKEN.fullmatch(token) \
-                    or node.get("type") not in ("string", "integer", "boolean") \
-                    or token.lower() in seen:
-                return None
-            seen.add(token.lower())
-            found[path] = token
-        properties = node.get("properties")
-        if isinstance(properties, dict):
-            stack.extend(((*path, name), sub) for name, sub in properties.items())
-    return found
-
-
-def param_headers(header_map: Mapping[tuple[str, ...], str],
-                  arguments: Mapping[str, Any]) -> Iterable[tuple[str, str]]:
-    for path, token in header_map.items():
-        value: Any = arguments
-        for key in path:
-            value = value.get(key) if isinstance(value, Mapping) else None
-        if value is None:
-            continue
-        if isinstance(value, bool):
-            rendered = "true" if value else "false"
-        elif isinstance(value, str | int | float):
-            rendered = str(value)
-        else:
-            continue
-        yield f"Mcp-Param-{token}", encode_header_value(rendered)

@@ -23,6 +23,7 @@ from typing import Any
 
 from tenantry.agents import activity_tools, child_tools
 from tenantry.agents.spec import AgentSpec
+from tenantry.backoff import backoff
 from tenantry.blobs import BlobQuotaExceeded, BlobStore
 from tenantry.breaker import CircuitBreaker
 from tenantry.cache import BoundedCache
@@ -54,6 +55,9 @@ BREAKER_TTL_SECONDS = 900.0
 #: Retries for a server that could not be reached, with the same key each time, within the
 #: call's one deadline (``timeout``): a server that hung through it is not waited on again.
 UNAVAILABLE_RETRIES = 2
+#: Their waits: doubling from this, with jitter (tenantry/backoff.py), at most the second.
+RETRY_FIRST_SECONDS = 0.2
+RETRY_MAX_SECONDS = 0.8
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,7 +244,7 @@ class ToolGateway:
                 # A call that may have reached the server is repeated only where the server
                 # honours keys; one that never connected is safe to repeat anywhere.
                 safe = server.honours_idempotency_keys or exc.extra.get("reason") == "connect"
-                pause = 0.2 * 2**attempt
+                pause = backoff(attempt + 1, first=RETRY_FIRST_SECONDS, cap=RETRY_MAX_SECONDS)
                 if (attempt == UNAVAILABLE_RETRIES or not safe or left() <= pause
                         or not breaker.allow()):
                     return await refuse(f"tool server unavailable: {exc.detail}", "unavailable")

@@ -45,6 +45,16 @@ from tenantry import http1
 from tenantry.errors import ToolUnavailable
 from tenantry.ids import TenantId
 from tenantry.tools import _mcp_wire as wire
+from tenantry.tools._mcp_messages import (
+    INTERNAL_ERROR,
+    MAX_ANSWER_BYTES,
+    PARSE_ERROR,
+    BadMessage,
+    Headers,
+    RpcError,
+    SessionExpired,
+    safe_url,
+)
 
 __all__ = ["IDEMPOTENCY_HEADER", "IDEMPOTENCY_META_KEY", "McpToolClient", "ToolOutcome"]
 
@@ -99,12 +109,12 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         self._connect_timeout = connect_timeout
         self._http = http1.HttpClient(max_per_origin=max_connections,
                                       connect_timeout=connect_timeout,
-                                      max_body=wire.MAX_ANSWER_BYTES)
+                                      max_body=MAX_ANSWER_BYTES)
         # Legacy sessions' notification streams stay open: their own pool, so they never
         # take the slots calls need.
         self._listen_http = http1.HttpClient(max_per_origin=max_connections,
                                              connect_timeout=connect_timeout,
-                                             max_body=wire.MAX_ANSWER_BYTES)
+                                             max_body=MAX_ANSWER_BYTES)
         self._pool: OrderedDict[_PoolKey, _Session] = OrderedDict()
         self._retired: set[_Session] = set()  # out of the pool, still finishing
         self._next_sweep = 0.0
@@ -154,21 +164,21 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
             return await self._call(url, tool, params, extra, tenant, credentials,
                                     deadline, timeout)
 
-    async def _call(self, url: str, tool: str, params: dict[str, Any], extra: wire.Headers,
-                    tenant: TenantId | None, credentials: wire.Headers, deadline: float,
+    async def _call(self, url: str, tool: str, params: dict[str, Any], extra: Headers,
+                    tenant: TenantId | None, credentials: Headers, deadline: float,
                     timeout: float) -> ToolOutcome:  # noqa: ASYNC109 - for the message
         for attempt in range(2):
             session = await self._acquire(tenant, url, credentials, deadline)
             try:
                 result = await session.request("tools/call", params, deadline, extra,
                                                credentials)
-            except wire.SessionExpired:
+            except SessionExpired:
                 if attempt == 0:
                     continue  # refused before anything ran: once more on a new session
                 raise _unavailable(url, "session terminated", reason="connection") from None
-            except wire.RpcError as exc:
+            except RpcError as exc:
                 return _rpc_error_outcome(exc, url, tool)
-            except wire.BadMessage as exc:
+            except BadMessage as exc:
                 # The server answered, but not with a valid result: the model is told, the
                 # run goes on.
                 return ToolOutcome(False, "", f"invalid result from tool {tool!r}: {exc}")
@@ -227,7 +237,7 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
                 session.release()
 
     async def _list(self, session: _Session, url: str, deadline: float, limit_s: float,
-                    credentials: wire.Headers) -> list[dict[str, Any]]:
+                    credentials: Headers) -> list[dict[str, Any]]:
         tools: list[dict[str, Any]] = []
         cursor: str | None = None
         try:
@@ -236,15 +246,15 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
                 page = await session.request("tools/list", params, deadline, (), credentials)
                 tools.extend(session.absorb_tools(page))
                 if len(tools) > _MAX_TOOLS:
-                    raise wire.BadMessage(f"the server lists more than {_MAX_TOOLS} tools")
+                    raise BadMessage(f"the server lists more than {_MAX_TOOLS} tools")
                 cursor = page.get("nextCursor")
                 if not isinstance(cursor, str):
                     break
-        except (wire.RpcError, wire.SessionExpired) as exc:
-            if isinstance(exc, wire.SessionExpired):
+        except (RpcError, SessionExpired) as exc:
+            if isinstance(exc, SessionExpired):
                 session.close()
             raise _unavailable(url, f"tools/list failed: {exc}", reason="protocol") from None
-        except wire.BadMessage as exc:
+        except BadMessage as exc:
             raise _unavailable(url, f"tools/list failed: {exc}", reason="protocol") from None
         except TimeoutError:
             raise _unavailable(url, f"tools/list timed out after {limit_s:.3g}s",
@@ -253,7 +263,7 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
 
     # ------------------------------------------------------------------ internals
 
-    async def _acquire(self, tenant: TenantId | None, url: str, credentials: wire.Headers,
+    async def _acquire(self, tenant: TenantId | None, url: str, credentials: Headers,
                        deadline: float) -> _Session:
         digest = hashlib.sha256(orjson.dumps(sorted((k.lower(), v) for k, v in credentials)))
         key: _PoolKey = (tenant.value if tenant is not None else "", url, digest.digest())
@@ -351,7 +361,7 @@ class _Session(wire.Session):
     """One pooled MCP session: the negotiation runs in a task of its own, shared by every
     caller that arrives meanwhile; a failed negotiation fails them all alike."""
 
-    def __init__(self, url: str, credentials: wire.Headers, http: http1.HttpClient,
+    def __init__(self, url: str, credentials: Headers, http: http1.HttpClient,
                  listen_http: http1.HttpClient, connect_timeout: float) -> None:
         super().__init__(url, http, listen_http)
         self.on_closed: Callable[[_Session], None] | None = None
@@ -370,7 +380,7 @@ class _Session(wire.Session):
         self._negotiation = loop.create_task(self._open(credentials),
                                              name=f"mcp-session {_safe_url(url)}")
 
-    async def _open(self, credentials: wire.Headers) -> None:
+    async def _open(self, credentials: Headers) -> None:
         try:
             await self.negotiate(credentials, self._connect_timeout)
         except Exception as exc:
@@ -421,11 +431,11 @@ class _Session(wire.Session):
             await asyncio.gather(self._shutdown, return_exceptions=True)
 
 
-def _credentials(headers: Mapping[str, str] | None) -> wire.Headers:
+def _credentials(headers: Mapping[str, str] | None) -> Headers:
     return tuple(headers.items()) if headers else ()
 
 
-def _rpc_error_outcome(exc: wire.RpcError, url: str, tool: str) -> ToolOutcome:
+def _rpc_error_outcome(exc: RpcError, url: str, tool: str) -> ToolOutcome:
     status = exc.http_status
     if status is not None and exc.code is None:  # a bare HTTP error, no JSON-RPC body
         if 400 <= status < 500 and status not in (408, 425, 429):
@@ -434,7 +444,7 @@ def _rpc_error_outcome(exc: wire.RpcError, url: str, tool: str) -> ToolOutcome:
             return ToolOutcome(False, "", f"tool server refused the call (HTTP {status})")
         raise _unavailable(url, f"tool server failed: HTTP {status}", reason="server",
                            http_status=status) from None
-    if exc.code in (wire.INTERNAL_ERROR, wire.PARSE_ERROR):
+    if exc.code in (INTERNAL_ERROR, PARSE_ERROR):
         # The server failed (or answered something unreadable): the tool may not have run.
         raise _unavailable(url, f"tool server failed: {exc.message}", reason="server",
                            http_status=status) from None
@@ -478,7 +488,7 @@ def _unavailable(url: str, what: str, **extra: Any) -> ToolUnavailable:
     return ToolUnavailable(f"MCP server {_safe_url(url)}: {what}", **extra)
 
 
-_safe_url = wire.safe_url
+_safe_url = safe_url
 
 
 def _retrieve(future: asyncio.Future[None]) -> None:

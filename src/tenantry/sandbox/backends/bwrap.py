@@ -27,6 +27,7 @@ from tenantry.sandbox.backends.cgroups import CgroupV1, remove_stale
 from tenantry.sandbox.backends.child import (
     BROWSER_PATH,
     ETC_FILES,
+    FILES_PATH,
     HOST_PATH,
     RELAY_PATH,
     ROOT_LINKS,
@@ -130,6 +131,7 @@ class BwrapBackend:
         self._agent = agent_path.read_bytes()
         self._relay = relay_path.read_bytes()
         self._browser = BROWSER_PATH.read_bytes()
+        self._files = FILES_PATH.read_bytes()
         self._seccomp = deny_list_program()
         self._instances: dict[str, BwrapInstance] = {}
         self._leases: dict[str, UidLease] = {}
@@ -160,6 +162,7 @@ class BwrapBackend:
             "--ro-bind-data", str(fds["agent"]), "/agent.py",
             "--ro-bind-data", str(fds["relay"]), "/relay.py",
             "--ro-bind-data", str(fds["browser"]), "/browser.py",
+            "--ro-bind-data", str(fds["files"]), "/files.py",
             "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
             # /work is a tmpfs capped at disk_mib in all (RLIMIT_FSIZE caps one file):
             # its pages are charged to the sandbox's memory cgroup, never the host's disk.
@@ -181,6 +184,7 @@ class BwrapBackend:
         try:
             for name, data in (("seccomp", self._seccomp), ("agent", self._agent),
                                ("relay", self._relay), ("browser", self._browser),
+                               ("files", self._files),
                                ("passwd", PASSWD.encode()),
                                ("group", GROUP.encode())):
                 fds[name] = _memfd(name, data)

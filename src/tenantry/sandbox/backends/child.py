@@ -43,6 +43,8 @@ PACKAGES = {"bwrap": "bubblewrap", "prlimit": "util-linux", "setpriv": "util-lin
 RELAY_PATH = Path(__file__).parent.parent / "guest" / "relay.py"
 #: The guest's browser driver, mounted read-only at /browser.py (the agent loads it).
 BROWSER_PATH = Path(__file__).parent.parent / "guest" / "browser.py"
+#: The agent's work-directory requests, mounted read-only at /files.py (the agent loads it).
+FILES_PATH = Path(__file__).parent.parent / "guest" / "files.py"
 _RELAY_READY = "/tmp/.tenantry-relay-ready"
 
 

@@ -174,6 +174,9 @@ class GvisorBackend:
         self.browser_path = state_dir / "browser.py"
         shutil.copyfile(child.BROWSER_PATH, self.browser_path)
         self.browser_path.chmod(0o644)
+        self.files_path = state_dir / "files.py"
+        shutil.copyfile(child.FILES_PATH, self.files_path)
+        self.files_path.chmod(0o644)
         self.rootfs = self._build_rootfs()
         self._instances: dict[str, GvisorInstance] = {}
 
@@ -183,7 +186,7 @@ class GvisorBackend:
         rootfs = self.state_dir / "rootfs"
         for name in ("usr", "proc", "dev", "tmp", "work", "etc"):
             (rootfs / name).mkdir(parents=True, exist_ok=True)
-        for name in ("agent.py", "relay.py", "browser.py"):
+        for name in ("agent.py", "relay.py", "browser.py", "files.py"):
             (rootfs / name).touch()
         for name in ("passwd", "group"):
             (rootfs / "etc" / name).touch()
@@ -218,6 +221,7 @@ class GvisorBackend:
             _bind(self.agent_path, "/agent.py"),
             _bind(self.relay_path, "/relay.py"),
             _bind(self.browser_path, "/browser.py"),
+            _bind(self.files_path, "/files.py"),
             _bind(directory / "etc" / "passwd", "/etc/passwd"),
             _bind(directory / "etc" / "group", "/etc/group"),
         ]

@@ -31,11 +31,9 @@ import secrets
 import shutil
 import signal
 import socket
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tenantry.sandbox.backends.accounting import Meter, ProcessSource
 from tenantry.sandbox.backends.cgroups import CgroupV1, remove_stale
 from tenantry.sandbox.backends.child import HOST_PATH
 from tenantry.sandbox.backends.microvm_host import (
@@ -49,16 +47,15 @@ from tenantry.sandbox.backends.microvm_host import (
     sealed_copy,
     template_lock,
 )
+from tenantry.sandbox.backends.microvm_instance import MicroVmInstance
 from tenantry.sandbox.backends.orphans import process_dir, reap_dead, release_process_dir
 from tenantry.sandbox.backends.qmp import QmpClient, QmpError
 from tenantry.sandbox.backends.registry import Backstop
 from tenantry.sandbox.backends.uids import UidAllocator, UidLease
 from tenantry.sandbox.channel import MAX_LINE_BYTES, AgentChannel
-from tenantry.sandbox.egress.policy import EgressPolicy
 from tenantry.sandbox.egress.port import EgressPort
-from tenantry.sandbox.egress.proxy import EgressProxy
 from tenantry.sandbox.image.build import ImageInfo
-from tenantry.sandbox.types import Limits, ResourceUsage, SandboxLost, SandboxUnavailable
+from tenantry.sandbox.types import Limits, SandboxLost, SandboxUnavailable
 
 __all__ = ["QEMU_PACKAGE", "MicroVmBackend", "MicroVmInstance", "kvm_usable"]
 
@@ -94,97 +91,6 @@ class _Launch:
     args: list[str]
     inherit: list[int]  # the caller keeps (and closes) these
     owned: list[int]  # closed here once QEMU has them
-
-
-class MicroVmInstance:
-    backend = "microvm"
-
-    def __init__(self, instance_id: str, process: asyncio.subprocess.Process,
-                 qmp: QmpClient, channel: AgentChannel, egress: EgressPort,
-                 cgroup: CgroupV1 | None, directory: Path,
-                 on_destroyed: Callable[[str], None] | None = None,
-                 host_uid: int | None = None) -> None:
-        self.id = instance_id
-        self.channel = channel
-        self._egress = egress
-        self.pid = process.pid
-        self.directory = directory
-        self._process = process
-        self._qmp = qmp
-        self._cgroup = cgroup
-        # QEMU's accounting: its cgroup (QEMU is its only process), else the process
-        # itself — either way guest RAM the VM touched and the emulation's CPU count.
-        self._meter = Meter(cgroup if cgroup is not None else ProcessSource(process.pid))
-        self._destroyed = False
-        self._on_destroyed = on_destroyed
-        self.host_uid = host_uid  # None when not root: QEMU runs as the worker's uid
-
-    @property
-    def alive(self) -> bool:
-        return not self._destroyed and self._process.returncode is None
-
-    async def pause(self) -> None:
-        await self._monitor("stop")
-
-    async def resume(self) -> None:
-        await self._monitor("cont")
-
-    async def _monitor(self, command: str) -> None:
-        try:
-            await self._qmp.execute(command)
-        except QmpError as exc:
-            raise SandboxLost(f"microvm {self.id}: {command} failed: {exc}") from None
-
-    async def status(self) -> str:
-        """QEMU's run state: ``running``, ``paused``, … (``query-status``)."""
-        try:
-            reply = await self._qmp.execute("query-status")
-        except QmpError as exc:
-            raise SandboxLost(f"microvm {self.id}: query-status failed: {exc}") from None
-        return str(reply.get("status"))
-
-    async def apply_limits(self, limits: Limits) -> None:
-        if self._cgroup is not None:
-            self._cgroup.set_cpus(limits.cpus)
-
-    async def attach_egress(self, proxy: EgressProxy, policy: EgressPolicy,
-                            labels: dict[str, str]) -> None:
-        await self._egress.attach(proxy, policy, labels)
-
-    def start_metering(self) -> None:
-        self._meter.start()
-
-    def usage(self) -> ResourceUsage | None:
-        return self._meter.read()
-
-    async def destroy(self) -> None:
-        if self._destroyed:
-            return
-        self._destroyed = True
-        self._meter.stop()  # while QEMU and its cgroup are still there to read
-        self.channel.close()
-        await self._egress.close()
-        self._qmp.close()
-        if self._process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                self._process.send_signal(signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError):
-            await self._process.wait()
-        if self._cgroup is not None:
-            await asyncio.to_thread(self._cgroup.destroy)
-        shutil.rmtree(self.directory, ignore_errors=True)
-        if self._on_destroyed is not None:
-            self._on_destroyed(self.id)
-
-    def pss_kib(self) -> int | None:
-        try:
-            text = Path(f"/proc/{self.pid}/smaps_rollup").read_text()
-        except OSError:
-            return None
-        for line in text.splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1])
-        return None
 
 
 class MicroVmBackend:

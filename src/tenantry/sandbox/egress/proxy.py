@@ -75,7 +75,6 @@ from dataclasses import dataclass
 from tenantry.sandbox.egress.frames import (
     CLOSE,
     DATA,
-    INITIAL_WINDOW,
     MAX_CREDIT,
     MAX_PAYLOAD,
     OPEN,
@@ -84,7 +83,6 @@ from tenantry.sandbox.egress.frames import (
     Frame,
     FrameError,
     encode_frame,
-    encode_window,
     read_frame,
     window_increment,
 )
@@ -114,6 +112,14 @@ from tenantry.sandbox.egress.request import (
     BadRequest,
     parse_request_head,
     refusal_response,
+)
+from tenantry.sandbox.egress.streams import (
+    CapReached,
+    Mux,
+    ProtocolViolation,
+    Stream,
+    Traffic,
+    both,
 )
 
 log = logging.getLogger(__name__)
@@ -152,14 +158,6 @@ class EgressLimits:
     max_drain_bytes: int = 1024 * 1024  # read and dropped after a refusal, at most
 
 
-class _ProtocolViolation(Exception):
-    """The guest broke the frame protocol: the whole channel is closed."""
-
-
-class _CapReached(Exception):
-    pass
-
-
 async def _default_connector(address: IPAddress, port: int
                              ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
@@ -172,85 +170,6 @@ async def _default_connector(address: IPAddress, port: int
         sock.close()
         raise
     return await asyncio.open_connection(sock=sock)
-
-
-class _Mux:
-    """One serve() call: the channel's writer and the live streams."""
-
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
-        self.writer = writer
-        self.streams: dict[int, _Stream] = {}
-        self.last_id = 0
-        self.tasks: set[asyncio.Task[None]] = set()
-
-    async def send(self, frame: bytes) -> None:
-        # One write() per frame: frames from concurrent streams never interleave.
-        self.writer.write(frame)
-        await self.writer.drain()
-
-    def send_nowait(self, frame: bytes) -> None:
-        with contextlib.suppress(Exception):  # cleanup paths: the channel may be gone
-            if not self.writer.is_closing():
-                self.writer.write(frame)
-
-
-class _Stream:
-    def __init__(self, mux: _Mux, sid: int, head_limit: int) -> None:
-        self.mux = mux
-        self.sid = sid
-        self.inbound = asyncio.StreamReader(limit=head_limit)
-        self.received = 0  # guest bytes taken in, not yet credited back
-        self.credit = INITIAL_WINDOW  # what we may still send the guest
-        self.credit_changed = asyncio.Event()
-        self.guest_closed = False
-        self.host_closed = False
-        self.guest_reset = False
-        self.task: asyncio.Task[None] | None = None
-
-    def on_data(self, payload: bytes) -> None:
-        if self.guest_closed or self.received + len(payload) > INITIAL_WINDOW:
-            raise _ProtocolViolation(f"stream {self.sid}: data past its window or its end")
-        self.received += len(payload)
-        self.inbound.feed_data(payload)
-
-    async def consumed(self, count: int) -> None:
-        """``count`` guest bytes were handed on: the guest may send that many more."""
-        if count and not self.guest_closed:
-            self.received -= count
-            await self.mux.send(encode_window(self.sid, count))
-
-    async def send(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            while self.credit <= 0:
-                self.credit_changed.clear()
-                await self.credit_changed.wait()
-            size = min(len(view), self.credit, MAX_PAYLOAD)
-            self.credit -= size
-            await self.mux.send(encode_frame(DATA, self.sid, bytes(view[:size])))
-            view = view[size:]
-
-    async def close(self) -> None:
-        if not self.host_closed:
-            self.host_closed = True
-            await self.mux.send(encode_frame(CLOSE, self.sid))
-
-
-class _Traffic:
-    def __init__(self, cap: int) -> None:
-        self.up = 0
-        self.down = 0
-        self._cap = cap
-        self.touch: Callable[[], None] = lambda: None  # pushes the idle deadline back
-
-    def add(self, count: int, *, up: bool) -> None:
-        if self.up + self.down + count > self._cap:
-            raise _CapReached
-        if up:
-            self.up += count
-        else:
-            self.down += count
-        self.touch()
 
 
 class EgressProxy:
@@ -298,7 +217,7 @@ class EgressProxy:
         """Serve one sandbox's multiplexed channel until it ends (EOF, a broken channel or
         a protocol violation by the guest); every connection still open then is closed.
         ``labels`` name the sandbox in the logs: ``tenant`` and ``run``, and any others."""
-        mux = _Mux(writer)
+        mux = Mux(writer)
         context = _log_context(labels)
         try:
             while True:
@@ -306,7 +225,7 @@ class EgressProxy:
                 if frame is None:
                     break
                 await self._dispatch(mux, frame, policy, context)
-        except (FrameError, _ProtocolViolation) as exc:
+        except (FrameError, ProtocolViolation) as exc:
             log.warning("egress channel closed: the guest broke the protocol",
                         extra={**context, "reason": str(exc)})
         except (ConnectionError, OSError):
@@ -319,12 +238,12 @@ class EgressProxy:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _dispatch(self, mux: _Mux, frame: Frame, policy: EgressPolicy,
+    async def _dispatch(self, mux: Mux, frame: Frame, policy: EgressPolicy,
                         context: dict[str, str]) -> None:
         kind, sid, payload = frame
         if kind == OPEN:
             if sid <= mux.last_id:
-                raise _ProtocolViolation(f"stream {sid} opened out of order")
+                raise ProtocolViolation(f"stream {sid} opened out of order")
             mux.last_id = sid
             if len(mux.streams) >= self.limits.max_streams:
                 reason = f"more than {self.limits.max_streams} connections at once"
@@ -334,7 +253,7 @@ class EgressProxy:
                 await mux.send(encode_frame(DATA, sid, refusal_response(503, reason)))
                 await mux.send(encode_frame(CLOSE, sid))
                 return
-            stream = _Stream(mux, sid, self.limits.max_head_bytes)
+            stream = Stream(mux, sid, self.limits.max_head_bytes)
             mux.streams[sid] = stream
             task = asyncio.create_task(self._run_stream(stream, policy, context))
             stream.task = task
@@ -344,7 +263,7 @@ class EgressProxy:
         live = mux.streams.get(sid)
         if live is None:
             if sid > mux.last_id:
-                raise _ProtocolViolation(f"frame for stream {sid}, never opened")
+                raise ProtocolViolation(f"frame for stream {sid}, never opened")
             return  # a stream that already ended: late frames mean nothing
         if kind == DATA:
             live.on_data(payload)
@@ -358,15 +277,15 @@ class EgressProxy:
         elif kind == WINDOW:
             live.credit += window_increment(payload)
             if live.credit > MAX_CREDIT:
-                raise _ProtocolViolation(f"stream {sid}: credit past any window")
+                raise ProtocolViolation(f"stream {sid}: credit past any window")
             live.credit_changed.set()
 
-    async def _run_stream(self, stream: _Stream, policy: EgressPolicy,
+    async def _run_stream(self, stream: Stream, policy: EgressPolicy,
                           context: dict[str, str]) -> None:
         context = {**context, "stream": str(stream.sid)}
         try:
             await self._serve_stream(stream, policy, context)
-        except (OSError, asyncio.IncompleteReadError, _CapReached):
+        except (OSError, asyncio.IncompleteReadError, CapReached):
             pass  # a side went away, idled out (TimeoutError) or hit the cap: reset below
         except Exception:
             log.exception("egress stream failed", extra=context)
@@ -375,7 +294,7 @@ class EgressProxy:
             if not (stream.guest_closed and stream.host_closed) and not stream.guest_reset:
                 stream.mux.send_nowait(encode_frame(RESET, stream.sid))
 
-    async def _serve_stream(self, stream: _Stream, policy: EgressPolicy,
+    async def _serve_stream(self, stream: Stream, policy: EgressPolicy,
                             context: dict[str, str]) -> None:
         limits = self.limits
         try:
@@ -425,14 +344,14 @@ class EgressProxy:
         up_reader, up_writer, address = upstream
         started = time.monotonic()
         outcome = "closed"
-        traffic = _Traffic(limits.max_stream_bytes)
+        traffic = Traffic(limits.max_stream_bytes)
         try:
             if request.tunnel:
                 await stream.send(b"HTTP/1.1 200 Connection established\r\n\r\n")
             else:
                 up_writer.write(request.forward_head)
             await self._splice(stream, up_reader, up_writer, traffic)
-        except _CapReached:
+        except CapReached:
             outcome = f"byte cap of {limits.max_stream_bytes} reached"
             raise
         except TimeoutError:
@@ -462,7 +381,7 @@ class EgressProxy:
                 return reader, writer, address
         raise error or OSError("no address")
 
-    async def _refuse(self, stream: _Stream, context: dict[str, str],
+    async def _refuse(self, stream: Stream, context: dict[str, str],
                       target: dict[str, str] | None, refusal: Refusal, *,
                       log_it: bool = True) -> None:
         if log_it:
@@ -478,13 +397,13 @@ class EgressProxy:
             while data := await stream.inbound.read(MAX_PAYLOAD):
                 drained += len(data)
                 if drained > self.limits.max_drain_bytes:
-                    raise _CapReached
+                    raise CapReached
                 await stream.consumed(len(data))
 
-    async def _splice(self, stream: _Stream, up_reader: asyncio.StreamReader,
-                      up_writer: asyncio.StreamWriter, traffic: _Traffic) -> None:
+    async def _splice(self, stream: Stream, up_reader: asyncio.StreamReader,
+                      up_writer: asyncio.StreamWriter, traffic: Traffic) -> None:
         """Bytes both ways until both sides have ended theirs; raises TimeoutError when
-        nothing moved for the idle timeout and _CapReached past the byte cap."""
+        nothing moved for the idle timeout and CapReached past the byte cap."""
         loop = asyncio.get_running_loop()
         idle = self.limits.idle_timeout_s
         async with asyncio.timeout(idle) as deadline:
@@ -505,22 +424,7 @@ class EgressProxy:
                     await stream.send(data)
                 await stream.close()
 
-            await _both(guest_to_upstream(), upstream_to_guest())
-
-
-async def _both(first: Awaitable[None], second: Awaitable[None]) -> None:
-    """Run both to completion; the first failure cancels the other and is raised."""
-    tasks = [asyncio.ensure_future(first), asyncio.ensure_future(second)]
-    try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-        for task in done:
-            error = None if task.cancelled() else task.exception()
-            if error is not None:
-                raise error
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+            await both(guest_to_upstream(), upstream_to_guest())
 
 
 def _log_context(labels: dict[str, str]) -> dict[str, str]:

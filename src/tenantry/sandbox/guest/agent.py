@@ -30,7 +30,6 @@ import shutil
 import signal
 import stat
 import sys
-import tarfile
 import time
 import traceback
 from collections.abc import Callable
@@ -39,9 +38,6 @@ from typing import Any, BinaryIO
 PROTOCOL = 1
 EXIT_TIMEOUT = 124
 MAX_OUTPUT_DEFAULT = 256 * 1024
-MAX_FILE_BYTES = 16 * 1024 * 1024
-MAX_SAVE_BYTES = 64 * 1024 * 1024
-MAX_LIST_ENTRIES = 1000
 DRAIN_SECONDS = 0.2  # output still arriving after the execution ended (grandchildren)
 RNDRESEEDCRNG = 0x5207  # <linux/random.h>: reseed the kernel's CRNG from its input pool
 BROWSER_UID = 1001  # the browser's own user where the agent is root (the microVM image)
@@ -49,8 +45,36 @@ BROWSER_UID = 1001  # the browser's own user where the agent is root (the microV
 KEY_FILE = "/tmp/tenantry/idempotency-key"
 
 
-class Refused(Exception):
-    """A request the agent will not carry out; the message goes back to the host."""
+def _sibling(name: str, *, required: bool = True) -> Any:
+    """``<name>.py``, beside this file in every sandbox, loaded once (``python3 -I`` puts
+    no script directory on ``sys.path``); None for a missing optional one."""
+    module = sys.modules.get(f"tenantry_guest_{name}")
+    if module is None:
+        import importlib.util
+
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+        spec = importlib.util.spec_from_file_location(f"tenantry_guest_{name}", path)
+        if spec is None or spec.loader is None or not os.path.exists(path):
+            if required:
+                raise ImportError(f"the guest agent needs {path}")
+            return None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[f"tenantry_guest_{name}"] = module
+        before, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # no __pycache__
+        try:
+            spec.loader.exec_module(module)
+        finally:
+            sys.dont_write_bytecode = before
+    return module
+
+
+def _files() -> Any:
+    """``files.py``: the work directory's requests, and :class:`Refused` (a request the
+    agent will not carry out; the message goes back to the host)."""
+    return _sibling("files")
+
+
+Refused: Any = _files().Refused
 
 
 class Agent:
@@ -66,10 +90,12 @@ class Agent:
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request.get("op")
+        files, work, uid = _files(), self.workdir, self.uid  # the work directory's: files.py
         handler: Callable[[dict[str, Any]], dict[str, Any]] | None = {
             "ping": self.op_ping, "bind": self.op_bind, "seed": self.op_seed, "exec": self.op_exec,
-            "write": self.op_write, "read": self.op_read, "list": self.op_list,
-            "save": self.op_save, "restore": self.op_restore, "browser": self.op_browser,
+            "write": lambda r: files.write(work, uid, r), "read": lambda r: files.read(work, r),
+            "list": lambda r: files.listing(work, r), "save": lambda r: files.save(work),
+            "restore": lambda r: files.restore(work, uid, r), "browser": self.op_browser,
         }.get(str(op))
         if handler is None:
             raise Refused(f"unknown op {op!r}")
@@ -165,95 +191,6 @@ class Agent:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(key)
         os.replace(partial, KEY_FILE)
-
-    def op_write(self, request: dict[str, Any]) -> dict[str, Any]:
-        path = self._path(str(request.get("path", "")))
-        data = base64.b64decode(str(request.get("data", "")))
-        if len(data) > MAX_FILE_BYTES:
-            raise Refused(f"file larger than {MAX_FILE_BYTES} bytes")
-        parent = os.path.dirname(path)
-        self._makedirs(parent)
-        with open(path, "wb") as f:
-            f.write(data)
-        self._own(path)
-        return {"bytes": len(data)}
-
-    def op_read(self, request: dict[str, Any]) -> dict[str, Any]:
-        path = self._path(str(request.get("path", "")))
-        limit = min(int(request.get("max_bytes", MAX_FILE_BYTES)), MAX_FILE_BYTES)
-        try:
-            with open(path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                data = f.read(limit)
-        except FileNotFoundError:
-            raise Refused(f"no such file: {request.get('path')}") from None
-        except IsADirectoryError:
-            raise Refused(f"is a directory: {request.get('path')}") from None
-        return {"data": base64.b64encode(data).decode(), "size": size,
-                "truncated": size > len(data)}
-
-    def op_list(self, request: dict[str, Any]) -> dict[str, Any]:
-        path = self._path(str(request.get("path") or "."))
-        entries = []
-        try:
-            names = sorted(os.listdir(path))
-        except FileNotFoundError:
-            raise Refused(f"no such directory: {request.get('path') or '.'}") from None
-        except NotADirectoryError:
-            raise Refused(f"not a directory: {request.get('path')}") from None
-        for name in names[:MAX_LIST_ENTRIES]:
-            info = os.lstat(os.path.join(path, name))
-            kind = ("dir" if stat.S_ISDIR(info.st_mode) else "file"
-                    if stat.S_ISREG(info.st_mode) else "link"
-                    if stat.S_ISLNK(info.st_mode) else "other")
-            entries.append({"name": name, "kind": kind, "size": info.st_size})
-        return {"entries": entries, "truncated": len(names) > MAX_LIST_ENTRIES}
-
-    def op_save(self, request: dict[str, Any]) -> dict[str, Any]:
-        """The whole work directory as a gzipped tar (regular files, dirs, links)."""
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=1) as tar:
-            for root, dirs, files in os.walk(self.workdir):
-                dirs.sort()
-                for name in [*dirs, *sorted(files)]:
-                    full = os.path.join(root, name)
-                    rel = os.path.relpath(full, self.workdir)
-                    info = os.lstat(full)
-                    if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)
-                            or stat.S_ISLNK(info.st_mode)):
-                        continue
-                    tar.add(full, arcname=rel, recursive=False)
-                    if buffer.tell() > MAX_SAVE_BYTES:
-                        raise Refused(f"work directory larger than {MAX_SAVE_BYTES} bytes "
-                                      "compressed; not saved")
-        data = buffer.getvalue()
-        return {"tar": base64.b64encode(data).decode(), "bytes": len(data)}
-
-    def op_restore(self, request: dict[str, Any]) -> dict[str, Any]:
-        data = base64.b64decode(str(request.get("tar", "")))
-        restored = 0
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tar:
-            for member in tar.getmembers():
-                target = self._path(member.name)  # refuses names that leave the workdir
-                if member.isdir():
-                    self._makedirs(target)
-                elif member.isfile():
-                    self._makedirs(os.path.dirname(target))
-                    source = tar.extractfile(member)
-                    assert source is not None
-                    with open(target, "wb") as f:
-                        f.write(source.read())
-                    os.chmod(target, member.mode & 0o755)
-                    self._own(target)
-                    restored += 1
-                elif member.issym():
-                    self._makedirs(os.path.dirname(target))
-                    # A link is restored as it was; reads through it are checked on use.
-                    if os.path.lexists(target):
-                        os.unlink(target)
-                    os.symlink(member.linkname, target)
-                # devices, fifos and hard links are never restored
-        return {"files": restored}
 
     def op_browser(self, request: dict[str, Any]) -> dict[str, Any]:
         """One browser action (``browser.py``). The browser starts on the first and lives
@@ -466,41 +403,12 @@ class Agent:
                 os._exit(0)
         os.waitpid(killer, 0)
 
-    # -- paths -------------------------------------------------------------------------
-
-    def _path(self, relative: str) -> str:
-        if not relative or "\x00" in relative:
-            raise Refused("a path is required")
-        full = os.path.realpath(os.path.join(self.workdir, relative.lstrip("/")))
-        if full != self.workdir and not full.startswith(self.workdir + os.sep):
-            raise Refused(f"path outside the work directory: {relative}")
-        return full
-
-    def _makedirs(self, path: str) -> None:
-        if not os.path.isdir(path):
-            os.makedirs(path, exist_ok=True)
-            self._own(path)
-
-    def _own(self, path: str) -> None:
-        if self.uid is not None:
-            os.chown(path, self.uid, self.uid)
-
-
 def _browser_module() -> Any:
-    """``browser.py``, beside this file in every sandbox, loaded on first use (``python3
-    -I`` puts no script directory on ``sys.path``)."""
-    module = sys.modules.get("tenantry_guest_browser")
+    """``browser.py``, loaded on first use; from then on no __pycache__ in the work dir."""
+    module = _sibling("browser", required=False)
     if module is None:
-        import importlib.util
-
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "browser.py")
-        spec = importlib.util.spec_from_file_location("tenantry_guest_browser", path)
-        if spec is None or spec.loader is None or not os.path.exists(path):
-            raise Refused("this sandbox has no browser driver (browser.py)")
-        module = importlib.util.module_from_spec(spec)
-        sys.dont_write_bytecode = True  # no __pycache__ beside it, nor in the work dir
-        sys.modules["tenantry_guest_browser"] = module
-        spec.loader.exec_module(module)
+        raise Refused("this sandbox has no browser driver (browser.py)")
+    sys.dont_write_bytecode = True
     return module
 
 

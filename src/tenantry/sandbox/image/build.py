@@ -76,7 +76,7 @@ class ImageInfo:
 
 def _sources() -> dict[str, bytes]:
     return {name: (GUEST_DIR / name).read_bytes()
-            for name in ("init.sh", "agent.py", "relay.py", "browser.py")}
+            for name in ("init.sh", "agent.py", "files.py", "relay.py", "browser.py")}
 
 
 def _source_hashes(sources: dict[str, bytes] | None = None) -> dict[str, str]:
@@ -94,8 +94,7 @@ def _pointer(variant: str) -> str:
 
 def find_image(cache_dir: Path, variant: str = "code") -> ImageInfo | None:
     """The ``variant`` image last built into ``cache_dir`` if it is still current (its
-    init.sh, agent and relay match this code), else None. Reads files only: no apt, no
-    building."""
+    guest files match this code), else None. Reads files only: no apt, no building."""
     try:
         digest = (cache_dir / "images" / _pointer(variant)).read_text().strip()
     except OSError:
@@ -433,6 +432,7 @@ def _entries(staging: Path, release: str, sources: dict[str, bytes], variant: st
 
     tree.data("init", sources["init.sh"], mode=0o755)
     tree.data("agent.py", sources["agent.py"], mode=0o644)
+    tree.data("files.py", sources["files.py"], mode=0o644)
     tree.data("relay.py", sources["relay.py"], mode=0o644)
     tree.data("browser.py", sources["browser.py"], mode=0o644)
     passwd = [b"root:x:0:0:root:/root:/bin/sh", b"sandbox:x:1000:1000:sandbox:/work:/bin/sh"]

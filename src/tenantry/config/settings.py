@@ -1,4 +1,5 @@
-"""Settings: read once from the environment (``TENANTRY_*``) or flags, passed down explicitly.
+"""Settings: read once from the environment (``TENANTRY_*``, each variable declared once in
+:mod:`tenantry.config.variables`) or flags, passed down explicitly.
 
 There is no module-level settings object: the CLI builds one and hands it to the app and
 worker factories; tests build their own.
@@ -10,18 +11,17 @@ import itertools
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from tenantry.config.variable import Variable, read
+from tenantry.config.variables import VARIABLES, variable
 from tenantry.errors import ConfigurationError
 
 #: Runs one retention batch (one transaction) deletes at most: past it a batch holds its
 #: row locks, and the event rows it deletes, for too long.
 MAX_RETENTION_BATCH = 10_000
-#: A browser microVM's RAM holds its 317 MB initramfs and, while the kernel unpacks it, the
-#: unpacked copy too: measured under TCG, 768 MiB does not boot, 1024 MiB boots and renders.
-MIN_BROWSER_MEMORY_MIB = 1024
 
 #: A cell's name and a region (DESIGN §12): also the directory's CHECK and the API's rule.
 CELL_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -183,114 +183,7 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
-        env = os.environ if env is None else env
-        values: dict[str, Any] = {}
-
-        def text(name: str, key: str) -> None:
-            raw = env.get(name)
-            if raw not in (None, ""):
-                values[key] = raw
-
-        def integer(name: str, key: str, minimum: int) -> None:
-            raw = env.get(name)
-            if raw in (None, ""):
-                return
-            try:
-                number = int(str(raw))
-            except ValueError:
-                raise ConfigurationError(f"{name} must be an integer, got {raw!r}") from None
-            if number < minimum:
-                raise ConfigurationError(f"{name} must be at least {minimum}, got {number}")
-            values[key] = number
-
-        text("TENANTRY_DATABASE_URL", "database_url")
-        text("TENANTRY_CONSOLE_DATABASE_URL", "console_database_url")
-        if env.get("TENANTRY_DATA_DIR"):
-            values["data_dir"] = Path(env["TENANTRY_DATA_DIR"]).expanduser()
-        text("TENANTRY_HOST", "host")
-        integer("TENANTRY_PORT", "port", 0)
-        text("TENANTRY_OPERATOR_TOKEN", "operator_token")
-        text("TENANTRY_MASTER_KEY", "master_key")
-        text("TENANTRY_SANDBOX_BACKEND", "sandbox_backend")
-        if env.get("TENANTRY_SANDBOX_IMAGE_DIR"):
-            values["sandbox_image_dir"] = Path(env["TENANTRY_SANDBOX_IMAGE_DIR"]).expanduser()
-        integer("TENANTRY_SANDBOX_POOL_SIZE", "sandbox_pool_size", 0)
-        integer("TENANTRY_SANDBOX_MEMORY_MIB", "sandbox_memory_mib", 64)
-        integer("TENANTRY_SANDBOX_BROWSER_MEMORY_MIB", "sandbox_browser_memory_mib",
-                MIN_BROWSER_MEMORY_MIB)
-        integer("TENANTRY_SANDBOX_TIMEOUT_SECONDS", "sandbox_timeout_seconds", 1)
-        integer("TENANTRY_SANDBOX_HIBERNATE_SECONDS", "sandbox_hibernate_seconds", 0)
-        text("TENANTRY_SANDBOX_MIN_BOUNDARY", "sandbox_min_boundary")
-        integer("TENANTRY_SANDBOX_KEPT_MAX", "sandbox_kept_max", 0)
-        integer("TENANTRY_SANDBOX_KEPT_PER_TENANT", "sandbox_kept_per_tenant", 0)
-        integer("TENANTRY_BLOB_QUOTA_MIB", "blob_quota_mib", 0)
-        integer("TENANTRY_SANDBOX_WORK_MIB", "sandbox_work_mib", 8)
-        if "TENANTRY_DB_ROLE" in env:
-            values["db_role"] = env["TENANTRY_DB_ROLE"]
-        integer("TENANTRY_DB_POOL_MIN", "db_pool_min", 1)
-        integer("TENANTRY_DB_POOL_MAX", "db_pool_max", 1)
-        integer("TENANTRY_MAX_BODY_BYTES", "max_body_bytes", 1024)
-        text("TENANTRY_LOG_FORMAT", "log_format")
-        text("TENANTRY_MODEL_BASE_URL", "model_base_url")
-        text("TENANTRY_MODEL_API_KEY", "model_api_key")
-        text("TENANTRY_MODEL_PROVIDER", "model_provider")
-        if env.get("TENANTRY_MODEL_NO_STREAM"):
-            values["model_no_stream"] = tuple(
-                name.strip() for name in env["TENANTRY_MODEL_NO_STREAM"].split(",")
-                if name.strip())
-        integer("TENANTRY_LEASE_SECONDS", "lease_seconds", 1)
-        integer("TENANTRY_EGRESS_FLAG_THRESHOLD", "egress_flag_threshold", 1)
-        integer("TENANTRY_CHILD_MAX_DEPTH", "child_max_depth", 0)
-        integer("TENANTRY_CHILD_MAX_PER_RUN", "child_max_per_run", 0)
-        integer("TENANTRY_WORKER_CONCURRENCY", "worker_concurrency", 1)
-        integer("TENANTRY_WORKER_PROCESSES", "worker_processes", 1)
-        integer("TENANTRY_ACTIVITY_WORKER_SLOTS", "activity_worker_slots", 1)
-        integer("TENANTRY_MAX_QUEUED_RUNS", "max_queued_runs", 1)
-        integer("TENANTRY_REFUSE_BATCH_RUNS_AT", "refuse_batch_runs_at", 1)
-        integer("TENANTRY_DELAY_NEW_RUNS_AT", "delay_new_runs_at", 1)
-        integer("TENANTRY_LOAD_READ_SECONDS", "load_read_seconds", 0)
-        text("TENANTRY_CLAIM_ORDER", "claim_order")
-        integer("TENANTRY_WORKERS", "workers", 0)
-        text("TENANTRY_OTEL_EXPORTER", "otel_exporter")
-        integer("TENANTRY_WORKER_METRICS_PORT", "worker_metrics_port", 1)
-        integer("TENANTRY_SSE_MAX_STREAMS", "sse_max_streams", 1)
-        integer("TENANTRY_SSE_MAX_STREAMS_PER_TENANT", "sse_max_streams_per_tenant", 1)
-        if env.get("TENANTRY_CONSOLE_SECURE_COOKIE"):
-            values["console_secure_cookie"] = env["TENANTRY_CONSOLE_SECURE_COOKIE"].lower()
-        integer("TENANTRY_WEBHOOK_DEADLINE_SECONDS", "webhook_deadline_seconds", 1)
-        integer("TENANTRY_WEBHOOK_CONCURRENCY", "webhook_concurrency", 1)
-        integer("TENANTRY_WEBHOOK_CONCURRENCY_PER_TENANT", "webhook_concurrency_per_tenant", 1)
-        integer("TENANTRY_RETENTION_BATCH", "retention_batch", 1)
-        text("TENANTRY_CELL", "cell")
-        text("TENANTRY_REGION", "region")
-        text("TENANTRY_DIRECTORY_URL", "directory_url")
-        text("TENANTRY_ROUTER_HOST", "router_host")
-        integer("TENANTRY_ROUTER_PORT", "router_port", 0)
-        integer("TENANTRY_ROUTER_CELL_CONNECTIONS", "router_cell_connections", 2)
-        integer("TENANTRY_ROUTER_MAX_REQUESTS_PER_TENANT", "router_max_requests_per_tenant",
-                2)
-        integer("TENANTRY_ROUTER_MAX_STREAMS_PER_TENANT", "router_max_streams_per_tenant", 1)
-        integer("TENANTRY_ROUTER_MAX_OPERATOR_REQUESTS", "router_max_operator_requests", 1)
-        integer("TENANTRY_ROUTER_IDLE_SECONDS", "router_idle_seconds", 1)
-        integer("TENANTRY_ROUTER_BODY_SECONDS", "router_body_seconds", 1)
-        integer("TENANTRY_ROUTER_STREAM_LIFETIME_SECONDS", "router_stream_lifetime_seconds", 1)
-        integer("TENANTRY_RETENTION_EVERY_SECONDS", "retention_every_seconds", 1)
-        cleaner = env.get("TENANTRY_RETENTION", "").lower()
-        if cleaner:
-            if cleaner not in ("on", "off"):
-                raise ConfigurationError(f"TENANTRY_RETENTION must be on or off, got "
-                                         f"{env['TENANTRY_RETENTION']!r}")
-            values["retention"] = cleaner == "on"
-        for name, key in (("TENANTRY_WEBHOOK_ALLOW_PRIVATE", "webhook_allow_private"),
-                          ("TENANTRY_BROWSER_DEV_BACKENDS", "browser_dev_backends")):
-            flag = env.get(name, "").lower()
-            if flag:
-                if flag not in ("1", "true", "yes", "0", "false", "no"):
-                    raise ConfigurationError(f"{name} must be true or false")
-                values[key] = flag in ("1", "true", "yes")
-        integer("TENANTRY_BROWSER_PAGE_TIMEOUT_SECONDS", "browser_page_timeout_seconds", 1)
-        integer("TENANTRY_BROWSER_MAX_PAGES", "browser_max_pages", 1)
-        integer("TENANTRY_BROWSER_MAX_MIB", "browser_max_mib", 1)
+        values = read(VARIABLES, os.environ if env is None else env)
         values.update({k: v for k, v in overrides.items() if v is not None})
         settings = cls(**values)
         settings.validate()
@@ -322,25 +215,28 @@ class Settings:
         if self.console_secure_cookie not in ("auto", "true", "false"):
             raise ConfigurationError("TENANTRY_CONSOLE_SECURE_COOKIE must be auto, true or "
                                      f"false, got {self.console_secure_cookie!r}")
-        for name, value, minimum in (
-            ("TENANTRY_WORKER_CONCURRENCY / --concurrency", self.worker_concurrency, 1),
-            ("TENANTRY_ACTIVITY_WORKER_SLOTS / --slots", self.activity_worker_slots, 1),
-            ("TENANTRY_WORKERS / --workers", self.workers, 0),
-            ("TENANTRY_WORKER_PROCESSES / --processes", self.processes, 1),
-            ("TENANTRY_LEASE_SECONDS", self.lease_seconds, 1),
-            ("TENANTRY_EGRESS_FLAG_THRESHOLD", self.egress_flag_threshold, 1),
-            ("TENANTRY_CHILD_MAX_DEPTH", self.child_max_depth, 0),
-            ("TENANTRY_CHILD_MAX_PER_RUN", self.child_max_per_run, 0),
-            ("TENANTRY_RETENTION_EVERY_SECONDS", self.retention_every_seconds, 1),
-            ("TENANTRY_PORT / --port", self.port, 0),
-            ("TENANTRY_SANDBOX_BROWSER_MEMORY_MIB", self.sandbox_browser_memory_mib,
-             MIN_BROWSER_MEMORY_MIB),
-            ("TENANTRY_SSE_MAX_STREAMS / --sse-max-streams", self.sse_max_streams, 1),
-            ("TENANTRY_SSE_MAX_STREAMS_PER_TENANT / --sse-max-streams-per-tenant",
-             self.sse_max_streams_per_tenant, 1),
+        # Values that may come from a flag as well as from the variable (or from a test's
+        # own Settings): each at its variable's minimum, named with its flag.
+        for name, value in (
+            ("TENANTRY_WORKER_CONCURRENCY", self.worker_concurrency),
+            ("TENANTRY_ACTIVITY_WORKER_SLOTS", self.activity_worker_slots),
+            ("TENANTRY_WORKERS", self.workers),
+            ("TENANTRY_WORKER_PROCESSES", self.processes),
+            ("TENANTRY_LEASE_SECONDS", self.lease_seconds),
+            ("TENANTRY_EGRESS_FLAG_THRESHOLD", self.egress_flag_threshold),
+            ("TENANTRY_CHILD_MAX_DEPTH", self.child_max_depth),
+            ("TENANTRY_CHILD_MAX_PER_RUN", self.child_max_per_run),
+            ("TENANTRY_RETENTION_EVERY_SECONDS", self.retention_every_seconds),
+            ("TENANTRY_PORT", self.port),
+            ("TENANTRY_SANDBOX_BROWSER_MEMORY_MIB", self.sandbox_browser_memory_mib),
+            ("TENANTRY_SSE_MAX_STREAMS", self.sse_max_streams),
+            ("TENANTRY_SSE_MAX_STREAMS_PER_TENANT", self.sse_max_streams_per_tenant),
         ):
+            declared = variable(name)
+            minimum = declared.minimum or 0
             if value < minimum:
-                raise ConfigurationError(f"{name} must be at least {minimum}, got {value}")
+                raise ConfigurationError(
+                    f"{declared.label} must be at least {minimum}, got {value}")
         if not 1 <= self.webhook_concurrency_per_tenant <= self.webhook_concurrency:
             raise ConfigurationError(
                 "TENANTRY_WEBHOOK_CONCURRENCY_PER_TENANT must be 1..TENANTRY_WEBHOOK_CONCURRENCY"
@@ -351,10 +247,10 @@ class Settings:
         if self.webhook_deadline_seconds < 1:
             raise ConfigurationError("TENANTRY_WEBHOOK_DEADLINE_SECONDS must be at least 1")
         if self.port > 65535:
-            raise ConfigurationError("TENANTRY_PORT / --port must be at most 65535")
+            raise ConfigurationError(f"{variable('TENANTRY_PORT').label} must be at most 65535")
         if not 0 <= self.router_port <= 65535:
-            raise ConfigurationError("TENANTRY_ROUTER_PORT / --port must be 0..65535, "
-                                     f"got {self.router_port}")
+            raise ConfigurationError(f"{variable('TENANTRY_ROUTER_PORT').label} must be "
+                                     f"0..65535, got {self.router_port}")
         self._validate_router()
         for setting, ident in (("TENANTRY_CELL", self.cell), ("TENANTRY_REGION", self.region)):
             if not isinstance(ident, str) or not CELL_NAME_RE.fullmatch(ident):
@@ -400,10 +296,10 @@ class Settings:
                 raise ConfigurationError(f"{name} must be above 0, got {value}")
 
     def _validate_shedding(self) -> None:
-        levels = [("TENANTRY_DELAY_NEW_RUNS_AT / --delay-new-runs-at", self.delay_new_runs_at),
-                  ("TENANTRY_REFUSE_BATCH_RUNS_AT / --refuse-batch-runs-at",
+        levels = [(variable("TENANTRY_DELAY_NEW_RUNS_AT").label, self.delay_new_runs_at),
+                  (variable("TENANTRY_REFUSE_BATCH_RUNS_AT").label,
                    self.refuse_batch_runs_at),
-                  ("TENANTRY_MAX_QUEUED_RUNS / --max-queued-runs", self.max_queued_runs)]
+                  (variable("TENANTRY_MAX_QUEUED_RUNS").label, self.max_queued_runs)]
         given: list[tuple[str, int]] = [(n, v) for n, v in levels if v is not None]
         for name, value in given:
             if value < 1:
@@ -433,3 +329,17 @@ class Settings:
 
     def with_(self, **changes: Any) -> Settings:
         return replace(self, **changes)
+
+
+def default_text(declared: Variable) -> str:
+    """The value ``declared`` takes when unset, as the configuration reference writes it
+    (Markdown): its own wording if it has one, else its setting's default."""
+    if declared.default is not None:
+        return declared.default
+    found = next((f for f in fields(Settings) if f.name == declared.field), None)
+    value = None if found is None else found.default
+    if value is None or value is MISSING:
+        return "unset"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    return f"`{value:g}`" if isinstance(value, float) else f"`{value}`"

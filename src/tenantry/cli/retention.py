@@ -11,21 +11,16 @@ from typing import Annotated, Any
 
 import typer
 
-# Only the option types: cli.py registers this module before it defines its helpers.
-from tenantry.cli import DatabaseUrl, DataDir
-from tenantry.cli_help import App
+from tenantry.cli.common import run as run_refusing
+from tenantry.cli.common import settings
+from tenantry.cli.help import App
+from tenantry.cli.options import ConsoleDatabaseUrl, DatabaseUrl, DataDir
 
 retention_app = App(help="Retention: delete ended runs past their tenant's policy, or erase "
                              "a tenant.")
 
 Batch = Annotated[int, typer.Option("--batch", min=1, max=10_000,
                                     help="Runs deleted per transaction.")]
-ConsoleUrl = Annotated[
-    str | None,
-    typer.Option("--console-database-url", envvar="TENANTRY_CONSOLE_DATABASE_URL",
-                 help="The operator's login (tenantry_console_login), which alone may shred "
-                      "a tenant's secrets; unset: the embedded one's, or --database-url."),
-]
 
 
 @retention_app.command("run")
@@ -41,17 +36,16 @@ def run(
     from rich.console import Console
 
     from tenantry.bootstrap import retention
-    from tenantry.cli import _run, _settings
     from tenantry.retention.cleaner import PassResult
 
-    settings = _settings(database_url=database_url, data_dir=data_dir)
+    config = settings(database_url=database_url, data_dir=data_dir)
     err = Console(stderr=True)
     with err.status("retention pass") as status:
         def show(result: PassResult) -> None:
             status.update(f"{result.tenant}: {result.runs} runs, {result.events} events "
                           f"deleted ({result.batches} batches)")
 
-        results = _run(lambda: retention.run_pass(settings, tenant, batch, show))
+        results = run_refusing(lambda: retention.run_pass(config, tenant, batch, show))
     for r in results:
         err.log(f"{r.tenant}: {r.reason}: {r.runs} runs, {r.events} events, "
                 f"{r.blobs_queued} blobs, {r.tombstones_expired} tombstones and "
@@ -77,10 +71,9 @@ def policy(
     """Show a tenant's retention policy (set it with PUT /admin/v1/tenants/{id}/retention
     and /audit-retention)."""
     from tenantry.bootstrap import retention
-    from tenantry.cli import _run, _settings
 
-    settings = _settings(database_url=database_url, data_dir=data_dir)
-    p = _run(lambda: retention.show_policy(settings, tenant))
+    config = settings(database_url=database_url, data_dir=data_dir)
+    p = run_refusing(lambda: retention.show_policy(config, tenant))
 
     def days(value: int | None) -> str:
         return "forever" if value is None else f"{value} days"
@@ -98,7 +91,7 @@ def erase(
     tenant: Annotated[str, typer.Argument(help="The tenant to erase.")],
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
     batch: Batch = 500, database_url: DatabaseUrl = None,
-    console_database_url: ConsoleUrl = None, data_dir: DataDir = None,
+    console_database_url: ConsoleDatabaseUrl = None, data_dir: DataDir = None,
 ) -> None:
     """Erase a tenant and wait until its runs are gone.
 
@@ -109,12 +102,11 @@ def erase(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from tenantry.bootstrap import retention
-    from tenantry.cli import _run, _settings
     from tenantry.retention.erase import EraseJob
 
     if not yes:
         typer.confirm(f"Erase tenant {tenant!r}? This cannot be undone", abort=True)
-    settings = _settings(database_url=database_url, data_dir=data_dir,
+    config = settings(database_url=database_url, data_dir=data_dir,
                          console_database_url=console_database_url)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   transient=False) as bar:
@@ -128,7 +120,7 @@ def erase(
                            completed=update.runs_total - update.runs_left,
                            description=f"erasing {tenant}{waiting}")
 
-        job = _run(lambda: retention.erase_tenant(settings, tenant, batch, show))
+        job = run_refusing(lambda: retention.erase_tenant(config, tenant, batch, show))
     typer.echo(f"erased {tenant}: {job.runs_deleted} runs deleted ({job.runs_cancelled} "
                f"cancelled first), {job.secrets_deleted} secrets and "
                f"{job.tool_servers_deleted} tool servers deleted, {job.blobs_queued} blobs; "

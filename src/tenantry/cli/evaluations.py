@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from tenantry.cli_client import DEFAULT_URL, ApiKey, Url, _fail, _headers, _sdk_failure
-from tenantry.cli_help import App
+from tenantry.cli.common import fail
+from tenantry.cli.help import App
+from tenantry.cli.options import DEFAULT_URL, ApiKey, Url
+from tenantry.cli.remote import headers, sdk_failure
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -163,7 +165,7 @@ def _finish(client: Any, url: str, agent_id: str, evaluation: Evaluation, *, wai
                         err=True)
             raise typer.Exit(1) from None
         except ClientError as exc:
-            _sdk_failure(url, exc)
+            sdk_failure(url, exc)
     _show(evaluation, as_json)
     _exit_for(evaluation)
 
@@ -182,14 +184,14 @@ def show(
     with a case the candidate failed, or --wait timed out; 2 on bad input or an error."""
     from tenantry.client import Client, ClientError
 
-    _headers(api_key)  # fails (exit status 2) without a key
+    headers(api_key)  # fails (exit status 2) without a key
     try:
         with Client(url, api_key, timeout=10) as client:
             found = client.evaluations.get(agent_id, evaluation_id)
             _finish(client, url, agent_id, found, wait=wait, timeout=timeout,
                     as_json=as_json)
     except ClientError as exc:
-        _sdk_failure(url, exc)
+        sdk_failure(url, exc)
 
 
 @evaluations_app.command("start")
@@ -214,8 +216,8 @@ def start(
     from tenantry.client import Client, ClientError
 
     if candidate_version is None and candidate_model is None:
-        _fail("the candidate needs --candidate-version, --candidate-model or both")
-    _headers(api_key)
+        fail("the candidate needs --candidate-version, --candidate-model or both")
+    headers(api_key)
     try:
         with Client(url, api_key, timeout=30) as client:
             started = client.evaluations.start(
@@ -230,7 +232,7 @@ def start(
             _finish(client, url, agent_id, started, wait=True, timeout=timeout,
                     as_json=as_json)
     except ClientError as exc:
-        _sdk_failure(url, exc)
+        sdk_failure(url, exc)
 
 
 @agents_app.command("promote")
@@ -248,7 +250,7 @@ def promote(
     another version, still running, or a case failed); 2 on bad input or an error."""
     from tenantry.client import Client, ClientError, Conflict
 
-    _headers(api_key)
+    headers(api_key)
     try:
         with Client(url, api_key, timeout=10) as client:
             done = client.agents.promote(agent_id, version, evaluation_id=evaluation)
@@ -256,7 +258,7 @@ def promote(
         typer.secho(f"refused: {exc.detail}", fg="red", err=True)
         raise typer.Exit(1) from None
     except ClientError as exc:
-        _sdk_failure(url, exc)
+        sdk_failure(url, exc)
     evidence = f" on evaluation {done.evaluation_id}" if done.evaluation_id else ""
     typer.echo(f"{done.agent_id} v{done.version} is live (was v{done.previous_version})"
                f"{evidence}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tenantry.api.pages import PageRequest, matching
+from tenantry.api.pagination import PageRequest, matching
 from tenantry.errors import ValidationFailed
 from tenantry.ids import RunId
 

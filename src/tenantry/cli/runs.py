@@ -1,16 +1,17 @@
-"""CLI conveniences that talk to a running platform over its HTTP API, as a tenant (API key)
-or as the operator: ``tenantry runs tail``, ``tenantry runs wait``, ``tenantry runs list``
-(on the client SDK, ``tenantry.client``), ``tenantry usage``.
-
-They use only the public API, so they work against any deployment the caller can reach."""
+"""``tenantry runs tail``, ``runs wait`` and ``runs list``: a tenant's runs, read over the
+platform's public API with the client SDK (``tenantry.client``), so they work against any
+deployment the caller can reach."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 
-from tenantry.cli_help import App
+from tenantry.cli.common import fail
+from tenantry.cli.help import App
+from tenantry.cli.options import DEFAULT_URL, ApiKey, Url
+from tenantry.cli.remote import headers, sdk_failure, show_table
 from tenantry.runs.events import (
     ABSENT,
     MONTHLY_SPEND_CAP,
@@ -32,39 +33,10 @@ from tenantry.runs.events import (
 
 runs_app = App(help="Look at runs (as a tenant: TENANTRY_API_KEY).")
 
-Url = Annotated[str, typer.Option("--url", envvar="TENANTRY_URL",
-                                  help="The platform's API base URL.")]
-ApiKey = Annotated[str | None, typer.Option("--api-key", envvar="TENANTRY_API_KEY",
-                                            help="A tenant API key.")]
-OperatorToken = Annotated[str | None, typer.Option(
-    "--operator-token", envvar="TENANTRY_OPERATOR_TOKEN",
-    help="The operator credential (for every tenant's usage).")]
-DEFAULT_URL = "http://127.0.0.1:8080"
-
 COLOURS = {"RunFinished": "green", "RunFailed": "red", "BudgetStopped": "red",
            "RunCancelled": "yellow", "ApprovalRequested": "magenta", "RunParked": "yellow",
            "ModelFallback": "yellow", "ModelRerouted": "yellow", "ModelReplied": "cyan",
            "Summarized": "cyan", "ToolCompleted": "blue"}
-
-
-def _fail(message: str) -> NoReturn:
-    typer.secho(f"error: {message}", fg="red", err=True)
-    raise typer.Exit(2)
-
-
-def _headers(api_key: str | None) -> dict[str, str]:
-    if not api_key:
-        _fail("a tenant API key is needed: --api-key or TENANTRY_API_KEY")
-    return {"Authorization": f"Bearer {api_key}"}
-
-
-def _problem(response: Any) -> NoReturn:
-    try:
-        body = response.json()
-        detail = body.get("detail") or body.get("title") or response.text
-    except ValueError:
-        detail = response.text
-    _fail(f"{response.status_code}: {detail}")
 
 
 def summarize(event: dict[str, Any]) -> str:
@@ -123,15 +95,6 @@ def _tool_line(done: ToolCompleted) -> str:
     return f"{done.tool}{place} {outcome}{took}"
 
 
-def _sdk_failure(url: str, exc: Exception) -> NoReturn:
-    """An SDK exception as the CLI's one-line error (exit status 2)."""
-    from tenantry.client import ApiError
-
-    if isinstance(exc, ApiError):
-        _fail(f"{exc.status}: {exc.detail}")
-    _fail(f"cannot reach {url}: {exc}")
-
-
 @runs_app.command("tail")
 def tail(
     run_id: Annotated[str, typer.Argument(help="The run to follow (run_…).")],
@@ -145,7 +108,7 @@ def tail(
     from tenantry.client import Client, ClientError, Event
 
     console = Console(highlight=False)
-    _headers(api_key)  # fails (exit status 2) without a key
+    headers(api_key)  # fails (exit status 2) without a key
     try:
         with Client(url, api_key) as client, client.runs.events(run_id) as events:
             for event in events:
@@ -161,7 +124,7 @@ def tail(
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     except ClientError as exc:
-        _sdk_failure(url, exc)
+        sdk_failure(url, exc)
 
 
 # How often `runs wait` reads the run at most: a status is one indexed row, and a person
@@ -189,9 +152,9 @@ def wait(
     valid = {s.value for s in RunStatus}
     wanted = {s.strip().lower() for s in status or ["finished"]}
     if not wanted <= valid:
-        _fail(f"--status {', '.join(sorted(wanted - valid))}: not a run status "
+        fail(f"--status {', '.join(sorted(wanted - valid))}: not a run status "
               f"(one of {', '.join(s.value for s in RunStatus)})")
-    _headers(api_key)  # fails (exit status 2) without a key
+    headers(api_key)  # fails (exit status 2) without a key
     try:
         with Client(url, api_key, timeout=10) as client:
             run = client.runs.wait(run_id, status=wanted, timeout=timeout,
@@ -204,7 +167,7 @@ def wait(
         typer.echo(current)
         raise typer.Exit(1) from None
     except ClientError as exc:
-        _sdk_failure(url, exc)
+        sdk_failure(url, exc)
     if run.status not in wanted:
         typer.secho(f"{run.status} (ended; not {' or '.join(sorted(wanted))})", err=True)
         typer.echo(run.status)
@@ -222,88 +185,15 @@ def list_runs(
     """The most recent runs, newest first."""
     from tenantry.client import Client, ClientError
 
-    _headers(api_key)  # fails (exit status 2) without a key
+    headers(api_key)  # fails (exit status 2) without a key
     try:
         with Client(url, api_key) as client:
             page = client.runs.list(status=status, limit=limit)
     except ClientError as exc:
-        _sdk_failure(url, exc)
+        sdk_failure(url, exc)
     rows = [[run.run_id, run.agent_id, str(run.version), run.status, str(run.steps),
              f"{run.usage.input_tokens}/{run.usage.output_tokens}",
              f"{run.cost_micros / 1e6:.4f}", run.created_at.strftime("%Y-%m-%dT%H:%M:%S")]
             for run in page]
     show_table(["run", "agent", "v", "status", "steps", "tokens in/out", "cost $",
                 "created (UTC)"], rows)
-
-
-def show_table(header: list[str], rows: list[list[str]], title: str | None = None) -> None:
-    """A table on a terminal; tab-separated lines (header first) into a pipe or a file,
-    where rich would squeeze the table to 80 columns and cut the ids short."""
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console(highlight=False)
-    if not console.is_terminal:
-        if title:
-            typer.echo(title, err=True)
-        for line in [header, *rows]:
-            typer.echo("\t".join(line))
-        return
-    table = Table(title=title)
-    for index, name in enumerate(header):
-        # The first column holds ids: folded when the terminal is narrow, never cut.
-        table.add_column(name, overflow="fold" if index == 0 else "ellipsis",
-                         no_wrap=index != 0)
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
-
-
-def usage(
-    url: Url = DEFAULT_URL, api_key: ApiKey = None, operator_token: OperatorToken = None,
-    group_by: Annotated[str | None, typer.Option(
-        "--group-by", help="agent or day (tenant view)")] = None,
-    from_: Annotated[str | None, typer.Option("--from", help="YYYY-MM-DD (UTC)")] = None,
-    to: Annotated[str | None, typer.Option("--to", help="YYYY-MM-DD (UTC)")] = None,
-) -> None:
-    """Tokens, cost and sandbox time this month (or --from/--to), as a table.
-
-    With an API key: your tenant's, optionally by agent or day. With the operator token:
-    every tenant's."""
-    import httpx2
-
-    params = {k: v for k, v in {"from": from_, "to": to, "group_by": group_by}.items() if v}
-    if api_key:
-        path, headers = "/v1/usage", _headers(api_key)
-    elif operator_token:
-        path, headers = "/admin/v1/usage", {"Authorization": f"Bearer {operator_token}"}
-        params.pop("group_by", None)
-    else:
-        _fail("an API key (tenant view) or the operator token (all tenants) is needed")
-    try:
-        response = httpx2.get(f"{url}{path}", params=params, headers=headers)
-    except OSError as exc:
-        _fail(f"cannot reach {url}: {exc}")
-    if response.status_code != 200:
-        _problem(response)
-    body = response.json()
-    first = "tenant" if path.startswith("/admin") else (group_by or "total")
-    rows: list[list[str]] = []
-
-    def add(key: str, row: dict[str, Any]) -> None:
-        rows.append([key, str(row["runs"]), str(row["calls"]), f"{row['input_tokens']:,}",
-                     f"{row['cached_input_tokens']:,}", f"{row['output_tokens']:,}",
-                     f"{row['cost_micros'] / 1e6:.4f}", f"{row['sandbox_ms'] / 1000:.1f}",
-                     f"{row['sandbox_cost_micros'] / 1e6:.4f}"])
-
-    title = None
-    if isinstance(body, list):
-        for row in body:
-            add(row["tenant_id"], row)
-    else:
-        for row in body["groups"]:
-            add(row["key"], row)
-        add("total" if body["groups"] else body["tenant_id"], body["total"])
-        title = f"{body['tenant_id']}: {body['from']} → {body['to']}"
-    show_table([first, "runs", "model calls", "input tokens", "cached", "output tokens",
-                "model $", "sandbox s", "sandbox $"], rows, title)

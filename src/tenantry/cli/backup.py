@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-# Only the option types: cli.py registers this module before it defines its helpers.
-from tenantry.cli import DatabaseUrl
-from tenantry.cli_help import App
+from tenantry.cli.common import fail, run
+from tenantry.cli.help import App
+from tenantry.cli.options import BackupConfig, DatabaseUrl, Stanza
 
 if TYPE_CHECKING:
     from tenantry.backup import Backup
@@ -23,18 +23,9 @@ if TYPE_CHECKING:
 backup_app = App(help="Backups of the cell's Postgres (pgBackRest): status, and a restore to "
                       "a point in time.")
 
-Stanza = Annotated[str, typer.Option(
-    "--stanza", envvar="TENANTRY_BACKUP_STANZA",
-    help="The cell's pgBackRest stanza (its section in pgbackrest.conf).")]
-Config = Annotated[Path | None, typer.Option(
-    "--config", envvar="TENANTRY_BACKUP_CONFIG",
-    help="pgBackRest's configuration file.",
-    show_default="pgBackRest's own: /etc/pgbackrest/pgbackrest.conf")]
-
-
 @backup_app.command("status")
 def status(
-    stanza: Stanza, config: Config = None, database_url: DatabaseUrl = None,
+    stanza: Stanza, config: BackupConfig = None, database_url: DatabaseUrl = None,
     max_age_hours: Annotated[float, typer.Option(
         "--max-age-hours", min=0.1,
         help="A newest backup older than this is a problem.")] = 26.0,
@@ -51,9 +42,8 @@ def status(
 
     from tenantry.backup import PgBackRest
     from tenantry.backup.status import Archiver, assess, read_archiver
-    from tenantry.cli import _fail, _run
 
-    info = _run(lambda: PgBackRest(stanza, config).info())
+    info = run(lambda: PgBackRest(stanza, config).info())
     archiver: Archiver | None = None
     if database_url:
         try:
@@ -61,7 +51,7 @@ def status(
         # Unreachable, refused, or a URL that cannot be read (MalformedDsn is a ValueError).
         except (OSError, TimeoutError, ValueError, asyncpg.PostgresError,
                 asyncpg.InterfaceError) as exc:
-            _fail(f"cannot read the cell's archiving state: {type(exc).__name__}: {exc}")
+            fail(f"cannot read the cell's archiving state: {type(exc).__name__}: {exc}")
     now = datetime.now(UTC)
     found = assess(info, archiver, now=now, max_age=timedelta(hours=max_age_hours))
     typer.echo(f"stanza {info.name}: {info.status}")
@@ -93,7 +83,7 @@ def restore(
                      "transaction committed until then is restored, none after.")],
     into: Annotated[Path, typer.Option(
         "--into", help="A new or empty directory: the restored cluster's data directory.")],
-    stanza: Stanza, config: Config = None,
+    stanza: Stanza, config: BackupConfig = None,
     archive: Annotated[bool, typer.Option(
         "--archive", help="Keep archive_mode as it was backed up, for a cluster that "
                           "becomes the cell; default off, so that a trial restore never "
@@ -109,12 +99,11 @@ def restore(
 
     from tenantry.backup import PgBackRest
     from tenantry.backup.restore import restore as run_restore
-    from tenantry.cli import _run
 
     def show(line: str) -> None:
         typer.echo(line, err=True)
 
-    done = _run(lambda: run_restore(PgBackRest(stanza, config), into=into, to=to,
+    done = run(lambda: run_restore(PgBackRest(stanza, config), into=into, to=to,
                                     archive=archive, now=datetime.now(UTC), on_line=show))
     typer.echo(f"restored backup {_describe(done.backup)} into {done.into} in "
                f"{done.seconds:.1f} s")

@@ -10,15 +10,13 @@ from typing import Annotated, Any
 
 import typer
 
-from tenantry.cli_client import DEFAULT_URL, OperatorToken, Url, _fail, _problem
-from tenantry.cli_help import App
+from tenantry.cli.common import fail
+from tenantry.cli.help import App
+from tenantry.cli.options import DEFAULT_URL, AdminKey, OperatorToken, Url
+from tenantry.cli.remote import problem
 
 billing_app = App(help="Check billing against the providers' own usage reports (operator).")
 
-AdminKey = Annotated[str | None, typer.Option(
-    "--admin-key", envvar="TENANTRY_PROVIDER_ADMIN_KEY", show_default=False,
-    help="The provider's admin key for --fetch (prefer the environment variable: a flag is "
-         "visible to other users of the machine).")]
 _FIGURES = (("requests", "requests"), ("input_tokens", "input"),
             ("cached_input_tokens", "cached"), ("cache_write_input_tokens", "cache writes"),
             ("output_tokens", "output"), ("cost_micros", "cost $"))
@@ -30,9 +28,9 @@ def _read_json(path: Path) -> Any:
     try:
         return orjson.loads(path.read_bytes())
     except OSError as exc:
-        _fail(f"cannot read {path}: {exc.strerror or exc}")
+        fail(f"cannot read {path}: {exc.strerror or exc}")
     except orjson.JSONDecodeError as exc:
-        _fail(f"{path} is not JSON: {exc}")
+        fail(f"{path} is not JSON: {exc}")
 
 
 def _pages(data: Any) -> list[Any]:
@@ -71,6 +69,7 @@ def _cell(figure: dict[str, Any] | None) -> str:
     return f"[red]{text}[/]" if figure["flagged"] else text
 
 
+@billing_app.command("reconcile")
 def reconcile(
     account: Annotated[str, typer.Option("--account", help="The model account id.")],
     from_: Annotated[str, typer.Option("--from", help="First UTC day (YYYY-MM-DD).")],
@@ -96,26 +95,26 @@ def reconcile(
     from rich.table import Table
 
     if not operator_token:
-        _fail("the operator token is needed: --operator-token or TENANTRY_OPERATOR_TOKEN")
+        fail("the operator token is needed: --operator-token or TENANTRY_OPERATOR_TOKEN")
     if (export is None) == (not fetch):
-        _fail("give exactly one of --export FILE and --fetch")
+        fail("give exactly one of --export FILE and --fetch")
     if costs is not None and export is None:
-        _fail("--costs FILE goes with --export (--fetch fetches the cost report itself)")
+        fail("--costs FILE goes with --export (--fetch fetches the cost report itself)")
     body: dict[str, Any] = {"account": account, "from": from_, "to": to}
     if export is not None:
         body["export"] = _export(export, costs)
     else:
         if not admin_key:
-            _fail("--fetch needs the provider's admin key: TENANTRY_PROVIDER_ADMIN_KEY or "
+            fail("--fetch needs the provider's admin key: TENANTRY_PROVIDER_ADMIN_KEY or "
                   "--admin-key")
         body["fetch"] = {"admin_key": admin_key, "costs": not no_costs}
     try:
         response = httpx2.post(f"{url}/admin/v1/billing/reconcile", json=body, timeout=120,
                                headers={"Authorization": f"Bearer {operator_token}"})
     except (OSError, httpx2.TransportError) as exc:  # httpx2's are not OSErrors
-        _fail(f"cannot reach {url}: {exc}")
+        fail(f"cannot reach {url}: {exc}")
     if response.status_code != 201:
-        _problem(response)
+        problem(response)
     result = response.json()
     table = Table("day (UTC)", "status", *(label for _, label in _FIGURES),
                   title=f"{escape(result['account'])} ({result['provider']}): "

@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
-from tenantry.cli_help import App
+from tenantry.cli.common import run, settings
+from tenantry.cli.help import App
+from tenantry.cli.options import CellDatabaseUrl, CellOperatorToken, DirectoryUrl
 
 if TYPE_CHECKING:
     import asyncpg
@@ -22,13 +24,6 @@ T = TypeVar("T")
 
 cells_app = App(help="Cells behind `tenantry router`: the global directory's list of cells.")
 
-DirectoryUrl = Annotated[
-    str | None,
-    typer.Option("--directory-url", envvar="TENANTRY_DIRECTORY_URL",
-                 help="The global directory's Postgres database."),
-]
-
-
 def with_directory(work: Callable[[asyncpg.Connection], Awaitable[T]],
                    directory_url: str | None) -> T:
     """Run ``work(conn)`` on a connection to the directory (schema current); a refusal is
@@ -36,18 +31,16 @@ def with_directory(work: Callable[[asyncpg.Connection], Awaitable[T]],
     import asyncio
 
     from tenantry.bootstrap.router import directory_dsn, open_directory
-    from tenantry.cli import _run, _settings
-
-    settings = _settings(directory_url=directory_url)
+    config = settings(directory_url=directory_url)
 
     async def go() -> T:
-        conn = await open_directory(directory_dsn(settings))
+        conn = await open_directory(directory_dsn(config))
         try:
             return await work(conn)
         finally:
             await conn.close()
 
-    return _run(lambda: asyncio.run(go()))
+    return run(lambda: asyncio.run(go()))
 
 
 @cells_app.command("add")
@@ -57,15 +50,10 @@ def add(
                                         "TENANTRY_REGION), e.g. eu.")],
     api_url: Annotated[str, typer.Option("--api-url", help="Where the router reaches its API: "
                                          "http(s)://host[:port].")],
-    operator_token: Annotated[str, typer.Option(
-        "--operator-token", envvar="TENANTRY_CELL_OPERATOR_TOKEN",
-        help="The cell's TENANTRY_OPERATOR_TOKEN (the router calls its /admin/v1 with it).")],
+    operator_token: CellOperatorToken,
     dedicated: Annotated[bool, typer.Option(
         "--dedicated", help="Place only tenants created naming this cell.")] = False,
-    database_url: Annotated[str | None, typer.Option(
-        "--database-url", envvar="TENANTRY_CELL_DATABASE_URL",
-        help="The cell's database on its owner login: what `cells move` copies from and "
-             "to (not needed to route).")] = None,
+    database_url: CellDatabaseUrl = None,
     blob_dir: Annotated[str | None, typer.Option(
         "--blob-dir", help="The cell's blob folder as seen from where moves run.")] = None,
     directory_url: DirectoryUrl = None,

@@ -1,0 +1,58 @@
+"""The root ``tenantry`` app: every command group registered, in the order help lists them.
+Heavy libraries are imported inside commands so that ``tenantry --help`` stays fast."""
+
+from __future__ import annotations
+
+import typer
+
+from tenantry import __version__
+from tenantry.cli import (
+    backup,
+    billing,
+    cells,
+    evaluations,
+    migrate,
+    replay,
+    retention,
+    runs,
+    sandbox,
+    serve,
+    usage,
+    vault,
+)
+from tenantry.cli.help import App
+
+app = App(
+    name="tenantry",
+    help="Run AI agents for other companies: durable runs, fair scheduling, tenant isolation.",
+    add_completion=False,
+)
+
+
+@app.command()
+def version() -> None:
+    """Print the Tenantry version."""
+    typer.echo(__version__)
+
+
+app.command("migrate")(migrate.migrate)
+app.command()(serve.api)
+app.command()(serve.worker)
+app.command("activity-worker")(serve.activity_worker)
+app.command()(serve.up)
+app.command()(serve.router)
+app.command()(replay.replay)
+app.add_typer(vault.vault_app, name="vault")
+app.add_typer(runs.runs_app, name="runs")
+app.add_typer(evaluations.evaluations_app, name="evaluations")
+app.add_typer(evaluations.agents_app, name="agents")
+app.command("usage")(usage.usage)
+app.add_typer(billing.billing_app, name="billing")
+app.add_typer(retention.retention_app, name="retention")
+app.add_typer(cells.cells_app, name="cells")
+app.add_typer(backup.backup_app, name="backup")
+app.add_typer(sandbox.sandbox_app, name="sandbox")
+
+
+def main() -> None:
+    app()

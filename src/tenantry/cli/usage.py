@@ -1,0 +1,63 @@
+"""``tenantry usage``: tokens, cost and sandbox time as a table, a tenant's (API key) or
+every tenant's (the operator token), over the platform's public API."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from tenantry.cli.common import fail
+from tenantry.cli.options import DEFAULT_URL, ApiKey, OperatorToken, Url
+from tenantry.cli.remote import headers, problem, show_table
+
+
+def usage(
+    url: Url = DEFAULT_URL, api_key: ApiKey = None, operator_token: OperatorToken = None,
+    group_by: Annotated[str | None, typer.Option(
+        "--group-by", help="agent or day (tenant view)")] = None,
+    from_: Annotated[str | None, typer.Option("--from", help="YYYY-MM-DD (UTC)")] = None,
+    to: Annotated[str | None, typer.Option("--to", help="YYYY-MM-DD (UTC)")] = None,
+) -> None:
+    """Tokens, cost and sandbox time this month (or --from/--to), as a table.
+
+    With an API key: your tenant's, optionally by agent or day. With the operator token:
+    every tenant's."""
+    import httpx2
+
+    params = {k: v for k, v in {"from": from_, "to": to, "group_by": group_by}.items() if v}
+    if api_key:
+        path, auth = "/v1/usage", headers(api_key)
+    elif operator_token:
+        path, auth = "/admin/v1/usage", {"Authorization": f"Bearer {operator_token}"}
+        params.pop("group_by", None)
+    else:
+        fail("an API key (tenant view) or the operator token (all tenants) is needed")
+    try:
+        response = httpx2.get(f"{url}{path}", params=params, headers=auth)
+    except OSError as exc:
+        fail(f"cannot reach {url}: {exc}")
+    if response.status_code != 200:
+        problem(response)
+    body = response.json()
+    first = "tenant" if path.startswith("/admin") else (group_by or "total")
+    rows: list[list[str]] = []
+
+    def add(key: str, row: dict[str, Any]) -> None:
+        rows.append([key, str(row["runs"]), str(row["calls"]), f"{row['input_tokens']:,}",
+                     f"{row['cached_input_tokens']:,}", f"{row['output_tokens']:,}",
+                     f"{row['cost_micros'] / 1e6:.4f}", f"{row['sandbox_ms'] / 1000:.1f}",
+                     f"{row['sandbox_cost_micros'] / 1e6:.4f}"])
+
+    title = None
+    if isinstance(body, list):
+        for row in body:
+            add(row["tenant_id"], row)
+    else:
+        for row in body["groups"]:
+            add(row["key"], row)
+        add("total" if body["groups"] else body["tenant_id"], body["total"])
+        title = f"{body['tenant_id']}: {body['from']} → {body['to']}"
+    show_table([first, "runs", "model calls", "input tokens", "cached", "output tokens",
+                "model $", "sandbox s", "sandbox $"], rows, title)
+
