@@ -4,7 +4,7 @@ a neighbour's retry storm delays another tenant's tasks (issue 16, DESIGN §11).
 Set-up: a fresh migrated database (``TENANTRY_DATABASE_URL``, else an embedded Postgres),
 a warm-pooled sandbox driver of one backend (``--backend``; default the strongest that
 works here: microvm, then gvisor, then bwrap), the vault, and the real ``Dispatcher``
-(``store/dispatcher.py``) in this process — claim, read the task and its version, the
+(``activities/tasks/dispatcher.py``) in this process — claim, read the task and its version, the
 scoped secrets from the vault, a fresh sandbox from the warm pool, the bundle and input
 written, the guest runner, the result read back, the sandbox destroyed, the outcome
 recorded under the lease's epoch.
@@ -60,7 +60,9 @@ import asyncpg
 
 from _harness import Bench, console, latency_summary, main, percentile, source_state
 from tenantry.activities import Bundle
-from tenantry.activities.versions import ActivitySettings
+from tenantry.activities.code.versions import ActivitySettings
+from tenantry.activities.tasks.dispatcher import Dispatcher
+from tenantry.activities.tasks.store import ActivityStore
 from tenantry.config import Settings, default_data_dir
 from tenantry.db import Database
 from tenantry.ids import RunId, TenantId
@@ -69,8 +71,6 @@ from tenantry.sandbox import Binding, Limits, Sandbox
 from tenantry.sandbox import probe as sandbox_probe
 from tenantry.sandbox.pool import PooledDriver
 from tenantry.store import Admitted, WorkflowStore
-from tenantry.store.activities import ActivityStore
-from tenantry.store.dispatcher import Dispatcher
 from tenantry.vault import MasterKey, Vault
 
 BACKENDS = ("microvm", "gvisor", "bwrap")  # strongest boundary first
@@ -425,7 +425,7 @@ async def run(bench: Bench, config: Config) -> dict[str, Any]:
     # What `tenantry activity-worker` builds (bootstrap/activities.py); a tree from before
     # the attempt's warm-up (an A/B base) has none.
     try:
-        from tenantry.activities.warmup import warm_attempt_path
+        from tenantry.activities.code.warmup import warm_attempt_path
         warming: dict[str, Any] = {"warm_up": warm_attempt_path}
     except ImportError:
         warming = {}

@@ -32,7 +32,8 @@ import asyncpg
 import pytest
 
 from tenantry.activities import Bundle
-from tenantry.activities.versions import ActivitySettings
+from tenantry.activities.code.versions import ActivitySettings
+from tenantry.activities.tasks.store import ActivityStore
 from tenantry.db import Database
 from tenantry.ids import RunId, TenantId
 from tenantry.runs import log
@@ -41,7 +42,6 @@ from tenantry.sandbox.backends.cgroups import PARENT, ROOT
 from tenantry.sandbox.backends.hostwide import host_dir
 from tenantry.sandbox.pool import PooledDriver
 from tenantry.store import Admitted, RunStatus, WorkflowStore
-from tenantry.store.activities import ActivityStore
 from tenantry.vault import MasterKey
 from tests.support.activities import FORK_BOMB, LOOP, MEMORY_BOMB, SEGFAULT
 from tests.support.activity_rig import WITHIN, ActivityRig, settled_now

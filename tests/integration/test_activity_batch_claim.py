@@ -9,12 +9,12 @@ from __future__ import annotations
 import pytest
 
 from tenantry.activities import Bundle
-from tenantry.activities.versions import ActivitySettings, BatchSettings, WarmSettings
+from tenantry.activities.code.versions import ActivitySettings, BatchSettings, WarmSettings
+from tenantry.activities.tasks.batches import activity_slots, claim_next
+from tenantry.activities.tasks.store import ActivityStore
 from tenantry.db import Database
 from tenantry.ids import RunId, TenantId
 from tenantry.store import Admitted, RunStatus, TenantPolicy, WorkflowStore
-from tenantry.store.activities import ActivityStore
-from tenantry.store.activity_batches import activity_slots, claim_next
 
 ACME = TenantId.parse("tenant-acme")
 GLOBEX = TenantId.parse("tenant-globex")

@@ -9,14 +9,14 @@ import asyncpg
 import pytest
 
 from tenantry.activities import Bundle
-from tenantry.activities.versions import ActivitySettings
+from tenantry.activities.code.versions import ActivitySettings
+from tenantry.activities.tasks.store import ActivityStore
 from tenantry.agents.service import create_agent
 from tenantry.agents.spec import AgentSpec
 from tenantry.db import Database
 from tenantry.errors import Conflict, NotFound, ValidationFailed
 from tenantry.ids import RunId, TenantId
 from tenantry.store import Admitted, QuotaExceeded, RunStatus, TenantPolicy, WorkflowStore
-from tenantry.store.activities import ActivityStore
 from tenantry.vault import MasterKey, Vault
 
 ACME = TenantId.parse("tenant-acme")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
+from tenantry.activities.tasks.store import ActivityStore
 from tenantry.agents.spec import AgentSpec
 from tenantry.db import Database
 from tenantry.errors import Conflict
@@ -21,7 +22,6 @@ from tenantry.runs.service import RunRequest, create_run
 from tenantry.runs.state import RunState
 from tenantry.runs.waiting import Parked
 from tenantry.store import WorkflowStore
-from tenantry.store.activities import ActivityStore
 from tests.support.activities import ECHO_KEY, publish_activity, tasks_of
 from tests.support.api import Api
 from tests.support.replay import check_and_record

@@ -15,11 +15,11 @@ from typing import Any
 import asyncpg
 import pytest
 
+from tenantry.activities.tasks.dispatcher import Dispatcher
 from tenantry.db import Database
 from tenantry.ids import RunId, TenantId
 from tenantry.sandbox import probe as sandbox_probe
 from tenantry.sandbox.pool import PooledDriver
-from tenantry.store.dispatcher import Dispatcher
 from tenantry.vault import Vault
 from tests.support.api import TEST_MASTER_KEY, Api, serving_api
 from tests.support.db import row_counts

@@ -7,7 +7,8 @@ import asyncio
 
 import asyncpg
 
-from tenantry.api.runs import StartRun, request_digest
+from tenantry.api.run_bodies import StartRun
+from tenantry.api.runs import request_digest
 from tenantry.db import Database
 from tenantry.errors import Conflict, NotFound, QuotaExceeded
 from tenantry.ids import AgentId, TenantId

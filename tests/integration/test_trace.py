@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tenantry.api.runs import TraceOut
+from tenantry.api.run_bodies import TraceOut
 from tenantry.telemetry.spans import OtelSpans
 from tenantry.telemetry.worker import WorkerMetrics
 from tenantry.testing.fake_model import FakeModelServer

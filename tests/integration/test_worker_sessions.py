@@ -12,6 +12,7 @@ import pytest
 
 from tenantry import __version__
 from tenantry.activities import Bundle
+from tenantry.activities.tasks.store import ActivityStore
 from tenantry.db import Database
 from tenantry.db.fleet import read_fleet
 from tenantry.db.release import Fleet
@@ -22,7 +23,6 @@ from tenantry.runs import liveness, log
 from tenantry.runs.events import ModelReplied
 from tenantry.runs.worker import Worker
 from tenantry.store import Admitted, TenantPolicy, WorkflowStore
-from tenantry.store.activities import ActivityStore
 from tests.support.api import Api
 from tests.support.db import login_dsn
 from tests.support.scripts import answer, call, scripted

@@ -12,10 +12,10 @@ from typing import Any
 
 import asyncpg
 
+from tenantry.activities.tasks.dispatcher import Dispatcher
 from tenantry.db import Database
 from tenantry.ids import RunId
 from tenantry.sandbox.pool import PooledDriver
-from tenantry.store.dispatcher import Dispatcher
 from tenantry.vault import Vault
 from tests.support.api import TEST_MASTER_KEY, Api
 from tests.support.sandbox import TEST_LIMITS

@@ -15,15 +15,15 @@ from typing import Any
 import asyncpg
 
 from tenantry.activities import Bundle
-from tenantry.activities.versions import ActivitySettings
+from tenantry.activities.code.versions import ActivitySettings
+from tenantry.activities.tasks.dispatcher import Dispatcher
+from tenantry.activities.tasks.store import ActivityStore, ActivityTask
 from tenantry.db import Database
 from tenantry.ids import RunId, TenantId
 from tenantry.runs import log
 from tenantry.sandbox import Binding, Limits, Sandbox, SandboxDriver
 from tenantry.sandbox.pool import PooledDriver
 from tenantry.store import Admitted, WorkflowStore
-from tenantry.store.activities import ActivityStore, ActivityTask
-from tenantry.store.dispatcher import Dispatcher
 from tenantry.vault import MasterKey, Vault
 from tests.support.activities import dispatcher_options
 from tests.support.waiting import until

@@ -34,7 +34,7 @@ from pydantic import ValidationError
 from schemathesis import Case
 from schemathesis.hooks import HookContext
 
-from tenantry.api.evaluations import ChecksBody
+from tenantry.api.evaluation_bodies import ChecksBody
 
 MAX_WINDOW_DAYS = 366
 _FUNCTION_CHARS = re.compile(r"[^A-Za-z0-9_-]")

@@ -26,7 +26,8 @@ import asyncpg
 import orjson
 
 from tenantry.activities import Bundle
-from tenantry.activities.versions import ActivitySettings
+from tenantry.activities.code.versions import ActivitySettings
+from tenantry.activities.tasks.store import ActivityStore
 from tenantry.agents import service as agents
 from tenantry.agents.spec import AgentSpec, ChildAgent, Limits, SandboxPolicy, SummarizePolicy
 from tenantry.db import Database
@@ -37,7 +38,6 @@ from tenantry.jsonutil import digest
 from tenantry.runs import approvals
 from tenantry.runs import service as runs
 from tenantry.runs.events import Event
-from tenantry.store.activities import ActivityStore
 from tenantry.testing.fake_model import FakeModelServer
 from tenantry.tools import servers
 from tenantry.tools.mcp_client import McpToolClient

@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
-from tenantry.activities import versions
-from tenantry.activities.bundle import Bundle
-from tenantry.activities.versions import ActivitySettings
+from tenantry.activities.code import versions
+from tenantry.activities.code.bundle import Bundle
+from tenantry.activities.code.versions import ActivitySettings
 from tenantry.db import Database
 from tenantry.db.queries import load
 from tenantry.ids import RunId

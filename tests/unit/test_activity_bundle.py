@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tenantry.activities.bundle import MAX_BUNDLE_BYTES, MAX_FILES, Bundle
+from tenantry.activities.code.bundle import MAX_BUNDLE_BYTES, MAX_FILES, Bundle
 
 MAIN = b"def handle(value, context):\n    return value\n"
 

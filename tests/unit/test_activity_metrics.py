@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from tenantry.telemetry.activities import ATTEMPTS, EGRESS_REFUSED, OUTCOMES, watch_dispatcher
+from tenantry.activities.tasks.metrics import ATTEMPTS, EGRESS_REFUSED, OUTCOMES, watch_dispatcher
 from tenantry.telemetry.registry import Registry
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tenantry.activities import AttemptRequest, Bundle
-from tenantry.activities.attempt import MAX_INPUT_BYTES, MAX_SECRETS_BYTES
+from tenantry.activities.code.attempt import MAX_INPUT_BYTES, MAX_SECRETS_BYTES
 from tenantry.ids import TenantId
 
 BUNDLE = Bundle({"main.py": b"def handle(value, context):\n    return value\n"},
@@ -49,7 +49,7 @@ def test_what_the_guest_contract_cannot_carry_is_refused(
 
 def test_a_tool_calls_task_shows_the_guest_the_calls_key() -> None:
     from tenantry.activities import Bundle
-    from tenantry.activities.attempt import AttemptRequest
+    from tenantry.activities.code.attempt import AttemptRequest
     from tenantry.ids import TenantId
 
     base = {"tenant": TenantId.parse("tenant-a"), "task_id": "run_t", "attempt": 1,

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from tenantry.activities import warm
-from tenantry.activities.versions import ActivitySettings, BatchSettings, WarmSettings
+from tenantry.activities.code import warm
+from tenantry.activities.code.versions import ActivitySettings, BatchSettings, WarmSettings
 from tenantry.errors import ValidationFailed
 from tenantry.ids import AgentId, TenantId
 

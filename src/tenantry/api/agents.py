@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Response
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from tenantry.activities import versions as activity_versions
+from tenantry.activities.code import versions as activity_versions
 from tenantry.agents import activity_tools, child_tools, flags, service, snapshots
 from tenantry.agents.spec import AgentSpec, ChildAgent, Limits, SandboxPolicy, SummarizePolicy
 from tenantry.api.auth import current_tenant, platform

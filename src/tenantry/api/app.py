@@ -30,6 +30,7 @@ from tenantry.api import (
     prices,
     problems,
     retention,
+    run_bodies,
     runs,
 )
 from tenantry.api.body_limit import BodyLimit
@@ -185,7 +186,7 @@ def _openapi(app: FastAPI, routers: list[APIRouter]) -> dict[str, Any]:
     schemas.pop("ValidationError", None)
     schemas["Problem"] = _PROBLEM_SCHEMA
     schemas["StoredJson"] = fields.STORED_JSON_SCHEMA
-    schemas.setdefault("EventPage", runs.EventPage.model_json_schema(
+    schemas.setdefault("EventPage", run_bodies.EventPage.model_json_schema(
         ref_template="#/components/schemas/{model}"))
     for name, sub in schemas["EventPage"].pop("$defs", {}).items():
         schemas.setdefault(name, sub)

@@ -15,11 +15,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 from fastapi.responses import PlainTextResponse
 
+from tenantry.activities.tasks.metrics import render_dead_letters
 from tenantry.api.auth import operator, platform
 from tenantry.api.platform import Platform
 from tenantry.retention import metrics as retention
 from tenantry.scheduler import metrics, shedding
-from tenantry.telemetry.activities import render_dead_letters
 from tenantry.telemetry.registry import merge
 
 router = APIRouter(tags=["operator"], dependencies=[Depends(operator)])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+from tenantry.activities.tasks.store import ActivityStore
 from tenantry.api.streams import StreamSlots
 from tenantry.blobs import BlobStore
 from tenantry.config import Settings
@@ -13,7 +14,6 @@ from tenantry.runs.hub import EventHub
 from tenantry.runs.inprocess import LocalWorkers
 from tenantry.runs.intake import RunIntake
 from tenantry.scheduler.admission import CellCapacity
-from tenantry.store.activities import ActivityStore
 from tenantry.tenants.auth_cache import AuthCache
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.vault import Vault

@@ -9,6 +9,7 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
 
+from tenantry.activities.tasks.store import MAX_ACTIVITY_SLOTS
 from tenantry.api.admin import TENANT_NOT_FOUND
 from tenantry.api.auth import current_tenant, operator, platform
 from tenantry.api.fields import Body
@@ -20,7 +21,6 @@ from tenantry.ledger import usage
 from tenantry.ledger.prices import PriceBook
 from tenantry.scheduler import policy
 from tenantry.scheduler.policy import DEFAULT_ACTIVITY_SLOTS, TenantPolicy
-from tenantry.store.activities import MAX_ACTIVITY_SLOTS
 
 admin_router = APIRouter(prefix="/admin/v1", tags=["operator"],
                          dependencies=[Depends(operator)])

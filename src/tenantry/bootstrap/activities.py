@@ -17,7 +17,9 @@ from dataclasses import dataclass
 import uvicorn
 
 from tenantry import logs
-from tenantry.activities.warmup import warm_attempt_path
+from tenantry.activities.code.warmup import warm_attempt_path
+from tenantry.activities.tasks.dispatcher import Dispatcher
+from tenantry.activities.tasks.metrics import watch_dispatcher
 from tenantry.bootstrap import StartupFailed
 from tenantry.bootstrap.database import ResolvedDatabase, require_current_schema, resolve_database
 from tenantry.bootstrap.http_server import ApiServer, api_service
@@ -29,8 +31,6 @@ from tenantry.db.outage import Outage
 from tenantry.db.reach import describe_failure
 from tenantry.sandbox import probe as sandbox_probe
 from tenantry.sandbox.pool import PooledDriver
-from tenantry.store.dispatcher import Dispatcher
-from tenantry.telemetry.activities import watch_dispatcher
 from tenantry.telemetry.worker import WorkerMetrics
 from tenantry.vault import MasterKey, Vault
 

@@ -17,9 +17,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from tenantry import errors
-from tenantry.activities import versions
-from tenantry.activities.attempt import MAX_INPUT_BYTES
-from tenantry.activities.versions import ActivityVersion
+from tenantry.activities.code import versions
+from tenantry.activities.code.attempt import MAX_INPUT_BYTES
+from tenantry.activities.code.versions import ActivityVersion
 from tenantry.db.queries import load
 from tenantry.ids import RunId
 from tenantry.jsonutil import digest, dumps

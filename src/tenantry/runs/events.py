@@ -47,7 +47,7 @@ class EventType(StrEnum):
     # the task's lease holder (under the lease epoch, so each signal is consumed once).
     SIGNALLED = "Signalled"
     SIGNAL_CONSUMED = "SignalConsumed"
-    # Activity tasks (tenantry.store.dispatcher): one attempt in a fresh sandbox and how it
+    # Activity tasks (tenantry.activities.tasks): one attempt in a fresh sandbox and how it
     # ended, written under the task's lease with what it decided (finish, retry, dead letter).
     ACTIVITY_ATTEMPTED = "ActivityAttempted"
     # An agent calling an activity as a tool (ADR 0015): the run enqueued the task with the

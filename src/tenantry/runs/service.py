@@ -120,7 +120,7 @@ class Created:
 
 
 #: What drives a run: the platform's workers ('agent'), a library user's own loop ('task',
-#: see tenantry.store) or the activity dispatcher ('activity', tenantry.store.dispatcher).
+#: see tenantry.store) or the activity dispatcher ('activity', tenantry.activities.tasks).
 #: All count against the same tenant policy.
 RUN_KINDS = ("agent", "task", "activity")
 

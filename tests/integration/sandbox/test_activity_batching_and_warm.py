@@ -13,12 +13,12 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from tenantry.activities.versions import BatchSettings, WarmSettings
+from tenantry.activities.code.versions import BatchSettings, WarmSettings
+from tenantry.activities.tasks.dispatcher import Dispatcher
 from tenantry.db import Database
 from tenantry.ids import TenantId
 from tenantry.sandbox.pool import PooledDriver
 from tenantry.store import RunStatus
-from tenantry.store.dispatcher import Dispatcher
 from tests.support.activity_rig import (
     WITHIN,
     ActivityRig,

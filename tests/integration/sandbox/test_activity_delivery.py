@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from tenantry.activities import AttemptRequest, Bundle, run_attempt
-from tenantry.activities.attempt import MAX_STDIN_BYTES
-from tenantry.activities.warmup import warm_attempt_path
+from tenantry.activities.code.attempt import MAX_STDIN_BYTES
+from tenantry.activities.code.warmup import warm_attempt_path
 from tenantry.ids import TenantId
 from tenantry.sandbox import probe as sandbox_probe
 from tenantry.sandbox.pool import PooledDriver

@@ -17,11 +17,11 @@ from typing import Any
 import asyncpg
 import pytest
 
+from tenantry.activities.tasks.metrics import watch_dispatcher
 from tenantry.api.console import epoch, session
 from tenantry.db import Database
 from tenantry.ids import RunId
 from tenantry.sandbox.pool import PooledDriver
-from tenantry.telemetry.activities import watch_dispatcher
 from tenantry.telemetry.registry import Registry
 from tests.support.activities import dispatching, publish_activity
 from tests.support.activity_rig import WITHIN, steal_lease

@@ -14,10 +14,10 @@ import asyncpg
 import orjson
 import pytest
 
+from tenantry.activities.tasks.dispatcher import Dispatcher
 from tenantry.db import Database
 from tenantry.ids import RunId
 from tenantry.sandbox.pool import PooledDriver
-from tenantry.store.dispatcher import Dispatcher
 from tenantry.vault import MasterKey, Vault
 from tests.support.activities import ECHO_KEY, publish_activity, tasks_of
 from tests.support.api import Api

@@ -12,7 +12,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from tenantry.activities.versions import WarmSettings
+from tenantry.activities.code.versions import WarmSettings
 from tenantry.db import Database
 from tenantry.ids import TenantId
 from tenantry.sandbox.pool import PooledDriver

@@ -14,11 +14,11 @@ import httpx2
 import pytest
 
 from tenantry.activities import Bundle
-from tenantry.activities.versions import ActivitySettings
+from tenantry.activities.code.versions import ActivitySettings
+from tenantry.activities.tasks.store import ActivityStore
 from tenantry.db import Database
 from tenantry.ids import TenantId
 from tenantry.store import Admitted, RunStatus, WorkflowStore
-from tenantry.store.activities import ActivityStore
 from tenantry.vault import MasterKey, Vault
 from tests.support.api import free_port
 from tests.support.harness import tenantry_command, worker_env

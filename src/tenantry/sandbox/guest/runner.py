@@ -1,4 +1,4 @@
-"""The guest runner of one activity attempt (``tenantry.activities.attempt``). Standard
+"""The guest runner of one activity attempt (``tenantry.activities.code.attempt``). Standard
 library only. The host sends this file's text as one ``exec`` (python) to the guest agent,
 so it runs in the agent's forked child as the sandbox user, in the work directory: it is
 not part of the image, and nothing of it is a file tenant code could change first.

@@ -7,8 +7,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
-from tenantry.api import evaluations as evaluations_api
 from tenantry.api.console.view import PREFIX, SignedIn, signed_in
+from tenantry.api.evaluation_bodies import report_out
 from tenantry.errors import NotFound
 from tenantry.evaluations import service
 from tenantry.ids import EvaluationId, TenantId
@@ -25,7 +25,7 @@ async def evaluation_page(tenant_id: str, evaluation_id: str,
     except (ValueError, NotFound):
         return v.not_found("No evaluation with this id.")
     # The API's own report: the console shows exactly what the tenant reads.
-    report = evaluations_api.report_out(found)
+    report = report_out(found)
     return v.render("evaluation.html", title=f"Evaluation {evaluation}", tenant=tenant,
                     e=report, regressed=[c.index for c in report.cases
                                          if c.baseline.passed is True

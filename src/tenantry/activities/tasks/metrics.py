@@ -17,7 +17,7 @@ from tenantry.db import Database
 from tenantry.db.queries import load
 from tenantry.telemetry.registry import Registry, Sample, escape
 
-Q = load(__package__, "activities.sql")
+Q = load(__package__, "metrics.sql")
 
 ATTEMPTS = "tenantry_activity_attempts_total"
 EGRESS_REFUSED = "tenantry_activity_egress_refused_total"

@@ -5,11 +5,8 @@ store's admission values), read a task (``get``), list activities and tasks
 (``activities``, ``tasks``), read a task's attempt log (``attempts``), requeue a dead letter
 (``requeue``) and cancel a task (``cancel``).
 A task is a run of kind ``'activity'`` pinned to its version's agent version, so admission,
-the fair claim and the event log are the runs'; the dispatcher (``store/dispatcher.py``)
-runs its attempts.
-
-It lives in ``store`` and not in ``activities`` because enqueueing creates a run
-(``tenantry.runs`` sits above ``activities`` in the layers).
+the fair claim and the event log are the runs'; the dispatcher (``dispatcher.py``) runs
+its attempts.
 """
 
 from __future__ import annotations
@@ -21,10 +18,10 @@ from typing import Any
 import asyncpg
 
 from tenantry import errors
-from tenantry.activities import versions
-from tenantry.activities.attempt import MAX_INPUT_BYTES
-from tenantry.activities.bundle import Bundle
-from tenantry.activities.versions import ActivitySettings, ActivityVersion
+from tenantry.activities.code import versions
+from tenantry.activities.code.attempt import MAX_INPUT_BYTES
+from tenantry.activities.code.bundle import Bundle
+from tenantry.activities.code.versions import ActivitySettings, ActivityVersion
 from tenantry.db import Connection, Database
 from tenantry.db.queries import load
 from tenantry.errors import Conflict, NotFound, ValidationFailed
@@ -48,8 +45,6 @@ from tenantry.store.values import PRIORITIES, check_json, check_name
 from tenantry.store.workflow import DEFAULT_MAX_QUEUED_RUNS
 
 Q = load(__package__)
-#: Lists, the attempt log and the cancel (activity_tasks.sql).
-T = load(__package__, "activity_tasks.sql")
 
 NOT_FOUND = "No activity task with this id."
 #: What a requeue writes: attempts and sandbox deaths are counted after the last one.
@@ -185,7 +180,7 @@ class ActivityStore:
                          limit: int = 50) -> list[ActivitySummary]:
         """By name; ``after``: the last name of the previous page."""
         async with self.db.tenant_tx(tenant) as conn:
-            rows = await conn.fetch(T.list_activities, tenant.value, after, limit)
+            rows = await conn.fetch(Q.list_activities, tenant.value, after, limit)
         return [ActivitySummary(r["name"], r["latest_version"], r["created_at"],
                                 r["updated_at"]) for r in rows]
 
@@ -196,7 +191,7 @@ class ActivityStore:
         None do not filter; ``dead_lettered=False`` leaves dead letters out."""
         async with self.db.tenant_tx(tenant) as conn:
             rows = await conn.fetch(
-                T.list_tasks, tenant.value, before.uuid if before else None,
+                Q.list_tasks, tenant.value, before.uuid if before else None,
                 status.value if status else None, dead_lettered, activity,
                 ActivityAttempted.TYPE.value, limit)
         return [_task(tenant, r) for r in rows]
@@ -206,9 +201,9 @@ class ActivityStore:
         """The task's attempts in order, after log seq ``after`` (the previous page's
         last ``seq``). Another tenant's task, or none, is ``NotFound``."""
         async with self.db.tenant_tx(tenant) as conn:
-            if await conn.fetchval(T.task_exists, tenant.value, task_id.uuid) is None:
+            if await conn.fetchval(Q.task_exists, tenant.value, task_id.uuid) is None:
                 raise NotFound(NOT_FOUND)
-            rows = await conn.fetch(T.attempts, tenant.value, task_id.uuid,
+            rows = await conn.fetch(Q.attempts, tenant.value, task_id.uuid,
                                     ActivityAttempted.TYPE.value, after, limit)
         return [_attempt(r["seq"], r["data"], r["created_at"]) for r in rows]
 
@@ -220,7 +215,7 @@ class ActivityStore:
         kept. Asking again while it runs changes nothing; an ended task is a ``Conflict``;
         another tenant's is ``NotFound``."""
         async with self.db.tenant_tx(tenant) as conn:
-            row = await conn.fetchrow(T.lock_for_cancel, tenant.value, task_id.uuid)
+            row = await conn.fetchrow(Q.lock_for_cancel, tenant.value, task_id.uuid)
             if row is None:
                 raise NotFound(NOT_FOUND)
             status = RunStatus(row["status"])
@@ -229,14 +224,14 @@ class ActivityStore:
                                task_status=status.value)
             if not row["cancel_requested"]:
                 await log.append(conn, tenant, task_id, CancelRequested(), epoch=None)
-                await conn.execute(T.mark_cancel_requested, tenant.value, task_id.uuid)
+                await conn.execute(Q.mark_cancel_requested, tenant.value, task_id.uuid)
             if status is not RunStatus.RUNNING:
                 await log.append(conn, tenant, task_id, RunCancelled("cancel_requested"),
                                  epoch=None)
                 # A tool call's task: the calling run hears of it now (ADR 0015), before
                 # the task's status changes (the lock order of activity_calls).
                 await activity_calls.task_ended(conn, tenant, task_id, "cancelled")
-                await conn.execute(T.cancel_unheld, tenant.value, task_id.uuid)
+                await conn.execute(Q.cancel_unheld, tenant.value, task_id.uuid)
         return await self.get(tenant, task_id)
 
     async def requeue(self, tenant: TenantId, task_id: RunId) -> None:

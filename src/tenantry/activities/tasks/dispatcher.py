@@ -7,11 +7,8 @@ For each task: the version's scoped secrets only, fetched from the vault for tha
 attempt number = the attempts in the log + 1 (the guest's key stays ``"{task}:{activity}"``);
 a heartbeat that renews the lease and raises ``LeaseLost`` when another holder has it (the
 attempt ends, its sandbox is destroyed, nothing is written). Then, in one fenced
-transaction, ``ActivityAttempted`` and the decision: completed → finished with the result;
-a kill or crash that makes ``max_sandbox_deaths`` → dead-lettered (status ``waiting`` with
-``error.dead_lettered``: no claim takes it until ``ActivityStore.requeue``); retryable →
-back to the queue after the backoff, unless it made ``max_attempts`` → failed; failed → the
-tenant's error (``ours: false``). ``ActivityStarted{attempt, sandbox_id}`` is written once
+transaction, ``ActivityAttempted`` and the decision (``recording.py``: finished, retried,
+dead-lettered or failed). ``ActivityStarted{attempt, sandbox_id}`` is written once
 the attempt's sandbox is bound, before tenant code runs: if its dispatcher dies mid-attempt,
 the task's next holder (after the lease expires) records that attempt as ``abandoned`` and
 numbers the next one after it.
@@ -20,7 +17,7 @@ Egress attempts the proxy refused during an attempt are taken from it when the a
 ends and recorded with it: on its ``ActivityAttempted`` (the first 20, and counts), against
 its version's review flag and in the process's counter; what no attempt records (a lost
 lease, a fault of ours, a stop, stragglers) is taken once the sandbox is gone and counted
-the same way (``store.attempt_egress``). Nothing stays in the proxy.
+the same way (``attempt_egress.py``). Nothing stays in the proxy.
 
 A cancel (``ActivityStore.cancel``) never kills a running attempt: it takes effect between
 attempts. A task whose cancel is recorded before its attempt starts ends ``cancelled``
@@ -28,14 +25,14 @@ without one; after an attempt, a completed attempt wins (its result is kept) and
 outcome ends the task ``cancelled`` instead of a retry, a dead letter or a failure.
 
 A version with ``batch`` or ``warm`` settings (ADR 0014) has its tasks served by reusable
-sandboxes (``activities.warm``): after a task, the same sandbox, scrubbed, serves the
-tenant's next queued task of that version (``store.activity_batches.claim_next``), up to the
+sandboxes (``code/warm.py``): after a task, the same sandbox, scrubbed, serves the
+tenant's next queued task of that version (``batches.claim_next``), up to the
 batch's ``max_tasks`` and ``max_seconds``; then, with ``warm``, it is kept paused for the
 next claim of that tenant and version. Each task still has its own lease, attempt record,
 key, input and secrets.
 
-It lives in ``store`` beside ``ActivityStore``: it writes the runs' log and leases, which
-sit above ``activities`` in the layers. A tenant's failure never ends the loop.
+It sits above the engine, beside ``ActivityStore``: it writes the runs' log and leases. A
+tenant's failure never ends the loop.
 """
 
 from __future__ import annotations
@@ -51,48 +48,34 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tenantry.activities import versions, warm
-from tenantry.activities.attempt import (
+from tenantry.activities.code import versions, warm
+from tenantry.activities.code.attempt import (
     AttemptOutcome,
     AttemptRequest,
     run_attempt,
     run_attempt_in,
 )
-from tenantry.activities.versions import ActivitySettings, ActivityVersion
+from tenantry.activities.code.versions import ActivitySettings, ActivityVersion
+from tenantry.activities.tasks import attempt_egress, batches, recording
+from tenantry.activities.tasks.attempt_egress import RefusedCounts, SandboxEgress
+from tenantry.activities.tasks.recording import Recorder
+from tenantry.activities.tasks.store import task_row
 from tenantry.db import Database
 from tenantry.db.queries import load
 from tenantry.errors import LeaseLost, NotFound
 from tenantry.ids import AgentId, RunId, TenantId
-from tenantry.ledger import attempts as attempt_facts
 from tenantry.ledger.prices import PriceBook
-from tenantry.runs import activity_calls, liveness, log
 from tenantry.runs import lease as run_leases
-from tenantry.runs.events import (
-    ActivityAttempted,
-    ActivityStarted,
-    Payload,
-    RunCancelled,
-    RunFailed,
-    RunFinished,
-    RunParked,
-    RunStatus,
-)
+from tenantry.runs import liveness, log
+from tenantry.runs.events import ActivityStarted
 from tenantry.runs.lease import Lease
 from tenantry.sandbox import Limits, Sandbox, SandboxDriver
 from tenantry.sandbox.egress import EgressProxy, TakenRefusals
-from tenantry.store import activity_batches, attempt_egress
-from tenantry.store.activities import T as TASKS
-from tenantry.store.activities import task_row
-from tenantry.store.attempt_egress import RefusedCounts, SandboxEgress
 from tenantry.vault import Vault
 
 logger = logging.getLogger(__name__)
 Q = load(__package__)
 
-#: The step's output kept in the log per stream; the attempt itself caps it at 64 KiB.
-LOG_OUTPUT_CHARS = 2048
-MAX_ERROR_CHARS = 1000
-MAX_BACKOFF_S = 3600.0
 #: After a failure of ours (the database, the vault), the task waits this long.
 OURS_RETRY_S = 5.0
 
@@ -123,7 +106,6 @@ class Dispatcher:
                  session_role: str | None = "tenantry_app", egress: EgressProxy | None = None,
                  egress_flag_threshold: int = 20) -> None:
         self.db = db
-        self.prices = prices or PriceBook(db)  # sandbox seconds, as tool calls pay them
         self.vault = vault
         self.driver = driver
         self.worker_id = worker_id or run_leases.worker_id("activities")
@@ -163,6 +145,7 @@ class Dispatcher:
         #: Refused egress attempts past which an activity version is flagged for review
         #: (TENANTRY_EGRESS_FLAG_THRESHOLD, as for agent versions).
         self.egress_flag_threshold = egress_flag_threshold
+        self._recorder = Recorder(db, prices or PriceBook(db), threshold=egress_flag_threshold)
         #: Refused egress attempts of this process's attempts by (tenant class, reason),
         #: counted once recorded (the metrics read it at scrape time).
         self.egress_refused: RefusedCounts = Counter()
@@ -316,12 +299,13 @@ class Dispatcher:
             version = await versions.of_agent(conn, lease.tenant, AgentId(row["agent_id"]),
                                               row["agent_version"])
         if row["cancel_requested"]:  # asked while it was held: no attempt starts
-            return await self._cancel_early(lease)
+            return await self._recorder.cancel_early(lease)
         if row["started"] is not None and row["started"] > row["attempts"]:
             # The last attempt got its sandbox and never reported: its dispatcher died or
             # stopped mid-attempt. Recorded (and decided on) before the next one is run.
-            return await self._record(lease, version, _abandoned(row["started_sandbox"]),
-                                      row["started"], row["attempts_since_requeue"] + 1,
+            abandoned = recording.abandoned(row["started_sandbox"])
+            return await self._record(lease, version, abandoned, row["started"],
+                                      row["attempts_since_requeue"] + 1,
                                       row["deaths_since_requeue"])
         try:
             secrets = {name: await self.vault.get(lease.tenant, name)
@@ -330,13 +314,13 @@ class Dispatcher:
             # Gone since the version was published or the task enqueued (deleted, or
             # mid-replacement): a retryable attempt that never started, recorded with why,
             # so the task runs once the secret is back and still ends after max_attempts.
-            return await self._record(lease, version, _missing_secret(exc.detail),
+            return await self._record(lease, version, recording.missing_secret(exc.detail),
                                       row["attempts"] + 1, row["attempts_since_requeue"] + 1,
                                       row["deaths_since_requeue"])
         try:
             request = self._request(lease, version, row, secrets)
         except ValueError as exc:
-            return await self._fail_early(lease, f"invalid_request: {exc}")
+            return await self._recorder.fail_early(lease, f"invalid_request: {exc}")
         return _Prepared(row, version, request)
 
     def _heartbeat(self, lease: Lease) -> Callable[[], Awaitable[None]]:
@@ -351,7 +335,7 @@ class Dispatcher:
         """Records ``ActivityStarted`` under the lease once the attempt's sandbox is bound,
         before tenant code runs: a dispatcher that dies mid-attempt leaves it behind."""
         async def started(sandbox: Sandbox) -> None:
-            async with self._fenced(lease) as conn:
+            async with self._recorder.fenced(lease) as conn:
                 await log.append(conn, lease.tenant, lease.run,
                                  ActivityStarted(attempt, sandbox.id), epoch=lease.epoch)
         return started
@@ -404,7 +388,7 @@ class Dispatcher:
                     reusable = True
                     return result
                 while True:
-                    following = await activity_batches.claim_next(
+                    following = await batches.claim_next(
                         self.db, self.worker_id, self._lease_seconds, lease.tenant,
                         version.agent_id, version.version)
                     if following is None:
@@ -429,7 +413,7 @@ class Dispatcher:
             await self.warm.discard(lived)
             return
         try:
-            slots = await activity_batches.activity_slots(self.db, tenant)
+            slots = await batches.activity_slots(self.db, tenant)
         except BaseException:  # the database, or a stop: not kept, so destroyed
             await self.warm.discard(lived)
             raise
@@ -450,138 +434,9 @@ class Dispatcher:
     async def _record(self, lease: Lease, version: ActivityVersion, outcome: AttemptOutcome,
                       attempt: int, attempts: int, deaths: int,
                       refused: TakenRefusals | None = None) -> str:
-        settings = version.settings
-        error = None if outcome.error is None else outcome.error[:MAX_ERROR_CHARS]
-        quote = await self.prices.sandbox()  # before the lock: it may read the database
-        sandbox_ms = round(outcome.sandbox_ms)
-        attempted = ActivityAttempted(
-            attempt=attempt, status=outcome.status, error=error, exit_code=outcome.exit_code,
-            killed_sandbox=outcome.killed_sandbox, stdout=outcome.stdout[:LOG_OUTPUT_CHARS],
-            stderr=outcome.stderr[:LOG_OUTPUT_CHARS], duration_ms=outcome.duration_ms,
-            sandbox_id=outcome.sandbox_id, cpu_s=outcome.cpu_s,
-            peak_memory_bytes=outcome.peak_memory_bytes, sandbox_ms=outcome.sandbox_ms,
-            cost_micros=quote.cost_micros(sandbox_ms),
-            **attempt_egress.event_fields(refused or TakenRefusals()))
-        stored: dict[str, Any] = {"message": error or "", "ours": False, "attempts": attempts}
-        async with self._fenced(lease) as conn:
-            seq = await log.append(conn, lease.tenant, lease.run, attempted, epoch=lease.epoch)
-            if refused is not None:  # with the attempt they happened in, once
-                await attempt_egress.count_flag(conn, version, refused,
-                                                threshold=self.egress_flag_threshold)
-            ended = await self._decide(conn, lease, outcome, settings, stored, error,
-                                       attempts, deaths)
-            # The tenant's budget row last: a run's step locks the tenant's load row (its
-            # status) before its budget row, and so must this transaction, whose status
-            # changes (the task's, a woken parent's) lock the load row — in the other order
-            # the two deadlocked under load (issue 36's replay gate).
-            if outcome.backend:  # an abandoned attempt's figures died with its dispatcher
-                await attempt_facts.record(conn, lease.tenant, lease.run, _fact(
-                    seq, version, outcome, attempt, sandbox_ms, quote.version,
-                    attempted.cost_micros or 0))
-            return ended
-
-    async def _decide(self, conn: Any, lease: Lease, outcome: AttemptOutcome,
-                      settings: ActivitySettings, stored: dict[str, Any], error: str | None,
-                      attempts: int, deaths: int) -> str:
-        """What the attempt means for its task, written under the lease: its ending, a
-        retry, or a dead letter; the word for it."""
-        if outcome.status == "completed":
-            await self._end(conn, lease, RunFinished(outcome.result), RunStatus.FINISHED,
-                            answer=outcome.result)
-            return "completed"
-        if await conn.fetchval(TASKS.cancel_requested, lease.tenant.value, lease.run.uuid):
-            # Cancelled while this attempt ran: no retry, no dead letter, no failure.
-            await self._end(conn, lease, RunCancelled("cancel_requested"),
-                            RunStatus.CANCELLED, error=stored)
-            return "cancelled"
-        if outcome.killed_sandbox and deaths >= settings.max_sandbox_deaths:
-            stored.update(dead_lettered=True, sandbox_deaths=deaths,
-                          message=f"dead_lettered: {deaths} attempts killed their "
-                                  f"sandbox (last: {error})")
-            await log.append(conn, lease.tenant, lease.run, RunParked("dead_lettered"),
-                             epoch=lease.epoch)
-            await activity_calls.task_ended(conn, lease.tenant, lease.run, "dead_lettered",
-                                            error=stored)
-            await conn.execute(Q.dead_letter_activity, lease.tenant.value,
-                               lease.run.uuid, lease.epoch, stored)
-            return "dead_lettered"
-        if outcome.status == "retryable" and attempts < settings.max_attempts:
-            delay = min(MAX_BACKOFF_S, settings.backoff_s * 2 ** (attempts - 1))
-            at = datetime.now(UTC) + timedelta(seconds=delay) if delay else None
-            await conn.execute(Q.retry_activity, lease.tenant.value, lease.run.uuid,
-                               lease.epoch, at, stored)
-            return "retried"
-        if outcome.status == "retryable":
-            stored["message"] = f"{error} (after {attempts} attempts)"
-        await self._end(conn, lease, RunFailed(stored["message"], ours=False,
-                                               details={"attempts": attempts}),
-                        RunStatus.FAILED, error=stored)
-        return "failed"
-
-    async def _fail_early(self, lease: Lease, message: str) -> str:
-        stored = {"message": message, "ours": False}
-        async with self._fenced(lease) as conn:
-            await self._end(conn, lease, RunFailed(message, ours=False), RunStatus.FAILED,
-                            error=stored)
-        return "failed"
-
-    async def _cancel_early(self, lease: Lease) -> str:
-        async with self._fenced(lease) as conn:
-            await self._end(conn, lease, RunCancelled("cancel_requested"),
-                            RunStatus.CANCELLED)
-        return "cancelled"
-
-    @contextlib.asynccontextmanager
-    async def _fenced(self, lease: Lease) -> Any:
-        async with self.db.tenant_tx(lease.tenant) as conn:
-            if await conn.fetchval(Q.lock_leased_activity, lease.tenant.value, lease.run.uuid,
-                                   lease.epoch) is None:
-                raise LeaseLost("This lease is no longer the task's; nothing was written.")
-            yield conn
-
-    async def _end(self, conn: Any, lease: Lease, event: Payload, status: RunStatus, *,
-                   answer: Any = None, error: Any = None) -> None:
-        await log.append(conn, lease.tenant, lease.run, event, epoch=lease.epoch)
-        # The calling run (a tool call's task) hears of it in this transaction (ADR 0015).
-        await activity_calls.task_ended(conn, lease.tenant, lease.run, status.value,
-                                        result=answer, error=error)
-        done = await conn.execute(Q.end_activity, lease.tenant.value, lease.run.uuid,
-                                  lease.epoch, status.value, answer, error)
-        assert done.endswith(" 1"), "the row is locked under this epoch"
-
-
-def _fact(seq: int, version: ActivityVersion, outcome: AttemptOutcome, attempt: int,
-          sandbox_ms: int, price_version: str, cost_micros: int) -> attempt_facts.AttemptFact:
-    """The attempt's usage fact (ADR 0016): every attempt that ran has one, failed or
-    killed ones too; a figure its backend could not measure stays None."""
-    cpu_ns = None if outcome.usage is None else outcome.usage.cpu_ns
-    return attempt_facts.AttemptFact(
-        seq=seq, agent=version.agent_id, agent_version=version.version, attempt=attempt,
-        activity=version.name, activity_version=version.version, backend=outcome.backend,
-        sandbox_ms=sandbox_ms, cpu_us=None if cpu_ns is None else cpu_ns // 1000,
-        peak_memory_bytes=outcome.peak_memory_bytes, cost_micros=cost_micros,
-        price_version=price_version)
-
-
-def _abandoned(sandbox_id: str | None) -> AttemptOutcome:
-    """What an attempt whose dispatcher went away mid-attempt is recorded as: retryable
-    (the tenant's code may have been fine) and counted toward ``max_attempts``, so a task
-    that keeps taking its dispatchers down still ends; not a sandbox death, since no
-    sandbox was seen to die of it. Its sandbox died with the dispatcher (the guardian)."""
-    return AttemptOutcome(
-        status="retryable", result=None, exit_code=None, stdout="", stderr="",
-        error="abandoned: its dispatcher stopped or died before the attempt ended",
-        duration_ms=0.0, backend="", sandbox_id=sandbox_id or "", killed_sandbox=False)
-
-
-def _missing_secret(detail: str) -> AttemptOutcome:
-    """An attempt that could not start because a secret its version reads is not in the
-    vault: retryable, counted toward ``max_attempts``; no sandbox was made, so no usage fact
-    and never a sandbox death."""
-    return AttemptOutcome(
-        status="retryable", result=None, exit_code=None, stdout="", stderr="",
-        error=f"missing_secret: {detail} The attempt did not start; it is retried.",
-        duration_ms=0.0, backend="", sandbox_id="", killed_sandbox=False)
+        """Every outcome is recorded through here (benchmarks/activities.py times each)."""
+        return await self._recorder.record(lease, version, outcome, attempt, attempts, deaths,
+                                           refused)
 
 
 async def _gone(destroying: list[asyncio.Future[None]]) -> None:

@@ -10,7 +10,7 @@ from tenantry.db.queries import load
 from tenantry.ids import AgentId, RunId, TenantId
 from tenantry.runs.lease import Lease
 
-Q = load(__package__, "activity_batches.sql")
+Q = load(__package__, "batches.sql")
 
 
 async def claim_next(db: Database, worker: str, lease_seconds: float, tenant: TenantId,

@@ -24,7 +24,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from tenantry.activities.versions import ActivityVersion
+from tenantry.activities.code.versions import ActivityVersion
 from tenantry.agents import flags
 from tenantry.db import Connection, Database
 from tenantry.ids import RunId, TenantId

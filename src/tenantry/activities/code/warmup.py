@@ -16,7 +16,7 @@ import base64
 
 import orjson
 
-from tenantry.activities.attempt import MAX_OUTPUT_BYTES, RUNNER
+from tenantry.activities.code.attempt import MAX_OUTPUT_BYTES, RUNNER
 from tenantry.sandbox import SandboxError
 from tenantry.sandbox.channel import AgentChannel
 

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 import orjson
 
-from tenantry.activities.bundle import Bundle
+from tenantry.activities.code.bundle import Bundle
 from tenantry.ids import AttemptId, TenantId
 from tenantry.sandbox import (
     EXIT_KILLED,
@@ -189,7 +189,7 @@ async def run_attempt_in(
     on_started: Callable[[Sandbox], Awaitable[None]] | None = None,
 ) -> AttemptOutcome:
     """One attempt in a sandbox the caller owns (batching and warm state, ADR 0014): the
-    caller destroys it, or scrubs it (``activities.warm.scrub``) before another task of
+    caller destroys it, or scrubs it (``warm.scrub``) before another task of
     the same tenant and version. The sandbox must hold nothing of an earlier task.
     ``on_started`` as for ``run_attempt``."""
     if sandbox.binding.tenant != request.tenant:

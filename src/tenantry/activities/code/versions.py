@@ -21,7 +21,7 @@ from typing import Any
 
 import asyncpg
 
-from tenantry.activities.bundle import Bundle
+from tenantry.activities.code.bundle import Bundle
 from tenantry.agents.spec import AgentSpec, Limits
 from tenantry.db import Connection, Database
 from tenantry.db.queries import load
