@@ -28,6 +28,8 @@ __all__ = ["StepContext"]
 
 
 class StepContext(Protocol):
+    """The run as a step sees it; ``RunDriver`` is the one implementation."""
+
     @property
     def engine(self) -> Engine:
         """The worker's services and settings."""
