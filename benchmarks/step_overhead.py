@@ -65,7 +65,7 @@ from _harness import (
 from tenantry.bootstrap import worker as runtime
 from tenantry.config import Settings
 from tenantry.ids import RunId
-from tenantry.runs.driver import Engine, StepStats
+from tenantry.runs.engine import Engine, StepStats
 from tenantry.runs.worker import Worker
 
 PHASE_TIMEOUT_S = 240.0

@@ -81,7 +81,7 @@ from tenantry.ids import RunId
 from tenantry.models.scripted import Reply
 from tenantry.models.wire import Chat
 from tenantry.runs.deltas import DELTA_CHANNEL_PREFIX, LISTENERS_CHANNEL, ROLL_CALL_CHANNEL
-from tenantry.runs.driver import Engine, StepStats
+from tenantry.runs.engine import Engine, StepStats
 from tenantry.runs.worker import Worker
 from tenantry.testing.fake_model import FakeModelServer
 

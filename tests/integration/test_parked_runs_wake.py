@@ -18,7 +18,7 @@ import pytest
 from tenantry.db import Database
 from tenantry.models.accounts import ModelAccount, wake_parked_for
 from tenantry.models.gateway import GatewaySettings
-from tenantry.runs.driver import EngineSettings
+from tenantry.runs.engine import EngineSettings
 from tenantry.testing.fake_model import FakeModelServer
 from tests.support.api import Api
 from tests.support.db import run_statuses

@@ -17,7 +17,7 @@ from tenantry.db import Database
 from tenantry.db.queries import load
 from tenantry.ids import RunId
 from tenantry.models.gateway import GatewaySettings
-from tenantry.runs.driver import EngineSettings
+from tenantry.runs.engine import EngineSettings
 from tenantry.runs.lease import claim
 from tenantry.scheduler import policy, spend_cap
 from tenantry.scheduler.policy import TenantPolicy

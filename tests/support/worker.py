@@ -11,7 +11,7 @@ from tenantry.db import Database
 from tenantry.ledger.prices import PriceBook
 from tenantry.models.accounts import ModelAccount
 from tenantry.models.gateway import GatewaySettings, ModelGateway
-from tenantry.runs.driver import Engine, EngineSettings
+from tenantry.runs.engine import Engine, EngineSettings
 from tenantry.runs.lease import worker_id
 from tenantry.runs.webhooks import WebhookSender
 from tenantry.runs.worker import Worker

@@ -1,4 +1,4 @@
-"""Typed event payloads (runs/events.py): each writes the JSON the log has always held and
+"""Typed event payloads (runs/events/): each writes the JSON the log has always held and
 reads it back; every event of the replay corpus parses and writes back equal."""
 
 from __future__ import annotations

@@ -49,6 +49,21 @@ def test_product_code_importing_the_testing_helpers_breaks_a_contract(tmp_path: 
     assert "tenantry.runs._bad -> tenantry.testing" in result.stdout
 
 
+def test_a_step_importing_the_driver_breaks_the_acyclic_contract(tmp_path: Path) -> None:
+    shutil.copytree(SRC / "tenantry", tmp_path / "tenantry",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    step = tmp_path / "tenantry" / "runs" / "tool_step.py"
+    step.write_text(step.read_text() + "\n\ndef _driver() -> object:\n"
+                    "    from tenantry.runs.driver import RunDriver\n\n    return RunDriver\n")
+
+    result = lint_imports(tmp_path, tmp_path)
+
+    assert result.returncode != 0, result.stdout
+    assert "No package has an import cycle" in result.stdout
+    assert "No cycles are allowed in tenantry.runs." in result.stdout
+
+
 def _third_party(folder: Path, allowed: tuple[str, ...], exact: tuple[str, ...] = ()) -> list[str]:
     """Imports of ``folder``'s modules outside the standard library, the ``allowed``
     packages and the ``exact`` modules."""

@@ -19,7 +19,7 @@ from tenantry.ledger.prices import PriceBook
 from tenantry.models.accounts import ANY_MODEL, ANY_REGION, ModelAccount
 from tenantry.models.gateway import GatewaySettings, ModelGateway
 from tenantry.retention.cleaner import Cleaner, CleanupSettings
-from tenantry.runs.driver import Engine, EngineSettings
+from tenantry.runs.engine import Engine, EngineSettings
 from tenantry.runs.inprocess import LocalWorkers
 from tenantry.runs.lease import worker_id
 from tenantry.runs.webhooks import WebhookLimits, WebhookSender

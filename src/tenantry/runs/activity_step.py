@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 from tenantry import errors
 from tenantry.activities.code import versions
@@ -27,10 +27,8 @@ from tenantry.runs import call_results, log
 from tenantry.runs.decide import AwaitActivity, CompleteActivity, RequestActivity
 from tenantry.runs.events import ActivityRequested, Event, Payload
 from tenantry.runs.service import RunRequest, create_run_in
+from tenantry.runs.step_context import StepContext
 from tenantry.runs.waiting import Parked, forget_superseded, save_sandbox
-
-if TYPE_CHECKING:
-    from tenantry.runs.driver import RunDriver
 
 logger = logging.getLogger(__name__)
 Q = load(__package__, "activity_calls.sql")
@@ -49,7 +47,7 @@ def activity_request(found: ActivityVersion, input: Any, *, idempotency_key: str
         parent=parent)
 
 
-async def request_activity(d: RunDriver, call: RequestActivity) -> float:
+async def request_activity(d: StepContext, call: RequestActivity) -> float:
     """Enqueue the call's task and park; or record why it could not be enqueued."""
     lease, db = d.lease, d.engine.db
     try:
@@ -101,7 +99,7 @@ async def request_activity(d: RunDriver, call: RequestActivity) -> float:
     raise Parked
 
 
-async def await_activity(d: RunDriver, wait: AwaitActivity) -> NoReturn:
+async def await_activity(d: StepContext, wait: AwaitActivity) -> NoReturn:
     """Woken while the task still runs (or before its ending was read): wait again."""
     lease = d.lease
     saved = await save_sandbox(d)
@@ -117,7 +115,7 @@ async def await_activity(d: RunDriver, wait: AwaitActivity) -> NoReturn:
     raise Parked
 
 
-async def complete_activity(d: RunDriver, call: CompleteActivity) -> None:
+async def complete_activity(d: StepContext, call: CompleteActivity) -> None:
     """The ending as the call's result: the task's JSON result (capped like any tool
     output), or the error saying how it ended."""
     returned = call.returned

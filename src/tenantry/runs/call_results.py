@@ -4,16 +4,12 @@ output, or the error saying how it ended; and a call refused before anything sta
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from tenantry import errors
 from tenantry.runs.decide import OneCall
 from tenantry.runs.events import ABSENT, ToolCompleted
+from tenantry.runs.step_context import StepContext
 from tenantry.tools.audit import AuditEntry
 from tenantry.tools.gateway import OUTPUT_CAP_BYTES
-
-if TYPE_CHECKING:
-    from tenantry.runs.driver import RunDriver
 
 #: Refusals of the work a call would start (the tenant's admission, a missing agent or
 #: activity, a key taken): the model reads them as the call's error; the run goes on.
@@ -21,7 +17,7 @@ REFUSED = (errors.QuotaExceeded, errors.BudgetExhausted, errors.Overloaded, erro
            errors.NotFound)
 
 
-async def complete(d: RunDriver, call: OneCall, *, result: str | None = None,
+async def complete(d: StepContext, call: OneCall, *, result: str | None = None,
                    error: str | None = None) -> None:
     """``result`` (text, capped at the tool output cap) or ``error``: the call's result."""
     if error is None:
@@ -41,7 +37,7 @@ async def complete(d: RunDriver, call: OneCall, *, result: str | None = None,
                                                detail=error))
 
 
-async def refuse(d: RunDriver, call: OneCall, error: str) -> float:
+async def refuse(d: StepContext, call: OneCall, error: str) -> float:
     """The call could not be carried out (nothing was started): the model is told why."""
     refused = ToolCompleted(call.key, call.tool, call.reply_seq, call.call_index,
                             call.arguments, server=None, error=error)

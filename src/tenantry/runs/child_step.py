@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tenantry import errors
 from tenantry.agents import service as agents
@@ -42,10 +42,8 @@ from tenantry.runs.events import (
     RunStatus,
 )
 from tenantry.runs.service import RunRequest, create_run_in
+from tenantry.runs.step_context import StepContext
 from tenantry.runs.waiting import Parked, forget_superseded, save_sandbox
-
-if TYPE_CHECKING:
-    from tenantry.runs.driver import RunDriver
 
 logger = logging.getLogger(__name__)
 Q = load(__package__, "child_calls.sql")
@@ -55,7 +53,7 @@ WAIT = load(__package__, "activity_calls.sql")
 MAX_ERROR_CHARS = 1000
 
 
-def budget_left(d: RunDriver) -> int:
+def budget_left(d: StepContext) -> int:
     """What this run's max_cost_micros has left for a new child: its limit (a child's own
     cap included) less what it and its ended children spent and the caps of its live
     children."""
@@ -69,7 +67,7 @@ def budget_left(d: RunDriver) -> int:
     return limit - state.spent_micros - held
 
 
-def _siblings_to_start(d: RunDriver, call: RequestChild) -> int:
+def _siblings_to_start(d: StepContext, call: RequestChild) -> int:
     """This call and the later start_agent calls of its reply not started yet: what is
     left of the budget is shared among them equally, so siblings started side by side can
     never spend more than their parent has left."""
@@ -79,7 +77,7 @@ def _siblings_to_start(d: RunDriver, call: RequestChild) -> int:
                and idempotency_key(d.run_id, reply.seq, index) not in d.state.child_runs)
 
 
-def _limit_refusal(d: RunDriver) -> str | None:
+def _limit_refusal(d: StepContext) -> str | None:
     settings, state = d.engine.settings, d.state
     if state.depth + 1 > settings.child_max_depth:
         return (f"this run is {state.depth} level(s) below a run nobody started, and child "
@@ -92,7 +90,7 @@ def _limit_refusal(d: RunDriver) -> str | None:
     return None
 
 
-async def request_child(d: RunDriver, call: RequestChild) -> float:
+async def request_child(d: StepContext, call: RequestChild) -> float:
     """Start the call's child run; or record why it could not be started. The parent
     does not wait here: the next decision starts its other children of the same reply
     first, then waits for the first one (``await_child``)."""
@@ -120,7 +118,7 @@ async def request_child(d: RunDriver, call: RequestChild) -> float:
     return 0.0
 
 
-async def _start(d: RunDriver, conn: Connection, call: RequestChild,
+async def _start(d: StepContext, conn: Connection, call: RequestChild,
                  priority: str) -> ChildRunStarted:
     """The child run of ``call``, capped at the smaller of its own max_cost_micros and what
     this run has left for it. It is created in the transaction that records it in this
@@ -147,7 +145,7 @@ async def _start(d: RunDriver, conn: Connection, call: RequestChild,
                            found.version, cap, basis_seq=d.basis)
 
 
-async def await_child(d: RunDriver, wait: AwaitChild) -> None:
+async def await_child(d: StepContext, wait: AwaitChild) -> None:
     """Woken (or resumed) while waiting for a child: its ending into the log if it has
     ended; otherwise the parent parks again, with nothing started."""
     if await _take_ending(d, wait, park=False):
@@ -166,7 +164,7 @@ async def await_child(d: RunDriver, wait: AwaitChild) -> None:
         raise Parked
 
 
-async def _take_ending(d: RunDriver, wait: AwaitChild, *, park: bool,
+async def _take_ending(d: StepContext, wait: AwaitChild, *, park: bool,
                        saved: Payload | None = None) -> bool:
     """Under the parent's row lock: the child's ending appended (True), or — with
     ``park`` — the parent parked (False). Without ``park`` nothing is written unless the
@@ -217,7 +215,7 @@ def _told(status: RunStatus, error: Any) -> str:
     return f"the child run failed{detail}"[:MAX_ERROR_CHARS]
 
 
-async def complete_child(d: RunDriver, call: CompleteChild) -> None:
+async def complete_child(d: StepContext, call: CompleteChild) -> None:
     """The child's answer (capped like any tool output) or its failure, as the result."""
     ended = call.ended
     if ended.status == "finished":
@@ -229,7 +227,7 @@ async def complete_child(d: RunDriver, call: CompleteChild) -> None:
             d, call, error=ended.error or f"the child run ended as {ended.status}")
 
 
-async def cancel_children(d: RunDriver) -> None:
+async def cancel_children(d: StepContext) -> None:
     """Cancel every child of this run that has not ended (and, through theirs, their
     children): before the run records its own cancellation."""
     if not d.state.child_runs:

@@ -3,7 +3,9 @@
 Every model reply and tool result is appended *before* the run acts on it (invariant 1);
 every append names the lease epoch, so a worker that lost its lease writes nothing
 (invariant 2); tool calls carry keys derived from the log (invariant 3). The steps live
-beside this module: model_step.py, tool_step.py, and waiting.py (parks and approvals)."""
+beside this module (model_step.py, tool_step.py, waiting.py for parks and approvals,
+activity_step.py, child_step.py, end_step.py): the driver finds each decision's step in
+steps.py's table and hands it itself as their StepContext (step_context.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +13,6 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections import deque
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,42 +20,18 @@ import asyncpg
 
 from tenantry import logs
 from tenantry.agents import flags
-from tenantry.agents.snapshots import SnapshotNotes
 from tenantry.agents.spec import AgentSpec
 from tenantry.blobs import BlobQuotaExceeded
-from tenantry.db import DATABASE_DOWN, TRANSIENT, Database
+from tenantry.db import DATABASE_DOWN, TRANSIENT
 from tenantry.db.queries import load
 from tenantry.errors import LeaseLost
 from tenantry.ids import AgentId
 from tenantry.ledger import budget
-from tenantry.ledger.prices import PriceBook
 from tenantry.ledger.tokens import TokenUsage
-from tenantry.models.types import Model, SnapshotPin
+from tenantry.models.types import SnapshotPin
 from tenantry.runs import faults, log
-from tenantry.runs.activity_step import await_activity, complete_activity, request_activity
-from tenantry.runs.child_step import await_child, cancel_children, complete_child, request_child
-from tenantry.runs.decide import (
-    AwaitActivity,
-    AwaitApproval,
-    AwaitChild,
-    CallModel,
-    CallTool,
-    Cancel,
-    CompleteActivity,
-    CompleteChild,
-    Decision,
-    Fail,
-    Finish,
-    RecordUnknown,
-    RefusedRepeat,
-    RequestActivity,
-    RequestApproval,
-    RequestChild,
-    StopForBudget,
-    Summarize,
-    decide,
-)
-from tenantry.runs.deltas import DeltaPublisher
+from tenantry.runs.decide import Decision, decide
+from tenantry.runs.engine import Engine
 from tenantry.runs.events import (
     BudgetStopped,
     Event,
@@ -69,18 +45,14 @@ from tenantry.runs.events import (
     RunStatus,
 )
 from tenantry.runs.lease import Lease
-from tenantry.runs.model_step import call_model, summarize
-from tenantry.runs.repeats import REPEATING
 from tenantry.runs.state import RunState
-from tenantry.runs.tool_step import call_tool, record_unknown
-from tenantry.runs.waiting import Parked, await_approval, request_approval
-from tenantry.sandbox.manager import SandboxManager
-from tenantry.telemetry.worker import UNKNOWN_CLASS, WorkerMetrics
+from tenantry.runs.steps import STEPS
+from tenantry.runs.waiting import Parked
+from tenantry.telemetry.worker import UNKNOWN_CLASS
 from tenantry.tools.audit import AuditEntry
-from tenantry.tools.gateway import ToolGateway
 from tenantry.tools.stand_ins import StandIn
 
-__all__ = ["Engine", "EngineSettings", "Parked", "RunDriver", "StepStats"]
+__all__ = ["Parked", "RunDriver"]
 
 logger = logging.getLogger(__name__)
 LEASE_OR_DATABASE: tuple[type[Exception], ...] = (LeaseLost, *DATABASE_DOWN)
@@ -92,65 +64,9 @@ RESERVATION_LOST = "TR010"
 Q = load(__package__)
 
 
-@dataclass(frozen=True, slots=True)
-class EngineSettings:
-    lease_seconds: float = 30.0
-    # When no account can serve a run's model, the run parks (its slot is freed) instead of
-    # failing: an outage costs time, not runs. The model gateway wakes it when an account
-    # serving its model is back; failing that it is looked at again after this long,
-    # doubling each time up to the maximum — which bounds how long a parked run can wait
-    # after recovery when no worker remembers the outage (all restarted, ADR 0009).
-    park_recheck_seconds: float = 30.0
-    park_recheck_max_seconds: float = 120.0
-    # A run whose log this worker cannot read (an event type or format from a newer
-    # release) is handed back and held off this long, so that older workers do not
-    # claim it in a loop while a newer one is rolled out.
-    newer_worker_recheck_seconds: float = 60.0
-    # Refused egress attempts of one agent version's sandboxes before the version is
-    # flagged for review (TENANTRY_EGRESS_FLAG_THRESHOLD).
-    egress_flag_threshold: int = 20
-    # Child runs (TENANTRY_CHILD_MAX_DEPTH, TENANTRY_CHILD_MAX_PER_RUN): past either, a
-    # start_agent call is answered with a tool error and nothing is started.
-    child_max_depth: int = 3
-    child_max_per_run: int = 20
-
-
-@dataclass(slots=True)
-class StepStats:
-    """Platform time per step (wall time minus model and tool time), most recent first."""
-
-    platform_ms: deque[float] = field(default_factory=lambda: deque(maxlen=100_000))
-    steps: int = 0
-    runs_ended: int = 0
-    runs_failed_ours: int = 0
-
-    def record(self, ms: float) -> None:
-        self.platform_ms.append(ms)
-        self.steps += 1
-
-
-@dataclass(slots=True)
-class Engine:
-    """What a driver needs; built once per worker process."""
-
-    db: Database
-    model: Model
-    tools: ToolGateway
-    prices: PriceBook  # the operator's prices over the built-in defaults
-    worker: str
-    settings: EngineSettings = field(default_factory=EngineSettings)
-    stats: StepStats = field(default_factory=StepStats)
-    sandboxes: SandboxManager | None = None  # None: built-in code tools are unavailable
-    # This process's metrics and step spans (one per process, shared by its worker loops).
-    metrics: WorkerMetrics = field(default_factory=WorkerMetrics)
-    # Live model deltas for the runs API processes watch (ADR 0030); the worker loop
-    # feeds it their announcements and lends it its session connection.
-    deltas: DeltaPublisher = field(default_factory=DeltaPublisher)
-    # The provider snapshots this process last saw per agent and model (written on change).
-    snapshots: SnapshotNotes = field(default_factory=SnapshotNotes)
-
-
 class RunDriver:
+    """One run, driven by one lease holder; the ``StepContext`` of every step it takes."""
+
     def __init__(self, engine: Engine, lease: Lease) -> None:
         self.engine = engine
         self.lease = lease
@@ -346,51 +262,7 @@ class RunDriver:
     async def _act(self, decision: Decision) -> float:
         """Carry out one decision; return the time spent waiting on the model or a tool."""
         assert self.spec is not None
-        match decision:
-            case CallModel():
-                return await call_model(self)
-            case Summarize():
-                return await summarize(self, decision)
-            case RefusedRepeat():
-                self.engine.metrics.repeats.inc(self.tenant_class, "told")
-                return await call_tool(self, decision)
-            case CallTool():
-                return await call_tool(self, decision)
-            case RequestApproval():
-                await request_approval(self, decision)
-            case AwaitApproval():
-                await await_approval(self)
-            case RecordUnknown():
-                await record_unknown(self, decision)
-            case RequestActivity():
-                return await request_activity(self, decision)
-            case AwaitActivity():
-                await await_activity(self, decision)
-            case CompleteActivity():
-                await complete_activity(self, decision)
-            case RequestChild():
-                return await request_child(self, decision)
-            case AwaitChild():
-                await await_child(self, decision)
-            case CompleteChild():
-                await complete_child(self, decision)
-            case Finish(answer=answer):
-                await self.end(RunFinished(answer))
-            case Fail(reason=reason):
-                await self.end(RunFailed(reason, ours=False))
-            case Cancel():
-                await cancel_children(self)  # first: a crash in between repeats it
-                await self.end(RunCancelled("cancel_requested"))
-            case StopForBudget(limit=limit, used=used, maximum=maximum, reason=reason):
-                self.engine.metrics.budget_refusals.inc(self.tenant_class, limit)
-                if reason == REPEATING:
-                    self.engine.metrics.repeats.inc(self.tenant_class, "stopped")
-                error = {"type": "budget_exhausted", "limit": limit,
-                         "message": _stop_message(decision)}
-                if reason is not None:
-                    error["reason"] = reason
-                await self.end(BudgetStopped(limit, used, maximum, reason=reason), error=error)
-        return 0.0
+        return await STEPS[type(decision)](self, decision) or 0.0
 
     # -- writing ----------------------------------------------------------------------
 
@@ -487,14 +359,6 @@ class RunDriver:
         except LEASE_OR_DATABASE:
             logger.warning("could not record the platform failure", extra={"run_id": self.run_id})
 
-
-
-def _stop_message(stop: StopForBudget) -> str:
-    """The run row's error message for an agent-limit stop."""
-    if stop.reason == REPEATING:
-        return (f"stopped for repeating: the model repeated itself {stop.used} times in a "
-                f"row after it was told (the agent's {stop.limit} is {stop.maximum})")
-    return f"stopped by the agent's {stop.limit} limit ({stop.used} of {stop.maximum} used)"
 
 
 def _terminal(

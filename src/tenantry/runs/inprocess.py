@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the API imports this; it need not load the whole engine to do so
-    from tenantry.runs.driver import Engine
+    from tenantry.runs.engine import Engine
 
 
 @dataclass(slots=True)

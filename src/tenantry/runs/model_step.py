@@ -31,16 +31,16 @@ from tenantry.runs.events import (
     RunFailed,
     Summarized,
 )
+from tenantry.runs.step_context import StepContext
 from tenantry.runs.waiting import Parked, park_for_spend_cap, park_until
 
 if TYPE_CHECKING:
-    from tenantry.runs.decide import Summarize
-    from tenantry.runs.driver import RunDriver
+    from tenantry.runs.decide import CallModel, Summarize
 
 logger = logging.getLogger(__name__)
 
 
-async def call_model(d: RunDriver) -> float:
+async def call_model(d: StepContext, decision: CallModel) -> float:
     """One model call; the time spent waiting on the gateway."""
     assert d.spec is not None
     engine, state, spec = d.engine, d.state, d.spec
@@ -83,7 +83,7 @@ async def call_model(d: RunDriver) -> float:
     return served.waited_ms
 
 
-async def summarize(d: RunDriver, decision: Summarize) -> float:
+async def summarize(d: StepContext, decision: Summarize) -> float:
     """The summarizing call (ADR 0031): reserved, billed and budgeted like a model step,
     saved as Summarized before any prompt uses it. No tools are offered; the summary model
     (the policy's, else the agent's) does not move the run's own model or account."""
@@ -123,7 +123,7 @@ class _Served:
     began_ns: int
 
 
-async def _serve(d: RunDriver, request: ModelRequest,
+async def _serve(d: StepContext, request: ModelRequest,
                  live: LiveCall | None = None) -> _Served | float:
     """Price, reserve, ask. A float: the call did not answer — the run ended (refused,
     unpriced), or found its tenant's spend cap reached with a cancel pending (its next
@@ -167,7 +167,7 @@ async def _serve(d: RunDriver, request: ModelRequest,
                    began_ns)
 
 
-def _fact(d: RunDriver, served: _Served) -> budget.UsageFact:
+def _fact(d: StepContext, served: _Served) -> budget.UsageFact:
     """The call's billing record, written in the step's transaction."""
     assert d.agent is not None
     reply = served.reply
@@ -177,7 +177,7 @@ def _fact(d: RunDriver, served: _Served) -> budget.UsageFact:
         price_version=served.billed.version)
 
 
-def _observe(d: RunDriver, served: _Served) -> None:
+def _observe(d: StepContext, served: _Served) -> None:
     observe.model_step(d.engine.metrics, tenant=d.lease.tenant.value,
                        tenant_class=d.tenant_class, run_id=d.run_id,
                        seq=d.state.last_seq, reply=served.reply, cost_micros=served.cost,
@@ -185,7 +185,7 @@ def _observe(d: RunDriver, served: _Served) -> None:
                        ended_ns=served.began_ns + int(served.waited_ms * 1e6))
 
 
-async def _note_snapshot(d: RunDriver, reply: ModelReply) -> None:
+async def _note_snapshot(d: StepContext, reply: ModelReply) -> None:
     """After the step committed: the snapshot the provider served, noted for the agent
     (a write only when this process last saw another). Never fails the step."""
     seen = snapshot_id(reply.provider_model)
@@ -204,7 +204,7 @@ async def _note_snapshot(d: RunDriver, reply: ModelReply) -> None:
                     extra={"run_id": d.run_id, "tenant_id": d.lease.tenant.value})
 
 
-def _switches(d: RunDriver, request: ModelRequest, reply: ModelReply) -> list[Payload]:
+def _switches(d: StepContext, request: ModelRequest, reply: ModelReply) -> list[Payload]:
     """Another account or model than last time answered: the log says so."""
     events: list[Payload] = []
     if reply.switch_reason:  # what each account answered: ours to read, not the tenant's
@@ -220,7 +220,7 @@ def _switches(d: RunDriver, request: ModelRequest, reply: ModelReply) -> list[Pa
     return events
 
 
-async def _quote(d: RunDriver, request: ModelRequest) -> Quote | None:
+async def _quote(d: StepContext, request: ModelRequest) -> Quote | None:
     """The price of the call's model. Every model it may be answered by (its fallbacks
     too) must be priced, or the run fails before anything is sent: an unpriced model is
     never served at price 0. None: the run ended here."""
@@ -234,7 +234,8 @@ async def _quote(d: RunDriver, request: ModelRequest) -> Quote | None:
     return None
 
 
-async def _reserve(d: RunDriver, request: ModelRequest, quote: Quote) -> budget.Reservation | None:
+async def _reserve(d: StepContext, request: ModelRequest,
+                   quote: Quote) -> budget.Reservation | None:
     """Reserve the call's estimated tokens and cost against the tenant's budgets. If
     its token bucket is short the run steps aside (slot freed) until it refills; past
     its monthly spend cap it waits (slot freed) until the operator raises the cap or the
@@ -258,13 +259,13 @@ async def _reserve(d: RunDriver, request: ModelRequest, quote: Quote) -> budget.
     return None
 
 
-async def _release(d: RunDriver, reservation: budget.Reservation) -> None:
+async def _release(d: StepContext, reservation: budget.Reservation) -> None:
     lease = d.lease
     async with d.engine.db.tenant_tx(lease.tenant) as conn:
         await budget.release(conn, lease.tenant, lease.run, lease.epoch, reservation)
 
 
-async def _park_for_model(d: RunDriver, request: ModelRequest,
+async def _park_for_model(d: StepContext, request: ModelRequest,
                           exc: ModelUnavailable) -> NoReturn:
     """No account can serve the run now: record why, free the slot, and wait until the
     gateway finds one of its models' accounts back (or the recheck time comes)."""

@@ -5,21 +5,19 @@ an EgressRefused for each egress attempt the sandbox had refused during the call
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tenantry.ledger import budget
 from tenantry.runs import observe
-from tenantry.runs.decide import CallTool, RecordUnknown
+from tenantry.runs.decide import CallTool, RecordUnknown, RefusedRepeat
 from tenantry.runs.events import ABSENT, EgressRefused, ToolCompleted, ToolStarted
+from tenantry.runs.step_context import StepContext
 from tenantry.sandbox.egress import EgressRefusal
 from tenantry.tools import stand_ins
 from tenantry.tools.audit import AuditEntry
 from tenantry.tools.builtin import Retry
 from tenantry.tools.gateway import ToolResult
 from tenantry.tools.stand_ins import StandIn
-
-if TYPE_CHECKING:
-    from tenantry.runs.driver import RunDriver
 
 #: EgressRefused events of one call, one per attempt; attempts past it are folded into one
 #: event per reason code (``count``), so a loop of attempts cannot flood the log.
@@ -44,7 +42,7 @@ def completed(call: CallTool, result: ToolResult,
         blob_refs=list(result.blob_refs) or None)
 
 
-async def _stand_in(d: RunDriver) -> StandIn | None:
+async def _stand_in(d: StepContext) -> StandIn | None:
     """An evaluation's run: what answers its calls instead of the tools, read once per
     claim."""
     if d.state.evaluation_id is None:
@@ -54,7 +52,7 @@ async def _stand_in(d: RunDriver) -> StandIn | None:
     return d.stand_in
 
 
-async def call_tool(d: RunDriver, call: CallTool) -> float:
+async def call_tool(d: StepContext, call: CallTool) -> float:
     """Make the call (or record why it cannot be made); the time spent in the tool."""
     assert d.spec is not None
     tools, tenant = d.engine.tools, d.lease.tenant
@@ -97,6 +95,13 @@ async def call_tool(d: RunDriver, call: CallTool) -> float:
     return result.duration_ms
 
 
+async def refuse_repeat(d: StepContext, call: RefusedRepeat) -> float:
+    """A call the model repeated up to the agent's limit: not made, the model is told
+    (``call.invalid``), and the repeat is counted as told (ADR 0031)."""
+    d.engine.metrics.repeats.inc(d.tenant_class, "told")
+    return await call_tool(d, call)
+
+
 def egress_events(key: str, refusals: tuple[EgressRefusal, ...],
                   dropped: int = 0) -> list[EgressRefused]:
     """One event per refused attempt up to the cap; the rest folded into one event per
@@ -117,7 +122,8 @@ def egress_events(key: str, refusals: tuple[EgressRefusal, ...],
                      for code, r in first.items()]
 
 
-async def _sandbox_fact(d: RunDriver, sandbox: dict[str, Any] | None) -> budget.SandboxFact | None:
+async def _sandbox_fact(d: StepContext,
+                        sandbox: dict[str, Any] | None) -> budget.SandboxFact | None:
     """The billing fact of a built-in tool call that ran in the sandbox, priced at the
     sandbox price in force now."""
     if not sandbox or "exec_ms" not in sandbox or "backend" not in sandbox:
@@ -131,7 +137,7 @@ async def _sandbox_fact(d: RunDriver, sandbox: dict[str, Any] | None) -> budget.
                               price_version=quote.version)
 
 
-async def record_unknown(d: RunDriver, call: RecordUnknown) -> None:
+async def record_unknown(d: StepContext, call: RecordUnknown) -> None:
     unknown = ToolCompleted(call.key, call.tool, call.reply_seq, call.call_index,
                             call.arguments, outcome="unknown", error=UNKNOWN_OUTCOME)
     await d.append([unknown], audit=AuditEntry.of(

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, NoReturn
 from tenantry.db.queries import load
 from tenantry.errors import LeaseLost
 from tenantry.runs import log
-from tenantry.runs.decide import RequestApproval
+from tenantry.runs.decide import AwaitApproval, RequestApproval
 from tenantry.runs.events import (
     MONTHLY_SPEND_CAP,
     ApprovalRequested,
@@ -18,11 +18,11 @@ from tenantry.runs.events import (
     RunParked,
     SandboxSaved,
 )
+from tenantry.runs.step_context import StepContext
 from tenantry.tools import approvals
 
 if TYPE_CHECKING:
     from tenantry.ledger.budget import OverCap
-    from tenantry.runs.driver import RunDriver
 
 Q = load(__package__)
 
@@ -31,7 +31,7 @@ class Parked(Exception):
     """The run is waiting (status ``waiting``, lease released): stop driving it."""
 
 
-async def save_sandbox(d: RunDriver) -> SandboxSaved | None:
+async def save_sandbox(d: StepContext) -> SandboxSaved | None:
     """Before the run parks: its sandbox's files to the blob store (None: no sandbox
     here). The event goes into the park's own transaction."""
     sandboxes = d.engine.sandboxes
@@ -44,7 +44,7 @@ async def save_sandbox(d: RunDriver) -> SandboxSaved | None:
                         basis_seq=d.basis)
 
 
-async def forget_superseded(d: RunDriver, saved: SandboxSaved | None) -> None:
+async def forget_superseded(d: StepContext, saved: SandboxSaved | None) -> None:
     """The previous save, once the new one is committed in the log."""
     previous = d.state.sandbox_ref
     if saved is not None and previous and previous != saved.ref:
@@ -53,7 +53,7 @@ async def forget_superseded(d: RunDriver, saved: SandboxSaved | None) -> None:
 
 
 async def park_until(
-    d: RunDriver, reason: str, seconds: float, *, models: list[str] | None = None,
+    d: StepContext, reason: str, seconds: float, *, models: list[str] | None = None,
     error_id: str | None = None,
 ) -> NoReturn:
     """Record RunParked and give the slot back until ``seconds`` from now: queued and
@@ -78,7 +78,7 @@ async def park_until(
     raise Parked
 
 
-async def park_for_spend_cap(d: RunDriver, over: OverCap) -> None:
+async def park_for_spend_cap(d: StepContext, over: OverCap) -> None:
     """The tenant's monthly spend cap is reached: the run waits (slot released, nothing of
     it lost) until the operator raises or removes the cap or the month ends
     (``over.period_ends``); ``tenantry_wake_spend_capped`` sends it back to the queue, and
@@ -109,7 +109,7 @@ async def park_for_spend_cap(d: RunDriver, over: OverCap) -> None:
         raise Parked
 
 
-async def request_approval(d: RunDriver, call: RequestApproval) -> NoReturn:
+async def request_approval(d: StepContext, call: RequestApproval) -> NoReturn:
     """Save the request and give the slot back: nothing waits in memory."""
     lease = d.lease
     saved = await save_sandbox(d)
@@ -130,7 +130,7 @@ async def request_approval(d: RunDriver, call: RequestApproval) -> NoReturn:
     raise Parked
 
 
-async def await_approval(d: RunDriver) -> NoReturn:
+async def await_approval(d: StepContext, wait: AwaitApproval) -> NoReturn:
     """An approval is still pending: wait for it with the slot given back."""
     lease = d.lease
     saved = await save_sandbox(d)

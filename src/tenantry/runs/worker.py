@@ -18,7 +18,8 @@ from tenantry.ledger import budget
 from tenantry.models.accounts import wake_parked
 from tenantry.runs import approvals, liveness
 from tenantry.runs.deltas import LISTENERS_CHANNEL
-from tenantry.runs.driver import Engine, RunDriver
+from tenantry.runs.driver import RunDriver
+from tenantry.runs.engine import Engine
 from tenantry.runs.lease import Lease, claim, release, renew, worker_id
 from tenantry.runs.webhooks import WebhookSender
 from tenantry.scheduler import spend_cap

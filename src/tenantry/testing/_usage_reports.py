@@ -19,16 +19,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from tenantry.models.wire import Wire, json_response
-
-if TYPE_CHECKING:
-    from tenantry.testing.fake_model import UsageRecord
 
 DAY = timedelta(days=1)
 DEFAULT_BUCKETS = 7
@@ -38,8 +35,25 @@ ANTHROPIC_VERSION = "2023-06-01"
 Prices = Mapping[str, tuple[int, int, int]]
 
 
+class ReportedUsage(Protocol):
+    """What a report reads of one completion's usage (the fake server's ``UsageRecord``):
+    a protocol, so that the server imports its reports and not the other way round."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def prompt_tokens(self) -> int: ...
+    @property
+    def completion_tokens(self) -> int: ...
+    @property
+    def cached_tokens(self) -> int: ...
+    @property
+    def created_at(self) -> float: ...
+
+
 class UsageReports:
-    def __init__(self, *, provider: str, wire: Wire, log: Callable[[], Sequence[UsageRecord]],
+    def __init__(self, *, provider: str, wire: Wire,
+                 log: Callable[[], Sequence[ReportedUsage]],
                  record: Callable[[Request], Awaitable[bytes]], admin_key: str,
                  prices: Prices | None) -> None:
         self.provider = provider
@@ -117,7 +131,7 @@ class UsageReports:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         return scheme.lower() == "bearer" and token.strip() == self.admin_key
 
-    def _records(self, start: datetime) -> list[UsageRecord]:
+    def _records(self, start: datetime) -> list[ReportedUsage]:
         lo, hi = start.timestamp(), (start + DAY).timestamp()
         return [r for r in self._log() if lo <= r.created_at < hi]
 
@@ -131,13 +145,13 @@ class UsageReports:
         return json_response(200, body)
 
     def _usage_bucket(self, start: datetime, by_model: bool) -> dict[str, Any]:
-        groups: dict[str | None, list[UsageRecord]] = {}
+        groups: dict[str | None, list[ReportedUsage]] = {}
         for record in self._records(start):
             groups.setdefault(record.model if by_model else None, []).append(record)
         results = [self._usage_result(model, records) for model, records in groups.items()]
         return self._bucket(start, results)
 
-    def _usage_result(self, model: str | None, records: list[UsageRecord]) -> dict[str, Any]:
+    def _usage_result(self, model: str | None, records: list[ReportedUsage]) -> dict[str, Any]:
         prompt = sum(r.prompt_tokens for r in records)
         cached = sum(r.cached_tokens for r in records)
         output = sum(r.completion_tokens for r in records)
@@ -171,7 +185,7 @@ class UsageReports:
                       "workspace_id": None}
         return self._bucket(start, [result])
 
-    def _cost_micros(self, record: UsageRecord) -> int:
+    def _cost_micros(self, record: ReportedUsage) -> int:
         assert self.prices is not None
         price = self.prices.get(record.model) or self.prices.get(record.model.split("/")[0])
         if price is None:
