@@ -51,7 +51,8 @@ import asyncpg
 
 from _harness import Bench, console, env_positive, main, percentile, source_state
 from tenantry.db import Database
-from tenantry.db.migrate import Migration, available, migrate
+from tenantry.db.migrate import migrate
+from tenantry.db.schema_files import Migration, available
 from tenantry.ids import RunId
 from tenantry.retention.cleaner import Cleaner
 from tenantry.runs import log

@@ -48,8 +48,8 @@ import pytest
 
 from tenantry import __version__
 from tenantry.db.fleet import read_fleet
-from tenantry.db.migrate import contract_steps
 from tenantry.db.release import Release
+from tenantry.db.schema_files import contract_steps
 from tenantry.ids import RunId
 from tenantry.testing.mcp_server import EffectsMcpServer
 from tests.support.db import scratch_database

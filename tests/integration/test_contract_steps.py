@@ -17,8 +17,9 @@ import asyncpg
 import pytest
 
 from tenantry.db.contraction import contract
-from tenantry.db.migrate import Schema, migrate, schema_release
+from tenantry.db.migrate import migrate, schema_release
 from tenantry.db.release import Release
+from tenantry.db.schema_files import Schema
 from tenantry.db.status import read_status
 from tenantry.errors import ConfigurationError
 from tests.support.db import scratch_database

@@ -23,16 +23,8 @@ from tenantry import __version__
 from tenantry.bootstrap import StartupFailed
 from tenantry.bootstrap.database import require_current_schema
 from tenantry.db.contraction import contract
-from tenantry.db.migrate import (
-    CELL,
-    Schema,
-    available,
-    contract_steps,
-    migrate,
-    missing_routines,
-    pending,
-    routines,
-)
+from tenantry.db.migrate import migrate, missing_routines, pending
+from tenantry.db.schema_files import CELL, Schema, available, contract_steps, routines
 from tenantry.errors import ConfigurationError
 from tests.support.db import dsn_for, scratch_database
 from tests.support.harness import tenantry_command

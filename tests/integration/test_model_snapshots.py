@@ -13,7 +13,8 @@ import pytest
 from tenantry.agents import snapshots
 from tenantry.agents.snapshots import SnapshotNotes
 from tenantry.db import Database
-from tenantry.db.migrate import available, migrate
+from tenantry.db.migrate import migrate
+from tenantry.db.schema_files import available
 from tenantry.ids import AgentId, ApiKeyId, TenantId
 from tenantry.telemetry.worker import WorkerMetrics
 from tenantry.testing.fake_model import FakeModelServer

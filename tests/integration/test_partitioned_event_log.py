@@ -13,7 +13,8 @@ import asyncpg
 import pytest
 
 from tenantry.db import Database
-from tenantry.db.migrate import available, migrate
+from tenantry.db.migrate import migrate
+from tenantry.db.schema_files import available
 from tenantry.ids import RunId, TenantId
 from tenantry.retention.cleaner import Cleaner
 from tenantry.runs import log

@@ -15,8 +15,8 @@ import asyncpg
 import pytest
 
 from tenantry import __version__
-from tenantry.db.migrate import available, routines
 from tenantry.db.release import Release, served_text
+from tenantry.db.schema_files import available, routines
 from tenantry.runs import liveness
 from tenantry.runs.worker import Worker
 from tests.support.api import Api

@@ -13,7 +13,8 @@ import asyncpg
 import pytest
 
 from tenantry.db import Database
-from tenantry.db.migrate import available, migrate
+from tenantry.db.migrate import migrate
+from tenantry.db.schema_files import available
 from tenantry.evaluations import test_sets
 from tenantry.ids import AgentId, RunId, TenantId, TestSetId
 from tenantry.retention import erase

@@ -27,9 +27,10 @@ from pathlib import Path
 import asyncpg
 
 from tenantry import __version__
-from tenantry.db.migrate import CELL, Schema, migrate
+from tenantry.db.migrate import migrate
 from tenantry.db.queries import parse
 from tenantry.db.release import Release
+from tenantry.db.schema_files import CELL, Schema
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 #: 475925f^: main before the routines refactor began (see the module).

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from tenantry.config import Settings
-from tenantry.db.migrate import available
 from tenantry.db.queries import load, parse
+from tenantry.db.schema_files import available
 from tenantry.errors import ConfigurationError
 from tenantry.sandbox.probe import default_limits
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.db.migrate import Schema, contract_steps, parse_routine, routines
+from tenantry.db.schema_files import Schema, contract_steps, parse_routine, routines
 from tenantry.errors import ConfigurationError
 
 TRIGGER_FUNCTION = """\

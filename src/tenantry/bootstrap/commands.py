@@ -19,9 +19,10 @@ from tenantry.bootstrap.secrets import master_key, replace_dev_key
 from tenantry.config import Settings
 from tenantry.db import DATABASE_DOWN, Database
 from tenantry.db.contraction import contract as contract_steps
-from tenantry.db.migrate import Applied, ContractStep, Migration, Routine
+from tenantry.db.migrate import Applied
 from tenantry.db.pool import server_settings
 from tenantry.db.reach import check_database, describe_failure
+from tenantry.db.schema_files import ContractStep, Migration, Routine
 from tenantry.db.status import Status, read_status
 from tenantry.errors import NotFound
 from tenantry.ids import RunId, TenantId

@@ -15,15 +15,7 @@ from tenantry.bootstrap import StartupFailed
 from tenantry.config import Settings
 from tenantry.db import roles
 from tenantry.db.embedded import EmbeddedPostgres
-from tenantry.db.migrate import (
-    Applied,
-    Migration,
-    Routine,
-    migrate,
-    missing_routines,
-    pending,
-    schema_release,
-)
+from tenantry.db.migrate import Applied, migrate, missing_routines, pending, schema_release
 from tenantry.db.pool import connect_timeout, server_settings
 from tenantry.db.reach import (
     CONNECT_FAILURES,
@@ -33,6 +25,7 @@ from tenantry.db.reach import (
     describe_failure,
 )
 from tenantry.db.release import Release, line_text, served_text, serves
+from tenantry.db.schema_files import Migration, Routine
 from tenantry.errors import ConfigurationError
 from tenantry.vault import MasterKey, reseal_legacy_accounts
 

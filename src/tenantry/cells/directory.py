@@ -17,9 +17,9 @@ from urllib.parse import urlsplit
 import asyncpg
 
 from tenantry.config import ANY_REGION, CELL_NAME_RE
-from tenantry.db.migrate import Schema
 from tenantry.db.pool import Connection
 from tenantry.db.queries import load
+from tenantry.db.schema_files import Schema
 from tenantry.errors import Conflict, NotFound, RegionNotServed, ValidationFailed
 from tenantry.ids import TenantId
 

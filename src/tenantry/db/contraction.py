@@ -21,21 +21,23 @@ import asyncpg
 from tenantry import __version__
 from tenantry.db.fleet import read_fleet
 from tenantry.db.migrate import (
-    CELL,
-    ContractStep,
-    Migration,
-    Routine,
-    Schema,
     apply_steps,
-    available,
     check_applied,
-    contract_steps,
     create_record_tables,
     due_routines,
     recorded,
     refuse_newer,
 )
 from tenantry.db.release import Release, describe_all, line_text
+from tenantry.db.schema_files import (
+    CELL,
+    ContractStep,
+    Migration,
+    Routine,
+    Schema,
+    available,
+    contract_steps,
+)
 from tenantry.errors import ConfigurationError
 
 

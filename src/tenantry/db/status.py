@@ -14,18 +14,7 @@ import asyncpg
 
 from tenantry import __version__
 from tenantry.db.fleet import read_fleet
-from tenantry.db.migrate import (
-    CELL,
-    Recorded,
-    Schema,
-    available,
-    contract_steps,
-    existing_objects,
-    newer_than_code,
-    recorded,
-    routines,
-    routines_due,
-)
+from tenantry.db.migrate import Recorded, existing_objects, newer_than_code, recorded, routines_due
 from tenantry.db.pool import Database
 from tenantry.db.release import (
     Connected,
@@ -36,6 +25,7 @@ from tenantry.db.release import (
     oldest_served,
     served_text,
 )
+from tenantry.db.schema_files import CELL, Schema, available, contract_steps, routines
 
 _CONSOLE = "SELECT kind, name, detail, n FROM tenantry_console_releases()"
 
