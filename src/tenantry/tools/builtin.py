@@ -103,7 +103,8 @@ KEY_FILE = "/tmp/tenantry/idempotency-key"
 
 class Retry(StrEnum):
     """What becomes of a call a crash cut short (no ToolCompleted), by invariant 3
-    (docs/reference/architecture.md): exactly once where the effect accepts a key, at most once otherwise."""
+    (docs/reference/architecture.md): exactly once where the effect accepts a key, at most
+    once otherwise."""
 
     #: Made again with the same key: its effects dedupe on it (a server honouring keys,
     #: an activity) or stay where a repeat rewrites them alike (the sandbox's files).
