@@ -72,7 +72,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-# The layers of DESIGN §4 ([tool.importlinter] in pyproject.toml).
+# The layers of docs/reference/architecture.md ([tool.importlinter] in pyproject.toml).
 contracts: $(STAMP)
 	$(VENV)/bin/lint-imports
 

@@ -6,8 +6,8 @@ helper processes (fake model server, MCP server, a ``tenantry worker``) started 
 ``READY <url>`` handshake. Leaving the ``with`` block stops every process, drops the
 database, stops the embedded Postgres and deletes the temp dir, whatever happened.
 
-Figures follow DESIGN §15: nearest-rank percentiles (a latency some step really had), named
-by unit, one JSON line last on stdout (:func:`main`). Progress goes to stderr.
+Figures as docs/BENCHMARKS.md states them: nearest-rank percentiles (a latency some step
+really had), named by unit, one JSON line last on stdout (:func:`main`). Progress goes to stderr.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """activities: what one attempt of a tenant's activity costs the dispatcher, and whether
-a neighbour's retry storm delays another tenant's tasks (issue 16, DESIGN §11).
+a neighbour's retry storm delays another tenant's tasks (ADR 0013).
 
 Set-up: a fresh migrated database (``TENANTRY_DATABASE_URL``, else an embedded Postgres),
 a warm-pooled sandbox driver of one backend (``--backend``; default the strongest that

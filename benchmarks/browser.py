@@ -1,4 +1,4 @@
-"""The browser in a run's sandbox (ADR 0033, issue 22), per backend that runs it here.
+"""The browser in a run's sandbox (ADR 0033), per backend that runs it here.
 
 What a model waits for, measured at the built-in tools (``BuiltinTools.call``, as the tool
 gateway calls them), against a real page server reached only through the sandbox's egress

@@ -22,7 +22,7 @@ request pre-built but for its Idempotency-Key, and reading the answer by Content
 CPU share is reported (``client_cpu``). After each case, every tenant's ``tenant_load``
 (the operator API's policy view) is compared with the runs it accepted (``load_exact``).
 
-Progress goes to stderr; the last line on stdout is one JSON object (see DESIGN §15): the
+Progress goes to stderr; the last line on stdout is one JSON object: the
 one-tenant paced figures at the top level (as before), then ``one_tenant`` and
 ``fifty_tenants``, each ``{"paced": {...}, "saturated": {...}, "load_exact"}``, and the
 machine's ``load_average`` when it started.

@@ -40,7 +40,7 @@ pass can finish: the death is a finding, not hidden); each process's CPU share (
 ``others`` is the rest of the machine, ``stalled`` the share of time some task waited for
 a CPU).
 
-Prints progress on stderr and one JSON line last on stdout (DESIGN §15):
+Prints progress on stderr and one JSON line last on stdout:
 ``{"whale": "A", "fair": {tenant: {"p50_wait_s", "p95_wait_s", "max_wait_s"}},
 "fifo": {same}, "utilization", "fifo_utilization", "steady_submit_p95_ms_during_whale":
 {tenant: ms}, "slots", "backlog_s", ...}``.

@@ -1,6 +1,6 @@
 """A process's first model call: how long the worker waits on the model gateway
 (``waited_ms``, as the model step measures it) against the provider's own time, in fresh
-processes. Issue 18 saw ``waited_ms`` 1,164 for a provider that answered in 5.9 ms: the
+processes. A worker once saw ``waited_ms`` 1,164 for a provider that answered in 5.9 ms: the
 gateway built the account's 32 HTTP transports — each with its own TLS context — inside
 that first call. The fake provider runs in this (parent) process, warmed; each sample is a
 new child process with a new gateway making its first calls.

@@ -7,7 +7,7 @@ three registered accounts, sticky per run), circuit breaker, the account's capac
 client (request encoding, HTTP, reply parsing, rate-limit headers), and the bookkeeping of
 the reply. The added latency of a call is its gateway wall time minus the time spent in
 the provider client's HTTP call inside it, measured per call. The fake provider runs in its
-own process. Target (issue 5): p50 < 1 ms, p99 < 5 ms; anchor: LiteLLM publishes ~2-12 ms
+own process. Target: p50 < 1 ms, p99 < 5 ms; anchor: LiteLLM publishes ~2-12 ms
 median proxy overhead.
 
     .venv/bin/python benchmarks/model_gateway.py   # prints one JSON line last

@@ -22,7 +22,7 @@ first, and the ratio understates a pass's cost).
 ``RETENTION_REST`` overrides the cleaner's rest after each batch (``CleanupSettings.rest_ratio``,
 its default 1: as long as the batch took; 0: flat out).
 
-Targets (issue 17): ``runs_deleted_per_s`` >= 2,000; ``step_p99_ratio`` <= 1.25.
+Targets: ``runs_deleted_per_s`` >= 2,000; ``step_p99_ratio`` <= 1.25.
 
 Prints progress on stderr and one JSON line last on stdout:
 ``{"runs_deleted_per_s", "step_p99_ratio", ...}``.

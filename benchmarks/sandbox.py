@@ -1,4 +1,4 @@
-"""Sandbox readiness and memory, per backend that runs here (DESIGN §1, §10, §15).
+"""Sandbox readiness and memory, per backend that runs here (targets in docs/BENCHMARKS.md).
 
 For each backend: the time from asking for a sandbox to one that answers —
   * warm claim: from a full warm pool (resume + fresh entropy + bind), the design's path;
@@ -86,7 +86,7 @@ async def measure(name: str, data_dir: Path) -> dict[str, Any]:
         pss = [box.instance.pss_kib() or 0 for box in held]
         result["pss_mib"] = round(statistics.median(pss) / 1024, 1)
         # One execution's round trip in a claimed sandbox: the shell command, and the
-        # host's sweep after it of anything the command left running (issue 15).
+        # host's sweep after it of anything the command left running.
         execs = []
         for _ in range(EXECS):
             started = time.perf_counter()

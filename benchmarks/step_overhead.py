@@ -3,7 +3,7 @@
 A step is one decision of the run driver: call the model, call a tool, or end the run. Its
 platform time is the step's wall time minus the time spent waiting on the model or the tool
 (``Engine.stats.platform_ms``, recorded by the driver itself): reading the log for news,
-deciding, and the append transaction that saves the result and renews the lease (DESIGN §3).
+deciding, and the append transaction that saves the result and renews the lease (ADR 0023).
 
 Set-up: a fresh database (``TENANTRY_DATABASE_URL``, else an embedded Postgres), the fake
 model server and the MCP test server each in their own process (so their CPU does not run in

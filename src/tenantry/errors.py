@@ -149,8 +149,9 @@ TENANT_MOVING_RETRY_AFTER = 5
 
 class ToolUnavailable(TenantryError):
     """A tool server could not be reached, failed, or did not answer in time. The call may or
-    may not have run: retry only with the same idempotency key (DESIGN §2.3). A tool that
-    answered with an error is not this: that answer is information for the model."""
+    may not have run: retry only with the same idempotency key (invariant 3 of
+    docs/reference/architecture.md). A tool that answered with an error is not this: that
+    answer is information for the model."""
 
     type = "tool_unavailable"
     status = 502
@@ -160,7 +161,7 @@ class ToolUnavailable(TenantryError):
 
 class RegionNotServed(TenantryError):
     """A tenant asked for a region no cell serves: on a cell, a region other than its own
-    (DESIGN §12: an EU tenant's rows exist only in an EU cell); at the router, a region
+    (an EU tenant's rows exist only in an EU cell: docs/how-to/cells.md); at the router, a region
     with no cell in the directory. ``region`` names it."""
 
     type = "region_not_served"

@@ -1,4 +1,4 @@
-"""Chaos for tenants' activities (issue 16, DESIGN §11), on real sandboxes of every backend
+"""Chaos for tenants' activities (ADRs 0012, 0013), on real sandboxes of every backend
 and a real Postgres.
 
 Poison payloads — a segfault (``ctypes``), a memory bomb, a fork bomb, an endless loop and
@@ -100,7 +100,7 @@ POISONS = {
 }
 #: rm -rf / ends on its own: walking the whole tree is slow under gVisor's ptrace platform.
 RM_RF_TIMEOUT_S = 600.0
-#: TCG is slow: the microVM runs the three that matter most there (issue 16's minimum).
+#: TCG is slow: the microVM runs the three that matter most there.
 KINDS = {"microvm": ("segfault", "memory", "loop")}
 ALL_KINDS = (*POISONS, "rm_rf")
 

@@ -1,5 +1,5 @@
-"""Built-in tools that reach outside, with a worker SIGKILLed mid-request (issue 36): the
-design's rule — exactly once where the effect takes the key, at most once otherwise —
+"""Built-in tools that reach outside, with a worker SIGKILLed mid-request: invariant
+3's rule — exactly once where the effect takes the key, at most once otherwise —
 for code with an allowed egress host and for a browser submitting a form.
 
 The host outside is a real one as far as the platform can tell (tests.support.outside_host:

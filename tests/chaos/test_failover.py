@@ -1,5 +1,5 @@
 """Chaos: a highly available cell loses its primary's machine mid-flight and fails over to the
-synchronous standby (issue 20). Real ``tenantry api`` and two ``tenantry worker`` processes
+synchronous standby (ADR 0025). Real ``tenantry api`` and two ``tenantry worker`` processes
 at production settings (default lease, timeouts and pool sizes) on the multi-host URL of a
 primary and a standby this test starts (tests/support/pgcell.py); every process of the
 primary is SIGKILLed while 100 runs are inside keyed MCP calls, and after a detection gap

@@ -1,10 +1,10 @@
 """Chaos: real worker processes killed with SIGKILL at random moments, or frozen past their
 lease, while runs make keyed tool calls to a real MCP server that counts what it receives.
 
-Invariants under test (DESIGN §2): a saved step is never lost (1), two workers never split a
-run (2), a keyed side effect happens exactly once (3). The fake model and the MCP server run
-in this process, so their counters are read directly; workers reach them over loopback.
-Set CHAOS_SEED to replay a kill schedule (timing still varies).
+Invariants under test (docs/reference/architecture.md): a saved step is never lost (1), two
+workers never split a run (2), a keyed side effect happens exactly once (3). The fake model and
+the MCP server run in this process, so their counters are read directly; workers reach them over
+loopback. Set CHAOS_SEED to replay a kill schedule (timing still varies).
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ CONCURRENCY = 16  # runs each worker holds
 # `make test` after this suite, with this harness). What it does not check is here: the
 # takeovers at once at the production lease, a frozen worker, a keyless call cut off.
 
-# The issue-19 workload, at the production lease (30 s): 3 workers, one SIGKILLed about
-# every second, 40 runs of 4 keyed calls (three effects and a slow call, where kills land
+# The takeover workload (ADR 0018), at the production lease (30 s): 3 workers, one SIGKILLed
+# about every second, 40 runs of 4 keyed calls (three effects and a slow call, where kills land
 # mid-call). A killed worker's runs waiting out its lease would keep this going for
 # minutes; taken over at the next claim they all end soon after the last one arrives.
 # Kills wait for two workers to be up, so their pace is also that of a replacement's start

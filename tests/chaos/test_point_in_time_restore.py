@@ -1,5 +1,5 @@
 """Chaos: a cell's Postgres backed up with pgBackRest while runs write, and restored to a point
-in time into a new cluster (issue 37 item 5, ADR 0036, docs/how-to/backup.md).
+in time into a new cluster (ADR 0036, docs/how-to/backup.md).
 
 A test-owned cluster archives its WAL into a test-owned pgBackRest repository. A real
 ``tenantry api`` and a ``tenantry worker`` (production settings) drive runs of many keyed

@@ -1,6 +1,6 @@
 """Chaos: runs parked by worker processes are woken by another one after the provider
 recovers, at the shipped settings, with a provider that has no ``GET /models``
-(DESIGN §8, ADR 0009).
+(ADR 0009).
 
 Two workers see the outage and park the runs; one of them is killed while they are
 parked; the provider comes back. The survivor's probe is answered 404, which must not

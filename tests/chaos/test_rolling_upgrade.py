@@ -1,4 +1,4 @@
-"""A rolling upgrade from the previous release to this code, under load (issue 37), in the
+"""A rolling upgrade from the previous release to this code, under load, in the
 order docs/how-to/upgrade.md gives an operator.
 
 The previous release (tests/support/previous_release.py: the newest ``v*`` tag, else

@@ -1,4 +1,4 @@
-"""Two cells behind one `tenantry router`, as operators run them (issue 20, must show).
+"""Two cells behind one `tenantry router`, as operators run them (docs/how-to/cells.md).
 
 Each cell is its own Postgres cluster with a `tenantry api` and a `tenantry worker` process
 (cells `eu-1` in region `eu`, `us-1` in region `us`); the global directory is a database of

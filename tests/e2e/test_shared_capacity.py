@@ -1,5 +1,5 @@
 """Four worker processes on one model account stay within its rate limit together
-(issue 19, ADR 0021): the account's rpm is divided among them through leased shares in
+(ADR 0021): the account's rpm is divided among them through leased shares in
 Postgres, instead of each sending up to the whole of it.
 
 The provider is a fake that enforces the rpm itself and counts the 429s it answers. It

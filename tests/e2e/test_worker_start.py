@@ -1,5 +1,5 @@
 """A worker reaches its first claim without loading what its step path does not need at once
-(issue 19: first claim within 1 s of CPU; the figure itself is `process_cpu_ms` on its
+(target: first claim within 1 s of CPU; the figure itself is `process_cpu_ms` on its
 "worker started" line, measured by benchmarks, never asserted here).
 
 Real processes on a real database: `tenantry worker --processes 1` as an operator starts it,

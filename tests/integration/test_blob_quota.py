@@ -1,4 +1,4 @@
-"""A tenant's bytes in the blob store have a quota (issue 15, item 4): a tenant writing
+"""A tenant's bytes in the blob store have a quota: a tenant writing
 past it is refused — nothing written, a typed error saying how full it is — while another
 tenant's writes still succeed, and deleting blobs gives the room back. A tool output past
 the quota still reaches the model, capped, only without its full copy by reference."""

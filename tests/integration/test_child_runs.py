@@ -1,4 +1,4 @@
-"""Child runs (issue 21): an agent starts other agents through its `start_agent` tool.
+"""Child runs (ADR 0032): an agent starts other agents through its `start_agent` tool.
 Each child is its own run; the parent waits for it without holding a slot and resumes with
 its answer (or its failure) as the tool result."""
 

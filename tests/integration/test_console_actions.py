@@ -1,8 +1,8 @@
-"""The console acts (issue 18): cancel a run, decide approvals in bulk, revoke an API key,
-pause and resume a tenant's admissions — each a form post with the session's CSRF token,
-refused without it (nothing changes, nothing is logged), and recorded in the action log as
-the session that did it. Pausing is also the operator API's (PUT .../admissions): a paused
-tenant's new runs get 409 admissions_paused."""
+"""The console acts (docs/how-to/console.md): cancel a run, decide approvals in bulk, revoke an API
+key, pause and resume a tenant's admissions — each a form post with the session's CSRF token,
+refused without it (nothing changes, nothing is logged), and recorded in the action log as the
+session that did it. Pausing is also the operator API's (PUT .../admissions): a paused tenant's new
+runs get 409 admissions_paused."""
 
 from __future__ import annotations
 

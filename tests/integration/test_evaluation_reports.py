@@ -1,4 +1,4 @@
-"""Reading an evaluation costs bounded work whoever polls it (ADR 0034, issue 35): a side is
+"""Reading an evaluation costs bounded work whoever polls it (ADR 0034): a side is
 judged once, at the first read after its run ended, and later reads take the stored
 verdicts without reading the run's events; a side reports its first tool calls and their
 total; a list of test sets shows summaries, not cases."""

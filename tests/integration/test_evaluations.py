@@ -1,4 +1,4 @@
-"""Agent test sets, evaluations and promotion (issue 23, ADR 0034), end to end on a real
+"""Agent test sets, evaluations and promotion (ADR 0034), end to end on a real
 platform: the API, a worker, the fake model server (whose scripted replies may quote the
 system prompt, as a real model's would change with it) and a real MCP tool server."""
 

@@ -1,4 +1,4 @@
-"""Issue 15, item 9b: our own faults are not described to tenants. A provider whose error
+"""Our own faults are not described to tenants. A provider whose error
 body names an internal host, and a platform fault whose exception does, reach the tenant
 (GET /v1/runs/{id}, the event stream) only as a stable message and an error id; our log
 holds the detail under the same id."""

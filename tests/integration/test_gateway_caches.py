@@ -1,4 +1,4 @@
-"""What the tool gateway keeps between calls (issue 35 item 6): every per-tenant cache is
+"""What the tool gateway keeps between calls: every per-tenant cache is
 bounded in entries and time, and no decrypted credential outlives the call that sent it —
 neither in the gateway nor in the MCP client's pooled sessions under it."""
 

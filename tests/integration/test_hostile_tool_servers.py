@@ -1,8 +1,8 @@
-"""A hostile tenant's tool server against a shared worker (issue 35 item 2): a real
-``tenantry worker`` process at its production lease and pool, tenant A's runs calling a
-server that floods each call with server-to-client requests or notifications, answers past
-the size cap, or answers with JSON built to cost thirty times its size, while tenant B's runs
-call an ordinary MCP server on the same worker.
+"""A hostile tenant's tool server against a shared worker (docs/reference/security.md, "Tool
+servers"): a real ``tenantry worker`` process at its production lease and pool, tenant A's runs
+calling a server that floods each call with server-to-client requests or notifications, answers past
+the size cap, or answers with JSON built to cost thirty times its size, while tenant B's runs call
+an ordinary MCP server on the same worker.
 
 What must hold: every run of both tenants finishes (A's model reads a tool error naming the
 bound its server broke); the flood got at most a handful of replies; no lease of B's was

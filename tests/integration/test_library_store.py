@@ -1,5 +1,5 @@
-"""The library API over the same store (DESIGN §14): admission as values, fair and bounded
-claims, fenced leases, tenant-scoped signals — against a real Postgres."""
+"""The library API over the same store (docs/how-to/library.md): admission as values, fair and
+bounded claims, fenced leases, tenant-scoped signals — against a real Postgres."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""/metrics after real runs (issue 8): runs by status from the database, and what the worker
+"""/metrics after real runs: runs by status from the database, and what the worker
 loops of the same process counted — queue waits, step platform time, model calls and
 errors, breakers, budget refusals — all by tenant class; no label value is a tenant id."""
 

@@ -1,4 +1,4 @@
-"""A process's first model call waits for nothing of the gateway's own (issue 18): the
+"""A process's first model call waits for nothing of the gateway's own: the
 accounts' HTTP clients are built when the gateway starts, not in the first call (where
 building one account's client cost 0.7 s before the TLS context was shared, and still
 ~40-150 ms after), and the time a call spent opening its connection is measured apart from

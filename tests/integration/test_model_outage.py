@@ -1,4 +1,4 @@
-"""The "provider goes down mid-run" story (DESIGN §8, issue 5): an outage costs tenants
+"""The "provider goes down mid-run" story (ADR 0003): an outage costs tenants
 time, never failed runs, and never a silent change of model.
 
 Three accounts across two providers (real fake servers speaking the OpenAI and Anthropic

@@ -1,5 +1,5 @@
 """Parked runs wake when their provider recovers, whatever optional endpoints it has
-(DESIGN §8, issue 13, ADR 0009).
+(ADR 0009).
 
 The fake providers here have no ``GET /models`` (it answers 404, as many OpenAI-compatible
 servers do), so a probe can never say "back": recovery has to be learned from a real call.

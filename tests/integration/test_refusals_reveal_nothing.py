@@ -1,4 +1,4 @@
-"""Issue 15, item 9a: a refusal tells a tenant its own limits and counts and when to retry,
+"""A refusal tells a tenant its own limits and counts and when to retry,
 never how deep the cell's queue is. Tenant B probes while tenant A's queue grows: if any
 figure in B's answers followed A's runs, two refusals at two depths would differ."""
 

@@ -1,4 +1,4 @@
-"""No silent downgrade of isolation (issue 15, item 6): real ``tenantry`` processes on a
+"""No silent downgrade of isolation: real ``tenantry`` processes on a
 host where the stronger sandbox backends are missing (a PATH without runsc, an
 image folder where no guest image was built), or where the worker is not root (a microVM
 without its network namespace and cgroup). A production worker below

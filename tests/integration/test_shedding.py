@@ -1,4 +1,4 @@
-"""Shedding under overload (DESIGN §7b, ADR 0008), through the API and a real worker with the
+"""Shedding under overload (ADR 0008), through the API and a real worker with the
 thresholds set low: new runs are delayed behind every tenant's in-flight runs, then new
 batch runs are refused, then every new run; steps of runs in flight go on at every level."""
 

@@ -1,4 +1,4 @@
-"""No prompt ever holds two tenants' data (DESIGN §2.4): two tenants' runs, interleaved on
+"""No prompt ever holds two tenants' data (invariant 4): two tenants' runs, interleaved on
 one worker and one provider account, with tool calls, summaries (ADR 0031) and streamed
 replies (ADR 0030). Each tenant's system prompt and inputs carry a marker of its own; every
 request the provider received carries exactly one tenant's, and each tenant's requests are

@@ -1,5 +1,5 @@
 """A test case made from a run (`from_run`) copies that run's input and tool results; the
-copy is the run's data and goes with it (ADR 0034, issue 35). Whichever way the run is
+copy is the run's data and goes with it (ADR 0034). Whichever way the run is
 deleted — `DELETE /v1/runs/{id}`, retention, the tenant's erasure — nothing of its input or
 its tool results is left in the test set, through the API or in the table, while the test
 set itself, its other cases and what the tenant wrote in the case stay readable."""

@@ -1,5 +1,5 @@
 """A tool server that hangs is cut at the tool gateway's deadline — the production default,
-since faults are tested at production settings — and the model is told (DESIGN §9, §7b).
+since faults are tested at production settings — and the model is told.
 The deadline covers the call's retries: a server that honours keys is retried within it,
 with the call's key; one that does not is never called twice. This test waits out one
 deadline (about 30 s): its three runs hang side by side, on one worker."""

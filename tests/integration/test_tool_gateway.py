@@ -116,7 +116,7 @@ async def test_a_server_that_changes_its_tools_is_refused_until_repinned(
     r = await api.client.post(f"/admin/v1/tenants/{tenant}/tool-servers/bank/pin",
                               headers=api.operator)
     assert r.status_code == 200 and "close_account" in r.json()["tools"]
-    # The version was published against the old list: it stays refused (issue 15) ...
+    # The version was published against the old list: it stays refused ...
     run_id = await api.start(h, agent, scripted(call("wire_money", amount=5, to="a"),
                                                 answer("{last_tool_result}")))
     await api.events_until_end(h, run_id)

@@ -1,7 +1,7 @@
-"""A hostile tenant against the tool gateway (issue 15): MCP sessions are never shared
-between tenants; a tool server that changes its tools after an agent version was published
-against them is refused for that version, whatever was re-pinned since; and neither a
-tool's output nor a tool name the model makes up can close or forge a prompt's fence."""
+"""A hostile tenant against the tool gateway (docs/reference/security.md, "Tool servers"): MCP
+sessions are never shared between tenants; a tool server that changes its tools after an agent
+version was published against them is refused for that version, whatever was re-pinned since; and
+neither a tool's output nor a tool name the model makes up can close or forge a prompt's fence."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The run trace (issue 8): where a run's wall time went, derived from its log.
+"""The run trace: where a run's wall time went, derived from its log.
 
 One run shows a model fallback and an approval; its spans are contiguous and add up to the
 run's wall time within TOLERANCE_MS (rounding each span to 0.001 ms); the approval span is
@@ -171,7 +171,7 @@ async def test_a_trace_shows_the_fallback_and_the_approval_and_adds_up(
 async def test_a_cancel_during_the_model_call_leaves_the_call_whole(
     api: Api, database_dsn: str,
 ) -> None:
-    """Issue 18: a cancel request that lands while the run's only model call is in flight
+    """A cancel request that lands while the run's only model call is in flight
     ends neither the queue wait nor the call; the call's span is what the worker measured,
     and it holds the moment of the cancel."""
     _, h = await api.tenant()

@@ -1,4 +1,4 @@
-"""Issue 15, items 1 and 2, as a hostile tenant tries them: a webhook URL that rebinds to
+"""Webhook URLs and receivers as a hostile tenant tries them: a webhook URL that rebinds to
 our loopback or spells an internal address, and receivers that answer slowly or without
 end to stall the worker that delivers to them."""
 

@@ -1,5 +1,5 @@
 """One rig for the activity tests on real sandboxes and a real Postgres (ADRs 0013, 0014,
-0016, issue 16's chaos): a store, a vault, dispatchers with test-sized timings (stopped on
+0016, and the activity chaos): a store, a vault, dispatchers with test-sized timings (stopped on
 the way out), publishing from source text, enqueueing, waiting for a task to settle, and
 reading back its attempts and usage facts. What differs between the test files — default
 slots, the default settings of a published version, whether the sandboxes handed out are

@@ -1,5 +1,5 @@
 """Tool-rule escapes, counted from the tool server's side: every call a tool server received,
-checked against the rules of the run that made it (DESIGN §9, invariant 7).
+checked against the rules of the run that made it (invariant 7).
 
 The release gates (benchmarks/gate.py: the replay gate's 10,000 runs, the chaos gate's
 1,000) and their tests count with this. The witness is the server, not the log: a call the

@@ -1,4 +1,4 @@
-"""The replay gate (issue 21): many varied runs recorded on a real platform, then every one
+"""The replay gate: many varied runs recorded on a real platform, then every one
 replayed on the current code (invariant 11), and every call the tool server received checked
 against its run's tool rules (tests/support/escapes.py). benchmarks/replay.py runs it at
 10,000 runs, in CI too (`make gate`, after the suite); tests/integration/test_replay_gate.py

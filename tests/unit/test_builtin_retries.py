@@ -1,5 +1,5 @@
-"""What a crash that cuts a built-in call short makes of it (tools/builtin.py ``retry_of``,
-issue 36): exactly once where the effect takes the key or stays in the sandbox, at most
+"""What a crash that cuts a built-in call short makes of it (tools/builtin.py
+``retry_of``): exactly once where the effect takes the key or stays in the sandbox, at most
 once otherwise — by the version's egress hosts and ``code_honours_keys`` alone."""
 
 from __future__ import annotations

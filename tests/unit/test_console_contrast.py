@@ -1,4 +1,4 @@
-"""Accessibility basics (issue 18 item 8): every text colour of the console's stylesheet
+"""Accessibility basics: every text colour of the console's stylesheet
 against the background it is drawn on reaches WCAG 2.x AA contrast for normal text (4.5:1),
 computed from the stylesheet itself — a colour changed there is checked here."""
 

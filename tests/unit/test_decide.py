@@ -134,7 +134,7 @@ def test_an_interrupted_keyless_call_is_recorded_as_unknown() -> None:
 
 def test_an_interrupted_built_in_call_whose_effects_stayed_in_the_sandbox_is_made_afresh(
 ) -> None:
-    """ToolStarted with fresh_sandbox (issue 36): made again, with the same key, on a sandbox
+    """ToolStarted with fresh_sandbox: made again, with the same key, on a sandbox
     restored from the last save; the same call otherwise."""
     spec = AgentSpec(model="m", system_prompt="", tools=("run_python",))
     code = call("run_python", '{"code": "1"}')

@@ -1,4 +1,4 @@
-"""What a refused egress attempt is recorded as (issue 15 item 10): a bounded reason code
+"""What a refused egress attempt is recorded as: a bounded reason code
 that never carries what a name resolved to, and a bounded number of events per call."""
 
 from __future__ import annotations

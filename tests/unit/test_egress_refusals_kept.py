@@ -1,5 +1,5 @@
-"""What the egress proxy keeps of refused attempts is bounded whatever its callers do
-(issue 35 item 3): refusals that nobody takes — an activity attempt nobody collected, a
+"""What the egress proxy keeps of refused attempts is bounded whatever its callers do:
+refusals that nobody takes — an activity attempt nobody collected, a
 sandbox that goes on trying after its run's last tool call — stay within a few MiB per
 process, the oldest dropped first and still counted for their key; a take frees what it
 returns."""

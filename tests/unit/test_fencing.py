@@ -1,5 +1,5 @@
 """Tool output and tool names cannot close or forge the fence around tool output
-(issue 15 item 9c): whatever a tool returns or a model names, a prompt holds exactly one
+(invariant 10): whatever a tool returns or a model names, a prompt holds exactly one
 opening and one closing fence tag per result."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The pure parts of issue 8: the trace's partition of a run's time (clamping included),
-the metrics registry's text format and label bound, and run ids on log lines."""
+"""The pure parts of the trace and metrics: the trace's partition of a run's time (clamping
+included), the metrics registry's text format and label bound, and run ids on log lines."""
 
 from __future__ import annotations
 

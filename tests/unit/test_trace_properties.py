@@ -1,4 +1,4 @@
-"""The trace over generated logs (issue 18, item 3): whatever a run went through — cancels
+"""The trace over generated logs: whatever a run went through — cancels
 (before the claim, during a call, during a wait), approvals, parks, activity waits,
 retries, fallbacks, signals and a worker dying mid-call — its spans never overlap, lie end
 to end over the run's wall time, and each call or wait span is exactly what its events

@@ -1,4 +1,4 @@
-"""Agent versions flagged for review (issue 15): a version whose sandboxes keep trying to
+"""Agent versions flagged for review: a version whose sandboxes keep trying to
 reach what its allow-list does not allow (internal or metadata addresses, hosts off the
 list) is counted, and once the count reaches the operator's threshold
 (``TENANTRY_EGRESS_FLAG_THRESHOLD``) flagged. The flag is information for the tenant and

@@ -22,7 +22,7 @@ class SandboxPolicy:
     egress: tuple[str, ...] = ()
     #: The version's code passes each call's idempotency key (TENANTRY_IDEMPOTENCY_KEY) on
     #: to the hosts it reaches, which honour it: a code call interrupted by a crash is then
-    #: made again with the same key, instead of being recorded ``unknown`` (issue 36).
+    #: made again with the same key, instead of being recorded ``unknown``.
     code_honours_keys: bool = False
 
 

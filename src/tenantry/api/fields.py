@@ -275,10 +275,10 @@ HttpUrl = Annotated[str, Field(min_length=8, max_length=2048,
                     AfterValidator(http_url)]
 
 
-# A sandbox egress entry (DESIGN §10): a host name or IPv4 address, or `*.` and a domain of
-# two or more labels whose last starts with a letter (never an address), and an optional
-# port 1-65535. Stricter than the proxy's own parser (egress/policy.py), which takes
-# every entry of this pattern.
+# A sandbox egress entry (docs/how-to/sandboxes.md#network-egress): a host name or IPv4
+# address, or `*.` and a domain of two or more labels whose last starts with a letter (never
+# an address), and an optional port 1-65535. Stricter than the proxy's own parser
+# (egress/policy.py), which takes every entry of this pattern.
 _HOST_LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _TOP_LABEL = r"[A-Za-z]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _PORT = (r"([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]"

@@ -1,4 +1,4 @@
-"""Operator API for prices: any model the operator prices can be served (DESIGN §8).
+"""Operator API for prices: any model the operator prices can be served (ADR 0003).
 
 Model names contain ``/``, ``:`` and ``.`` (``meta-llama/Llama-3.1-8B-Instruct``,
 ``qwen2.5:7b``), so the routes take the rest of the path as the name (``{model:path}``)."""

@@ -1,4 +1,4 @@
-"""The global directory (DESIGN §12, ADR 0027): its own Postgres database and migration
+"""The global directory (ADR 0027): its own Postgres database and migration
 series, holding only what routing needs — the cells, each tenant's region, home cell and
 state, and the SHA-256 of each API key. A tenant's runs, events, secrets and usage live in
 its home cell and nowhere else.

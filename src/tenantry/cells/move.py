@@ -1,4 +1,4 @@
-"""Moving a tenant from its home cell to another (issue 20 item 4, ADR 0029).
+"""Moving a tenant from its home cell to another (ADR 0029).
 
 One move goes through phases kept in the directory, so a move stopped anywhere (the
 operator's laptop closed, a cell down) is resumed or rolled back from where it was:

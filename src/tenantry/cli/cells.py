@@ -1,4 +1,4 @@
-"""``tenantry cells``: the global directory's cells (DESIGN §12, ADR 0027) — ``add`` one,
+"""``tenantry cells``: the global directory's cells (ADR 0027) — ``add`` one,
 ``list`` them. Each command brings the directory's schema current first (its own series),
 so the first ``cells add`` works before any router has started.
 

@@ -23,7 +23,7 @@ from tenantry.errors import ConfigurationError
 #: row locks, and the event rows it deletes, for too long.
 MAX_RETENTION_BATCH = 10_000
 
-#: A cell's name and a region (DESIGN §12): also the directory's CHECK and the API's rule.
+#: A cell's name and a region (docs/how-to/cells.md): also the directory's CHECK and the API's rule.
 CELL_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 #: The region a cell serves when none is named: it hosts a tenant of any region (``tenantry
 #: up`` is one local cell with no router); a tenant in it may use any model account.
@@ -48,7 +48,7 @@ class Settings:
     port: int = 8080
     operator_token: str | None = None
     master_key: str | None = None
-    # Sandboxes (DESIGN §10): the backend (None → probed: microvm, gvisor, bwrap; "none"
+    # Sandboxes (ADR 0005): the backend (None → probed: microvm, gvisor, bwrap; "none"
     # turns code execution off), the warm pool's size per worker process, the per-sandbox
     # guest memory, the per-execution time limit, how long a parked run's sandbox is
     # kept paused before it is hibernated (its files are saved at the park either way), and
@@ -94,7 +94,7 @@ class Settings:
     model_no_stream: tuple[str, ...] = ()
     lease_seconds: float = 30.0
     # Refused egress attempts of one agent version's sandboxes (over all its runs) before
-    # the version is flagged for review (issue 15).
+    # the version is flagged for review (agents/flags.py).
     egress_flag_threshold: int = 20
     # Child runs (runs/child_step.py): how deep a chain of runs starting runs may go (1: a
     # top-level run's children may start none), and how many children one run may start.
@@ -134,7 +134,7 @@ class Settings:
     webhook_deadline_seconds: int = 15
     webhook_concurrency: int = 32
     webhook_concurrency_per_tenant: int = 4
-    # Retention (DESIGN §11b): each `tenantry worker` process runs one cleaner (off: none
+    # Retention (ADR 0017): each `tenantry worker` process runs one cleaner (off: none
     # in this process — another does it), deleting runs per batch in one transaction
     # (bounds how long a batch holds its row locks), each tenant's pass coming round this
     # often.
@@ -152,7 +152,7 @@ class Settings:
     # The console cookie's Secure flag: auto sets it when the request came over https (as
     # uvicorn sees it); true forces it behind a TLS-terminating proxy uvicorn does not trust.
     console_secure_cookie: str = "auto"  # auto | true | false
-    # Cells (DESIGN §12, ADR 0027): this stack's name and the region it serves. A cell in
+    # Cells (ADR 0027): this stack's name and the region it serves. A cell in
     # region R creates only tenants of region R; one in `default` (a lone `tenantry up`)
     # creates any. The name is each tenant's `home_cell`.
     cell: str = "local"

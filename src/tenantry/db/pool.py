@@ -83,7 +83,7 @@ class _PoolConnection(asyncpg.Connection):
 
     A connection that ran one statement of :meth:`Database.statement` skips the reset: the
     functions called that way keep their settings transaction-local, so there is nothing to
-    undo, and the reset would be a second round trip for the one statement (issue 19)."""
+    undo, and the reset would be a second round trip for the one statement (ADR 0023)."""
 
     _clean = False
 

@@ -1,4 +1,4 @@
-"""The model gateway: every model call of every run goes through here (DESIGN §8).
+"""The model gateway: every model call of every run goes through here (ADR 0003).
 
 For one call it climbs a ladder and records every rung it takes:
 

@@ -1,4 +1,4 @@
-"""Retention (DESIGN §11b, ADR 0017): terminal runs and tasks leave after the tenant's
+"""Retention (ADR 0017): terminal runs and tasks leave after the tenant's
 operator-selected retention, or on request; an immutable tombstone says what was there;
 usage facts and the audit log outlive them.
 

@@ -1,5 +1,5 @@
 """The driver's side of child runs: an agent starting another agent through its
-``start_agent`` tool (issue 21).
+``start_agent`` tool (ADR 0032).
 
 ``request_child``: in one transaction fenced by the lease epoch, the child run is created
 with the call's key as its idempotency key (the tenant's admission applies; its priority

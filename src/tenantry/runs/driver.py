@@ -273,7 +273,7 @@ class RunDriver:
         sandbox: budget.SandboxFact | None = None, refused_egress: int = 0,
     ) -> None:
         """``refused_egress``: egress attempts refused during the tool call these events
-        record, counted against the agent version in the same transaction (issue 15)."""
+        record, counted against the agent version in the same transaction (agents/flags.py)."""
         usage = usage or TokenUsage()
         lease = self.lease
         events = [dataclasses.replace(payload, basis_seq=self.basis) for payload in events]

@@ -1,4 +1,4 @@
-"""Our own faults as a tenant sees them (issue 15): a stable message and an error id, never
+"""Our own faults as a tenant sees them: a stable message and an error id, never
 exception text, provider bodies, URLs or host names. The detail goes to our log under the
 same id (``error_id``, a structured field), where an operator finds it with one grep."""
 

@@ -232,7 +232,7 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
 
     b = _Builder()
     fallbacks: list[dict[str, Any]] = []
-    # Egress attempts the run's sandbox had refused, by reason code (issue 15).
+    # Egress attempts the run's sandbox had refused, by reason code.
     refused: dict[str, int] = {}
     summarized: list[dict[str, Any]] = []  # each summary: where, and up to which seq
     stopped: dict[str, Any] | None = None  # the BudgetStopped that ended the run, if one did
@@ -241,7 +241,7 @@ def trace_of(run: RunId, row: Any, events: list[Event]) -> dict[str, Any]:
     tokens = {"input_tokens": 0, "output_tokens": 0, "cost_micros": 0,
               "sandbox_cost_micros": 0}
     waiting: _Wait | None = None
-    # The child runs this run started (issue 21), linked by id; ``status`` once ended.
+    # The child runs this run started (ADR 0032), linked by id; ``status`` once ended.
     children: dict[str, dict[str, Any]] = {}
     claimed = False  # a worker has written to the log
     requeued = False  # an approval was decided: the run waits for a worker again

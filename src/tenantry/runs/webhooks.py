@@ -5,7 +5,7 @@ The delivery is an outbox on the run row, queued in the same transaction as the 
 event, so a crash between the two cannot lose it. Delivery is at-least-once: receivers
 dedupe by ``run_id`` (also sent as ``Idempotency-Key``).
 
-The URL is the tenant's, the network it reaches is ours (issue 15):
+The URL is the tenant's, the network it reaches is ours:
 
 - the host is resolved once, every address is vetted with the egress proxy's address
   policy (``sandbox.egress.policy.address_refusal``), and the connection goes to the vetted

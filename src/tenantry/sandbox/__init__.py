@@ -1,4 +1,4 @@
-"""Sandboxes (DESIGN §10): one per run, never reused, no network, ready from a warm pool.
+"""Sandboxes (ADR 0005): one per run, never reused, no network, ready from a warm pool.
 Backends: ``microvm`` (QEMU microvm, the default), ``gvisor`` (runsc), ``bwrap``
 (development only). The built-in code and file tools (``tenantry/tools/builtin.py``) run
 here through the tool gateway.

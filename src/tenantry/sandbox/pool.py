@@ -1,4 +1,4 @@
-"""The warm pool and the driver built on it (DESIGN §10).
+"""The warm pool and the driver built on it.
 
 The pool keeps ``size`` instances launched, warmed and paused; a claim takes one, resumes
 it, injects fresh entropy (clones of one snapshot are otherwise identical), narrows its

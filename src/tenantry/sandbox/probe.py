@@ -1,5 +1,5 @@
 """Probing which sandbox backend works here and building the worker's sandbox manager over
-it at start-up (DESIGN §10): the configured backend, or the first that works here of
+it at start-up: the configured backend, or the first that works here of
 microvm → gvisor → bwrap. The choice and the reasons the others were passed over are
 logged, and every sandbox reports its backend in the trace.
 

@@ -1,4 +1,4 @@
-"""The sandbox vocabulary shared by every backend (DESIGN §10): limits, the binding of a
+"""The sandbox vocabulary shared by every backend: limits, the binding of a
 sandbox to one tenant's run, what an execution returns, and the errors. It imports nothing
 else of ``sandbox/``; the protocols built on it live with what they describe —
 ``Instance``/``Backend`` in ``backends/protocol.py``, ``SandboxDriver`` in ``sandbox.py``."""

@@ -1,4 +1,4 @@
-"""Shedding under overload (DESIGN §7b, ADR 0008): the cell's load, as a level, decides
+"""Shedding under overload (ADR 0008): the cell's load, as a level, decides
 what gives way first — new runs are delayed, then new batch runs refused, then every new
 run refused. Steps of runs already in flight are never refused; they slow down last.
 

@@ -1,5 +1,5 @@
-"""Tenantry's store as a Python library (DESIGN §14): tenant-scoped tasks with admission,
-fair claims, fenced leases and signals, for platforms that keep their own loop.
+"""Tenantry's store as a Python library (docs/how-to/library.md): tenant-scoped tasks with
+admission, fair claims, fenced leases and signals, for platforms that keep their own loop.
 
 ```python
 tenant = TenantId.parse("tenant-acme")            # from authenticated identity, never a body

@@ -1,5 +1,5 @@
 """``WorkflowStore``: Tenantry's store as a library, for platforms that keep their own loop
-(DESIGN §14).
+(docs/how-to/library.md).
 
 A task is a run of kind ``'task'`` (see ``task_types`` for why a task type is an agent), so
 it lives in the same tables as agent runs: admission counts both against the tenant's one

@@ -1,5 +1,5 @@
-"""The built-in tools (DESIGN §9, §10): code execution, files and a browser, each in the
-calling run's own sandbox. The tool gateway routes them here after its allow-list and
+"""The built-in tools (docs/how-to/sandboxes.md): code execution, files and a browser, each in
+the calling run's own sandbox. The tool gateway routes them here after its allow-list and
 approval checks, and caps and fences their output like any tool's.
 
 The browser (ADR 0033) runs in the sandbox too, never on a worker: its traffic leaves only
@@ -102,8 +102,9 @@ KEY_FILE = "/tmp/tenantry/idempotency-key"
 
 
 class Retry(StrEnum):
-    """What becomes of a call a crash cut short (no ToolCompleted), by DESIGN's rule:
-    exactly once where the effect accepts a key, at most once otherwise."""
+    """What becomes of a call a crash cut short (no ToolCompleted), by invariant 3
+    (docs/reference/architecture.md): exactly once where the effect accepts a key, at most
+    once otherwise."""
 
     #: Made again with the same key: its effects dedupe on it (a server honouring keys,
     #: an activity) or stay where a repeat rewrites them alike (the sandbox's files).

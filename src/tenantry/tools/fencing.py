@@ -1,6 +1,7 @@
-"""The fence around tool output in a prompt (DESIGN §9, invariant 10): data from a tool is
-shown to the model between one ``<tool_output tool="..." status="...">`` line and one
-``</tool_output>`` line, and nothing inside can end the fence early or start another.
+"""The fence around tool output in a prompt (invariant 10; docs/reference/security.md, "Model
+context"): data from a tool is shown to the model between one
+``<tool_output tool="..." status="...">`` line and one ``</tool_output>`` line, and nothing
+inside can end the fence early or start another.
 
 Models read tags loosely, so what is neutralised is anything a reader could take for a fence
 tag, not only the exact one: ``</TOOL_OUTPUT>``, ``</Tool_Output >``, ``< /tool_output``,

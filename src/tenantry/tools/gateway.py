@@ -1,4 +1,4 @@
-"""The one place every tool call of every run goes through (DESIGN §9), in order:
+"""The one place every tool call of every run goes through, in order:
 
 allow-list (the pinned agent version) → approval (bound to the call's key and arguments)
 → built-in tools (code, files) go to the run's own sandbox; tenants' tools go on through

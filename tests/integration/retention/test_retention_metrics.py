@@ -1,4 +1,4 @@
-"""/metrics shows retention by tenant class, never by tenant id (issue 17 item 8): candidates
+"""/metrics shows retention by tenant class, never by tenant id: candidates
 waiting, the cleanup lag, tombstones, blob deletions pending, runs deleted ever and by the
 last pass — read from the database, so they follow the cleaner's work wherever it ran."""
 

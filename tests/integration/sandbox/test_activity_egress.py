@@ -1,4 +1,4 @@
-"""Refused egress of activity attempts (issue 35 item 3) on real sandboxes and a real
+"""Refused egress of activity attempts on real sandboxes and a real
 Postgres: an activity whose code keeps trying the cloud metadata address, an internal
 address and a host off its allow-list, over several attempts, finds each attempt's refusals
 on that attempt (the API: the first 20 with host, port and reason code, a count of the

@@ -1,4 +1,4 @@
-"""A sandbox save past the tenant's blob quota (issue 15, item 4), in real runs on every
+"""A sandbox save past the tenant's blob quota, in real runs on every
 backend: the hoarding tenant's run fails as its own failure (``ours: false``) with the
 reason, while another tenant's run parks, saves and finishes with its files."""
 

@@ -1,4 +1,4 @@
-"""A built-in code call cut short (issue 36), on every backend: the call's idempotency key
+"""A built-in code call cut short, on every backend: the call's idempotency key
 reaches the code (its environment and a file); a call whose effects stay in the sandbox is
 made again with the same key on a sandbox restored from the last save, so nothing of the
 interrupted attempt is there — even in a process that still holds the run's sandbox."""

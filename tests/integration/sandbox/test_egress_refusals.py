@@ -1,4 +1,4 @@
-"""Refused egress is counted (issue 15 item 10): code in a run's real sandbox that keeps
+"""Refused egress is counted: code in a run's real sandbox that keeps
 trying the cloud metadata address and hosts off its allow-list leaves one EgressRefused
 event per attempt in the run's log, raises the refused-egress metric, and past the
 operator's threshold gets its agent version flagged for review, in the API and the console.

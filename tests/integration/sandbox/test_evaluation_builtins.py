@@ -1,4 +1,4 @@
-"""Built-in tools in an evaluation's runs (ADR 0034, issue 35), with a real bwrap sandbox and
+"""Built-in tools in an evaluation's runs (ADR 0034), with a real bwrap sandbox and
 a real browser that reaches the test's web (`tests/support/pages.py`) only through the
 egress proxy. A `recorded` evaluation reaches nothing: code and the browser are answered by
 the case's recordings, the stub, or "no recording" — no sandbox is made and the page server

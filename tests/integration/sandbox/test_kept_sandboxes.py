@@ -1,4 +1,4 @@
-"""Paused ("kept") sandboxes of parked runs are bounded (issue 15, item 4): one tenant
+"""Paused ("kept") sandboxes of parked runs are bounded: one tenant
 parking more runs than its cap has its own oldest sandboxes hibernated, another tenant's
 kept sandbox stays, and every run still resumes with its files — on every backend."""
 

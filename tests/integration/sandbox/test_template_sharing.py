@@ -1,4 +1,4 @@
-"""Clones of one microVM template share the template's RAM (DESIGN §10, ADR 0005 §3): each
+"""Clones of one microVM template share the template's RAM (ADR 0005 §3): each
 maps the template's sealed memfd privately, so a page a clone only reads is the template's
 page — one copy for every clone — and a page it writes becomes its own.
 

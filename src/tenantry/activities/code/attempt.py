@@ -1,4 +1,4 @@
-"""One attempt of a tenant's activity in a fresh sandbox, and what happened (DESIGN §11).
+"""One attempt of a tenant's activity in a fresh sandbox, and what happened (ADR 0012).
 
 The sandbox is claimed for this attempt alone (``Binding(tenant, AttemptId)``) and
 destroyed on every path. Into it go exactly: the bundle (``bundle/``), the input

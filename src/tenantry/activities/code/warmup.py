@@ -1,4 +1,4 @@
-"""Warming a pooled sandbox for activity attempts (issue 16, ADR 0012 §7).
+"""Warming a pooled sandbox for activity attempts (ADR 0012 §7).
 
 A clone of the microVM template runs every code path for the first time: under software
 CPU emulation QEMU translates that guest code anew in each clone, and each page it touches

@@ -1,4 +1,4 @@
-"""Refused egress of activity attempts (issue 35): what the dispatcher takes from the proxy
+"""Refused egress of activity attempts: what the dispatcher takes from the proxy
 when an attempt ends, and how it is recorded.
 
 An attempt's sandbox is bound to the attempt (a reused one, ADR 0014, to its first task's

@@ -1,4 +1,4 @@
-"""The activity dispatcher (ADR 0013, DESIGN §11): claims activity tasks fairly under each
+"""The activity dispatcher (ADR 0013): claims activity tasks fairly under each
 tenant's ``max_activity_slots``, runs one attempt of each in a fresh sandbox, and records
 what happened in the task's log under the lease's epoch.
 

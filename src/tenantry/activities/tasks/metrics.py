@@ -1,5 +1,5 @@
 """Activity metrics (ADR 0013): the dispatcher's attempts by outcome, the egress its
-attempts had refused by tenant class and reason (issue 35), and the dead letters by tenant
+attempts had refused by tenant class and reason, and the dead letters by tenant
 class.
 
 The attempts are counted by the process that runs the dispatcher (``Dispatcher.outcomes``,

@@ -84,7 +84,7 @@ class Recorder:
             # The tenant's budget row last: a run's step locks the tenant's load row (its
             # status) before its budget row, and so must this transaction, whose status
             # changes (the task's, a woken parent's) lock the load row — in the other order
-            # the two deadlocked under load (issue 36's replay gate).
+            # the two deadlocked under load (the replay gate's runs caught it).
             if outcome.backend:  # an abandoned attempt's figures died with its dispatcher
                 await attempt_facts.record(conn, lease.tenant, lease.run, usage_fact(
                     seq, version, outcome, attempt, sandbox_ms, quote.version,

@@ -1,4 +1,4 @@
-"""``ActivityStore``: tenants' activities through the library (ADR 0013, DESIGN §11).
+"""``ActivityStore``: tenants' activities through the library (ADR 0013).
 
 Publish an immutable version (``publish``), enqueue tasks of it (``enqueue`` answers the
 store's admission values), read a task (``get``), list activities and tasks

@@ -86,9 +86,9 @@ class TenantRow:
     load: TenantLoad
     pending_approvals: int
     policy_updated_at: datetime
-    # Agent versions flagged for review (issue 15), most recently flagged first.
+    # Agent versions flagged for review (agents/flags.py), most recently flagged first.
     flagged: tuple[FlaggedVersionRow, ...] = ()
-    # Retention (issue 17): days runs are kept; tombstones' days (None: forever).
+    # Retention (ADR 0017): days runs are kept; tombstones' days (None: forever).
     runs_days: int = DEFAULT_RUNS_DAYS
     tombstones_days: int | None = None
     erased: bool = False

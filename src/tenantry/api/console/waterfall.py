@@ -37,7 +37,7 @@ class Waterfall:
     cost_micros: int
     sandbox_backend: str | None
     fallbacks: list[dict[str, Any]]
-    # Child runs (issue 21): the run that started this one, and the runs it started.
+    # Child runs (ADR 0032): the run that started this one, and the runs it started.
     parent_run_id: str | None = None
     children: list[dict[str, Any]] = field(default_factory=list)
 

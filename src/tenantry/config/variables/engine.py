@@ -268,7 +268,7 @@ ENGINE = (
             "`on`: each `tenantry worker` process (and `tenantry up`, once for all its worker "
             "loops) runs one retention cleaner beside its worker loop, on its database pool and "
             "blob store: terminal runs and tasks past their tenant's retention are deleted with a"
-            " tombstone each, their blobs after the batch commits (DESIGN §11b). `off`: this "
+            " tombstone each, their blobs after the batch commits (ADR 0017). `off`: this "
             "process runs none — run it elsewhere (another worker, or `tenantry retention run` "
             "from cron). Cleaners in several processes share the work: one tenant at a time each,"
             " under its cleanup lease. Other values are refused. Read by workers."),

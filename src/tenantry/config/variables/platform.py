@@ -136,7 +136,7 @@ PLATFORM = (
             "Connections `tenantry router` opens to each cell at most (integer ≥ 2), one per "
             "request in flight; more requests wait for one (up to the 60 s head timeout, then "
             "`503 cell_unavailable`). The caps below default to shares of it ([ADR "
-            "0028](../decisions/0028-tenant-router.md#caps-and-deadlines-issue-35-item-4))."),
+            "0028](../decisions/0028-tenant-router.md#caps-and-deadlines))."),
     ),
     Variable(
         "TENANTRY_ROUTER_MAX_REQUESTS_PER_TENANT",

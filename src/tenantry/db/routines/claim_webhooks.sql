@@ -1,7 +1,7 @@
 -- Webhook deliveries due now, across tenants, claimed for p_seconds so two workers do not
 -- send the same one at the same time (delivery is at-least-once; receivers dedupe by run).
 --
--- Bounded (issue 15): a delivery that used up its attempts is never claimed again (a
+-- Bounded: a delivery that used up its attempts is never claimed again (a
 -- worker that died on the last attempt cannot make every other worker retry it forever;
 -- tenantry_spent_webhooks records it as failed), and one claim hands out at most
 -- p_per_tenant deliveries of a tenant, less those the claiming worker already has in

@@ -1,4 +1,4 @@
--- Save a step in one call (issue 19, ADR 0023): its events in the next slots of the run's
+-- Save a step in one call (ADR 0023): its events in the next slots of the run's
 -- log, the run's projections and lease renewed, and what the step's transaction holds
 -- besides — the tool call's audit row, the model reply's reservation settled with its usage
 -- fact, the terminal status. One call in an implicit transaction where a step used to be

@@ -1,5 +1,5 @@
 -- The operator console's tenants page shows each listed tenant's agent versions flagged for
--- review (refused egress, issue 15): a read across tenants, like tenantry_console_tenants,
+-- review (refused egress, agents/flags.py): a read across tenants, like tenantry_console_tenants,
 -- so through a function of its own, the console role's alone.
 
 CREATE OR REPLACE FUNCTION tenantry_console_flagged_versions(p_tenants text[])

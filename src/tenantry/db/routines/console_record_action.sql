@@ -1,4 +1,4 @@
--- Records an operator's action (issue 18: from the console or the operator API) after it
+-- Records an operator's action (from the console or the operator API) after it
 -- was attempted, with its outcome ('done', or why it was refused), so a refused attempt is
 -- on record too. No role may touch console_actions itself; the console role records through
 -- this function and reads through tenantry_console_actions.

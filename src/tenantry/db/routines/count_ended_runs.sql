@@ -1,4 +1,4 @@
--- Runs by status for /metrics (issue 8): live statuses are counted in tenant_load
+-- Runs by status for /metrics: live statuses are counted in tenant_load
 -- (tenantry_count_runs); ended runs are counted here, in run_status_totals, kept in the
 -- same transaction as each run's terminal status change, so a scrape reads a few rows
 -- instead of counting the runs table.

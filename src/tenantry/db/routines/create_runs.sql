@@ -1,4 +1,4 @@
--- The API's batched intake (issue 19, ADR 0019): one batch of new agent runs, admitted in
+-- The API's batched intake (ADR 0019): one batch of new agent runs, admitted in
 -- one transaction and one call. p_groups: [{"tenant": id, "items": [item, ...]}, ...],
 -- tenants in id order (the lock order), each tenant's items in arrival order; an item is
 -- {"i": its index in the batch, "run_id", "agent_id", "version" (null: the agent's live

@@ -1,4 +1,4 @@
--- A worker notes a reply's provider snapshot (issue 35, ADR 0034) in one round trip, only
+-- A worker notes a reply's provider snapshot (ADR 0034) in one round trip, only
 -- when it differs from what its process last saw, with the owner of the account that
 -- answered (p_owner: 'platform' or 'tenant'; NULL: not known). The first seen is accepted;
 -- the accepted or the changed-to one seen on another owner's account adds that owner; any

@@ -1,4 +1,4 @@
--- Child runs (issue 21, ADR 0032): an agent run starts another agent's run for its
+-- Child runs (ADR 0032): an agent run starts another agent's run for its
 -- start_agent call and waits for it with its slot given back (status 'waiting'). Whatever
 -- ends the child — its worker's last step, a cancellation of a queued or waiting child
 -- through the API, a cancelling parent — the child's end wakes its parent, in the same

@@ -1,4 +1,4 @@
-"""The run's event log vocabulary (DESIGN §6): the event types, the stored row, and one
+"""The run's event log vocabulary (ADR 0010): the event types, the stored row, and one
 typed payload per type that anything writes. A run *is* its events: status, answer and
 usage on the ``runs`` row are projections kept in the same transaction as the event that
 changes them.

@@ -76,7 +76,7 @@ class ToolStarted(Payload):
     Interrupted (no ToolCompleted), it is recorded ``unknown`` — unless ``fresh_sandbox``:
     a built-in call whose effects all stay in the run's sandbox (or whose code passes the
     key on), made again with the same key on a sandbox restored from the last save, so
-    that nothing of the interrupted attempt is there (issue 36)."""
+    that nothing of the interrupted attempt is there."""
 
     TYPE = EventType.TOOL_STARTED
     key: str

@@ -104,7 +104,7 @@ class ActivityAttempted(Payload):
     peak_memory_bytes: int | None = None
     sandbox_ms: float | None = None  # the sandbox seconds billed, and their cost
     cost_micros: int | None = None
-    # Egress attempts the proxy refused during the attempt (issue 35): the first few, each
+    # Egress attempts the proxy refused during the attempt: the first few, each
     # {host, port, reason_code} as the code asked; how many in all, and how many by reason
     # code. Absent when there were none (and in logs written before they were recorded).
     egress_refused: list[dict[str, Any]] | None = None

@@ -1,4 +1,4 @@
-"""The ``bwrap`` backend (DESIGN §10): bubblewrap namespaces, a seccomp deny-list, rlimits
+"""The ``bwrap`` backend: bubblewrap namespaces, a seccomp deny-list, rlimits
 and cgroup v1 limits around the guest agent. It shares the host kernel, so it is for local
 development only and is never presented as equal to ``microvm`` or ``gvisor``.
 

@@ -1,4 +1,4 @@
-"""The ``gvisor`` backend (DESIGN §10): the guest agent under gVisor's user-space kernel
+"""The ``gvisor`` backend: the guest agent under gVisor's user-space kernel
 (``runsc``), for hosts without a usable VM path.
 
 Each instance is an OCI bundle: a shared, read-only root directory whose /usr (and the

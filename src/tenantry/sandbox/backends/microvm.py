@@ -1,4 +1,4 @@
-"""The ``microvm`` backend (DESIGN §10): each sandbox is its own guest kernel under QEMU's
+"""The ``microvm`` backend: each sandbox is its own guest kernel under QEMU's
 ``microvm`` machine — KVM where the host has hardware virtualization, software emulation
 (TCG) otherwise.
 

@@ -1,4 +1,4 @@
-"""The two protocols every backend implements (DESIGN §10): ``Backend`` starts sandboxes,
+"""The two protocols every backend implements: ``Backend`` starts sandboxes,
 ``Instance`` is one started sandbox, not yet bound to a run."""
 
 from __future__ import annotations

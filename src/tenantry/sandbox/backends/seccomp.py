@@ -5,7 +5,7 @@ The output is the raw ``struct sock_filter[]`` that ``bwrap --seccomp FD`` (and
 kernel's administration, other processes, namespaces or mounts fail with EPERM; everything
 else is allowed, so ordinary Python and its tools keep working. The sandbox's other walls
 (namespaces, no capabilities, cgroups) remain; this removes attack surface on the shared
-kernel, it is not the boundary on its own (DESIGN §10: bwrap is development-only)."""
+kernel, it is not the boundary on its own (bwrap is development-only: ADR 0005)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Sandbox egress (DESIGN §10): the allow-list (``policy``), the host-side proxy behind a
+"""Sandbox egress (ADR 0005): the allow-list (``policy``), the host-side proxy behind a
 sandbox's relay (``proxy``, whose docstring tells the whole path), the request it reads
 (``request``), the refusals it keeps until they are recorded (``refusals``), the frames of
 the one byte stream (``frames``) and a backend's end of that stream (``port``)."""

@@ -1,4 +1,4 @@
-"""Egress policy (DESIGN §10): which host and port a sandbox may reach, and which addresses
+"""Egress policy: which host and port a sandbox may reach, and which addresses
 it may never reach whatever the allow-list says (loopback, private, link-local and metadata,
 CGNAT, multicast, reserved — with IPv4-mapped, NAT64 and 6to4 forms unwrapped, and numeric
 host spellings decoded). The proxy in ``egress/proxy.py`` applies it; see its docstring."""

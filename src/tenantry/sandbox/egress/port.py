@@ -1,4 +1,4 @@
-"""The host end of one sandbox's egress byte stream (DESIGN §10), the same for every backend.
+"""The host end of one sandbox's egress byte stream, the same for every backend.
 
 A backend creates a socketpair when it starts a sandbox and hands one end to the guest's
 relay (a virtio-serial port's chardev for a microVM, the relay's inherited descriptor for

@@ -1,4 +1,4 @@
-"""Sandbox egress (DESIGN §10): the host-side HTTP proxy behind a sandbox's relay.
+"""Sandbox egress: the host-side HTTP proxy behind a sandbox's relay.
 
 A sandbox has no network device. When the tenant's agent spec names hosts
 (``sandbox.egress``), code in the sandbox reaches exactly those hosts through the guest's

@@ -1,4 +1,4 @@
-"""The microVM guest image (DESIGN §10): how it is built from Debian packages (``build``)
+"""The microVM guest image (ADR 0005): how it is built from Debian packages (``build``)
 and the formats it is written in — cpio, ELF, the kernel's compressed payload
 (``format``). The guest's own files live in ``sandbox/guest/``."""
 

@@ -1,4 +1,4 @@
-"""The microVM guest image (DESIGN §10): a Debian cloud kernel and an uncompressed initramfs
+"""The microVM guest image: a Debian cloud kernel and an uncompressed initramfs
 with busybox, Debian's Python 3.11 and the guest agent, built from Debian packages by
 ``tenantry sandbox build-image``. Nothing is downloaded at run time.
 
