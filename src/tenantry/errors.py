@@ -3,6 +3,7 @@ RFC 9457 problem+json in one place (``tenantry.api.problems``)."""
 
 from __future__ import annotations
 
+import builtins
 from typing import Any, ClassVar
 
 
@@ -23,6 +24,16 @@ class TenantryError(Exception):
         super().__init__(detail or self.title)
         self.detail = detail or self.title
         self.extra = extra
+
+    def __init_subclass__(cls, *, problem: builtins.type[TenantryError] | None = None,
+                          **kwargs: Any) -> None:
+        """``problem``: the error whose problem type this class stands for elsewhere (the
+        client's reading of a platform answer): its type, status, title and retryable,
+        declared once, in that class."""
+        super().__init_subclass__(**kwargs)
+        if problem is not None:
+            cls.type, cls.status, cls.title = problem.type, problem.status, problem.title
+            cls.retryable = problem.retryable
 
 
 class NotFound(TenantryError):

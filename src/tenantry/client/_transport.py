@@ -38,11 +38,6 @@ def settings(base_url: str | None, api_key: str | None) -> tuple[str, str]:
     return url.rstrip("/"), key
 
 
-def _client_options(base_url: str, api_key: str, timeout: float | None) -> dict[str, Any]:
-    return {"base_url": base_url, "timeout": timeout,
-            "headers": {"Authorization": f"Bearer {api_key}", "User-Agent": USER_AGENT}}
-
-
 def _stream_timeout(timeout: float | None) -> httpx2.Timeout:
     if timeout is None:
         return httpx2.Timeout(None)
@@ -65,14 +60,43 @@ def _failed(what: str, error: Exception) -> ConnectionFailed:
     return ConnectionFailed(f"{what}: {type(error).__name__}: {error}")
 
 
-class SyncTransport:
-    def __init__(self, base_url: str, api_key: str, *, timeout: float | None,
-                 policy: RetryPolicy, transport: httpx2.BaseTransport | None = None) -> None:
+def _wait_after_error(attempts: Attempts, what: str, error: Exception) -> float:
+    """The pause before the next attempt after no answer; ConnectionFailed when the
+    attempts are spent."""
+    wait = attempts.after_error(error)
+    if wait is None:
+        raise _failed(what, error) from error
+    return wait
+
+
+def _wait_after_answer(attempts: Attempts, response: httpx2.Response) -> float:
+    """The pause before the next attempt after an error answer (its body read); the
+    answer's typed exception when it is not retried."""
+    error = error_for(response.status_code, response.headers, response.content)
+    wait = attempts.after_answer(error)
+    if wait is None:
+        raise error
+    return wait
+
+
+class _Transport:
+    """What both transports hold: where they send, the retry rules, the timeout."""
+
+    def __init__(self, base_url: str, api_key: str, timeout: float | None,
+                 policy: RetryPolicy) -> None:
         self.base_url = base_url
         self.policy = policy
         self.timeout = timeout
-        self.http = httpx2.Client(transport=transport,
-                                  **_client_options(base_url, api_key, timeout))
+        self.client_options: dict[str, Any] = {
+            "base_url": base_url, "timeout": timeout,
+            "headers": {"Authorization": f"Bearer {api_key}", "User-Agent": USER_AGENT}}
+
+
+class SyncTransport(_Transport):
+    def __init__(self, base_url: str, api_key: str, *, timeout: float | None,
+                 policy: RetryPolicy, transport: httpx2.BaseTransport | None = None) -> None:
+        super().__init__(base_url, api_key, timeout, policy)
+        self.http = httpx2.Client(transport=transport, **self.client_options)
 
     @staticmethod
     def sleep(seconds: float) -> None:
@@ -87,16 +111,11 @@ class SyncTransport:
             try:
                 response = self.http.request(call.method, call.path, **_request_args(call))
             except httpx2.TransportError as exc:
-                wait = attempts.after_error(exc)
-                if wait is None:
-                    raise _failed(f"{call.method} {call.path}", exc) from exc
+                wait = _wait_after_error(attempts, f"{call.method} {call.path}", exc)
             else:
                 if response.is_success:
                     return _parsed(call, response)
-                error = error_for(response.status_code, response.headers, response.content)
-                wait = attempts.after_answer(error)
-                if wait is None:
-                    raise error
+                wait = _wait_after_answer(attempts, response)
             self.sleep(wait)
 
     @contextmanager
@@ -109,9 +128,7 @@ class SyncTransport:
             try:
                 response = self.http.send(request, stream=True)
             except httpx2.TransportError as exc:
-                wait = attempts.after_error(exc)
-                if wait is None:
-                    raise _failed(f"GET {path}", exc) from exc
+                wait = _wait_after_error(attempts, f"GET {path}", exc)
             else:
                 if response.status_code == 200:
                     try:
@@ -123,21 +140,15 @@ class SyncTransport:
                     response.read()
                 finally:
                     response.close()
-                error = error_for(response.status_code, response.headers, response.content)
-                wait = attempts.after_answer(error)
-                if wait is None:
-                    raise error
+                wait = _wait_after_answer(attempts, response)
             self.sleep(wait)
 
 
-class AsyncTransport:
+class AsyncTransport(_Transport):
     def __init__(self, base_url: str, api_key: str, *, timeout: float | None,
                  policy: RetryPolicy, transport: httpx2.AsyncBaseTransport | None = None) -> None:
-        self.base_url = base_url
-        self.policy = policy
-        self.timeout = timeout
-        self.http = httpx2.AsyncClient(transport=transport,
-                                       **_client_options(base_url, api_key, timeout))
+        super().__init__(base_url, api_key, timeout, policy)
+        self.http = httpx2.AsyncClient(transport=transport, **self.client_options)
 
     @staticmethod
     async def sleep(seconds: float) -> None:
@@ -153,16 +164,11 @@ class AsyncTransport:
                 response = await self.http.request(call.method, call.path,
                                                    **_request_args(call))
             except httpx2.TransportError as exc:
-                wait = attempts.after_error(exc)
-                if wait is None:
-                    raise _failed(f"{call.method} {call.path}", exc) from exc
+                wait = _wait_after_error(attempts, f"{call.method} {call.path}", exc)
             else:
                 if response.is_success:
                     return _parsed(call, response)
-                error = error_for(response.status_code, response.headers, response.content)
-                wait = attempts.after_answer(error)
-                if wait is None:
-                    raise error
+                wait = _wait_after_answer(attempts, response)
             await self.sleep(wait)
 
     @asynccontextmanager
@@ -174,9 +180,7 @@ class AsyncTransport:
             try:
                 response = await self.http.send(request, stream=True)
             except httpx2.TransportError as exc:
-                wait = attempts.after_error(exc)
-                if wait is None:
-                    raise _failed(f"GET {path}", exc) from exc
+                wait = _wait_after_error(attempts, f"GET {path}", exc)
             else:
                 if response.status_code == 200:
                     try:
@@ -188,8 +192,5 @@ class AsyncTransport:
                     await response.aread()
                 finally:
                     await response.aclose()
-                error = error_for(response.status_code, response.headers, response.content)
-                wait = attempts.after_answer(error)
-                if wait is None:
-                    raise error
+                wait = _wait_after_answer(attempts, response)
             await self.sleep(wait)

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import orjson
 
+from tenantry import errors as platform_errors
 from tenantry.errors import TenantryError
 
 __all__ = [
@@ -125,12 +126,8 @@ class ApiError(ClientError):
                f"detail={self.detail!r})"
 
 
-class ValidationError(ApiError):
+class ValidationError(ApiError, problem=platform_errors.ValidationFailed):
     """400 ``validation_error``: ``errors`` (in ``extra``) names the fields."""
-
-    type = "validation_error"
-    status = 400
-    title = "Invalid request"
 
     @property
     def errors(self) -> list[dict[str, Any]]:
@@ -138,61 +135,38 @@ class ValidationError(ApiError):
         return list(found) if isinstance(found, list) else []
 
 
-class Unauthorized(ApiError):
-    type = "unauthorized"
-    status = 401
-    title = "Missing or invalid credentials"
+class Unauthorized(ApiError, problem=platform_errors.Unauthorized):
+    pass
 
 
-class NotFound(ApiError):
+class NotFound(ApiError, problem=platform_errors.NotFound):
     """404: missing, ill-formed, or another tenant's: the platform never says which."""
 
-    type = "not_found"
-    status = 404
-    title = "Not found"
 
-
-class Conflict(ApiError):
+class Conflict(ApiError, problem=platform_errors.Conflict):
     """409: e.g. an Idempotency-Key reused with another body (``extra['run_id']``), a
     decision on an approval already decided, a version number already taken."""
 
-    type = "conflict"
-    status = 409
-    title = "Conflict"
+
+class TenantErased(Conflict, problem=platform_errors.TenantErased):
+    pass
 
 
-class TenantErased(Conflict):
-    type = "tenant_erased"
-    title = "Tenant erased"
+class AdmissionsPaused(Conflict, problem=platform_errors.AdmissionsPaused):
+    pass
 
 
-class AdmissionsPaused(Conflict):
-    type = "admissions_paused"
-    title = "Admissions paused"
+class PayloadTooLarge(ApiError, problem=platform_errors.PayloadTooLarge):
+    pass
 
 
-class PayloadTooLarge(ApiError):
-    type = "payload_too_large"
-    status = 413
-    title = "Request body too large"
-
-
-class QuotaExceeded(ApiError):
+class QuotaExceeded(ApiError, problem=platform_errors.QuotaExceeded):
     """429: the tenant has its ``max_queued`` runs not yet ended. Not retried by the client:
     it ends when some of the tenant's runs end, not after a delay."""
 
-    type = "quota_exceeded"
-    status = 429
-    title = "Tenant quota exceeded"
-    retryable = True
 
-
-class BudgetExhausted(ApiError):
+class BudgetExhausted(ApiError, problem=platform_errors.BudgetExhausted):
     """429: the tenant's monthly spend cap is reached. Not retried."""
-
-    type = "budget_exhausted"
-    status = 429
-    title = "Budget exhausted"
 
 
 class Unavailable(ApiError):
@@ -205,35 +179,25 @@ class Unavailable(ApiError):
     retryable = True
 
 
-class Overloaded(Unavailable):
+class Overloaded(Unavailable, problem=platform_errors.Overloaded):
     """The cell sheds new runs (503, ``extra['shed']``), or this tenant or API process has
     as many event streams open as it serves (429)."""
 
-    type = "overloaded"
-    title = "Platform overloaded"
+
+class DatabaseUnavailable(Unavailable, problem=platform_errors.DatabaseUnavailable):
+    pass
 
 
-class DatabaseUnavailable(Unavailable):
-    type = "database_unavailable"
-    title = "Database unavailable"
+class TenantMoving(Unavailable, problem=platform_errors.TenantMoving):
+    pass
 
 
-class TenantMoving(Unavailable):
-    type = "tenant_moving"
-    title = "Tenant moving"
+class CellUnavailable(Unavailable, problem=platform_errors.CellUnavailable):
+    pass
 
 
-class CellUnavailable(Unavailable):
-    type = "cell_unavailable"
-    title = "Cell unavailable"
-
-
-class ServerError(ApiError):
+class ServerError(ApiError, problem=TenantryError):
     """Any other 5xx (``internal_error``, ``vault_error``, a proxy's 502 ...)."""
-
-    type = "internal_error"
-    status = 500
-    title = "Internal error"
 
 
 _BY_TYPE: dict[str, type[ApiError]] = {

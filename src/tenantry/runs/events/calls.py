@@ -143,3 +143,10 @@ class ApprovalDecided(Payload):
     decision: str  # approved | denied | expired
     comment: str | None = None
     decided_by: str | None = None  # who, when not the tenant itself ("operator")
+
+
+#: The payload types of this family, for ``stored.PAYLOADS``.
+PAYLOAD_TYPES: tuple[type[Payload], ...] = (
+    ModelReplied, Summarized, ModelFallback, ModelRerouted, ToolStarted, ToolCompleted,
+    EgressRefused, ApprovalRequested, ApprovalDecided,
+)

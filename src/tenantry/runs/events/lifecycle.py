@@ -127,3 +127,10 @@ class WebhookDelivered(WebhookOutcome):
 @dataclass(frozen=True, slots=True)
 class WebhookFailed(WebhookOutcome):
     TYPE = EventType.WEBHOOK_FAILED
+
+
+#: The payload types of this family, for ``stored.PAYLOADS``.
+PAYLOAD_TYPES: tuple[type[Payload], ...] = (
+    RunCreated, RunParked, RunResumed, SandboxSaved, BudgetStopped, CancelRequested,
+    RunFinished, RunFailed, RunCancelled, WebhookDelivered, WebhookFailed,
+)

@@ -9,51 +9,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from tenantry.runs.events import calls, lifecycle, tasks
 from tenantry.runs.events.base import NewerEvent, Payload
-from tenantry.runs.events.calls import (
-    ApprovalDecided,
-    ApprovalRequested,
-    EgressRefused,
-    ModelFallback,
-    ModelReplied,
-    ModelRerouted,
-    Summarized,
-    ToolCompleted,
-    ToolStarted,
-)
-from tenantry.runs.events.lifecycle import (
-    BudgetStopped,
-    CancelRequested,
-    RunCancelled,
-    RunCreated,
-    RunFailed,
-    RunFinished,
-    RunParked,
-    RunResumed,
-    SandboxSaved,
-    WebhookDelivered,
-    WebhookFailed,
-)
-from tenantry.runs.events.tasks import (
-    ActivityAttempted,
-    ActivityRequested,
-    ActivityReturned,
-    ActivityStarted,
-    ChildRunEnded,
-    ChildRunStarted,
-    SignalConsumed,
-    Signalled,
-)
 
 #: Every payload type by its event type. ModelRequested is reserved:
 #: nothing writes them yet, so no worker reads them either.
-PAYLOADS: dict[str, type[Payload]] = {p.TYPE.value: p for p in (
-    RunCreated, ModelReplied, ToolStarted, ToolCompleted, ApprovalRequested, ApprovalDecided,
-    ModelFallback, ModelRerouted, RunParked, RunResumed, SandboxSaved, BudgetStopped,
-    CancelRequested, RunFinished, RunFailed, RunCancelled, WebhookDelivered, WebhookFailed,
-    Signalled, SignalConsumed, EgressRefused, ActivityAttempted, ActivityStarted,
-    ActivityRequested, ActivityReturned, ChildRunStarted, ChildRunEnded, Summarized,
-)}
+PAYLOADS: dict[str, type[Payload]] = {
+    p.TYPE.value: p for family in (lifecycle, calls, tasks) for p in family.PAYLOAD_TYPES}
 
 
 def parse(type: str, data: Mapping[str, Any], format: int = 1) -> Payload:

@@ -124,3 +124,10 @@ class SignalConsumed(Payload):
     TYPE = EventType.SIGNAL_CONSUMED
     signal_seq: int
     name: str
+
+
+#: The payload types of this family, for ``stored.PAYLOADS``.
+PAYLOAD_TYPES: tuple[type[Payload], ...] = (
+    ActivityRequested, ActivityReturned, ChildRunStarted, ChildRunEnded, ActivityStarted,
+    ActivityAttempted, Signalled, SignalConsumed,
+)
