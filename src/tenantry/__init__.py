@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__version__ = "0.2.0"
+__version__ = "0.3.0.dev0"
 
 from tenantry.errors import TenantryError
 from tenantry.ids import AgentId, ApprovalId, RunId, TenantId

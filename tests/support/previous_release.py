@@ -35,6 +35,9 @@ from tenantry.db.schema_files import CELL, Schema
 REPOSITORY = Path(__file__).resolve().parents[2]
 #: 475925f^: main before the routines refactor began (see the module).
 BEFORE_ROUTINES = "75566d2c74762021eb44decae51db56680f79cde"
+#: Each release's tagged commit (``v<version>``), for a checkout that has the history but not
+#: the tags (a clone of one branch): the tag is the record, this its copy.
+TAGGED: dict[str, str] = {"0.2.0": "1da7a03068ff6791929f1cd34d72f3f3fe816c83"}
 #: Queries of the global directory's database (its own schema, tenantry.cells.migrations).
 DIRECTORY_FILES = ("src/tenantry/cells/queries.sql", "src/tenantry/cells/moves.sql")
 _NOT_RUNTIME = re.compile(r"/(migrations|routines|contract)/")
@@ -53,17 +56,28 @@ def git(*args: str) -> str:
 
 
 def previous_release() -> str:
-    """The newest ``v*`` tag reachable from HEAD that is not HEAD's own, else
-    :data:`BEFORE_ROUTINES`."""
+    """The newest ``v*`` tag reachable from HEAD that is not HEAD's own; in a checkout
+    without tags, the newest release of :data:`TAGGED` HEAD descends from; before the
+    first release, :data:`BEFORE_ROUTINES`."""
     head = git("rev-parse", "HEAD").strip()
     for tag in git("tag", "--merged", "HEAD", "--list", "v*", "--sort=-v:refname").split():
         if git("rev-list", "-n", "1", tag).strip() != head:
             return tag
+    for version in sorted(TAGGED, key=Release.parse, reverse=True):
+        commit = TAGGED[version]
+        if commit != head and _descends_from(commit):
+            return commit
     if Release.parse(__version__).line > (0, 2):
-        # 0.2.0 was tagged: a checkout without tags would check against 0.1.0 instead.
-        raise AssertionError(f"release {__version__} but no v* tag reachable from HEAD: "
-                             "fetch the tags (git fetch --tags)")
+        raise AssertionError(f"release {__version__} but no earlier release found in the "
+                             "history: fetch the tags and history (git fetch --tags "
+                             "--unshallow)")
     return BEFORE_ROUTINES
+
+
+def _descends_from(commit: str) -> bool:
+    found = subprocess.run(["git", "-C", str(REPOSITORY), "merge-base", "--is-ancestor",
+                            commit, "HEAD"], capture_output=True, check=False)
+    return found.returncode == 0
 
 
 def release_of(ref: str) -> str:
