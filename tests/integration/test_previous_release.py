@@ -11,6 +11,7 @@ function: move its removal to a contract step, or give the change a new name (_v
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -104,21 +105,27 @@ async def test_the_previous_releases_functions_keep_their_signatures(
 async def test_the_check_names_what_a_removal_in_a_migration_would_break(
     admin_dsn: str, upgraded: Upgraded,
 ) -> None:
-    """What the two checks say of a migration that drops the old registration and renames
-    a column the previous release reads (what a contract step would do, too early)."""
+    """What the two checks say of a migration that drops the function the previous release
+    registers its workers through and renames a column it reads (what a contract step would
+    do, too early)."""
+    registration = next(b for b in upgraded.cell_queries if b.name == "register_worker")
+    called = re.search(r"\b(tenantry_register_worker\w*)\(", registration.sql)
+    assert called is not None, registration.sql
+    signature = next(f for f in upgraded.before if f.startswith(f"{called[1]}("))
+    arguments = signature[signature.index("(") + 1:-1].split(",")
     name = upgraded.cell.rsplit("/", 1)[1]
     async with scratch_database(admin_dsn, "tenantry_broken", template=name) as dsn:
         conn = await asyncpg.connect(dsn)
         try:
-            await conn.execute("DROP FUNCTION tenantry_register_worker(text, integer, boolean)")
+            await conn.execute(f"DROP FUNCTION {signature}")
             await conn.execute("ALTER TABLE approvals RENAME COLUMN expires_at TO due_at")
             failed = await unpreparable(conn, upgraded.cell_queries)
             broken = lost(upgraded.before, await functions(conn))
         finally:
             await conn.close()
-    assert "src/tenantry/runs/queries.sql: register_worker: function " \
-           "tenantry_register_worker(unknown, unknown, unknown) does not exist" in failed
+    unknowns = ", ".join(["unknown"] * len(arguments))
+    assert ("src/tenantry/runs/queries.sql: register_worker: function "
+            f"{called[1]}({unknowns}) does not exist") in failed, failed
     assert any(f.endswith('column "expires_at" does not exist') for f in failed), failed
-    assert broken == ["function tenantry_register_worker(text,integer,boolean): gone (or its "
-                      "arguments changed)"]
+    assert broken == [f"function {signature}: gone (or its arguments changed)"]
     assert dsn_for(admin_dsn, name) == upgraded.cell
