@@ -67,7 +67,9 @@ async def platform_mid_flight(
     """``url`` migrated, ``tenantry api`` and ``workers`` worker processes on it at production
     settings (default lease, timeouts, pool sizes), and ``runs`` runs of
     :func:`plan_with_slow_call` through the API; entered once every run is inside its
-    ``slow_s`` call (so a crash then lands mid-flight whatever the machine's pace)."""
+    ``slow_s`` call, which then answers only once the caller lets it
+    (``mcp.release_slow_calls()``, done on the way out at the latest): a crash lands
+    mid-call whatever the machine's pace."""
     await migrate(url, root)
     key = TEST_MASTER_KEY.encoded()
     async with api_process(url, root / "api", master_key=key) as api, WorkerFleet(
@@ -77,6 +79,7 @@ async def platform_mid_flight(
         await fleet.start()
         handles = await create_tenants(client, api.operator, mcp.url, tenants)
         planned: dict[str, PlannedRun] = {}
+        mcp.hold_slow_calls()
         await create_runs(client, handles, [plan_with_slow_call(i, slow_s)
                                             for i in range(runs)], planned)
         loaded = MidFlight(api, fleet, client, handles, planned)
@@ -86,7 +89,10 @@ async def platform_mid_flight(
 
         await until(every_run_in_its_slow_call, "every run calls the slow tool", 120,
                     loaded.logs)
-        yield loaded
+        try:
+            yield loaded
+        finally:
+            mcp.release_slow_calls()
 
 
 async def probe_every_route(

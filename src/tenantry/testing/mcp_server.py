@@ -108,6 +108,7 @@ class EffectsMcpServer(LoopbackService):
         self._effects_by_key: dict[str, int] = {}
         self._unkeyed_effects = 0
         self._faults: list[int] = []
+        self._slow_gate: asyncio.Event | None = None
         self._state_file = Path(state_file) if state_file is not None else None
         super().__init__(host=host, port=port, handle_signals=handle_signals)
         if self._state_file is not None and self._state_file.exists():
@@ -137,6 +138,18 @@ class EffectsMcpServer(LoopbackService):
         if not 400 <= status <= 599:
             raise ValueError("status must be an HTTP error status")
         self._faults.extend([status] * n)
+
+    def hold_slow_calls(self) -> None:
+        """From now on a ``slow`` call answers only once its seconds have passed *and*
+        :meth:`release_slow_calls` was called: a test crashes what waits on the calls while
+        they are in flight by arrangement, not by racing their seconds."""
+        self._slow_gate = asyncio.Event()
+
+    def release_slow_calls(self) -> None:
+        """Let the held ``slow`` calls answer (each after its seconds), and stop holding."""
+        if self._slow_gate is not None:
+            self._slow_gate.set()
+            self._slow_gate = None
 
     def _inject_faults(self, app: ASGIApp) -> ASGIApp:
         async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
@@ -300,7 +313,10 @@ def _build_app(state: EffectsMcpServer) -> MCPServer:
     async def slow(seconds: float, ctx: Context) -> str:
         """Sleep, then answer."""
         state.record("slow", {"seconds": seconds}, ctx)
+        held = state._slow_gate
         await asyncio.sleep(seconds)
+        if held is not None:
+            await held.wait()
         return f"slept {seconds}"
 
     for fn in (effect, echo, add, fail, slow):
