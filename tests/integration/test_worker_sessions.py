@@ -15,7 +15,7 @@ from tenantry.activities import Bundle
 from tenantry.activities.tasks.store import ActivityStore
 from tenantry.db import Database
 from tenantry.db.fleet import read_fleet
-from tenantry.db.release import Fleet
+from tenantry.db.release import Fleet, Release
 from tenantry.errors import LeaseLost
 from tenantry.ids import TenantId
 from tenantry.runs import lease as leases
@@ -243,13 +243,15 @@ async def test_each_worker_registers_its_release_and_only_live_ones_are_counted(
     await admin_conn.execute(
         "INSERT INTO worker_sessions (worker_id, lock_key) VALUES ('worker-old', 102)")
     newer = await sessions()
+    major, minor = Release.parse(__version__).line
+    next_release = f"{major}.{minor + 1}.0"  # the release after this code's
     assert await newer.fetchval("SELECT tenantry_register_worker_v2($1, $2, false, $3)",
-                                "worker-newer", 103, "0.3.0") == "registered"
+                                "worker-newer", 103, next_release) == "registered"
 
     assert {r["worker_id"]: r["release"] for r in await admin_conn.fetch(
         "SELECT worker_id, release FROM worker_sessions")} == {
-        "worker-this": __version__, "worker-old": "0.1.0", "worker-newer": "0.3.0"}
-    expected = Counter({__version__: 1}) + Counter({"0.1.0": 1, "0.3.0": 1})
+        "worker-this": __version__, "worker-old": "0.1.0", "worker-newer": next_release}
+    expected = Counter({__version__: 1}) + Counter({"0.1.0": 1, next_release: 1})
     assert _workers(await read_fleet(admin_conn)) == expected
 
     await _die(admin_conn, old)
