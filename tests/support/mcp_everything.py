@@ -2,51 +2,30 @@
 ``@modelcontextprotocol/server-everything`` (TypeScript SDK), run with node over its
 streamable HTTP transport.
 
-The npm package is installed on first use into a cache folder kept across checkouts
-(``$XDG_CACHE_HOME/tenantry-tests/``, else ``~/.cache/…``), pinned to one version. node (and
-npm with it) is in scripts/system-packages.txt, so `make test` runs these tests; they skip,
-saying why, only where node or npm is missing."""
+The npm package is installed on first use, pinned (tests/support/npm_packages.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import os
-import shutil
 import socket
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
+from tests.support.npm_packages import cache_folder, installed, needs_node
 
 PACKAGE = "@modelcontextprotocol/server-everything"
 VERSION = "2026.8.31"
 
-needs_node = pytest.mark.skipif(
-    shutil.which("node") is None or shutil.which("npm") is None,
-    reason="node or npm is not installed (nodejs: scripts/system-packages.txt); "
-           "the third-party MCP server runs on node")
-
-
-def _cache() -> Path:
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return root / "tenantry-tests" / f"server-everything-{VERSION}"
+__all__ = ["everything_server", "needs_node"]
 
 
 def installed_entry_point() -> Path:
-    """The server's script, installing the package first if needed (npm, ~10 s once)."""
-    folder = _cache()
+    """The server's script, installing the package first if needed."""
+    folder = cache_folder(f"server-everything-{VERSION}")
     entry = folder / "node_modules" / PACKAGE / "dist" / "index.js"
-    if entry.exists():
-        return entry
-    folder.mkdir(parents=True, exist_ok=True)
-    result = subprocess.run(
-        ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix",
-         str(folder), f"{PACKAGE}@{VERSION}"],
-        capture_output=True, text=True, timeout=300, check=False)
-    if result.returncode != 0 or not entry.exists():
-        raise RuntimeError(f"npm install {PACKAGE}@{VERSION} failed:\n{result.stderr[-2000:]}")
+    installed(folder, [f"{PACKAGE}@{VERSION}"], marker=entry)
     return entry
 
 

@@ -1,15 +1,19 @@
 """What MCP's streamable HTTP carries, apart from the session that carries it
 (``_mcp_wire.py``): the protocol's versions, keys and error codes, its errors, the bounds on
 what one exchange or stream may carry (the module docstring there says why), and the
-header and URL rules (``x-mcp-header``, credentials kept out of what is logged)."""
+header and URL rules (``x-mcp-header``, credentials kept out of what is logged), and how a
+tool list is read."""
 
 from __future__ import annotations
 
 import base64
+import logging
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
+
+log = logging.getLogger("tenantry.tools.mcp_client")
 
 LATEST_MODERN_VERSION = "2026-07-28"
 MODERN_VERSIONS = ("2026-07-28",)
@@ -47,6 +51,9 @@ MAX_REPLIES_IN_FLIGHT = 8
 #: when the list is read again past its maximum age).
 MAX_LISTEN_MESSAGES = 1024
 MAX_LISTEN_OPENS = 16
+#: How often one call's event stream may be resumed (SEP-1699: a server may end the stream
+#: after an event id and send the rest when asked with ``Last-Event-ID``).
+MAX_RESUMES = 8
 
 
 class RpcError(Exception):
@@ -170,3 +177,33 @@ def param_headers(header_map: Mapping[tuple[str, ...], str],
         else:
             continue
         yield f"Mcp-Param-{token}", encode_header_value(rendered)
+
+
+def listed_tools(page: dict[str, Any], param_headers: dict[str, dict[tuple[str, ...], str]] | None,
+                 url: str) -> list[dict[str, Any]]:
+    """A tools/list page as ``{"name", "description", "input_schema"}`` dicts. With
+    ``param_headers`` (a modern session's), the ``x-mcp-header`` arguments of each tool are
+    remembered there (to be mirrored into ``Mcp-Param-*`` headers), and a tool whose
+    annotations are invalid is dropped, as the 2026-07-28 protocol requires."""
+    tools = page.get("tools")
+    if not isinstance(tools, list):
+        raise BadMessage("tools/list result without a tools list")
+    out: list[dict[str, Any]] = []
+    for tool in tools:
+        if not isinstance(tool, dict) or not isinstance(name := tool.get("name"), str):
+            raise BadMessage("a listed tool without a name")
+        schema = tool.get("inputSchema")
+        if not isinstance(schema, dict):
+            raise BadMessage(f"tool {name[:80]!r} without an input schema")
+        if param_headers is not None:
+            header_map = x_mcp_header_map(schema)
+            if header_map is None:
+                log.warning("dropping tool %r of %s: invalid x-mcp-header", name, safe_url(url))
+                param_headers.pop(name, None)
+                continue
+            param_headers[name] = header_map
+        description = tool.get("description")
+        out.append({"name": name,
+                    "description": description if isinstance(description, str) else "",
+                    "input_schema": schema})
+    return out

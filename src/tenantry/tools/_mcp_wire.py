@@ -12,11 +12,10 @@ answer. Both protocol generations the official SDK speaks:
   server forgot the session. A GET opens the stream of what the server sends unprompted
   (``notifications/tools/list_changed``).
 
-Negotiated like the SDK's ``mode="auto"`` (mcp/client/_probe.py): probe ``server/discover``
-at the newest modern version; anything that is not positive evidence of a modern server
-(a JSON-RPC error, an HTTP 4xx/5xx, a probe timeout, a result naming no modern version)
-falls back to ``initialize``, except a -32022 whose ``supported`` list has no handshake
-version. Only what the protocol needs is validated: messages are read with orjson into plain
+Which generation a session speaks is negotiated in ``_mcp_negotiation.py``. A legacy
+call's answer may come on any stream of its session: on its own event stream, on the
+notification stream, or (SEP-1699) on a GET resuming its stream after the server ended it
+at an event id. Only what the protocol needs is validated: messages are read with orjson into plain
 dicts and their few fields checked where they are used.
 
 A tool server is a host its tenant controls, and one worker serves every tenant: what one
@@ -39,7 +38,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -60,23 +59,21 @@ from tenantry.tools._mcp_messages import (
     MAX_LISTEN_OPENS,
     MAX_MESSAGES_PER_EXCHANGE,
     MAX_REPLIES_IN_FLIGHT,
+    MAX_RESUMES,
     MAX_SERVER_REQUESTS_PER_EXCHANGE,
     METHOD_NOT_FOUND,
-    MODERN_VERSIONS,
     PARSE_ERROR,
     PROTOCOL_VERSION_META_KEY,
-    UNSUPPORTED_PROTOCOL_VERSION,
     Allowance,
     BadMessage,
     Headers,
     RpcError,
     SessionExpired,
     encode_header_value,
+    listed_tools,
     param_headers,
     rpc_code,
     safe_url,
-    supported_versions,
-    x_mcp_header_map,
 )
 
 log = logging.getLogger("tenantry.tools.mcp_client")
@@ -85,6 +82,20 @@ _SESSION_HEADER = "Mcp-Session-Id"
 _ACCEPT: Headers = (("Accept", "application/json, text/event-stream"),
                     ("Content-Type", "application/json"))
 _DRAIN_S = 5.0  # how long a finished answer's stream may take to end before its socket goes
+#: Resuming a call's stream (SEP-1699): the wait when the server set no ``retry``, and the
+#: longest ``retry`` honoured (the call's deadline bounds them all).
+_RESUME_DEFAULT_S = 1.0
+_RESUME_MAX_S = 10.0
+#: How long a new legacy session waits for its notification stream to open before its first
+#: call is sent (a server may send a call's requests there, not on the call's stream).
+_LISTEN_OPEN_S = 2.0
+
+
+class _Ended(NamedTuple):
+    """A call's event stream ended before its answer, after the event ``last_id``."""
+
+    last_id: str
+    retry_ms: int | None
 
 
 class Session:
@@ -104,6 +115,10 @@ class Session:
         self._next_id = 1
         self._param_headers: dict[str, dict[tuple[str, ...], str]] = {}
         self._listener: asyncio.Task[None] | None = None
+        #: Set once the notification stream's answer has come (or it could not be opened).
+        self._listening: asyncio.Future[None] | None = None
+        #: Legacy sessions: our requests awaiting an answer, which may come on any stream.
+        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._listens = 0
         self._heard = Allowance(MAX_LISTEN_MESSAGES, MAX_LISTEN_MESSAGES,
                                  "notification stream")
@@ -118,42 +133,7 @@ class Session:
 
     # ------------------------------------------------------------------ negotiation
 
-    async def negotiate(self, credentials: Headers = (),
-                        limit_s: float = DISCOVER_TIMEOUT_S) -> None:
-        deadline = time.monotonic() + limit_s
-        for attempt in range(2):
-            try:
-                result = await self._probe(deadline, credentials)
-            except RpcError as exc:
-                supported = supported_versions(exc)
-                if supported is not None and exc.code == UNSUPPORTED_PROTOCOL_VERSION \
-                        and not any(v in HANDSHAKE_VERSIONS for v in supported):
-                    raise self.unavailable(
-                        f"no protocol version in common (server: {supported})",
-                        reason="protocol") from None
-            except TimeoutError:
-                pass  # a probe timing out is no evidence either way: try the handshake
-            else:
-                versions = result.get("supportedVersions")
-                mutual = [v for v in MODERN_VERSIONS
-                          if isinstance(versions, list) and v in versions]
-                if mutual:
-                    self._adopt_modern(mutual[-1])
-                    return
-            try:
-                await self._initialize(deadline, credentials)
-                return
-            except RpcError as exc:
-                # -32022 to the handshake names the server modern after all (e.g. a probe
-                # that timed out here but locked the era there): probe once more.
-                supported = supported_versions(exc)
-                if exc.code != UNSUPPORTED_PROTOCOL_VERSION or attempt or not supported \
-                        or not any(v in MODERN_VERSIONS for v in supported):
-                    raise self.unavailable(f"initialize failed: {exc.message}",
-                                           reason="protocol") from None
-        raise self.unavailable("protocol negotiation failed", reason="protocol")
-
-    async def _probe(self, deadline: float, credentials: Headers) -> dict[str, Any]:
+    async def probe(self, deadline: float, credentials: Headers) -> dict[str, Any]:
         meta = {PROTOCOL_VERSION_META_KEY: LATEST_MODERN_VERSION,
                 CLIENT_INFO_META_KEY: CLIENT_INFO, CLIENT_CAPABILITIES_META_KEY: {}}
         headers = (*self._base, *credentials, ("Mcp-Protocol-Version", LATEST_MODERN_VERSION),
@@ -162,7 +142,7 @@ class Session:
         return await self._exchange("server/discover", {"_meta": meta}, headers,
                                     probe_deadline, credentials)
 
-    async def _initialize(self, deadline: float, credentials: Headers) -> None:
+    async def initialize(self, deadline: float, credentials: Headers) -> None:
         params = {"protocolVersion": LATEST_HANDSHAKE_VERSION, "capabilities": {},
                   "clientInfo": CLIENT_INFO}
         result = await self._exchange("initialize", params, self._base + credentials,
@@ -181,7 +161,7 @@ class Session:
             raise self.unavailable(f"notifications/initialized refused (HTTP {status})",
                                    reason="protocol")
 
-    def _adopt_modern(self, version: str) -> None:
+    def adopt_modern(self, version: str) -> None:
         self.protocol_version = version
         self.session_id = None
         self._meta = {PROTOCOL_VERSION_META_KEY: version, CLIENT_INFO_META_KEY: CLIENT_INFO,
@@ -226,11 +206,21 @@ class Session:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise TimeoutError
+        allowance = Allowance(MAX_MESSAGES_PER_EXCHANGE, MAX_SERVER_REQUESTS_PER_EXCHANGE,
+                               "call")
+        pending = None
+        if self._meta is None:  # legacy: the answer may come on the notification stream
+            pending = self._pending[rid] = asyncio.get_running_loop().create_future()
+            pending.add_done_callback(_retrieve)
         try:
-            async with asyncio.timeout(remaining), \
-                    self._http.stream("POST", self._target, headers=headers, body=body,
-                                      timeout=None, drain=_DRAIN_S) as response:
-                return await self._answer(response, rid, method, credentials)
+            async with asyncio.timeout(remaining):
+                async with self._http.stream("POST", self._target, headers=headers, body=body,
+                                             timeout=None, drain=_DRAIN_S) as response:
+                    outcome = await self._answer(response, rid, method, credentials,
+                                                 allowance, pending)
+                if isinstance(outcome, _Ended):
+                    return await self._resume(rid, outcome, allowance, credentials, pending)
+                return outcome
         except http1.ConnectFailed as exc:
             self.dead = True  # the server is down or moved: negotiate afresh next time
             raise self.unavailable(f"cannot connect: {exc}", reason="connect") from None
@@ -242,9 +232,14 @@ class Session:
             raise BadMessage(f"the answer is too dense to read: {exc}") from None
         except orjson.JSONDecodeError as exc:
             raise RpcError(PARSE_ERROR, f"cannot parse the server's answer: {exc}") from None
+        finally:
+            if pending is not None:
+                del self._pending[rid]
 
     async def _answer(self, response: http1.StreamedResponse, rid: int, method: str,
-                      credentials: Headers) -> dict[str, Any]:
+                      credentials: Headers, allowance: Allowance,
+                      pending: asyncio.Future[dict[str, Any]] | None,
+                      ) -> dict[str, Any] | _Ended:
         status = response.status
         if status == 202:
             raise RpcError(INVALID_REQUEST, "server answered a request with 202 Accepted")
@@ -263,8 +258,6 @@ class Session:
         if method == "initialize":
             self.session_id = response.headers.get("mcp-session-id") or None
         kind = response.content_type
-        allowance = Allowance(MAX_MESSAGES_PER_EXCHANGE, MAX_SERVER_REQUESTS_PER_EXCHANGE,
-                               "call")
         if kind == "application/json":
             message = loads_untrusted(await response.read())
             for item in message if isinstance(message, list) else (message,):
@@ -273,18 +266,66 @@ class Session:
                     return result
             raise BadMessage("the answer had no response to our request")
         if kind == "text/event-stream":
-            parser = http1.SseParser(max_event=MAX_ANSWER_BYTES)
-            async for chunk in response.chunks():
-                for event in parser.feed(chunk):
-                    if event.event != "message" or not event.data:
-                        continue  # a priming event (resumption) or another kind
-                    result = self._dispatch(loads_untrusted(event.data.encode()), rid,
-                                            allowance, credentials)
-                    if result is not None:
-                        return result
+            return await self._read_events(response, rid, allowance, credentials, pending)
+        raise RpcError(INVALID_REQUEST, f"unexpected content type {kind[:60]!r}")
+
+    async def _read_events(self, response: http1.StreamedResponse, rid: int,
+                           allowance: Allowance, credentials: Headers,
+                           pending: asyncio.Future[dict[str, Any]] | None,
+                           ) -> dict[str, Any] | _Ended:
+        """The answer from a call's event stream; if the stream ends without it after an
+        event id (and another stream of the session may carry it), where to resume."""
+        parser = http1.SseParser(max_event=MAX_ANSWER_BYTES)
+        last_id: str | None = None
+        retry_ms: int | None = None
+        async for chunk in response.chunks():
+            for event in parser.feed(chunk):
+                last_id = event.id
+                retry_ms = event.retry if event.retry is not None else retry_ms
+                if event.event != "message" or not event.data:
+                    continue  # a priming event (resumption) or another kind
+                result = self._dispatch(loads_untrusted(event.data.encode()), rid,
+                                        allowance, credentials)
+                if result is not None:
+                    return result
+            if pending is not None and pending.done():
+                return pending.result()
+        if pending is not None and pending.done():
+            return pending.result()
+        if last_id is None or pending is None:
             raise self.unavailable("the event stream ended without an answer",
                                    reason="connection")
-        raise RpcError(INVALID_REQUEST, f"unexpected content type {kind[:60]!r}")
+        return _Ended(last_id, retry_ms)
+
+    async def _resume(self, rid: int, ended: _Ended, allowance: Allowance,
+                      credentials: Headers,
+                      pending: asyncio.Future[dict[str, Any]] | None) -> dict[str, Any]:
+        """SEP-1699: the server ended the call's stream after an event id with the answer
+        still to come. After ``retry`` (the server's, capped; else a second) ask for the
+        rest with a GET carrying ``Last-Event-ID``; the answer may also arrive meanwhile on
+        the session's notification stream. At most ``MAX_RESUMES`` times, within the
+        call's deadline (the caller's timeout)."""
+        for _ in range(MAX_RESUMES):
+            delay = _RESUME_DEFAULT_S if ended.retry_ms is None else ended.retry_ms / 1000
+            if pending is not None:
+                with contextlib.suppress(TimeoutError):
+                    return await asyncio.wait_for(asyncio.shield(pending),
+                                                  min(delay, _RESUME_MAX_S))
+            headers = (("Accept", "text/event-stream"),
+                       *((k, v) for k, v in self._session_headers() if k != "Accept"),
+                       *credentials, ("Last-Event-ID", ended.last_id))
+            async with self._http.stream("GET", self._target, headers=headers, timeout=None,
+                                         drain=_DRAIN_S) as response:
+                if response.status >= 300 or response.content_type != "text/event-stream":
+                    raise self.unavailable(f"resuming the call's event stream failed (HTTP "
+                                           f"{response.status})", reason="connection")
+                outcome = await self._read_events(response, rid, allowance, credentials,
+                                                  pending)
+            if not isinstance(outcome, _Ended):
+                return outcome
+            ended = _Ended(outcome.last_id, outcome.retry_ms or ended.retry_ms)
+        raise self.unavailable(f"the call's event stream ended {MAX_RESUMES + 1} times "
+                               "without an answer", reason="connection")
 
     def _dispatch(self, message: Any, rid: int | None, allowance: Allowance,
                   credentials: Headers) -> dict[str, Any] | None:
@@ -301,18 +342,26 @@ class Session:
                 self.on_notification(method, message.get("params"))
             return None
         if rid is None or message.get("id") != rid:
-            return None  # an answer to some other request
-        error = message.get("error")
-        if isinstance(error, dict):
-            raise RpcError(rpc_code(error), str(error.get("message", "")), error.get("data"))
-        result = message.get("result")
-        if not isinstance(result, dict):
-            raise BadMessage("a result must be an object")
-        return result
+            self._answer_pending(message)
+            return None
+        return _result_of(message)
+
+    def _answer_pending(self, message: dict[str, Any]) -> None:
+        """An answer to another of our requests (on a stream not its own): it completes
+        that request, if it is still waiting."""
+        rid = message.get("id")
+        waiter = self._pending.get(rid) if isinstance(rid, int) else None
+        if waiter is None or waiter.done():
+            return
+        try:
+            waiter.set_result(_result_of(message))
+        except (RpcError, BadMessage) as exc:
+            waiter.set_exception(exc)
 
     def _reply_to_server(self, request_id: Any, method: str, credentials: Headers) -> None:
         """The server asked us something (sampling, elicitation, roots...): this client
-        serves none of it but ``ping``, and says so rather than leave the server waiting."""
+        declares no capability and serves only ``ping``; anything else gets a JSON-RPC error
+        at once rather than leave the server (and the call it is part of) waiting."""
         if len(self._background) >= MAX_REPLIES_IN_FLIGHT:
             raise BadMessage("the server sends requests faster than they can be answered")
         if not isinstance(request_id, str | int) or isinstance(request_id, bool) \
@@ -345,33 +394,9 @@ class Session:
     # ------------------------------------------------------------------ tools
 
     def absorb_tools(self, page: dict[str, Any]) -> list[dict[str, Any]]:
-        """A tools/list page as ``{"name", "description", "input_schema"}`` dicts. On a
-        modern session, the ``x-mcp-header`` arguments of each tool are remembered (to be
-        mirrored into ``Mcp-Param-*`` headers), and a tool whose annotations are invalid is
-        dropped, as the 2026-07-28 protocol requires."""
-        tools = page.get("tools")
-        if not isinstance(tools, list):
-            raise BadMessage("tools/list result without a tools list")
-        out: list[dict[str, Any]] = []
-        for tool in tools:
-            if not isinstance(tool, dict) or not isinstance(name := tool.get("name"), str):
-                raise BadMessage("a listed tool without a name")
-            schema = tool.get("inputSchema")
-            if not isinstance(schema, dict):
-                raise BadMessage(f"tool {name[:80]!r} without an input schema")
-            if self._meta is not None:
-                header_map = x_mcp_header_map(schema)
-                if header_map is None:
-                    log.warning("dropping tool %r of %s: invalid x-mcp-header", name,
-                                safe_url(self.url))
-                    self._param_headers.pop(name, None)
-                    continue
-                self._param_headers[name] = header_map
-            description = tool.get("description")
-            out.append({"name": name,
-                        "description": description if isinstance(description, str) else "",
-                        "input_schema": schema})
-        return out
+        """A tools/list page as ``{"name", "description", "input_schema"}`` dicts (on a
+        modern session, remembering each tool's ``x-mcp-header`` arguments)."""
+        return listed_tools(page, self._param_headers if self.modern else None, self.url)
 
     # ------------------------------------------------------------------ notifications
 
@@ -384,17 +409,27 @@ class Session:
                 or (self._listener is not None and not self._listener.done()):
             return
         self._listens += 1
-        self._listener = asyncio.get_running_loop().create_task(
-            self._listen(self._session_headers() + credentials),
+        loop = asyncio.get_running_loop()
+        self._listening = loop.create_future()
+        self._listener = loop.create_task(
+            self._listen(self._session_headers() + credentials, self._listening),
             name=f"mcp-listen {safe_url(self.url)}")
 
-    async def _listen(self, headers: Headers) -> None:
+    async def listening(self) -> None:
+        """Until the notification stream's answer has come (or it could not be opened),
+        at most a short while: a server may send a call's requests on that stream, and
+        one sent before the stream is open is lost to the call."""
+        if self._listening is not None and not self._listening.done():
+            await asyncio.wait({self._listening}, timeout=_LISTEN_OPEN_S)
+
+    async def _listen(self, headers: Headers, opened: asyncio.Future[None]) -> None:
         headers = (("Accept", "text/event-stream"),
                    *((k, v) for k, v in headers if k != "Accept"))
         try:
             async with self._listen_http.stream("GET", self._target, headers=headers,
                                                 timeout=DISCOVER_TIMEOUT_S) as response:
                 del headers  # sent: the credential in them is not kept
+                opened.set_result(None)
                 if response.status == 404:
                     self.dead = True  # the session is gone
                     return
@@ -412,6 +447,9 @@ class Session:
             log.warning("MCP notification stream of %s dropped: %s", safe_url(self.url), exc)
         except (http1.HttpError, ValueError) as exc:  # JSONDecodeError is a ValueError
             log.debug("MCP notification stream of %s: %s", safe_url(self.url), exc)
+        finally:
+            if not opened.done():
+                opened.set_result(None)
 
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
@@ -435,6 +473,23 @@ class Session:
 
     def unavailable(self, what: str, **extra: Any) -> ToolUnavailable:
         return ToolUnavailable(f"MCP server {safe_url(self.url)}: {what}", **extra)
+
+
+def _result_of(message: dict[str, Any]) -> dict[str, Any]:
+    """An answer's result, or its error raised."""
+    error = message.get("error")
+    if isinstance(error, dict):
+        raise RpcError(rpc_code(error), str(error.get("message", "")), error.get("data"))
+    result = message.get("result")
+    if not isinstance(result, dict):
+        raise BadMessage("a result must be an object")
+    return result
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    # An answer that came for a request no longer waiting is not an unseen error.
+    if not future.cancelled():
+        future.exception()
 
 
 def _done_background(tasks: set[asyncio.Task[None]]) -> Any:

@@ -55,6 +55,7 @@ from tenantry.tools._mcp_messages import (
     SessionExpired,
     safe_url,
 )
+from tenantry.tools._mcp_negotiation import negotiate
 
 __all__ = ["IDEMPOTENCY_HEADER", "IDEMPOTENCY_META_KEY", "McpToolClient", "ToolOutcome"]
 
@@ -382,15 +383,17 @@ class _Session(wire.Session):
 
     async def _open(self, credentials: Headers) -> None:
         try:
-            await self.negotiate(credentials, self._connect_timeout)
+            await negotiate(self, credentials, self._connect_timeout)
         except Exception as exc:
             self.dead = True
             if not self.ready.done():
                 self.ready.set_exception(_as_unavailable(self.url, exc))
             return
         if not self.ready.done():
-            self.ready.set_result(None)
             self.start_listening(credentials)
+            await self.listening()
+            if not self.ready.done():
+                self.ready.set_result(None)
 
     def on_notification(self, method: str, params: Any) -> None:
         if method == "notifications/tools/list_changed":
