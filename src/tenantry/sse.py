@@ -35,6 +35,13 @@ class _Opening(Protocol):
     _start: bool  # a byte order mark may still come
 
 
+class _Holding(_Opening, Protocol):
+    _held: int  # the bytes in _parts
+    _max: int
+
+    def _refused(self) -> Exception: ...
+
+
 def _after_bom(stream: _Opening, chunk: bytes) -> bytes:
     """``chunk`` without the stream's leading byte order mark; while too few bytes have
     come to tell, they are held (in ``_parts``) and ``_start`` stays True."""
@@ -45,6 +52,51 @@ def _after_bom(stream: _Opening, chunk: bytes) -> bytes:
     stream._start = False
     stream._parts = []
     return data[len(_BOM):] if data.startswith(_BOM) else data
+
+
+def _to_read(stream: _Holding, chunk: bytes,
+             within: Callable[[bytes, bytes], bool]) -> bytes | None:
+    """What ``chunk`` completes, joined with what the stream held before it: None while
+    the stream's opening is still unclear or ``within(last held part, chunk)`` says the
+    chunk only continues what is held (then it is held too, as one more part: joined once,
+    when what it belongs to ends)."""
+    if stream._start:
+        chunk = _after_bom(stream, chunk)
+        if stream._start:
+            return None
+    parts = stream._parts
+    if not parts:
+        return chunk
+    if within(parts[-1], chunk):
+        parts.append(chunk)
+        stream._held += len(chunk)
+        if stream._held > stream._max:
+            raise stream._refused()
+        return None
+    parts.append(chunk)
+    return b"".join(parts)
+
+
+def _hold(stream: _Holding, pending: bytes) -> None:
+    """Keep ``pending`` (what follows the last end the stream has read) for the next
+    chunk."""
+    if len(pending) > stream._max:
+        raise stream._refused()
+    stream._parts = [pending] if pending else []
+    stream._held = len(pending)
+
+
+def _in_line(last: bytes, chunk: bytes) -> bool:
+    """:class:`SseParser`'s unit: ``chunk`` only continues the line held (a CR held last
+    may be half of a CRLF, so the chunk may end that line)."""
+    return b"\n" not in chunk and b"\r" not in chunk and not last.endswith(b"\r")
+
+
+def _in_event(last: bytes, chunk: bytes) -> bool:
+    """:class:`SseData`'s unit: ``chunk`` only continues the event held (no CR, and no
+    blank line in it or across the two)."""
+    return (b"\r" not in chunk and b"\n\n" not in chunk
+            and not (last.endswith(b"\n") and chunk.startswith(b"\n")))
 
 
 class SseParser:
@@ -78,23 +130,9 @@ class SseParser:
         self._max = max_event
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
-        if self._start:
-            chunk = _after_bom(self, chunk)
-            if self._start:
-                return []
-        parts = self._parts
-        if parts:
-            if b"\n" not in chunk and b"\r" not in chunk and not parts[-1].endswith(b"\r"):
-                # Still inside the same line.
-                parts.append(chunk)
-                self._held += len(chunk)
-                if self._held > self._max:
-                    raise self._refused()
-                return []
-            parts.append(chunk)
-            buf = b"".join(parts)
-        else:
-            buf = chunk
+        buf = _to_read(self, chunk, _in_line)
+        if buf is None:
+            return []
         if b"\r" in buf:
             # CRLF and lone CR end lines too; a CR at the very end may be half of a CRLF.
             keep_cr = buf.endswith(b"\r")
@@ -109,10 +147,7 @@ class SseParser:
         else:
             lines = buf.split(b"\n")
             pending = lines.pop()
-        if len(pending) > self._max:
-            raise self._refused()
-        self._parts = [pending] if pending else []
-        self._held = len(pending)
+        _hold(self, pending)
         events: list[SseEvent] = []
         for raw in lines:
             if not raw:
@@ -177,24 +212,9 @@ class SseData:
     def feed(self, chunk: bytes) -> list[tuple[str, bytes]]:
         if self._slow:
             return [(e.event, e.data.encode()) for e in self._general.feed(chunk)]
-        if self._start:
-            chunk = _after_bom(self, chunk)
-            if self._start:
-                return []
-        parts = self._parts
-        if parts:
-            if (b"\r" not in chunk and b"\n\n" not in chunk
-                    and not (parts[-1].endswith(b"\n") and chunk.startswith(b"\n"))):
-                # Still inside the same event.
-                parts.append(chunk)
-                self._held += len(chunk)
-                if self._held > self._max:
-                    raise self._general._refused()
-                return []
-            parts.append(chunk)
-            buf = b"".join(parts)
-        else:
-            buf = chunk
+        buf = _to_read(self, chunk, _in_event)
+        if buf is None:
+            return []
         if b"\r" in buf:
             self._slow, self._parts, self._held = True, [], 0
             return [(e.event, e.data.encode()) for e in self._general.feed(buf)]
@@ -218,9 +238,8 @@ class SseData:
                                 data[6:] if data[5:6] == b" " else data[5:]))
                     continue
             out += [(e.event, e.data.encode()) for e in self._general.feed(block + b"\n\n")]
-        pending = buf[start:]
-        if len(pending) > self._max:
-            raise self._general._refused()
-        self._parts = [pending] if pending else []
-        self._held = len(pending)
+        _hold(self, buf[start:])
         return out
+
+    def _refused(self) -> Exception:
+        return self._general._refused()

@@ -17,11 +17,11 @@ from tenantry.bootstrap import StartupFailed
 from tenantry.bootstrap.database import apply_migrations, reseal_legacy_keys, resolve_database
 from tenantry.bootstrap.secrets import master_key, replace_dev_key
 from tenantry.config import Settings
-from tenantry.db import DATABASE_DOWN, Database
+from tenantry.db import Database
 from tenantry.db.contraction import contract as contract_steps
 from tenantry.db.migrate import Applied
 from tenantry.db.pool import server_settings
-from tenantry.db.reach import check_database, describe_failure
+from tenantry.db.reach import check_database
 from tenantry.db.schema_files import ContractStep, Migration, Routine
 from tenantry.db.status import Status, read_status
 from tenantry.errors import NotFound
@@ -38,12 +38,7 @@ def migrate(settings: Settings) -> Applied:
     """Apply pending migrations and changed routines, showing each on stderr."""
     logs.configure(settings.log_format)
     database = resolve_database(settings)
-    try:
-        return asyncio.run(_migrate_with_progress(database.dsn, master_key(settings)))
-    except DATABASE_DOWN as exc:  # it went away after the check
-        raise StartupFailed(describe_failure(database.dsn, exc)) from None
-    finally:
-        database.stop()
+    return database.run(lambda: _migrate_with_progress(database.dsn, master_key(settings)))
 
 
 def _shown(item: Migration | Routine) -> str:
@@ -98,12 +93,7 @@ def _with_owner(settings: Settings,
         finally:
             await conn.close()
 
-    try:
-        return asyncio.run(run())
-    except DATABASE_DOWN as exc:  # it went away after the check
-        raise StartupFailed(describe_failure(database.dsn, exc)) from None
-    finally:
-        database.stop()
+    return database.run(run)
 
 
 @dataclass(frozen=True, slots=True)

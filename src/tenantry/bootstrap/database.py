@@ -4,16 +4,18 @@ serving pools use (docs/decisions/0011-database-roles.md)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import asyncpg
 
 from tenantry import __version__
 from tenantry.bootstrap import StartupFailed
 from tenantry.config import Settings
-from tenantry.db import roles
+from tenantry.db import DATABASE_DOWN, roles
 from tenantry.db.embedded import EmbeddedPostgres
 from tenantry.db.migrate import Applied, migrate, missing_routines, pending, schema_release
 from tenantry.db.pool import connect_timeout, server_settings
@@ -30,6 +32,7 @@ from tenantry.errors import ConfigurationError
 from tenantry.vault import MasterKey, reseal_legacy_accounts
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -55,6 +58,17 @@ class ResolvedDatabase:
     def stop(self) -> None:
         if self.embedded is not None and self.embedded.started_here:
             self.embedded.stop()
+
+    def run(self, main: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """A one-shot command's ``main()`` run to its end, then this database stopped (if
+        it was started here) however it ended. The database going away after ``main``'s
+        start-up check is the one-line StartupFailed, not a traceback."""
+        try:
+            return asyncio.run(main())
+        except DATABASE_DOWN as exc:  # it went away after the check
+            raise StartupFailed(describe_failure(self.dsn, exc)) from None
+        finally:
+            self.stop()
 
 
 def resolve_database(settings: Settings) -> ResolvedDatabase:

@@ -4,7 +4,6 @@ embedded one if need be), checks it can be reached, and stops it afterwards."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -14,8 +13,8 @@ from tenantry.blobs import data_dir_store
 from tenantry.bootstrap import StartupFailed
 from tenantry.bootstrap.database import resolve_database
 from tenantry.config import Settings
-from tenantry.db import DATABASE_DOWN, Database
-from tenantry.db.reach import check_database, describe_failure
+from tenantry.db import Database
+from tenantry.db.reach import check_database
 from tenantry.db.roles import CONSOLE_ROLE
 from tenantry.ids import TenantId
 from tenantry.retention import erase
@@ -95,12 +94,7 @@ def _with_pools(settings: Settings, work: Callable[[Pools], Awaitable[T]], *,
                           database.console_dsn if console else None) as pools:
             return await work(pools)
 
-    try:
-        return asyncio.run(main())
-    except DATABASE_DOWN as exc:  # it went away after the check
-        raise StartupFailed(describe_failure(database.dsn, exc)) from None
-    finally:
-        database.stop()
+    return database.run(main)
 
 
 @asynccontextmanager

@@ -16,7 +16,7 @@ import typer
 from tenantry.cli.common import fail
 from tenantry.cli.help import App
 from tenantry.cli.options import DEFAULT_URL, ApiKey, Url
-from tenantry.cli.remote import headers, sdk_failure
+from tenantry.cli.remote import sdk_client, sdk_failure
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -182,16 +182,9 @@ def show(
 
     Exit status 0 when it passed (or still runs, without --wait); 1 when it finished
     with a case the candidate failed, or --wait timed out; 2 on bad input or an error."""
-    from tenantry.client import Client, ClientError
-
-    headers(api_key)  # fails (exit status 2) without a key
-    try:
-        with Client(url, api_key, timeout=10) as client:
-            found = client.evaluations.get(agent_id, evaluation_id)
-            _finish(client, url, agent_id, found, wait=wait, timeout=timeout,
-                    as_json=as_json)
-    except ClientError as exc:
-        sdk_failure(url, exc)
+    with sdk_client(url, api_key, timeout=10) as client:
+        found = client.evaluations.get(agent_id, evaluation_id)
+        _finish(client, url, agent_id, found, wait=wait, timeout=timeout, as_json=as_json)
 
 
 @evaluations_app.command("start")
@@ -213,26 +206,19 @@ def start(
 
     Exit status 0 once started (or, with --wait, when it passed); 1 with --wait when a
     case failed on the candidate or it timed out; 2 on bad input or an error."""
-    from tenantry.client import Client, ClientError
-
     if candidate_version is None and candidate_model is None:
         fail("the candidate needs --candidate-version, --candidate-model or both")
-    headers(api_key)
-    try:
-        with Client(url, api_key, timeout=30) as client:
-            started = client.evaluations.start(
-                agent_id, test_set, candidate_version=candidate_version,
-                candidate_model=candidate_model, baseline_version=baseline_version)
-            if not wait:
-                if as_json:
-                    _show(started, as_json=True)
-                else:
-                    typer.echo(started.evaluation_id)
-                return
-            _finish(client, url, agent_id, started, wait=True, timeout=timeout,
-                    as_json=as_json)
-    except ClientError as exc:
-        sdk_failure(url, exc)
+    with sdk_client(url, api_key, timeout=30) as client:
+        started = client.evaluations.start(
+            agent_id, test_set, candidate_version=candidate_version,
+            candidate_model=candidate_model, baseline_version=baseline_version)
+        if not wait:
+            if as_json:
+                _show(started, as_json=True)
+            else:
+                typer.echo(started.evaluation_id)
+            return
+        _finish(client, url, agent_id, started, wait=True, timeout=timeout, as_json=as_json)
 
 
 @agents_app.command("promote")
@@ -248,17 +234,14 @@ def promote(
 
     Exit status 0 once promoted; 1 when the platform refused it (the evaluation is of
     another version, still running, or a case failed); 2 on bad input or an error."""
-    from tenantry.client import Client, ClientError, Conflict
+    from tenantry.client import Conflict
 
-    headers(api_key)
-    try:
-        with Client(url, api_key, timeout=10) as client:
+    with sdk_client(url, api_key, timeout=10) as client:
+        try:
             done = client.agents.promote(agent_id, version, evaluation_id=evaluation)
-    except Conflict as exc:
-        typer.secho(f"refused: {exc.detail}", fg="red", err=True)
-        raise typer.Exit(1) from None
-    except ClientError as exc:
-        sdk_failure(url, exc)
+        except Conflict as exc:
+            typer.secho(f"refused: {exc.detail}", fg="red", err=True)
+            raise typer.Exit(1) from None
     evidence = f" on evaluation {done.evaluation_id}" if done.evaluation_id else ""
     typer.echo(f"{done.agent_id} v{done.version} is live (was v{done.previous_version})"
                f"{evidence}")

@@ -1,13 +1,19 @@
 """What the commands that talk to a running platform over its HTTP API share: the tenant's
-key as a header, an error answer or an SDK failure as the one-line refusal, and a table."""
+key as a header, the SDK's client with its failures as the one-line refusal, an error
+answer as the same, and a table."""
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
 from tenantry.cli.common import fail
+
+if TYPE_CHECKING:
+    from tenantry.client import Client
 
 
 def headers(api_key: str | None) -> dict[str, str]:
@@ -32,6 +38,21 @@ def sdk_failure(url: str, exc: Exception) -> NoReturn:
     if isinstance(exc, ApiError):
         fail(f"{exc.status}: {exc.detail}")
     fail(f"cannot reach {url}: {exc}")
+
+
+@contextmanager
+def sdk_client(url: str, api_key: str | None, *, timeout: float = 30.0) -> Iterator[Client]:
+    """The SDK's client of the platform at ``url``. No key fails (exit status 2) before
+    anything is sent; an SDK failure in the block that the block does not handle is the
+    one-line error (``sdk_failure``)."""
+    from tenantry.client import Client, ClientError
+
+    headers(api_key)
+    try:
+        with Client(url, api_key, timeout=timeout) as client:
+            yield client
+    except ClientError as exc:
+        sdk_failure(url, exc)
 
 
 def show_table(header: list[str], rows: list[list[str]], title: str | None = None) -> None:

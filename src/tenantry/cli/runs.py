@@ -11,7 +11,7 @@ import typer
 from tenantry.cli.common import fail
 from tenantry.cli.help import App
 from tenantry.cli.options import DEFAULT_URL, ApiKey, Url
-from tenantry.cli.remote import headers, sdk_failure, show_table
+from tenantry.cli.remote import sdk_client, show_table
 from tenantry.runs.events import (
     ABSENT,
     MONTHLY_SPEND_CAP,
@@ -105,12 +105,11 @@ def tail(
     from rich.console import Console
     from rich.markup import escape
 
-    from tenantry.client import Client, ClientError, Event
+    from tenantry.client import Event
 
     console = Console(highlight=False)
-    headers(api_key)  # fails (exit status 2) without a key
     try:
-        with Client(url, api_key) as client, client.runs.events(run_id) as events:
+        with sdk_client(url, api_key) as client, client.runs.events(run_id) as events:
             for event in events:
                 if not isinstance(event, Event):
                     continue  # a model reply's pieces as it is written: the reply follows
@@ -123,8 +122,6 @@ def tail(
                     raise typer.Exit(0 if kind == "RunFinished" else 1)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
-    except ClientError as exc:
-        sdk_failure(url, exc)
 
 
 # How often `runs wait` reads the run at most: a status is one indexed row, and a person
@@ -147,27 +144,25 @@ def wait(
 
     Exit status 0 once it has; 1 on timeout, or when the run ended in another status (it
     cannot reach the one asked for), printing the status it has; 2 on bad input."""
-    from tenantry.client import Client, ClientError, WaitTimeout
+    from tenantry.client import WaitTimeout
 
     valid = {s.value for s in RunStatus}
     wanted = {s.strip().lower() for s in status or ["finished"]}
     if not wanted <= valid:
         fail(f"--status {', '.join(sorted(wanted - valid))}: not a run status "
               f"(one of {', '.join(s.value for s in RunStatus)})")
-    headers(api_key)  # fails (exit status 2) without a key
     try:
-        with Client(url, api_key, timeout=10) as client:
-            run = client.runs.wait(run_id, status=wanted, timeout=timeout,
-                                   poll_interval=WAIT_POLL_SECONDS)
+        with sdk_client(url, api_key, timeout=10) as client:
+            try:
+                run = client.runs.wait(run_id, status=wanted, timeout=timeout,
+                                       poll_interval=WAIT_POLL_SECONDS)
+            except WaitTimeout as exc:
+                current = exc.run.status if exc.run is not None else "unknown"
+                typer.secho(f"timed out after {timeout:g} s; the run is {current}", err=True)
+                typer.echo(current)
+                raise typer.Exit(1) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
-    except WaitTimeout as exc:
-        current = exc.run.status if exc.run is not None else "unknown"
-        typer.secho(f"timed out after {timeout:g} s; the run is {current}", err=True)
-        typer.echo(current)
-        raise typer.Exit(1) from None
-    except ClientError as exc:
-        sdk_failure(url, exc)
     if run.status not in wanted:
         typer.secho(f"{run.status} (ended; not {' or '.join(sorted(wanted))})", err=True)
         typer.echo(run.status)
@@ -183,14 +178,8 @@ def list_runs(
     limit: Annotated[int, typer.Option(min=1, max=200, help="How many runs.")] = 20,
 ) -> None:
     """The most recent runs, newest first."""
-    from tenantry.client import Client, ClientError
-
-    headers(api_key)  # fails (exit status 2) without a key
-    try:
-        with Client(url, api_key) as client:
-            page = client.runs.list(status=status, limit=limit)
-    except ClientError as exc:
-        sdk_failure(url, exc)
+    with sdk_client(url, api_key) as client:
+        page = client.runs.list(status=status, limit=limit)
     rows = [[run.run_id, run.agent_id, str(run.version), run.status, str(run.steps),
              f"{run.usage.input_tokens}/{run.usage.output_tokens}",
              f"{run.cost_micros / 1e6:.4f}", run.created_at.strftime("%Y-%m-%dT%H:%M:%S")]

@@ -29,10 +29,11 @@ import orjson
 
 from tenantry.client import _calls
 from tenantry.client.errors import ClientError
-from tenantry.client.models import Event, ModelDelta
+from tenantry.client.models import Event, ModelDelta, Run
 from tenantry.sse import SseEvent, SseParser
 
 if TYPE_CHECKING:
+    from tenantry.client._retry import RetryPolicy
     from tenantry.client._transport import AsyncTransport, SyncTransport
 
 __all__ = ["AsyncEventStream", "EventStream", "SseDecoder", "SseMessage", "StreamItem"]
@@ -142,19 +143,25 @@ class _Follow:
     """What the sync and async streams share: the run, where it is, and how many
     connections in a row ended having brought nothing (for the backoff)."""
 
-    def __init__(self, run_id: str, after: int) -> None:
+    def __init__(self, run_id: str, after: int, policy: RetryPolicy) -> None:
         self.run_id = run_id
         self.state = Resumption(after)
+        self.policy = policy
         self.empty_drops = 0
 
-    def dropped(self, received: bool) -> int:
-        """A connection ended before the run's last event: reconnect at once when it
-        brought something, else after a backoff that grows with the empty drops in a row.
-        Only opening a connection is bounded (the client's retries and deadline): a
+    def ended_before(self, run: Run) -> bool:
+        """Whether ``run`` (read after a connection closed cleanly with nothing new) had
+        ended at or before the stream's position: nothing more will come."""
+        return run.ended and run.last_seq <= self.state.last_seq
+
+    def dropped(self, received: bool) -> float:
+        """A connection ended before the run's last event: the pause before the next one.
+        0 when it brought something, else a backoff that grows with the empty drops in
+        a row. Only opening a connection is bounded (the client's retries and deadline): a
         stream that opens is followed for as long as the run goes on."""
         self.state.reconnecting()
         self.empty_drops = 0 if received else self.empty_drops + 1
-        return self.empty_drops
+        return self.policy.backoff_for(self.empty_drops) if self.empty_drops else 0.0
 
 
 class EventStream(Iterator[StreamItem]):
@@ -164,7 +171,7 @@ class EventStream(Iterator[StreamItem]):
 
     def __init__(self, transport: SyncTransport, run_id: str, after: int = 0) -> None:
         self._transport = transport
-        self._follow = _Follow(run_id, after)
+        self._follow = _Follow(run_id, after, transport.policy)
         self._items = self._run()
 
     @property
@@ -204,14 +211,13 @@ class EventStream(Iterator[StreamItem]):
                             return
             except httpx2.TransportError:
                 clean = False  # reset, cut short, or silent too long
-            if clean and not received:
-                # Closed cleanly with nothing new: the run may have ended before `after`.
-                run = t.call(_calls.get_run(follow.run_id))
-                if run.ended and run.last_seq <= state.last_seq:
-                    return
-            empty = follow.dropped(received)
-            if empty:
-                t.sleep(t.policy.backoff_for(empty))
+            # Closed cleanly with nothing new: the run may have ended before `after`.
+            if clean and not received and follow.ended_before(
+                    t.call(_calls.get_run(follow.run_id))):
+                return
+            pause = follow.dropped(received)
+            if pause:
+                t.sleep(pause)
 
 
 class AsyncEventStream(AsyncIterator[StreamItem]):
@@ -220,7 +226,7 @@ class AsyncEventStream(AsyncIterator[StreamItem]):
 
     def __init__(self, transport: AsyncTransport, run_id: str, after: int = 0) -> None:
         self._transport = transport
-        self._follow = _Follow(run_id, after)
+        self._follow = _Follow(run_id, after, transport.policy)
         self._items = self._run()
 
     @property
@@ -260,10 +266,9 @@ class AsyncEventStream(AsyncIterator[StreamItem]):
                             return
             except httpx2.TransportError:
                 clean = False  # reset, cut short, or silent too long
-            if clean and not received:
-                run = await t.call(_calls.get_run(follow.run_id))
-                if run.ended and run.last_seq <= state.last_seq:
-                    return
-            empty = follow.dropped(received)
-            if empty:
-                await t.sleep(t.policy.backoff_for(empty))
+            if clean and not received and follow.ended_before(
+                    await t.call(_calls.get_run(follow.run_id))):
+                return
+            pause = follow.dropped(received)
+            if pause:
+                await t.sleep(pause)

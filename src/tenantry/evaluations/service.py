@@ -93,7 +93,12 @@ async def start(db: Database, tenant: TenantId, agent: AgentId, test_set: TestSe
 async def get(db: Database, tenant: TenantId, agent: AgentId,
               evaluation: EvaluationId) -> Evaluation:
     async with db.tenant_tx(tenant) as conn:
-        row = await conn.fetchrow(Q.get_evaluation, tenant.value, agent.uuid, evaluation.uuid)
+        return await _get_in(conn, tenant, agent, evaluation)
+
+
+async def _get_in(conn: Connection, tenant: TenantId, agent: AgentId,
+                  evaluation: EvaluationId) -> Evaluation:
+    row = await conn.fetchrow(Q.get_evaluation, tenant.value, agent.uuid, evaluation.uuid)
     if row is None:
         raise NotFound(NOT_FOUND)
     return _of(row)
@@ -189,10 +194,7 @@ class Report:
 async def report(db: Database, tenant: TenantId, agent: AgentId,
                  evaluation: EvaluationId) -> Report:
     async with db.tenant_tx(tenant) as conn:
-        row = await conn.fetchrow(Q.get_evaluation, tenant.value, agent.uuid, evaluation.uuid)
-        if row is None:
-            raise NotFound(NOT_FOUND)
-        return await _report(conn, tenant, _of(row))
+        return await _report(conn, tenant, await _get_in(conn, tenant, agent, evaluation))
 
 
 async def report_for(db: Database, tenant: TenantId, evaluation: EvaluationId) -> Report:

@@ -125,29 +125,13 @@ async def rotate_master_key(conn: asyncpg.Connection, old: MasterKey, new: Maste
     in one transaction; tenants' secrets themselves are not re-encrypted. Keys already under
     ``new`` are left alone, so an interrupted rotation can simply be run again. Needs a
     connection that sees all tenants."""
-    count = 0
     async with conn.transaction():
+        count = 0
         for row in await conn.fetch(Q.all_tenant_keys):
-            if row["master_key_id"] == new.key_id:
-                continue
-            if row["master_key_id"] != old.key_id:
-                raise VaultError(f"tenant {row['tenant_id']}'s key is wrapped by neither key")
-            data_key = crypto.unwrap(old, row["tenant_id"], bytes(row["wrapped_key"]),
-                                     bytes(row["nonce"]))
-            wrapped, nonce = crypto.wrap(new, row["tenant_id"], data_key)
-            await conn.execute(Q.rewrap_tenant_key, row["tenant_id"], wrapped, nonce,
-                               new.key_id)
-            count += 1
+            count += await _rewrap(conn, row["tenant_id"], row, old, new)
         # Model accounts' API keys are sealed by the master key directly.
-        for row in await conn.fetch(Q.all_sealed_account_secrets):
-            if row["master_key_id"] == new.key_id:
-                continue
-            if row["master_key_id"] != old.key_id:
-                raise VaultError(f"model account {row['account_id']}'s key is sealed by "
-                                 "neither key")
-            await _reseal(conn, row, old, new)
-            count += 1
-    return count
+        return count + await _reseal_all(conn, await conn.fetch(Q.all_sealed_account_secrets),
+                                         old, new)
 
 
 async def rewrap_tenant(conn: asyncpg.Connection, tenant: str, old: MasterKey,
@@ -155,16 +139,32 @@ async def rewrap_tenant(conn: asyncpg.Connection, tenant: str, old: MasterKey,
     """Re-wrap one tenant's data key, and re-seal its own model accounts' keys, from ``old``
     to ``new``: a tenant moved to a cell with another master key (ADR 0029). Its secrets
     themselves are untouched (the data key is the same). In the caller's transaction."""
-    count = 0
     row = await conn.fetchrow(Q.tenant_key_for_update, tenant)
-    if row is not None and row["master_key_id"] != new.key_id:
-        if row["master_key_id"] != old.key_id:
-            raise VaultError(f"tenant {tenant}'s key is wrapped by neither key")
-        data_key = crypto.unwrap(old, tenant, bytes(row["wrapped_key"]), bytes(row["nonce"]))
-        wrapped, nonce = crypto.wrap(new, tenant, data_key)
-        await conn.execute(Q.rewrap_tenant_key, tenant, wrapped, nonce, new.key_id)
-        count += 1
-    for account in await conn.fetch(Q.sealed_account_secrets_of_tenant, tenant):
+    count = 0 if row is None else await _rewrap(conn, tenant, row, old, new)
+    return count + await _reseal_all(
+        conn, await conn.fetch(Q.sealed_account_secrets_of_tenant, tenant), old, new)
+
+
+async def _rewrap(conn: asyncpg.Connection, tenant: str, row: asyncpg.Record, old: MasterKey,
+                  new: MasterKey) -> int:
+    """Re-wrap a tenant's data key (its key row) from ``old`` to ``new``: 1, or 0 when it
+    is under ``new`` already."""
+    if row["master_key_id"] == new.key_id:
+        return 0
+    if row["master_key_id"] != old.key_id:
+        raise VaultError(f"tenant {tenant}'s key is wrapped by neither key")
+    data_key = crypto.unwrap(old, tenant, bytes(row["wrapped_key"]), bytes(row["nonce"]))
+    wrapped, nonce = crypto.wrap(new, tenant, data_key)
+    await conn.execute(Q.rewrap_tenant_key, tenant, wrapped, nonce, new.key_id)
+    return 1
+
+
+async def _reseal_all(conn: asyncpg.Connection, accounts: list[asyncpg.Record],
+                      old: MasterKey, new: MasterKey) -> int:
+    """Re-seal these model accounts' keys from ``old`` to ``new``; how many were not under
+    ``new`` already."""
+    count = 0
+    for account in accounts:
         if account["master_key_id"] == new.key_id:
             continue
         if account["master_key_id"] != old.key_id:

@@ -15,6 +15,7 @@ import re
 import shlex
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tenantry.sandbox.types import SandboxUnavailable
@@ -90,22 +91,14 @@ class CgroupV1:
                 "this backend needs the v1 memory, cpu and pids hierarchies (cgroup v2 is "
                 "not supported yet)"
             )
-        dirs: dict[str, Path] = {}
-        for controller in (*REQUIRED, *OPTIONAL):
-            if controller in OPTIONAL and not _is_v1(root / controller):
-                continue
-            directory = root / controller / PARENT / name
-            directory.mkdir(parents=True, exist_ok=True)
-            dirs[controller] = directory
-        group = cls(name, dirs)
-        try:
+
+        def limit(group: CgroupV1) -> None:
             group._set_memory(memory_bytes)
             group.set_cpus(cpus)
             group.set_pids(pids)
-        except BaseException:
-            group.destroy()
-            raise
-        return group
+
+        controllers = [c for c in (*REQUIRED, *OPTIONAL) if c in REQUIRED or _is_v1(root / c)]
+        return cls._made(name, controllers, root, limit)
 
     @classmethod
     def metered(cls, name: str, *, memory_bytes: int, root: Path = ROOT) -> CgroupV1:
@@ -117,15 +110,23 @@ class CgroupV1:
         set here. Removed by ``destroy`` with the rest (``existing``)."""
         if not _NAME.match(name):
             raise ValueError(f"bad cgroup name {name!r}")
+        controllers = ["memory", *(["cpuacct"] if _is_v1(root / "cpuacct") else [])]
+        return cls._made(name, controllers, root,
+                         lambda group: group._set_memory(memory_bytes))
+
+    @classmethod
+    def _made(cls, name: str, controllers: list[str], root: Path,
+              limit: Callable[[CgroupV1], None]) -> CgroupV1:
+        """The sandbox's directory under each controller, made, then ``limit``ed; a limit
+        that cannot be set removes them all again (no half-limited group is left)."""
         dirs: dict[str, Path] = {}
-        for controller in ("memory", "cpuacct"):
-            if controller == "memory" or _is_v1(root / controller):
-                directory = root / controller / PARENT / name
-                directory.mkdir(parents=True, exist_ok=True)
-                dirs[controller] = directory
+        for controller in controllers:
+            directory = root / controller / PARENT / name
+            directory.mkdir(parents=True, exist_ok=True)
+            dirs[controller] = directory
         group = cls(name, dirs)
         try:
-            group._set_memory(memory_bytes)
+            limit(group)
         except BaseException:
             group.destroy()
             raise
