@@ -4053,6 +4053,40 @@ CREATE TABLE public.tombstones (
 );
 
 --
+-- Name: tool_server_oauth; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.tool_server_oauth (
+    tenant_id text NOT NULL,
+    server_id uuid NOT NULL,
+    status text NOT NULL,
+    reason text,
+    grant_type text DEFAULT 'authorization_code'::text NOT NULL,
+    resource text NOT NULL,
+    authorization_server jsonb NOT NULL,
+    scope text,
+    step_ups integer DEFAULT 0 NOT NULL,
+    client_id text,
+    client_auth_method text,
+    client_secret bytea,
+    client_secret_nonce bytea,
+    access_token bytea,
+    access_token_nonce bytea,
+    access_expires_at timestamp with time zone,
+    refresh_token bytea,
+    refresh_token_nonce bytea,
+    flow_state text,
+    flow_verifier bytea,
+    flow_verifier_nonce bytea,
+    flow_redirect_uri text,
+    flow_expires_at timestamp with time zone,
+    connected_at timestamp with time zone,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT tool_server_oauth_grant_type_check CHECK ((grant_type = ANY (ARRAY['authorization_code'::text, 'client_credentials'::text]))),
+    CONSTRAINT tool_server_oauth_status_check CHECK ((status = ANY (ARRAY['authorization_required'::text, 'connected'::text])))
+);
+
+--
 -- Name: tool_servers; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -5293,6 +5327,20 @@ ALTER TABLE ONLY public.tombstones
     ADD CONSTRAINT tombstones_pkey PRIMARY KEY (tenant_id, run_id);
 
 --
+-- Name: tool_server_oauth tool_server_oauth_flow_state_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.tool_server_oauth
+    ADD CONSTRAINT tool_server_oauth_flow_state_key UNIQUE (flow_state);
+
+--
+-- Name: tool_server_oauth tool_server_oauth_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.tool_server_oauth
+    ADD CONSTRAINT tool_server_oauth_pkey PRIMARY KEY (tenant_id, server_id);
+
+--
 -- Name: tool_servers tool_servers_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -6174,6 +6222,12 @@ CREATE TRIGGER test_case_sources_refuse_frozen BEFORE INSERT OR UPDATE ON public
 CREATE TRIGGER tombstones_immutable BEFORE DELETE OR UPDATE ON public.tombstones FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_change_but_retention();
 
 --
+-- Name: tool_server_oauth tool_server_oauth_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER tool_server_oauth_refuse_frozen BEFORE INSERT OR UPDATE ON public.tool_server_oauth FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
+
+--
 -- Name: tool_servers tool_servers_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -6660,6 +6714,13 @@ ALTER TABLE ONLY public.test_case_sources
 
 ALTER TABLE ONLY public.tombstones
     ADD CONSTRAINT tombstones_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
+
+--
+-- Name: tool_server_oauth tool_server_oauth_tenant_id_server_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.tool_server_oauth
+    ADD CONSTRAINT tool_server_oauth_tenant_id_server_id_fkey FOREIGN KEY (tenant_id, server_id) REFERENCES public.tool_servers(tenant_id, server_id) ON DELETE CASCADE;
 
 --
 -- Name: tool_servers tool_servers_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
@@ -7816,6 +7877,12 @@ CREATE POLICY tenant_isolation ON public.test_case_sources USING ((tenant_id = p
 CREATE POLICY tenant_isolation ON public.tombstones USING ((tenant_id = public.tenantry_current_tenant()));
 
 --
+-- Name: tool_server_oauth tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.tool_server_oauth USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
 -- Name: tool_servers tenant_isolation; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -7862,6 +7929,12 @@ ALTER TABLE public.test_case_sources ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.tombstones ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: tool_server_oauth; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.tool_server_oauth ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: tool_servers; Type: ROW SECURITY; Schema: public; Owner: -

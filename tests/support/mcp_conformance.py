@@ -39,12 +39,27 @@ CLIENT_SCENARIOS: dict[str, tuple[str, ...]] = {
     "elicitation-sep1034-client-defaults": ("client-elicitation-sep1034-string-default",),
     "sse-retry": ("client-sse-graceful-reconnect", "client-sse-retry-timing",
                   "client-sse-last-event-id"),
-    **{f"auth/{name}": () for name in (
-        "metadata-default", "metadata-var1", "metadata-var2", "metadata-var3", "basic-cimd",
-        "scope-from-www-authenticate", "scope-from-scopes-supported",
-        "scope-omitted-when-undefined", "scope-step-up", "scope-retry-limit",
-        "token-endpoint-auth-basic", "token-endpoint-auth-post", "token-endpoint-auth-none",
-        "pre-registration")},
+    # The authorization scenarios: a token the platform got reached the MCP server (which
+    # checks it), besides each scenario's own checks of how it was got.
+    **{f"auth/{name}": ("valid-bearer-token", *checks) for name, checks in (
+        ("metadata-default", ("prm-pathbased-requested", "authorization-server-metadata")),
+        ("metadata-var1", ("authorization-server-metadata",)),
+        ("metadata-var2", ("authorization-server-metadata",)),
+        ("metadata-var3", ("authorization-server-metadata",)),
+        ("basic-cimd", ("pkce-verifier-matches-challenge",)),
+        ("scope-from-www-authenticate", ("scope-from-www-authenticate",)),
+        ("scope-from-scopes-supported", ("scope-from-scopes-supported",)),
+        ("scope-omitted-when-undefined", ("scope-omitted-when-undefined",)),
+        ("scope-step-up", ("scope-step-up-initial", "scope-step-up-escalation")),
+        ("token-endpoint-auth-basic", ("token-endpoint-auth-method",
+                                       "resource-parameter-consistency")),
+        ("token-endpoint-auth-post", ("token-endpoint-auth-method",
+                                      "resource-parameter-consistency")),
+        ("token-endpoint-auth-none", ("token-endpoint-auth-method",
+                                      "resource-parameter-consistency")),
+        ("pre-registration", ("pre-registration-auth",)))},
+    # Its server refuses every token (403): how often the platform asks is what counts.
+    "auth/scope-retry-limit": ("scope-retry-limit",),
 }
 SPECS = ("2025-06-18", "2025-11-25")
 #: How long the suite gives the client (the adapter's runs end well within it; the whole

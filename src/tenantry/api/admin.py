@@ -1,5 +1,6 @@
-"""Operator API (``/admin/v1``): tenants, their API keys, secrets and tool servers. Each
-is listed (a keyset page, see :mod:`tenantry.api.pagination`) and fetched as well as created.
+"""Operator API (``/admin/v1``): tenants, their API keys and secrets (their tool servers:
+``tool_servers.py``). Each is listed (a keyset page, see :mod:`tenantry.api.pagination`) and
+fetched as well as created.
 Also the operator's console sessions: revoked all at once (the console's session epoch)."""
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from tenantry.api.fields import (
     SECRET_NAME_RE,
     SLUG_RE,
     Body,
-    HttpUrl,
     Label,
     SecretName,
     Slug,
@@ -29,10 +29,9 @@ from tenantry.api.pagination import PageRequest, keyed_by, matching
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.config import ANY_REGION, Settings
-from tenantry.errors import Conflict, NotFound, RegionNotServed, ValidationFailed
+from tenantry.errors import NotFound, RegionNotServed, ValidationFailed
 from tenantry.ids import ApiKeyId, TenantId
 from tenantry.tenants import service
-from tenantry.tools import servers
 from tenantry.vault import store as vault_store
 
 router = APIRouter(prefix="/admin/v1", tags=["operator"], dependencies=[Depends(operator)])
@@ -130,34 +129,6 @@ class ApiKeyOut(BaseModel):
 
 class ApiKeyList(BaseModel):
     data: list[ApiKeyOut]
-    next_cursor: str | None
-
-
-class RegisterToolServer(Body):
-    name: Label
-    url: HttpUrl = Field(description="The MCP server's streamable-HTTP endpoint.")
-    honours_idempotency_keys: bool = Field(
-        description="Whether the server performs a call once per Idempotency-Key. Calls to "
-                    "servers that do not are never retried after an ambiguous crash.")
-    secret: SecretName | None = Field(
-        default=None,
-        description="Name of a vault secret (PUT .../secrets/{name}) sent as "
-                    "`Authorization: Bearer <value>` on each call to this server only.")
-
-
-class ToolServerOut(BaseModel):
-    server_id: str
-    name: str
-    url: str
-    honours_idempotency_keys: bool
-    secret: str | None
-    tools: list[str]
-    tools_sha256: str
-    created_at: datetime
-
-
-class ToolServerList(BaseModel):
-    data: list[ToolServerOut]
     next_cursor: str | None
 
 
@@ -336,68 +307,6 @@ async def put_admissions(
                          paused_at=paused_at)
 
 
-def _server_out(s: servers.ToolServer) -> ToolServerOut:
-    return ToolServerOut(
-        server_id=str(s.server_id), name=s.name, url=s.url,
-        honours_idempotency_keys=s.honours_idempotency_keys, secret=s.secret_ref,
-        tools=sorted(s.tool_names()), tools_sha256=s.tools_sha256.hex(), created_at=s.created_at,
-    )
-
-
-_THE_SERVER = {**_IN_THE_TENANT, "name": "$response.body#/name"}
-
-
-@router.post("/tenants/{tenant_id}/tool-servers", status_code=201, response_model=ToolServerOut,
-             responses={201: links(
-                 GetToolServer=to("GET", "/admin/v1/tenants/{tenant_id}/tool-servers/{name}",
-                                  "The server just registered.", parameters=_THE_SERVER),
-                 Repin=to("POST", "/admin/v1/tenants/{tenant_id}/tool-servers/{name}/pin",
-                          "Accept its tool list again.", parameters=_THE_SERVER)),
-                 **_UNREACHABLE, **VAULT_ERROR})
-async def register_tool_server(
-    tenant_id: str, body: RegisterToolServer, p: Platform = Depends(platform)
-) -> ToolServerOut:
-    """Register an MCP server for a tenant. Its tool list is read now and pinned."""
-    tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
-    await service.get_tenant(p.db, tenant)  # 404 before calling anything
-    headers = await _credential(p, tenant, body.secret)
-    server = await servers.register(p.db, p.mcp, tenant, name=body.name, url=body.url,
-                                    honours_idempotency_keys=body.honours_idempotency_keys,
-                                    secret_ref=body.secret, headers=headers)
-    return _server_out(server)
-
-
-@router.post("/tenants/{tenant_id}/tool-servers/{name}/pin", response_model=ToolServerOut,
-             responses={**_UNREACHABLE, **VAULT_ERROR})
-async def repin_tool_server(
-    tenant_id: str, name: str, p: Platform = Depends(platform)
-) -> ToolServerOut:
-    """Accept the server's current tool list as reviewed (after it changed)."""
-    tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
-    server = await _server(p, tenant, name)
-    headers = await _credential(p, tenant, server.secret_ref)
-    return _server_out(await servers.repin(p.db, p.mcp, tenant, name, headers))
-
-
-async def _server(p: Platform, tenant: TenantId, name: str) -> servers.ToolServer:
-    if not _LABEL.fullmatch(name):  # not a name a server can have (and never a NUL)
-        raise NotFound(SERVER_NOT_FOUND)
-    return await servers.get_server(p.db, tenant, name)
-
-
-async def _credential(p: Platform, tenant: TenantId, secret: str | None) -> dict[str, str]:
-    if secret is None:
-        return {}
-    if p.vault is None:
-        raise ValidationFailed("secret: the vault is not configured (TENANTRY_MASTER_KEY)")
-    try:
-        value = await p.vault.get(tenant, secret)
-    except NotFound:
-        raise Conflict(f"secret: no secret named {secret!r} for this tenant",
-                       field="secret") from None
-    return {"Authorization": f"Bearer {value}"}
-
-
 _STORED = links(GetSecret=to(
     "GET", "/admin/v1/tenants/{tenant_id}/secrets/{name}", "The secret's name and dates.",
     parameters={**_IN_THE_TENANT, "name": "$request.path.name"}))
@@ -448,27 +357,6 @@ async def get_secret(tenant_id: str, name: str, p: Platform = Depends(platform))
 
 def _secret_out(s: vault_store.SecretInfo) -> SecretOut:
     return SecretOut(name=s.name, created_at=s.created_at, updated_at=s.updated_at)
-
-
-@router.get("/tenants/{tenant_id}/tool-servers", response_model=ToolServerList)
-async def list_tool_servers(
-    tenant_id: str, page: PageRequest = Depends(keyed_by(LABEL_RE)),
-    p: Platform = Depends(platform)
-) -> ToolServerList:
-    """The tenant's tool servers, ordered by name."""
-    tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
-    found = await servers.servers_page(p.db, tenant, after=page.position(_SERVER_CURSOR),
-                                       limit=page.limit)
-    return ToolServerList(data=[_server_out(s) for s in found],
-                          next_cursor=page.next_cursor(found, lambda s: s.name))
-
-
-@router.get("/tenants/{tenant_id}/tool-servers/{name}", response_model=ToolServerOut)
-async def get_tool_server(
-    tenant_id: str, name: str, p: Platform = Depends(platform)
-) -> ToolServerOut:
-    tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
-    return _server_out(await _server(p, tenant, name))
 
 
 class SessionsRevokedOut(BaseModel):

@@ -32,6 +32,7 @@ from tenantry.api import (
     retention,
     run_bodies,
     runs,
+    tool_servers,
 )
 from tenantry.api.body_limit import BodyLimit
 from tenantry.api.platform import Platform
@@ -103,7 +104,8 @@ def create_app(
     problems.install(app)
     # Runs first: routing tries routes in order, and POST /v1/runs is the hot path (at
     # 1,000 runs/s, matching it after every admin route cost a fifth of the process).
-    api_routers = [runs.router, admin.router, model_accounts.router, billing.router,
+    api_routers = [runs.router, admin.router, tool_servers.router,
+                   tool_servers.callback_router, model_accounts.router, billing.router,
                    prices.router, policy.admin_router, policy.router, metrics.router,
                    agents.router, evaluations.router, model_snapshots.router,
                    activities.router, approvals.router, inbox.router,

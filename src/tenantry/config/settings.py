@@ -48,6 +48,8 @@ class Settings:
     port: int = 8080
     operator_token: str | None = None
     master_key: str | None = None
+    # Where browsers and authorization servers reach the API (the OAuth callback's base).
+    public_url: str | None = None
     # Sandboxes (ADR 0005): the backend (None → probed: microvm, gvisor, bwrap; "none"
     # turns code execution off), the warm pool's size per worker process, the per-sandbox
     # guest memory, the per-execution time limit, how long a parked run's sandbox is

@@ -68,6 +68,16 @@ class RpcError(Exception):
         self.http_status = http_status
 
 
+class Unauthorized(RpcError):
+    """HTTP 401 or 403 from the server: its credential is missing, expired or too narrow.
+    ``challenge`` is its ``WWW-Authenticate`` header (OAuth: where to get a token, and for
+    which scope)."""
+
+    def __init__(self, status: int, challenge: str) -> None:
+        super().__init__(None, f"HTTP {status}", http_status=status)
+        self.challenge = challenge
+
+
 class SessionExpired(Exception):
     """HTTP 404 to a request carrying our session id: the server no longer knows it."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+from tenantry.errors import ToolUnavailable
 from tenantry.tools._mcp_messages import (
     DISCOVER_TIMEOUT_S,
     HANDSHAKE_VERSIONS,
@@ -16,6 +17,7 @@ from tenantry.tools._mcp_messages import (
     UNSUPPORTED_PROTOCOL_VERSION,
     Headers,
     RpcError,
+    Unauthorized,
     supported_versions,
 )
 from tenantry.tools._mcp_wire import Session
@@ -29,6 +31,8 @@ async def negotiate(session: Session, credentials: Headers = (),
     for attempt in range(2):
         try:
             result = await session.probe(deadline, credentials)
+        except Unauthorized as exc:
+            raise _refused(session, exc) from None
         except RpcError as exc:
             supported = supported_versions(exc)
             if supported is not None and exc.code == UNSUPPORTED_PROTOCOL_VERSION \
@@ -48,6 +52,8 @@ async def negotiate(session: Session, credentials: Headers = (),
         try:
             await session.initialize(deadline, credentials)
             return
+        except Unauthorized as exc:
+            raise _refused(session, exc) from None
         except RpcError as exc:
             # -32022 to the handshake names the server modern after all (e.g. a probe that
             # timed out here but locked the era there): probe once more.
@@ -57,3 +63,11 @@ async def negotiate(session: Session, credentials: Headers = (),
                 raise session.unavailable(f"initialize failed: {exc.message}",
                                           reason="protocol") from None
     raise session.unavailable("protocol negotiation failed", reason="protocol")
+
+
+def _refused(session: Session, exc: Unauthorized) -> ToolUnavailable:
+    """The server wants a (better) credential before anything else: no era is tried after
+    this one. ``www_authenticate`` says how to get one (tools/oauth/)."""
+    return session.unavailable(f"the server refused the credential (HTTP {exc.http_status})",
+                               reason="unauthorized", http_status=exc.http_status,
+                               www_authenticate=exc.challenge)

@@ -69,6 +69,7 @@ from tenantry.tools._mcp_messages import (
     Headers,
     RpcError,
     SessionExpired,
+    Unauthorized,
     encode_header_value,
     listed_tools,
     param_headers,
@@ -247,6 +248,8 @@ class Session:
             if status == 404 and self.session_id is not None:
                 self.dead = True
                 raise SessionExpired("session terminated")
+            if status in (401, 403):
+                raise Unauthorized(status, response.headers.get("www-authenticate", "")[:2000])
             if response.content_type == "application/json":
                 with contextlib.suppress(orjson.JSONDecodeError):
                     message = orjson.loads(await response.read())

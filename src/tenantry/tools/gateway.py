@@ -35,7 +35,9 @@ from tenantry.tools import approvals, stand_ins
 from tenantry.tools.audit import AuditEntry
 from tenantry.tools.builtin import NAMES as BUILTIN_TOOLS
 from tenantry.tools.builtin import BuiltinTools, Retry, retry_of, uses_browser
-from tenantry.tools.mcp_client import McpToolClient
+from tenantry.tools.mcp_client import McpToolClient, ToolOutcome
+from tenantry.tools.oauth.connections import AuthorizationRequired, ToolServerAuth
+from tenantry.tools.oauth.discovery import AuthorizationFailed, parse_challenge
 from tenantry.tools.servers import ToolServer, list_servers, tools_digest
 from tenantry.tools.stand_ins import StandIn
 from tenantry.vault import SealedSecret, Vault, VaultError
@@ -110,6 +112,7 @@ class ToolGateway:
             max_entries=CACHE_ENTRIES, ttl_seconds=pin_check_seconds)
         self._credentials: BoundedCache[tuple[str, str], SealedSecret] = BoundedCache(
             max_entries=CACHE_ENTRIES, ttl_seconds=CREDENTIAL_TTL_SECONDS)
+        self._auth = ToolServerAuth(db, vault)  # OAuth servers' tokens
 
     # -- what the model may see --------------------------------------------------------
 
@@ -220,19 +223,53 @@ class ToolGateway:
         def left() -> float:
             return deadline - time.perf_counter()
 
-        try:
-            headers = await self._credential(tenant, server)
-            if pin is not None:
-                await self._check_version_pin(tenant, server, headers, tool, pin, left())
-            else:  # a version published before this tool had a server: the operator's pin
-                await self._check_pin(tenant, server, headers, left())
-        except (VaultError, NotFound) as exc:
-            return await refuse(f"no usable credential for {server.name!r}: {exc}")
-        except PinMismatch as exc:
-            return await refuse(str(exc))
-        except ToolUnavailable as exc:
-            breaker.failed()
-            return await refuse(f"tool server unavailable: {exc.detail}", "unavailable")
+        refreshed = False
+        while True:  # twice at most for an OAuth server whose token was refused: refreshed
+            try:
+                headers = await self._credential(tenant, server, refresh=refreshed)
+                if pin is not None:
+                    await self._check_version_pin(tenant, server, headers, tool, pin, left())
+                else:  # a version published before this tool had a server: the operator's
+                    await self._check_pin(tenant, server, headers, left())
+            except AuthorizationRequired as exc:
+                return await refuse(_needs_connecting(server, exc.detail))
+            except AuthorizationFailed as exc:  # its authorization server failed: transient
+                return await refuse(f"tool server {server.name!r}: {exc.detail}", "unavailable")
+            except (VaultError, NotFound) as exc:
+                return await refuse(f"no usable credential for {server.name!r}: {exc}")
+            except PinMismatch as exc:
+                return await refuse(str(exc))
+            except ToolUnavailable as exc:
+                if server.oauth and exc.extra.get("reason") == "unauthorized":
+                    refusal = await self._token_refused(
+                        tenant, server, int(exc.extra.get("http_status", 401)),
+                        str(exc.extra.get("www_authenticate", "")), refreshed)
+                    if refusal is None:
+                        refreshed = True
+                        continue
+                    return await refuse(refusal)
+                breaker.failed()
+                return await refuse(f"tool server unavailable: {exc.detail}", "unavailable")
+            outcome = await self._send(tenant, tool, arguments, key, server, breaker, headers,
+                                       started, left)
+            if isinstance(outcome, ToolResult):
+                return outcome
+            if server.oauth and outcome.refused is not None:
+                refusal = await self._token_refused(tenant, server, *outcome.refused, refreshed)
+                if refusal is None:
+                    refreshed = True
+                    continue
+                return await refuse(refusal)
+            return await self._shape(tenant, key, server.name, outcome.ok,
+                                     outcome.content or outcome.error or "", started)
+
+    async def _send(
+        self, tenant: TenantId, tool: str, arguments: dict[str, Any], key: str,
+        server: ToolServer, breaker: CircuitBreaker, headers: dict[str, str],
+        started: float, left: Callable[[], float],
+    ) -> ToolOutcome | ToolResult:
+        """The call, repeated while the server cannot be reached and a repeat is safe; a
+        ToolResult when it is given up."""
         for attempt in range(UNAVAILABLE_RETRIES + 1):
             try:
                 outcome = await self._mcp.call(server.url, tool, arguments, idempotency_key=key,
@@ -247,10 +284,28 @@ class ToolGateway:
                 pause = backoff(attempt + 1, first=RETRY_FIRST_SECONDS, cap=RETRY_MAX_SECONDS)
                 if (attempt == UNAVAILABLE_RETRIES or not safe or left() <= pause
                         or not breaker.allow()):
-                    return await refuse(f"tool server unavailable: {exc.detail}", "unavailable")
+                    return ToolResult(None, f"tool server unavailable: {exc.detail}",
+                                      server.name, (time.perf_counter() - started) * 1000,
+                                      outcome="unavailable")
                 await asyncio.sleep(pause)
-        return await self._shape(tenant, key, server.name, outcome.ok,
-                                 outcome.content or outcome.error or "", started)
+        return outcome
+
+    async def _token_refused(self, tenant: TenantId, server: ToolServer, status: int,
+                             header: str, refreshed: bool) -> str | None:
+        """An OAuth server refused the call's token. None: refresh it and call once more
+        (a 401 to a token not yet refreshed); else why the call was not made: a 403 for a
+        scope (step-up), or a refreshed token refused again, makes the server wait for
+        the tenant to connect it."""
+        challenge = parse_challenge(header)
+        if status == 403 or challenge.error == "insufficient_scope":
+            await self._auth.step_up(tenant, server.server_id, challenge)
+            scope = f" (scope {challenge.scope!r})" if challenge.scope else ""
+            return _needs_connecting(server, f"it asks for a broader authorization{scope}")
+        if not refreshed:
+            return None
+        reason = "it refuses even a refreshed token"
+        await self._auth.lapse(tenant, server.server_id, reason + ": connect again")
+        return _needs_connecting(server, reason)
 
     async def _call_builtin(
         self, tenant: TenantId, spec: AgentSpec, tool: str, arguments: dict[str, Any],
@@ -288,9 +343,14 @@ class ToolGateway:
                               truncated, ref, "error")
         return ToolResult(text, None, server, elapsed, len(encoded), truncated, ref)
 
-    async def _credential(self, tenant: TenantId, server: ToolServer) -> dict[str, str]:
+    async def _credential(self, tenant: TenantId, server: ToolServer, *,
+                          refresh: bool = False) -> dict[str, str]:
         """The server's credential for this one call's request headers: read sealed from
-        the vault at most once a minute per worker, opened here for each call."""
+        the vault at most once a minute per worker, opened here for each call. An OAuth
+        server's is its access token, refreshed when it is about to expire (``refresh``:
+        now, the server having refused it)."""
+        if server.oauth:
+            return await self._auth.headers(tenant, server.server_id, refresh=refresh)
         if server.secret_ref is None:
             return {}
         if self._vault is None:
@@ -371,3 +431,8 @@ class ToolGateway:
 
 class PinMismatch(Exception):
     pass
+
+
+def _needs_connecting(server: ToolServer, why: str) -> str:
+    return (f"authorization_required: tool server {server.name!r} needs the tenant to connect "
+            f"it again ({why}); the call was not made")

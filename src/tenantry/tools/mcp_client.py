@@ -36,7 +36,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -53,6 +53,7 @@ from tenantry.tools._mcp_messages import (
     Headers,
     RpcError,
     SessionExpired,
+    Unauthorized,
     safe_url,
 )
 from tenantry.tools._mcp_negotiation import negotiate
@@ -83,6 +84,9 @@ class ToolOutcome:
     ok: bool
     content: str
     error: str | None = None
+    #: The server refused the credential (HTTP 401 or 403): the status and its
+    #: ``WWW-Authenticate`` header, for the gateway to refresh or step up an OAuth token.
+    refused: tuple[int, str] | None = field(default=None, compare=False)
 
 
 class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
@@ -251,6 +255,11 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
                 cursor = page.get("nextCursor")
                 if not isinstance(cursor, str):
                     break
+        except Unauthorized as exc:
+            raise _unavailable(url, f"tools/list refused the credential (HTTP "
+                                    f"{exc.http_status})", reason="unauthorized",
+                               http_status=exc.http_status,
+                               www_authenticate=exc.challenge) from None
         except (RpcError, SessionExpired) as exc:
             if isinstance(exc, SessionExpired):
                 session.close()
@@ -444,7 +453,9 @@ def _rpc_error_outcome(exc: RpcError, url: str, tool: str) -> ToolOutcome:
         if 400 <= status < 500 and status not in (408, 425, 429):
             # The server refused this request (e.g. a rejected credential): not retryable,
             # and the model should know the tool did not run.
-            return ToolOutcome(False, "", f"tool server refused the call (HTTP {status})")
+            refused = (status, exc.challenge) if isinstance(exc, Unauthorized) else None
+            return ToolOutcome(False, "", f"tool server refused the call (HTTP {status})",
+                               refused)
         raise _unavailable(url, f"tool server failed: HTTP {status}", reason="server",
                            http_status=status) from None
     if exc.code in (INTERNAL_ERROR, PARSE_ERROR):

@@ -7,14 +7,16 @@ RETURNING created_at
 
 -- name: list_servers
 SELECT server_id, name, url, honours_idempotency_keys, tools, tools_sha256, secret_ref,
-       created_at
-FROM tool_servers WHERE tenant_id = $1
+       created_at, EXISTS (SELECT 1 FROM tool_server_oauth o WHERE o.tenant_id = s.tenant_id
+                           AND o.server_id = s.server_id) AS oauth
+FROM tool_servers s WHERE tenant_id = $1
 ORDER BY name
 
 -- name: get_server
 SELECT server_id, name, url, honours_idempotency_keys, tools, tools_sha256, secret_ref,
-       created_at
-FROM tool_servers WHERE tenant_id = $1 AND name = $2
+       created_at, EXISTS (SELECT 1 FROM tool_server_oauth o WHERE o.tenant_id = s.tenant_id
+                           AND o.server_id = s.server_id) AS oauth
+FROM tool_servers s WHERE tenant_id = $1 AND name = $2
 
 -- name: repin_server
 UPDATE tool_servers SET tools = $3, tools_sha256 = $4
@@ -25,8 +27,9 @@ SELECT 1 FROM tenants WHERE tenant_id = $1
 
 -- name: servers_page
 SELECT server_id, name, url, honours_idempotency_keys, tools, tools_sha256, secret_ref,
-       created_at
-FROM tool_servers WHERE tenant_id = $1 AND ($2::text IS NULL OR name > $2)
+       created_at, EXISTS (SELECT 1 FROM tool_server_oauth o WHERE o.tenant_id = s.tenant_id
+                           AND o.server_id = s.server_id) AS oauth
+FROM tool_servers s WHERE tenant_id = $1 AND ($2::text IS NULL OR name > $2)
 ORDER BY name
 LIMIT $3
 

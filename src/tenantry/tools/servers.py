@@ -1,6 +1,10 @@
 """A tenant's MCP tool servers. Registering one reads its tool list; the list is stored and
 pinned by its hash, so the tools a model may see are the ones an operator reviewed. A server
-that later serves a different list is refused until an operator re-pins it."""
+that later serves a different list is refused until an operator re-pins it.
+
+A server that answers the registration with a Bearer challenge (401) uses OAuth
+(tools/oauth/): it is registered with no tools, waiting for its first connection, whose
+token reads the list that is then pinned."""
 
 from __future__ import annotations
 
@@ -13,11 +17,13 @@ import asyncpg
 
 from tenantry.db import Database
 from tenantry.db.queries import load
-from tenantry.errors import Conflict, NotFound
+from tenantry.errors import Conflict, NotFound, ToolUnavailable
 from tenantry.ids import TenantId
 from tenantry.jsonutil import digest
 from tenantry.tools.builtin import NAMES as BUILTIN_TOOLS
 from tenantry.tools.mcp_client import McpToolClient
+from tenantry.tools.oauth.connections import PreRegistered, ToolServerAuth
+from tenantry.tools.oauth.discovery import parse_challenge
 
 Q = load(__package__)
 
@@ -32,12 +38,13 @@ class ToolServer:
     tools_sha256: bytes
     secret_ref: str | None
     created_at: datetime
+    oauth: bool = False  # its calls carry a token of its OAuth connection
 
     @classmethod
     def from_row(cls, r: asyncpg.Record) -> ToolServer:
         return cls(r["server_id"], r["name"], r["url"], r["honours_idempotency_keys"],
                    tuple(r["tools"]), bytes(r["tools_sha256"]), r["secret_ref"],
-                   r["created_at"])
+                   r["created_at"], r["oauth"])
 
     def tool_names(self) -> set[str]:
         return {t["name"] for t in self.tools}
@@ -48,14 +55,32 @@ def tools_digest(tools: list[dict[str, Any]]) -> bytes:
     return digest(tools)
 
 
+@dataclass(frozen=True, slots=True)
+class OAuthRegistration:
+    """How the platform authorizes with an OAuth server: the grant, and a client issued
+    beforehand (else one is registered dynamically when connecting)."""
+
+    grant: str = "authorization_code"
+    client: PreRegistered | None = None
+
+
 async def register(
     db: Database, mcp: McpToolClient, tenant: TenantId, *, name: str, url: str,
     honours_idempotency_keys: bool, secret_ref: str | None = None,
-    headers: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None, auth: ToolServerAuth | None = None,
+    oauth: OAuthRegistration | None = None,
 ) -> ToolServer:
     """Read the server's tool list (with its credential, if any) and store it. The server
-    must answer now: registering a tool list nobody has seen would defeat pinning."""
-    tools = await mcp.list_tools(url, headers, tenant=tenant)
+    must answer now: registering a tool list nobody has seen would defeat pinning. One that
+    wants an OAuth token (and has no static secret) is stored waiting for its connection."""
+    challenge = None
+    try:
+        tools = await mcp.list_tools(url, headers, tenant=tenant)
+    except ToolUnavailable as exc:
+        if exc.extra.get("reason") != "unauthorized" or secret_ref is not None or auth is None:
+            raise
+        challenge = parse_challenge(str(exc.extra.get("www_authenticate", "")))
+        tools = []
     _refuse_builtin_names(tools)
     sha = tools_digest(tools)
     server_id = uuid.uuid4()
@@ -69,10 +94,24 @@ async def register(
                            tools=sorted(clash))
         row = await conn.fetchrow(Q.insert_server, tenant.value, server_id, name, url,
                                   honours_idempotency_keys, tools, sha, secret_ref)
-    if row is None:
-        raise Conflict("A tool server with this name already exists.", field="name")
+        if row is None:
+            raise Conflict("A tool server with this name already exists.", field="name")
+        if challenge is not None:
+            assert auth is not None
+            oauth = oauth or OAuthRegistration()
+            await auth.prepare(conn, tenant, server_id, url, challenge, grant=oauth.grant,
+                               client=oauth.client)
     return ToolServer(server_id, name, url, honours_idempotency_keys, tuple(tools), sha,
-                      secret_ref, row["created_at"])
+                      secret_ref, row["created_at"], challenge is not None)
+
+
+async def pin_first_list(db: Database, mcp: McpToolClient, tenant: TenantId,
+                         server: ToolServer, headers: dict[str, str]) -> ToolServer:
+    """An OAuth server's first connection: the list its token reads is pinned, as a
+    registration's is. A server pinned before keeps its pin (re-pinning is a decision)."""
+    if server.tools:
+        return server
+    return await repin(db, mcp, tenant, server.name, headers)
 
 
 def _refuse_builtin_names(tools: list[dict[str, Any]]) -> None:

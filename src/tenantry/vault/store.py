@@ -84,6 +84,20 @@ class Vault:
         return crypto.decrypt_secret(data_key, sealed.tenant, sealed.name, sealed.ciphertext,
                                      sealed.nonce)
 
+    async def seal(self, conn: Connection, tenant: TenantId, label: str,
+                   value: str) -> tuple[bytes, bytes]:
+        """``value`` sealed under the tenant's data key, bound to ``label`` (what it is, e.g.
+        ``oauth/<server>/refresh``: it opens only as that): (ciphertext, nonce), for a row of
+        the caller's, in the caller's transaction."""
+        data_key = await self._data_key(conn, tenant, create=True)
+        return crypto.encrypt_secret(data_key, tenant.value, label, value)
+
+    async def unseal(self, conn: Connection, tenant: TenantId, label: str,
+                     sealed: tuple[bytes, bytes]) -> str:
+        data_key = await self._data_key(conn, tenant, create=False)
+        return crypto.decrypt_secret(data_key, tenant.value, label, bytes(sealed[0]),
+                                     bytes(sealed[1]))
+
     async def _data_key(self, conn: Connection, tenant: TenantId, *, create: bool) -> bytes:
         row = await conn.fetchrow(Q.get_tenant_key, tenant.value)
         if row is None:

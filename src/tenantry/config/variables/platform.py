@@ -62,6 +62,15 @@ PLATFORM = (
         doc="Port the API listens on (integer 0–65535).",
     ),
     Variable(
+        "TENANTRY_PUBLIC_URL",
+        field="public_url",
+        doc=(
+            "The URL people's browsers and authorization servers reach this platform's API at "
+            "(behind a proxy: the proxy's), for the OAuth callback of tool servers "
+            "(`<url>/oauth/callback`). Unset: the address the connect request came to. Read "
+            "by the API."),
+    ),
+    Variable(
         "TENANTRY_OPERATOR_TOKEN",
         field="operator_token",
         flag="--operator-token",

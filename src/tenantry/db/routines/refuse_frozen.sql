@@ -112,3 +112,7 @@ CREATE OR REPLACE TRIGGER test_case_sources_refuse_frozen
 CREATE OR REPLACE TRIGGER tool_servers_refuse_frozen
     BEFORE INSERT OR UPDATE ON tool_servers
     FOR EACH ROW EXECUTE FUNCTION tenantry_refuse_frozen();
+
+CREATE OR REPLACE TRIGGER tool_server_oauth_refuse_frozen
+    BEFORE INSERT OR UPDATE ON tool_server_oauth
+    FOR EACH ROW EXECUTE FUNCTION tenantry_refuse_frozen();
