@@ -177,6 +177,11 @@ FIGURES: list[Figure] = [
            lambda r: r["steps_lost"] == 0 and r["duplicate_effects"] == 0),
     Figure("router's added latency, authenticated GET p99", "router", "—",
            lambda r: f"{num(r['router_p99_ms'])} vs {num(r['direct_p99_ms'])} ms direct"),
+    Figure("MCP client conformance, 2025-06-18 + 2025-11-25 client scenarios",
+           "mcp_conformance", "every scenario passes or is decided against in an ADR",
+           lambda r: (f"{r['passed']} of {r['scenarios']} pass, "
+                      f"{len(r['decided_against'])} decided against, {r['failed']} failed"),
+           lambda r: r["failed"] == 0),
     Figure("soak: errors / runs lost, memory slope", "soak", "0 / 0, flat",
            lambda r: f"{r['errors']} / {r['runs_lost']}, {num(r['rss_mib_per_hour'])} MiB/h",
            lambda r: r["errors"] == 0 and r["runs_lost"] == 0 and r["rss_mib_per_hour"] < 10),
