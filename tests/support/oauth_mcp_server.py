@@ -27,6 +27,7 @@ Everything that happened is counted (``authorizations``, ``code_exchanges``, ``r
 from __future__ import annotations
 
 import asyncio
+import math
 import secrets
 import time
 from collections import Counter
@@ -37,6 +38,7 @@ from mcp.server.auth.provider import (
     AccessToken,
     AuthorizationCode,
     AuthorizationParams,
+    OAuthAuthorizationServerProvider,
     RefreshToken,
     TokenError,
     construct_redirect_uri,
@@ -62,8 +64,8 @@ class Issued:
 
 
 @dataclass
-class _Provider:
-    """``OAuthAuthorizationServerProvider`` in memory (the SDK's protocol, structurally)."""
+class _Provider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken, AccessToken]):
+    """The SDK's provider protocol, in memory (no identity assertions: its default refuses)."""
 
     owner: OAuthMcpServer
     clients: dict[str, OAuthClientInformationFull] = field(default_factory=dict)
@@ -72,6 +74,8 @@ class _Provider:
     refresh: dict[str, RefreshToken] = field(default_factory=dict)
     # Which access token each refresh token was issued with (both end when it is used).
     pairs: dict[str, str] = field(default_factory=dict)
+    # When each access token expires, to the fraction of a second (AccessToken's is whole).
+    expiry: dict[str, float] = field(default_factory=dict)
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         return self.clients.get(client_id)
@@ -122,7 +126,7 @@ class _Provider:
 
     async def load_access_token(self, token: str) -> AccessToken | None:
         found = self.access.get(token)
-        if found is None or (found.expires_at is not None and found.expires_at < time.time()):
+        if found is None or self.expiry[token] <= time.time():
             return None
         self.owner.token_uses[token] += 1
         return found
@@ -135,8 +139,9 @@ class _Provider:
                grant: str) -> OAuthToken:
         lifetime = self.owner.access_seconds
         access, refresh = f"at_{secrets.token_urlsafe(24)}", f"rt_{secrets.token_urlsafe(24)}"
+        self.expiry[access] = time.time() + lifetime
         self.access[access] = AccessToken(token=access, client_id=client_id, scopes=scopes,
-                                          expires_at=int(time.time()) + lifetime,
+                                          expires_at=math.ceil(self.expiry[access]),
                                           resource=resource)
         self.refresh[refresh] = RefreshToken(token=refresh, client_id=client_id, scopes=scopes,
                                              expires_at=int(time.time()) + REFRESH_SECONDS,
