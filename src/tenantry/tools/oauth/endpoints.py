@@ -126,15 +126,15 @@ async def register_client(http: http1.HttpClient, server: AuthorizationServer,
 async def token_request(http: http1.HttpClient, server: AuthorizationServer,
                         client: OAuthClient, form: dict[str, str]) -> Tokens:
     """POST ``form`` to the token endpoint with the client's authentication; the tokens."""
-    form = dict(form)
+    # client_id goes in the body with HTTP Basic too (RFC 6749 §3.2.1 allows it): the MCP
+    # Python SDK's authorization server refuses a token request without it.
+    form = {**form, "client_id": client.client_id}
     headers: list[tuple[str, str]] = [("Content-Type", "application/x-www-form-urlencoded")]
     if client.auth_method == "client_secret_basic" and client.client_secret is not None:
         pair = f"{quote(client.client_id, safe='')}:{quote(client.client_secret, safe='')}"
         headers.append(("Authorization", "Basic " + base64.b64encode(pair.encode()).decode()))
-    else:
-        form["client_id"] = client.client_id
-        if client.auth_method == "client_secret_post" and client.client_secret is not None:
-            form["client_secret"] = client.client_secret
+    elif client.auth_method == "client_secret_post" and client.client_secret is not None:
+        form["client_secret"] = client.client_secret
     answer = await _post(http, server.token_endpoint, urlencode(form).encode(),
                          tuple(headers), "token request")
     token = answer.get("access_token")
