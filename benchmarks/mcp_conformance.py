@@ -9,7 +9,8 @@ report: a scenario decided against (docs/decisions/0039-…) passes its test onl
 the way its ADR says, so it is counted apart.
 
 Progress on stderr; the last stdout line is one JSON object:
-``{"suite", "scenarios", "passed", "decided_against", "failed", "failures"}``.
+``{"suite", "scenarios", "passed", "decided_against", "failed", "failures", "extensions"}``
+(the extension scenarios the platform implements, apart: not in the spec's count).
 
     .venv/bin/python benchmarks/mcp_conformance.py
 """
@@ -27,7 +28,11 @@ from _harness import console, emit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from tests.integration.test_mcp_client_conformance import DECIDED_AGAINST  # noqa: E402
-from tests.support.mcp_conformance import PACKAGE, VERSION  # noqa: E402
+from tests.support.mcp_conformance import (  # noqa: E402
+    EXTENSION_SCENARIOS,
+    PACKAGE,
+    VERSION,
+)
 
 TESTS = "tests/integration/test_mcp_client_conformance.py"
 
@@ -44,11 +49,13 @@ def main() -> None:
                     "failed" if case.find("failure") is not None or case.find("error")
                     is not None else "skipped" if case.find("skipped") is not None else "passed"
                     for case in cases}
+    extensions = {s: outcomes.pop(s, "missing") for s in EXTENSION_SCENARIOS}
     failures = sorted(s for s, o in outcomes.items() if o != "passed")
     against = sorted(s for s, o in outcomes.items() if o == "passed" and s in DECIDED_AGAINST)
     emit({"suite": f"{PACKAGE}@{VERSION}", "scenarios": len(outcomes),
           "passed": sum(o == "passed" for o in outcomes.values()) - len(against),
-          "decided_against": against, "failed": len(failures), "failures": failures})
+          "decided_against": against, "failed": len(failures), "failures": failures,
+          "extensions": extensions})
 
 
 if __name__ == "__main__":

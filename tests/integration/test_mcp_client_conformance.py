@@ -20,6 +20,7 @@ from tenantry.testing import FakeModelServer
 from tests.support.api import serving_api
 from tests.support.mcp_conformance import (
     CLIENT_SCENARIOS,
+    EXTENSION_SCENARIOS,
     SPECS,
     listed_client_scenarios,
     needs_node,
@@ -54,7 +55,7 @@ def _marks(scenario: str) -> list[pytest.MarkDecorator]:
 
 
 @pytest.mark.parametrize("scenario", [pytest.param(s, marks=_marks(s), id=s)
-                                      for s in CLIENT_SCENARIOS])
+                                      for s in (*CLIENT_SCENARIOS, *EXTENSION_SCENARIOS)])
 async def test_client_scenario(scenario: str, database_dsn: str, tmp_path: Path) -> None:
     done = tmp_path / "done"
     async with FakeModelServer() as model:
@@ -83,4 +84,5 @@ async def test_client_scenario(scenario: str, database_dsn: str, tmp_path: Path)
         assert "does not serve elicitation/create" in str(failed), report
         return
     assert not failed, report
-    assert set(CLIENT_SCENARIOS[scenario]) <= passed, report
+    required = CLIENT_SCENARIOS.get(scenario) or EXTENSION_SCENARIOS[scenario]
+    assert set(required) <= passed, report

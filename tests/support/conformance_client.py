@@ -54,7 +54,10 @@ def _drive(url: str) -> int:
     servers = f"/admin/v1/tenants/{tenant}/tool-servers"
     with httpx2.Client(base_url=os.environ["CONFORMANCE_API"], timeout=60) as http:
         if context.get("client_id"):
-            body["oauth"] = {"client_id": context["client_id"]}
+            # A scenario for a machine-to-machine server: its operator would say so.
+            grant = ("client_credentials" if "client-credentials" in scenario
+                     else "authorization_code")
+            body["oauth"] = {"client_id": context["client_id"], "grant": grant}
             if context.get("client_secret"):
                 http.put(f"/admin/v1/tenants/{tenant}/secrets/conformance-client",
                          headers=operator, json={"value": context["client_secret"]}

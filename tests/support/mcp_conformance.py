@@ -22,7 +22,7 @@ import orjson
 
 from tests.support.npm_packages import cache_folder, installed, needs_node
 
-__all__ = ["CLIENT_SCENARIOS", "Scenario", "listed_client_scenarios", "needs_node",
+__all__ = ["CLIENT_SCENARIOS", "EXTENSION_SCENARIOS", "Scenario", "listed_client_scenarios", "needs_node",
            "run_client_scenario"]
 
 PACKAGE = "@modelcontextprotocol/conformance"
@@ -60,6 +60,11 @@ CLIENT_SCENARIOS: dict[str, tuple[str, ...]] = {
         ("pre-registration", ("pre-registration-auth",)))},
     # Its server refuses every token (403): how often the platform asks is what counts.
     "auth/scope-retry-limit": ("scope-retry-limit",),
+}
+#: Scenarios of the suite's extensions the platform implements, checked the same way: the
+#: client credentials grant (a machine-to-machine server, no browser).
+EXTENSION_SCENARIOS: dict[str, tuple[str, ...]] = {
+    "auth/client-credentials-basic": ("client-credentials-basic-auth", "valid-bearer-token"),
 }
 SPECS = ("2025-06-18", "2025-11-25")
 #: How long the suite gives the client (the adapter's runs end well within it; the whole
