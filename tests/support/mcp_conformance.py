@@ -22,8 +22,8 @@ import orjson
 
 from tests.support.npm_packages import cache_folder, installed, needs_node
 
-__all__ = ["CLIENT_SCENARIOS", "EXTENSION_SCENARIOS", "Scenario", "listed_client_scenarios", "needs_node",
-           "run_client_scenario"]
+__all__ = ["CLIENT_SCENARIOS", "EXTENSION_SCENARIOS", "Scenario", "listed_client_scenarios",
+           "needs_node", "run_client_scenario"]
 
 PACKAGE = "@modelcontextprotocol/conformance"
 VERSION = "0.1.16"
