@@ -38,8 +38,6 @@ DECIDED_AGAINST = {
     # capability and refuses the server's request at once (docs/decisions/0039-…).
     "elicitation-sep1034-client-defaults": "0039",
 }
-#: Not built yet: OAuth for tool servers. Strict: each turns into a failure the day it passes.
-NOT_YET: set[str] = set()
 
 
 async def test_every_client_scenario_of_the_pinned_suite_is_here() -> None:
@@ -48,14 +46,7 @@ async def test_every_client_scenario_of_the_pinned_suite_is_here() -> None:
     assert ours == set(CLIENT_SCENARIOS)
 
 
-def _marks(scenario: str) -> list[pytest.MarkDecorator]:
-    if scenario in NOT_YET:
-        return [pytest.mark.xfail(strict=True, reason="OAuth for tool servers is not built yet")]
-    return []
-
-
-@pytest.mark.parametrize("scenario", [pytest.param(s, marks=_marks(s), id=s)
-                                      for s in (*CLIENT_SCENARIOS, *EXTENSION_SCENARIOS)])
+@pytest.mark.parametrize("scenario", [*CLIENT_SCENARIOS, *EXTENSION_SCENARIOS])
 async def test_client_scenario(scenario: str, database_dsn: str, tmp_path: Path) -> None:
     done = tmp_path / "done"
     async with FakeModelServer() as model:
