@@ -15,7 +15,6 @@ from pydantic import BaseModel, Field
 from tenantry.api.auth import operator, platform
 from tenantry.api.console import action_log, epoch
 from tenantry.api.fields import (
-    LABEL_RE,
     SECRET_NAME_RE,
     SLUG_RE,
     Body,
@@ -37,18 +36,13 @@ from tenantry.vault import store as vault_store
 router = APIRouter(prefix="/admin/v1", tags=["operator"], dependencies=[Depends(operator)])
 
 TENANT_NOT_FOUND = service.TENANT_NOT_FOUND
-SERVER_NOT_FOUND = "No tool server with this name."
 _SECRET_NAME = re.compile(SECRET_NAME_RE)
-_LABEL = re.compile(LABEL_RE)
 _SECRET_CURSOR = matching(SECRET_NAME_RE)
-_SERVER_CURSOR = matching(LABEL_RE)
 __all__ = ["TENANT_NOT_FOUND", "VAULT_ERROR", "Label", "SecretName", "Slug", "router"]
 #: Routes that read or write the vault can meet a data key wrapped by another master key.
 VAULT_ERROR: dict[int | str, dict[str, Any]] = {500: {
     "description": "`vault_error`: the tenant's data key is wrapped by another master key, "
                    "or a ciphertext did not authenticate"}}
-_UNREACHABLE: dict[int | str, dict[str, Any]] = {502: {
-    "description": "`tool_unavailable`: the server did not answer tools/list"}}
 
 
 class PutSecret(Body):
