@@ -4100,7 +4100,9 @@ CREATE TABLE public.tool_servers (
     tools jsonb NOT NULL,
     tools_sha256 bytea NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    secret_ref text
+    secret_ref text,
+    call_timeout_seconds integer DEFAULT 30 NOT NULL,
+    CONSTRAINT tool_servers_call_timeout_seconds_check CHECK (((call_timeout_seconds >= 1) AND (call_timeout_seconds <= 3600)))
 );
 
 --

@@ -1,6 +1,8 @@
 """Chaos: a highly available cell loses its primary's machine mid-flight and fails over to the
 synchronous standby (ADR 0025). Real ``tenantry api`` and two ``tenantry worker`` processes
-at production settings (default lease, timeouts and pool sizes) on the multi-host URL of a
+at production settings (default lease, timeouts and pool sizes; only the held calls' tool
+server is registered with a deadline longer than the test, so however long the machine takes
+to bring every run into its call, none times out before the crash) on the multi-host URL of a
 primary and a standby this test starts (tests/support/pgcell.py); every process of the
 primary is SIGKILLed while 100 runs are inside keyed MCP calls, and after a detection gap
 the standby is promoted (``pg_ctl promote``, as a failover manager would).

@@ -1,34 +1,40 @@
-"""A tool server that hangs is cut at the tool gateway's deadline — the production default,
-since faults are tested at production settings — and the model is told.
+"""A tool server that hangs is cut at its deadline — the production default, since faults
+are tested at production settings — and the model is told.
 The deadline covers the call's retries: a server that honours keys is retried within it,
-with the call's key; one that does not is never called twice. This test waits out one
-deadline (about 30 s): its three runs hang side by side, on one worker."""
+with the call's key; one that does not is never called twice. A server registered with a
+deadline of its own (``call_timeout_seconds``) is cut at that one: sooner, or later than
+the default for a tool that takes longer. This test waits out one default deadline (about
+30 s) and a little more: its runs hang side by side, on one worker."""
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 from typing import Any
 
 import asyncpg
 
 from tenantry.testing.mcp_server import EffectsMcpServer
-from tenantry.tools.gateway import UNAVAILABLE_RETRIES, ToolGateway
+from tenantry.tools.gateway import UNAVAILABLE_RETRIES
+from tenantry.tools.servers import DEFAULT_CALL_TIMEOUT_SECONDS
 from tests.support.api import Api
 from tests.support.scripts import answer, call, scripted
 from tests.support.worker import Fakes, running_worker
 
-#: What ``tenantry worker`` cuts a tool call at: the gateway's default (bootstrap/worker.py
-#: passes none), which ``running_worker`` keeps too.
-DEADLINE_S: float = inspect.signature(ToolGateway).parameters["timeout"].default
+#: What a tool call is cut at when its server's registration names no deadline.
+DEADLINE_S = DEFAULT_CALL_TIMEOUT_SECONDS
 #: Longer than any test runs: the tool never answers.
 FOREVER_S = 3600
+#: A server registered with a shorter deadline than the default ...
+HASTY_DEADLINE_S = 2
+#: ... and one with a longer deadline, for a tool that takes longer than the default.
+PATIENT_DEADLINE_S = 120
+PATIENT_TOOL_S = DEADLINE_S + 3
 
 
 async def test_a_hanging_tool_server_is_cut_at_the_deadline_and_the_model_is_told(
     api: Api, fakes: Fakes, database_dsn: str, admin_conn: asyncpg.Connection
 ) -> None:
-    assert DEADLINE_S == 30.0  # what docs/how-to/tools-and-approvals.md promises
+    assert DEADLINE_S == 30  # what docs/how-to/tools-and-approvals.md promises
     # fakes.mcp hangs for two tenants: one registered it as honouring keys, one not.
     keyed, keyed_h = await api.tenant("Keyed")
     await api.tool_server(keyed, fakes.mcp.url, honours_idempotency_keys=True)
@@ -39,11 +45,22 @@ async def test_a_hanging_tool_server_is_cut_at_the_deadline_and_the_model_is_tol
         retried, retried_h = await api.tenant("Retried")
         await api.tool_server(retried, flaky.url, honours_idempotency_keys=True)
         flaky.fail_next(1, status=503)
+        # Two more tenants give fakes.mcp a deadline of their own.
+        hasty, hasty_h = await api.tenant("Hasty")
+        server = await api.tool_server(hasty, fakes.mcp.url, honours_idempotency_keys=True,
+                                       call_timeout_seconds=HASTY_DEADLINE_S)
+        assert server["call_timeout_seconds"] == HASTY_DEADLINE_S
+        patient, patient_h = await api.tenant("Patient")
+        await api.tool_server(patient, fakes.mcp.url, honours_idempotency_keys=True,
+                              call_timeout_seconds=PATIENT_DEADLINE_S)
         runs: dict[str, tuple[dict[str, str], str]] = {}
-        for name, h in (("keyed", keyed_h), ("keyless", keyless_h), ("retried", retried_h)):
+        for name, h, seconds in (("keyed", keyed_h, FOREVER_S), ("keyless", keyless_h, FOREVER_S),
+                                 ("retried", retried_h, FOREVER_S),
+                                 ("hasty", hasty_h, FOREVER_S),
+                                 ("patient", patient_h, PATIENT_TOOL_S)):
             agent = await api.agent(h, tools=["slow"])
             runs[name] = (h, await api.start(h, agent, scripted(
-                call("slow", seconds=FOREVER_S), answer("told: {last_tool_result}"),
+                call("slow", seconds=seconds), answer("told: {last_tool_result}"),
                 text=f"run of {name}")))
         async with running_worker(database_dsn, fakes.model.base_url):
             # Room for three deadlines: a gateway that waited out each retry's own full
@@ -51,13 +68,25 @@ async def test_a_hanging_tool_server_is_cut_at_the_deadline_and_the_model_is_tol
             logs = await asyncio.gather(*(api.events_until_end(h, run_id, within=4 * DEADLINE_S)
                                           for h, run_id in runs.values()))
         by_run = dict(zip(runs, logs, strict=True))
+        # The patient server's tool took longer than the default deadline, within its own:
+        # the model read its answer.
+        patient_events = by_run.pop("patient")
+        assert patient_events[-1]["type"] == "RunFinished", patient_events[-1]
+        assert "result" in _only(patient_events, "ToolCompleted")
+        h, run_id = runs["patient"]
+        assert str((await api.run(h, run_id))["answer"]).startswith("told: slept "), run_id
+        # The hasty server's call was cut at its own deadline, long before the default.
+        hasty_ms = _only(by_run["hasty"], "ToolCompleted")["duration_ms"]
+        assert HASTY_DEADLINE_S * 1000 <= hasty_ms < DEADLINE_S * 1000, hasty_ms
 
         for name, events in by_run.items():
             h, run_id = runs[name]
             assert events[-1]["type"] == "RunFinished", (name, events[-1])
             completed = _only(events, "ToolCompleted")
             assert "timed out" in completed["error"] and "result" not in completed, completed
-            assert completed["duration_ms"] >= DEADLINE_S * 1000  # cut at it, not before
+            # Cut at its deadline, not before.
+            deadline = HASTY_DEADLINE_S if name == "hasty" else DEADLINE_S
+            assert completed["duration_ms"] >= deadline * 1000, (name, completed)
             # The model's next request holds the error, as a tool result it can act on.
             prompt = _next_request_after_tool(fakes, f"run of {name}")
             assert f"ERROR: {completed['error']}" in prompt, name
@@ -81,10 +110,10 @@ async def test_a_hanging_tool_server_is_cut_at_the_deadline_and_the_model_is_tol
         assert [c.key for c in flaky.calls] == [key]
         assert len(flaky.refused) + len(flaky.calls) <= 1 + UNAVAILABLE_RETRIES
         assert {c.header_key for c in [*flaky.refused, *flaky.calls]} == {key}
-    # Every call anyone made went to fakes.mcp under one of the two runs' keys.
-    assert len(fakes.mcp.calls) == 2
+    # Every call anyone made went to fakes.mcp under one of the four runs' keys.
+    assert len(fakes.mcp.calls) == 4
     audited = await admin_conn.fetch("SELECT outcome FROM audit_log ORDER BY outcome")
-    assert [r["outcome"] for r in audited] == ["unavailable"] * 3
+    assert [r["outcome"] for r in audited] == ["ok"] + ["unavailable"] * 4
 
 
 def _only(events: list[dict[str, Any]], kind: str) -> dict[str, Any]:

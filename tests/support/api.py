@@ -60,10 +60,12 @@ class Api:
         return tenant_id, {"Authorization": f"Bearer {r.json()['api_key']}"}
 
     async def tool_server(self, tenant_id: str, url: str, *, name: str = "effects",
-                          honours_idempotency_keys: bool = True) -> dict[str, object]:
+                          honours_idempotency_keys: bool = True,
+                          **fields: object) -> dict[str, object]:
         r = await self.client.post(
             f"/admin/v1/tenants/{tenant_id}/tool-servers", headers=self.operator,
-            json={"name": name, "url": url, "honours_idempotency_keys": honours_idempotency_keys})
+            json={"name": name, "url": url, "honours_idempotency_keys": honours_idempotency_keys,
+                  **fields})
         assert r.status_code == 201, r.text
         body: dict[str, object] = r.json()
         return body

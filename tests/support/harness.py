@@ -411,8 +411,12 @@ class TenantHandle:
 
 async def create_tenants(
     client: httpx2.AsyncClient, operator: Mapping[str, str], mcp_url: str, count: int,
+    *, call_timeout_seconds: int | None = None,
 ) -> list[TenantHandle]:
-    """Tenants with an API key, the MCP server registered, and an agent allowed its tools."""
+    """Tenants with an API key, the MCP server registered (with ``call_timeout_seconds``,
+    else the default), and an agent allowed its tools."""
+    deadline = {} if call_timeout_seconds is None else {
+        "call_timeout_seconds": call_timeout_seconds}
     tenants = []
     for i in range(count):
         r = await client.post("/admin/v1/tenants", json={"name": f"Chaos {i}"},
@@ -424,7 +428,8 @@ async def create_tenants(
         headers = {"Authorization": f"Bearer {r.json()['api_key']}"}
         r = await client.post(
             f"/admin/v1/tenants/{tenant_id}/tool-servers", headers=dict(operator),
-            json={"name": "effects", "url": mcp_url, "honours_idempotency_keys": True})
+            json={"name": "effects", "url": mcp_url, "honours_idempotency_keys": True,
+                  **deadline})
         _expect(r, 201)
         r = await client.post("/v1/agents", headers=headers, json={
             "name": "chaos", "model": "scripted", "system_prompt": "Follow the script.",

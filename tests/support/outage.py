@@ -34,6 +34,8 @@ from tests.support.waiting import until
 #: What each process logs when an outage starts and when it ends (tenantry.db.outage).
 DOWN_MARK = "database unavailable ("
 BACK_MARK = "database answering again"
+#: The deadline of the held calls' server: past any test's own timeout.
+HELD_CALL_TIMEOUT_SECONDS = 900
 
 
 async def migrate(dsn: str, tmp_path: Path) -> None:
@@ -77,7 +79,11 @@ async def platform_mid_flight(
         concurrency=concurrency, lease_seconds=None, pool_max=None, master_key=key,
     ) as fleet, httpx2.AsyncClient(base_url=api.base_url, timeout=10) as client:
         await fleet.start()
-        handles = await create_tenants(client, api.operator, mcp.url, tenants)
+        # The held calls wait for the test, not the other way round: their server is
+        # registered with a deadline past the test's own, so however long the machine takes
+        # to bring every run into its call, none times out while held.
+        handles = await create_tenants(client, api.operator, mcp.url, tenants,
+                                       call_timeout_seconds=HELD_CALL_TIMEOUT_SECONDS)
         planned: dict[str, PlannedRun] = {}
         mcp.hold_slow_calls()
         await create_runs(client, handles, [plan_with_slow_call(i, slow_s)

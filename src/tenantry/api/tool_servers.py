@@ -68,6 +68,10 @@ class RegisterToolServer(Body):
         description="Name of a vault secret (PUT .../secrets/{name}) sent as "
                     "`Authorization: Bearer <value>` on each call to this server only.")
     oauth: OAuthIn | None = None
+    call_timeout_seconds: int = Field(
+        default=servers.DEFAULT_CALL_TIMEOUT_SECONDS, ge=1, le=servers.MAX_CALL_TIMEOUT_SECONDS,
+        description="How long one call to this server may take, retries included, before the "
+                    "model is told it timed out. Raise it for tools that take minutes.")
 
 
 class OAuthOut(BaseModel):
@@ -90,6 +94,7 @@ class ToolServerOut(BaseModel):
     secret: str | None
     tools: list[str]
     tools_sha256: str
+    call_timeout_seconds: int
     created_at: datetime
     oauth: OAuthOut | None = Field(
         default=None, description="Set for a server that authorizes with OAuth: until it is "
@@ -116,8 +121,8 @@ async def _server_out(p: Platform, tenant: TenantId, s: servers.ToolServer) -> T
     return ToolServerOut(
         server_id=str(s.server_id), name=s.name, url=s.url,
         honours_idempotency_keys=s.honours_idempotency_keys, secret=s.secret_ref,
-        tools=sorted(s.tool_names()), tools_sha256=s.tools_sha256.hex(), created_at=s.created_at,
-        oauth=oauth)
+        tools=sorted(s.tool_names()), tools_sha256=s.tools_sha256.hex(),
+        call_timeout_seconds=s.call_timeout_seconds, created_at=s.created_at, oauth=oauth)
 
 
 _THE_SERVER = {"tenant_id": "$request.path.tenant_id", "name": "$response.body#/name"}
@@ -146,7 +151,8 @@ async def register_tool_server(
     server = await servers.register(p.db, p.mcp, tenant, name=body.name, url=body.url,
                                     honours_idempotency_keys=body.honours_idempotency_keys,
                                     secret_ref=body.secret, headers=headers,
-                                    auth=ToolServerAuth(p.db, p.vault), oauth=oauth)
+                                    auth=ToolServerAuth(p.db, p.vault), oauth=oauth,
+                                    call_timeout_seconds=body.call_timeout_seconds)
     return await _server_out(p, tenant, server)
 
 

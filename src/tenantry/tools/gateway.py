@@ -5,8 +5,9 @@ allow-list (the pinned agent version) → approval (bound to the call's key and 
 credential (from the vault, for this one request's header only) → pin (the tool list the
 agent version was published against, compared with the list of the very session the call
 goes out on) → circuit breaker → idempotency key (``_meta`` and header) →
-call with a timeout. Every output is capped at 8 KiB (the rest to the blob store by
-reference); the driver writes the audit row with the call's ToolCompleted.
+call within its server's deadline (``call_timeout_seconds``). Every output is capped at
+8 KiB (the rest to the blob store by reference); the driver writes the audit row with the
+call's ToolCompleted.
 
 Every refusal and failure becomes a result the model reads; none crashes the run."""
 
@@ -55,7 +56,8 @@ CACHE_ENTRIES = 10_000
 #: one has long cooled down by then.
 BREAKER_TTL_SECONDS = 900.0
 #: Retries for a server that could not be reached, with the same key each time, within the
-#: call's one deadline (``timeout``): a server that hung through it is not waited on again.
+#: call's one deadline (its server's ``call_timeout_seconds``): one that hung through it is
+#: not waited on again.
 UNAVAILABLE_RETRIES = 2
 #: Their waits: doubling from this, with jitter (tenantry/backoff.py), at most the second.
 RETRY_FIRST_SECONDS = 0.2
@@ -90,7 +92,7 @@ class ToolResult:
 class ToolGateway:
     def __init__(
         self, db: Database, mcp: McpToolClient, *, vault: Vault | None = None,
-        blobs: BlobStore | None = None, timeout: float = 30.0, directory_ttl: float = 5.0,
+        blobs: BlobStore | None = None, directory_ttl: float = 5.0,
         pin_check_seconds: float = 60.0, breaker_threshold: int = 5,
         breaker_reset_seconds: float = 30.0, builtins: BuiltinTools | None = None,
     ) -> None:
@@ -101,7 +103,6 @@ class ToolGateway:
         self._mcp = mcp
         self._vault = vault
         self._blobs = blobs
-        self._timeout = timeout  # the deadline of a whole call: pin check and retries too
         self._pin_every = pin_check_seconds
         self._breaker_args = (breaker_threshold, breaker_reset_seconds)
         self._directory: BoundedCache[str, dict[str, ToolServer]] = BoundedCache(
@@ -218,7 +219,7 @@ class ToolGateway:
         server: ToolServer, breaker: CircuitBreaker, started: float,
         refuse: Callable[..., Awaitable[ToolResult]], pin: Mapping[str, str] | None,
     ) -> ToolResult:
-        deadline = started + self._timeout
+        deadline = started + server.call_timeout_seconds  # pin check and retries too
 
         def left() -> float:
             return deadline - time.perf_counter()

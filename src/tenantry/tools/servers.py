@@ -27,6 +27,11 @@ from tenantry.tools.oauth.discovery import parse_challenge
 
 Q = load(__package__)
 
+#: A call's deadline unless its server's registration says otherwise (migration 0043).
+DEFAULT_CALL_TIMEOUT_SECONDS = 30
+#: The longest a registration may ask for: a run's step is not held longer than an hour.
+MAX_CALL_TIMEOUT_SECONDS = 3600
+
 
 @dataclass(frozen=True, slots=True)
 class ToolServer:
@@ -39,12 +44,14 @@ class ToolServer:
     secret_ref: str | None
     created_at: datetime
     oauth: bool = False  # its calls carry a token of its OAuth connection
+    #: The deadline of one whole call to it (pin check, retries, the answer).
+    call_timeout_seconds: int = DEFAULT_CALL_TIMEOUT_SECONDS
 
     @classmethod
     def from_row(cls, r: asyncpg.Record) -> ToolServer:
         return cls(r["server_id"], r["name"], r["url"], r["honours_idempotency_keys"],
                    tuple(r["tools"]), bytes(r["tools_sha256"]), r["secret_ref"],
-                   r["created_at"], r["oauth"])
+                   r["created_at"], r["oauth"], r["call_timeout_seconds"])
 
     def tool_names(self) -> set[str]:
         return {t["name"] for t in self.tools}
@@ -69,6 +76,7 @@ async def register(
     honours_idempotency_keys: bool, secret_ref: str | None = None,
     headers: dict[str, str] | None = None, auth: ToolServerAuth | None = None,
     oauth: OAuthRegistration | None = None,
+    call_timeout_seconds: int = DEFAULT_CALL_TIMEOUT_SECONDS,
 ) -> ToolServer:
     """Read the server's tool list (with its credential, if any) and store it. The server
     must answer now: registering a tool list nobody has seen would defeat pinning. One that
@@ -93,7 +101,8 @@ async def register(
             raise Conflict(f"Tool names already served by another server: {sorted(clash)}.",
                            tools=sorted(clash))
         row = await conn.fetchrow(Q.insert_server, tenant.value, server_id, name, url,
-                                  honours_idempotency_keys, tools, sha, secret_ref)
+                                  honours_idempotency_keys, tools, sha, secret_ref,
+                                  call_timeout_seconds)
         if row is None:
             raise Conflict("A tool server with this name already exists.", field="name")
         if challenge is not None:
@@ -102,7 +111,7 @@ async def register(
             await auth.prepare(conn, tenant, server_id, url, challenge, grant=oauth.grant,
                                client=oauth.client)
     return ToolServer(server_id, name, url, honours_idempotency_keys, tuple(tools), sha,
-                      secret_ref, row["created_at"], challenge is not None)
+                      secret_ref, row["created_at"], challenge is not None, call_timeout_seconds)
 
 
 async def pin_first_list(db: Database, mcp: McpToolClient, tenant: TenantId,
