@@ -2352,6 +2352,23 @@ CREATE FUNCTION public.tenantry_usage_per_tenant(p_from timestamp with time zone
 $$;
 
 --
+-- Name: tenantry_wake_authorized(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_wake_authorized() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+BEGIN
+    UPDATE public.runs
+    SET status = 'queued', waiting_tool_server = NULL, available_at = NULL, updated_at = now()
+    WHERE tenant_id = NEW.tenant_id AND waiting_tool_server = NEW.server_id
+      AND status = 'waiting';
+    RETURN NULL;
+END
+$$;
+
+--
 -- Name: tenantry_wake_parent(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -3886,6 +3903,7 @@ CREATE TABLE public.runs (
     started_at timestamp with time zone,
     kind text DEFAULT 'agent'::text NOT NULL,
     waiting_cap_micros bigint,
+    waiting_tool_server uuid,
     CONSTRAINT runs_idempotency_key_check CHECK (((length(idempotency_key) >= 1) AND (length(idempotency_key) <= 255))),
     CONSTRAINT runs_kind_check CHECK ((kind = ANY (ARRAY['agent'::text, 'task'::text, 'activity'::text]))),
     CONSTRAINT runs_priority_check CHECK ((priority = ANY (ARRAY['interactive'::text, 'batch'::text]))),
@@ -5540,6 +5558,12 @@ CREATE INDEX runs_running_by_owner ON public.runs USING btree (lease_owner) WHER
 CREATE INDEX runs_waiting_for_spend_cap ON public.runs USING btree (available_at) WHERE ((status = 'waiting'::text) AND (waiting_cap_micros IS NOT NULL));
 
 --
+-- Name: runs_waiting_for_tool_server; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_waiting_for_tool_server ON public.runs USING btree (tenant_id, waiting_tool_server) WHERE ((status = 'waiting'::text) AND (waiting_tool_server IS NOT NULL));
+
+--
 -- Name: runs_webhooks_due; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -6228,6 +6252,12 @@ CREATE TRIGGER tombstones_immutable BEFORE DELETE OR UPDATE ON public.tombstones
 --
 
 CREATE TRIGGER tool_server_oauth_refuse_frozen BEFORE INSERT OR UPDATE ON public.tool_server_oauth FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
+
+--
+-- Name: tool_server_oauth tool_server_oauth_wake_authorized; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER tool_server_oauth_wake_authorized AFTER UPDATE OF status ON public.tool_server_oauth FOR EACH ROW WHEN (((new.status = 'connected'::text) AND (old.status IS DISTINCT FROM new.status))) EXECUTE FUNCTION public.tenantry_wake_authorized();
 
 --
 -- Name: tool_servers tool_servers_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -

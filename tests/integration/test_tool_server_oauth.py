@@ -2,9 +2,9 @@
 SDK that is its own authorization server (tests/support/oauth_mcp_server.py), registered by
 the operator with no secret, connected through the authorization URL and the platform's
 ``/oauth/callback``, called by agent runs whose tokens are refreshed and, once the grant is
-revoked, refused until it is connected again; no token anywhere it should not be; and the
-inputs an authorization server may get wrong, each refused with a clear 4xx and nothing
-stored."""
+revoked, a run that waits (``authorization_required``) until it is connected again; no token
+anywhere it should not be; and the inputs an authorization server may get wrong, each
+refused with a clear 4xx and nothing stored."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from tenantry.tools.oauth import endpoints
 from tests.support.api import Api
 from tests.support.oauth_mcp_server import WHOAMI_TEXT, OAuthMcpServer
 from tests.support.scripts import answer, call, scripted
+from tests.support.waiting import until
 from tests.support.worker import Fakes
 
 SERVERS = "/admin/v1/tenants/{tenant}/tool-servers"
@@ -86,6 +87,34 @@ async def test_no_token_reaches_events_audit_prompts_logs_or_answers(
         assert not leaked, f"{len(leaked)} token(s) leaked into {place}"
 
 
+async def test_a_run_waiting_for_its_servers_connection_can_be_cancelled(
+    api: Api, fakes: Fakes, worker: object, whoami: OAuthMcpServer,
+) -> None:
+    """Cancelled while it waits: it ends at once, and connecting the server later does not
+    bring it back or make its call."""
+    tenant, h = await api.tenant()
+    story = Story(tenant, h)
+    r = await api.client.post(SERVERS.format(tenant=tenant), headers=api.operator, json={
+        "name": "whoami", "url": whoami.url, "honours_idempotency_keys": True})
+    assert r.status_code == 201, r.text
+    await _connect(api, story)
+    agent = await api.agent(h, tools=["whoami"])
+    whoami.revoke_refresh_tokens()
+    run_id = await _start(api, story, agent)
+
+    async def waiting() -> bool:
+        return (await api.run(h, run_id)).get("waiting_reason") == "authorization_required"
+
+    await until(waiting, "the run waits for its tool server's connection", 30)
+    r = await api.client.post(f"/v1/runs/{run_id}/cancel", headers=h)
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "cancelled", r.text
+    await _connect(api, story)
+    run = await api.run(h, run_id)
+    assert run["status"] == "cancelled" and run["waiting_reason"] is None, run
+    assert whoami.whoami_tokens == []  # its call was never made
+
+
 async def _story(api: Api, whoami: OAuthMcpServer) -> Story:
     tenant, h = await api.tenant()
     story = Story(tenant, h)
@@ -124,11 +153,26 @@ async def _story(api: Api, whoami: OAuthMcpServer) -> Story:
     assert newest.grant == "refresh_token" and whoami.whoami_tokens[-1] == newest.access_token
     assert newest.access_token not in used and len(whoami.whoami_tokens) == 2
 
-    # The person revokes the grant: the refresh is refused, the call is not made, and the
-    # server waits to be connected again, saying why.
+    # The person revokes the grant: the refresh is refused, the call is not made, the
+    # server waits to be connected again, saying why, and so does the run: it does not
+    # fail, and the model is told nothing.
     whoami.revoke_refresh_tokens()
-    said = await _run(api, story, agent)
-    assert said.startswith("authorization_required:") and "'whoami'" in said, said
+    run_id = await _start(api, story, agent)
+
+    async def waiting() -> bool:
+        return (await api.run(h, run_id))["status"] == "waiting"
+
+    await until(waiting, "the run waits for its tool server's connection", 30)
+    run = await api.run(h, run_id)
+    story.answers.append(str(run))
+    assert run["waiting_reason"] == "authorization_required", run
+    events = (await api.client.get(f"/v1/runs/{run_id}/events", headers={
+        **h, "Accept": "application/json"})).json()["events"]
+    parked = events[-1]
+    assert parked["type"] == "RunParked", events
+    assert parked["data"]["reason"] == "authorization_required", parked
+    assert parked["data"]["tool_server"] == "whoami", parked
+    assert not [e for e in events if e["type"] == "ToolCompleted"]
     assert len(whoami.whoami_tokens) == 2  # the tool did not run
     r = await api.client.get(f"{servers}/whoami", headers=api.operator)
     story.answers.append(r.text)
@@ -138,12 +182,14 @@ async def _story(api: Api, whoami: OAuthMcpServer) -> Story:
     assert oauth["expires_at"] is None
     assert r.json()["tools"] == ["whoami"]  # the pin stays
 
-    # Connected again: the next run calls the tool with a token of the new authorization.
+    # Connected again: the waiting run goes on by itself and makes its call, once, with a
+    # token of the new authorization (the server does not honour keys: the call's
+    # ToolStarted, written before it was refused, did not make it an unknown outcome).
     await _connect(api, story)
     assert whoami.authorizations == 2 and whoami.code_exchanges == 2
     assert whoami.registrations == 1  # the client registered once is used again
-    assert await _run(api, story, agent) == WHOAMI_TEXT
-    assert len(whoami.whoami_tokens) == 3  # once per run that succeeded
+    assert await _said(api, story, run_id) == WHOAMI_TEXT
+    assert len(whoami.whoami_tokens) == 3  # once per run
     assert whoami.whoami_tokens[-1] == whoami.access_tokens[-1]
     return story
 
@@ -166,10 +212,19 @@ async def _connect(api: Api, story: Story, name: str = "whoami") -> str:
 
 
 async def _run(api: Api, story: Story, agent: str) -> str:
-    """A run calling the tool once and answering with what it returned (or the refusal)."""
+    """A run calling the tool once and answering with what it returned."""
+    return await _said(api, story, await _start(api, story, agent))
+
+
+async def _start(api: Api, story: Story, agent: str) -> str:
     run_id = await api.start(story.headers, agent, scripted(call("whoami"),
                                                             answer("{last_tool_result}")))
     story.run_ids.append(run_id)
+    return run_id
+
+
+async def _said(api: Api, story: Story, run_id: str) -> str:
+    """What the run's one tool call returned (or the error), once the run has finished."""
     events = await api.events_until_end(story.headers, run_id)
     assert events[-1]["type"] == "RunFinished", events[-1]
     completed = [e["data"] for e in events if e["type"] == "ToolCompleted"]

@@ -68,6 +68,7 @@ def _drive(url: str) -> int:
         if r.status_code != 201:
             return 1
         server = r.json()
+        waiting_runs: list[str] = []  # runs whose call waits for the server's connection
         for _ in range(MAX_ROUNDS):
             if _waiting(server):
                 # As the person who authorizes it would: open the URL, let the authorization
@@ -83,13 +84,18 @@ def _drive(url: str) -> int:
                 server = http.get(f"{servers}/conformance", headers=operator).json()
                 if _waiting(server):
                     continue
-            for tool in server["tools"]:
-                run = _run(http, tenant_key, tool)
-                print(f"run calling {tool}: {run['status']}: {run.get('answer')!r}", flush=True)
-                if run["status"] != "finished":
+            # Connected: the runs that waited for it go on by themselves.
+            runs = [_ended(http, tenant_key, run_id) for run_id in waiting_runs]
+            runs += [_run(http, tenant_key, tool) for tool in server["tools"]]
+            waiting_runs = []
+            for run in runs:
+                print(f"run {run['run_id']}: {run['status']}: {run.get('answer')!r}", flush=True)
+                if _waits_for_connection(run):
+                    waiting_runs.append(run["run_id"])
+                elif run["status"] != "finished":
                     return 1
             server = http.get(f"{servers}/conformance", headers=operator).json()
-            if not _waiting(server):
+            if not _waiting(server) and not waiting_runs:
                 return 0
     return 1
 
@@ -97,6 +103,10 @@ def _drive(url: str) -> int:
 def _waiting(server: dict[str, Any]) -> bool:
     oauth = server.get("oauth")
     return oauth is not None and oauth["status"] == "authorization_required"
+
+
+def _waits_for_connection(run: dict[str, Any]) -> bool:
+    return run["status"] == "waiting" and run.get("waiting_reason") == "authorization_required"
 
 
 def _run(http: httpx2.Client, tenant_key: dict[str, str], tool: str) -> dict[str, Any]:
@@ -115,7 +125,8 @@ def _ended(http: httpx2.Client, headers: dict[str, str], run_id: str) -> dict[st
     deadline = time.monotonic() + 45
     while True:
         run: dict[str, Any] = http.get(f"/v1/runs/{run_id}", headers=headers).json()
-        if run["status"] in _ENDED or time.monotonic() > deadline:
+        if (run["status"] in _ENDED or _waits_for_connection(run)
+                or time.monotonic() > deadline):
             return run
         time.sleep(0.05)
 

@@ -30,6 +30,7 @@ from tenantry.runs.decide import (
     idempotency_key,
 )
 from tenantry.runs.events import (
+    AUTHORIZATION_REQUIRED,
     ActivityRequested,
     ActivityReturned,
     ApprovalDecided,
@@ -42,6 +43,7 @@ from tenantry.runs.events import (
     Payload,
     RunCreated,
     RunFinished,
+    RunParked,
     ToolCompleted,
     ToolStarted,
 )
@@ -129,6 +131,18 @@ def test_arguments_that_are_not_json_get_an_error_result() -> None:
 
 def test_an_interrupted_keyless_call_is_recorded_as_unknown() -> None:
     state = folded(replied("", call()), ToolStarted(key(), "lookup"))
+    assert decide(state, SPEC, RUN) == RecordUnknown(key(), 2, 0, "lookup", {"q": 1})
+
+
+def test_a_keyless_call_that_waited_for_its_servers_connection_is_made_afresh() -> None:
+    """Its ToolStarted came before the gateway refused it for want of a connection; the
+    park names the key, so once the run goes on the call is made, not taken as cut short."""
+    state = folded(replied("", call()), ToolStarted(key(), "lookup"),
+                   RunParked(AUTHORIZATION_REQUIRED, key=key(), tool_server="lookups"))
+    assert decide(state, SPEC, RUN) == CallTool(key(), 2, 0, "lookup", {"q": 1})
+    # Another call's park (a model wait names no key) leaves an interrupted call unknown.
+    state = folded(replied("", call()), ToolStarted(key(), "lookup"),
+                   RunParked("model unavailable"))
     assert decide(state, SPEC, RUN) == RecordUnknown(key(), 2, 0, "lookup", {"q": 1})
 
 

@@ -13,6 +13,7 @@ from tenantry.api.fields import Body, HttpUrl, PositiveInt4, StoredJsonNotNull, 
 from tenantry.ids import RunId
 from tenantry.runs import service
 from tenantry.runs.events import (
+    AUTHORIZATION_REQUIRED,
     MONTHLY_SPEND_CAP,
 )
 
@@ -104,14 +105,17 @@ class RunOut(BaseModel):
     parent_run_id: str | None = Field(
         default=None, description="The run whose `start_agent` call started this child run "
                                   "(`GET /v1/runs/{run_id}/children` lists a run's children).")
-    waiting_reason: Literal["monthly_spend_cap"] | None = Field(
+    waiting_reason: Literal["monthly_spend_cap", "authorization_required"] | None = Field(
         default=None, description="`monthly_spend_cap` while the run is `waiting` because "
                                   "the tenant's monthly spend cap is reached: it holds no "
                                   "worker slot and continues from where it stopped when the "
                                   "operator raises or removes the cap, or when the month "
-                                  "ends (UTC). Null otherwise (the event stream's last "
-                                  "`RunParked` or `ApprovalRequested` says why other waits "
-                                  "wait).")
+                                  "ends (UTC). `authorization_required` while a tool call "
+                                  "waits for the tenant to connect its OAuth tool server "
+                                  "again (the RunParked event names the server): the call "
+                                  "is made once it is connected. Null otherwise (the event "
+                                  "stream's last `RunParked` or `ApprovalRequested` says why "
+                                  "other waits wait).")
 
 
 class RunList(BaseModel):
@@ -243,8 +247,12 @@ def run_out(run: service.Run) -> RunOut:
         events_url=events_url(run.run_id), created_at=run.created_at,
         updated_at=run.updated_at, finished_at=run.finished_at,
         parent_run_id=str(run.parent_run_id) if run.parent_run_id is not None else None,
-        waiting_reason="monthly_spend_cap" if run.waiting_reason == MONTHLY_SPEND_CAP else None,
+        waiting_reason=_WAITING_REASONS.get(run.waiting_reason or ""),
     )
+
+
+_WAITING_REASONS: dict[str, Literal["monthly_spend_cap", "authorization_required"]] = {
+    MONTHLY_SPEND_CAP: "monthly_spend_cap", AUTHORIZATION_REQUIRED: "authorization_required"}
 
 
 #: The shedding answer (ADR 0008): which priorities of new runs the cell refuses now, never

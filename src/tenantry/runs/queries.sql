@@ -48,7 +48,8 @@ RETURNING seq, created_at
 -- name: get_run
 SELECT run_id, agent_id, agent_version, status, input, answer, error, webhook_url, priority,
        idempotency_key, cancel_requested, input_tokens, output_tokens, cost_micros, steps,
-       last_seq, created_at, updated_at, finished_at, parent_run_id, waiting_cap_micros
+       last_seq, created_at, updated_at, finished_at, parent_run_id, waiting_cap_micros,
+       waiting_tool_server IS NOT NULL AS waiting_authorization
 FROM runs WHERE tenant_id = $1 AND run_id = $2
 
 -- name: lock_run
@@ -59,7 +60,8 @@ FOR UPDATE
 -- name: list_runs
 SELECT run_id, agent_id, agent_version, status, input, answer, error, webhook_url, priority,
        idempotency_key, cancel_requested, input_tokens, output_tokens, cost_micros, steps,
-       last_seq, created_at, updated_at, finished_at, parent_run_id, waiting_cap_micros
+       last_seq, created_at, updated_at, finished_at, parent_run_id, waiting_cap_micros,
+       waiting_tool_server IS NOT NULL AS waiting_authorization
 FROM runs
 WHERE tenant_id = $1
   AND ($2::uuid IS NULL OR run_id < $2)
@@ -185,6 +187,15 @@ UPDATE runs SET status = CASE WHEN cancel_requested THEN 'queued' ELSE 'waiting'
                 lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
 WHERE tenant_id = $1 AND run_id = $2 AND lease_epoch = $3 AND status = 'running'
 
+-- name: park_for_authorization
+-- The call needs its tool server ($4) connected again: the run waits, slot released, the
+-- call not made, until the connection's change to 'connected' wakes it (routine
+-- wake_authorized). The caller checked, under this row's lock and the connection's, that
+-- no cancel is pending and the connection is not connected.
+UPDATE runs SET status = 'waiting', waiting_tool_server = $4, available_at = NULL,
+                lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+WHERE tenant_id = $1 AND run_id = $2 AND lease_epoch = $3 AND status = 'running'
+
 -- name: park_for_spend_cap
 -- The tenant's monthly spend cap ($4, as the refused reservation found it) is reached: the
 -- run waits, slot released, until the cap changes or the month it was refused in ends ($5);
@@ -233,7 +244,8 @@ WHERE tenant_id = $1 AND run_id = $2 AND status = 'waiting'
 -- name: list_children
 SELECT run_id, agent_id, agent_version, status, input, answer, error, webhook_url, priority,
        idempotency_key, cancel_requested, input_tokens, output_tokens, cost_micros, steps,
-       last_seq, created_at, updated_at, finished_at, parent_run_id, waiting_cap_micros
+       last_seq, created_at, updated_at, finished_at, parent_run_id, waiting_cap_micros,
+       waiting_tool_server IS NOT NULL AS waiting_authorization
 FROM runs
 WHERE tenant_id = $1 AND parent_run_id = $2 AND kind = 'agent'
   AND ($3::uuid IS NULL OR run_id > $3)

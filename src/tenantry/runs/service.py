@@ -19,6 +19,7 @@ from tenantry.jsonutil import dumps
 from tenantry.runs import activity_calls, log
 from tenantry.runs.events import (
     ABSENT,
+    AUTHORIZATION_REQUIRED,
     MONTHLY_SPEND_CAP,
     CancelRequested,
     Event,
@@ -80,7 +81,8 @@ class Run:
     updated_at: datetime
     finished_at: datetime | None
     parent_run_id: RunId | None = None  # a child run's parent (runs/child_step.py)
-    # Why a waiting run waits, where the run row knows: MONTHLY_SPEND_CAP (ADR 0035).
+    # Why a waiting run waits, where the run row knows: MONTHLY_SPEND_CAP (ADR 0035) or
+    # AUTHORIZATION_REQUIRED (a tool server to connect again).
     waiting_reason: str | None = None
 
     @classmethod
@@ -107,9 +109,18 @@ class Run:
             finished_at=row["finished_at"],
             parent_run_id=(RunId(row["parent_run_id"]) if row["parent_run_id"] is not None
                            else None),
-            waiting_reason=(MONTHLY_SPEND_CAP if row["status"] == RunStatus.WAITING
-                            and row["waiting_cap_micros"] is not None else None),
+            waiting_reason=_waiting_reason(row),
         )
+
+
+def _waiting_reason(row: asyncpg.Record) -> str | None:
+    if row["status"] != RunStatus.WAITING:
+        return None
+    if row["waiting_cap_micros"] is not None:
+        return MONTHLY_SPEND_CAP
+    if row["waiting_authorization"]:
+        return AUTHORIZATION_REQUIRED
+    return None
 
 
 @dataclass(frozen=True, slots=True)

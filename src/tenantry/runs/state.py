@@ -158,6 +158,10 @@ class RunState:
             case ChildRunEnded(key=key) as ended if key not in self.child_ends:
                 self.child_ends[key] = ended
                 self.children_cost_micros += ended.cost_micros
+            case RunParked(key=str(key)):
+                # A call that waited for its server's connection was not made: once the
+                # run goes on it is made afresh, not taken for one cut short by a crash.
+                self.started.discard(key)
             case RunParked():
                 self.parked += 1
             case SandboxSaved(ref=ref):

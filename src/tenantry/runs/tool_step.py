@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from tenantry.ledger import budget
-from tenantry.runs import observe
+from tenantry.runs import observe, waiting
 from tenantry.runs.decide import CallTool, RecordUnknown, RefusedRepeat
 from tenantry.runs.events import ABSENT, EgressRefused, ToolCompleted, ToolStarted
 from tenantry.runs.step_context import StepContext
@@ -73,6 +73,10 @@ async def call_tool(d: StepContext, call: CallTool) -> float:
                               run=d.lease.run, sandbox_ref=d.state.sandbox_ref,
                               pins=d.tool_pins, stand_in=await _stand_in(d),
                               fresh_sandbox=call.fresh_sandbox)
+    if result.waits_for is not None and result.server is not None:
+        # Not made: the run waits for its tenant to connect the server (a pending cancel
+        # returns here, and the refusal is recorded as the call's result).
+        await waiting.park_for_authorization(d, call.key, result.server, result.waits_for)
     sandbox = result.sandbox
     fact = await _sandbox_fact(d, sandbox)
     if fact is not None:  # the run's cost and the log both show what the sandbox cost

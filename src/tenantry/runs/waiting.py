@@ -1,6 +1,7 @@
 """A run that waits gives its slot back: for an approval, for a model account, for its
-token bucket, or for its tenant's monthly spend cap. Its sandbox's files are saved first,
-in the same transaction as the event that says why it waits, and nothing waits in memory."""
+token bucket, for its tenant's monthly spend cap, or for a tool server's connection. Its
+sandbox's files are saved first, in the same transaction as the event that says why it
+waits, and nothing waits in memory."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from tenantry.errors import LeaseLost
 from tenantry.runs import log
 from tenantry.runs.decide import AwaitApproval, RequestApproval
 from tenantry.runs.events import (
+    AUTHORIZATION_REQUIRED,
     MONTHLY_SPEND_CAP,
     ApprovalRequested,
     Event,
@@ -20,8 +22,11 @@ from tenantry.runs.events import (
 )
 from tenantry.runs.step_context import StepContext
 from tenantry.tools import approvals
+from tenantry.tools.oauth.connections import connected_now
 
 if TYPE_CHECKING:
+    import uuid
+
     from tenantry.ledger.budget import OverCap
 
 Q = load(__package__)
@@ -104,6 +109,42 @@ async def park_for_spend_cap(d: StepContext, over: OverCap) -> None:
             await log.append(conn, lease.tenant, lease.run, parked, epoch=lease.epoch)
             await conn.execute(Q.park_for_spend_cap, lease.tenant.value, lease.run.uuid,
                                lease.epoch, over.cap_micros, over.period_ends)
+    await forget_superseded(d, saved)
+    if parked is not None:
+        raise Parked
+
+
+async def park_for_authorization(d: StepContext, key: str, server: str,
+                                 server_id: uuid.UUID) -> None:
+    """The call ``key`` was not made: its OAuth tool server needs the tenant to connect it
+    again. The run waits (slot released, nothing of it lost) until the connection's change
+    to 'connected' sends it back to the queue (routine wake_authorized); the call is then
+    made afresh. A connection made while this call was being refused sends the run back
+    to the queue at once. Raises Parked — or returns, writing no park, when a cancel is
+    pending: the caller records the refusal and the driver ends the run."""
+    lease = d.lease
+    saved = await save_sandbox(d)
+    async with d.engine.db.tenant_tx(lease.tenant) as conn:
+        # The connection's row first, as the connecting transaction locks it before the
+        # runs it wakes; then this run's, which the cancel API takes too.
+        connected = await connected_now(conn, lease.tenant, server_id)
+        row = await conn.fetchrow(Q.lock_run, lease.tenant.value, lease.run.uuid)
+        if row is None or row["lease_epoch"] != lease.epoch or row["status"] != "running":
+            raise LeaseLost("the run is no longer held under this lease")
+        if saved is not None:
+            await log.append(conn, lease.tenant, lease.run, saved, epoch=lease.epoch)
+        if row["cancel_requested"]:
+            parked = None
+        else:
+            parked = RunParked(AUTHORIZATION_REQUIRED, basis_seq=d.basis, key=key,
+                               tool_server=server)
+            await log.append(conn, lease.tenant, lease.run, parked, epoch=lease.epoch)
+            if connected:
+                await conn.execute(Q.release_lease, lease.tenant.value, lease.run.uuid,
+                                   lease.epoch, None)
+            else:
+                await conn.execute(Q.park_for_authorization, lease.tenant.value,
+                                   lease.run.uuid, lease.epoch, server_id)
     await forget_superseded(d, saved)
     if parked is not None:
         raise Parked

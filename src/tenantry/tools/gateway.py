@@ -83,6 +83,9 @@ class ToolResult:
     egress_refused: tuple[EgressRefusal, ...] = ()
     egress_dropped: int = 0
     blob_refs: tuple[str, ...] = ()  # built-in tools: blobs stored besides the output
+    # A call not made because its OAuth server needs the tenant to connect it again: the
+    # server's id (the run waits for it, runs/waiting.py); ``error`` says why.
+    waits_for: uuid.UUID | None = None
 
     def audit(self, tool: str, key: str, arguments: dict[str, Any] | None) -> AuditEntry:
         return AuditEntry.of(tool, key, arguments, self.outcome, server=self.server,
@@ -177,9 +180,11 @@ class ToolGateway:
         started = time.perf_counter()
         server: ToolServer | None = None
 
-        async def refuse(error: str, outcome: str = "refused") -> ToolResult:
+        async def refuse(error: str, outcome: str = "refused", *,
+                         waits_for: uuid.UUID | None = None) -> ToolResult:
             return ToolResult(None, error, server.name if server else None,
-                              (time.perf_counter() - started) * 1000, outcome=outcome)
+                              (time.perf_counter() - started) * 1000, outcome=outcome,
+                              waits_for=waits_for)
 
         if tool not in spec.tools:
             return await refuse(f"tool {tool!r} is not available to this agent")
@@ -233,7 +238,8 @@ class ToolGateway:
                 else:  # a version published before this tool had a server: the operator's
                     await self._check_pin(tenant, server, headers, left())
             except AuthorizationRequired as exc:
-                return await refuse(_needs_connecting(server, exc.detail))
+                return await refuse(_needs_connecting(server, exc.detail),
+                                    waits_for=server.server_id)
             except AuthorizationFailed as exc:  # its authorization server failed: transient
                 return await refuse(f"tool server {server.name!r}: {exc.detail}", "unavailable")
             except (VaultError, NotFound) as exc:
@@ -248,7 +254,7 @@ class ToolGateway:
                     if refusal is None:
                         refreshed = True
                         continue
-                    return await refuse(refusal)
+                    return await refuse(refusal, waits_for=server.server_id)
                 breaker.failed()
                 return await refuse(f"tool server unavailable: {exc.detail}", "unavailable")
             outcome = await self._send(tenant, tool, arguments, key, server, breaker, headers,
@@ -260,7 +266,7 @@ class ToolGateway:
                 if refusal is None:
                     refreshed = True
                     continue
-                return await refuse(refusal)
+                return await refuse(refusal, waits_for=server.server_id)
             return await self._shape(tenant, key, server.name, outcome.ok,
                                      outcome.content or outcome.error or "", started)
 

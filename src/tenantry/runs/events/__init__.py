@@ -37,6 +37,7 @@ from tenantry.runs.events.calls import (
     ToolStarted,
 )
 from tenantry.runs.events.lifecycle import (
+    AUTHORIZATION_REQUIRED,
     MONTHLY_SPEND_CAP,
     BudgetStopped,
     CancelRequested,
@@ -69,6 +70,7 @@ from tenantry.runs.events.tasks import (
 
 __all__ = [
     "ABSENT",
+    "AUTHORIZATION_REQUIRED",
     "MONTHLY_SPEND_CAP",
     "PAYLOADS",
     "TERMINAL_EVENTS",

@@ -40,6 +40,8 @@ class RunCreated(Payload):
 #: RunParked's reason, and a run's ``waiting_reason``, while it waits for its tenant's
 #: monthly spend cap (ADR 0035).
 MONTHLY_SPEND_CAP = "monthly_spend_cap"
+#: ... and while a call waits for the tenant to connect its tool server again (issue 39).
+AUTHORIZATION_REQUIRED = "authorization_required"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +56,11 @@ class RunParked(Payload):
     # refused. Absent in every other park, and in logs written before it existed.
     spent_micros: int | None = None
     cap_micros: int | None = None
+    # Waiting for a tool server's connection (reason ``authorization_required``): the call
+    # that waits, not made (its ToolStarted, if any, is void: the call is made afresh once
+    # the run goes on), and the server. Absent in every other park.
+    key: str | None = None
+    tool_server: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

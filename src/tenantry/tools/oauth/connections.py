@@ -331,6 +331,13 @@ class ToolServerAuth:
                            *refresh)
 
 
+async def connected_now(conn: Connection, tenant: TenantId, server_id: uuid.UUID) -> bool:
+    """Whether the server's connection is connected, its row share-locked for the rest of
+    ``conn``'s transaction: a run that is about to wait for it (runs/waiting.py) reads this
+    before it locks its own row, as the connecting transaction does."""
+    return bool(await conn.fetchval(Q.connected_for_share, tenant.value, server_id))
+
+
 def _label(server_id: uuid.UUID, what: str) -> str:
     return f"oauth/{server_id}/{what}"
 

@@ -66,3 +66,12 @@ SET status = 'authorization_required', reason = $3, scope = coalesce($4, scope),
     updated_at = now()
 WHERE tenant_id = $1 AND server_id = $2
 RETURNING step_ups
+
+-- name: connected_for_share
+-- Whether the connection is connected now, under a share lock taken before the run's own
+-- (runs/waiting.py): a run deciding to wait for it either sees a connection committed
+-- before, or its wait is committed first and woken by the connection's change (routine
+-- wake_authorized). The connecting transaction locks this row before the runs it wakes,
+-- and so does the run: no deadlock.
+SELECT status = 'connected' FROM tool_server_oauth WHERE tenant_id = $1 AND server_id = $2
+FOR SHARE
