@@ -4120,7 +4120,9 @@ CREATE TABLE public.tool_servers (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     secret_ref text,
     call_timeout_seconds integer DEFAULT 30 NOT NULL,
-    CONSTRAINT tool_servers_call_timeout_seconds_check CHECK (((call_timeout_seconds >= 1) AND (call_timeout_seconds <= 3600)))
+    registered_by text DEFAULT 'operator'::text NOT NULL,
+    CONSTRAINT tool_servers_call_timeout_seconds_check CHECK (((call_timeout_seconds >= 1) AND (call_timeout_seconds <= 3600))),
+    CONSTRAINT tool_servers_registered_by_check CHECK ((registered_by = ANY (ARRAY['operator'::text, 'tenant'::text])))
 );
 
 --

@@ -33,6 +33,7 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
         metrics,
         model_accounts,
         model_snapshots,
+        own_tool_servers,
         policy,
         prices,
         retention,
@@ -40,7 +41,7 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
         tool_servers,
     )
 
-    routes = [*admin.router.routes, *tool_servers.router.routes,
+    routes = [*admin.router.routes, *tool_servers.router.routes, *own_tool_servers.router.routes,
               *tool_servers.callback_router.routes, *agents.router.routes,
               *evaluations.router.routes,
               *runs.router.routes,
@@ -69,6 +70,10 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
                 ("/v1/agents/{agent_id}/promote", "POST"),
                 ("/v1/agents/{agent_id}/promotions", "GET"),
                 ("/admin/v1/tenants", "POST"), ("/admin/v1/tenants/{tenant_id}/api-keys", "POST"),
+                ("/v1/tool-servers", "POST"), ("/v1/tool-servers/{name}/connect", "POST"),
+                ("/v1/tool-servers/{name}", "DELETE"), ("/v1/secrets/{name}", "PUT"),
+                ("/v1/secrets/{name}", "DELETE"),
+                ("/admin/v1/tenants/{tenant_id}/tool-servers/{name}", "DELETE"),
                 ("/admin/v1/model-accounts", "POST"), ("/v1/usage", "GET"),
                 ("/admin/v1/tenants/{tenant_id}/policy", "PUT"),
                 ("/admin/v1/billing/reconcile", "POST"),
@@ -381,6 +386,20 @@ async def test_every_link_leads_where_it_says(api: Api, fakes: Fakes) -> None:
         await _expect(w.follow(sandbox, "PriceHistory", op), 200)
     listed = await _expect(w.call("GET /admin/v1/prices", {}, None, op), 200)
     await _expect(w.follow(listed, "RegisterAccount", op, body=account), 201)
+
+    # The tenant's own secrets and tool servers (the operator's registration of the same
+    # server removed first: its tools' names are taken while it is there).
+    await _expect(w.call("DELETE /admin/v1/tenants/{tenant_id}/tool-servers/{name}",
+                         {"tenant_id": tenant_id, "name": "effects"}, None, op), 204)
+    for status in (201, 200):
+        mine = await _expect(w.call("PUT /v1/secrets/{name}", {"name": "mine"},
+                                    {"value": "s3cret"}, h), status)
+        await _expect(w.follow(mine, "GetSecret", h), 200)
+    own_server = await _expect(w.call("POST /v1/tool-servers", {}, {
+        "name": "own-effects", "url": fakes.mcp.url, "honours_idempotency_keys": True,
+        "secret": "mine"}, h), 201)
+    await _expect(w.follow(own_server, "GetToolServer", h), 200)
+    await _expect(w.follow(own_server, "Connect", h), 409)  # not an OAuth server
 
     # Agents, versions, runs.
     agent = await _expect(w.call("POST /v1/agents", {}, {

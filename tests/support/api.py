@@ -128,7 +128,10 @@ async def serving_api(database_dsn: str, *, local: LocalWorkers | None = None,
     settings = Settings(**{  # type: ignore[arg-type]
         "database_url": database_dsn, "operator_token": OPERATOR_TOKEN, "db_pool_min": 1,
         "db_pool_max": 5, "max_body_bytes": 64 * 1024,
-        "master_key": TEST_MASTER_KEY.encoded(), **overrides})
+        "master_key": TEST_MASTER_KEY.encoded(),
+        # The tests' tool servers are on this machine: tenants may register them (the
+        # tests of the operator's rules turn this off).
+        "tenant_tool_servers_allow_private": True, **overrides})
     port = free_port()
     # The serving logins, as `tenantry up` uses on the embedded cluster (ADR 0011).
     app = build_app(settings, login_dsn(database_dsn),

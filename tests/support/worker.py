@@ -21,6 +21,7 @@ from tenantry.telemetry.worker import WorkerMetrics
 from tenantry.testing.fake_model import FakeModelServer
 from tenantry.testing.mcp_server import EffectsMcpServer
 from tenantry.tools.builtin import BrowserPolicy, BuiltinTools
+from tenantry.tools.destinations import Destinations
 from tenantry.tools.gateway import ToolGateway
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.vault import Vault
@@ -34,6 +35,8 @@ class Fakes:
     mcp: EffectsMcpServer
 
 
+#: The tests' tool servers are on this machine: tenants' own may be there too.
+LOCAL_TOOL_SERVERS = Destinations(allow_private=True)
 TEST_ENGINE = EngineSettings(lease_seconds=30.0, park_recheck_seconds=0.3)
 
 
@@ -69,7 +72,7 @@ async def running_worker(
     stop = asyncio.Event()
     metrics = metrics or WorkerMetrics()
     try:
-        async with McpToolClient() as mcp, ModelGateway(
+        async with McpToolClient(destinations=LOCAL_TOOL_SERVERS) as mcp, ModelGateway(
             database, vault=vault, master=TEST_MASTER_KEY, settings=model_gateway,
             implicit=implicit, observer=metrics,
         ) as model:

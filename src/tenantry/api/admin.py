@@ -336,7 +336,7 @@ async def list_secrets(
     after = page.position(_SECRET_CURSOR)
     await service.get_tenant(p.db, tenant)
     found = await vault_store.secrets_page(p.db, tenant, after=after, limit=page.limit)
-    return SecretList(data=[_secret_out(s) for s in found],
+    return SecretList(data=[secret_out(s) for s in found],
                       next_cursor=page.next_cursor(found, lambda s: s.name))
 
 
@@ -346,10 +346,10 @@ async def get_secret(tenant_id: str, name: str, p: Platform = Depends(platform))
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
     if not _SECRET_NAME.fullmatch(name):
         raise NotFound(f"No secret named {name!r}.")
-    return _secret_out(await vault_store.secret_info(p.db, tenant, name))
+    return secret_out(await vault_store.secret_info(p.db, tenant, name))
 
 
-def _secret_out(s: vault_store.SecretInfo) -> SecretOut:
+def secret_out(s: vault_store.SecretInfo) -> SecretOut:
     return SecretOut(name=s.name, created_at=s.created_at, updated_at=s.updated_at)
 
 

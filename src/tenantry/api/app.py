@@ -26,6 +26,7 @@ from tenantry.api import (
     metrics,
     model_accounts,
     model_snapshots,
+    own_tool_servers,
     policy,
     prices,
     problems,
@@ -43,7 +44,8 @@ _PROBLEM_SCHEMA = {
     "description": "RFC 9457 problem details. `type` is stable: not_found, validation_error, "
                    "unauthorized, conflict, payload_too_large, method_not_allowed, quota_exceeded, "
                    "overloaded, budget_exhausted, tool_unavailable, tenant_erased, "
-                   "admissions_paused, region_not_served, database_unavailable, internal_error; "
+                   "admissions_paused, region_not_served, database_unavailable, "
+                   "tool_server_authorization_failed, tool_server_url_refused, internal_error; "
                    "through `tenantry router` also tenant_moving and cell_unavailable.",
     "required": ["type", "title", "status", "detail"],
     "properties": {
@@ -68,6 +70,8 @@ _CONFLICTS = {
     ("POST", "/v1/runs"), ("POST", "/v1/agents"), ("POST", "/v1/agents/{agent_id}/versions"),
     ("POST", "/v1/runs/{run_id}/cancel"), ("POST", "/v1/approvals/{approval_id}"),
     ("POST", "/admin/v1/tenants"), ("POST", "/admin/v1/tenants/{tenant_id}/tool-servers"),
+    ("POST", "/admin/v1/tenants/{tenant_id}/tool-servers/{name}/pin"),
+    ("POST", "/v1/tool-servers"), ("POST", "/v1/tool-servers/{name}/pin"),
     ("PUT", "/admin/v1/prices/{model}"),
     ("POST", "/admin/v1/model-accounts"), ("POST", "/admin/v1/tenants/{tenant_id}/model-accounts"),
     ("POST", "/v1/activity-tasks"), ("POST", "/v1/activities/{name}/versions"),
@@ -104,7 +108,7 @@ def create_app(
     problems.install(app)
     # Runs first: routing tries routes in order, and POST /v1/runs is the hot path (at
     # 1,000 runs/s, matching it after every admin route cost a fifth of the process).
-    api_routers = [runs.router, admin.router, tool_servers.router,
+    api_routers = [runs.router, admin.router, tool_servers.router, own_tool_servers.router,
                    tool_servers.callback_router, model_accounts.router, billing.router,
                    prices.router, policy.admin_router, policy.router, metrics.router,
                    agents.router, evaluations.router, model_snapshots.router,
@@ -205,7 +209,8 @@ def _openapi(app: FastAPI, routers: list[APIRouter]) -> dict[str, Any]:
             for parameter in operation.get("parameters", ()):
                 parameter["schema"] = _left_out_not_null(parameter["schema"])
             responses = operation.setdefault("responses", {})
-            responses.pop("422", None)
+            if responses.get("422", {}).get("description") == "Validation Error":
+                responses.pop("422")  # FastAPI's: ours are 400 (a route's own 422 stays)
             answers: list[tuple[str, str]] = []
             if path != "/healthz":
                 answers += [("400", "Invalid request"), ("503", _DATABASE_UNAVAILABLE)]

@@ -23,6 +23,7 @@ from tenantry.scheduler.admission import CellCapacity
 from tenantry.scheduler.shedding import CellLoad, ShedThresholds
 from tenantry.tenants.auth_cache import CHANNEL as KEY_CHANNEL
 from tenantry.tenants.auth_cache import AuthCache
+from tenantry.tools.destinations import Destinations
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.vault import Vault
 
@@ -63,7 +64,7 @@ async def platform(
     auth_cache = AuthCache()
     # One LISTEN connection carries both the event tails and key revocations.
     hub = EventHub(dsn, extra={KEY_CHANNEL: auth_cache.clear}, outage=db.outage)
-    mcp = McpToolClient()
+    mcp = McpToolClient(destinations=Destinations.of(settings))
     master = master_key(settings)
     try:
         await hub.start()

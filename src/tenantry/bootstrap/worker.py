@@ -29,6 +29,7 @@ from tenantry.scheduler.shedding import CellLoad, ShedThresholds
 from tenantry.telemetry.spans import from_exporter
 from tenantry.telemetry.worker import WorkerMetrics
 from tenantry.tools.builtin import BrowserPolicy, BuiltinTools
+from tenantry.tools.destinations import Destinations
 from tenantry.tools.gateway import ToolGateway
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.vault import Vault
@@ -102,7 +103,7 @@ async def engine(
     if blobs is None:
         blobs = data_dir_store(settings)
     try:
-        async with McpToolClient() as mcp, model_gateway(
+        async with McpToolClient(destinations=Destinations.of(settings)) as mcp, model_gateway(
             settings, db, vault=vault, master=master, observer=metrics,
         ) as model, sandbox_probe.sandbox_manager(settings, blobs) as boxes:
             gateway = ToolGateway(db, mcp, vault=vault, blobs=blobs,

@@ -131,6 +131,10 @@ class Settings:
     browser_dev_backends: bool = False
     # Webhooks to loopback/private addresses are refused unless this is set (dev, tests).
     webhook_allow_private: bool = False
+    # Tool servers tenants register themselves (tools/destinations.py): the hosts allowed
+    # (egress allow-list syntax; empty: any), and whether private addresses (and http) are.
+    tenant_tool_server_hosts: tuple[str, ...] = ()
+    tenant_tool_servers_allow_private: bool = False
     # One webhook attempt's whole deadline (resolve, connect, send, read), and deliveries
     # in flight at once per worker process, in all and per tenant.
     webhook_deadline_seconds: int = 15

@@ -1,6 +1,13 @@
 """A lean HTTP/1.1 client for the platform's own outbound calls (ADR 0022)."""
 
-from tenantry.http1.client import HttpClient, Response, StreamedResponse, Target, target
+from tenantry.http1.client import (
+    ConnectTo,
+    HttpClient,
+    Response,
+    StreamedResponse,
+    Target,
+    target,
+)
 from tenantry.http1.errors import (
     ConnectFailed,
     ConnectionLost,
@@ -13,7 +20,7 @@ from tenantry.http1.errors import (
 from tenantry.http1.sse import SseData, SseEvent, SseParser
 
 __all__ = [
-    "ConnectFailed", "ConnectTimeout", "ConnectionLost", "HttpClient", "HttpError", "ProtocolError",
-    "RequestTimeout", "Response", "ResponseTooLarge", "SseData", "SseEvent", "SseParser",
-    "StreamedResponse", "Target", "target",
+    "ConnectFailed", "ConnectTimeout", "ConnectTo", "ConnectionLost", "HttpClient", "HttpError",
+    "ProtocolError", "RequestTimeout", "Response", "ResponseTooLarge", "SseData", "SseEvent",
+    "SseParser", "StreamedResponse", "Target", "target",
 ]

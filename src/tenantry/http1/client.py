@@ -22,7 +22,7 @@ import socket
 import ssl
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -39,7 +39,7 @@ from tenantry.http1.errors import (
     RequestTimeout,
 )
 
-__all__ = ["HttpClient", "Response", "StreamedResponse", "Target", "target"]
+__all__ = ["ConnectTo", "HttpClient", "Response", "StreamedResponse", "Target", "target"]
 
 _HEAD_LIMIT = 64 * 1024
 
@@ -144,9 +144,16 @@ class _Origin:
     waiters: deque[asyncio.Future[None]] = field(default_factory=deque)
 
 
+#: ``(host, port) -> addresses`` to connect to instead of the host: a caller's own
+#: resolution and vetting (tools/destinations.py); it raises ConnectFailed to refuse.
+ConnectTo = Callable[[str, int], Awaitable[list[str]]]
+
+
 class HttpClient:
     """Pooled HTTP/1.1 requests. ``headers`` go on every request (per-request ones win);
-    ``max_body`` caps a response body (buffered or streamed) in bytes."""
+    ``max_body`` caps a response body (buffered or streamed) in bytes. ``connect_to``:
+    each new connection goes to one of the addresses it gives (in order), never to a
+    resolution of its own; TLS still checks the certificate against the URL's host."""
 
     def __init__(
         self,
@@ -157,6 +164,7 @@ class HttpClient:
         connect_timeout: float = 10.0,
         max_body: int = 32 * 1024 * 1024,
         ssl_context: ssl.SSLContext | None = None,
+        connect_to: ConnectTo | None = None,
     ) -> None:
         if max_per_origin < 1:
             raise ValueError("max_per_origin must be >= 1")
@@ -171,6 +179,7 @@ class HttpClient:
         self._connect_timeout = connect_timeout
         self._max_body = max_body
         self._ssl = ssl_context
+        self._connect_to = connect_to
         self._origins: dict[str, _Origin] = {}
         self._sweeper: asyncio.TimerHandle | None = None
         self._closed = False
@@ -363,9 +372,19 @@ class HttpClient:
         started = time.perf_counter()
         try:
             async with asyncio.timeout(self._connect_timeout):
-                _, conn = await loop.create_connection(
-                    lambda: Connection(where.origin), where.host, where.port, ssl=context,
-                    server_hostname=where.host if context is not None else None)
+                hosts = ([where.host] if self._connect_to is None
+                         else await self._connect_to(where.host, where.port))
+                for i, host in enumerate(hosts):
+                    try:
+                        _, conn = await loop.create_connection(
+                            lambda: Connection(where.origin), host, where.port, ssl=context,
+                            server_hostname=where.host if context is not None else None)
+                        break
+                    except (OSError, ssl.SSLError):
+                        if i == len(hosts) - 1:
+                            raise  # the last address: its error is the connection's
+                else:
+                    raise ConnectFailed(f"{where.origin}: no address to connect to")
         except TimeoutError:
             raise ConnectTimeout(f"{where.origin}: connect timed out after "
                                 f"{self._connect_timeout:g}s") from None

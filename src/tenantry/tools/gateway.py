@@ -116,7 +116,7 @@ class ToolGateway:
             max_entries=CACHE_ENTRIES, ttl_seconds=pin_check_seconds)
         self._credentials: BoundedCache[tuple[str, str], SealedSecret] = BoundedCache(
             max_entries=CACHE_ENTRIES, ttl_seconds=CREDENTIAL_TTL_SECONDS)
-        self._auth = ToolServerAuth(db, vault)  # OAuth servers' tokens
+        self._auth = ToolServerAuth(db, vault, mcp.destinations)  # OAuth servers' tokens
 
     # -- what the model may see --------------------------------------------------------
 
@@ -280,7 +280,8 @@ class ToolGateway:
         for attempt in range(UNAVAILABLE_RETRIES + 1):
             try:
                 outcome = await self._mcp.call(server.url, tool, arguments, idempotency_key=key,
-                                               headers=headers, tenant=tenant, timeout=left())
+                                               headers=headers, tenant=tenant, timeout=left(),
+                                               guarded=server.guarded)
                 breaker.succeeded()
                 break
             except ToolUnavailable as exc:
@@ -377,7 +378,7 @@ class ToolGateway:
         if self._pins_checked.get(key):
             return
         live = tools_digest(await self._mcp.list_tools(server.url, headers, tenant=tenant,
-                                                       timeout=limit_s))
+                                                       timeout=limit_s, guarded=server.guarded))
         if live != server.tools_sha256:
             # Perhaps an operator re-pinned since the directory was cached: look again.
             self._directory.pop(tenant.value)
@@ -406,13 +407,14 @@ class ToolGateway:
                 "new version to use it")
         deadline = time.perf_counter() + limit_s
         live = tools_digest(await self._mcp.session_tools(
-            server.url, headers, tenant=tenant, max_age=self._pin_every, timeout=limit_s))
+            server.url, headers, tenant=tenant, max_age=self._pin_every, timeout=limit_s,
+            guarded=server.guarded))
         if live != server.tools_sha256:
             # An operator re-pinned the server since this session listed it: what the
             # session remembers is stale, so look again now.
             live = tools_digest(await self._mcp.session_tools(
                 server.url, headers, tenant=tenant, max_age=0.0,
-                timeout=deadline - time.perf_counter()))
+                timeout=deadline - time.perf_counter(), guarded=server.guarded))
         if live.hex() != pin.get("sha256"):
             raise PinMismatch(
                 f"tool server {server.name!r} now serves a different tool list than the one "

@@ -57,6 +57,7 @@ from tenantry.tools._mcp_messages import (
     safe_url,
 )
 from tenantry.tools._mcp_negotiation import negotiate
+from tenantry.tools.destinations import Destinations, UrlRefused
 
 __all__ = ["IDEMPOTENCY_HEADER", "IDEMPOTENCY_META_KEY", "McpToolClient", "ToolOutcome"]
 
@@ -73,7 +74,7 @@ _MAX_TOOLS = 1000
 #: servers can make a worker hold is this many answers, whatever they send.
 MAX_CALLS_PER_TENANT = 32
 
-_PoolKey = tuple[str, str, bytes]
+_PoolKey = tuple[str, str, bytes, bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +106,7 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         idle_timeout: float = 120.0,
         connect_timeout: float = 10.0,
         max_calls_per_tenant: int = MAX_CALLS_PER_TENANT,
+        destinations: Destinations | None = None,
     ) -> None:
         if max_connections < 1:
             raise ValueError("max_connections must be >= 1")
@@ -120,6 +122,18 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         self._listen_http = http1.HttpClient(max_per_origin=max_connections,
                                              connect_timeout=connect_timeout,
                                              max_body=MAX_ANSWER_BYTES)
+        # Servers tenants registered themselves (``guarded``): every connection to a vetted
+        # address (tools/destinations.py), in pools of their own, so a connection opened
+        # for an operator's server is never reused for a tenant's.
+        self._destinations = destinations or Destinations()
+        self._guarded_http = http1.HttpClient(max_per_origin=max_connections,
+                                              connect_timeout=connect_timeout,
+                                              max_body=MAX_ANSWER_BYTES,
+                                              connect_to=self._vetted)
+        self._guarded_listen_http = http1.HttpClient(max_per_origin=max_connections,
+                                                     connect_timeout=connect_timeout,
+                                                     max_body=MAX_ANSWER_BYTES,
+                                                     connect_to=self._vetted)
         self._pool: OrderedDict[_PoolKey, _Session] = OrderedDict()
         self._retired: set[_Session] = set()  # out of the pool, still finishing
         self._next_sweep = 0.0
@@ -134,8 +148,20 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
             session.close()
         await asyncio.gather(*(s.closed() for s in sessions), return_exceptions=True)
         await asyncio.gather(*(s.closed() for s in self._retired), return_exceptions=True)
-        await self._http.aclose()
-        await self._listen_http.aclose()
+        for http in (self._http, self._listen_http, self._guarded_http,
+                     self._guarded_listen_http):
+            await http.aclose()
+
+    async def _vetted(self, host: str, port: int) -> list[str]:
+        try:
+            return await self._destinations.addresses(host, port)
+        except UrlRefused as exc:
+            raise http1.ConnectFailed(f"refused: {exc.detail}") from None
+
+    @property
+    def destinations(self) -> Destinations:
+        """Where servers tenants registered themselves may be."""
+        return self._destinations
 
     @property
     def open_connections(self) -> int:
@@ -153,11 +179,13 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         headers: Mapping[str, str] | None = None,
         tenant: TenantId | None = None,
         timeout: float = 30.0,  # noqa: ASYNC109 - the call's budget, part of its contract
+        guarded: bool = False,
     ) -> ToolOutcome:
         """Call ``tool`` once. The key goes in the request's ``_meta.idempotency_key`` and in
         an ``Idempotency-Key`` header; ``headers`` (e.g. the credential) go on the HTTP
         request only. ``tenant`` picks that tenant's own session (the gateway always
-        passes it). ``timeout`` covers connecting and the call."""
+        passes it). ``timeout`` covers connecting and the call. ``guarded``: a server a
+        tenant registered, reached only at vetted addresses (tools/destinations.py)."""
         deadline = time.monotonic() + timeout
         params: dict[str, Any] = {"name": tool, "arguments": dict(arguments)}
         extra: tuple[tuple[str, str], ...] = ()
@@ -167,13 +195,14 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         credentials = _credentials(headers)
         async with self._slots.held(tenant, url, deadline):
             return await self._call(url, tool, params, extra, tenant, credentials,
-                                    deadline, timeout)
+                                    deadline, timeout, guarded)
 
     async def _call(self, url: str, tool: str, params: dict[str, Any], extra: Headers,
                     tenant: TenantId | None, credentials: Headers, deadline: float,
-                    timeout: float) -> ToolOutcome:  # noqa: ASYNC109 - for the message
+                    timeout: float, guarded: bool,  # noqa: ASYNC109 - for the message
+                    ) -> ToolOutcome:
         for attempt in range(2):
-            session = await self._acquire(tenant, url, credentials, deadline)
+            session = await self._acquire(tenant, url, credentials, deadline, guarded)
             try:
                 result = await session.request("tools/call", params, deadline, extra,
                                                credentials)
@@ -202,12 +231,13 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         *,
         tenant: TenantId | None = None,
         timeout: float = 30.0,  # noqa: ASYNC109 - as for call()
+        guarded: bool = False,
     ) -> list[dict[str, Any]]:
         """Every tool the server lists: ``{"name", "description", "input_schema"}``."""
         deadline = time.monotonic() + timeout
         credentials = _credentials(headers)
         async with self._slots.held(tenant, url, deadline):
-            session = await self._acquire(tenant, url, credentials, deadline)
+            session = await self._acquire(tenant, url, credentials, deadline, guarded)
             try:
                 return await self._list(session, url, deadline, timeout, credentials)
             finally:
@@ -221,6 +251,7 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         tenant: TenantId | None = None,
         max_age: float,
         timeout: float = 30.0,  # noqa: ASYNC109 - as for call()
+        guarded: bool = False,
     ) -> list[dict[str, Any]]:
         """The tool list of the session the next ``call`` with the same tenant, url and
         headers uses: listed when the session starts, again after the server signals
@@ -228,7 +259,7 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         deadline = time.monotonic() + timeout
         credentials = _credentials(headers)
         async with self._slots.held(tenant, url, deadline):
-            session = await self._acquire(tenant, url, credentials, deadline)
+            session = await self._acquire(tenant, url, credentials, deadline, guarded)
             try:
                 listed = session.tools
                 if listed is None or time.monotonic() - listed[0] >= max_age:
@@ -274,16 +305,18 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
     # ------------------------------------------------------------------ internals
 
     async def _acquire(self, tenant: TenantId | None, url: str, credentials: Headers,
-                       deadline: float) -> _Session:
+                       deadline: float, guarded: bool = False) -> _Session:
         digest = hashlib.sha256(orjson.dumps(sorted((k.lower(), v) for k, v in credentials)))
-        key: _PoolKey = (tenant.value if tenant is not None else "", url, digest.digest())
+        key: _PoolKey = (tenant.value if tenant is not None else "", url, digest.digest(),
+                         guarded)
         self._sweep()
         session = self._pool.get(key)
         if session is None or session.dead:
             if session is not None:
                 self._retire(session)
-            session = _Session(url, credentials, self._http, self._listen_http,
-                               self._connect_timeout)
+            http, listen = ((self._guarded_http, self._guarded_listen_http) if guarded
+                            else (self._http, self._listen_http))
+            session = _Session(url, credentials, http, listen, self._connect_timeout)
             self._pool[key] = session
             self._evict_over_limit()
         else:

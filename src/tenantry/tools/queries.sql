@@ -1,20 +1,20 @@
 -- name: insert_server
 INSERT INTO tool_servers (tenant_id, server_id, name, url, honours_idempotency_keys, tools,
-                          tools_sha256, secret_ref, call_timeout_seconds)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                          tools_sha256, secret_ref, call_timeout_seconds, registered_by)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 ON CONFLICT (tenant_id, name) DO NOTHING
 RETURNING created_at
 
 -- name: list_servers
 SELECT server_id, name, url, honours_idempotency_keys, tools, tools_sha256, secret_ref,
-       created_at, call_timeout_seconds, EXISTS (SELECT 1 FROM tool_server_oauth o WHERE o.tenant_id = s.tenant_id
+       created_at, call_timeout_seconds, registered_by, EXISTS (SELECT 1 FROM tool_server_oauth o WHERE o.tenant_id = s.tenant_id
                            AND o.server_id = s.server_id) AS oauth
 FROM tool_servers s WHERE tenant_id = $1
 ORDER BY name
 
 -- name: get_server
 SELECT server_id, name, url, honours_idempotency_keys, tools, tools_sha256, secret_ref,
-       created_at, call_timeout_seconds, EXISTS (SELECT 1 FROM tool_server_oauth o WHERE o.tenant_id = s.tenant_id
+       created_at, call_timeout_seconds, registered_by, EXISTS (SELECT 1 FROM tool_server_oauth o WHERE o.tenant_id = s.tenant_id
                            AND o.server_id = s.server_id) AS oauth
 FROM tool_servers s WHERE tenant_id = $1 AND name = $2
 
@@ -22,12 +22,28 @@ FROM tool_servers s WHERE tenant_id = $1 AND name = $2
 UPDATE tool_servers SET tools = $3, tools_sha256 = $4
 WHERE tenant_id = $1 AND name = $2
 
+-- name: remove_server
+-- The server goes, with its OAuth connection (ON DELETE CASCADE); runs waiting for that
+-- connection go back to the queue, where their call finds no server and the model is told
+-- (they would otherwise wait for a connection that can no longer come).
+WITH gone AS (
+    DELETE FROM tool_servers WHERE tenant_id = $1 AND name = $2 RETURNING server_id
+), woken AS (
+    UPDATE runs r SET status = 'queued', waiting_tool_server = NULL, updated_at = now()
+    FROM gone
+    WHERE r.tenant_id = $1 AND r.waiting_tool_server = gone.server_id AND r.status = 'waiting'
+)
+SELECT server_id FROM gone
+
+-- name: servers_sending_secret
+SELECT name FROM tool_servers WHERE tenant_id = $1 AND secret_ref = $2 ORDER BY name
+
 -- name: tenant_exists
 SELECT 1 FROM tenants WHERE tenant_id = $1
 
 -- name: servers_page
 SELECT server_id, name, url, honours_idempotency_keys, tools, tools_sha256, secret_ref,
-       created_at, call_timeout_seconds, EXISTS (SELECT 1 FROM tool_server_oauth o WHERE o.tenant_id = s.tenant_id
+       created_at, call_timeout_seconds, registered_by, EXISTS (SELECT 1 FROM tool_server_oauth o WHERE o.tenant_id = s.tenant_id
                            AND o.server_id = s.server_id) AS oauth
 FROM tool_servers s WHERE tenant_id = $1 AND ($2::text IS NULL OR name > $2)
 ORDER BY name

@@ -15,18 +15,20 @@ from typing import Any
 
 import asyncpg
 
-from tenantry.db import Database
+from tenantry.db import Connection, Database
 from tenantry.db.queries import load
 from tenantry.errors import Conflict, NotFound, ToolUnavailable
 from tenantry.ids import TenantId
 from tenantry.jsonutil import digest
 from tenantry.tools.builtin import NAMES as BUILTIN_TOOLS
+from tenantry.tools.destinations import Destinations
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.tools.oauth.connections import PreRegistered, ToolServerAuth
 from tenantry.tools.oauth.discovery import parse_challenge
 
 Q = load(__package__)
 
+SERVER_NOT_FOUND = "No tool server with this name."
 #: A call's deadline unless its server's registration says otherwise (migration 0043).
 DEFAULT_CALL_TIMEOUT_SECONDS = 30
 #: The longest a registration may ask for: a run's step is not held longer than an hour.
@@ -46,12 +48,21 @@ class ToolServer:
     oauth: bool = False  # its calls carry a token of its OAuth connection
     #: The deadline of one whole call to it (pin check, retries, the answer).
     call_timeout_seconds: int = DEFAULT_CALL_TIMEOUT_SECONDS
+    #: ``tenant``: registered by the tenant itself, reached only at addresses the
+    #: operator's rules allow (tools/destinations.py); ``operator``: the operator's choice.
+    registered_by: str = "operator"
 
     @classmethod
     def from_row(cls, r: asyncpg.Record) -> ToolServer:
         return cls(r["server_id"], r["name"], r["url"], r["honours_idempotency_keys"],
                    tuple(r["tools"]), bytes(r["tools_sha256"]), r["secret_ref"],
-                   r["created_at"], r["oauth"], r["call_timeout_seconds"])
+                   r["created_at"], r["oauth"], r["call_timeout_seconds"],
+                   r["registered_by"])
+
+    @property
+    def guarded(self) -> bool:
+        """Reached only at vetted addresses: a server the tenant registered itself."""
+        return self.registered_by == "tenant"
 
     def tool_names(self) -> set[str]:
         return {t["name"] for t in self.tools}
@@ -77,13 +88,20 @@ async def register(
     headers: dict[str, str] | None = None, auth: ToolServerAuth | None = None,
     oauth: OAuthRegistration | None = None,
     call_timeout_seconds: int = DEFAULT_CALL_TIMEOUT_SECONDS,
+    destinations: Destinations | None = None,
 ) -> ToolServer:
     """Read the server's tool list (with its credential, if any) and store it. The server
     must answer now: registering a tool list nobody has seen would defeat pinning. One that
-    wants an OAuth token (and has no static secret) is stored waiting for its connection."""
+    wants an OAuth token (and has no static secret) is stored waiting for its connection.
+    ``destinations``: the tenant registers it itself, under the operator's rules for where
+    such a server may be (checked first: nothing is sent to a URL they refuse)."""
+    registered_by = "operator" if destinations is None else "tenant"
+    if destinations is not None:
+        await destinations.vet_url(url)
     challenge = None
     try:
-        tools = await mcp.list_tools(url, headers, tenant=tenant)
+        tools = await mcp.list_tools(url, headers, tenant=tenant,
+                                     guarded=destinations is not None)
     except ToolUnavailable as exc:
         if exc.extra.get("reason") != "unauthorized" or secret_ref is not None or auth is None:
             raise
@@ -102,16 +120,17 @@ async def register(
                            tools=sorted(clash))
         row = await conn.fetchrow(Q.insert_server, tenant.value, server_id, name, url,
                                   honours_idempotency_keys, tools, sha, secret_ref,
-                                  call_timeout_seconds)
+                                  call_timeout_seconds, registered_by)
         if row is None:
             raise Conflict("A tool server with this name already exists.", field="name")
         if challenge is not None:
             assert auth is not None
             oauth = oauth or OAuthRegistration()
             await auth.prepare(conn, tenant, server_id, url, challenge, grant=oauth.grant,
-                               client=oauth.client)
+                               client=oauth.client, guarded=destinations is not None)
     return ToolServer(server_id, name, url, honours_idempotency_keys, tuple(tools), sha,
-                      secret_ref, row["created_at"], challenge is not None, call_timeout_seconds)
+                      secret_ref, row["created_at"], challenge is not None, call_timeout_seconds,
+                      registered_by)
 
 
 async def pin_first_list(db: Database, mcp: McpToolClient, tenant: TenantId,
@@ -136,7 +155,7 @@ async def get_server(db: Database, tenant: TenantId, name: str) -> ToolServer:
     async with db.tenant_tx(tenant) as conn:
         row = await conn.fetchrow(Q.get_server, tenant.value, name)
     if row is None:
-        raise NotFound("No tool server with this name.")
+        raise NotFound(SERVER_NOT_FOUND)
     return ToolServer.from_row(row)
 
 
@@ -146,12 +165,26 @@ async def repin(
 ) -> ToolServer:
     """Accept the server's current tool list as the reviewed one."""
     server = await get_server(db, tenant, name)
-    tools = await mcp.list_tools(server.url, headers, tenant=tenant)
+    tools = await mcp.list_tools(server.url, headers, tenant=tenant, guarded=server.guarded)
     _refuse_builtin_names(tools)
     sha = tools_digest(tools)
     async with db.tenant_tx(tenant) as conn:
         await conn.execute(Q.repin_server, tenant.value, name, tools, sha)
     return await get_server(db, tenant, name)
+
+
+async def remove(db: Database, tenant: TenantId, name: str) -> None:
+    """Remove the server and its OAuth connection (its sealed tokens go with the row).
+    Published agent versions keep their pins: their calls to its tools are refused, the
+    model told, until a server serving them is registered again."""
+    async with db.tenant_tx(tenant) as conn:
+        if await conn.fetchval(Q.remove_server, tenant.value, name) is None:
+            raise NotFound(SERVER_NOT_FOUND)
+
+
+async def sending_secret(conn: Connection, tenant: TenantId, secret: str) -> list[str]:
+    """The names of the tenant's servers that send ``secret`` as their credential."""
+    return [r["name"] for r in await conn.fetch(Q.servers_sending_secret, tenant.value, secret)]
 
 
 async def list_servers(db: Database, tenant: TenantId) -> list[ToolServer]:

@@ -60,3 +60,6 @@ WHERE secret_sealed IS NOT NULL AND secret_binding = 1 FOR UPDATE
 UPDATE model_accounts SET secret_sealed = $2, secret_nonce = $3, master_key_id = $4,
                           secret_binding = $5, updated_at = now()
 WHERE account_id = $1
+
+-- name: delete_secret
+DELETE FROM secrets WHERE tenant_id = $1 AND name = $2 RETURNING name

@@ -134,6 +134,12 @@ async def secret_info(db: Database, tenant: TenantId, name: str) -> SecretInfo:
     return SecretInfo(row["name"], row["created_at"], row["updated_at"])
 
 
+async def delete_secret(conn: Connection, tenant: TenantId, name: str) -> None:
+    """In the caller's transaction (which checked nothing still sends it)."""
+    if await conn.fetchval(Q.delete_secret, tenant.value, name) is None:
+        raise NotFound(f"No secret named {name!r}.")
+
+
 async def rotate_master_key(conn: asyncpg.Connection, old: MasterKey, new: MasterKey) -> int:
     """Re-wrap every tenant's data key (and re-seal model accounts' API keys) under ``new``
     in one transaction; tenants' secrets themselves are not re-encrypted. Keys already under

@@ -223,6 +223,30 @@ ENGINE = (
             " answered with a tool error. Integer ≥ 0. Read by workers."),
     ),
     Variable(
+        "TENANTRY_TENANT_TOOL_SERVER_HOSTS",
+        field="tenant_tool_server_hosts",
+        parse=Parse.NAMES,
+        default="(none: any host with a public address)",
+        doc=(
+            "The hosts tool servers that tenants register themselves (`POST /v1/tool-servers`) "
+            "may be at, comma-separated, in the agents' egress allow-list syntax "
+            "(`mcp.example.com`, `*.example.com`, `host:8443`; without a port: 80 and 443). "
+            "Whatever it allows, a name resolving to a loopback, private, link-local or "
+            "metadata address is refused, and every connection goes to an address vetted "
+            "then. Servers the operator registers are not held to it. Read by the API and "
+            "workers."),
+    ),
+    Variable(
+        "TENANTRY_TENANT_TOOL_SERVERS_ALLOW_PRIVATE",
+        field="tenant_tool_servers_allow_private",
+        parse=Parse.SWITCH,
+        doc=(
+            "`true`/`1`/`yes` lets tool servers that tenants register be at loopback, private "
+            "and link-local addresses, and use `http` (development, tests: a server on this "
+            "machine); `false`/`0`/`no` or unset refuses them (and `http`). Read by the API "
+            "and workers."),
+    ),
+    Variable(
         "TENANTRY_WEBHOOK_ALLOW_PRIVATE",
         field="webhook_allow_private",
         parse=Parse.SWITCH,

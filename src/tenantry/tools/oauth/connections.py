@@ -19,6 +19,7 @@ the one request that sends it; none goes into an error, a log line or an event."
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import uuid
 from collections.abc import AsyncIterator
@@ -34,6 +35,7 @@ from tenantry.db import Connection, Database
 from tenantry.db.queries import load
 from tenantry.errors import Conflict, NotFound, TenantryError, ValidationFailed
 from tenantry.ids import TenantId
+from tenantry.tools.destinations import Destinations, UrlRefused
 from tenantry.tools.oauth.discovery import (
     MAX_DOCUMENT_BYTES,
     AuthorizationServer,
@@ -112,9 +114,15 @@ class OAuthState:
 
 
 class ToolServerAuth:
-    def __init__(self, db: Database, vault: Vault | None) -> None:
+    """``destinations``: where the OAuth documents and endpoints of servers tenants
+    registered themselves may be (each request to one goes to a vetted address); the
+    default refuses every address that is not public."""
+
+    def __init__(self, db: Database, vault: Vault | None,
+                 destinations: Destinations | None = None) -> None:
         self._db = db
         self._vault = vault
+        self._destinations = destinations or Destinations()
 
     @property
     def vault(self) -> Vault:
@@ -126,13 +134,14 @@ class ToolServerAuth:
 
     async def prepare(self, conn: Connection, tenant: TenantId, server_id: uuid.UUID,
                       server_url: str, challenge: Challenge, *, grant: str,
-                      client: PreRegistered | None) -> None:
-        """In the registration's transaction: discover, and store what connecting needs."""
+                      client: PreRegistered | None, guarded: bool = False) -> None:
+        """In the registration's transaction: discover, and store what connecting needs.
+        ``guarded``: the tenant registers the server itself."""
         if grant not in GRANTS:
             raise ValidationFailed(f"grant must be one of {list(GRANTS)}")
         if grant == "client_credentials" and client is None:
             raise ValidationFailed("the client_credentials grant needs a pre-registered client")
-        async with _http() as http:
+        async with self._http(guarded) as http:
             found = await discover(http, server_url, challenge)
         scope = challenge.scope or (" ".join(found.scopes_supported)
                                     if found.scopes_supported else None)
@@ -158,7 +167,7 @@ class ToolServerAuth:
                                f"{MAX_STEP_UPS} authorizations in a row: not asking again "
                                "(ask its owner for that scope, then register it again)")
             server = AuthorizationServer.from_json(row["authorization_server"])
-            async with _http() as http:
+            async with self._http(row["guarded"]) as http:
                 client = await self._client(conn, tenant, server_id, row, server, http,
                                             redirect_uri)
                 if row["grant_type"] == "client_credentials":
@@ -196,7 +205,7 @@ class ToolServerAuth:
                                                (row["verifier"], row["verifier_nonce"]))
             server = AuthorizationServer.from_json(row["authorization_server"])
             client = await self._stored_client(conn, tenant, server_id, row)
-            async with _http() as http:
+            async with self._http(row["guarded"]) as http:
                 tokens = await token_request(http, server, client, {
                     "grant_type": "authorization_code", "code": code,
                     "redirect_uri": row["redirect_uri"], "code_verifier": verifier,
@@ -257,6 +266,17 @@ class ToolServerAuth:
 
     # -- internals -----------------------------------------------------------------------
 
+    def _http(self, guarded: bool) -> contextlib.AbstractAsyncContextManager[http1.HttpClient]:
+        """A client for a server's OAuth requests: for one the tenant registered, each
+        connection to an address the operator's rules allow (tools/destinations.py)."""
+        return _client_for(self._vetted if guarded else None)
+
+    async def _vetted(self, host: str, port: int) -> list[str]:
+        try:
+            return await self._destinations.addresses(host, port)
+        except UrlRefused as exc:
+            raise http1.ConnectFailed(f"refused: {exc.detail}") from None
+
     @asynccontextmanager
     async def _row(self, tenant: TenantId, server_id: uuid.UUID
                    ) -> AsyncIterator[tuple[Connection, asyncpg.Record]]:
@@ -275,7 +295,7 @@ class ToolServerAuth:
         server = AuthorizationServer.from_json(row["authorization_server"])
         if row["refresh_token"] is None:
             if row["grant_type"] == "client_credentials":  # a new token is one request away
-                async with _http() as http:
+                async with self._http(row["guarded"]) as http:
                     client = await self._stored_client(conn, tenant, server_id, row)
                     form = {"grant_type": "client_credentials", "resource": row["resource"]}
                     await self._save(conn, tenant, server_id,
@@ -287,7 +307,7 @@ class ToolServerAuth:
                                           (row["refresh_token"], row["refresh_token_nonce"]))
         client = await self._stored_client(conn, tenant, server_id, row)
         try:
-            async with _http() as http:
+            async with self._http(row["guarded"]) as http:
                 tokens = await token_request(http, server, client, {
                     "grant_type": "refresh_token", "refresh_token": refresh,
                     "resource": row["resource"]})
@@ -353,10 +373,11 @@ def _tenant_of(state: str) -> TenantId:
 
 
 @asynccontextmanager
-async def _http() -> AsyncIterator[http1.HttpClient]:
+async def _client_for(connect_to: http1.ConnectTo | None) -> AsyncIterator[http1.HttpClient]:
     """A client for one connection's few requests (OAuth requests are rare: registration,
     connecting, a refresh an hour); no redirect is followed."""
-    http = http1.HttpClient(max_per_origin=2, connect_timeout=10.0, max_body=MAX_DOCUMENT_BYTES)
+    http = http1.HttpClient(max_per_origin=2, connect_timeout=10.0, max_body=MAX_DOCUMENT_BYTES,
+                            connect_to=connect_to)
     try:
         yield http
     finally:

@@ -12,11 +12,17 @@ SET status = 'authorization_required', reason = EXCLUDED.reason,
     updated_at = now()
 
 -- name: get
-SELECT * FROM tool_server_oauth WHERE tenant_id = $1 AND server_id = $2
+-- guarded: a server the tenant registered itself, whose OAuth documents and endpoints are
+-- reached only at vetted addresses (tools/destinations.py), as the server itself is.
+SELECT o.*, s.registered_by = 'tenant' AS guarded
+FROM tool_server_oauth o JOIN tool_servers s USING (tenant_id, server_id)
+WHERE o.tenant_id = $1 AND o.server_id = $2
 
 -- name: get_for_update
-SELECT *, now() AS now FROM tool_server_oauth WHERE tenant_id = $1 AND server_id = $2
-FOR UPDATE
+SELECT o.*, now() AS now, s.registered_by = 'tenant' AS guarded
+FROM tool_server_oauth o JOIN tool_servers s USING (tenant_id, server_id)
+WHERE o.tenant_id = $1 AND o.server_id = $2
+FOR UPDATE OF o
 
 -- name: set_client
 UPDATE tool_server_oauth
@@ -39,7 +45,9 @@ FROM (SELECT server_id, flow_verifier, flow_verifier_nonce, flow_redirect_uri,
       FROM tool_server_oauth WHERE tenant_id = $1 AND flow_state = $2 FOR UPDATE) f
 WHERE o.tenant_id = $1 AND o.server_id = f.server_id
 RETURNING o.*, f.flow_verifier AS verifier, f.flow_verifier_nonce AS verifier_nonce,
-          f.flow_redirect_uri AS redirect_uri, f.fresh
+          f.flow_redirect_uri AS redirect_uri, f.fresh,
+          (SELECT s.registered_by = 'tenant' FROM tool_servers s
+           WHERE s.tenant_id = o.tenant_id AND s.server_id = o.server_id) AS guarded
 
 -- name: save_tokens
 UPDATE tool_server_oauth

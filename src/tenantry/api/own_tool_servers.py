@@ -1,0 +1,185 @@
+"""Tenant API: the tenant's own tool servers and secrets, with its own key (``/v1``).
+
+The same actions as the operator's routes (``api/tool_servers.py``), on the key's tenant:
+register, list, read, re-pin, connect (OAuth) and remove its tool servers; store, list and
+remove its secrets, which are write-only (no route returns a value; storing one again
+under its name rotates it, and the next call to a server sending it uses the new value).
+A server the tenant registers is held to the operator's rules for where it may be
+(tools/destinations.py): https, a host the operator allows, never a loopback, private,
+link-local or metadata address, at registration and at every connection."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from fastapi import APIRouter, Depends, Path, Request, Response
+
+from tenantry.api.admin import VAULT_ERROR, PutSecret, SecretList, SecretOut, secret_out
+from tenantry.api.auth import current_tenant, platform
+from tenantry.api.fields import LABEL_RE, SECRET_NAME_RE
+from tenantry.api.links import links, to
+from tenantry.api.pagination import PageRequest, keyed_by, matching
+from tenantry.api.platform import Platform
+from tenantry.api.tool_server_bodies import (
+    ConnectOut,
+    RegisterToolServer,
+    ToolServerList,
+    ToolServerOut,
+)
+from tenantry.api.tool_servers import (
+    CONNECT_CONFLICT,
+    OAUTH_FAILED,
+    UNREACHABLE,
+    connect,
+    one,
+    page_of,
+    register,
+    remove,
+    repin,
+)
+from tenantry.errors import Conflict, NotFound, ValidationFailed
+from tenantry.ids import TenantId
+from tenantry.tools import servers
+from tenantry.vault import store as vault_store
+
+router = APIRouter(prefix="/v1", tags=["tool servers"])
+
+_SECRET_NAME = re.compile(SECRET_NAME_RE)
+_SECRET_CURSOR = matching(SECRET_NAME_RE)
+_URL_REFUSED: dict[int | str, dict[str, Any]] = {422: {
+    "description": "`tool_server_url_refused`: the operator's rules refuse the URL (not "
+                   "https, a host not allowed, or a name that resolves to a loopback, "
+                   "private, link-local or metadata address); or "
+                   "`tool_server_authorization_failed` (OAuth metadata unreadable)"}}
+_THE_SERVER = {"name": "$response.body#/name"}
+
+
+@router.post("/tool-servers", status_code=201, response_model=ToolServerOut,
+             responses={201: links(
+                 GetToolServer=to("GET", "/v1/tool-servers/{name}",
+                                  "The server just registered.", parameters=_THE_SERVER),
+                 Connect=to("POST", "/v1/tool-servers/{name}/connect",
+                            "Authorize the platform with its OAuth server.",
+                            parameters=_THE_SERVER)),
+                 **UNREACHABLE, **_URL_REFUSED, **VAULT_ERROR})
+async def register_own_tool_server(
+    body: RegisterToolServer, tenant: TenantId = Depends(current_tenant),
+    p: Platform = Depends(platform),
+) -> ToolServerOut:
+    """Register one of your MCP servers. Its tool list is read now and pinned; a server that
+    asks for an OAuth token is registered waiting to be connected (``oauth``)."""
+    return await register(p, tenant, body, by_tenant=True)
+
+
+@router.get("/tool-servers", response_model=ToolServerList)
+async def list_own_tool_servers(
+    page: PageRequest = Depends(keyed_by(LABEL_RE)),
+    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+) -> ToolServerList:
+    """Your tool servers (the operator's registrations for you too), ordered by name."""
+    return await page_of(p, tenant, page)
+
+
+@router.get("/tool-servers/{name}", response_model=ToolServerOut)
+async def get_own_tool_server(
+    name: str, tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+) -> ToolServerOut:
+    return await one(p, tenant, name)
+
+
+@router.post("/tool-servers/{name}/pin", response_model=ToolServerOut,
+             responses={**UNREACHABLE, **VAULT_ERROR})
+async def repin_own_tool_server(
+    name: str, tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+) -> ToolServerOut:
+    """Accept the server's current tool list as reviewed (after it changed). Agent versions
+    published before keep the list they were published with."""
+    return await repin(p, tenant, name)
+
+
+@router.post("/tool-servers/{name}/connect", response_model=ConnectOut,
+             responses={**CONNECT_CONFLICT, **UNREACHABLE, **OAUTH_FAILED, **VAULT_ERROR})
+async def connect_own_tool_server(
+    name: str, request: Request, tenant: TenantId = Depends(current_tenant),
+    p: Platform = Depends(platform),
+) -> ConnectOut:
+    """Start (or renew) an OAuth server's authorization: open ``authorization_url`` in a
+    browser; the authorization server sends it back to this platform. Runs waiting for the
+    server go on once it is connected."""
+    return await connect(p, tenant, name, request)
+
+
+@router.delete("/tool-servers/{name}", status_code=204, response_class=Response)
+async def remove_own_tool_server(
+    name: str, tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+) -> Response:
+    """Remove the server and its OAuth connection (its tokens go with it)."""
+    await remove(p, tenant, name)
+    return Response(status_code=204)
+
+
+_STORED = links(GetSecret=to("GET", "/v1/secrets/{name}", "The secret's name and dates.",
+                             parameters={"name": "$request.path.name"}))
+
+
+@router.put("/secrets/{name}", response_model=SecretOut,
+            responses={200: _STORED, 201: {"description": "Created", "model": SecretOut,
+                                           **_STORED}, **VAULT_ERROR})
+async def put_own_secret(
+    body: PutSecret, response: Response,
+    name: str = Path(pattern=SECRET_NAME_RE, max_length=128),
+    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+) -> SecretOut:
+    """Store a secret (or rotate it: store it again under its name), encrypted with your
+    data key. Write-only: no API returns it."""
+    if p.vault is None:
+        raise ValidationFailed("the vault is not configured (TENANTRY_MASTER_KEY)")
+    stored = await p.vault.put(tenant, name, body.value)
+    response.status_code = 201 if stored.created else 200
+    return SecretOut(name=name, created_at=stored.created_at, updated_at=stored.updated_at)
+
+
+@router.get("/secrets", response_model=SecretList)
+async def list_own_secrets(
+    page: PageRequest = Depends(keyed_by(SECRET_NAME_RE)),
+    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+) -> SecretList:
+    """Names and dates only, ordered by name."""
+    found = await vault_store.secrets_page(p.db, tenant, after=page.position(_SECRET_CURSOR),
+                                           limit=page.limit)
+    return SecretList(data=[secret_out(s) for s in found],
+                      next_cursor=page.next_cursor(found, lambda s: s.name))
+
+
+@router.get("/secrets/{name}", response_model=SecretOut)
+async def get_own_secret(
+    name: str = Path(max_length=128), tenant: TenantId = Depends(current_tenant),
+    p: Platform = Depends(platform),
+) -> SecretOut:
+    """A secret's name and dates (to check it is there); its value is never returned."""
+    return secret_out(await vault_store.secret_info(p.db, tenant, _secret_name(name)))
+
+
+@router.delete("/secrets/{name}", status_code=204, response_class=Response,
+               responses={409: {"description": "`conflict`: a tool server still sends it "
+                                               "(`tool_servers` names them)"}})
+async def remove_own_secret(
+    name: str = Path(max_length=128), tenant: TenantId = Depends(current_tenant),
+    p: Platform = Depends(platform),
+) -> Response:
+    """Remove a secret no tool server sends any more."""
+    name = _secret_name(name)
+    async with p.db.tenant_tx(tenant) as conn:
+        users = await servers.sending_secret(conn, tenant, name)
+        if users:
+            raise Conflict(f"Tool servers still send this secret: {users}; remove them or "
+                           "register them with another first.", tool_servers=users)
+        await vault_store.delete_secret(conn, tenant, name)
+    return Response(status_code=204)
+
+
+def _secret_name(name: str) -> str:
+    if not _SECRET_NAME.fullmatch(name):  # not a name a secret can have (and never a NUL)
+        raise NotFound(f"No secret named {name[:128]!r}.")
+    return name
