@@ -14,7 +14,6 @@ import orjson
 import pytest
 
 from tenantry.client import (
-    ApiError,
     AsyncClient,
     Client,
     Conflict,
@@ -24,6 +23,7 @@ from tenantry.client import (
     ToolServer,
     ToolServerConnection,
     ToolServerOAuth,
+    ToolServerUrlRefused,
 )
 
 CREATED = "2025-03-01T12:00:00Z"
@@ -214,7 +214,7 @@ def test_refusals_are_typed_the_refused_url_by_its_problem_type() -> None:
                                 "url: 127.0.0.1 is a loopback address"),
                         problem(409, "conflict", "tool server 'crm' sends this secret"))
     with platform.client() as client:
-        with pytest.raises(ApiError) as refused:
+        with pytest.raises(ToolServerUrlRefused) as refused:
             client.tool_servers.register("local", "http://127.0.0.1:9000/mcp",
                                          honours_idempotency_keys=True)
         with pytest.raises(Conflict, match="sends this secret"):

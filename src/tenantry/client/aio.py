@@ -330,8 +330,8 @@ class ToolServers:
         with a Bearer challenge is registered waiting to be connected without it;
         ``call_timeout_seconds``: one call's deadline (1 to 3600; the platform's default,
         30, without it). A URL the operator's rules refuse (not an allowed pattern, or a
-        loopback, private, link-local or metadata address) raises :class:`ApiError` with
-        ``type`` ``tool_server_url_refused``. Not retried once sent."""
+        loopback, private, link-local or metadata address, or not https) raises
+        :class:`ToolServerUrlRefused`. Not retried once sent."""
         return await self._t.call(_calls.register_tool_server(
             name, url, honours_idempotency_keys=honours_idempotency_keys, secret=secret,
             oauth=oauth, call_timeout_seconds=call_timeout_seconds))
