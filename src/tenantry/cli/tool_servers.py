@@ -110,9 +110,9 @@ def register(
 ) -> None:
     """Register an MCP server: its tool list is read now and pinned (what models are
     offered). A server that answers with an OAuth challenge is registered waiting to be
-    connected (tenantry tool-servers connect). The operator's rules decide which URLs are
-    allowed: loopback, private, link-local and metadata addresses are refused unless the
-    operator allows them."""
+    connected (tenantry tool-servers connect). The operator's rules decide where it may be:
+    https, on a host they allow, never at a loopback, private, link-local or metadata
+    address unless the operator allows those."""
     oauth: dict[str, Any] | None = None
     if oauth_grant or oauth_client_id or oauth_client_secret:
         oauth = {k: v for k, v in {"grant": oauth_grant.value if oauth_grant else None,

@@ -152,7 +152,7 @@ class Conflict(ApiError, problem=platform_errors.Conflict):
 class ToolServerUrlRefused(ApiError):
     """422: the operator's rules refuse a tool server URL the tenant registers (not https,
     a host not allowed, or a name that resolves to a loopback, private, link-local or
-    metadata address); ``extra['reason']`` says which when the platform does. The class
+    metadata address); ``detail`` says which, ``extra['field']`` is ``url``. The class
     the platform raises is the server's (tools/destinations.py): declared here by its
     type, so the client imports nothing of the server."""
 
