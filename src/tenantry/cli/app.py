@@ -16,7 +16,9 @@ from tenantry.cli import (
     retention,
     runs,
     sandbox,
+    secrets,
     serve,
+    tool_servers,
     usage,
     vault,
 )
@@ -46,6 +48,8 @@ app.add_typer(vault.vault_app, name="vault")
 app.add_typer(runs.runs_app, name="runs")
 app.add_typer(evaluations.evaluations_app, name="evaluations")
 app.add_typer(evaluations.agents_app, name="agents")
+app.add_typer(tool_servers.tool_servers_app, name="tool-servers")
+app.add_typer(secrets.secrets_app, name="secrets")
 app.command("usage")(usage.usage)
 app.add_typer(billing.billing_app, name="billing")
 app.add_typer(retention.retention_app, name="retention")

@@ -16,7 +16,7 @@ import typer
 from tenantry.cli.common import fail
 from tenantry.cli.help import App
 from tenantry.cli.options import DEFAULT_URL, ApiKey, Url
-from tenantry.cli.remote import sdk_client, sdk_failure
+from tenantry.cli.remote import AsJson, sdk_client, sdk_failure
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -37,8 +37,6 @@ Wait = Annotated[bool, typer.Option("--wait", help="Wait until every run of it h
                                                    "ended, then show it.")]
 Timeout = Annotated[float, typer.Option(min=0, help="With --wait: give up after this many "
                                                     "seconds (exit status 1).")]
-AsJson = Annotated[bool, typer.Option("--json", help="Print the API's JSON instead of a "
-                                                     "table.")]
 
 
 def _cut(value: Any, limit: int) -> str:

@@ -1,19 +1,25 @@
 """What the commands that talk to a running platform over its HTTP API share: the tenant's
 key as a header, the SDK's client with its failures as the one-line refusal, an error
-answer as the same, and a table."""
+answer as the same, every page of a list, the API's JSON (``--json``) and a table."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
 from tenantry.cli.common import fail
 
 if TYPE_CHECKING:
-    from tenantry.client import Client
+    from tenantry.client import Client, Page
+
+T = TypeVar("T")
+
+AsJson = Annotated[bool, typer.Option("--json", help="Print the API's JSON instead of a "
+                                                     "table.")]
 
 
 def headers(api_key: str | None) -> dict[str, str]:
@@ -76,3 +82,21 @@ def show_table(header: list[str], rows: list[list[str]], title: str | None = Non
     for row in rows:
         table.add_row(*row)
     console.print(table)
+
+
+def every_page(read: Callable[[str | None], Page[T]]) -> list[T]:
+    """Every item of a list, page after page: ``read(cursor)`` reads one."""
+    items: list[T] = []
+    cursor: str | None = None
+    while True:
+        page = read(cursor)
+        items += page.data
+        if page.next_cursor is None or not page.data:
+            return items
+        cursor = page.next_cursor
+
+
+def print_json(value: Mapping[str, Any] | list[Mapping[str, Any]]) -> None:
+    """The API's JSON as it came, indented (``--json``)."""
+    plain = [dict(v) for v in value] if isinstance(value, list) else dict(value)
+    typer.echo(json.dumps(plain, indent=2, ensure_ascii=False))

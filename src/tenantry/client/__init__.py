@@ -8,10 +8,11 @@
             print(event)
         run = client.runs.wait(started.run_id)
 
-Run starts carry an idempotency key (a random one unless given) and are retried with it;
-event streams resume after a dropped connection with no gap and no repeat; error answers
-are typed exceptions. It needs only the standard library, httpx2 and orjson: nothing of
-the server is imported (docs/how-to/client-sdk.md).
+The tenant's own tool servers and the vault secrets they send are ``client.tool_servers``
+and ``client.secrets``. Run starts carry an idempotency key (a random one unless given)
+and are retried with it; event streams resume after a dropped connection with no gap and
+no repeat; error answers are typed exceptions. It needs only the standard library, httpx2
+and orjson: nothing of the server is imported (docs/how-to/client-sdk.md).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from tenantry.client.errors import (
     ServerError,
     TenantErased,
     TenantMoving,
+    ToolServerUrlRefused,
     Unauthorized,
     Unavailable,
     ValidationError,
@@ -72,6 +74,12 @@ from tenantry.client.models import (
     Usage,
 )
 from tenantry.client.sync import Client
+from tenantry.client.tool_servers import (
+    Secret,
+    ToolServer,
+    ToolServerConnection,
+    ToolServerOAuth,
+)
 
 __all__ = [
     "TERMINAL_EVENTS",
@@ -113,6 +121,7 @@ __all__ = [
     "QuotaExceeded",
     "ReviewFlag",
     "Run",
+    "Secret",
     "ServerError",
     "SseDecoder",
     "SseMessage",
@@ -122,6 +131,10 @@ __all__ = [
     "TestCase",
     "TestSet",
     "TestSetSummary",
+    "ToolServer",
+    "ToolServerConnection",
+    "ToolServerOAuth",
+    "ToolServerUrlRefused",
     "Unauthorized",
     "Unavailable",
     "Usage",

@@ -2,8 +2,8 @@
 read the answer — so the sync and async clients send exactly the same requests.
 
 The routes and bodies are the API's own (src/tenantry/api/runs.py, agents.py,
-approvals.py; docs/reference/api.md). Ids are quoted into paths, so no id can reach
-another route."""
+approvals.py, evaluations.py, the tenant's tool servers and secrets; docs/reference/api.md).
+Ids and names are quoted into paths, so none can reach another route."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from tenantry.client.models import (
     Run,
     StartedRun,
 )
+from tenantry.client.tool_servers import Secret, ToolServer, ToolServerConnection
 
 T = TypeVar("T")
 
@@ -240,3 +241,70 @@ def decide(approval_id: str, decision: str, comment: str | None) -> Call[Approva
     # Not repeatable: deciding twice answers 409 even when the first attempt landed.
     return Call("POST", f"/v1/approvals/{_seg(approval_id)}", Approval.from_json, body=body,
                 idempotent=False)
+
+
+# -- the tenant's secrets and tool servers (/v1/secrets, /v1/tool-servers) ---------------
+
+
+def _nothing(body: Any) -> None:
+    return None
+
+
+def put_secret(name: str, value: str) -> Call[Secret]:
+    # Repeatable: a second attempt stores the same value again.
+    return Call("PUT", f"/v1/secrets/{_seg(name)}", Secret.from_json, body={"value": value})
+
+
+def list_secrets(*, limit: int | None, cursor: str | None) -> Call[Page[Secret]]:
+    return Call("GET", "/v1/secrets", lambda b: Page.from_json(b, Secret.from_json),
+                params=_query(limit=limit, cursor=cursor))
+
+
+def get_secret(name: str) -> Call[Secret]:
+    return Call("GET", f"/v1/secrets/{_seg(name)}", Secret.from_json)
+
+
+def delete_secret(name: str) -> Call[None]:
+    # Not repeatable: a second attempt after the first landed answers 404.
+    return Call("DELETE", f"/v1/secrets/{_seg(name)}", _nothing, idempotent=False)
+
+
+def register_tool_server(name: str, url: str, *, honours_idempotency_keys: bool,
+                         secret: str | None, oauth: Mapping[str, Any] | None,
+                         call_timeout_seconds: int | None) -> Call[ToolServer]:
+    body: dict[str, Any] = {"name": name, "url": url,
+                            "honours_idempotency_keys": honours_idempotency_keys}
+    if secret is not None:
+        body["secret"] = secret
+    if oauth is not None:
+        body["oauth"] = dict(oauth)
+    if call_timeout_seconds is not None:
+        body["call_timeout_seconds"] = int(call_timeout_seconds)
+    # Not repeatable: a second attempt after the first landed answers 409 (its name).
+    return Call("POST", "/v1/tool-servers", ToolServer.from_json, body=body, idempotent=False)
+
+
+def list_tool_servers(*, limit: int | None, cursor: str | None) -> Call[Page[ToolServer]]:
+    return Call("GET", "/v1/tool-servers", lambda b: Page.from_json(b, ToolServer.from_json),
+                params=_query(limit=limit, cursor=cursor))
+
+
+def get_tool_server(name: str) -> Call[ToolServer]:
+    return Call("GET", f"/v1/tool-servers/{_seg(name)}", ToolServer.from_json)
+
+
+def pin_tool_server(name: str) -> Call[ToolServer]:
+    # Repeatable: accepting the server's current list twice pins it once.
+    return Call("POST", f"/v1/tool-servers/{_seg(name)}/pin", ToolServer.from_json)
+
+
+def connect_tool_server(name: str) -> Call[ToolServerConnection]:
+    # Not repeatable: each attempt starts an authorization of its own (or, for client
+    # credentials, asks for a token).
+    return Call("POST", f"/v1/tool-servers/{_seg(name)}/connect",
+                ToolServerConnection.from_json, idempotent=False)
+
+
+def remove_tool_server(name: str) -> Call[None]:
+    # Not repeatable: a second attempt after the first landed answers 404.
+    return Call("DELETE", f"/v1/tool-servers/{_seg(name)}", _nothing, idempotent=False)

@@ -1,5 +1,6 @@
-"""The asyncio client: ``AsyncClient(...).runs``, ``.agents``, ``.approvals`` — the same
-calls as :class:`tenantry.client.Client`, awaited."""
+"""The asyncio client: ``AsyncClient(...).runs``, ``.agents``, ``.approvals``,
+``.evaluations``, ``.secrets``, ``.tool_servers`` — the same calls as
+:class:`tenantry.client.Client`, awaited."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from tenantry.client.models import (
     Run,
     StartedRun,
 )
+from tenantry.client.tool_servers import Secret, ToolServer, ToolServerConnection
 
 __all__ = ["AsyncClient"]
 
@@ -53,6 +55,8 @@ class AsyncClient:
         self.agents = Agents(self._transport)
         self.approvals = Approvals(self._transport)
         self.evaluations = Evaluations(self._transport)
+        self.secrets = Secrets(self._transport)
+        self.tool_servers = ToolServers(self._transport)
 
     @property
     def base_url(self) -> str:
@@ -277,3 +281,83 @@ class Evaluations:
             if pause is None:
                 return evaluation
             await asyncio.sleep(pause)
+
+
+class Secrets:
+    """The tenant's vault: secrets its tool servers send as their bearer token (or an OAuth
+    client's secret). Write-only: a value is stored, replaced or deleted, never read back."""
+
+    def __init__(self, transport: AsyncTransport) -> None:
+        self._t = transport
+
+    async def put(self, name: str, value: str) -> Secret:
+        """Store the secret ``name`` (or replace its value), encrypted with the tenant's
+        key. Servers that send it use the new value within a minute."""
+        return await self._t.call(_calls.put_secret(name, value))
+
+    async def list(self, *, limit: int | None = None,
+                   cursor: str | None = None) -> Page[Secret]:
+        """One page of the tenant's secrets (names and dates), ordered by name."""
+        return await self._t.call(_calls.list_secrets(limit=limit, cursor=cursor))
+
+    async def get(self, name: str) -> Secret:
+        """The secret's name and dates (to check it is there): NotFound if it is not."""
+        return await self._t.call(_calls.get_secret(name))
+
+    async def delete(self, name: str) -> None:
+        """Delete the secret. Conflict while a tool server of the tenant still sends it
+        (remove that server first). Not retried once sent."""
+        await self._t.call(_calls.delete_secret(name))
+
+
+class ToolServers:
+    """The tenant's MCP tool servers: registered, pinned, connected and removed with its
+    own key, within the addresses the operator allows
+    (docs/how-to/tools-and-approvals.md)."""
+
+    def __init__(self, transport: AsyncTransport) -> None:
+        self._t = transport
+
+    async def register(self, name: str, url: str, *, honours_idempotency_keys: bool,
+                       secret: str | None = None, oauth: Mapping[str, Any] | None = None,
+                       call_timeout_seconds: int | None = None) -> ToolServer:
+        """Register the MCP server at ``url`` (streamable HTTP): its tool list is read now
+        and pinned. ``honours_idempotency_keys``: the server performs a call once per
+        Idempotency-Key (calls to one that does not are never retried after an ambiguous
+        failure); ``secret``: the name of a vault secret sent as its bearer token;
+        ``oauth``: ``{"grant"?, "client_id"?, "client_secret"?}`` for a client issued
+        beforehand (``client_secret`` names a vault secret) — a server that answers 401
+        with a Bearer challenge is registered waiting to be connected without it;
+        ``call_timeout_seconds``: one call's deadline (1 to 3600; the platform's default,
+        30, without it). A URL the operator's rules refuse (not an allowed pattern, or a
+        loopback, private, link-local or metadata address, or not https) raises
+        :class:`ToolServerUrlRefused`. Not retried once sent."""
+        return await self._t.call(_calls.register_tool_server(
+            name, url, honours_idempotency_keys=honours_idempotency_keys, secret=secret,
+            oauth=oauth, call_timeout_seconds=call_timeout_seconds))
+
+    async def list(self, *, limit: int | None = None,
+                   cursor: str | None = None) -> Page[ToolServer]:
+        """One page of the tenant's tool servers, ordered by name (the operator's too)."""
+        return await self._t.call(_calls.list_tool_servers(limit=limit, cursor=cursor))
+
+    async def get(self, name: str) -> ToolServer:
+        return await self._t.call(_calls.get_tool_server(name))
+
+    async def pin(self, name: str) -> ToolServer:
+        """Accept the server's current tool list as reviewed (after it changed); agent
+        versions published from then on pin it."""
+        return await self._t.call(_calls.pin_tool_server(name))
+
+    async def connect(self, name: str) -> ToolServerConnection:
+        """Start (or renew) an OAuth server's authorization: open ``authorization_url`` in
+        the browser of whoever may grant access; once they have, the server is connected
+        and its tool list pinned. None for a client credentials server: connected at
+        once. Conflict for a server that does not authorize with OAuth. Not retried once
+        sent."""
+        return await self._t.call(_calls.connect_tool_server(name))
+
+    async def remove(self, name: str) -> None:
+        """Remove the server: its tools are offered to no run from then on. Not retried
+        once sent."""
+        await self._t.call(_calls.remove_tool_server(name))

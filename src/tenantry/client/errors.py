@@ -43,6 +43,7 @@ __all__ = [
     "ServerError",
     "TenantErased",
     "TenantMoving",
+    "ToolServerUrlRefused",
     "Unauthorized",
     "Unavailable",
     "ValidationError",
@@ -148,6 +149,18 @@ class Conflict(ApiError, problem=platform_errors.Conflict):
     decision on an approval already decided, a version number already taken."""
 
 
+class ToolServerUrlRefused(ApiError):
+    """422: the operator's rules refuse a tool server URL the tenant registers (not https,
+    a host not allowed, or a name that resolves to a loopback, private, link-local or
+    metadata address); ``detail`` says which, ``extra['field']`` is ``url``. The class
+    the platform raises is the server's (tools/destinations.py): declared here by its
+    type, so the client imports nothing of the server."""
+
+    type = "tool_server_url_refused"
+    status = 422
+    title = "Tool server URL refused"
+
+
 class TenantErased(Conflict, problem=platform_errors.TenantErased):
     pass
 
@@ -204,7 +217,7 @@ _BY_TYPE: dict[str, type[ApiError]] = {
     cls.type: cls for cls in (
         ValidationError, Unauthorized, NotFound, Conflict, TenantErased, AdmissionsPaused,
         PayloadTooLarge, QuotaExceeded, BudgetExhausted, Overloaded, DatabaseUnavailable,
-        TenantMoving, CellUnavailable,
+        TenantMoving, CellUnavailable, ToolServerUrlRefused,
     )
 }
 _BY_STATUS: dict[int, type[ApiError]] = {
