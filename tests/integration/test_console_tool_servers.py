@@ -122,3 +122,39 @@ async def test_an_unknown_tenant_is_the_consoles_404(api: Api) -> None:
     assert r.status_code == 200 and "No tool servers." in r.text
     # No OAuth server on the page: its forms lead nowhere but this server.
     assert _form_action(r.headers) == {"'self'"}
+
+
+async def test_a_client_credentials_server_is_connected_at_once_without_a_browser(
+    api: Api, whoami: OAuthMcpServer, admin_conn: asyncpg.Connection,
+) -> None:
+    """A machine-to-machine server (a client issued beforehand, its secret in the tenant's
+    vault): Connect gets its token there and then, reads and pins its tools, and comes back
+    to the page saying so; nothing goes through a browser."""
+    me = operator()
+    tenant, _ = await api.tenant("Machines")
+    whoami.machine_client("platform-bot", "cc-secret-value")
+    r = await api.client.put(f"/admin/v1/tenants/{tenant}/secrets/bot-secret",
+                             headers=api.operator, json={"value": "cc-secret-value"})
+    assert r.status_code in (200, 201), r.text
+    await api.tool_server(tenant, whoami.url, name="machine", oauth={
+        "grant": "client_credentials", "client_id": "platform-bot",
+        "client_secret": "bot-secret"})
+    page_url = f"/console/tenants/{tenant}/tool-servers"
+    page = await api.client.get(page_url, headers=me.headers)
+    assert "client credentials at" in _row(page.text, "machine")
+    assert _form_action(page.headers) == {"'self'", api.base_url, whoami.origin}
+
+    done = await api.client.post(f"{page_url}/machine/connect", headers=me.headers,
+                                 data=me.form())
+    assert done.status_code == 303
+    assert done.headers["location"] == f"{page_url}?connected=machine"
+    assert (whoami.registrations, whoami.authorizations) == (0, 0)  # no browser, no client
+    assert [i.grant for i in whoami.issued] == ["client_credentials"]
+    page = await api.client.get(done.headers["location"], headers=me.headers)
+    assert "Tool server <code>machine</code> connected." in page.text
+    row = _row(page.text, "machine")
+    assert 'data-oauth="connected"' in row and '<td class="num">1</td>' in row
+    assert not any(t in page.text for t in whoami.access_tokens)
+    assert "cc-secret-value" not in page.text
+    assert await logged_actions(admin_conn) == [
+        (me.actor, "connect_tool_server", tenant, "machine", "done")]

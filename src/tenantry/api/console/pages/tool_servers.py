@@ -48,7 +48,8 @@ async def tool_servers(tenant_id: str, v: SignedIn = Depends(signed_in)) -> Resp
         leads_to.append(tool_server_actions.callback_url(v.platform, v.request))
     return v.render("tool_servers.html", title=f"Tenant {found.name}: tool servers",
                     tenant=found, rows=rows, more=more, base=base,
-                    connected=q.get("connected"), form_origins=leads_to)
+                    connected=q.get("connected") if _NAME.fullmatch(q.get("connected", ""))
+                    else None, form_origins=leads_to)
 
 
 @router.post("/tenants/{tenant_id}/tool-servers/{name}/connect")
@@ -73,10 +74,15 @@ async def connect(tenant_id: str, name: str, v: SignedIn = Depends(signed_in)) -
                         message=exc.detail)
     page = f"{PREFIX}/tenants/{tenant}/tool-servers"
     if started.authorization_url is None:  # client credentials: no browser needed
+        oauth = started.server.oauth
+        connected = oauth is not None and oauth.status == "connected"
+        # Its token may still be refused by the server itself: its row then says why.
         await actions.record(v.console_db, actor=actor, action=Action.CONNECT_TOOL_SERVER,
-                             tenant=tenant, target=name, detail="connected with its client")
-        return RedirectResponse(f"{page}?{urlencode({'connected': name})}", status_code=303,
-                                headers=HEADERS)
+                             tenant=tenant, target=name,
+                             detail="connected with its client" if connected else
+                             f"its client's token was refused: {oauth.reason if oauth else ''}")
+        return RedirectResponse(f"{page}?{urlencode({'connected': name})}" if connected
+                                else page, status_code=303, headers=HEADERS)
     await actions.record(v.console_db, actor=actor, action=Action.CONNECT_TOOL_SERVER,
                          tenant=tenant, target=name,
                          detail="sent to its authorization server")
