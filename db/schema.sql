@@ -2774,7 +2774,7 @@ CREATE TABLE public.console_actions (
     target text NOT NULL,
     outcome text NOT NULL,
     detail text,
-    CONSTRAINT console_actions_action_check CHECK ((action = ANY (ARRAY['cancel_run'::text, 'approve'::text, 'deny'::text, 'requeue_task'::text, 'revoke_api_key'::text, 'pause_admissions'::text, 'resume_admissions'::text]))),
+    CONSTRAINT console_actions_action_check CHECK ((action = ANY (ARRAY['cancel_run'::text, 'approve'::text, 'deny'::text, 'requeue_task'::text, 'revoke_api_key'::text, 'pause_admissions'::text, 'resume_admissions'::text, 'connect_tool_server'::text]))),
     CONSTRAINT console_actions_actor_check CHECK (((length(actor) >= 1) AND (length(actor) <= 200))),
     CONSTRAINT console_actions_detail_check CHECK ((length(detail) <= 2000)),
     CONSTRAINT console_actions_outcome_check CHECK (((length(outcome) >= 1) AND (length(outcome) <= 500))),

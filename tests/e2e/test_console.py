@@ -15,7 +15,15 @@ import pytest
 
 from tenantry.runs.inprocess import LocalWorkers
 from tests.support.api import OPERATOR_TOKEN, Api, serving_api
-from tests.support.browser import ARTIFACTS, DOC_IMAGES, launch_chromium, needs_chromium
+from tests.support.browser import (
+    ARTIFACTS,
+    DOC_IMAGES,
+    Visit,
+    launch_chromium,
+    log_in,
+    needs_chromium,
+    shot,
+)
 from tests.support.scripts import answer, call, scripted
 from tests.support.waiting import until
 from tests.support.worker import Fakes, running_worker
@@ -50,25 +58,6 @@ async def platform(database_dsn: str, fakes: Fakes) -> AsyncIterator[Api]:
             yield api
 
 
-class Visit:
-    """One browser context on the platform, remembering every URL the browser fetched."""
-
-    def __init__(self, context: async_api.BrowserContext, base: str) -> None:
-        self.context = context
-        self.base = base
-        self.fetched: list[str] = []
-        context.on("request", lambda request: self.fetched.append(request.url))
-
-    async def page(self) -> async_api.Page:
-        page = await self.context.new_page()
-        page.set_default_timeout(30_000)
-        return page
-
-    def only_this_server(self) -> None:
-        strays = [u for u in self.fetched if not u.startswith(self.base + "/")]
-        assert strays == [], f"the console fetched from elsewhere: {strays}"
-
-
 @pytest.fixture
 async def visit(browser: async_api.Browser, platform: Api) -> AsyncIterator[Visit]:
     context = await browser.new_context(base_url=platform.base_url,
@@ -77,24 +66,6 @@ async def visit(browser: async_api.Browser, platform: Api) -> AsyncIterator[Visi
         yield Visit(context, platform.base_url)
     finally:
         await context.close()
-
-
-async def shot(page: async_api.Page, name: str) -> None:
-    await page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-
-
-async def log_in(page: async_api.Page, token: str = OPERATOR_TOKEN) -> int:
-    """Open a console page, get sent to the login form, submit ``token``; the answer's
-    status (303 then the page on success)."""
-    await page.goto("/console/runs")
-    assert "/console/login" in page.url
-    await page.fill("#token", token)
-    async with page.expect_response(lambda r: r.url.endswith("/console/login")
-                                    and r.request.method == "POST") as answered:
-        await page.get_by_role("button", name="Log in").click()
-    status: int = (await answered.value).status
-    await page.wait_for_load_state()
-    return status
 
 
 async def waiting_run(api: Api, fakes: Fakes) -> tuple[str, dict[str, str], str, str]:

@@ -19,6 +19,10 @@ refresh token used (with the access token it was issued with) stops working.
 ``revoke_refresh_tokens()`` makes every refresh token issued so far fail (``invalid_grant``),
 as when the person revokes the grant; tokens from a later authorization work.
 ``hold_token_requests()`` makes ``/token`` hang until ``release_token_requests()``.
+``machine_client(id, secret)`` issues a client beforehand for the client credentials grant,
+which the SDK's token endpoint does not serve: this server answers it itself (an access
+token bound to the ``resource`` asked for, no refresh token), with the client's secret in
+the body or in HTTP Basic.
 
 Everything that happened is counted (``authorizations``, ``code_exchanges``, ``refreshes``,
 ``access_tokens``/``refresh_tokens`` issued, ``whoami_tokens``: the token of each tool call,
@@ -27,12 +31,14 @@ Everything that happened is counted (``authorizations``, ``code_exchanges``, ``r
 from __future__ import annotations
 
 import asyncio
+import base64
 import math
 import secrets
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Self
+from urllib.parse import unquote
 
 from mcp.server.auth.provider import (
     AccessToken,
@@ -46,7 +52,10 @@ from mcp.server.auth.provider import (
 from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions, RevocationOptions
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.datastructures import FormData
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tenantry.models.loopback import LoopbackServer
 
@@ -56,10 +65,11 @@ REFRESH_SECONDS = 30 * 24 * 3600
 
 @dataclass(frozen=True, slots=True)
 class Issued:
-    """One access token issued: by which grant (``authorization_code`` or ``refresh_token``)."""
+    """One access token issued: by which grant (``authorization_code``, ``refresh_token`` or
+    ``client_credentials``, which issues no refresh token)."""
 
     access_token: str
-    refresh_token: str
+    refresh_token: str | None
     grant: str
 
 
@@ -138,11 +148,8 @@ class _Provider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken
     def _issue(self, client_id: str, scopes: list[str], resource: str | None,
                grant: str) -> OAuthToken:
         lifetime = self.owner.access_seconds
-        access, refresh = f"at_{secrets.token_urlsafe(24)}", f"rt_{secrets.token_urlsafe(24)}"
-        self.expiry[access] = time.time() + lifetime
-        self.access[access] = AccessToken(token=access, client_id=client_id, scopes=scopes,
-                                          expires_at=math.ceil(self.expiry[access]),
-                                          resource=resource)
+        access = self._access(client_id, scopes, resource)
+        refresh = f"rt_{secrets.token_urlsafe(24)}"
         self.refresh[refresh] = RefreshToken(token=refresh, client_id=client_id, scopes=scopes,
                                              expires_at=int(time.time()) + REFRESH_SECONDS,
                                              resource=resource)
@@ -150,6 +157,20 @@ class _Provider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken
         self.owner.issued.append(Issued(access, refresh, grant))
         return OAuthToken(access_token=access, expires_in=lifetime,
                           scope=" ".join(scopes) or None, refresh_token=refresh)
+
+    def issue_machine(self, client_id: str, resource: str | None) -> OAuthToken:
+        """The client credentials grant: an access token only."""
+        access = self._access(client_id, [], resource)
+        self.owner.issued.append(Issued(access, None, "client_credentials"))
+        return OAuthToken(access_token=access, expires_in=self.owner.access_seconds)
+
+    def _access(self, client_id: str, scopes: list[str], resource: str | None) -> str:
+        access = f"at_{secrets.token_urlsafe(24)}"
+        self.expiry[access] = time.time() + self.owner.access_seconds
+        self.access[access] = AccessToken(token=access, client_id=client_id, scopes=scopes,
+                                          expires_at=math.ceil(self.expiry[access]),
+                                          resource=resource)
+        return access
 
 
 class OAuthMcpServer:
@@ -166,6 +187,7 @@ class OAuthMcpServer:
         self.token_uses: Counter[str] = Counter()  # requests authenticated, per token
         self.token_requests = 0  # POSTs that reached /token (held ones too)
         self._provider = _Provider(self)
+        self._machines: dict[str, str] = {}  # client id -> secret (client credentials)
         self._held: asyncio.Event | None = None
         self._http: LoopbackServer | None = None
         self._app: ASGIApp | None = None
@@ -187,7 +209,11 @@ class OAuthMcpServer:
 
     @property
     def refresh_tokens(self) -> list[str]:
-        return [i.refresh_token for i in self.issued]
+        return [i.refresh_token for i in self.issued if i.refresh_token is not None]
+
+    def machine_client(self, client_id: str, secret: str) -> None:
+        """A client issued beforehand, for the client credentials grant."""
+        self._machines[client_id] = secret
 
     def revoke_refresh_tokens(self) -> None:
         """Every refresh token issued so far is refused from now on (``invalid_grant``)."""
@@ -226,7 +252,34 @@ class OAuthMcpServer:
             self.token_requests += 1
             if self._held is not None:
                 await self._held.wait()
+            request = Request(scope, receive)
+            body = await request.body()  # kept: the form is read from it, and so is the SDK's
+            form = await request.form()
+            if form.get("grant_type") == "client_credentials":
+                await self._machine_token(request, form)(scope, receive, send)
+                return
+
+            async def replay() -> Message:
+                return {"type": "http.request", "body": body, "more_body": False}
+
+            await self._app(scope, replay, send)
+            return
         await self._app(scope, receive, send)
+
+    def _machine_token(self, request: Request, form: FormData) -> Response:
+        client_id, secret = str(form.get("client_id", "")), form.get("client_secret")
+        basic = request.headers.get("authorization", "")
+        if basic.startswith("Basic "):
+            pair = base64.b64decode(basic.removeprefix("Basic ")).decode()
+            named, _, given = pair.partition(":")
+            client_id, secret = unquote(named), unquote(given)
+        if not client_id or self._machines.get(client_id) != secret:
+            return JSONResponse({"error": "invalid_client"}, status_code=401)
+        resource = form.get("resource")
+        token = self._provider.issue_machine(
+            client_id, resource if isinstance(resource, str) else None)
+        return JSONResponse(token.model_dump(exclude_none=True),
+                            headers={"Cache-Control": "no-store"})
 
     def _build(self) -> MCPServer:
         server: MCPServer = MCPServer(

@@ -1,12 +1,13 @@
 """Tenant API: the tenant's own tool servers and secrets, with its own key (``/v1``).
 
-The same actions as the operator's routes (``api/tool_servers.py``), on the key's tenant:
-register, list, read, re-pin, connect (OAuth) and remove its tool servers; store, list and
-remove its secrets, which are write-only (no route returns a value; storing one again
-under its name rotates it, and the next call to a server sending it uses the new value).
-A server the tenant registers is held to the operator's rules for where it may be
-(tools/destinations.py): https, a host the operator allows, never a loopback, private,
-link-local or metadata address, at registration and at every connection."""
+The same actions as the operator's routes (``api/tool_servers.py``; the actions themselves
+are in ``api/tool_server_actions.py``), on the key's tenant: register, list, read, re-pin,
+connect (OAuth) and remove its tool servers; store, list and remove its secrets, which are
+write-only (no route returns a value; storing one again under its name rotates it, and the
+next call to a server sending it uses the new value). A server the tenant registers is
+held to the operator's rules for where it may be (tools/destinations.py): https, a host
+the operator allows, never a loopback, private, link-local or metadata address, at
+registration and at every connection."""
 
 from __future__ import annotations
 
@@ -21,23 +22,14 @@ from tenantry.api.fields import LABEL_RE, SECRET_NAME_RE
 from tenantry.api.links import links, to
 from tenantry.api.pagination import PageRequest, keyed_by, matching
 from tenantry.api.platform import Platform
+from tenantry.api.tool_server_actions import connect, one, page_of, register, remove, repin
 from tenantry.api.tool_server_bodies import (
     ConnectOut,
     RegisterToolServer,
     ToolServerList,
     ToolServerOut,
 )
-from tenantry.api.tool_servers import (
-    CONNECT_CONFLICT,
-    OAUTH_FAILED,
-    UNREACHABLE,
-    connect,
-    one,
-    page_of,
-    register,
-    remove,
-    repin,
-)
+from tenantry.api.tool_servers import CONNECT_CONFLICT, OAUTH_FAILED, UNREACHABLE
 from tenantry.errors import Conflict, NotFound, ValidationFailed
 from tenantry.ids import TenantId
 from tenantry.tools import servers

@@ -25,13 +25,14 @@ from tenantry.api.console.pages import (
     sandboxes,
     search,
     tenants,
+    tool_servers,
 )
 from tenantry.api.console.view import PREFIX, Console, LoginRequired, login_required
 
 __all__ = ["Console", "install"]
 
-_PAGES = (assets, login, runs, run, payloads, approvals, tenants, models, billing,
-          sandboxes, activities, actions, search, charts, evaluation)
+_PAGES = (assets, login, runs, run, payloads, approvals, tenants, tool_servers, models,
+          billing, sandboxes, activities, actions, search, charts, evaluation)
 
 
 def install(app: FastAPI) -> None:

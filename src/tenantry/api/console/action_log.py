@@ -1,6 +1,7 @@
-"""The operator's action log (migration 0025): each action taken from the console or the
-operator API — cancel a run, decide an approval, requeue a task, revoke a key, pause or
-resume admissions — as who did it, to which tenant and target, when, and how it ended.
+"""The operator's action log (migrations 0025, 0046): each action taken from the console or
+the operator API — cancel a run, decide an approval, requeue a task, revoke a key, pause or
+resume admissions, connect an OAuth tool server — as who did it, to which tenant and
+target, when, and how it ended.
 
 Recorded after the action, with its outcome (``done`` or why it was refused), through the
 console role's definer function: the table spans tenants, so the tenant pool may not touch
@@ -31,6 +32,7 @@ class Action(StrEnum):
     REVOKE_API_KEY = "revoke_api_key"
     PAUSE_ADMISSIONS = "pause_admissions"
     RESUME_ADMISSIONS = "resume_admissions"
+    CONNECT_TOOL_SERVER = "connect_tool_server"  # migration 0046
 
 
 @dataclass(frozen=True, slots=True)

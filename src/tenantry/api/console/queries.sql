@@ -32,3 +32,21 @@ SELECT * FROM tenantry_console_pending_by_tenant($1, $2)
 
 -- name: pending_approvals_of
 SELECT * FROM tenantry_console_pending_approvals_of($1, $2, $3)
+
+-- name: tool_servers_of
+-- One tenant's tool servers by name, a page after $2, read in its own transaction (row-level
+-- security): what the page shows of each and of its OAuth connection (never a sealed
+-- column), and how many of the tenant's runs wait for that connection (migration 0044).
+SELECT s.name, s.url, jsonb_array_length(s.tools) AS tools, s.created_at, s.registered_by,
+       o.server_id IS NOT NULL AS oauth, o.status, o.reason, o.grant_type, o.scope,
+       o.authorization_server ->> 'issuer' AS issuer,
+       o.authorization_server ->> 'authorization_endpoint' AS authorization_endpoint,
+       o.access_expires_at, o.connected_at,
+       (SELECT count(*) FROM runs r
+        WHERE r.tenant_id = s.tenant_id AND r.status = 'waiting'
+          AND r.waiting_tool_server = s.server_id) AS waiting_runs
+FROM tool_servers s
+LEFT JOIN tool_server_oauth o ON o.tenant_id = s.tenant_id AND o.server_id = s.server_id
+WHERE s.tenant_id = $1 AND ($2::text IS NULL OR s.name > $2)
+ORDER BY s.name
+LIMIT $3

@@ -18,6 +18,7 @@ from tenantry.runs import log
 from tenantry.runs.events import Event
 from tenantry.runs.trace import build_trace
 from tenantry.scheduler.policy import TenantLoad, TenantPolicy
+from tenantry.tools.oauth.connections import OAuthState
 
 Q = load(__package__)
 logger = logging.getLogger(__name__)
@@ -104,6 +105,24 @@ class FlaggedVersionRow:
     reason: str
     since: datetime
     refused_egress: int
+
+
+@dataclass(frozen=True, slots=True)
+class ToolServerRow:
+    """One of a tenant's tool servers as its page shows it."""
+
+    name: str
+    url: str
+    tools: int  # how many are pinned (none before an OAuth server's first connection)
+    created_at: datetime
+    registered_by: str  # 'operator' or 'tenant' (migration 0045)
+    oauth: OAuthState | None  # None: not an OAuth server
+    authorization_endpoint: str | None  # where its Connect button sends the browser
+    waiting_runs: int  # the tenant's runs waiting for its connection
+
+    @property
+    def needs_authorization(self) -> bool:
+        return self.oauth is not None and self.oauth.status != "connected"
 
 
 async def runs_page(
@@ -238,3 +257,15 @@ async def event_at(db: Database, tenant: TenantId, run: RunId, seq: int) -> Even
     async with db.tenant_tx(tenant) as conn:
         found = await log.read(conn, tenant, run, after=seq - 1, limit=1)
     return found[0] if found and found[0].seq == seq else None
+
+
+async def tool_servers_of(db: Database, tenant: TenantId, *, after: str | None,
+                          limit: int = PAGE) -> list[ToolServerRow]:
+    """A page of the tenant's tool servers by name, in the tenant's own transaction."""
+    async with db.tenant_tx(tenant) as conn:
+        rows = await conn.fetch(Q.tool_servers_of, tenant.value, after, limit)
+    return [ToolServerRow(
+        r["name"], r["url"], r["tools"], r["created_at"], r["registered_by"],
+        OAuthState(r["status"], r["reason"], r["grant_type"], r["scope"], r["issuer"],
+                   r["access_expires_at"], r["connected_at"]) if r["oauth"] else None,
+        r["authorization_endpoint"], int(r["waiting_runs"])) for r in rows]

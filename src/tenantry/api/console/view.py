@@ -9,12 +9,13 @@ says so to the browser."""
 
 from __future__ import annotations
 
+import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -26,19 +27,44 @@ from tenantry.api.platform import Platform
 from tenantry.db import Database
 
 PREFIX = "/console"
+_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+        "connect-src 'self'; form-action {}; frame-ancestors 'none'; base-uri 'none'")
 HEADERS = {
     # Only this server, ever: no CDN, no web fonts, no inline script or style.
-    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
-                               "img-src 'self'; connect-src 'self'; form-action 'self'; "
-                               "frame-ancestors 'none'; base-uri 'none'",
+    "Content-Security-Policy": _CSP.format("'self'"),
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "X-Frame-Options": "DENY",
     "Cache-Control": "no-store",
 }
+#: A host (name, IPv4 or bracketed IPv6) and port: no userinfo, nothing a header could split on.
+_NETLOC = re.compile(r"[A-Za-z0-9.-]+(:[0-9]{1,5})?|\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?")
 STATIC = {"console.css": "text/css; charset=utf-8", "charts.css": "text/css; charset=utf-8",
           "console.js": "text/javascript; charset=utf-8",
           "favicon.svg": "image/svg+xml"}
+
+
+def form_action(urls: Iterable[str]) -> dict[str, str]:
+    """The console's headers, its forms also allowed to lead to the origins of ``urls``:
+    browsers apply ``form-action`` to the redirects that follow a form's post too, so a
+    form the console answers with a redirect elsewhere (an OAuth tool server's Connect, to
+    its authorization server) needs that origin named. A URL that is not a plain http(s)
+    origin adds nothing (it could not carry a directive into the header either)."""
+    origins = sorted({o for o in map(_origin, urls) if o is not None})
+    if not origins:
+        return HEADERS
+    return {**HEADERS,
+            "Content-Security-Policy": _CSP.format(" ".join(["'self'", *origins]))}
+
+
+def _origin(url: str) -> str | None:
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # a malformed bracketed host
+        return None
+    if parts.scheme not in ("http", "https") or not _NETLOC.fullmatch(parts.netloc):
+        return None
+    return f"{parts.scheme}://{parts.netloc.lower()}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,12 +105,14 @@ class View:
     def operator_token(self) -> str | None:
         return self.platform.settings.operator_token
 
-    def render(self, name: str, *, status: int = 200, **context: Any) -> HTMLResponse:
-        """A template, with the session's CSRF token (and so the signed-in header) if any."""
+    def render(self, name: str, *, status: int = 200, form_origins: Iterable[str] = (),
+               **context: Any) -> HTMLResponse:
+        """A template, with the session's CSRF token (and so the signed-in header) if any.
+        ``form_origins``: where else the page's forms may lead (see `form_action`)."""
         csrf = self.session.csrf(self.operator_token or "") if self.session else ""
         html = self.console.templates.get_template(name).render(
             csrf=csrf, path=self.request.url.path, **context)
-        return HTMLResponse(html, status_code=status, headers=HEADERS)
+        return HTMLResponse(html, status_code=status, headers=form_action(form_origins))
 
     def to_login(self) -> RedirectResponse:
         url = self.request.url
