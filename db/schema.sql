@@ -4121,6 +4121,7 @@ CREATE TABLE public.tool_servers (
     secret_ref text,
     call_timeout_seconds integer DEFAULT 30 NOT NULL,
     registered_by text DEFAULT 'operator'::text NOT NULL,
+    speaks_modern boolean,
     CONSTRAINT tool_servers_call_timeout_seconds_check CHECK (((call_timeout_seconds >= 1) AND (call_timeout_seconds <= 3600))),
     CONSTRAINT tool_servers_registered_by_check CHECK ((registered_by = ANY (ARRAY['operator'::text, 'tenant'::text])))
 );

@@ -9,12 +9,14 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 
+import asyncpg
 import pytest
 
 from tenantry.errors import ToolUnavailable
 from tenantry.ids import TenantId
 from tenantry.testing import EffectsMcpServer
 from tenantry.tools.mcp_client import McpToolClient, ToolOutcome
+from tests.support.api import Api
 from tests.support.mcp_everything import everything_server, needs_node
 from tests.support.session_server import LegacyEffectsMcpServer, SessionStateMcpServer
 
@@ -94,6 +96,42 @@ async def test_a_legacy_sdk_server_gets_the_handshake_and_a_session(
         assert not failed.ok and failed.error is not None and "declined" in failed.error
         unknown = await mcp.call(server.url, "no_such_tool", {})
         assert not unknown.ok and "no_such_tool" in (unknown.error or "")
+
+
+async def test_a_server_known_to_speak_the_handshake_is_initialized_first() -> None:
+    """The 2025 lifecycle: ``initialize`` is the first thing a client sends. Only a first
+    contact with a server of unknown generation probes ``server/discover``; once its
+    generation is known — stored with the server (``modern=False``), or learned by this
+    process — every new session starts with the handshake."""
+    async with LegacyEffectsMcpServer() as server:
+        async with McpToolClient() as told:
+            await told.call(server.url, "echo", {"text": "a"}, tenant=TenantId("t1"),
+                            modern=False)
+        assert server.methods[0] == "initialize" and "server/discover" not in server.methods
+
+        server.methods.clear()
+        async with McpToolClient() as learning:
+            await learning.call(server.url, "echo", {"text": "a"}, tenant=TenantId("t1"))
+            assert server.methods[:2] == ["server/discover", "initialize"]  # first contact
+            assert learning.speaks_modern(server.url) is False
+            server.methods.clear()
+            # Another tenant's session (its own, never shared): the handshake first.
+            await learning.call(server.url, "echo", {"text": "b"}, tenant=TenantId("t2"))
+        assert server.methods[0] == "initialize" and "server/discover" not in server.methods
+
+
+async def test_registering_stores_the_generation_a_server_speaks(
+    api: Api, admin_conn: asyncpg.Connection,
+) -> None:
+    """What a worker's first session to the server then starts with (migration 0047)."""
+    async with LegacyEffectsMcpServer() as legacy, EffectsMcpServer() as modern:
+        tenant, _ = await api.tenant()
+        await api.tool_server(tenant, legacy.url, name="legacy")
+        other, _ = await api.tenant("Other")
+        await api.tool_server(other, modern.url, name="modern")
+    stored = {r["name"]: r["speaks_modern"]
+              for r in await admin_conn.fetch("SELECT name, speaks_modern FROM tool_servers")}
+    assert stored == {"legacy": False, "modern": True}
 
 
 async def test_a_forgotten_session_is_replaced_without_failing_the_call(

@@ -92,8 +92,9 @@ def _session(ctx: Context) -> str:
     return session
 
 
-def handshake_only(app: ASGIApp) -> ASGIApp:
-    """Answer ``server/discover`` with 404, so clients fall back to ``initialize``."""
+def handshake_only(app: ASGIApp, methods: list[str] | None = None) -> ASGIApp:
+    """Answer ``server/discover`` with 404, so clients fall back to ``initialize``. Every
+    POSTed JSON-RPC method is appended to ``methods``, in the order they came."""
     async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
             await app(scope, receive, send)
@@ -109,6 +110,8 @@ def handshake_only(app: ASGIApp) -> ASGIApp:
             parsed: Any = orjson.loads(body)
         except orjson.JSONDecodeError:
             parsed = None
+        if methods is not None and isinstance(parsed, dict) and "method" in parsed:
+            methods.append(str(parsed["method"]))
         if isinstance(parsed, dict) and parsed.get("method") == "server/discover":
             await Response(b"", 404)(scope, receive, send)
             return
@@ -129,7 +132,8 @@ def handshake_only(app: ASGIApp) -> ASGIApp:
 class LegacyEffectsMcpServer(EffectsMcpServer):
     """The SDK's test server (tenantry.testing.mcp_server) as a server of the previous
     protocol generation sees it: ``server/discover`` refused, the ``initialize`` handshake,
-    a session id per client."""
+    a session id per client. ``methods``: every JSON-RPC method it was sent, in order."""
 
     def _app(self) -> ASGIApp:
-        return handshake_only(super()._app())
+        self.methods: list[str] = []
+        return handshake_only(super()._app(), self.methods)

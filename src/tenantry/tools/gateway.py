@@ -281,7 +281,8 @@ class ToolGateway:
             try:
                 outcome = await self._mcp.call(server.url, tool, arguments, idempotency_key=key,
                                                headers=headers, tenant=tenant, timeout=left(),
-                                               guarded=server.guarded)
+                                               guarded=server.guarded,
+                                               modern=server.speaks_modern)
                 breaker.succeeded()
                 break
             except ToolUnavailable as exc:
@@ -377,8 +378,9 @@ class ToolGateway:
         key = (tenant.value, server.server_id, server.tools_sha256)
         if self._pins_checked.get(key):
             return
-        live = tools_digest(await self._mcp.list_tools(server.url, headers, tenant=tenant,
-                                                       timeout=limit_s, guarded=server.guarded))
+        live = tools_digest(await self._mcp.list_tools(
+            server.url, headers, tenant=tenant, timeout=limit_s, guarded=server.guarded,
+            modern=server.speaks_modern))
         if live != server.tools_sha256:
             # Perhaps an operator re-pinned since the directory was cached: look again.
             self._directory.pop(tenant.value)
@@ -408,13 +410,14 @@ class ToolGateway:
         deadline = time.perf_counter() + limit_s
         live = tools_digest(await self._mcp.session_tools(
             server.url, headers, tenant=tenant, max_age=self._pin_every, timeout=limit_s,
-            guarded=server.guarded))
+            guarded=server.guarded, modern=server.speaks_modern))
         if live != server.tools_sha256:
             # An operator re-pinned the server since this session listed it: what the
             # session remembers is stale, so look again now.
             live = tools_digest(await self._mcp.session_tools(
                 server.url, headers, tenant=tenant, max_age=0.0,
-                timeout=deadline - time.perf_counter(), guarded=server.guarded))
+                timeout=deadline - time.perf_counter(), guarded=server.guarded,
+                modern=server.speaks_modern))
         if live.hex() != pin.get("sha256"):
             raise PinMismatch(
                 f"tool server {server.name!r} now serves a different tool list than the one "

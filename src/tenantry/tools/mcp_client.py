@@ -42,6 +42,7 @@ from typing import Any
 import orjson
 
 from tenantry import http1
+from tenantry.cache import BoundedCache
 from tenantry.errors import ToolUnavailable
 from tenantry.ids import TenantId
 from tenantry.tools import _mcp_wire as wire
@@ -75,6 +76,13 @@ _MAX_TOOLS = 1000
 MAX_CALLS_PER_TENANT = 32
 
 _PoolKey = tuple[str, str, bytes, bool]
+#: How a call reaches its server: guarded (tools/destinations.py), and the protocol
+#: generation it spoke before (None: not known).
+_Reach = tuple[bool, bool | None]
+#: Servers whose protocol generation this process remembers (a new session to one known to
+#: speak the 2025 handshake starts with ``initialize``), and for how long.
+_ERA_ENTRIES = 4096
+_ERA_SECONDS = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +134,8 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         # address (tools/destinations.py), in pools of their own, so a connection opened
         # for an operator's server is never reused for a tenant's.
         self._destinations = destinations or Destinations()
+        self._eras: BoundedCache[str, bool] = BoundedCache(max_entries=_ERA_ENTRIES,
+                                                           ttl_seconds=_ERA_SECONDS)
         self._guarded_http = http1.HttpClient(max_per_origin=max_connections,
                                               connect_timeout=connect_timeout,
                                               max_body=MAX_ANSWER_BYTES,
@@ -180,12 +190,15 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         tenant: TenantId | None = None,
         timeout: float = 30.0,  # noqa: ASYNC109 - the call's budget, part of its contract
         guarded: bool = False,
+        modern: bool | None = None,
     ) -> ToolOutcome:
         """Call ``tool`` once. The key goes in the request's ``_meta.idempotency_key`` and in
         an ``Idempotency-Key`` header; ``headers`` (e.g. the credential) go on the HTTP
         request only. ``tenant`` picks that tenant's own session (the gateway always
         passes it). ``timeout`` covers connecting and the call. ``guarded``: a server a
-        tenant registered, reached only at vetted addresses (tools/destinations.py)."""
+        tenant registered, reached only at vetted addresses (tools/destinations.py).
+        ``modern``: the protocol generation the server spoke before, if known (a new
+        session to a handshake server then starts with ``initialize``)."""
         deadline = time.monotonic() + timeout
         params: dict[str, Any] = {"name": tool, "arguments": dict(arguments)}
         extra: tuple[tuple[str, str], ...] = ()
@@ -195,14 +208,14 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         credentials = _credentials(headers)
         async with self._slots.held(tenant, url, deadline):
             return await self._call(url, tool, params, extra, tenant, credentials,
-                                    deadline, timeout, guarded)
+                                    deadline, timeout, (guarded, modern))
 
     async def _call(self, url: str, tool: str, params: dict[str, Any], extra: Headers,
                     tenant: TenantId | None, credentials: Headers, deadline: float,
-                    timeout: float, guarded: bool,  # noqa: ASYNC109 - for the message
+                    timeout: float, reach: _Reach,  # noqa: ASYNC109 - for the message
                     ) -> ToolOutcome:
         for attempt in range(2):
-            session = await self._acquire(tenant, url, credentials, deadline, guarded)
+            session = await self._acquire(tenant, url, credentials, deadline, *reach)
             try:
                 result = await session.request("tools/call", params, deadline, extra,
                                                credentials)
@@ -232,12 +245,13 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         tenant: TenantId | None = None,
         timeout: float = 30.0,  # noqa: ASYNC109 - as for call()
         guarded: bool = False,
+        modern: bool | None = None,
     ) -> list[dict[str, Any]]:
         """Every tool the server lists: ``{"name", "description", "input_schema"}``."""
         deadline = time.monotonic() + timeout
         credentials = _credentials(headers)
         async with self._slots.held(tenant, url, deadline):
-            session = await self._acquire(tenant, url, credentials, deadline, guarded)
+            session = await self._acquire(tenant, url, credentials, deadline, guarded, modern)
             try:
                 return await self._list(session, url, deadline, timeout, credentials)
             finally:
@@ -252,6 +266,7 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         max_age: float,
         timeout: float = 30.0,  # noqa: ASYNC109 - as for call()
         guarded: bool = False,
+        modern: bool | None = None,
     ) -> list[dict[str, Any]]:
         """The tool list of the session the next ``call`` with the same tenant, url and
         headers uses: listed when the session starts, again after the server signals
@@ -259,7 +274,7 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         deadline = time.monotonic() + timeout
         credentials = _credentials(headers)
         async with self._slots.held(tenant, url, deadline):
-            session = await self._acquire(tenant, url, credentials, deadline, guarded)
+            session = await self._acquire(tenant, url, credentials, deadline, guarded, modern)
             try:
                 listed = session.tools
                 if listed is None or time.monotonic() - listed[0] >= max_age:
@@ -304,8 +319,14 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
 
     # ------------------------------------------------------------------ internals
 
+    def speaks_modern(self, url: str) -> bool | None:
+        """The protocol generation the server at ``url`` last negotiated here (None: not
+        known), for its registration to store."""
+        return self._eras.get(url)
+
     async def _acquire(self, tenant: TenantId | None, url: str, credentials: Headers,
-                       deadline: float, guarded: bool = False) -> _Session:
+                       deadline: float, guarded: bool = False,
+                       modern: bool | None = None) -> _Session:
         digest = hashlib.sha256(orjson.dumps(sorted((k.lower(), v) for k, v in credentials)))
         key: _PoolKey = (tenant.value if tenant is not None else "", url, digest.digest(),
                          guarded)
@@ -316,7 +337,9 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
                 self._retire(session)
             http, listen = ((self._guarded_http, self._guarded_listen_http) if guarded
                             else (self._http, self._listen_http))
-            session = _Session(url, credentials, http, listen, self._connect_timeout)
+            known = self._eras.get(url)
+            session = _Session(url, credentials, http, listen, self._connect_timeout,
+                               known if known is not None else modern)
             self._pool[key] = session
             self._evict_over_limit()
         else:
@@ -340,6 +363,7 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         except BaseException:
             session.release()
             raise
+        self._eras.put(url, session.modern)
         return session
 
     def _sweep(self) -> None:
@@ -405,8 +429,10 @@ class _Session(wire.Session):
     caller that arrives meanwhile; a failed negotiation fails them all alike."""
 
     def __init__(self, url: str, credentials: Headers, http: http1.HttpClient,
-                 listen_http: http1.HttpClient, connect_timeout: float) -> None:
+                 listen_http: http1.HttpClient, connect_timeout: float,
+                 modern: bool | None = None) -> None:
         super().__init__(url, http, listen_http)
+        self._known_modern = modern  # what the server spoke before (None: not known)
         self.on_closed: Callable[[_Session], None] | None = None
         self._connect_timeout = connect_timeout
         self._shutdown: asyncio.Task[None] | None = None
@@ -425,7 +451,7 @@ class _Session(wire.Session):
 
     async def _open(self, credentials: Headers) -> None:
         try:
-            await negotiate(self, credentials, self._connect_timeout)
+            await negotiate(self, credentials, self._connect_timeout, modern=self._known_modern)
         except Exception as exc:
             self.dead = True
             if not self.ready.done():

@@ -1,25 +1,27 @@
 -- name: insert_server
 INSERT INTO tool_servers (tenant_id, server_id, name, url, honours_idempotency_keys, tools,
-                          tools_sha256, secret_ref, call_timeout_seconds, registered_by)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                          tools_sha256, secret_ref, call_timeout_seconds, registered_by,
+                          speaks_modern)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 ON CONFLICT (tenant_id, name) DO NOTHING
 RETURNING created_at
 
 -- name: list_servers
 SELECT server_id, name, url, honours_idempotency_keys, tools, tools_sha256, secret_ref,
-       created_at, call_timeout_seconds, registered_by, EXISTS (SELECT 1 FROM tool_server_oauth o WHERE o.tenant_id = s.tenant_id
+       created_at, call_timeout_seconds, registered_by, speaks_modern, EXISTS (SELECT 1 FROM tool_server_oauth o WHERE o.tenant_id = s.tenant_id
                            AND o.server_id = s.server_id) AS oauth
 FROM tool_servers s WHERE tenant_id = $1
 ORDER BY name
 
 -- name: get_server
 SELECT server_id, name, url, honours_idempotency_keys, tools, tools_sha256, secret_ref,
-       created_at, call_timeout_seconds, registered_by, EXISTS (SELECT 1 FROM tool_server_oauth o WHERE o.tenant_id = s.tenant_id
+       created_at, call_timeout_seconds, registered_by, speaks_modern, EXISTS (SELECT 1 FROM tool_server_oauth o WHERE o.tenant_id = s.tenant_id
                            AND o.server_id = s.server_id) AS oauth
 FROM tool_servers s WHERE tenant_id = $1 AND name = $2
 
 -- name: repin_server
-UPDATE tool_servers SET tools = $3, tools_sha256 = $4
+UPDATE tool_servers SET tools = $3, tools_sha256 = $4,
+                        speaks_modern = coalesce($5, speaks_modern)
 WHERE tenant_id = $1 AND name = $2
 
 -- name: remove_server
@@ -43,7 +45,7 @@ SELECT 1 FROM tenants WHERE tenant_id = $1
 
 -- name: servers_page
 SELECT server_id, name, url, honours_idempotency_keys, tools, tools_sha256, secret_ref,
-       created_at, call_timeout_seconds, registered_by, EXISTS (SELECT 1 FROM tool_server_oauth o WHERE o.tenant_id = s.tenant_id
+       created_at, call_timeout_seconds, registered_by, speaks_modern, EXISTS (SELECT 1 FROM tool_server_oauth o WHERE o.tenant_id = s.tenant_id
                            AND o.server_id = s.server_id) AS oauth
 FROM tool_servers s WHERE tenant_id = $1 AND ($2::text IS NULL OR name > $2)
 ORDER BY name

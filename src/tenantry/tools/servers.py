@@ -51,13 +51,15 @@ class ToolServer:
     #: ``tenant``: registered by the tenant itself, reached only at addresses the
     #: operator's rules allow (tools/destinations.py); ``operator``: the operator's choice.
     registered_by: str = "operator"
+    #: The MCP protocol generation it spoke when last listed (None: not known).
+    speaks_modern: bool | None = None
 
     @classmethod
     def from_row(cls, r: asyncpg.Record) -> ToolServer:
         return cls(r["server_id"], r["name"], r["url"], r["honours_idempotency_keys"],
                    tuple(r["tools"]), bytes(r["tools_sha256"]), r["secret_ref"],
                    r["created_at"], r["oauth"], r["call_timeout_seconds"],
-                   r["registered_by"])
+                   r["registered_by"], r["speaks_modern"])
 
     @property
     def guarded(self) -> bool:
@@ -109,6 +111,7 @@ async def register(
         tools = []
     _refuse_builtin_names(tools)
     sha = tools_digest(tools)
+    modern = mcp.speaks_modern(url)
     server_id = uuid.uuid4()
     async with db.tenant_tx(tenant) as conn:
         if await conn.fetchval(Q.tenant_exists, tenant.value) is None:
@@ -120,7 +123,7 @@ async def register(
                            tools=sorted(clash))
         row = await conn.fetchrow(Q.insert_server, tenant.value, server_id, name, url,
                                   honours_idempotency_keys, tools, sha, secret_ref,
-                                  call_timeout_seconds, registered_by)
+                                  call_timeout_seconds, registered_by, modern)
         if row is None:
             raise Conflict("A tool server with this name already exists.", field="name")
         if challenge is not None:
@@ -130,7 +133,7 @@ async def register(
                                client=oauth.client, guarded=destinations is not None)
     return ToolServer(server_id, name, url, honours_idempotency_keys, tuple(tools), sha,
                       secret_ref, row["created_at"], challenge is not None, call_timeout_seconds,
-                      registered_by)
+                      registered_by, modern)
 
 
 async def pin_first_list(db: Database, mcp: McpToolClient, tenant: TenantId,
@@ -165,11 +168,13 @@ async def repin(
 ) -> ToolServer:
     """Accept the server's current tool list as the reviewed one."""
     server = await get_server(db, tenant, name)
-    tools = await mcp.list_tools(server.url, headers, tenant=tenant, guarded=server.guarded)
+    tools = await mcp.list_tools(server.url, headers, tenant=tenant, guarded=server.guarded,
+                                 modern=server.speaks_modern)
     _refuse_builtin_names(tools)
     sha = tools_digest(tools)
     async with db.tenant_tx(tenant) as conn:
-        await conn.execute(Q.repin_server, tenant.value, name, tools, sha)
+        await conn.execute(Q.repin_server, tenant.value, name, tools, sha,
+                           mcp.speaks_modern(server.url))
     return await get_server(db, tenant, name)
 
 
