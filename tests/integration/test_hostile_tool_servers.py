@@ -142,6 +142,18 @@ async def test_a_tenants_calls_in_flight_are_capped_on_a_worker_and_no_one_else_
             ToolOutcome(True, "a")
 
 
+async def test_an_answer_nested_past_the_parsers_depth_is_refused_with_a_clear_reason() -> None:
+    """100,000 levels of nesting in 900 KB: refused at the parser's depth bound (1,024
+    levels) as an answer that cannot be parsed, never a crash of the worker's stack; the
+    server's next answer is read as usual."""
+    async with HostileMcpServer() as server, McpToolClient() as mcp:
+        with pytest.raises(ToolUnavailable, match="cannot parse the server's answer: depth"):
+            await mcp.call(server.url, "deep", {}, tenant=TenantId.parse("tenant-a"))
+        after = await mcp.call(server.url, "dense", {}, tenant=TenantId.parse("tenant-a"))
+        assert not after.ok and "too dense" in (after.error or "")
+    assert server.calls == ["deep", "dense"]
+
+
 def _recorded(server: EffectsMcpServer, tool: str) -> Callable[[], Awaitable[bool]]:
     async def check() -> bool:
         return any(c.tool == tool for c in server.calls)

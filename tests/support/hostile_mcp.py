@@ -25,6 +25,8 @@ import orjson
 FLOOD_REQUESTS = 300_000
 HUGE_BYTES = 8 * 1024 * 1024
 TOOLS = ("flood", "notify", "huge", "dense")
+#: How deep the ``deep`` answer nests: far past the parser's bound (1,024 levels).
+DEEP_LEVELS = 100_000
 
 
 @dataclass
@@ -151,4 +153,14 @@ async def _dense(rid: Any, writer: asyncio.StreamWriter) -> None:
                              "structuredContent": {"v": [[]] * 1_300_000}}))
 
 
-_ATTACKS = {"flood": _flood, "notify": _notify, "huge": _huge, "dense": _dense}
+async def _deep(rid: Any, writer: asyncio.StreamWriter) -> None:
+    """Small, but nested past any sane depth: a recursive parser's stack, not its heap.
+    Spaced so it is not refused for density first (one value per 9 bytes)."""
+    nested = b"[       " * DEEP_LEVELS + b"]" * DEEP_LEVELS
+    body = (b'{"jsonrpc":"2.0","id":' + orjson.dumps(rid) + b',"result":{"content":[{"type":'
+            b'"text","text":"deep"}],"structuredContent":{"v":' + nested + b"}}}")
+    writer.write(_response(200, body, "application/json"))
+
+
+#: ``deep``: not in TOOLS (the listed attacks), called by name by its own test.
+_ATTACKS = {"flood": _flood, "notify": _notify, "huge": _huge, "dense": _dense, "deep": _deep}
