@@ -8,64 +8,25 @@ docs/how-to/images/ with TENANTRY_DOC_SCREENSHOTS=1."""
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
-from tenantry.runs.inprocess import LocalWorkers
-from tests.support.api import OPERATOR_TOKEN, Api, serving_api
+from tests.support.api import OPERATOR_TOKEN, Api
 from tests.support.browser import (
-    ARTIFACTS,
     DOC_IMAGES,
     Visit,
-    launch_chromium,
     log_in,
     needs_chromium,
     shot,
 )
 from tests.support.scripts import answer, call, scripted
 from tests.support.waiting import until
-from tests.support.worker import Fakes, running_worker
+from tests.support.worker import Fakes
 
 async_api = pytest.importorskip("playwright.async_api")
 
 pytestmark = [pytest.mark.e2e, needs_chromium]
 REFUND = "refund 120 EUR to order-9"
-
-
-@pytest.fixture(scope="session")
-def artifacts() -> Path:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    DOC_IMAGES.mkdir(parents=True, exist_ok=True)
-    return ARTIFACTS
-
-
-@pytest.fixture(scope="session")
-async def browser(artifacts: Path) -> AsyncIterator[async_api.Browser]:
-    async with async_api.async_playwright() as pw:
-        launched = await launch_chromium(pw)
-        yield launched
-        await launched.close()
-
-
-@pytest.fixture
-async def platform(database_dsn: str, fakes: Fakes) -> AsyncIterator[Api]:
-    local = LocalWorkers()
-    async with running_worker(database_dsn, fakes.model.base_url) as worker, \
-            serving_api(database_dsn, local=local) as api:
-        with local.serving(worker.engine):
-            yield api
-
-
-@pytest.fixture
-async def visit(browser: async_api.Browser, platform: Api) -> AsyncIterator[Visit]:
-    context = await browser.new_context(base_url=platform.base_url,
-                                        viewport={"width": 1360, "height": 900})
-    try:
-        yield Visit(context, platform.base_url)
-    finally:
-        await context.close()
 
 
 async def waiting_run(api: Api, fakes: Fakes) -> tuple[str, dict[str, str], str, str]:

@@ -13,39 +13,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import asyncpg
-import orjson
 import pytest
 
-from tenantry.runs.inprocess import LocalWorkers
-from tests.support.api import Api, serving_api
-from tests.support.browser import ARTIFACTS, Visit, launch_chromium, log_in, needs_chromium, shot
+from tests.support.api import Api
+from tests.support.browser import Visit, log_in, needs_chromium, shot
+from tests.support.leaks import assert_no_token_in, readable_places
 from tests.support.oauth_mcp_server import WHOAMI_TEXT, OAuthMcpServer
 from tests.support.scripts import answer, call, scripted
 from tests.support.waiting import until
-from tests.support.worker import Fakes, running_worker
+from tests.support.worker import Fakes
 
 async_api = pytest.importorskip("playwright.async_api")
 
 pytestmark = [pytest.mark.e2e, needs_chromium]
 TENANT = "Initrode Support"
-
-
-@pytest.fixture(scope="session")
-def artifacts() -> Path:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    return ARTIFACTS
-
-
-@pytest.fixture(scope="session")
-async def browser(artifacts: Path) -> AsyncIterator[async_api.Browser]:
-    async with async_api.async_playwright() as pw:
-        launched = await launch_chromium(pw)
-        yield launched
-        await launched.close()
 
 
 @pytest.fixture
@@ -54,25 +38,6 @@ async def whoami() -> AsyncIterator[OAuthMcpServer]:
     # use of one is preceded by a refresh (no clock to wait on).
     async with OAuthMcpServer(access_seconds=1) as server:
         yield server
-
-
-@pytest.fixture
-async def platform(database_dsn: str, fakes: Fakes) -> AsyncIterator[Api]:
-    local = LocalWorkers()
-    async with running_worker(database_dsn, fakes.model.base_url) as worker, \
-            serving_api(database_dsn, local=local) as api:
-        with local.serving(worker.engine):
-            yield api
-
-
-@pytest.fixture
-async def visit(browser: async_api.Browser, platform: Api) -> AsyncIterator[Visit]:
-    context = await browser.new_context(base_url=platform.base_url,
-                                        viewport={"width": 1360, "height": 900})
-    try:
-        yield Visit(context, platform.base_url)
-    finally:
-        await context.close()
 
 
 class Seen:
@@ -192,17 +157,5 @@ async def test_an_oauth_server_connected_from_the_console_and_again_when_a_run_w
     # No token the server issued is anywhere it should not be.
     tokens = whoami.access_tokens + whoami.refresh_tokens
     assert len(tokens) >= 8  # two codes and the refreshes: what the checks look for
-    everywhere = {
-        "run_events": await admin_conn.fetchval(
-            "SELECT string_agg(data::text, ' ') FROM run_events"),
-        "audit_log": await admin_conn.fetchval("SELECT string_agg(t::text, ' ') FROM audit_log t"),
-        "model requests": " ".join(r.body.decode() + orjson.dumps(r.headers).decode()
-                                   for r in fakes.model.requests),
-        # The tool server's own logs (the SDK's `mcp.*` loggers) may know its tokens.
-        "logs": "\n".join(f"{rec.getMessage()} {rec.__dict__}" for rec in caplog.records
-                          if not rec.name.startswith("mcp")),
-        "console and callback pages": "\n".join(seen.pages),
-    }
-    for place, text in everywhere.items():
-        leaked = [t for t in tokens if t in (text or "")]
-        assert not leaked, f"{len(leaked)} token(s) leaked into {place}"
+    places = await readable_places(admin_conn, fakes, caplog)
+    assert_no_token_in({**places, "console and callback pages": "\n".join(seen.pages)}, tokens)

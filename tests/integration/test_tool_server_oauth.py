@@ -25,6 +25,7 @@ from starlette.routing import Route
 from tenantry.models.loopback import LoopbackServer
 from tenantry.tools.oauth import endpoints
 from tests.support.api import Api
+from tests.support.leaks import assert_no_token_in, readable_places
 from tests.support.oauth_mcp_server import WHOAMI_TEXT, OAuthMcpServer
 from tests.support.scripts import answer, call, scripted
 from tests.support.waiting import until
@@ -68,23 +69,8 @@ async def test_no_token_reaches_events_audit_prompts_logs_or_answers(
     story.answers += [str(await api.run(story.headers, run)) for run in story.run_ids]
     story.answers.append((await api.client.get(f"/v1/runs/{story.run_ids[-1]}/events",
                                                headers=story.headers)).text)
-    everywhere = {
-        "run_events": await admin_conn.fetchval(
-            "SELECT string_agg(data::text, ' ') FROM run_events"),
-        "audit_log": await admin_conn.fetchval("SELECT string_agg(t::text, ' ') FROM audit_log t"),
-        "tool_server_oauth (sealed)": await admin_conn.fetchval(
-            "SELECT string_agg(t::text || coalesce(encode(access_token, 'escape'), '')"
-            " || coalesce(encode(refresh_token, 'escape'), ''), ' ') FROM tool_server_oauth t"),
-        "prompts": " ".join(r.body.decode() + orjson.dumps(r.headers).decode()
-                            for r in fakes.model.requests),
-        # The tool server's own logs (the SDK's `mcp.*` loggers) may know its tokens.
-        "logs": "\n".join(f"{rec.getMessage()} {rec.__dict__}" for rec in caplog.records
-                          if not rec.name.startswith("mcp")),
-        "api": "\n".join(story.answers),
-    }
-    for place, text in everywhere.items():
-        leaked = [t for t in tokens if t in (text or "")]
-        assert not leaked, f"{len(leaked)} token(s) leaked into {place}"
+    places = await readable_places(admin_conn, fakes, caplog)
+    assert_no_token_in({**places, "api": "\n".join(story.answers)}, tokens)
 
 
 async def test_a_run_waiting_for_its_servers_connection_can_be_cancelled(

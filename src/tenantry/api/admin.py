@@ -319,9 +319,16 @@ async def put_secret(
     """Store a secret, encrypted with the tenant's data key. Write-only: no API returns it."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
     await service.get_tenant(p.db, tenant)
+    return await store_secret(p, tenant, name, body.value, response)
+
+
+async def store_secret(p: Platform, tenant: TenantId, name: str, value: str,
+                       response: Response) -> SecretOut:
+    """Store (or replace: 200) the tenant's secret, for the operator's route and the
+    tenant's own."""
     if p.vault is None:
         raise ValidationFailed("the vault is not configured (TENANTRY_MASTER_KEY)")
-    stored = await p.vault.put(tenant, name, body.value)
+    stored = await p.vault.put(tenant, name, value)
     response.status_code = 201 if stored.created else 200
     return SecretOut(name=name, created_at=stored.created_at, updated_at=stored.updated_at)
 

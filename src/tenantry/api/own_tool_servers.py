@@ -16,7 +16,14 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Path, Request, Response
 
-from tenantry.api.admin import VAULT_ERROR, PutSecret, SecretList, SecretOut, secret_out
+from tenantry.api.admin import (
+    VAULT_ERROR,
+    PutSecret,
+    SecretList,
+    SecretOut,
+    secret_out,
+    store_secret,
+)
 from tenantry.api.auth import current_tenant, platform
 from tenantry.api.fields import LABEL_RE, SECRET_NAME_RE
 from tenantry.api.links import links, to
@@ -30,7 +37,7 @@ from tenantry.api.tool_server_bodies import (
     ToolServerOut,
 )
 from tenantry.api.tool_servers import CONNECT_CONFLICT, OAUTH_FAILED, UNREACHABLE
-from tenantry.errors import Conflict, NotFound, ValidationFailed
+from tenantry.errors import Conflict, NotFound
 from tenantry.ids import TenantId
 from tenantry.tools import servers
 from tenantry.vault import store as vault_store
@@ -125,11 +132,7 @@ async def put_own_secret(
 ) -> SecretOut:
     """Store a secret (or rotate it: store it again under its name), encrypted with your
     data key. Write-only: no API returns it."""
-    if p.vault is None:
-        raise ValidationFailed("the vault is not configured (TENANTRY_MASTER_KEY)")
-    stored = await p.vault.put(tenant, name, body.value)
-    response.status_code = 201 if stored.created else 200
-    return SecretOut(name=name, created_at=stored.created_at, updated_at=stored.updated_at)
+    return await store_secret(p, tenant, name, body.value, response)
 
 
 @router.get("/secrets", response_model=SecretList)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, NoReturn
 
+from tenantry.db import Connection
 from tenantry.db.queries import load
 from tenantry.errors import LeaseLost
 from tenantry.runs import log
@@ -83,6 +84,21 @@ async def park_until(
     raise Parked
 
 
+async def _cancel_pending(conn: Connection, d: StepContext,
+                          saved: SandboxSaved | None) -> bool:
+    """In a park's transaction: lock the run (the cancel API takes this lock too, so a
+    cancel is either seen here or comes after the run waits, and then ends it at once),
+    check it is still held under this lease, and record the sandbox's save. Whether a
+    cancel is pending: then the run must not wait."""
+    lease = d.lease
+    row = await conn.fetchrow(Q.lock_run, lease.tenant.value, lease.run.uuid)
+    if row is None or row["lease_epoch"] != lease.epoch or row["status"] != "running":
+        raise LeaseLost("the run is no longer held under this lease")
+    if saved is not None:
+        await log.append(conn, lease.tenant, lease.run, saved, epoch=lease.epoch)
+    return bool(row["cancel_requested"])
+
+
 async def park_for_spend_cap(d: StepContext, over: OverCap) -> None:
     """The tenant's monthly spend cap is reached: the run waits (slot released, nothing of
     it lost) until the operator raises or removes the cap or the month ends
@@ -93,14 +109,7 @@ async def park_for_spend_cap(d: StepContext, over: OverCap) -> None:
     lease = d.lease
     saved = await save_sandbox(d)
     async with d.engine.db.tenant_tx(lease.tenant) as conn:
-        # The cancel API takes this lock too: a cancel is either seen here or comes after
-        # the run is waiting (and then ends it at once).
-        row = await conn.fetchrow(Q.lock_run, lease.tenant.value, lease.run.uuid)
-        if row is None or row["lease_epoch"] != lease.epoch or row["status"] != "running":
-            raise LeaseLost("the run is no longer held under this lease")
-        if saved is not None:
-            await log.append(conn, lease.tenant, lease.run, saved, epoch=lease.epoch)
-        if row["cancel_requested"]:
+        if await _cancel_pending(conn, d, saved):
             parked = None
         else:
             parked = RunParked(MONTHLY_SPEND_CAP, over.period_ends.isoformat(),
@@ -128,12 +137,7 @@ async def park_for_authorization(d: StepContext, key: str, server: str,
         # The connection's row first, as the connecting transaction locks it before the
         # runs it wakes; then this run's, which the cancel API takes too.
         connected = await connected_now(conn, lease.tenant, server_id)
-        row = await conn.fetchrow(Q.lock_run, lease.tenant.value, lease.run.uuid)
-        if row is None or row["lease_epoch"] != lease.epoch or row["status"] != "running":
-            raise LeaseLost("the run is no longer held under this lease")
-        if saved is not None:
-            await log.append(conn, lease.tenant, lease.run, saved, epoch=lease.epoch)
-        if row["cancel_requested"]:
+        if await _cancel_pending(conn, d, saved):
             parked = None
         else:
             parked = RunParked(AUTHORIZATION_REQUIRED, basis_seq=d.basis, key=key,
