@@ -48,7 +48,7 @@ async def server_out(p: Platform, tenant: TenantId, s: servers.ToolServer) -> To
         honours_idempotency_keys=s.honours_idempotency_keys, secret=s.secret_ref,
         tools=sorted(s.tool_names()), tools_sha256=s.tools_sha256.hex(),
         call_timeout_seconds=s.call_timeout_seconds,
-        registered_by="tenant" if s.guarded else "operator", created_at=s.created_at,
+        registered_by=s.registered_by, created_at=s.created_at,
         oauth=oauth)
 
 

@@ -64,7 +64,7 @@ class ToolServerOut(BaseModel):
     tools: list[str]
     tools_sha256: str
     call_timeout_seconds: int
-    registered_by: Literal["operator", "tenant"] = Field(
+    registered_by: servers.RegisteredBy = Field(
         description="`tenant`: the tenant registered it (`/v1`), and every connection to it "
                     "goes to an address the operator's rules allow; `operator`: the operator "
                     "did (`/admin/v1`).")

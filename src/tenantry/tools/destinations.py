@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 from urllib.parse import urlsplit
 
+from tenantry import http1
 from tenantry.config import Settings
 from tenantry.errors import ConfigurationError, TenantryError
 from tenantry.sandbox.egress.policy import (
@@ -103,3 +104,11 @@ class Destinations:
                     raise UrlRefused(f"url: {name} resolves to {refusal}, which tool servers "
                                      "you register may not be at", field="url")
         return [str(address) for address in found]
+
+    async def connect_to(self, host: str, port: int) -> list[str]:
+        """:meth:`addresses` as the HTTP client's ``connect_to`` hook: a refusal is a
+        connection that could not be made, saying why."""
+        try:
+            return await self.addresses(host, port)
+        except UrlRefused as exc:
+            raise http1.ConnectFailed(f"refused: {exc.detail}") from None

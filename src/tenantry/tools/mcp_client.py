@@ -58,7 +58,7 @@ from tenantry.tools._mcp_messages import (
     safe_url,
 )
 from tenantry.tools._mcp_negotiation import negotiate
-from tenantry.tools.destinations import Destinations, UrlRefused
+from tenantry.tools.destinations import Destinations
 
 __all__ = ["IDEMPOTENCY_HEADER", "IDEMPOTENCY_META_KEY", "McpToolClient", "ToolOutcome"]
 
@@ -139,11 +139,11 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         self._guarded_http = http1.HttpClient(max_per_origin=max_connections,
                                               connect_timeout=connect_timeout,
                                               max_body=MAX_ANSWER_BYTES,
-                                              connect_to=self._vetted)
+                                              connect_to=self._destinations.connect_to)
         self._guarded_listen_http = http1.HttpClient(max_per_origin=max_connections,
                                                      connect_timeout=connect_timeout,
                                                      max_body=MAX_ANSWER_BYTES,
-                                                     connect_to=self._vetted)
+                                                     connect_to=self._destinations.connect_to)
         self._pool: OrderedDict[_PoolKey, _Session] = OrderedDict()
         self._retired: set[_Session] = set()  # out of the pool, still finishing
         self._next_sweep = 0.0
@@ -161,12 +161,6 @@ class McpToolClient(contextlib.AbstractAsyncContextManager["McpToolClient"]):
         for http in (self._http, self._listen_http, self._guarded_http,
                      self._guarded_listen_http):
             await http.aclose()
-
-    async def _vetted(self, host: str, port: int) -> list[str]:
-        try:
-            return await self._destinations.addresses(host, port)
-        except UrlRefused as exc:
-            raise http1.ConnectFailed(f"refused: {exc.detail}") from None
 
     @property
     def destinations(self) -> Destinations:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import asyncpg
 
@@ -29,6 +29,8 @@ from tenantry.tools.oauth.discovery import parse_challenge
 Q = load(__package__)
 
 SERVER_NOT_FOUND = "No tool server with this name."
+#: Who registered a server (migration 0045): a tenant's own is held to the operator's rules.
+RegisteredBy = Literal["operator", "tenant"]
 #: A call's deadline unless its server's registration says otherwise (migration 0043).
 DEFAULT_CALL_TIMEOUT_SECONDS = 30
 #: The longest a registration may ask for: a run's step is not held longer than an hour.
@@ -50,7 +52,7 @@ class ToolServer:
     call_timeout_seconds: int = DEFAULT_CALL_TIMEOUT_SECONDS
     #: ``tenant``: registered by the tenant itself, reached only at addresses the
     #: operator's rules allow (tools/destinations.py); ``operator``: the operator's choice.
-    registered_by: str = "operator"
+    registered_by: RegisteredBy = "operator"
     #: The MCP protocol generation it spoke when last listed (None: not known).
     speaks_modern: bool | None = None
 
@@ -97,7 +99,7 @@ async def register(
     wants an OAuth token (and has no static secret) is stored waiting for its connection.
     ``destinations``: the tenant registers it itself, under the operator's rules for where
     such a server may be (checked first: nothing is sent to a URL they refuse)."""
-    registered_by = "operator" if destinations is None else "tenant"
+    registered_by: RegisteredBy = "operator" if destinations is None else "tenant"
     if destinations is not None:
         await destinations.vet_url(url)
     challenge = None

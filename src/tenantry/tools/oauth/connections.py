@@ -35,7 +35,7 @@ from tenantry.db import Connection, Database
 from tenantry.db.queries import load
 from tenantry.errors import Conflict, NotFound, TenantryError, ValidationFailed
 from tenantry.ids import TenantId
-from tenantry.tools.destinations import Destinations, UrlRefused
+from tenantry.tools.destinations import Destinations
 from tenantry.tools.oauth.discovery import (
     MAX_DOCUMENT_BYTES,
     AuthorizationServer,
@@ -269,13 +269,7 @@ class ToolServerAuth:
     def _http(self, guarded: bool) -> contextlib.AbstractAsyncContextManager[http1.HttpClient]:
         """A client for a server's OAuth requests: for one the tenant registered, each
         connection to an address the operator's rules allow (tools/destinations.py)."""
-        return _client_for(self._vetted if guarded else None)
-
-    async def _vetted(self, host: str, port: int) -> list[str]:
-        try:
-            return await self._destinations.addresses(host, port)
-        except UrlRefused as exc:
-            raise http1.ConnectFailed(f"refused: {exc.detail}") from None
+        return _client_for(self._destinations.connect_to if guarded else None)
 
     @asynccontextmanager
     async def _row(self, tenant: TenantId, server_id: uuid.UUID
