@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from tenantry.activities.tasks.store import ActivityStore
 from tenantry.api.streams import StreamSlots
-from tenantry.blobs import BlobStore
+from tenantry.blobs import Blobs
 from tenantry.config import Settings
 from tenantry.db import Database
 from tenantry.runs.hub import EventHub
@@ -38,9 +38,10 @@ class Platform:
     # tenantry_console, which the tenant pool's login cannot; None: ``db`` (tests).
     console_db: Database | None = None
     streams: StreamSlots = field(default_factory=StreamSlots)  # open SSE streams
-    # Where a deleted run's blobs are deleted from (DELETE /v1/runs/{id}); None: they
-    # stay in the outbox for a cleaner that has the store.
-    blobs: BlobStore | None = None
+    # Tenants' reads of their runs' blobs, and where a deleted run's blobs are deleted
+    # from (DELETE /v1/runs/{id}); None: reads are 404 and deletions stay in the outbox
+    # for a cleaner that has the store.
+    blobs: Blobs | None = None
     # Activities and their tasks, admitted against the same cell as runs.
     activities: ActivityStore = field(init=False)
     # POST /v1/runs' group commit (ADR 0019); closed before the pool.

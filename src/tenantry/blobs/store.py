@@ -103,6 +103,7 @@ class Blobs:
         ref = blob_ref(name, data)
         async with self.db.tenant_tx(tenant) as conn:
             row = await conn.fetchrow(Q.lock_usage, tenant.value, ref)
+            assert row is not None  # one row, always
             if not row["known"]:
                 used = int(row["used"])
                 if self.quota_bytes is not None and used + len(data) > self.quota_bytes:
@@ -125,9 +126,9 @@ class Blobs:
 
     async def delete(self, tenant: TenantId, ref: str) -> None:
         """The object, then its row and its bytes (a crash between leaves the row, which
-        the run's deletion forgets). Deleting what is gone is no error."""
-        key = object_key(tenant, ref)
-        await self._patiently("delete", lambda: self.objects.delete(key))
+        the run's deletion forgets). Deleting what is gone is no error. Tried once: its
+        callers (the retention outbox, a run's end) keep what failed and try it later."""
+        await self.objects.delete(object_key(tenant, ref))
         async with self.db.tenant_tx(tenant) as conn:
             await conn.execute(Q.forget_blob, tenant.value, ref)
 

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 
 from tenantry.api.app import create_app
 from tenantry.api.platform import Platform
-from tenantry.blobs import data_dir_store
+from tenantry.blobs import open_blobs, open_objects
 from tenantry.bootstrap.secrets import master_key
 from tenantry.config import Settings
 from tenantry.db import Database
@@ -66,12 +66,15 @@ async def platform(
     hub = EventHub(dsn, extra={KEY_CHANNEL: auth_cache.clear}, outage=db.outage)
     mcp = McpToolClient(destinations=Destinations.of(settings))
     master = master_key(settings)
+    # Checked before serving (process.py): here it is only opened. No patience: a read
+    # of a store that does not answer is a 503 at once.
+    objects = open_objects(settings)
     try:
         await hub.start()
         vault = Vault(db, master) if master is not None else None
         platform = Platform(
             settings, db, hub, mcp, vault, console_db=console_db, auth_cache=auth_cache,
-            master=master, blobs=data_dir_store(settings),
+            master=master, blobs=open_blobs(settings, db, objects),
             cell=CellCapacity(CellLoad(db, ShedThresholds.of(settings),
                                        settings.load_read_seconds)), local=local)
         try:
@@ -79,6 +82,7 @@ async def platform(
         finally:
             await platform.intake.close()
     finally:
+        await objects.close()
         await mcp.aclose()
         await hub.close()
         await console_db.close()

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from tenantry import logs
 from tenantry.bootstrap import StartupFailed
+from tenantry.bootstrap.blob_store import check_object_store
 from tenantry.bootstrap.database import (
     ResolvedDatabase,
     apply_migrations,
@@ -91,6 +92,7 @@ async def _serve(
         await reseal_legacy_keys(database.dsn, master_key(settings))
     else:
         await require_current_schema(database.dsn)
+    await check_object_store(settings)
     # From here on the serving logins, never the owner's (ADR 0011).
     dsn = database.app_dsn
     await warn_of_powerful_logins(database, console=api)

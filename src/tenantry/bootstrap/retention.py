@@ -9,8 +9,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from tenantry.blobs import data_dir_store
+from tenantry.blobs import Blobs, open_blobs
 from tenantry.bootstrap import StartupFailed
+from tenantry.bootstrap.blob_store import object_store
 from tenantry.bootstrap.database import resolve_database
 from tenantry.config import Settings
 from tenantry.db import Database
@@ -28,6 +29,7 @@ T = TypeVar("T")
 class Pools:
     db: Database  # the tenant API's and workers' login
     console: Database | None  # the operator's (the console's) login, when asked for
+    blobs: Blobs  # where deleted runs' blobs are deleted from
 
 
 def parse_tenant(text: str) -> TenantId:
@@ -46,7 +48,7 @@ def run_pass(settings: Settings, tenant: str | None, batch: int,
     async def work(pools: Pools) -> list[PassResult]:
         if chosen is not None:
             await policies.get(pools.db, chosen)  # NotFound: one line, not a foreign key
-        cleaner = _cleaner(settings, pools.db, batch)
+        cleaner = _cleaner(pools, batch)
         return await cleaner.run_once([chosen] if chosen else None, progress=progress)
 
     return _with_pools(settings, work, console=False)
@@ -72,16 +74,15 @@ def erase_tenant(settings: Settings, tenant: str, batch: int,
         job = await erase.start(pools.db, chosen, requested_by="operator (cli)",
                                 operator_db=pools.console)
         progress(job)
-        return await erase.run_until_done(_cleaner(settings, pools.db, batch), chosen,
+        return await erase.run_until_done(_cleaner(pools, batch), chosen,
                                           job.job_id, progress=progress,
                                           poll_seconds=poll_seconds)
 
     return _with_pools(settings, work, console=True)
 
 
-def _cleaner(settings: Settings, db: Database, batch: int) -> Cleaner:
-    return Cleaner(db, data_dir_store(settings),
-                   settings=CleanupSettings(batch=batch))
+def _cleaner(pools: Pools, batch: int) -> Cleaner:
+    return Cleaner(pools.db, pools.blobs, settings=CleanupSettings(batch=batch))
 
 
 def _with_pools(settings: Settings, work: Callable[[Pools], Awaitable[T]], *,
@@ -109,7 +110,8 @@ async def _pools(settings: Settings, dsn: str, console_dsn: str | None,
             # (ADR 0011), as POST /admin/v1/tenants/{id}/erase does.
             console = await Database.connect(console_dsn, role=CONSOLE_ROLE if role else None,
                                              min_size=1, max_size=1)
-        yield Pools(db, console)
+        async with object_store(settings) as objects:
+            yield Pools(db, console, open_blobs(settings, db, objects))
     finally:
         if console is not None:
             await console.close()

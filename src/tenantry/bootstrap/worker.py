@@ -10,7 +10,8 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from tenantry.blobs import BlobStore, data_dir_store
+from tenantry.blobs import WORKER_PATIENCE_SECONDS, ObjectStore, open_blobs
+from tenantry.bootstrap.blob_store import object_store
 from tenantry.bootstrap.secrets import master_key
 from tenantry.config import Settings
 from tenantry.db import Database
@@ -84,12 +85,12 @@ async def model_gateway(
 @asynccontextmanager
 async def engine(
     settings: Settings, dsn: str, *, name: str = "worker", metrics: WorkerMetrics | None = None,
-    outage: Outage | None = None, blobs: BlobStore | None = None,
+    outage: Outage | None = None, objects: ObjectStore | None = None,
 ) -> AsyncIterator[Engine]:
     """``metrics``: the process's metrics, shared by its worker loops (None: this engine
     gets its own, with spans as TENANTRY_OTEL_EXPORTER says); ``outage``: the process's
-    record of database outages (None: this engine's own); ``blobs``: the blob store (None:
-    :func:`tenantry.blobs.data_dir_store`'s)."""
+    record of database outages (None: this engine's own); ``objects``: the object store of
+    its blobs (None: the configured one, opened and checked here)."""
     own_metrics = metrics is None
     if metrics is None:
         metrics = process_metrics(settings)
@@ -100,12 +101,18 @@ async def engine(
     vault = Vault(db, master) if master is not None else None
     if vault is None:
         logger.warning("no vault master key: tool servers with credentials will be refused")
-    if blobs is None:
-        blobs = data_dir_store(settings)
     try:
-        async with McpToolClient(destinations=Destinations.of(settings)) as mcp, model_gateway(
-            settings, db, vault=vault, master=master, observer=metrics,
-        ) as model, sandbox_probe.sandbox_manager(settings, blobs) as boxes:
+        async with contextlib.AsyncExitStack() as stack:
+            if objects is None:
+                objects = await stack.enter_async_context(object_store(settings))
+            # A worker's writes wait out a short object-store outage with their lease held.
+            blobs = open_blobs(settings, db, objects, patience_seconds=WORKER_PATIENCE_SECONDS)
+            mcp = await stack.enter_async_context(
+                McpToolClient(destinations=Destinations.of(settings)))
+            model = await stack.enter_async_context(model_gateway(
+                settings, db, vault=vault, master=master, observer=metrics))
+            boxes = await stack.enter_async_context(
+                sandbox_probe.sandbox_manager(settings, blobs))
             gateway = ToolGateway(db, mcp, vault=vault, blobs=blobs,
                                   builtins=BuiltinTools(boxes, browser_policy(settings)))
             yield Engine(
@@ -115,7 +122,7 @@ async def engine(
                                         egress_flag_threshold=settings.egress_flag_threshold,
                                         child_max_depth=settings.child_max_depth,
                                         child_max_per_run=settings.child_max_per_run),
-                sandboxes=boxes, metrics=metrics,
+                sandboxes=boxes, metrics=metrics, blobs=blobs,
             )
     finally:
         await db.close()
@@ -145,8 +152,7 @@ async def run_worker(
     ``outage``: the process's record of database outages, shared by its loops and API;
     ``cleaner``: run the retention cleaner beside the loop (unless TENANTRY_RETENTION is
     off) — one per process: ``up`` asks it of its first loop only."""
-    blobs = data_dir_store(settings)
-    async with (engine(settings, dsn, metrics=metrics, outage=outage, blobs=blobs) as eng,
+    async with (engine(settings, dsn, metrics=metrics, outage=outage) as eng,
                 contextlib.AsyncExitStack() as shown):
         webhooks = WebhookSender(eng.db, allow_private=settings.webhook_allow_private,
                                  limits=WebhookLimits(
@@ -157,7 +163,7 @@ async def run_worker(
                                          max_size=2, outage=eng.db.outage)
         # On the engine's pool and blob store: what it deletes is what the engine wrote.
         cleaning = asyncio.create_task(
-            Cleaner(eng.db, blobs, cleanup_settings(settings)).run(stop),
+            Cleaner(eng.db, eng.blobs, cleanup_settings(settings)).run(stop),
             name="retention-cleaner") if cleaner and settings.retention else None
         try:
             if local is not None:  # shown once all of it runs

@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
-from tenantry.blobs import BlobStore
+from tenantry.blobs import BadBlobRef, BlobStore, BlobStoreUnavailable
 from tenantry.db import DATABASE_DOWN, TRANSIENT, Database
 from tenantry.db.queries import load
 from tenantry.ids import RunId, TenantId
@@ -283,8 +283,8 @@ class Cleaner:
                 error: str | None = None
                 try:
                     await self.blobs.delete(tenant, r["ref"])
-                except (OSError, ValueError) as exc:
-                    error = f"{type(exc).__name__}: {exc}"[:500]
+                except (BlobStoreUnavailable, BadBlobRef) as exc:
+                    error = f"{type(exc).__name__}: {exc.detail}"[:500]
                 async with self.db.unscoped() as conn:
                     await conn.execute(Q.blob_deleted, tenant.value, r["ref"], error)
                 done += error is None

@@ -21,7 +21,7 @@ import asyncpg
 from tenantry import logs
 from tenantry.agents import flags
 from tenantry.agents.spec import AgentSpec
-from tenantry.blobs import BlobQuotaExceeded
+from tenantry.blobs import BlobQuotaExceeded, BlobStoreUnavailable
 from tenantry.db import DATABASE_DOWN, TRANSIENT
 from tenantry.db.queries import load
 from tenantry.errors import LeaseLost
@@ -131,6 +131,13 @@ class RunDriver:
             # log, as after a crash — the run does not fail for it.
             logger.warning("transaction rolled back by the database; leaving the run to be "
                            "resumed: %s", exc, extra={"run_id": self.run_id})
+        except BlobStoreUnavailable as exc:
+            # The object store stayed away past the worker's patience while a step needed
+            # a blob (a large output, the sandbox's files at a park): the step wrote
+            # nothing that names it. Left, as above: resumed from its log once its lease
+            # lapses, the store given that long again to come back.
+            logger.warning("blob store unavailable; leaving the run to be resumed: %s",
+                           exc.detail, extra={"run_id": self.run_id})
         except BlobQuotaExceeded as exc:
             # The tenant's own blob quota (its sandbox files could not be saved): its limit,
             # not our fault; the reason says what was refused and how full it is.

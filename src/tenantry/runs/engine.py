@@ -8,6 +8,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from tenantry.agents.snapshots import SnapshotNotes
+from tenantry.blobs import Blobs
 from tenantry.db import Database
 from tenantry.ledger.prices import PriceBook
 from tenantry.models.types import Model
@@ -68,6 +69,9 @@ class Engine:
     settings: EngineSettings = field(default_factory=EngineSettings)
     stats: StepStats = field(default_factory=StepStats)
     sandboxes: SandboxManager | None = None  # None: built-in code tools are unavailable
+    # The blob store its gateways and sandboxes write to (retention's cleaner beside the
+    # worker deletes from it); None in engines built without one (tests of the engine).
+    blobs: Blobs | None = None
     # This process's metrics and step spans (one per process, shared by its worker loops).
     metrics: WorkerMetrics = field(default_factory=WorkerMetrics)
     # Live model deltas for the runs API processes watch (ADR 0030); the worker loop

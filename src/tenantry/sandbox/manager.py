@@ -27,13 +27,16 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from tenantry.blobs import BlobQuotaExceeded, BlobStore
+from tenantry.blobs import BlobQuotaExceeded, BlobStore, BlobStoreUnavailable
+from tenantry.db import DATABASE_DOWN
 from tenantry.ids import RunId, TenantId
 from tenantry.sandbox.pool import WarmPool
 from tenantry.sandbox.sandbox import Sandbox, SandboxDriver, SavedFiles
 from tenantry.sandbox.types import Binding, Limits, SandboxError, SandboxUnavailable
 
 logger = logging.getLogger(__name__)
+#: What a saved files' deletion at a run's end may meet; left to the run's deletion.
+_FORGET_FAILURES: tuple[type[Exception], ...] = (BlobStoreUnavailable, *DATABASE_DOWN)
 
 Key = tuple[str, str]
 
@@ -209,8 +212,12 @@ class SandboxManager:
         self._locks.pop(key, None)
 
     async def forget(self, tenant: TenantId, ref: str) -> None:
-        with contextlib.suppress(OSError, ValueError):
+        """The run's saved files go at its end; a store that refuses now leaves them to the
+        run's deletion (retention), which finds them in the registry."""
+        try:
             await self.blobs.delete(tenant, ref)
+        except _FORGET_FAILURES as exc:
+            logger.warning("the run's saved files stay until the run is deleted: %s", exc)
 
     async def destroy_all(self) -> None:
         for key in list(self._kept):

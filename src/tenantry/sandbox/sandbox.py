@@ -10,7 +10,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from tenantry.blobs import BlobStore
+from tenantry.blobs import BlobKind, BlobStore
+from tenantry.ids import RunId
 from tenantry.sandbox.backends.protocol import Instance
 from tenantry.sandbox.channel import GRACE_SECONDS
 from tenantry.sandbox.types import (
@@ -19,6 +20,7 @@ from tenantry.sandbox.types import (
     FileEntry,
     Limits,
     ResourceUsage,
+    SandboxError,
     SandboxLost,
     SandboxRefused,
 )
@@ -158,7 +160,11 @@ class Sandbox:
         started = time.perf_counter()
         reply = await self._request("save", timeout=120.0)
         data = base64.b64decode(reply["tar"])
-        ref = await blobs.put(self.binding.tenant, f"sandbox-{self.binding.run}", data)
+        run = self.binding.run
+        if not isinstance(run, RunId):  # an activity attempt's sandbox is never saved
+            raise SandboxError("only a run's sandbox saves its files")
+        ref = await blobs.put(self.binding.tenant, run, BlobKind.SANDBOX_FILES,
+                              f"sandbox-{run}", data)
         return SavedFiles(ref, len(data), (time.perf_counter() - started) * 1000)
 
     async def restore_files(self, blobs: BlobStore, ref: str) -> int:

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from tenantry.agents.spec import SandboxPolicy
-from tenantry.blobs import BlobQuotaExceeded
+from tenantry.blobs import BlobKind, BlobQuotaExceeded
 from tenantry.ids import RunId, TenantId
 from tenantry.sandbox.egress import EgressProxy, EgressRefusal
 from tenantry.sandbox.manager import SandboxManager
@@ -261,7 +261,8 @@ class BuiltinTools:
         assert self.sandboxes is not None
         png = base64.b64decode(str(result.pop("png", "")))
         try:
-            ref = await self.sandboxes.blobs.put(tenant, f"screenshot-{run}", png)
+            ref = await self.sandboxes.blobs.put(tenant, run, BlobKind.SCREENSHOT,
+                                                 f"screenshot-{run}", png)
         except BlobQuotaExceeded as exc:
             return False, f"the screenshot was not kept: {exc.detail}", ()
         result = {"screenshot": ref, "bytes": len(png), "content_type": "image/png", **result}

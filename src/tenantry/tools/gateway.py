@@ -25,7 +25,7 @@ from typing import Any
 from tenantry.agents import activity_tools, child_tools
 from tenantry.agents.spec import AgentSpec
 from tenantry.backoff import backoff
-from tenantry.blobs import BlobQuotaExceeded, BlobStore
+from tenantry.blobs import BlobKind, BlobQuotaExceeded, BlobStore
 from tenantry.breaker import CircuitBreaker
 from tenantry.cache import BoundedCache
 from tenantry.db import Database
@@ -201,7 +201,7 @@ class ToolGateway:
             answer = stand_in.answer(tool, arguments, may_call=stand_ins.may_call(
                 spec, builtin=builtin, server=server))
             if answer is not None:
-                shaped = await self._shape(tenant, key, None, answer.error is None,
+                shaped = await self._shape(tenant, run, key, None, answer.error is None,
                                            answer.error or answer.result or "", started)
                 return dataclasses.replace(shaped, outcome=answer.outcome)
         if builtin:
@@ -267,7 +267,7 @@ class ToolGateway:
                     refreshed = True
                     continue
                 return await refuse(refusal, waits_for=server.server_id)
-            return await self._shape(tenant, key, server.name, outcome.ok,
+            return await self._shape(tenant, run, key, server.name, outcome.ok,
                                      outcome.content or outcome.error or "", started)
 
     async def _send(
@@ -324,7 +324,7 @@ class ToolGateway:
                                             egress=spec.sandbox.egress, sandbox_ref=sandbox_ref,
                                             browser=uses_browser(spec.tools), key=key,
                                             fresh_sandbox=fresh_sandbox)
-        result = await self._shape(tenant, key, None, outcome.ok, outcome.text, started)
+        result = await self._shape(tenant, run, key, None, outcome.ok, outcome.text, started)
         return dataclasses.replace(result, sandbox=outcome.sandbox or None,
                                    egress_refused=outcome.egress_refused,
                                    egress_dropped=outcome.egress_dropped,
@@ -333,7 +333,7 @@ class ToolGateway:
     # -- steps -------------------------------------------------------------------------
 
     async def _shape(
-        self, tenant: TenantId, key: str, server: str | None, ok: bool, text: str,
+        self, tenant: TenantId, run: RunId, key: str, server: str | None, ok: bool, text: str,
         started: float,
     ) -> ToolResult:
         """Cap the output; keep the whole of a larger one in the blob store by reference."""
@@ -344,7 +344,8 @@ class ToolGateway:
             if self._blobs is not None:
                 # Past the tenant's blob quota the capped output still goes on, with no ref.
                 with contextlib.suppress(BlobQuotaExceeded):
-                    ref = await self._blobs.put(tenant, key.replace(":", "-"), encoded)
+                    ref = await self._blobs.put(tenant, run, BlobKind.TOOL_OUTPUT,
+                                                key.replace(":", "-"), encoded)
             text = encoded[:OUTPUT_CAP_BYTES].decode(errors="ignore")
         elapsed = (time.perf_counter() - started) * 1000
         if not ok:

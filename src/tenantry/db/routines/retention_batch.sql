@@ -84,19 +84,28 @@ BEGIN
     IF p_blobs THEN
         INSERT INTO public.blob_deletions (tenant_id, ref, run_id)
         SELECT DISTINCT ON (b.ref) p_tenant, b.ref, b.run_id FROM (
-            SELECT e.run_id, e.data->>'output_ref' AS ref FROM public.run_events e
-            WHERE e.tenant_id = p_tenant AND e.run_id = ANY (v_runs)
-              AND e.type = 'ToolCompleted' AND e.data ? 'output_ref'
+            -- Every blob written since the registry (migration 0048) is a row of its run.
+            SELECT x.run_id, x.ref FROM public.blobs x
+            WHERE x.tenant_id = p_tenant AND x.run_id = ANY (v_runs)
             UNION ALL
-            SELECT e.run_id, e.data->>'ref' FROM public.run_events e
+            -- Blobs from before it, named by their events. An event over 8 KiB keeps its
+            -- fields in run_event_payloads (its row says only {"$payload": n}): read there.
+            SELECT e.run_id, r.ref FROM public.run_events e
+            LEFT JOIN public.run_event_payloads p
+              ON p.tenant_id = e.tenant_id AND p.run_id = e.run_id AND p.seq = e.seq
+            CROSS JOIN LATERAL (SELECT coalesce(p.data, e.data) AS data) d
+            CROSS JOIN LATERAL (
+                SELECT d.data->>'output_ref' AS ref WHERE e.type = 'ToolCompleted'
+                UNION ALL
+                SELECT d.data->>'ref' WHERE e.type = 'SandboxSaved'
+                UNION ALL
+                -- What a call stored besides its output (a browser's screenshots).
+                SELECT jsonb_array_elements_text(d.data->'blob_refs')
+                WHERE e.type = 'ToolCompleted'
+                  AND jsonb_typeof(d.data->'blob_refs') = 'array'
+            ) r
             WHERE e.tenant_id = p_tenant AND e.run_id = ANY (v_runs)
-              AND e.type = 'SandboxSaved'
-            UNION ALL
-            -- What a call stored besides its output (a browser's screenshots).
-            SELECT e.run_id, jsonb_array_elements_text(e.data->'blob_refs')
-            FROM public.run_events e
-            WHERE e.tenant_id = p_tenant AND e.run_id = ANY (v_runs)
-              AND e.type = 'ToolCompleted' AND e.data ? 'blob_refs'
+              AND e.type IN ('ToolCompleted', 'SandboxSaved')
         ) b WHERE b.ref IS NOT NULL
         ON CONFLICT (tenant_id, ref) DO NOTHING;
         GET DIAGNOSTICS v_blobs = ROW_COUNT;

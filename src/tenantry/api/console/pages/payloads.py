@@ -13,6 +13,8 @@ from fastapi.responses import Response
 from tenantry.api.console import reads
 from tenantry.api.console.view import HEADERS, SignedIn, signed_in
 from tenantry.api.params import int4
+from tenantry.blobs import BadBlobRef, BlobNotFound, BlobStoreUnavailable
+from tenantry.blobs.objects import UNAVAILABLE_RETRY_AFTER
 from tenantry.errors import NotFound
 from tenantry.ids import RunId, TenantId
 from tenantry.runs import service
@@ -56,7 +58,11 @@ async def payload(tenant_id: str, run_id: str, seq: str, field: str,
         return v.not_found("This API process has no blob store to read from.")
     try:
         body = await store.get(tenant, ref)
-    except (FileNotFoundError, ValueError):
+    except BlobStoreUnavailable:
+        return Response("The blob store is not answering; try again in a few seconds.",
+                        status_code=503, media_type="text/plain; charset=utf-8",
+                        headers={**HEADERS, "Retry-After": str(UNAVAILABLE_RETRY_AFTER)})
+    except (BlobNotFound, BadBlobRef):
         return v.not_found(f"The blob {ref} is not in the store (deleted with the run's "
                            "blobs by retention, or never written: over the tenant's quota).")
     if body.startswith(PNG):
