@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+from tenantry.blobs import Blobs, ObjectStore
 from tenantry.db import Database
 from tenantry.ledger.prices import PriceBook
 from tenantry.models.accounts import ModelAccount
@@ -55,6 +56,7 @@ async def running_worker(
     metrics: WorkerMetrics | None = None, shedding: ShedThresholds | None = None,
     webhooks: Callable[[Database], WebhookSender] | None = None,
     browser: BrowserPolicy | None = None, poll_seconds: float = 0.1,
+    objects: ObjectStore | None = None,
 ) -> AsyncIterator[Worker]:
     """A real worker loop (in this process) on its own pool, until the block ends. Its model
     gateway routes over the accounts registered in the database plus, if ``model_url`` is
@@ -62,7 +64,8 @@ async def running_worker(
     its claims follow the cell's load level (read on every claim), as a deployed worker's.
     ``webhooks``: makes the worker's webhook sender on its pool (default: private
     addresses allowed, default limits). ``poll_seconds``: its idle poll and housekeeping
-    interval (a deployed worker's is 1 s)."""
+    interval (a deployed worker's is 1 s). ``objects``: the object store its large tool
+    outputs go to, through a registry on its own pool (None: they are capped, not kept)."""
     database = await Database.connect(login_dsn(dsn), min_size=1, max_size=10)
     vault = Vault(database, TEST_MASTER_KEY)
     implicit = []
@@ -76,8 +79,11 @@ async def running_worker(
             database, vault=vault, master=TEST_MASTER_KEY, settings=model_gateway,
             implicit=implicit, observer=metrics,
         ) as model:
-            tools = gateway(database, mcp, vault=vault, builtins=BuiltinTools(sandboxes, browser))
-            engine = Engine(db=database, model=model, tools=tools,
+            blobs = None if objects is None else Blobs(database, objects)
+            kept = {} if blobs is None else {"blobs": blobs}
+            tools = gateway(database, mcp, vault=vault, builtins=BuiltinTools(sandboxes, browser),
+                            **kept)
+            engine = Engine(db=database, model=model, tools=tools, blobs=blobs,
                             prices=PriceBook(database, refresh_seconds=0.2),
                             worker=worker_id(name), settings=settings,
                             sandboxes=sandboxes, metrics=metrics)

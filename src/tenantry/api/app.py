@@ -31,6 +31,7 @@ from tenantry.api import (
     prices,
     problems,
     retention,
+    run_blobs,
     run_bodies,
     runs,
     tool_servers,
@@ -108,9 +109,10 @@ def create_app(
     problems.install(app)
     # Runs first: routing tries routes in order, and POST /v1/runs is the hot path (at
     # 1,000 runs/s, matching it after every admin route cost a fifth of the process).
-    api_routers = [runs.router, admin.router, tool_servers.router, own_tool_servers.router,
-                   tool_servers.callback_router, model_accounts.router, billing.router,
-                   prices.router, policy.admin_router, policy.router, metrics.router,
+    api_routers = [runs.router, run_blobs.router, admin.router, tool_servers.router,
+                   own_tool_servers.router, tool_servers.callback_router,
+                   model_accounts.router, billing.router, prices.router, policy.admin_router,
+                   policy.router, metrics.router,
                    agents.router, evaluations.router, model_snapshots.router,
                    activities.router, approvals.router, inbox.router,
                    retention.admin_router, retention.router]
