@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tenantry.blobs import Blobs, DirectoryObjects
+from tenantry.client import AsyncClient, NotFound
 from tenantry.db import Database
 from tenantry.ids import TenantId
 from tests.support.api import serving_api
@@ -26,7 +29,7 @@ async def test_a_tenant_lists_and_reads_its_runs_blobs_and_they_leave_with_the_r
     async with serving_api(database_dsn, data_dir=tmp_path) as api, running_worker(
             database_dsn, fakes.model.base_url, objects=objects):
         tenant, h = await api.tenant()
-        other, other_h = await api.tenant("Other")
+        _, other_h = await api.tenant("Other")
         await api.tool_server(tenant, fakes.mcp.url)
         agent = await api.agent(h, tools=["echo"])
         run_id = await api.start(h, agent, scripted(call("echo", text=BIG), answer("read")))
@@ -44,6 +47,14 @@ async def test_a_tenant_lists_and_reads_its_runs_blobs_and_they_leave_with_the_r
         assert read.headers["content-type"] == "text/plain; charset=utf-8"
         assert read.headers["content-disposition"].startswith("attachment;")
         assert await usage.usage(TenantId(tenant)) == len(BIG)
+        # The SDK reads the same.
+        key = h["Authorization"].removeprefix("Bearer ")
+        async with AsyncClient(api.base_url, key) as client:
+            [sdk_blob] = await client.runs.blobs(run_id)
+            assert (sdk_blob.ref, sdk_blob.kind, sdk_blob.bytes) == (ref, "tool_output", len(BIG))
+            assert await client.runs.read_blob(run_id, ref) == BIG.encode()
+            with pytest.raises(NotFound):
+                await client.runs.read_blob(run_id, "nothing.0123")
 
         # Another tenant: neither the run nor the ref exist for it.
         for path in (f"/v1/runs/{run_id}/blobs", f"/v1/runs/{run_id}/blobs/{ref}"):

@@ -70,6 +70,7 @@ from tenantry.client.models import (
     Promotion,
     ReviewFlag,
     Run,
+    RunBlob,
     StartedRun,
     Usage,
 )
@@ -121,6 +122,7 @@ __all__ = [
     "QuotaExceeded",
     "ReviewFlag",
     "Run",
+    "RunBlob",
     "Secret",
     "ServerError",
     "SseDecoder",

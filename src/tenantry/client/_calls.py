@@ -22,6 +22,7 @@ from tenantry.client.models import (
     Page,
     Promotion,
     Run,
+    RunBlob,
     StartedRun,
 )
 from tenantry.client.tool_servers import Secret, ToolServer, ToolServerConnection
@@ -42,6 +43,8 @@ class Call(Generic[T]):
     headers: Mapping[str, str] | None = None
     #: Safe to send again after the request went out (GETs, cancel, a keyed run start).
     idempotent: bool = True
+    #: ``parse`` reads the body's bytes as they came (a blob), not its JSON.
+    raw: bool = False
 
 
 def _seg(value: str) -> str:
@@ -95,6 +98,15 @@ def run_children(run_id: str, *, limit: int | None,
 def cancel_run(run_id: str) -> Call[Run]:
     # Asking twice changes nothing (the platform records one CancelRequested): repeatable.
     return Call("POST", f"/v1/runs/{_seg(run_id)}/cancel", Run.from_json)
+
+
+def run_blobs(run_id: str) -> Call[list[RunBlob]]:
+    return Call("GET", f"/v1/runs/{_seg(run_id)}/blobs",
+                lambda b: [RunBlob.from_json(x) for x in b["data"]])
+
+
+def read_run_blob(run_id: str, ref: str) -> Call[bytes]:
+    return Call("GET", f"/v1/runs/{_seg(run_id)}/blobs/{_seg(ref)}", bytes, raw=True)
 
 
 def events_path(run_id: str) -> str:

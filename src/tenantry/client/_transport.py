@@ -53,6 +53,8 @@ def _request_args(call: Call[Any]) -> dict[str, Any]:
 
 
 def _parsed(call: Call[T], response: httpx2.Response) -> T:
+    if call.raw:
+        return call.parse(response.content)
     return call.parse(orjson.loads(response.content) if response.content else None)
 
 

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+import builtins
 from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any, Literal, Self
@@ -25,6 +26,7 @@ from tenantry.client.models import (
     Page,
     Promotion,
     Run,
+    RunBlob,
     StartedRun,
 )
 from tenantry.client.tool_servers import Secret, ToolServer, ToolServerConnection
@@ -104,6 +106,17 @@ class Runs:
                        cursor: str | None = None) -> Page[Run]:
         """One page of the runs this run started (``GET /v1/runs/{id}/children``)."""
         return await self._t.call(_calls.run_children(run_id, limit=limit, cursor=cursor))
+
+    async def blobs(self, run_id: str) -> builtins.list[RunBlob]:
+        """The run's blobs held now: outputs over the event cap, saved files, screenshots
+        (``GET /v1/runs/{id}/blobs``)."""
+        return await self._t.call(_calls.run_blobs(run_id))
+
+    async def read_blob(self, run_id: str, ref: str) -> bytes:
+        """A blob's bytes, as its run's events name it (``output_ref``, ``blob_refs``,
+        ``SandboxSaved.ref``). Another tenant's or run's ref: NotFound; the store not
+        answering: retried as any 503, then Unavailable."""
+        return await self._t.call(_calls.read_run_blob(run_id, ref))
 
     async def cancel(self, run_id: str) -> Run:
         """Ask the run to stop: a queued or waiting run ends at once, a running one between

@@ -89,6 +89,25 @@ class StartedRun:
 
 
 @dataclass(frozen=True, slots=True)
+class RunBlob:
+    """One of a run's blobs (``GET /v1/runs/{id}/blobs``): ``kind`` ``tool_output`` (a
+    tool's whole output over the event cap), ``sandbox_files`` (a tar of its work
+    directory, saved while it waits) or ``screenshot`` (a PNG); read with
+    ``runs.read_blob(run_id, ref)``."""
+
+    ref: str
+    kind: str
+    bytes: int
+    created_at: datetime
+    raw: Json = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, body: Json) -> RunBlob:
+        return cls(str(body["ref"]), str(body["kind"]), int(body["bytes"]),
+                   _time(body["created_at"]), raw=body)
+
+
+@dataclass(frozen=True, slots=True)
 class Run:
     run_id: str
     agent_id: str

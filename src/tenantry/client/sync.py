@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import builtins
 import time
 from collections.abc import Iterable, Mapping
 from types import TracebackType
@@ -24,6 +25,7 @@ from tenantry.client.models import (
     Page,
     Promotion,
     Run,
+    RunBlob,
     StartedRun,
 )
 from tenantry.client.tool_servers import Secret, ToolServer, ToolServerConnection
@@ -103,6 +105,17 @@ class Runs:
                  cursor: str | None = None) -> Page[Run]:
         """One page of the runs this run started (``GET /v1/runs/{id}/children``)."""
         return self._t.call(_calls.run_children(run_id, limit=limit, cursor=cursor))
+
+    def blobs(self, run_id: str) -> builtins.list[RunBlob]:
+        """The run's blobs held now: outputs over the event cap, saved files, screenshots
+        (``GET /v1/runs/{id}/blobs``)."""
+        return self._t.call(_calls.run_blobs(run_id))
+
+    def read_blob(self, run_id: str, ref: str) -> bytes:
+        """A blob's bytes, as its run's events name it (``output_ref``, ``blob_refs``,
+        ``SandboxSaved.ref``). Another tenant's or run's ref: NotFound; the store not
+        answering: retried as any 503, then Unavailable."""
+        return self._t.call(_calls.read_run_blob(run_id, ref))
 
     def cancel(self, run_id: str) -> Run:
         """Ask the run to stop: a queued or waiting run ends at once, a running one between
