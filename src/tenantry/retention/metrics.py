@@ -1,12 +1,9 @@
 """Retention gauges in the Prometheus text format, by tenant class (the tenant's plan), never
-by tenant id: candidates waiting, tombstones, blob deletions waiting, the cleanup lag, runs
-deleted (ever, and by each tenant's last pass). Read from the database at scrape time, like
-the scheduler's gauges, so every API process shows the same figures whichever cleaner did
-the work, and a restart loses nothing.
-
-Blob bytes per tenant class are not shown: the blob store keeps no byte count, and
-summing it means a stat of every blob on the host at each scrape (and, with several
-worker hosts, one host's share only)."""
+by tenant id: candidates waiting, tombstones, blob deletions waiting, the bytes blobs hold
+(the registry's counted usage: one row per tenant, never a listing of the store), the
+cleanup lag, runs deleted (ever, and by each tenant's last pass). Read from the database at
+scrape time, like the scheduler's gauges, so every API process shows the same figures
+whichever cleaner did the work, and a restart loses nothing."""
 
 from __future__ import annotations
 
@@ -23,6 +20,8 @@ _GAUGES = (
      "Tombstones of deleted runs (kept per the tenant's tombstone policy)."),
     ("tenantry_blob_deletions_pending", "blob_deletions", "gauge",
      "Blobs of deleted runs queued in the outbox, not yet deleted."),
+    ("tenantry_blob_bytes", "blob_bytes", "gauge",
+     "Bytes the tenants' blobs hold (tool outputs, sandbox saves, screenshots), as counted."),
     ("tenantry_retention_lag_seconds", "lag_seconds", "gauge",
      "How long the oldest candidate has been past its cutoff (0: none waiting)."),
     ("tenantry_retention_runs_deleted_total", "deleted_total", "counter",

@@ -131,6 +131,6 @@ SELECT * FROM tenantry_console_erase_job($1)
 SELECT count(*) FROM runs WHERE tenant_id = $1
 
 -- name: gauges
-SELECT tenant_class, candidates, tombstones, blob_deletions, lag_seconds, deleted_total,
-       last_deleted
-FROM tenantry_retention_gauges($1)
+SELECT tenant_class, candidates, tombstones, blob_deletions, blob_bytes, lag_seconds,
+       deleted_total, last_deleted
+FROM tenantry_retention_gauges_v2($1)

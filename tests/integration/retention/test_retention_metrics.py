@@ -5,17 +5,20 @@ last pass — read from the database, so they follow the cleaner's work wherever
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import asyncpg
 
 from tenantry.agents import service as agents
 from tenantry.agents.spec import AgentSpec
+from tenantry.blobs import BlobKind
 from tenantry.db import Database
 from tenantry.retention import policy as policies
 from tenantry.retention.cleaner import Cleaner, CleanupSettings
 from tenantry.retention.policy import RetentionPolicy
 from tenantry.tenants import service as tenants
 from tests.support.api import Api
+from tests.support.blob_stores import directory_blobs
 from tests.support.retention import Seeded, ended_runs
 
 _SAMPLE = re.compile(r'^(tenantry_[a-z_]+)\{tenant_class="([a-z]+)"\} (\S+)$')
@@ -36,7 +39,7 @@ async def _scrape(api: Api) -> tuple[str, dict[tuple[str, str], float]]:
     for line in r.text.splitlines():
         match = _SAMPLE.match(line)
         if match and ("retention" in match[1] or match[1] in (
-                "tenantry_tombstones", "tenantry_blob_deletions_pending")):
+                "tenantry_tombstones", "tenantry_blob_deletions_pending", "tenantry_blob_bytes")):
             found[(match[1], match[2])] = float(match[3])
         ended = _ENDED.match(line)
         if ended:  # runs by status: a deleted run is no longer a finished one
@@ -45,7 +48,7 @@ async def _scrape(api: Api) -> tuple[str, dict[tuple[str, str], float]]:
 
 
 async def test_retention_gauges_by_tenant_class_follow_the_cleaner(
-    api: Api, db: Database, admin_conn: asyncpg.Connection,
+    api: Api, db: Database, admin_conn: asyncpg.Connection, tmp_path: Path,
 ) -> None:
     gold = await _tenant(db, "Gold", "gold")  # the default policy: 30 days
     gold_zero = await _tenant(db, "Gold, keeps nothing", "gold")
@@ -55,7 +58,11 @@ async def test_retention_gauges_by_tenant_class_follow_the_cleaner(
     await ended_runs(admin_conn, gold, 4, ended_days_ago=40)
     await ended_runs(admin_conn, gold, 2, ended_days_ago=5)
     await ended_runs(admin_conn, gold_zero, 3, ended_days_ago=2)
-    await ended_runs(admin_conn, free, 1, ended_days_ago=40, blob_refs=["out.0123"])
+    [free_run] = await ended_runs(admin_conn, free, 1, ended_days_ago=40,
+                                  blob_refs=["out.0123"])
+    # A blob of its run in the registry: counted in the bytes gauge until it is deleted.
+    await directory_blobs(db, tmp_path).put(free.tenant, free_run, BlobKind.TOOL_OUTPUT,
+                                            "out", b"x" * 5000)
 
     text, before = await _scrape(api)
     assert (before[("finished", "gold")], before[("finished", "free")]) == (9, 1)
@@ -64,6 +71,8 @@ async def test_retention_gauges_by_tenant_class_follow_the_cleaner(
     # The oldest gold candidate ended 40 days ago, 10 past its cutoff.
     assert 10 * DAY <= before[("tenantry_retention_lag_seconds", "gold")] < 10 * DAY + 600
     assert 10 * DAY <= before[("tenantry_retention_lag_seconds", "free")] < 10 * DAY + 600
+    assert (before[("tenantry_blob_bytes", "gold")],
+            before[("tenantry_blob_bytes", "free")]) == (0, 5000)
     for name in ("tenantry_tombstones", "tenantry_blob_deletions_pending",
                  "tenantry_retention_runs_deleted_total",
                  "tenantry_retention_last_pass_runs_deleted"):
@@ -81,7 +90,9 @@ async def test_retention_gauges_by_tenant_class_follow_the_cleaner(
            for cls in ("gold", "free")},
         ("tenantry_tombstones", "gold"): 7, ("tenantry_tombstones", "free"): 1,
         ("tenantry_blob_deletions_pending", "gold"): 0,
-        ("tenantry_blob_deletions_pending", "free"): 1,
+        ("tenantry_blob_deletions_pending", "free"): 2,
+        # Queued, not yet deleted: still held.
+        ("tenantry_blob_bytes", "gold"): 0, ("tenantry_blob_bytes", "free"): 5000,
         ("tenantry_retention_runs_deleted_total", "gold"): 7,
         ("tenantry_retention_runs_deleted_total", "free"): 1,
         ("tenantry_retention_last_pass_runs_deleted", "gold"): 7,
