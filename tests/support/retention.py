@@ -16,6 +16,8 @@ from tenantry.agents.spec import AgentSpec
 from tenantry.db import Database
 from tenantry.ids import AgentId, RunId, TenantId, uuid7
 from tenantry.jsonutil import digest
+from tenantry.runs import log
+from tenantry.runs.events import ToolCompleted
 from tenantry.tenants import service as tenants
 
 if TYPE_CHECKING:  # only annotations: the seeding (chaos test, benchmark) needs no API
@@ -110,6 +112,18 @@ async def ended_runs(
         """,
         seeded.tenant.value, seeded.agent.uuid, ids)
     return [RunId(i) for i in ids]
+
+
+async def named_by_event(db: Database, tenant: TenantId, run: RunId, output_ref: str, *,
+                         result_chars: int = 100, blob_refs: list[str] | None = None) -> int:
+    """Append to ``run`` (an ended one: no lease) a ToolCompleted naming ``output_ref``
+    (and ``blob_refs``) as the gateway writes a large output, through the log's own append;
+    its seq. ``result_chars`` over 8 KiB: the event's data is spilled to
+    run_event_payloads, its log row only ``{"$payload": n}``."""
+    async with db.tenant_tx(tenant) as conn:
+        return await log.append(conn, tenant, run, ToolCompleted(
+            f"{run}:2:0", "echo", 2, 0, {}, result="x" * result_chars, truncated=True,
+            output_bytes=20_000, output_ref=output_ref, blob_refs=blob_refs), epoch=None)
 
 
 # -- through the API (tests/integration/retention/test_api_retention.py, test_erase.py) ----
