@@ -1,9 +1,9 @@
 """Cleaners killed at random during passes over 5,000 terminal runs, while new runs start
 and end: every candidate ends deleted with exactly one tombstone, no live or recent run is
-touched, no blob is orphaned (every deleted run's blob file gone after the last drain, the
-outbox empty, the kept runs' blobs still there). And at the production lease (30 s): a
-killed cleaner's tenant is not taken over before its lease expires, and the pass
-completes after it."""
+touched, no blob is orphaned (every deleted run's blob gone from the object store and the
+registry after the last drain, the outbox empty, the kept runs' blobs still there and still
+counted). And at the production lease (30 s): a killed cleaner's tenant is not taken over
+before its lease expires, and the pass completes after it."""
 
 from __future__ import annotations
 
@@ -16,11 +16,12 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from tenantry.blobs import DirectoryBlobStore
+from tenantry.blobs import Blobs
 from tenantry.db import Database
 from tenantry.ids import RunId
 from tenantry.retention.cleaner import Cleaner, CleanupSettings
 from tests.support import run_states as states
+from tests.support.blob_stores import directory_blobs, put, stored
 from tests.support.retention import Seeded, ended_runs, tenant_and_agent
 from tests.support.retention_process import CleanerProcess, cleaner_process
 from tests.support.waiting import until
@@ -29,17 +30,21 @@ pytestmark = pytest.mark.chaos
 
 #: 5,000 terminal runs and tasks past retention.
 CANDIDATES = {"finished": 4000, "failed": 500, "cancelled": 300, "dead_lettered": 200}
-WITH_BLOBS = 300
+WITH_BLOBS = 300  # of the finished ones, a blob each
+BLOB_BYTES = 2000
 KILLS = 6
 
 
 async def _seed_candidates(admin_conn: asyncpg.Connection, seeded: Seeded,
-                           store: DirectoryBlobStore) -> tuple[list[RunId], list[str]]:
-    refs = [await store.put(seeded.tenant, f"old-{i}", b"o" * 2000) for i in range(WITH_BLOBS)]
+                           blobs: Blobs) -> tuple[list[RunId], list[str]]:
     ids: list[RunId] = []
+    refs: list[str] = []
     for status, count in CANDIDATES.items():
-        ids += await ended_runs(admin_conn, seeded, count, status=status,
-                                blob_refs=refs if status == "finished" else None)
+        runs = await ended_runs(admin_conn, seeded, count, status=status)
+        if status == "finished":
+            refs += [await put(blobs, seeded.tenant, run, f"old-{i}", b"o" * BLOB_BYTES)
+                     for i, run in enumerate(runs[:WITH_BLOBS])]
+        ids += runs
     return ids, refs
 
 
@@ -47,8 +52,8 @@ class Feeder:
     """New runs meanwhile: recent ended ones (some with blobs) and live queued ones."""
 
     def __init__(self, db: Database, conn: asyncpg.Connection, seeded: Seeded,
-                 store: DirectoryBlobStore) -> None:
-        self.db, self.conn, self.seeded, self.store = db, conn, seeded, store
+                 blobs: Blobs) -> None:
+        self.db, self.conn, self.seeded, self.blobs = db, conn, seeded, blobs
         self.recent: list[RunId] = []
         self.live: list[RunId] = []
         self.refs: list[str] = []
@@ -56,10 +61,10 @@ class Feeder:
     async def run(self, stop: asyncio.Event) -> None:
         n = 0
         while not stop.is_set():
-            ref = await self.store.put(self.seeded.tenant, f"new-{n}", b"n" * 2000)
-            self.refs.append(ref)
-            self.recent += await ended_runs(self.conn, self.seeded, 10, ended_days_ago=1,
-                                            blob_refs=[ref])
+            recent = await ended_runs(self.conn, self.seeded, 10, ended_days_ago=1)
+            self.refs.append(await put(self.blobs, self.seeded.tenant, recent[0], f"new-{n}",
+                                       b"n" * BLOB_BYTES))
+            self.recent += recent
             self.live.append(await states.queued(self.db, self.seeded))
             n += 1
             with contextlib.suppress(TimeoutError):
@@ -104,17 +109,18 @@ async def test_killed_cleaners_leave_every_candidate_deleted_exactly_once(
     db: Database, admin_conn: asyncpg.Connection, database_dsn: str, tmp_path: Path,
 ) -> None:
     rng = random.Random()
-    store = DirectoryBlobStore(tmp_path / "blobs")
+    blobs = directory_blobs(db, tmp_path / "blobs")
     seeded = await tenant_and_agent(db, "acme")
     tenant = seeded.tenant.value
-    candidates, old_refs = await _seed_candidates(admin_conn, seeded, store)
+    candidates, old_refs = await _seed_candidates(admin_conn, seeded, blobs)
+    assert len(old_refs) == WITH_BLOBS
     feeder_conn = await asyncpg.connect(database_dsn)
-    feeder = Feeder(db, feeder_conn, seeded, store)
+    feeder = Feeder(db, feeder_conn, seeded, blobs)
     stop = asyncio.Event()
     feeding = asyncio.create_task(feeder.run(stop))
     # A blob deletion a killed cleaner had claimed comes back after --blob-retry.
     options = ("--lease", "1", "--batch", "25", "--passes", "0", "--blob-retry", "1",
-               "--blobs", str(store.root))
+               "--blobs", str(tmp_path / "blobs"))
     kills = mid_pass = 0
     try:
         while kills < KILLS:
@@ -148,7 +154,7 @@ async def test_killed_cleaners_leave_every_candidate_deleted_exactly_once(
         await feeding
         await feeder_conn.close()
     # What the killed ones queued or claimed and did not do, once it is due again.
-    drainer = Cleaner(db, store, CleanupSettings(blob_retry_seconds=1))
+    drainer = Cleaner(db, blobs, CleanupSettings(blob_retry_seconds=1))
 
     async def outbox_empty() -> bool:
         await drainer.drain_blobs()
@@ -179,9 +185,13 @@ async def test_killed_cleaners_leave_every_candidate_deleted_exactly_once(
     totals = {r["status"]: r["runs"] for r in await admin_conn.fetch(
         "SELECT status, runs FROM run_status_totals WHERE tenant_id = $1", tenant)}
     assert totals == {s: counts.get(s, 0) for s in totals} and totals["finished"] > 0
-    files = {p.name for p in (store.root / tenant).iterdir()}
+    files = await stored(blobs.objects, tenant)
     assert files == set(feeder.refs)
     assert not files & set(old_refs)
+    # The registry agrees: the kept runs' blobs only, and only their bytes counted.
+    assert {r["ref"] for r in await admin_conn.fetch(
+        "SELECT ref FROM blobs WHERE tenant_id = $1", tenant)} == set(feeder.refs)
+    assert await blobs.usage(seeded.tenant) == BLOB_BYTES * len(feeder.refs)
 
 
 async def test_at_the_production_lease_a_killed_cleaners_tenant_waits_for_its_expiry(

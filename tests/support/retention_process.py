@@ -27,10 +27,10 @@ from typing import Any
 
 import asyncpg
 
-from tenantry.blobs import DirectoryBlobStore
 from tenantry.db import Database
 from tenantry.ids import TenantId
 from tenantry.retention.cleaner import Cleaner, CleanupSettings, PassResult
+from tests.support.blob_stores import directory_blobs
 from tests.support.db import login_dsn
 from tests.support.harness import _die_with_parent
 
@@ -72,13 +72,15 @@ async def main(argv: list[str]) -> int:
     p.add_argument("--stop-before-batch", type=int, default=0)
     args = p.parse_args(argv)
     db = await Database.connect(login_dsn(args.dsn), min_size=1, max_size=2)
-    store = DirectoryBlobStore(args.blobs) if args.blobs else None
+    # Its blobs' registry on its own pool, as a cleaner process has (the object store:
+    # the directory the test shares with it).
+    blobs = directory_blobs(db, args.blobs) if args.blobs else None
 
     async def before_batch(n: int) -> None:
         if n == args.stop_before_batch:
             _stop_myself()
 
-    cleaner = HookedCleaner(db, store, CleanupSettings(batch=args.batch,
+    cleaner = HookedCleaner(db, blobs, CleanupSettings(batch=args.batch,
                                                        lease_seconds=args.lease,
                                                        blob_retry_seconds=args.blob_retry),
                             before_batch=before_batch)

@@ -1,7 +1,8 @@
 """A batch is one transaction: killed between its statements — by a failing trigger, or by
 cancelling its backend while a lock holds it mid-way — nothing is half-deleted: the runs,
 every event, payload row, approval and reservation are still there, with no tombstone and
-no queued blob deletion. The next pass deletes them all."""
+no queued blob deletion, every blob still stored and in the registry. The next pass deletes
+them all."""
 
 from __future__ import annotations
 
@@ -11,20 +12,22 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from tenantry.blobs import DirectoryBlobStore
+from tenantry.blobs import Blobs
 from tenantry.db import Database
 from tenantry.ids import RunId
 from tenantry.retention.cleaner import Cleaner
 from tests.support import run_states as states
+from tests.support.blob_stores import directory_blobs, put, stored
 from tests.support.retention import Seeded, ended_runs, tenant_and_agent
 from tests.support.waiting import until
 
 
 async def _old_runs_with_everything(db: Database, admin_conn: asyncpg.Connection,
-                                    store: DirectoryBlobStore) -> tuple[Seeded, list[RunId]]:
+                                    blobs: Blobs) -> tuple[Seeded, list[RunId]]:
     seeded = await tenant_and_agent(db, "acme")
-    refs = [await store.put(seeded.tenant, f"out-{i}", b"x" * 100) for i in range(4)]
-    runs = await ended_runs(admin_conn, seeded, 4, blob_refs=refs)
+    runs = await ended_runs(admin_conn, seeded, 4)
+    for i, run in enumerate(runs):
+        await put(blobs, seeded.tenant, run, f"out-{i}", b"x" * 100)
     await states.with_dependents(admin_conn, seeded, runs)
     return seeded, runs
 
@@ -35,8 +38,13 @@ async def _footprints(admin_conn: asyncpg.Connection,
 
 
 async def _nothing_half_deleted(admin_conn: asyncpg.Connection, runs: list[RunId],
-                                before: dict[RunId, dict[str, object]]) -> None:
+                                before: dict[RunId, dict[str, object]], blobs: Blobs,
+                                seeded: Seeded) -> None:
     assert await _footprints(admin_conn, runs) == before
+    assert len(await stored(blobs.objects, seeded.tenant)) == 4
+    assert await admin_conn.fetchval("SELECT count(*) FROM blobs WHERE run_id = ANY($1)",
+                                     [r.uuid for r in runs]) == 4
+    assert await blobs.usage(seeded.tenant) == 400
     for f in before.values():
         assert f["run"] is not None and len(f["events"]) == 10  # type: ignore[arg-type]
         assert (f["payloads"], len(f["approvals"]), f["reservations"]) == (1, 1, 1)  # type: ignore[arg-type]
@@ -46,21 +54,23 @@ async def _nothing_half_deleted(admin_conn: asyncpg.Connection, runs: list[RunId
 
 async def _next_pass_deletes_all(db: Database, admin_conn: asyncpg.Connection,
                                  cleaner: Cleaner, seeded: Seeded, runs: list[RunId],
-                                 store: DirectoryBlobStore) -> None:
+                                 blobs: Blobs) -> None:
     [result] = await cleaner.run_once([seeded.tenant])
     assert (result.runs, result.events, result.blobs_queued) == (4, 40, 4)
     for run in runs:
         gone = await states.footprint(admin_conn, run)
         assert gone == {"run": None, "events": [], "payloads": 0, "approvals": [],
                         "reservations": 0, "tombstones": 1, "blob_deletions": 0}
-    assert list((store.root / seeded.tenant.value).iterdir()) == []
+    assert await stored(blobs.objects, seeded.tenant) == set()
+    assert await admin_conn.fetchval("SELECT count(*) FROM blobs") == 0
+    assert await blobs.usage(seeded.tenant) == 0
 
 
 async def test_a_trigger_failing_at_the_batch_last_statement_leaves_everything(
     db: Database, admin_conn: asyncpg.Connection, tmp_path: Path,
 ) -> None:
-    store = DirectoryBlobStore(tmp_path)
-    seeded, runs = await _old_runs_with_everything(db, admin_conn, store)
+    blobs = directory_blobs(db, tmp_path)
+    seeded, runs = await _old_runs_with_everything(db, admin_conn, blobs)
     before = await _footprints(admin_conn, runs)
     # The run rows go last: by then the tombstones, the outbox rows and every dependent
     # delete of the batch have been written — and must all roll back.
@@ -75,24 +85,23 @@ async def test_a_trigger_failing_at_the_batch_last_statement_leaves_everything(
         CREATE TRIGGER test_refuse_one_run BEFORE DELETE ON runs
             FOR EACH ROW EXECUTE FUNCTION test_refuse_one_run();
     """)
-    cleaner = Cleaner(db, store)
+    cleaner = Cleaner(db, blobs)
 
     with pytest.raises(asyncpg.RaiseError, match="may not be deleted"):
         await cleaner.run_once([seeded.tenant])
 
-    await _nothing_half_deleted(admin_conn, runs, before)
-    assert len(list((store.root / seeded.tenant.value).iterdir())) == 4
+    await _nothing_half_deleted(admin_conn, runs, before, blobs, seeded)
     await admin_conn.execute("DROP TRIGGER test_refuse_one_run ON runs")
-    await _next_pass_deletes_all(db, admin_conn, cleaner, seeded, runs, store)
+    await _next_pass_deletes_all(db, admin_conn, cleaner, seeded, runs, blobs)
 
 
 async def test_a_batch_cancelled_while_a_lock_holds_it_mid_way_leaves_everything(
     db: Database, admin_conn: asyncpg.Connection, database_dsn: str, tmp_path: Path,
 ) -> None:
-    store = DirectoryBlobStore(tmp_path)
-    seeded, runs = await _old_runs_with_everything(db, admin_conn, store)
+    blobs = directory_blobs(db, tmp_path)
+    seeded, runs = await _old_runs_with_everything(db, admin_conn, blobs)
     before = await _footprints(admin_conn, runs)
-    cleaner = Cleaner(db, store)
+    cleaner = Cleaner(db, blobs)
     # Another transaction holds one approval row: the batch has inserted its tombstones
     # and outbox rows and deleted payloads and events when its DELETE of approvals waits.
     locker = await asyncpg.connect(database_dsn)
@@ -119,5 +128,5 @@ async def test_a_batch_cancelled_while_a_lock_holds_it_mid_way_leaves_everything
     finally:
         await locker.close()
 
-    await _nothing_half_deleted(admin_conn, runs, before)
-    await _next_pass_deletes_all(db, admin_conn, cleaner, seeded, runs, store)
+    await _nothing_half_deleted(admin_conn, runs, before, blobs, seeded)
+    await _next_pass_deletes_all(db, admin_conn, cleaner, seeded, runs, blobs)

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import asyncpg
 
-from tenantry.blobs import DirectoryBlobStore
 from tenantry.bootstrap.worker import run_worker
 from tenantry.config import Settings
 from tenantry.db import Database
 from tenantry.retention import policy as policies
 from tenantry.retention.policy import RetentionPolicy
 from tenantry.runs.inprocess import LocalWorkers
+from tests.support.blob_stores import directory_blobs, put, stored
 from tests.support.db import login_dsn
 from tests.support.retention import ended_runs, tenant_and_agent
 from tests.support.waiting import until
@@ -53,9 +53,11 @@ async def test_a_worker_deletes_runs_past_retention_with_tombstones_and_blobs(
     async with db.tenant_tx(zero.tenant) as conn:
         await policies.write(conn, zero.tenant, RetentionPolicy(runs_days=0))
     settings = _settings(tmp_path)
-    blobs = DirectoryBlobStore(settings.data_dir / "blobs")
-    ref = await blobs.put(kept.tenant, "tool-output", b"x" * 10_000)
-    old = await ended_runs(admin_conn, kept, 5, ended_days_ago=40, blob_refs=[ref])
+    # The store the worker opens: <data dir>/blobs, with the registry in the same database.
+    blobs = directory_blobs(db, settings.data_dir / "blobs")
+    old = await ended_runs(admin_conn, kept, 5, ended_days_ago=40)
+    ref = await put(blobs, kept.tenant, old[0], "tool-output", b"x" * 10_000)
+    assert await stored(blobs.objects, kept.tenant) == {ref}
     recent = await ended_runs(admin_conn, kept, 2, ended_days_ago=5)
     today = await ended_runs(admin_conn, zero, 3, ended_days_ago=0, status="failed")
     gone = [r.uuid for r in old + today]
@@ -85,8 +87,11 @@ async def test_a_worker_deletes_runs_past_retention_with_tombstones_and_blobs(
         "SELECT count(*) FROM run_events WHERE run_id = ANY($1)", gone) == 0
     left = {r["run_id"] for r in await admin_conn.fetch("SELECT run_id FROM runs")}
     assert left == {r.uuid for r in recent}
-    # The blob went through the outbox, from the engine's own blob store.
-    assert not (settings.data_dir / "blobs" / kept.tenant.value / ref).exists()
+    # The blob went through the outbox, from the engine's own blob store, and its bytes
+    # with it.
+    assert await stored(blobs.objects, kept.tenant) == set()
+    assert await admin_conn.fetchval("SELECT count(*) FROM blobs") == 0
+    assert await blobs.usage(kept.tenant) == 0
 
 
 async def test_retention_off_runs_no_cleaner_in_the_worker(
