@@ -1,16 +1,20 @@
 """A sandbox save past the tenant's blob quota, in real runs on every
 backend: the hoarding tenant's run fails as its own failure (``ours: false``) with the
-reason, while another tenant's run parks, saves and finishes with its files."""
+reason, nothing of it stored or counted, while another tenant's run parks, saves and
+finishes with its files."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from tenantry.blobs import DirectoryBlobStore
+from tenantry.blobs import BlobKind
+from tenantry.db import Database
+from tenantry.ids import RunId, TenantId
 from tenantry.sandbox.manager import SandboxManager
 from tenantry.sandbox.pool import PooledDriver
 from tests.support.api import Api
+from tests.support.blob_stores import directory_blobs, stored
 from tests.support.sandbox import TEST_LIMITS
 from tests.support.scripts import answer, call, scripted
 from tests.support.waiting import until
@@ -24,9 +28,10 @@ SUM_CODE = "print(sum(map(int, open('data/numbers.txt').read().split())))"
 
 
 async def test_a_save_past_the_quota_fails_that_run_and_another_tenant_saves(
-    api: Api, fakes: Fakes, database_dsn: str, driver: PooledDriver, tmp_path: Path,
+    api: Api, fakes: Fakes, database_dsn: str, db: Database, driver: PooledDriver,
+    tmp_path: Path,
 ) -> None:
-    blobs = DirectoryBlobStore(tmp_path / "blobs", quota_bytes=QUOTA)
+    blobs = directory_blobs(db, tmp_path / "blobs", quota_bytes=QUOTA)
     manager = SandboxManager(driver, blobs, limits=TEST_LIMITS[driver.backend],
                              hibernate_after=0)  # every park hibernates: files must be saved
     hostile_id, hostile = await api.tenant("Hoarder")
@@ -46,10 +51,13 @@ async def test_a_save_past_the_quota_fails_that_run_and_another_tenant_saves(
 
             async def saved_and_waiting() -> bool:
                 return manager.hibernated == 1 and any(
-                    p.name.startswith("sandbox-") for p in
-                    (tmp_path / "blobs" / other_id).glob("*"))
+                    ref.startswith("sandbox-") for ref in await stored(blobs.objects, other_id))
 
             await until(saved_and_waiting, "the bystander's run saved and hibernated", 180)
+            # Its save is a row of its run, counted against its own quota.
+            [save] = await blobs.of_run(TenantId(other_id), RunId.parse(bystander))
+            assert save.kind is BlobKind.SANDBOX_FILES and save.ref.startswith("sandbox-")
+            assert await blobs.usage(TenantId(other_id)) == save.bytes <= QUOTA
             pending = (await api.client.get("/v1/approvals", params={"status": "pending"},
                                             headers=other)).json()["data"]
             r = await api.client.post(f"/v1/approvals/{pending[0]['approval_id']}",
@@ -65,7 +73,11 @@ async def test_a_save_past_the_quota_fails_that_run_and_another_tenant_saves(
     assert data["error"].startswith("the run's sandbox files could not be saved while it "
                                     "waits: blob store quota reached: "), data
     assert "of 0.1 MiB used" in data["error"], data
-    assert not list((tmp_path / "blobs" / hostile_id).glob("*"))  # nothing of it stored
+    # Nothing of it stored, nor counted.
+    assert await stored(blobs.objects, hostile_id) == set()
+    assert not (tmp_path / "blobs" / hostile_id).exists()  # not even a temporary file
+    assert await blobs.of_run(TenantId(hostile_id), RunId.parse(hoarding)) == []
+    assert await blobs.usage(TenantId(hostile_id)) == 0
     run = await api.run(other, bystander)
     assert run["status"] == "finished", run
     assert json.loads(str(run["answer"]))["stdout"] == "15\n"  # restored from its save
