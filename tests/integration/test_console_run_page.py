@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from tenantry.api.console import epoch, session
-from tenantry.blobs import DirectoryBlobStore
 from tenantry.db import Database
 from tenantry.tools.gateway import ToolGateway
 from tenantry.tools.mcp_client import McpToolClient
 from tests.support.api import OPERATOR_TOKEN, Api, serving_api
+from tests.support.blob_stores import directory_blobs
 from tests.support.scripts import answer, call, scripted
 from tests.support.worker import Fakes, running_worker
 
@@ -26,9 +26,9 @@ def _cookie() -> dict[str, str]:
 
 
 async def test_the_live_fragment_and_a_tool_outputs_blob(
-    database_dsn: str, fakes: Fakes, tmp_path: Path,
+    database_dsn: str, db: Database, fakes: Fakes, tmp_path: Path,
 ) -> None:
-    blobs = DirectoryBlobStore(tmp_path / "blobs")  # the API's store: <data dir>/blobs
+    blobs = directory_blobs(db, tmp_path / "blobs")  # the API's store: <data dir>/blobs
 
     class WithBlobs(ToolGateway):
         def __init__(self, db: Database, mcp: McpToolClient, **kwargs: Any) -> None:
@@ -72,10 +72,12 @@ async def test_the_live_fragment_and_a_tool_outputs_blob(
             assert (await api.client.get(wrong, headers=_cookie())).status_code == 404, wrong
         outside = await api.client.get(link)
         assert outside.status_code == 303 and "/console/login" in outside.headers["location"]
-        # Deleted from the store (retention): a clear 404, not a 500.
-        for path in (tmp_path / "blobs").rglob("*"):
-            if path.is_file():
-                path.unlink()
+        # Gone from the object store (whatever the registry still says): a clear 404,
+        # not a 500.
+        keys = await blobs.objects.keys(f"{tenant}/")
+        assert keys == [f"{tenant}/{done['data']['output_ref']}"]
+        for key in keys:
+            await blobs.objects.delete(key)
         gone = await api.client.get(link, headers=_cookie())
         assert gone.status_code == 404 and "not in the store" in gone.text
 

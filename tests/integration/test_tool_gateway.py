@@ -159,16 +159,18 @@ async def test_a_down_server_fails_fast_for_its_tenant_only(
 
 
 async def test_big_output_is_capped_and_kept_by_reference(
-    api: Api, fakes: Fakes, database_dsn: str, tmp_path: Path
+    api: Api, fakes: Fakes, database_dsn: str, db: Database, tmp_path: Path
 ) -> None:
     tenant, h = await api.tenant()
     await api.tool_server(tenant, fakes.mcp.url)
     agent = await api.agent(h, tools=["echo"])
     big = "0123456789" * 3000
-    from tenantry.blobs import DirectoryBlobStore
+    from tenantry.blobs import BlobKind
+    from tenantry.ids import RunId
     from tenantry.tools.gateway import ToolGateway
+    from tests.support.blob_stores import directory_blobs
 
-    blobs = DirectoryBlobStore(tmp_path / "blobs")
+    blobs = directory_blobs(db, tmp_path / "blobs")
 
     class WithBlobs(ToolGateway):
         def __init__(self, db: Database, mcp: McpToolClient, **kwargs: Any) -> None:
@@ -181,6 +183,10 @@ async def test_big_output_is_capped_and_kept_by_reference(
     assert tool["truncated"] is True and tool["output_bytes"] == len(big)
     assert len(tool["result"].encode()) == OUTPUT_CAP_BYTES
     assert (await blobs.get(TenantId(tenant), tool["output_ref"])).decode() == big
+    # A row of its run, its bytes counted to the tenant.
+    kept = await blobs.record(TenantId(tenant), RunId.parse(run_id), tool["output_ref"])
+    assert (kept.kind, kept.bytes) == (BlobKind.TOOL_OUTPUT, len(big))
+    assert await blobs.usage(TenantId(tenant)) == len(big)
     prompt = fakes.model.requests[1].json()["messages"][-1]["content"]
     assert f"of {len(big)} bytes shown" in prompt
 
