@@ -11,16 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.blobs import DirectoryBlobStore
+from tenantry.db import Database
 from tenantry.sandbox.manager import SandboxManager
 from tenantry.sandbox.pool import PooledDriver
+from tests.support.blob_stores import directory_blobs
 from tests.support.sandbox import TEST_LIMITS
 
 
 @pytest.fixture
-async def manager(driver: PooledDriver, tmp_path: Path) -> AsyncIterator[SandboxManager]:
-    """A worker's sandbox manager over the session's driver (closing it keeps the driver)."""
-    boxes = SandboxManager(driver, DirectoryBlobStore(tmp_path / "blobs"),
+async def manager(driver: PooledDriver, db: Database, tmp_path: Path
+                  ) -> AsyncIterator[SandboxManager]:
+    """A worker's sandbox manager over the session's driver (closing it keeps the driver),
+    its blobs in a directory with their registry in the test's database."""
+    boxes = SandboxManager(driver, directory_blobs(db, tmp_path / "blobs"),
                            limits=TEST_LIMITS[driver.backend], hibernate_after=0)
     try:
         yield boxes

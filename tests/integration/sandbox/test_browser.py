@@ -11,15 +11,16 @@ import contextlib
 import json
 import struct
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tenantry.api.console import epoch, session
-from tenantry.blobs import DirectoryBlobStore
+from tenantry.blobs import BlobKind
 from tenantry.bootstrap.worker import browser_policy
+from tenantry.db import Database
 from tenantry.ids import RunId, TenantId
 from tenantry.sandbox import probe as sandbox_probe
 from tenantry.sandbox.manager import SandboxManager
@@ -27,6 +28,7 @@ from tenantry.sandbox.pool import PooledDriver
 from tenantry.sandbox.types import Limits
 from tenantry.tools.builtin import BrowserPolicy, BuiltinTools
 from tests.support.api import OPERATOR_TOKEN, Api, serving_api
+from tests.support.blob_stores import directory_blobs, stored
 from tests.support.pages import DOWNLOAD_NAME, HOST, INJECTION, OFF_LIST, PageWorld, page_world
 from tests.support.sandbox import require, sandbox_settings
 from tests.support.scripts import answer, call, scripted
@@ -62,25 +64,48 @@ def world() -> Iterator[PageWorld]:
         yield pages
 
 
+@dataclass(frozen=True, slots=True)
+class BrowserDriver:
+    driver: PooledDriver
+    folder: Path  # its sandboxes' own folders on the host
+
+
 @pytest.fixture(scope="module", params=BROWSER_BACKENDS)
-async def browsers(request: pytest.FixtureRequest, world: PageWorld,
-                   tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SandboxManager]:
-    """A worker's sandbox manager whose browser sandboxes reach the test's web."""
-    async with _manager(request, world, tmp_path_factory) as manager:
-        yield manager
+async def browser_driver(request: pytest.FixtureRequest, world: PageWorld,
+                         tmp_path_factory: pytest.TempPathFactory
+                         ) -> AsyncIterator[BrowserDriver]:
+    """Browser sandboxes that reach the test's web, one driver per backend and module."""
+    async with _driver(request, world, tmp_path_factory) as driver:
+        yield driver
 
 
 @pytest.fixture(scope="module", params=HOST_BROWSER_BACKENDS)
-async def host_browsers(request: pytest.FixtureRequest, world: PageWorld,
-                        tmp_path_factory: pytest.TempPathFactory
+async def host_browser_driver(request: pytest.FixtureRequest, world: PageWorld,
+                              tmp_path_factory: pytest.TempPathFactory
+                              ) -> AsyncIterator[BrowserDriver]:
+    async with _driver(request, world, tmp_path_factory) as driver:
+        yield driver
+
+
+@pytest.fixture
+async def browsers(browser_driver: BrowserDriver, db: Database, tmp_path: Path
+                   ) -> AsyncIterator[SandboxManager]:
+    """A worker's sandbox manager over them; its blobs in <tmp_path>/blobs, their registry
+    in the test's database."""
+    async with _manager(browser_driver, db, tmp_path) as manager:
+        yield manager
+
+
+@pytest.fixture
+async def host_browsers(host_browser_driver: BrowserDriver, db: Database, tmp_path: Path
                         ) -> AsyncIterator[SandboxManager]:
-    async with _manager(request, world, tmp_path_factory) as manager:
+    async with _manager(host_browser_driver, db, tmp_path) as manager:
         yield manager
 
 
 @contextlib.asynccontextmanager
-async def _manager(request: pytest.FixtureRequest, world: PageWorld,
-                   tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SandboxManager]:
+async def _driver(request: pytest.FixtureRequest, world: PageWorld,
+                  tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[BrowserDriver]:
     name: str = request.param
     require(name)
     if name == "microvm":
@@ -89,13 +114,22 @@ async def _manager(request: pytest.FixtureRequest, world: PageWorld,
     driver = PooledDriver(
         sandbox_probe.build_backend(name, sandbox_settings(tmp, name), variant="browser"),
         pool_size=0, limits=BROWSER_LIMITS, egress=world.proxy())
-    manager = SandboxManager(driver, DirectoryBlobStore(tmp / "blobs"), limits=BROWSER_LIMITS,
-                             hibernate_after=0, browser_driver=driver,
-                             browser_limits=BROWSER_LIMITS)
+    try:
+        yield BrowserDriver(driver, tmp)
+    finally:
+        await driver.close()
+
+
+@contextlib.asynccontextmanager
+async def _manager(browser: BrowserDriver, db: Database, tmp_path: Path
+                   ) -> AsyncIterator[SandboxManager]:
+    manager = SandboxManager(browser.driver, directory_blobs(db, tmp_path / "blobs"),
+                             limits=BROWSER_LIMITS, hibernate_after=0,
+                             browser_driver=browser.driver, browser_limits=BROWSER_LIMITS)
     try:
         yield manager
     finally:
-        await manager.close()
+        await manager.destroy_all()  # the driver is the module's
 
 
 async def browse(tools: BuiltinTools, run: RunId, tool: str, **arguments: Any
@@ -115,10 +149,12 @@ def png_size(data: bytes) -> tuple[int, int]:
 
 
 async def test_an_agent_opens_a_page_clicks_reads_the_next_and_screenshots_it(
-    fakes: Fakes, database_dsn: str, browsers: SandboxManager, world: PageWorld,
+    fakes: Fakes, database_dsn: str, db: Database, browsers: SandboxManager, world: PageWorld,
+    tmp_path: Path,
 ) -> None:
     # The API's blob store is the worker's (<data dir>/blobs): the console shows the shot.
-    data_dir = Path(str(getattr(browsers.blobs, "root", "/nonexistent"))).parent
+    data_dir = tmp_path
+    blobs = directory_blobs(db, data_dir / "blobs")  # as the API and the worker open it
     async with serving_api(database_dsn, data_dir=data_dir) as api, running_worker(
             database_dsn, fakes.model.base_url, sandboxes=browsers, browser=POLICY):
         tenant, h = await api.tenant()
@@ -143,9 +179,14 @@ async def test_an_agent_opens_a_page_clicks_reads_the_next_and_screenshots_it(
         # A real PNG of the page, in the blob store under the tenant, named by the event.
         data = await browsers.blobs.get(TenantId(tenant), shot["screenshot"])
         assert len(data) == shot["bytes"] and png_size(data) == (1280, 800)
-        # Deleting the run deletes its screenshot with it.
+        # A row of its run, its bytes counted to its tenant.
+        row = await blobs.record(TenantId(tenant), RunId.parse(run_id), shot["screenshot"])
+        assert (row.kind, row.bytes) == (BlobKind.SCREENSHOT, shot["bytes"])
+        # Deleting the run deletes its screenshot with it, and gives its bytes back.
         assert (await api.client.delete(f"/v1/runs/{run_id}", headers=h)).status_code == 204
-        assert not (data_dir / "blobs" / tenant / shot["screenshot"]).exists()
+        assert shot["screenshot"] not in await stored(blobs.objects, tenant)
+        assert await blobs.of_run(TenantId(tenant), RunId.parse(run_id)) == []
+        assert await blobs.usage(TenantId(tenant)) == 0
     assert run["status"] == "finished", run
     assert "The answer is 42." in str(run["answer"])
     done: dict[str, Any] = {}  # each tool's first call
@@ -235,7 +276,8 @@ async def test_file_and_chrome_urls_are_refused_at_the_edge_and_in_the_guest(
 
 
 async def test_a_download_leaves_nothing_in_the_sandbox_or_on_the_host(
-    host_browsers: SandboxManager, world: PageWorld,
+    host_browsers: SandboxManager, host_browser_driver: BrowserDriver, world: PageWorld,
+    tmp_path: Path,
 ) -> None:
     tools = BuiltinTools(host_browsers, POLICY)
     run = RunId.new()
@@ -250,9 +292,9 @@ async def test_a_download_leaves_nothing_in_the_sandbox_or_on_the_host(
                                     "ls -A /work", timeout_s=60)
     assert DOWNLOAD_NAME not in found.stdout and found.stdout.strip() == ""
     await host_browsers.end(TenantId("tenant-b"), run, None)
-    # Nor on the host: not in the sandboxes' own folders, the home folder or /tmp.
-    sandboxes_dir = Path(str(getattr(host_browsers.blobs, "root", "/nonexistent"))).parent
-    roots = (Path.home(), Path("/tmp"), sandboxes_dir)
+    # Nor on the host: not in the sandboxes' own folders, the blob store's, the home
+    # folder or /tmp.
+    roots = (Path.home(), Path("/tmp"), host_browser_driver.folder, tmp_path)
     assert [p for root in roots for p in root.rglob(f"{DOWNLOAD_NAME}*")] == []
 
 
@@ -294,13 +336,13 @@ async def test_an_injected_page_cannot_reach_a_tool_off_the_allow_list(
 
 
 async def test_bwrap_refuses_the_browser_unless_development_backends_are_allowed(
-    tmp_path: Path,
+    db: Database, tmp_path: Path,
 ) -> None:
     require("bwrap")
     driver = PooledDriver(sandbox_probe.build_backend(
         "bwrap", sandbox_settings(tmp_path, "bwrap"), variant="browser"),
         pool_size=0, limits=BROWSER_LIMITS)
-    manager = SandboxManager(driver, DirectoryBlobStore(tmp_path / "blobs"),
+    manager = SandboxManager(driver, directory_blobs(db, tmp_path / "blobs"),
                              limits=BROWSER_LIMITS, hibernate_after=0, browser_driver=driver)
     tools = BuiltinTools(manager)  # a worker's default policy
     run = RunId.new()
@@ -333,7 +375,7 @@ async def test_a_runs_browser_keeps_to_its_time_limit_and_page_cap(
 
 
 async def test_a_workers_sandbox_manager_has_browser_sandboxes_with_the_browser_limits(
-    tmp_path: Path,
+    db: Database, tmp_path: Path,
 ) -> None:
     """The production wiring (``probe.sandbox_manager``, as `tenantry worker` builds it):
     a browser driver beside the code one, with the configured memory, and the worker's
@@ -341,7 +383,7 @@ async def test_a_workers_sandbox_manager_has_browser_sandboxes_with_the_browser_
     require("gvisor")
     settings = replace(sandbox_settings(tmp_path, "gvisor"), sandbox_pool_size=0,
                        sandbox_browser_memory_mib=1024, browser_max_pages=7)
-    async with sandbox_probe.sandbox_manager(settings, DirectoryBlobStore(tmp_path / "b")
+    async with sandbox_probe.sandbox_manager(settings, directory_blobs(db, tmp_path / "b")
                                              ) as manager:
         assert manager is not None and manager.browser_driver is not None
         assert manager.browser_limits.memory_mib == 1024

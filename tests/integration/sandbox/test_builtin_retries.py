@@ -13,11 +13,12 @@ from typing import Any
 
 import asyncpg
 
-from tenantry.blobs import DirectoryBlobStore
+from tenantry.db import Database
 from tenantry.sandbox.manager import SandboxManager
 from tenantry.sandbox.pool import PooledDriver
 from tenantry.tools.gateway import ToolGateway, ToolResult
 from tests.support.api import Api
+from tests.support.blob_stores import directory_blobs
 from tests.support.sandbox import TEST_LIMITS
 from tests.support.scripts import answer, call, scripted
 from tests.support.waiting import until
@@ -48,12 +49,12 @@ class CutShortAfterCode(ToolGateway):
 
 
 async def test_a_code_call_cut_short_runs_again_afresh_with_the_same_key(
-    api: Api, fakes: Fakes, database_dsn: str, driver: PooledDriver, tmp_path: Path,
-    admin_conn: asyncpg.Connection,
+    api: Api, fakes: Fakes, database_dsn: str, db: Database, driver: PooledDriver,
+    tmp_path: Path, admin_conn: asyncpg.Connection,
 ) -> None:
     # One manager for both workers: the process that retries still holds the sandbox the
     # interrupted attempt wrote in (a database outage mid-step leaves it so).
-    manager = SandboxManager(driver, DirectoryBlobStore(tmp_path / "blobs"),
+    manager = SandboxManager(driver, directory_blobs(db, tmp_path / "blobs"),
                              limits=TEST_LIMITS[driver.backend], hibernate_after=0)
     _, h = await api.tenant()
     agent = await api.agent(h, tools=["write_file", "run_python"])

@@ -9,11 +9,14 @@ from pathlib import Path
 
 import asyncpg
 
-from tenantry.blobs import DirectoryBlobStore
+from tenantry.blobs import BlobKind, Blobs
+from tenantry.db import Database
+from tenantry.ids import RunId, TenantId
 from tenantry.sandbox.manager import SandboxManager
 from tenantry.sandbox.pool import PooledDriver
 from tenantry.telemetry.worker import WorkerMetrics
 from tests.support.api import Api
+from tests.support.blob_stores import directory_blobs, stored
 from tests.support.sandbox import TEST_LIMITS
 from tests.support.scripts import answer, call, scripted
 from tests.support.waiting import until
@@ -22,15 +25,21 @@ from tests.support.worker import Fakes, running_worker
 SUM_CODE = "print(sum(map(int, open('data/numbers.txt').read().split())))"
 
 
-def boxes(driver: PooledDriver, blobs: Path) -> SandboxManager:
-    return SandboxManager(driver, DirectoryBlobStore(blobs), limits=TEST_LIMITS[driver.backend],
-                          hibernate_after=0)
+def boxes(driver: PooledDriver, blobs: Blobs) -> SandboxManager:
+    return SandboxManager(driver, blobs, limits=TEST_LIMITS[driver.backend], hibernate_after=0)
+
+
+async def _forgotten(blobs: Blobs, tenant: str, run_id: str) -> bool:
+    """The run's blobs are out of the registry and its tenant counts no bytes."""
+    return (await blobs.of_run(TenantId(tenant), RunId.parse(run_id)) == []
+            and await blobs.usage(TenantId(tenant)) == 0)
 
 
 async def test_an_agent_writes_a_file_runs_python_on_it_and_answers(
-    api: Api, fakes: Fakes, database_dsn: str, driver: PooledDriver, tmp_path: Path,
+    api: Api, fakes: Fakes, database_dsn: str, db: Database, driver: PooledDriver,
+    tmp_path: Path,
 ) -> None:
-    manager = boxes(driver, tmp_path / "blobs")
+    manager = boxes(driver, directory_blobs(db, tmp_path / "blobs"))
     _, h = await api.tenant()
     agent = await api.agent(h, tools=["write_file", "run_python", "list_files"])
     metrics = WorkerMetrics()
@@ -68,10 +77,11 @@ async def test_an_agent_writes_a_file_runs_python_on_it_and_answers(
 
 
 async def test_a_long_wait_hibernates_and_the_run_gets_its_files_back(
-    api: Api, fakes: Fakes, database_dsn: str, driver: PooledDriver, tmp_path: Path,
-    admin_conn: asyncpg.Connection,
+    api: Api, fakes: Fakes, database_dsn: str, db: Database, driver: PooledDriver,
+    tmp_path: Path, admin_conn: asyncpg.Connection,
 ) -> None:
-    manager = boxes(driver, tmp_path / "blobs")
+    blobs = directory_blobs(db, tmp_path / "blobs")
+    manager = boxes(driver, blobs)
     tenant, h = await api.tenant()
     agent = await api.agent(h, tools=["write_file", "run_python"],
                             needs_approval=["run_python"])
@@ -87,7 +97,11 @@ async def test_a_long_wait_hibernates_and_the_run_gets_its_files_back(
         await until(hibernated, "the parked run's sandbox hibernated", 120)
         saved = await admin_conn.fetchval(
             "SELECT data->>'ref' FROM run_events WHERE type = 'SandboxSaved'")
-        assert saved and (tmp_path / "blobs" / tenant / saved).is_file()
+        assert saved and saved in await stored(blobs.objects, tenant)
+        # A row of its run, counted to its tenant, until the run ends.
+        row = await blobs.record(TenantId(tenant), RunId.parse(run_id), saved)
+        assert row.kind is BlobKind.SANDBOX_FILES
+        assert await blobs.usage(TenantId(tenant)) == row.bytes > 0
         pending = (await api.client.get("/v1/approvals", params={"status": "pending"},
                                         headers=h)).json()["data"]
         r = await api.client.post(f"/v1/approvals/{pending[0]['approval_id']}",
@@ -96,10 +110,12 @@ async def test_a_long_wait_hibernates_and_the_run_gets_its_files_back(
         events = await api.events_until_end(h, run_id, within=180)
 
         async def cleaned_up() -> bool:
-            return manager.live == 0 and not (tmp_path / "blobs" / tenant / saved).exists()
+            return manager.live == 0 and saved not in await stored(blobs.objects, tenant)
 
-        # The run ended: its sandbox and saved files go (just after the end is logged).
+        # The run ended: its sandbox and saved files go (just after the end is logged),
+        # and their row and bytes with them.
         await until(cleaned_up, "the ended run's sandbox and saved files removed", 30)
+        await until(lambda: _forgotten(blobs, tenant, run_id), "the saved files forgotten", 10)
     run = await api.run(h, run_id)
     assert json.loads(str(run["answer"]))["stdout"] == "60\n"
     completed = [e["data"] for e in events if e["type"] == "ToolCompleted"]
@@ -108,12 +124,13 @@ async def test_a_long_wait_hibernates_and_the_run_gets_its_files_back(
 
 
 async def test_a_run_that_parks_twice_without_running_code_keeps_its_sandbox_and_files(
-    api: Api, fakes: Fakes, database_dsn: str, driver: PooledDriver, tmp_path: Path,
+    api: Api, fakes: Fakes, database_dsn: str, db: Database, driver: PooledDriver,
+    tmp_path: Path,
 ) -> None:
     # The sandbox is paused when the run waits for an approval, and stays paused while the
     # run comes back (denied: no code runs) and parks again because its model is down.
     # That second park has nothing new to save — and a paused guest cannot answer a save.
-    manager = SandboxManager(driver, DirectoryBlobStore(tmp_path / "blobs"),
+    manager = SandboxManager(driver, directory_blobs(db, tmp_path / "blobs"),
                              limits=TEST_LIMITS[driver.backend], hibernate_after=300)
     _, h = await api.tenant()
     agent = await api.agent(h, tools=["write_file", "list_files", "run_python"],

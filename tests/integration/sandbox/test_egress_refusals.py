@@ -16,11 +16,12 @@ import asyncpg
 import pytest
 
 from tenantry.api.console import epoch, session
-from tenantry.blobs import DirectoryBlobStore
+from tenantry.db import Database
 from tenantry.sandbox.manager import SandboxManager
 from tenantry.sandbox.pool import PooledDriver
 from tenantry.telemetry.worker import WorkerMetrics
 from tests.support.api import OPERATOR_TOKEN, Api
+from tests.support.blob_stores import directory_blobs
 from tests.support.sandbox import ASK_THROUGH_RELAY, TEST_LIMITS
 from tests.support.scripts import answer, call, scripted
 from tests.support.worker import TEST_ENGINE, Fakes, running_worker
@@ -42,10 +43,10 @@ def refused_metric(scraped: str, reason: str) -> float:
 
 @pytest.mark.parametrize("driver", ["bwrap", "gvisor", "microvm"], indirect=True)
 async def test_refused_egress_is_recorded_counted_and_flags_the_version(
-    api: Api, fakes: Fakes, database_dsn: str, driver: PooledDriver, tmp_path: Path,
-    admin_conn: asyncpg.Connection,
+    api: Api, fakes: Fakes, database_dsn: str, db: Database, driver: PooledDriver,
+    tmp_path: Path, admin_conn: asyncpg.Connection,
 ) -> None:
-    manager = SandboxManager(driver, DirectoryBlobStore(tmp_path / "blobs"),
+    manager = SandboxManager(driver, directory_blobs(db, tmp_path / "blobs"),
                              limits=TEST_LIMITS[driver.backend], hibernate_after=0)
     tenant, h = await api.tenant("Prober")
     agent = await api.agent(h, tools=["run_python"], sandbox={"egress": ["api.example.com"]})

@@ -14,13 +14,14 @@ from typing import Any
 
 import pytest
 
-from tenantry.blobs import DirectoryBlobStore
+from tenantry.db import Database
 from tenantry.sandbox import probe as sandbox_probe
 from tenantry.sandbox.manager import SandboxManager
 from tenantry.sandbox.pool import PooledDriver
 from tenantry.sandbox.types import Limits
 from tenantry.tools.builtin import BrowserPolicy
 from tests.support.api import Api, serving_api
+from tests.support.blob_stores import directory_blobs
 from tests.support.evaluations import evaluation_done
 from tests.support.pages import HOST, PageWorld, page_world
 from tests.support.sandbox import require, sandbox_settings
@@ -56,9 +57,10 @@ async def bwrap(world: PageWorld, tmp_path: Path) -> AsyncIterator[PooledDriver]
 
 
 @pytest.fixture
-async def sandboxes(bwrap: PooledDriver, tmp_path: Path) -> AsyncIterator[SandboxManager]:
+async def sandboxes(bwrap: PooledDriver, db: Database, tmp_path: Path
+                    ) -> AsyncIterator[SandboxManager]:
     """A worker's sandbox manager over them."""
-    manager = SandboxManager(bwrap, DirectoryBlobStore(tmp_path / "blobs"), limits=LIMITS,
+    manager = SandboxManager(bwrap, directory_blobs(db, tmp_path / "blobs"), limits=LIMITS,
                              hibernate_after=0, browser_driver=bwrap, browser_limits=LIMITS)
     try:
         yield manager

@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tenantry.blobs import DirectoryBlobStore
+from tenantry.db import Database
 from tenantry.sandbox.manager import SandboxManager
 from tenantry.sandbox.pool import PooledDriver
 from tests.support.api import Api
+from tests.support.blob_stores import directory_blobs
 from tests.support.sandbox import TEST_LIMITS
 from tests.support.scripts import answer, call, scripted
 from tests.support.waiting import until
@@ -55,9 +56,10 @@ def sandboxes_used(events: list[dict[str, object]]) -> tuple[dict[str, object], 
 
 
 async def test_a_tenant_parking_past_its_cap_hibernates_its_own_oldest_only(
-    api: Api, fakes: Fakes, database_dsn: str, driver: PooledDriver, tmp_path: Path,
+    api: Api, fakes: Fakes, database_dsn: str, db: Database, driver: PooledDriver,
+    tmp_path: Path,
 ) -> None:
-    manager = SandboxManager(driver, DirectoryBlobStore(tmp_path / "blobs"),
+    manager = SandboxManager(driver, directory_blobs(db, tmp_path / "blobs"),
                              limits=TEST_LIMITS[driver.backend], hibernate_after=300,
                              kept_max=32, kept_per_tenant=2)
     _, other = await api.tenant("Bystander")
@@ -98,11 +100,12 @@ async def test_a_tenant_parking_past_its_cap_hibernates_its_own_oldest_only(
 
 
 async def test_past_the_workers_cap_the_tenant_holding_the_most_pays(
-    api: Api, fakes: Fakes, database_dsn: str, driver: PooledDriver, tmp_path: Path,
+    api: Api, fakes: Fakes, database_dsn: str, db: Database, driver: PooledDriver,
+    tmp_path: Path,
 ) -> None:
     # Both tenants under their own cap (8); the worker holds 3 at most. The bystander
     # parked first, yet the hoarder (holding more) loses its oldest.
-    manager = SandboxManager(driver, DirectoryBlobStore(tmp_path / "blobs"),
+    manager = SandboxManager(driver, directory_blobs(db, tmp_path / "blobs"),
                              limits=TEST_LIMITS[driver.backend], hibernate_after=300,
                              kept_max=3, kept_per_tenant=8)
     _, other = await api.tenant("Bystander")
