@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tenantry.blobs import DirectoryBlobStore
+from tenantry.blobs import Blobs
 from tenantry.db import Database
 from tenantry.sandbox import probe
 from tenantry.sandbox.manager import SandboxManager
@@ -27,6 +27,7 @@ from tenantry.sandbox.pool import PooledDriver
 from tenantry.sandbox.types import Limits
 from tenantry.tools.builtin import BrowserPolicy
 from tests.support.activities import dispatching
+from tests.support.blob_stores import directory_blobs
 from tests.support.pages import HOST, page_world
 from tests.support.sandbox import sandbox_settings
 
@@ -43,11 +44,11 @@ DISPATCH_SLOTS = 4
 
 @dataclass
 class GateSandboxes:
-    """What the gate's workers and scenarios share: the driver, the blob store, and where
-    the test web is."""
+    """What the gate's workers and scenarios share: the driver, the blob store (a
+    directory, its registry in the gate's database), and where the test web is."""
 
     driver: PooledDriver
-    blobs: DirectoryBlobStore
+    blobs: Blobs
     pages: str = PAGES
 
     def manager(self) -> SandboxManager:
@@ -73,7 +74,7 @@ async def gate_sandboxes(db: Database) -> AsyncIterator[GateSandboxes]:
         driver.start()
         try:
             async with dispatching(db, driver, slots=DISPATCH_SLOTS, limits=CODE_LIMITS):
-                yield GateSandboxes(driver, DirectoryBlobStore(folder / "blobs"))
+                yield GateSandboxes(driver, directory_blobs(db, folder / "blobs"))
         finally:
             with contextlib.suppress(Exception):
                 await driver.close()
