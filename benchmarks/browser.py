@@ -16,7 +16,11 @@ Prints one JSON line: ``{backend: {"first_open_p50_ms", "open_p50_ms", "open_p99
 
 Knobs: BROWSER_BENCH_FIRST (first opens per backend, default 5; 3 on microvm under
 software emulation), BROWSER_BENCH_OPENS (later opens, default 40; 15 under emulation),
-BROWSER_BENCH_BACKENDS (comma list, default every backend that works here)."""
+BROWSER_BENCH_BACKENDS (comma list, default every backend that works here).
+
+The sandbox manager keeps its blobs (saves, screenshots) as a worker does: a directory under
+the registry in a database of the benchmark's own (TENANTRY_DATABASE_URL's server, or an
+embedded Postgres), though the opens measured here write none."""
 
 from __future__ import annotations
 
@@ -29,13 +33,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _harness import console, emit, env_positive, latency_summary, source_state
+from _harness import Bench, console, emit, env_positive, latency_summary, source_state
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.support.pages import HOST, PageWorld, page_world
 
-from tenantry.blobs import DirectoryBlobStore
+from tenantry.blobs import Blobs, DirectoryObjects
 from tenantry.config import Settings, default_data_dir
+from tenantry.db import Database
 from tenantry.ids import RunId, TenantId
 from tenantry.sandbox import probe as sandbox_probe
 from tenantry.sandbox.manager import SandboxManager
@@ -58,7 +63,8 @@ async def _open(tools: BuiltinTools, run: RunId, url: str) -> tuple[float, dict[
     return elapsed, outcome.sandbox
 
 
-async def measure(name: str, data_dir: Path, world: PageWorld) -> dict[str, Any]:
+async def measure(name: str, data_dir: Path, world: PageWorld, db: Database
+                  ) -> dict[str, Any]:
     emulated = name == "microvm" and not _kvm()
     firsts = int(env_positive("BROWSER_BENCH_FIRST", 3 if emulated else 5))
     opens = int(env_positive("BROWSER_BENCH_OPENS", 15 if emulated else 40))
@@ -66,7 +72,8 @@ async def measure(name: str, data_dir: Path, world: PageWorld) -> dict[str, Any]
     settings = Settings(data_dir=data_dir, sandbox_image_dir=images)
     driver = PooledDriver(sandbox_probe.build_backend(name, settings, variant="browser"),
                           pool_size=0, limits=LIMITS, egress=world.proxy())
-    manager = SandboxManager(driver, DirectoryBlobStore(data_dir / "blobs"), limits=LIMITS,
+    blobs = Blobs(db, DirectoryObjects(data_dir / "blobs"))
+    manager = SandboxManager(driver, blobs, limits=LIMITS,
                              hibernate_after=0, browser_driver=driver, browser_limits=LIMITS)
     tools = BuiltinTools(manager, POLICY)
     result: dict[str, Any] = {}
@@ -114,7 +121,7 @@ def _kvm() -> bool:
     return kvm_usable()
 
 
-async def run() -> dict[str, Any]:
+async def run(bench: Bench) -> dict[str, Any]:
     wanted = [b for b in os.environ.get("BROWSER_BENCH_BACKENDS", "").split(",") if b]
     found = sandbox_probe.detect(Settings())
     names = wanted or [b for b in ("microvm", "gvisor", "bwrap") if b not in found.why_not]
@@ -122,21 +129,26 @@ async def run() -> dict[str, Any]:
         if skipped not in names:
             console.print(f"{skipped}: not measured here ({reason})", style="yellow")
     results: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="tenantry-browser-bench-") as tmp, \
-            page_world() as world:
-        for name in names:
-            try:
-                results[name] = await measure(name, Path(tmp) / name, world)
-            except Exception as exc:  # one backend's failure is reported, not fatal
-                console.print(f"{name}: {type(exc).__name__}: {exc}", style="red")
-                results[name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    db = await Database.connect((await bench.database()).dsn, min_size=1, max_size=2)
+    try:
+        with tempfile.TemporaryDirectory(prefix="tenantry-browser-bench-") as tmp, \
+                page_world() as world:
+            for name in names:
+                try:
+                    results[name] = await measure(name, Path(tmp) / name, world, db)
+                except Exception as exc:  # one backend's failure is reported, not fatal
+                    console.print(f"{name}: {type(exc).__name__}: {exc}", style="red")
+                    results[name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    finally:
+        await db.close()
     console.print(f"measured at {source_state()}")
     return results
 
 
 def main() -> int:
     try:
-        result = asyncio.run(run())
+        with Bench("browser") as bench:  # its database, dropped (or its Postgres stopped)
+            result = asyncio.run(run(bench))
     except KeyboardInterrupt:
         return 130
     emit(result)

@@ -53,7 +53,7 @@ from _harness import (
     source_state,
 )
 from step_overhead import STEPS_PER_RUN, Phase, run_phase, step_rig
-from tenantry.blobs import DirectoryBlobStore
+from tenantry.blobs import Blobs
 from tenantry.bootstrap import worker as runtime
 from tenantry.config import Settings
 from tenantry.db import Database
@@ -113,7 +113,7 @@ class Backlog:
     """(b): the worker's cleaner loop (:meth:`Cleaner.run`, every tenant due at once) over
     the backlog tenant, running while a phase runs."""
 
-    def __init__(self, db: Database, blobs: DirectoryBlobStore, cleanup: CleanupSettings,
+    def __init__(self, db: Database, blobs: Blobs, cleanup: CleanupSettings,
                  seeded: Seeded, dsn: str) -> None:
         self.cleaner = Cleaner(db, blobs, dataclasses.replace(
             cleanup, every_seconds=0.0, poll_seconds=0.05))
@@ -167,16 +167,16 @@ async def _benchmark(bench: Bench) -> dict[str, Any]:
     settings = Settings.from_env()
     async with step_rig(bench, settings) as rig:
         engine, database, tenancy, cpu = rig.engine, rig.database, rig.tenancy, rig.cpu
-        # As run_worker builds it: the engine's pool, a blob store, the configured batch.
+        # As run_worker builds it: the engine's pool and blob store, the configured batch.
         cleanup = runtime.cleanup_settings(settings)
         if os.environ.get("RETENTION_REST"):  # trying another rest than the default
             cleanup = dataclasses.replace(cleanup, rest_ratio=float(os.environ["RETENTION_REST"]))
-        cleaner = Cleaner(engine.db, DirectoryBlobStore(bench.workdir / "blobs"), cleanup)
+        assert engine.blobs is not None  # the worker's engine always has one
+        cleaner = Cleaner(engine.db, engine.blobs, cleanup)
         deletion = await _deletion_rate(
             cleaner, await _seed(database.dsn, engine.db, "deletion", runs), runs)
 
-        backlog = Backlog(engine.db, DirectoryBlobStore(bench.workdir / "blobs"),
-                          cleanup,
+        backlog = Backlog(engine.db, engine.blobs, cleanup,
                           await _seed(database.dsn, engine.db, "backlog", backlog_runs),
                           database.dsn)
         await run_phase("warm-up", engine, database.dsn, tenancy, runs=concurrency,
