@@ -3,6 +3,7 @@ file saves, screenshots), kept by reference, laid out by tenant.
 
 - :mod:`.objects`: the object store protocol (keys and bytes) and its errors;
 - :mod:`.directory`: the directory object store, the embedded default;
+- :mod:`.s3`: the S3 object store, a bucket every host of a cell shares;
 - :mod:`.store`: :class:`Blobs`, the registry in Postgres (whose run, how many bytes, the
   tenant's counted usage and quota) in front of an object store.
 
@@ -23,6 +24,7 @@ from tenantry.blobs.objects import (
     check_ref,
     object_key,
 )
+from tenantry.blobs.s3 import S3Objects
 from tenantry.blobs.store import (
     WORKER_PATIENCE_SECONDS,
     BlobKind,
@@ -40,7 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "WORKER_PATIENCE_SECONDS", "BadBlobRef", "BlobKind", "BlobNotFound", "BlobQuotaExceeded",
     "BlobRecord", "BlobStore", "BlobStoreUnavailable", "Blobs", "DirectoryObjects",
-    "ObjectStore", "blob_ref", "check_ref", "object_key", "open_blobs", "open_objects",
+    "ObjectStore", "S3Objects", "blob_ref", "check_ref", "object_key", "open_blobs", "open_objects",
 ]
 
 
