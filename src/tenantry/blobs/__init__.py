@@ -48,6 +48,12 @@ __all__ = [
 
 def open_objects(settings: Settings) -> ObjectStore:
     """The configured object store (not yet checked: see :meth:`ObjectStore.check`)."""
+    if settings.blob_store == "s3":
+        assert settings.s3_bucket is not None  # Settings.validate requires it
+        return S3Objects(bucket=settings.s3_bucket, endpoint=settings.s3_endpoint,
+                         region=settings.s3_region, access_key_id=settings.s3_access_key_id,
+                         secret_access_key=settings.s3_secret_access_key,
+                         path_style=settings.s3_uses_path_style)
     return DirectoryObjects(settings.data_dir / "blobs")
 
 

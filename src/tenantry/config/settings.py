@@ -7,6 +7,7 @@ worker factories; tests build their own.
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import os
 import re
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from tenantry.config.variable import Variable, read
 from tenantry.config.variables import VARIABLES, variable
@@ -28,6 +30,40 @@ CELL_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 #: The region a cell serves when none is named: it hosts a tenant of any region (``tenantry
 #: up`` is one local cell with no router); a tenant in it may use any model account.
 ANY_REGION = "default"
+#: S3's rules for a bucket's name (the common part of AWS's and self-hosted servers').
+S3_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+S3_REGION_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+
+
+def _check_endpoint(endpoint: str, *, path_style: bool) -> None:
+    """TENANTRY_S3_ENDPOINT is ``http(s)://host[:port][/]``: a clear error otherwise, which
+    never echoes a password written into the URL."""
+    problem = "must be an http:// or https:// URL of the object store (scheme, host and an " \
+              "optional port, e.g. http://seaweedfs:8333)"
+    try:
+        parts = urlsplit(endpoint)
+        port = parts.port
+    except ValueError:
+        raise ConfigurationError(f"TENANTRY_S3_ENDPOINT {problem}") from None
+    if parts.username is not None or parts.password is not None:
+        raise ConfigurationError(
+            "TENANTRY_S3_ENDPOINT must not carry credentials: set TENANTRY_S3_ACCESS_KEY_ID "
+            "and TENANTRY_S3_SECRET_ACCESS_KEY")
+    if (parts.scheme not in ("http", "https") or not parts.hostname
+            or parts.path not in ("", "/") or parts.query or parts.fragment or port == 0):
+        raise ConfigurationError(f"TENANTRY_S3_ENDPOINT {problem}, got {endpoint!r}")
+    if not path_style and _is_address(parts.hostname):
+        raise ConfigurationError(
+            "TENANTRY_S3_PATH_STYLE=false puts the bucket in the host name, which needs a "
+            f"host name in TENANTRY_S3_ENDPOINT, not the address {parts.hostname}")
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def default_data_dir() -> Path:
@@ -74,6 +110,16 @@ class Settings:
     # Bytes each tenant may hold in the blob store (sandbox file saves, large tool
     # output); a write past it is refused (blobs/). 0: no quota.
     blob_quota_mib: int = 1024
+    # Where blobs' bytes live (blobs/, ADR 0042): "directory" (data_dir/blobs, one host) or
+    # "s3" (a bucket every host of the cell shares). s3_endpoint None: AWS in s3_region; no
+    # keys: the AWS credential chain; s3_path_style None: path-style with an endpoint.
+    blob_store: str = "directory"
+    s3_endpoint: str | None = None
+    s3_bucket: str | None = None
+    s3_region: str = "us-east-1"
+    s3_access_key_id: str | None = None
+    s3_secret_access_key: str | None = field(default=None, repr=False)
+    s3_path_style: bool | None = None
     # Size of a sandbox's /work in all (bwrap/gVisor tmpfs, the microVM's disk), and the
     # per-file cap.
     sandbox_work_mib: int = 256
@@ -258,6 +304,7 @@ class Settings:
             raise ConfigurationError(f"{variable('TENANTRY_ROUTER_PORT').label} must be "
                                      f"0..65535, got {self.router_port}")
         self._validate_router()
+        self._validate_blob_store()
         for setting, ident in (("TENANTRY_CELL", self.cell), ("TENANTRY_REGION", self.region)):
             if not isinstance(ident, str) or not CELL_NAME_RE.fullmatch(ident):
                 raise ConfigurationError(
@@ -266,6 +313,40 @@ class Settings:
         self._validate_shedding()
         if self.db_pool_min > self.db_pool_max:
             raise ConfigurationError("TENANTRY_DB_POOL_MIN must not exceed TENANTRY_DB_POOL_MAX")
+
+    def _validate_blob_store(self) -> None:
+        if self.blob_store not in ("directory", "s3"):
+            raise ConfigurationError(
+                f"TENANTRY_BLOB_STORE must be directory or s3, got {self.blob_store!r}")
+        if self.blob_store != "s3":
+            return
+        if not self.s3_bucket:
+            raise ConfigurationError(
+                "TENANTRY_BLOB_STORE=s3 needs TENANTRY_S3_BUCKET (the bucket's name)")
+        if not S3_BUCKET_RE.fullmatch(self.s3_bucket):
+            raise ConfigurationError(
+                "TENANTRY_S3_BUCKET must be 3-63 characters of a-z, 0-9, '.', '-', starting "
+                f"and ending with a letter or digit, got {self.s3_bucket!r}")
+        if not S3_REGION_RE.fullmatch(self.s3_region):
+            raise ConfigurationError("TENANTRY_S3_REGION must be a region name such as "
+                                     f"us-east-1, got {self.s3_region!r}")
+        if (self.s3_access_key_id is None) != (self.s3_secret_access_key is None):
+            raise ConfigurationError(
+                "set both TENANTRY_S3_ACCESS_KEY_ID and TENANTRY_S3_SECRET_ACCESS_KEY, or "
+                "neither (then the AWS credential chain applies)")
+        if self.s3_endpoint is not None:
+            _check_endpoint(self.s3_endpoint, path_style=self.s3_uses_path_style)
+        elif self.s3_path_style:
+            raise ConfigurationError(
+                "TENANTRY_S3_PATH_STYLE=true needs TENANTRY_S3_ENDPOINT (AWS S3 is reached "
+                "virtual-hosted)")
+
+    @property
+    def s3_uses_path_style(self) -> bool:
+        """The bucket in the path (TENANTRY_S3_PATH_STYLE; unset: with an endpoint)."""
+        if self.s3_path_style is None:
+            return self.s3_endpoint is not None
+        return self.s3_path_style
 
     @property
     def router_caps(self) -> tuple[int, int, int]:

@@ -189,6 +189,64 @@ SANDBOX = (
             "false` and the reason. Read by workers."),
     ),
     Variable(
+        "TENANTRY_BLOB_STORE",
+        field="blob_store",
+        parse=Parse.LOWER,
+        doc=(
+            "Where blobs' bytes live: `directory` (`<data dir>/blobs`, one host's disk: the "
+            "embedded default) or `s3` (a bucket of an S3-compatible service, which every host "
+            "of the cell shares: set `TENANTRY_S3_BUCKET` and the `TENANTRY_S3_*` below; "
+            "[ADR 0042](../decisions/0042-object-storage.md)). Any other value stops start-up "
+            "with an error."),
+    ),
+    Variable(
+        "TENANTRY_S3_ENDPOINT",
+        field="s3_endpoint",
+        doc=(
+            "The S3 service's URL, `http://` or `https://`, host and optional port (no path, "
+            "no credentials), e.g. `http://seaweedfs:8333`. `http://` is used only when written"
+            " here. Unset: AWS S3 in `TENANTRY_S3_REGION`."),
+    ),
+    Variable(
+        "TENANTRY_S3_BUCKET",
+        field="s3_bucket",
+        doc=(
+            "The bucket (3–63 characters of a-z, 0-9, `.`, `-`); required with "
+            "`TENANTRY_BLOB_STORE=s3`. It must exist: it is not created. Objects are "
+            "`<tenant id>/<ref>`, so a lifecycle rule or policy can act per tenant by prefix."),
+    ),
+    Variable(
+        "TENANTRY_S3_REGION",
+        field="s3_region",
+        doc="The bucket's region (what requests are signed for; self-hosted servers accept "
+            "any).",
+    ),
+    Variable(
+        "TENANTRY_S3_ACCESS_KEY_ID",
+        field="s3_access_key_id",
+        doc=(
+            "The access key id for the bucket; with `TENANTRY_S3_SECRET_ACCESS_KEY` (both or "
+            "neither). Neither: the AWS credential chain (`AWS_*` variables, web identity, the"
+            " instance's role). Logs and errors show its first and last 4 characters."),
+    ),
+    Variable(
+        "TENANTRY_S3_SECRET_ACCESS_KEY",
+        field="s3_secret_access_key",
+        doc=(
+            "The secret of `TENANTRY_S3_ACCESS_KEY_ID`. Secret: sent to no one (requests are "
+            "signed with it), never logged or shown in an error."),
+    ),
+    Variable(
+        "TENANTRY_S3_PATH_STYLE",
+        field="s3_path_style",
+        parse=Parse.SWITCH,
+        default="`true` with an endpoint, else `false`",
+        doc=(
+            "`true`: the bucket goes in the path (`http://host/bucket/key`, what self-hosted "
+            "servers expect); `false`: in the host name (`https://bucket.host/key`, AWS's "
+            "way; needs a host name, not an address)."),
+    ),
+    Variable(
         "TENANTRY_PROVIDER_ADMIN_KEY",
         flag="--admin-key",
         help=(
