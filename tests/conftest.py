@@ -1,5 +1,6 @@
 """Shared fixtures: a real Postgres (template database migrated once per session, a fresh
-database per test) and the real HTTP app served by uvicorn on a loopback port."""
+database per test), a real S3 engine (one SeaweedFS per session, a bucket per test) and the
+real HTTP app served by uvicorn on a loopback port."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ from tests.support.api import Api, serving_api
 from tests.support.db import choose_admin_dsn, dsn_for, login_dsn, scratch_database
 from tests.support.worker import Fakes, running_worker
 
-#: The session's real sandbox drivers, shared by tests/integration/sandbox and tests/chaos.
-pytest_plugins = ["tests.support.sandbox_fixtures"]
+#: The session's real sandbox drivers, shared by tests/integration/sandbox and tests/chaos;
+#: its real S3 engine (``s3_server``, ``s3_bucket``, ``s3_objects``).
+pytest_plugins = ["tests.support.sandbox_fixtures", "tests.support.object_store_fixtures"]
 
 
 @pytest.fixture(scope="session")
