@@ -26,7 +26,7 @@ from tenantry.blobs import (
 )
 from tenantry.config import Settings
 from tenantry.ids import TenantId
-from tests.support.object_store import SeaweedFS
+from tests.support.object_store import READ_ONLY_KEY_ID, READ_ONLY_SECRET, SeaweedFS
 
 
 @pytest.fixture(params=["directory", "s3"])
@@ -169,6 +169,17 @@ async def test_start_up_check_names_refused_credentials(
     assert line == (f"the object store at {s3_server.endpoint} refused the credentials "
                     f"(access key id {shown})")
     assert s3_server.secret_access_key not in line
+
+
+async def test_start_up_check_names_a_key_that_may_not_write(
+    s3_server: SeaweedFS, s3_bucket: str,
+) -> None:
+    reader = s3_store(s3_server, s3_bucket, access_key_id=READ_ONLY_KEY_ID,
+                      secret_access_key=READ_ONLY_SECRET)
+    assert await reader.keys("") == []  # it may list
+    assert await refusal(reader.check()) == (
+        f"the object store at {s3_server.endpoint} denies access key id AKIA…0002 writes to "
+        f"bucket {s3_bucket!r} (AccessDenied)")
 
 
 async def test_start_up_check_names_an_endpoint_nobody_answers(s3_bucket: str,

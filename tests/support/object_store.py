@@ -32,6 +32,9 @@ from typing import Any
 
 ACCESS_KEY_ID = "AKIATENANTRYTEST0001"
 SECRET_ACCESS_KEY = "tenantry-test-secret-0001"
+#: A second identity that may read and list but not write (a key with too little access).
+READ_ONLY_KEY_ID = "AKIATENANTRYREAD0002"
+READ_ONLY_SECRET = "tenantry-test-secret-0002"
 REGION = "us-east-1"
 #: How long a start may take before it counts as failed (typically under a second).
 READY_WITHIN_S = 60.0
@@ -120,12 +123,15 @@ class SeaweedFS:
     def _configure(self) -> None:
         (self.root / "data").mkdir(parents=True, exist_ok=True)
         (self.root / "master.toml").write_text(_MASTER_TOML)
-        identity = {"name": "tenantry-tests", "actions": ["Admin", "Read", "List", "Tagging",
-                                                          "Write"],
-                    "credentials": [{"accessKey": self.access_key_id,
-                                     "secretKey": self.secret_access_key}]}
+        identities = [
+            {"name": "tenantry-tests", "actions": ["Admin", "Read", "List", "Tagging", "Write"],
+             "credentials": [{"accessKey": self.access_key_id,
+                              "secretKey": self.secret_access_key}]},
+            {"name": "read-only", "actions": ["Read", "List"],
+             "credentials": [{"accessKey": READ_ONLY_KEY_ID, "secretKey": READ_ONLY_SECRET}]},
+        ]
         config = self.root / "s3.json"
-        config.write_text(json.dumps({"identities": [identity]}))
+        config.write_text(json.dumps({"identities": identities}))
         config.chmod(0o600)
 
     async def start(self, *, within: float = READY_WITHIN_S) -> None:

@@ -46,8 +46,13 @@ _CUSTOM = re.compile(r'error: "([^"]{1,160})"')
 # S3's answers to a request signed with a key it does not know, or with the wrong secret.
 _REFUSED_CREDENTIALS = frozenset({
     "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken",
-    "InvalidClientTokenId", "AuthorizationHeaderMalformed", "InvalidSecurity",
+    "InvalidClientTokenId", "InvalidSecurity",
 })
+
+
+#: What a 403 refused, by the action that got it.
+_DENIED = {"write": "writes to", "read": "reads from", "delete": "deletes in",
+           "listing": "listing"}
 
 
 class S3Objects:
@@ -129,19 +134,21 @@ class S3Objects:
             async for page in obstore.list(self._store, folder, chunk_size=LIST_PAGE):
                 found.extend(m["path"] for m in page if m["path"].startswith(prefix))
         except (ObstoreError, OSError) as exc:
-            self._fail("listing", prefix or "the bucket", exc)
+            self._fail("listing", prefix, exc)
         return sorted(found)
 
     async def check(self) -> None:
         """A listing (the bucket is there, the credentials are accepted), then a write and a
         delete of a probe object (they may write)."""
         probe = f"tenantry-check/{uuid.uuid4().hex}"
-        try:
-            await obstore.list_with_delimiter_async(self._store, probe)
-            await obstore.put_async(self._store, probe, b"")
-            await obstore.delete_async(self._store, probe)
-        except (ObstoreError, OSError) as exc:
-            self._fail("check", "", exc)
+        steps = (("listing", lambda: obstore.list_with_delimiter_async(self._store, probe)),
+                 ("write", lambda: obstore.put_async(self._store, probe, b"")),
+                 ("delete", lambda: obstore.delete_async(self._store, probe)))
+        for action, step in steps:
+            try:
+                await step()
+            except (ObstoreError, OSError) as exc:
+                self._fail(action, probe, exc)
 
     def describe(self) -> dict[str, Any]:
         return {"blob_store": "s3", "s3_endpoint": self.where, "s3_bucket": self.bucket,
@@ -158,19 +165,25 @@ class S3Objects:
         """One line for ``text`` (obstore's error, which ends in a debug dump)."""
         where, bucket = self.where, self.bucket
         status, code = _status(text), _code(text)
+        what = f"a {action} of {key!r}" if key else f"the {action}"
         if status is None:
-            return f"cannot reach the object store at {where}: {_reason(text)}"
+            if "HttpError" in text or "TimedOut" in text:
+                return f"cannot reach the object store at {where}: {_reason(text)}"
+            return f"the object store at {where} failed {what}: {_first_line(text)}"
+        message = _MESSAGE.search(text)
         if code == "NoSuchBucket":
             return f"the bucket {bucket!r} does not exist at {where}"
         if code in _REFUSED_CREDENTIALS or status == 401:
             return (f"the object store at {where} refused the credentials (access key id "
                     f"{_short_key(self.access_key_id) or 'from the AWS credential chain'})")
-        what = f"a {action} of {key!r}" if key else f"the {action}"
+        if code == "AuthorizationHeaderMalformed":  # AWS: most often the wrong region
+            return (f"the object store at {where} refused requests signed for region "
+                    f"{self.region!r}" + (f": {message.group(1)}" if message else ""))
         if status == 403:
             return (f"the object store at {where} denies access key id "
-                    f"{_short_key(self.access_key_id) or '(AWS chain)'} {what} in bucket "
-                    f"{bucket!r} ({code or 'AccessDenied'})")
-        message = _MESSAGE.search(text)
+                    f"{_short_key(self.access_key_id) or 'from the AWS credential chain'} "
+                    f"{_DENIED.get(action, action)} bucket {bucket!r} "
+                    f"({code or 'AccessDenied'})")
         detail = f"{code}: {message.group(1)}" if code and message else code or ""
         return (f"the object store at {where} answered HTTP {status} to {what}"
                 + (f" ({detail})" if detail else ""))
