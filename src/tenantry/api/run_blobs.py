@@ -9,24 +9,34 @@ does not answer is 503 with Retry-After, and nothing is lost."""
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends, Path, Response
 from pydantic import BaseModel, Field
 
 from tenantry.api.auth import current_tenant, platform
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
-from tenantry.blobs import BlobKind, BlobNotFound, BlobRecord, Blobs, check_ref
-from tenantry.blobs.objects import UNAVAILABLE_RETRY_AFTER
+from tenantry.blobs import (
+    BlobKind,
+    BlobNotFound,
+    BlobRecord,
+    Blobs,
+    BlobStoreUnavailable,
+    check_ref,
+)
+from tenantry.blobs.objects import REF_PATTERN, UNAVAILABLE_RETRY_AFTER
 from tenantry.errors import NotFound
 from tenantry.ids import RunId, TenantId
 from tenantry.runs import service
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
+logger = logging.getLogger(__name__)
 
 NO_STORE = "this API process has no blob store"
+UNAVAILABLE = "the blob store is not answering; nothing was lost, retry shortly"
 MEDIA_TYPES = {BlobKind.TOOL_OUTPUT: "text/plain; charset=utf-8",
                BlobKind.SCREENSHOT: "image/png",
                BlobKind.SANDBOX_FILES: "application/x-tar"}
@@ -84,8 +94,10 @@ async def list_blobs(
                       for media in MEDIA_TYPES.values()}},
     **_UNAVAILABLE})
 async def read_blob(
-    run_id: str, ref: str, tenant: TenantId = Depends(current_tenant),
-    p: Platform = Depends(platform),
+    run_id: str,
+    # Checked by check_ref below (400 bad_blob_ref, not FastAPI's 422); published here.
+    ref: Annotated[str, Path(json_schema_extra={"pattern": REF_PATTERN})],
+    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
 ) -> Response:
     run = parse_or_404(RunId, run_id, service.NOT_FOUND)
     check_ref(ref)  # 400 before anything is looked up
@@ -95,6 +107,10 @@ async def read_blob(
         body = await store.get(tenant, ref)
     except BlobNotFound:  # its row without its object: written, never finished, or going
         raise BlobNotFound(f"run {run} has no blob {ref}") from None
+    except BlobStoreUnavailable as exc:
+        # The detail names the store's endpoint: the operator's log has it, not the tenant.
+        logger.warning("blob read refused: %s", exc.detail, extra={"tenant_id": tenant.value})
+        raise BlobStoreUnavailable(UNAVAILABLE) from None
     return Response(body, media_type=MEDIA_TYPES[record.kind], headers={
         "Content-Disposition": f'attachment; filename="{run}-{ref}.{_SUFFIXES[record.kind]}"',
         "X-Content-Type-Options": "nosniff", "Cache-Control": "private, max-age=0"})

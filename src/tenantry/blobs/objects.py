@@ -14,7 +14,9 @@ from typing import Any, Protocol
 from tenantry.errors import NotFound, TenantryError, ValidationFailed
 from tenantry.ids import TenantId
 
-_REF = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}")
+#: What a ref is (the OpenAPI document publishes it as the path parameter's pattern).
+REF_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$"
+_REF = re.compile(REF_PATTERN.strip("^$"))
 #: Seconds a refused read tells its caller to wait (Retry-After): an object store's
 #: restart or a network blip.
 UNAVAILABLE_RETRY_AFTER = 5
