@@ -11,13 +11,14 @@ from typing import Any
 
 import pytest
 
-from tenantry.blobs import BlobQuotaExceeded
+from tenantry.blobs import BlobQuotaExceeded, Blobs, DirectoryObjects
 from tenantry.db import Database
 from tenantry.ids import RunId, TenantId
 from tenantry.tools.gateway import ToolGateway
 from tenantry.tools.mcp_client import McpToolClient
 from tests.support.api import Api
 from tests.support.blob_stores import directory_blobs, put, stored
+from tests.support.object_store_fixtures import StoreUnderTest
 from tests.support.scripts import answer, call, scripted
 from tests.support.worker import Fakes, running_worker
 
@@ -29,9 +30,9 @@ def tenant() -> TenantId:
 
 
 async def test_a_tenant_writing_past_its_quota_is_refused_and_another_still_writes(
-    db: Database, tmp_path: Path,
+    db: Database, blob_store: StoreUnderTest,
 ) -> None:
-    blobs = directory_blobs(db, tmp_path / "blobs", quota_bytes=QUOTA)
+    blobs = Blobs(db, blob_store.objects, quota_bytes=QUOTA)
     hoarder, bystander = tenant(), tenant()
     run = RunId.new()
     kept = [await put(blobs, hoarder, run, f"fill-{i}", bytes([i]) * 3000) for i in range(3)]
@@ -43,8 +44,9 @@ async def test_a_tenant_writing_past_its_quota_is_refused_and_another_still_writ
                                    "needed_bytes": 3000}
     # The refused write left nothing: no object, not even a temporary file, and no row.
     assert await stored(blobs.objects, hoarder) == set(kept)
-    assert sorted(p.name for p in (tmp_path / "blobs" / hoarder.value).iterdir()) == \
-        sorted(kept)
+    if isinstance(blob_store.objects, DirectoryObjects):
+        folder = blob_store.objects.root / hoarder.value
+        assert sorted(p.name for p in folder.iterdir()) == sorted(kept)
     assert sorted(r.ref for r in await blobs.of_run(hoarder, run)) == sorted(kept)
     assert await blobs.usage(hoarder) == 9000
     # Another tenant's quota is its own.
@@ -61,8 +63,8 @@ async def test_a_tenant_writing_past_its_quota_is_refused_and_another_still_writ
     assert await blobs.usage(hoarder) == 9000
 
 
-async def test_no_quota_means_none(db: Database, tmp_path: Path) -> None:
-    blobs = directory_blobs(db, tmp_path / "blobs")
+async def test_no_quota_means_none(db: Database, blob_store: StoreUnderTest) -> None:
+    blobs = Blobs(db, blob_store.objects)
     hoarder = tenant()
     ref = await put(blobs, hoarder, RunId.new(), "big", b"z" * (QUOTA * 3))
     assert await stored(blobs.objects, hoarder) == {ref}

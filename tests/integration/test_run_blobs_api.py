@@ -6,16 +6,15 @@ exactly its size."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from tenantry.blobs import Blobs, DirectoryObjects
+from tenantry.blobs import Blobs
 from tenantry.client import AsyncClient, NotFound
 from tenantry.db import Database
 from tenantry.ids import TenantId
 from tests.support.api import serving_api
 from tests.support.blob_stores import stored
+from tests.support.object_store_fixtures import StoreUnderTest
 from tests.support.scripts import answer, call, scripted
 from tests.support.worker import Fakes, running_worker
 
@@ -23,10 +22,10 @@ BIG = "0123456789" * 3000  # 30,000 bytes: past the 8 KiB cap, kept in the blob 
 
 
 async def test_a_tenant_lists_and_reads_its_runs_blobs_and_they_leave_with_the_run(
-    database_dsn: str, db: Database, fakes: Fakes, tmp_path: Path,
+    database_dsn: str, db: Database, fakes: Fakes, blob_store: StoreUnderTest,
 ) -> None:
-    objects = DirectoryObjects(tmp_path / "blobs")  # the API's store: <data dir>/blobs
-    async with serving_api(database_dsn, data_dir=tmp_path) as api, running_worker(
+    objects = blob_store.objects  # the worker's, and the API's (its settings open the same)
+    async with serving_api(database_dsn, **blob_store.settings) as api, running_worker(
             database_dsn, fakes.model.base_url, objects=objects):
         tenant, h = await api.tenant()
         _, other_h = await api.tenant("Other")

@@ -13,14 +13,15 @@ from pathlib import Path
 
 import asyncpg
 
-from tenantry.blobs import BlobKind, Blobs, DirectoryObjects
+from tenantry.blobs import BlobKind, Blobs
 from tenantry.db import Database
 from tenantry.ids import RunId
 from tenantry.retention import policy as policies
 from tenantry.retention.cleaner import Cleaner, CleanupSettings
 from tenantry.retention.policy import RetentionPolicy
 from tests.support import run_states as states
-from tests.support.blob_stores import FailingDeletes, directory_blobs, put, stored
+from tests.support.blob_stores import FailingDeletes, put, stored
+from tests.support.object_store_fixtures import StoreUnderTest
 from tests.support.retention import ended_runs, named_by_event, tenant_and_agent
 
 
@@ -31,9 +32,9 @@ async def _registry(admin_conn: asyncpg.Connection, runs: list[RunId]) -> set[st
 
 
 async def test_a_deleted_runs_blobs_go_and_a_live_runs_stay(
-    db: Database, admin_conn: asyncpg.Connection, tmp_path: Path,
+    db: Database, admin_conn: asyncpg.Connection, blob_store: StoreUnderTest,
 ) -> None:
-    blobs = directory_blobs(db, tmp_path)
+    blobs = Blobs(db, blob_store.objects)
     seeded = await tenant_and_agent(db, "acme")
     dead = await ended_runs(admin_conn, seeded, 3)
     dead_refs = [await put(blobs, seeded.tenant, run, f"old-{i}", b"o" * 9000)
@@ -57,9 +58,9 @@ async def test_a_deleted_runs_blobs_go_and_a_live_runs_stay(
 
 
 async def test_a_pass_gives_the_deleted_runs_bytes_back(
-    db: Database, admin_conn: asyncpg.Connection, tmp_path: Path,
+    db: Database, admin_conn: asyncpg.Connection, blob_store: StoreUnderTest,
 ) -> None:
-    blobs = directory_blobs(db, tmp_path)
+    blobs = Blobs(db, blob_store.objects)
     seeded = await tenant_and_agent(db, "acme")
     one, two = await ended_runs(admin_conn, seeded, 2)
     [recent] = await ended_runs(admin_conn, seeded, 1, ended_days_ago=3)
@@ -89,11 +90,11 @@ async def test_a_pass_gives_the_deleted_runs_bytes_back(
 
 
 async def test_blobs_from_before_the_registry_go_by_their_events_even_spilled_ones(
-    db: Database, admin_conn: asyncpg.Connection, tmp_path: Path,
+    db: Database, admin_conn: asyncpg.Connection, blob_store: StoreUnderTest,
 ) -> None:
     # Issue 40: a deleted run's 9,000-byte output stayed, its ToolCompleted (over 8 KiB)
     # being in run_event_payloads, where the deletion never looked.
-    objects = DirectoryObjects(tmp_path)
+    objects = blob_store.objects
     blobs = Blobs(db, objects)
     seeded = await tenant_and_agent(db, "acme")
     tenant = seeded.tenant.value
@@ -165,9 +166,9 @@ async def test_a_refused_blob_delete_stays_queued_and_a_later_drain_retries_it(
 
 
 async def test_with_blobs_not_following_runs_nothing_is_queued(
-    db: Database, admin_conn: asyncpg.Connection, tmp_path: Path,
+    db: Database, admin_conn: asyncpg.Connection, blob_store: StoreUnderTest,
 ) -> None:
-    blobs = directory_blobs(db, tmp_path)
+    blobs = Blobs(db, blob_store.objects)
     seeded = await tenant_and_agent(db, "acme")
     async with db.tenant_tx(seeded.tenant) as conn:
         await policies.write(conn, seeded.tenant, RetentionPolicy(blobs_follow_runs=False))
