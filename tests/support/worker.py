@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from tenantry.blobs import Blobs, ObjectStore
+from tenantry.blobs import WORKER_PATIENCE_SECONDS, Blobs, ObjectStore
 from tenantry.db import Database
 from tenantry.ledger.prices import PriceBook
 from tenantry.models.accounts import ModelAccount
@@ -79,7 +79,9 @@ async def running_worker(
             database, vault=vault, master=TEST_MASTER_KEY, settings=model_gateway,
             implicit=implicit, observer=metrics,
         ) as model:
-            blobs = None if objects is None else Blobs(database, objects)
+            # As a deployed worker's: a write waits out a short outage of the store.
+            blobs = None if objects is None else Blobs(
+                database, objects, patience_seconds=WORKER_PATIENCE_SECONDS)
             kept = {} if blobs is None else {"blobs": blobs}
             tools = gateway(database, mcp, vault=vault, builtins=BuiltinTools(sandboxes, browser),
                             **kept)
