@@ -206,8 +206,9 @@ class WorkerFleet:
     ) -> None:
         await self.stop()
 
-    async def spawn(self) -> WorkerProcess:
-        """Start one worker (without waiting for it to be ready)."""
+    async def spawn(self, env: Mapping[str, str] | None = None) -> WorkerProcess:
+        """Start one worker (without waiting for it to be ready); ``env``: settings of its
+        own over the fleet's (a data directory of its own: another host)."""
         self._spawned += 1
         name = f"worker{self._spawned:03d}"
         out_path, err_path = self.log_dir / f"{name}.out", self.log_dir / f"{name}.err"
@@ -218,7 +219,8 @@ class WorkerFleet:
         # session keeps a terminal's Ctrl-C away from the workers: this fleet stops them.
         with _open_log(out_path) as out, _open_log(err_path) as err:
             process = await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=err, env=self.env,
+                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=err,
+                env={**self.env, **(env or {})},
                 start_new_session=True, preexec_fn=_die_with_parent)
         worker = WorkerProcess(name, process, out_path, err_path)
         self.live.append(worker)
