@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from _harness import Bench, console, env_positive, latency_summary, main, source_state
-from tenantry.blobs import DirectoryObjects, ObjectStore, S3Objects, object_key
+from tenantry.blobs import DirectoryObjects, ObjectStore, object_key
+from tenantry.blobs.s3 import S3Objects
 from tenantry.ids import TenantId
 
 # The S3 engine is the tests' own.

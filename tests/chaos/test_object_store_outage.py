@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tenantry.blobs import S3Objects
+from tenantry.blobs.s3 import S3Objects
 from tests.support.api import serving_api
 from tests.support.blob_stores import stored
 from tests.support.object_store import SeaweedFS

@@ -28,11 +28,12 @@ pytestmark = pytest.mark.e2e
 #: the scripted model's HTTP server (only without a model URL), spans (only with
 #: TENANTRY_OTEL_EXPORTER), provider and MCP SDKs (the gateways speak their wire formats
 #: themselves over tenantry.http1, ADR 0022), rich (the CLI's progress bars and
-#: tracebacks). (httpx2 and anyio may be there: webhooks still send with httpx2.)
+#: tracebacks), the S3 client (only with TENANTRY_BLOB_STORE=s3). (httpx2 and anyio may
+#: be there: webhooks still send with httpx2.)
 HEAVY = ("fastapi", "starlette", "uvicorn", "jinja2", "python_multipart", "sse_starlette",
          "opentelemetry", "openai", "anthropic", "mcp", "mcp_types", "rich", "tenantry.api",
          "tenantry.store", "tenantry.bootstrap.activities", "tenantry.models.scripted_server",
-         "tenantry.telemetry.http")
+         "tenantry.telemetry.http", "obstore", "tenantry.blobs.s3")
 #: Besides, never loaded by a supervised child, which parses no flags: typer (and click)
 #: build a pydantic validator for every flag given, which is why `tenantry worker
 #: --processes 1` has them, and pydantic with them.

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from tenantry.blobs import DirectoryObjects, ObjectStore, S3Objects
+from tenantry.blobs import DirectoryObjects, ObjectStore
+from tenantry.blobs.s3 import S3Objects
 from tests.support.object_store import SeaweedFS, seaweedfs
 
 

@@ -24,7 +24,6 @@ from tenantry.blobs.objects import (
     check_ref,
     object_key,
 )
-from tenantry.blobs.s3 import S3Objects
 from tenantry.blobs.store import (
     WORKER_PATIENCE_SECONDS,
     BlobKind,
@@ -42,13 +41,16 @@ if TYPE_CHECKING:
 __all__ = [
     "WORKER_PATIENCE_SECONDS", "BadBlobRef", "BlobKind", "BlobNotFound", "BlobQuotaExceeded",
     "BlobRecord", "BlobStore", "BlobStoreUnavailable", "Blobs", "DirectoryObjects",
-    "ObjectStore", "S3Objects", "blob_ref", "check_ref", "object_key", "open_blobs", "open_objects",
+    "ObjectStore", "blob_ref", "check_ref", "object_key", "open_blobs", "open_objects",
 ]
 
 
 def open_objects(settings: Settings) -> ObjectStore:
     """The configured object store (not yet checked: see :meth:`ObjectStore.check`)."""
     if settings.blob_store == "s3":
+        # Only here: a process on the directory store never loads the S3 client.
+        from tenantry.blobs.s3 import S3Objects
+
         assert settings.s3_bucket is not None  # Settings.validate requires it
         return S3Objects(bucket=settings.s3_bucket, endpoint=settings.s3_endpoint,
                          region=settings.s3_region, access_key_id=settings.s3_access_key_id,

@@ -11,6 +11,8 @@ has its own patience; the API answers 503 at once)."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import ipaddress
 import re
 import uuid
@@ -55,6 +57,10 @@ _DENIED = {"write": "writes to", "read": "reads from", "delete": "deletes in",
            "listing": "listing"}
 
 
+#: What a closing store gives obstore's threads to finish with it (see close).
+CLOSE_SETTLE_SECONDS = 0.05
+
+
 class S3Objects:
     """Objects in ``bucket``. ``endpoint``: the service's URL (``None``: AWS in ``region``);
     ``path_style``: the bucket in the path (``http://host/bucket/key``, what self-hosted
@@ -89,8 +95,8 @@ class S3Objects:
             config["access_key_id"] = access_key_id
             config["secret_access_key"] = secret_access_key
         try:
-            self._store = S3Store(bucket, client_options=client, retry_config=retry,
-                                  **config)
+            self._store: S3Store | None = S3Store(
+                bucket, client_options=client, retry_config=retry, **config)
         except (ObstoreError, ValueError) as exc:
             raise BlobStoreUnavailable(
                 f"the object store at {self.where} cannot be configured: "
@@ -103,13 +109,13 @@ class S3Objects:
 
     async def put(self, key: str, data: bytes) -> None:
         try:
-            await obstore.put_async(self._store, key, data)
+            await obstore.put_async(self._s3, key, data)
         except (ObstoreError, OSError) as exc:
             self._fail("write", key, exc)
 
     async def get(self, key: str) -> bytes:
         try:
-            found = await obstore.get_async(self._store, key)
+            found = await obstore.get_async(self._s3, key)
             return bytes(await found.bytes_async())
         except (ObstoreError, OSError) as exc:
             if isinstance(exc, FileNotFoundError) and _code(str(exc)) in (None, "NoSuchKey"):
@@ -118,7 +124,7 @@ class S3Objects:
 
     async def delete(self, key: str) -> None:
         try:
-            await obstore.delete_async(self._store, key)
+            await obstore.delete_async(self._s3, key)
         except FileNotFoundError as exc:  # S3 answers 204 for a missing key; some 404
             if _code(str(exc)) not in (None, "NoSuchKey"):
                 self._fail("delete", key, exc)
@@ -131,19 +137,23 @@ class S3Objects:
         folder = prefix.rpartition("/")[0] or None
         found: list[str] = []
         try:
-            async for page in obstore.list(self._store, folder, chunk_size=LIST_PAGE):
+            async for page in obstore.list(self._s3, folder, chunk_size=LIST_PAGE):
                 found.extend(m["path"] for m in page if m["path"].startswith(prefix))
         except (ObstoreError, OSError) as exc:
             self._fail("listing", prefix, exc)
         return sorted(found)
 
     async def check(self) -> None:
-        """A listing (the bucket is there, the credentials are accepted), then a write and a
-        delete of a probe object (they may write)."""
+        """A write of a probe object (the store answers, the bucket is there, the
+        credentials are accepted and may write), then a listing and its delete.
+
+        The write goes first: obstore 0.12's listing, failing to connect, leaves a task in
+        its runtime that aborts the interpreter at exit (SIGABRT, status 134, measured), so
+        an unreachable store would end the process with a core dump after its one line."""
         probe = f"tenantry-check/{uuid.uuid4().hex}"
-        steps = (("listing", lambda: obstore.list_with_delimiter_async(self._store, probe)),
-                 ("write", lambda: obstore.put_async(self._store, probe, b"")),
-                 ("delete", lambda: obstore.delete_async(self._store, probe)))
+        steps = (("write", lambda: obstore.put_async(self._s3, probe, b"")),
+                 ("listing", lambda: obstore.list_with_delimiter_async(self._s3, probe)),
+                 ("delete", lambda: obstore.delete_async(self._s3, probe)))
         for action, step in steps:
             try:
                 await step()
@@ -156,7 +166,21 @@ class S3Objects:
                 "s3_access_key_id": _short_key(self.access_key_id)}
 
     async def close(self) -> None:
-        return None  # obstore's connections close with the store
+        """Drop the store now, while the interpreter is whole. obstore's runtime is never
+        shut down: a store dropped only at exit, after a failed connection, lets one of its
+        threads touch a finalizing interpreter and abort the process (SIGABRT, status 134,
+        measured; lancedb/lancedb#4175 is the same), after the one line a failed start
+        prints. A failed call's exception and its frames form a cycle that holds the store
+        too: collected here, not at exit."""
+        self._store = None
+        gc.collect()
+        await asyncio.sleep(CLOSE_SETTLE_SECONDS)  # its threads let go of what they held
+
+    @property
+    def _s3(self) -> S3Store:
+        if self._store is None:
+            raise BlobStoreUnavailable(f"the object store at {self.where} was closed")
+        return self._store
 
     def _fail(self, action: str, key: str, exc: BaseException) -> NoReturn:
         raise BlobStoreUnavailable(self._explain(action, key, str(exc))) from None
