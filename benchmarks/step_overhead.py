@@ -102,11 +102,13 @@ class Phase:
 async def run_phase(
     name: str, engine: Engine, dsn: str, tenancy: Tenancy, *, runs: int, concurrency: int,
     cpu: CpuMeter, alongside: Callable[[], AbstractAsyncContextManager[object]] | None = None,
+    script: Callable[[int], dict[str, Any]] = _script,
 ) -> Phase:
     """One phase: ``runs`` runs queued, then driven by a worker loop on ``engine`` until all
     have ended. ``alongside``: work running in the same process while the worker does, from
-    its start to the last run's end (benchmarks/retention.py: a cleanup pass)."""
-    ids = await create_runs(engine.db, tenancy, [_script(i) for i in range(runs)])
+    its start to the last run's end (benchmarks/retention.py: a cleanup pass); ``script``:
+    run ``i``'s input (default ``echo → echo → answer``, small outputs)."""
+    ids = await create_runs(engine.db, tenancy, [script(i) for i in range(runs)])
     engine.stats = StepStats()
     stats = engine.stats
     worker = Worker(engine, dsn=dsn, concurrency=concurrency, poll_seconds=0.1,

@@ -101,19 +101,16 @@ class Blobs:
     async def put(self, tenant: TenantId, run: RunId, kind: BlobKind, name: str,
                   data: bytes) -> str:
         ref = blob_ref(name, data)
-        async with self.db.tenant_tx(tenant) as conn:
-            row = await conn.fetchrow(Q.lock_usage, tenant.value, ref)
-            assert row is not None  # one row, always
-            if not row["known"]:
-                used = int(row["used"])
-                if self.quota_bytes is not None and used + len(data) > self.quota_bytes:
-                    raise BlobQuotaExceeded(
-                        f"blob store quota reached: {_mib(used)} of "
-                        f"{_mib(self.quota_bytes)} used, this write needs "
-                        f"{_mib(len(data))} more; nothing was written",
-                        used_bytes=used, quota_bytes=self.quota_bytes, needed_bytes=len(data))
-                await conn.execute(Q.add_blob, tenant.value, ref, run.uuid, kind.value,
-                                   len(data))
+        row = await self.db.statement(Q.add_blob, tenant.value, ref, run.uuid, kind.value,
+                                      len(data), self.quota_bytes)
+        assert row is not None  # one row, always
+        if not row["stored"]:
+            used = int(row["used"])
+            assert self.quota_bytes is not None
+            raise BlobQuotaExceeded(
+                f"blob store quota reached: {_mib(used)} of {_mib(self.quota_bytes)} used, "
+                f"this write needs {_mib(len(data))} more; nothing was written",
+                used_bytes=used, quota_bytes=self.quota_bytes, needed_bytes=len(data))
         key = object_key(tenant, ref)
         await self._patiently("write", lambda: self.objects.put(key, data))
         return ref
