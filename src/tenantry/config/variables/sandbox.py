@@ -183,8 +183,9 @@ SANDBOX = (
         minimum=0,
         doc=(
             "Bytes each tenant may hold in the blob store (sandbox file saves, tool output over "
-            "the cap), in MiB (integer ≥ 0; `0`: no quota). Usage is what the tenant's blob "
-            "folder holds at the time of a write; a write past it is refused and nothing is "
+            "the cap, screenshots), in MiB (integer ≥ 0; `0`: no quota). Usage is counted in "
+            "Postgres with every blob written and deleted (the same figure on every host, "
+            "`tenantry_blob_bytes` on /metrics); a write past it is refused and nothing is "
             "written. A run whose sandbox files cannot be saved for a wait fails with `ours: "
             "false` and the reason. Read by workers."),
     ),
