@@ -8,6 +8,41 @@
 --
 
 --
+-- Name: tenantry_add_blob(text, text, uuid, text, bigint, bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_add_blob(p_tenant text, p_ref text, p_run uuid, p_kind text, p_bytes bigint, p_quota bigint) RETURNS TABLE(stored boolean, used bigint)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+DECLARE
+    v_used bigint;
+BEGIN
+    PERFORM set_config('tenantry.tenant_id', p_tenant, true);
+    INSERT INTO public.blob_usage AS u (tenant_id) VALUES (p_tenant)
+    ON CONFLICT (tenant_id) DO UPDATE SET bytes = u.bytes
+    RETURNING u.bytes INTO v_used;
+    IF EXISTS (SELECT 1 FROM public.blobs b WHERE b.tenant_id = p_tenant AND b.ref = p_ref)
+    THEN
+        RETURN QUERY SELECT true, v_used;
+        RETURN;
+    END IF;
+    IF p_quota IS NOT NULL AND v_used + p_bytes > p_quota THEN
+        RETURN QUERY SELECT false, v_used;
+        RETURN;
+    END IF;
+    INSERT INTO public.blobs (tenant_id, ref, run_id, kind, bytes)
+    VALUES (p_tenant, p_ref, p_run, p_kind, p_bytes)
+    ON CONFLICT (tenant_id, ref) DO NOTHING;
+    IF FOUND THEN
+        UPDATE public.blob_usage u SET bytes = u.bytes + p_bytes WHERE u.tenant_id = p_tenant;
+        v_used := v_used + p_bytes;
+    END IF;
+    RETURN QUERY SELECT true, v_used;
+END
+$$;
+
+--
 -- Name: tenantry_admin_tenants(text, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1863,7 +1898,7 @@ CREATE FUNCTION public.tenantry_retention_batch(p_tenant text, p_owner text, p_e
     SET search_path TO 'pg_catalog', 'public'
     SET "tenantry.retention" TO 'on'
     SET plan_cache_mode TO 'force_generic_plan'
-    AS $$
+    AS $_$
 DECLARE
     v_runs uuid[];
     v_statuses text[];
@@ -1924,19 +1959,28 @@ BEGIN
     IF p_blobs THEN
         INSERT INTO public.blob_deletions (tenant_id, ref, run_id)
         SELECT DISTINCT ON (b.ref) p_tenant, b.ref, b.run_id FROM (
-            SELECT e.run_id, e.data->>'output_ref' AS ref FROM public.run_events e
-            WHERE e.tenant_id = p_tenant AND e.run_id = ANY (v_runs)
-              AND e.type = 'ToolCompleted' AND e.data ? 'output_ref'
+            -- Every blob written since the registry (migration 0048) is a row of its run.
+            SELECT x.run_id, x.ref FROM public.blobs x
+            WHERE x.tenant_id = p_tenant AND x.run_id = ANY (v_runs)
             UNION ALL
-            SELECT e.run_id, e.data->>'ref' FROM public.run_events e
+            -- Blobs from before it, named by their events. An event over 8 KiB keeps its
+            -- fields in run_event_payloads (its row says only {"$payload": n}): read there.
+            SELECT e.run_id, r.ref FROM public.run_events e
+            LEFT JOIN public.run_event_payloads p
+              ON p.tenant_id = e.tenant_id AND p.run_id = e.run_id AND p.seq = e.seq
+            CROSS JOIN LATERAL (SELECT coalesce(p.data, e.data) AS data) d
+            CROSS JOIN LATERAL (
+                SELECT d.data->>'output_ref' AS ref WHERE e.type = 'ToolCompleted'
+                UNION ALL
+                SELECT d.data->>'ref' WHERE e.type = 'SandboxSaved'
+                UNION ALL
+                -- What a call stored besides its output (a browser's screenshots).
+                SELECT jsonb_array_elements_text(d.data->'blob_refs')
+                WHERE e.type = 'ToolCompleted'
+                  AND jsonb_typeof(d.data->'blob_refs') = 'array'
+            ) r
             WHERE e.tenant_id = p_tenant AND e.run_id = ANY (v_runs)
-              AND e.type = 'SandboxSaved'
-            UNION ALL
-            -- What a call stored besides its output (a browser's screenshots).
-            SELECT e.run_id, jsonb_array_elements_text(e.data->'blob_refs')
-            FROM public.run_events e
-            WHERE e.tenant_id = p_tenant AND e.run_id = ANY (v_runs)
-              AND e.type = 'ToolCompleted' AND e.data ? 'blob_refs'
+              AND e.type IN ('ToolCompleted', 'SandboxSaved')
         ) b WHERE b.ref IS NOT NULL
         ON CONFLICT (tenant_id, ref) DO NOTHING;
         GET DIAGNOSTICS v_blobs = ROW_COUNT;
@@ -1976,7 +2020,7 @@ BEGIN
     ON CONFLICT (tenant_id) DO UPDATE SET deleted_total = l.deleted_total + cardinality(v_runs);
     RETURN QUERY SELECT cardinality(v_runs), v_events, v_blobs;
 END
-$$;
+$_$;
 
 --
 -- Name: tenantry_retention_expire(text, text, bigint, timestamp with time zone, timestamp with time zone, integer); Type: FUNCTION; Schema: public; Owner: -
@@ -2036,6 +2080,39 @@ CREATE FUNCTION public.tenantry_retention_gauges(p_default_days integer) RETURNS
     FROM public.tenants t
     LEFT JOIN public.retention_policies p ON p.tenant_id = t.tenant_id
     LEFT JOIN public.cleanup_leases l ON l.tenant_id = t.tenant_id
+    -- The predicate is the candidates index's, so each tenant's count is a range scan.
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS n, min(coalesce(r.finished_at, r.updated_at)) AS oldest,
+               now() - make_interval(days => coalesce(p.runs_days, p_default_days)) AS cutoff
+        FROM public.runs r
+        WHERE r.tenant_id = t.tenant_id
+          AND (r.status IN ('finished', 'failed', 'cancelled')
+               OR (r.status = 'waiting' AND (r.error->>'dead_lettered') = 'true'))
+          AND coalesce(r.finished_at, r.updated_at)
+              < now() - make_interval(days => coalesce(p.runs_days, p_default_days))
+    ) d
+    CROSS JOIN LATERAL (SELECT count(*) AS n FROM public.blob_deletions x
+                        WHERE x.tenant_id = t.tenant_id) b
+    GROUP BY t.plan ORDER BY t.plan
+$$;
+
+--
+-- Name: tenantry_retention_gauges_v2(integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_retention_gauges_v2(p_default_days integer) RETURNS TABLE(tenant_class text, candidates bigint, tombstones bigint, blob_deletions bigint, blob_bytes bigint, lag_seconds double precision, deleted_total bigint, last_deleted bigint)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    SELECT t.plan, sum(d.n)::bigint,
+           coalesce(sum(l.deleted_total - l.tombstones_expired), 0)::bigint, sum(b.n)::bigint,
+           coalesce(sum(u.bytes), 0)::bigint,
+           coalesce(max(extract(epoch FROM d.cutoff - d.oldest)), 0)::double precision,
+           coalesce(sum(l.deleted_total), 0)::bigint, coalesce(sum(l.last_deleted), 0)::bigint
+    FROM public.tenants t
+    LEFT JOIN public.retention_policies p ON p.tenant_id = t.tenant_id
+    LEFT JOIN public.cleanup_leases l ON l.tenant_id = t.tenant_id
+    LEFT JOIN public.blob_usage u ON u.tenant_id = t.tenant_id
     -- The predicate is the candidates index's, so each tenant's count is a range scan.
     CROSS JOIN LATERAL (
         SELECT count(*) AS n, min(coalesce(r.finished_at, r.updated_at)) AS oldest,
@@ -2718,6 +2795,31 @@ CREATE TABLE public.blob_deletions (
     attempts integer DEFAULT 0 NOT NULL,
     next_at timestamp with time zone DEFAULT now() NOT NULL,
     last_error text
+);
+
+--
+-- Name: blob_usage; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.blob_usage (
+    tenant_id text NOT NULL,
+    bytes bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT blob_usage_bytes_check CHECK ((bytes >= 0))
+);
+
+--
+-- Name: blobs; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.blobs (
+    tenant_id text NOT NULL,
+    ref text NOT NULL,
+    run_id uuid NOT NULL,
+    kind text NOT NULL,
+    bytes bigint NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT blobs_bytes_check CHECK ((bytes >= 0)),
+    CONSTRAINT blobs_kind_check CHECK ((kind = ANY (ARRAY['tool_output'::text, 'sandbox_files'::text, 'screenshot'::text])))
 );
 
 --
@@ -4685,6 +4787,20 @@ ALTER TABLE ONLY public.blob_deletions
     ADD CONSTRAINT blob_deletions_pkey PRIMARY KEY (tenant_id, ref);
 
 --
+-- Name: blob_usage blob_usage_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.blob_usage
+    ADD CONSTRAINT blob_usage_pkey PRIMARY KEY (tenant_id);
+
+--
+-- Name: blobs blobs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.blobs
+    ADD CONSTRAINT blobs_pkey PRIMARY KEY (tenant_id, ref);
+
+--
 -- Name: budget_reservations budget_reservations_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -5445,6 +5561,12 @@ CREATE INDEX billing_reconciliations_by_account ON public.billing_reconciliation
 --
 
 CREATE INDEX blob_deletions_due ON public.blob_deletions USING btree (next_at);
+
+--
+-- Name: blobs_by_run; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX blobs_by_run ON public.blobs USING btree (tenant_id, run_id);
 
 --
 -- Name: budget_reservations_open; Type: INDEX; Schema: public; Owner: -
@@ -6856,6 +6978,18 @@ ALTER TABLE public.audit_log ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.blob_deletions ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: blob_usage; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.blob_usage ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: blobs; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.blobs ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: budget_reservations; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -7406,6 +7540,18 @@ CREATE POLICY tenant_isolation ON public.audit_log USING ((tenant_id = public.te
 --
 
 CREATE POLICY tenant_isolation ON public.blob_deletions USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: blob_usage tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.blob_usage USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: blobs tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.blobs USING ((tenant_id = public.tenantry_current_tenant()));
 
 --
 -- Name: budget_reservations tenant_isolation; Type: POLICY; Schema: public; Owner: -
