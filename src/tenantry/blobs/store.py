@@ -9,8 +9,8 @@ ADR 0042).
   (deleted with its run, harmlessly), never an object that no deletion would find.
 - **Usage** is the tenant's counted bytes (``blob_usage``), changed in the transaction that
   adds or forgets a row; a write past ``quota_bytes`` is :class:`BlobQuotaExceeded` and
-  writes nothing. Forgetting happens once the object is gone (:meth:`Blobs.delete`, the
-  retention outbox's ``tenantry_blob_deleted``).
+  writes nothing. A row and its bytes are forgotten once the object is gone
+  (:meth:`Blobs.delete`, which the retention outbox's drain and a run's end call).
 - **An object store that does not answer** (:class:`BlobStoreUnavailable`): a worker's
   store (``patience_seconds`` > 0) tries again, backing off, while the step that needs the
   blob waits with its lease held; past that the error reaches the run's driver, which leaves
