@@ -171,6 +171,14 @@ FIGURES: list[Figure] = [
            lambda r: r["runs_deleted_per_s"] >= 2000),
     Figure("retention: step p99 with a pass running ÷ without", "retention", "≤ 1.25",
            lambda r: num(r["step_p99_ratio"]), lambda r: r["step_p99_ratio"] <= 1.25),
+    Figure("blobs, 64 KiB: put p50 / p99, get p50 — S3 (SeaweedFS) · directory", "blobs", "—",
+           lambda r: (f"{num(r['put_p50_ms'])} / {num(r['put_p99_ms'])}, "
+                      f"{num(r['get_p50_ms'])} · {num(r['directory']['put_p50_ms'])} / "
+                      f"{num(r['directory']['put_p99_ms'])}, "
+                      f"{num(r['directory']['get_p50_ms'])} ms")),
+    Figure("blobs: step p99 with 64 KiB outputs ÷ with small ones (S3)", "blobs", "≤ 1.2",
+           lambda r: num(r["step_p99_ratio_big_outputs"]),
+           lambda r: r["step_p99_ratio_big_outputs"] <= 1.2),
     Figure("failover: primary dies → steps again, max (steps lost)", "failover", "0 lost",
            lambda r: f"{num(r['failover_s_max'])} s ({r['steps_lost']} lost, "
                      f"{r['manager']})",

@@ -20,10 +20,10 @@ from tenantry.blobs import (
     BlobStoreUnavailable,
     DirectoryObjects,
     ObjectStore,
-    S3Objects,
     object_key,
     open_objects,
 )
+from tenantry.blobs.s3 import S3Objects
 from tenantry.config import Settings
 from tenantry.ids import TenantId
 from tests.support.object_store import READ_ONLY_KEY_ID, READ_ONLY_SECRET, SeaweedFS
