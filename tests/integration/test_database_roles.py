@@ -117,10 +117,11 @@ TENANT_POOL_DEFINERS = {
     # A batch's next task: that tenant's and version's only, ids and epochs (ADR 0014).
     "tenantry_claim_activity_next",
     # Retention's cleaner (ADR 0017): its lease, its fenced batches (terminal runs only,
-    # never a live one), the blob outbox and its gauges.
+    # never a live one), the blob outbox and its gauges (v2 with the blob bytes, issue 40;
+    # the first kept for a release still calling it).
     "tenantry_take_cleanup_lease", "tenantry_cleanup_due", "tenantry_keep_cleanup_lease",
     "tenantry_retention_batch", "tenantry_retention_expire", "tenantry_claim_blob_deletions",
-    "tenantry_blob_deleted", "tenantry_retention_gauges",
+    "tenantry_blob_deleted", "tenantry_retention_gauges", "tenantry_retention_gauges_v2",
     # The workers' recheck of runs held by their tenant's spend cap (ADR 0035): like
     # tenantry_wake_parked, it moves runs between queued and waiting and answers a count.
     "tenantry_wake_spend_capped", "tenantry_hold_spend_capped",

@@ -37,6 +37,7 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
         policy,
         prices,
         retention,
+        run_blobs,
         runs,
         tool_servers,
     )
@@ -44,7 +45,7 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
     routes = [*admin.router.routes, *tool_servers.router.routes, *own_tool_servers.router.routes,
               *tool_servers.callback_router.routes, *agents.router.routes,
               *evaluations.router.routes,
-              *runs.router.routes,
+              *runs.router.routes, *run_blobs.router.routes,
               *billing.router.routes,
               *approvals.router.routes, *model_accounts.router.routes,
               *model_snapshots.router.routes,
