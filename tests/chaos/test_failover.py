@@ -28,6 +28,7 @@ import pytest
 
 from tenantry.testing.fake_model import FakeModelServer
 from tenantry.testing.mcp_server import EffectsMcpServer
+from tenantry.tools.mcp_client import MAX_CALLS_PER_TENANT
 from tests.support.harness import (
     PlannedRun,
     TenantHandle,
@@ -45,7 +46,12 @@ from tests.support.waiting import until
 pytestmark = pytest.mark.chaos
 
 RUNS = 100
-TENANTS = 2
+#: Every run must be inside its held call at once, whichever worker claimed it: a worker
+#: lets a tenant have at most MAX_CALLS_PER_TENANT calls in flight (a 33rd waits for a slot
+#: that the held calls never free), so no tenant has more runs than that. With 2 tenants of
+#: 50 runs the precondition failed whenever one worker claimed 33 of one tenant's runs (seen
+#: once in a full suite: not every run in its call within 120 s).
+TENANTS = -(-RUNS // MAX_CALLS_PER_TENANT)
 WORKERS = 2
 CONCURRENCY = 50  # per worker: every run is in flight when the primary goes
 #: How long the API is probed after the primary's death, all 503; under pg_ctl the standby is
