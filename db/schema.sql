@@ -70,6 +70,18 @@ CREATE FUNCTION public.tenantry_authenticate(p_key_hash bytea) RETURNS text
 $$;
 
 --
+-- Name: tenantry_authenticate_v2(bytea); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_authenticate_v2(p_key_hash bytea) RETURNS TABLE(tenant_id text, key_id uuid, scopes text[], expires_at timestamp with time zone)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    SELECT k.tenant_id, k.key_id, k.scopes, k.expires_at FROM public.api_keys k
+    WHERE k.key_hash = p_key_hash AND k.revoked_at IS NULL
+$$;
+
+--
 -- Name: tenantry_blob_deleted(text, text, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -2722,7 +2734,13 @@ CREATE TABLE public.api_keys (
     name text DEFAULT ''::text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     revoked_at timestamp with time zone,
-    CONSTRAINT api_keys_key_hash_check CHECK ((octet_length(key_hash) = 32))
+    scopes text[],
+    expires_at timestamp with time zone,
+    created_by text,
+    replaces uuid,
+    CONSTRAINT api_keys_created_by_check CHECK (((created_by IS NULL) OR ((length(created_by) >= 1) AND (length(created_by) <= 200)))),
+    CONSTRAINT api_keys_key_hash_check CHECK ((octet_length(key_hash) = 32)),
+    CONSTRAINT api_keys_scopes_check CHECK (((scopes IS NULL) OR ((cardinality(scopes) >= 1) AND (cardinality(scopes) <= 32))))
 );
 
 --

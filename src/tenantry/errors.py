@@ -56,6 +56,15 @@ class Unauthorized(TenantryError):
     title = "Missing or invalid credentials"
 
 
+class Forbidden(TenantryError):
+    """Authenticated, but the key lacks the scope this needs (``extra['scope']`` names
+    it): another key, or a wider one, would do."""
+
+    type = "forbidden"
+    status = 403
+    title = "Not allowed for this key"
+
+
 class Conflict(TenantryError):
     type = "conflict"
     status = 409

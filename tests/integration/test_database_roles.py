@@ -103,7 +103,7 @@ async def test_the_tenant_pool_cannot_call_the_consoles_cross_tenant_reads(
 # lists and usage) is the console role's; a new definer function must be placed here
 # knowingly, or granted to tenantry_console.
 TENANT_POOL_DEFINERS = {
-    "tenantry_authenticate", "tenantry_claim_runs",
+    "tenantry_authenticate", "tenantry_authenticate_v2", "tenantry_claim_runs",
     "tenantry_claim_runs_fifo", "tenantry_renew_leases", "tenantry_claim_webhooks",
     "tenantry_spent_webhooks", "tenantry_expired_approvals", "tenantry_wake_parked",
     "tenantry_sweep_reservations", "tenantry_queue_depth", "tenantry_scheduler_gauges",

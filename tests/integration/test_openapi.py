@@ -182,8 +182,13 @@ async def test_every_error_is_documented_as_problem_json(api: Api) -> None:
             if path == "/healthz" or path in PUBLIC:
                 assert not needs and "401" not in op["responses"]
             else:
-                scheme = "operatorToken" if path.startswith(("/admin/", "/metrics")) else "apiKey"
-                assert needs == [{scheme: []}] and "401" in op["responses"], (method, path)
+                if path.startswith(("/admin/", "/metrics")):
+                    assert needs == [{"operatorToken": []}], (method, path)
+                else:  # a tenant key, and the one scope it needs (test_route_scopes.py)
+                    [[(scheme, [scope])]] = [list(n.items()) for n in needs]
+                    assert scheme == "apiKey" and op["x-tenantry-scope"] == scope
+                    assert "403" in op["responses"], (method, path)
+                assert "401" in op["responses"], (method, path)
     pin = doc["paths"]["/admin/v1/tenants/{tenant_id}/tool-servers/{name}/pin"]["post"]
     assert {"502", "500"} <= set(pin["responses"])
 

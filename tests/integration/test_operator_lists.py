@@ -148,7 +148,8 @@ async def test_every_created_resource_is_listed_once_and_fetched(
         assert set(keys) == set(c.keys[tid])
         for key_id, key in keys.items():
             expected = c.keys[tid][key_id]
-            assert set(key) == {"key_id", "prefix", "name", "created_at", "revoked_at"}
+            assert set(key) == {"key_id", "prefix", "name", "created_at", "revoked_at", "scopes",
+                                "expires_at", "created_by", "replaces"}
             assert (key["prefix"], key["name"], key["created_at"], key["revoked_at"]) == (
                 expected["prefix"], expected["name"], expected["created_at"],
                 expected["revoked_at"])

@@ -29,7 +29,7 @@ from tenantry.api.activity_bodies import (
     summary_out,
     task_out,
 )
-from tenantry.api.auth import current_tenant, platform
+from tenantry.api.auth import platform, tenant_may
 from tenantry.api.fields import INT4_MAX
 from tenantry.api.links import links, to
 from tenantry.api.pagination import PageRequest, keyed_by, matching
@@ -40,6 +40,7 @@ from tenantry.errors import NotFound
 from tenantry.ids import RunId, TenantId
 from tenantry.runs.events import RunStatus
 from tenantry.store.results import Admitted, platform_error
+from tenantry.tenants.scopes import Scope
 
 router = APIRouter(tags=["activities"])
 
@@ -86,7 +87,7 @@ _PUBLISHED = links(
     201: _PUBLISHED, 409: _PUBLISH_CONFLICT})
 async def create_activity(
     body: CreateActivity, response: Response,
-    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    tenant: TenantId = Depends(tenant_may(Scope.AGENTS_MANAGE)), p: Platform = Depends(platform),
 ) -> ActivityOut:
     """Publish version 1, or the next version when the activity exists."""
     found = await p.activities.publish(tenant, body.name, body.bundle(), body.settings())
@@ -98,7 +99,7 @@ async def create_activity(
              responses={201: _PUBLISHED, 409: _PUBLISH_CONFLICT})
 async def create_version(
     name: str, body: VersionBody, response: Response,
-    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    tenant: TenantId = Depends(tenant_may(Scope.AGENTS_MANAGE)), p: Platform = Depends(platform),
 ) -> ActivityOut:
     """The activity's next version; 404 when it has none yet (create it with POST
     /v1/activities)."""
@@ -111,7 +112,7 @@ async def create_version(
 @router.get("/v1/activities", response_model=ActivityList)
 async def list_activities(
     page: PageRequest = Depends(keyed_by(NAME_RE)),
-    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
 ) -> ActivityList:
     """The tenant's activities by name, each with its latest version."""
     found = await p.activities.activities(tenant, after=page.position(_ACTIVITY_CURSOR),
@@ -122,7 +123,8 @@ async def list_activities(
 
 @router.get("/v1/activities/{name}", response_model=ActivityOut)
 async def get_activity(
-    name: str, tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    name: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)),
+    p: Platform = Depends(platform),
 ) -> ActivityOut:
     """The latest version."""
     return await _flagged_out(p, tenant, await p.activities.version(tenant, _name_or_404(name)))
@@ -130,7 +132,7 @@ async def get_activity(
 
 @router.get("/v1/activities/{name}/versions/{version}", response_model=ActivityOut)
 async def get_activity_version(
-    name: str, version: str, tenant: TenantId = Depends(current_tenant),
+    name: str, version: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)),
     p: Platform = Depends(platform),
 ) -> ActivityOut:
     number = positive_int4_or_404(version, NOT_FOUND)
@@ -162,7 +164,7 @@ async def enqueue_task(
     idempotency_key: str | None = Header(
         None, min_length=1, max_length=255, pattern=r"^[\x21-\x7e]+$",
         description="Retrying with the same key and body returns the same task."),
-    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    tenant: TenantId = Depends(tenant_may(Scope.RUNS_WRITE)), p: Platform = Depends(platform),
 ) -> TaskStarted:
     result = await p.activities.enqueue(tenant, body.activity, body.input,
                                         version=body.version, idempotency_key=idempotency_key)
@@ -184,7 +186,7 @@ async def list_tasks(
                                                          "none of them."),
     activity: str | None = Query(None, max_length=128, pattern=NAME_RE,
                                  description="Only tasks of this activity."),
-    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
 ) -> TaskList:
     """The tenant's activity tasks, newest first."""
     found = await p.activities.tasks(tenant, before=page.position(RunId.parse), status=status,
@@ -196,7 +198,8 @@ async def list_tasks(
 
 @router.get("/v1/activity-tasks/{task_id}", response_model=TaskOut)
 async def get_task(
-    task_id: str, tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    task_id: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)),
+    p: Platform = Depends(platform),
 ) -> TaskOut:
     task = parse_or_404(RunId, task_id, TASK_NOT_FOUND)
     return task_out(await p.activities.get(tenant, task))
@@ -205,7 +208,8 @@ async def get_task(
 @router.post("/v1/activity-tasks/{task_id}/requeue", response_model=TaskOut, responses={
     409: {"description": "`conflict`: only a dead-lettered task is requeued."}})
 async def requeue_task(
-    task_id: str, tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    task_id: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_WRITE)),
+    p: Platform = Depends(platform),
 ) -> TaskOut:
     """Send a dead letter back to the queue with a fresh count of attempts."""
     task = parse_or_404(RunId, task_id, TASK_NOT_FOUND)
@@ -216,7 +220,7 @@ async def requeue_task(
 @router.get("/v1/activity-tasks/{task_id}/attempts", response_model=AttemptList)
 async def list_attempts(
     task_id: str, page: PageRequest = Depends(keyed_by(_SEQ_CURSOR)),
-    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
 ) -> AttemptList:
     """The task's attempt log, oldest first: each attempt's outcome, exit code, whether it
     killed its sandbox, and its output as capped for the log."""
@@ -231,7 +235,8 @@ async def list_attempts(
     409: {"description": "`conflict`: the task already ended (finished, failed or "
                          "cancelled); `task_status` says how."}})
 async def cancel_task(
-    task_id: str, tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    task_id: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_WRITE)),
+    p: Platform = Depends(platform),
 ) -> TaskOut:
     """Cancel a task. Queued, waiting for its backoff or dead-lettered: `cancelled` at
     once. Running: the attempt in flight is not killed; `cancel_requested` is set, no

@@ -23,6 +23,14 @@ from tenantry.api.fields import (
     Slug,
     Text,
 )
+from tenantry.api.key_bodies import (
+    ApiKeyList,
+    ApiKeyOut,
+    CreateKey,
+    KeyOut,
+    issued_out,
+    key_out,
+)
 from tenantry.api.links import links, to
 from tenantry.api.pagination import PageRequest, keyed_by, matching
 from tenantry.api.params import parse_or_404
@@ -98,32 +106,6 @@ class CreatedTenantOut(TenantOut):
 
 class WebhookSecretOut(BaseModel):
     webhook_secret: str
-
-
-class CreateKey(Body):
-    name: Text = Field(default="", max_length=200)
-
-
-class KeyOut(BaseModel):
-    key_id: str
-    api_key: str = Field(description="Shown once; only its SHA-256 is stored.")
-    prefix: str
-    created_at: datetime
-
-
-class ApiKeyOut(BaseModel):
-    """A key's metadata: never the key or its hash."""
-
-    key_id: str
-    prefix: str = Field(description="The key's first characters, to tell keys apart.")
-    name: str
-    created_at: datetime
-    revoked_at: datetime | None
-
-
-class ApiKeyList(BaseModel):
-    data: list[ApiKeyOut]
-    next_cursor: str | None
 
 
 class PutAdmissions(Body):
@@ -237,16 +219,10 @@ async def create_api_key(
     tenant_id: str, body: CreateKey | None = None, p: Platform = Depends(platform)
 ) -> KeyOut:
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
-    issued = await service.issue_api_key(p.db, tenant, body.name if body else "")
-    return KeyOut(
-        key_id=str(issued.key_id), api_key=issued.api_key, prefix=issued.prefix,
-        created_at=issued.created_at,
-    )
-
-
-def _key_out(k: service.ApiKeyInfo) -> ApiKeyOut:
-    return ApiKeyOut(key_id=str(k.key_id), prefix=k.prefix, name=k.name,
-                     created_at=k.created_at, revoked_at=k.revoked_at)
+    """A key for the tenant: every scope unless ``scopes`` narrows it, no expiry unless
+    ``expires_at`` sets one."""
+    new = (body or CreateKey()).new_key(created_by="operator")
+    return issued_out(await service.issue_api_key(p.db, tenant, new))
 
 
 @router.get("/tenants/{tenant_id}/api-keys", response_model=ApiKeyList)
@@ -258,7 +234,7 @@ async def list_api_keys(
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
     found = await service.api_keys_page(p.db, tenant, before=page.position(ApiKeyId.parse),
                                         limit=page.limit)
-    return ApiKeyList(data=[_key_out(k) for k in found],
+    return ApiKeyList(data=[key_out(k) for k in found],
                       next_cursor=page.next_cursor(found, lambda k: str(k.key_id)))
 
 
@@ -271,7 +247,7 @@ async def get_api_key(tenant_id: str, key_id: str, p: Platform = Depends(platfor
     found = await service.get_api_key(p.db, tenant, key)
     if found.revoked_at is not None:
         raise NotFound(service.KEY_NOT_FOUND)
-    return _key_out(found)
+    return key_out(found)
 
 
 @router.delete("/tenants/{tenant_id}/api-keys/{key_id}", response_model=RevokedOut)

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from tenantry.activities.code import versions as activity_versions
 from tenantry.agents import activity_tools, child_tools, flags, service, snapshots
 from tenantry.agents.spec import AgentSpec, ChildAgent, Limits, SandboxPolicy, SummarizePolicy
-from tenantry.api.auth import current_tenant, platform
+from tenantry.api.auth import platform, tenant_may
 from tenantry.api.fields import Body, EgressHost, PositiveInt4, Text
 from tenantry.api.links import links, to
 from tenantry.api.pagination import PageRequest, keyed_by
@@ -21,6 +21,7 @@ from tenantry.api.platform import Platform
 from tenantry.errors import Conflict, NotFound
 from tenantry.ids import AgentId, TenantId
 from tenantry.sandbox.egress import EgressPolicy
+from tenantry.tenants.scopes import Scope
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
 _AGENT_PAGE = keyed_by(AgentId.pattern())
@@ -326,7 +327,7 @@ _PUBLISHED = links(
              responses={201: _CREATED, **_PUBLISH_RESPONSES})
 async def create_agent(
     body: CreateAgent, response: Response,
-    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    tenant: TenantId = Depends(tenant_may(Scope.AGENTS_MANAGE)), p: Platform = Depends(platform),
 ) -> AgentOut:
     await _check_activities(p, tenant, body)
     created = await service.create_agent(p.db, tenant, body.name,
@@ -338,7 +339,7 @@ async def create_agent(
 @router.get("", response_model=AgentList)
 async def list_agents(
     page: PageRequest = Depends(_AGENT_PAGE),
-    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
 ) -> AgentList:
     agents = await service.list_agents(p.db, tenant, before=page.position(AgentId.parse),
                                        limit=page.limit)
@@ -355,7 +356,8 @@ async def list_agents(
 
 @router.get("/{agent_id}", response_model=AgentOut)
 async def get_agent(
-    agent_id: str, tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform)
+    agent_id: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)),
+    p: Platform = Depends(platform)
 ) -> AgentOut:
     agent = parse_or_404(AgentId, agent_id, NOT_FOUND)
     return await _flagged_out(p, tenant, await service.get_agent(p.db, tenant, agent))
@@ -365,7 +367,7 @@ async def get_agent(
              responses={201: _PUBLISHED, **_PUBLISH_RESPONSES})
 async def create_version(
     agent_id: str, body: NewVersion, response: Response,
-    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    tenant: TenantId = Depends(tenant_may(Scope.AGENTS_MANAGE)), p: Platform = Depends(platform),
 ) -> AgentOut:
     agent = parse_or_404(AgentId, agent_id, NOT_FOUND)
     await _check_activities(p, tenant, body)
@@ -378,7 +380,7 @@ async def create_version(
 @router.get("/{agent_id}/versions/{version}", response_model=AgentOut)
 async def get_version(
     agent_id: str, version: str,
-    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
 ) -> AgentOut:
     agent = parse_or_404(AgentId, agent_id, NOT_FOUND)
     number = positive_int4_or_404(version, service.VERSION_NOT_FOUND)
@@ -388,7 +390,7 @@ async def get_version(
 
 async def change_version(
     agent_id: str, version: str,
-    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
 ) -> None:
     """Versions are immutable: publish a new one with ``POST /v1/agents/{id}/versions``."""
     await get_version(agent_id, version, tenant, p)  # 404 first, like any other lookup

@@ -43,7 +43,8 @@ from tenantry.config import Settings
 _PROBLEM_SCHEMA = {
     "type": "object",
     "description": "RFC 9457 problem details. `type` is stable: not_found, validation_error, "
-                   "unauthorized, conflict, payload_too_large, method_not_allowed, quota_exceeded, "
+                   "unauthorized, forbidden, conflict, payload_too_large, method_not_allowed, "
+                   "quota_exceeded, "
                    "overloaded, budget_exhausted, tool_unavailable, tenant_erased, "
                    "admissions_paused, region_not_served, database_unavailable, "
                    "tool_server_authorization_failed, tool_server_url_refused, internal_error; "
@@ -129,10 +130,11 @@ def create_app(
     return app
 
 
-def _credentials(routers: list[APIRouter]) -> dict[str, str]:
-    """Which bearer scheme each operation takes, read from its dependencies (so a new route
-    is documented by what it really checks, not by its prefix)."""
-    schemes: dict[str, str] = {}
+def _credentials(routers: list[APIRouter]) -> dict[str, tuple[str, list[str]]]:
+    """Which bearer scheme each operation takes, and the scope a tenant key needs for it,
+    read from its dependencies (so a new route is documented by what it really checks,
+    not by its prefix)."""
+    schemes: dict[str, tuple[str, list[str]]] = {}
     for route in (r for router in routers for r in router.routes):
         if not isinstance(route, APIRoute):
             continue
@@ -142,12 +144,17 @@ def _credentials(routers: list[APIRouter]) -> dict[str, str]:
             dependant = pending.pop()
             calls.add(dependant.call)
             pending.extend(dependant.dependencies)
+        scopes = sorted({_scope_of(c) for c in calls} - {""})
         scheme = ("operatorToken" if auth.operator in calls
-                  else "apiKey" if auth.current_tenant in calls else None)
+                  else "apiKey" if scopes or auth.current_grant in calls else None)
         if scheme is not None:
             for method in route.methods or ():
-                schemes[f"{method.lower()} {route.path_format}"] = scheme
+                schemes[f"{method.lower()} {route.path_format}"] = (scheme, scopes)
     return schemes
+
+
+def _scope_of(call: object) -> str:
+    return call.scope.value if isinstance(call, auth.ScopeCheck) else ""
 
 
 def _left_out_not_null(schema: dict[str, Any]) -> dict[str, Any]:
@@ -216,8 +223,12 @@ def _openapi(app: FastAPI, routers: list[APIRouter]) -> dict[str, Any]:
             answers: list[tuple[str, str]] = []
             if path != "/healthz":
                 answers += [("400", "Invalid request"), ("503", _DATABASE_UNAVAILABLE)]
-            if f"{method} {path}" in schemes:
+            scheme, scopes = schemes.get(f"{method} {path}", (None, []))
+            if scheme is not None:
                 answers.append(("401", "Missing or invalid credentials"))
+            if scopes:
+                answers.append(("403", "`forbidden`: the API key lacks the scope "
+                                       f"`{scopes[0]}` (the problem's `scope` names it)"))
             if "{" in path or (method.upper(), path) in _MISSING_REFERENCES:
                 answers.append(("404", "Not found"))
             if method in _BODY_METHODS:
@@ -234,12 +245,16 @@ def _openapi(app: FastAPI, routers: list[APIRouter]) -> dict[str, Any]:
                 if _DATABASE_UNAVAILABLE not in busy["description"]:
                     busy["description"] += f"; {_DATABASE_UNAVAILABLE}"
                 busy.setdefault("headers", _RETRY_AFTER)
-            scheme = schemes.get(f"{method} {path}")
             if scheme is not None:
-                operation["security"] = [{scheme: []}]
+                # OpenAPI 3.1: a bearer scheme's requirement may list the roles it needs.
+                operation["security"] = [{scheme: scopes}]
+                if scopes:
+                    operation["x-tenantry-scope"] = scopes[0]
     doc["components"]["securitySchemes"] = {
         "apiKey": {"type": "http", "scheme": "bearer",
-                   "description": "A tenant API key (tnt_...)."},
+                   "description": "A tenant API key (tnt_...). Each operation lists the "
+                                  "scope the key needs (`x-tenantry-scope`); a key without "
+                                  "it is answered 403 `forbidden`, the scope named."},
         "operatorToken": {"type": "http", "scheme": "bearer",
                           "description": "The operator token printed by `tenantry up`."},
     }

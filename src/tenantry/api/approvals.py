@@ -9,13 +9,14 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
-from tenantry.api.auth import current_tenant, platform
+from tenantry.api.auth import platform, tenant_may
 from tenantry.api.fields import Body, Text
 from tenantry.api.pagination import PageRequest, keyed_by
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.ids import ApprovalId, TenantId
 from tenantry.runs import approvals as decisions
+from tenantry.tenants.scopes import Scope
 from tenantry.tools import approvals
 
 router = APIRouter(prefix="/v1/approvals", tags=["approvals"])
@@ -57,7 +58,7 @@ def _out(a: approvals.ApprovalView) -> ApprovalOut:
 async def list_approvals(
     status: Literal["pending", "approved", "denied", "expired", "cancelled"] | None = Query(None),
     page: PageRequest = Depends(_APPROVAL_PAGE),
-    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
 ) -> ApprovalList:
     found = await approvals.list_approvals(p.db, tenant, status=status,
                                            before=page.position(ApprovalId.parse),
@@ -68,7 +69,7 @@ async def list_approvals(
 
 @router.get("/{approval_id}", response_model=ApprovalOut)
 async def get_approval(
-    approval_id: str, tenant: TenantId = Depends(current_tenant),
+    approval_id: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)),
     p: Platform = Depends(platform),
 ) -> ApprovalOut:
     approval = parse_or_404(ApprovalId, approval_id, approvals.NOT_FOUND)
@@ -77,7 +78,7 @@ async def get_approval(
 
 @router.post("/{approval_id}", response_model=ApprovalOut)
 async def decide(
-    approval_id: str, body: Decide, tenant: TenantId = Depends(current_tenant),
+    approval_id: str, body: Decide, tenant: TenantId = Depends(tenant_may(Scope.APPROVALS_DECIDE)),
     p: Platform = Depends(platform),
 ) -> ApprovalOut:
     """Approve or deny. Deciding twice, or after the run ended, is a 409."""

@@ -1,17 +1,23 @@
 """Who is calling: a tenant (its API key) or the operator (the operator token). The tenant
-comes from the key, never from a body, path or model (invariant 4)."""
+comes from the key, never from a body, path or model (invariant 4).
+
+Every tenant route states the one scope it needs by its dependency —
+``Depends(tenant_may(Scope.RUNS_READ))`` — which the OpenAPI document publishes and a test
+holds every route to (ADR 0043)."""
 
 from __future__ import annotations
 
 import hmac
 from dataclasses import dataclass
+from functools import cache
 
-from fastapi import Depends, Request
+from fastapi import Request
 
 from tenantry.api.platform import Platform
-from tenantry.errors import Unauthorized
+from tenantry.errors import Forbidden, Unauthorized
 from tenantry.ids import ApiKeyId, TenantId
-from tenantry.tenants.service import authenticate, key_of
+from tenantry.tenants.scopes import KeyGrant, Scope
+from tenantry.tenants.service import authenticate
 
 
 def _bearer(request: Request) -> str:
@@ -28,9 +34,12 @@ async def platform(request: Request) -> Platform:
     return p
 
 
-async def current_tenant(request: Request) -> TenantId:
+async def current_grant(request: Request) -> KeyGrant:
+    """What the calling key grants (401 for no key, an unknown, revoked or expired one)."""
     p = await platform(request)
-    return await authenticate(p.db, _bearer(request), p.auth_cache)
+    grant = await authenticate(p.db, _bearer(request), p.auth_cache)
+    request.state.grant = grant  # for what records who did what (the audit trail)
+    return grant
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,11 +50,43 @@ class Caller:
     key: ApiKeyId
 
 
-async def current_caller(request: Request,
-                         tenant: TenantId = Depends(current_tenant)) -> Caller:
-    """The tenant (authenticated as by ``current_tenant``) and the calling key's id."""
-    p = await platform(request)
-    return Caller(tenant, await key_of(p.db, tenant, _bearer(request)))
+class ScopeCheck:
+    """A route's dependency that authenticates the key and refuses it (403, the scope
+    named) unless it holds ``scope``. One instance per scope and answer shape, so the
+    OpenAPI document can read each route's scope from its dependencies."""
+
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+
+    async def grant(self, request: Request) -> KeyGrant:
+        grant = await current_grant(request)
+        if self.scope not in grant.scopes:
+            raise Forbidden(f"This API key does not hold the scope {self.scope.value!r}.",
+                            scope=self.scope.value)
+        return grant
+
+
+class _TenantMay(ScopeCheck):
+    async def __call__(self, request: Request) -> TenantId:
+        return (await self.grant(request)).tenant
+
+
+class _CallerMay(ScopeCheck):
+    async def __call__(self, request: Request) -> Caller:
+        grant = await self.grant(request)
+        return Caller(grant.tenant, grant.key_id)
+
+
+@cache
+def tenant_may(scope: Scope) -> _TenantMay:
+    """The calling tenant, once its key is known to hold ``scope``."""
+    return _TenantMay(scope)
+
+
+@cache
+def caller_may(scope: Scope) -> _CallerMay:
+    """The calling tenant and key, once the key is known to hold ``scope``."""
+    return _CallerMay(scope)
 
 
 async def operator(request: Request) -> None:

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, Response
 from pydantic import BaseModel, Field
 
 from tenantry.agents import service as agents
-from tenantry.api.auth import Caller, current_caller, current_tenant, platform
+from tenantry.api.auth import Caller, caller_may, platform, tenant_may
 from tenantry.api.evaluation_bodies import (
     CreateEvaluation,
     CreateTestSet,
@@ -35,6 +35,7 @@ from tenantry.api.run_bodies import OVERLOADED
 from tenantry.errors import Conflict, NotFound
 from tenantry.evaluations import service, test_sets
 from tenantry.ids import AgentId, EvaluationId, TenantId, TestSetId
+from tenantry.tenants.scopes import Scope
 
 router = APIRouter(prefix="/v1/agents", tags=["evaluations"])
 
@@ -81,7 +82,7 @@ AGENT_NOT_FOUND = agents.NOT_FOUND
                                               "names no finished run of this agent."}})
 async def create_test_set(
     agent_id: str, body: CreateTestSet, response: Response,
-    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    tenant: TenantId = Depends(tenant_may(Scope.AGENTS_MANAGE)), p: Platform = Depends(platform),
 ) -> TestSetOut:
     agent = parse_or_404(AgentId, agent_id, AGENT_NOT_FOUND)
     created = await test_sets.create(p.db, tenant, agent, body.name,
@@ -94,7 +95,7 @@ async def create_test_set(
 @router.get("/{agent_id}/test-sets", response_model=TestSetList)
 async def list_test_sets(
     agent_id: str, page: PageRequest = Depends(keyed_by(TestSetId.pattern())),
-    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
 ) -> TestSetList:
     """A page of the agent's test sets, newest first: each one's name, tool results and how
     many cases it has, never the cases (read one test set to see them)."""
@@ -111,7 +112,7 @@ async def list_test_sets(
 @router.get("/{agent_id}/test-sets/{test_set_id}", response_model=TestSetOut)
 async def get_test_set(
     agent_id: str, test_set_id: str,
-    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
 ) -> TestSetOut:
     agent = parse_or_404(AgentId, agent_id, AGENT_NOT_FOUND)
     found = parse_or_404(TestSetId, test_set_id, test_sets.NOT_FOUND)
@@ -134,7 +135,7 @@ async def get_test_set(
                  503: OVERLOADED})
 async def create_evaluation(
     agent_id: str, body: CreateEvaluation, response: Response,
-    who: Caller = Depends(current_caller), p: Platform = Depends(platform),
+    who: Caller = Depends(caller_may(Scope.AGENTS_MANAGE)), p: Platform = Depends(platform),
 ) -> EvaluationOut:
     tenant, by = who.tenant, str(who.key)
     agent = parse_or_404(AgentId, agent_id, AGENT_NOT_FOUND)
@@ -165,7 +166,7 @@ async def create_evaluation(
 @router.get("/{agent_id}/evaluations", response_model=EvaluationList)
 async def list_evaluations(
     agent_id: str, page: PageRequest = Depends(keyed_by(EvaluationId.pattern())),
-    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
 ) -> EvaluationList:
     agent = parse_or_404(AgentId, agent_id, AGENT_NOT_FOUND)
     await agents.get_agent(p.db, tenant, agent)  # 404 for another tenant's agent
@@ -183,7 +184,7 @@ async def list_evaluations(
 @router.get("/{agent_id}/evaluations/{evaluation_id}", response_model=EvaluationOut)
 async def get_evaluation(
     agent_id: str, evaluation_id: str,
-    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
 ) -> EvaluationOut:
     agent = parse_or_404(AgentId, agent_id, AGENT_NOT_FOUND)
     evaluation = parse_or_404(EvaluationId, evaluation_id, service.NOT_FOUND)
@@ -198,7 +199,7 @@ async def get_evaluation(
                                               "or a case failed."}})
 async def promote(
     agent_id: str, body: PromoteBody,
-    who: Caller = Depends(current_caller), p: Platform = Depends(platform),
+    who: Caller = Depends(caller_may(Scope.AGENTS_MANAGE)), p: Platform = Depends(platform),
 ) -> PromotionOut:
     """Make a version the live one: what `POST /v1/runs` without a version runs. Publishing
     never does; only this, recorded with who and when."""
@@ -223,7 +224,8 @@ async def promote(
 
 @router.get("/{agent_id}/promotions", response_model=PromotionList)
 async def list_promotions(
-    agent_id: str, tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    agent_id: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)),
+    p: Platform = Depends(platform),
 ) -> PromotionList:
     agent = parse_or_404(AgentId, agent_id, AGENT_NOT_FOUND)
     await agents.get_agent(p.db, tenant, agent)

@@ -11,11 +11,12 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel, Field
 
 from tenantry.agents import snapshots
-from tenantry.api.auth import Caller, current_caller, current_tenant, platform
+from tenantry.api.auth import Caller, caller_may, platform, tenant_may
 from tenantry.api.fields import Body, Text
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.ids import AgentId, TenantId
+from tenantry.tenants.scopes import Scope
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
 
@@ -100,7 +101,8 @@ def _owners(owners: tuple[str, ...]) -> list[AccountOwner]:
 
 @router.get("/{agent_id}/model-snapshots", response_model=SnapshotList)
 async def list_snapshots(
-    agent_id: str, tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform)
+    agent_id: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)),
+    p: Platform = Depends(platform)
 ) -> SnapshotList:
     agent = parse_or_404(AgentId, agent_id, snapshots.AGENT_NOT_FOUND)
     found, promotions = await snapshots.listed(p.db, tenant, agent)
@@ -116,7 +118,7 @@ async def list_snapshots(
              responses=_HOLD_RESPONSES)
 async def hold_snapshot(
     agent_id: str, body: HoldBody,
-    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    tenant: TenantId = Depends(tenant_may(Scope.AGENTS_MANAGE)), p: Platform = Depends(platform),
 ) -> SnapshotOut:
     """Hold the agent's runs on the accepted snapshot of a model (or release them). A run
     already going picks it up when it is next loaded (after a wait, a park or a restart)."""
@@ -128,7 +130,7 @@ async def hold_snapshot(
              responses=_PROMOTE_RESPONSES)
 async def promote_snapshot(
     agent_id: str, body: PromoteBody,
-    caller: Caller = Depends(current_caller), p: Platform = Depends(platform),
+    caller: Caller = Depends(caller_may(Scope.AGENTS_MANAGE)), p: Platform = Depends(platform),
 ) -> SnapshotOut:
     """Accept a snapshot: the one the provider changed to (or the accepted one, keeping it);
     the change is cleared and the promotion recorded with the calling API key. A hold stays:

@@ -24,7 +24,7 @@ from tenantry.api.admin import (
     secret_out,
     store_secret,
 )
-from tenantry.api.auth import current_tenant, platform
+from tenantry.api.auth import platform, tenant_may
 from tenantry.api.fields import LABEL_RE, SECRET_NAME_RE
 from tenantry.api.links import links, to
 from tenantry.api.pagination import PageRequest, keyed_by, matching
@@ -39,6 +39,7 @@ from tenantry.api.tool_server_bodies import (
 from tenantry.api.tool_servers import CONNECT_CONFLICT, OAUTH_FAILED, UNREACHABLE
 from tenantry.errors import Conflict, NotFound
 from tenantry.ids import TenantId
+from tenantry.tenants.scopes import Scope
 from tenantry.tools import servers
 from tenantry.vault import store as vault_store
 
@@ -63,7 +64,7 @@ _THE_SERVER = {"name": "$response.body#/name"}
                             parameters=_THE_SERVER)),
                  **UNREACHABLE, **_URL_REFUSED, **VAULT_ERROR})
 async def register_own_tool_server(
-    body: RegisterToolServer, tenant: TenantId = Depends(current_tenant),
+    body: RegisterToolServer, tenant: TenantId = Depends(tenant_may(Scope.INTEGRATIONS_MANAGE)),
     p: Platform = Depends(platform),
 ) -> ToolServerOut:
     """Register one of your MCP servers. Its tool list is read now and pinned; a server that
@@ -74,7 +75,7 @@ async def register_own_tool_server(
 @router.get("/tool-servers", response_model=ToolServerList)
 async def list_own_tool_servers(
     page: PageRequest = Depends(keyed_by(LABEL_RE)),
-    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
 ) -> ToolServerList:
     """Your tool servers (the operator's registrations for you too), ordered by name."""
     return await page_of(p, tenant, page)
@@ -82,7 +83,8 @@ async def list_own_tool_servers(
 
 @router.get("/tool-servers/{name}", response_model=ToolServerOut)
 async def get_own_tool_server(
-    name: str, tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    name: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)),
+    p: Platform = Depends(platform),
 ) -> ToolServerOut:
     return await one(p, tenant, name)
 
@@ -90,7 +92,8 @@ async def get_own_tool_server(
 @router.post("/tool-servers/{name}/pin", response_model=ToolServerOut,
              responses={**UNREACHABLE, **VAULT_ERROR})
 async def repin_own_tool_server(
-    name: str, tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    name: str, tenant: TenantId = Depends(tenant_may(Scope.INTEGRATIONS_MANAGE)),
+    p: Platform = Depends(platform),
 ) -> ToolServerOut:
     """Accept the server's current tool list as reviewed (after it changed). Agent versions
     published before keep the list they were published with."""
@@ -100,7 +103,7 @@ async def repin_own_tool_server(
 @router.post("/tool-servers/{name}/connect", response_model=ConnectOut,
              responses={**CONNECT_CONFLICT, **UNREACHABLE, **OAUTH_FAILED, **VAULT_ERROR})
 async def connect_own_tool_server(
-    name: str, request: Request, tenant: TenantId = Depends(current_tenant),
+    name: str, request: Request, tenant: TenantId = Depends(tenant_may(Scope.INTEGRATIONS_MANAGE)),
     p: Platform = Depends(platform),
 ) -> ConnectOut:
     """Start (or renew) an OAuth server's authorization: open ``authorization_url`` in a
@@ -111,7 +114,8 @@ async def connect_own_tool_server(
 
 @router.delete("/tool-servers/{name}", status_code=204, response_class=Response)
 async def remove_own_tool_server(
-    name: str, tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    name: str, tenant: TenantId = Depends(tenant_may(Scope.INTEGRATIONS_MANAGE)),
+    p: Platform = Depends(platform),
 ) -> Response:
     """Remove the server and its OAuth connection (its tokens go with it)."""
     await remove(p, tenant, name)
@@ -128,7 +132,8 @@ _STORED = links(GetSecret=to("GET", "/v1/secrets/{name}", "The secret's name and
 async def put_own_secret(
     body: PutSecret, response: Response,
     name: str = Path(pattern=SECRET_NAME_RE, max_length=128),
-    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    tenant: TenantId = Depends(tenant_may(Scope.INTEGRATIONS_MANAGE)),
+    p: Platform = Depends(platform),
 ) -> SecretOut:
     """Store a secret (or rotate it: store it again under its name), encrypted with your
     data key. Write-only: no API returns it."""
@@ -138,7 +143,8 @@ async def put_own_secret(
 @router.get("/secrets", response_model=SecretList)
 async def list_own_secrets(
     page: PageRequest = Depends(keyed_by(SECRET_NAME_RE)),
-    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    tenant: TenantId = Depends(tenant_may(Scope.INTEGRATIONS_MANAGE)),
+    p: Platform = Depends(platform),
 ) -> SecretList:
     """Names and dates only, ordered by name."""
     found = await vault_store.secrets_page(p.db, tenant, after=page.position(_SECRET_CURSOR),
@@ -149,7 +155,8 @@ async def list_own_secrets(
 
 @router.get("/secrets/{name}", response_model=SecretOut)
 async def get_own_secret(
-    name: str = Path(max_length=128), tenant: TenantId = Depends(current_tenant),
+    name: str = Path(max_length=128),
+    tenant: TenantId = Depends(tenant_may(Scope.INTEGRATIONS_MANAGE)),
     p: Platform = Depends(platform),
 ) -> SecretOut:
     """A secret's name and dates (to check it is there); its value is never returned."""
@@ -160,7 +167,8 @@ async def get_own_secret(
                responses={409: {"description": "`conflict`: a tool server still sends it "
                                                "(`tool_servers` names them)"}})
 async def remove_own_secret(
-    name: str = Path(max_length=128), tenant: TenantId = Depends(current_tenant),
+    name: str = Path(max_length=128),
+    tenant: TenantId = Depends(tenant_may(Scope.INTEGRATIONS_MANAGE)),
     p: Platform = Depends(platform),
 ) -> Response:
     """Remove a secret no tool server sends any more."""

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tenantry.activities.tasks.store import MAX_ACTIVITY_SLOTS
 from tenantry.api.admin import TENANT_NOT_FOUND
-from tenantry.api.auth import current_tenant, operator, platform
+from tenantry.api.auth import operator, platform, tenant_may
 from tenantry.api.fields import Body
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
@@ -21,6 +21,7 @@ from tenantry.ledger import usage
 from tenantry.ledger.prices import PriceBook
 from tenantry.scheduler import policy
 from tenantry.scheduler.policy import DEFAULT_ACTIVITY_SLOTS, TenantPolicy
+from tenantry.tenants.scopes import Scope
 
 admin_router = APIRouter(prefix="/admin/v1", tags=["operator"],
                          dependencies=[Depends(operator)])
@@ -177,7 +178,7 @@ async def get_usage(
                                                                "default: the 1st of this month."),
     to: date | None = Query(None, description="Last day (UTC), inclusive; default: today."),
     group_by: Literal["agent", "day"] | None = Query(None),
-    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
 ) -> UsageOut:
     """Usage and cost from the billing record: one fact per model reply, per built-in tool
     call that used a sandbox and per activity attempt; and the sandbox price now."""

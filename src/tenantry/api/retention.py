@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Response
 from pydantic import BaseModel, Field
 
 from tenantry.api.admin import TENANT_NOT_FOUND
-from tenantry.api.auth import current_tenant, operator, platform
+from tenantry.api.auth import operator, platform, tenant_may
 from tenantry.api.fields import Body
 from tenantry.api.links import links, to
 from tenantry.api.pagination import PageRequest, keyed_by
@@ -23,6 +23,7 @@ from tenantry.retention.cleaner import Cleaner
 from tenantry.retention.policy import MAX_DAYS, RetentionPolicy
 from tenantry.runs import service as runs
 from tenantry.tenants import service as tenants
+from tenantry.tenants.scopes import Scope
 
 admin_router = APIRouter(prefix="/admin/v1", tags=["operator"],
                          dependencies=[Depends(operator)])
@@ -219,7 +220,7 @@ async def list_tombstones(
 
 
 @router.get("/tombstones/{run_id}", response_model=TombstoneOut)
-async def get_tombstone(run_id: str, tenant: TenantId = Depends(current_tenant),
+async def get_tombstone(run_id: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)),
                         p: Platform = Depends(platform)) -> TombstoneOut:
     """What remains of one of this tenant's deleted runs."""
     run = parse_or_404(RunId, run_id, tombstones.NO_TOMBSTONE)
@@ -246,7 +247,7 @@ _DELETE_CONFLICT: dict[int | str, dict[str, Any]] = {204: _DELETED, 409: {
 
 @router.delete("/runs/{run_id}", status_code=204, response_class=Response,
                responses=_DELETE_CONFLICT)
-async def delete_run(run_id: str, tenant: TenantId = Depends(current_tenant),
+async def delete_run(run_id: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_WRITE)),
                      p: Platform = Depends(platform)) -> Response:
     """Delete an ended run (finished, failed, cancelled, or a dead-lettered task) now,
     with its events and blobs. A tombstone remains (GET /v1/tombstones/{run_id}); every

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Response
 from pydantic import BaseModel, Field
 
-from tenantry.api.auth import current_tenant, platform
+from tenantry.api.auth import platform, tenant_may
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.blobs import (
@@ -31,6 +31,7 @@ from tenantry.blobs.objects import REF_PATTERN, UNAVAILABLE_RETRY_AFTER
 from tenantry.errors import NotFound
 from tenantry.ids import RunId, TenantId
 from tenantry.runs import service
+from tenantry.tenants.scopes import Scope
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
 logger = logging.getLogger(__name__)
@@ -78,7 +79,8 @@ def _store(p: Platform) -> Blobs:
 
 @router.get("/{run_id}/blobs", response_model=BlobList)
 async def list_blobs(
-    run_id: str, tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    run_id: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)),
+    p: Platform = Depends(platform),
 ) -> BlobList:
     """The run's blobs held now, oldest first. A run's saved files go when it ends; all
     of its blobs go with the run (retention, `DELETE /v1/runs/{run_id}`, erase)."""
@@ -97,7 +99,7 @@ async def read_blob(
     run_id: str,
     # Checked by check_ref below (400 bad_blob_ref, not FastAPI's 422); published here.
     ref: Annotated[str, Path(json_schema_extra={"pattern": REF_PATTERN})],
-    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
 ) -> Response:
     run = parse_or_404(RunId, run_id, service.NOT_FOUND)
     check_ref(ref)  # 400 before anything is looked up

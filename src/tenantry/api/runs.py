@@ -9,7 +9,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 
-from tenantry.api.auth import current_tenant, platform
+from tenantry.api.auth import platform, tenant_may
 from tenantry.api.links import links, to
 from tenantry.api.pagination import PageRequest, keyed_by
 from tenantry.api.params import LongPageLimit, Seq, parse_or_404
@@ -35,6 +35,7 @@ from tenantry.jsonutil import digest, dumps
 from tenantry.runs import service
 from tenantry.runs.events import TERMINAL_EVENTS, Event, EventType, RunStatus
 from tenantry.runs.trace import build_trace
+from tenantry.tenants.scopes import Scope
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
 _RUN_PAGE = keyed_by(RunId.pattern())
@@ -74,7 +75,7 @@ async def start_run(
         None, min_length=1, max_length=255, pattern=r"^[\x21-\x7e]+$",
         description="Retrying with the same key and body returns the same run.",
     ),
-    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    tenant: TenantId = Depends(tenant_may(Scope.RUNS_WRITE)), p: Platform = Depends(platform),
 ) -> Started:
     agent = parse_or_404(AgentId, body.agent_id, "No agent with this id.")
     request = service.RunRequest(
@@ -104,7 +105,7 @@ def request_digest(body: StartRun) -> bytes:
 async def list_runs(
     page: PageRequest = Depends(_RUN_PAGE),
     status: RunStatus | None = Query(None),
-    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
 ) -> RunList:
     runs = await service.list_runs(p.db, tenant, before=page.position(RunId.parse),
                                    status=status, limit=page.limit)
@@ -114,7 +115,8 @@ async def list_runs(
 
 @router.get("/{run_id}", response_model=RunOut)
 async def get_run(
-    run_id: str, tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform)
+    run_id: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)),
+    p: Platform = Depends(platform)
 ) -> RunOut:
     run = parse_or_404(RunId, run_id, NOT_FOUND)
     return run_out(await service.get_run(p.db, tenant, run))
@@ -123,7 +125,7 @@ async def get_run(
 @router.get("/{run_id}/children", response_model=RunList)
 async def list_children(
     run_id: str, page: PageRequest = Depends(_RUN_PAGE),
-    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
 ) -> RunList:
     """The child runs this run's `start_agent` calls started, oldest first (`cursor`:
     the last run id of the previous page)."""
@@ -136,7 +138,8 @@ async def list_children(
 
 @router.get("/{run_id}/trace", response_model=TraceOut)
 async def get_trace(
-    run_id: str, tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform)
+    run_id: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)),
+    p: Platform = Depends(platform)
 ) -> Response:
     """The run's trace, derived from its event log: queue, platform, gateway, model, tool,
     approval and parked time as contiguous spans whose durations add up to `wall_ms`,
@@ -155,7 +158,8 @@ async def get_trace(
     DeleteRun=to("DELETE", "/v1/runs/{run_id}", "Delete it once it has ended.",
                  parameters=_THE_RUN))})
 async def cancel_run(
-    run_id: str, tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform)
+    run_id: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_WRITE)),
+    p: Platform = Depends(platform)
 ) -> RunOut:
     run = parse_or_404(RunId, run_id, NOT_FOUND)
     return run_out(await service.cancel_run(p.db, tenant, run))
@@ -198,7 +202,7 @@ async def run_events(
     limit: Annotated[LongPageLimit, Query(description="JSON page size.")] = 500,
     last_event_id: Annotated[Seq | None, Header(description="SSE resume; same as `after`.")]
     = None,
-    tenant: TenantId = Depends(current_tenant), p: Platform = Depends(platform),
+    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
 ) -> Response:
     run = parse_or_404(RunId, run_id, NOT_FOUND)
     start = after if after is not None else (last_event_id or 0)

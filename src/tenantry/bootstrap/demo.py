@@ -68,12 +68,12 @@ async def _demo_key(db: Database, settings: Settings) -> tuple[str, Literal["new
     kept = path.read_text().strip() if path.exists() else None
     if kept:
         with contextlib.suppress(Unauthorized):
-            if await tenants.authenticate(db, kept) == DEMO_TENANT:
+            if (await tenants.authenticate(db, kept)).tenant == DEMO_TENANT:
                 return kept, "kept"
     # One live demo key at a time: one this data dir no longer knows is revoked.
     for previous in await tenants.list_api_keys(db, DEMO_TENANT):
         if previous.name == DEMO_KEY_NAME and previous.revoked_at is None:
             await tenants.revoke_api_key(db, DEMO_TENANT, previous.key_id)
-    key = await tenants.issue_api_key(db, DEMO_TENANT, DEMO_KEY_NAME)
+    key = await tenants.issue_api_key(db, DEMO_TENANT, tenants.NewKey(DEMO_KEY_NAME))
     write_private(path, key.api_key)
     return key.api_key, "rotated" if kept else "new"

@@ -12,12 +12,13 @@ SELECT tenant_id, name, region, plan, home_cell, created_at, erased_at
 FROM tenants WHERE tenant_id = $1
 
 -- name: insert_api_key
-INSERT INTO api_keys (tenant_id, key_id, key_hash, key_prefix, name)
-VALUES ($1, $2, $3, $4, $5)
+INSERT INTO api_keys (tenant_id, key_id, key_hash, key_prefix, name, scopes, expires_at,
+                      created_by, replaces)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 RETURNING created_at
 
 -- name: list_api_keys
-SELECT key_id, key_prefix, name, created_at, revoked_at
+SELECT key_id, key_prefix, name, created_at, revoked_at, scopes, expires_at, created_by, replaces
 FROM api_keys WHERE tenant_id = $1
 ORDER BY created_at
 
@@ -26,19 +27,25 @@ UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
 WHERE tenant_id = $1 AND key_id = $2
 RETURNING revoked_at
 
+-- name: expire_api_key
+-- A rotated key's overlap: it stops at $3 (never later than it already would).
+UPDATE api_keys SET expires_at = least(coalesce(expires_at, $3), $3)
+WHERE tenant_id = $1 AND key_id = $2 AND revoked_at IS NULL
+
+-- name: get_api_key_for_update
+SELECT key_id, key_prefix, name, created_at, revoked_at, scopes, expires_at, created_by, replaces
+FROM api_keys WHERE tenant_id = $1 AND key_id = $2
+FOR UPDATE
+
 -- name: announce_revocation
 SELECT pg_notify('tenantry_keys', '')
 
 -- name: authenticate
--- The key's tenant, and whether it is being moved to another cell (migration 0031).
-SELECT k.tenant_id,
+-- What the key grants, and whether its tenant is being moved to another cell (migration
+-- 0031). No row: no such key, or revoked.
+SELECT k.tenant_id, k.key_id, k.scopes, k.expires_at,
        EXISTS (SELECT 1 FROM frozen_tenants f WHERE f.tenant_id = k.tenant_id) AS moving
-FROM (SELECT tenantry_authenticate($1) AS tenant_id) k
-
--- name: key_id
--- The id of the tenant's live key with this hash (who asked, for records such as a
--- promotion's; authenticate has already checked the key).
-SELECT key_id FROM api_keys WHERE tenant_id = $1 AND key_hash = $2 AND revoked_at IS NULL
+FROM tenantry_authenticate_v2($1) k
 
 -- name: tenants_page
 -- Cross-tenant: through the definer function of migration 0011 (a bounded page).
@@ -46,13 +53,13 @@ SELECT * FROM tenantry_admin_tenants($1, $2)
 
 -- name: api_keys_page
 -- Newest first (key ids are UUIDv7); never the hash.
-SELECT key_id, key_prefix, name, created_at, revoked_at
+SELECT key_id, key_prefix, name, created_at, revoked_at, scopes, expires_at, created_by, replaces
 FROM api_keys WHERE tenant_id = $1 AND ($2::uuid IS NULL OR key_id < $2)
 ORDER BY key_id DESC
 LIMIT $3
 
 -- name: get_api_key
-SELECT key_id, key_prefix, name, created_at, revoked_at
+SELECT key_id, key_prefix, name, created_at, revoked_at, scopes, expires_at, created_by, replaces
 FROM api_keys WHERE tenant_id = $1 AND key_id = $2
 
 -- name: set_admissions_paused

@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 import asyncpg
 
-from tenantry.db import Database
+from tenantry.db import Connection, Database
 from tenantry.db.queries import load
-from tenantry.errors import Conflict, NotFound, TenantErased, TenantMoving, Unauthorized
+from tenantry.errors import (
+    Conflict,
+    NotFound,
+    TenantErased,
+    TenantMoving,
+    Unauthorized,
+    ValidationFailed,
+)
 from tenantry.ids import ApiKeyId, TenantId
 from tenantry.tenants.auth_cache import AuthCache
 from tenantry.tenants.keys import KEY_PREFIX, display_prefix, key_hash, new_key
+from tenantry.tenants.scopes import ALL_SCOPES, KeyGrant, Scope, stored
 
 Q = load(__package__)
 
@@ -45,10 +53,23 @@ class CreatedTenant:
 
 @dataclass(frozen=True, slots=True)
 class IssuedKey:
-    key_id: ApiKeyId
     api_key: str  # the only time the plaintext exists outside the caller
-    prefix: str
-    created_at: datetime
+    info: ApiKeyInfo
+
+    @property
+    def key_id(self) -> ApiKeyId:
+        return self.info.key_id
+
+
+@dataclass(frozen=True, slots=True)
+class NewKey:
+    """What a new key is to be: its name, scopes (every scope unless narrowed), expiry, and
+    who asks (``operator``, ``key:<id>``, ``user:<id>``: recorded with it)."""
+
+    name: str = ""
+    scopes: frozenset[Scope] = ALL_SCOPES
+    expires_at: datetime | None = None
+    created_by: str = "operator"
 
 
 async def create_tenant(
@@ -117,19 +138,58 @@ def _tenant(row: asyncpg.Record) -> Tenant:
                   row["home_cell"], row["created_at"])
 
 
-async def issue_api_key(db: Database, tenant: TenantId, name: str = "") -> IssuedKey:
+async def issue_api_key(db: Database, tenant: TenantId,
+                        new: NewKey = NewKey()) -> IssuedKey:
+    if new.expires_at is not None and new.expires_at <= datetime.now(UTC):
+        raise ValidationFailed("expires_at: must be in the future", field="expires_at")
+    async with db.tenant_tx(tenant) as conn:
+        return await _insert_key(conn, tenant, new, replaces=None)
+
+
+async def _insert_key(conn: Connection, tenant: TenantId, new: NewKey,
+                      replaces: ApiKeyId | None) -> IssuedKey:
+    row = await conn.fetchrow(Q.get_tenant, tenant.value)
+    if row is None:
+        raise NotFound(TENANT_NOT_FOUND)
+    if row["erased_at"] is not None:  # its keys were revoked by the erase (ADR 0017)
+        raise TenantErased("This tenant was erased: it gets no new API key.")
     key = new_key()
     key_id = ApiKeyId.new()
+    # Every scope is stored as NULL, as the keys older than scopes are: such a key also
+    # holds the scopes a later release adds, as a full key should.
+    scopes = None if new.scopes >= ALL_SCOPES else sorted(new.scopes)
+    created = await conn.fetchval(
+        Q.insert_api_key, tenant.value, key_id.uuid, key_hash(key), display_prefix(key),
+        new.name, scopes, new.expires_at, new.created_by,
+        replaces.uuid if replaces else None)
+    info = ApiKeyInfo(key_id, display_prefix(key), new.name, created, None,
+                      stored(scopes), new.expires_at, new.created_by, replaces)
+    return IssuedKey(key, info)
+
+
+async def rotate_api_key(
+    db: Database, tenant: TenantId, key_id: ApiKeyId, *, created_by: str,
+    old_expires_at: datetime | None, cache: AuthCache | None = None,
+) -> IssuedKey:
+    """A new key with the old one's name, scopes and expiry; the old one stops at
+    ``old_expires_at`` (an overlap for the callers still using it), or now when None."""
+    now = datetime.now(UTC)
     async with db.tenant_tx(tenant) as conn:
-        row = await conn.fetchrow(Q.get_tenant, tenant.value)
-        if row is None:
-            raise NotFound(TENANT_NOT_FOUND)
-        if row["erased_at"] is not None:  # its keys were revoked by the erase (ADR 0017)
-            raise TenantErased("This tenant was erased: it gets no new API key.")
-        created = await conn.fetchval(
-            Q.insert_api_key, tenant.value, key_id.uuid, key_hash(key), display_prefix(key), name
-        )
-    return IssuedKey(key_id, key, display_prefix(key), created)
+        old = await conn.fetchrow(Q.get_api_key_for_update, tenant.value, key_id.uuid)
+        if old is None or old["revoked_at"] is not None or (
+                old["expires_at"] is not None and old["expires_at"] <= now):
+            raise NotFound(KEY_NOT_FOUND)
+        before = ApiKeyInfo.from_row(old)
+        issued = await _insert_key(conn, tenant, NewKey(
+            before.name, before.scopes, before.expires_at, created_by), replaces=key_id)
+        if old_expires_at is None:
+            await conn.execute(Q.revoke_api_key, tenant.value, key_id.uuid)
+        elif before.expires_at is None or old_expires_at < before.expires_at:
+            await conn.execute(Q.expire_api_key, tenant.value, key_id.uuid, old_expires_at)
+        await conn.execute(Q.announce_revocation)
+    if cache is not None:
+        cache.clear()
+    return issued
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,12 +199,16 @@ class ApiKeyInfo:
     name: str
     created_at: datetime
     revoked_at: datetime | None
-
+    scopes: frozenset[Scope]
+    expires_at: datetime | None
+    created_by: str | None
+    replaces: ApiKeyId | None
 
     @classmethod
     def from_row(cls, r: asyncpg.Record) -> ApiKeyInfo:
         return cls(ApiKeyId(r["key_id"]), r["key_prefix"], r["name"], r["created_at"],
-                   r["revoked_at"])
+                   r["revoked_at"], stored(r["scopes"]), r["expires_at"], r["created_by"],
+                   ApiKeyId(r["replaces"]) if r["replaces"] is not None else None)
 
 
 async def list_api_keys(db: Database, tenant: TenantId) -> list[ApiKeyInfo]:
@@ -194,32 +258,27 @@ async def announce_revocations(db: Database, tenant: TenantId,
         cache.clear()
 
 
-async def authenticate(db: Database, api_key: str, cache: AuthCache | None = None) -> TenantId:
-    """The tenant an API key belongs to. Unknown and revoked keys look the same."""
+async def authenticate(db: Database, api_key: str, cache: AuthCache | None = None) -> KeyGrant:
+    """What an API key grants. Unknown and revoked keys look the same; an expired one is
+    told so (only its holder can ask)."""
     if not api_key.startswith(KEY_PREFIX) or len(api_key) > 200:
         raise Unauthorized("Missing or invalid API key.")
     digest = key_hash(api_key)
 
-    async def read() -> TenantId | None:
+    async def read() -> KeyGrant | None:
         async with db.unscoped() as conn:
             found = await conn.fetchrow(Q.authenticate, digest)
-        if found is None or found["tenant_id"] is None:
+        if found is None:
             return None
         if found["moving"]:  # never cached: a freeze's notification cleared the cache,
             raise TenantMoving()  # and every request asks again until the move ends
-        return TenantId(found["tenant_id"])
+        return KeyGrant(TenantId(found["tenant_id"]), ApiKeyId(found["key_id"]),
+                        stored(found["scopes"]), found["expires_at"])
 
-    tenant = await cache.resolve(digest, read) if cache is not None else await read()
-    if tenant is None:  # never cached: a new key works at once
+    grant = await cache.resolve(digest, read) if cache is not None else await read()
+    if grant is None:  # never cached: a new key works at once
         raise Unauthorized("Missing or invalid API key.")
-    return tenant
-
-
-async def key_of(db: Database, tenant: TenantId, api_key: str) -> ApiKeyId:
-    """The id of ``tenant``'s key ``api_key`` (authenticated first): for what records who
-    asked. A key revoked meanwhile is refused like an unknown one."""
-    async with db.tenant_tx(tenant) as conn:
-        found = await conn.fetchval(Q.key_id, tenant.value, key_hash(api_key))
-    if found is None:
-        raise Unauthorized("Missing or invalid API key.")
-    return ApiKeyId(found)
+    if grant.expired(datetime.now(UTC)):
+        assert grant.expires_at is not None
+        raise Unauthorized(f"This API key expired at {grant.expires_at.isoformat()}.")
+    return grant
