@@ -2046,6 +2046,7 @@ CREATE FUNCTION public.tenantry_retention_expire(p_tenant text, p_owner text, p_
 DECLARE
     v_tombstones integer := 0;
     v_audit integer := 0;
+    v_changes integer := 0;
 BEGIN
     PERFORM 1 FROM public.cleanup_leases l
     WHERE l.tenant_id = p_tenant AND l.owner = p_owner AND l.epoch = p_epoch
@@ -2072,6 +2073,12 @@ BEGIN
               AND x.outcome <> 'audit_expired'
             LIMIT p_limit);
         GET DIAGNOSTICS v_audit = ROW_COUNT;
+        DELETE FROM public.account_changes c WHERE (c.tenant_id, c.change_id) IN (
+            SELECT x.tenant_id, x.change_id FROM public.account_changes x
+            WHERE x.tenant_id = p_tenant AND x.created_at < p_audit_before
+            LIMIT greatest(p_limit - v_audit, 0));
+        GET DIAGNOSTICS v_changes = ROW_COUNT;
+        v_audit := v_audit + v_changes;
     END IF;
     RETURN QUERY SELECT v_tombstones, v_audit;
 END
@@ -2537,6 +2544,24 @@ CREATE FUNCTION public.tenantry_wake_spend_capped(p_tenant text, p_limit integer
     )
     SELECT count(*)::integer FROM woken
 $$;
+
+--
+-- Name: account_changes; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.account_changes (
+    tenant_id text NOT NULL,
+    change_id uuid NOT NULL,
+    actor text NOT NULL,
+    action text NOT NULL,
+    target text NOT NULL,
+    status smallint NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT account_changes_action_check CHECK (((length(action) >= 1) AND (length(action) <= 300))),
+    CONSTRAINT account_changes_actor_check CHECK (((length(actor) >= 1) AND (length(actor) <= 200))),
+    CONSTRAINT account_changes_status_check CHECK (((status >= 100) AND (status <= 599))),
+    CONSTRAINT account_changes_target_check CHECK (((length(target) >= 1) AND (length(target) <= 2000)))
+);
 
 --
 -- Name: activity_bundles; Type: TABLE; Schema: public; Owner: -
@@ -4665,6 +4690,13 @@ ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p30 FOR VA
 ALTER TABLE ONLY public.run_events ATTACH PARTITION public.run_events_p31 FOR VALUES WITH (modulus 32, remainder 31);
 
 --
+-- Name: account_changes account_changes_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.account_changes
+    ADD CONSTRAINT account_changes_pkey PRIMARY KEY (tenant_id, change_id);
+
+--
 -- Name: activity_bundles activity_bundles_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -5533,6 +5565,12 @@ ALTER TABLE ONLY public.worker_sessions
     ADD CONSTRAINT worker_sessions_pkey PRIMARY KEY (worker_id);
 
 --
+-- Name: account_changes_by_time; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX account_changes_by_time ON public.account_changes USING btree (tenant_id, created_at);
+
+--
 -- Name: agent_evaluations_by_agent; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -5567,6 +5605,12 @@ CREATE INDEX approvals_expiring ON public.approvals USING btree (expires_at) WHE
 --
 
 CREATE INDEX approvals_pending ON public.approvals USING btree (tenant_id, requested_at) WHERE (status = 'pending'::text);
+
+--
+-- Name: audit_log_by_time; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX audit_log_by_time ON public.audit_log USING btree (tenant_id, created_at);
 
 --
 -- Name: billing_reconciliations_by_account; Type: INDEX; Schema: public; Owner: -
@@ -6131,6 +6175,12 @@ ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p30_pkey;
 --
 
 ALTER INDEX public.run_events_pkey ATTACH PARTITION public.run_events_p31_pkey;
+
+--
+-- Name: account_changes account_changes_append_only; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER account_changes_append_only BEFORE DELETE OR UPDATE ON public.account_changes FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_change_but_retention();
 
 --
 -- Name: activity_bundles activity_bundles_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
@@ -6912,6 +6962,12 @@ ALTER TABLE ONLY public.usage_facts
     ADD CONSTRAINT usage_facts_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
 
 --
+-- Name: account_changes; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.account_changes ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: activity_bundles; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -7474,6 +7530,12 @@ ALTER TABLE public.secrets ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.tenant_budget ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: account_changes tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.account_changes USING ((tenant_id = public.tenantry_current_tenant()));
 
 --
 -- Name: activity_bundles tenant_isolation; Type: POLICY; Schema: public; Owner: -

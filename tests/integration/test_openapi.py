@@ -26,7 +26,9 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
         activities,
         admin,
         agents,
+        api_keys,
         approvals,
+        audit_trail,
         billing,
         evaluations,
         inbox,
@@ -51,7 +53,9 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
               *model_snapshots.router.routes,
               *policy.admin_router.routes, *policy.router.routes, *metrics.router.routes,
               *prices.router.routes, *inbox.router.routes, *activities.router.routes,
-              *retention.admin_router.routes, *retention.router.routes]
+              *retention.admin_router.routes, *retention.router.routes,
+              *audit_trail.router.routes, *audit_trail.admin_router.routes,
+              *api_keys.router.routes]
     served = {
         # The document names a `{model:path}` parameter as `{model}`, as OpenAPI has it.
         (route.path_format, method)
@@ -88,7 +92,9 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
                 ("/admin/v1/tenants/{tenant_id}/erase", "POST"),
                 ("/admin/v1/erase-jobs/{job_id}", "GET"),
                 ("/admin/v1/tenants/{tenant_id}/tombstones", "GET"),
-                ("/v1/tombstones/{run_id}", "GET"), ("/v1/runs/{run_id}", "DELETE")}
+                ("/v1/tombstones/{run_id}", "GET"), ("/v1/runs/{run_id}", "DELETE"),
+                ("/v1/api-keys", "POST"), ("/v1/api-keys/{key_id}/rotate", "POST"),
+                ("/v1/audit", "GET"), ("/admin/v1/tenants/{tenant_id}/audit", "GET")}
     assert expected <= documented
 
 
@@ -457,6 +463,15 @@ async def test_every_link_leads_where_it_says(api: Api, fakes: Fakes) -> None:
     for name in ("GetTask", "TaskAttempts"):
         await _expect(w.follow(task, name, h), 200)
     await _expect(w.follow(task, "CancelTask", h), 200)
+
+    # The tenant's own keys.
+    made = await _expect(w.call("POST /v1/api-keys", {}, {"scopes": ["runs:read"]}, h), 201)
+    await _expect(w.follow(made, "GetKey", h), 200)
+    rotated = await _expect(w.call("POST /v1/api-keys/{key_id}/rotate",
+                                   {"key_id": made.body["key_id"]}, None, h), 201)
+    await _expect(w.follow(rotated, "GetKey", h), 200)
+    await _expect(w.follow(made, "GetKey", h), 404)  # rotated with no overlap: revoked
+    await _expect(w.follow(made, "RevokeKey", h), 200)
 
     # Erasure, last: it revokes the tenant's keys.
     job = await _expect(w.follow(tenant, "EraseTenant", op), 202)

@@ -16,7 +16,9 @@ from tenantry.api import (
     activities,
     admin,
     agents,
+    api_keys,
     approvals,
+    audit_trail,
     auth,
     billing,
     console,
@@ -116,7 +118,8 @@ def create_app(
                    policy.router, metrics.router,
                    agents.router, evaluations.router, model_snapshots.router,
                    activities.router, approvals.router, inbox.router,
-                   retention.admin_router, retention.router]
+                   retention.admin_router, retention.router,
+                   audit_trail.router, audit_trail.admin_router, api_keys.router]
     for router in api_routers:
         app.include_router(router)
     console.install(app)
@@ -125,6 +128,7 @@ def create_app(
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
+    app.add_middleware(audit_trail.ChangeRecorder)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.openapi = lambda: _openapi(app, api_routers)  # type: ignore[method-assign]
     return app

@@ -63,6 +63,7 @@ class ScopeCheck:
         if self.scope not in grant.scopes:
             raise Forbidden(f"This API key does not hold the scope {self.scope.value!r}.",
                             scope=self.scope.value)
+        request.state.checked_scope = self.scope  # what the audit trail records (a change?)
         return grant
 
 
@@ -75,6 +76,17 @@ class _CallerMay(ScopeCheck):
     async def __call__(self, request: Request) -> Caller:
         grant = await self.grant(request)
         return Caller(grant.tenant, grant.key_id)
+
+
+class _GrantMay(ScopeCheck):
+    async def __call__(self, request: Request) -> KeyGrant:
+        return await self.grant(request)
+
+
+@cache
+def grant_may(scope: Scope) -> _GrantMay:
+    """All the calling key grants (its other scopes too), once it holds ``scope``."""
+    return _GrantMay(scope)
 
 
 @cache

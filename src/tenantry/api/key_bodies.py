@@ -4,6 +4,7 @@ and the tenant's own (``/v1/api-keys``) take and give the same shapes."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
 from pydantic import AwareDatetime, BaseModel, Field
 
@@ -12,16 +13,18 @@ from tenantry.tenants.scopes import ALL_SCOPES, Scope
 from tenantry.tenants.service import ApiKeyInfo, IssuedKey, NewKey
 
 _SCOPES = ", ".join(f"`{s.value}`" for s in Scope)
+#: A scope by its name (a Body is strict, which would want the enum itself).
+ScopeName = Annotated[Scope, Field(strict=False)]
 
 
 class CreateKey(Body):
     name: Text = Field(default="", max_length=200)
-    scopes: list[Scope] | None = Field(
+    scopes: list[ScopeName] | None = Field(
         default=None, min_length=1, max_length=len(Scope),
         description=f"What the key may do ({_SCOPES}); every scope when omitted. A "
                     "tenant's key grants no scope it does not hold itself.")
     expires_at: AwareDatetime | None = Field(
-        default=None, description="When the key stops working (in the future, with a "
+        default=None, strict=False, description="When the key stops working (in the future, with a "
                                   "time zone); never when omitted.")
 
     def new_key(self, created_by: str) -> NewKey:

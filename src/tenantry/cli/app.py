@@ -7,6 +7,7 @@ import typer
 
 from tenantry import __version__
 from tenantry.cli import (
+    account,
     backup,
     billing,
     cells,
@@ -50,6 +51,8 @@ app.add_typer(evaluations.evaluations_app, name="evaluations")
 app.add_typer(evaluations.agents_app, name="agents")
 app.add_typer(tool_servers.tool_servers_app, name="tool-servers")
 app.add_typer(secrets.secrets_app, name="secrets")
+app.add_typer(account.api_keys_app, name="api-keys")
+app.command("audit")(account.audit)
 app.command("usage")(usage.usage)
 app.add_typer(billing.billing_app, name="billing")
 app.add_typer(retention.retention_app, name="retention")

@@ -9,7 +9,8 @@
         run = client.runs.wait(started.run_id)
 
 The tenant's own tool servers and the vault secrets they send are ``client.tool_servers``
-and ``client.secrets``. Run starts carry an idempotency key (a random one unless given)
+and ``client.secrets``; its API keys and audit trail, ``client.api_keys`` and
+``client.audit``. Run starts carry an idempotency key (a random one unless given)
 and are retried with it; event streams resume after a dropped connection with no gap and
 no repeat; error answers are typed exceptions. It needs only the standard library, httpx2
 and orjson: nothing of the server is imported (docs/how-to/client-sdk.md).
@@ -17,6 +18,7 @@ and orjson: nothing of the server is imported (docs/how-to/client-sdk.md).
 
 from __future__ import annotations
 
+from tenantry.client.account import ApiKey, AuditEntry, IssuedApiKey
 from tenantry.client.aio import AsyncClient
 from tenantry.client.errors import (
     AdmissionsPaused,
@@ -28,6 +30,7 @@ from tenantry.client.errors import (
     Conflict,
     ConnectionFailed,
     DatabaseUnavailable,
+    Forbidden,
     NotFound,
     Overloaded,
     PayloadTooLarge,
@@ -90,9 +93,11 @@ __all__ = [
     "AgentLimits",
     "AgentSummary",
     "ApiError",
+    "ApiKey",
     "Approval",
     "AsyncClient",
     "AsyncEventStream",
+    "AuditEntry",
     "BudgetExhausted",
     "CellUnavailable",
     "ChildAgent",
@@ -113,6 +118,8 @@ __all__ = [
     "Event",
     "EventPage",
     "EventStream",
+    "Forbidden",
+    "IssuedApiKey",
     "ModelDelta",
     "NotFound",
     "Overloaded",

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
+from tenantry.client.account import ApiKey, AuditEntry, IssuedApiKey
 from tenantry.client.evaluations import Evaluation, EvaluationSummary, TestSet, TestSetSummary
 from tenantry.client.models import (
     Agent,
@@ -320,3 +321,45 @@ def connect_tool_server(name: str) -> Call[ToolServerConnection]:
 def remove_tool_server(name: str) -> Call[None]:
     # Not repeatable: a second attempt after the first landed answers 404.
     return Call("DELETE", f"/v1/tool-servers/{_seg(name)}", _nothing, idempotent=False)
+
+
+# -- the account: keys and the audit trail -------------------------------------------------
+
+
+def create_api_key(*, name: str, scopes: Iterable[str] | None,
+                   expires_at: str | None) -> Call[IssuedApiKey]:
+    body: dict[str, Any] = {"name": name}
+    if scopes is not None:
+        body["scopes"] = list(scopes)
+    if expires_at is not None:
+        body["expires_at"] = expires_at
+    # Not repeatable: a second attempt would make a second key.
+    return Call("POST", "/v1/api-keys", IssuedApiKey.from_json, body=body, idempotent=False)
+
+
+def list_api_keys(*, limit: int | None, cursor: str | None) -> Call[Page[ApiKey]]:
+    return Call("GET", "/v1/api-keys", lambda b: Page.from_json(b, ApiKey.from_json),
+                params=_query(limit=limit, cursor=cursor))
+
+
+def get_api_key(key_id: str) -> Call[ApiKey]:
+    return Call("GET", f"/v1/api-keys/{_seg(key_id)}", ApiKey.from_json)
+
+
+def rotate_api_key(key_id: str, *, overlap_seconds: int) -> Call[IssuedApiKey]:
+    # Not repeatable: a second attempt would rotate the new key's predecessor again (404).
+    return Call("POST", f"/v1/api-keys/{_seg(key_id)}/rotate", IssuedApiKey.from_json,
+                body={"overlap_seconds": int(overlap_seconds)}, idempotent=False)
+
+
+def revoke_api_key(key_id: str) -> Call[None]:
+    # Repeatable: revoking a revoked key answers with its first revocation.
+    return Call("DELETE", f"/v1/api-keys/{_seg(key_id)}", _nothing)
+
+
+def read_audit(*, kind: str | None, run_id: str | None, actor: str | None,
+               since: str | None, limit: int | None,
+               cursor: str | None) -> Call[Page[AuditEntry]]:
+    return Call("GET", "/v1/audit", lambda b: Page.from_json(b, AuditEntry.from_json),
+                params=_query(kind=kind, run_id=run_id, actor=actor, since=since, limit=limit,
+                              cursor=cursor))

@@ -36,6 +36,7 @@ __all__ = [
     "Conflict",
     "ConnectionFailed",
     "DatabaseUnavailable",
+    "Forbidden",
     "NotFound",
     "Overloaded",
     "PayloadTooLarge",
@@ -144,6 +145,10 @@ class NotFound(ApiError, problem=platform_errors.NotFound):
     """404: missing, ill-formed, or another tenant's: the platform never says which."""
 
 
+class Forbidden(ApiError, problem=platform_errors.Forbidden):
+    """403: the API key lacks the scope the call needs (``extra['scope']`` names it)."""
+
+
 class Conflict(ApiError, problem=platform_errors.Conflict):
     """409: e.g. an Idempotency-Key reused with another body (``extra['run_id']``), a
     decision on an approval already decided, a version number already taken."""
@@ -215,13 +220,13 @@ class ServerError(ApiError, problem=TenantryError):
 
 _BY_TYPE: dict[str, type[ApiError]] = {
     cls.type: cls for cls in (
-        ValidationError, Unauthorized, NotFound, Conflict, TenantErased, AdmissionsPaused,
-        PayloadTooLarge, QuotaExceeded, BudgetExhausted, Overloaded, DatabaseUnavailable,
-        TenantMoving, CellUnavailable, ToolServerUrlRefused,
+        ValidationError, Unauthorized, Forbidden, NotFound, Conflict, TenantErased,
+        AdmissionsPaused, PayloadTooLarge, QuotaExceeded, BudgetExhausted, Overloaded,
+        DatabaseUnavailable, TenantMoving, CellUnavailable, ToolServerUrlRefused,
     )
 }
 _BY_STATUS: dict[int, type[ApiError]] = {
-    400: ValidationError, 401: Unauthorized, 404: NotFound, 409: Conflict,
+    400: ValidationError, 401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict,
     413: PayloadTooLarge, 503: Unavailable,
 }
 

@@ -1,6 +1,6 @@
 -- Immutable except for the retention functions' deletes (ADR 0017): an UPDATE is always
 -- refused; a DELETE only while tenantry_retention_under_way() (the retention batch's and
--- expiry's own SET clause). The event log, tombstones and the audit log.
+-- expiry's own SET clause). The event log, tombstones and the audit trail.
 
 CREATE OR REPLACE FUNCTION tenantry_refuse_change_but_retention() RETURNS trigger
 LANGUAGE plpgsql AS $$
@@ -22,3 +22,6 @@ CREATE OR REPLACE TRIGGER run_events_immutable BEFORE UPDATE OR DELETE ON run_ev
 
 CREATE OR REPLACE TRIGGER tombstones_immutable BEFORE UPDATE OR DELETE ON tombstones
     FOR EACH ROW EXECUTE FUNCTION tenantry_refuse_change_but_retention();
+
+CREATE OR REPLACE TRIGGER account_changes_append_only BEFORE UPDATE OR DELETE
+    ON account_changes FOR EACH ROW EXECUTE FUNCTION tenantry_refuse_change_but_retention();

@@ -1,4 +1,4 @@
--- Tombstones and audit rows past their own policies (NULL days: kept forever), in bounded
+-- Tombstones and audit rows (tool calls' and account changes') past their own policies (NULL days: kept forever), in bounded
 -- batches under the cleanup lease's fence (ADR 0017). Deleting audit evidence is itself
 -- recorded by the caller (an audit row of its own, outcome `audit_expired`).
 
@@ -11,6 +11,7 @@ SET tenantry.retention = 'on' AS $$
 DECLARE
     v_tombstones integer := 0;
     v_audit integer := 0;
+    v_changes integer := 0;
 BEGIN
     PERFORM 1 FROM public.cleanup_leases l
     WHERE l.tenant_id = p_tenant AND l.owner = p_owner AND l.epoch = p_epoch
@@ -37,6 +38,12 @@ BEGIN
               AND x.outcome <> 'audit_expired'
             LIMIT p_limit);
         GET DIAGNOSTICS v_audit = ROW_COUNT;
+        DELETE FROM public.account_changes c WHERE (c.tenant_id, c.change_id) IN (
+            SELECT x.tenant_id, x.change_id FROM public.account_changes x
+            WHERE x.tenant_id = p_tenant AND x.created_at < p_audit_before
+            LIMIT greatest(p_limit - v_audit, 0));
+        GET DIAGNOSTICS v_changes = ROW_COUNT;
+        v_audit := v_audit + v_changes;
     END IF;
     RETURN QUERY SELECT v_tombstones, v_audit;
 END
