@@ -376,7 +376,8 @@ PLATFORM = (
         default="`http://127.0.0.1:8080`",
         doc=(
             "The platform's API base URL, for the commands that talk to a running platform "
-            "(`runs`, `evaluations`, `agents`, `tool-servers`, `secrets`, `usage`, `billing`) "
+            "(`runs`, `evaluations`, `agents`, `tool-servers`, `secrets`, `api-keys`, "
+            "`audit`, `usage`, `billing`) "
             "and for the [client "
             "SDK](../how-to/client-sdk.md), which reads it itself (it installs without the "
             "server)."),
@@ -387,7 +388,8 @@ PLATFORM = (
         help="A tenant API key.",
         doc=(
             "A tenant API key, for the commands that act as a tenant (`runs`, `evaluations`, "
-            "`agents`, `tool-servers`, `secrets`, `usage`) and for the client SDK, which reads "
+            "`agents`, `tool-servers`, `secrets`, `api-keys`, `audit`, `usage`) and for the "
+            "client SDK, which reads "
             "it itself."),
     ),
 )
