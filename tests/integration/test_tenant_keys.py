@@ -66,15 +66,17 @@ async def test_bad_keys_are_refused_whole(api: Api) -> None:
     _, admin = await api.tenant()
     before = await _keys(api, admin)
     past = (datetime.now(UTC) - timedelta(minutes=1)).isoformat()
-    for body, field in (
-        ({"scopes": ["runs:everything"]}, "scopes"),
-        ({"scopes": []}, "scopes"),
-        ({"expires_at": past}, "expires_at"),
-        ({"expires_at": "2030-01-01T00:00:00"}, "expires_at"),  # no time zone
-        ({"name": "a\u0000b"}, "name"),
+    for body, field, status in (
+        ({"scopes": ["runs:everything"]}, "scopes", 400),
+        ({"scopes": []}, "scopes", 400),
+        ({"expires_at": past}, "expires_at", 409),  # well formed; the clock disagrees
+        ({"expires_at": "2030-01-01T00:00:00"}, "expires_at", 400),  # no time zone
+        ({"expires_at": 4102444800}, "expires_at", 400),  # a number is not a time
+        ({"expires_at": "4102444800"}, "expires_at", 400),
+        ({"name": "a\u0000b"}, "name", 400),
     ):
         r = await api.client.post("/v1/api-keys", headers=admin, json=body)
-        assert r.status_code == 400, (body, r.text)
+        assert r.status_code == status, (body, r.text)
         assert r.headers["content-type"] == "application/problem+json"
         assert field in r.json()["detail"], (body, r.json())
     for bad in ("nope", "key_" + "0" * 32):

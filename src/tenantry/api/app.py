@@ -79,7 +79,8 @@ _CONFLICTS = {
     ("PUT", "/admin/v1/prices/{model}"),
     ("POST", "/admin/v1/model-accounts"), ("POST", "/admin/v1/tenants/{tenant_id}/model-accounts"),
     ("POST", "/v1/activity-tasks"), ("POST", "/v1/activities/{name}/versions"),
-    ("POST", "/admin/v1/tenants/{tenant_id}/api-keys"),  # an erased tenant (ADR 0017)
+    ("POST", "/admin/v1/tenants/{tenant_id}/api-keys"),  # erased tenant (ADR 0017); expiry past
+    ("POST", "/v1/api-keys"),  # an expiry already past
 }
 _MISSING_REFERENCES = {("POST", "/v1/runs"), ("POST", "/admin/v1/billing/reconcile"),
                        ("POST", "/v1/activity-tasks")}

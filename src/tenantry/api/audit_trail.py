@@ -17,12 +17,13 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query
-from pydantic import AwareDatetime, BaseModel, Field
+from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Message, Receive, Send
 from starlette.types import Scope as AsgiScope
 
 from tenantry.api.admin import TENANT_NOT_FOUND
 from tenantry.api.auth import operator, platform, tenant_may
+from tenantry.api.fields import IsoTime
 from tenantry.api.pagination import PageRequest, keyed_by
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
@@ -85,7 +86,8 @@ async def _trail_query(
     actor: Annotated[str | None, Query(
         pattern=rf"^(operator|key:{ApiKeyId.pattern()[1:-1]}|user:[a-z0-9_-]{{1,64}})$",
         description="That actor's changes only.")] = None,
-    since: AwareDatetime | None = Query(None, description="Nothing before this time."),
+    since: Annotated[IsoTime | None, Query(description="Nothing before this time (with a "
+                                                      "time zone).")] = None,
 ) -> trail.TrailQuery:
     return trail.TrailQuery(kind, RunId.parse(run_id) if run_id else None, actor, since)
 

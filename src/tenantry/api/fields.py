@@ -13,12 +13,14 @@ import ipaddress
 import re
 import types
 import typing
+from datetime import datetime
 from functools import cache
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
+    AwareDatetime,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -131,6 +133,20 @@ def storable(value: str, what: str = "text") -> str:
 
 def _storable_text(value: str) -> str:
     return storable(value)
+
+
+def _iso_time_text(value: object) -> object:
+    """A time is text (RFC 3339, as the document's ``date-time`` says): pydantic would also
+    read a number, or text that is only a number, as Unix seconds."""
+    if not isinstance(value, str | datetime) or (
+            isinstance(value, str) and re.fullmatch(r"[\s0-9.eE+-]*", value)):
+        raise ValueError("must be an ISO 8601 time with a time zone, e.g. 2027-01-01T00:00:00Z")
+    return value
+
+
+#: A point in time, from text with a time zone (``Field(strict=False)`` in a Body: strict
+#: models want a ``datetime`` object).
+IsoTime = Annotated[AwareDatetime, BeforeValidator(_iso_time_text)]
 
 
 #: Any string stored or sent on: give it a length with ``Field(max_length=...)`` too.

@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import AwareDatetime, BaseModel, Field
+from pydantic import BaseModel, Field
 
-from tenantry.api.fields import Body, Text
+from tenantry.api.fields import Body, IsoTime, Text
 from tenantry.tenants.scopes import ALL_SCOPES, Scope
 from tenantry.tenants.service import ApiKeyInfo, IssuedKey, NewKey
 
@@ -23,9 +23,10 @@ class CreateKey(Body):
         default=None, min_length=1, max_length=len(Scope),
         description=f"What the key may do ({_SCOPES}); every scope when omitted. A "
                     "tenant's key grants no scope it does not hold itself.")
-    expires_at: AwareDatetime | None = Field(
-        default=None, strict=False, description="When the key stops working (in the future, with a "
-                                  "time zone); never when omitted.")
+    expires_at: IsoTime | None = Field(
+        default=None, strict=False,
+        description="When the key stops working (with a time zone; a time already past is a "
+                    "409); never when omitted.")
 
     def new_key(self, created_by: str) -> NewKey:
         scopes = frozenset(self.scopes) if self.scopes is not None else ALL_SCOPES

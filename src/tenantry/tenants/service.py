@@ -16,7 +16,6 @@ from tenantry.errors import (
     TenantErased,
     TenantMoving,
     Unauthorized,
-    ValidationFailed,
 )
 from tenantry.ids import ApiKeyId, TenantId
 from tenantry.tenants.auth_cache import AuthCache
@@ -141,7 +140,8 @@ def _tenant(row: asyncpg.Record) -> Tenant:
 async def issue_api_key(db: Database, tenant: TenantId,
                         new: NewKey = NewKey()) -> IssuedKey:
     if new.expires_at is not None and new.expires_at <= datetime.now(UTC):
-        raise ValidationFailed("expires_at: must be in the future", field="expires_at")
+        # A 409, not a 400: the time is well formed; it is the clock it conflicts with.
+        raise Conflict("expires_at: already past", field="expires_at")
     async with db.tenant_tx(tenant) as conn:
         return await _insert_key(conn, tenant, new, replaces=None)
 
