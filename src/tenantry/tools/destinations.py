@@ -15,7 +15,12 @@ A tenant's URL is the tenant's, the network the platform reaches it from is ours
   rebinds to ``127.0.0.1`` after the check reaches nothing. The same holds for the OAuth
   documents and endpoints the platform itself fetches for such a server.
 
-Operator-registered servers are the operator's decision and are not held to these rules."""
+Operator-registered servers are the operator's decision and are not held to these rules.
+
+The provider accounts tenants register themselves (``POST /v1/model-accounts``: bring your
+own key) are held to the same rules, at registration and at every connection the model
+gateway makes to them (models/clients.py): a tenant's base URL is as much the tenant's as
+its tool server's. Only the refusal differs — its field and type (:data:`MODEL_ACCOUNT`)."""
 
 from __future__ import annotations
 
@@ -44,6 +49,27 @@ class UrlRefused(TenantryError):
     title: ClassVar[str] = "Tool server URL refused"
 
 
+class AccountUrlRefused(UrlRefused):
+    """A tenant's own model account base URL the operator's rules refuse."""
+
+    type: ClassVar[str] = "model_account_url_refused"
+    title: ClassVar[str] = "Model account URL refused"
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """What a URL being vetted belongs to, for its refusal: the request's field naming it,
+    what the refusal calls such things, and the refusal's type."""
+
+    field: str
+    noun: str
+    refused: type[UrlRefused]
+
+
+TOOL_SERVER = Subject("url", "tool servers", UrlRefused)
+MODEL_ACCOUNT = Subject("base_url", "model accounts", AccountUrlRefused)
+
+
 @dataclass(frozen=True, slots=True)
 class Destinations:
     """The operator's rules for tenant-registered tool servers. ``hosts`` empty: any host
@@ -67,48 +93,62 @@ class Destinations:
         except ValueError as exc:
             raise ConfigurationError(f"TENANTRY_TENANT_TOOL_SERVER_HOSTS: {exc}") from None
 
-    async def vet_url(self, url: str) -> None:
-        """Refuse (:class:`UrlRefused`) a URL a tenant may not register; resolves it."""
+    async def vet_url(self, url: str, subject: Subject = TOOL_SERVER) -> None:
+        """Refuse (:class:`UrlRefused`, of ``subject``'s type) a URL a tenant may not
+        register; resolves it."""
+        field_, noun, refused = subject.field, subject.noun, subject.refused
         parts = urlsplit(url)
         name = normalize_host(parts.hostname or "")
         if name is None or parts.scheme not in ("http", "https"):
-            raise UrlRefused("url: not an http(s) URL with a host name", field="url")
+            raise refused(f"{field_}: not an http(s) URL with a host name", field=field_)
         if parts.scheme != "https" and not self.allow_private:
-            raise UrlRefused("url: tool servers you register must use https", field="url")
+            raise refused(f"{field_}: {noun} you register must use https", field=field_)
         try:
             port = parts.port or (443 if parts.scheme == "https" else 80)
         except ValueError:
-            raise UrlRefused("url: bad port", field="url") from None
+            raise refused(f"{field_}: bad port", field=field_) from None
         if self._allowed is not None and self._allowed.check(name, port) is not None:
-            raise UrlRefused(f"url: {printable(name)}:{port} is not among the hosts the operator "
-                             "allows for tool servers (TENANTRY_TENANT_TOOL_SERVER_HOSTS)",
-                             field="url")
-        await self.addresses(name, port)
+            raise refused(f"{field_}: {printable(name)}:{port} is not among the hosts the "
+                          f"operator allows for {noun} (TENANTRY_TENANT_TOOL_SERVER_HOSTS)",
+                          field=field_)
+        await self.addresses(name, port, subject)
 
-    async def addresses(self, host: str, port: int) -> list[str]:
+    async def addresses(self, host: str, port: int,
+                        subject: Subject = TOOL_SERVER) -> list[str]:
         """The addresses to connect to for ``host:port``, each vetted, resolved once here
         (the HTTP client connects to these literals only). Raises :class:`UrlRefused`."""
+        field_, noun, refused = subject.field, subject.noun, subject.refused
         name = normalize_host(host)
         if name is None:
-            raise UrlRefused(f"{printable(host)!r} is not a valid host name", field="url")
+            raise refused(f"{printable(host)!r} is not a valid host name", field=field_)
         try:
             found = await resolve(name, port, self.resolver)
         except (OSError, UnicodeError):
-            raise UrlRefused(f"url: {name} does not resolve", field="url") from None
+            raise refused(f"{field_}: {name} does not resolve", field=field_) from None
         if not found:
-            raise UrlRefused(f"url: {name} resolves to no address", field="url")
+            raise refused(f"{field_}: {name} resolves to no address", field=field_)
         if not self.allow_private:
             for address in found:
                 refusal = address_refusal(address)
                 if refusal is not None:  # one bad answer refuses the name: no picking around
-                    raise UrlRefused(f"url: {name} resolves to {refusal}, which tool servers "
-                                     "you register may not be at", field="url")
+                    raise refused(f"{field_}: {name} resolves to {refusal}, which {noun} "
+                                  "you register may not be at", field=field_)
         return [str(address) for address in found]
 
     async def connect_to(self, host: str, port: int) -> list[str]:
         """:meth:`addresses` as the HTTP client's ``connect_to`` hook: a refusal is a
         connection that could not be made, saying why."""
-        try:
-            return await self.addresses(host, port)
-        except UrlRefused as exc:
-            raise http1.ConnectFailed(f"refused: {exc.detail}") from None
+        return await self.guard(TOOL_SERVER)(host, port)
+
+    def guard(self, subject: Subject) -> http1.ConnectTo:
+        """The ``connect_to`` hook for connections to what ``subject`` names (a tool
+        server's, a model account's): :meth:`addresses`, a refusal a connection that could
+        not be made, saying why."""
+
+        async def connect_to(host: str, port: int) -> list[str]:
+            try:
+                return await self.addresses(host, port, subject)
+            except UrlRefused as exc:
+                raise http1.ConnectFailed(f"refused: {exc.detail}") from None
+
+        return connect_to

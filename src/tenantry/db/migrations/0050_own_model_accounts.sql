@@ -1,0 +1,17 @@
+-- Tenants register their own model accounts (issue 41, POST /v1/model-accounts).
+-- Expand only: two columns the previous release neither reads nor writes; its inserts get
+-- the default (`operator`: as before, the operator registered it) and NULL.
+
+-- Who registered the account: the gateway holds an account a tenant registered itself to
+-- the operator's address rules at every connection (tools/destinations.py), as it does a
+-- tenant's own tool server; an operator's registration is the operator's decision.
+ALTER TABLE model_accounts ADD COLUMN registered_by text NOT NULL DEFAULT 'operator'
+    CHECK (registered_by IN ('operator', 'tenant'));
+ALTER TABLE model_accounts ADD CONSTRAINT model_accounts_tenant_registers_its_own
+    CHECK (registered_by = 'operator' OR tenant_id IS NOT NULL);
+
+-- Whose account served the call (models/types.py): `tenant`, the tenant's own key (bring
+-- your own key), or `platform`. NULL: a fact written before this column (or by the previous
+-- release during an upgrade); the usage reports then look the account up (ledger/usage.py).
+ALTER TABLE usage_facts ADD COLUMN account_owner text
+    CHECK (account_owner IS NULL OR account_owner IN ('platform', 'tenant'));
