@@ -298,13 +298,28 @@ async def test_the_default_rules_refuse_an_account_off_the_public_internet(
     assert counting.hits == 0  # nothing was sent to it
 
 
+async def test_the_operator_allows_only_its_provider_hosts_apart_from_its_tool_hosts(
+    database_dsn: str, counting: Counting,
+) -> None:
+    async with serving_api(database_dsn, tenant_tool_servers_allow_private=False,
+                           tenant_tool_server_hosts=("mcp.example.com",),
+                           tenant_model_account_hosts=("llm.example.com",)) as api:
+        _, h = await api.tenant()
+        for url in ("https://mcp.example.com/v1", "https://models.example.org/v1"):
+            r = await api.client.post("/v1/model-accounts", headers=h, json=_account(url))
+            assert r.status_code == 422 and r.json()["type"] == REFUSED, r.text
+            assert "TENANTRY_TENANT_MODEL_ACCOUNT_HOSTS" in r.json()["detail"], r.text
+        await _nothing_stored(api, h)
+
+
 async def test_a_worker_connects_to_a_tenants_own_account_only_where_the_rules_allow(
     provider: FakeModelServer,
 ) -> None:
     """At every connection, not only at registration (a name may resolve elsewhere later):
     the production wiring's guard refuses the tenant's account at loopback, while an
     operator's registration at the same address is the operator's decision."""
-    guard = Destinations().guard(MODEL_ACCOUNT)  # the defaults: no private addresses
+    # The production wiring's, with the defaults: no private addresses.
+    guard = Destinations(subject=MODEL_ACCOUNT).connect_to
     request = ModelRequest(model="scripted", messages=({"role": "user", "content": "hi"},))
     own = ModelAccount("own-1", "openai", provider.base_url, ("scripted",), "us",
                        tenant="ten_a", secret_name="k", registered_by="tenant")

@@ -40,7 +40,6 @@ from tenantry.models import accounts, own_accounts
 from tenantry.models.accounts import NewAccount
 from tenantry.tenants import service
 from tenantry.tenants.scopes import Scope
-from tenantry.tools.destinations import MODEL_ACCOUNT
 from tenantry.vault import Vault
 
 router = APIRouter(prefix="/v1", tags=["model accounts"])
@@ -121,7 +120,7 @@ async def register_own_account(
     if not accounts.region_allows(home.region, body.region):
         raise ValidationFailed(f"region: must be your tenant's region ({home.region}) or "
                                "inside it", field="region")
-    await p.mcp.destinations.vet_url(body.base_url, MODEL_ACCOUNT)  # before anything is sent
+    await p.model_destinations.vet_url(body.base_url)  # before anything is sent
     account_id = own_accounts.new_account_id()
     account = NewAccount(
         account_id=account_id, provider=body.provider, base_url=body.base_url.rstrip("/"),

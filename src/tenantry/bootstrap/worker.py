@@ -80,7 +80,7 @@ async def model_gateway(
                 priority=CONFIGURED_PRIORITY), None)]
         # Accounts tenants registered themselves connect only where the operator's rules
         # for tenants' own destinations allow (tools/destinations.py), at every connection.
-        guard = Destinations.of(settings).guard(MODEL_ACCOUNT)
+        guard = Destinations.of(settings, MODEL_ACCOUNT).connect_to
         gateway = ModelGateway(db, vault=vault, master=master, implicit=implicit,
                                observer=observer, settings=GatewaySettings(
                                    no_stream=frozenset(settings.model_no_stream)),

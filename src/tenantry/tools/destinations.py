@@ -20,7 +20,9 @@ Operator-registered servers are the operator's decision and are not held to thes
 The provider accounts tenants register themselves (``POST /v1/model-accounts``: bring your
 own key) are held to the same rules, at registration and at every connection the model
 gateway makes to them (models/clients.py): a tenant's base URL is as much the tenant's as
-its tool server's. Only the refusal differs — its field and type (:data:`MODEL_ACCOUNT`)."""
+its tool server's. Only the hosts allowed (``TENANTRY_TENANT_MODEL_ACCOUNT_HOSTS``: the
+providers an operator lets tenants use need not be its tool vendors) and the refusal (its
+field and type) differ: :data:`MODEL_ACCOUNT`."""
 
 from __future__ import annotations
 
@@ -58,45 +60,53 @@ class AccountUrlRefused(UrlRefused):
 
 @dataclass(frozen=True, slots=True)
 class Subject:
-    """What a URL being vetted belongs to, for its refusal: the request's field naming it,
-    what the refusal calls such things, and the refusal's type."""
+    """What the URLs being vetted belong to: the request's field naming one, what the
+    refusal calls such things and its type, and the variable listing their allowed hosts."""
 
     field: str
     noun: str
     refused: type[UrlRefused]
+    hosts_variable: str
 
 
-TOOL_SERVER = Subject("url", "tool servers", UrlRefused)
-MODEL_ACCOUNT = Subject("base_url", "model accounts", AccountUrlRefused)
+TOOL_SERVER = Subject("url", "tool servers", UrlRefused, "TENANTRY_TENANT_TOOL_SERVER_HOSTS")
+MODEL_ACCOUNT = Subject("base_url", "model accounts", AccountUrlRefused,
+                        "TENANTRY_TENANT_MODEL_ACCOUNT_HOSTS")
 
 
 @dataclass(frozen=True, slots=True)
 class Destinations:
-    """The operator's rules for tenant-registered tool servers. ``hosts`` empty: any host
-    (its addresses are still vetted). A bad entry raises ValueError here, at start."""
+    """The operator's rules for what tenants register themselves: tool servers, or (with
+    ``subject``) model accounts. ``hosts`` empty: any host (its addresses are still
+    vetted). A bad entry raises ValueError here, at start."""
 
     hosts: tuple[str, ...] = ()
     allow_private: bool = False
     resolver: Resolver | None = field(default=None, compare=False)
+    subject: Subject = TOOL_SERVER
     _allowed: EgressPolicy | None = field(init=False, default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_allowed", EgressPolicy(self.hosts) if self.hosts else None)
 
     @classmethod
-    def of(cls, settings: Settings) -> Destinations:
-        """The operator's rules as configured (``TENANTRY_TENANT_TOOL_SERVER_*``); a bad
-        host entry is a ConfigurationError naming the variable."""
+    def of(cls, settings: Settings, subject: Subject = TOOL_SERVER) -> Destinations:
+        """The operator's rules as configured: the hosts of ``subject``'s variable
+        (``TENANTRY_TENANT_TOOL_SERVER_HOSTS``, ``TENANTRY_TENANT_MODEL_ACCOUNT_HOSTS``)
+        and the one switch for private addresses (``TENANTRY_TENANT_TOOL_SERVERS_ALLOW_
+        PRIVATE``); a bad host entry is a ConfigurationError naming the variable."""
+        hosts = (settings.tenant_model_account_hosts if subject is MODEL_ACCOUNT
+                 else settings.tenant_tool_server_hosts)
         try:
-            return cls(tuple(settings.tenant_tool_server_hosts),
-                       settings.tenant_tool_servers_allow_private)
+            return cls(tuple(hosts), settings.tenant_tool_servers_allow_private,
+                       subject=subject)
         except ValueError as exc:
-            raise ConfigurationError(f"TENANTRY_TENANT_TOOL_SERVER_HOSTS: {exc}") from None
+            raise ConfigurationError(f"{subject.hosts_variable}: {exc}") from None
 
-    async def vet_url(self, url: str, subject: Subject = TOOL_SERVER) -> None:
-        """Refuse (:class:`UrlRefused`, of ``subject``'s type) a URL a tenant may not
+    async def vet_url(self, url: str) -> None:
+        """Refuse (:class:`UrlRefused`, of the subject's type) a URL a tenant may not
         register; resolves it."""
-        field_, noun, refused = subject.field, subject.noun, subject.refused
+        field_, noun, refused = self.subject.field, self.subject.noun, self.subject.refused
         parts = urlsplit(url)
         name = normalize_host(parts.hostname or "")
         if name is None or parts.scheme not in ("http", "https"):
@@ -109,15 +119,14 @@ class Destinations:
             raise refused(f"{field_}: bad port", field=field_) from None
         if self._allowed is not None and self._allowed.check(name, port) is not None:
             raise refused(f"{field_}: {printable(name)}:{port} is not among the hosts the "
-                          f"operator allows for {noun} (TENANTRY_TENANT_TOOL_SERVER_HOSTS)",
+                          f"operator allows for {noun} ({self.subject.hosts_variable})",
                           field=field_)
-        await self.addresses(name, port, subject)
+        await self.addresses(name, port)
 
-    async def addresses(self, host: str, port: int,
-                        subject: Subject = TOOL_SERVER) -> list[str]:
+    async def addresses(self, host: str, port: int) -> list[str]:
         """The addresses to connect to for ``host:port``, each vetted, resolved once here
         (the HTTP client connects to these literals only). Raises :class:`UrlRefused`."""
-        field_, noun, refused = subject.field, subject.noun, subject.refused
+        field_, noun, refused = self.subject.field, self.subject.noun, self.subject.refused
         name = normalize_host(host)
         if name is None:
             raise refused(f"{printable(host)!r} is not a valid host name", field=field_)
@@ -138,17 +147,7 @@ class Destinations:
     async def connect_to(self, host: str, port: int) -> list[str]:
         """:meth:`addresses` as the HTTP client's ``connect_to`` hook: a refusal is a
         connection that could not be made, saying why."""
-        return await self.guard(TOOL_SERVER)(host, port)
-
-    def guard(self, subject: Subject) -> http1.ConnectTo:
-        """The ``connect_to`` hook for connections to what ``subject`` names (a tool
-        server's, a model account's): :meth:`addresses`, a refusal a connection that could
-        not be made, saying why."""
-
-        async def connect_to(host: str, port: int) -> list[str]:
-            try:
-                return await self.addresses(host, port, subject)
-            except UrlRefused as exc:
-                raise http1.ConnectFailed(f"refused: {exc.detail}") from None
-
-        return connect_to
+        try:
+            return await self.addresses(host, port)
+        except UrlRefused as exc:
+            raise http1.ConnectFailed(f"refused: {exc.detail}") from None
