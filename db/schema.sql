@@ -4352,8 +4352,7 @@ CREATE TABLE public.usage_facts (
     cost_micros bigint NOT NULL,
     price_version text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    account_owner text,
-    CONSTRAINT usage_facts_account_owner_check CHECK (((account_owner IS NULL) OR (account_owner = ANY (ARRAY['platform'::text, 'tenant'::text]))))
+    account_owner text
 );
 
 --
@@ -5605,6 +5604,13 @@ ALTER TABLE ONLY public.tool_servers
 
 ALTER TABLE ONLY public.tool_servers
     ADD CONSTRAINT tool_servers_tenant_id_name_key UNIQUE (tenant_id, name);
+
+--
+-- Name: usage_facts usage_facts_account_owner_check; Type: CHECK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE public.usage_facts
+    ADD CONSTRAINT usage_facts_account_owner_check CHECK ((account_owner = ANY (ARRAY['platform'::text, 'tenant'::text]))) NOT VALID;
 
 --
 -- Name: usage_facts usage_facts_pkey; Type: CONSTRAINT; Schema: public; Owner: -

@@ -7,11 +7,17 @@
 -- tenant's own tool server; an operator's registration is the operator's decision.
 ALTER TABLE model_accounts ADD COLUMN registered_by text NOT NULL DEFAULT 'operator'
     CHECK (registered_by IN ('operator', 'tenant'));
+-- (A small table: its rows are checked now.)
 ALTER TABLE model_accounts ADD CONSTRAINT model_accounts_tenant_registers_its_own
     CHECK (registered_by = 'operator' OR tenant_id IS NOT NULL);
 
 -- Whose account served the call (models/types.py): `tenant`, the tenant's own key (bring
 -- your own key), or `platform`. NULL: a fact written before this column (or by the previous
--- release during an upgrade); the usage reports then look the account up (ledger/usage.py).
-ALTER TABLE usage_facts ADD COLUMN account_owner text
-    CHECK (account_owner IS NULL OR account_owner IN ('platform', 'tenant'));
+-- release during an upgrade); the usage reports then look its account up
+-- (ledger/queries.sql, routines/usage_per_tenant_v2.sql).
+ALTER TABLE usage_facts ADD COLUMN account_owner text;
+-- NOT VALID: checked on every fact written from now on, without scanning the billing
+-- record (one row per model call ever) under this migration's lock; every row there is
+-- NULL anyway.
+ALTER TABLE usage_facts ADD CONSTRAINT usage_facts_account_owner_check
+    CHECK (account_owner IN ('platform', 'tenant')) NOT VALID;
