@@ -33,6 +33,7 @@ from tenantry.models.types import ModelRequest
 from tenantry.testing.fake_model import FakeModelServer
 from tenantry.tools.destinations import MODEL_ACCOUNT, Destinations
 from tests.support.api import Api, serving_api
+from tests.support.db import row_counts
 from tests.support.scripts import answer, scripted
 from tests.support.worker import TEST_GATEWAY, running_worker
 
@@ -67,6 +68,12 @@ def _inputs_seen(server: FakeModelServer) -> list[str]:
 async def _nothing_stored(api: Api, h: dict[str, str]) -> None:
     assert (await api.client.get("/v1/model-accounts", headers=h)).json()["data"] == []
     assert (await api.client.get("/v1/secrets", headers=h)).json()["data"] == []
+
+
+async def _written(admin: asyncpg.Connection) -> dict[str, int]:
+    """Rows per table, the tenants' data keys too (a first secret creates one)."""
+    return {**await row_counts(admin),
+            "tenant_keys": await admin.fetchval("SELECT count(*) FROM tenant_keys")}
 
 
 @pytest.fixture
@@ -181,14 +188,17 @@ async def test_another_tenants_or_the_platforms_account_is_missing_to_a_tenant(
     ({"tenant_id": "ten_other"}, 400, "tenant_id"),
 ])
 async def test_bad_input_is_a_problem_naming_the_field_with_nothing_stored(
-    api: Api, provider: FakeModelServer, change: dict[str, object], status: int, field: str,
+    api: Api, provider: FakeModelServer, admin_conn: asyncpg.Connection,
+    change: dict[str, object], status: int, field: str,
 ) -> None:
     _, h = await api.tenant()
+    before = await _written(admin_conn)
     r = await api.client.post("/v1/model-accounts", headers=h,
                               json={**_account(provider.base_url), **change})
     assert r.status_code == status, r.text
     assert r.headers["content-type"] == "application/problem+json"
     assert r.json()["detail"].startswith(field), r.text
+    assert await _written(admin_conn) == before
     await _nothing_stored(api, h)
     assert provider.requests == []
 
@@ -230,21 +240,22 @@ async def test_a_tenant_has_a_bounded_number_of_enabled_accounts(
 
 
 async def test_a_failed_insert_leaves_no_key_in_the_vault(
-    api: Api, provider: FakeModelServer, database_dsn: str,
+    api: Api, provider: FakeModelServer, admin_conn: asyncpg.Connection,
 ) -> None:
     """The key and the account commit together: an insert the database refuses (here a
-    check constraint added for the test) takes the key written before it along."""
+    check constraint added for the test) takes the key written before it along, and the
+    tenant's data key its first secret created."""
     _, h = await api.tenant()
-    conn = await asyncpg.connect(database_dsn)
+    before = await _written(admin_conn)
+    await admin_conn.execute("ALTER TABLE model_accounts ADD CONSTRAINT test_refuse_own "
+                             "CHECK (registered_by <> 'tenant') NOT VALID")
     try:
-        await conn.execute("ALTER TABLE model_accounts ADD CONSTRAINT test_refuse_tenant_own "
-                           "CHECK (registered_by <> 'tenant') NOT VALID")
         r = await api.client.post("/v1/model-accounts", headers=h,
                                   json=_account(provider.base_url))
-        assert r.status_code >= 400, r.text
+        assert r.status_code == 500 and r.json()["type"] == "internal_error", r.text
     finally:
-        await conn.execute("ALTER TABLE model_accounts DROP CONSTRAINT test_refuse_tenant_own")
-        await conn.close()
+        await admin_conn.execute("ALTER TABLE model_accounts DROP CONSTRAINT test_refuse_own")
+    assert await _written(admin_conn) == before
     await _nothing_stored(api, h)
 
 
@@ -283,10 +294,11 @@ async def counting() -> AsyncIterator[Counting]:
     ("http://models.example.com/v1", "https"),
 ])
 async def test_the_default_rules_refuse_an_account_off_the_public_internet(
-    database_dsn: str, counting: Counting, url: str, said: str,
+    database_dsn: str, admin_conn: asyncpg.Connection, counting: Counting, url: str, said: str,
 ) -> None:
     async with serving_api(database_dsn, tenant_tool_servers_allow_private=False) as api:
         _, h = await api.tenant()
+        before = await _written(admin_conn)
         r = await api.client.post("/v1/model-accounts", headers=h, json=_account(
             url.format(port=counting.http.port)))
         assert r.status_code == 422, r.text
@@ -294,6 +306,7 @@ async def test_the_default_rules_refuse_an_account_off_the_public_internet(
         problem = r.json()
         assert problem["type"] == REFUSED and problem["field"] == "base_url", problem
         assert said in problem["detail"], problem
+        assert await _written(admin_conn) == before
         await _nothing_stored(api, h)
     assert counting.hits == 0  # nothing was sent to it
 
