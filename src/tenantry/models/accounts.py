@@ -49,7 +49,7 @@ class ModelAccount:
     secret_name: str | None = None  # BYOK: the tenant's vault secret holding the key
     sealed_secret: tuple[bytes, bytes] | None = None  # platform: (sealed, nonce)
     created_at: datetime | None = None
-    enabled: bool = True  # false: disabled by an operator, no longer routed to
+    enabled: bool = True  # false: disabled (by the operator, or its tenant), not routed to
     secret_binding: int = crypto.ACCOUNT_BINDING  # what the sealed key is bound to
     # Who registered it: the tenant itself (``POST /v1/model-accounts``: the gateway holds it
     # to the operator's address rules at every connection) or the operator.

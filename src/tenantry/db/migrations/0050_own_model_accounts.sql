@@ -2,6 +2,11 @@
 -- Expand only: two columns the previous release neither reads nor writes; its inserts get
 -- the default (`operator`: as before, the operator registered it) and NULL.
 
+-- A tenant-facing API reads and writes model_accounts now (/v1/model-accounts). The table
+-- still has no row-level security (workers route every tenant's calls over all of it):
+-- every tenant route's statement names the tenant (models/queries.sql, own_accounts.py),
+-- and another tenant's row answers as a missing one.
+
 -- Who registered the account: the gateway holds an account a tenant registered itself to
 -- the operator's address rules at every connection (tools/destinations.py), as it does a
 -- tenant's own tool server; an operator's registration is the operator's decision.
