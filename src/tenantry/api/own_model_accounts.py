@@ -149,7 +149,7 @@ async def get_own_account(
 ) -> ModelAccountOut:
     """One of your own enabled accounts; any other id (another tenant's, a platform
     account's, a disabled one's) is a 404."""
-    return enabled_out(await accounts.get_account(p.db, account_id, tenant))
+    return enabled_out(await own_accounts.get(p.db, tenant, account_id))
 
 
 @router.put("/model-accounts/{account_id}/api-key", response_model=ModelAccountOut,

@@ -69,6 +69,16 @@ async def register(db: Database, vault: Vault, account: NewAccount, api_key: str
     return created
 
 
+async def get(db: Database, tenant: TenantId, account_id: str) -> ModelAccount:
+    """One of the tenant's own accounts, disabled ones too (NotFound for any other id)."""
+    account_id = _own_id(account_id)
+    async with db.tenant_tx(tenant) as conn:
+        row = await conn.fetchrow(Q.own_account, account_id, tenant.value)
+    if row is None:
+        raise NotFound(NOT_FOUND)
+    return ModelAccount.from_row(row)
+
+
 async def rotate_key(db: Database, vault: Vault, tenant: TenantId, account_id: str,
                      api_key: str) -> ModelAccount:
     """Replace the key of one of the tenant's own enabled accounts. Workers read it again

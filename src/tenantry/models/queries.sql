@@ -102,3 +102,7 @@ RETURNING *
 SELECT account_id FROM model_accounts
 WHERE tenant_id = $1 AND secret_name = $2 AND enabled
 ORDER BY account_id
+
+-- name: own_account
+-- One of the tenant's own accounts (disabled ones too); another's is no row.
+SELECT * FROM model_accounts WHERE account_id = $1 AND tenant_id = $2
