@@ -1337,6 +1337,8 @@ BEGIN
     GET DIAGNOSTICS v_servers = ROW_COUNT;
     UPDATE public.api_keys SET revoked_at = coalesce(revoked_at, now())
     WHERE tenant_id = p_tenant;
+    UPDATE public.model_accounts SET enabled = false, updated_at = now()
+    WHERE tenant_id = p_tenant AND enabled;
     RETURN QUERY SELECT v_secrets, v_servers;
 END
 $$;
