@@ -52,8 +52,6 @@ _CONFLICT: dict[int | str, dict[str, Any]] = {409: {
     "description": "`conflict`: a model named has no price in force (`models` lists them), "
                    f"or you have {own_accounts.MAX_OWN_ACCOUNTS} enabled accounts already"}}
 _THE_ACCOUNT = {"account_id": "$response.body#/account_id"}
-# The provider key: what a provider's keys are, with room to spare; never a NUL.
-ApiKey = Text
 
 
 class RegisterOwnAccount(Body):
@@ -80,14 +78,15 @@ class RegisterOwnAccount(Body):
     priority: int = Field(default=0, ge=-1000, le=1000,
                           description="Lower is preferred among your accounts; runs spread "
                                       "over equal ones.")
-    api_key: ApiKey = Field(
+    # Text: storable (never a NUL); 16 KiB, as the operator's `secret`: room to spare.
+    api_key: Text = Field(
         min_length=1, max_length=16384,
         description="The provider API key. Write-only: stored encrypted in your vault "
                     "(as the secret the account's `secret` names), never returned.")
 
 
 class PutApiKey(Body):
-    api_key: ApiKey = Field(min_length=1, max_length=16384,
+    api_key: Text = Field(min_length=1, max_length=16384,
                             description="The new provider API key (write-only).")
 
 
