@@ -141,6 +141,15 @@ async def test_a_tenant_registers_reads_rotates_and_disables_its_own_account(
                              json={"api_key": "sk-own-3"})
     assert r.status_code == 404, r.text
     assert (await api.client.get("/v1/secrets", headers=h)).json()["data"] == []
+    # Each change is in the tenant's audit trail, by route and target; never a key.
+    r = await api.client.get("/v1/audit", headers=h, params={"kind": "change"})
+    assert r.status_code == 200 and "sk-own" not in r.text, r.text
+    changes = {(e["action"], e["target"]) for e in r.json()["data"]}
+    assert {("POST /v1/model-accounts", "/v1/model-accounts"),
+            ("PUT /v1/model-accounts/{account_id}/api-key",
+             f"/v1/model-accounts/{account_id}/api-key"),
+            ("DELETE /v1/model-accounts/{account_id}",
+             f"/v1/model-accounts/{account_id}")} <= changes, changes
 
 
 async def test_another_tenants_or_the_platforms_account_is_missing_to_a_tenant(
