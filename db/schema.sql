@@ -712,14 +712,15 @@ BEGIN
         INSERT INTO public.usage_facts (tenant_id, run_id, seq, agent_id, agent_version,
                                         provider, account, model, input_tokens,
                                         cached_input_tokens, cache_write_input_tokens,
-                                        output_tokens, cost_micros, price_version)
+                                        output_tokens, cost_micros, price_version,
+                                        account_owner)
         VALUES (p_tenant, p_run, last_seq, (p_usage->>'agent_id')::uuid,
                 (p_usage->>'agent_version')::integer, p_usage->>'provider',
                 p_usage->>'account', p_usage->>'model',
                 (p_usage->>'input_tokens')::bigint, (p_usage->>'cached_input_tokens')::bigint,
                 (p_usage->>'cache_write_input_tokens')::bigint,
                 (p_usage->>'output_tokens')::bigint, (p_usage->>'cost_micros')::bigint,
-                p_usage->>'price_version');
+                p_usage->>'price_version', p_usage->>'account_owner');
     END IF;
 
     IF p_terminal IS NOT NULL THEN
@@ -1336,6 +1337,8 @@ BEGIN
     GET DIAGNOSTICS v_servers = ROW_COUNT;
     UPDATE public.api_keys SET revoked_at = coalesce(revoked_at, now())
     WHERE tenant_id = p_tenant;
+    UPDATE public.model_accounts SET enabled = false, updated_at = now()
+    WHERE tenant_id = p_tenant AND enabled;
     RETURN QUERY SELECT v_secrets, v_servers;
 END
 $$;
@@ -2448,6 +2451,63 @@ CREATE FUNCTION public.tenantry_usage_per_tenant(p_from timestamp with time zone
 $$;
 
 --
+-- Name: tenantry_usage_per_tenant_v2(timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_usage_per_tenant_v2(p_from timestamp with time zone, p_to timestamp with time zone) RETURNS TABLE(tenant_id text, runs bigint, calls bigint, input_tokens numeric, cached_input_tokens numeric, output_tokens numeric, cost_micros numeric, sandbox_ms numeric, sandbox_cost_micros numeric, activity_attempts bigint, activity_sandbox_ms numeric, activity_cpu_us numeric, activity_peak_memory_bytes bigint, activity_cost_micros numeric, own_calls bigint, own_input_tokens numeric, own_cached_input_tokens numeric, own_output_tokens numeric, own_cost_micros numeric)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    WITH facts AS (
+        SELECT f.*, coalesce(f.account_owner = 'tenant', EXISTS (
+                   SELECT 1 FROM public.model_accounts a
+                   WHERE a.account_id = f.account AND a.tenant_id = f.tenant_id)) AS own
+        FROM public.usage_facts f
+        WHERE f.created_at >= p_from AND f.created_at < p_to
+    ), model AS (
+        SELECT f.tenant_id, count(*) AS calls, sum(f.input_tokens) AS input_tokens,
+               sum(f.cached_input_tokens) AS cached_input_tokens,
+               sum(f.output_tokens) AS output_tokens, sum(f.cost_micros) AS cost_micros,
+               count(*) FILTER (WHERE f.own) AS own_calls,
+               sum(f.input_tokens) FILTER (WHERE f.own) AS own_input_tokens,
+               sum(f.cached_input_tokens) FILTER (WHERE f.own) AS own_cached_input_tokens,
+               sum(f.output_tokens) FILTER (WHERE f.own) AS own_output_tokens,
+               sum(f.cost_micros) FILTER (WHERE f.own) AS own_cost_micros
+        FROM facts f
+        GROUP BY f.tenant_id
+    ), sandbox AS (
+        SELECT s.tenant_id, sum(s.sandbox_ms) AS sandbox_ms,
+               sum(s.cost_micros) AS sandbox_cost_micros,
+               count(*) FILTER (WHERE s.attempt IS NOT NULL) AS activity_attempts,
+               sum(s.sandbox_ms) FILTER (WHERE s.attempt IS NOT NULL) AS activity_sandbox_ms,
+               sum(s.cpu_us) AS activity_cpu_us,
+               max(s.peak_memory_bytes) AS activity_peak_memory_bytes,
+               sum(s.cost_micros) FILTER (WHERE s.attempt IS NOT NULL) AS activity_cost_micros
+        FROM public.sandbox_usage_facts s
+        WHERE s.created_at >= p_from AND s.created_at < p_to
+        GROUP BY s.tenant_id
+    ), runs AS (
+        SELECT u.tenant_id, count(DISTINCT u.run_id) AS runs
+        FROM (SELECT f.tenant_id, f.run_id FROM public.usage_facts f
+              WHERE f.created_at >= p_from AND f.created_at < p_to
+              UNION ALL
+              SELECT s.tenant_id, s.run_id FROM public.sandbox_usage_facts s
+              WHERE s.created_at >= p_from AND s.created_at < p_to) u
+        GROUP BY u.tenant_id
+    )
+    SELECT r.tenant_id, r.runs, coalesce(m.calls, 0), m.input_tokens, m.cached_input_tokens,
+           m.output_tokens, m.cost_micros, s.sandbox_ms, s.sandbox_cost_micros,
+           coalesce(s.activity_attempts, 0), s.activity_sandbox_ms, s.activity_cpu_us,
+           s.activity_peak_memory_bytes, s.activity_cost_micros,
+           coalesce(m.own_calls, 0), m.own_input_tokens, m.own_cached_input_tokens,
+           m.own_output_tokens, m.own_cost_micros
+    FROM runs r
+    LEFT JOIN model m ON m.tenant_id = r.tenant_id
+    LEFT JOIN sandbox s ON s.tenant_id = r.tenant_id
+    ORDER BY r.tenant_id
+$$;
+
+--
 -- Name: tenantry_wake_authorized(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -3037,14 +3097,17 @@ CREATE TABLE public.model_accounts (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     secret_binding smallint DEFAULT 2 NOT NULL,
+    registered_by text DEFAULT 'operator'::text NOT NULL,
     CONSTRAINT model_accounts_account_id_check CHECK ((account_id ~ '^[a-z0-9][a-z0-9_-]{1,63}$'::text)),
     CONSTRAINT model_accounts_base_url_check CHECK ((base_url ~ '^https?://'::text)),
     CONSTRAINT model_accounts_check CHECK (((tenant_id IS NOT NULL) OR (secret_name IS NULL))),
     CONSTRAINT model_accounts_check1 CHECK (((secret_sealed IS NULL) = (secret_nonce IS NULL))),
     CONSTRAINT model_accounts_models_check CHECK (((cardinality(models) >= 1) AND (cardinality(models) <= 100))),
     CONSTRAINT model_accounts_provider_check CHECK ((provider = ANY (ARRAY['openai'::text, 'anthropic'::text, 'scripted'::text]))),
+    CONSTRAINT model_accounts_registered_by_check CHECK ((registered_by = ANY (ARRAY['operator'::text, 'tenant'::text]))),
     CONSTRAINT model_accounts_rpm_check CHECK ((rpm > 0)),
     CONSTRAINT model_accounts_secret_binding_check CHECK ((secret_binding = ANY (ARRAY[1, 2]))),
+    CONSTRAINT model_accounts_tenant_registers_its_own CHECK (((registered_by = 'operator'::text) OR (tenant_id IS NOT NULL))),
     CONSTRAINT model_accounts_tpm_check CHECK ((tpm > 0))
 );
 
@@ -4290,7 +4353,8 @@ CREATE TABLE public.usage_facts (
     output_tokens bigint NOT NULL,
     cost_micros bigint NOT NULL,
     price_version text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    account_owner text
 );
 
 --
@@ -5542,6 +5606,13 @@ ALTER TABLE ONLY public.tool_servers
 
 ALTER TABLE ONLY public.tool_servers
     ADD CONSTRAINT tool_servers_tenant_id_name_key UNIQUE (tenant_id, name);
+
+--
+-- Name: usage_facts usage_facts_account_owner_check; Type: CHECK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE public.usage_facts
+    ADD CONSTRAINT usage_facts_account_owner_check CHECK ((account_owner = ANY (ARRAY['platform'::text, 'tenant'::text]))) NOT VALID;
 
 --
 -- Name: usage_facts usage_facts_pkey; Type: CONSTRAINT; Schema: public; Owner: -

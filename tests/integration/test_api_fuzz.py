@@ -171,9 +171,15 @@ def _tenant_objects(c: httpx2.Client, tenant_id: str, mcp_url: str) -> tuple[str
         "name": "effects", "entrypoint": "main.py:handle",
         "files": {"main.py": base64.b64encode(b"def handle(v, c):\n    return v\n").decode()}}))
     task = _ok(c.post("/v1/activity-tasks", headers=h, json={"activity": "effects"}))
+    # The tenant's own model account (registered for it: the tenant's own route refuses a
+    # loopback URL under the default rules this app has).
+    account = _ok(c.post(f"/admin/v1/tenants/{tenant}/model-accounts", headers=op, json={
+        "provider": "openai", "base_url": "http://127.0.0.1:9/v1", "models": ["scripted"],
+        "region": "us", "secret_name": "crm-token"}))["account_id"]
     return key["api_key"], {
         "tenant_id": tenant, "key_id": spare, "name": "effects", "agent_id": agent,
         "version": "1", "run_id": run["run_id"], "task_id": task["task_id"],
+        "account_id": account,
     }
 
 

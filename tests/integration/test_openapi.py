@@ -35,6 +35,7 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
         metrics,
         model_accounts,
         model_snapshots,
+        own_model_accounts,
         own_tool_servers,
         policy,
         prices,
@@ -50,6 +51,7 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
               *runs.router.routes, *run_blobs.router.routes,
               *billing.router.routes,
               *approvals.router.routes, *model_accounts.router.routes,
+              *own_model_accounts.router.routes,
               *model_snapshots.router.routes,
               *policy.admin_router.routes, *policy.router.routes, *metrics.router.routes,
               *prices.router.routes, *inbox.router.routes, *activities.router.routes,
@@ -80,6 +82,10 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
                 ("/v1/secrets/{name}", "DELETE"),
                 ("/admin/v1/tenants/{tenant_id}/tool-servers/{name}", "DELETE"),
                 ("/admin/v1/model-accounts", "POST"), ("/v1/usage", "GET"),
+                ("/v1/model-accounts", "POST"), ("/v1/model-accounts", "GET"),
+                ("/v1/model-accounts/{account_id}", "GET"),
+                ("/v1/model-accounts/{account_id}", "DELETE"),
+                ("/v1/model-accounts/{account_id}/api-key", "PUT"),
                 ("/admin/v1/tenants/{tenant_id}/policy", "PUT"),
                 ("/admin/v1/billing/reconcile", "POST"),
                 ("/admin/v1/prices/{model}", "PUT"), ("/admin/v1/prices/{model}", "GET"),
@@ -113,7 +119,8 @@ async def test_openapi_declares_problem_responses_not_422(api: Api) -> None:
             assert declared["description"] != "Validation Error", (path, method)
             assert "application/problem+json" in declared["content"], (path, method)
             own_422.add((method, path))
-    assert {("post", "/admin/v1/tenants"), ("post", "/v1/tool-servers")} <= own_422
+    assert {("post", "/admin/v1/tenants"), ("post", "/v1/tool-servers"),
+            ("post", "/v1/model-accounts")} <= own_422
     start = doc["paths"]["/v1/runs"]["post"]
     assert set(start["responses"]) >= {"202", "400", "401", "409", "413"}
     events = doc["paths"]["/v1/runs/{run_id}/events"]["get"]["responses"]["200"]["content"]
@@ -422,6 +429,13 @@ async def test_every_link_leads_where_it_says(api: Api, fakes: Fakes) -> None:
         "secret": "mine"}, h), 201)
     await _expect(w.follow(own_server, "GetToolServer", h), 200)
     await _expect(w.follow(own_server, "Connect", h), 409)  # not an OAuth server
+    own_account = await _expect(w.call("POST /v1/model-accounts", {}, {
+        "provider": "openai", "base_url": "http://127.0.0.1:9/v1", "models": ["scripted"],
+        "region": "us", "api_key": "sk-own"}, h), 201)
+    await _expect(w.follow(own_account, "GetOwnAccount", h), 200)
+    await _expect(w.follow(own_account, "RotateKey", h, body={"api_key": "sk-new"}), 200)
+    await _expect(w.follow(own_account, "DisableOwnAccount", h), 200)
+    await _expect(w.follow(own_account, "GetOwnAccount", h), 404)  # disabled: gone
 
     # Agents, versions, runs.
     agent = await _expect(w.call("POST /v1/agents", {}, {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from tenantry.blobs import WORKER_PATIENCE_SECONDS, Blobs, ObjectStore
 from tenantry.db import Database
 from tenantry.ledger.prices import PriceBook
 from tenantry.models.accounts import ModelAccount
+from tenantry.models.clients import http_client
 from tenantry.models.gateway import GatewaySettings, ModelGateway
 from tenantry.runs.engine import Engine, EngineSettings
 from tenantry.runs.lease import worker_id
@@ -22,7 +24,7 @@ from tenantry.telemetry.worker import WorkerMetrics
 from tenantry.testing.fake_model import FakeModelServer
 from tenantry.testing.mcp_server import EffectsMcpServer
 from tenantry.tools.builtin import BrowserPolicy, BuiltinTools
-from tenantry.tools.destinations import Destinations
+from tenantry.tools.destinations import MODEL_ACCOUNT, Destinations
 from tenantry.tools.gateway import ToolGateway
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.vault import Vault
@@ -38,6 +40,9 @@ class Fakes:
 
 #: The tests' tool servers are on this machine: tenants' own may be there too.
 LOCAL_TOOL_SERVERS = Destinations(allow_private=True)
+#: So are their model providers: the accounts tenants register connect through the same
+#: guard as a deployed worker's (bootstrap/worker.py), with private addresses allowed.
+LOCAL_MODEL_ACCOUNTS = Destinations(allow_private=True, subject=MODEL_ACCOUNT)
 TEST_ENGINE = EngineSettings(lease_seconds=30.0, park_recheck_seconds=0.3)
 
 
@@ -78,6 +83,8 @@ async def running_worker(
         async with McpToolClient(destinations=LOCAL_TOOL_SERVERS) as mcp, ModelGateway(
             database, vault=vault, master=TEST_MASTER_KEY, settings=model_gateway,
             implicit=implicit, observer=metrics,
+            client_factory=functools.partial(http_client,
+                                             guard=LOCAL_MODEL_ACCOUNTS.connect_to),
         ) as model:
             # As a deployed worker's: a write waits out a short outage of the store.
             blobs = None if objects is None else Blobs(

@@ -28,6 +28,7 @@ from tenantry.api import (
     metrics,
     model_accounts,
     model_snapshots,
+    own_model_accounts,
     own_tool_servers,
     policy,
     prices,
@@ -49,7 +50,8 @@ _PROBLEM_SCHEMA = {
                    "quota_exceeded, "
                    "overloaded, budget_exhausted, tool_unavailable, tenant_erased, "
                    "admissions_paused, region_not_served, database_unavailable, "
-                   "tool_server_authorization_failed, tool_server_url_refused, internal_error; "
+                   "tool_server_authorization_failed, tool_server_url_refused, "
+                   "model_account_url_refused, internal_error; "
                    "through `tenantry router` also tenant_moving and cell_unavailable.",
     "required": ["type", "title", "status", "detail"],
     "properties": {
@@ -78,6 +80,7 @@ _CONFLICTS = {
     ("POST", "/v1/tool-servers"), ("POST", "/v1/tool-servers/{name}/pin"),
     ("PUT", "/admin/v1/prices/{model}"),
     ("POST", "/admin/v1/model-accounts"), ("POST", "/admin/v1/tenants/{tenant_id}/model-accounts"),
+    ("POST", "/v1/model-accounts"),
     ("POST", "/v1/activity-tasks"), ("POST", "/v1/activities/{name}/versions"),
     ("POST", "/admin/v1/tenants/{tenant_id}/api-keys"),  # erased tenant (ADR 0017); expiry past
     ("POST", "/v1/api-keys"),  # an expiry already past
@@ -115,8 +118,8 @@ def create_app(
     # 1,000 runs/s, matching it after every admin route cost a fifth of the process).
     api_routers = [runs.router, run_blobs.router, admin.router, tool_servers.router,
                    own_tool_servers.router, tool_servers.callback_router,
-                   model_accounts.router, billing.router, prices.router, policy.admin_router,
-                   policy.router, metrics.router,
+                   model_accounts.router, own_model_accounts.router, billing.router,
+                   prices.router, policy.admin_router, policy.router, metrics.router,
                    agents.router, evaluations.router, model_snapshots.router,
                    activities.router, approvals.router, inbox.router,
                    retention.admin_router, retention.router,

@@ -26,7 +26,7 @@ from tenantry.tenants import service
 
 router = APIRouter(prefix="/admin/v1", tags=["operator"], dependencies=[Depends(operator)])
 NOT_FOUND = "No model account with this id."
-_ACCOUNT_PAGE = keyed_by(accounts.ACCOUNT_ID_RE)
+ACCOUNT_PAGE = keyed_by(accounts.ACCOUNT_ID_RE)
 
 # No whitespace or control characters (a NUL cannot be stored); `*` only as a wildcard
 # (another name with a `*` is one no price can name). Not `sandbox`: the sandbox's price.
@@ -87,6 +87,9 @@ class ModelAccountOut(BaseModel):
     has_secret: bool
     created_at: datetime | None
     enabled: bool = Field(description="False once disabled (DELETE): no longer routed to.")
+    registered_by: Literal["operator", "tenant"] = Field(
+        description="`tenant`: the tenant registered it itself (POST /v1/model-accounts), "
+                    "held to the operator's rules for where it may be.")
 
 
 class ModelAccountList(BaseModel):
@@ -94,7 +97,7 @@ class ModelAccountList(BaseModel):
     next_cursor: str | None
 
 
-def _out(account: ModelAccount) -> ModelAccountOut:
+def account_out(account: ModelAccount) -> ModelAccountOut:
     return ModelAccountOut.model_validate(account.to_json())
 
 
@@ -126,42 +129,44 @@ async def register_account(
     """Register a provider account every tenant's runs may use (within their region)."""
     account = await accounts.register(p.db, _new(body, secret=body.secret),
                                       prices=PriceBook(p.db), master=p.master)
-    return _out(account)
+    return account_out(account)
 
 
 @router.get("/model-accounts", response_model=ModelAccountList)
 async def list_accounts(
-    page: PageRequest = Depends(_ACCOUNT_PAGE), p: Platform = Depends(platform)
+    page: PageRequest = Depends(ACCOUNT_PAGE), p: Platform = Depends(platform)
 ) -> ModelAccountList:
     """Every account, the platform's and tenants' own, disabled ones included; by id."""
-    return await _page(p, page, None)
+    return await page_of(p, page, None)
 
 
-def _enabled(account: ModelAccount) -> ModelAccountOut:
+def enabled_out(account: ModelAccount) -> ModelAccountOut:
     """An account its URL still names: a disabled one (DELETE) answers 404 there, as a
     deleted resource does; it stays in the lists, `enabled: false`."""
     if not account.enabled:
         raise NotFound(NOT_FOUND)
-    return _out(account)
+    return account_out(account)
 
 
 @router.get("/model-accounts/{account_id}", response_model=ModelAccountOut)
 async def get_account(account_id: str, p: Platform = Depends(platform)) -> ModelAccountOut:
     """Any enabled account by id, the platform's or a tenant's own."""
-    return _enabled(await accounts.get_account(p.db, account_id))
+    return enabled_out(await accounts.get_account(p.db, account_id))
 
 
-async def _page(p: Platform, page: PageRequest, tenant: TenantId | None) -> ModelAccountList:
+async def page_of(p: Platform, page: PageRequest,
+                  tenant: TenantId | None) -> ModelAccountList:
+    """A page of every account (``tenant`` None) or one tenant's own."""
     found = await accounts.accounts_page(
         p.db, tenant=tenant, after=page.position(accounts.parse_account_id), limit=page.limit)
-    return ModelAccountList(data=[_out(a) for a in found],
+    return ModelAccountList(data=[account_out(a) for a in found],
                             next_cursor=page.next_cursor(found, lambda a: a.account_id))
 
 
 @router.delete("/model-accounts/{account_id}", response_model=ModelAccountOut)
 async def disable_account(account_id: str, p: Platform = Depends(platform)) -> ModelAccountOut:
     """Stop routing to an account (runs on it move to another on their next step)."""
-    return _out(await accounts.disable(p.db, account_id))
+    return account_out(await accounts.disable(p.db, account_id))
 
 
 @router.post("/tenants/{tenant_id}/model-accounts", status_code=201,
@@ -190,18 +195,18 @@ async def register_tenant_account(
     account = await accounts.register(
         p.db, _new(body, tenant=tenant, secret_name=body.secret_name),
         prices=PriceBook(p.db), master=p.master)
-    return _out(account)
+    return account_out(account)
 
 
 @router.get("/tenants/{tenant_id}/model-accounts", response_model=ModelAccountList)
 async def list_tenant_accounts(
-    tenant_id: str, page: PageRequest = Depends(_ACCOUNT_PAGE), p: Platform = Depends(platform)
+    tenant_id: str, page: PageRequest = Depends(ACCOUNT_PAGE), p: Platform = Depends(platform)
 ) -> ModelAccountList:
     """The tenant's own accounts (bring your own key), by id."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
     page.position(accounts.parse_account_id)  # a bad cursor is a 400 before anything else
     await service.get_tenant(p.db, tenant)
-    return await _page(p, page, tenant)
+    return await page_of(p, page, tenant)
 
 
 @router.get("/tenants/{tenant_id}/model-accounts/{account_id}", response_model=ModelAccountOut)
@@ -211,4 +216,4 @@ async def get_tenant_account(
     """One of the tenant's own enabled accounts; another tenant's, or a platform one, is a
     404."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
-    return _enabled(await accounts.get_account(p.db, account_id, tenant))
+    return enabled_out(await accounts.get_account(p.db, account_id, tenant))

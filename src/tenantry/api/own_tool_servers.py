@@ -39,6 +39,7 @@ from tenantry.api.tool_server_bodies import (
 from tenantry.api.tool_servers import CONNECT_CONFLICT, OAUTH_FAILED, UNREACHABLE
 from tenantry.errors import Conflict, NotFound
 from tenantry.ids import TenantId
+from tenantry.models import own_accounts
 from tenantry.tenants.scopes import Scope
 from tenantry.tools import servers
 from tenantry.vault import store as vault_store
@@ -165,19 +166,24 @@ async def get_own_secret(
 
 @router.delete("/secrets/{name}", status_code=204, response_class=Response,
                responses={409: {"description": "`conflict`: a tool server still sends it "
-                                               "(`tool_servers` names them)"}})
+                                               "(`tool_servers` names them), or a model "
+                                               "account calls with it (`model_accounts`)"}})
 async def remove_own_secret(
     name: str = Path(max_length=128),
     tenant: TenantId = Depends(tenant_may(Scope.INTEGRATIONS_MANAGE)),
     p: Platform = Depends(platform),
 ) -> Response:
-    """Remove a secret no tool server sends any more."""
+    """Remove a secret no tool server sends and no model account calls with any more."""
     name = _secret_name(name)
     async with p.db.tenant_tx(tenant) as conn:
         users = await servers.sending_secret(conn, tenant, name)
         if users:
             raise Conflict(f"Tool servers still send this secret: {users}; remove them or "
                            "register them with another first.", tool_servers=users)
+        accounts = await own_accounts.reading_secret(conn, tenant, name)
+        if accounts:
+            raise Conflict(f"Model accounts still call their provider with this secret: "
+                           f"{accounts}; disable them first.", model_accounts=accounts)
         await vault_store.delete_secret(conn, tenant, name)
     return Response(status_code=204)
 

@@ -15,6 +15,7 @@ from tenantry.runs.inprocess import LocalWorkers
 from tenantry.runs.intake import RunIntake
 from tenantry.scheduler.admission import CellCapacity
 from tenantry.tenants.auth_cache import AuthCache
+from tenantry.tools.destinations import MODEL_ACCOUNT, Destinations
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.vault import Vault
 from tenantry.vault.crypto import MasterKey
@@ -42,6 +43,10 @@ class Platform:
     # from (DELETE /v1/runs/{id}); None: reads are 404 and deletions stay in the outbox
     # for a cleaner that has the store.
     blobs: Blobs | None = None
+    # The operator's rules for where model accounts tenants register may be (the tool
+    # servers' are ``mcp.destinations``); the default: the strict ones.
+    model_destinations: Destinations = field(
+        default_factory=lambda: Destinations(subject=MODEL_ACCOUNT))
     # Activities and their tasks, admitted against the same cell as runs.
     activities: ActivityStore = field(init=False)
     # POST /v1/runs' group commit (ADR 0019); closed before the pool.

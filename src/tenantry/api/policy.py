@@ -129,6 +129,18 @@ class SandboxPriceOut(BaseModel):
     version: str = Field(description="The price's identity, as each fact records it.")
 
 
+class OwnAccountUsage(BaseModel):
+    """The part of the model calls above that went through the tenant's own provider
+    accounts (bring your own key: `/v1/model-accounts`); the rest went through the
+    platform's. Budgets and prices apply to both alike."""
+
+    calls: int
+    input_tokens: int
+    cached_input_tokens: int
+    output_tokens: int
+    cost_micros: int
+
+
 class UsageRow(BaseModel):
     key: str = Field(description="The agent id or the day (YYYY-MM-DD, UTC).")
     runs: int
@@ -143,6 +155,8 @@ class UsageRow(BaseModel):
                                                  "sandbox price in force at each call or "
                                                  "attempt; spend is cost_micros + this.")
     activities: ActivityUsage
+    own_accounts: OwnAccountUsage = Field(description="Of the model calls, those through "
+                                                      "the tenant's own accounts.")
 
 
 class UsageOut(BaseModel):

@@ -23,7 +23,7 @@ from tenantry.scheduler.admission import CellCapacity
 from tenantry.scheduler.shedding import CellLoad, ShedThresholds
 from tenantry.tenants.auth_cache import CHANNEL as KEY_CHANNEL
 from tenantry.tenants.auth_cache import AuthCache
-from tenantry.tools.destinations import Destinations
+from tenantry.tools.destinations import MODEL_ACCOUNT, Destinations
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.vault import Vault
 
@@ -75,6 +75,7 @@ async def platform(
         platform = Platform(
             settings, db, hub, mcp, vault, console_db=console_db, auth_cache=auth_cache,
             master=master, blobs=open_blobs(settings, db, objects),
+            model_destinations=Destinations.of(settings, MODEL_ACCOUNT),
             cell=CellCapacity(CellLoad(db, ShedThresholds.of(settings),
                                        settings.load_read_seconds)), local=local)
         try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,6 +19,7 @@ from tenantry.db import Database
 from tenantry.db.outage import Outage
 from tenantry.ledger.prices import PriceBook
 from tenantry.models.accounts import ANY_MODEL, ANY_REGION, ModelAccount
+from tenantry.models.clients import http_client
 from tenantry.models.gateway import GatewaySettings, ModelGateway
 from tenantry.retention.cleaner import Cleaner, CleanupSettings
 from tenantry.runs.engine import Engine, EngineSettings
@@ -30,7 +32,7 @@ from tenantry.scheduler.shedding import CellLoad, ShedThresholds
 from tenantry.telemetry.spans import from_exporter
 from tenantry.telemetry.worker import WorkerMetrics
 from tenantry.tools.builtin import BrowserPolicy, BuiltinTools
-from tenantry.tools.destinations import Destinations
+from tenantry.tools.destinations import MODEL_ACCOUNT, Destinations
 from tenantry.tools.gateway import ToolGateway
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.vault import Vault
@@ -76,9 +78,13 @@ async def model_gateway(
                 account_id="scripted", provider="scripted", base_url=server.base_url,
                 models=("scripted", "scripted/*"), region=ANY_REGION,
                 priority=CONFIGURED_PRIORITY), None)]
+        # Accounts tenants registered themselves connect only where the operator's rules
+        # for tenants' own destinations allow (tools/destinations.py), at every connection.
+        guard = Destinations.of(settings, MODEL_ACCOUNT).connect_to
         gateway = ModelGateway(db, vault=vault, master=master, implicit=implicit,
                                observer=observer, settings=GatewaySettings(
-                                   no_stream=frozenset(settings.model_no_stream)))
+                                   no_stream=frozenset(settings.model_no_stream)),
+                               client_factory=functools.partial(http_client, guard=guard))
         yield await stack.enter_async_context(gateway)
 
 

@@ -181,6 +181,9 @@ class Settings:
     # (egress allow-list syntax; empty: any), and whether private addresses (and http) are.
     tenant_tool_server_hosts: tuple[str, ...] = ()
     tenant_tool_servers_allow_private: bool = False
+    # The hosts model accounts tenants register themselves may be at (the same rules, its
+    # own list: the providers allowed need not be the tool vendors; empty: any).
+    tenant_model_account_hosts: tuple[str, ...] = ()
     # One webhook attempt's whole deadline (resolve, connect, send, read), and deliveries
     # in flight at once per worker process, in all and per tenant.
     webhook_deadline_seconds: int = 15

@@ -136,6 +136,9 @@ class UsageFact:
     usage: TokenUsage
     cost_micros: int
     price_version: str
+    # Whose account served the call: "platform", or "tenant" (the tenant's own key);
+    # "" where nobody said (a fact of the previous release): stored as NULL.
+    account_owner: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """The fact as tenantry_commit_step takes it (its seq is the step's last event)."""
@@ -146,7 +149,8 @@ class UsageFact:
                 "cached_input_tokens": usage.cached_input_tokens,
                 "cache_write_input_tokens": usage.cache_write_input_tokens,
                 "output_tokens": usage.output_tokens, "cost_micros": self.cost_micros,
-                "price_version": self.price_version}
+                "price_version": self.price_version,
+                "account_owner": self.account_owner or None}
 
 
 async def record(conn: Connection, tenant: TenantId, run: RunId, fact: UsageFact) -> None:
@@ -155,7 +159,7 @@ async def record(conn: Connection, tenant: TenantId, run: RunId, fact: UsageFact
         Q.insert_usage_fact, tenant.value, run.uuid, fact.seq, fact.agent.uuid,
         fact.agent_version, fact.provider, fact.account, fact.model, usage.input_tokens,
         usage.cached_input_tokens, usage.cache_write_input_tokens, usage.output_tokens,
-        fact.cost_micros, fact.price_version,
+        fact.cost_micros, fact.price_version, fact.account_owner or None,
     )
 
 

@@ -11,8 +11,8 @@ SELECT tenantry_close_reservation($1, $2, $3, $4, $5, $6, $7)
 -- name: insert_usage_fact
 INSERT INTO usage_facts (tenant_id, run_id, seq, agent_id, agent_version, provider, account,
                          model, input_tokens, cached_input_tokens, cache_write_input_tokens,
-                         output_tokens, cost_micros, price_version)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+                         output_tokens, cost_micros, price_version, account_owner)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
 
 -- name: insert_sandbox_usage_fact
 INSERT INTO sandbox_usage_facts (tenant_id, run_id, seq, agent_id, agent_version, backend,
@@ -23,29 +23,61 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 SELECT tenantry_sweep_reservations($1)
 
 -- name: usage_by_agent
+-- Each sum also over the calls through the tenant's own accounts (own_*: bring your own
+-- key). A fact from before account_owner (migration 0050) is its account's, looked up.
+WITH f AS (
+    SELECT u.*, coalesce(u.account_owner = 'tenant', u.account IN (
+               SELECT a.account_id FROM model_accounts a WHERE a.tenant_id = $1)) AS own
+    FROM usage_facts u
+    WHERE u.tenant_id = $1 AND u.created_at >= $2 AND u.created_at < $3
+)
 SELECT agent_id::text AS key, count(*) AS calls, sum(input_tokens) AS input_tokens,
        sum(cached_input_tokens) AS cached_input_tokens, sum(output_tokens) AS output_tokens,
-       sum(cost_micros) AS cost_micros, count(DISTINCT run_id) AS runs
-FROM usage_facts
-WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
+       sum(cost_micros) AS cost_micros, count(DISTINCT run_id) AS runs,
+       count(*) FILTER (WHERE own) AS own_calls,
+       sum(input_tokens) FILTER (WHERE own) AS own_input_tokens,
+       sum(cached_input_tokens) FILTER (WHERE own) AS own_cached_input_tokens,
+       sum(output_tokens) FILTER (WHERE own) AS own_output_tokens,
+       sum(cost_micros) FILTER (WHERE own) AS own_cost_micros
+FROM f
 GROUP BY agent_id ORDER BY agent_id
 
 -- name: usage_by_day
+WITH f AS (
+    SELECT u.*, coalesce(u.account_owner = 'tenant', u.account IN (
+               SELECT a.account_id FROM model_accounts a WHERE a.tenant_id = $1)) AS own
+    FROM usage_facts u
+    WHERE u.tenant_id = $1 AND u.created_at >= $2 AND u.created_at < $3
+)
 SELECT to_char(date_trunc('day', created_at AT TIME ZONE 'UTC'), 'YYYY-MM-DD') AS key,
        count(*) AS calls, sum(input_tokens) AS input_tokens,
        sum(cached_input_tokens) AS cached_input_tokens, sum(output_tokens) AS output_tokens,
-       sum(cost_micros) AS cost_micros, count(DISTINCT run_id) AS runs
-FROM usage_facts
-WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
+       sum(cost_micros) AS cost_micros, count(DISTINCT run_id) AS runs,
+       count(*) FILTER (WHERE own) AS own_calls,
+       sum(input_tokens) FILTER (WHERE own) AS own_input_tokens,
+       sum(cached_input_tokens) FILTER (WHERE own) AS own_cached_input_tokens,
+       sum(output_tokens) FILTER (WHERE own) AS own_output_tokens,
+       sum(cost_micros) FILTER (WHERE own) AS own_cost_micros
+FROM f
 GROUP BY 1 ORDER BY 1
 
 -- name: usage_total
+WITH f AS (
+    SELECT u.*, coalesce(u.account_owner = 'tenant', u.account IN (
+               SELECT a.account_id FROM model_accounts a WHERE a.tenant_id = $1)) AS own
+    FROM usage_facts u
+    WHERE u.tenant_id = $1 AND u.created_at >= $2 AND u.created_at < $3
+)
 SELECT count(*) AS calls, coalesce(sum(input_tokens), 0) AS input_tokens,
        coalesce(sum(cached_input_tokens), 0) AS cached_input_tokens,
        coalesce(sum(output_tokens), 0) AS output_tokens,
-       coalesce(sum(cost_micros), 0) AS cost_micros, count(DISTINCT run_id) AS runs
-FROM usage_facts
-WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
+       coalesce(sum(cost_micros), 0) AS cost_micros, count(DISTINCT run_id) AS runs,
+       count(*) FILTER (WHERE own) AS own_calls,
+       sum(input_tokens) FILTER (WHERE own) AS own_input_tokens,
+       sum(cached_input_tokens) FILTER (WHERE own) AS own_cached_input_tokens,
+       sum(output_tokens) FILTER (WHERE own) AS own_output_tokens,
+       sum(cost_micros) FILTER (WHERE own) AS own_cost_micros
+FROM f
 
 -- name: sandbox_by_agent
 SELECT agent_id::text AS key, sum(sandbox_ms) AS sandbox_ms,
@@ -82,7 +114,7 @@ FROM sandbox_usage_facts
 WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
 
 -- name: usage_per_tenant
-SELECT * FROM tenantry_usage_per_tenant($1, $2)
+SELECT * FROM tenantry_usage_per_tenant_v2($1, $2)
 
 -- name: usage_per_account_day
 SELECT * FROM tenantry_usage_per_account_day($1, $2, $3)

@@ -21,8 +21,16 @@ _FIELDS = ("runs", "calls", "input_tokens", "cached_input_tokens", "output_token
 _SANDBOX_FIELDS = ("sandbox_ms", "sandbox_cost_micros")
 
 
-def _sums(row: asyncpg.Record) -> dict[str, int]:
-    return {name: int(row[name] or 0) for name in _FIELDS}
+#: The model calls' sums over the tenant's own accounts (bring your own key): what the
+#: query names ``own_<name>``.
+_OWN_FIELDS = ("calls", "input_tokens", "cached_input_tokens", "output_tokens",
+               "cost_micros")
+NO_OWN: dict[str, int] = dict.fromkeys(_OWN_FIELDS, 0)
+
+
+def _sums(row: asyncpg.Record) -> dict[str, Any]:
+    return {**{name: int(row[name] or 0) for name in _FIELDS},
+            "own_accounts": {name: int(row[f"own_{name}"] or 0) for name in _OWN_FIELDS}}
 
 
 def _sandbox_sums(row: asyncpg.Record) -> dict[str, Any]:
@@ -51,7 +59,9 @@ async def for_tenant(
     """The tenant's total over [start, end) and, if asked, per agent or per UTC day: model
     calls, tokens and cost from the usage facts, sandbox time and its cost from the sandbox
     facts (the month's spend is ``cost_micros + sandbox_cost_micros``) — activity attempts'
-    sandbox time included, and broken out under ``activities``."""
+    sandbox time included, and broken out under ``activities``; the model calls that went
+    through the tenant's own accounts (bring your own key) broken out under
+    ``own_accounts``."""
     async with db.tenant_tx(tenant) as conn:
         total = await conn.fetchrow(Q.usage_total, tenant.value, start, end)
         sandbox_total = await conn.fetchrow(Q.sandbox_total, tenant.value, start, end)
@@ -70,6 +80,7 @@ async def for_tenant(
                               "activities": dict(NO_ACTIVITIES)}
     for row in sandbox_rows:  # a group with sandbox time but no model call in the window
         group = groups.setdefault(row["key"], {**dict.fromkeys(_FIELDS, 0),
+                                               "own_accounts": dict(NO_OWN),
                                                "runs": int(row["runs"])})
         group.update(_sandbox_sums(row))
     ordered = []

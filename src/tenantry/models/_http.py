@@ -100,7 +100,10 @@ class HttpProviderClient(abc.ABC):
 
     ``max_connections`` bounds the connections open to the provider at once (one per call
     in flight); the pool takes the most recently released connection in O(1), so one pool
-    serves an account however many calls are in flight (ADR 0022)."""
+    serves an account however many calls are in flight (ADR 0022).
+
+    ``connect_to``: where the client may connect, vetted per connection (a tenant's own
+    registration: tools/destinations.py, wired in by models/clients.py); None: anywhere."""
 
     provider: str
     wire: ClassVar[str]
@@ -111,6 +114,7 @@ class HttpProviderClient(abc.ABC):
     def __init__(
         self, base_url: str, *, api_key: str | None = None, account: str = "default",
         timeout: float = 120.0, max_connections: int = 4096, stream: bool = True,
+        connect_to: http1.ConnectTo | None = None,
     ) -> None:
         self.account = account
         self.stream = stream
@@ -120,7 +124,7 @@ class HttpProviderClient(abc.ABC):
         self._models = http1.target(base + self.models_path)
         self._http = http1.HttpClient(
             headers=self._headers(api_key), max_per_origin=max(1, max_connections),
-            connect_timeout=min(timeout, 10.0))
+            connect_timeout=min(timeout, 10.0), connect_to=connect_to)
 
     async def aclose(self) -> None:
         await self._http.aclose()

@@ -14,7 +14,7 @@ from typing import Any
 
 import asyncpg
 
-from tenantry.db import Database
+from tenantry.db import Connection, Database
 from tenantry.db.queries import load
 from tenantry.errors import Conflict, NotFound, ValidationFailed
 from tenantry.ids import TenantId
@@ -30,6 +30,8 @@ PROVIDERS = ("openai", "anthropic", "scripted")
 ANY_MODEL = "*"
 ANY_REGION = "default"
 ACCOUNT_ID_RE = r"^[a-z0-9][a-z0-9_-]{1,63}$"
+#: Who registered an account (``model_accounts.registered_by``, migration 0050).
+OPERATOR = "operator"
 _ACCOUNT_ID = re.compile(ACCOUNT_ID_RE)
 
 
@@ -47,8 +49,11 @@ class ModelAccount:
     secret_name: str | None = None  # BYOK: the tenant's vault secret holding the key
     sealed_secret: tuple[bytes, bytes] | None = None  # platform: (sealed, nonce)
     created_at: datetime | None = None
-    enabled: bool = True  # false: disabled by an operator, no longer routed to
+    enabled: bool = True  # false: disabled (by the operator, or its tenant), not routed to
     secret_binding: int = crypto.ACCOUNT_BINDING  # what the sealed key is bound to
+    # Who registered it: the tenant itself (``POST /v1/model-accounts``: the gateway holds it
+    # to the operator's address rules at every connection) or the operator.
+    registered_by: str = OPERATOR
     # Called in the provider's streaming mode (ADR 0030). Not stored: the workers'
     # TENANTRY_MODEL_NO_STREAM turns it off for the accounts it lists.
     stream: bool = True
@@ -88,7 +93,7 @@ class ModelAccount:
             models=tuple(row["models"]), region=row["region"], rpm=row["rpm"], tpm=row["tpm"],
             priority=row["priority"], tenant=row["tenant_id"], secret_name=row["secret_name"],
             sealed_secret=sealed, created_at=row["created_at"], enabled=row["enabled"],
-            secret_binding=row["secret_binding"],
+            secret_binding=row["secret_binding"], registered_by=row["registered_by"],
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -100,7 +105,7 @@ class ModelAccount:
             "tenant_id": self.tenant, "secret": self.secret_name,
             "has_secret": self.sealed_secret is not None or self.secret_name is not None,
             "created_at": self.created_at.isoformat() if self.created_at else None,
-            "enabled": self.enabled,
+            "enabled": self.enabled, "registered_by": self.registered_by,
         }
 
 
@@ -144,19 +149,7 @@ async def register(
     exact or it is refused); a wildcard (``*``, ``family/*``) is accepted, and each call
     through it needs its own model priced (the run fails before the call otherwise). The
     key is sealed with the master key, or for BYOK must already be in the tenant's vault."""
-    if not _ACCOUNT_ID.match(account.account_id):
-        raise ValidationFailed("account_id: 2-64 characters of a-z, 0-9, '_', '-'")
-    if account.provider not in PROVIDERS:
-        raise ValidationFailed(f"provider: one of {', '.join(PROVIDERS)}")
-    if SANDBOX in account.models:
-        raise ValidationFailed(f"models: {SANDBOX!r} is the reserved name of the sandbox's "
-                               "price, not a model")
-    unpriced = [m for m in account.models
-                if not is_wildcard(m) and not await prices.is_priced(m)]
-    if unpriced:
-        # The platform's state, not the request's shape: pricing the model makes the same
-        # request succeed.
-        raise Conflict(f"models: {how_to_price(unpriced)}", field="models", models=unpriced)
+    await check_new(account, prices)
     if account.tenant is None and account.secret_name is not None:
         raise ValidationFailed("secret_name: only a tenant's own account reads the vault")
     if account.tenant is not None and account.secret is not None:
@@ -171,21 +164,47 @@ async def register(
         sealed = crypto.seal_platform_secret(master, scope, account.secret)
     async with db.unscoped() as conn:
         try:
-            row = await conn.fetchrow(
-                Q.insert_account, account.account_id,
-                account.tenant.value if account.tenant else None, account.provider,
-                account.base_url, list(account.models), account.region, account.rpm,
-                account.tpm, account.priority, account.secret_name,
-                sealed[0] if sealed else None, sealed[1] if sealed else None,
-                master.key_id if sealed and master else None,
-            )
+            row = await insert(conn, account, sealed=sealed, master=master,
+                               registered_by=OPERATOR)
         except asyncpg.ForeignKeyViolationError:
             raise NotFound("No tenant with this id.") from None
     if row is None:
         raise Conflict(f"A model account named {account.account_id!r} already exists.")
     # Runs parked because nothing served these models may be served now.
     await wake_parked(db, list(account.models))
-    return ModelAccount.from_row(row)
+    return row
+
+
+async def check_new(account: NewAccount, prices: PriceBook) -> None:
+    """What every new account must be, whoever registers it: a known wire format, and
+    every model it names priced (or a wildcard)."""
+    if not _ACCOUNT_ID.match(account.account_id):
+        raise ValidationFailed("account_id: 2-64 characters of a-z, 0-9, '_', '-'")
+    if account.provider not in PROVIDERS:
+        raise ValidationFailed(f"provider: one of {', '.join(PROVIDERS)}")
+    if SANDBOX in account.models:
+        raise ValidationFailed(f"models: {SANDBOX!r} is the reserved name of the sandbox's "
+                               "price, not a model")
+    unpriced = [m for m in account.models
+                if not is_wildcard(m) and not await prices.is_priced(m)]
+    if unpriced:
+        # The platform's state, not the request's shape: pricing the model makes the same
+        # request succeed.
+        raise Conflict(f"models: {how_to_price(unpriced)}", field="models", models=unpriced)
+
+
+async def insert(conn: Connection, account: NewAccount, *, sealed: tuple[bytes, bytes] | None,
+                 master: MasterKey | None, registered_by: str) -> ModelAccount | None:
+    """Insert the account on ``conn`` (in its transaction); None if the id is taken."""
+    row = await conn.fetchrow(
+        Q.insert_account, account.account_id,
+        account.tenant.value if account.tenant else None, account.provider,
+        account.base_url, list(account.models), account.region, account.rpm,
+        account.tpm, account.priority, account.secret_name,
+        sealed[0] if sealed else None, sealed[1] if sealed else None,
+        master.key_id if sealed and master else None, registered_by,
+    )
+    return None if row is None else ModelAccount.from_row(row)
 
 
 async def list_enabled(db: Database) -> list[ModelAccount]:

@@ -33,6 +33,7 @@ from typing import Any
 
 import orjson
 
+from tenantry import http1
 from tenantry.ledger.tokens import TokenUsage
 from tenantry.models._http import HttpProviderClient, StreamReader, reading_reply
 from tenantry.models.errors import MalformedReply, ModelRefused, ModelUnavailable
@@ -385,12 +386,14 @@ class AnthropicMessages(HttpProviderClient):
         timeout: float = 120.0, max_connections: int = 4096,
         anthropic_version: str = "2023-06-01", default_max_tokens: int = 4096,
         prompt_cache: bool = True, stream: bool = True,
+        connect_to: http1.ConnectTo | None = None,
     ) -> None:
         self.anthropic_version = anthropic_version
         self.default_max_tokens = default_max_tokens
         self.prompt_cache = prompt_cache
         super().__init__(base_url, api_key=api_key, account=account, timeout=timeout,
-                         max_connections=max_connections, stream=stream)
+                         max_connections=max_connections, stream=stream,
+                         connect_to=connect_to)
 
     def _headers(self, api_key: str | None) -> dict[str, str]:
         headers = {"anthropic-version": self.anthropic_version}

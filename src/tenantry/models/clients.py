@@ -7,29 +7,35 @@ from __future__ import annotations
 
 import logging
 
+from tenantry import http1
 from tenantry.errors import TenantryError
 from tenantry.ids import TenantId
 from tenantry.models.accounts import ModelAccount
 from tenantry.models.errors import AccountUnusable
-from tenantry.models.types import ProviderClient
+from tenantry.models.types import TENANT, ProviderClient
 from tenantry.vault import Vault, crypto
 from tenantry.vault.crypto import MasterKey
 
 logger = logging.getLogger("tenantry.models.gateway")
 
 
-def http_client(account: ModelAccount, api_key: str | None, timeout: float) -> ProviderClient:
-    """The provider client for an account's wire format."""
+def http_client(account: ModelAccount, api_key: str | None, timeout: float, *,
+                guard: http1.ConnectTo | None = None) -> ProviderClient:
+    """The provider client for an account's wire format. ``guard``: the operator's rules
+    for where tenants' own registrations may be (tools/destinations.py, wired in by the
+    worker); an account the tenant registered itself connects only through it, to an
+    address vetted at that connection, as its tool servers do."""
+    connect_to = guard if account.registered_by == TENANT else None
     if account.provider == "anthropic":
         from tenantry.models.anthropic import AnthropicMessages
 
         return AnthropicMessages(account.base_url, api_key=api_key,
                                  account=account.account_id, timeout=timeout,
-                                 stream=account.stream)
+                                 stream=account.stream, connect_to=connect_to)
     from tenantry.models.openai_compat import OpenAICompatible
 
     client = OpenAICompatible(account.base_url, api_key=api_key, account=account.account_id,
-                              timeout=timeout, stream=account.stream)
+                              timeout=timeout, stream=account.stream, connect_to=connect_to)
     client.provider = account.provider  # "scripted" speaks the OpenAI format
     return client
 

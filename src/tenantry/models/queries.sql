@@ -1,8 +1,8 @@
 -- name: insert_account
 INSERT INTO model_accounts (account_id, tenant_id, provider, base_url, models, region, rpm,
                             tpm, priority, secret_name, secret_sealed, secret_nonce,
-                            master_key_id)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                            master_key_id, registered_by)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 ON CONFLICT (account_id) DO NOTHING
 RETURNING *
 
@@ -76,3 +76,33 @@ SET demand = EXCLUDED.demand, share = EXCLUDED.share, renewed_at = clock_timesta
 -- name: capacity_leave
 -- A stopping gateway gives its shares back at once rather than when their leases end.
 DELETE FROM model_capacity_shares WHERE holder = $1
+
+-- name: lock_own_accounts
+-- A tenant's registrations of its own accounts, one at a time: the count under the cap
+-- (own_accounts.py) holds until the insert commits.
+SELECT pg_advisory_xact_lock(hashtextextended('tenantry.own_model_accounts:' || $1, 0))
+
+-- name: count_own_accounts
+SELECT count(*) FROM model_accounts WHERE tenant_id = $1 AND enabled
+
+-- name: own_account_for_key
+-- The tenant's own enabled account whose key is rotated; shared-locked so a disable
+-- (which deletes the key it registered) waits, or the rotation sees it disabled.
+SELECT * FROM model_accounts
+WHERE account_id = $1 AND tenant_id = $2 AND enabled
+FOR SHARE
+
+-- name: disable_own_account
+UPDATE model_accounts SET enabled = false, updated_at = now()
+WHERE account_id = $1 AND tenant_id = $2 AND enabled
+RETURNING *
+
+-- name: own_accounts_reading_secret
+-- The tenant's enabled accounts whose key is this vault secret (it may not be removed).
+SELECT account_id FROM model_accounts
+WHERE tenant_id = $1 AND secret_name = $2 AND enabled
+ORDER BY account_id
+
+-- name: own_account
+-- One of the tenant's own accounts (disabled ones too); another's is no row.
+SELECT * FROM model_accounts WHERE account_id = $1 AND tenant_id = $2

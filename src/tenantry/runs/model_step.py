@@ -174,7 +174,7 @@ def _fact(d: StepContext, served: _Served) -> budget.UsageFact:
     return budget.UsageFact(
         seq=0, agent=d.agent, agent_version=d.agent_version, provider=reply.provider,
         account=reply.account, model=reply.model, usage=reply.usage, cost_micros=served.cost,
-        price_version=served.billed.version)
+        price_version=served.billed.version, account_owner=reply.account_owner)
 
 
 def _observe(d: StepContext, served: _Served) -> None:

@@ -52,9 +52,15 @@ class Vault:
     async def put(self, tenant: TenantId, name: str, value: str) -> SecretInfo:
         """Store (or replace) a secret; ``created`` tells which."""
         async with self._db.tenant_tx(tenant) as conn:
-            data_key = await self._data_key(conn, tenant, create=True)
-            ciphertext, nonce = crypto.encrypt_secret(data_key, tenant.value, name, value)
-            row = await conn.fetchrow(Q.upsert_secret, tenant.value, name, ciphertext, nonce)
+            return await self.put_in(conn, tenant, name, value)
+
+    async def put_in(self, conn: Connection, tenant: TenantId, name: str,
+                     value: str) -> SecretInfo:
+        """:meth:`put` in the caller's transaction (the tenant's), so that the secret and
+        what uses it (a model account) commit together or not at all."""
+        data_key = await self._data_key(conn, tenant, create=True)
+        ciphertext, nonce = crypto.encrypt_secret(data_key, tenant.value, name, value)
+        row = await conn.fetchrow(Q.upsert_secret, tenant.value, name, ciphertext, nonce)
         assert row is not None
         return SecretInfo(name, row["created_at"], row["updated_at"], row["created"])
 

@@ -47,6 +47,8 @@ async def test_erase_a_tenant_end_to_end(
                                  json={"value": "s3cret"}, headers=api.operator)
         assert r.status_code == 201, r.text
         await api.tool_server(who, fakes.mcp.url)
+        await api.model_account(f"own-{who.replace('_', '-')}", "http://127.0.0.1:9/v1",
+                                tenant=who, secret_name="token")
     kept_run = await api.start(keep_h, await api.agent(keep_h), "unrelated")
 
     r = await api.client.post(f"/admin/v1/tenants/{tenant}/erase", headers=api.operator)
@@ -64,6 +66,11 @@ async def test_erase_a_tenant_end_to_end(
     for table in ("secrets", "tenant_keys", "tool_servers"):
         assert await _count(admin_conn, table, tenant) == 0, table
         assert await _count(admin_conn, table, keep) == 1, table
+    # Its own model accounts are disabled (their keys are gone); the other's serve on.
+    enabled = dict(await admin_conn.fetch(
+        "SELECT tenant_id, enabled FROM model_accounts WHERE tenant_id = ANY($1)",
+        [tenant, keep]))
+    assert enabled == {tenant: False, keep: True}
     # Its API key is refused...
     assert (await api.client.get("/v1/runs", headers=h)).status_code == 401
     assert (await api.client.post("/v1/runs", json={"agent_id": agent, "input": 1},

@@ -237,14 +237,29 @@ ENGINE = (
             "workers."),
     ),
     Variable(
+        "TENANTRY_TENANT_MODEL_ACCOUNT_HOSTS",
+        field="tenant_model_account_hosts",
+        parse=Parse.NAMES,
+        default="(none: any host with a public address)",
+        doc=(
+            "The hosts model provider accounts that tenants register themselves "
+            "(`POST /v1/model-accounts`, bring your own key) may be at, in the same syntax "
+            "(`api.openai.com`, `*.openai.azure.com`, `llm.example.com:8443`), under the "
+            "same rules as their tool servers: a name resolving to a loopback, private, "
+            "link-local or metadata address is refused (unless "
+            "`TENANTRY_TENANT_TOOL_SERVERS_ALLOW_PRIVATE`), and every connection goes to an "
+            "address vetted then. Accounts the operator registers are not held to it. "
+            "Read by the API and workers."),
+    ),
+    Variable(
         "TENANTRY_TENANT_TOOL_SERVERS_ALLOW_PRIVATE",
         field="tenant_tool_servers_allow_private",
         parse=Parse.SWITCH,
         doc=(
-            "`true`/`1`/`yes` lets tool servers that tenants register be at loopback, private "
-            "and link-local addresses, and use `http` (development, tests: a server on this "
-            "machine); `false`/`0`/`no` or unset refuses them (and `http`). Read by the API "
-            "and workers."),
+            "`true`/`1`/`yes` lets tool servers and model accounts that tenants register be "
+            "at loopback, private and link-local addresses, and use `http` (development, "
+            "tests: a server on this machine); `false`/`0`/`no` or unset refuses them (and "
+            "`http`). Read by the API and workers."),
     ),
     Variable(
         "TENANTRY_WEBHOOK_ALLOW_PRIVATE",

@@ -11,7 +11,8 @@
 -- 'running'); a run's end also folds its tenant's closed reservations into the budget row
 -- (ADR 0024). Returns the last slot written, whether a cancel was requested meanwhile, and
 -- hand_back: the tenant is being moved to another cell (ADR 0029), so the run went back to
--- the queue between two steps.
+-- the queue between two steps. The usage fact's account_owner (migration 0050) is NULL
+-- when the caller did not say (the previous release's workers during an upgrade).
 
 CREATE OR REPLACE FUNCTION tenantry_commit_step(
     p_tenant text, p_run uuid, p_epoch bigint,
@@ -79,14 +80,15 @@ BEGIN
         INSERT INTO public.usage_facts (tenant_id, run_id, seq, agent_id, agent_version,
                                         provider, account, model, input_tokens,
                                         cached_input_tokens, cache_write_input_tokens,
-                                        output_tokens, cost_micros, price_version)
+                                        output_tokens, cost_micros, price_version,
+                                        account_owner)
         VALUES (p_tenant, p_run, last_seq, (p_usage->>'agent_id')::uuid,
                 (p_usage->>'agent_version')::integer, p_usage->>'provider',
                 p_usage->>'account', p_usage->>'model',
                 (p_usage->>'input_tokens')::bigint, (p_usage->>'cached_input_tokens')::bigint,
                 (p_usage->>'cache_write_input_tokens')::bigint,
                 (p_usage->>'output_tokens')::bigint, (p_usage->>'cost_micros')::bigint,
-                p_usage->>'price_version');
+                p_usage->>'price_version', p_usage->>'account_owner');
     END IF;
 
     IF p_terminal IS NOT NULL THEN

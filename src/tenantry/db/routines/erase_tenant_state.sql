@@ -1,6 +1,7 @@
 -- Erasure's crypto-shredding (ADR 0017): the tenant's sealed secrets, its data key (without
 -- which any copy of them, in a backup too, opens for nobody) and its tool servers; its API
--- keys are revoked. Returns how many secrets and tool servers went. The operator's act:
+-- keys are revoked, and its own model accounts disabled (their keys went with its secrets;
+-- workers stop routing over them). Returns how many secrets and tool servers went. The operator's act:
 -- the console role's alone (ADR 0011), never the tenant API's pool.
 
 CREATE OR REPLACE FUNCTION tenantry_erase_tenant_state(p_tenant text)
@@ -17,6 +18,8 @@ BEGIN
     GET DIAGNOSTICS v_servers = ROW_COUNT;
     UPDATE public.api_keys SET revoked_at = coalesce(revoked_at, now())
     WHERE tenant_id = p_tenant;
+    UPDATE public.model_accounts SET enabled = false, updated_at = now()
+    WHERE tenant_id = p_tenant AND enabled;
     RETURN QUERY SELECT v_secrets, v_servers;
 END
 $$;
