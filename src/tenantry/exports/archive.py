@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import logging
 import tarfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -20,16 +21,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+import asyncpg
 import orjson
 
 from tenantry.blobs import BlobNotFound, BlobStore
-from tenantry.db import Database
+from tenantry.db import DATABASE_DOWN, Database
 from tenantry.db.queries import load
 from tenantry.ids import AgentId, EvaluationId, ExportId, RunId, TenantId, TestSetId
 from tenantry.runs import log
 from tenantry.runs.trace import build_trace
 
 Q = load(__package__)
+logger = logging.getLogger(__name__)
 
 FORMAT = "tenantry-export"
 FORMAT_VERSION = 1
@@ -44,6 +47,8 @@ FILES = ("runs.ndjson", "events.ndjson", "traces.ndjson", "blobs.ndjson",
 _ZERO = uuid.UUID(int=0)
 
 Keep = Callable[[], Awaitable[None]]
+#: What a trace's failure may not be mistaken for a bug of the trace's: the database's.
+_DATABASE_ERRORS: tuple[type[Exception], ...] = (asyncpg.PostgresError, *DATABASE_DOWN)
 
 
 @dataclass(slots=True)
@@ -54,12 +59,14 @@ class Written:
     blob_files: int = 0
     blob_bytes: int = 0
     blobs_missing: int = 0
+    #: Runs whose log gave no trace (a bug of the trace's, said in the operator's log).
+    traces_failed: int = 0
     archive_bytes: int = 0
 
     def summary(self) -> dict[str, int]:
         return {**{name.removesuffix(".ndjson"): n for name, n in self.counts.items()},
                 "blob_files": self.blob_files, "blob_bytes": self.blob_bytes,
-                "blobs_missing": self.blobs_missing}
+                "blobs_missing": self.blobs_missing, "traces_failed": self.traces_failed}
 
 
 def _line(value: Any) -> bytes:
@@ -163,8 +170,16 @@ async def _one_run(db: Database, blobs: BlobStore, tenant: TenantId, run: Any, f
             break
         after = events[-1].seq
     async with db.tenant_tx(tenant) as conn:
-        trace = await build_trace(conn, tenant, run_id)
         stored = await conn.fetch(Q.run_blobs, tenant.value, run_id.uuid)
+        try:
+            trace = await build_trace(conn, tenant, run_id)
+        except _DATABASE_ERRORS:
+            raise  # the database's: the attempt fails and is tried again
+        except Exception:  # derived, not data: the run's events are in the archive anyway
+            logger.exception("no trace for an exported run", extra={
+                "tenant": tenant.value, "run_id": str(run_id)})
+            trace = {"run_id": str(run_id), "error": "no trace could be derived"}
+            written.traces_failed += 1
     if trace is not None:  # None: deleted since its row was read
         await files.write(written, "traces.ndjson", [_line(trace)])
     for blob in stored:
