@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import io
 import tarfile
+import uuid
 from typing import Any
 
 import asyncpg
@@ -339,3 +340,31 @@ class _Refusing:
             raise BlobStoreUnavailable("test: the store refuses everything")
 
         return refuse
+
+
+async def test_an_expired_export_leaves_with_its_archive_and_a_fresh_one_stays(
+    api: Api, db: Database, admin_conn: asyncpg.Connection, blob_store: StoreUnderTest,
+) -> None:
+    objects = blob_store.objects
+    blobs = Blobs(db, objects)
+    tenant, h = await api.tenant()
+    exporter = Exporter(db, blobs)
+    urls = []
+    for _ in range(2):
+        urls.append((await api.client.post("/v1/exports", headers=h)).json()["url"])
+        assert await exporter.run_once() is True
+    old, fresh = urls
+    old_id = old.rsplit("/", 1)[1]
+    await admin_conn.execute(
+        "UPDATE exports SET expires_at = now() - interval '1 second' "
+        "WHERE export_id = $1", uuid.UUID(old_id.removeprefix("exp_")))
+    assert len(await stored(objects, tenant)) == 2
+
+    [result] = await Cleaner(db, blobs).run_once([TenantId.parse(tenant)])
+    assert result.exports_deleted == 1
+    assert (await api.client.get(old, headers=h)).status_code == 404
+    assert (await api.client.get(f"{old}/archive", headers=h)).status_code == 404
+    kept = (await api.client.get(fresh, headers=h)).json()
+    assert kept["status"] == "ready"
+    assert await stored(objects, tenant) == {
+        await admin_conn.fetchval("SELECT archive_ref FROM exports")}

@@ -32,7 +32,7 @@ from pathlib import Path
 from tenantry.blobs import Blobs, BlobStoreUnavailable, object_key
 from tenantry.db import DATABASE_DOWN, TRANSIENT, Database
 from tenantry.db.queries import load
-from tenantry.errors import TenantryError
+from tenantry.errors import NotFound, TenantryError
 from tenantry.exports import jobs
 from tenantry.exports.archive import write_archive
 from tenantry.ids import ExportId, TenantId
@@ -133,7 +133,10 @@ class Exporter:
                                             dir=self.settings.work_dir))
         stored = False
         try:
-            export = await jobs.get(self.db, claim.tenant, claim.export)
+            try:
+                export = await jobs.get(self.db, claim.tenant, claim.export)
+            except NotFound:  # gone since the claim (the tenant erased)
+                raise ExportLeaseLost(f"export {claim.export} was deleted") from None
             archive, written = await write_archive(self.db, self.blobs, claim.tenant,
                                                    claim.export, export.created_at, work, keep)
             await keep(force=True)  # no object for an attempt already known to be stale
