@@ -7,29 +7,37 @@ archive the export's; an erase takes the exports with everything else."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import io
 import tarfile
 import uuid
+from pathlib import Path
 from typing import Any
 
 import asyncpg
 import orjson
 
 from tenantry.blobs import Blobs, object_key
+from tenantry.bootstrap.worker import run_worker
+from tenantry.config import Settings
 from tenantry.db import Database
+from tenantry.exports import jobs
 from tenantry.exports.runner import Exporter
 from tenantry.ids import AgentId, TenantId
 from tenantry.retention import erase
 from tenantry.retention.cleaner import Cleaner
+from tenantry.runs.inprocess import LocalWorkers
 from tenantry.tenants.scopes import Scope
 from tenantry.tenants.service import NewKey, issue_api_key
 from tests.support.api import Api, serving_api
 from tests.support.blob_stores import stored
+from tests.support.db import login_dsn
 from tests.support.evaluations import STATUS_CASE, agent_with_two_versions, evaluation_done
 from tests.support.object_store_fixtures import StoreUnderTest
-from tests.support.retention import Seeded, ended_runs
+from tests.support.retention import Seeded, ended_runs, tenant_and_agent
 from tests.support.scripts import answer, call, scripted
+from tests.support.waiting import until
 from tests.support.worker import Fakes, running_worker
 
 BIG = "0123456789" * 3000  # 30,000 bytes: past the 8 KiB cap, kept in the blob store
@@ -368,3 +376,33 @@ async def test_an_expired_export_leaves_with_its_archive_and_a_fresh_one_stays(
     assert kept["status"] == "ready"
     assert await stored(objects, tenant) == {
         await admin_conn.fetchval("SELECT archive_ref FROM exports")}
+
+
+async def test_a_worker_process_writes_a_queued_export_on_its_own(
+    db: Database, admin_conn: asyncpg.Connection, database_dsn: str, tmp_path: Path,
+) -> None:
+    seeded = await tenant_and_agent(db, "acme")
+    runs = await ended_runs(admin_conn, seeded, 2, ended_days_ago=1)
+    export, new = await jobs.request(db, seeded.tenant, requested_by="test",
+                                     idempotency_key=None)
+    assert new and export.status == "queued"
+    settings = Settings.from_env({"TENANTRY_DATA_DIR": str(tmp_path),
+                                  "TENANTRY_SANDBOX_BACKEND": "none"})
+
+    async def ready() -> bool:
+        return (await jobs.get(db, seeded.tenant, export.export_id)).status == "ready"
+
+    stop, local = asyncio.Event(), LocalWorkers()
+    worker = asyncio.create_task(run_worker(settings, login_dsn(database_dsn), stop, local))
+    try:
+        await until(ready, "the worker's exporter to write the export", 60)
+    finally:
+        stop.set()
+        await worker  # returns: the exporter stopped with it
+    assert not [t for t in asyncio.all_tasks() if t.get_name() == "exporter" and not t.done()]
+    done = await jobs.get(db, seeded.tenant, export.export_id)
+    assert done.archive_ref is not None
+    archive = (tmp_path / "blobs" / seeded.tenant.value / done.archive_ref).read_bytes()
+    assert len(archive) == done.bytes
+    members = _open(archive)
+    assert {r["run_id"] for r in _lines(members["runs.ndjson"])} == {str(r) for r in runs}
