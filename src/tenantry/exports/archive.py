@@ -3,17 +3,20 @@
 Everything is read in the tenant's transactions (row-level security checks every row), in
 pages, and written as it is read: newline-delimited JSON files and blob files in a work
 directory, then one ``tar.gz`` with ``manifest.json`` first. Memory holds one page of rows
-(or one run's events for its trace, one blob) at a time; the disk holds the files and the
-archive. ``keep`` is called between pages: it renews the export's lease and raises once the
-lease is lost, so a stale writer stops early (its archive would not be taken anyway); it is cheap
-to call often (the runner renews only once a third of the lease has passed)."""
+(or one run's events for its trace, a 1 MiB piece of a blob) at a time; the disk holds the
+files and the archive. ``keep`` is called between pages and runs: it renews the export's
+lease and raises once the lease is lost, so a stale writer stops early (its archive would
+not be taken anyway); it is cheap to call often (the runner renews only once a third of the
+lease has passed)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import logging
 import tarfile
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +27,8 @@ from typing import IO, Any
 import asyncpg
 import orjson
 
-from tenantry.blobs import BlobNotFound, BlobStore
+from tenantry.backoff import backoff
+from tenantry.blobs import BlobNotFound, BlobStoreUnavailable, ObjectStore, object_key
 from tenantry.db import DATABASE_DOWN, Database
 from tenantry.db.queries import load
 from tenantry.ids import AgentId, EvaluationId, ExportId, RunId, TenantId, TestSetId
@@ -39,6 +43,8 @@ FORMAT_VERSION = 1
 #: Rows per page of every table, and events per page of a run's log.
 PAGE = 200
 EVENT_PAGE = 500
+#: How long a blob's copy waits for an object store that does not answer.
+STORE_PATIENCE_SECONDS = 120.0
 #: The archive's files, in the order the tar holds them (after manifest.json).
 FILES = ("runs.ndjson", "events.ndjson", "traces.ndjson", "blobs.ndjson",
          "tombstones.ndjson", "agents.ndjson", "agent_versions.ndjson", "test_sets.ndjson",
@@ -100,7 +106,7 @@ class _Files:
             handle.close()
 
 
-async def write_archive(db: Database, blobs: BlobStore, tenant: TenantId, export: ExportId,
+async def write_archive(db: Database, objects: ObjectStore, tenant: TenantId, export: ExportId,
                         requested_at: datetime, work: Path, keep: Keep) -> tuple[Path, Written]:
     """The tenant's archive, written under ``work`` (an empty directory the caller removes);
     returns its path and what it holds."""
@@ -108,7 +114,7 @@ async def write_archive(db: Database, blobs: BlobStore, tenant: TenantId, export
     written = Written()
     await asyncio.to_thread(files.open)
     try:
-        await _runs(db, blobs, tenant, files, written, keep)
+        await _runs(db, objects, tenant, files, written, keep)
         await _simple(db, tenant, files, written, keep)
     finally:
         await asyncio.to_thread(files.close)
@@ -138,14 +144,14 @@ def _tar(root: Path, archive: Path, manifest: bytes, names: Sequence[str]) -> No
             tar.add(blob, arcname=f"blobs/{blob.name}", recursive=False)
 
 
-async def _runs(db: Database, blobs: BlobStore, tenant: TenantId, files: _Files,
+async def _runs(db: Database, objects: ObjectStore, tenant: TenantId, files: _Files,
                 written: Written, keep: Keep) -> None:
     """Every run now in the log (any status), its events in seq order with spilled payloads
     joined back, its trace, its blobs; then the tombstones of deleted runs."""
     async for page in _pages(db, tenant, Q.runs, keep, lambda r: (r["run_id"],), (_ZERO,)):
         for run in page:
             await keep()
-            await _one_run(db, blobs, tenant, run, files, written)
+            await _one_run(db, objects, tenant, run, files, written)
     async for page in _pages(db, tenant, Q.tombstones, keep, lambda r: (r["run_id"],),
                              (_ZERO,)):
         await files.write(written, "tombstones.ndjson", [_line({
@@ -154,7 +160,7 @@ async def _runs(db: Database, blobs: BlobStore, tenant: TenantId, files: _Files,
             "parent_run_id": _id(RunId, stone["parent_run_id"])}) for stone in page])
 
 
-async def _one_run(db: Database, blobs: BlobStore, tenant: TenantId, run: Any, files: _Files,
+async def _one_run(db: Database, objects: ObjectStore, tenant: TenantId, run: Any, files: _Files,
                    written: Written) -> None:
     """One run's line, its events page by page, its trace and its blobs."""
     run_id = RunId(run["run_id"])
@@ -183,7 +189,7 @@ async def _one_run(db: Database, blobs: BlobStore, tenant: TenantId, run: Any, f
     if trace is not None:  # None: deleted since its row was read
         await files.write(written, "traces.ndjson", [_line(trace)])
     for blob in stored:
-        await _blob(blobs, tenant, run_id, blob, files, written)
+        await _blob(objects, tenant, run_id, blob, files, written)
 
 
 def _run(run_id: RunId, row: Any) -> dict[str, Any]:
@@ -191,23 +197,48 @@ def _run(run_id: RunId, row: Any) -> dict[str, Any]:
             "parent_run_id": _id(RunId, row["parent_run_id"])}
 
 
-async def _blob(blobs: BlobStore, tenant: TenantId, run: RunId, row: Any, files: _Files,
+async def _blob(objects: ObjectStore, tenant: TenantId, run: RunId, row: Any, files: _Files,
                 written: Written) -> None:
     ref: str = row["ref"]
-    try:
-        data = await blobs.get(tenant, ref)
-    except BlobNotFound:  # its row without its object: never finished, or going
-        data = None
-    if data is not None:
-        await asyncio.to_thread((files.root / "blobs" / ref).write_bytes, data)
+    size = await _copy_blob(objects, object_key(tenant, ref), files.root / "blobs" / ref)
+    if size is not None:
         written.blob_files += 1
-        written.blob_bytes += len(data)
+        written.blob_bytes += size
     else:
         written.blobs_missing += 1
     await files.write(written, "blobs.ndjson", [_line({
         "run_id": str(run), "ref": ref, "kind": row["kind"], "bytes": row["bytes"],
         "created_at": row["created_at"],
-        "path": f"blobs/{ref}" if data is not None else None})])
+        "path": f"blobs/{ref}" if size is not None else None})])
+
+
+async def _copy_blob(objects: ObjectStore, key: str, target: Path) -> int | None:
+    """The object's bytes into ``target``, piece by piece (a 64 MiB sandbox save is never
+    in memory whole); its size, or None when the store holds nothing under ``key`` (its
+    registry row without its object: never finished, or going). A store that does not
+    answer is waited for, as a worker's blob reads are (ADR 0042), then fails the attempt."""
+    deadline = time.monotonic() + STORE_PATIENCE_SECONDS
+    tries = 0
+    while True:
+        out = await asyncio.to_thread(target.open, "wb")
+        try:
+            size = 0
+            async with contextlib.aclosing(objects.chunks(key)) as pieces:
+                async for piece in pieces:
+                    await asyncio.to_thread(out.write, piece)
+                    size += len(piece)
+            return size
+        except BlobNotFound:
+            await asyncio.to_thread(target.unlink, True)
+            return None
+        except BlobStoreUnavailable:
+            tries += 1
+            wait = backoff(tries, first=0.5, cap=5.0)
+            if time.monotonic() + wait > deadline:
+                raise
+            await asyncio.sleep(wait)
+        finally:
+            await asyncio.to_thread(out.close)
 
 
 async def _simple(db: Database, tenant: TenantId, files: _Files, written: Written,

@@ -137,7 +137,7 @@ class Exporter:
                 export = await jobs.get(self.db, claim.tenant, claim.export)
             except NotFound:  # gone since the claim (the tenant erased)
                 raise ExportLeaseLost(f"export {claim.export} was deleted") from None
-            archive, written = await write_archive(self.db, self.blobs, claim.tenant,
+            archive, written = await write_archive(self.db, self.blobs.objects, claim.tenant,
                                                    claim.export, export.created_at, work, keep)
             await keep(force=True)  # no object for an attempt already known to be stale
             await self.blobs.objects.put_file(key, archive)
