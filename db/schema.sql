@@ -378,10 +378,10 @@ CREATE FUNCTION public.tenantry_claim_blob_deletions(p_limit integer, p_seconds 
 $$;
 
 --
--- Name: tenantry_claim_export(text, double precision, integer); Type: FUNCTION; Schema: public; Owner: -
+-- Name: tenantry_claim_export(text, double precision, integer, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.tenantry_claim_export(p_owner text, p_seconds double precision, p_max_attempts integer) RETURNS TABLE(tenant_id text, export_id uuid, epoch bigint, archive_ref text)
+CREATE FUNCTION public.tenantry_claim_export(p_owner text, p_seconds double precision, p_max_attempts integer, p_keep_days integer) RETURNS TABLE(tenant_id text, export_id uuid, epoch bigint, archive_ref text)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public'
     AS $$
@@ -417,7 +417,7 @@ BEGIN
             UPDATE public.exports x
             SET status = 'failed', lease_owner = NULL, lease_expires_at = NULL,
                 archive_ref = NULL, finished_at = clock_timestamp(),
-                expires_at = clock_timestamp() + interval '7 days',
+                expires_at = clock_timestamp() + make_interval(days => p_keep_days),
                 error = left('gave up after ' || v_attempts || ' attempts'
                              || coalesce(': ' || x.error, ''), 500)
             WHERE x.tenant_id = v_tenant AND x.export_id = v_export;

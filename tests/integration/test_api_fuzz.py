@@ -171,9 +171,12 @@ def _tenant_objects(c: httpx2.Client, tenant_id: str, mcp_url: str) -> tuple[str
         "name": "effects", "entrypoint": "main.py:handle",
         "files": {"main.py": base64.b64encode(b"def handle(v, c):\n    return v\n").decode()}}))
     task = _ok(c.post("/v1/activity-tasks", headers=h, json={"activity": "effects"}))
+    # Queued (no exporter runs here): its archive answers 404 until ready.
+    export = _ok(c.post("/v1/exports", headers=h))
     return key["api_key"], {
         "tenant_id": tenant, "key_id": spare, "name": "effects", "agent_id": agent,
         "version": "1", "run_id": run["run_id"], "task_id": task["task_id"],
+        "export_id": export["export_id"],
     }
 
 

@@ -34,7 +34,7 @@ ORDER BY export_id DESC
 LIMIT $3
 
 -- name: claim
-SELECT tenant_id, export_id, epoch, archive_ref FROM tenantry_claim_export($1, $2, $3)
+SELECT tenant_id, export_id, epoch, archive_ref FROM tenantry_claim_export($1, $2, $3, $4)
 
 -- name: renew
 -- Fenced: only the owner of this epoch, while its lease holds.

@@ -51,7 +51,8 @@ class ExportSettings:
     #: error), and how long a failed attempt waits before the next.
     max_attempts: int = 3
     retry_seconds: float = 30.0
-    #: Days a ready archive is kept; the cleaner deletes it (and its row) after that.
+    #: Days a finished export (its archive, or its failure) is kept; the cleaner deletes it
+    #: (and its row) after that.
     keep_days: int = 7
     #: Where archives are written before they go to the object store (None: the system's
     #: temporary directory).
@@ -106,7 +107,7 @@ class Exporter:
     async def claim(self) -> Claim | None:
         async with self.db.unscoped() as conn:
             row = await conn.fetchrow(Q.claim, self.owner, self.settings.lease_seconds,
-                                      self.settings.max_attempts)
+                                      self.settings.max_attempts, self.settings.keep_days)
         if row is None:
             return None
         return Claim(TenantId(row["tenant_id"]), ExportId(row["export_id"]), row["epoch"],

@@ -4,10 +4,11 @@
 -- epoch and names this attempt's archive by it (`export_<id>.<epoch>.tar.gz`), queueing
 -- the previous attempt's object for deletion: whatever a dead attempt wrote never becomes
 -- the archive, and its object is not left behind. An export past p_max_attempts claims is
--- failed instead, its error kept. Returns at most one row; ids and epochs only.
+-- failed instead, its error kept, and kept p_keep_days as a finished one is. Returns at
+-- most one row; ids and epochs only.
 
 CREATE OR REPLACE FUNCTION tenantry_claim_export(
-    p_owner text, p_seconds double precision, p_max_attempts integer)
+    p_owner text, p_seconds double precision, p_max_attempts integer, p_keep_days integer)
 RETURNS TABLE (tenant_id text, export_id uuid, epoch bigint, archive_ref text)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
@@ -42,7 +43,7 @@ BEGIN
             UPDATE public.exports x
             SET status = 'failed', lease_owner = NULL, lease_expires_at = NULL,
                 archive_ref = NULL, finished_at = clock_timestamp(),
-                expires_at = clock_timestamp() + interval '7 days',
+                expires_at = clock_timestamp() + make_interval(days => p_keep_days),
                 error = left('gave up after ' || v_attempts || ' attempts'
                              || coalesce(': ' || x.error, ''), 500)
             WHERE x.tenant_id = v_tenant AND x.export_id = v_export;
@@ -61,7 +62,7 @@ BEGIN
     END LOOP;
 END
 $$;
-REVOKE ALL ON FUNCTION tenantry_claim_export(text, double precision, integer)
+REVOKE ALL ON FUNCTION tenantry_claim_export(text, double precision, integer, integer)
     FROM PUBLIC, tenantry_app, tenantry_console;
-GRANT EXECUTE ON FUNCTION tenantry_claim_export(text, double precision, integer)
+GRANT EXECUTE ON FUNCTION tenantry_claim_export(text, double precision, integer, integer)
     TO tenantry_app;
