@@ -28,8 +28,6 @@ from tenantry.ids import AgentId, TenantId
 from tenantry.retention import erase
 from tenantry.retention.cleaner import Cleaner
 from tenantry.runs.inprocess import LocalWorkers
-from tenantry.tenants.scopes import Scope
-from tenantry.tenants.service import NewKey, issue_api_key
 from tests.support.api import Api, serving_api
 from tests.support.blob_stores import stored
 from tests.support.db import login_dsn
@@ -121,6 +119,11 @@ async def test_a_tenant_exports_every_run_it_has_and_nothing_of_another(
         assert asked.headers["location"] == f"/v1/exports/{export['export_id']}"
         again = await api.client.post("/v1/exports", headers={**h, "Idempotency-Key": "e-1"})
         assert again.status_code == 202 and again.json()["export_id"] == export["export_id"]
+        # Who asked is in the tenant's audit trail (a data:export write is an account change).
+        trail = (await api.client.get("/v1/audit", headers=h,
+                                      params={"kind": "change"})).json()["data"]
+        asked_by = [e["actor"] for e in trail if e["action"] == "POST /v1/exports"]
+        assert asked_by and set(asked_by) == {f"key:{export['requested_by']}"}
         url = export["url"]
         not_ready = await api.client.get(f"{url}/archive", headers=h)
         assert not_ready.status_code == 404, not_ready.text
@@ -208,7 +211,7 @@ async def test_a_tenant_exports_every_run_it_has_and_nothing_of_another(
 
 
 async def test_bad_input_is_a_clear_4xx_and_stores_nothing(
-    api: Api, db: Database, admin_conn: asyncpg.Connection,
+    api: Api, admin_conn: asyncpg.Connection,
 ) -> None:
     tenant, h = await api.tenant()
     for path in ("/v1/exports/nonsense", "/v1/exports/exp_" + "0" * 32,
@@ -228,10 +231,10 @@ async def test_bad_input_is_a_clear_4xx_and_stores_nothing(
     assert await admin_conn.fetchval("SELECT count(*) FROM exports") == 0
     # No key: 401; a key without data:export: 403 naming it, on every export route.
     assert (await api.client.post("/v1/exports")).status_code == 401
-    # (Issued through the service: the admin route's strict body refuses scope names.)
-    issued = await issue_api_key(db, TenantId.parse(tenant), NewKey(
-        scopes=frozenset({Scope.RUNS_READ, Scope.RUNS_WRITE})))
-    reader = {"Authorization": f"Bearer {issued.api_key}"}
+    r = await api.client.post(f"/admin/v1/tenants/{tenant}/api-keys", headers=api.operator,
+                              json={"scopes": ["runs:read", "runs:write"]})
+    assert r.status_code == 201, r.text
+    reader = {"Authorization": f"Bearer {r.json()['api_key']}"}
     for method, path in (("POST", "/v1/exports"), ("GET", "/v1/exports"),
                          ("GET", "/v1/exports/exp_" + "0" * 32),
                          ("GET", "/v1/exports/exp_" + "0" * 32 + "/archive")):
