@@ -378,6 +378,66 @@ CREATE FUNCTION public.tenantry_claim_blob_deletions(p_limit integer, p_seconds 
 $$;
 
 --
+-- Name: tenantry_claim_export(text, double precision, integer, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_claim_export(p_owner text, p_seconds double precision, p_max_attempts integer, p_keep_days integer) RETURNS TABLE(tenant_id text, export_id uuid, epoch bigint, archive_ref text)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+DECLARE
+    v_tenant text;
+    v_export uuid;
+    v_attempts integer;
+    v_old_ref text;
+    v_epoch bigint;
+    v_ref text;
+BEGIN
+    LOOP
+        SELECT x.tenant_id, x.export_id, x.attempts, x.archive_ref
+        INTO v_tenant, v_export, v_attempts, v_old_ref
+        FROM public.exports x
+        JOIN public.tenants t ON t.tenant_id = x.tenant_id
+        WHERE (x.status = 'queued'
+               OR (x.status = 'running' AND x.lease_expires_at < clock_timestamp()))
+          AND t.erased_at IS NULL
+          AND x.tenant_id <> ALL (public.tenantry_frozen_tenants())
+        ORDER BY x.created_at
+        LIMIT 1
+        FOR UPDATE OF x SKIP LOCKED;
+        IF NOT FOUND THEN
+            RETURN;
+        END IF;
+        IF v_old_ref IS NOT NULL THEN
+            INSERT INTO public.blob_deletions (tenant_id, ref, run_id)
+            VALUES (v_tenant, v_old_ref, NULL)
+            ON CONFLICT ON CONSTRAINT blob_deletions_pkey DO NOTHING;
+        END IF;
+        IF v_attempts >= p_max_attempts THEN
+            UPDATE public.exports x
+            SET status = 'failed', lease_owner = NULL, lease_expires_at = NULL,
+                archive_ref = NULL, finished_at = clock_timestamp(),
+                expires_at = clock_timestamp() + make_interval(days => p_keep_days),
+                error = left('gave up after ' || v_attempts || ' attempts'
+                             || coalesce(': ' || x.error, ''), 500)
+            WHERE x.tenant_id = v_tenant AND x.export_id = v_export;
+            CONTINUE;
+        END IF;
+        UPDATE public.exports x
+        SET status = 'running', lease_owner = p_owner, lease_epoch = x.lease_epoch + 1,
+            lease_expires_at = clock_timestamp() + make_interval(secs => p_seconds),
+            attempts = x.attempts + 1, started_at = coalesce(x.started_at, clock_timestamp()),
+            archive_ref = 'export_' || replace(x.export_id::text, '-', '') || '.'
+                          || (x.lease_epoch + 1) || '.tar.gz'
+        WHERE x.tenant_id = v_tenant AND x.export_id = v_export
+        RETURNING x.lease_epoch, x.archive_ref INTO v_epoch, v_ref;
+        RETURN QUERY SELECT v_tenant, v_export, v_epoch, v_ref;
+        RETURN;
+    END LOOP;
+END
+$$;
+
+--
 -- Name: tenantry_claim_runs(text, integer, double precision, text, boolean); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1340,6 +1400,43 @@ BEGIN
     UPDATE public.model_accounts SET enabled = false, updated_at = now()
     WHERE tenant_id = p_tenant AND enabled;
     RETURN QUERY SELECT v_secrets, v_servers;
+END
+$$;
+
+--
+-- Name: tenantry_expire_exports(text, text, bigint, boolean, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_expire_exports(p_tenant text, p_owner text, p_epoch bigint, p_all boolean, p_limit integer) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+DECLARE
+    v_gone integer;
+BEGIN
+    PERFORM 1 FROM public.cleanup_leases l
+    WHERE l.tenant_id = p_tenant AND l.owner = p_owner AND l.epoch = p_epoch
+      AND l.expires_at > clock_timestamp()
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'cleanup lease of tenant % epoch % is no longer held', p_tenant, p_epoch
+            USING ERRCODE = 'TR001';
+    END IF;
+    WITH gone AS (
+        DELETE FROM public.exports x WHERE (x.tenant_id, x.export_id) IN (
+            SELECT y.tenant_id, y.export_id FROM public.exports y
+            WHERE y.tenant_id = p_tenant
+              AND (p_all OR (y.status IN ('ready', 'failed')
+                             AND y.expires_at < clock_timestamp()))
+            LIMIT p_limit)
+        RETURNING x.archive_ref
+    ), queued AS (
+        INSERT INTO public.blob_deletions (tenant_id, ref, run_id)
+        SELECT p_tenant, g.archive_ref, NULL FROM gone g WHERE g.archive_ref IS NOT NULL
+        ON CONFLICT ON CONSTRAINT blob_deletions_pkey DO NOTHING
+    )
+    SELECT count(*) INTO v_gone FROM gone;
+    RETURN v_gone;
 END
 $$;
 
@@ -2893,7 +2990,7 @@ CREATE TABLE public.billing_reconciliations (
 CREATE TABLE public.blob_deletions (
     tenant_id text NOT NULL,
     ref text NOT NULL,
-    run_id uuid NOT NULL,
+    run_id uuid,
     queued_at timestamp with time zone DEFAULT now() NOT NULL,
     attempts integer DEFAULT 0 NOT NULL,
     next_at timestamp with time zone DEFAULT now() NOT NULL,
@@ -3061,6 +3158,34 @@ CREATE TABLE public.evaluation_runs (
     run_id uuid NOT NULL,
     CONSTRAINT evaluation_runs_case_index_check CHECK ((case_index >= 0)),
     CONSTRAINT evaluation_runs_side_check CHECK ((side = ANY (ARRAY['baseline'::text, 'candidate'::text])))
+);
+
+--
+-- Name: exports; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.exports (
+    tenant_id text NOT NULL,
+    export_id uuid NOT NULL,
+    status text DEFAULT 'queued'::text NOT NULL,
+    idempotency_key text,
+    requested_by text NOT NULL,
+    lease_owner text,
+    lease_epoch bigint DEFAULT 0 NOT NULL,
+    lease_expires_at timestamp with time zone,
+    attempts integer DEFAULT 0 NOT NULL,
+    archive_ref text,
+    bytes bigint,
+    counts jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    expires_at timestamp with time zone,
+    CONSTRAINT exports_attempts_check CHECK ((attempts >= 0)),
+    CONSTRAINT exports_bytes_check CHECK ((bytes >= 0)),
+    CONSTRAINT exports_idempotency_key_check CHECK (((length(idempotency_key) >= 1) AND (length(idempotency_key) <= 255))),
+    CONSTRAINT exports_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'running'::text, 'ready'::text, 'failed'::text])))
 );
 
 --
@@ -4964,6 +5089,20 @@ ALTER TABLE ONLY public.evaluation_runs
     ADD CONSTRAINT evaluation_runs_pkey PRIMARY KEY (tenant_id, evaluation_id, case_index, side);
 
 --
+-- Name: exports exports_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.exports
+    ADD CONSTRAINT exports_pkey PRIMARY KEY (tenant_id, export_id);
+
+--
+-- Name: exports exports_tenant_id_idempotency_key_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.exports
+    ADD CONSTRAINT exports_tenant_id_idempotency_key_key UNIQUE (tenant_id, idempotency_key);
+
+--
 -- Name: frozen_tenants frozen_tenants_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -5736,6 +5875,18 @@ CREATE UNIQUE INDEX erase_jobs_one_running ON public.erase_jobs USING btree (ten
 --
 
 CREATE UNIQUE INDEX evaluation_runs_by_run ON public.evaluation_runs USING btree (tenant_id, run_id);
+
+--
+-- Name: exports_expiry; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX exports_expiry ON public.exports USING btree (tenant_id, expires_at) WHERE (status = ANY (ARRAY['ready'::text, 'failed'::text]));
+
+--
+-- Name: exports_unfinished; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX exports_unfinished ON public.exports USING btree (created_at) WHERE (status = ANY (ARRAY['queued'::text, 'running'::text]));
 
 --
 -- Name: model_accounts_tenant; Type: INDEX; Schema: public; Owner: -
@@ -6690,6 +6841,13 @@ ALTER TABLE ONLY public.evaluation_runs
     ADD CONSTRAINT evaluation_runs_tenant_id_evaluation_id_fkey FOREIGN KEY (tenant_id, evaluation_id) REFERENCES public.agent_evaluations(tenant_id, evaluation_id);
 
 --
+-- Name: exports exports_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.exports
+    ADD CONSTRAINT exports_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
+
+--
 -- Name: model_accounts model_accounts_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -7169,6 +7327,12 @@ ALTER TABLE public.evaluation_results ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.evaluation_runs ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: exports; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.exports ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: retention_policies; Type: ROW SECURITY; Schema: public; Owner: -
@@ -7739,6 +7903,12 @@ CREATE POLICY tenant_isolation ON public.evaluation_results USING ((tenant_id = 
 --
 
 CREATE POLICY tenant_isolation ON public.evaluation_runs USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: exports tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.exports USING ((tenant_id = public.tenantry_current_tenant()));
 
 --
 -- Name: retention_policies tenant_isolation; Type: POLICY; Schema: public; Owner: -

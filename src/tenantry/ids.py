@@ -126,3 +126,10 @@ class EvaluationId(_PrefixedId):
 
     __slots__ = ()
     prefix = "eval"
+
+
+class ExportId(_PrefixedId):
+    """One export of a tenant's data (ADR 0044)."""
+
+    __slots__ = ()
+    prefix = "exp"

@@ -176,10 +176,12 @@ def _tenant_objects(c: httpx2.Client, tenant_id: str, mcp_url: str) -> tuple[str
     account = _ok(c.post(f"/admin/v1/tenants/{tenant}/model-accounts", headers=op, json={
         "provider": "openai", "base_url": "http://127.0.0.1:9/v1", "models": ["scripted"],
         "region": "us", "secret_name": "crm-token"}))["account_id"]
+    # Queued (no exporter runs here): its archive answers 404 until ready.
+    export = _ok(c.post("/v1/exports", headers=h))
     return key["api_key"], {
         "tenant_id": tenant, "key_id": spare, "name": "effects", "agent_id": agent,
         "version": "1", "run_id": run["run_id"], "task_id": task["task_id"],
-        "account_id": account,
+        "account_id": account, "export_id": export["export_id"],
     }
 
 

@@ -125,6 +125,9 @@ TENANT_POOL_DEFINERS = {
     # The workers' recheck of runs held by their tenant's spend cap (ADR 0035): like
     # tenantry_wake_parked, it moves runs between queued and waiting and answers a count.
     "tenantry_wake_spend_capped", "tenantry_hold_spend_capped",
+    # Exports (ADR 0044): the exporter's claim across tenants (ids, epochs and the
+    # attempt's archive ref only), and the cleaner's fenced deletion of expired exports.
+    "tenantry_claim_export", "tenantry_expire_exports",
 }
 
 

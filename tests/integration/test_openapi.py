@@ -31,6 +31,7 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
         audit_trail,
         billing,
         evaluations,
+        exports,
         inbox,
         metrics,
         model_accounts,
@@ -57,7 +58,7 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
               *prices.router.routes, *inbox.router.routes, *activities.router.routes,
               *retention.admin_router.routes, *retention.router.routes,
               *audit_trail.router.routes, *audit_trail.admin_router.routes,
-              *api_keys.router.routes]
+              *api_keys.router.routes, *exports.router.routes]
     served = {
         # The document names a `{model:path}` parameter as `{model}`, as OpenAPI has it.
         (route.path_format, method)
@@ -100,7 +101,9 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
                 ("/admin/v1/tenants/{tenant_id}/tombstones", "GET"),
                 ("/v1/tombstones/{run_id}", "GET"), ("/v1/runs/{run_id}", "DELETE"),
                 ("/v1/api-keys", "POST"), ("/v1/api-keys/{key_id}/rotate", "POST"),
-                ("/v1/audit", "GET"), ("/admin/v1/tenants/{tenant_id}/audit", "GET")}
+                ("/v1/audit", "GET"), ("/admin/v1/tenants/{tenant_id}/audit", "GET"),
+                ("/v1/exports", "POST"), ("/v1/exports", "GET"),
+                ("/v1/exports/{export_id}", "GET"), ("/v1/exports/{export_id}/archive", "GET")}
     assert expected <= documented
 
 
@@ -486,6 +489,11 @@ async def test_every_link_leads_where_it_says(api: Api, fakes: Fakes) -> None:
     await _expect(w.follow(rotated, "GetKey", h), 200)
     await _expect(w.follow(made, "GetKey", h), 404)  # rotated with no overlap: revoked
     await _expect(w.follow(made, "RevokeKey", h), 200)
+
+    # An export: read back, its archive not there yet (no exporter runs here).
+    export = await _expect(w.call("POST /v1/exports", {}, None, h), 202)
+    await _expect(w.follow(export, "GetExport", h), 200)
+    await _expect(w.follow(export, "ExportArchive", h), 404)
 
     # Erasure, last: it revokes the tenant's keys.
     job = await _expect(w.follow(tenant, "EraseTenant", op), 202)

@@ -23,6 +23,7 @@ from tenantry.api import (
     billing,
     console,
     evaluations,
+    exports,
     fields,
     inbox,
     metrics,
@@ -123,7 +124,8 @@ def create_app(
                    agents.router, evaluations.router, model_snapshots.router,
                    activities.router, approvals.router, inbox.router,
                    retention.admin_router, retention.router,
-                   audit_trail.router, audit_trail.admin_router, api_keys.router]
+                   audit_trail.router, audit_trail.admin_router, api_keys.router,
+                   exports.router]
     for router in api_routers:
         app.include_router(router)
     console.install(app)

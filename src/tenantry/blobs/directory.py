@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import uuid
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
-from tenantry.blobs.objects import BlobNotFound, BlobStoreUnavailable
+from tenantry.blobs.objects import CHUNK_BYTES, BlobNotFound, BlobStoreUnavailable
 
 
 class DirectoryObjects:
@@ -37,6 +39,36 @@ class DirectoryObjects:
         except OSError as exc:
             tmp.unlink(missing_ok=True)
             raise BlobStoreUnavailable(f"the blob directory refused a write: {exc}") from exc
+
+    async def put_file(self, key: str, path: Path) -> None:
+        await asyncio.to_thread(self._copy, self._path(key), path)
+
+    @staticmethod
+    def _copy(target: Path, source: Path) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+        try:
+            shutil.copyfile(source, tmp)
+            os.replace(tmp, target)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise BlobStoreUnavailable(f"the blob directory refused a write: {exc}") from exc
+
+    async def chunks(self, key: str) -> AsyncGenerator[bytes, None]:
+        path = self._path(key)
+        try:
+            handle = await asyncio.to_thread(path.open, "rb")
+        except FileNotFoundError:
+            raise BlobNotFound(f"no blob {key.partition('/')[2]}") from None
+        except OSError as exc:
+            raise BlobStoreUnavailable(f"the blob directory refused a read: {exc}") from exc
+        try:
+            while piece := await asyncio.to_thread(handle.read, CHUNK_BYTES):
+                yield piece
+        except OSError as exc:
+            raise BlobStoreUnavailable(f"the blob directory refused a read: {exc}") from exc
+        finally:
+            await asyncio.to_thread(handle.close)
 
     async def get(self, key: str) -> bytes:
         path = self._path(key)

@@ -9,6 +9,8 @@ every store, so no ref reaches another tenant's prefix or a file outside the roo
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncGenerator
+from pathlib import Path
 from typing import Any, Protocol
 
 from tenantry.errors import NotFound, TenantryError, ValidationFailed
@@ -20,6 +22,8 @@ _REF = re.compile(REF_PATTERN.strip("^$"))
 #: Seconds a refused read tells its caller to wait (Retry-After): an object store's
 #: restart or a network blip.
 UNAVAILABLE_RETRY_AFTER = 5
+#: The pieces an object is streamed in (``ObjectStore.chunks``).
+CHUNK_BYTES = 1 << 20
 
 
 class ObjectStore(Protocol):
@@ -30,6 +34,15 @@ class ObjectStore(Protocol):
     async def put(self, key: str, data: bytes) -> None: ...
 
     async def get(self, key: str) -> bytes: ...
+
+    async def put_file(self, key: str, path: Path) -> None:
+        """``put`` of a local file's bytes, never all in memory (an export's archive)."""
+        ...
+
+    def chunks(self, key: str) -> AsyncGenerator[bytes, None]:
+        """The object's bytes in pieces of about :data:`CHUNK_BYTES` (:class:`BlobNotFound`
+        from the first step for a key that holds nothing)."""
+        ...
 
     async def delete(self, key: str) -> None: ...
 

@@ -16,7 +16,9 @@ import gc
 import ipaddress
 import re
 import uuid
+from collections.abc import AsyncGenerator
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlsplit
 
@@ -24,7 +26,7 @@ import obstore
 from obstore.exceptions import BaseError as ObstoreError
 from obstore.store import S3Store
 
-from tenantry.blobs.objects import BlobNotFound, BlobStoreUnavailable
+from tenantry.blobs.objects import CHUNK_BYTES, BlobNotFound, BlobStoreUnavailable
 
 if TYPE_CHECKING:
     from obstore.store import ClientConfig, RetryConfig
@@ -112,6 +114,26 @@ class S3Objects:
             await obstore.put_async(self._s3, key, data)
         except (ObstoreError, OSError) as exc:
             self._fail("write", key, exc)
+
+    async def put_file(self, key: str, path: Path) -> None:
+        """From the file, in parts past 5 MiB (obstore reads it; never all in memory)."""
+        try:
+            await obstore.put_async(self._s3, key, path)
+        except (ObstoreError, OSError) as exc:
+            self._fail("write", key, exc)
+
+    async def chunks(self, key: str) -> AsyncGenerator[bytes, None]:
+        try:
+            found = await obstore.get_async(self._s3, key)
+        except (ObstoreError, OSError) as exc:
+            if isinstance(exc, FileNotFoundError) and _code(str(exc)) in (None, "NoSuchKey"):
+                raise BlobNotFound(f"no blob {key.partition('/')[2]}") from None
+            self._fail("read", key, exc)
+        try:
+            async for piece in found.stream(min_chunk_size=CHUNK_BYTES):
+                yield bytes(piece)
+        except (ObstoreError, OSError) as exc:
+            self._fail("read", key, exc)
 
     async def get(self, key: str) -> bytes:
         try:

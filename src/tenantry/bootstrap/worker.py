@@ -1,6 +1,6 @@
 """Wiring the run engine's concrete pieces together, in one place (no import-time globals):
 database pool, model client, MCP client, tool gateway, webhooks, the worker loop, and the
-retention cleaner beside it."""
+retention cleaner and the exporter (tenants' exports, ADR 0044) beside it."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from tenantry.bootstrap.secrets import master_key
 from tenantry.config import Settings
 from tenantry.db import Database
 from tenantry.db.outage import Outage
+from tenantry.exports.runner import Exporter
 from tenantry.ledger.prices import PriceBook
 from tenantry.models.accounts import ANY_MODEL, ANY_REGION, ModelAccount
 from tenantry.models.clients import http_client
@@ -156,8 +157,9 @@ async def run_worker(
     """``local``: where an API in this same process (``tenantry up``) sees this worker;
     ``metrics``: the process's metrics (the API's /metrics, or --metrics-port, shows them);
     ``outage``: the process's record of database outages, shared by its loops and API;
-    ``cleaner``: run the retention cleaner beside the loop (unless TENANTRY_RETENTION is
-    off) — one per process: ``up`` asks it of its first loop only."""
+    ``cleaner``: run the retention cleaner (unless TENANTRY_RETENTION is off) and the
+    exporter beside the loop — one of each per process: ``up`` asks it of its first loop
+    only."""
     async with (engine(settings, dsn, metrics=metrics, outage=outage) as eng,
                 contextlib.AsyncExitStack() as shown):
         webhooks = WebhookSender(eng.db, allow_private=settings.webhook_allow_private,
@@ -171,6 +173,10 @@ async def run_worker(
         cleaning = asyncio.create_task(
             Cleaner(eng.db, eng.blobs, cleanup_settings(settings)).run(stop),
             name="retention-cleaner") if cleaner and settings.retention else None
+        # Exports read what the engine's pool reads and write to the store its blobs are in.
+        exporting = asyncio.create_task(
+            Exporter(eng.db, eng.blobs).run(stop),
+            name="exporter") if cleaner and eng.blobs is not None else None
         try:
             if local is not None:  # shown once all of it runs
                 shown.enter_context(local.serving(eng))
@@ -180,24 +186,27 @@ async def run_worker(
                          load=CellLoad(control, ShedThresholds.of(settings),
                                        settings.load_read_seconds)).run(stop)
         finally:
-            if cleaning is not None:
-                await _stop_cleaner(cleaning, graceful=stop.is_set())
+            for task in (cleaning, exporting):
+                if task is not None:
+                    await _stop_beside(task, graceful=stop.is_set())
             await control.close()
             await webhooks.aclose()
 
 
-async def _stop_cleaner(cleaning: asyncio.Task[None], *, graceful: bool) -> None:
+async def _stop_beside(task: asyncio.Task[None], *, graceful: bool) -> None:
     """Stopping (``stop`` set), the cleaner ends after its batch in flight; when the worker
     loop ended otherwise (it crashed), or the batch takes too long, it is cancelled. Either
-    way no task is left behind, and our own cancellation is never swallowed."""
+    way no task is left behind, and our own cancellation is never swallowed. The exporter
+    likewise: an export cancelled mid-way keeps its row, which another process takes up
+    once its lease lapses."""
     try:
         if graceful:
-            await asyncio.wait({cleaning}, timeout=CLEANER_STOP_SECONDS)
+            await asyncio.wait({task}, timeout=CLEANER_STOP_SECONDS)
     finally:
-        cleaning.cancel()
-        await asyncio.wait({cleaning})
-    if not cleaning.cancelled() and cleaning.exception() is not None:
-        logger.error("retention cleaner failed", exc_info=cleaning.exception())
+        task.cancel()
+        await asyncio.wait({task})
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("%s failed", task.get_name(), exc_info=task.exception())
 
 
 def browser_policy(settings: Settings) -> BrowserPolicy:

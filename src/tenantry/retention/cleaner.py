@@ -74,6 +74,8 @@ class PassResult:
     batches: int = 0
     tombstones_expired: int = 0
     audit_expired: int = 0
+    #: Exports deleted (past their expiry; every one of an erased tenant), ADR 0044.
+    exports_deleted: int = 0
     #: The lease was taken over (this cleaner was too slow or paused): it stopped there.
     lease_lost: bool = False
     erase_done: bool = False
@@ -150,6 +152,8 @@ class Cleaner:
             await self._delete(tenant, epoch, cutoff, policy, erased, result, progress)
             if not result.lease_lost:
                 await self._expire(tenant, epoch, policy, result)
+            if not result.lease_lost:
+                await self._expire_exports(tenant, epoch, erased, result)
             if erased and not result.lease_lost:
                 async with self.db.tenant_tx(tenant) as conn:
                     result.erase_done = await conn.fetchval(Q.finish_erase,
@@ -161,12 +165,14 @@ class Cleaner:
                         await conn.fetchval(Q.keep_lease, tenant.value, self.owner, epoch,
                                             None, result.runs)
         result.seconds = round(asyncio.get_running_loop().time() - started, 3)
-        if result.runs or result.tombstones_expired or result.audit_expired:
+        if (result.runs or result.tombstones_expired or result.audit_expired
+                or result.exports_deleted):
             logger.info("retention pass", extra={
                 "tenant": tenant.value, "reason": result.reason, "runs": result.runs,
                 "events": result.events, "blobs_queued": result.blobs_queued,
                 "tombstones_expired": result.tombstones_expired,
-                "audit_expired": result.audit_expired, "seconds": result.seconds})
+                "audit_expired": result.audit_expired,
+                "exports_deleted": result.exports_deleted, "seconds": result.seconds})
         return result
 
     async def _delete(self, tenant: TenantId, epoch: int, cutoff: datetime,
@@ -237,6 +243,19 @@ class Cleaner:
                         f"{row['audit']} audit rows older than {policy.audit_days} days "
                         f"deleted by the tenant's audit retention")
             if max(row["tombstones"], row["audit"]) < self.settings.batch:
+                return
+
+    async def _expire_exports(self, tenant: TenantId, epoch: int, erased: bool,
+                              result: PassResult) -> None:
+        """The tenant's exports past their expiry, or all of an erased tenant's; their
+        archives go through the blob outbox (ADR 0044)."""
+        while True:
+            row = await self._fenced(result, Q.expire_exports, tenant.value, self.owner,
+                                     epoch, erased, self.settings.batch)
+            if row is None:
+                return
+            result.exports_deleted += row["gone"]
+            if row["gone"] < self.settings.batch:
                 return
 
     async def _fenced(self, result: PassResult, query: str, *args: object,

@@ -37,6 +37,10 @@ SELECT runs, events, blobs FROM tenantry_retention_batch($1, $2, $3, $4, $5, $6,
 -- name: expire
 SELECT tombstones, audit FROM tenantry_retention_expire($1, $2, $3, $4, $5, $6)
 
+-- name: expire_exports
+-- A tenant's exports past their expiry, or every one of an erased tenant (ADR 0044).
+SELECT tenantry_expire_exports($1, $2, $3, $4, $5) AS gone
+
 -- name: record_audit_expiry
 -- Removing audit evidence is itself evidence: one row, which no later expiry removes.
 INSERT INTO audit_log (tenant_id, audit_id, run_id, tool, server, key, outcome, detail,
