@@ -37,6 +37,7 @@ from tenantry.api import (
     run_bodies,
     runs,
     tool_servers,
+    webhooks,
 )
 from tenantry.api.body_limit import BodyLimit
 from tenantry.api.platform import Platform
@@ -81,6 +82,7 @@ _CONFLICTS = {
     ("POST", "/v1/activity-tasks"), ("POST", "/v1/activities/{name}/versions"),
     ("POST", "/admin/v1/tenants/{tenant_id}/api-keys"),  # erased tenant (ADR 0017); expiry past
     ("POST", "/v1/api-keys"),  # an expiry already past
+    ("POST", "/v1/webhook-endpoints"),  # ten already (ADR 0045)
 }
 _MISSING_REFERENCES = {("POST", "/v1/runs"), ("POST", "/admin/v1/billing/reconcile"),
                        ("POST", "/v1/activity-tasks")}
@@ -120,7 +122,8 @@ def create_app(
                    agents.router, evaluations.router, model_snapshots.router,
                    activities.router, approvals.router, inbox.router,
                    retention.admin_router, retention.router,
-                   audit_trail.router, audit_trail.admin_router, api_keys.router]
+                   audit_trail.router, audit_trail.admin_router, api_keys.router,
+                   webhooks.router]
     for router in api_routers:
         app.include_router(router)
     console.install(app)
