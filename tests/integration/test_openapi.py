@@ -42,6 +42,7 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
         run_blobs,
         runs,
         tool_servers,
+        webhooks,
     )
 
     routes = [*admin.router.routes, *tool_servers.router.routes, *own_tool_servers.router.routes,
@@ -55,7 +56,7 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
               *prices.router.routes, *inbox.router.routes, *activities.router.routes,
               *retention.admin_router.routes, *retention.router.routes,
               *audit_trail.router.routes, *audit_trail.admin_router.routes,
-              *api_keys.router.routes]
+              *api_keys.router.routes, *webhooks.router.routes]
     served = {
         # The document names a `{model:path}` parameter as `{model}`, as OpenAPI has it.
         (route.path_format, method)
@@ -94,7 +95,11 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
                 ("/admin/v1/tenants/{tenant_id}/tombstones", "GET"),
                 ("/v1/tombstones/{run_id}", "GET"), ("/v1/runs/{run_id}", "DELETE"),
                 ("/v1/api-keys", "POST"), ("/v1/api-keys/{key_id}/rotate", "POST"),
-                ("/v1/audit", "GET"), ("/admin/v1/tenants/{tenant_id}/audit", "GET")}
+                ("/v1/audit", "GET"), ("/admin/v1/tenants/{tenant_id}/audit", "GET"),
+                ("/v1/webhook-endpoints", "POST"), ("/v1/webhook-endpoints", "GET"),
+                ("/v1/webhook-endpoints/{endpoint_id}", "GET"),
+                ("/v1/webhook-endpoints/{endpoint_id}", "DELETE"),
+                ("/v1/webhook-secret/rotate", "POST"), ("/v1/webhook-deliveries", "GET")}
     assert expected <= documented
 
 
@@ -422,6 +427,10 @@ async def test_every_link_leads_where_it_says(api: Api, fakes: Fakes) -> None:
         "secret": "mine"}, h), 201)
     await _expect(w.follow(own_server, "GetToolServer", h), 200)
     await _expect(w.follow(own_server, "Connect", h), 409)  # not an OAuth server
+    # A webhook endpoint (a public literal: this API vets addresses, nothing is sent).
+    endpoint = await _expect(w.call("POST /v1/webhook-endpoints", {},
+                                    {"url": "https://93.184.215.14/hook"}, h), 201)
+    await _expect(w.follow(endpoint, "GetEndpoint", h), 200)
 
     # Agents, versions, runs.
     agent = await _expect(w.call("POST /v1/agents", {}, {
