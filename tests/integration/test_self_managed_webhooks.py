@@ -437,3 +437,22 @@ async def test_each_route_takes_its_scope(api: Api) -> None:
         assert r.status_code == 403, (method, path, r.text)
         assert "integrations:manage" in r.json()["detail"]
     assert (await api.client.get("/v1/webhook-deliveries", headers=reader)).status_code == 200
+
+
+async def test_an_erase_takes_the_endpoints_and_announces_nothing(
+    api: Api, admin_conn: asyncpg.Connection,
+) -> None:
+    tenant, h, _ = await _tenant(api, "Leaving")
+    _, keep, _ = await _tenant(api, "Staying")
+    agent = await api.agent(h)
+    await _endpoint(api, h, PUBLIC_URL)
+    kept = await _endpoint(api, keep, PUBLIC_URL)
+    await api.start(h, agent, "still queued")
+    r = await api.client.post(f"/admin/v1/tenants/{tenant}/erase", headers=api.operator)
+    assert r.status_code == 202, r.text
+    assert r.json()["runs_cancelled"] == 1
+    assert await admin_conn.fetchval(
+        "SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $1", tenant) == 0
+    # The run the erase cancelled is announced to no endpoint.
+    assert await admin_conn.fetchval("SELECT count(*) FROM endpoint_deliveries") == 0
+    assert (await api.client.get(f"/v1/webhook-endpoints/{kept}", headers=keep)).status_code == 200
