@@ -373,11 +373,11 @@ async def test_bad_input_is_a_4xx_and_stores_nothing(
     tenant, h, secret = await _tenant(api)
     agent = await api.agent(h)
     refused = {
-        "loopback": ({"url": "http://127.0.0.1:9/hook"}, 400),
-        "localhost": ({"url": "http://localhost/hook"}, 400),
-        "metadata": ({"url": "http://169.254.169.254/latest"}, 400),
-        "private v6": ({"url": "http://[::ffff:10.0.0.1]/hook"}, 400),
-        "private": ({"url": "https://10.1.2.3/hook"}, 400),
+        "loopback": ({"url": "http://127.0.0.1:9/hook"}, 422),
+        "localhost": ({"url": "http://localhost/hook"}, 422),
+        "metadata": ({"url": "http://169.254.169.254/latest"}, 422),
+        "private v6": ({"url": "http://[::ffff:10.0.0.1]/hook"}, 422),
+        "private": ({"url": "https://10.1.2.3/hook"}, 422),
         "not http": ({"url": "ftp://example.com/hook"}, 400),
         "credentials": ({"url": "https://user:pw@example.com/hook"}, 400),
         "NUL in url": ({"url": "https://example.com/ho\x00ok"}, 400),
@@ -386,17 +386,21 @@ async def test_bad_input_is_a_4xx_and_stores_nothing(
         "unknown status": ({"url": PUBLIC_URL, "statuses": ["running"]}, 400),
         "no statuses": ({"url": PUBLIC_URL, "statuses": []}, 400),
         "unknown field": ({"url": PUBLIC_URL, "secret": "x"}, 400),
-        "ill-formed agent": ({"url": PUBLIC_URL, "agent_ids": ["agt_\x00"]}, 404),
-        "missing agent": ({"url": PUBLIC_URL, "agent_ids": [agent, "agt_" + "0" * 32]}, 404),
+        "ill-formed agent": ({"url": PUBLIC_URL, "agent_ids": ["agt_\x00"]}, 400),
+        "missing agent": ({"url": PUBLIC_URL, "agent_ids": [agent, "agt_" + "0" * 32]}, 409),
         "url not a string": ({"url": 5}, 400),
     }
     for what, (body, status) in refused.items():
         r = await api.client.post("/v1/webhook-endpoints", json=body, headers=h)
         assert r.status_code == status, (what, r.text)
         assert r.headers["content-type"].startswith("application/problem+json"), what
-    assert "not a public address" in (await api.client.post(
-        "/v1/webhook-endpoints", json={"url": "http://127.0.0.1:9/hook"},
-        headers=h)).json()["detail"]
+    refusal = (await api.client.post("/v1/webhook-endpoints",
+                                     json={"url": "http://127.0.0.1:9/hook"}, headers=h)).json()
+    assert (refusal["type"], refusal["detail"], refusal["field"]) == (
+        "webhook_url_refused", "destination refused: not a public address", "url")
+    unknown = (await api.client.post("/v1/webhook-endpoints", json={
+        "url": PUBLIC_URL, "agent_ids": ["agt_" + "0" * 32]}, headers=h)).json()
+    assert (unknown["type"], unknown["field"]) == ("conflict", "agent_ids")
     assert await admin_conn.fetchval("SELECT count(*) FROM webhook_endpoints") == 0
 
     # Ten at most: the eleventh is a 409, and nothing more is stored.
@@ -456,3 +460,23 @@ async def test_an_erase_takes_the_endpoints_and_announces_nothing(
     # The run the erase cancelled is announced to no endpoint.
     assert await admin_conn.fetchval("SELECT count(*) FROM endpoint_deliveries") == 0
     assert (await api.client.get(f"/v1/webhook-endpoints/{kept}", headers=keep)).status_code == 200
+
+
+async def test_a_cancelled_run_is_queued_for_the_endpoints_that_take_it(
+    api: Api, admin_conn: asyncpg.Connection,
+) -> None:
+    """The cancel path ends a run outside a step (set_terminal_status): its endpoint
+    deliveries are queued in that transaction too, by the same filters."""
+    _, h, _ = await _tenant(api)
+    agent = await api.agent(h)
+    every = await _endpoint(api, h, f"{PUBLIC_URL}/every")
+    await _endpoint(api, h, f"{PUBLIC_URL}/failed", statuses=["failed"])
+    cancelled = await _endpoint(api, h, f"{PUBLIC_URL}/cancelled", statuses=["cancelled"],
+                                agent_ids=[agent])
+    run_id = await api.start(h, agent, "never claimed: no worker")
+    r = await api.client.post(f"/v1/runs/{run_id}/cancel", headers=h)
+    assert r.status_code == 200 and r.json()["status"] == "cancelled", r.text
+    queued = await admin_conn.fetch(
+        "SELECT endpoint_id, state, next_at <= now() AS due FROM endpoint_deliveries")
+    assert sorted((f"whe_{q['endpoint_id'].hex}", q["state"], q["due"]) for q in queued) == \
+        sorted([(every, "pending", True), (cancelled, "pending", True)])

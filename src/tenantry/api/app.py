@@ -50,7 +50,8 @@ _PROBLEM_SCHEMA = {
                    "quota_exceeded, "
                    "overloaded, budget_exhausted, tool_unavailable, tenant_erased, "
                    "admissions_paused, region_not_served, database_unavailable, "
-                   "tool_server_authorization_failed, tool_server_url_refused, internal_error; "
+                   "tool_server_authorization_failed, tool_server_url_refused, "
+                   "webhook_url_refused, internal_error; "
                    "through `tenantry router` also tenant_moving and cell_unavailable.",
     "required": ["type", "title", "status", "detail"],
     "properties": {

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
 from tenantry.api.fields import Body, HttpUrl, Text
+from tenantry.ids import AgentId
 from tenantry.runs.webhook_endpoints import MAX_ENDPOINTS
 from tenantry.tenants.service import DEFAULT_SECRET_OVERLAP_SECONDS, MAX_SECRET_OVERLAP_SECONDS
 
@@ -22,10 +23,10 @@ class CreateEndpoint(Body):
     statuses: list[RunEnd] | None = Field(
         default=None, min_length=1, max_length=3,
         description="Only runs that end so; every end when omitted.")
-    agent_ids: list[str] | None = Field(
+    agent_ids: list[Annotated[str, Field(pattern=AgentId.pattern())]] | None = Field(
         default=None, min_length=1, max_length=20,
         description="Only these agents' runs; every agent's when omitted. An id that is "
-                    "not one of your agents answers 404, an ill-formed one too.")
+                    "not one of your agents answers 409 (`field`: `agent_ids`).")
     description: Text | None = Field(default=None, max_length=200)
 
 

@@ -3,12 +3,12 @@ rotation of its signing secret with an overlap, and its delivery history.
 
 An endpoint's URL is held to the rules a run's own ``webhook`` meets at delivery (public
 addresses only, unless the platform runs with ``TENANTRY_WEBHOOK_ALLOW_PRIVATE``): checked
-at registration too, so a URL that could never be delivered to is refused before it is
-stored, and again at every attempt (runs/webhooks.py)."""
+at registration too (``422 webhook_url_refused``), so a URL that could never be delivered to
+is refused before it is stored, and again at every attempt (runs/webhooks.py)."""
 
 from __future__ import annotations
 
-import asyncio
+from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Response
 
@@ -26,11 +26,9 @@ from tenantry.api.webhook_bodies import (
     RotatedSecretOut,
     RotateSecret,
 )
-from tenantry.errors import ValidationFailed
 from tenantry.ids import AgentId, RunId, TenantId, WebhookDeliveryId, WebhookEndpointId
 from tenantry.runs import webhook_endpoints as endpoints
 from tenantry.runs.webhook_endpoints import ENDPOINT_NOT_FOUND, DeliveryAttempt, Endpoint
-from tenantry.runs.webhooks import NOT_RESOLVED, Refused, destination
 from tenantry.tenants import service
 from tenantry.tenants.scopes import Scope
 
@@ -38,9 +36,9 @@ router = APIRouter(prefix="/v1", tags=["webhooks"])
 
 _ENDPOINT_PAGE = keyed_by(WebhookEndpointId.pattern())
 _DELIVERY_PAGE = keyed_by(WebhookDeliveryId.pattern())
-#: A registration waits this long for the URL's name to resolve, then stores it unchecked
-#: (every attempt checks it again).
-_RESOLVE_SECONDS = 5.0
+_URL_REFUSED: dict[int | str, dict[str, Any]] = {422: {
+    "description": "`webhook_url_refused`: no attempt could deliver to the URL (its host "
+                   "resolves to an address that is not public); `detail` is the reason"}}
 _THE_ENDPOINT = {"endpoint_id": "$response.body#/endpoint_id"}
 
 
@@ -48,17 +46,19 @@ _THE_ENDPOINT = {"endpoint_id": "$response.body#/endpoint_id"}
              responses={201: links(GetEndpoint=to(
                  "GET", "/v1/webhook-endpoints/{endpoint_id}", "The endpoint just registered.",
                  parameters=_THE_ENDPOINT)),
-                 404: {"description": "An agent named in `agent_ids` is not one of yours."},
-                 409: {"description": "`conflict`: you have 10 endpoints already."}})
+                 409: {"description": "`conflict`: you have 10 endpoints already, or an "
+                                      "agent named in `agent_ids` is not yours "
+                                      "(`field`: `agent_ids`)."},
+                 **_URL_REFUSED})
 async def create_endpoint(
     body: CreateEndpoint, tenant: TenantId = Depends(tenant_may(Scope.INTEGRATIONS_MANAGE)),
     p: Platform = Depends(platform),
 ) -> EndpointOut:
     """Register a URL that receives the end of every run (or of the `statuses` and
     `agent_ids` named), signed and retried as a run's own `webhook` is."""
-    agents = ([parse_or_404(AgentId, a, f"No agent with id {a}.") for a in body.agent_ids]
+    agents = ([AgentId.parse(a) for a in body.agent_ids]  # the body's pattern held
               if body.agent_ids is not None else None)
-    await _check_url(body.url, allow_private=p.settings.webhook_allow_private)
+    await endpoints.check_url(body.url, allow_private=p.settings.webhook_allow_private)
     created = await endpoints.register(
         p.db, tenant, url=body.url,
         statuses=list(dict.fromkeys(body.statuses)) if body.statuses is not None else None,
@@ -134,20 +134,6 @@ async def list_deliveries(
         endpoint=WebhookEndpointId.parse(endpoint_id) if endpoint_id is not None else None)
     return DeliveryList(data=[_delivery_out(d) for d in found],
                         next_cursor=page.next_cursor(found, lambda d: str(d.delivery_id)))
-
-
-async def _check_url(url: str, *, allow_private: bool) -> None:
-    """Refuse a URL no attempt could ever deliver to (400, the stable reason): not http(s)
-    with a host, or a name with a non-public address. A name that does not resolve (yet)
-    is stored: DNS may be on its way, and every attempt resolves it again."""
-    try:
-        async with asyncio.timeout(_RESOLVE_SECONDS):
-            await destination(url, allow_private=allow_private)
-    except Refused as exc:
-        if exc.reason != NOT_RESOLVED:
-            raise ValidationFailed(f"url: {exc.reason}", field="url") from None
-    except TimeoutError:
-        pass
 
 
 def _endpoint_out(e: Endpoint) -> EndpointOut:

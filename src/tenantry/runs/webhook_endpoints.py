@@ -8,16 +8,18 @@ first, with the stable reasons the run's log shows (``webhooks.py``), never an a
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from tenantry.db import Database
 from tenantry.db.queries import load
-from tenantry.errors import Conflict, NotFound
+from tenantry.errors import Conflict, NotFound, TenantryError
 from tenantry.ids import AgentId, RunId, TenantId, WebhookDeliveryId, WebhookEndpointId
+from tenantry.runs.webhooks import NOT_RESOLVED, Refused, destination
 
 Q = load(__package__, "webhook_endpoints.sql")
 
@@ -27,6 +29,33 @@ MAX_ENDPOINTS = 10
 ENDPOINT_NOT_FOUND = "No webhook endpoint with this id."
 #: Two registrations that pick the same free slot: the loser looks again, this many times.
 _SLOT_TRIES = 3
+#: A registration waits this long for the URL's name to resolve, then stores it unchecked
+#: (every attempt checks it again).
+RESOLVE_SECONDS = 5.0
+
+
+class WebhookUrlRefused(TenantryError):
+    """An endpoint URL no attempt could deliver to: ``detail`` is the stable reason an
+    attempt would record (``destination refused: not a public address``, ...)."""
+
+    type: ClassVar[str] = "webhook_url_refused"
+    status: ClassVar[int] = 422
+    title: ClassVar[str] = "Webhook URL refused"
+
+
+async def check_url(url: str, *, allow_private: bool) -> None:
+    """Refuse a URL no attempt could ever deliver to, by the check every attempt makes
+    (``webhooks.destination``): not http(s) with a host, or a name with an address that is
+    not public. A name that does not resolve (yet, or within ``RESOLVE_SECONDS``) passes:
+    DNS may be on its way, and every attempt resolves and vets it again."""
+    try:
+        async with asyncio.timeout(RESOLVE_SECONDS):
+            await destination(url, allow_private=allow_private)
+    except Refused as exc:
+        if exc.reason != NOT_RESOLVED:
+            raise WebhookUrlRefused(exc.reason, field="url") from None
+    except TimeoutError:
+        pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,16 +93,17 @@ async def register(
     db: Database, tenant: TenantId, *, url: str, statuses: Sequence[str] | None,
     agent_ids: Sequence[AgentId] | None, description: str | None,
 ) -> Endpoint:
-    """A new endpoint. NotFound when an agent named is not the tenant's; Conflict when the
-    tenant has ``MAX_ENDPOINTS`` already. The URL is checked by the caller."""
+    """A new endpoint. Conflict when an agent named is not the tenant's, or when the
+    tenant has ``MAX_ENDPOINTS`` already. The URL is checked by the caller (check_url)."""
     agents = [a.uuid for a in agent_ids] if agent_ids is not None else None
     async with db.tenant_tx(tenant) as conn:
         if agents:
             known = {r["agent_id"] for r in await conn.fetch(Q.known_agents, tenant.value,
                                                                 agents)}
             missing = [a for a in agents if a not in known]
-            if missing:
-                raise NotFound(f"No agent with id {AgentId(missing[0])}.")
+            if missing:  # the request is right, the state is not: a conflict (api.md)
+                raise Conflict(f"agent_ids: you have no agent {AgentId(missing[0])}",
+                               field="agent_ids", missing=[str(AgentId(m)) for m in missing])
         for _ in range(_SLOT_TRIES):
             row = await conn.fetchrow(
                 Q.insert_endpoint, tenant.value, WebhookEndpointId.new().uuid, url,
