@@ -137,6 +137,11 @@ async def test_an_endpoint_hears_a_runs_end_as_the_runs_own_webhook_does(
         await api.events_until_end(h, run_id)
         await _received(own, 1)
         await _received(registered, 1)
+
+        async def recorded() -> bool:  # after the answer: the worker must not stop before
+            return len(await _history(api, h, run_id=run_id)) == 2
+
+        await until(recorded, "both attempts in the history", 30)
         [(own_headers, own_body)] = own.received
         [(headers, body)] = registered.received
     assert body == own_body  # the same summary, byte for byte
@@ -234,16 +239,16 @@ async def test_the_history_shows_every_attempt_with_its_reason(
         await api.events_until_end(h, run_id)
         for n in (1, 2, 3):
             await _received(failing, n)
+
+            async def recorded(n: int = n) -> bool:
+                return len(await _history(api, h)) == n
+
+            await until(recorded, f"attempt {n} in the history", 30)
             # The backoff's wait, over at once: the next attempt is due now.
             await admin_conn.execute(
-                "UPDATE endpoint_deliveries SET next_at = now() WHERE state = 'pending'"
-                " AND attempts = $1", n)
+                "UPDATE endpoint_deliveries SET next_at = now() WHERE state = 'pending'")
 
-        async def delivered() -> bool:
-            state = await admin_conn.fetchval("SELECT state FROM endpoint_deliveries")
-            return bool(state == "delivered")
-
-        await until(delivered, "the third attempt recorded", 30)
+        assert await admin_conn.fetchval("SELECT state FROM endpoint_deliveries") == "delivered"
     attempts = await _history(api, h, endpoint_id=endpoint)
     assert [(a["attempt"], a["outcome"], a["status_code"], a["error"]) for a in attempts] == [
         (3, "delivered", 204, None), (2, "retrying", 503, "HTTP 503"),
