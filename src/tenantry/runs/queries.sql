@@ -94,6 +94,7 @@ SELECT e.tenant_id, e.run_id, w.endpoint_id, now()
 FROM ended e JOIN webhook_endpoints w ON w.tenant_id = e.tenant_id
 WHERE (w.statuses IS NULL OR e.status = ANY (w.statuses))
   AND (w.agent_ids IS NULL OR e.agent_id = ANY (w.agent_ids))
+ON CONFLICT DO NOTHING
 
 -- name: read_events
 SELECT e.seq, e.type, coalesce(p.data, e.data) AS data, e.created_at, e.format

@@ -109,12 +109,15 @@ BEGIN
             webhook_next_at = CASE WHEN r.webhook_url IS NULL THEN NULL ELSE now() END
         WHERE r.tenant_id = p_tenant AND r.run_id = p_run;
         -- The tenant's endpoints (at most 10, by its primary key's prefix): nothing to
-        -- insert and one index probe for a tenant without any.
+        -- insert and one index probe for a tenant without any. A delivery already queued
+        -- (a terminal commit made again under the same epoch) stays as it is: never an
+        -- error that would fail the run's end.
         INSERT INTO public.endpoint_deliveries (tenant_id, run_id, endpoint_id, next_at)
         SELECT p_tenant, p_run, w.endpoint_id, now() FROM public.webhook_endpoints w
         WHERE w.tenant_id = p_tenant
           AND (w.statuses IS NULL OR p_terminal->>'status' = ANY (w.statuses))
-          AND (w.agent_ids IS NULL OR v_agent = ANY (w.agent_ids));
+          AND (w.agent_ids IS NULL OR v_agent = ANY (w.agent_ids))
+        ON CONFLICT DO NOTHING;
         -- The one change from 0029: a run's end folds its tenant's closed reservations
         -- into the budget row (the run's own settlements all committed before this), so
         -- when a tenant's runs have ended its row is exact again. Last, so the row lock is
