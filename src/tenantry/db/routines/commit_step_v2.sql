@@ -108,8 +108,8 @@ BEGIN
             webhook_state = CASE WHEN r.webhook_url IS NULL THEN NULL ELSE 'pending' END,
             webhook_next_at = CASE WHEN r.webhook_url IS NULL THEN NULL ELSE now() END
         WHERE r.tenant_id = p_tenant AND r.run_id = p_run;
-        -- The tenant's endpoints (at most 10, by its primary key's prefix): nothing to
-        -- insert and one index probe for a tenant without any. A delivery already queued
+        -- The tenant's endpoints (at most 10, found by an index on tenant_id): nothing
+        -- to insert and one index probe for a tenant without any. A delivery already queued
         -- (a terminal commit made again under the same epoch) stays as it is: never an
         -- error that would fail the run's end.
         INSERT INTO public.endpoint_deliveries (tenant_id, run_id, endpoint_id, next_at)
