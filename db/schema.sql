@@ -378,6 +378,56 @@ CREATE FUNCTION public.tenantry_claim_blob_deletions(p_limit integer, p_seconds 
 $$;
 
 --
+-- Name: tenantry_claim_endpoint_deliveries(integer, double precision, integer, integer, text[], integer[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_claim_endpoint_deliveries(p_batch integer, p_seconds double precision, p_max_attempts integer, p_per_tenant integer, p_busy_tenants text[], p_busy_counts integer[]) RETURNS TABLE(tenant_id text, run_id uuid, endpoint_id uuid, attempts integer, spent boolean)
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    WITH busy AS (
+        SELECT b.tenant_id, b.n FROM unnest(p_busy_tenants, p_busy_counts) AS b(tenant_id, n)
+    ), ranked AS (
+        SELECT d.tenant_id, d.run_id, d.endpoint_id, d.next_at,
+               row_number() OVER (PARTITION BY d.tenant_id ORDER BY d.next_at) AS nth
+        FROM public.endpoint_deliveries d
+        WHERE d.state = 'pending' AND d.next_at <= now() AND d.attempts < p_max_attempts
+          AND d.tenant_id <> ALL (public.tenantry_frozen_tenants())
+    ), due AS (
+        SELECT d.tenant_id, d.run_id, d.endpoint_id FROM public.endpoint_deliveries d
+        JOIN ranked k ON k.tenant_id = d.tenant_id AND k.run_id = d.run_id
+                     AND k.endpoint_id = d.endpoint_id
+        LEFT JOIN busy b ON b.tenant_id = k.tenant_id
+        WHERE k.nth + coalesce(b.n, 0) <= p_per_tenant
+          AND d.state = 'pending' AND d.attempts < p_max_attempts
+        ORDER BY k.next_at
+        LIMIT p_batch
+        FOR UPDATE OF d SKIP LOCKED
+    ), lapsed AS (
+        SELECT d.tenant_id, d.run_id, d.endpoint_id FROM public.endpoint_deliveries d
+        WHERE d.state = 'pending' AND d.next_at <= now() AND d.attempts >= p_max_attempts
+        ORDER BY d.next_at
+        LIMIT p_batch
+        FOR UPDATE SKIP LOCKED
+    ), claimed AS (
+        UPDATE public.endpoint_deliveries d
+        SET next_at = now() + make_interval(secs => p_seconds), attempts = d.attempts + 1
+        FROM due
+        WHERE d.tenant_id = due.tenant_id AND d.run_id = due.run_id
+          AND d.endpoint_id = due.endpoint_id
+        RETURNING d.tenant_id, d.run_id, d.endpoint_id, d.attempts, false AS spent
+    ), spent AS (
+        UPDATE public.endpoint_deliveries d
+        SET next_at = now() + make_interval(secs => p_seconds)
+        FROM lapsed
+        WHERE d.tenant_id = lapsed.tenant_id AND d.run_id = lapsed.run_id
+          AND d.endpoint_id = lapsed.endpoint_id
+        RETURNING d.tenant_id, d.run_id, d.endpoint_id, d.attempts, true AS spent
+    )
+    SELECT * FROM claimed UNION ALL SELECT * FROM spent
+$$;
+
+--
 -- Name: tenantry_claim_runs(text, integer, double precision, text, boolean); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -734,6 +784,129 @@ BEGIN
             webhook_state = CASE WHEN r.webhook_url IS NULL THEN NULL ELSE 'pending' END,
             webhook_next_at = CASE WHEN r.webhook_url IS NULL THEN NULL ELSE now() END
         WHERE r.tenant_id = p_tenant AND r.run_id = p_run;
+        -- The one change from 0029: a run's end folds its tenant's closed reservations
+        -- into the budget row (the run's own settlements all committed before this), so
+        -- when a tenant's runs have ended its row is exact again. Last, so the row lock is
+        -- held only to the commit; no lock at all when nothing waits to be folded.
+        PERFORM 1 FROM public.budget_reservations b
+        WHERE b.tenant_id = p_tenant AND b.unfolded LIMIT 1;
+        IF FOUND THEN
+            PERFORM public.tenantry_fold_closings(p_tenant);
+        END IF;
+    ELSIF EXISTS (SELECT 1 FROM public.frozen_tenants f WHERE f.tenant_id = p_tenant) THEN
+        -- The tenant is being moved: the run goes back to the queue between two steps
+        -- (its log complete up to here), under a new epoch so nothing more of this
+        -- owner's lands; the move copies it once no run of the tenant holds a lease.
+        UPDATE public.runs r SET status = 'queued', lease_owner = NULL,
+            lease_expires_at = NULL, lease_epoch = r.lease_epoch + 1, updated_at = now()
+        WHERE r.tenant_id = p_tenant AND r.run_id = p_run;
+        hand_back := true;
+        RETURN;
+    END IF;
+    hand_back := false;
+END
+$$;
+
+--
+-- Name: tenantry_commit_step_v2(text, uuid, bigint, text[], jsonb[], smallint[], jsonb[], integer, bigint, bigint, bigint, double precision, jsonb, jsonb, jsonb, jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_commit_step_v2(p_tenant text, p_run uuid, p_epoch bigint, p_types text[], p_data jsonb[], p_formats smallint[], p_payloads jsonb[], p_steps integer, p_input_tokens bigint, p_output_tokens bigint, p_cost bigint, p_lease_seconds double precision, p_audit jsonb, p_settle jsonb, p_usage jsonb, p_terminal jsonb, OUT last_seq integer, OUT cancel_requested boolean, OUT hand_back boolean) RETURNS record
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+DECLARE
+    v_count integer := cardinality(p_types);
+    v_first integer;
+    v_agent uuid;
+BEGIN
+    PERFORM set_config('tenantry.tenant_id', p_tenant, true);
+    -- The counter row hands out the slots under its row lock (never max(seq)+1); the same
+    -- update renews the lease and adds the step to the run's totals.
+    UPDATE public.runs r SET
+        last_seq = r.last_seq + v_count,
+        steps = r.steps + p_steps,
+        input_tokens = r.input_tokens + p_input_tokens,
+        output_tokens = r.output_tokens + p_output_tokens,
+        cost_micros = r.cost_micros + p_cost,
+        lease_expires_at = CASE WHEN p_terminal IS NULL
+                                THEN now() + make_interval(secs => p_lease_seconds)
+                                ELSE r.lease_expires_at END,
+        updated_at = now()
+    WHERE r.tenant_id = p_tenant AND r.run_id = p_run AND r.lease_epoch = p_epoch
+      AND (p_terminal IS NOT NULL OR r.status = 'running')
+    RETURNING r.last_seq, r.cancel_requested, r.agent_id
+        INTO last_seq, cancel_requested, v_agent;
+    IF NOT FOUND THEN
+        RETURN;  -- not ours any more: nothing written
+    END IF;
+    v_first := last_seq - v_count + 1;
+
+    INSERT INTO public.run_events (tenant_id, run_id, seq, type, data, format)
+    SELECT p_tenant, p_run, v_first + e.i - 1, e.type, e.data, e.format
+    FROM unnest(p_types, p_data, p_formats) WITH ORDINALITY AS e(type, data, format, i);
+    IF p_payloads IS NOT NULL THEN
+        INSERT INTO public.run_event_payloads (tenant_id, run_id, seq, data)
+        SELECT p_tenant, p_run, v_first + e.i - 1, e.data
+        FROM unnest(p_payloads) WITH ORDINALITY AS e(data, i)
+        WHERE e.data IS NOT NULL;
+    END IF;
+
+    IF p_audit IS NOT NULL THEN
+        INSERT INTO public.audit_log (tenant_id, audit_id, run_id, tool, server, key,
+                                      arguments_sha256, outcome, detail, duration_ms)
+        VALUES (p_tenant, (p_audit->>'audit_id')::uuid, p_run, p_audit->>'tool',
+                p_audit->>'server', p_audit->>'key',
+                decode(p_audit->>'arguments_sha256', 'hex'), p_audit->>'outcome',
+                p_audit->>'detail', (p_audit->>'duration_ms')::double precision);
+    END IF;
+
+    IF p_settle IS NOT NULL THEN
+        -- The reservation is settled, and the billing fact written, with the reply that
+        -- consumed it: both commit or neither does.
+        IF NOT public.tenantry_close_reservation(
+                p_tenant, p_run, p_epoch, (p_settle->>'reservation_id')::uuid, 'settled',
+                (p_settle->>'tokens')::bigint, (p_settle->>'cost_micros')::bigint) THEN
+            RAISE EXCEPTION 'the budget reservation is no longer this owner''s to settle'
+                USING ERRCODE = 'TR010';
+        END IF;
+    END IF;
+    IF p_usage IS NOT NULL THEN
+        INSERT INTO public.usage_facts (tenant_id, run_id, seq, agent_id, agent_version,
+                                        provider, account, model, input_tokens,
+                                        cached_input_tokens, cache_write_input_tokens,
+                                        output_tokens, cost_micros, price_version)
+        VALUES (p_tenant, p_run, last_seq, (p_usage->>'agent_id')::uuid,
+                (p_usage->>'agent_version')::integer, p_usage->>'provider',
+                p_usage->>'account', p_usage->>'model',
+                (p_usage->>'input_tokens')::bigint, (p_usage->>'cached_input_tokens')::bigint,
+                (p_usage->>'cache_write_input_tokens')::bigint,
+                (p_usage->>'output_tokens')::bigint, (p_usage->>'cost_micros')::bigint,
+                p_usage->>'price_version');
+    END IF;
+
+    IF p_terminal IS NOT NULL THEN
+        -- A run with a webhook gets its delivery queued in the same transaction (outbox).
+        UPDATE public.runs r SET
+            -- JSON null is what the caller's None became: stored as NULL, as before.
+            status = p_terminal->>'status',
+            answer = nullif(p_terminal->'answer', 'null'::jsonb),
+            error = nullif(p_terminal->'error', 'null'::jsonb),
+            finished_at = now(), updated_at = now(),
+            lease_owner = NULL, lease_expires_at = NULL,
+            webhook_state = CASE WHEN r.webhook_url IS NULL THEN NULL ELSE 'pending' END,
+            webhook_next_at = CASE WHEN r.webhook_url IS NULL THEN NULL ELSE now() END
+        WHERE r.tenant_id = p_tenant AND r.run_id = p_run;
+        -- The tenant's endpoints (at most 10, found by an index on tenant_id): nothing
+        -- to insert and one index probe for a tenant without any. A delivery already queued
+        -- (a terminal commit made again under the same epoch) stays as it is: never an
+        -- error that would fail the run's end.
+        INSERT INTO public.endpoint_deliveries (tenant_id, run_id, endpoint_id, next_at)
+        SELECT p_tenant, p_run, w.endpoint_id, now() FROM public.webhook_endpoints w
+        WHERE w.tenant_id = p_tenant
+          AND (w.statuses IS NULL OR p_terminal->>'status' = ANY (w.statuses))
+          AND (w.agent_ids IS NULL OR v_agent = ANY (w.agent_ids))
+        ON CONFLICT DO NOTHING;
         -- The one change from 0029: a run's end folds its tenant's closed reservations
         -- into the budget row (the run's own settlements all committed before this), so
         -- when a tenant's runs have ended its row is exact again. Last, so the row lock is
@@ -1334,6 +1507,32 @@ BEGIN
     DELETE FROM public.tenant_keys k WHERE k.tenant_id = p_tenant;
     DELETE FROM public.tool_servers s WHERE s.tenant_id = p_tenant;
     GET DIAGNOSTICS v_servers = ROW_COUNT;
+    UPDATE public.api_keys SET revoked_at = coalesce(revoked_at, now())
+    WHERE tenant_id = p_tenant;
+    RETURN QUERY SELECT v_secrets, v_servers;
+END
+$$;
+
+--
+-- Name: tenantry_erase_tenant_state_v2(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_erase_tenant_state_v2(p_tenant text) RETURNS TABLE(secrets integer, tool_servers integer)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+DECLARE
+    v_secrets integer;
+    v_servers integer;
+BEGIN
+    DELETE FROM public.secrets s WHERE s.tenant_id = p_tenant;
+    GET DIAGNOSTICS v_secrets = ROW_COUNT;
+    DELETE FROM public.tenant_keys k WHERE k.tenant_id = p_tenant;
+    DELETE FROM public.tool_servers s WHERE s.tenant_id = p_tenant;
+    GET DIAGNOSTICS v_servers = ROW_COUNT;
+    -- Its webhook endpoints (ADR 0045), and with them the deliveries not yet made: the
+    -- runs its erase cancels next are announced to no one.
+    DELETE FROM public.webhook_endpoints w WHERE w.tenant_id = p_tenant;
     UPDATE public.api_keys SET revoked_at = coalesce(revoked_at, now())
     WHERE tenant_id = p_tenant;
     RETURN QUERY SELECT v_secrets, v_servers;
@@ -2952,6 +3151,20 @@ CREATE TABLE public.console_session_epoch (
 );
 
 --
+-- Name: endpoint_deliveries; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.endpoint_deliveries (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    endpoint_id uuid NOT NULL,
+    state text DEFAULT 'pending'::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    next_at timestamp with time zone,
+    CONSTRAINT endpoint_deliveries_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'delivered'::text, 'failed'::text])))
+);
+
+--
 -- Name: erase_jobs; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -4169,6 +4382,8 @@ CREATE TABLE public.tenants (
     approval_ttl_seconds integer DEFAULT 604800 NOT NULL,
     erased_at timestamp with time zone,
     admissions_paused_at timestamp with time zone,
+    webhook_secret_previous text,
+    webhook_secret_previous_until timestamp with time zone,
     CONSTRAINT tenants_approval_ttl_seconds_check CHECK ((approval_ttl_seconds > 0)),
     CONSTRAINT tenants_name_check CHECK (((length(name) >= 1) AND (length(name) <= 200))),
     CONSTRAINT tenants_tenant_id_check CHECK ((tenant_id ~ '^[a-z0-9][a-z0-9_-]{2,63}$'::text))
@@ -4291,6 +4506,45 @@ CREATE TABLE public.usage_facts (
     cost_micros bigint NOT NULL,
     price_version text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: webhook_attempts; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.webhook_attempts (
+    tenant_id text NOT NULL,
+    delivery_id uuid NOT NULL,
+    run_id uuid NOT NULL,
+    endpoint_id uuid,
+    url text NOT NULL,
+    attempt integer NOT NULL,
+    attempted_at timestamp with time zone DEFAULT now() NOT NULL,
+    outcome text NOT NULL,
+    status_code integer,
+    error text,
+    CONSTRAINT webhook_attempts_attempt_check CHECK ((attempt >= 1)),
+    CONSTRAINT webhook_attempts_outcome_check CHECK ((outcome = ANY (ARRAY['delivered'::text, 'retrying'::text, 'failed'::text])))
+);
+
+--
+-- Name: webhook_endpoints; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.webhook_endpoints (
+    tenant_id text NOT NULL,
+    endpoint_id uuid NOT NULL,
+    slot smallint NOT NULL,
+    url text NOT NULL,
+    statuses text[],
+    agent_ids uuid[],
+    description text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT webhook_endpoints_agent_ids_check CHECK (((cardinality(agent_ids) >= 1) AND (cardinality(agent_ids) <= 20))),
+    CONSTRAINT webhook_endpoints_description_check CHECK ((length(description) <= 200)),
+    CONSTRAINT webhook_endpoints_slot_check CHECK (((slot >= 1) AND (slot <= 10))),
+    CONSTRAINT webhook_endpoints_statuses_check CHECK (((statuses <@ ARRAY['finished'::text, 'failed'::text, 'cancelled'::text]) AND ((cardinality(statuses) >= 1) AND (cardinality(statuses) <= 3)))),
+    CONSTRAINT webhook_endpoints_url_check CHECK (((length(url) >= 1) AND (length(url) <= 2048)))
 );
 
 --
@@ -4877,6 +5131,13 @@ ALTER TABLE ONLY public.console_actions
 
 ALTER TABLE ONLY public.console_session_epoch
     ADD CONSTRAINT console_session_epoch_pkey PRIMARY KEY (singleton);
+
+--
+-- Name: endpoint_deliveries endpoint_deliveries_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.endpoint_deliveries
+    ADD CONSTRAINT endpoint_deliveries_pkey PRIMARY KEY (tenant_id, run_id, endpoint_id);
 
 --
 -- Name: erase_jobs erase_jobs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -5551,6 +5812,27 @@ ALTER TABLE ONLY public.usage_facts
     ADD CONSTRAINT usage_facts_pkey PRIMARY KEY (tenant_id, run_id, seq);
 
 --
+-- Name: webhook_attempts webhook_attempts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_attempts
+    ADD CONSTRAINT webhook_attempts_pkey PRIMARY KEY (tenant_id, delivery_id);
+
+--
+-- Name: webhook_endpoints webhook_endpoints_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_endpoints
+    ADD CONSTRAINT webhook_endpoints_pkey PRIMARY KEY (tenant_id, endpoint_id);
+
+--
+-- Name: webhook_endpoints webhook_endpoints_tenant_id_slot_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_endpoints
+    ADD CONSTRAINT webhook_endpoints_tenant_id_slot_key UNIQUE (tenant_id, slot);
+
+--
 -- Name: worker_sessions worker_sessions_lock_key_key; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -5647,6 +5929,18 @@ CREATE INDEX budget_reservations_unfolded ON public.budget_reservations USING bt
 --
 
 CREATE INDEX console_actions_tenant ON public.console_actions USING btree (tenant_id, action_id);
+
+--
+-- Name: endpoint_deliveries_by_endpoint; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX endpoint_deliveries_by_endpoint ON public.endpoint_deliveries USING btree (tenant_id, endpoint_id);
+
+--
+-- Name: endpoint_deliveries_due; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX endpoint_deliveries_due ON public.endpoint_deliveries USING btree (next_at) WHERE (state = 'pending'::text);
 
 --
 -- Name: erase_jobs_by_tenant; Type: INDEX; Schema: public; Owner: -
@@ -5791,6 +6085,18 @@ CREATE INDEX usage_facts_by_account ON public.usage_facts USING btree (account, 
 --
 
 CREATE INDEX usage_facts_by_time ON public.usage_facts USING btree (tenant_id, created_at);
+
+--
+-- Name: webhook_attempts_by_endpoint; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_attempts_by_endpoint ON public.webhook_attempts USING btree (tenant_id, endpoint_id, delivery_id);
+
+--
+-- Name: webhook_attempts_by_run; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_attempts_by_run ON public.webhook_attempts USING btree (tenant_id, run_id, delivery_id);
 
 --
 -- Name: run_event_payloads_p00_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
@@ -6598,6 +6904,20 @@ ALTER TABLE ONLY public.cleanup_leases
     ADD CONSTRAINT cleanup_leases_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
 
 --
+-- Name: endpoint_deliveries endpoint_deliveries_tenant_id_endpoint_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.endpoint_deliveries
+    ADD CONSTRAINT endpoint_deliveries_tenant_id_endpoint_id_fkey FOREIGN KEY (tenant_id, endpoint_id) REFERENCES public.webhook_endpoints(tenant_id, endpoint_id) ON DELETE CASCADE;
+
+--
+-- Name: endpoint_deliveries endpoint_deliveries_tenant_id_run_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.endpoint_deliveries
+    ADD CONSTRAINT endpoint_deliveries_tenant_id_run_id_fkey FOREIGN KEY (tenant_id, run_id) REFERENCES public.runs(tenant_id, run_id) ON DELETE CASCADE;
+
+--
 -- Name: erase_jobs erase_jobs_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -6962,6 +7282,20 @@ ALTER TABLE ONLY public.usage_facts
     ADD CONSTRAINT usage_facts_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
 
 --
+-- Name: webhook_attempts webhook_attempts_tenant_id_run_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_attempts
+    ADD CONSTRAINT webhook_attempts_tenant_id_run_id_fkey FOREIGN KEY (tenant_id, run_id) REFERENCES public.runs(tenant_id, run_id) ON DELETE CASCADE;
+
+--
+-- Name: webhook_endpoints webhook_endpoints_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_endpoints
+    ADD CONSTRAINT webhook_endpoints_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
+
+--
 -- Name: account_changes; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -7080,6 +7414,12 @@ ALTER TABLE public.cleanup_leases ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.console_actions ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: endpoint_deliveries; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.endpoint_deliveries ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: erase_jobs; Type: ROW SECURITY; Schema: public; Owner: -
@@ -7652,6 +7992,12 @@ CREATE POLICY tenant_isolation ON public.cleanup_leases USING ((tenant_id = publ
 CREATE POLICY tenant_isolation ON public.console_actions USING ((tenant_id = public.tenantry_current_tenant()));
 
 --
+-- Name: endpoint_deliveries tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.endpoint_deliveries USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
 -- Name: erase_jobs tenant_isolation; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -8156,6 +8502,18 @@ CREATE POLICY tenant_isolation ON public.tool_servers USING ((tenant_id = public
 CREATE POLICY tenant_isolation ON public.usage_facts USING ((tenant_id = public.tenantry_current_tenant()));
 
 --
+-- Name: webhook_attempts tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.webhook_attempts USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: webhook_endpoints tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.webhook_endpoints USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
 -- Name: tenant_keys; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -8208,6 +8566,18 @@ ALTER TABLE public.tool_servers ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.usage_facts ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: webhook_attempts; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.webhook_attempts ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: webhook_endpoints; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.webhook_endpoints ENABLE ROW LEVEL SECURITY;
 
 --
 -- PostgreSQL database dump complete

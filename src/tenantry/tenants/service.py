@@ -16,6 +16,7 @@ from tenantry.errors import (
     TenantErased,
     TenantMoving,
     Unauthorized,
+    ValidationFailed,
 )
 from tenantry.ids import ApiKeyId, TenantId
 from tenantry.tenants.auth_cache import AuthCache
