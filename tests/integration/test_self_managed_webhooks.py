@@ -216,6 +216,10 @@ async def test_a_rotation_signs_with_both_secrets_until_its_overlap_ends(
     assert r.status_code == 200, r.text
     left = datetime.fromisoformat(r.json()["previous_valid_until"]) - datetime.now(UTC)
     assert 86300 < left.total_seconds() <= 86400
+    # Each rotation is in the tenant's audit trail, with the key that made it.
+    trail = (await api.client.get("/v1/audit", params={"kind": "change"}, headers=h)).json()
+    rotations = [e for e in trail["data"] if e["action"] == "POST /v1/webhook-secret/rotate"]
+    assert len(rotations) == 3 and all(e["actor"].startswith("key:") for e in rotations)
     # The operator's rotation stops the old secret at once, the overlap's included.
     r = await api.client.post(f"/admin/v1/tenants/{tenant}/webhook-secret",
                               headers=api.operator)
