@@ -133,3 +133,17 @@ class ExportId(_PrefixedId):
 
     __slots__ = ()
     prefix = "exp"
+
+
+class WebhookEndpointId(_PrefixedId):
+    """A tenant's webhook endpoint (ADR 0045)."""
+
+    __slots__ = ()
+    prefix = "whe"
+
+
+class WebhookDeliveryId(_PrefixedId):
+    """One attempt to deliver a run's end, in the tenant's delivery history (ADR 0045)."""
+
+    __slots__ = ()
+    prefix = "whd"

@@ -106,6 +106,8 @@ TENANT_POOL_DEFINERS = {
     "tenantry_authenticate", "tenantry_authenticate_v2", "tenantry_claim_runs",
     "tenantry_claim_runs_fifo", "tenantry_renew_leases", "tenantry_claim_webhooks",
     "tenantry_spent_webhooks", "tenantry_expired_approvals", "tenantry_wake_parked",
+    # Deliveries to tenants' webhook endpoints, claimed as runs' own (ADR 0045).
+    "tenantry_claim_endpoint_deliveries",
     "tenantry_sweep_reservations", "tenantry_queue_depth", "tenantry_scheduler_gauges",
     "tenantry_runs_by_status", "tenantry_usage_per_account_day",
     # A worker loop registers its session lock (ADR 0018): its own row only; v2 with its

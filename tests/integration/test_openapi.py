@@ -44,6 +44,7 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
         run_blobs,
         runs,
         tool_servers,
+        webhooks,
     )
 
     routes = [*admin.router.routes, *tool_servers.router.routes, *own_tool_servers.router.routes,
@@ -58,7 +59,8 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
               *prices.router.routes, *inbox.router.routes, *activities.router.routes,
               *retention.admin_router.routes, *retention.router.routes,
               *audit_trail.router.routes, *audit_trail.admin_router.routes,
-              *api_keys.router.routes, *exports.router.routes]
+              *api_keys.router.routes, *exports.router.routes,
+              *webhooks.router.routes]
     served = {
         # The document names a `{model:path}` parameter as `{model}`, as OpenAPI has it.
         (route.path_format, method)
@@ -103,7 +105,11 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
                 ("/v1/api-keys", "POST"), ("/v1/api-keys/{key_id}/rotate", "POST"),
                 ("/v1/audit", "GET"), ("/admin/v1/tenants/{tenant_id}/audit", "GET"),
                 ("/v1/exports", "POST"), ("/v1/exports", "GET"),
-                ("/v1/exports/{export_id}", "GET"), ("/v1/exports/{export_id}/archive", "GET")}
+                ("/v1/exports/{export_id}", "GET"), ("/v1/exports/{export_id}/archive", "GET"),
+                ("/v1/webhook-endpoints", "POST"), ("/v1/webhook-endpoints", "GET"),
+                ("/v1/webhook-endpoints/{endpoint_id}", "GET"),
+                ("/v1/webhook-endpoints/{endpoint_id}", "DELETE"),
+                ("/v1/webhook-secret/rotate", "POST"), ("/v1/webhook-deliveries", "GET")}
     assert expected <= documented
 
 
@@ -439,6 +445,10 @@ async def test_every_link_leads_where_it_says(api: Api, fakes: Fakes) -> None:
     await _expect(w.follow(own_account, "RotateKey", h, body={"api_key": "sk-new"}), 200)
     await _expect(w.follow(own_account, "DisableOwnAccount", h), 200)
     await _expect(w.follow(own_account, "GetOwnAccount", h), 404)  # disabled: gone
+    # A webhook endpoint (a public literal: this API vets addresses, nothing is sent).
+    endpoint = await _expect(w.call("POST /v1/webhook-endpoints", {},
+                                    {"url": "https://93.184.215.14/hook"}, h), 201)
+    await _expect(w.follow(endpoint, "GetEndpoint", h), 200)
 
     # Agents, versions, runs.
     agent = await _expect(w.call("POST /v1/agents", {}, {

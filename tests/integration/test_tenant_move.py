@@ -4,6 +4,7 @@ bad moves are refused before anything changes; an interrupted move resumes or ro
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -81,6 +82,20 @@ async def test_a_tenant_moves_with_a_run_in_flight_and_one_waiting_for_approval(
             return bool(pending) and any(c.tool == "slow" for c in fakes.mcp.calls)
 
         await until(both_under_way, "one run waits for approval, one is in its slow call", 30)
+        # A webhook endpoint, a delivery to it and an attempt in the history (ADR 0045):
+        # rows with foreign keys to the run and the endpoint move too.
+        endpoint = uuid.uuid4()
+        await admin_conn.execute(
+            "INSERT INTO webhook_endpoints (tenant_id, endpoint_id, slot, url)"
+            " VALUES ($1, $2, 1, 'https://hooks.example/end')", tenant, endpoint)
+        await admin_conn.execute(
+            "INSERT INTO endpoint_deliveries (tenant_id, run_id, endpoint_id, state, attempts)"
+            " VALUES ($1, $2, $3, 'delivered', 1)", tenant, RunId.parse(waiting).uuid, endpoint)
+        await admin_conn.execute(
+            "INSERT INTO webhook_attempts (tenant_id, delivery_id, run_id, endpoint_id, url,"
+            " attempt, outcome, status_code) VALUES ($1, $2, $3, $4,"
+            " 'https://hooks.example/end', 1, 'delivered', 204)",
+            tenant, uuid.uuid4(), RunId.parse(waiting).uuid, endpoint)
         moved = await Mover(directory_conn, progress=lambda *s: steps.append(s)).move(
             tenant, "eu-2")
     assert moved.phase is Phase.DONE and moved.rows_copied and moved.blobs_copied == 1
@@ -106,6 +121,9 @@ async def test_a_tenant_moves_with_a_run_in_flight_and_one_waiting_for_approval(
         row = await target.fetchrow("SELECT status, steps FROM runs WHERE run_id = $1",
                                     RunId.parse(in_flight).uuid)
         assert (row["status"], row["steps"]) == ("queued", 1)
+        for table in ("webhook_endpoints", "endpoint_deliveries", "webhook_attempts"):
+            assert await target.fetchval(
+                f"SELECT count(*) FROM {table} WHERE tenant_id = $1", tenant) == 1, table
     finally:
         await target.close()
     async with serving_api(eu_2) as api2:

@@ -194,7 +194,8 @@ async def list_tenants(
 async def rotate_webhook_secret(
     tenant_id: str, p: Platform = Depends(platform)
 ) -> WebhookSecretOut:
-    """Replace the tenant's webhook signing secret; the new one is shown once."""
+    """Replace the tenant's webhook signing secret; the new one is shown once. The old one
+    stops at once, and so does one a tenant's own rotation left signing (ADR 0045)."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
     return WebhookSecretOut(webhook_secret=await service.rotate_webhook_secret(p.db, tenant))
 

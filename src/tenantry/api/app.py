@@ -39,6 +39,7 @@ from tenantry.api import (
     run_bodies,
     runs,
     tool_servers,
+    webhooks,
 )
 from tenantry.api.body_limit import BodyLimit
 from tenantry.api.platform import Platform
@@ -52,7 +53,7 @@ _PROBLEM_SCHEMA = {
                    "overloaded, budget_exhausted, tool_unavailable, tenant_erased, "
                    "admissions_paused, region_not_served, database_unavailable, "
                    "tool_server_authorization_failed, tool_server_url_refused, "
-                   "model_account_url_refused, internal_error; "
+                   "model_account_url_refused, webhook_url_refused, internal_error; "
                    "through `tenantry router` also tenant_moving and cell_unavailable.",
     "required": ["type", "title", "status", "detail"],
     "properties": {
@@ -85,6 +86,7 @@ _CONFLICTS = {
     ("POST", "/v1/activity-tasks"), ("POST", "/v1/activities/{name}/versions"),
     ("POST", "/admin/v1/tenants/{tenant_id}/api-keys"),  # erased tenant (ADR 0017); expiry past
     ("POST", "/v1/api-keys"),  # an expiry already past
+    ("POST", "/v1/webhook-endpoints"),  # ten already (ADR 0045)
 }
 _MISSING_REFERENCES = {("POST", "/v1/runs"), ("POST", "/admin/v1/billing/reconcile"),
                        ("POST", "/v1/activity-tasks")}
@@ -125,7 +127,7 @@ def create_app(
                    activities.router, approvals.router, inbox.router,
                    retention.admin_router, retention.router,
                    audit_trail.router, audit_trail.admin_router, api_keys.router,
-                   exports.router]
+                   exports.router, webhooks.router]
     for router in api_routers:
         app.include_router(router)
     console.install(app)

@@ -106,7 +106,7 @@ WHERE tenant_id = $1 AND run_id > $2 AND status IN ('queued', 'running', 'waitin
 ORDER BY run_id LIMIT $3
 
 -- name: erase_state
-SELECT secrets, tool_servers FROM tenantry_erase_tenant_state($1)
+SELECT secrets, tool_servers FROM tenantry_erase_tenant_state_v2($1)
 
 -- name: erase_progress
 UPDATE erase_jobs SET runs_deleted = runs_deleted + $2, runs_cancelled = runs_cancelled + $3,

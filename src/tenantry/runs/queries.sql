@@ -78,12 +78,23 @@ UPDATE runs SET cancel_requested = true, updated_at = now()
 WHERE tenant_id = $1 AND run_id = $2
 
 -- name: set_terminal_status
--- A run with a webhook gets its delivery queued in the same transaction (outbox).
-UPDATE runs SET status = $3, answer = $4, error = $5, finished_at = now(), updated_at = now(),
-                lease_owner = NULL, lease_expires_at = NULL,
-                webhook_state = CASE WHEN webhook_url IS NULL THEN NULL ELSE 'pending' END,
-                webhook_next_at = CASE WHEN webhook_url IS NULL THEN NULL ELSE now() END
-WHERE tenant_id = $1 AND run_id = $2
+-- A run with a webhook gets its delivery queued in the same transaction (outbox), and so
+-- does each of the tenant's webhook endpoints whose filters take it (ADR 0045), as
+-- tenantry_commit_step_v2 queues them.
+WITH ended AS (
+    UPDATE runs SET status = $3, answer = $4, error = $5, finished_at = now(),
+                    updated_at = now(), lease_owner = NULL, lease_expires_at = NULL,
+                    webhook_state = CASE WHEN webhook_url IS NULL THEN NULL ELSE 'pending' END,
+                    webhook_next_at = CASE WHEN webhook_url IS NULL THEN NULL ELSE now() END
+    WHERE tenant_id = $1 AND run_id = $2
+    RETURNING tenant_id, run_id, agent_id, status
+)
+INSERT INTO endpoint_deliveries (tenant_id, run_id, endpoint_id, next_at)
+SELECT e.tenant_id, e.run_id, w.endpoint_id, now()
+FROM ended e JOIN webhook_endpoints w ON w.tenant_id = e.tenant_id
+WHERE (w.statuses IS NULL OR e.status = ANY (w.statuses))
+  AND (w.agent_ids IS NULL OR e.agent_id = ANY (w.agent_ids))
+ON CONFLICT DO NOTHING
 
 -- name: read_events
 SELECT e.seq, e.type, coalesce(p.data, e.data) AS data, e.created_at, e.format
@@ -132,11 +143,47 @@ SELECT tenant_id, run_id, attempts FROM tenantry_claim_webhooks($1, $2, $3, $4, 
 SELECT tenant_id, run_id, attempts FROM tenantry_spent_webhooks($1, $2, $3)
 
 -- name: webhook_job
+-- previous_secret: the one a rotation replaced, while its overlap lasts (ADR 0045).
 SELECT r.webhook_url, r.status, r.answer, r.error, r.agent_id, r.agent_version,
        r.input_tokens, r.output_tokens, r.cost_micros, r.steps, r.created_at, r.finished_at,
-       r.last_seq, t.webhook_secret
+       r.last_seq, t.webhook_secret,
+       CASE WHEN t.webhook_secret_previous_until > now()
+            THEN t.webhook_secret_previous END AS previous_secret
 FROM runs r JOIN tenants t ON t.tenant_id = r.tenant_id
 WHERE r.tenant_id = $1 AND r.run_id = $2 AND r.webhook_state = 'pending'
+
+-- name: endpoint_job
+-- One delivery to an endpoint: the run's summary as its own webhook sends it, the
+-- endpoint's URL, the tenant's secrets.
+SELECT w.url AS webhook_url, r.status, r.answer, r.error, r.agent_id, r.agent_version,
+       r.input_tokens, r.output_tokens, r.cost_micros, r.steps, r.created_at, r.finished_at,
+       r.last_seq, t.webhook_secret,
+       CASE WHEN t.webhook_secret_previous_until > now()
+            THEN t.webhook_secret_previous END AS previous_secret
+FROM endpoint_deliveries d
+JOIN runs r ON r.tenant_id = d.tenant_id AND r.run_id = d.run_id
+JOIN webhook_endpoints w ON w.tenant_id = d.tenant_id AND w.endpoint_id = d.endpoint_id
+JOIN tenants t ON t.tenant_id = d.tenant_id
+WHERE d.tenant_id = $1 AND d.run_id = $2 AND d.endpoint_id = $3 AND d.state = 'pending'
+
+-- name: claim_endpoint_deliveries
+-- As claim_webhooks, for endpoints; spent: no attempt left, to be recorded as failed.
+SELECT tenant_id, run_id, endpoint_id, attempts, spent
+FROM tenantry_claim_endpoint_deliveries($1, $2, $3, $4, $5, $6)
+
+-- name: endpoint_done
+UPDATE endpoint_deliveries SET state = $4, next_at = NULL
+WHERE tenant_id = $1 AND run_id = $2 AND endpoint_id = $3 AND state = 'pending'
+
+-- name: endpoint_retry_at
+UPDATE endpoint_deliveries SET next_at = now() + make_interval(secs => $4)
+WHERE tenant_id = $1 AND run_id = $2 AND endpoint_id = $3 AND state = 'pending'
+
+-- name: record_attempt
+-- One attempt in the tenant's delivery history ($4: the endpoint, NULL for the run's own).
+INSERT INTO webhook_attempts (tenant_id, delivery_id, run_id, endpoint_id, url, attempt,
+                              outcome, status_code, error)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 
 -- name: webhook_done
 UPDATE runs SET webhook_state = $3, webhook_next_at = NULL
@@ -213,10 +260,11 @@ SELECT i, outcome, run_id, status, detail FROM tenantry_create_runs($1::jsonb)
 -- name: commit_step
 -- A step's events, projections, lease, audit row, settlement, usage fact and terminal
 -- status in one call (migration 0029): NULL last_seq when the lease is no longer ours;
--- hand_back when the run went back to the queue because its tenant is moving (0031).
+-- hand_back when the run went back to the queue because its tenant is moving (0031). v2
+-- queues the tenant's endpoint deliveries with a run's end (ADR 0045).
 SELECT last_seq, cancel_requested, hand_back
-FROM tenantry_commit_step($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
-                          $16)
+FROM tenantry_commit_step_v2($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
+                             $15, $16)
 
 -- name: run_events
 SELECT seq, type, data, created_at, format FROM tenantry_run_events($1, $2, $3, $4)

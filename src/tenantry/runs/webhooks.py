@@ -1,9 +1,12 @@
-"""Webhooks: when a run ends, POST its summary to the run's URL, signed with the tenant's
-secret, retried with backoff, and recorded in the run's log.
+"""Webhooks: when a run ends, POST its summary to the run's URL and to each of the tenant's
+endpoints whose filters take it (ADR 0045), signed with the tenant's secret (and, during a
+rotation's overlap, the one it replaced), retried with backoff, recorded in the run's log
+(the run's own URL) and, attempt by attempt, in the tenant's delivery history (both).
 
-The delivery is an outbox on the run row, queued in the same transaction as the terminal
-event, so a crash between the two cannot lose it. Delivery is at-least-once: receivers
-dedupe by ``run_id`` (also sent as ``Idempotency-Key``).
+The delivery is an outbox — on the run row for its own URL, a row per endpoint in
+``endpoint_deliveries`` — queued in the same transaction as the terminal event, so a crash
+between the two cannot lose it. Delivery is at-least-once: receivers dedupe by ``run_id``
+(also sent as ``Idempotency-Key``).
 
 The URL is the tenant's, the network it reaches is ours:
 
@@ -28,6 +31,7 @@ import hashlib
 import hmac
 import logging
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -36,7 +40,7 @@ import httpx2
 
 from tenantry.db import Database
 from tenantry.db.queries import load
-from tenantry.ids import AgentId, RunId, TenantId
+from tenantry.ids import AgentId, RunId, TenantId, uuid7
 from tenantry.jsonutil import dumps
 from tenantry.runs import log
 from tenantry.runs.events import WebhookDelivered, WebhookFailed, WebhookOutcome
@@ -65,10 +69,22 @@ SEND_FAILED = "request failed"
 INTERRUPTED = "the last attempt was interrupted"
 
 
-def sign(secret: str, timestamp: int, body: bytes) -> str:
-    """``t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`` (verify both, reject old t)."""
-    mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256)
-    return f"t={timestamp},v1={mac.hexdigest()}"
+def sign(secret: str, timestamp: int, body: bytes, *, previous: str | None = None) -> str:
+    """``t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`` (verify both, reject old t).
+
+    During a rotation's overlap, ``previous`` signs too, in a second ``v1`` after the new
+    one (ADR 0045): a receiver checking every ``v1`` accepts either secret, and one that
+    keeps the last ``v1`` of the header (the verification documented before rotations had
+    an overlap) still holds the secret it was given, the previous one, until it switches."""
+    values = [_mac(secret, timestamp, body)]
+    if previous is not None and previous != secret:
+        values.append(_mac(previous, timestamp, body))
+    return ",".join([f"t={timestamp}", *(f"v1={v}" for v in values)])
+
+
+def _mac(secret: str, timestamp: int, body: bytes) -> str:
+    return hmac.new(secret.encode(), f"{timestamp}.".encode() + body,
+                    hashlib.sha256).hexdigest()
 
 
 def backoff_seconds(attempts: int) -> float:
@@ -154,6 +170,20 @@ class Attempt:
     reason: str | None  # the tenant's; None when delivered
 
 
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One delivery: a run's end to its own URL (``endpoint`` None) or to an endpoint."""
+
+    tenant: TenantId
+    run: RunId
+    endpoint: uuid.UUID | None
+    attempts: int  # this attempt's number (claims so far)
+
+    @property
+    def name(self) -> str:
+        return f"webhook {self.run}" + (f" endpoint {self.endpoint}" if self.endpoint else "")
+
+
 class WebhookSender:
     """Claims due deliveries and sends each in its own task (``deliver_due`` returns at
     once); ``aclose`` cancels those still in flight (their claim lapses and another
@@ -206,30 +236,37 @@ class WebhookSender:
         free = self.limits.total - len(self._tasks)
         if free <= 0:
             return 0
-        busy = [(tenant, n) for tenant, n in self._in_flight.items() if n > 0]
+        busy = collections.Counter({t: n for t, n in self._in_flight.items() if n > 0})
         async with self._db.unscoped() as conn:
             spent = await conn.fetch(Q.spent_webhooks, self._SPENT_BATCH,
                                      self.limits.claim_seconds, MAX_ATTEMPTS)
             due = await conn.fetch(
                 Q.claim_webhooks, free, self.limits.claim_seconds, MAX_ATTEMPTS,
-                self.limits.per_tenant, [t for t, _ in busy], [n for _, n in busy])
-        for row in spent:  # never sent again: recorded as failed, as a last attempt is
-            tenant, run = TenantId(row["tenant_id"]), RunId(row["run_id"])
-            async with self._db.tenant_tx(tenant) as conn:
-                job = await conn.fetchrow(Q.webhook_job, tenant.value, run.uuid)
-            if job is not None:
-                await self._finish(tenant, run, "failed",
-                                   WebhookFailed(job["webhook_url"], row["attempts"], None,
-                                                 INTERRUPTED))
-        for row in due:
-            tenant = TenantId(row["tenant_id"])
-            run = RunId(row["run_id"])
-            task = asyncio.create_task(self._deliver(tenant, run, row["attempts"]),
-                                       name=f"webhook {run}")
+                self.limits.per_tenant, list(busy), list(busy.values()))
+            jobs = [Job(TenantId(r["tenant_id"]), RunId(r["run_id"]), None, r["attempts"])
+                    for r in due]
+            # Endpoints share the slots: what was just claimed counts as in flight.
+            busy.update(job.tenant.value for job in jobs)
+            to_endpoints = await conn.fetch(
+                Q.claim_endpoint_deliveries, max(free - len(jobs), 0),
+                self.limits.claim_seconds, MAX_ATTEMPTS, self.limits.per_tenant,
+                list(busy), list(busy.values()))
+        lapsed = [Job(TenantId(r["tenant_id"]), RunId(r["run_id"]), None, r["attempts"])
+                  for r in spent]
+        for r in to_endpoints:
+            job = Job(TenantId(r["tenant_id"]), RunId(r["run_id"]), r["endpoint_id"],
+                      r["attempts"])
+            (lapsed if r["spent"] else jobs).append(job)
+        for job in lapsed:  # never sent again: recorded as failed, as a last attempt is
+            row = await self._job_row(job)
+            if row is not None:
+                await self._finish(job, row["webhook_url"], Attempt(False, None, INTERRUPTED))
+        for job in jobs:
+            task = asyncio.create_task(self._deliver(job), name=job.name)
             self._tasks.add(task)
-            self._in_flight[tenant.value] += 1
-            task.add_done_callback(functools.partial(self._done, tenant=tenant.value))
-        return len(spent) + len(due)
+            self._in_flight[job.tenant.value] += 1
+            task.add_done_callback(functools.partial(self._done, tenant=job.tenant.value))
+        return len(lapsed) + len(jobs)
 
     def _done(self, task: asyncio.Task[None], tenant: str) -> None:
         self._tasks.discard(task)
@@ -240,40 +277,57 @@ class WebhookSender:
             # The database went away mid-delivery, say: the claim lapses, it is tried again.
             logger.warning("webhook delivery stopped: %s", task.exception())
 
-    async def _deliver(self, tenant: TenantId, run: RunId, attempts: int) -> None:
-        async with self._db.tenant_tx(tenant) as conn:
-            job = await conn.fetchrow(Q.webhook_job, tenant.value, run.uuid)
-        if job is None:
+    async def _job_row(self, job: Job) -> Any:
+        async with self._db.tenant_tx(job.tenant) as conn:
+            if job.endpoint is None:
+                return await conn.fetchrow(Q.webhook_job, job.tenant.value, job.run.uuid)
+            return await conn.fetchrow(Q.endpoint_job, job.tenant.value, job.run.uuid,
+                                       job.endpoint)
+
+    async def _deliver(self, job: Job) -> None:
+        row = await self._job_row(job)
+        if row is None:  # delivered meanwhile, or the run or the endpoint is gone
             return
-        body = dumps(_summary(run, job))
+        body = dumps(_summary(job.run, row))
         stamp = int(time.time())
         headers = {
             "Content-Type": "application/json",
-            SIGNATURE_HEADER: sign(job["webhook_secret"], stamp, body),
-            "Idempotency-Key": str(run),
+            SIGNATURE_HEADER: sign(row["webhook_secret"], stamp, body,
+                                   previous=row["previous_secret"]),
+            "Idempotency-Key": str(job.run),
             "User-Agent": "tenantry-webhooks",
         }
-        url: str = job["webhook_url"]
-        attempt = await self._attempt(url, body, headers, tenant, run)
-        if attempt.delivered:
-            await self._finish(tenant, run, "delivered",
-                               WebhookDelivered(url, attempts, attempt.status_code, None))
-        elif attempts >= MAX_ATTEMPTS:
-            await self._finish(tenant, run, "failed",
-                               WebhookFailed(url, attempts, attempt.status_code,
-                                             attempt.reason))
-        else:
-            async with self._db.tenant_tx(tenant) as conn:
-                await conn.execute(Q.webhook_retry_at, tenant.value, run.uuid,
-                                   backoff_seconds(attempts))
+        url: str = row["webhook_url"]
+        attempt = await self._attempt(url, body, headers, job.tenant, job.run)
+        await self._finish(job, url, attempt)
 
-    async def _finish(
-        self, tenant: TenantId, run: RunId, state: str, outcome: WebhookOutcome
-    ) -> None:
-        async with self._db.tenant_tx(tenant) as conn:
-            done = await conn.execute(Q.webhook_done, tenant.value, run.uuid, state)
-            if done.endswith(" 1"):  # exactly one worker records the outcome
-                await log.append(conn, tenant, run, outcome, epoch=None)
+    async def _finish(self, job: Job, url: str, attempt: Attempt) -> None:
+        """Record the attempt in the tenant's history and, with it, what follows: the
+        delivery done (its outcome in the run's log, for the run's own URL), or retried."""
+        last = attempt.delivered or job.attempts >= MAX_ATTEMPTS
+        outcome = ("delivered" if attempt.delivered else "failed" if last else "retrying")
+        tenant, run = job.tenant.value, job.run.uuid
+        async with self._db.tenant_tx(job.tenant) as conn:
+            if not last:
+                changed = await conn.execute(
+                    *((Q.webhook_retry_at, tenant, run) if job.endpoint is None
+                      else (Q.endpoint_retry_at, tenant, run, job.endpoint)),
+                    backoff_seconds(job.attempts))
+            else:
+                state = "delivered" if attempt.delivered else "failed"
+                changed = await conn.execute(
+                    *((Q.webhook_done, tenant, run, state) if job.endpoint is None
+                      else (Q.endpoint_done, tenant, run, job.endpoint, state)))
+            if not changed.endswith(" 1"):
+                return  # another worker recorded it (a lapsed claim): once is enough
+            await conn.execute(Q.record_attempt, tenant, uuid7(), run, job.endpoint, url,
+                               job.attempts, outcome, attempt.status_code, attempt.reason)
+            if last and job.endpoint is None:  # exactly one worker records the outcome
+                event: WebhookOutcome = (
+                    WebhookDelivered(url, job.attempts, attempt.status_code, None)
+                    if attempt.delivered
+                    else WebhookFailed(url, job.attempts, attempt.status_code, attempt.reason))
+                await log.append(conn, job.tenant, job.run, event, epoch=None)
 
     async def _attempt(
         self, url: str, body: bytes, headers: dict[str, str], tenant: TenantId, run: RunId

@@ -5,7 +5,11 @@ ON CONFLICT (tenant_id) DO NOTHING
 RETURNING tenant_id, name, region, plan, home_cell, created_at
 
 -- name: set_webhook_secret
-UPDATE tenants SET webhook_secret = $2 WHERE tenant_id = $1
+-- The operator's rotation: the old secret stops at once, and so does one a tenant's
+-- rotation left signing (a leak is why an operator rotates).
+UPDATE tenants SET webhook_secret = $2, webhook_secret_previous = NULL,
+                   webhook_secret_previous_until = NULL
+WHERE tenant_id = $1
 
 -- name: get_tenant
 SELECT tenant_id, name, region, plan, home_cell, created_at, erased_at
@@ -71,3 +75,13 @@ RETURNING tenant_id, admissions_paused_at
 
 -- name: admissions_paused_at
 SELECT admissions_paused_at FROM tenants WHERE tenant_id = $1
+
+-- name: rotate_webhook_secret
+-- The tenant's rotation (ADR 0045): the current secret keeps signing beside the new one
+-- until now + $3 seconds ($3 = 0: it stops at once), and one replaced before is dropped.
+UPDATE tenants t SET webhook_secret = $2,
+    webhook_secret_previous = CASE WHEN $3::integer > 0 THEN t.webhook_secret END,
+    webhook_secret_previous_until = CASE WHEN $3::integer > 0
+                                         THEN now() + make_interval(secs => $3::integer) END
+WHERE tenant_id = $1
+RETURNING webhook_secret_previous_until

@@ -16,6 +16,7 @@ from tenantry.errors import (
     TenantErased,
     TenantMoving,
     Unauthorized,
+    ValidationFailed,
 )
 from tenantry.ids import ApiKeyId, TenantId
 from tenantry.tenants.auth_cache import AuthCache
@@ -91,14 +92,44 @@ def new_webhook_secret() -> str:
     return "whsec_" + secrets.token_hex(32)
 
 
+#: The longest a replaced webhook secret keeps signing (ADR 0045), and the default.
+MAX_SECRET_OVERLAP_SECONDS = 7 * 24 * 3600
+DEFAULT_SECRET_OVERLAP_SECONDS = 24 * 3600
+
+
+@dataclass(frozen=True, slots=True)
+class RotatedSecret:
+    secret: str  # shown once
+    previous_valid_until: datetime | None  # None: the old secret stopped at once
+
+
 async def rotate_webhook_secret(db: Database, tenant: TenantId) -> str:
-    """A new signing secret for the tenant's webhooks; the old one stops at once."""
+    """The operator's rotation: a new signing secret for the tenant's webhooks; the old one
+    stops at once, and so does one a tenant's rotation left signing."""
     secret = new_webhook_secret()
     async with db.tenant_tx(tenant) as conn:
         done = await conn.execute(Q.set_webhook_secret, tenant.value, secret)
     if not done.endswith(" 1"):
         raise NotFound(TENANT_NOT_FOUND)
     return secret
+
+
+async def rotate_own_webhook_secret(
+    db: Database, tenant: TenantId, overlap_seconds: int
+) -> RotatedSecret:
+    """The tenant's rotation: a new secret signs from now on, and the current one beside it
+    for ``overlap_seconds`` (0 to ``MAX_SECRET_OVERLAP_SECONDS``; 0 stops it at once). A
+    secret an earlier rotation left signing stops now: two at most sign a delivery."""
+    if not 0 <= overlap_seconds <= MAX_SECRET_OVERLAP_SECONDS:
+        raise ValidationFailed(f"overlap_seconds: 0 to {MAX_SECRET_OVERLAP_SECONDS}",
+                               field="overlap_seconds")
+    secret = new_webhook_secret()
+    async with db.tenant_tx(tenant) as conn:
+        row = await conn.fetchrow(Q.rotate_webhook_secret, tenant.value, secret,
+                                  overlap_seconds)
+    if row is None:
+        raise NotFound(TENANT_NOT_FOUND)
+    return RotatedSecret(secret, row["webhook_secret_previous_until"])
 
 
 async def get_tenant(db: Database, tenant: TenantId) -> Tenant:
