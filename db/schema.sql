@@ -428,6 +428,66 @@ CREATE FUNCTION public.tenantry_claim_endpoint_deliveries(p_batch integer, p_sec
 $$;
 
 --
+-- Name: tenantry_claim_export(text, double precision, integer, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_claim_export(p_owner text, p_seconds double precision, p_max_attempts integer, p_keep_days integer) RETURNS TABLE(tenant_id text, export_id uuid, epoch bigint, archive_ref text)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+DECLARE
+    v_tenant text;
+    v_export uuid;
+    v_attempts integer;
+    v_old_ref text;
+    v_epoch bigint;
+    v_ref text;
+BEGIN
+    LOOP
+        SELECT x.tenant_id, x.export_id, x.attempts, x.archive_ref
+        INTO v_tenant, v_export, v_attempts, v_old_ref
+        FROM public.exports x
+        JOIN public.tenants t ON t.tenant_id = x.tenant_id
+        WHERE (x.status = 'queued'
+               OR (x.status = 'running' AND x.lease_expires_at < clock_timestamp()))
+          AND t.erased_at IS NULL
+          AND x.tenant_id <> ALL (public.tenantry_frozen_tenants())
+        ORDER BY x.created_at
+        LIMIT 1
+        FOR UPDATE OF x SKIP LOCKED;
+        IF NOT FOUND THEN
+            RETURN;
+        END IF;
+        IF v_old_ref IS NOT NULL THEN
+            INSERT INTO public.blob_deletions (tenant_id, ref, run_id)
+            VALUES (v_tenant, v_old_ref, NULL)
+            ON CONFLICT ON CONSTRAINT blob_deletions_pkey DO NOTHING;
+        END IF;
+        IF v_attempts >= p_max_attempts THEN
+            UPDATE public.exports x
+            SET status = 'failed', lease_owner = NULL, lease_expires_at = NULL,
+                archive_ref = NULL, finished_at = clock_timestamp(),
+                expires_at = clock_timestamp() + make_interval(days => p_keep_days),
+                error = left('gave up after ' || v_attempts || ' attempts'
+                             || coalesce(': ' || x.error, ''), 500)
+            WHERE x.tenant_id = v_tenant AND x.export_id = v_export;
+            CONTINUE;
+        END IF;
+        UPDATE public.exports x
+        SET status = 'running', lease_owner = p_owner, lease_epoch = x.lease_epoch + 1,
+            lease_expires_at = clock_timestamp() + make_interval(secs => p_seconds),
+            attempts = x.attempts + 1, started_at = coalesce(x.started_at, clock_timestamp()),
+            archive_ref = 'export_' || replace(x.export_id::text, '-', '') || '.'
+                          || (x.lease_epoch + 1) || '.tar.gz'
+        WHERE x.tenant_id = v_tenant AND x.export_id = v_export
+        RETURNING x.lease_epoch, x.archive_ref INTO v_epoch, v_ref;
+        RETURN QUERY SELECT v_tenant, v_export, v_epoch, v_ref;
+        RETURN;
+    END LOOP;
+END
+$$;
+
+--
 -- Name: tenantry_claim_runs(text, integer, double precision, text, boolean); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -762,14 +822,15 @@ BEGIN
         INSERT INTO public.usage_facts (tenant_id, run_id, seq, agent_id, agent_version,
                                         provider, account, model, input_tokens,
                                         cached_input_tokens, cache_write_input_tokens,
-                                        output_tokens, cost_micros, price_version)
+                                        output_tokens, cost_micros, price_version,
+                                        account_owner)
         VALUES (p_tenant, p_run, last_seq, (p_usage->>'agent_id')::uuid,
                 (p_usage->>'agent_version')::integer, p_usage->>'provider',
                 p_usage->>'account', p_usage->>'model',
                 (p_usage->>'input_tokens')::bigint, (p_usage->>'cached_input_tokens')::bigint,
                 (p_usage->>'cache_write_input_tokens')::bigint,
                 (p_usage->>'output_tokens')::bigint, (p_usage->>'cost_micros')::bigint,
-                p_usage->>'price_version');
+                p_usage->>'price_version', p_usage->>'account_owner');
     END IF;
 
     IF p_terminal IS NOT NULL THEN
@@ -875,14 +936,15 @@ BEGIN
         INSERT INTO public.usage_facts (tenant_id, run_id, seq, agent_id, agent_version,
                                         provider, account, model, input_tokens,
                                         cached_input_tokens, cache_write_input_tokens,
-                                        output_tokens, cost_micros, price_version)
+                                        output_tokens, cost_micros, price_version,
+                                        account_owner)
         VALUES (p_tenant, p_run, last_seq, (p_usage->>'agent_id')::uuid,
                 (p_usage->>'agent_version')::integer, p_usage->>'provider',
                 p_usage->>'account', p_usage->>'model',
                 (p_usage->>'input_tokens')::bigint, (p_usage->>'cached_input_tokens')::bigint,
                 (p_usage->>'cache_write_input_tokens')::bigint,
                 (p_usage->>'output_tokens')::bigint, (p_usage->>'cost_micros')::bigint,
-                p_usage->>'price_version');
+                p_usage->>'price_version', p_usage->>'account_owner');
     END IF;
 
     IF p_terminal IS NOT NULL THEN
@@ -1509,6 +1571,8 @@ BEGIN
     GET DIAGNOSTICS v_servers = ROW_COUNT;
     UPDATE public.api_keys SET revoked_at = coalesce(revoked_at, now())
     WHERE tenant_id = p_tenant;
+    UPDATE public.model_accounts SET enabled = false, updated_at = now()
+    WHERE tenant_id = p_tenant AND enabled;
     RETURN QUERY SELECT v_secrets, v_servers;
 END
 $$;
@@ -1535,7 +1599,46 @@ BEGIN
     DELETE FROM public.webhook_endpoints w WHERE w.tenant_id = p_tenant;
     UPDATE public.api_keys SET revoked_at = coalesce(revoked_at, now())
     WHERE tenant_id = p_tenant;
+    UPDATE public.model_accounts SET enabled = false, updated_at = now()
+    WHERE tenant_id = p_tenant AND enabled;
     RETURN QUERY SELECT v_secrets, v_servers;
+END
+$$;
+
+--
+-- Name: tenantry_expire_exports(text, text, bigint, boolean, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_expire_exports(p_tenant text, p_owner text, p_epoch bigint, p_all boolean, p_limit integer) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+DECLARE
+    v_gone integer;
+BEGIN
+    PERFORM 1 FROM public.cleanup_leases l
+    WHERE l.tenant_id = p_tenant AND l.owner = p_owner AND l.epoch = p_epoch
+      AND l.expires_at > clock_timestamp()
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'cleanup lease of tenant % epoch % is no longer held', p_tenant, p_epoch
+            USING ERRCODE = 'TR001';
+    END IF;
+    WITH gone AS (
+        DELETE FROM public.exports x WHERE (x.tenant_id, x.export_id) IN (
+            SELECT y.tenant_id, y.export_id FROM public.exports y
+            WHERE y.tenant_id = p_tenant
+              AND (p_all OR (y.status IN ('ready', 'failed')
+                             AND y.expires_at < clock_timestamp()))
+            LIMIT p_limit)
+        RETURNING x.archive_ref
+    ), queued AS (
+        INSERT INTO public.blob_deletions (tenant_id, ref, run_id)
+        SELECT p_tenant, g.archive_ref, NULL FROM gone g WHERE g.archive_ref IS NOT NULL
+        ON CONFLICT ON CONSTRAINT blob_deletions_pkey DO NOTHING
+    )
+    SELECT count(*) INTO v_gone FROM gone;
+    RETURN v_gone;
 END
 $$;
 
@@ -2647,6 +2750,63 @@ CREATE FUNCTION public.tenantry_usage_per_tenant(p_from timestamp with time zone
 $$;
 
 --
+-- Name: tenantry_usage_per_tenant_v2(timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_usage_per_tenant_v2(p_from timestamp with time zone, p_to timestamp with time zone) RETURNS TABLE(tenant_id text, runs bigint, calls bigint, input_tokens numeric, cached_input_tokens numeric, output_tokens numeric, cost_micros numeric, sandbox_ms numeric, sandbox_cost_micros numeric, activity_attempts bigint, activity_sandbox_ms numeric, activity_cpu_us numeric, activity_peak_memory_bytes bigint, activity_cost_micros numeric, own_calls bigint, own_input_tokens numeric, own_cached_input_tokens numeric, own_output_tokens numeric, own_cost_micros numeric)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    WITH facts AS (
+        SELECT f.*, coalesce(f.account_owner = 'tenant', EXISTS (
+                   SELECT 1 FROM public.model_accounts a
+                   WHERE a.account_id = f.account AND a.tenant_id = f.tenant_id)) AS own
+        FROM public.usage_facts f
+        WHERE f.created_at >= p_from AND f.created_at < p_to
+    ), model AS (
+        SELECT f.tenant_id, count(*) AS calls, sum(f.input_tokens) AS input_tokens,
+               sum(f.cached_input_tokens) AS cached_input_tokens,
+               sum(f.output_tokens) AS output_tokens, sum(f.cost_micros) AS cost_micros,
+               count(*) FILTER (WHERE f.own) AS own_calls,
+               sum(f.input_tokens) FILTER (WHERE f.own) AS own_input_tokens,
+               sum(f.cached_input_tokens) FILTER (WHERE f.own) AS own_cached_input_tokens,
+               sum(f.output_tokens) FILTER (WHERE f.own) AS own_output_tokens,
+               sum(f.cost_micros) FILTER (WHERE f.own) AS own_cost_micros
+        FROM facts f
+        GROUP BY f.tenant_id
+    ), sandbox AS (
+        SELECT s.tenant_id, sum(s.sandbox_ms) AS sandbox_ms,
+               sum(s.cost_micros) AS sandbox_cost_micros,
+               count(*) FILTER (WHERE s.attempt IS NOT NULL) AS activity_attempts,
+               sum(s.sandbox_ms) FILTER (WHERE s.attempt IS NOT NULL) AS activity_sandbox_ms,
+               sum(s.cpu_us) AS activity_cpu_us,
+               max(s.peak_memory_bytes) AS activity_peak_memory_bytes,
+               sum(s.cost_micros) FILTER (WHERE s.attempt IS NOT NULL) AS activity_cost_micros
+        FROM public.sandbox_usage_facts s
+        WHERE s.created_at >= p_from AND s.created_at < p_to
+        GROUP BY s.tenant_id
+    ), runs AS (
+        SELECT u.tenant_id, count(DISTINCT u.run_id) AS runs
+        FROM (SELECT f.tenant_id, f.run_id FROM public.usage_facts f
+              WHERE f.created_at >= p_from AND f.created_at < p_to
+              UNION ALL
+              SELECT s.tenant_id, s.run_id FROM public.sandbox_usage_facts s
+              WHERE s.created_at >= p_from AND s.created_at < p_to) u
+        GROUP BY u.tenant_id
+    )
+    SELECT r.tenant_id, r.runs, coalesce(m.calls, 0), m.input_tokens, m.cached_input_tokens,
+           m.output_tokens, m.cost_micros, s.sandbox_ms, s.sandbox_cost_micros,
+           coalesce(s.activity_attempts, 0), s.activity_sandbox_ms, s.activity_cpu_us,
+           s.activity_peak_memory_bytes, s.activity_cost_micros,
+           coalesce(m.own_calls, 0), m.own_input_tokens, m.own_cached_input_tokens,
+           m.own_output_tokens, m.own_cost_micros
+    FROM runs r
+    LEFT JOIN model m ON m.tenant_id = r.tenant_id
+    LEFT JOIN sandbox s ON s.tenant_id = r.tenant_id
+    ORDER BY r.tenant_id
+$$;
+
+--
 -- Name: tenantry_wake_authorized(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -3032,7 +3192,7 @@ CREATE TABLE public.billing_reconciliations (
 CREATE TABLE public.blob_deletions (
     tenant_id text NOT NULL,
     ref text NOT NULL,
-    run_id uuid NOT NULL,
+    run_id uuid,
     queued_at timestamp with time zone DEFAULT now() NOT NULL,
     attempts integer DEFAULT 0 NOT NULL,
     next_at timestamp with time zone DEFAULT now() NOT NULL,
@@ -3217,6 +3377,34 @@ CREATE TABLE public.evaluation_runs (
 );
 
 --
+-- Name: exports; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.exports (
+    tenant_id text NOT NULL,
+    export_id uuid NOT NULL,
+    status text DEFAULT 'queued'::text NOT NULL,
+    idempotency_key text,
+    requested_by text NOT NULL,
+    lease_owner text,
+    lease_epoch bigint DEFAULT 0 NOT NULL,
+    lease_expires_at timestamp with time zone,
+    attempts integer DEFAULT 0 NOT NULL,
+    archive_ref text,
+    bytes bigint,
+    counts jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    expires_at timestamp with time zone,
+    CONSTRAINT exports_attempts_check CHECK ((attempts >= 0)),
+    CONSTRAINT exports_bytes_check CHECK ((bytes >= 0)),
+    CONSTRAINT exports_idempotency_key_check CHECK (((length(idempotency_key) >= 1) AND (length(idempotency_key) <= 255))),
+    CONSTRAINT exports_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'running'::text, 'ready'::text, 'failed'::text])))
+);
+
+--
 -- Name: frozen_tenants; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -3250,14 +3438,17 @@ CREATE TABLE public.model_accounts (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     secret_binding smallint DEFAULT 2 NOT NULL,
+    registered_by text DEFAULT 'operator'::text NOT NULL,
     CONSTRAINT model_accounts_account_id_check CHECK ((account_id ~ '^[a-z0-9][a-z0-9_-]{1,63}$'::text)),
     CONSTRAINT model_accounts_base_url_check CHECK ((base_url ~ '^https?://'::text)),
     CONSTRAINT model_accounts_check CHECK (((tenant_id IS NOT NULL) OR (secret_name IS NULL))),
     CONSTRAINT model_accounts_check1 CHECK (((secret_sealed IS NULL) = (secret_nonce IS NULL))),
     CONSTRAINT model_accounts_models_check CHECK (((cardinality(models) >= 1) AND (cardinality(models) <= 100))),
     CONSTRAINT model_accounts_provider_check CHECK ((provider = ANY (ARRAY['openai'::text, 'anthropic'::text, 'scripted'::text]))),
+    CONSTRAINT model_accounts_registered_by_check CHECK ((registered_by = ANY (ARRAY['operator'::text, 'tenant'::text]))),
     CONSTRAINT model_accounts_rpm_check CHECK ((rpm > 0)),
     CONSTRAINT model_accounts_secret_binding_check CHECK ((secret_binding = ANY (ARRAY[1, 2]))),
+    CONSTRAINT model_accounts_tenant_registers_its_own CHECK (((registered_by = 'operator'::text) OR (tenant_id IS NOT NULL))),
     CONSTRAINT model_accounts_tpm_check CHECK ((tpm > 0))
 );
 
@@ -4505,7 +4696,8 @@ CREATE TABLE public.usage_facts (
     output_tokens bigint NOT NULL,
     cost_micros bigint NOT NULL,
     price_version text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    account_owner text
 );
 
 --
@@ -5161,6 +5353,20 @@ ALTER TABLE ONLY public.evaluation_runs
     ADD CONSTRAINT evaluation_runs_pkey PRIMARY KEY (tenant_id, evaluation_id, case_index, side);
 
 --
+-- Name: exports exports_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.exports
+    ADD CONSTRAINT exports_pkey PRIMARY KEY (tenant_id, export_id);
+
+--
+-- Name: exports exports_tenant_id_idempotency_key_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.exports
+    ADD CONSTRAINT exports_tenant_id_idempotency_key_key UNIQUE (tenant_id, idempotency_key);
+
+--
 -- Name: frozen_tenants frozen_tenants_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -5805,6 +6011,13 @@ ALTER TABLE ONLY public.tool_servers
     ADD CONSTRAINT tool_servers_tenant_id_name_key UNIQUE (tenant_id, name);
 
 --
+-- Name: usage_facts usage_facts_account_owner_check; Type: CHECK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE public.usage_facts
+    ADD CONSTRAINT usage_facts_account_owner_check CHECK ((account_owner = ANY (ARRAY['platform'::text, 'tenant'::text]))) NOT VALID;
+
+--
 -- Name: usage_facts usage_facts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -5959,6 +6172,18 @@ CREATE UNIQUE INDEX erase_jobs_one_running ON public.erase_jobs USING btree (ten
 --
 
 CREATE UNIQUE INDEX evaluation_runs_by_run ON public.evaluation_runs USING btree (tenant_id, run_id);
+
+--
+-- Name: exports_expiry; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX exports_expiry ON public.exports USING btree (tenant_id, expires_at) WHERE (status = ANY (ARRAY['ready'::text, 'failed'::text]));
+
+--
+-- Name: exports_unfinished; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX exports_unfinished ON public.exports USING btree (created_at) WHERE (status = ANY (ARRAY['queued'::text, 'running'::text]));
 
 --
 -- Name: model_accounts_tenant; Type: INDEX; Schema: public; Owner: -
@@ -6939,6 +7164,13 @@ ALTER TABLE ONLY public.evaluation_runs
     ADD CONSTRAINT evaluation_runs_tenant_id_evaluation_id_fkey FOREIGN KEY (tenant_id, evaluation_id) REFERENCES public.agent_evaluations(tenant_id, evaluation_id);
 
 --
+-- Name: exports exports_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.exports
+    ADD CONSTRAINT exports_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
+
+--
 -- Name: model_accounts model_accounts_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -7438,6 +7670,12 @@ ALTER TABLE public.evaluation_results ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.evaluation_runs ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: exports; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.exports ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: retention_policies; Type: ROW SECURITY; Schema: public; Owner: -
@@ -8014,6 +8252,12 @@ CREATE POLICY tenant_isolation ON public.evaluation_results USING ((tenant_id = 
 --
 
 CREATE POLICY tenant_isolation ON public.evaluation_runs USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: exports tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.exports USING ((tenant_id = public.tenantry_current_tenant()));
 
 --
 -- Name: retention_policies tenant_isolation; Type: POLICY; Schema: public; Owner: -
