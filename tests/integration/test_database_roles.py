@@ -125,6 +125,9 @@ TENANT_POOL_DEFINERS = {
     # The workers' recheck of runs held by their tenant's spend cap (ADR 0035): like
     # tenantry_wake_parked, it moves runs between queued and waiting and answers a count.
     "tenantry_wake_spend_capped", "tenantry_hold_spend_capped",
+    # The tenant console (ADR 0043 §5-6): a sign-in link's hash -> a session of its user,
+    # once; a session's hash -> its tenant, user and role. Nothing else of either table.
+    "tenantry_app_sign_in", "tenantry_app_session",
 }
 
 
