@@ -42,6 +42,7 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
         run_blobs,
         runs,
         tool_servers,
+        users,
     )
 
     routes = [*admin.router.routes, *tool_servers.router.routes, *own_tool_servers.router.routes,
@@ -55,7 +56,7 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
               *prices.router.routes, *inbox.router.routes, *activities.router.routes,
               *retention.admin_router.routes, *retention.router.routes,
               *audit_trail.router.routes, *audit_trail.admin_router.routes,
-              *api_keys.router.routes]
+              *api_keys.router.routes, *users.router.routes, *users.admin_router.routes]
     served = {
         # The document names a `{model:path}` parameter as `{model}`, as OpenAPI has it.
         (route.path_format, method)
@@ -94,7 +95,12 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
                 ("/admin/v1/tenants/{tenant_id}/tombstones", "GET"),
                 ("/v1/tombstones/{run_id}", "GET"), ("/v1/runs/{run_id}", "DELETE"),
                 ("/v1/api-keys", "POST"), ("/v1/api-keys/{key_id}/rotate", "POST"),
-                ("/v1/audit", "GET"), ("/admin/v1/tenants/{tenant_id}/audit", "GET")}
+                ("/v1/audit", "GET"), ("/admin/v1/tenants/{tenant_id}/audit", "GET"),
+                ("/v1/users", "POST"), ("/v1/users", "GET"), ("/v1/users/{user_id}", "GET"),
+                ("/v1/users/{user_id}", "PATCH"), ("/v1/users/{user_id}", "DELETE"),
+                ("/v1/users/{user_id}/sign-in-links", "POST"),
+                ("/admin/v1/tenants/{tenant_id}/users", "POST"),
+                ("/admin/v1/tenants/{tenant_id}/users/{user_id}/sign-in-links", "POST")}
     assert expected <= documented
 
 

@@ -37,6 +37,7 @@ from tenantry.api import (
     run_bodies,
     runs,
     tool_servers,
+    users,
 )
 from tenantry.api.body_limit import BodyLimit
 from tenantry.api.platform import Platform
@@ -120,7 +121,8 @@ def create_app(
                    agents.router, evaluations.router, model_snapshots.router,
                    activities.router, approvals.router, inbox.router,
                    retention.admin_router, retention.router,
-                   audit_trail.router, audit_trail.admin_router, api_keys.router]
+                   audit_trail.router, audit_trail.admin_router, api_keys.router,
+                   users.router, users.admin_router]
     for router in api_routers:
         app.include_router(router)
     console.install(app)
