@@ -36,6 +36,7 @@ from tenantry.api import (
     run_blobs,
     run_bodies,
     runs,
+    tenant_console,
     tool_servers,
     users,
 )
@@ -126,6 +127,7 @@ def create_app(
     for router in api_routers:
         app.include_router(router)
     console.install(app)
+    tenant_console.install(app)  # after console: it serves the same static assets
 
     @app.get("/healthz", tags=["meta"])
     async def healthz() -> dict[str, str]:
