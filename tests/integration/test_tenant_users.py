@@ -187,6 +187,12 @@ async def test_sign_out_and_disabling_end_the_session(
     await admin_conn.execute("UPDATE app_sessions SET expires_at = now() "
                              "WHERE revoked_at IS NULL")
     assert (await api.client.get("/app", headers=carl.headers)).status_code == 401
+    # Nor is one of an erased tenant (its keys are revoked by the erase, its people's
+    # sessions end with it).
+    gone, h = await api.tenant("Gone")
+    dave = await person(api, h, "dave@gone.example", "admin")
+    await admin_conn.execute("UPDATE tenants SET erased_at = now() WHERE tenant_id = $1", gone)
+    assert (await api.client.get("/app", headers=dave.headers)).status_code == 401
 
 
 async def test_a_session_shows_its_own_tenant_only(api: Api) -> None:

@@ -1,8 +1,8 @@
 -- A one-time sign-in link -> a tenant console session (ADR 0043 §5-6). The link's tenant
 -- is not known before it is looked up, so this is a definer function: it takes the link's
 -- hash and the new session's, and in one statement marks the link used (unused, unexpired,
--- its user not disabled: otherwise nothing happens and no row comes back) and stores the
--- session. It answers only whose session it is.
+-- its user not disabled, its tenant not erased: otherwise nothing happens and no row comes
+-- back) and stores the session. It answers only whose session it is.
 
 CREATE OR REPLACE FUNCTION tenantry_app_sign_in(p_link_hash bytea, p_session_hash bytea,
                                                 p_session_seconds integer)
@@ -12,8 +12,9 @@ LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, public AS $
         UPDATE public.sign_in_links l SET used_at = now()
         WHERE l.link_hash = p_link_hash AND l.used_at IS NULL AND l.expires_at > now()
           AND EXISTS (SELECT 1 FROM public.tenant_users u
+                      JOIN public.tenants t ON t.tenant_id = u.tenant_id
                       WHERE u.tenant_id = l.tenant_id AND u.user_id = l.user_id
-                        AND u.disabled_at IS NULL)
+                        AND u.disabled_at IS NULL AND t.erased_at IS NULL)
         RETURNING l.tenant_id, l.user_id
     ), made AS (
         INSERT INTO public.app_sessions (tenant_id, session_hash, user_id, expires_at)
