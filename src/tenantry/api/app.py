@@ -83,6 +83,10 @@ _CONFLICTS = {
     ("POST", "/v1/activity-tasks"), ("POST", "/v1/activities/{name}/versions"),
     ("POST", "/admin/v1/tenants/{tenant_id}/api-keys"),  # erased tenant (ADR 0017); expiry past
     ("POST", "/v1/api-keys"),  # an expiry already past
+    # The address already a user of the tenant (or an erased tenant); a disabled user's link.
+    ("POST", "/v1/users"), ("POST", "/admin/v1/tenants/{tenant_id}/users"),
+    ("POST", "/v1/users/{user_id}/sign-in-links"),
+    ("POST", "/admin/v1/tenants/{tenant_id}/users/{user_id}/sign-in-links"),
 }
 _MISSING_REFERENCES = {("POST", "/v1/runs"), ("POST", "/admin/v1/billing/reconcile"),
                        ("POST", "/v1/activity-tasks")}

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from tenantry.api.admin import TENANT_NOT_FOUND
 from tenantry.api.auth import Caller, caller_may, operator, platform, tenant_may
-from tenantry.api.fields import Body, Text
+from tenantry.api.fields import Body
 from tenantry.api.pagination import PageRequest, keyed_by
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
@@ -33,8 +33,10 @@ _ROLES_DOC = ("`viewer` (runs:read), `approver` (+ approvals:decide), `developer
 
 
 class InviteUser(Body):
-    email: Text = Field(max_length=users.MAX_EMAIL,
-                        description="Their address (one user per address in a tenant).")
+    # ASCII by its pattern: no NUL, no lone surrogate (what Text guards against) either.
+    email: str = Field(max_length=users.MAX_EMAIL, pattern=users.EMAIL_RE,
+                        description="Their address (one user per address in a tenant, "
+                                    "compared without case).")
     role: RoleName = Field(description=f"What they may do: {_ROLES_DOC}.")
 
 
