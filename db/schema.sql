@@ -58,6 +58,48 @@ CREATE FUNCTION public.tenantry_admin_tenants(p_after text, p_limit integer) RET
 $$;
 
 --
+-- Name: tenantry_app_session(bytea); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_app_session(p_session_hash bytea) RETURNS TABLE(tenant_id text, user_id uuid, email text, role text, expires_at timestamp with time zone)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    SELECT s.tenant_id, s.user_id, u.email, u.role, s.expires_at
+    FROM public.app_sessions s
+    JOIN public.tenant_users u ON u.tenant_id = s.tenant_id AND u.user_id = s.user_id
+    JOIN public.tenants t ON t.tenant_id = s.tenant_id
+    WHERE s.session_hash = p_session_hash AND s.revoked_at IS NULL AND s.expires_at > now()
+      AND u.disabled_at IS NULL AND t.erased_at IS NULL
+$$;
+
+--
+-- Name: tenantry_app_sign_in(bytea, bytea, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_app_sign_in(p_link_hash bytea, p_session_hash bytea, p_session_seconds integer) RETURNS TABLE(tenant_id text, user_id uuid)
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    WITH used AS (
+        UPDATE public.sign_in_links l SET used_at = now()
+        WHERE l.link_hash = p_link_hash AND l.used_at IS NULL AND l.expires_at > now()
+          AND EXISTS (SELECT 1 FROM public.tenant_users u
+                      JOIN public.tenants t ON t.tenant_id = u.tenant_id
+                      WHERE u.tenant_id = l.tenant_id AND u.user_id = l.user_id
+                        AND u.disabled_at IS NULL AND t.erased_at IS NULL)
+        RETURNING l.tenant_id, l.user_id
+    ), made AS (
+        INSERT INTO public.app_sessions (tenant_id, session_hash, user_id, expires_at)
+        SELECT used.tenant_id, p_session_hash, used.user_id,
+               now() + make_interval(secs => least(greatest(p_session_seconds, 60), 86400))
+        FROM used
+        RETURNING app_sessions.tenant_id, app_sessions.user_id
+    )
+    SELECT made.tenant_id, made.user_id FROM made
+$$;
+
+--
 -- Name: tenantry_authenticate(bytea); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -2769,6 +2811,20 @@ CREATE TABLE public.api_keys (
 );
 
 --
+-- Name: app_sessions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.app_sessions (
+    tenant_id text NOT NULL,
+    session_hash bytea NOT NULL,
+    user_id uuid NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    revoked_at timestamp with time zone,
+    CONSTRAINT app_sessions_session_hash_check CHECK ((octet_length(session_hash) = 32))
+);
+
+--
 -- Name: approvals; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -4142,6 +4198,22 @@ CREATE TABLE public.secrets (
 );
 
 --
+-- Name: sign_in_links; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.sign_in_links (
+    tenant_id text NOT NULL,
+    link_hash bytea NOT NULL,
+    user_id uuid NOT NULL,
+    created_by text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    used_at timestamp with time zone,
+    CONSTRAINT sign_in_links_created_by_check CHECK (((length(created_by) >= 1) AND (length(created_by) <= 200))),
+    CONSTRAINT sign_in_links_link_hash_check CHECK ((octet_length(link_hash) = 32))
+);
+
+--
 -- Name: tenant_keys; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -4152,6 +4224,23 @@ CREATE TABLE public.tenant_keys (
     master_key_id text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     rotated_at timestamp with time zone
+);
+
+--
+-- Name: tenant_users; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.tenant_users (
+    tenant_id text NOT NULL,
+    user_id uuid NOT NULL,
+    email text NOT NULL,
+    role text NOT NULL,
+    created_by text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    disabled_at timestamp with time zone,
+    CONSTRAINT tenant_users_created_by_check CHECK (((length(created_by) >= 1) AND (length(created_by) <= 200))),
+    CONSTRAINT tenant_users_email_check CHECK (((length(email) >= 3) AND (length(email) <= 254))),
+    CONSTRAINT tenant_users_role_check CHECK ((role = ANY (ARRAY['viewer'::text, 'approver'::text, 'developer'::text, 'admin'::text])))
 );
 
 --
@@ -4800,6 +4889,20 @@ ALTER TABLE ONLY public.api_keys
 
 ALTER TABLE ONLY public.api_keys
     ADD CONSTRAINT api_keys_pkey PRIMARY KEY (tenant_id, key_id);
+
+--
+-- Name: app_sessions app_sessions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.app_sessions
+    ADD CONSTRAINT app_sessions_pkey PRIMARY KEY (tenant_id, session_hash);
+
+--
+-- Name: app_sessions app_sessions_session_hash_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.app_sessions
+    ADD CONSTRAINT app_sessions_session_hash_key UNIQUE (session_hash);
 
 --
 -- Name: approvals approvals_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -5467,6 +5570,20 @@ ALTER TABLE ONLY public.secrets
     ADD CONSTRAINT secrets_pkey PRIMARY KEY (tenant_id, name);
 
 --
+-- Name: sign_in_links sign_in_links_link_hash_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.sign_in_links
+    ADD CONSTRAINT sign_in_links_link_hash_key UNIQUE (link_hash);
+
+--
+-- Name: sign_in_links sign_in_links_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.sign_in_links
+    ADD CONSTRAINT sign_in_links_pkey PRIMARY KEY (tenant_id, link_hash);
+
+--
 -- Name: tenant_budget tenant_budget_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -5493,6 +5610,13 @@ ALTER TABLE ONLY public.tenant_load
 
 ALTER TABLE ONLY public.tenant_policies
     ADD CONSTRAINT tenant_policies_pkey PRIMARY KEY (tenant_id);
+
+--
+-- Name: tenant_users tenant_users_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.tenant_users
+    ADD CONSTRAINT tenant_users_pkey PRIMARY KEY (tenant_id, user_id);
 
 --
 -- Name: tenants tenants_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -5587,6 +5711,12 @@ CREATE INDEX agent_promotions_by_agent ON public.agent_promotions USING btree (t
 --
 
 CREATE INDEX agent_version_flags_flagged ON public.agent_version_flags USING btree (tenant_id, flagged_at) WHERE (flagged_at IS NOT NULL);
+
+--
+-- Name: app_sessions_of_user; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX app_sessions_of_user ON public.app_sessions USING btree (tenant_id, user_id);
 
 --
 -- Name: approvals_console_pending; Type: INDEX; Schema: public; Owner: -
@@ -5761,6 +5891,12 @@ CREATE INDEX runs_webhooks_due ON public.runs USING btree (webhook_next_at) WHER
 --
 
 CREATE INDEX sandbox_usage_facts_by_time ON public.sandbox_usage_facts USING btree (tenant_id, created_at);
+
+--
+-- Name: tenant_users_email; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX tenant_users_email ON public.tenant_users USING btree (tenant_id, lower(email));
 
 --
 -- Name: test_case_sources_by_run; Type: INDEX; Schema: public; Owner: -
@@ -6563,6 +6699,13 @@ ALTER TABLE ONLY public.api_keys
     ADD CONSTRAINT api_keys_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
 
 --
+-- Name: app_sessions app_sessions_tenant_id_user_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.app_sessions
+    ADD CONSTRAINT app_sessions_tenant_id_user_id_fkey FOREIGN KEY (tenant_id, user_id) REFERENCES public.tenant_users(tenant_id, user_id);
+
+--
 -- Name: approvals approvals_tenant_id_run_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -6899,6 +7042,13 @@ ALTER TABLE ONLY public.secrets
     ADD CONSTRAINT secrets_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
 
 --
+-- Name: sign_in_links sign_in_links_tenant_id_user_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.sign_in_links
+    ADD CONSTRAINT sign_in_links_tenant_id_user_id_fkey FOREIGN KEY (tenant_id, user_id) REFERENCES public.tenant_users(tenant_id, user_id);
+
+--
 -- Name: tenant_budget tenant_budget_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -6925,6 +7075,13 @@ ALTER TABLE ONLY public.tenant_load
 
 ALTER TABLE ONLY public.tenant_policies
     ADD CONSTRAINT tenant_policies_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
+
+--
+-- Name: tenant_users tenant_users_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.tenant_users
+    ADD CONSTRAINT tenant_users_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
 
 --
 -- Name: test_case_sources test_case_sources_tenant_id_test_set_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
@@ -7032,6 +7189,12 @@ ALTER TABLE public.agents ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.api_keys ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: app_sessions; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.app_sessions ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: approvals; Type: ROW SECURITY; Schema: public; Owner: -
@@ -7526,6 +7689,12 @@ ALTER TABLE public.sandbox_usage_facts ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.secrets ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: sign_in_links; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.sign_in_links ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: tenant_budget; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -7602,6 +7771,12 @@ CREATE POLICY tenant_isolation ON public.agents USING ((tenant_id = public.tenan
 --
 
 CREATE POLICY tenant_isolation ON public.api_keys USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: app_sessions tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.app_sessions USING ((tenant_id = public.tenantry_current_tenant()));
 
 --
 -- Name: approvals tenant_isolation; Type: POLICY; Schema: public; Owner: -
@@ -8096,6 +8271,12 @@ CREATE POLICY tenant_isolation ON public.sandbox_usage_facts USING ((tenant_id =
 CREATE POLICY tenant_isolation ON public.secrets USING ((tenant_id = public.tenantry_current_tenant()));
 
 --
+-- Name: sign_in_links tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.sign_in_links USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
 -- Name: tenant_budget tenant_isolation; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -8118,6 +8299,12 @@ CREATE POLICY tenant_isolation ON public.tenant_load USING ((tenant_id = public.
 --
 
 CREATE POLICY tenant_isolation ON public.tenant_policies USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: tenant_users tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.tenant_users USING ((tenant_id = public.tenantry_current_tenant()));
 
 --
 -- Name: tenants tenant_isolation; Type: POLICY; Schema: public; Owner: -
@@ -8172,6 +8359,12 @@ ALTER TABLE public.tenant_load ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.tenant_policies ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: tenant_users; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.tenant_users ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: tenants; Type: ROW SECURITY; Schema: public; Owner: -
