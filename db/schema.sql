@@ -6397,6 +6397,12 @@ CREATE TRIGGER agents_refuse_frozen BEFORE INSERT OR UPDATE ON public.agents FOR
 CREATE TRIGGER api_keys_refuse_frozen BEFORE INSERT OR UPDATE ON public.api_keys FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
 
 --
+-- Name: app_sessions app_sessions_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER app_sessions_refuse_frozen BEFORE INSERT OR UPDATE ON public.app_sessions FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
+
+--
 -- Name: approvals approvals_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -6535,6 +6541,12 @@ CREATE TRIGGER sandbox_usage_facts_immutable BEFORE DELETE OR UPDATE ON public.s
 CREATE TRIGGER secrets_refuse_frozen BEFORE INSERT OR UPDATE ON public.secrets FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
 
 --
+-- Name: sign_in_links sign_in_links_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER sign_in_links_refuse_frozen BEFORE INSERT OR UPDATE ON public.sign_in_links FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
+
+--
 -- Name: tenant_keys tenant_keys_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -6551,6 +6563,12 @@ CREATE TRIGGER tenant_policies_cap_changed AFTER UPDATE OF monthly_spend_cap_mic
 --
 
 CREATE TRIGGER tenant_policies_refuse_frozen BEFORE INSERT OR UPDATE ON public.tenant_policies FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
+
+--
+-- Name: tenant_users tenant_users_refuse_frozen; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER tenant_users_refuse_frozen BEFORE INSERT OR UPDATE ON public.tenant_users FOR EACH ROW EXECUTE FUNCTION public.tenantry_refuse_frozen();
 
 --
 -- Name: tenants tenants_policy; Type: TRIGGER; Schema: public; Owner: -
