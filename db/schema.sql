@@ -1378,6 +1378,10 @@ BEGIN
     GET DIAGNOSTICS v_servers = ROW_COUNT;
     UPDATE public.api_keys SET revoked_at = coalesce(revoked_at, now())
     WHERE tenant_id = p_tenant;
+    -- Its people (their addresses are personal data), their links and sessions: gone.
+    DELETE FROM public.app_sessions s WHERE s.tenant_id = p_tenant;
+    DELETE FROM public.sign_in_links l WHERE l.tenant_id = p_tenant;
+    DELETE FROM public.tenant_users u WHERE u.tenant_id = p_tenant;
     RETURN QUERY SELECT v_secrets, v_servers;
 END
 $$;

@@ -187,12 +187,18 @@ async def test_sign_out_and_disabling_end_the_session(
     await admin_conn.execute("UPDATE app_sessions SET expires_at = now() "
                              "WHERE revoked_at IS NULL")
     assert (await api.client.get("/app", headers=carl.headers)).status_code == 401
-    # Nor is one of an erased tenant (its keys are revoked by the erase, its people's
-    # sessions end with it).
+    # Nor is one of an erased tenant: the erase deletes its people (their addresses are
+    # personal data) with their links and sessions.
     gone, h = await api.tenant("Gone")
     dave = await person(api, h, "dave@gone.example", "admin")
-    await admin_conn.execute("UPDATE tenants SET erased_at = now() WHERE tenant_id = $1", gone)
+    unused = await link(api, h, await invite(api, h, "erin@gone.example", "viewer"))
+    r = await api.client.post(f"/admin/v1/tenants/{gone}/erase", headers=api.operator)
+    assert r.status_code == 202, r.text
     assert (await api.client.get("/app", headers=dave.headers)).status_code == 401
+    assert (await use_link(api.client, unused)).status_code == 410
+    for table in ("tenant_users", "sign_in_links", "app_sessions"):
+        assert await admin_conn.fetchval(
+            f"SELECT count(*) FROM {table} WHERE tenant_id = $1", gone) == 0, table
 
 
 async def test_a_session_shows_its_own_tenant_only(api: Api) -> None:
