@@ -67,6 +67,12 @@ async def test_an_approver_signs_in_with_a_link_and_approves_the_run_goes_on(
                         "decided_by": f"user:{user_id}"}]
     assert events[-1]["type"] == "RunFinished"
     assert [c.arguments for c in fakes.mcp.calls] == [{"note": REFUND}]
+    # The approval's own page shows it approved, with the comment, and no form any more.
+    await page.goto(f"/app/approvals/{approval_id}")
+    await async_api.expect(page.locator(f'article[data-approval="{approval_id}"] .status')
+                           ).to_have_text("approved")
+    await async_api.expect(page.locator("main")).to_contain_text("fine by finance")
+    await async_api.expect(page.locator("form.decide")).to_have_count(0)
     # The run's page shows it finished, the approval approved, no form left.
     await page.goto(f"/app/runs/{run_id}")
     await async_api.expect(page.locator("#run-status")).to_have_text("finished")
@@ -147,6 +153,14 @@ async def test_another_tenants_run_and_approval_are_not_found(
     assert nothing is not None and nothing.status == 404
     assert await page.locator("main").inner_text() == shown  # the same page: no hint
     await shot(page, "app-not-found")
+    # Their approval's page: the not-found page, as for an approval that never was.
+    theirs = await page.goto(f"/app/approvals/{their_approval}")
+    assert theirs is not None and theirs.status == 404
+    shown = await page.locator("main").inner_text()
+    assert their_approval not in shown and REFUND not in shown
+    nothing = await page.goto("/app/approvals/apr_" + "0" * 32)
+    assert nothing is not None and nothing.status == 404
+    assert await page.locator("main").inner_text() == shown
     # Deciding their approval from here: not found, and it stays pending.
     await page.goto("/app/approvals")
     await async_api.expect(page.locator(f'article[data-approval="{their_approval}"]')

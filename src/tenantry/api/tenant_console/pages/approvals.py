@@ -51,6 +51,19 @@ async def inbox(v: Page = Depends(member)) -> Response:
                     decided=decided, decide=v.may(Scope.APPROVALS_DECIDE))
 
 
+@router.get("/approvals/{approval_id}")
+async def approval_page(approval_id: str, v: Page = Depends(member)) -> Response:
+    """One approval, whatever its status (the form only while it is pending)."""
+    if not v.may(Scope.RUNS_READ):
+        return v.not_allowed(Scope.RUNS_READ)
+    try:
+        found = await requests.get(v.db, v.member.tenant, ApprovalId.parse(approval_id))
+    except (ValueError, NotFound):  # another tenant's too: nothing says it exists
+        return v.not_found("No approval with this id.")
+    return v.render("approval.html", title=f"Approval {found.approval_id}", a=found,
+                    decide=v.may(Scope.APPROVALS_DECIDE))
+
+
 @router.post("/approvals/{approval_id}")
 async def decide(approval_id: str, v: Page = Depends(member)) -> Response:
     form = await v.request.form()
