@@ -243,6 +243,14 @@ async def test_each_page_checks_the_role(api: Api) -> None:
     # An admin's form for no such approval: the not-found page.
     r = await api.client.post(target, headers=boss.headers, data=boss.form(decision="approve"))
     assert r.status_code == 404
+    # A role change is in force on the person's next request, their session unchanged.
+    ann = await person(api, admin, "ann@example.com", "approver")
+    r = await api.client.post(target, headers=ann.headers, data=ann.form(decision="deny"))
+    assert r.status_code == 404  # may decide: the approval is what is missing
+    r = await api.client.patch(f"/v1/users/{ann.user_id}", headers=admin, json={"role": "viewer"})
+    assert r.status_code == 200, r.text
+    r = await api.client.post(target, headers=ann.headers, data=ann.form(decision="deny"))
+    assert r.status_code == 403 and "approvals:decide" in r.text
     # Every page carries the console's headers: nothing from elsewhere, no framing.
     for path in ("/app", "/app/approvals", "/app/audit", "/app/sign-in?token=x"):
         r = await api.client.get(path, headers=boss.headers)
