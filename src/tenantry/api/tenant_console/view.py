@@ -31,7 +31,8 @@ SESSION_COOKIE = "tenantry_app"
 #: console's login form is guarded), so no other site can sign a browser in as someone.
 SIGN_IN_COOKIE = "tenantry_app_sign_in"
 
-__all__ = ["PREFIX", "Page", "member", "render", "text"]
+__all__ = ["PREFIX", "SESSION_COOKIE", "SIGN_IN_COOKIE", "Page", "cookie_args", "load", "member",
+           "render", "text"]
 
 
 def load() -> Environment:
