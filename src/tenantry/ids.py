@@ -99,6 +99,13 @@ class ApiKeyId(_PrefixedId):
     prefix = "key"
 
 
+class UserId(_PrefixedId):
+    """One of a tenant's people, who signs in to the tenant console (ADR 0043 §5)."""
+
+    __slots__ = ()
+    prefix = "usr"
+
+
 class AttemptId(_PrefixedId):
     """One attempt of an activity task (a sandbox is bound to it as to a run)."""
 

@@ -19,36 +19,12 @@ from tests.support.browser import (
     needs_chromium,
     shot,
 )
-from tests.support.scripts import answer, call, scripted
-from tests.support.waiting import until
+from tests.support.console import REFUND, waiting_run
 from tests.support.worker import Fakes
 
 async_api = pytest.importorskip("playwright.async_api")
 
 pytestmark = [pytest.mark.e2e, needs_chromium]
-REFUND = "refund 120 EUR to order-9"
-
-
-async def waiting_run(api: Api, fakes: Fakes) -> tuple[str, dict[str, str], str, str]:
-    """A run of a fresh tenant, waiting for approval of one refund: tenant, its key's
-    headers, run id, approval id."""
-    tenant, h = await api.tenant("Acme Refunds")
-    await api.tool_server(tenant, fakes.mcp.url)
-    agent = await api.agent(h, tools=["effect"], needs_approval=["effect"])
-    run_id = await api.start(h, agent, scripted(call("effect", note=REFUND),
-                                                answer("{last_tool_result}")))
-    found: list[str] = []
-
-    async def pending() -> bool:
-        page = (await api.client.get("/v1/approvals", params={"status": "pending"},
-                                     headers=h)).json()
-        found[:] = [a["approval_id"] for a in page["data"]]
-        return bool(found)
-
-    await until(pending, "the run asks for approval", 30)
-    return tenant, h, run_id, found[0]
-
-
 async def test_wrong_token_is_refused(visit: Visit) -> None:
     page = await visit.page()
     assert await log_in(page, "not-the-operator-token") == 401

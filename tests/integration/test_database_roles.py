@@ -130,6 +130,9 @@ TENANT_POOL_DEFINERS = {
     # Exports (ADR 0044): the exporter's claim across tenants (ids, epochs and the
     # attempt's archive ref only), and the cleaner's fenced deletion of expired exports.
     "tenantry_claim_export", "tenantry_expire_exports",
+    # The tenant console (ADR 0043 §5-6): a sign-in link's hash -> a session of its user,
+    # once; a session's hash -> its tenant, user and role. Nothing else of either table.
+    "tenantry_app_sign_in", "tenantry_app_session",
 }
 
 

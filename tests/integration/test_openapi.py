@@ -44,6 +44,7 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
         run_blobs,
         runs,
         tool_servers,
+        users,
         webhooks,
     )
 
@@ -60,7 +61,8 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
               *retention.admin_router.routes, *retention.router.routes,
               *audit_trail.router.routes, *audit_trail.admin_router.routes,
               *api_keys.router.routes, *exports.router.routes,
-              *webhooks.router.routes]
+              *webhooks.router.routes, *users.router.routes,
+              *users.admin_router.routes]
     served = {
         # The document names a `{model:path}` parameter as `{model}`, as OpenAPI has it.
         (route.path_format, method)
@@ -109,7 +111,12 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
                 ("/v1/webhook-endpoints", "POST"), ("/v1/webhook-endpoints", "GET"),
                 ("/v1/webhook-endpoints/{endpoint_id}", "GET"),
                 ("/v1/webhook-endpoints/{endpoint_id}", "DELETE"),
-                ("/v1/webhook-secret/rotate", "POST"), ("/v1/webhook-deliveries", "GET")}
+                ("/v1/webhook-secret/rotate", "POST"), ("/v1/webhook-deliveries", "GET"),
+                ("/v1/users", "POST"), ("/v1/users", "GET"), ("/v1/users/{user_id}", "GET"),
+                ("/v1/users/{user_id}", "PATCH"), ("/v1/users/{user_id}", "DELETE"),
+                ("/v1/users/{user_id}/sign-in-links", "POST"),
+                ("/admin/v1/tenants/{tenant_id}/users", "POST"),
+                ("/admin/v1/tenants/{tenant_id}/users/{user_id}/sign-in-links", "POST")}
     assert expected <= documented
 
 

@@ -1,5 +1,7 @@
 """An operator's console session for tests that post the console's forms over HTTP: its
-cookie header, its CSRF token and the name the action log records it under."""
+cookie header, its CSRF token and the name the action log records it under; and a run
+waiting for an approval, for the consoles' browser tests (the operator's and the
+tenant's)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,10 @@ from dataclasses import dataclass
 import asyncpg
 
 from tenantry.api.console import action_log, epoch, session
-from tests.support.api import OPERATOR_TOKEN
+from tests.support.api import OPERATOR_TOKEN, Api
+from tests.support.scripts import answer, call, scripted
+from tests.support.waiting import until
+from tests.support.worker import Fakes
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,3 +47,26 @@ async def logged_actions(conn: asyncpg.Connection) -> list[tuple[str, str, str, 
     rows = await conn.fetch("SELECT actor, action, tenant_id, target, outcome "
                             "FROM console_actions ORDER BY action_id")
     return [(r["actor"], r["action"], r["tenant_id"], r["target"], r["outcome"]) for r in rows]
+
+
+REFUND = "refund 120 EUR to order-9"
+
+
+async def waiting_run(api: Api, fakes: Fakes) -> tuple[str, dict[str, str], str, str]:
+    """A run of a fresh tenant, waiting for approval of one refund: tenant, its key's
+    headers, run id, approval id."""
+    tenant, h = await api.tenant("Acme Refunds")
+    await api.tool_server(tenant, fakes.mcp.url)
+    agent = await api.agent(h, tools=["effect"], needs_approval=["effect"])
+    run_id = await api.start(h, agent, scripted(call("effect", note=REFUND),
+                                                answer("{last_tool_result}")))
+    found: list[str] = []
+
+    async def pending() -> bool:
+        page = (await api.client.get("/v1/approvals", params={"status": "pending"},
+                                     headers=h)).json()
+        found[:] = [a["approval_id"] for a in page["data"]]
+        return bool(found)
+
+    await until(pending, "the run asks for approval", 30)
+    return tenant, h, run_id, found[0]

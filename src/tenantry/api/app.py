@@ -38,7 +38,9 @@ from tenantry.api import (
     run_blobs,
     run_bodies,
     runs,
+    tenant_console,
     tool_servers,
+    users,
     webhooks,
 )
 from tenantry.api.body_limit import BodyLimit
@@ -87,6 +89,10 @@ _CONFLICTS = {
     ("POST", "/admin/v1/tenants/{tenant_id}/api-keys"),  # erased tenant (ADR 0017); expiry past
     ("POST", "/v1/api-keys"),  # an expiry already past
     ("POST", "/v1/webhook-endpoints"),  # ten already (ADR 0045)
+    # The address already a user of the tenant (or an erased tenant); a disabled user's link.
+    ("POST", "/v1/users"), ("POST", "/admin/v1/tenants/{tenant_id}/users"),
+    ("POST", "/v1/users/{user_id}/sign-in-links"),
+    ("POST", "/admin/v1/tenants/{tenant_id}/users/{user_id}/sign-in-links"),
 }
 _MISSING_REFERENCES = {("POST", "/v1/runs"), ("POST", "/admin/v1/billing/reconcile"),
                        ("POST", "/v1/activity-tasks")}
@@ -127,10 +133,12 @@ def create_app(
                    activities.router, approvals.router, inbox.router,
                    retention.admin_router, retention.router,
                    audit_trail.router, audit_trail.admin_router, api_keys.router,
-                   exports.router, webhooks.router]
+                   exports.router, webhooks.router,
+                   users.router, users.admin_router]
     for router in api_routers:
         app.include_router(router)
     console.install(app)
+    tenant_console.install(app)  # after console: it serves the same static assets
 
     @app.get("/healthz", tags=["meta"])
     async def healthz() -> dict[str, str]:

@@ -55,8 +55,10 @@ def num(value: float | None, spec: str = ",") -> str:
     return NO_DATA if value is None else format(value, spec)
 
 
-def environment() -> Environment:
-    env = Environment(loader=PackageLoader("tenantry.api.console", "templates"),
+def environment(package: str = "tenantry.api.console") -> Environment:
+    """The templates of ``package`` (its ``templates/`` folder) with these filters: the
+    operator console's by default, the tenant console's (api/tenant_console/) too."""
+    env = Environment(loader=PackageLoader(package, "templates"),
                       autoescape=select_autoescape(default=True, default_for_string=True),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(usd=usd, ts=ts, pretty=pretty, whole=whole, compact=compact, ms=ms,

@@ -126,13 +126,18 @@ class View:
 
     @property
     def secure_cookies(self) -> bool:
-        """auto: Secure whenever the console is reached over https (directly or via a proxy
-        uvicorn trusts). Behind a TLS proxy uvicorn does not trust, the request looks like
-        plain http: TENANTRY_CONSOLE_SECURE_COOKIE=true keeps the cookies off plain http."""
-        setting = self.platform.settings.console_secure_cookie
-        if setting == "auto":
-            return self.request.url.scheme == "https"
-        return setting == "true"
+        return secure_cookies(self.platform, self.request)
+
+
+def secure_cookies(platform: Platform, request: Request) -> bool:
+    """Whether a console's cookies (the operator's, and the tenant console's) are Secure.
+    auto: whenever the console is reached over https (directly or via a proxy uvicorn
+    trusts). Behind a TLS proxy uvicorn does not trust, the request looks like plain http:
+    TENANTRY_CONSOLE_SECURE_COOKIE=true keeps the cookies off plain http."""
+    setting = platform.settings.console_secure_cookie
+    if setting == "auto":
+        return request.url.scheme == "https"
+    return setting == "true"
 
 
 @dataclass(frozen=True, slots=True)

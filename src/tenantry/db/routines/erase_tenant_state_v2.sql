@@ -3,8 +3,9 @@
 --
 -- Erasure's crypto-shredding (ADR 0017): the tenant's sealed secrets, its data key (without
 -- which any copy of them, in a backup too, opens for nobody) and its tool servers; its API
--- keys are revoked, and its own model accounts disabled (their keys went with its secrets;
--- workers stop routing over them). Returns how many secrets and tool servers went. The operator's act:
+-- keys are revoked, its own model accounts disabled (their keys went with its secrets;
+-- workers stop routing over them), its users (with their sign-in links and sessions)
+-- deleted. Returns how many secrets and tool servers went. The operator's act:
 -- the console role's alone (ADR 0011), never the tenant API's pool.
 
 CREATE OR REPLACE FUNCTION tenantry_erase_tenant_state_v2(p_tenant text)
@@ -26,6 +27,10 @@ BEGIN
     WHERE tenant_id = p_tenant;
     UPDATE public.model_accounts SET enabled = false, updated_at = now()
     WHERE tenant_id = p_tenant AND enabled;
+    -- Its people (their addresses are personal data), their links and sessions: gone.
+    DELETE FROM public.app_sessions s WHERE s.tenant_id = p_tenant;
+    DELETE FROM public.sign_in_links l WHERE l.tenant_id = p_tenant;
+    DELETE FROM public.tenant_users u WHERE u.tenant_id = p_tenant;
     RETURN QUERY SELECT v_secrets, v_servers;
 END
 $$;

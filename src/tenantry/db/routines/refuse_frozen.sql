@@ -64,6 +64,9 @@ CREATE OR REPLACE TRIGGER agents_refuse_frozen
 CREATE OR REPLACE TRIGGER api_keys_refuse_frozen
     BEFORE INSERT OR UPDATE ON api_keys
     FOR EACH ROW EXECUTE FUNCTION tenantry_refuse_frozen();
+CREATE OR REPLACE TRIGGER app_sessions_refuse_frozen
+    BEFORE INSERT OR UPDATE ON app_sessions
+    FOR EACH ROW EXECUTE FUNCTION tenantry_refuse_frozen();
 
 CREATE OR REPLACE TRIGGER approvals_refuse_frozen
     BEFORE INSERT OR UPDATE ON approvals
@@ -92,6 +95,9 @@ CREATE OR REPLACE TRIGGER runs_refuse_frozen
 CREATE OR REPLACE TRIGGER secrets_refuse_frozen
     BEFORE INSERT OR UPDATE ON secrets
     FOR EACH ROW EXECUTE FUNCTION tenantry_refuse_frozen();
+CREATE OR REPLACE TRIGGER sign_in_links_refuse_frozen
+    BEFORE INSERT OR UPDATE ON sign_in_links
+    FOR EACH ROW EXECUTE FUNCTION tenantry_refuse_frozen();
 
 CREATE OR REPLACE TRIGGER tenant_keys_refuse_frozen
     BEFORE INSERT OR UPDATE ON tenant_keys
@@ -99,6 +105,9 @@ CREATE OR REPLACE TRIGGER tenant_keys_refuse_frozen
 
 CREATE OR REPLACE TRIGGER tenant_policies_refuse_frozen
     BEFORE INSERT OR UPDATE ON tenant_policies
+    FOR EACH ROW EXECUTE FUNCTION tenantry_refuse_frozen();
+CREATE OR REPLACE TRIGGER tenant_users_refuse_frozen
+    BEFORE INSERT OR UPDATE ON tenant_users
     FOR EACH ROW EXECUTE FUNCTION tenantry_refuse_frozen();
 
 CREATE OR REPLACE TRIGGER tenants_refuse_frozen

@@ -1,0 +1,1 @@
+"""The tenant console's pages, one module each."""

@@ -1,0 +1,28 @@
+"""The tenant's audit trail (tool calls and account changes, newest first), for a role
+holding ``audit:read`` — what ``GET /v1/audit`` answers a key with that scope."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import Response
+
+from tenantry.api.tenant_console.view import PREFIX, Page, member
+from tenantry.audit import trail
+from tenantry.tenants.scopes import Scope
+
+router = APIRouter()
+PAGE = 50
+
+
+@router.get("/audit")
+async def audit(v: Page = Depends(member)) -> Response:
+    if not v.may(Scope.AUDIT_READ):
+        return v.not_allowed(Scope.AUDIT_READ)
+    try:
+        after = trail.parse_cursor(v.request.query_params.get("after", ""))
+    except ValueError:
+        after = None
+    entries = await trail.trail_page(v.db, v.member.tenant, trail.TrailQuery(), after=after,
+                                     limit=PAGE)
+    older = f"{PREFIX}/audit?after={entries[-1].cursor}" if len(entries) == PAGE else None
+    return v.render("audit.html", title="Audit trail", entries=entries, older=older)

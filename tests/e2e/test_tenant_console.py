@@ -1,0 +1,175 @@
+"""The tenant console in a real headless Chromium (Debian's, driven by Playwright): a
+tenant's person signs in with a one-time link, an approver decides an approval and the run
+goes on (a real worker, the scripted model, the fake tool server), a viewer gets no
+decision forms and a decision forged with their session is refused, and another tenant's
+run is not found. The API and a worker run in this process, as `tenantry up` runs them."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.api import Api
+from tests.support.browser import Visit, needs_chromium, shot
+from tests.support.console import REFUND, waiting_run
+from tests.support.scripts import answer, scripted
+from tests.support.tenant_console import SESSION_COOKIE, invite, link
+from tests.support.worker import Fakes
+
+async_api = pytest.importorskip("playwright.async_api")
+
+pytestmark = [pytest.mark.e2e, needs_chromium]
+
+
+async def _sign_in(visit: Visit, url: str, email: str) -> async_api.Page:
+    """Open the link as the person would (from their mail) and press Sign in."""
+    page = await visit.page()
+    await page.goto(url)
+    await async_api.expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    await page.get_by_role("button", name="Sign in").click()
+    await page.wait_for_url("**/app")
+    await async_api.expect(page.locator("#signed-in-as")).to_contain_text(email)
+    return page
+
+
+async def _person(visit: Visit, api: Api, h: dict[str, str], email: str,
+                  role: str) -> tuple[str, str, async_api.Page]:
+    user_id = await invite(api, h, email, role)
+    url = await link(api, h, user_id)
+    return user_id, url, await _sign_in(visit, url, email)
+
+
+async def test_an_approver_signs_in_with_a_link_and_approves_the_run_goes_on(
+    visit: Visit, platform: Api, fakes: Fakes,
+) -> None:
+    _, h, run_id, approval_id = await waiting_run(platform, fakes)
+    user_id, url, page = await _person(visit, platform, h, "ann@acme.example", "approver")
+    cookie, = [c for c in await visit.context.cookies() if c["name"] == SESSION_COOKIE]
+    assert (cookie["httpOnly"], cookie["sameSite"], cookie["path"]) == (True, "Strict", "/app")
+    await async_api.expect(page.locator(f'tr[data-run="{run_id}"]')
+                           ).to_have_attribute("data-status", "waiting")
+    await shot(page, "app-runs")
+
+    await page.get_by_role("link", name="Approvals").click()
+    card = page.locator(f'article[data-approval="{approval_id}"]')
+    # The exact arguments the call will be sent with.
+    await async_api.expect(card.locator("pre.args")).to_contain_text(f'"note": "{REFUND}"')
+    await shot(page, "app-inbox")
+    await card.locator('input[name="comment"]').fill("fine by finance")
+    await card.get_by_role("button", name="Approve").click()
+    await page.wait_for_url("**/app/approvals?decided=*")
+    await async_api.expect(page.get_by_role("status")).to_contain_text("approved")
+    await async_api.expect(page.locator("#inbox-empty")).to_be_visible()
+
+    events = await platform.events_until_end(h, run_id)
+    decided = [e["data"] for e in events if e["type"] == "ApprovalDecided"]
+    assert decided == [{"approval_id": approval_id, "key": f"{run_id}:2:0",
+                        "decision": "approved", "comment": "fine by finance",
+                        "decided_by": f"user:{user_id}"}]
+    assert events[-1]["type"] == "RunFinished"
+    assert [c.arguments for c in fakes.mcp.calls] == [{"note": REFUND}]
+    # The approval's own page shows it approved, with the comment, and no form any more.
+    await page.goto(f"/app/approvals/{approval_id}")
+    await async_api.expect(page.locator(f'article[data-approval="{approval_id}"] .status')
+                           ).to_have_text("approved")
+    await async_api.expect(page.locator("main")).to_contain_text("fine by finance")
+    await async_api.expect(page.locator("form.decide")).to_have_count(0)
+    # The run's page shows it finished, the approval approved, no form left.
+    await page.goto(f"/app/runs/{run_id}")
+    await async_api.expect(page.locator("#run-status")).to_have_text("finished")
+    await async_api.expect(page.locator("#run-answer")).to_contain_text(f"applied {REFUND}")
+    await async_api.expect(page.locator("form.decide")).to_have_count(0)
+    await shot(page, "app-run")
+    # The account change is in the tenant's trail, under the person's name.
+    r = await platform.client.get("/v1/audit", params={"actor": f"user:{user_id}"}, headers=h)
+    assert [(e["action"], e["target"]) for e in r.json()["data"]] == [
+        ("POST /app/approvals/{approval_id}", f"/app/approvals/{approval_id}")]
+
+    # The link is spent: used again, it signs nobody in.
+    again = await visit.page()
+    await again.goto(url)
+    async with again.expect_response(lambda r: r.url.endswith("/app/sign-in")
+                                     and r.request.method == "POST") as answered:
+        await again.get_by_role("button", name="Sign in").click()
+    assert (await answered.value).status == 410
+    await async_api.expect(again.get_by_role("alert")).to_contain_text("used already")
+    await shot(again, "app-link-used")
+    # Signing out ends the session.
+    await page.get_by_role("button", name="Sign out").click()
+    await async_api.expect(page.get_by_role("status")).to_contain_text("signed out")
+    await page.goto("/app")
+    await async_api.expect(page.get_by_role("alert")).to_contain_text("not signed in")
+    visit.only_this_server()
+
+
+async def test_a_viewer_gets_no_decision_and_a_forged_one_is_refused(
+    visit: Visit, platform: Api, fakes: Fakes,
+) -> None:
+    _, h, run_id, approval_id = await waiting_run(platform, fakes)
+    _, _, page = await _person(visit, platform, h, "vic@acme.example", "viewer")
+    await page.goto("/app/approvals")
+    card = page.locator(f'article[data-approval="{approval_id}"]')
+    await async_api.expect(card.locator("pre.args")).to_contain_text(REFUND)
+    await async_api.expect(page.get_by_role("button", name="Approve")).to_have_count(0)
+    await async_api.expect(page.locator("form.decide")).to_have_count(0)
+    await async_api.expect(page.get_by_role("link", name="Audit trail")).to_have_count(0)
+    await shot(page, "app-inbox-viewer")
+    await page.goto(f"/app/runs/{run_id}")
+    await async_api.expect(page.locator(f'article[data-approval="{approval_id}"]')
+                           ).to_be_visible()
+    await async_api.expect(page.locator("form.decide")).to_have_count(0)
+
+    # The form the approver would post, with the viewer's own cookie and CSRF token.
+    csrf = await page.locator('form.logout input[name="csrf"]').get_attribute("value")
+    assert csrf
+    forged = await page.request.post(f"/app/approvals/{approval_id}", max_redirects=0,
+                                     form={"csrf": csrf, "decision": "approve"})
+    assert forged.status == 403
+    assert "approvals:decide" in await forged.text()
+    approval = (await platform.client.get(f"/v1/approvals/{approval_id}", headers=h)).json()
+    assert approval["status"] == "pending"
+    assert (await platform.run(h, run_id))["status"] == "waiting"
+    assert fakes.mcp.calls == []
+    # And the audit page is not theirs.
+    r = await page.goto("/app/audit")
+    assert r is not None and r.status == 403
+    visit.only_this_server()
+
+
+async def test_another_tenants_run_and_approval_are_not_found(
+    visit: Visit, platform: Api, fakes: Fakes,
+) -> None:
+    _, their_h, their_run, their_approval = await waiting_run(platform, fakes)
+    _, mine = await platform.tenant("Other Co")
+    my_run = await platform.start(mine, await platform.agent(mine), scripted(answer("ok")))
+    _, _, page = await _person(visit, platform, mine, "ann@other.example", "admin")
+    await async_api.expect(page.locator(f'tr[data-run="{my_run}"]')).to_have_count(1)
+    await async_api.expect(page.locator(f'tr[data-run="{their_run}"]')).to_have_count(0)
+
+    theirs = await page.goto(f"/app/runs/{their_run}")
+    assert theirs is not None and theirs.status == 404
+    shown = await page.locator("main").inner_text()
+    assert their_run not in shown
+    nothing = await page.goto("/app/runs/run_" + "0" * 32)
+    assert nothing is not None and nothing.status == 404
+    assert await page.locator("main").inner_text() == shown  # the same page: no hint
+    await shot(page, "app-not-found")
+    # Their approval's page: the not-found page, as for an approval that never was.
+    theirs = await page.goto(f"/app/approvals/{their_approval}")
+    assert theirs is not None and theirs.status == 404
+    shown = await page.locator("main").inner_text()
+    assert their_approval not in shown and REFUND not in shown
+    nothing = await page.goto("/app/approvals/apr_" + "0" * 32)
+    assert nothing is not None and nothing.status == 404
+    assert await page.locator("main").inner_text() == shown
+    # Deciding their approval from here: not found, and it stays pending.
+    await page.goto("/app/approvals")
+    await async_api.expect(page.locator(f'article[data-approval="{their_approval}"]')
+                           ).to_have_count(0)
+    csrf = await page.locator('form.logout input[name="csrf"]').get_attribute("value")
+    forged = await page.request.post(f"/app/approvals/{their_approval}", max_redirects=0,
+                                     form={"csrf": csrf or "", "decision": "approve"})
+    assert forged.status == 404
+    approval = (await platform.client.get(f"/v1/approvals/{their_approval}",
+                                          headers=their_h)).json()
+    assert approval["status"] == "pending"
+    visit.only_this_server()
