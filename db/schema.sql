@@ -420,6 +420,116 @@ CREATE FUNCTION public.tenantry_claim_blob_deletions(p_limit integer, p_seconds 
 $$;
 
 --
+-- Name: tenantry_claim_endpoint_deliveries(integer, double precision, integer, integer, text[], integer[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_claim_endpoint_deliveries(p_batch integer, p_seconds double precision, p_max_attempts integer, p_per_tenant integer, p_busy_tenants text[], p_busy_counts integer[]) RETURNS TABLE(tenant_id text, run_id uuid, endpoint_id uuid, attempts integer, spent boolean)
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    WITH busy AS (
+        SELECT b.tenant_id, b.n FROM unnest(p_busy_tenants, p_busy_counts) AS b(tenant_id, n)
+    ), ranked AS (
+        SELECT d.tenant_id, d.run_id, d.endpoint_id, d.next_at,
+               row_number() OVER (PARTITION BY d.tenant_id ORDER BY d.next_at) AS nth
+        FROM public.endpoint_deliveries d
+        WHERE d.state = 'pending' AND d.next_at <= now() AND d.attempts < p_max_attempts
+          AND d.tenant_id <> ALL (public.tenantry_frozen_tenants())
+    ), due AS (
+        SELECT d.tenant_id, d.run_id, d.endpoint_id FROM public.endpoint_deliveries d
+        JOIN ranked k ON k.tenant_id = d.tenant_id AND k.run_id = d.run_id
+                     AND k.endpoint_id = d.endpoint_id
+        LEFT JOIN busy b ON b.tenant_id = k.tenant_id
+        WHERE k.nth + coalesce(b.n, 0) <= p_per_tenant
+          AND d.state = 'pending' AND d.attempts < p_max_attempts
+        ORDER BY k.next_at
+        LIMIT p_batch
+        FOR UPDATE OF d SKIP LOCKED
+    ), lapsed AS (
+        SELECT d.tenant_id, d.run_id, d.endpoint_id FROM public.endpoint_deliveries d
+        WHERE d.state = 'pending' AND d.next_at <= now() AND d.attempts >= p_max_attempts
+        ORDER BY d.next_at
+        LIMIT p_batch
+        FOR UPDATE SKIP LOCKED
+    ), claimed AS (
+        UPDATE public.endpoint_deliveries d
+        SET next_at = now() + make_interval(secs => p_seconds), attempts = d.attempts + 1
+        FROM due
+        WHERE d.tenant_id = due.tenant_id AND d.run_id = due.run_id
+          AND d.endpoint_id = due.endpoint_id
+        RETURNING d.tenant_id, d.run_id, d.endpoint_id, d.attempts, false AS spent
+    ), spent AS (
+        UPDATE public.endpoint_deliveries d
+        SET next_at = now() + make_interval(secs => p_seconds)
+        FROM lapsed
+        WHERE d.tenant_id = lapsed.tenant_id AND d.run_id = lapsed.run_id
+          AND d.endpoint_id = lapsed.endpoint_id
+        RETURNING d.tenant_id, d.run_id, d.endpoint_id, d.attempts, true AS spent
+    )
+    SELECT * FROM claimed UNION ALL SELECT * FROM spent
+$$;
+
+--
+-- Name: tenantry_claim_export(text, double precision, integer, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_claim_export(p_owner text, p_seconds double precision, p_max_attempts integer, p_keep_days integer) RETURNS TABLE(tenant_id text, export_id uuid, epoch bigint, archive_ref text)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+DECLARE
+    v_tenant text;
+    v_export uuid;
+    v_attempts integer;
+    v_old_ref text;
+    v_epoch bigint;
+    v_ref text;
+BEGIN
+    LOOP
+        SELECT x.tenant_id, x.export_id, x.attempts, x.archive_ref
+        INTO v_tenant, v_export, v_attempts, v_old_ref
+        FROM public.exports x
+        JOIN public.tenants t ON t.tenant_id = x.tenant_id
+        WHERE (x.status = 'queued'
+               OR (x.status = 'running' AND x.lease_expires_at < clock_timestamp()))
+          AND t.erased_at IS NULL
+          AND x.tenant_id <> ALL (public.tenantry_frozen_tenants())
+        ORDER BY x.created_at
+        LIMIT 1
+        FOR UPDATE OF x SKIP LOCKED;
+        IF NOT FOUND THEN
+            RETURN;
+        END IF;
+        IF v_old_ref IS NOT NULL THEN
+            INSERT INTO public.blob_deletions (tenant_id, ref, run_id)
+            VALUES (v_tenant, v_old_ref, NULL)
+            ON CONFLICT ON CONSTRAINT blob_deletions_pkey DO NOTHING;
+        END IF;
+        IF v_attempts >= p_max_attempts THEN
+            UPDATE public.exports x
+            SET status = 'failed', lease_owner = NULL, lease_expires_at = NULL,
+                archive_ref = NULL, finished_at = clock_timestamp(),
+                expires_at = clock_timestamp() + make_interval(days => p_keep_days),
+                error = left('gave up after ' || v_attempts || ' attempts'
+                             || coalesce(': ' || x.error, ''), 500)
+            WHERE x.tenant_id = v_tenant AND x.export_id = v_export;
+            CONTINUE;
+        END IF;
+        UPDATE public.exports x
+        SET status = 'running', lease_owner = p_owner, lease_epoch = x.lease_epoch + 1,
+            lease_expires_at = clock_timestamp() + make_interval(secs => p_seconds),
+            attempts = x.attempts + 1, started_at = coalesce(x.started_at, clock_timestamp()),
+            archive_ref = 'export_' || replace(x.export_id::text, '-', '') || '.'
+                          || (x.lease_epoch + 1) || '.tar.gz'
+        WHERE x.tenant_id = v_tenant AND x.export_id = v_export
+        RETURNING x.lease_epoch, x.archive_ref INTO v_epoch, v_ref;
+        RETURN QUERY SELECT v_tenant, v_export, v_epoch, v_ref;
+        RETURN;
+    END LOOP;
+END
+$$;
+
+--
 -- Name: tenantry_claim_runs(text, integer, double precision, text, boolean); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -754,14 +864,15 @@ BEGIN
         INSERT INTO public.usage_facts (tenant_id, run_id, seq, agent_id, agent_version,
                                         provider, account, model, input_tokens,
                                         cached_input_tokens, cache_write_input_tokens,
-                                        output_tokens, cost_micros, price_version)
+                                        output_tokens, cost_micros, price_version,
+                                        account_owner)
         VALUES (p_tenant, p_run, last_seq, (p_usage->>'agent_id')::uuid,
                 (p_usage->>'agent_version')::integer, p_usage->>'provider',
                 p_usage->>'account', p_usage->>'model',
                 (p_usage->>'input_tokens')::bigint, (p_usage->>'cached_input_tokens')::bigint,
                 (p_usage->>'cache_write_input_tokens')::bigint,
                 (p_usage->>'output_tokens')::bigint, (p_usage->>'cost_micros')::bigint,
-                p_usage->>'price_version');
+                p_usage->>'price_version', p_usage->>'account_owner');
     END IF;
 
     IF p_terminal IS NOT NULL THEN
@@ -776,6 +887,130 @@ BEGIN
             webhook_state = CASE WHEN r.webhook_url IS NULL THEN NULL ELSE 'pending' END,
             webhook_next_at = CASE WHEN r.webhook_url IS NULL THEN NULL ELSE now() END
         WHERE r.tenant_id = p_tenant AND r.run_id = p_run;
+        -- The one change from 0029: a run's end folds its tenant's closed reservations
+        -- into the budget row (the run's own settlements all committed before this), so
+        -- when a tenant's runs have ended its row is exact again. Last, so the row lock is
+        -- held only to the commit; no lock at all when nothing waits to be folded.
+        PERFORM 1 FROM public.budget_reservations b
+        WHERE b.tenant_id = p_tenant AND b.unfolded LIMIT 1;
+        IF FOUND THEN
+            PERFORM public.tenantry_fold_closings(p_tenant);
+        END IF;
+    ELSIF EXISTS (SELECT 1 FROM public.frozen_tenants f WHERE f.tenant_id = p_tenant) THEN
+        -- The tenant is being moved: the run goes back to the queue between two steps
+        -- (its log complete up to here), under a new epoch so nothing more of this
+        -- owner's lands; the move copies it once no run of the tenant holds a lease.
+        UPDATE public.runs r SET status = 'queued', lease_owner = NULL,
+            lease_expires_at = NULL, lease_epoch = r.lease_epoch + 1, updated_at = now()
+        WHERE r.tenant_id = p_tenant AND r.run_id = p_run;
+        hand_back := true;
+        RETURN;
+    END IF;
+    hand_back := false;
+END
+$$;
+
+--
+-- Name: tenantry_commit_step_v2(text, uuid, bigint, text[], jsonb[], smallint[], jsonb[], integer, bigint, bigint, bigint, double precision, jsonb, jsonb, jsonb, jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_commit_step_v2(p_tenant text, p_run uuid, p_epoch bigint, p_types text[], p_data jsonb[], p_formats smallint[], p_payloads jsonb[], p_steps integer, p_input_tokens bigint, p_output_tokens bigint, p_cost bigint, p_lease_seconds double precision, p_audit jsonb, p_settle jsonb, p_usage jsonb, p_terminal jsonb, OUT last_seq integer, OUT cancel_requested boolean, OUT hand_back boolean) RETURNS record
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+DECLARE
+    v_count integer := cardinality(p_types);
+    v_first integer;
+    v_agent uuid;
+BEGIN
+    PERFORM set_config('tenantry.tenant_id', p_tenant, true);
+    -- The counter row hands out the slots under its row lock (never max(seq)+1); the same
+    -- update renews the lease and adds the step to the run's totals.
+    UPDATE public.runs r SET
+        last_seq = r.last_seq + v_count,
+        steps = r.steps + p_steps,
+        input_tokens = r.input_tokens + p_input_tokens,
+        output_tokens = r.output_tokens + p_output_tokens,
+        cost_micros = r.cost_micros + p_cost,
+        lease_expires_at = CASE WHEN p_terminal IS NULL
+                                THEN now() + make_interval(secs => p_lease_seconds)
+                                ELSE r.lease_expires_at END,
+        updated_at = now()
+    WHERE r.tenant_id = p_tenant AND r.run_id = p_run AND r.lease_epoch = p_epoch
+      AND (p_terminal IS NOT NULL OR r.status = 'running')
+    RETURNING r.last_seq, r.cancel_requested, r.agent_id
+        INTO last_seq, cancel_requested, v_agent;
+    IF NOT FOUND THEN
+        RETURN;  -- not ours any more: nothing written
+    END IF;
+    v_first := last_seq - v_count + 1;
+
+    INSERT INTO public.run_events (tenant_id, run_id, seq, type, data, format)
+    SELECT p_tenant, p_run, v_first + e.i - 1, e.type, e.data, e.format
+    FROM unnest(p_types, p_data, p_formats) WITH ORDINALITY AS e(type, data, format, i);
+    IF p_payloads IS NOT NULL THEN
+        INSERT INTO public.run_event_payloads (tenant_id, run_id, seq, data)
+        SELECT p_tenant, p_run, v_first + e.i - 1, e.data
+        FROM unnest(p_payloads) WITH ORDINALITY AS e(data, i)
+        WHERE e.data IS NOT NULL;
+    END IF;
+
+    IF p_audit IS NOT NULL THEN
+        INSERT INTO public.audit_log (tenant_id, audit_id, run_id, tool, server, key,
+                                      arguments_sha256, outcome, detail, duration_ms)
+        VALUES (p_tenant, (p_audit->>'audit_id')::uuid, p_run, p_audit->>'tool',
+                p_audit->>'server', p_audit->>'key',
+                decode(p_audit->>'arguments_sha256', 'hex'), p_audit->>'outcome',
+                p_audit->>'detail', (p_audit->>'duration_ms')::double precision);
+    END IF;
+
+    IF p_settle IS NOT NULL THEN
+        -- The reservation is settled, and the billing fact written, with the reply that
+        -- consumed it: both commit or neither does.
+        IF NOT public.tenantry_close_reservation(
+                p_tenant, p_run, p_epoch, (p_settle->>'reservation_id')::uuid, 'settled',
+                (p_settle->>'tokens')::bigint, (p_settle->>'cost_micros')::bigint) THEN
+            RAISE EXCEPTION 'the budget reservation is no longer this owner''s to settle'
+                USING ERRCODE = 'TR010';
+        END IF;
+    END IF;
+    IF p_usage IS NOT NULL THEN
+        INSERT INTO public.usage_facts (tenant_id, run_id, seq, agent_id, agent_version,
+                                        provider, account, model, input_tokens,
+                                        cached_input_tokens, cache_write_input_tokens,
+                                        output_tokens, cost_micros, price_version,
+                                        account_owner)
+        VALUES (p_tenant, p_run, last_seq, (p_usage->>'agent_id')::uuid,
+                (p_usage->>'agent_version')::integer, p_usage->>'provider',
+                p_usage->>'account', p_usage->>'model',
+                (p_usage->>'input_tokens')::bigint, (p_usage->>'cached_input_tokens')::bigint,
+                (p_usage->>'cache_write_input_tokens')::bigint,
+                (p_usage->>'output_tokens')::bigint, (p_usage->>'cost_micros')::bigint,
+                p_usage->>'price_version', p_usage->>'account_owner');
+    END IF;
+
+    IF p_terminal IS NOT NULL THEN
+        -- A run with a webhook gets its delivery queued in the same transaction (outbox).
+        UPDATE public.runs r SET
+            -- JSON null is what the caller's None became: stored as NULL, as before.
+            status = p_terminal->>'status',
+            answer = nullif(p_terminal->'answer', 'null'::jsonb),
+            error = nullif(p_terminal->'error', 'null'::jsonb),
+            finished_at = now(), updated_at = now(),
+            lease_owner = NULL, lease_expires_at = NULL,
+            webhook_state = CASE WHEN r.webhook_url IS NULL THEN NULL ELSE 'pending' END,
+            webhook_next_at = CASE WHEN r.webhook_url IS NULL THEN NULL ELSE now() END
+        WHERE r.tenant_id = p_tenant AND r.run_id = p_run;
+        -- The tenant's endpoints (at most 10, found by an index on tenant_id): nothing
+        -- to insert and one index probe for a tenant without any. A delivery already queued
+        -- (a terminal commit made again under the same epoch) stays as it is: never an
+        -- error that would fail the run's end.
+        INSERT INTO public.endpoint_deliveries (tenant_id, run_id, endpoint_id, next_at)
+        SELECT p_tenant, p_run, w.endpoint_id, now() FROM public.webhook_endpoints w
+        WHERE w.tenant_id = p_tenant
+          AND (w.statuses IS NULL OR p_terminal->>'status' = ANY (w.statuses))
+          AND (w.agent_ids IS NULL OR v_agent = ANY (w.agent_ids))
+        ON CONFLICT DO NOTHING;
         -- The one change from 0029: a run's end folds its tenant's closed reservations
         -- into the budget row (the run's own settlements all committed before this), so
         -- when a tenant's runs have ended its row is exact again. Last, so the row lock is
@@ -1378,11 +1613,82 @@ BEGIN
     GET DIAGNOSTICS v_servers = ROW_COUNT;
     UPDATE public.api_keys SET revoked_at = coalesce(revoked_at, now())
     WHERE tenant_id = p_tenant;
+    UPDATE public.model_accounts SET enabled = false, updated_at = now()
+    WHERE tenant_id = p_tenant AND enabled;
     -- Its people (their addresses are personal data), their links and sessions: gone.
     DELETE FROM public.app_sessions s WHERE s.tenant_id = p_tenant;
     DELETE FROM public.sign_in_links l WHERE l.tenant_id = p_tenant;
     DELETE FROM public.tenant_users u WHERE u.tenant_id = p_tenant;
     RETURN QUERY SELECT v_secrets, v_servers;
+END
+$$;
+
+--
+-- Name: tenantry_erase_tenant_state_v2(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_erase_tenant_state_v2(p_tenant text) RETURNS TABLE(secrets integer, tool_servers integer)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+DECLARE
+    v_secrets integer;
+    v_servers integer;
+BEGIN
+    DELETE FROM public.secrets s WHERE s.tenant_id = p_tenant;
+    GET DIAGNOSTICS v_secrets = ROW_COUNT;
+    DELETE FROM public.tenant_keys k WHERE k.tenant_id = p_tenant;
+    DELETE FROM public.tool_servers s WHERE s.tenant_id = p_tenant;
+    GET DIAGNOSTICS v_servers = ROW_COUNT;
+    -- Its webhook endpoints (ADR 0045), and with them the deliveries not yet made: the
+    -- runs its erase cancels next are announced to no one.
+    DELETE FROM public.webhook_endpoints w WHERE w.tenant_id = p_tenant;
+    UPDATE public.api_keys SET revoked_at = coalesce(revoked_at, now())
+    WHERE tenant_id = p_tenant;
+    UPDATE public.model_accounts SET enabled = false, updated_at = now()
+    WHERE tenant_id = p_tenant AND enabled;
+    -- Its people (their addresses are personal data), their links and sessions: gone.
+    DELETE FROM public.app_sessions s WHERE s.tenant_id = p_tenant;
+    DELETE FROM public.sign_in_links l WHERE l.tenant_id = p_tenant;
+    DELETE FROM public.tenant_users u WHERE u.tenant_id = p_tenant;
+    RETURN QUERY SELECT v_secrets, v_servers;
+END
+$$;
+
+--
+-- Name: tenantry_expire_exports(text, text, bigint, boolean, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_expire_exports(p_tenant text, p_owner text, p_epoch bigint, p_all boolean, p_limit integer) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+DECLARE
+    v_gone integer;
+BEGIN
+    PERFORM 1 FROM public.cleanup_leases l
+    WHERE l.tenant_id = p_tenant AND l.owner = p_owner AND l.epoch = p_epoch
+      AND l.expires_at > clock_timestamp()
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'cleanup lease of tenant % epoch % is no longer held', p_tenant, p_epoch
+            USING ERRCODE = 'TR001';
+    END IF;
+    WITH gone AS (
+        DELETE FROM public.exports x WHERE (x.tenant_id, x.export_id) IN (
+            SELECT y.tenant_id, y.export_id FROM public.exports y
+            WHERE y.tenant_id = p_tenant
+              AND (p_all OR (y.status IN ('ready', 'failed')
+                             AND y.expires_at < clock_timestamp()))
+            LIMIT p_limit)
+        RETURNING x.archive_ref
+    ), queued AS (
+        INSERT INTO public.blob_deletions (tenant_id, ref, run_id)
+        SELECT p_tenant, g.archive_ref, NULL FROM gone g WHERE g.archive_ref IS NOT NULL
+        ON CONFLICT ON CONSTRAINT blob_deletions_pkey DO NOTHING
+    )
+    SELECT count(*) INTO v_gone FROM gone;
+    RETURN v_gone;
 END
 $$;
 
@@ -2494,6 +2800,63 @@ CREATE FUNCTION public.tenantry_usage_per_tenant(p_from timestamp with time zone
 $$;
 
 --
+-- Name: tenantry_usage_per_tenant_v2(timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_usage_per_tenant_v2(p_from timestamp with time zone, p_to timestamp with time zone) RETURNS TABLE(tenant_id text, runs bigint, calls bigint, input_tokens numeric, cached_input_tokens numeric, output_tokens numeric, cost_micros numeric, sandbox_ms numeric, sandbox_cost_micros numeric, activity_attempts bigint, activity_sandbox_ms numeric, activity_cpu_us numeric, activity_peak_memory_bytes bigint, activity_cost_micros numeric, own_calls bigint, own_input_tokens numeric, own_cached_input_tokens numeric, own_output_tokens numeric, own_cost_micros numeric)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    WITH facts AS (
+        SELECT f.*, coalesce(f.account_owner = 'tenant', EXISTS (
+                   SELECT 1 FROM public.model_accounts a
+                   WHERE a.account_id = f.account AND a.tenant_id = f.tenant_id)) AS own
+        FROM public.usage_facts f
+        WHERE f.created_at >= p_from AND f.created_at < p_to
+    ), model AS (
+        SELECT f.tenant_id, count(*) AS calls, sum(f.input_tokens) AS input_tokens,
+               sum(f.cached_input_tokens) AS cached_input_tokens,
+               sum(f.output_tokens) AS output_tokens, sum(f.cost_micros) AS cost_micros,
+               count(*) FILTER (WHERE f.own) AS own_calls,
+               sum(f.input_tokens) FILTER (WHERE f.own) AS own_input_tokens,
+               sum(f.cached_input_tokens) FILTER (WHERE f.own) AS own_cached_input_tokens,
+               sum(f.output_tokens) FILTER (WHERE f.own) AS own_output_tokens,
+               sum(f.cost_micros) FILTER (WHERE f.own) AS own_cost_micros
+        FROM facts f
+        GROUP BY f.tenant_id
+    ), sandbox AS (
+        SELECT s.tenant_id, sum(s.sandbox_ms) AS sandbox_ms,
+               sum(s.cost_micros) AS sandbox_cost_micros,
+               count(*) FILTER (WHERE s.attempt IS NOT NULL) AS activity_attempts,
+               sum(s.sandbox_ms) FILTER (WHERE s.attempt IS NOT NULL) AS activity_sandbox_ms,
+               sum(s.cpu_us) AS activity_cpu_us,
+               max(s.peak_memory_bytes) AS activity_peak_memory_bytes,
+               sum(s.cost_micros) FILTER (WHERE s.attempt IS NOT NULL) AS activity_cost_micros
+        FROM public.sandbox_usage_facts s
+        WHERE s.created_at >= p_from AND s.created_at < p_to
+        GROUP BY s.tenant_id
+    ), runs AS (
+        SELECT u.tenant_id, count(DISTINCT u.run_id) AS runs
+        FROM (SELECT f.tenant_id, f.run_id FROM public.usage_facts f
+              WHERE f.created_at >= p_from AND f.created_at < p_to
+              UNION ALL
+              SELECT s.tenant_id, s.run_id FROM public.sandbox_usage_facts s
+              WHERE s.created_at >= p_from AND s.created_at < p_to) u
+        GROUP BY u.tenant_id
+    )
+    SELECT r.tenant_id, r.runs, coalesce(m.calls, 0), m.input_tokens, m.cached_input_tokens,
+           m.output_tokens, m.cost_micros, s.sandbox_ms, s.sandbox_cost_micros,
+           coalesce(s.activity_attempts, 0), s.activity_sandbox_ms, s.activity_cpu_us,
+           s.activity_peak_memory_bytes, s.activity_cost_micros,
+           coalesce(m.own_calls, 0), m.own_input_tokens, m.own_cached_input_tokens,
+           m.own_output_tokens, m.own_cost_micros
+    FROM runs r
+    LEFT JOIN model m ON m.tenant_id = r.tenant_id
+    LEFT JOIN sandbox s ON s.tenant_id = r.tenant_id
+    ORDER BY r.tenant_id
+$$;
+
+--
 -- Name: tenantry_wake_authorized(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -2893,7 +3256,7 @@ CREATE TABLE public.billing_reconciliations (
 CREATE TABLE public.blob_deletions (
     tenant_id text NOT NULL,
     ref text NOT NULL,
-    run_id uuid NOT NULL,
+    run_id uuid,
     queued_at timestamp with time zone DEFAULT now() NOT NULL,
     attempts integer DEFAULT 0 NOT NULL,
     next_at timestamp with time zone DEFAULT now() NOT NULL,
@@ -3012,6 +3375,20 @@ CREATE TABLE public.console_session_epoch (
 );
 
 --
+-- Name: endpoint_deliveries; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.endpoint_deliveries (
+    tenant_id text NOT NULL,
+    run_id uuid NOT NULL,
+    endpoint_id uuid NOT NULL,
+    state text DEFAULT 'pending'::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    next_at timestamp with time zone,
+    CONSTRAINT endpoint_deliveries_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'delivered'::text, 'failed'::text])))
+);
+
+--
 -- Name: erase_jobs; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -3064,6 +3441,34 @@ CREATE TABLE public.evaluation_runs (
 );
 
 --
+-- Name: exports; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.exports (
+    tenant_id text NOT NULL,
+    export_id uuid NOT NULL,
+    status text DEFAULT 'queued'::text NOT NULL,
+    idempotency_key text,
+    requested_by text NOT NULL,
+    lease_owner text,
+    lease_epoch bigint DEFAULT 0 NOT NULL,
+    lease_expires_at timestamp with time zone,
+    attempts integer DEFAULT 0 NOT NULL,
+    archive_ref text,
+    bytes bigint,
+    counts jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    expires_at timestamp with time zone,
+    CONSTRAINT exports_attempts_check CHECK ((attempts >= 0)),
+    CONSTRAINT exports_bytes_check CHECK ((bytes >= 0)),
+    CONSTRAINT exports_idempotency_key_check CHECK (((length(idempotency_key) >= 1) AND (length(idempotency_key) <= 255))),
+    CONSTRAINT exports_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'running'::text, 'ready'::text, 'failed'::text])))
+);
+
+--
 -- Name: frozen_tenants; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -3097,14 +3502,17 @@ CREATE TABLE public.model_accounts (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     secret_binding smallint DEFAULT 2 NOT NULL,
+    registered_by text DEFAULT 'operator'::text NOT NULL,
     CONSTRAINT model_accounts_account_id_check CHECK ((account_id ~ '^[a-z0-9][a-z0-9_-]{1,63}$'::text)),
     CONSTRAINT model_accounts_base_url_check CHECK ((base_url ~ '^https?://'::text)),
     CONSTRAINT model_accounts_check CHECK (((tenant_id IS NOT NULL) OR (secret_name IS NULL))),
     CONSTRAINT model_accounts_check1 CHECK (((secret_sealed IS NULL) = (secret_nonce IS NULL))),
     CONSTRAINT model_accounts_models_check CHECK (((cardinality(models) >= 1) AND (cardinality(models) <= 100))),
     CONSTRAINT model_accounts_provider_check CHECK ((provider = ANY (ARRAY['openai'::text, 'anthropic'::text, 'scripted'::text]))),
+    CONSTRAINT model_accounts_registered_by_check CHECK ((registered_by = ANY (ARRAY['operator'::text, 'tenant'::text]))),
     CONSTRAINT model_accounts_rpm_check CHECK ((rpm > 0)),
     CONSTRAINT model_accounts_secret_binding_check CHECK ((secret_binding = ANY (ARRAY[1, 2]))),
+    CONSTRAINT model_accounts_tenant_registers_its_own CHECK (((registered_by = 'operator'::text) OR (tenant_id IS NOT NULL))),
     CONSTRAINT model_accounts_tpm_check CHECK ((tpm > 0))
 );
 
@@ -4262,6 +4670,8 @@ CREATE TABLE public.tenants (
     approval_ttl_seconds integer DEFAULT 604800 NOT NULL,
     erased_at timestamp with time zone,
     admissions_paused_at timestamp with time zone,
+    webhook_secret_previous text,
+    webhook_secret_previous_until timestamp with time zone,
     CONSTRAINT tenants_approval_ttl_seconds_check CHECK ((approval_ttl_seconds > 0)),
     CONSTRAINT tenants_name_check CHECK (((length(name) >= 1) AND (length(name) <= 200))),
     CONSTRAINT tenants_tenant_id_check CHECK ((tenant_id ~ '^[a-z0-9][a-z0-9_-]{2,63}$'::text))
@@ -4383,7 +4793,47 @@ CREATE TABLE public.usage_facts (
     output_tokens bigint NOT NULL,
     cost_micros bigint NOT NULL,
     price_version text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    account_owner text
+);
+
+--
+-- Name: webhook_attempts; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.webhook_attempts (
+    tenant_id text NOT NULL,
+    delivery_id uuid NOT NULL,
+    run_id uuid NOT NULL,
+    endpoint_id uuid,
+    url text NOT NULL,
+    attempt integer NOT NULL,
+    attempted_at timestamp with time zone DEFAULT now() NOT NULL,
+    outcome text NOT NULL,
+    status_code integer,
+    error text,
+    CONSTRAINT webhook_attempts_attempt_check CHECK ((attempt >= 1)),
+    CONSTRAINT webhook_attempts_outcome_check CHECK ((outcome = ANY (ARRAY['delivered'::text, 'retrying'::text, 'failed'::text])))
+);
+
+--
+-- Name: webhook_endpoints; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.webhook_endpoints (
+    tenant_id text NOT NULL,
+    endpoint_id uuid NOT NULL,
+    slot smallint NOT NULL,
+    url text NOT NULL,
+    statuses text[],
+    agent_ids uuid[],
+    description text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT webhook_endpoints_agent_ids_check CHECK (((cardinality(agent_ids) >= 1) AND (cardinality(agent_ids) <= 20))),
+    CONSTRAINT webhook_endpoints_description_check CHECK ((length(description) <= 200)),
+    CONSTRAINT webhook_endpoints_slot_check CHECK (((slot >= 1) AND (slot <= 10))),
+    CONSTRAINT webhook_endpoints_statuses_check CHECK (((statuses <@ ARRAY['finished'::text, 'failed'::text, 'cancelled'::text]) AND ((cardinality(statuses) >= 1) AND (cardinality(statuses) <= 3)))),
+    CONSTRAINT webhook_endpoints_url_check CHECK (((length(url) >= 1) AND (length(url) <= 2048)))
 );
 
 --
@@ -4986,6 +5436,13 @@ ALTER TABLE ONLY public.console_session_epoch
     ADD CONSTRAINT console_session_epoch_pkey PRIMARY KEY (singleton);
 
 --
+-- Name: endpoint_deliveries endpoint_deliveries_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.endpoint_deliveries
+    ADD CONSTRAINT endpoint_deliveries_pkey PRIMARY KEY (tenant_id, run_id, endpoint_id);
+
+--
 -- Name: erase_jobs erase_jobs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -5005,6 +5462,20 @@ ALTER TABLE ONLY public.evaluation_results
 
 ALTER TABLE ONLY public.evaluation_runs
     ADD CONSTRAINT evaluation_runs_pkey PRIMARY KEY (tenant_id, evaluation_id, case_index, side);
+
+--
+-- Name: exports exports_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.exports
+    ADD CONSTRAINT exports_pkey PRIMARY KEY (tenant_id, export_id);
+
+--
+-- Name: exports exports_tenant_id_idempotency_key_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.exports
+    ADD CONSTRAINT exports_tenant_id_idempotency_key_key UNIQUE (tenant_id, idempotency_key);
 
 --
 -- Name: frozen_tenants frozen_tenants_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -5672,11 +6143,39 @@ ALTER TABLE ONLY public.tool_servers
     ADD CONSTRAINT tool_servers_tenant_id_name_key UNIQUE (tenant_id, name);
 
 --
+-- Name: usage_facts usage_facts_account_owner_check; Type: CHECK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE public.usage_facts
+    ADD CONSTRAINT usage_facts_account_owner_check CHECK ((account_owner = ANY (ARRAY['platform'::text, 'tenant'::text]))) NOT VALID;
+
+--
 -- Name: usage_facts usage_facts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
 ALTER TABLE ONLY public.usage_facts
     ADD CONSTRAINT usage_facts_pkey PRIMARY KEY (tenant_id, run_id, seq);
+
+--
+-- Name: webhook_attempts webhook_attempts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_attempts
+    ADD CONSTRAINT webhook_attempts_pkey PRIMARY KEY (tenant_id, delivery_id);
+
+--
+-- Name: webhook_endpoints webhook_endpoints_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_endpoints
+    ADD CONSTRAINT webhook_endpoints_pkey PRIMARY KEY (tenant_id, endpoint_id);
+
+--
+-- Name: webhook_endpoints webhook_endpoints_tenant_id_slot_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_endpoints
+    ADD CONSTRAINT webhook_endpoints_tenant_id_slot_key UNIQUE (tenant_id, slot);
 
 --
 -- Name: worker_sessions worker_sessions_lock_key_key; Type: CONSTRAINT; Schema: public; Owner: -
@@ -5783,6 +6282,18 @@ CREATE INDEX budget_reservations_unfolded ON public.budget_reservations USING bt
 CREATE INDEX console_actions_tenant ON public.console_actions USING btree (tenant_id, action_id);
 
 --
+-- Name: endpoint_deliveries_by_endpoint; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX endpoint_deliveries_by_endpoint ON public.endpoint_deliveries USING btree (tenant_id, endpoint_id);
+
+--
+-- Name: endpoint_deliveries_due; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX endpoint_deliveries_due ON public.endpoint_deliveries USING btree (next_at) WHERE (state = 'pending'::text);
+
+--
 -- Name: erase_jobs_by_tenant; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -5799,6 +6310,18 @@ CREATE UNIQUE INDEX erase_jobs_one_running ON public.erase_jobs USING btree (ten
 --
 
 CREATE UNIQUE INDEX evaluation_runs_by_run ON public.evaluation_runs USING btree (tenant_id, run_id);
+
+--
+-- Name: exports_expiry; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX exports_expiry ON public.exports USING btree (tenant_id, expires_at) WHERE (status = ANY (ARRAY['ready'::text, 'failed'::text]));
+
+--
+-- Name: exports_unfinished; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX exports_unfinished ON public.exports USING btree (created_at) WHERE (status = ANY (ARRAY['queued'::text, 'running'::text]));
 
 --
 -- Name: model_accounts_tenant; Type: INDEX; Schema: public; Owner: -
@@ -5931,6 +6454,18 @@ CREATE INDEX usage_facts_by_account ON public.usage_facts USING btree (account, 
 --
 
 CREATE INDEX usage_facts_by_time ON public.usage_facts USING btree (tenant_id, created_at);
+
+--
+-- Name: webhook_attempts_by_endpoint; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_attempts_by_endpoint ON public.webhook_attempts USING btree (tenant_id, endpoint_id, delivery_id);
+
+--
+-- Name: webhook_attempts_by_run; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_attempts_by_run ON public.webhook_attempts USING btree (tenant_id, run_id, delivery_id);
 
 --
 -- Name: run_event_payloads_p00_pkey; Type: INDEX ATTACH; Schema: public; Owner: -
@@ -6763,6 +7298,20 @@ ALTER TABLE ONLY public.cleanup_leases
     ADD CONSTRAINT cleanup_leases_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
 
 --
+-- Name: endpoint_deliveries endpoint_deliveries_tenant_id_endpoint_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.endpoint_deliveries
+    ADD CONSTRAINT endpoint_deliveries_tenant_id_endpoint_id_fkey FOREIGN KEY (tenant_id, endpoint_id) REFERENCES public.webhook_endpoints(tenant_id, endpoint_id) ON DELETE CASCADE;
+
+--
+-- Name: endpoint_deliveries endpoint_deliveries_tenant_id_run_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.endpoint_deliveries
+    ADD CONSTRAINT endpoint_deliveries_tenant_id_run_id_fkey FOREIGN KEY (tenant_id, run_id) REFERENCES public.runs(tenant_id, run_id) ON DELETE CASCADE;
+
+--
 -- Name: erase_jobs erase_jobs_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -6782,6 +7331,13 @@ ALTER TABLE ONLY public.evaluation_results
 
 ALTER TABLE ONLY public.evaluation_runs
     ADD CONSTRAINT evaluation_runs_tenant_id_evaluation_id_fkey FOREIGN KEY (tenant_id, evaluation_id) REFERENCES public.agent_evaluations(tenant_id, evaluation_id);
+
+--
+-- Name: exports exports_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.exports
+    ADD CONSTRAINT exports_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
 
 --
 -- Name: model_accounts model_accounts_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
@@ -7141,6 +7697,20 @@ ALTER TABLE ONLY public.usage_facts
     ADD CONSTRAINT usage_facts_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
 
 --
+-- Name: webhook_attempts webhook_attempts_tenant_id_run_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_attempts
+    ADD CONSTRAINT webhook_attempts_tenant_id_run_id_fkey FOREIGN KEY (tenant_id, run_id) REFERENCES public.runs(tenant_id, run_id) ON DELETE CASCADE;
+
+--
+-- Name: webhook_endpoints webhook_endpoints_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_endpoints
+    ADD CONSTRAINT webhook_endpoints_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
+
+--
 -- Name: account_changes; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -7267,6 +7837,12 @@ ALTER TABLE public.cleanup_leases ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.console_actions ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: endpoint_deliveries; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.endpoint_deliveries ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: erase_jobs; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -7283,6 +7859,12 @@ ALTER TABLE public.evaluation_results ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.evaluation_runs ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: exports; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.exports ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: retention_policies; Type: ROW SECURITY; Schema: public; Owner: -
@@ -7849,6 +8431,12 @@ CREATE POLICY tenant_isolation ON public.cleanup_leases USING ((tenant_id = publ
 CREATE POLICY tenant_isolation ON public.console_actions USING ((tenant_id = public.tenantry_current_tenant()));
 
 --
+-- Name: endpoint_deliveries tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.endpoint_deliveries USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
 -- Name: erase_jobs tenant_isolation; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -7865,6 +8453,12 @@ CREATE POLICY tenant_isolation ON public.evaluation_results USING ((tenant_id = 
 --
 
 CREATE POLICY tenant_isolation ON public.evaluation_runs USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: exports tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.exports USING ((tenant_id = public.tenantry_current_tenant()));
 
 --
 -- Name: retention_policies tenant_isolation; Type: POLICY; Schema: public; Owner: -
@@ -8365,6 +8959,18 @@ CREATE POLICY tenant_isolation ON public.tool_servers USING ((tenant_id = public
 CREATE POLICY tenant_isolation ON public.usage_facts USING ((tenant_id = public.tenantry_current_tenant()));
 
 --
+-- Name: webhook_attempts tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.webhook_attempts USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
+-- Name: webhook_endpoints tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.webhook_endpoints USING ((tenant_id = public.tenantry_current_tenant()));
+
+--
 -- Name: tenant_keys; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -8423,6 +9029,18 @@ ALTER TABLE public.tool_servers ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.usage_facts ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: webhook_attempts; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.webhook_attempts ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: webhook_endpoints; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.webhook_endpoints ENABLE ROW LEVEL SECURITY;
 
 --
 -- PostgreSQL database dump complete

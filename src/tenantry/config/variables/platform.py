@@ -67,8 +67,9 @@ PLATFORM = (
         doc=(
             "The URL people's browsers and authorization servers reach this platform's API at "
             "(behind a proxy: the proxy's), for the OAuth callback of tool servers "
-            "(`<url>/oauth/callback`). Unset: the address the connect request came to. Read "
-            "by the API."),
+            "(`<url>/oauth/callback`) and the tenant console's sign-in links "
+            "(`<url>/app/sign-in?token=…`). Unset: the address the connect (or link) request "
+            "came to. Read by the API."),
     ),
     Variable(
         "TENANTRY_OPERATOR_TOKEN",
