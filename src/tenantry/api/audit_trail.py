@@ -28,7 +28,6 @@ from tenantry.api.pagination import PageRequest, keyed_by
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.audit import trail
-from tenantry.errors import TenantryError
 from tenantry.ids import ApiKeyId, RunId, TenantId
 from tenantry.tenants import service
 from tenantry.tenants.scopes import KeyGrant, Scope
@@ -167,6 +166,8 @@ async def _record(scope: AsgiScope, status: int) -> None:
     try:
         await trail.record_change(p.db, tenant, trail.Change(actor, action, scope["path"],
                                                              status))
-    except (TenantryError, OSError) as exc:  # the change is made; say it went unrecorded
+    # Whatever failed (an asyncpg error too), the change is made and its answer must go out:
+    # say the entry went unrecorded. Not BaseException: a cancelled request stays cancelled.
+    except Exception as exc:
         logger.error("audit: could not record %s %s for %s: %s", action, scope["path"],
                      tenant, exc)
