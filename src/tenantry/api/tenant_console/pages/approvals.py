@@ -14,8 +14,8 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import RedirectResponse, Response
 
 from tenantry.api.console.view import HEADERS, parse_id
+from tenantry.api.tenant_console import changes
 from tenantry.api.tenant_console.view import PREFIX, Page, member, text
-from tenantry.audit import trail
 from tenantry.errors import Conflict, NotFound
 from tenantry.ids import ApprovalId
 from tenantry.runs import approvals
@@ -83,8 +83,7 @@ async def decide(approval_id: str, v: Page = Depends(member)) -> Response:
         return v.not_found("No approval with this id.")
     except Conflict as exc:
         return v.error(409, "Already decided", exc.detail)
-    await trail.record_change(v.db, tenant, trail.Change(
-        v.member.actor, ROUTE, v.request.url.path, 303))
+    await changes.record(v, ROUTE)
     if text(form.get("back")) == "run":
         target = f"{PREFIX}/runs/{done.run_id}"
     else:

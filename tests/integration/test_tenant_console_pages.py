@@ -1,0 +1,153 @@
+"""The tenant console's account pages over HTTP (issue 41): agents with their versions,
+evaluations and promotion; API keys; usage against the caps. Each form does what the
+API's route does, for a role holding the route's scope only, and is recorded in the
+tenant's audit trail under the person's name. The browser's view of the same pages is
+tests/e2e/test_tenant_console.py."""
+
+from __future__ import annotations
+
+import re
+
+from tests.support.api import Api
+from tests.support.evaluations import (
+    POLICY_CASE,
+    STATUS_CASE,
+    agent_with_two_versions,
+    evaluation_done,
+)
+from tests.support.tenant_console import person
+from tests.support.worker import Fakes
+
+
+async def _version(api: Api, h: dict[str, str], agent: str) -> int:
+    r = await api.client.post(f"/v1/agents/{agent}/versions", headers=h,
+                              json={"model": "scripted", "system_prompt": "Be briefer."})
+    assert r.status_code == 201, r.text
+    number: int = r.json()["version"]
+    return number
+
+
+async def _live(api: Api, h: dict[str, str], agent: str) -> int:
+    r = await api.client.get(f"/v1/agents/{agent}", headers=h)
+    live: int = r.json()["live_version"]
+    return live
+
+
+async def test_a_developer_promotes_a_version_as_the_api_does(api: Api) -> None:
+    _, h = await api.tenant()
+    agent = await api.agent(h, name="support")
+    assert await _version(api, h, agent) == 2
+    dev = await person(api, h, "dev@example.com", "developer")
+    listed = await api.client.get("/app/agents", headers=dev.headers)
+    assert listed.status_code == 200 and f'data-agent="{agent}"' in listed.text
+    page = await api.client.get(f"/app/agents/{agent}", headers=dev.headers)
+    assert page.status_code == 200
+    assert re.search(r'id="live-version">v1<', page.text)
+    assert 'id="no-evaluations"' in page.text
+    assert page.text.count('class="decide promote"') == 1  # v2's: v1 is live
+
+    r = await api.client.post(f"/app/agents/{agent}/promote", headers=dev.headers,
+                              data=dev.form(version="2"))
+    assert r.status_code == 303 and r.headers["location"] == f"/app/agents/{agent}?promoted=2"
+    assert await _live(api, h, agent) == 2
+    promotions = (await api.client.get(f"/v1/agents/{agent}/promotions", headers=h)).json()
+    assert [(x["version"], x["previous_version"], x["promoted_by"])
+            for x in promotions["data"]] == [(2, 1, f"user:{dev.user_id}")]
+    trail = (await api.client.get("/v1/audit", params={"actor": f"user:{dev.user_id}"},
+                                  headers=h)).json()["data"]
+    assert [(e["action"], e["target"], e["status"]) for e in trail] == [
+        ("POST /app/agents/{agent_id}/promote", f"/app/agents/{agent}/promote", 303)]
+    page = await api.client.get(f"/app/agents/{agent}?promoted=2", headers=dev.headers)
+    assert re.search(r'id="live-version">v2<', page.text)
+    assert "Version 2 is live now." in page.text
+
+    # No such version, or evidence that is no evaluation: refused, nothing changes.
+    r = await api.client.post(f"/app/agents/{agent}/promote", headers=dev.headers,
+                              data=dev.form(version="3"))
+    assert r.status_code == 409
+    r = await api.client.post(f"/app/agents/{agent}/promote", headers=dev.headers,
+                              data=dev.form(version="1", evaluation_id="eval_nope"))
+    assert r.status_code == 409
+    r = await api.client.post(f"/app/agents/{agent}/promote", headers=dev.headers,
+                              data=dev.form(version="x"))
+    assert r.status_code == 400
+    assert await _live(api, h, agent) == 2
+
+
+async def test_a_viewer_sees_agents_but_cannot_promote(api: Api) -> None:
+    _, h = await api.tenant()
+    agent = await api.agent(h)
+    await _version(api, h, agent)
+    viewer = await person(api, h, "vic@example.com", "viewer")
+    page = await api.client.get(f"/app/agents/{agent}", headers=viewer.headers)
+    assert page.status_code == 200 and 'data-version="2"' in page.text
+    assert "/promote" not in page.text
+    r = await api.client.post(f"/app/agents/{agent}/promote", headers=viewer.headers,
+                              data=viewer.form(version="2"))
+    assert r.status_code == 403 and "agents:manage" in r.text
+    r = await api.client.post(f"/app/agents/{agent}/promote", headers=viewer.headers,
+                              data={"version": "2"})
+    assert r.status_code == 403 and "CSRF" in r.text
+    assert await _live(api, h, agent) == 1
+
+
+async def test_another_tenants_agent_is_not_found(api: Api) -> None:
+    _, theirs = await api.tenant("Theirs")
+    their_agent = await api.agent(theirs, name="secret-agent")
+    _, mine = await api.tenant("Mine")
+    boss = await person(api, mine, "boss@mine.example", "admin")
+    listed = await api.client.get("/app/agents", headers=boss.headers)
+    assert their_agent not in listed.text and 'id="no-agents"' in listed.text
+    page = await api.client.get(f"/app/agents/{their_agent}", headers=boss.headers)
+    nothing = await api.client.get("/app/agents/agt_" + "0" * 32, headers=boss.headers)
+    assert page.status_code == nothing.status_code == 404 and page.text == nothing.text
+    r = await api.client.post(f"/app/agents/{their_agent}/promote", headers=boss.headers,
+                              data=boss.form(version="1"))
+    assert r.status_code == 404
+    assert (await api.client.get(f"/v1/agents/{their_agent}/promotions",
+                                 headers=theirs)).json()["data"] == []
+
+
+async def test_evaluations_side_by_side_and_a_promotion_on_their_evidence(
+    api: Api, fakes: Fakes, worker: object,
+) -> None:
+    _, h, agent = await agent_with_two_versions(api, fakes)
+    dev = await person(api, h, "dev@example.com", "developer")
+    evaluations = []
+    for cases in ([STATUS_CASE], [POLICY_CASE, STATUS_CASE]):
+        r = await api.client.post(f"/v1/agents/{agent}/test-sets", headers=h, json={
+            "name": f"{len(cases)} cases", "cases": cases,
+            "stubs": {"effect": "shipped (stub)"}})
+        assert r.status_code == 201, r.text
+        r = await api.client.post(f"/v1/agents/{agent}/evaluations", headers=h, json={
+            "test_set_id": r.json()["test_set_id"], "candidate": {"version": 2}})
+        assert r.status_code == 201, r.text
+        evaluations.append(await evaluation_done(api, h, agent, r.json()["evaluation_id"]))
+    passed, failed = (e["evaluation_id"] for e in evaluations)
+
+    page = (await api.client.get(f"/app/agents/{agent}", headers=dev.headers)).text
+    rows = {m[0]: m[1] for m in re.findall(r'<tr data-evaluation="([^"]+)">(.*?)</tr>', page,
+                                           re.S)}
+    # Each side's results, the baseline's beside the candidate's.
+    assert re.search(r'data-side="baseline">v1: .*?1/1 passed', rows[passed])
+    assert re.search(r'data-side="candidate">v2: .*?1/1 passed', rows[passed])
+    assert re.search(r'data-side="baseline">v1: .*?2/2 passed', rows[failed])
+    assert re.search(r'data-side="candidate">v2: .*?1/2 passed</span> · 1 failed', rows[failed])
+    # Only the evaluation v2 passed offers it as evidence.
+    assert f'name="evaluation_id" value="{passed}"' in rows[passed]
+    assert "evaluation_id" not in rows[failed]
+
+    # Evidence v2 failed: refused, as the API refuses it.
+    r = await api.client.post(f"/app/agents/{agent}/promote", headers=dev.headers,
+                              data=dev.form(version="2", evaluation_id=failed))
+    assert r.status_code == 409 and "failed 1 case" in r.text
+    assert await _live(api, h, agent) == 1
+    r = await api.client.post(f"/app/agents/{agent}/promote", headers=dev.headers,
+                              data=dev.form(version="2", evaluation_id=passed))
+    assert r.status_code == 303
+    promotions = (await api.client.get(f"/v1/agents/{agent}/promotions", headers=h)).json()
+    assert [(x["version"], x["evaluation_id"]) for x in promotions["data"]] == [(2, passed)]
+    page = (await api.client.get(f"/app/agents/{agent}", headers=dev.headers)).text
+    assert re.search(r'<table class="grid" id="promotions">.*?v1 → v2.*?'
+                     + re.escape(f"user:{dev.user_id}") + r".*?" + re.escape(passed), page,
+                     re.S)
