@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+import asyncpg
+
 from tests.support.api import Api
 from tests.support.evaluations import (
     POLICY_CASE,
@@ -15,6 +17,7 @@ from tests.support.evaluations import (
     agent_with_two_versions,
     evaluation_done,
 )
+from tests.support.scripts import answer, scripted
 from tests.support.tenant_console import person
 from tests.support.worker import Fakes
 
@@ -151,3 +154,109 @@ async def test_evaluations_side_by_side_and_a_promotion_on_their_evidence(
     assert re.search(r'<table class="grid" id="promotions">.*?v1 → v2.*?'
                      + re.escape(f"user:{dev.user_id}") + r".*?" + re.escape(passed), page,
                      re.S)
+
+
+def _cell(html: str, row: str, column: int) -> str:
+    """The text of a table row's ``column``-th cell (0-based), the row found by its id or
+    data attribute."""
+    found = re.search(rf"<tr {row}>(.*?)</tr>", html, re.S)
+    assert found is not None, row
+    cells = re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", found.group(1), re.S)
+    return re.sub(r"<[^>]+>", "", cells[column]).strip()
+
+
+async def test_an_admin_makes_a_key_that_works_sees_it_once_and_revokes_it(api: Api) -> None:
+    _, h = await api.tenant()
+    boss = await person(api, h, "boss@example.com", "admin")
+    r = await api.client.post("/app/keys", headers=boss.headers, data={
+        "csrf": boss.csrf, "name": "dashboard", "scope": ["runs:read", "audit:read"],
+        "expires_in_days": "30"})
+    assert r.status_code == 201, r.text
+    secret = re.search(r'<pre id="new-key-secret">([^<]+)</pre>', r.text)
+    assert secret is not None
+    key = {"Authorization": f"Bearer {secret.group(1)}"}
+    made = (await api.client.get("/v1/api-keys", headers=h)).json()["data"][0]
+    assert (made["name"], made["scopes"], made["created_by"]) == (
+        "dashboard", ["audit:read", "runs:read"], f"user:{boss.user_id}")
+    assert made["expires_at"] is not None
+    # The key does what its scopes allow, and nothing more.
+    assert (await api.client.get("/v1/runs", headers=key)).status_code == 200
+    assert (await api.client.get("/v1/audit", headers=key)).status_code == 200
+    assert (await api.client.get("/v1/api-keys", headers=key)).status_code == 403
+    # The list shows it, never its secret again.
+    page = await api.client.get("/app/keys", headers=boss.headers)
+    assert f'data-key="{made["key_id"]}" data-state="active"' in page.text
+    assert made["prefix"] in page.text and secret.group(1) not in page.text
+
+    r = await api.client.post(f"/app/keys/{made['key_id']}/revoke", headers=boss.headers,
+                              data=boss.form())
+    assert r.status_code == 303
+    assert (await api.client.get("/v1/runs", headers=key)).status_code == 401
+    page = await api.client.get(r.headers["location"], headers=boss.headers)
+    assert f'data-key="{made["key_id"]}" data-state="revoked"' in page.text
+    assert "revoked: it works no more" in page.text
+    nothing = await api.client.post("/app/keys/key_" + "0" * 32 + "/revoke",
+                                    headers=boss.headers, data=boss.form())
+    assert nothing.status_code == 404
+    trail = (await api.client.get("/v1/audit", params={"actor": f"user:{boss.user_id}"},
+                                  headers=h)).json()["data"]
+    assert [(e["action"], e["status"]) for e in trail] == [
+        ("POST /app/keys/{key_id}/revoke", 303), ("POST /app/keys", 201)]
+
+
+async def test_a_key_form_is_refused_without_keys_manage_or_beyond_the_role(
+    api: Api, admin_conn: asyncpg.Connection,
+) -> None:
+    _, h = await api.tenant()
+    dev = await person(api, h, "dev@example.com", "developer")
+    assert "/app/keys" not in (await api.client.get("/app", headers=dev.headers)).text
+    r = await api.client.get("/app/keys", headers=dev.headers)
+    assert r.status_code == 403 and "keys:manage" in r.text
+    r = await api.client.post("/app/keys", headers=dev.headers,
+                              data={"csrf": dev.csrf, "scope": "runs:read"})
+    assert r.status_code == 403 and "keys:manage" in r.text
+    boss = await person(api, h, "boss@example.com", "admin")
+    for form, status, says in (
+            ({"scope": "runs:fly"}, 400, "not a scope"),
+            ({}, 400, "at least one scope"),
+            ({"scope": "runs:read", "expires_in_days": "0"}, 400, "number of days")):
+        r = await api.client.post("/app/keys", headers=boss.headers,
+                                  data={"csrf": boss.csrf, **form})
+        assert r.status_code == status and says in r.text, form
+    r = await api.client.post("/app/keys", headers=boss.headers, data={"scope": "runs:read"})
+    assert r.status_code == 403 and "CSRF" in r.text
+    # A role narrower than a scope cannot grant it: the admin, made a developer.
+    r = await api.client.patch(f"/v1/users/{boss.user_id}", headers=h, json={"role": "developer"})
+    assert r.status_code == 200
+    keys = await admin_conn.fetchval("SELECT count(*) FROM api_keys")
+    r = await api.client.post("/app/keys", headers=boss.headers,
+                              data={"csrf": boss.csrf, "scope": "audit:read"})
+    assert r.status_code == 403
+    assert await admin_conn.fetchval("SELECT count(*) FROM api_keys") == keys
+
+
+async def test_usage_shows_the_months_figures_against_the_caps(
+    api: Api, fakes: Fakes, worker: object,
+) -> None:
+    tenant, h = await api.tenant()
+    agent = await api.agent(h)
+    run = await api.start(h, agent, scripted(answer("ok")))
+    assert (await api.events_until_end(h, run))[-1]["type"] == "RunFinished"
+    r = await api.client.put(f"/admin/v1/tenants/{tenant}/policy", headers=api.operator,
+                             json={"monthly_spend_cap_micros": 5_000_000, "max_queued": 40})
+    assert r.status_code == 200, r.text
+    viewer = await person(api, h, "vic@example.com", "viewer")
+    page = await api.client.get("/app/usage", headers=viewer.headers)
+    assert page.status_code == 200
+    mine = (await api.client.get("/v1/usage", params={"group_by": "agent"},
+                                 headers=h)).json()
+    total = mine["total"]
+    assert total["runs"] == 1 and total["calls"] >= 1
+    assert _cell(page.text, 'id="usage-total"', 1) == "1"
+    assert _cell(page.text, 'id="usage-total"', 2) == f"{total['calls']:,}"
+    assert _cell(page.text, 'id="usage-total"', 3) == (
+        f"{total['input_tokens']:,} / {total['output_tokens']:,}")
+    assert _cell(page.text, f'data-agent="{agent}"', 1) == "1"
+    assert _cell(page.text, 'data-cap="spend"', 2) == "$5.000000"
+    assert _cell(page.text, 'data-cap="queued"', 2) == "40"
+    assert _cell(page.text, 'data-cap="tokens"', 2) == "none"

@@ -10,12 +10,12 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from tenantry.api.console.pages import assets
-from tenantry.api.tenant_console.pages import agents, approvals, audit, runs, sign_in
+from tenantry.api.tenant_console.pages import agents, approvals, audit, keys, runs, sign_in, usage
 from tenantry.api.tenant_console.view import PREFIX, load
 
 __all__ = ["install"]
 
-_PAGES = (sign_in, runs, agents, approvals, audit)
+_PAGES = (sign_in, runs, agents, approvals, usage, keys, audit)
 
 
 def install(app: FastAPI) -> None:
