@@ -7,6 +7,7 @@ tests/e2e/test_tenant_console.py."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 import asyncpg
 
@@ -17,6 +18,7 @@ from tests.support.evaluations import (
     agent_with_two_versions,
     evaluation_done,
 )
+from tests.support.oauth_mcp_server import OAuthMcpServer
 from tests.support.scripts import answer, scripted
 from tests.support.tenant_console import person
 from tests.support.worker import Fakes
@@ -260,3 +262,63 @@ async def test_usage_shows_the_months_figures_against_the_caps(
     assert _cell(page.text, 'data-cap="spend"', 2) == "$5.000000"
     assert _cell(page.text, 'data-cap="queued"', 2) == "40"
     assert _cell(page.text, 'data-cap="tokens"', 2) == "none"
+
+
+def _server_row(page: str, name: str) -> str:
+    start = page.index(f'<tr data-server="{name}"')
+    return page[start:page.index("</tr>", start)]
+
+
+def _form_action(headers: Mapping[str, str]) -> set[str]:
+    directives = (d.split() for d in headers["content-security-policy"].split(";"))
+    return next(set(d[1:]) for d in directives if d and d[0] == "form-action")
+
+
+async def test_a_developer_connects_an_oauth_tool_server_a_viewer_cannot(
+    api: Api, fakes: Fakes,
+) -> None:
+    async with OAuthMcpServer() as whoami:
+        tenant, h = await api.tenant()
+        await api.tool_server(tenant, fakes.mcp.url, name="effects")
+        await api.tool_server(tenant, whoami.url, name="whoami", honours_idempotency_keys=False)
+        viewer = await person(api, h, "vic@example.com", "viewer")
+        dev = await person(api, h, "dev@example.com", "developer")
+
+        # A viewer sees the servers and their state, with no Connect and no form it allows.
+        page = await api.client.get("/app/tool-servers", headers=viewer.headers)
+        assert page.status_code == 200
+        assert 'data-oauth="authorization_required"' in _server_row(page.text, "whoami")
+        assert "/connect" not in page.text and _form_action(page.headers) == {"'self'"}
+        r = await api.client.post("/app/tool-servers/whoami/connect", headers=viewer.headers,
+                                  data=viewer.form())
+        assert r.status_code == 403 and "integrations:manage" in r.text
+        assert whoami.registrations == 0
+
+        page = await api.client.get("/app/tool-servers", headers=dev.headers)
+        assert "/connect" not in _server_row(page.text, "effects")
+        assert 'action="/app/tool-servers/whoami/connect"' in _server_row(page.text, "whoami")
+        # Its form leads to the authorization server and back to the platform's callback.
+        assert _form_action(page.headers) == {"'self'", api.base_url, whoami.origin}
+        r = await api.client.post("/app/tool-servers/whoami/connect", headers=dev.headers,
+                                  data={"csrf": "0" * 64})
+        assert r.status_code == 403 and whoami.registrations == 0
+        r = await api.client.post("/app/tool-servers/effects/connect", headers=dev.headers,
+                                  data=dev.form())
+        assert r.status_code == 409 and "does not authorize with OAuth" in r.text
+        r = await api.client.post("/app/tool-servers/nope/connect", headers=dev.headers,
+                                  data=dev.form())
+        assert r.status_code == 404
+
+        sent = await api.client.post("/app/tool-servers/whoami/connect", headers=dev.headers,
+                                     data=dev.form())
+        assert sent.status_code == 303
+        assert sent.headers["location"].startswith(f"{whoami.origin}/authorize?")
+        back = await api.client.get(sent.headers["location"], follow_redirects=False)
+        landed = await api.client.get(back.headers["location"])
+        assert landed.status_code == 200 and "whoami is connected" in landed.text
+        page = await api.client.get("/app/tool-servers", headers=dev.headers)
+        assert 'data-oauth="connected"' in _server_row(page.text, "whoami")
+        trail = (await api.client.get("/v1/audit", params={"actor": f"user:{dev.user_id}"},
+                                      headers=h)).json()["data"]
+        assert [(e["action"], e["target"]) for e in trail] == [
+            ("POST /app/tool-servers/{name}/connect", "/app/tool-servers/whoami/connect")]

@@ -10,12 +10,21 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from tenantry.api.console.pages import assets
-from tenantry.api.tenant_console.pages import agents, approvals, audit, keys, runs, sign_in, usage
+from tenantry.api.tenant_console.pages import (
+    agents,
+    approvals,
+    audit,
+    keys,
+    runs,
+    sign_in,
+    tool_servers,
+    usage,
+)
 from tenantry.api.tenant_console.view import PREFIX, load
 
 __all__ = ["install"]
 
-_PAGES = (sign_in, runs, agents, approvals, usage, keys, audit)
+_PAGES = (sign_in, runs, agents, approvals, tool_servers, usage, keys, audit)
 
 
 def install(app: FastAPI) -> None:
