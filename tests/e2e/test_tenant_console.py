@@ -2,7 +2,10 @@
 tenant's person signs in with a one-time link, an approver decides an approval and the run
 goes on (a real worker, the scripted model, the fake tool server), a viewer gets no
 decision forms and a decision forged with their session is refused, and another tenant's
-run is not found. The API and a worker run in this process, as `tenantry up` runs them."""
+run is not found; a developer promotes an agent's version (a viewer cannot), an admin makes
+an API key that works and whose secret is shown once, and a viewer reads the month's usage
+against the spend cap. The API and a worker run in this process, as `tenantry up` runs
+them."""
 
 from __future__ import annotations
 
@@ -172,4 +175,107 @@ async def test_another_tenants_run_and_approval_are_not_found(
     approval = (await platform.client.get(f"/v1/approvals/{their_approval}",
                                           headers=their_h)).json()
     assert approval["status"] == "pending"
+    visit.only_this_server()
+
+
+async def test_a_developer_promotes_a_version_and_a_viewer_cannot(
+    visit: Visit, platform: Api,
+) -> None:
+    _, h = await platform.tenant()
+    agent = await platform.agent(h, name="support")
+    r = await platform.client.post(f"/v1/agents/{agent}/versions", headers=h,
+                                   json={"model": "scripted", "system_prompt": "Be briefer."})
+    assert r.status_code == 201, r.text
+    _, _, page = await _person(visit, platform, h, "dev@acme.example", "developer")
+    await page.get_by_role("link", name="Agents").click()
+    await async_api.expect(page.locator(f'tr[data-agent="{agent}"] td.live')).to_have_text("v1")
+    await page.get_by_role("link", name="support").click()
+    await async_api.expect(page.locator("#live-version")).to_have_text("v1")
+    await async_api.expect(page.locator("#no-evaluations")).to_be_visible()
+    live = page.locator('tr[data-version="1"]')
+    await async_api.expect(live.get_by_role("button", name="Promote")).to_have_count(0)
+    await shot(page, "app-agent")
+    await page.locator('tr[data-version="2"]').get_by_role("button", name="Promote").click()
+    await page.wait_for_url(f"**/app/agents/{agent}?promoted=2")
+    await async_api.expect(page.get_by_role("status")).to_contain_text("Version 2 is live")
+    await async_api.expect(page.locator("#live-version")).to_have_text("v2")
+    await async_api.expect(page.locator("#promotions")).to_contain_text("v1 → v2")
+    assert (await platform.client.get(f"/v1/agents/{agent}", headers=h)
+            ).json()["live_version"] == 2
+
+    # A viewer reads the same page with no form, and the form posted anyway is refused.
+    _, _, viewer = await _person(visit, platform, h, "vic@acme.example", "viewer")
+    await viewer.goto(f"/app/agents/{agent}")
+    await async_api.expect(viewer.locator("#live-version")).to_have_text("v2")
+    await async_api.expect(viewer.locator('tr[data-version="1"]')).to_be_visible()
+    await async_api.expect(viewer.get_by_role("button", name="Promote")).to_have_count(0)
+    await async_api.expect(viewer.get_by_role("link", name="API keys")).to_have_count(0)
+    csrf = await viewer.locator('form.logout input[name="csrf"]').get_attribute("value")
+    forged = await viewer.request.post(f"/app/agents/{agent}/promote", max_redirects=0,
+                                       form={"csrf": csrf or "", "version": "1"})
+    assert forged.status == 403 and "agents:manage" in await forged.text()
+    assert (await platform.client.get(f"/v1/agents/{agent}", headers=h)
+            ).json()["live_version"] == 2
+    visit.only_this_server()
+
+
+async def test_an_admin_makes_a_key_sees_its_secret_once_and_it_works(
+    visit: Visit, platform: Api,
+) -> None:
+    _, h = await platform.tenant()
+    user_id, _, page = await _person(visit, platform, h, "boss@acme.example", "admin")
+    await page.get_by_role("link", name="API keys").click()
+    form = page.locator("#create-key")
+    await form.get_by_label("Name").fill("dashboard")
+    # runs:read is ticked already; a key for reading runs and the audit trail.
+    await form.get_by_role("checkbox", name="audit:read").check()
+    await form.get_by_label("Expires after").fill("30")
+    await form.get_by_role("button", name="Make key").click()
+    secret = (await page.locator("#new-key-secret").inner_text()).strip()
+    await async_api.expect(page.locator("#new-key")).to_contain_text("shown this once")
+    await shot(page, "app-key-made")
+    key = {"Authorization": f"Bearer {secret}"}
+    assert (await platform.client.get("/v1/runs", headers=key)).status_code == 200
+    assert (await platform.client.get("/v1/api-keys", headers=key)).status_code == 403
+    made = (await platform.client.get("/v1/api-keys", headers=h)).json()["data"][0]
+    assert (made["name"], made["scopes"], made["created_by"]) == (
+        "dashboard", ["audit:read", "runs:read"], f"user:{user_id}")
+    row = page.locator(f'tr[data-key="{made["key_id"]}"]')
+    await async_api.expect(row).to_have_attribute("data-state", "active")
+
+    # Never again: the list shows its prefix, not the key.
+    await page.goto("/app/keys")
+    await async_api.expect(page.locator("#new-key")).to_have_count(0)
+    assert secret not in await page.content()
+    await async_api.expect(row).to_contain_text(made["prefix"])
+    await row.get_by_role("button", name="Revoke").click()
+    await page.wait_for_url("**/app/keys?revoked=*")
+    await async_api.expect(row).to_have_attribute("data-state", "revoked")
+    assert (await platform.client.get("/v1/runs", headers=key)).status_code == 401
+    visit.only_this_server()
+
+
+async def test_usage_shows_the_months_figures_against_the_spend_cap(
+    visit: Visit, platform: Api,
+) -> None:
+    tenant, h = await platform.tenant()
+    agent = await platform.agent(h)
+    run = await platform.start(h, agent, scripted(answer("ok")))
+    assert (await platform.events_until_end(h, run))[-1]["type"] == "RunFinished"
+    r = await platform.client.put(f"/admin/v1/tenants/{tenant}/policy",
+                                  headers=platform.operator,
+                                  json={"monthly_spend_cap_micros": 25_000_000})
+    assert r.status_code == 200, r.text
+    total = (await platform.client.get("/v1/usage", headers=h)).json()["total"]
+    _, _, page = await _person(visit, platform, h, "vic@acme.example", "viewer")
+    await page.get_by_role("link", name="Usage").click()
+    await async_api.expect(page.locator("#spend-cap")).to_have_text("$25.000000")
+    await async_api.expect(page.locator('tr[data-cap="spend"] meter')).to_be_visible()
+    totals = page.locator("#usage-total td")
+    await async_api.expect(totals.nth(0)).to_have_text("1")
+    await async_api.expect(totals.nth(1)).to_have_text(f"{total['calls']:,}")
+    await async_api.expect(totals.nth(2)).to_have_text(
+        f"{total['input_tokens']:,} / {total['output_tokens']:,}")
+    await async_api.expect(page.locator(f'tr[data-agent="{agent}"]')).to_be_visible()
+    await shot(page, "app-usage")
     visit.only_this_server()
