@@ -1,7 +1,9 @@
 """The tenant console: server-rendered pages at ``/app`` for a tenant's people (ADR 0043
 §5-6, docs/how-to/tenant-account.md). A person signs in with a one-time link and sees
-their own tenant only — its runs, a run's events and trace, the approvals inbox, the
-audit trail — as far as their role's scopes allow. Same standards as the operator
+their own tenant only — its runs, a run's events and trace, the approvals inbox, its
+agents (versions, evaluations, promotion), tool servers (Connect), usage against its caps,
+API keys, the audit trail — as far as their role's scopes allow; a change made here is
+recorded in the audit trail as the API's would be (changes.py). Same standards as the operator
 console (api/console/): its headers and stylesheet, no script needed, CSRF on every
 POST. One module per page under ``pages/``; what they share is in view.py."""
 
