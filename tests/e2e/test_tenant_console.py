@@ -229,7 +229,7 @@ async def test_an_admin_makes_a_key_sees_its_secret_once_and_it_works(
     await form.get_by_label("Name").fill("dashboard")
     # runs:read is ticked already; a key for reading runs and the audit trail.
     await form.get_by_role("checkbox", name="audit:read").check()
-    await form.get_by_label("Expires after").fill("30")
+    await form.get_by_label("Expires after (days; empty: never)").fill("30")
     await form.get_by_role("button", name="Make key").click()
     secret = (await page.locator("#new-key-secret").inner_text()).strip()
     await async_api.expect(page.locator("#new-key")).to_contain_text("shown this once")
