@@ -54,7 +54,9 @@ class PromotionOut(BaseModel):
     agent_id: str
     version: int
     previous_version: int
-    promoted_by: str = Field(description="The id of the API key that promoted it.")
+    promoted_by: str = Field(description="Who promoted it: the id of the API key (`key_…`), "
+                                         "or `user:<user id>` for a person in the tenant "
+                                         "console.")
     evaluation_id: str | None
     promoted_at: datetime
 
