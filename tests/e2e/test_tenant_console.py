@@ -2,10 +2,10 @@
 tenant's person signs in with a one-time link, an approver decides an approval and the run
 goes on (a real worker, the scripted model, the fake tool server), a viewer gets no
 decision forms and a decision forged with their session is refused, and another tenant's
-run is not found; a developer promotes an agent's version (a viewer cannot), an admin makes
-an API key that works and whose secret is shown once, and a viewer reads the month's usage
-against the spend cap. The API and a worker run in this process, as `tenantry up` runs
-them."""
+run is not found; a developer promotes an agent's version (a viewer cannot) and connects an
+OAuth tool server, an admin makes an API key that works and whose secret is shown once, and
+a viewer reads the month's usage against the spend cap. The API and a worker run in this
+process, as `tenantry up` runs them."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 from tests.support.api import Api
 from tests.support.browser import Visit, needs_chromium, shot
 from tests.support.console import REFUND, waiting_run
+from tests.support.oauth_mcp_server import OAuthMcpServer
 from tests.support.scripts import answer, scripted
 from tests.support.tenant_console import SESSION_COOKIE, invite, link
 from tests.support.worker import Fakes
@@ -279,3 +280,25 @@ async def test_usage_shows_the_months_figures_against_the_spend_cap(
     await async_api.expect(page.locator(f'tr[data-agent="{agent}"]')).to_be_visible()
     await shot(page, "app-usage")
     visit.only_this_server()
+
+
+async def test_a_developer_connects_an_oauth_tool_server_through_its_authorization_server(
+    visit: Visit, platform: Api,
+) -> None:
+    """The Connect form's answer redirects to another origin: the page's CSP names it in
+    form-action, or Chromium would stop the browser there."""
+    async with OAuthMcpServer() as whoami:
+        tenant, h = await platform.tenant()
+        await platform.tool_server(tenant, whoami.url, name="whoami",
+                                   honours_idempotency_keys=False)
+        _, _, page = await _person(visit, platform, h, "dev@acme.example", "developer")
+        await page.get_by_role("link", name="Tool servers").click()
+        row = page.locator('tr[data-server="whoami"]')
+        await async_api.expect(row).to_have_attribute("data-oauth", "authorization_required")
+        await shot(page, "app-tool-servers")
+        await row.get_by_role("button", name="Connect tool server whoami").click()
+        await page.wait_for_url("**/oauth/callback?*")
+        await async_api.expect(page.locator("body")).to_contain_text("whoami is connected")
+        await page.goto("/app/tool-servers")
+        await async_api.expect(row).to_have_attribute("data-oauth", "connected")
+        visit.only_this_server(whoami.origin)
