@@ -1,21 +1,21 @@
 """The tenant console: server-rendered pages at ``/app`` for a tenant's people (ADR 0043
-§5-6, docs/how-to/tenant-account.md). A person signs in with a one-time link and sees
-their own tenant only — its runs, a run's events and trace, the approvals inbox, the
-audit trail — as far as their role's scopes allow. Same standards as the operator
-console (api/console/): its headers and stylesheet, no script needed, CSRF on every
-POST. One module per page under ``pages/``; what they share is in view.py."""
+§5-6, docs/how-to/tenant-account.md). A person signs in with a one-time link or by OpenID
+Connect and sees their own tenant only — its runs, a run's events and trace, the
+approvals inbox, the audit trail — as far as their role's scopes allow. Same standards as
+the operator console (api/console/): its headers and stylesheet, no script needed, CSRF
+on every POST. One module per page under ``pages/``; what they share is in view.py."""
 
 from __future__ import annotations
 
 from fastapi import FastAPI
 
 from tenantry.api.console.pages import assets
-from tenantry.api.tenant_console.pages import approvals, audit, runs, sign_in
+from tenantry.api.tenant_console.pages import approvals, audit, oidc, runs, sign_in
 from tenantry.api.tenant_console.view import PREFIX, load
 
 __all__ = ["install"]
 
-_PAGES = (sign_in, runs, approvals, audit)
+_PAGES = (sign_in, oidc, runs, approvals, audit)
 
 
 def install(app: FastAPI) -> None:
