@@ -100,6 +100,58 @@ CREATE FUNCTION public.tenantry_app_sign_in(p_link_hash bytea, p_session_hash by
 $$;
 
 --
+-- Name: tenantry_app_sign_in_oidc(text, text, text, text, bytea, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_app_sign_in_oidc(p_issuer text, p_subject text, p_email text, p_tenant text, p_session_hash bytea, p_session_seconds integer) RETURNS TABLE(tenant_id text, user_id uuid, signed_in boolean)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+DECLARE
+    v_count integer;
+BEGIN
+    SELECT count(*) INTO v_count
+    FROM public.tenant_users u JOIN public.tenants t ON t.tenant_id = u.tenant_id
+    WHERE lower(u.email) = lower(p_email) AND u.disabled_at IS NULL AND t.erased_at IS NULL
+      AND (u.oidc_subject IS NULL OR (u.oidc_issuer = p_issuer AND u.oidc_subject = p_subject))
+      AND (p_tenant IS NULL OR u.tenant_id = p_tenant);
+    IF v_count <> 1 THEN
+        RETURN QUERY
+        SELECT u.tenant_id, u.user_id, false
+        FROM public.tenant_users u JOIN public.tenants t ON t.tenant_id = u.tenant_id
+        WHERE lower(u.email) = lower(p_email) AND u.disabled_at IS NULL
+          AND t.erased_at IS NULL
+          AND (u.oidc_subject IS NULL
+               OR (u.oidc_issuer = p_issuer AND u.oidc_subject = p_subject))
+          AND (p_tenant IS NULL OR u.tenant_id = p_tenant)
+        ORDER BY u.tenant_id
+        LIMIT 50;
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH bound AS (
+        UPDATE public.tenant_users u
+        SET oidc_issuer = p_issuer, oidc_subject = p_subject
+        FROM public.tenants t
+        WHERE t.tenant_id = u.tenant_id
+          AND lower(u.email) = lower(p_email) AND u.disabled_at IS NULL
+          AND t.erased_at IS NULL
+          AND (u.oidc_subject IS NULL
+               OR (u.oidc_issuer = p_issuer AND u.oidc_subject = p_subject))
+          AND (p_tenant IS NULL OR u.tenant_id = p_tenant)
+        RETURNING u.tenant_id, u.user_id
+    ), made AS (
+        INSERT INTO public.app_sessions (tenant_id, session_hash, user_id, expires_at)
+        SELECT bound.tenant_id, p_session_hash, bound.user_id,
+               now() + make_interval(secs => least(greatest(p_session_seconds, 60), 86400))
+        FROM bound
+        RETURNING app_sessions.tenant_id, app_sessions.user_id
+    )
+    SELECT made.tenant_id, made.user_id, true FROM made;
+END
+$$;
+
+--
 -- Name: tenantry_authenticate(bytea); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -261,8 +313,9 @@ DECLARE
     v_count integer;
     v_frozen text[] := public.tenantry_frozen_tenants();
 BEGIN
-    -- Dead registered dispatchers' tasks first, as in tenantry_claim_runs above.
-    v_dead := public.tenantry_dead_workers();
+    -- Dead registered dispatchers' tasks first, as in tenantry_claim_runs (never the
+    -- claimer's own: it is alive, whatever its session says).
+    v_dead := array_remove(public.tenantry_dead_workers(), p_worker);
     v_claimed := 0;
     IF cardinality(v_dead) > 0 THEN
         RETURN QUERY
@@ -548,7 +601,10 @@ DECLARE
     v_count integer;
     v_frozen text[] := public.tenantry_frozen_tenants();
 BEGIN
-    v_dead := public.tenantry_dead_workers();  -- held shared until this claim commits
+    -- Held shared until this claim commits. Never the claimer itself: it is alive, whatever
+    -- its session says (its lock connection may have dropped a moment before it noticed;
+    -- it claims nothing once it has), and its runs are still in its hands.
+    v_dead := array_remove(public.tenantry_dead_workers(), p_worker);
 
     v_claimed := 0;
     IF cardinality(v_dead) > 0 THEN
@@ -4650,8 +4706,13 @@ CREATE TABLE public.tenant_users (
     created_by text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     disabled_at timestamp with time zone,
+    oidc_issuer text,
+    oidc_subject text,
     CONSTRAINT tenant_users_created_by_check CHECK (((length(created_by) >= 1) AND (length(created_by) <= 200))),
     CONSTRAINT tenant_users_email_check CHECK (((length(email) >= 3) AND (length(email) <= 254))),
+    CONSTRAINT tenant_users_identity_whole CHECK (((oidc_issuer IS NULL) = (oidc_subject IS NULL))),
+    CONSTRAINT tenant_users_oidc_issuer_check CHECK (((length(oidc_issuer) >= 1) AND (length(oidc_issuer) <= 2048))),
+    CONSTRAINT tenant_users_oidc_subject_check CHECK (((length(oidc_subject) >= 1) AND (length(oidc_subject) <= 255))),
     CONSTRAINT tenant_users_role_check CHECK ((role = ANY (ARRAY['viewer'::text, 'approver'::text, 'developer'::text, 'admin'::text])))
 );
 
@@ -6418,6 +6479,12 @@ CREATE INDEX runs_webhooks_due ON public.runs USING btree (webhook_next_at) WHER
 --
 
 CREATE INDEX sandbox_usage_facts_by_time ON public.sandbox_usage_facts USING btree (tenant_id, created_at);
+
+--
+-- Name: tenant_users_by_email; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX tenant_users_by_email ON public.tenant_users USING btree (lower(email));
 
 --
 -- Name: tenant_users_email; Type: INDEX; Schema: public; Owner: -

@@ -132,7 +132,7 @@ TENANT_POOL_DEFINERS = {
     "tenantry_claim_export", "tenantry_expire_exports",
     # The tenant console (ADR 0043 §5-6): a sign-in link's hash -> a session of its user,
     # once; a session's hash -> its tenant, user and role. Nothing else of either table.
-    "tenantry_app_sign_in", "tenantry_app_session",
+    "tenantry_app_sign_in", "tenantry_app_sign_in_oidc", "tenantry_app_session",
 }
 
 

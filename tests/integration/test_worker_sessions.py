@@ -101,6 +101,25 @@ async def test_a_dead_workers_runs_are_taken_at_once_and_a_live_ones_are_not(
             await log.append(conn, TenantId(tenant), held[0].run, stale, epoch=held[0].epoch)
 
 
+async def test_a_worker_whose_session_dropped_unnoticed_does_not_take_its_own_runs(
+    api: Api, db: Database, admin_conn: asyncpg.Connection, sessions: Connect,
+) -> None:
+    """Between its lock connection dropping and the worker noticing, its own claim must not
+    read it as dead and void its runs' epochs under the steps it is taking."""
+    await _runs(api, 2)
+    a = await sessions()
+    await liveness.register(a, "worker-a")
+    held = await leases.claim(db, "worker-a", 1, 30.0)
+    await _die(admin_conn, a)
+    [queued] = await leases.claim(db, "worker-a", 10, 30.0)  # only the queued run
+    assert queued.run not in {x.run for x in held} and queued.epoch == 1
+    rows = await admin_conn.fetch("SELECT lease_owner, lease_epoch FROM runs")
+    assert [tuple(r) for r in rows] == [("worker-a", 1)] * 2
+    # Another worker's claim still reads it as dead and takes both.
+    taken = await leases.claim(db, "worker-b", 10, 30.0)
+    assert sorted(x.epoch for x in taken) == [2, 2]
+
+
 async def test_an_unregistered_or_frozen_owner_keeps_its_runs_until_the_lease_ends(
     api: Api, db: Database, admin_conn: asyncpg.Connection, sessions: Connect,
 ) -> None:

@@ -15,6 +15,7 @@ from tenantry.runs.inprocess import LocalWorkers
 from tenantry.runs.intake import RunIntake
 from tenantry.scheduler.admission import CellCapacity
 from tenantry.tenants.auth_cache import AuthCache
+from tenantry.tenants.oidc import OidcProvider
 from tenantry.tools.destinations import MODEL_ACCOUNT, Destinations
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.vault import Vault
@@ -47,6 +48,9 @@ class Platform:
     # servers' are ``mcp.destinations``); the default: the strict ones.
     model_destinations: Destinations = field(
         default_factory=lambda: Destinations(subject=MODEL_ACCOUNT))
+    # The OpenID Connect provider tenants' people sign in with (TENANTRY_OIDC_ISSUER);
+    # None: one-time sign-in links only.
+    oidc: OidcProvider | None = None
     # Activities and their tasks, admitted against the same cell as runs.
     activities: ActivityStore = field(init=False)
     # POST /v1/runs' group commit (ADR 0019); closed before the pool.

@@ -23,6 +23,7 @@ from tenantry.scheduler.admission import CellCapacity
 from tenantry.scheduler.shedding import CellLoad, ShedThresholds
 from tenantry.tenants.auth_cache import CHANNEL as KEY_CHANNEL
 from tenantry.tenants.auth_cache import AuthCache
+from tenantry.tenants.oidc import OidcProvider
 from tenantry.tools.destinations import MODEL_ACCOUNT, Destinations
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.vault import Vault
@@ -77,7 +78,9 @@ async def platform(
             master=master, blobs=open_blobs(settings, db, objects),
             model_destinations=Destinations.of(settings, MODEL_ACCOUNT),
             cell=CellCapacity(CellLoad(db, ShedThresholds.of(settings),
-                                       settings.load_read_seconds)), local=local)
+                                       settings.load_read_seconds)), local=local,
+            oidc=OidcProvider(settings.oidc_issuer, settings.oidc_client_id or "",
+                              settings.oidc_client_secret) if settings.oidc_issuer else None)
         try:
             yield platform
         finally:

@@ -86,6 +86,10 @@ class Settings:
     master_key: str | None = None
     # Where browsers and authorization servers reach the API (the OAuth callback's base).
     public_url: str | None = None
+    # Sign-in to the tenant console by OpenID Connect (tenants/oidc.py); unset: links only.
+    oidc_issuer: str | None = None
+    oidc_client_id: str | None = None
+    oidc_client_secret: str | None = field(default=None, repr=False)
     # Sandboxes (ADR 0005): the backend (None → probed: microvm, gvisor, bwrap; "none"
     # turns code execution off), the warm pool's size per worker process, the per-sandbox
     # guest memory, the per-execution time limit, how long a parked run's sandbox is
@@ -308,6 +312,7 @@ class Settings:
                                      f"0..65535, got {self.router_port}")
         self._validate_router()
         self._validate_blob_store()
+        self._validate_oidc()
         for setting, ident in (("TENANTRY_CELL", self.cell), ("TENANTRY_REGION", self.region)):
             if not isinstance(ident, str) or not CELL_NAME_RE.fullmatch(ident):
                 raise ConfigurationError(
@@ -316,6 +321,28 @@ class Settings:
         self._validate_shedding()
         if self.db_pool_min > self.db_pool_max:
             raise ConfigurationError("TENANTRY_DB_POOL_MIN must not exceed TENANTRY_DB_POOL_MAX")
+
+    def _validate_oidc(self) -> None:
+        if self.oidc_issuer is None:
+            if self.oidc_client_id is not None or self.oidc_client_secret is not None:
+                raise ConfigurationError("TENANTRY_OIDC_CLIENT_ID and _SECRET need "
+                                         "TENANTRY_OIDC_ISSUER (the provider)")
+            return
+        if not self.oidc_client_id:
+            raise ConfigurationError("TENANTRY_OIDC_ISSUER needs TENANTRY_OIDC_CLIENT_ID (the "
+                                     "client id the provider issued to this platform)")
+        problem = ("TENANTRY_OIDC_ISSUER must be the provider's https:// issuer URL (http:// "
+                   f"only on a loopback address), with no query or fragment, got "
+                   f"{self.oidc_issuer[:200]!r}")
+        try:
+            parts = urlsplit(self.oidc_issuer)
+            parts.port  # noqa: B018 - raises on a port out of range
+        except ValueError:
+            raise ConfigurationError(problem) from None
+        loopback = parts.hostname in ("localhost", "127.0.0.1", "::1")
+        if (not parts.hostname or parts.query or parts.fragment or parts.username is not None
+                or not (parts.scheme == "https" or (parts.scheme == "http" and loopback))):
+            raise ConfigurationError(problem)
 
     def _validate_blob_store(self) -> None:
         if self.blob_store not in ("directory", "s3"):

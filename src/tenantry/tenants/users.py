@@ -23,6 +23,7 @@ from tenantry.db import Database
 from tenantry.db.queries import load
 from tenantry.errors import Conflict, NotFound, TenantErased, ValidationFailed
 from tenantry.ids import TenantId, UserId
+from tenantry.tenants.oidc import Identity
 from tenantry.tenants.scopes import ROLES, Scope
 from tenantry.tenants.service import TENANT_NOT_FOUND
 
@@ -215,3 +216,25 @@ async def session(db: Database, session_id: str | None) -> Member | None:
 async def sign_out(db: Database, member: Member) -> None:
     async with db.tenant_tx(member.tenant) as conn:
         await conn.execute(Q.end_session, member.tenant.value, member.session_hash)
+
+
+@dataclass(frozen=True, slots=True)
+class OidcSignIn:
+    """What a verified identity found: a session (``session_id`` for the cookie), or the
+    tenants it could sign in to, for the person to choose (``choices``), or neither."""
+
+    session_id: str | None
+    choices: tuple[TenantId, ...] = ()
+
+
+async def sign_in_oidc(db: Database, identity: Identity, *,
+                       tenant: TenantId | None = None) -> OidcSignIn:
+    """Sign in the tenant user of a provider's verified identity (tenants/oidc.py): bound
+    to its subject at the first sign-in, found by it afterwards."""
+    session_id = SESSION_PREFIX + secrets.token_urlsafe(32)
+    rows = await db.statement_rows(
+        Q.sign_in_oidc, identity.issuer, identity.subject, identity.email,
+        tenant.value if tenant else None, _digest(session_id), SESSION_SECONDS)
+    if len(rows) == 1 and rows[0]["signed_in"]:
+        return OidcSignIn(session_id)
+    return OidcSignIn(None, tuple(TenantId(r["tenant_id"]) for r in rows))

@@ -54,3 +54,7 @@ WHERE tenant_id = $1 AND session_hash = $2
 
 -- name: tenant_erased_at
 SELECT erased_at FROM tenants WHERE tenant_id = $1
+
+-- name: sign_in_oidc
+-- Cross-tenant: the person's tenant is not known yet (routine app_sign_in_oidc.sql).
+SELECT tenant_id, user_id, signed_in FROM tenantry_app_sign_in_oidc($1, $2, $3, $4, $5, $6)

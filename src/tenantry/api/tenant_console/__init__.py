@@ -1,11 +1,12 @@
 """The tenant console: server-rendered pages at ``/app`` for a tenant's people (ADR 0043
-§5-6, docs/how-to/tenant-account.md). A person signs in with a one-time link and sees
-their own tenant only — its runs, a run's events and trace, the approvals inbox, its
-agents (versions, evaluations, promotion), tool servers (Connect), usage against its caps,
-API keys, the audit trail — as far as their role's scopes allow; a change made here is
-recorded in the audit trail as the API's would be (changes.py). Same standards as the operator
-console (api/console/): its headers and stylesheet, no script needed, CSRF on every
-POST. One module per page under ``pages/``; what they share is in view.py."""
+§5-6, docs/how-to/tenant-account.md). A person signs in with a one-time link or by OpenID
+Connect and sees their own tenant only — its runs, a run's events and trace, the
+approvals inbox, its agents (versions, evaluations, promotion), tool servers (Connect),
+usage against its caps, API keys, the audit trail — as far as their role's scopes allow;
+a change made here is recorded in the audit trail as the API's would be (changes.py).
+Same standards as the operator console (api/console/): its headers and stylesheet, no
+script needed, CSRF on every POST. One module per page under ``pages/``; what they share
+is in view.py."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from tenantry.api.tenant_console.pages import (
     approvals,
     audit,
     keys,
+    oidc,
     runs,
     sign_in,
     tool_servers,
@@ -26,7 +28,7 @@ from tenantry.api.tenant_console.view import PREFIX, load
 
 __all__ = ["install"]
 
-_PAGES = (sign_in, runs, agents, approvals, tool_servers, usage, keys, audit)
+_PAGES = (sign_in, oidc, runs, agents, approvals, tool_servers, usage, keys, audit)
 
 
 def install(app: FastAPI) -> None:

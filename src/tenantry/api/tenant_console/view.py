@@ -41,9 +41,10 @@ def load() -> Environment:
 
 def render(templates: Environment, request: Request, name: str, *, status: int = 200,
            member: users.Member | None = None, **context: Any) -> HTMLResponse:
+    oidc = request.app.state.platform.oidc  # the sign-in pages offer it when configured
     html = templates.get_template(name).render(
         member=member, csrf=member.csrf if member else "", path=request.url.path,
-        Scope=Scope, **context)
+        Scope=Scope, oidc_name=oidc.name if oidc is not None else None, **context)
     return HTMLResponse(html, status_code=status, headers=HEADERS)
 
 

@@ -72,6 +72,29 @@ PLATFORM = (
             "came to. Read by the API."),
     ),
     Variable(
+        "TENANTRY_OIDC_ISSUER",
+        field="oidc_issuer",
+        doc=(
+            "An OpenID Connect provider tenants' people sign in to the tenant console with "
+            "(`https://…`, its issuer exactly as its discovery document names it; `http://` only "
+            "on a loopback address), beside one-time sign-in links. A person is their verified "
+            "email address: the first sign-in binds the tenant's user of that address to the "
+            "provider's subject. Register `<TENANTRY_PUBLIC_URL>/app/oidc/callback` as the "
+            "client's redirect URI. Unset: links only. Read by the API."),
+    ),
+    Variable(
+        "TENANTRY_OIDC_CLIENT_ID",
+        field="oidc_client_id",
+        doc="The client id the provider of `TENANTRY_OIDC_ISSUER` issued to this platform.",
+    ),
+    Variable(
+        "TENANTRY_OIDC_CLIENT_SECRET",
+        field="oidc_client_secret",
+        doc=(
+            "That client's secret (`client_secret_basic`, else `client_secret_post`, as the "
+            "provider lists); unset: a public client (PKCE alone). Never logged or shown."),
+    ),
+    Variable(
         "TENANTRY_OPERATOR_TOKEN",
         field="operator_token",
         flag="--operator-token",

@@ -21,8 +21,9 @@ DECLARE
     v_count integer;
     v_frozen text[] := public.tenantry_frozen_tenants();
 BEGIN
-    -- Dead registered dispatchers' tasks first, as in tenantry_claim_runs above.
-    v_dead := public.tenantry_dead_workers();
+    -- Dead registered dispatchers' tasks first, as in tenantry_claim_runs (never the
+    -- claimer's own: it is alive, whatever its session says).
+    v_dead := array_remove(public.tenantry_dead_workers(), p_worker);
     v_claimed := 0;
     IF cardinality(v_dead) > 0 THEN
         RETURN QUERY

@@ -45,7 +45,10 @@ DECLARE
     v_count integer;
     v_frozen text[] := public.tenantry_frozen_tenants();
 BEGIN
-    v_dead := public.tenantry_dead_workers();  -- held shared until this claim commits
+    -- Held shared until this claim commits. Never the claimer itself: it is alive, whatever
+    -- its session says (its lock connection may have dropped a moment before it noticed;
+    -- it claims nothing once it has), and its runs are still in its hands.
+    v_dead := array_remove(public.tenantry_dead_workers(), p_worker);
 
     v_claimed := 0;
     IF cardinality(v_dead) > 0 THEN
