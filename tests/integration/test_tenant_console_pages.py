@@ -73,9 +73,10 @@ async def test_a_developer_promotes_a_version_as_the_api_does(api: Api) -> None:
     r = await api.client.post(f"/app/agents/{agent}/promote", headers=dev.headers,
                               data=dev.form(version="1", evaluation_id="eval_nope"))
     assert r.status_code == 409
-    r = await api.client.post(f"/app/agents/{agent}/promote", headers=dev.headers,
-                              data=dev.form(version="x"))
-    assert r.status_code == 400
+    for version in ("x", "²", "0"):
+        r = await api.client.post(f"/app/agents/{agent}/promote", headers=dev.headers,
+                                  data=dev.form(version=version))
+        assert r.status_code == 400, version
     assert await _live(api, h, agent) == 2
 
 
@@ -221,7 +222,8 @@ async def test_a_key_form_is_refused_without_keys_manage_or_beyond_the_role(
     for form, status, says in (
             ({"scope": "runs:fly"}, 400, "not a scope"),
             ({}, 400, "at least one scope"),
-            ({"scope": "runs:read", "expires_in_days": "0"}, 400, "number of days")):
+            ({"scope": "runs:read", "expires_in_days": "0"}, 400, "number of days"),
+            ({"scope": "runs:read", "expires_in_days": "²"}, 400, "number of days")):
         r = await api.client.post("/app/keys", headers=boss.headers,
                                   data={"csrf": boss.csrf, **form})
         assert r.status_code == status and says in r.text, form

@@ -10,6 +10,7 @@ the scope again: a form forged by a viewer changes nothing."""
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends
@@ -33,6 +34,7 @@ VERSIONS = 20
 EVALUATIONS = 10
 ROUTE = f"POST {PREFIX}/agents/{{agent_id}}/promote"  # the audit trail's action
 _NOT_FOUND = "No agent with this id."
+_NUMBER = re.compile(r"[0-9]{1,10}")  # ASCII digits: str.isdigit() takes "²" too
 
 
 @router.get("/agents")
@@ -67,7 +69,7 @@ async def agent_page(agent_id: str, v: Page = Depends(member)) -> Response:
     reports = [report_out(await evaluations.report(v.db, tenant, agent, e.evaluation_id))
                for e in found]
     q = v.request.query_params
-    promoted = q.get("promoted") if q.get("promoted", "").isdigit() else None
+    promoted = q.get("promoted") if _NUMBER.fullmatch(q.get("promoted", "")) else None
     return v.render("agent.html", title=f"Agent {latest.name}", agent=latest,
                     versions=versions, hidden=latest.version - len(numbers),
                     evaluations=reports,
@@ -92,7 +94,7 @@ async def promote(agent_id: str, v: Page = Depends(member)) -> Response:
     except (ValueError, NotFound):
         return v.not_found(_NOT_FOUND)
     version = text(form.get("version"))
-    if not version.isdigit() or not 0 < int(version) < 2**31:
+    if not _NUMBER.fullmatch(version) or not 0 < int(version) < 2**31:
         return v.error(400, "Choose a version", "The form named no version.")
     number = int(version)
     evaluation = None

@@ -6,6 +6,7 @@ recorded in the audit trail under the person's name."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode
 
@@ -27,6 +28,7 @@ MAX_NAME = 200
 MAX_DAYS = 3650
 CREATE = f"POST {PREFIX}/keys"  # the audit trail's actions
 REVOKE = f"POST {PREFIX}/keys/{{key_id}}/revoke"
+_DAYS = re.compile(r"[0-9]{1,4}")  # ASCII digits: str.isdigit() takes "²" too
 
 
 async def _page(v: Page, *, status: int = 200, issued: service.IssuedKey | None = None,
@@ -73,7 +75,7 @@ async def create(v: Page = Depends(member)) -> Response:
     days = text(form.get("expires_in_days")).strip()
     expires_at = None
     if days:
-        if not days.isdigit() or not 1 <= int(days) <= MAX_DAYS:
+        if not _DAYS.fullmatch(days) or not 1 <= int(days) <= MAX_DAYS:
             return await _page(v, status=400, error=f"Expiry: a number of days from 1 to "
                                                     f"{MAX_DAYS}, or empty for never.")
         expires_at = datetime.now(UTC) + timedelta(days=int(days))
