@@ -135,6 +135,11 @@ async def test_the_cli_asks_for_lists_shows_and_downloads_an_export(
     assert out.strip() == f"wrote {target.stat().st_size:,} bytes to {target}"
     assert agent.encode() in _members(target.read_bytes())["agents.ndjson"]
 
+    code, out, err = await cli("exports", "download", export_id, "-o",
+                               str(tmp_path / "no-such-dir" / "x.tar.gz"), env=env)
+    assert (code, out) == (2, "") and "cannot write" in err and "No such file" in err
+    assert len(err.strip().splitlines()) == 1
+
     code, out, _ = await cli("exports", "list", env=env)
     [header, *rows] = [line.split("\t") for line in out.splitlines()]
     assert code == 0 and header[:3] == ["export_id", "status", "created (UTC)"]

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from tenantry.cli.common import fail
 from tenantry.cli.help import App
 from tenantry.cli.options import DEFAULT_URL, ApiKey, Url
 from tenantry.cli.remote import AsJson, every_page, print_json, sdk_client, show_table
@@ -150,4 +151,6 @@ def download(
             written = client.exports.download(export_id, target)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
+    except OSError as exc:  # the file, not the platform: a missing directory, no room
+        fail(f"cannot write {target}: {exc.strerror or exc}")
     typer.echo(f"wrote {written.stat().st_size:,} bytes to {written}")
