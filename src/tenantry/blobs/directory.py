@@ -68,7 +68,9 @@ class DirectoryObjects:
         except OSError as exc:
             raise BlobStoreUnavailable(f"the blob directory refused a read: {exc}") from exc
         finally:
-            await asyncio.to_thread(handle.close)
+            # Not in a thread: a reader cancelled here (its client went away after the
+            # last byte) would leave the file open. Closing a file opened to read is quick.
+            handle.close()
 
     async def get(self, key: str) -> bytes:
         path = self._path(key)

@@ -12,7 +12,9 @@ from tenantry.cli import (
     billing,
     cells,
     evaluations,
+    exports,
     migrate,
+    model_accounts,
     replay,
     retention,
     runs,
@@ -21,7 +23,9 @@ from tenantry.cli import (
     serve,
     tool_servers,
     usage,
+    users,
     vault,
+    webhooks,
 )
 from tenantry.cli.help import App
 
@@ -53,6 +57,10 @@ app.add_typer(tool_servers.tool_servers_app, name="tool-servers")
 app.add_typer(secrets.secrets_app, name="secrets")
 app.add_typer(account.api_keys_app, name="api-keys")
 app.command("audit")(account.audit)
+app.add_typer(users.users_app, name="users")
+app.add_typer(exports.exports_app, name="exports")
+app.add_typer(webhooks.webhooks_app, name="webhooks")
+app.add_typer(model_accounts.model_accounts_app, name="model-accounts")
 app.command("usage")(usage.usage)
 app.add_typer(billing.billing_app, name="billing")
 app.add_typer(retention.retention_app, name="retention")

@@ -10,15 +10,18 @@
 
 The tenant's own tool servers and the vault secrets they send are ``client.tool_servers``
 and ``client.secrets``; its API keys and audit trail, ``client.api_keys`` and
-``client.audit``. Run starts carry an idempotency key (a random one unless given)
-and are retried with it; event streams resume after a dropped connection with no gap and
-no repeat; error answers are typed exceptions. It needs only the standard library, httpx2
-and orjson: nothing of the server is imported (docs/how-to/client-sdk.md).
+``client.audit``; its people, ``client.users``; exports of its data, ``client.exports``;
+its webhooks, ``client.webhook_endpoints``, ``client.webhook_secret`` and
+``client.webhook_deliveries``; its own model provider accounts, ``client.model_accounts``.
+Run starts (and exports) carry an idempotency key (a random one unless given) and are
+retried with it; event streams resume after a dropped connection with no gap and no repeat;
+error answers are typed exceptions. It needs only the standard library, httpx2 and orjson:
+nothing of the server is imported (docs/how-to/client-sdk.md).
 """
 
 from __future__ import annotations
 
-from tenantry.client.account import ApiKey, AuditEntry, IssuedApiKey
+from tenantry.client.account import ApiKey, AuditEntry, IssuedApiKey, SignInLink, User
 from tenantry.client.aio import AsyncClient
 from tenantry.client.errors import (
     AdmissionsPaused,
@@ -58,6 +61,8 @@ from tenantry.client.evaluations import (
     TestSetSummary,
 )
 from tenantry.client.events import AsyncEventStream, EventStream, SseDecoder, SseMessage
+from tenantry.client.exports import Export
+from tenantry.client.model_accounts import ModelAccount
 from tenantry.client.models import (
     TERMINAL_EVENTS,
     TERMINAL_STATUSES,
@@ -84,6 +89,7 @@ from tenantry.client.tool_servers import (
     ToolServerConnection,
     ToolServerOAuth,
 )
+from tenantry.client.webhooks import RotatedWebhookSecret, WebhookDelivery, WebhookEndpoint
 
 __all__ = [
     "TERMINAL_EVENTS",
@@ -118,8 +124,10 @@ __all__ = [
     "Event",
     "EventPage",
     "EventStream",
+    "Export",
     "Forbidden",
     "IssuedApiKey",
+    "ModelAccount",
     "ModelDelta",
     "NotFound",
     "Overloaded",
@@ -128,10 +136,12 @@ __all__ = [
     "Promotion",
     "QuotaExceeded",
     "ReviewFlag",
+    "RotatedWebhookSecret",
     "Run",
     "RunBlob",
     "Secret",
     "ServerError",
+    "SignInLink",
     "SseDecoder",
     "SseMessage",
     "StartedRun",
@@ -147,6 +157,9 @@ __all__ = [
     "Unauthorized",
     "Unavailable",
     "Usage",
+    "User",
     "ValidationError",
     "WaitTimeout",
+    "WebhookDelivery",
+    "WebhookEndpoint",
 ]

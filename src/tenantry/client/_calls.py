@@ -2,7 +2,8 @@
 read the answer — so the sync and async clients send exactly the same requests.
 
 The routes and bodies are the API's own (src/tenantry/api/runs.py, agents.py,
-approvals.py, evaluations.py, the tenant's tool servers and secrets; docs/reference/api.md).
+approvals.py, evaluations.py, the tenant's tool servers and secrets, its account: keys,
+audit, users, exports, webhooks, own model accounts; docs/reference/api.md).
 Ids and names are quoted into paths, so none can reach another route."""
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
-from tenantry.client.account import ApiKey, AuditEntry, IssuedApiKey
+from tenantry.client.account import ApiKey, AuditEntry, IssuedApiKey, SignInLink, User
 from tenantry.client.evaluations import Evaluation, EvaluationSummary, TestSet, TestSetSummary
+from tenantry.client.exports import Export
+from tenantry.client.model_accounts import ModelAccount
 from tenantry.client.models import (
     Agent,
     AgentSummary,
@@ -27,6 +30,7 @@ from tenantry.client.models import (
     StartedRun,
 )
 from tenantry.client.tool_servers import Secret, ToolServer, ToolServerConnection
+from tenantry.client.webhooks import RotatedWebhookSecret, WebhookDelivery, WebhookEndpoint
 
 T = TypeVar("T")
 
@@ -363,3 +367,152 @@ def read_audit(*, kind: str | None, run_id: str | None, actor: str | None,
     return Call("GET", "/v1/audit", lambda b: Page.from_json(b, AuditEntry.from_json),
                 params=_query(kind=kind, run_id=run_id, actor=actor, since=since, limit=limit,
                               cursor=cursor))
+
+
+# -- the account: its people (/v1/users) -------------------------------------------------
+
+
+def invite_user(email: str, role: str) -> Call[User]:
+    # Not repeatable: a second attempt after the first landed answers 409 (the address).
+    return Call("POST", "/v1/users", User.from_json, body={"email": email, "role": role},
+                idempotent=False)
+
+
+def list_users(*, limit: int | None, cursor: str | None) -> Call[Page[User]]:
+    return Call("GET", "/v1/users", lambda b: Page.from_json(b, User.from_json),
+                params=_query(limit=limit, cursor=cursor))
+
+
+def get_user(user_id: str) -> Call[User]:
+    return Call("GET", f"/v1/users/{_seg(user_id)}", User.from_json)
+
+
+def set_user_role(user_id: str, role: str) -> Call[User]:
+    # Repeatable: setting the same role twice sets it once.
+    return Call("PATCH", f"/v1/users/{_seg(user_id)}", User.from_json, body={"role": role})
+
+
+def disable_user(user_id: str) -> Call[User]:
+    # Repeatable: disabling a disabled user answers with it, as disabled.
+    return Call("DELETE", f"/v1/users/{_seg(user_id)}", User.from_json)
+
+
+def sign_in_link(user_id: str) -> Call[SignInLink]:
+    # Not repeatable: each attempt makes another link (only the one returned is known).
+    return Call("POST", f"/v1/users/{_seg(user_id)}/sign-in-links", SignInLink.from_json,
+                idempotent=False)
+
+
+# -- the account: exports (/v1/exports) ----------------------------------------------------
+
+
+def request_export(idempotency_key: str | None) -> Call[Export]:
+    key = idempotency_key if idempotency_key is not None else str(uuid.uuid4())
+    # Idempotent because of the key, as a run start: every attempt sends the same one.
+    return Call("POST", "/v1/exports", Export.from_json, headers={"Idempotency-Key": key})
+
+
+def list_exports(*, limit: int | None, cursor: str | None) -> Call[Page[Export]]:
+    return Call("GET", "/v1/exports", lambda b: Page.from_json(b, Export.from_json),
+                params=_query(limit=limit, cursor=cursor))
+
+
+def get_export(export_id: str) -> Call[Export]:
+    return Call("GET", f"/v1/exports/{_seg(export_id)}", Export.from_json)
+
+
+def export_archive_path(export_id: str) -> str:
+    return f"/v1/exports/{_seg(export_id)}/archive"
+
+
+def read_export_archive(export_id: str) -> Call[bytes]:
+    return Call("GET", export_archive_path(export_id), bytes, raw=True)
+
+
+# -- the account: webhooks (/v1/webhook-endpoints, -secret, -deliveries) --------------------
+
+
+def create_webhook_endpoint(url: str, *, statuses: Iterable[str] | None,
+                            agent_ids: Iterable[str] | None,
+                            description: str | None) -> Call[WebhookEndpoint]:
+    body: dict[str, Any] = {"url": url}
+    if statuses is not None:
+        body["statuses"] = list(statuses)
+    if agent_ids is not None:
+        body["agent_ids"] = list(agent_ids)
+    if description is not None:
+        body["description"] = description
+    # Not repeatable: a second attempt would register a second endpoint.
+    return Call("POST", "/v1/webhook-endpoints", WebhookEndpoint.from_json, body=body,
+                idempotent=False)
+
+
+def list_webhook_endpoints(*, limit: int | None,
+                           cursor: str | None) -> Call[Page[WebhookEndpoint]]:
+    return Call("GET", "/v1/webhook-endpoints",
+                lambda b: Page.from_json(b, WebhookEndpoint.from_json),
+                params=_query(limit=limit, cursor=cursor))
+
+
+def get_webhook_endpoint(endpoint_id: str) -> Call[WebhookEndpoint]:
+    return Call("GET", f"/v1/webhook-endpoints/{_seg(endpoint_id)}", WebhookEndpoint.from_json)
+
+
+def delete_webhook_endpoint(endpoint_id: str) -> Call[None]:
+    # Not repeatable: a second attempt after the first landed answers 404.
+    return Call("DELETE", f"/v1/webhook-endpoints/{_seg(endpoint_id)}", _nothing,
+                idempotent=False)
+
+
+def rotate_webhook_secret(overlap_seconds: int | None) -> Call[RotatedWebhookSecret]:
+    body = NO_BODY if overlap_seconds is None else {"overlap_seconds": int(overlap_seconds)}
+    # Not repeatable: a second attempt would replace the new secret, unseen, at once.
+    return Call("POST", "/v1/webhook-secret/rotate", RotatedWebhookSecret.from_json,
+                body=body, idempotent=False)
+
+
+def list_webhook_deliveries(*, run_id: str | None, endpoint_id: str | None,
+                            limit: int | None,
+                            cursor: str | None) -> Call[Page[WebhookDelivery]]:
+    return Call("GET", "/v1/webhook-deliveries",
+                lambda b: Page.from_json(b, WebhookDelivery.from_json),
+                params=_query(run_id=run_id, endpoint_id=endpoint_id, limit=limit,
+                              cursor=cursor))
+
+
+# -- the account: its own model provider accounts (/v1/model-accounts) --------------------
+
+
+def register_model_account(*, provider: str, base_url: str, models: Iterable[str],
+                           region: str, api_key: str, rpm: int | None, tpm: int | None,
+                           priority: int | None) -> Call[ModelAccount]:
+    body: dict[str, Any] = {"provider": provider, "base_url": base_url,
+                            "models": list(models), "region": region, "api_key": api_key}
+    for name, value in (("rpm", rpm), ("tpm", tpm), ("priority", priority)):
+        if value is not None:
+            body[name] = int(value)
+    # Not repeatable: a second attempt would register a second account (and key).
+    return Call("POST", "/v1/model-accounts", ModelAccount.from_json, body=body,
+                idempotent=False)
+
+
+def list_model_accounts(*, limit: int | None, cursor: str | None) -> Call[Page[ModelAccount]]:
+    return Call("GET", "/v1/model-accounts",
+                lambda b: Page.from_json(b, ModelAccount.from_json),
+                params=_query(limit=limit, cursor=cursor))
+
+
+def get_model_account(account_id: str) -> Call[ModelAccount]:
+    return Call("GET", f"/v1/model-accounts/{_seg(account_id)}", ModelAccount.from_json)
+
+
+def rotate_model_account_key(account_id: str, api_key: str) -> Call[ModelAccount]:
+    # Repeatable: a second attempt stores the same key again.
+    return Call("PUT", f"/v1/model-accounts/{_seg(account_id)}/api-key",
+                ModelAccount.from_json, body={"api_key": api_key})
+
+
+def disable_model_account(account_id: str) -> Call[ModelAccount]:
+    # Not repeatable: a second attempt after the first landed answers 404.
+    return Call("DELETE", f"/v1/model-accounts/{_seg(account_id)}", ModelAccount.from_json,
+                idempotent=False)

@@ -1,6 +1,7 @@
 """``runs.wait``'s rule, shared by both clients: after each read of the run, stop (the run
 has a status asked for, or has ended), time out, or pause — 0.1 s at first, doubling up to
-the poll interval, never past the deadline."""
+the poll interval, never past the deadline. ``evaluations.wait`` and ``exports.wait`` pause
+the same way."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Iterable
 from tenantry.backoff import backoff
 from tenantry.client.errors import WaitTimeout
 from tenantry.client.evaluations import Evaluation
+from tenantry.client.exports import Export
 from tenantry.client.models import TERMINAL_STATUSES, Run
 
 FIRST_PAUSE = 0.1
@@ -77,4 +79,23 @@ class EvaluationWaiting(_Pauses):
             raise WaitTimeout(f"{self.evaluation_id} did not finish within "
                               f"{self.timeout:g} s; {running} of its runs go on",
                               run=evaluation)
+        return pause
+
+
+class ExportWaiting(_Pauses):
+    """``exports.wait``'s rule: the same pauses, until the export is ready or failed."""
+
+    def __init__(self, export_id: str, timeout: float | None, poll_interval: float) -> None:
+        super().__init__(timeout, poll_interval)
+        self.export_id = export_id
+
+    def next_pause(self, export: Export) -> float | None:
+        """None: return ``export``. Raises WaitTimeout past the deadline (its ``run`` is
+        the export as last read)."""
+        if export.ended:
+            return None
+        pause = self._pause()
+        if pause is None:
+            raise WaitTimeout(f"{self.export_id} was not ready within {self.timeout:g} s; "
+                              f"it is {export.status}", run=export)
         return pause

@@ -1,8 +1,9 @@
-"""The typed answers about the tenant's own account: its API keys (``/v1/api-keys``) and
-its audit trail (``/v1/audit``), read from the API's JSON as the others are (models.py:
-``raw`` keeps the JSON, times are aware UTC ``datetime`` values).
+"""The typed answers about the tenant's own account: its API keys (``/v1/api-keys``), its
+audit trail (``/v1/audit``) and its people (``/v1/users``), read from the API's JSON as the
+others are (models.py: ``raw`` keeps the JSON, times are aware UTC ``datetime`` values).
 
-A key's secret is in one answer only, the one that made it (:class:`IssuedApiKey`)."""
+A key's secret is in one answer only, the one that made it (:class:`IssuedApiKey`); a
+sign-in link's token likewise (:class:`SignInLink`). Neither is in a ``repr``."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from datetime import datetime
 
 from tenantry.client.models import Json, _maybe_time, _time
 
-__all__ = ["ApiKey", "AuditEntry", "IssuedApiKey"]
+__all__ = ["ApiKey", "AuditEntry", "IssuedApiKey", "SignInLink", "User"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,3 +80,45 @@ class AuditEntry:
                    body.get("run_id"), body.get("tool"), body.get("server"), body.get("key"),
                    body.get("arguments_sha256"), body.get("outcome"), body.get("detail"),
                    raw=body)
+
+
+@dataclass(frozen=True, slots=True)
+class User:
+    """A person of the tenant (ADR 0043 §5): a ``role`` (``viewer``, ``approver``,
+    ``developer``, ``admin``) and the ``scopes`` it gives them in the tenant console.
+    ``created_by``: ``operator``, ``key:<key id>`` or ``user:<id>``; a disabled user stays
+    listed."""
+
+    user_id: str
+    email: str
+    role: str
+    scopes: tuple[str, ...]
+    created_by: str
+    created_at: datetime
+    disabled_at: datetime | None
+    raw: Json = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def disabled(self) -> bool:
+        return self.disabled_at is not None
+
+    @classmethod
+    def from_json(cls, body: Json) -> User:
+        return cls(str(body["user_id"]), str(body["email"]), str(body["role"]),
+                   tuple(str(s) for s in body.get("scopes") or ()),
+                   str(body.get("created_by", "")), _time(body["created_at"]),
+                   _maybe_time(body.get("disabled_at")), raw=body)
+
+
+@dataclass(frozen=True, slots=True)
+class SignInLink:
+    """A one-time link that signs a user in to the tenant console: used once, before
+    ``expires_at``. Shown this once (its token is part of ``url``)."""
+
+    url: str = field(repr=False)
+    expires_at: datetime
+    raw: Json = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, body: Json) -> SignInLink:
+        return cls(str(body["url"]), _time(body["expires_at"]), raw=body)

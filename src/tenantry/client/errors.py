@@ -85,7 +85,8 @@ class ConnectionFailed(ClientError):
 
 class WaitTimeout(ClientError, TimeoutError):
     """``runs.wait`` gave up before the run reached the status asked for; ``run`` is the
-    run as last read (None when it was never read)."""
+    run as last read (None when it was never read) — for ``evaluations.wait`` and
+    ``exports.wait``, the evaluation or export as last read."""
 
     type = "timeout"
     title = "Timed out"

@@ -1,12 +1,12 @@
 """The blocking client: ``Client(...).runs``, ``.agents``, ``.approvals``, ``.evaluations``,
-``.secrets``, ``.tool_servers``."""
+``.secrets``, ``.tool_servers``; the account's calls (``.api_keys``, ``.audit``, ``.users``,
+``.exports``, the webhooks', ``.model_accounts``) are ``sync_account.py``'s."""
 
 from __future__ import annotations
 
 import builtins
 import time
 from collections.abc import Iterable, Mapping
-from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, Self
 
@@ -16,7 +16,6 @@ from tenantry.client import _calls
 from tenantry.client._retry import RetryPolicy
 from tenantry.client._transport import DEFAULT_TIMEOUT, SyncTransport, settings
 from tenantry.client._wait import EvaluationWaiting, Waiting
-from tenantry.client.account import ApiKey, AuditEntry, IssuedApiKey
 from tenantry.client.evaluations import Evaluation, EvaluationSummary, TestSet, TestSetSummary
 from tenantry.client.events import EventStream
 from tenantry.client.models import (
@@ -29,6 +28,16 @@ from tenantry.client.models import (
     Run,
     RunBlob,
     StartedRun,
+)
+from tenantry.client.sync_account import (
+    ApiKeys,
+    Audit,
+    Exports,
+    ModelAccounts,
+    Users,
+    WebhookDeliveries,
+    WebhookEndpoints,
+    WebhookSecret,
 )
 from tenantry.client.tool_servers import Secret, ToolServer, ToolServerConnection
 
@@ -62,6 +71,12 @@ class Client:
         self.tool_servers = ToolServers(self._transport)
         self.api_keys = ApiKeys(self._transport)
         self.audit = Audit(self._transport)
+        self.users = Users(self._transport)
+        self.exports = Exports(self._transport)
+        self.webhook_endpoints = WebhookEndpoints(self._transport)
+        self.webhook_secret = WebhookSecret(self._transport)
+        self.webhook_deliveries = WebhookDeliveries(self._transport)
+        self.model_accounts = ModelAccounts(self._transport)
 
     @property
     def base_url(self) -> str:
@@ -373,53 +388,3 @@ class ToolServers:
         """Remove the server: its tools are offered to no run from then on. Not retried
         once sent."""
         self._t.call(_calls.remove_tool_server(name))
-
-
-class ApiKeys:
-    """The tenant's API keys (needs a key with ``keys:manage``): each with its scopes and
-    an optional expiry; never wider than the key that makes it."""
-
-    def __init__(self, transport: SyncTransport) -> None:
-        self._t = transport
-
-    def create(self, *, name: str = "", scopes: Iterable[str] | None = None,
-               expires_at: datetime | None = None) -> IssuedApiKey:
-        """A new key (``api_key`` shown this once): ``scopes`` (every scope of the calling
-        key when None), ``expires_at`` an aware ``datetime``. Not retried once sent."""
-        return self._t.call(_calls.create_api_key(
-            name=name, scopes=scopes,
-            expires_at=expires_at.isoformat() if expires_at is not None else None))
-
-    def list(self, *, limit: int | None = None,
-             cursor: str | None = None) -> Page[ApiKey]:
-        """One page of the tenant's keys, revoked and expired ones too, newest first."""
-        return self._t.call(_calls.list_api_keys(limit=limit, cursor=cursor))
-
-    def get(self, key_id: str) -> ApiKey:
-        return self._t.call(_calls.get_api_key(key_id))
-
-    def rotate(self, key_id: str, *, overlap_seconds: int = 0) -> IssuedApiKey:
-        """A new key in place of ``key_id`` (same name, scopes, expiry); the old one works
-        ``overlap_seconds`` more (at most 7 days). Not retried once sent."""
-        return self._t.call(_calls.rotate_api_key(key_id, overlap_seconds=overlap_seconds))
-
-    def revoke(self, key_id: str) -> None:
-        self._t.call(_calls.revoke_api_key(key_id))
-
-
-class Audit:
-    """The tenant's audit trail (needs ``audit:read``): tool calls and account changes,
-    newest first."""
-
-    def __init__(self, transport: SyncTransport) -> None:
-        self._t = transport
-
-    def list(self, *, kind: str | None = None, run_id: str | None = None,
-             actor: str | None = None, since: datetime | None = None,
-             limit: int | None = None, cursor: str | None = None) -> Page[AuditEntry]:
-        """One page of the trail: ``kind`` ``tool_call`` or ``change``, one run's tool
-        calls, one actor's changes (``key:<id>``, ``operator``), nothing before ``since``."""
-        return self._t.call(_calls.read_audit(
-            kind=kind, run_id=run_id, actor=actor,
-            since=since.isoformat() if since is not None else None, limit=limit,
-            cursor=cursor))

@@ -401,7 +401,7 @@ PLATFORM = (
         doc=(
             "The platform's API base URL, for the commands that talk to a running platform "
             "(`runs`, `evaluations`, `agents`, `tool-servers`, `secrets`, `api-keys`, "
-            "`audit`, `usage`, `billing`) "
+            "`audit`, `users`, `exports`, `webhooks`, `model-accounts`, `usage`, `billing`) "
             "and for the [client "
             "SDK](../how-to/client-sdk.md), which reads it itself (it installs without the "
             "server)."),
@@ -412,7 +412,8 @@ PLATFORM = (
         help="A tenant API key.",
         doc=(
             "A tenant API key, for the commands that act as a tenant (`runs`, `evaluations`, "
-            "`agents`, `tool-servers`, `secrets`, `api-keys`, `audit`, `usage`) and for the "
+            "`agents`, `tool-servers`, `secrets`, `api-keys`, `audit`, `users`, `exports`, "
+            "`webhooks`, `model-accounts`, `usage`) and for the "
             "client SDK, which reads "
             "it itself."),
     ),
