@@ -17,6 +17,7 @@ from tenantry.testing.fake_model import FakeModelServer
 from tenantry.testing.mcp_server import EffectsMcpServer
 from tests.support.api import Api, serving_api
 from tests.support.db import choose_admin_dsn, dsn_for, login_dsn, scratch_database
+from tests.support.oidc import Provider, oidc_provider
 from tests.support.worker import Fakes, running_worker
 
 #: The session's real sandbox drivers, shared by tests/integration/sandbox and tests/chaos;
@@ -76,6 +77,20 @@ async def db(database_dsn: str) -> AsyncIterator[Database]:
 async def api(database_dsn: str) -> AsyncIterator[Api]:
     """The real app on a real loopback port, on this test's database."""
     async with serving_api(database_dsn) as served:
+        yield served
+
+
+@pytest.fixture
+def oidc() -> Iterator[Provider]:
+    """A real OpenID Connect provider on loopback (tests/support/oidc.py)."""
+    with oidc_provider() as running:
+        yield running
+
+
+@pytest.fixture
+async def oidc_api(database_dsn: str, oidc: Provider) -> AsyncIterator[Api]:
+    """The app as ``api``, its tenant console signing people in with ``oidc`` too."""
+    async with serving_api(database_dsn, **oidc.settings()) as served:
         yield served
 
 

@@ -6,14 +6,14 @@ that moves on by itself."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from tests.support.api import Api, serving_api
+from tests.support.api import Api
 from tests.support.browser import Visit, needs_chromium, shot
-from tests.support.oidc import FLOW_COOKIE, Provider, oidc_provider
+from tests.support.oidc import FLOW_COOKIE, Provider
 from tests.support.tenant_console import SESSION_COOKIE, invite
 
 async_api = pytest.importorskip("playwright.async_api")
@@ -22,40 +22,28 @@ pytestmark = [pytest.mark.e2e, needs_chromium]
 
 
 @pytest.fixture
-def provider() -> Iterator[Provider]:
-    with oidc_provider() as running:
-        yield running
-
-
-@pytest.fixture
-async def app(database_dsn: str, provider: Provider) -> AsyncIterator[Api]:
-    async with serving_api(database_dsn, **provider.settings()) as served:
-        yield served
-
-
-@pytest.fixture
-async def browsing(browser: Any, app: Api) -> AsyncIterator[Visit]:
-    context = await browser.new_context(base_url=app.base_url,
+async def browsing(browser: Any, oidc_api: Api) -> AsyncIterator[Visit]:
+    context = await browser.new_context(base_url=oidc_api.base_url,
                                         viewport={"width": 1360, "height": 900})
     try:
-        yield Visit(context, app.base_url)
+        yield Visit(context, oidc_api.base_url)
     finally:
         await context.close()
 
 
 async def test_a_person_signs_in_with_the_identity_provider(
-    browsing: Visit, app: Api, provider: Provider,
+    browsing: Visit, oidc_api: Api, oidc: Provider,
 ) -> None:
-    _, admin = await app.tenant("Acme")
-    await invite(app, admin, "ann@acme.example", "approver")
-    _, other = await app.tenant("Globex")
-    theirs = await app.start(other, await app.agent(other), "theirs")
-    provider.person("ann-1", email="ann@acme.example", email_verified=True)
+    _, admin = await oidc_api.tenant("Acme")
+    await invite(oidc_api, admin, "ann@acme.example", "approver")
+    _, other = await oidc_api.tenant("Globex")
+    theirs = await oidc_api.start(other, await oidc_api.agent(other), "theirs")
+    oidc.person("ann-1", email="ann@acme.example", email_verified=True)
 
     page = await browsing.page()
     await page.goto("/app")
     await page.get_by_role("link", name="Sign in with localhost").click()
-    await page.wait_for_url(f"{provider.issuer}/oauth2/authorize?*")
+    await page.wait_for_url(f"{oidc.issuer}/oauth2/authorize?*")
     await page.locator('input[name="sub"]').fill("ann-1")
     await page.get_by_role("button", name="Authorize").click()
     await page.wait_for_url("**/app")

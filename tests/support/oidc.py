@@ -13,10 +13,6 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx2
 
-# Its 0.3 uses Authlib APIs that 1.9 deprecates: pyproject.toml's filterwarnings lets those
-# two warnings pass (the platform itself uses joserfc).
-from oidc_provider_mock import run_server_in_thread
-
 CLIENT_ID = "tenantry-console"
 CLIENT_SECRET = "s3cret-of-the-console"
 FLOW_COOKIE = "tenantry_app_oidc"
@@ -48,6 +44,11 @@ class Provider:
 
 @contextmanager
 def oidc_provider() -> Iterator[Provider]:
+    # Imported here, inside a test: its 0.3 uses Authlib APIs that 1.9 deprecates, and
+    # pyproject.toml's filterwarnings lets those two pass only while tests run (the
+    # platform itself uses joserfc).
+    from oidc_provider_mock import run_server_in_thread
+
     with run_server_in_thread(require_nonce=True) as server:
         yield Provider(f"http://localhost:{server.server_port}")
 
