@@ -3614,6 +3614,42 @@ END),
 );
 
 --
+-- Name: operator_sign_in_links; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.operator_sign_in_links (
+    link_hash bytea NOT NULL,
+    user_id uuid NOT NULL,
+    created_by text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    used_at timestamp with time zone,
+    CONSTRAINT operator_sign_in_links_created_by_check CHECK (((length(created_by) >= 1) AND (length(created_by) <= 200))),
+    CONSTRAINT operator_sign_in_links_link_hash_check CHECK ((octet_length(link_hash) = 32))
+);
+
+--
+-- Name: operator_users; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.operator_users (
+    user_id uuid NOT NULL,
+    email text NOT NULL,
+    role text NOT NULL,
+    created_by text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    disabled_at timestamp with time zone,
+    oidc_issuer text,
+    oidc_subject text,
+    CONSTRAINT operator_users_check CHECK (((oidc_issuer IS NULL) = (oidc_subject IS NULL))),
+    CONSTRAINT operator_users_created_by_check CHECK (((length(created_by) >= 1) AND (length(created_by) <= 200))),
+    CONSTRAINT operator_users_email_check CHECK (((length(email) >= 3) AND (length(email) <= 254))),
+    CONSTRAINT operator_users_oidc_issuer_check CHECK (((length(oidc_issuer) >= 1) AND (length(oidc_issuer) <= 2048))),
+    CONSTRAINT operator_users_oidc_subject_check CHECK (((length(oidc_subject) >= 1) AND (length(oidc_subject) <= 255))),
+    CONSTRAINT operator_users_role_check CHECK ((role = ANY (ARRAY['read-only'::text, 'support'::text, 'admin'::text])))
+);
+
+--
 -- Name: retention_policies; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -5567,6 +5603,20 @@ ALTER TABLE ONLY public.model_prices
     ADD CONSTRAINT model_prices_pkey PRIMARY KEY (model, effective_from);
 
 --
+-- Name: operator_sign_in_links operator_sign_in_links_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.operator_sign_in_links
+    ADD CONSTRAINT operator_sign_in_links_pkey PRIMARY KEY (link_hash);
+
+--
+-- Name: operator_users operator_users_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.operator_users
+    ADD CONSTRAINT operator_users_pkey PRIMARY KEY (user_id);
+
+--
 -- Name: retention_policies retention_policies_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -6389,6 +6439,18 @@ CREATE INDEX exports_unfinished ON public.exports USING btree (created_at) WHERE
 --
 
 CREATE INDEX model_accounts_tenant ON public.model_accounts USING btree (tenant_id) WHERE (tenant_id IS NOT NULL);
+
+--
+-- Name: operator_sign_in_links_of_user; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX operator_sign_in_links_of_user ON public.operator_sign_in_links USING btree (user_id);
+
+--
+-- Name: operator_users_email; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX operator_users_email ON public.operator_users USING btree (lower(email));
 
 --
 -- Name: runs_activity_running; Type: INDEX; Schema: public; Owner: -
@@ -7412,6 +7474,13 @@ ALTER TABLE ONLY public.exports
 
 ALTER TABLE ONLY public.model_accounts
     ADD CONSTRAINT model_accounts_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
+
+--
+-- Name: operator_sign_in_links operator_sign_in_links_user_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.operator_sign_in_links
+    ADD CONSTRAINT operator_sign_in_links_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.operator_users(user_id);
 
 --
 -- Name: retention_policies retention_policies_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

@@ -106,6 +106,14 @@ class UserId(_PrefixedId):
     prefix = "usr"
 
 
+class OperatorId(_PrefixedId):
+    """One of the platform operator's people, who signs in to the operator console with a
+    role (ADR 0043 §8)."""
+
+    __slots__ = ()
+    prefix = "opr"
+
+
 class AttemptId(_PrefixedId):
     """One attempt of an activity task (a sandbox is bound to it as to a run)."""
 

@@ -36,6 +36,7 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
         metrics,
         model_accounts,
         model_snapshots,
+        operators,
         own_model_accounts,
         own_tool_servers,
         policy,
@@ -62,7 +63,7 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
               *audit_trail.router.routes, *audit_trail.admin_router.routes,
               *api_keys.router.routes, *exports.router.routes,
               *webhooks.router.routes, *users.router.routes,
-              *users.admin_router.routes]
+              *users.admin_router.routes, *operators.router.routes]
     served = {
         # The document names a `{model:path}` parameter as `{model}`, as OpenAPI has it.
         (route.path_format, method)
@@ -116,7 +117,12 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
                 ("/v1/users/{user_id}", "PATCH"), ("/v1/users/{user_id}", "DELETE"),
                 ("/v1/users/{user_id}/sign-in-links", "POST"),
                 ("/admin/v1/tenants/{tenant_id}/users", "POST"),
-                ("/admin/v1/tenants/{tenant_id}/users/{user_id}/sign-in-links", "POST")}
+                ("/admin/v1/tenants/{tenant_id}/users/{user_id}/sign-in-links", "POST"),
+                ("/admin/v1/operators", "POST"), ("/admin/v1/operators", "GET"),
+                ("/admin/v1/operators/{operator_id}", "GET"),
+                ("/admin/v1/operators/{operator_id}", "PATCH"),
+                ("/admin/v1/operators/{operator_id}", "DELETE"),
+                ("/admin/v1/operators/{operator_id}/sign-in-links", "POST")}
     assert expected <= documented
 
 

@@ -53,11 +53,9 @@ def oidc_provider() -> Iterator[Provider]:
         yield Provider(f"http://localhost:{server.server_port}")
 
 
-_COOKIE = re.compile(rf"{FLOW_COOKIE}=([^;]*)")
-
-
-def flow_cookie(set_cookie: str) -> str:
-    found = _COOKIE.search(set_cookie)
+def flow_cookie(set_cookie: str, name: str = FLOW_COOKIE) -> str:
+    """The flow cookie's value in a Set-Cookie header (the tenant console's by default)."""
+    found = re.search(rf"{name}=([^;]*)", set_cookie)
     assert found is not None, set_cookie
     return found.group(1)
 

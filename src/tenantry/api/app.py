@@ -29,6 +29,7 @@ from tenantry.api import (
     metrics,
     model_accounts,
     model_snapshots,
+    operators,
     own_model_accounts,
     own_tool_servers,
     policy,
@@ -93,6 +94,7 @@ _CONFLICTS = {
     ("POST", "/v1/users"), ("POST", "/admin/v1/tenants/{tenant_id}/users"),
     ("POST", "/v1/users/{user_id}/sign-in-links"),
     ("POST", "/admin/v1/tenants/{tenant_id}/users/{user_id}/sign-in-links"),
+    ("POST", "/admin/v1/operators"),  # the address already an operator's
 }
 _MISSING_REFERENCES = {("POST", "/v1/runs"), ("POST", "/admin/v1/billing/reconcile"),
                        ("POST", "/v1/activity-tasks")}
@@ -134,7 +136,7 @@ def create_app(
                    retention.admin_router, retention.router,
                    audit_trail.router, audit_trail.admin_router, api_keys.router,
                    exports.router, webhooks.router,
-                   users.router, users.admin_router]
+                   users.router, users.admin_router, operators.router]
     for router in api_routers:
         app.include_router(router)
     console.install(app)

@@ -52,6 +52,7 @@ FLOW_SECONDS = 10 * 60
 ASYMMETRIC = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384",
               "ES512", "EdDSA")
 _AUTH_METHODS = ("client_secret_basic", "client_secret_post")
+_MAX_PARAM = 2048  # a callback's code or state longer than this is no provider's
 
 
 class SignInFailed(TenantryError):
@@ -61,6 +62,12 @@ class SignInFailed(TenantryError):
     type = "sign_in_failed"
     status = 400
     title = "Sign-in failed"
+
+    @property
+    def sentence(self) -> str:
+        """The reason as a page shows it: a capital, a full stop."""
+        text = str(self)
+        return f"{text[:1].upper()}{text[1:]}."
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +278,23 @@ class OidcProvider:
                                f"{str(exc)[:200]}") from None
         finally:
             await http.aclose()
+
+
+async def callback_identity(provider: OidcProvider, flow_cookie: str | None,
+                            params: Mapping[str, str], redirect_uri: str) -> Identity:
+    """What a callback request proves (its flow's cookie and its query's ``code``, ``state``
+    or ``error``): the person, or :class:`SignInFailed` saying why, in words for them."""
+    flow = Flow.from_cookie(flow_cookie)
+    if flow is None:
+        raise SignInFailed("this sign-in was not started in this browser, took longer than "
+                           "10 minutes, or was finished already: start it again")
+    error = params.get("error")
+    if error is not None:
+        raise SignInFailed(f"the identity provider did not sign you in ({error[:100]})")
+    code, state = params.get("code", ""), params.get("state", "")
+    if not code or not state or len(code) > _MAX_PARAM or len(state) > _MAX_PARAM:
+        raise SignInFailed("the identity provider's answer has no code or state")
+    return await provider.finish(flow, state=state, code=code, redirect_uri=redirect_uri)
 
 
 def _form(value: str) -> str:

@@ -24,6 +24,7 @@ from tenantry.api.console.pages import (
     runs,
     sandboxes,
     search,
+    sign_in,
     tenants,
     tool_servers,
 )
@@ -31,7 +32,7 @@ from tenantry.api.console.view import PREFIX, Console, LoginRequired, login_requ
 
 __all__ = ["Console", "install"]
 
-_PAGES = (assets, login, runs, run, payloads, approvals, tenants, tool_servers, models,
+_PAGES = (assets, login, sign_in, runs, run, payloads, approvals, tenants, tool_servers, models,
           billing, sandboxes, activities, actions, search, charts, evaluation)
 
 

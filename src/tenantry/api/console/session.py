@@ -2,9 +2,12 @@
 
 Logging in with the operator token sets a cookie ``<expiry>.<epoch>.<nonce>.<mac>``: an
 HMAC over the expiry, the session epoch and a random nonce, keyed by a key derived from the
-operator token. Any API process configured with the same token can verify it (no session
-table, no sticky load balancing). Changing the operator token logs every console out; so
-does revoking sessions, which moves the epoch (epoch.py) on without changing the token.
+operator token. An operator signing in as themselves (a link, or OpenID Connect: ADR 0043
+§8) gets ``<expiry>.<epoch>.<nonce>.<operator id>.<mac>``, the MAC over their id too; who
+they are and their role are read on each request (operators.py). Any API process
+configured with the same token can verify it (no session table, no sticky load
+balancing). Changing the operator token logs every console out; so does revoking
+sessions, which moves the epoch (epoch.py) on without changing the token.
 The CSRF token of a session is another HMAC of its nonce, so forms carry a value a
 cross-site page cannot know or set.
 Before login there is no session yet: the login form is protected by a double-submit
@@ -41,6 +44,7 @@ class Session:
     nonce: str
     expires_at: int  # Unix seconds
     epoch: int  # the session epoch it was issued in
+    operator: str | None = None  # the operator's id (opr_…); None: the token's holder
 
     def csrf(self, operator_token: str) -> str:
         return _mac(_key(operator_token), "csrf", self.nonce)
@@ -54,13 +58,15 @@ class Session:
                               ).hexdigest()[:16]
 
 
-def issue(operator_token: str, *, epoch: int,
+def issue(operator_token: str, *, epoch: int, operator: str | None = None,
           now: float | None = None) -> tuple[str, Session]:
-    """A new session of the current ``epoch`` and its cookie value."""
+    """A new session of the current ``epoch`` (of ``operator``, else of the token's holder)
+    and its cookie value."""
     expires = int((time.time() if now is None else now) + SESSION_SECONDS)
-    session = Session(secrets.token_hex(16), expires, epoch)
-    mac = _mac(_key(operator_token), "session", str(expires), str(epoch), session.nonce)
-    return f"{expires}.{epoch}.{session.nonce}.{mac}", session
+    session = Session(secrets.token_hex(16), expires, epoch, operator)
+    named = (session.nonce,) if operator is None else (session.nonce, operator)
+    mac = _mac(_key(operator_token), "session", str(expires), str(epoch), *named)
+    return ".".join((str(expires), str(epoch), *named, mac)), session
 
 
 def verify(cookie: str | None, operator_token: str | None, *, epoch: int,
@@ -70,15 +76,16 @@ def verify(cookie: str | None, operator_token: str | None, *, epoch: int,
     if not cookie or not operator_token:
         return None
     parts = cookie.split(".")
-    if len(parts) != 4 or not _NUMBER.fullmatch(parts[0]) or not _NUMBER.fullmatch(parts[1]):
+    if len(parts) not in (4, 5) or not _NUMBER.fullmatch(parts[0]) \
+            or not _NUMBER.fullmatch(parts[1]):
         return None
-    expires, issued_in, nonce, mac = parts
-    expected = _mac(_key(operator_token), "session", expires, issued_in, nonce)
+    expires, issued_in, *named, mac = parts
+    expected = _mac(_key(operator_token), "session", expires, issued_in, *named)
     if not hmac.compare_digest(mac.encode(), expected.encode()):
         return None
     if int(issued_in) != epoch or int(expires) <= (time.time() if now is None else now):
         return None
-    return Session(nonce, int(expires), epoch)
+    return Session(named[0], int(expires), epoch, named[1] if len(named) == 2 else None)
 
 
 def token_matches(given: str, operator_token: str | None) -> bool:

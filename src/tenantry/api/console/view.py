@@ -21,10 +21,13 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment
 
-from tenantry.api.console import epoch, filters
+from tenantry.api.console import epoch, filters, operators
+from tenantry.api.console.action_log import session_actor
+from tenantry.api.console.operators import Operator, Role
 from tenantry.api.console.session import SESSION_COOKIE, Session, same, verify
 from tenantry.api.platform import Platform
 from tenantry.db import Database
+from tenantry.ids import OperatorId
 
 PREFIX = "/console"
 _CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -91,6 +94,16 @@ class View:
     platform: Platform
     request: Request
     session: Session | None  # None: not logged in (or the cookie is not valid)
+    # Who the session is (its operator, read on this request); None: the token's holder.
+    who: Operator | None = None
+
+    @property
+    def role(self) -> Role:
+        """What the signed-in person may do: their role; the token's holder is an admin."""
+        return self.who.role if self.who is not None else Role.ADMIN
+
+    def may(self, needed: Role) -> bool:
+        return self.session is not None and self.role.rank >= needed.rank
 
     @property
     def db(self) -> Database:
@@ -111,7 +124,9 @@ class View:
         ``form_origins``: where else the page's forms may lead (see `form_action`)."""
         csrf = self.session.csrf(self.operator_token or "") if self.session else ""
         html = self.console.templates.get_template(name).render(
-            csrf=csrf, path=self.request.url.path, **context)
+            csrf=csrf, path=self.request.url.path, who=self.who, may=self.may, Role=Role,
+            oidc_name=self.platform.oidc.name if self.platform.oidc is not None else None,
+            **context)
         return HTMLResponse(html, status_code=status, headers=form_action(form_origins))
 
     def to_login(self) -> RedirectResponse:
@@ -150,6 +165,18 @@ class SignedIn(View):
         given = form.get("csrf")
         return isinstance(given, str) and same(given, self.session.csrf(self.operator_token or ""))
 
+    @property
+    def actor(self) -> str:
+        """Who acted, on the Actions page: the operator, or the token's session."""
+        if self.who is not None:
+            return self.who.actor
+        return session_actor(self.session.ident)
+
+    def not_allowed(self, needed: Role) -> HTMLResponse:
+        return self.render("error.html", status=403, title="Not allowed",
+                           message=f"Your role ({self.role}) may not do this: it needs "
+                                   f"{needed} or above.")
+
     def forbidden(self) -> HTMLResponse:
         return self.render("error.html", status=403, title="Form refused",
                            message="This form carried no valid CSRF token (it may be from an "
@@ -186,7 +213,16 @@ async def view(request: Request) -> View:
     # The epoch is read only for a request that carries a cookie to check against it.
     found = (verify(cookie, token, epoch=await epoch.current(platform.db))
              if cookie and token else None)
-    return View(request.app.state.console, platform, request, found)
+    who = None
+    if found is not None and found.operator is not None:
+        try:
+            who = await operators.signed_in(platform.cross_tenant_db,
+                                            OperatorId.parse(found.operator))
+        except ValueError:
+            who = None
+        if who is None:  # disabled since, or a forged id under a valid MAC: nobody
+            found = None
+    return View(request.app.state.console, platform, request, found, who)
 
 
 async def signed_in(request: Request) -> SignedIn:
@@ -195,7 +231,7 @@ async def signed_in(request: Request) -> SignedIn:
     v = await view(request)
     if v.session is None:
         raise LoginRequired(v.to_login())
-    return SignedIn(v.console, v.platform, v.request, v.session)
+    return SignedIn(v.console, v.platform, v.request, v.session, v.who)
 
 
 def parse_id(kind: Any, text: str | None) -> Any:

@@ -15,6 +15,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from tenantry.api.console import action_log as actions
 from tenantry.api.console.action_log import Action
+from tenantry.api.console.operators import Role
 from tenantry.api.console.pages.approvals import MAX_COMMENT
 from tenantry.api.console.view import HEADERS, PREFIX, SignedIn, parse_id, signed_in, text
 from tenantry.errors import Conflict, NotFound
@@ -27,10 +28,6 @@ router = APIRouter()
 MAX_BULK = 100
 
 
-def _actor(v: SignedIn) -> str:
-    return actions.session_actor(v.session.ident)
-
-
 def _refused(exc: Conflict | NotFound) -> str:
     return f"refused: {exc.detail}"
 
@@ -39,6 +36,8 @@ def _refused(exc: Conflict | NotFound) -> str:
 async def cancel(tenant_id: str, run_id: str, v: SignedIn = Depends(signed_in)) -> Response:
     if not v.csrf_ok(await v.request.form()):
         return v.forbidden()
+    if not v.may(Role.SUPPORT):
+        return v.not_allowed(Role.SUPPORT)
     try:
         tenant, run = TenantId.parse(tenant_id), RunId.parse(run_id)
     except ValueError:
@@ -50,10 +49,10 @@ async def cancel(tenant_id: str, run_id: str, v: SignedIn = Depends(signed_in)) 
     except NotFound:
         return v.not_found("No run with this id.")
     except Conflict as exc:
-        await actions.record(v.console_db, actor=_actor(v), action=Action.CANCEL_RUN,
+        await actions.record(v.console_db, actor=v.actor, action=Action.CANCEL_RUN,
                              tenant=tenant, target=str(run), outcome=_refused(exc))
         return v.render("error.html", status=409, title="Not cancelled", message=exc.detail)
-    await actions.record(v.console_db, actor=_actor(v), action=Action.CANCEL_RUN,
+    await actions.record(v.console_db, actor=v.actor, action=Action.CANCEL_RUN,
                          tenant=tenant, target=str(run))
     return RedirectResponse(f"{PREFIX}/runs/{tenant}/{run}", status_code=303, headers=HEADERS)
 
@@ -74,6 +73,8 @@ async def decide_bulk(v: SignedIn = Depends(signed_in)) -> Response:
     form = await v.request.form()
     if not v.csrf_ok(form):
         return v.forbidden()
+    if not v.may(Role.SUPPORT):
+        return v.not_allowed(Role.SUPPORT)
     decision = text(form.get("decision"))
     comment = text(form.get("comment")).strip()[:MAX_COMMENT] or None
     picks = [p for p in (_picked(text(x)) for x in form.getlist("pick")) if p is not None]
@@ -95,7 +96,7 @@ async def decide_bulk(v: SignedIn = Depends(signed_in)) -> Response:
         else:
             done += 1
             outcome = actions.DONE
-        await actions.record(v.console_db, actor=_actor(v), action=action, tenant=tenant,
+        await actions.record(v.console_db, actor=v.actor, action=action, tenant=tenant,
                              target=str(approval), outcome=outcome, detail=comment)
     shown = {"bulk": decision, "done": done, "refused": refused}
     return RedirectResponse(f"{back}?{urlencode(shown)}", status_code=303, headers=HEADERS)
@@ -127,13 +128,15 @@ async def access(tenant_id: str, v: SignedIn = Depends(signed_in)) -> Response:
 async def revoke_key(tenant_id: str, key_id: str, v: SignedIn = Depends(signed_in)) -> Response:
     if not v.csrf_ok(await v.request.form()):
         return v.forbidden()
+    if not v.may(Role.ADMIN):
+        return v.not_allowed(Role.ADMIN)
     try:
         tenant, key = TenantId.parse(tenant_id), ApiKeyId.parse(key_id)
         # The operator API's revoke: every API process drops its cached keys at commit.
         await tenants.revoke_api_key(v.db, tenant, key, v.platform.auth_cache)
     except (ValueError, NotFound):
         return v.not_found("No API key with this id.")
-    await actions.record(v.console_db, actor=_actor(v), action=Action.REVOKE_API_KEY,
+    await actions.record(v.console_db, actor=v.actor, action=Action.REVOKE_API_KEY,
                          tenant=tenant, target=str(key))
     return RedirectResponse(f"{PREFIX}/tenants/{tenant}/access?{urlencode({'revoked': str(key)})}",
                             status_code=303, headers=HEADERS)
@@ -144,6 +147,8 @@ async def admissions(tenant_id: str, v: SignedIn = Depends(signed_in)) -> Respon
     form = await v.request.form()
     if not v.csrf_ok(form):
         return v.forbidden()
+    if not v.may(Role.SUPPORT):
+        return v.not_allowed(Role.SUPPORT)
     paused = text(form.get("paused"))
     if paused not in ("true", "false"):
         return v.render("error.html", status=400, title="Nothing changed",
@@ -154,7 +159,7 @@ async def admissions(tenant_id: str, v: SignedIn = Depends(signed_in)) -> Respon
     except (ValueError, NotFound):
         return v.not_found("No tenant with this id.")
     action = Action.PAUSE_ADMISSIONS if paused == "true" else Action.RESUME_ADMISSIONS
-    await actions.record(v.console_db, actor=_actor(v), action=action, tenant=tenant,
+    await actions.record(v.console_db, actor=v.actor, action=action, tenant=tenant,
                          target=str(tenant))
     shown = {"admissions": "paused" if paused == "true" else "resumed"}
     return RedirectResponse(f"{PREFIX}/tenants/{tenant}/access?{urlencode(shown)}",

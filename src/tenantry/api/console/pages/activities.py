@@ -11,6 +11,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from tenantry.api.console import action_log as actions
 from tenantry.api.console import dead_letters
+from tenantry.api.console.operators import Role
 from tenantry.api.console.view import HEADERS, PREFIX, SignedIn, parse_id, signed_in
 from tenantry.errors import Conflict, NotFound
 from tenantry.ids import RunId, TenantId
@@ -50,6 +51,8 @@ async def requeue(tenant_id: str, task_id: str, v: SignedIn = Depends(signed_in)
     form = await v.request.form()
     if not v.csrf_ok(form):
         return v.forbidden()
+    if not v.may(Role.SUPPORT):
+        return v.not_allowed(Role.SUPPORT)
     try:
         tenant, task = TenantId.parse(tenant_id), RunId.parse(task_id)
         # In the tenant's own transaction, as the tenant API's requeue does.
@@ -57,11 +60,11 @@ async def requeue(tenant_id: str, task_id: str, v: SignedIn = Depends(signed_in)
     except (ValueError, NotFound):
         return await _render(v, status=404, error="No such activity task.")
     except Conflict as exc:
-        await actions.record(v.console_db, actor=actions.session_actor(v.session.ident),
+        await actions.record(v.console_db, actor=v.actor,
                              action=actions.Action.REQUEUE_TASK, tenant=tenant,
                              target=str(task), outcome=f"refused: {exc.detail}")
         return await _render(v, status=409, error=exc.detail)
-    await actions.record(v.console_db, actor=actions.session_actor(v.session.ident),
+    await actions.record(v.console_db, actor=v.actor,
                          action=actions.Action.REQUEUE_TASK, tenant=tenant, target=str(task))
     return RedirectResponse(f"{PREFIX}/activities?{urlencode({'requeued': str(task)})}",
                             status_code=303, headers=HEADERS)

@@ -10,6 +10,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from tenantry.api.console import action_log as actions
 from tenantry.api.console import find, reads
+from tenantry.api.console.operators import Role
 from tenantry.api.console.view import HEADERS, PREFIX, SignedIn, parse_id, signed_in, text
 from tenantry.errors import Conflict, NotFound
 from tenantry.ids import ApprovalId, TenantId
@@ -73,6 +74,8 @@ async def decide(tenant_id: str, approval_id: str, v: SignedIn = Depends(signed_
     form = await v.request.form()
     if not v.csrf_ok(form):
         return v.forbidden()
+    if not v.may(Role.SUPPORT):
+        return v.not_allowed(Role.SUPPORT)
     decision = text(form.get("decision"))
     comment = text(form.get("comment")).strip()[:MAX_COMMENT] or None
     if decision not in approvals.DECISIONS:
@@ -87,11 +90,11 @@ async def decide(tenant_id: str, approval_id: str, v: SignedIn = Depends(signed_
         return await _render_inbox(v, status=404,
                                    error="No such approval (it may have been removed).")
     except Conflict as exc:
-        await actions.record(v.console_db, actor=actions.session_actor(v.session.ident),
+        await actions.record(v.console_db, actor=v.actor,
                              action=_ACTION[decision], tenant=tenant, target=str(approval),
                              outcome=f"refused: {exc.detail}", detail=comment)
         return await _render_inbox(v, status=409, error=exc.detail)
-    await actions.record(v.console_db, actor=actions.session_actor(v.session.ident),
+    await actions.record(v.console_db, actor=v.actor,
                          action=_ACTION[decision], tenant=tenant, target=str(approval),
                          detail=comment)
     shown = {"decided": str(done.approval_id), "decision": done.status}

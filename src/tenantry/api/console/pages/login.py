@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from tenantry.api.console import epoch, session
+from tenantry.api.console.operators import Role
 from tenantry.api.console.view import HEADERS, PREFIX, SignedIn, View, signed_in, text, view
 
 router = APIRouter()
@@ -75,6 +76,8 @@ async def logout_everywhere(v: SignedIn = Depends(signed_in)) -> Response:
     session epoch moves on, as POST /admin/v1/sessions/revoke does."""
     if not v.csrf_ok(await v.request.form()):
         return v.forbidden()
+    if not v.may(Role.ADMIN):
+        return v.not_allowed(Role.ADMIN)
     await epoch.revoke_all(v.db)
     response = RedirectResponse(f"{PREFIX}/login", status_code=303, headers=HEADERS)
     response.delete_cookie(session.SESSION_COOKIE, **v.cookie_args())

@@ -17,6 +17,7 @@ from tenantry.api import tool_server_actions
 from tenantry.api.console import action_log as actions
 from tenantry.api.console import reads
 from tenantry.api.console.action_log import Action
+from tenantry.api.console.operators import Role
 from tenantry.api.console.view import HEADERS, PREFIX, SignedIn, signed_in
 from tenantry.api.fields import LABEL_RE
 from tenantry.errors import NotFound, TenantryError
@@ -58,11 +59,13 @@ async def connect(tenant_id: str, name: str, v: SignedIn = Depends(signed_in)) -
     or, for a client credentials server, connected at once and back to the page."""
     if not v.csrf_ok(await v.request.form()):
         return v.forbidden()
+    if not v.may(Role.SUPPORT):
+        return v.not_allowed(Role.SUPPORT)
     try:
         tenant = TenantId.parse(tenant_id)
     except ValueError:
         return v.not_found(servers.SERVER_NOT_FOUND)
-    actor = actions.session_actor(v.session.ident)
+    actor = v.actor
     try:
         started = await tool_server_actions.connect(v.platform, tenant, name, v.request)
     except NotFound:

@@ -21,12 +21,11 @@ from tenantry.api.platform import Platform
 from tenantry.api.tenant_console.view import PREFIX, SESSION_COOKIE, cookie_args, render
 from tenantry.ids import TenantId
 from tenantry.tenants import users
-from tenantry.tenants.oidc import FLOW_SECONDS, Flow, SignInFailed
+from tenantry.tenants.oidc import FLOW_SECONDS, Flow, SignInFailed, callback_identity
 
 router = APIRouter()
 FLOW_COOKIE = "tenantry_app_oidc"
 _FLOW_PATH = f"{PREFIX}/oidc"
-_MAX_PARAM = 2048
 
 
 def _flow_cookie_args(platform: Platform, request: Request) -> dict[str, Any]:
@@ -63,7 +62,7 @@ async def start(request: Request) -> Response:
     try:
         url = await platform.oidc.authorization_url(flow, _callback_url(platform, request))
     except SignInFailed as exc:
-        return _refused(request, 400, str(exc))
+        return _refused(request, 400, exc.sentence)
     response = RedirectResponse(url, status_code=303, headers=HEADERS)
     response.set_cookie(FLOW_COOKIE, flow.cookie, max_age=FLOW_SECONDS,
                         **_flow_cookie_args(platform, request))
@@ -76,23 +75,13 @@ async def callback(request: Request) -> Response:
     if platform.oidc is None:
         return _refused(request, 404, "This platform has no identity provider configured.")
     flow = Flow.from_cookie(request.cookies.get(FLOW_COOKIE))
-    if flow is None:
-        return _refused(request, 400, "This sign-in was not started in this browser, took "
-                                      "longer than 10 minutes, or was finished already: "
-                                      "start it again.")
-    params = request.query_params
-    error = params.get("error")
-    if error is not None:
-        return _refused(request, 400, f"The identity provider did not sign you in "
-                                      f"({error[:100]}).")
-    code, state = params.get("code", ""), params.get("state", "")
-    if not code or not state or len(code) > _MAX_PARAM or len(state) > _MAX_PARAM:
-        return _refused(request, 400, "The identity provider's answer has no code or state.")
     try:
-        identity = await platform.oidc.finish(flow, state=state, code=code,
-                                              redirect_uri=_callback_url(platform, request))
+        identity = await callback_identity(platform.oidc, request.cookies.get(FLOW_COOKIE),
+                                           request.query_params,
+                                           _callback_url(platform, request))
     except SignInFailed as exc:
-        return _refused(request, 400, str(exc))
+        return _refused(request, 400, exc.sentence)
+    assert flow is not None  # callback_identity refuses a missing or malformed one
     found = await users.sign_in_oidc(
         platform.db, identity, tenant=TenantId(flow.tenant) if flow.tenant else None)
     if found.session_id is None and not found.choices:
