@@ -179,7 +179,9 @@ async def test_an_approval_that_arrives_live_is_decided_from_the_open_page(
                            ).to_contain_text('"note": "second"')
     assert await page.evaluate("window.stayed === true")  # it came live
     await second.locator('input[name="comment"]').fill("also fine")
-    await second.get_by_role("button", name="Approve").click()
+    async with page.expect_response(lambda r: r.request.method == "POST") as answered:
+        await second.get_by_role("button", name="Approve").click()
+    assert (await answered.value).status == 303  # not 403: the token was the session's
     await page.wait_for_url(f"**/app/runs/{run_id}")
     await async_api.expect(page.locator("#run-status")).to_have_text("finished")
     await async_api.expect(page.locator("#run-answer")).to_contain_text("applied second")
