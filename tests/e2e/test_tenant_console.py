@@ -15,7 +15,7 @@ from tests.support.api import Api
 from tests.support.browser import Visit, needs_chromium, shot
 from tests.support.console import REFUND, waiting_run
 from tests.support.oauth_mcp_server import OAuthMcpServer
-from tests.support.scripts import answer, scripted
+from tests.support.scripts import answer, call, scripted
 from tests.support.tenant_console import SESSION_COOKIE, invite, link
 from tests.support.worker import Fakes
 
@@ -102,6 +102,91 @@ async def test_an_approver_signs_in_with_a_link_and_approves_the_run_goes_on(
     await async_api.expect(page.get_by_role("status")).to_contain_text("signed out")
     await page.goto("/app")
     await async_api.expect(page.get_by_role("alert")).to_contain_text("not signed in")
+    visit.only_this_server()
+
+
+def _errors(page: async_api.Page) -> list[str]:
+    """What the page logs as errors (a CSP violation is one), as they come."""
+    found: list[str] = []
+    page.on("console", lambda m: found.append(m.text) if m.type == "error" else None)
+    return found
+
+
+async def test_an_open_run_page_follows_the_run_to_its_answer(
+    visit: Visit, platform: Api, fakes: Fakes,
+) -> None:
+    _, h, run_id, approval_id = await waiting_run(platform, fakes)
+    _, _, page = await _person(visit, platform, h, "ann@acme.example", "approver")
+    errors = _errors(page)
+    await page.goto(f"/app/runs/{run_id}")
+    await async_api.expect(page.locator("#run-status")).to_have_text("waiting")
+    await async_api.expect(page.locator('tr[data-type="ApprovalRequested"]')).to_have_count(1)
+    card = page.locator(f'article[data-approval="{approval_id}"]')
+    await async_api.expect(card.locator("form.decide")).to_have_count(1)
+    await async_api.expect(page.locator("#no-outcome")).to_be_visible()
+    await async_api.expect(page.locator("#stream-state")).to_have_text("(live)")
+    await page.evaluate("window.stayed = true")  # gone if the page were reloaded
+
+    # The tenant decides through its API; the open page follows without a reload.
+    r = await platform.client.post(f"/v1/approvals/{approval_id}", headers=h,
+                                   json={"decision": "approve"})
+    assert r.status_code == 200, r.text
+    await async_api.expect(page.locator('tr[data-type="ApprovalDecided"]')).to_have_count(1)
+    await async_api.expect(page.locator('tr[data-type="RunFinished"]')).to_have_count(1)
+    await async_api.expect(page.locator("#stream-state")).to_have_text("(run ended)")
+    await async_api.expect(page.locator("#run-status")).to_have_text("finished")
+    await async_api.expect(page.locator("#run-finished")).not_to_have_text("—")
+    await async_api.expect(page.locator("#run-answer")).to_contain_text(f"applied {REFUND}")
+    await async_api.expect(card.locator(".status")).to_have_text("approved")
+    await async_api.expect(card.locator("form.decide")).to_have_count(0)
+    await async_api.expect(page.locator("table.waterfall tr.k-approval")).to_have_count(1)
+    # An event that came live expands to all of its data, as one rendered with the page.
+    ended = page.locator('tr[data-type="RunFinished"] details.payload')
+    await ended.locator("summary").click()
+    await async_api.expect(ended.locator("pre")).to_contain_text(f"applied {REFUND}")
+    assert await page.evaluate("window.stayed === true")
+    await shot(page, "app-run-live")
+    assert errors == []
+    visit.only_this_server()
+
+
+async def test_an_approval_that_arrives_live_is_decided_from_the_open_page(
+    visit: Visit, platform: Api, fakes: Fakes,
+) -> None:
+    """The second approval's form came with a live update (the fragment), not with the
+    page: it carries the session's CSRF token all the same."""
+    tenant, h = await platform.tenant("Acme Refunds")
+    await platform.tool_server(tenant, fakes.mcp.url)
+    agent = await platform.agent(h, tools=["effect"], needs_approval=["effect"])
+    run_id = await platform.start(h, agent, scripted(
+        call("effect", note="first"), call("effect", note="second"),
+        answer("{last_tool_result}")))
+    _, _, page = await _person(visit, platform, h, "ann@acme.example", "approver")
+    errors = _errors(page)
+    await page.goto(f"/app/runs/{run_id}")
+    cards = page.locator("article.approval")
+    await async_api.expect(cards).to_have_count(1)  # the first, once the run asks
+    first = await cards.first.get_attribute("data-approval")
+    await page.evaluate("window.stayed = true")
+
+    r = await platform.client.post(f"/v1/approvals/{first}", headers=h,
+                                   json={"decision": "approve"})
+    assert r.status_code == 200, r.text
+    await async_api.expect(cards).to_have_count(2)
+    second = cards.locator("form.decide")
+    await async_api.expect(second).to_have_count(1)
+    await async_api.expect(second.locator("xpath=..").locator("pre.args")
+                           ).to_contain_text('"note": "second"')
+    assert await page.evaluate("window.stayed === true")  # it came live
+    await second.locator('input[name="comment"]').fill("also fine")
+    async with page.expect_response(lambda r: r.request.method == "POST") as answered:
+        await second.get_by_role("button", name="Approve").click()
+    assert (await answered.value).status == 303  # not 403: the token was the session's
+    await page.wait_for_url(f"**/app/runs/{run_id}")
+    await async_api.expect(page.locator("#run-status")).to_have_text("finished")
+    await async_api.expect(page.locator("#run-answer")).to_contain_text("applied second")
+    assert [c.arguments for c in fakes.mcp.calls] == [{"note": "first"}, {"note": "second"}]
+    assert errors == []
     visit.only_this_server()
 
 

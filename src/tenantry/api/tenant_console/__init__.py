@@ -4,8 +4,9 @@ Connect and sees their own tenant only — its runs, a run's events and trace, t
 approvals inbox, its agents (versions, evaluations, promotion), tool servers (Connect),
 usage against its caps, API keys, the audit trail — as far as their role's scopes allow;
 a change made here is recorded in the audit trail as the API's would be (changes.py).
-Same standards as the operator console (api/console/): its headers and stylesheet, no
-script needed, CSRF on every POST. One module per page under ``pages/``; what they share
+Same standards as the operator console (api/console/): its headers, stylesheet and script
+(a run's page follows the run live; without script every page is whole), CSRF on every
+POST. One module per page under ``pages/``; what they share
 is in view.py."""
 
 from __future__ import annotations

@@ -370,8 +370,8 @@ PLATFORM = (
         doc=(
             "Open event streams of one tenant in one API process (integer ≥ 1); one more answers "
             "the same `429 overloaded` as the process cap (the answer does not say which cap, nor"
-            " how many streams anyone holds). The console's streams count against the process cap"
-            " only."),
+            " how many streams anyone holds). A tenant console run page's stream counts as the"
+            " tenant's; the operator console's streams count against the process cap only."),
     ),
     Variable(
         "TENANTRY_CONSOLE_SECURE_COOKIE",

@@ -8,11 +8,8 @@ from typing import Any
 from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
-from tenantry.api import runs as runs_api
-from tenantry.api.console import reads, waterfall
+from tenantry.api.console import live, reads, waterfall
 from tenantry.api.console.view import HEADERS, PREFIX, SignedIn, View, signed_in, view
-from tenantry.api.params import int4
-from tenantry.api.streams import SlotStream
 from tenantry.errors import NotFound
 from tenantry.ids import EvaluationId, RunId, TenantId
 from tenantry.runs import service
@@ -82,35 +79,9 @@ async def run_live(tenant_id: str, run_id: str, v: View = Depends(view)) -> Resp
 
 @router.get("/runs/{tenant_id}/{run_id}/events")
 async def run_events(tenant_id: str, run_id: str, v: View = Depends(view)) -> Response:
-    """The run's log as SSE for the console: the tenant API's stream (same hub, same
-    no-gap/no-repeat resume), authorized by the operator's session instead of a key."""
+    """The run's log as SSE for the console, authorized by the operator's session
+    instead of a key."""
     if v.session is None:
         return Response("log in again", status_code=401, headers=HEADERS)
-    start_text = v.request.query_params.get("after") or v.request.headers.get(
-        "last-event-id") or "0"
-    start = int4(start_text)
-    if start is None:
-        return Response("after / Last-Event-ID: an event seq (ASCII digits 0-2147483647)",
-                        status_code=400, headers=HEADERS)
-    try:
-        tenant, run = TenantId.parse(tenant_id), RunId.parse(run_id)
-    except ValueError:
-        return Response("no such run", status_code=404, headers=HEADERS)
     # The operator's streams count against the process's cap, not the run's tenant's.
-    slot = runs_api.take_stream_slot(v.platform, None)
-    try:
-        first, ended = await runs_api.first_events(v.platform, tenant, run, start)
-    except NotFound:
-        slot.release()
-        return Response("no such run", status_code=404, headers=HEADERS)
-    except BaseException:
-        slot.release()
-        raise
-    return SlotStream(
-        # The page shows durable events only: no live deltas (and so no NOTIFY traffic
-        # for a run an operator looks at).
-        runs_api.event_stream(v.platform, tenant, run, start, first, ended=ended,
-                              deltas=False), slot,
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no",
-                 "X-Content-Type-Options": "nosniff"})
+    return await live.run_events(v.platform, v.request, tenant_id, run_id, slot_of=None)

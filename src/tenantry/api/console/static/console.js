@@ -1,5 +1,7 @@
-// Tenantry operator console: the live parts of server-rendered pages. No framework, no
-// external fetches; everything it writes into the page goes through textContent.
+// Tenantry's consoles (the operator's at /console, the tenant's at /app): the live parts of
+// server-rendered pages. No framework, no external fetches, no paths of its own: every URL
+// comes from the page's data attributes. Everything it writes into the page goes through
+// textContent, or is a fragment the server rendered with every value escaped.
 "use strict";
 
 (function () {
@@ -38,7 +40,8 @@
   }
 
   // An event's data as the page renders it (_payload.html): one line, expandable to all of
-  // it, with links to what an output_ref or input_ref stands for.
+  // it, with links to what an output_ref or input_ref stands for when the page names
+  // where those are read (data-blobs; the tenant console's page shows the data alone).
   function payload(ev, blobs) {
     var box = document.createElement("details");
     box.className = "payload";
@@ -46,6 +49,7 @@
     summary.appendChild(text("code", compact(ev.data)));
     box.appendChild(summary);
     box.appendChild(text("pre", JSON.stringify(ev.data, null, 2)));
+    if (!blobs) return box;
     ["output_ref", "input_ref"].forEach(function (field) {
       var ref = ev.data && ev.data[field];
       if (!ref) return;
