@@ -2100,6 +2100,60 @@ END
 $$;
 
 --
+-- Name: tenantry_operator_token_rotate(bytea, integer, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_operator_token_rotate(p_new_hash bytea, p_overlap_seconds integer, p_by text) RETURNS timestamp with time zone
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+DECLARE
+    v_end timestamptz := now() + make_interval(secs => greatest(p_overlap_seconds, 0));
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext('tenantry_operator_token_seed'));
+    UPDATE public.operator_tokens t SET expires_at = least(coalesce(t.expires_at, v_end), v_end)
+    WHERE t.expires_at IS NULL OR t.expires_at > now();
+    INSERT INTO public.operator_tokens (token_hash, created_by) VALUES (p_new_hash, p_by);
+    RETURN v_end;
+END
+$$;
+
+--
+-- Name: tenantry_operator_token_seed(bytea); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_operator_token_seed(p_hash bytea) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+BEGIN
+    -- One seed at a time: two replicas starting with a new token agree on the outcome.
+    PERFORM pg_advisory_xact_lock(hashtext('tenantry_operator_token_seed'));
+    IF NOT EXISTS (SELECT 1 FROM public.operator_tokens t WHERE t.token_hash = p_hash) THEN
+        UPDATE public.operator_tokens t SET expires_at = now()
+        WHERE t.expires_at IS NULL OR t.expires_at > now();
+        INSERT INTO public.operator_tokens (token_hash, created_by)
+        VALUES (p_hash, 'configuration');
+    END IF;
+    RETURN EXISTS (SELECT 1 FROM public.operator_tokens t
+                   WHERE t.token_hash = p_hash
+                     AND (t.expires_at IS NULL OR t.expires_at > now()));
+END
+$$;
+
+--
+-- Name: tenantry_operator_token_valid(bytea); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_operator_token_valid(p_hash bytea) RETURNS TABLE(expires_at timestamp with time zone)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    SELECT t.expires_at FROM public.operator_tokens t
+    WHERE t.token_hash = p_hash AND (t.expires_at IS NULL OR t.expires_at > now())
+$$;
+
+--
 -- Name: tenantry_queue_depth(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -3626,6 +3680,19 @@ CREATE TABLE public.operator_sign_in_links (
     used_at timestamp with time zone,
     CONSTRAINT operator_sign_in_links_created_by_check CHECK (((length(created_by) >= 1) AND (length(created_by) <= 200))),
     CONSTRAINT operator_sign_in_links_link_hash_check CHECK ((octet_length(link_hash) = 32))
+);
+
+--
+-- Name: operator_tokens; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.operator_tokens (
+    token_hash bytea NOT NULL,
+    created_by text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone,
+    CONSTRAINT operator_tokens_created_by_check CHECK (((length(created_by) >= 1) AND (length(created_by) <= 200))),
+    CONSTRAINT operator_tokens_token_hash_check CHECK ((octet_length(token_hash) = 32))
 );
 
 --
@@ -5608,6 +5675,13 @@ ALTER TABLE ONLY public.model_prices
 
 ALTER TABLE ONLY public.operator_sign_in_links
     ADD CONSTRAINT operator_sign_in_links_pkey PRIMARY KEY (link_hash);
+
+--
+-- Name: operator_tokens operator_tokens_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.operator_tokens
+    ADD CONSTRAINT operator_tokens_pkey PRIMARY KEY (token_hash);
 
 --
 -- Name: operator_users operator_users_pkey; Type: CONSTRAINT; Schema: public; Owner: -

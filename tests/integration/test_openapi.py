@@ -63,7 +63,8 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
               *audit_trail.router.routes, *audit_trail.admin_router.routes,
               *api_keys.router.routes, *exports.router.routes,
               *webhooks.router.routes, *users.router.routes,
-              *users.admin_router.routes, *operators.router.routes]
+              *users.admin_router.routes, *operators.router.routes,
+              *operators.token_router.routes]
     served = {
         # The document names a `{model:path}` parameter as `{model}`, as OpenAPI has it.
         (route.path_format, method)
@@ -122,7 +123,8 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
                 ("/admin/v1/operators/{operator_id}", "GET"),
                 ("/admin/v1/operators/{operator_id}", "PATCH"),
                 ("/admin/v1/operators/{operator_id}", "DELETE"),
-                ("/admin/v1/operators/{operator_id}/sign-in-links", "POST")}
+                ("/admin/v1/operators/{operator_id}/sign-in-links", "POST"),
+                ("/admin/v1/operator-token/rotate", "POST")}
     assert expected <= documented
 
 

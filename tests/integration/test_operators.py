@@ -13,7 +13,7 @@ import asyncpg
 import httpx2
 
 from tenantry.api.console import session
-from tests.support.api import Api
+from tests.support.api import OPERATOR_TOKEN, Api, serving_api
 from tests.support.console import logged_actions
 from tests.support.oidc import Provider, flow_cookie
 
@@ -183,3 +183,56 @@ async def test_an_operator_signs_in_with_the_identity_provider(
     for subject in ("eve-2", "mallory"):
         r = await sign_in(subject)
         assert r.status_code == 403 and session.SESSION_COOKIE not in r.cookies
+
+
+async def test_the_operator_token_rotates_live_with_an_overlap(
+    database_dsn: str, admin_conn: asyncpg.Connection,
+) -> None:
+    """Two API processes on one database: a rotation in one is in force in both at once;
+    the old token works through the overlap and then nowhere; a process started again with
+    the retired token refuses it, and one configured with a token never seen makes it the
+    only one (as changing the configuration always did)."""
+    async with serving_api(database_dsn) as a, serving_api(database_dsn) as b:
+        old = a.operator
+        r = await a.client.post("/admin/v1/operator-token/rotate", headers=old,
+                                json={"overlap_seconds": 3600})
+        assert r.status_code == 201, r.text
+        new = {"Authorization": f"Bearer {r.json()['operator_token']}"}
+        for api in (a, b):
+            for headers in (old, new):  # both, during the overlap
+                assert (await api.client.get("/admin/v1/operators",
+                                             headers=headers)).status_code == 200
+        # The overlap ends (moved to now, as an hour passing would).
+        await admin_conn.execute("UPDATE operator_tokens SET expires_at = now() "
+                                 "WHERE expires_at IS NOT NULL")
+        for api in (a, b):
+            api.platform.operator_tokens.forget()  # as CACHE_SECONDS passing would
+            assert (await api.client.get("/admin/v1/operators",
+                                         headers=old)).status_code == 401
+            assert (await api.client.get("/admin/v1/operators",
+                                         headers=new)).status_code == 200
+        login = await a.client.get("/console/login")
+        nonce = login.cookies[session.LOGIN_COOKIE]
+        a.client.cookies.clear()
+        r = await a.client.post("/console/login", headers={
+            "Cookie": f"{session.LOGIN_COOKIE}={nonce}"}, data={
+            "csrf": _CSRF.search(login.text).group(1),  # type: ignore[union-attr]
+            "token": OPERATOR_TOKEN})
+        assert r.status_code == 401
+        r = await a.client.post("/admin/v1/operator-token/rotate", headers=new,
+                                json={"overlap_seconds": 604801})
+        assert r.status_code == 400
+    # Started again with the retired token: it stays retired.
+    async with serving_api(database_dsn) as again:
+        assert (await again.client.get("/admin/v1/operators",
+                                       headers=again.operator)).status_code == 401
+        assert (await again.client.get("/admin/v1/operators",
+                                       headers=new)).status_code == 200
+    # A token the database never saw, configured: the only one from now on.
+    async with serving_api(database_dsn, operator_token="op_chosen_anew") as chosen:
+        fresh = {"Authorization": "Bearer op_chosen_anew"}
+        assert (await chosen.client.get("/admin/v1/operators",
+                                        headers=fresh)).status_code == 200
+        chosen.platform.operator_tokens.forget()
+        assert (await chosen.client.get("/admin/v1/operators",
+                                        headers=new)).status_code == 401

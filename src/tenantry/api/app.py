@@ -136,7 +136,8 @@ def create_app(
                    retention.admin_router, retention.router,
                    audit_trail.router, audit_trail.admin_router, api_keys.router,
                    exports.router, webhooks.router,
-                   users.router, users.admin_router, operators.router]
+                   users.router, users.admin_router, operators.router,
+                   operators.token_router]
     for router in api_routers:
         app.include_router(router)
     console.install(app)

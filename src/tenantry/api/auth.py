@@ -7,7 +7,6 @@ holds every route to (ADR 0043)."""
 
 from __future__ import annotations
 
-import hmac
 from dataclasses import dataclass
 from functools import cache
 
@@ -102,7 +101,7 @@ def caller_may(scope: Scope) -> _CallerMay:
 
 
 async def operator(request: Request) -> None:
-    expected = (await platform(request)).settings.operator_token
-    token = _bearer(request)
-    if not expected or not hmac.compare_digest(token.encode(), expected.encode()):
+    """An operator token in force: the configured one, or one a rotation made (ADR 0043
+    §8), until a rotation ends it."""
+    if not await (await platform(request)).operator_tokens.valid(_bearer(request)):
         raise Unauthorized("Invalid operator token.")

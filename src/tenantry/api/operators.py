@@ -18,10 +18,13 @@ from tenantry.api.pagination import PageRequest, keyed_by
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.ids import OperatorId
+from tenantry.tenants import operator_tokens
 from tenantry.tenants.users import EMAIL_RE, MAX_EMAIL
 
 router = APIRouter(prefix="/admin/v1/operators", tags=["operator"],
                    dependencies=[Depends(operator)])
+token_router = APIRouter(prefix="/admin/v1/operator-token", tags=["operator"],
+                         dependencies=[Depends(operator)])
 _PAGE = keyed_by(OperatorId.pattern())
 SIGN_IN_PATH = "/console/sign-in"
 #: Who made a change through this API: the token's holder.
@@ -120,3 +123,31 @@ async def make_operator_sign_in_link(operator_id: str, request: Request,
     base = (p.settings.public_url or str(request.base_url)).rstrip("/")
     return OperatorSignInLinkOut(url=f"{base}{SIGN_IN_PATH}?token={link.token}",
                                  expires_at=link.expires_at)
+
+
+class RotateOperatorToken(Body):
+    overlap_seconds: int = Field(
+        default=3600, ge=0, le=operator_tokens.MAX_OVERLAP_SECONDS,
+        description="How long the tokens in force now keep working (0 to 7 days; an hour "
+                    "by default), so automation and browsers move over without an outage.")
+
+
+class RotatedOperatorToken(BaseModel):
+    operator_token: str = Field(description="The new operator token, shown once; only its "
+                                            "SHA-256 is stored.")
+    previous_valid_until: datetime = Field(description="When every other operator token "
+                                                       "stops working.")
+
+
+@token_router.post("/rotate", status_code=201, response_model=RotatedOperatorToken)
+async def rotate_operator_token(
+    p: Platform = Depends(platform), body: RotateOperatorToken | None = None,
+) -> RotatedOperatorToken:
+    """A new operator token, in force at once in every API process; the others (the
+    configured one included) stop after ``overlap_seconds``, with no restart. Configure the
+    new one (``TENANTRY_OPERATOR_TOKEN``) before the overlap ends: a process configured
+    with a retired token starts, and refuses it. A process configured with a token the
+    database has never seen makes that one the only one, as changing the token always did."""
+    overlap = (body or RotateOperatorToken()).overlap_seconds
+    token, ends = await p.operator_tokens.rotate(overlap, by=BY_TOKEN)
+    return RotatedOperatorToken(operator_token=token, previous_valid_until=ends)

@@ -16,6 +16,7 @@ from tenantry.runs.intake import RunIntake
 from tenantry.scheduler.admission import CellCapacity
 from tenantry.tenants.auth_cache import AuthCache
 from tenantry.tenants.oidc import OidcProvider
+from tenantry.tenants.operator_tokens import OperatorTokens
 from tenantry.tools.destinations import MODEL_ACCOUNT, Destinations
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.vault import Vault
@@ -55,10 +56,13 @@ class Platform:
     activities: ActivityStore = field(init=False)
     # POST /v1/runs' group commit (ADR 0019); closed before the pool.
     intake: RunIntake = field(init=False)
+    # The operator tokens in force (ADR 0043 §8): the configured one and any a rotation made.
+    operator_tokens: OperatorTokens = field(init=False)
 
     def __post_init__(self) -> None:
         self.activities = ActivityStore(self.db, max_queued_runs=None, cell=self.cell)
         self.intake = RunIntake(self.db)
+        self.operator_tokens = OperatorTokens(self.db, self.settings.operator_token)
 
     @property
     def cross_tenant_db(self) -> Database:

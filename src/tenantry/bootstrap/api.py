@@ -4,6 +4,7 @@ the cell. :func:`build_app` hands them to :func:`tenantry.api.app.create_app`.""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -27,6 +28,8 @@ from tenantry.tenants.oidc import OidcProvider
 from tenantry.tools.destinations import MODEL_ACCOUNT, Destinations
 from tenantry.tools.mcp_client import McpToolClient
 from tenantry.vault import Vault
+
+logger = logging.getLogger(__name__)
 
 
 def build_app(
@@ -81,6 +84,10 @@ async def platform(
                                        settings.load_read_seconds)), local=local,
             oidc=OidcProvider(settings.oidc_issuer, settings.oidc_client_id or "",
                               settings.oidc_client_secret) if settings.oidc_issuer else None)
+        if settings.operator_token and not await platform.operator_tokens.seed():
+            logger.warning("the configured operator token was retired by a rotation: "
+                           "/admin/v1 and the console's login refuse it; configure the "
+                           "current one (TENANTRY_OPERATOR_TOKEN)")
         try:
             yield platform
         finally:

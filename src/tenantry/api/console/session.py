@@ -88,12 +88,6 @@ def verify(cookie: str | None, operator_token: str | None, *, epoch: int,
     return Session(named[0], int(expires), epoch, named[1] if len(named) == 2 else None)
 
 
-def token_matches(given: str, operator_token: str | None) -> bool:
-    if not operator_token or not given:
-        return False
-    return hmac.compare_digest(given.encode(), operator_token.encode())
-
-
 def same(a: str | None, b: str | None) -> bool:
     """Constant-time equality of two tokens, neither of which may be empty."""
     if not a or not b:

@@ -103,7 +103,11 @@ PLATFORM = (
             "unset."),
         doc=(
             "Bearer token for `/admin/v1`. Unset: read from `<data dir>/operator_token`, "
-            "generated there (`op_…`, mode 0600) on first start."),
+            "generated there (`op_…`, mode 0600) on first start. Recorded (as its SHA-256) "
+            "in the database at start: `POST /admin/v1/operator-token/rotate` replaces it "
+            "live, after which a process configured with the old one refuses it; a token the "
+            "database has never seen becomes the only one in force. The workers' `/metrics` "
+            "and the router compare with this configured value."),
     ),
     Variable(
         "TENANTRY_CELL",
