@@ -106,3 +106,6 @@ async def operator(request: Request) -> None:
     token = _bearer(request)
     if not expected or not hmac.compare_digest(token.encode(), expected.encode()):
         raise Unauthorized("Invalid operator token.")
+    # For the action log (api/operator_actions.py): only a request that showed the token is
+    # the operator's, refused or not.
+    request.state.operator = True
