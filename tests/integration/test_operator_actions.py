@@ -1,7 +1,7 @@
 """Every change the operator API makes is in the operator's action log (the console's
 Actions page), named by its route, with its tenant (none when platform-wide) and the status
 it was answered — refused ones too; reads and requests without the operator token are not
-(api/operator_actions.py, migration 0055)."""
+(api/operator_actions.py, migration 0056)."""
 
 from __future__ import annotations
 
@@ -93,3 +93,19 @@ async def test_the_actions_page_shows_a_platform_wide_change(api: Api) -> None:
     assert 'data-target="/admin/v1/prices/page-model"' in row
     assert "operator API" in row and 'title="platform-wide">—<' in row
     assert "<code>PUT /admin/v1/prices/{model}</code>" in row and "done (201)" in row
+
+
+async def test_a_route_added_later_is_logged_with_no_code_of_its_own(api: Api) -> None:
+    """The operators' routes came with another change, written without the action log in
+    mind: they are on it all the same, platform-wide."""
+    r = await api.client.post("/admin/v1/operators", headers=api.operator,
+                              json={"email": "ann@ops.example", "role": "support"})
+    assert r.status_code == 201, r.text
+    ann = r.json()["operator_id"]
+    r = await api.client.patch(f"/admin/v1/operators/{ann}", headers=api.operator,
+                               json={"role": "admin"})
+    assert r.status_code == 200, r.text
+    assert await _logged(api) == [
+        (API, "POST /admin/v1/operators", None, "/admin/v1/operators", "done (201)"),
+        (API, "PATCH /admin/v1/operators/{operator_id}", None, f"/admin/v1/operators/{ann}",
+         "done (200)")]

@@ -45,10 +45,11 @@ Logged = tuple[str, str, str | None, str, str]
 
 
 async def logged_actions(conn: asyncpg.Connection) -> list[Logged]:
-    """The action log's console actions, oldest first: (actor, action, tenant, target,
-    outcome); read with the owner's connection, as the table is nobody else's. The operator
-    API's (every change a test's setup makes through it too): ``api_actions``."""
-    return await _logged(conn, "actor LIKE 'console session %'")
+    """The action log's console actions (by a session or a named operator), oldest first:
+    (actor, action, tenant, target, outcome); read with the owner's connection, as the table
+    is nobody else's. The operator API's (every change a test's setup makes through it
+    too): ``api_actions``."""
+    return await _logged(conn, "actor <> 'operator API'")
 
 
 async def api_actions(conn: asyncpg.Connection) -> list[Logged]:

@@ -1,4 +1,4 @@
-"""The operator's action log (migrations 0025, 0046, 0055): each action taken from the
+"""The operator's action log (migrations 0025, 0046, 0056): each action taken from the
 console — cancel a run, decide an approval, requeue a task, revoke a key, pause or resume
 admissions, connect an OAuth tool server — and every change made through the operator API,
 named by its route (``POST /admin/v1/tenants``, recorded by ``api/operator_actions.py``), as

@@ -6,6 +6,7 @@
 -- Expand only: every value the previous release writes is still allowed, and no function
 -- it calls changes (tenantry_console_record_action and tenantry_console_actions take and
 -- return the tenant as text, which may now be NULL).
+-- Numbered 0056: 0055 is the operator users' (merged meanwhile); migrations run 1..N.
 
 -- An action is one of the console's names, or an operator route: its method and path
 -- template. NOT VALID then VALIDATE, as 0046: the check of the rows already there takes no
