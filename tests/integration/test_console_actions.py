@@ -1,8 +1,8 @@
 """The console acts (docs/how-to/console.md): cancel a run, decide approvals in bulk, revoke an API
 key, pause and resume a tenant's admissions — each a form post with the session's CSRF token,
 refused without it (nothing changes, nothing is logged), and recorded in the action log as the
-session that did it. Pausing is also the operator API's (PUT .../admissions): a paused tenant's new
-runs get 409 admissions_paused."""
+session that did it. Pausing is also the operator API's (PUT .../admissions, logged by its route
+as every operator API change is): a paused tenant's new runs get 409 admissions_paused."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from tenantry.db import Database
 from tests.support.api import Api, serving_api
-from tests.support.console import logged_actions, operator
+from tests.support.console import api_actions, logged_actions, operator
 from tests.support.scripts import answer, call, scripted
 from tests.support.waiting import until
 from tests.support.worker import Fakes, running_worker
@@ -190,14 +190,23 @@ async def test_pausing_and_resuming_a_tenants_admissions(
                              json={"paused": "yes please"})
     assert r.status_code in (400, 422) and r.headers["content-type"].startswith(
         "application/problem+json")
+    bad_body = r.status_code
     r = await api.client.put("/admin/v1/tenants/nobody/admissions", headers=api.operator,
                              json={"paused": True})
     assert r.status_code == 404
     r = await api.client.put(f"/admin/v1/tenants/{tenant}/admissions", json={"paused": True})
     assert r.status_code == 401
     assert await logged_actions(admin_conn) == [
-        (me.actor, "pause_admissions", tenant, tenant, "done"),
-        ("operator API", "resume_admissions", tenant, tenant, "done")]
+        (me.actor, "pause_admissions", tenant, tenant, "done")]
+    # The API's, by its route as every operator API change is (test_operator_actions.py),
+    # once each: the refused ones with their status, the one without the token not at all.
+    route = "PUT /admin/v1/tenants/{tenant_id}/admissions"
+    path = f"/admin/v1/tenants/{tenant}/admissions"
+    assert [a for a in await api_actions(admin_conn) if a[1] == route] == [
+        ("operator API", route, tenant, path, "done (200)"),
+        ("operator API", route, tenant, path, f"refused ({bad_body})"),
+        ("operator API", route, "nobody", "/admin/v1/tenants/nobody/admissions",
+         "refused (404)")]
 
 
 async def test_the_tenant_pool_cannot_touch_the_action_log(db: Database) -> None:

@@ -41,11 +41,25 @@ def operator_of(cookie: str) -> str:
     return action_log.session_actor(signed.ident)
 
 
-async def logged_actions(conn: asyncpg.Connection) -> list[tuple[str, str, str, str, str]]:
-    """Every row of the action log, oldest first: (actor, action, tenant, target, outcome);
-    read with the owner's connection, as the table is nobody else's."""
+Logged = tuple[str, str, str | None, str, str]
+
+
+async def logged_actions(conn: asyncpg.Connection) -> list[Logged]:
+    """The action log's console actions (by a session or a named operator), oldest first:
+    (actor, action, tenant, target, outcome); read with the owner's connection, as the table
+    is nobody else's. The operator API's (every change a test's setup makes through it
+    too): ``api_actions``."""
+    return await _logged(conn, "actor <> 'operator API'")
+
+
+async def api_actions(conn: asyncpg.Connection) -> list[Logged]:
+    """The action log's entries by the operator API, oldest first, as ``logged_actions``."""
+    return await _logged(conn, "actor = 'operator API'")
+
+
+async def _logged(conn: asyncpg.Connection, which: str) -> list[Logged]:
     rows = await conn.fetch("SELECT actor, action, tenant_id, target, outcome "
-                            "FROM console_actions ORDER BY action_id")
+                            f"FROM console_actions WHERE {which} ORDER BY action_id")
     return [(r["actor"], r["action"], r["tenant_id"], r["target"], r["outcome"]) for r in rows]
 
 

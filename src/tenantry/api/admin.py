@@ -9,11 +9,11 @@ import re
 from datetime import datetime
 from typing import Any
 
-from fastapi import APIRouter, Depends, Path, Response
+from fastapi import APIRouter, Depends, Path, Request, Response
 from pydantic import BaseModel, Field
 
 from tenantry.api.auth import operator, platform
-from tenantry.api.console import action_log, epoch
+from tenantry.api.console import epoch
 from tenantry.api.fields import (
     SECRET_NAME_RE,
     SLUG_RE,
@@ -32,6 +32,7 @@ from tenantry.api.key_bodies import (
     key_out,
 )
 from tenantry.api.links import links, to
+from tenantry.api.operator_actions import names_tenant
 from tenantry.api.pagination import PageRequest, keyed_by, matching
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
@@ -168,13 +169,19 @@ _IN_THE_TENANT = {"tenant_id": "$request.path.tenant_id"}
                  EraseTenant=to("POST", "/admin/v1/tenants/{tenant_id}/erase", "Erase it.",
                                 parameters=_THE_TENANT)),
                  **_REGION_NOT_SERVED})
-async def create_tenant(body: CreateTenant, p: Platform = Depends(platform)) -> CreatedTenantOut:
+async def create_tenant(body: CreateTenant, request: Request,
+                        p: Platform = Depends(platform)) -> CreatedTenantOut:
     tenant_id = TenantId.parse(body.tenant_id) if body.tenant_id else None
+    # The action log names the tenant made (its path names none), or the one asked for
+    # when refused (an id already taken, a region not served here).
+    if tenant_id is not None:
+        names_tenant(request, tenant_id)
     region = served_region(p.settings, body.region)
     created = await service.create_tenant(
         p.db, body.name, region=region, plan=body.plan, tenant_id=tenant_id,
         home_cell=p.settings.cell,
     )
+    names_tenant(request, created.tenant.tenant_id)
     return CreatedTenantOut(**_tenant_out(created.tenant).model_dump(),
                             webhook_secret=created.webhook_secret)
 
@@ -267,13 +274,10 @@ async def put_admissions(
 ) -> AdmissionsOut:
     """Pause or resume the tenant's admissions. Runs already admitted go on (their tool
     calls' tasks too); pausing twice keeps the first pause's time. Recorded in the
-    console's action log as the operator API's."""
+    console's action log as the operator API's, as every operator change is
+    (api/operator_actions.py)."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
     paused_at = await service.set_admissions_paused(p.db, tenant, body.paused)
-    await action_log.record(
-        p.cross_tenant_db, actor=action_log.OPERATOR_API, tenant=tenant, target=str(tenant),
-        action=action_log.Action.PAUSE_ADMISSIONS if body.paused
-        else action_log.Action.RESUME_ADMISSIONS)
     return AdmissionsOut(tenant_id=tenant.value, paused=paused_at is not None,
                          paused_at=paused_at)
 

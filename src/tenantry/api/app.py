@@ -29,6 +29,7 @@ from tenantry.api import (
     metrics,
     model_accounts,
     model_snapshots,
+    operator_actions,
     operators,
     own_model_accounts,
     own_tool_servers,
@@ -148,6 +149,7 @@ def create_app(
         return {"status": "ok"}
 
     app.add_middleware(audit_trail.ChangeRecorder)
+    app.add_middleware(operator_actions.OperatorActionRecorder)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.openapi = lambda: _openapi(app, api_routers)  # type: ignore[method-assign]
     return app

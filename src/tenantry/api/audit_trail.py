@@ -24,6 +24,7 @@ from starlette.types import Scope as AsgiScope
 from tenantry.api.admin import TENANT_NOT_FOUND
 from tenantry.api.auth import operator, platform, tenant_may
 from tenantry.api.fields import IsoTime
+from tenantry.api.operator_actions import route_of
 from tenantry.api.pagination import PageRequest, keyed_by
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
@@ -145,13 +146,12 @@ class ChangeRecorder:
 
 
 async def _record(scope: AsgiScope, status: int) -> None:
-    route = scope.get("route")
-    template = getattr(route, "path_format", None)
-    if not isinstance(template, str):
+    action = route_of(scope)
+    if action is None:
         return
     state = scope.get("state", {})
     grant: KeyGrant | None = state.get("grant")
-    if template.startswith(_OPERATOR_TENANT_ROUTES):
+    if action.partition(" ")[2].startswith(_OPERATOR_TENANT_ROUTES):
         try:
             tenant = TenantId.parse(str(scope.get("path_params", {}).get("tenant_id")))
         except ValueError:
@@ -162,7 +162,6 @@ async def _record(scope: AsgiScope, status: int) -> None:
     else:
         return
     p: Platform = scope["app"].state.platform
-    action = f"{scope['method']} {template}"
     try:
         await trail.record_change(p.db, tenant, trail.Change(actor, action, scope["path"],
                                                              status))

@@ -105,3 +105,6 @@ async def operator(request: Request) -> None:
     §8), until a rotation ends it."""
     if not await (await platform(request)).operator_tokens.valid(_bearer(request)):
         raise Unauthorized("Invalid operator token.")
+    # For the action log (api/operator_actions.py): only a request that showed the token is
+    # the operator's, refused or not.
+    request.state.operator = True

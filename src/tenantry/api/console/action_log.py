@@ -1,7 +1,9 @@
-"""The operator's action log (migrations 0025, 0046): each action taken from the console or
-the operator API — cancel a run, decide an approval, requeue a task, revoke a key, pause or
-resume admissions, connect an OAuth tool server — as who did it, to which tenant and
-target, when, and how it ended.
+"""The operator's action log (migrations 0025, 0046, 0056): each action taken from the
+console — cancel a run, decide an approval, requeue a task, revoke a key, pause or resume
+admissions, connect an OAuth tool server — and every change made through the operator API,
+named by its route (``POST /admin/v1/tenants``, recorded by ``api/operator_actions.py``), as
+who did it, to which tenant (none for a platform-wide one) and target, when, and how it
+ended.
 
 Recorded after the action, with its outcome (``done`` or why it was refused), through the
 console role's definer function: the table spans tenants, so the tenant pool may not touch
@@ -40,8 +42,8 @@ class Entry:
     action_id: int
     at: datetime
     actor: str
-    action: str
-    tenant: str
+    action: str  # an Action, or an operator API route: 'PUT /admin/v1/prices/{model}'
+    tenant: str | None  # None: platform-wide
     target: str
     outcome: str
     detail: str | None
@@ -51,12 +53,16 @@ def session_actor(ident: str) -> str:
     return f"console session {ident}"
 
 
-async def record(db: Database, *, actor: str, action: Action, tenant: TenantId | str,
-                 target: str, outcome: str = DONE, detail: str | None = None) -> int:
-    """``db``: the console's pool (the only one that may call the function)."""
+async def record(db: Database, *, actor: str, action: Action | str,
+                 tenant: TenantId | str | None, target: str, outcome: str = DONE,
+                 detail: str | None = None) -> int:
+    """``db``: the console's pool (the only one that may call the function). ``action``: a
+    console action, or the operator route taken (``METHOD /admin/v1/…``, the table's check);
+    ``tenant`` None: platform-wide."""
     async with db.unscoped() as conn:
         action_id: int = await conn.fetchval(
-            Q.record_action, actor, action.value, str(tenant), target[:200], outcome, detail)
+            Q.record_action, actor, str(action), None if tenant is None else str(tenant),
+            target[:200], outcome, detail)
     return action_id
 
 
