@@ -133,7 +133,7 @@ TENANT_POOL_DEFINERS = {
     # The tenant console (ADR 0043 §5-6): a sign-in link's hash -> a session of its user,
     # once; a session's hash -> its tenant, user and role. Nothing else of either table.
     "tenantry_app_sign_in", "tenantry_app_sign_in_oidc", "tenantry_app_session",
-    # The operator tokens in force (ADR 0043 §8): a hash -> until when; the configured
+    # The operator tokens in force (ADR 0043 §9): a hash -> until when; the configured
     # token recorded at start; a rotation. Never a token, never the table.
     "tenantry_operator_token_valid", "tenantry_operator_token_seed",
     "tenantry_operator_token_rotate",

@@ -102,7 +102,7 @@ def caller_may(scope: Scope) -> _CallerMay:
 
 async def operator(request: Request) -> None:
     """An operator token in force: the configured one, or one a rotation made (ADR 0043
-    §8), until a rotation ends it."""
+    §9), until a rotation ends it."""
     if not await (await platform(request)).operator_tokens.valid(_bearer(request)):
         raise Unauthorized("Invalid operator token.")
     # For the action log (api/operator_actions.py): only a request that showed the token is

@@ -1,4 +1,4 @@
-"""The operator token, rotatable live (ADR 0043 §8, migration 0057).
+"""The operator token, rotatable live (ADR 0043 §9, migration 0057).
 
 The tokens that open ``/admin/v1`` and the console's login are rows in the database, kept
 as SHA-256 hashes; a process's configured token (``TENANTRY_OPERATOR_TOKEN`` or the data

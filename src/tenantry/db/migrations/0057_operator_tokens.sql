@@ -1,4 +1,4 @@
--- The operator token, rotatable live (issue 41 part 7, ADR 0043 §8): the tokens that open
+-- The operator token, rotatable live (issue 41 part 7, ADR 0043 §9): the tokens that open
 -- /admin/v1 and the console's login are the rows here, each kept only as its SHA-256. The
 -- configured token (TENANTRY_OPERATOR_TOKEN, or the data dir's file) is a row from the first
 -- start of a process that has it; a rotation adds the new one and gives the others an end

@@ -1,4 +1,4 @@
--- Rotate the operator token live (ADR 0043 §8): the new token's hash is stored, and every
+-- Rotate the operator token live (ADR 0043 §9): the new token's hash is stored, and every
 -- other token in force ends after p_overlap_seconds (never later than it would have), so
 -- automation and browsers move over without an outage. Answers when the others end.
 

@@ -1,4 +1,4 @@
--- A process starts with its configured operator token (ADR 0043 §8). Known already (a
+-- A process starts with its configured operator token (ADR 0043 §9). Known already (a
 -- replica, a restart, a token a rotation made): nothing changes, even if a rotation has
 -- ended it — a retired token does not come back by being configured. Unknown: it is a new
 -- token the operator chose by configuration, as changing TENANTRY_OPERATOR_TOKEN always

@@ -1,4 +1,4 @@
--- Is this the hash of an operator token in force (ADR 0043 §8)? The one read of the table
+-- Is this the hash of an operator token in force (ADR 0043 §9)? The one read of the table
 -- an API process makes per (uncached) /admin/v1 request or console login: a definer
 -- function answering until when (NULL: no end yet) for a token in force, no row otherwise.
 
