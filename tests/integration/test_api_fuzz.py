@@ -239,8 +239,11 @@ def _schema(leave_out: str | None = None) -> Any:
 
 TENANT_PATHS = r"^/(v1/|healthz$)"
 OPERATOR_PATHS = r"^/(admin/v1/|metrics$)"
+#: Left out of the operator fuzz: a rotation with any overlap it picks ends the very token
+#: the fuzz calls with (tests/integration/test_operators.py tests it, bad input too).
+TOKEN_ROTATION = r"^/admin/v1/operator-token/"
 tenant_api = _schema(leave_out=OPERATOR_PATHS)
-operator_api = _schema(leave_out=TENANT_PATHS)
+operator_api = _schema(leave_out=f"{TENANT_PATHS}|{TOKEN_ROTATION}")
 
 
 #: Operations shown to refuse missing and wrong credentials (ignored_auth's probes).
