@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import hashlib
+import logging
 import os
 import re
 import shutil
@@ -30,6 +31,7 @@ from tests.support.db import dsn_for, scratch_database
 from tests.support.harness import tenantry_command
 from tests.support.history import ORIGINALS, migrate_originals, original_migrations
 from tests.support.schema import REGENERATE, SCHEMA_SQL, dump_schema, migrated_schema
+from tests.support.waiting import until
 
 TENANT_TABLES = {"tenants", "api_keys", "agents", "agent_versions", "runs", "run_events"}
 
@@ -293,6 +295,40 @@ async def test_a_routine_whose_function_or_trigger_is_gone_is_applied_again(
         "'EXECUTE')", role) for role in ("tenantry_console", "tenantry_app")] == [True, False]
     assert await admin_conn.fetchval(
         "SELECT count(*) FROM pg_trigger WHERE tgname = 'run_events_notify'") == 33
+
+
+async def test_the_migrator_gives_way_to_a_live_transaction_holding_a_lock_it_needs(
+    admin_conn: asyncpg.Connection, database_dsn: str, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Online (a rolling upgrade), a routine's trigger needs a table a live transaction
+    writes: the migrator waits at most its lock timeout, rolls back and tries again, so the
+    live transaction is never the one a deadlock ends; once it commits, the routine goes in.
+    (CI's rolling upgrade met a deadlock here: refuse_frozen.sql's triggers lock tables in
+    the file's order, which live transactions do not follow.)"""
+    await admin_conn.execute("DROP TRIGGER app_sessions_refuse_frozen ON app_sessions")
+    caplog.set_level(logging.INFO, logger="tenantry.db.migrate")
+    live = await asyncpg.connect(database_dsn)
+    try:
+        writing = live.transaction()
+        await writing.start()
+        await live.execute("LOCK TABLE app_sessions IN ROW EXCLUSIVE MODE")  # as an INSERT
+        migrating = asyncio.create_task(migrate(admin_conn))
+
+        async def gave_way() -> bool:
+            return any("gave way" in r.getMessage() for r in caplog.records)
+
+        await until(gave_way, "the migrator gave way to the live transaction", 30)
+        assert not migrating.done()
+        # The live transaction goes on, takes another lock the routine's file wants, and
+        # commits: it was never made to wait for the migrator long, nor ended by a deadlock.
+        await live.execute("LOCK TABLE tenant_users IN ROW EXCLUSIVE MODE")
+        await writing.commit()
+        applied = await migrating
+    finally:
+        await live.close()
+    assert [r.name for r in applied.routines] == ["refuse_frozen"]
+    assert await admin_conn.fetchval(
+        "SELECT count(*) FROM pg_trigger WHERE tgname = 'app_sessions_refuse_frozen'") == 1
 
 
 async def test_every_function_view_and_trigger_of_the_schema_is_a_routine(

@@ -19,6 +19,14 @@ A database holds one :class:`Schema`: a cell's (``tenantry.db.migrations`` and
 and lock (the global directory of cells, ``tenantry.cells``), so the two can never be
 applied to each other by mistake.
 
+Online, beside live processes (a rolling upgrade), each transaction gives way instead of
+deadlocking them: it waits at most :data:`LOCK_TIMEOUT` for any lock (below Postgres's
+``deadlock_timeout``, so the migrator is the one that steps back before a deadlock is even
+looked for), then rolls back and tries again (:func:`_giving_way`). Triggers on several tables
+in one routine file take their locks in the file's order, which live transactions do not
+follow: without this, a migrator holding one table's lock and waiting for another's could
+meet a transaction holding the second and wanting the first.
+
 Expand, then contract (docs/reference/architecture.md, "Changing the schema"): a release's
 migrations only add, or change what the previous release does not read, so that release's
 processes keep running on the new schema during a rolling upgrade. What the previous
@@ -32,9 +40,12 @@ schema does not serve is connected (db/release.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 
@@ -56,6 +67,34 @@ from tenantry.db.schema_files import (
     routines,
 )
 from tenantry.errors import ConfigurationError
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: How long one of the migrator's transactions waits for a lock live transactions hold
+#: (below ``deadlock_timeout``'s default of 1 s: the migrator steps back first).
+LOCK_TIMEOUT = "500ms"
+#: Tries of one transaction before the migrator gives up (about two minutes of waiting).
+LOCK_ATTEMPTS = 80
+_GIVE_WAY = (asyncpg.LockNotAvailableError, asyncpg.DeadlockDetectedError)
+
+
+async def _giving_way(what: str, attempt: Callable[[], Awaitable[T]]) -> T:
+    """``attempt()`` (one transaction that sets ``lock_timeout`` to :data:`LOCK_TIMEOUT`),
+    again after a short, growing, jittered pause each time it could not take a lock."""
+    for tried in range(1, LOCK_ATTEMPTS + 1):
+        try:
+            return await attempt()
+        except _GIVE_WAY as exc:
+            if tried == LOCK_ATTEMPTS:
+                raise ConfigurationError(
+                    f"{what} could not take its locks in {LOCK_ATTEMPTS} tries: live "
+                    f"transactions kept holding them ({exc}); try again when the platform "
+                    "is quieter") from None
+            logger.info("%s gave way to live transactions (%s); trying again", what,
+                        type(exc).__name__)
+            await asyncio.sleep(min(0.05 * 2 ** min(tried, 5), 1.5) * random.uniform(0.5, 1))
+    raise AssertionError("unreachable")
 
 
 @dataclass(slots=True)
@@ -349,24 +388,29 @@ async def apply_steps(
     for step in todo:
         if on_apply is not None:
             on_apply(step)
-        async with conn.transaction():
-            # A migration whose statements all became routines is comments alone, which the
-            # server answers with no command at all (asyncpg fails on that).
-            if COMMENT.sub("", step.sql).strip():
-                await conn.execute(step.sql)
-            await conn.execute(
-                f"INSERT INTO {table} (version, name, sha256) VALUES ($1, $2, $3)",
-                step.version, step.name, step.sha256)
-            if step.retires and schema.routines is not None:
+
+        async def apply(step: M = step) -> None:
+            async with conn.transaction():
+                await conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+                # A migration whose statements all became routines is comments alone, which
+                # the server answers with no command at all (asyncpg fails on that).
+                if COMMENT.sub("", step.sql).strip():
+                    await conn.execute(step.sql)
                 await conn.execute(
-                    f"DELETE FROM {schema.routine_table} WHERE name = ANY ($1)",
-                    list(step.retires))
-            if contracted_by is not None and schema.release_table is not None:
-                await conn.execute(
-                    f"INSERT INTO {schema.release_table} (release, contracted_at) "
-                    "VALUES ($1, now()) "
-                    "ON CONFLICT (release) DO UPDATE SET contracted_at = now()",
-                    contracted_by.text)
+                    f"INSERT INTO {table} (version, name, sha256) VALUES ($1, $2, $3)",
+                    step.version, step.name, step.sha256)
+                if step.retires and schema.routines is not None:
+                    await conn.execute(
+                        f"DELETE FROM {schema.routine_table} WHERE name = ANY ($1)",
+                        list(step.retires))
+                if contracted_by is not None and schema.release_table is not None:
+                    await conn.execute(
+                        f"INSERT INTO {schema.release_table} (release, contracted_at) "
+                        "VALUES ($1, now()) "
+                        "ON CONFLICT (release) DO UPDATE SET contracted_at = now()",
+                        contracted_by.text)
+
+        await _giving_way(step.label, apply)
         done.append(step)
     return done
 
@@ -398,23 +442,33 @@ async def _apply_routines(
     due = await due_routines(conn, schema, await recorded(conn, schema), todo)
     if not due:
         return
-    async with conn.transaction():
-        # Bodies are checked when they run, not here: the files' order then matters only
-        # where a statement needs another routine at once (a trigger's WHEN, a view).
-        await conn.execute("SET LOCAL check_function_bodies = off")
-        for routine in due:
-            if on_apply is not None:
-                on_apply(routine)
-            try:
-                await conn.execute(routine.sql)
-            except asyncpg.PostgresError as exc:
-                raise ConfigurationError(
-                    f"routine {routine.name}.sql could not be applied: {exc}") from exc
-            await conn.execute(
-                f"INSERT INTO {schema.routine_table} (name, sha256) VALUES ($1, $2) "
-                "ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, applied_at = now()",
-                routine.name, routine.sha256)
-            applied.routines.append(routine)
+    shown: set[str] = set()  # each routine's progress line once, however many tries
+
+    async def apply() -> None:
+        async with conn.transaction():
+            await conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+            # Bodies are checked when they run, not here: the files' order then matters only
+            # where a statement needs another routine at once (a trigger's WHEN, a view).
+            await conn.execute("SET LOCAL check_function_bodies = off")
+            for routine in due:
+                if on_apply is not None and routine.name not in shown:
+                    shown.add(routine.name)
+                    on_apply(routine)
+                try:
+                    await conn.execute(routine.sql)
+                except _GIVE_WAY:
+                    raise
+                except asyncpg.PostgresError as exc:
+                    raise ConfigurationError(
+                        f"routine {routine.name}.sql could not be applied: {exc}") from exc
+                await conn.execute(
+                    f"INSERT INTO {schema.routine_table} (name, sha256) VALUES ($1, $2) "
+                    "ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, "
+                    "applied_at = now()",
+                    routine.name, routine.sha256)
+
+    await _giving_way("the routines", apply)
+    applied.routines.extend(due)
 
 
 async def pending(conn: asyncpg.Connection, schema: Schema = CELL) -> list[Migration]:
