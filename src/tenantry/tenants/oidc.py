@@ -280,11 +280,11 @@ class OidcProvider:
             await http.aclose()
 
 
-async def callback_identity(provider: OidcProvider, flow_cookie: str | None,
+async def callback_identity(provider: OidcProvider, flow: Flow | None,
                             params: Mapping[str, str], redirect_uri: str) -> Identity:
-    """What a callback request proves (its flow's cookie and its query's ``code``, ``state``
-    or ``error``): the person, or :class:`SignInFailed` saying why, in words for them."""
-    flow = Flow.from_cookie(flow_cookie)
+    """What a callback request proves (the flow its cookie carried, if any, and its query's
+    ``code``, ``state`` or ``error``): the person, or :class:`SignInFailed` saying why, in
+    words for them."""
     if flow is None:
         raise SignInFailed("this sign-in was not started in this browser, took longer than "
                            "10 minutes, or was finished already: start it again")

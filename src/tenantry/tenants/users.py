@@ -186,7 +186,9 @@ async def issue_link(db: Database, tenant: TenantId, user: UserId, *,
     return IssuedLink(token, expires)
 
 
-def _well_formed(secret: str, prefix: str) -> bool:
+def well_formed(secret: str, prefix: str) -> bool:
+    """``prefix`` and 43 base64url characters: what a token this platform made looks like
+    (anything else is refused without a query)."""
     return secret.startswith(prefix) and bool(_TOKEN.fullmatch(secret[len(prefix):]))
 
 
@@ -194,7 +196,7 @@ async def sign_in(db: Database, token: str) -> str | None:
     """Use a sign-in link: the new session's id (for the cookie), or None when the link is
     unknown, used already, expired, or its user disabled (one answer for all: the holder
     of a stale link needs a new one either way)."""
-    if not _well_formed(token, LINK_PREFIX):
+    if not well_formed(token, LINK_PREFIX):
         return None
     session_id = SESSION_PREFIX + secrets.token_urlsafe(32)
     row = await db.statement(Q.sign_in, _digest(token), _digest(session_id), SESSION_SECONDS)
@@ -203,7 +205,7 @@ async def sign_in(db: Database, token: str) -> str | None:
 
 async def session(db: Database, session_id: str | None) -> Member | None:
     """Who the cookie's session is; None when absent, unknown, ended or expired."""
-    if not session_id or not _well_formed(session_id, SESSION_PREFIX):
+    if not session_id or not well_formed(session_id, SESSION_PREFIX):
         return None
     digest = _digest(session_id)
     row = await db.statement(Q.session, digest)

@@ -16,7 +16,6 @@ takes effect on their next page."""
 from __future__ import annotations
 
 import hashlib
-import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,13 +28,12 @@ from tenantry.db.queries import load
 from tenantry.errors import Conflict, NotFound, ValidationFailed
 from tenantry.ids import OperatorId
 from tenantry.tenants.oidc import Identity
-from tenantry.tenants.users import LINK_SECONDS, parse_email
+from tenantry.tenants.users import LINK_SECONDS, parse_email, well_formed
 
 Q = load(__package__, "operators.sql")
 
 OPERATOR_NOT_FOUND = "No operator with this id."
 LINK_PREFIX = "osl_"
-_TOKEN = re.compile(r"[A-Za-z0-9_-]{43}")
 
 
 class Role(StrEnum):
@@ -167,7 +165,7 @@ async def issue_link(db: Database, user: OperatorId, *, created_by: str) -> Issu
 async def use_link(db: Database, token: str) -> Operator | None:
     """The operator a link signs in, once; None when it is unknown, used, expired or its
     operator disabled (one answer for all)."""
-    if not (token.startswith(LINK_PREFIX) and _TOKEN.fullmatch(token[len(LINK_PREFIX):])):
+    if not well_formed(token, LINK_PREFIX):
         return None
     async with db.unscoped() as conn:
         row = await conn.fetchrow(Q.use_link, _digest(token))

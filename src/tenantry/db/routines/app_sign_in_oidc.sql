@@ -16,37 +16,29 @@ CREATE OR REPLACE FUNCTION tenantry_app_sign_in_oidc(p_issuer text, p_subject te
 RETURNS TABLE (tenant_id text, user_id uuid, signed_in boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
-    v_count integer;
+    v_tenants text[];
+    v_users uuid[];
 BEGIN
-    SELECT count(*) INTO v_count
+    SELECT array_agg(u.tenant_id ORDER BY u.tenant_id), array_agg(u.user_id ORDER BY u.tenant_id)
+    INTO v_tenants, v_users
     FROM public.tenant_users u JOIN public.tenants t ON t.tenant_id = u.tenant_id
     WHERE lower(u.email) = lower(p_email) AND u.disabled_at IS NULL AND t.erased_at IS NULL
       AND (u.oidc_subject IS NULL OR (u.oidc_issuer = p_issuer AND u.oidc_subject = p_subject))
       AND (p_tenant IS NULL OR u.tenant_id = p_tenant);
-    IF v_count <> 1 THEN
-        RETURN QUERY
-        SELECT u.tenant_id, u.user_id, false
-        FROM public.tenant_users u JOIN public.tenants t ON t.tenant_id = u.tenant_id
-        WHERE lower(u.email) = lower(p_email) AND u.disabled_at IS NULL
-          AND t.erased_at IS NULL
-          AND (u.oidc_subject IS NULL
-               OR (u.oidc_issuer = p_issuer AND u.oidc_subject = p_subject))
-          AND (p_tenant IS NULL OR u.tenant_id = p_tenant)
-        ORDER BY u.tenant_id
-        LIMIT 50;
+    IF coalesce(cardinality(v_users), 0) <> 1 THEN
+        RETURN QUERY SELECT c.tenant_id, c.user_id, false
+                     FROM unnest(v_tenants, v_users) AS c (tenant_id, user_id) LIMIT 50;
         RETURN;
     END IF;
+    -- The one user, still as found (a change since is no sign-in), bound and signed in.
     RETURN QUERY
     WITH bound AS (
         UPDATE public.tenant_users u
         SET oidc_issuer = p_issuer, oidc_subject = p_subject
-        FROM public.tenants t
-        WHERE t.tenant_id = u.tenant_id
-          AND lower(u.email) = lower(p_email) AND u.disabled_at IS NULL
-          AND t.erased_at IS NULL
+        WHERE u.tenant_id = v_tenants[1] AND u.user_id = v_users[1]
+          AND u.disabled_at IS NULL
           AND (u.oidc_subject IS NULL
                OR (u.oidc_issuer = p_issuer AND u.oidc_subject = p_subject))
-          AND (p_tenant IS NULL OR u.tenant_id = p_tenant)
         RETURNING u.tenant_id, u.user_id
     ), made AS (
         INSERT INTO public.app_sessions (tenant_id, session_hash, user_id, expires_at)

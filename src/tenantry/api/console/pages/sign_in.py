@@ -104,8 +104,9 @@ async def oidc_callback(v: View = Depends(view)) -> Response:
     if v.platform.oidc is None:
         return _refused(v, 404, "This platform has no identity provider configured.")
     try:
-        identity = await callback_identity(v.platform.oidc, v.request.cookies.get(FLOW_COOKIE),
-                                           v.request.query_params, _callback_url(v))
+        identity = await callback_identity(
+            v.platform.oidc, Flow.from_cookie(v.request.cookies.get(FLOW_COOKIE)),
+            v.request.query_params, _callback_url(v))
     except SignInFailed as exc:
         return _refused(v, 400, exc.sentence)
     operator = await operators.sign_in_oidc(v.console_db, identity)

@@ -76,8 +76,7 @@ async def callback(request: Request) -> Response:
         return _refused(request, 404, "This platform has no identity provider configured.")
     flow = Flow.from_cookie(request.cookies.get(FLOW_COOKIE))
     try:
-        identity = await callback_identity(platform.oidc, request.cookies.get(FLOW_COOKIE),
-                                           request.query_params,
+        identity = await callback_identity(platform.oidc, flow, request.query_params,
                                            _callback_url(platform, request))
     except SignInFailed as exc:
         return _refused(request, 400, exc.sentence)
