@@ -17,13 +17,7 @@ import typer
 from tenantry.cli.common import fail
 from tenantry.cli.help import App
 from tenantry.cli.options import DEFAULT_URL, ApiKey, Url
-from tenantry.cli.remote import (
-    AsJson,
-    every_item,
-    fetch,
-    print_items,
-    sdk_client,
-)
+from tenantry.cli.remote import AsJson, fetch, print_items, print_list, sdk_client
 from tenantry.cli.tool_servers import when
 
 if TYPE_CHECKING:
@@ -74,11 +68,11 @@ def create(
 @api_keys_app.command("list")
 def list_keys(url: Url = DEFAULT_URL, api_key: ApiKey = None, as_json: AsJson = False) -> None:
     """Your tenant's keys, revoked and expired ones too (never the keys themselves)."""
-    print_items(every_item(url, api_key, lambda client: client.api_keys.list), as_json,
-                ["key_id", "prefix", "name", "scopes", "expires (UTC)", "revoked (UTC)",
-                 "made by"],
-                lambda k: [k.key_id, k.prefix, k.name, " ".join(k.scopes), when(k.expires_at),
-                           when(k.revoked_at), k.created_by or "—"])
+    print_list(url, api_key, as_json, lambda client: client.api_keys.list,
+               ["key_id", "prefix", "name", "scopes", "expires (UTC)", "revoked (UTC)",
+                "made by"],
+               lambda k: [k.key_id, k.prefix, k.name, " ".join(k.scopes), when(k.expires_at),
+                          when(k.revoked_at), k.created_by or "—"])
 
 
 @api_keys_app.command("rotate")

@@ -22,11 +22,11 @@ from tenantry.cli.help import App
 from tenantry.cli.options import DEFAULT_URL, ApiKey, Url
 from tenantry.cli.remote import (
     AsJson,
-    every_item,
+    ended,
     fetch,
     print_fields,
-    print_items,
     print_json,
+    print_list,
     sdk_client,
 )
 from tenantry.cli.tool_servers import when
@@ -75,13 +75,9 @@ def _waited(client: Client, export_id: str, timeout: float) -> Export:
                                      poll_interval=WAIT_POLL_SECONDS)
     except WaitTimeout as exc:
         status = exc.run.status if exc.run is not None else "unknown"
-        typer.secho(f"timed out after {timeout:g} s; the export is {status}", err=True)
-        typer.echo(status)
-        raise typer.Exit(1) from None
+        ended(status, f"timed out after {timeout:g} s; the export is {status}")
     if not export.ready:
-        typer.secho(f"{export_id} failed: {export.error or 'no reason recorded'}", err=True)
-        typer.echo(export.status)
-        raise typer.Exit(1)
+        ended(export.status, f"{export_id} failed: {export.error or 'no reason recorded'}")
     return export
 
 
@@ -116,11 +112,11 @@ def create(
 def list_exports(url: Url = DEFAULT_URL, api_key: ApiKey = None,
                  as_json: AsJson = False) -> None:
     """Your tenant's exports, newest first, until they expire (every page)."""
-    print_items(every_item(url, api_key, lambda client: client.exports.list), as_json,
-                ["export_id", "status", "created (UTC)", "finished (UTC)", "expires (UTC)",
-                 "size", "requested by"],
-                lambda e: [e.export_id, e.status, when(e.created_at), when(e.finished_at),
-                           when(e.expires_at), size(e.bytes), e.requested_by])
+    print_list(url, api_key, as_json, lambda client: client.exports.list,
+               ["export_id", "status", "created (UTC)", "finished (UTC)", "expires (UTC)",
+                "size", "requested by"],
+               lambda e: [e.export_id, e.status, when(e.created_at), when(e.finished_at),
+                          when(e.expires_at), size(e.bytes), e.requested_by])
 
 
 @exports_app.command("show")

@@ -18,7 +18,7 @@ import typer
 
 from tenantry.cli.help import App
 from tenantry.cli.options import DEFAULT_URL, ApiKey, Url
-from tenantry.cli.remote import AsJson, every_item, fetch, print_fields, print_items, sdk_client
+from tenantry.cli.remote import AsJson, fetch, print_fields, print_list, sdk_client
 from tenantry.cli.secrets import read_value
 from tenantry.cli.tool_servers import when
 
@@ -93,12 +93,12 @@ def list_accounts(url: Url = DEFAULT_URL, api_key: ApiKey = None,
                   as_json: AsJson = False) -> None:
     """Your own accounts (the operator's registrations for you too), disabled ones
     included, by id (every page). Never a key."""
-    print_items(every_item(url, api_key, lambda client: client.model_accounts.list), as_json,
-                ["account_id", "provider", "base url", "models", "region", "rpm", "tpm",
-                 "priority", "enabled", "by"],
-                lambda a: [a.account_id, a.provider, a.base_url, " ".join(a.models), a.region,
-                           _limit(a.rpm), _limit(a.tpm), str(a.priority),
-                           "yes" if a.enabled else "no", a.registered_by])
+    print_list(url, api_key, as_json, lambda client: client.model_accounts.list,
+               ["account_id", "provider", "base url", "models", "region", "rpm", "tpm",
+                "priority", "enabled", "by"],
+               lambda a: [a.account_id, a.provider, a.base_url, " ".join(a.models), a.region,
+                          _limit(a.rpm), _limit(a.tpm), str(a.priority),
+                          "yes" if a.enabled else "no", a.registered_by])
 
 
 @model_accounts_app.command("show")

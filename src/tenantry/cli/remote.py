@@ -103,12 +103,15 @@ def fetch(url: str, api_key: str | None, call: Callable[[Client], T]) -> T:
         return call(client)
 
 
-def every_item(url: str, api_key: str | None,
-               lister: Callable[[Client], Callable[..., Page[T]]]) -> list[T]:
-    """Every item of the list ``lister(client)`` reads a page of (``limit``, ``cursor``)."""
+def print_list(url: str, api_key: str | None, as_json: bool,
+               lister: Callable[[Client], Callable[..., Page[R]]], header: list[str],
+               row: Callable[[R], list[str]]) -> None:
+    """Every item of the list ``lister(client)`` reads a page of (``limit``, ``cursor``),
+    printed as ``print_items`` prints them."""
     with sdk_client(url, api_key) as client:
         read = lister(client)
-        return every_page(lambda cursor: read(limit=PAGE, cursor=cursor))
+        found = every_page(lambda cursor: read(limit=PAGE, cursor=cursor))
+    print_items(found, as_json, header, row)
 
 
 def every_page(read: Callable[[str | None], Page[T]]) -> list[T]:
@@ -127,6 +130,14 @@ def print_json(value: Mapping[str, Any] | list[Mapping[str, Any]]) -> None:
     """The API's JSON as it came, indented (``--json``)."""
     plain = [dict(v) for v in value] if isinstance(value, list) else dict(value)
     typer.echo(json.dumps(plain, indent=2, ensure_ascii=False))
+
+
+def ended(status: str, why: str) -> NoReturn:
+    """Exit status 1 for a wait that did not end as asked: the status on standard output
+    (what a script reads), why on standard error."""
+    typer.secho(why, err=True)
+    typer.echo(status)
+    raise typer.Exit(1) from None
 
 
 def print_items(items: Iterable[R], as_json: bool, header: list[str],

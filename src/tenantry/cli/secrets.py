@@ -19,7 +19,7 @@ import typer
 from tenantry.cli.common import fail
 from tenantry.cli.help import App
 from tenantry.cli.options import DEFAULT_URL, ApiKey, Url
-from tenantry.cli.remote import AsJson, every_item, print_items, sdk_client
+from tenantry.cli.remote import AsJson, print_list, sdk_client
 from tenantry.cli.tool_servers import when
 
 secrets_app = App(help="Your tenant's vault secrets, for its tool servers: put, list, remove "
@@ -62,9 +62,9 @@ def put(name: SecretName, url: Url = DEFAULT_URL, api_key: ApiKey = None) -> Non
 def list_secrets(url: Url = DEFAULT_URL, api_key: ApiKey = None,
                  as_json: AsJson = False) -> None:
     """Your tenant's secrets: names and dates, never values (every page)."""
-    print_items(every_item(url, api_key, lambda client: client.secrets.list), as_json,
-                ["name", "created (UTC)", "updated (UTC)"],
-                lambda s: [s.name, when(s.created_at), when(s.updated_at)])
+    print_list(url, api_key, as_json, lambda client: client.secrets.list,
+               ["name", "created (UTC)", "updated (UTC)"],
+               lambda s: [s.name, when(s.created_at), when(s.updated_at)])
 
 
 @secrets_app.command("remove")

@@ -16,15 +16,7 @@ import typer
 
 from tenantry.cli.help import App
 from tenantry.cli.options import DEFAULT_URL, ApiKey, Url
-from tenantry.cli.remote import (
-    AsJson,
-    every_item,
-    fetch,
-    print_fields,
-    print_items,
-    print_json,
-    sdk_client,
-)
+from tenantry.cli.remote import AsJson, fetch, print_fields, print_json, print_list, sdk_client
 
 if TYPE_CHECKING:
     from tenantry.client import ToolServer
@@ -130,12 +122,12 @@ def register(
 def list_servers(url: Url = DEFAULT_URL, api_key: ApiKey = None,
                  as_json: AsJson = False) -> None:
     """Your tenant's tool servers, by name (the operator's for it too): every page."""
-    print_items(every_item(url, api_key, lambda client: client.tool_servers.list), as_json,
-                ["name", "url", "tools", "authorization", "keys", "timeout s", "by",
-                 "created (UTC)"],
-                lambda s: [s.name, s.url, str(len(s.tools)), authorization(s),
-                           "yes" if s.honours_idempotency_keys else "no",
-                           str(s.call_timeout_seconds), s.registered_by, when(s.created_at)])
+    print_list(url, api_key, as_json, lambda client: client.tool_servers.list,
+               ["name", "url", "tools", "authorization", "keys", "timeout s", "by",
+                "created (UTC)"],
+               lambda s: [s.name, s.url, str(len(s.tools)), authorization(s),
+                          "yes" if s.honours_idempotency_keys else "no",
+                          str(s.call_timeout_seconds), s.registered_by, when(s.created_at)])
 
 
 @tool_servers_app.command("show")

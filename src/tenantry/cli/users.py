@@ -17,7 +17,7 @@ import typer
 
 from tenantry.cli.help import App
 from tenantry.cli.options import DEFAULT_URL, ApiKey, Url
-from tenantry.cli.remote import AsJson, every_item, fetch, print_fields, print_items, sdk_client
+from tenantry.cli.remote import AsJson, fetch, print_fields, print_list, sdk_client
 from tenantry.cli.tool_servers import when
 
 if TYPE_CHECKING:
@@ -65,10 +65,10 @@ def invite(
 def list_users(url: Url = DEFAULT_URL, api_key: ApiKey = None,
                as_json: AsJson = False) -> None:
     """Your users, disabled ones included, newest first (every page)."""
-    print_items(every_item(url, api_key, lambda client: client.users.list), as_json,
-                ["user_id", "email", "role", "made by", "created (UTC)", "disabled (UTC)"],
-                lambda u: [u.user_id, u.email, u.role, u.created_by, when(u.created_at),
-                           when(u.disabled_at)])
+    print_list(url, api_key, as_json, lambda client: client.users.list,
+               ["user_id", "email", "role", "made by", "created (UTC)", "disabled (UTC)"],
+               lambda u: [u.user_id, u.email, u.role, u.created_by, when(u.created_at),
+                          when(u.disabled_at)])
 
 
 @users_app.command("show")

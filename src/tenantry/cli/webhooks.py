@@ -18,7 +18,14 @@ import typer
 
 from tenantry.cli.help import App
 from tenantry.cli.options import DEFAULT_URL, ApiKey, Url
-from tenantry.cli.remote import AsJson, every_item, fetch, print_fields, print_items, sdk_client
+from tenantry.cli.remote import (
+    AsJson,
+    fetch,
+    print_fields,
+    print_items,
+    print_list,
+    sdk_client,
+)
 from tenantry.cli.tool_servers import when
 
 if TYPE_CHECKING:
@@ -77,11 +84,10 @@ def create(
 def list_endpoints(url: Url = DEFAULT_URL, api_key: ApiKey = None,
                    as_json: AsJson = False) -> None:
     """Your endpoints, oldest first."""
-    print_items(every_item(url, api_key, lambda client: client.webhook_endpoints.list),
-                as_json,
-                ["endpoint_id", "url", "statuses", "agents", "description", "created (UTC)"],
-                lambda e: [e.endpoint_id, e.url, _filter(e.statuses), _filter(e.agent_ids),
-                           e.description or "—", when(e.created_at)])
+    print_list(url, api_key, as_json, lambda client: client.webhook_endpoints.list,
+               ["endpoint_id", "url", "statuses", "agents", "description", "created (UTC)"],
+               lambda e: [e.endpoint_id, e.url, _filter(e.statuses), _filter(e.agent_ids),
+                          e.description or "—", when(e.created_at)])
 
 
 @endpoints_app.command("show")
