@@ -8,12 +8,12 @@ from __future__ import annotations
 import asyncio
 import builtins
 from collections.abc import Iterable, Mapping
-from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
 import httpx2
 
 from tenantry.client import _calls
+from tenantry.client._closing import AsyncClosing
 from tenantry.client._retry import RetryPolicy
 from tenantry.client._transport import DEFAULT_TIMEOUT, AsyncTransport, settings
 from tenantry.client._wait import EvaluationWaiting, Waiting
@@ -45,7 +45,7 @@ from tenantry.client.tool_servers import Secret, ToolServer, ToolServerConnectio
 __all__ = ["AsyncClient"]
 
 
-class AsyncClient:
+class AsyncClient(AsyncClosing):
     """A tenant's client of a Tenantry platform.
 
     ``base_url`` and ``api_key`` default to ``TENANTRY_URL`` (else
@@ -85,13 +85,6 @@ class AsyncClient:
 
     async def aclose(self) -> None:
         await self._transport.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await self.aclose()
 
 
 class Runs:

@@ -7,12 +7,12 @@ from __future__ import annotations
 import builtins
 import time
 from collections.abc import Iterable, Mapping
-from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
 import httpx2
 
 from tenantry.client import _calls
+from tenantry.client._closing import Closing
 from tenantry.client._retry import RetryPolicy
 from tenantry.client._transport import DEFAULT_TIMEOUT, SyncTransport, settings
 from tenantry.client._wait import EvaluationWaiting, Waiting
@@ -44,7 +44,7 @@ from tenantry.client.tool_servers import Secret, ToolServer, ToolServerConnectio
 __all__ = ["Client"]
 
 
-class Client:
+class Client(Closing):
     """A tenant's client of a Tenantry platform.
 
     ``base_url`` and ``api_key`` default to ``TENANTRY_URL`` (else
@@ -84,13 +84,6 @@ class Client:
 
     def close(self) -> None:
         self._transport.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
 
 
 class Runs:
