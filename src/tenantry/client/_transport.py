@@ -159,6 +159,14 @@ class SyncTransport(_Transport):
             response.close()
 
 
+class SyncResource:
+    """A group of the blocking client's calls (``client.runs``, ``client.users``…): each
+    sends its call through the client's transport."""
+
+    def __init__(self, transport: SyncTransport) -> None:
+        self._t = transport
+
+
 class AsyncTransport(_Transport):
     def __init__(self, base_url: str, api_key: str, *, timeout: float | None,
                  policy: RetryPolicy, transport: httpx2.AsyncBaseTransport | None = None) -> None:
@@ -204,3 +212,10 @@ class AsyncTransport(_Transport):
             yield response
         finally:
             await response.aclose()
+
+
+class AsyncResource:
+    """:class:`SyncResource` for the asyncio client."""
+
+    def __init__(self, transport: AsyncTransport) -> None:
+        self._t = transport

@@ -15,7 +15,7 @@ import httpx2
 from tenantry.client import _calls
 from tenantry.client._closing import AsyncClosing
 from tenantry.client._retry import RetryPolicy
-from tenantry.client._transport import DEFAULT_TIMEOUT, AsyncTransport, settings
+from tenantry.client._transport import DEFAULT_TIMEOUT, AsyncResource, AsyncTransport, settings
 from tenantry.client._wait import EvaluationWaiting, Waiting
 from tenantry.client.aio_account import (
     ApiKeys,
@@ -87,10 +87,7 @@ class AsyncClient(AsyncClosing):
         await self._transport.close()
 
 
-class Runs:
-    def __init__(self, transport: AsyncTransport) -> None:
-        self._t = transport
-
+class Runs(AsyncResource):
     async def create(self, agent_id: str, input: Any, *, version: int | None = None,
                      webhook: str | None = None,
                      priority: Literal["interactive", "batch"] | None = None,
@@ -163,10 +160,7 @@ class Runs:
             await asyncio.sleep(pause)
 
 
-class Agents:
-    def __init__(self, transport: AsyncTransport) -> None:
-        self._t = transport
-
+class Agents(AsyncResource):
     async def create(self, name: str, *, model: str, system_prompt: str,
                      tools: Iterable[str] = (), needs_approval: Iterable[str] = (),
                      fallback_models: Iterable[str] = (), limits: Mapping[str, int] | None = None,
@@ -217,10 +211,7 @@ class Agents:
         return await self._t.call(_calls.list_agents(limit=limit, cursor=cursor))
 
 
-class Approvals:
-    def __init__(self, transport: AsyncTransport) -> None:
-        self._t = transport
-
+class Approvals(AsyncResource):
     async def list(self, *, status: str | None = None, limit: int | None = None,
                    cursor: str | None = None) -> Page[Approval]:
         """One page of the tenant's approvals, newest first; ``status``: pending,
@@ -244,12 +235,9 @@ class Approvals:
         return await self.decide(approval_id, "deny", comment=comment)
 
 
-class Evaluations:
+class Evaluations(AsyncResource):
     """An agent's test sets and evaluations of a candidate against a baseline (ADR 0034):
     the platform runs every case on both sides and checks them mechanically."""
-
-    def __init__(self, transport: AsyncTransport) -> None:
-        self._t = transport
 
     async def create_test_set(self, agent_id: str, name: str,
                         cases: Iterable[Mapping[str, Any]], *,
@@ -308,12 +296,9 @@ class Evaluations:
             await asyncio.sleep(pause)
 
 
-class Secrets:
+class Secrets(AsyncResource):
     """The tenant's vault: secrets its tool servers send as their bearer token (or an OAuth
     client's secret). Write-only: a value is stored, replaced or deleted, never read back."""
-
-    def __init__(self, transport: AsyncTransport) -> None:
-        self._t = transport
 
     async def put(self, name: str, value: str) -> Secret:
         """Store the secret ``name`` (or replace its value), encrypted with the tenant's
@@ -335,13 +320,10 @@ class Secrets:
         await self._t.call(_calls.delete_secret(name))
 
 
-class ToolServers:
+class ToolServers(AsyncResource):
     """The tenant's MCP tool servers: registered, pinned, connected and removed with its
     own key, within the addresses the operator allows
     (docs/how-to/tools-and-approvals.md)."""
-
-    def __init__(self, transport: AsyncTransport) -> None:
-        self._t = transport
 
     async def register(self, name: str, url: str, *, honours_idempotency_keys: bool,
                        secret: str | None = None, oauth: Mapping[str, Any] | None = None,

@@ -14,7 +14,7 @@ import httpx2
 from tenantry.client import _calls
 from tenantry.client._closing import Closing
 from tenantry.client._retry import RetryPolicy
-from tenantry.client._transport import DEFAULT_TIMEOUT, SyncTransport, settings
+from tenantry.client._transport import DEFAULT_TIMEOUT, SyncResource, SyncTransport, settings
 from tenantry.client._wait import EvaluationWaiting, Waiting
 from tenantry.client.evaluations import Evaluation, EvaluationSummary, TestSet, TestSetSummary
 from tenantry.client.events import EventStream
@@ -86,10 +86,7 @@ class Client(Closing):
         self._transport.close()
 
 
-class Runs:
-    def __init__(self, transport: SyncTransport) -> None:
-        self._t = transport
-
+class Runs(SyncResource):
     def create(self, agent_id: str, input: Any, *, version: int | None = None,
                webhook: str | None = None,
                priority: Literal["interactive", "batch"] | None = None,
@@ -160,10 +157,7 @@ class Runs:
             time.sleep(pause)
 
 
-class Agents:
-    def __init__(self, transport: SyncTransport) -> None:
-        self._t = transport
-
+class Agents(SyncResource):
     def create(self, name: str, *, model: str, system_prompt: str,
                tools: Iterable[str] = (), needs_approval: Iterable[str] = (),
                fallback_models: Iterable[str] = (), limits: Mapping[str, int] | None = None,
@@ -213,10 +207,7 @@ class Agents:
         return self._t.call(_calls.list_agents(limit=limit, cursor=cursor))
 
 
-class Approvals:
-    def __init__(self, transport: SyncTransport) -> None:
-        self._t = transport
-
+class Approvals(SyncResource):
     def list(self, *, status: str | None = None, limit: int | None = None,
              cursor: str | None = None) -> Page[Approval]:
         """One page of the tenant's approvals, newest first; ``status``: pending,
@@ -239,12 +230,9 @@ class Approvals:
         return self.decide(approval_id, "deny", comment=comment)
 
 
-class Evaluations:
+class Evaluations(SyncResource):
     """An agent's test sets and evaluations of a candidate against a baseline (ADR 0034):
     the platform runs every case on both sides and checks them mechanically."""
-
-    def __init__(self, transport: SyncTransport) -> None:
-        self._t = transport
 
     def create_test_set(self, agent_id: str, name: str,
                         cases: Iterable[Mapping[str, Any]], *,
@@ -303,12 +291,9 @@ class Evaluations:
             time.sleep(pause)
 
 
-class Secrets:
+class Secrets(SyncResource):
     """The tenant's vault: secrets its tool servers send as their bearer token (or an OAuth
     client's secret). Write-only: a value is stored, replaced or deleted, never read back."""
-
-    def __init__(self, transport: SyncTransport) -> None:
-        self._t = transport
 
     def put(self, name: str, value: str) -> Secret:
         """Store the secret ``name`` (or replace its value), encrypted with the tenant's
@@ -330,13 +315,10 @@ class Secrets:
         self._t.call(_calls.delete_secret(name))
 
 
-class ToolServers:
+class ToolServers(SyncResource):
     """The tenant's MCP tool servers: registered, pinned, connected and removed with its
     own key, within the addresses the operator allows
     (docs/how-to/tools-and-approvals.md)."""
-
-    def __init__(self, transport: SyncTransport) -> None:
-        self._t = transport
 
     def register(self, name: str, url: str, *, honours_idempotency_keys: bool,
                  secret: str | None = None, oauth: Mapping[str, Any] | None = None,
