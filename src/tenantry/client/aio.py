@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
@@ -16,7 +15,7 @@ from tenantry.client import _calls
 from tenantry.client._closing import AsyncClosing
 from tenantry.client._retry import RetryPolicy
 from tenantry.client._transport import DEFAULT_TIMEOUT, AsyncResource, AsyncTransport, settings
-from tenantry.client._wait import EvaluationWaiting, Waiting
+from tenantry.client._wait import EvaluationWaiting, Waiting, poll_async
 from tenantry.client.aio_account import (
     ApiKeys,
     Audit,
@@ -151,13 +150,8 @@ class Runs(AsyncResource):
         statuses or has ended); :class:`WaitTimeout` after ``timeout`` seconds. Reads the
         run, at first often, then every ``poll_interval`` seconds: no event stream is held
         (a tenant's streams are capped)."""
-        waiting = Waiting(run_id, timeout, status, poll_interval)
-        while True:
-            run = await self.get(run_id)
-            pause = waiting.next_pause(run)
-            if pause is None:
-                return run
-            await asyncio.sleep(pause)
+        return await poll_async(lambda: self.get(run_id),
+                                Waiting(run_id, timeout, status, poll_interval))
 
 
 class Agents(AsyncResource):
@@ -287,13 +281,8 @@ class Evaluations(AsyncResource):
         """The evaluation once every run of it has ended (``status`` ``finished``);
         :class:`WaitTimeout` after ``timeout`` seconds (its ``run`` is the evaluation as
         last read). Reads it, at first often, then every ``poll_interval`` seconds."""
-        waiting = EvaluationWaiting(evaluation_id, timeout, poll_interval)
-        while True:
-            evaluation = await self.get(agent_id, evaluation_id)
-            pause = waiting.next_pause(evaluation)
-            if pause is None:
-                return evaluation
-            await asyncio.sleep(pause)
+        return await poll_async(lambda: self.get(agent_id, evaluation_id),
+                                EvaluationWaiting(evaluation_id, timeout, poll_interval))
 
 
 class Secrets(AsyncResource):

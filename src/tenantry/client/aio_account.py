@@ -16,7 +16,7 @@ import httpx2
 
 from tenantry.client import _calls
 from tenantry.client._transport import AsyncResource
-from tenantry.client._wait import ExportWaiting
+from tenantry.client._wait import ExportWaiting, poll_async
 from tenantry.client.account import ApiKey, AuditEntry, IssuedApiKey, SignInLink, User
 from tenantry.client.errors import ConnectionFailed
 from tenantry.client.exports import Export
@@ -131,13 +131,8 @@ class Exports(AsyncResource):
         """The export once it is ready or has failed (``ended``); :class:`WaitTimeout`
         after ``timeout`` seconds (its ``run`` is the export as last read). Reads it, at
         first often, then every ``poll_interval`` seconds."""
-        waiting = ExportWaiting(export_id, timeout, poll_interval)
-        while True:
-            export = await self.get(export_id)
-            pause = waiting.next_pause(export)
-            if pause is None:
-                return export
-            await asyncio.sleep(pause)
+        return await poll_async(lambda: self.get(export_id),
+                                ExportWaiting(export_id, timeout, poll_interval))
 
     async def archive(self, export_id: str) -> bytes:
         """The archive's bytes, in memory (``download`` writes a large one to a file).

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import builtins
-import time
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
@@ -15,7 +14,7 @@ from tenantry.client import _calls
 from tenantry.client._closing import Closing
 from tenantry.client._retry import RetryPolicy
 from tenantry.client._transport import DEFAULT_TIMEOUT, SyncResource, SyncTransport, settings
-from tenantry.client._wait import EvaluationWaiting, Waiting
+from tenantry.client._wait import EvaluationWaiting, Waiting, poll
 from tenantry.client.evaluations import Evaluation, EvaluationSummary, TestSet, TestSetSummary
 from tenantry.client.events import EventStream
 from tenantry.client.models import (
@@ -148,13 +147,7 @@ class Runs(SyncResource):
         statuses or has ended); :class:`WaitTimeout` after ``timeout`` seconds. Reads the
         run, at first often, then every ``poll_interval`` seconds: no event stream is held
         (a tenant's streams are capped)."""
-        waiting = Waiting(run_id, timeout, status, poll_interval)
-        while True:
-            run = self.get(run_id)
-            pause = waiting.next_pause(run)
-            if pause is None:
-                return run
-            time.sleep(pause)
+        return poll(lambda: self.get(run_id), Waiting(run_id, timeout, status, poll_interval))
 
 
 class Agents(SyncResource):
@@ -282,13 +275,8 @@ class Evaluations(SyncResource):
         """The evaluation once every run of it has ended (``status`` ``finished``);
         :class:`WaitTimeout` after ``timeout`` seconds (its ``run`` is the evaluation as
         last read). Reads it, at first often, then every ``poll_interval`` seconds."""
-        waiting = EvaluationWaiting(evaluation_id, timeout, poll_interval)
-        while True:
-            evaluation = self.get(agent_id, evaluation_id)
-            pause = waiting.next_pause(evaluation)
-            if pause is None:
-                return evaluation
-            time.sleep(pause)
+        return poll(lambda: self.get(agent_id, evaluation_id),
+                    EvaluationWaiting(evaluation_id, timeout, poll_interval))
 
 
 class Secrets(SyncResource):

@@ -6,7 +6,6 @@ evaluations, tool servers — is ``sync.py``'s)."""
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
@@ -16,7 +15,7 @@ import httpx2
 
 from tenantry.client import _calls
 from tenantry.client._transport import SyncResource
-from tenantry.client._wait import ExportWaiting
+from tenantry.client._wait import ExportWaiting, poll
 from tenantry.client.account import ApiKey, AuditEntry, IssuedApiKey, SignInLink, User
 from tenantry.client.errors import ConnectionFailed
 from tenantry.client.exports import Export
@@ -130,13 +129,7 @@ class Exports(SyncResource):
         """The export once it is ready or has failed (``ended``); :class:`WaitTimeout`
         after ``timeout`` seconds (its ``run`` is the export as last read). Reads it, at
         first often, then every ``poll_interval`` seconds."""
-        waiting = ExportWaiting(export_id, timeout, poll_interval)
-        while True:
-            export = self.get(export_id)
-            pause = waiting.next_pause(export)
-            if pause is None:
-                return export
-            time.sleep(pause)
+        return poll(lambda: self.get(export_id), ExportWaiting(export_id, timeout, poll_interval))
 
     def archive(self, export_id: str) -> bytes:
         """The archive's bytes, in memory (``download`` writes a large one to a file).
