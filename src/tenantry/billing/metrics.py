@@ -47,7 +47,7 @@ async def render(db: Database, today: date | None = None) -> str:
         label = f'{{account="{_label(row["account"])}"}}'
         values[LATE].append(f"{LATE}{label} {row['late']}")
         if row["difference_ratio"] is not None:
-            values[RATIO].append(f"{RATIO}{label} {row['difference_ratio']:.6g}")
+            values[RATIO].append(f"{RATIO}{label} {float(row['difference_ratio'])!r}")
         if row["last_day"] is not None:
             values[LAST_DAY].append(f"{LAST_DAY}{label} {_seconds(row['last_day'])}")
     lines: list[str] = []

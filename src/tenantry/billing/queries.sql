@@ -5,9 +5,9 @@
 -- name: take_lease
 -- Free, expired or already ours: ours, its epoch bumped unless we hold it still.
 INSERT INTO billing_reconcile_lease AS l (job, owner, epoch, expires_at)
-VALUES ('billing_reconcile', $1, 1, $2 + make_interval(secs => $3))
+VALUES ('billing_reconcile', $1, 1, $2::timestamptz + make_interval(secs => $3))
 ON CONFLICT (job) DO UPDATE
-    SET owner = $1, expires_at = $2 + make_interval(secs => $3),
+    SET owner = $1, expires_at = $2::timestamptz + make_interval(secs => $3),
         epoch = CASE WHEN l.owner = $1 AND l.expires_at >= $2 THEN l.epoch
                      ELSE l.epoch + 1 END
     WHERE l.owner IS NULL OR l.expires_at IS NULL OR l.expires_at < $2 OR l.owner = $1

@@ -280,7 +280,7 @@ SANDBOX = (
             "The operator's webhook: the scheduled billing reconciliation POSTs a JSON "
             "notification to it once per account, day and kind when a day differs by more than "
             "1% (`billing.reconciliation.flagged`) or its report is late "
-            "(`billing.reconciliation.late`), retried 5 times with backoff ([scheduled "
+            "(`billing.reconciliation.late`), tried up to 5 times with backoff ([scheduled "
             "reconciliation](../how-to/billing.md#scheduled-reconciliation)). Any http(s) URL, "
             "private addresses included (it is the operator's); anything else stops the worker."
             " Unset: no notifications (the metrics still show both). Read by workers."),
