@@ -15,11 +15,18 @@ from typing import Any
 import asyncpg
 import orjson
 
-from tenantry.billing.schedule import PassOutcome, ReconcileSettings, ScheduledReconciliation
+from tenantry.billing.schedule import (
+    Export,
+    PassOutcome,
+    ReconcileSettings,
+    ReportingAccount,
+    ScheduledReconciliation,
+)
 from tenantry.bootstrap.billing import scheduled_reconciliation
 from tenantry.config import Settings
 from tenantry.db import Database
 from tenantry.ledger import reconcile
+from tenantry.ledger.provider_fetch import ProviderReportUnavailable
 from tenantry.ledger.provider_reports import ProviderUsage
 from tenantry.testing.fake_model import FakeModelServer
 from tests.support.api import Api, free_port
@@ -210,3 +217,21 @@ async def test_a_report_that_does_not_come_is_retried_then_recorded_late(
     gauges = await _gauges(api)
     assert gauges[LATE, "bill-down"] == 1
     assert (RATIO, "bill-down") not in gauges
+
+
+async def test_an_instance_whose_lease_is_taken_mid_pass_records_nothing(
+    db: Database, admin_conn: asyncpg.Connection,
+) -> None:
+    async def accounts_then_taken_over() -> list[ReportingAccount]:
+        # While this instance fetches, another takes the lease (as after a long pause).
+        await admin_conn.execute("UPDATE billing_reconcile_lease "
+                                 "SET owner = 'another', epoch = epoch + 1")
+        return [ReportingAccount("bill-oa", "openai", "http://127.0.0.1:1/v1", ADMIN_KEY)]
+
+    async def no_report(account: ReportingAccount, day: date, costs: bool) -> Export:
+        raise ProviderReportUnavailable("down")
+
+    job = ScheduledReconciliation(db, accounts_then_taken_over, no_report, JOB)
+    outcome = await job.run_once(now=_at(datetime.now(UTC).date(), 7))
+    assert outcome.leader and outcome.lease_lost and outcome.days == []
+    assert await admin_conn.fetchval("SELECT count(*) FROM billing_reconcile_days") == 0

@@ -344,11 +344,12 @@ class Settings:
                                 or parts.fragment):
             raise ConfigurationError(problem)
         for pair in self.reconcile_admin_keys:
-            account, _, key = pair.partition("=")
+            account, equals, key = pair.partition("=")
             if not ACCOUNT_ID.fullmatch(account) or not key:
+                shown = f"one for {account[:64]!r}" if equals else "one with no '='"
                 raise ConfigurationError(  # never the key itself
                     "TENANTRY_RECONCILE_ADMIN_KEYS must be comma-separated account=key pairs, "
-                    f"each naming a model account id; got one for {account[:64]!r}")
+                    f"each naming a model account id; got {shown}")
 
     @property
     def admin_keys(self) -> dict[str, str]:
