@@ -27,7 +27,7 @@ from tenantry.config import Settings
 from tenantry.db import Database
 from tenantry.ledger import reconcile
 from tenantry.ledger.provider_fetch import ProviderReportUnavailable
-from tenantry.ledger.provider_reports import ProviderUsage
+from tenantry.ledger.provider_reports import OpenAIExport, ProviderUsage
 from tenantry.testing.fake_model import FakeModelServer
 from tests.support.api import Api, free_port
 from tests.support.billing import ADMIN_KEY, run_traffic
@@ -235,3 +235,17 @@ async def test_an_instance_whose_lease_is_taken_mid_pass_records_nothing(
     outcome = await job.run_once(now=_at(datetime.now(UTC).date(), 7))
     assert outcome.leader and outcome.lease_lost and outcome.days == []
     assert await admin_conn.fetchval("SELECT count(*) FROM billing_reconcile_days") == 0
+
+
+async def test_a_report_that_does_not_reach_the_day_yet_is_waited_on(db: Database) -> None:
+    async def one_account() -> list[ReportingAccount]:
+        return [ReportingAccount("bill-oa", "openai", "http://127.0.0.1:1/v1", ADMIN_KEY)]
+
+    async def no_buckets_yet(account: ReportingAccount, day: date, costs: bool) -> Export:
+        return OpenAIExport.model_validate({"format": "openai", "usage": [
+            {"object": "page", "has_more": False, "data": []}]})
+
+    job = ScheduledReconciliation(db, one_account, no_buckets_yet, JOB)
+    [waiting] = (await job.run_once(now=_at(datetime.now(UTC).date(), 7))).days
+    assert waiting.status == "pending"
+    assert waiting.error == "the provider's report does not reach this day yet"

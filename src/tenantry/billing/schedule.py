@@ -36,6 +36,7 @@ from tenantry.ledger import reconcile
 from tenantry.ledger.provider_reports import (
     AnthropicExport,
     OpenAIExport,
+    ProviderUsage,
     covered_days,
     provider_usage,
 )
@@ -188,16 +189,17 @@ class ScheduledReconciliation:
         error: str
         try:
             export = await self.fetch(account, day, self.settings.costs)
+            # A report the provider serves malformed (not whole days, not in dollars) is
+            # waited on like a missing one: it may be fixed before the deadline.
             if day in covered_days(export):
-                return await self._record_done(account, day, export, now)
+                return await self._record_done(account, day, provider_usage(export), now)
             error = "the provider's report does not reach this day yet"
         except TenantryError as exc:
             error = f"{exc.type}: {exc.detail}"
         return await self._record_waiting(account.account, day, error, now)
 
-    async def _record_done(self, account: ReportingAccount, day: date, export: Export,
-                           now: datetime) -> DayOutcome:
-        theirs = provider_usage(export)
+    async def _record_done(self, account: ReportingAccount, day: date,
+                           theirs: ProviderUsage, now: datetime) -> DayOutcome:
         ours = await reconcile.our_days(self.db, account.account, day, day)
         rows = reconcile.compare(ours, theirs, day, day)
         difference = max((r.difference for r in rows), default=0.0)
