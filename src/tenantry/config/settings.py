@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from tenantry.config.reconciliation import admin_keys, check_reconciliation
 from tenantry.config.variable import Variable, read
 from tenantry.config.variables import VARIABLES, variable
 from tenantry.errors import ConfigurationError
@@ -25,8 +26,6 @@ from tenantry.errors import ConfigurationError
 #: row locks, and the event rows it deletes, for too long.
 MAX_RETENTION_BATCH = 10_000
 
-#: A model account's id (models/accounts.py says the same).
-ACCOUNT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{1,63}$")
 #: A cell's name and a region (docs/how-to/cells.md): also the directory's CHECK and the API's rule.
 CELL_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 #: The region a cell serves when none is named: it hosts a tenant of any region (``tenantry
@@ -321,7 +320,7 @@ class Settings:
         self._validate_router()
         self._validate_blob_store()
         self._validate_oidc()
-        self._validate_reconcile()
+        check_reconciliation(self.operator_webhook_url, self.reconcile_admin_keys)
         for setting, ident in (("TENANTRY_CELL", self.cell), ("TENANTRY_REGION", self.region)):
             if not isinstance(ident, str) or not CELL_NAME_RE.fullmatch(ident):
                 raise ConfigurationError(
@@ -331,31 +330,10 @@ class Settings:
         if self.db_pool_min > self.db_pool_max:
             raise ConfigurationError("TENANTRY_DB_POOL_MIN must not exceed TENANTRY_DB_POOL_MAX")
 
-    def _validate_reconcile(self) -> None:
-        url = self.operator_webhook_url
-        problem = ("TENANTRY_OPERATOR_WEBHOOK_URL must be an http:// or https:// URL, got "
-                   f"{(url or '')[:200]!r}")
-        try:
-            parts = urlsplit(url or "")
-            parts.port  # noqa: B018 - raises on a port out of range
-        except ValueError:
-            raise ConfigurationError(problem) from None
-        if url is not None and (parts.scheme not in ("http", "https") or not parts.hostname
-                                or parts.fragment):
-            raise ConfigurationError(problem)
-        for pair in self.reconcile_admin_keys:
-            account, equals, key = pair.partition("=")
-            if not ACCOUNT_ID.fullmatch(account) or not key:
-                shown = f"one for {account[:64]!r}" if equals else "one with no '='"
-                raise ConfigurationError(  # never the key itself
-                    "TENANTRY_RECONCILE_ADMIN_KEYS must be comma-separated account=key pairs, "
-                    f"each naming a model account id; got {shown}")
-
     @property
     def admin_keys(self) -> dict[str, str]:
         """TENANTRY_RECONCILE_ADMIN_KEYS by account id."""
-        return {account: key for account, _, key in
-                (pair.partition("=") for pair in self.reconcile_admin_keys)}
+        return admin_keys(self.reconcile_admin_keys)
 
     def _validate_oidc(self) -> None:
         if self.oidc_issuer is None:
