@@ -2146,6 +2146,24 @@ CREATE FUNCTION public.tenantry_operator_token_valid(p_hash bytea) RETURNS TABLE
 $$;
 
 --
+-- Name: tenantry_parked_overdue(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tenantry_parked_overdue() RETURNS TABLE(tenant_class text, overdue bigint, oldest_overdue_seconds double precision)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    SELECT t.plan, count(r.run_id)::bigint,
+           coalesce(extract(epoch FROM now() - min(r.available_at)), 0)::float8
+    FROM public.tenants t
+    LEFT JOIN public.runs r
+        ON r.tenant_id = t.tenant_id AND r.status = 'waiting' AND r.parked_on IS NOT NULL
+       AND r.available_at <= now()
+       AND r.tenant_id <> ALL (public.tenantry_frozen_tenants())
+    GROUP BY t.plan ORDER BY t.plan
+$$;
+
+--
 -- Name: tenantry_queue_depth(); Type: FUNCTION; Schema: public; Owner: -
 --
 

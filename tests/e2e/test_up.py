@@ -188,6 +188,9 @@ async def test_up_runs_the_activity_dispatcher_and_stops_it_with_the_platform(
         assert 'tenantry_activity_attempts_total{outcome="completed"} 1' in metrics, metrics
         assert re.search(r'^tenantry_activity_dead_letters\{tenant_class="[^"]+"\} 0$',
                          metrics, re.MULTILINE), metrics
+        # The API's blob store and its worker loops' stores, one family, one series each.
+        assert metrics.count("# TYPE tenantry_blob_store_errors_total counter") == 1, metrics
+        assert 'tenantry_blob_store_errors_total{operation="write"} 0' in metrics, metrics
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err[-2000:]

@@ -110,6 +110,8 @@ TENANT_POOL_DEFINERS = {
     "tenantry_claim_endpoint_deliveries",
     "tenantry_sweep_reservations", "tenantry_queue_depth", "tenantry_scheduler_gauges",
     "tenantry_runs_by_status", "tenantry_usage_per_account_day",
+    # Parked runs past their wake-up time, by plan: the alert on a waker that stopped.
+    "tenantry_parked_overdue",
     # A worker loop registers its session lock (ADR 0018): its own row only; v2 with its
     # release (migration 0041). The first, 0.1.0's, answers only with the line saying the
     # database was contracted (contract step 0001; it reads schema_releases).

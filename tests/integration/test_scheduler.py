@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -492,11 +493,24 @@ async def test_metrics_count_by_tenant_class_and_never_name_a_tenant(
         agent = await api.agent(h)
         for i in range(runs_):
             await api.start(h, agent, f"{i}")
+    # One of gold's runs parked on a model provider whose wake-up time passed 10 minutes
+    # ago and no waker queued it (none runs here): what the alert on parked runs reads.
+    await admin_conn.execute(
+        "UPDATE runs SET status = 'waiting', parked_on = ARRAY['m'], "
+        "available_at = now() - interval '10 minutes' "
+        "WHERE run_id = (SELECT run_id FROM runs WHERE tenant_id = $1 LIMIT 1)", ids[0])
     r = await api.client.get("/metrics", headers=api.operator)
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
     text = r.text
-    assert 'tenantry_runs_queued{tenant_class="gold"} 5' in text
+    assert 'tenantry_runs_queued{tenant_class="gold"} 4' in text
+    assert 'tenantry_runs_waiting{tenant_class="gold"} 1' in text
     assert 'tenantry_runs_queued{tenant_class="free"} 1' in text
+    assert 'tenantry_parked_runs_overdue{tenant_class="gold"} 1' in text
+    assert 'tenantry_parked_runs_overdue{tenant_class="free"} 0' in text
+    overdue = re.search(r'tenantry_parked_runs_overdue_seconds\{tenant_class="gold"\} (\S+)',
+                        text)
+    assert overdue is not None and float(overdue[1]) >= 600
+    assert 'tenantry_parked_runs_overdue_seconds{tenant_class="free"} 0.000' in text
     assert 'tenantry_leases_active{tenant_class="gold"} 0' in text
     assert "tenantry_queue_oldest_age_seconds{tenant_class=\"gold\"}" in text
     assert not any(tenant in text for tenant in ids)

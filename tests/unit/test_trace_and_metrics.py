@@ -31,6 +31,7 @@ from tenantry.runs.events import (
     WebhookDelivered,
 )
 from tenantry.runs.trace import trace_of
+from tenantry.telemetry.blob_store import watch_blob_store
 from tenantry.telemetry.http import metrics_app
 from tenantry.telemetry.registry import Registry, merge
 from tenantry.telemetry.spans import NoSpans, OtelSpans, from_exporter
@@ -160,6 +161,20 @@ def test_the_registry_renders_prometheus_text_and_bounds_its_labels() -> None:
     merged = merge([text, text])
     assert 'x_calls_total{tenant_class="gold"} 4' in merged
     assert merged.count("# TYPE x_calls_total counter") == 1
+
+
+def test_blob_store_failures_are_counted_by_operation_zero_included() -> None:
+    registry = Registry()
+    # Two worker loops of one process, each with its store: one series per operation.
+    watch_blob_store(registry, lambda: {"write": 3})
+    remove = watch_blob_store(registry, lambda: {"write": 1, "delete": 2})
+    text = registry.render()
+    assert text.count("# TYPE tenantry_blob_store_errors_total counter") == 1
+    assert 'tenantry_blob_store_errors_total{operation="write"} 4' in text
+    assert 'tenantry_blob_store_errors_total{operation="delete"} 2' in text
+    assert 'tenantry_blob_store_errors_total{operation="read"} 0' in text  # a rate from 0
+    remove()
+    assert 'tenantry_blob_store_errors_total{operation="write"} 3' in registry.render()
 
 
 @dataclass

@@ -6,8 +6,9 @@ reconciliation per operator model account), plus what the
 worker loops running in this same process counted (``tenantry up``): queue waits, step
 platform time, model calls and errors, breakers, the sandbox pool, budget refusals — and
 the shedding level this API process answers new runs with, and its open event streams,
-dead-lettered activity tasks by tenant class (read through the console's pool) and, in
-``tenantry up``, the activity dispatcher's attempts by outcome. A
+dead-lettered activity tasks by tenant class (read through the console's pool), the blob
+store calls that failed unavailable and, in ``tenantry up``, the activity dispatcher's
+attempts by outcome. A
 standalone ``tenantry worker`` serves its own figures on ``--metrics-port``. Every tenant
 label is a tenant *class* (plan), never a tenant id."""
 
@@ -22,7 +23,8 @@ from tenantry.api.platform import Platform
 from tenantry.billing import metrics as billing
 from tenantry.retention import metrics as retention
 from tenantry.scheduler import metrics, shedding
-from tenantry.telemetry.registry import merge
+from tenantry.telemetry.blob_store import watch_blob_store
+from tenantry.telemetry.registry import Registry, merge
 
 router = APIRouter(tags=["operator"], dependencies=[Depends(operator)])
 
@@ -38,8 +40,17 @@ async def get_metrics(p: Platform = Depends(platform)) -> PlainTextResponse:
     if p.cell is not None:
         text += await shedding.render(p.cell.load)
     text += p.streams.render()
+    parts: list[str] = []
+    blobs = p.blobs
+    if blobs is not None:
+        blob_store = Registry()
+        watch_blob_store(blob_store, lambda: blobs.failures)
+        parts.append(blob_store.render())
     if p.local is not None:
         # Worker loops of one process share one metrics object; render each once.
         seen = {id(e.metrics): e.metrics for e in p.local.engines}
-        text += merge(m.render() for m in seen.values())
+        parts += [m.render() for m in seen.values()]
+    # One merge: the API's blob store failures and its worker loops' (tenantry up) are
+    # one series each, summed, not two families of one name.
+    text += merge(parts)
     return PlainTextResponse(text, media_type="text/plain; version=0.0.4")

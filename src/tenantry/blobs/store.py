@@ -97,6 +97,9 @@ class Blobs:
         self.objects = objects
         self.quota_bytes = quota_bytes
         self.patience_seconds = patience_seconds
+        #: Object store calls that failed unavailable, by operation (write, read, delete):
+        #: every attempt, retried ones included. Read by /metrics at scrape time.
+        self.failures: dict[str, int] = {}
 
     async def put(self, tenant: TenantId, run: RunId, kind: BlobKind, name: str,
                   data: bytes) -> str:
@@ -125,7 +128,7 @@ class Blobs:
         """The object, then its row and its bytes (a crash between leaves the row, which
         the run's deletion forgets). Deleting what is gone is no error. Tried once: its
         callers (the retention outbox, a run's end) keep what failed and try it later."""
-        await self.objects.delete(object_key(tenant, ref))
+        await self._counted("delete", lambda: self.objects.delete(object_key(tenant, ref)))
         async with self.db.tenant_tx(tenant) as conn:
             await conn.execute(Q.forget_blob, tenant.value, ref)
 
@@ -154,7 +157,7 @@ class Blobs:
         tries = 0
         while True:
             try:
-                return await attempt()
+                return await self._counted(what, attempt)
             except BlobStoreUnavailable as exc:
                 tries += 1
                 wait = backoff(tries, first=_RETRY_FIRST, cap=_RETRY_MAX)
@@ -164,6 +167,13 @@ class Blobs:
                     logger.warning("blob store unavailable; the %s waits for it: %s",
                                    what, exc.detail)
                 await asyncio.sleep(wait)
+
+    async def _counted(self, what: str, attempt: Any) -> Any:
+        try:
+            return await attempt()
+        except BlobStoreUnavailable:
+            self.failures[what] = self.failures.get(what, 0) + 1
+            raise
 
 
 def _record(row: Any) -> BlobRecord:

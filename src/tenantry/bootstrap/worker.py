@@ -32,6 +32,7 @@ from tenantry.runs.webhooks import WebhookLimits, WebhookSender
 from tenantry.runs.worker import Worker
 from tenantry.sandbox import probe as sandbox_probe
 from tenantry.scheduler.shedding import CellLoad, ShedThresholds
+from tenantry.telemetry.blob_store import watch_blob_store
 from tenantry.telemetry.spans import from_exporter
 from tenantry.telemetry.worker import WorkerMetrics
 from tenantry.tools.builtin import BrowserPolicy, BuiltinTools
@@ -116,6 +117,7 @@ async def engine(
                 objects = await stack.enter_async_context(object_store(settings))
             # A worker's writes wait out a short object-store outage with their lease held.
             blobs = open_blobs(settings, db, objects, patience_seconds=WORKER_PATIENCE_SECONDS)
+            stack.callback(watch_blob_store(metrics.registry, lambda: blobs.failures))
             mcp = await stack.enter_async_context(
                 McpToolClient(destinations=Destinations.of(settings)))
             model = await stack.enter_async_context(model_gateway(

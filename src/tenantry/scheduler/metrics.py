@@ -1,9 +1,13 @@
 """Scheduler gauges in the Prometheus text format: queue depth and age, leases held, runs
-waiting — per tenant class (the tenant's plan), never per tenant id, so the label set stays
-as small as the list of plans. Read from the trigger-kept counters at scrape time: a
-missed scrape loses nothing (the ledger, not metrics, holds spending authority)."""
+waiting, parked runs overdue for waking — per tenant class (the tenant's plan), never per
+tenant id, so the label set stays as small as the list of plans. Read from the trigger-kept
+counters (and, for parked runs, the runs) at scrape time: a missed scrape loses nothing (the
+ledger, not metrics, holds spending authority)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 from tenantry.db import Database
 from tenantry.db.queries import load
@@ -19,6 +23,16 @@ _GAUGES = (
     ("tenantry_queue_oldest_age_seconds", "oldest_queued_seconds",
      "Age of the oldest queued run."),
 )
+#: Parked runs (waiting on a model provider) past the time they were due to be woken: the
+#: workers' waker queues them within seconds of it, so a count that stays up means no
+#: waker is running (routines/parked_overdue.sql).
+_PARKED = (
+    ("tenantry_parked_runs_overdue", "overdue",
+     "Parked runs past their wake-up time and not woken yet."),
+    ("tenantry_parked_runs_overdue_seconds", "oldest_overdue_seconds",
+     "How long the parked run furthest past its wake-up time has waited beyond it (0: "
+     "none)."),
+)
 
 
 def _label(value: str) -> str:
@@ -28,8 +42,13 @@ def _label(value: str) -> str:
 async def render(db: Database) -> str:
     async with db.unscoped() as conn:
         rows = await conn.fetch(Q.scheduler_gauges)
+        parked = await conn.fetch(Q.parked_overdue)
+    return _render(_GAUGES, rows) + _render(_PARKED, parked)
+
+
+def _render(gauges: tuple[tuple[str, str, str], ...], rows: Sequence[Any]) -> str:
     lines: list[str] = []
-    for name, column, help_text in _GAUGES:
+    for name, column, help_text in gauges:
         lines += [f"# HELP {name} {help_text} By tenant class (plan).",
                   f"# TYPE {name} gauge"]
         for row in rows:

@@ -57,3 +57,6 @@ SELECT tenantry_wake_spend_capped($1, $2)
 -- Runs in flight queued while their tenant's spend is at its cap: waiting for the cap
 -- instead, with a RunParked ($1: at most this many). Migration 0040, ADR 0035.
 SELECT tenantry_hold_spend_capped($1)
+
+-- name: parked_overdue
+SELECT * FROM tenantry_parked_overdue()

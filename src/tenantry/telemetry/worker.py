@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
-from tenantry.telemetry.registry import Registry, Sample
+from tenantry.telemetry.registry import DEFAULT_BUCKETS, Registry, Sample
 from tenantry.telemetry.spans import NoSpans, StepSpans
 
 if TYPE_CHECKING:
@@ -23,6 +23,9 @@ UNKNOWN_CLASS = "unknown"
 #: Model call outcomes the gateway reports; anything else is counted as "error".
 MODEL_OUTCOMES = frozenset({"ok", "error", "rate_limited", "unusable", "refused"})
 BREAKER_STATES = ("closed", "open", "half_open")
+#: Platform time per step: the default buckets plus 0.15 s, the step service level's
+#: threshold (deploy/monitoring/tenantry.rules.yml counts steps under it from this bucket).
+STEP_BUCKETS = tuple(sorted({*DEFAULT_BUCKETS, 0.15}))
 
 
 class HasBreakers(Protocol):
@@ -44,7 +47,7 @@ class WorkerMetrics:
         self.step_platform = r.histogram(
             "tenantry_step_platform_seconds",
             "Platform time per step: the step's wall time minus model and tool time. "
-            "By tenant class.", ("tenant_class",))
+            "By tenant class.", ("tenant_class",), buckets=STEP_BUCKETS)
         self.model_calls = r.counter(
             "tenantry_model_calls_total",
             "Calls to model provider accounts (each attempt of the failure ladder), by "

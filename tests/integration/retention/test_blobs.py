@@ -155,6 +155,8 @@ async def test_a_refused_blob_delete_stays_queued_and_a_later_drain_retries_it(
     assert await blobs.usage(seeded.tenant) == 9000
     assert await cleaner.drain_blobs() == 0  # still refused: kept, counted again
     assert await admin_conn.fetchval("SELECT attempts FROM blob_deletions") == 2
+    # Each refusal is a failure /metrics counts (tenantry_blob_store_errors_total).
+    assert blobs.failures == {"delete": 2}
 
     objects.failing = False
     assert await cleaner.drain_blobs() == 1
