@@ -43,8 +43,6 @@ NOT_YET_ON_MAIN = {
     "tenantry_runs_ended_by_cause_total",
     "tenantry_api_requests_total",
     "tenantry_database_up",
-    "tenantry_billing_reconciliation_difference_ratio",
-    "tenantry_billing_reconciliation_late_reports",
 }
 #: Made by Prometheus itself for every scrape target, not by Tenantry.
 SCRAPE_METRICS = {"up"}
