@@ -15,10 +15,10 @@ from fastapi import FastAPI
 from tenantry.db.migrate import migrate
 from tenantry.runs.inprocess import LocalWorkers
 from tenantry.telemetry.worker import WorkerMetrics
-from tests.integration.test_fault_messages import BrokenTools
-from tests.integration.test_metrics import samples, value
 from tests.support.api import Api, serving_api
+from tests.support.faults import BrokenTools
 from tests.support.pgcluster import PgCluster
+from tests.support.prometheus import samples, value
 from tests.support.scripts import answer, call, scripted
 from tests.support.waiting import until
 from tests.support.worker import Fakes, running_worker
