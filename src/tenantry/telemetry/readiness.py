@@ -17,6 +17,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
+import asyncpg
 from starlette.responses import Response
 
 from tenantry.db import DATABASE_DOWN
@@ -100,12 +101,13 @@ def fixed(reason: str | None) -> Check:
 
 
 def reachable(name: str, probe: Callable[[], Awaitable[object]]) -> Check:
-    """A database this process needs answers ``probe`` (a ``SELECT 1``)."""
+    """A database this process needs answers ``probe`` (a ``SELECT 1``); one that refuses
+    (dropped, a login gone) is no readier than one away."""
 
     async def check() -> list[str]:
         try:
             await probe()
-        except DATABASE_DOWN as exc:
+        except (*DATABASE_DOWN, asyncpg.PostgresError) as exc:
             return [f"{name}: not answering ({one_line(exc)})"]
         return []
 
