@@ -24,6 +24,8 @@ from tenantry.db import DATABASE_DOWN
 from tenantry.db.outage import one_line
 from tenantry.jsonutil import dumps
 
+#: What a database this process needs may raise when it is away, or refuses us.
+REFUSED: tuple[type[Exception], ...] = (*DATABASE_DOWN, asyncpg.PostgresError)
 #: A check: the reasons it found (none: fine).
 Check = Callable[[], Awaitable[list[str]]]
 
@@ -107,7 +109,7 @@ def reachable(name: str, probe: Callable[[], Awaitable[object]]) -> Check:
     async def check() -> list[str]:
         try:
             await probe()
-        except (*DATABASE_DOWN, asyncpg.PostgresError) as exc:
+        except REFUSED as exc:
             return [f"{name}: not answering ({one_line(exc)})"]
         return []
 
