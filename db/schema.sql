@@ -3332,6 +3332,41 @@ CREATE TABLE public.audit_log (
 );
 
 --
+-- Name: billing_reconcile_days; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.billing_reconcile_days (
+    account text NOT NULL,
+    day date NOT NULL,
+    status text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    next_attempt_at timestamp with time zone,
+    last_error text,
+    reconciliation_id uuid,
+    difference_ratio double precision,
+    flagged boolean DEFAULT false NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT billing_reconcile_days_account_check CHECK (((length(account) >= 1) AND (length(account) <= 64))),
+    CONSTRAINT billing_reconcile_days_attempts_check CHECK ((attempts >= 0)),
+    CONSTRAINT billing_reconcile_days_difference_ratio_check CHECK ((difference_ratio >= (0)::double precision)),
+    CONSTRAINT billing_reconcile_days_last_error_check CHECK ((length(last_error) <= 500)),
+    CONSTRAINT billing_reconcile_days_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'done'::text, 'late'::text])))
+);
+
+--
+-- Name: billing_reconcile_lease; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.billing_reconcile_lease (
+    job text NOT NULL,
+    owner text,
+    epoch bigint DEFAULT 0 NOT NULL,
+    expires_at timestamp with time zone,
+    CONSTRAINT billing_reconcile_lease_job_check CHECK ((job = 'billing_reconcile'::text)),
+    CONSTRAINT billing_reconcile_lease_owner_check CHECK ((length(owner) <= 100))
+);
+
+--
 -- Name: billing_reconciliations; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -3346,6 +3381,7 @@ CREATE TABLE public.billing_reconciliations (
     flagged_days integer NOT NULL,
     days jsonb NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    scheduled_day date,
     CONSTRAINT billing_reconciliations_check CHECK ((to_day >= from_day)),
     CONSTRAINT billing_reconciliations_flagged_days_check CHECK ((flagged_days >= 0)),
     CONSTRAINT billing_reconciliations_source_check CHECK ((source = ANY (ARRAY['export'::text, 'fetch'::text])))
@@ -3657,6 +3693,26 @@ END),
     CONSTRAINT model_prices_model_check CHECK ((model ~ '^[^[:space:][:cntrl:]*]{1,200}$'::text)),
     CONSTRAINT model_prices_output_per_m_check CHECK ((output_per_m >= 0)),
     CONSTRAINT model_prices_per_second_micros_check CHECK ((per_second_micros >= 0))
+);
+
+--
+-- Name: operator_notifications; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.operator_notifications (
+    account text NOT NULL,
+    day date NOT NULL,
+    kind text NOT NULL,
+    body jsonb NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    next_attempt_at timestamp with time zone,
+    delivered_at timestamp with time zone,
+    last_error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT operator_notifications_account_check CHECK (((length(account) >= 1) AND (length(account) <= 64))),
+    CONSTRAINT operator_notifications_attempts_check CHECK ((attempts >= 0)),
+    CONSTRAINT operator_notifications_kind_check CHECK ((kind = ANY (ARRAY['billing.reconciliation.flagged'::text, 'billing.reconciliation.late'::text]))),
+    CONSTRAINT operator_notifications_last_error_check CHECK ((length(last_error) <= 500))
 );
 
 --
@@ -5536,6 +5592,20 @@ ALTER TABLE ONLY public.audit_log
     ADD CONSTRAINT audit_log_pkey PRIMARY KEY (tenant_id, audit_id);
 
 --
+-- Name: billing_reconcile_days billing_reconcile_days_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.billing_reconcile_days
+    ADD CONSTRAINT billing_reconcile_days_pkey PRIMARY KEY (account, day);
+
+--
+-- Name: billing_reconcile_lease billing_reconcile_lease_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.billing_reconcile_lease
+    ADD CONSTRAINT billing_reconcile_lease_pkey PRIMARY KEY (job);
+
+--
 -- Name: billing_reconciliations billing_reconciliations_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -5660,6 +5730,13 @@ ALTER TABLE ONLY public.model_capacity_shares
 
 ALTER TABLE ONLY public.model_prices
     ADD CONSTRAINT model_prices_pkey PRIMARY KEY (model, effective_from);
+
+--
+-- Name: operator_notifications operator_notifications_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.operator_notifications
+    ADD CONSTRAINT operator_notifications_pkey PRIMARY KEY (account, day, kind);
 
 --
 -- Name: operator_sign_in_links operator_sign_in_links_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -6429,6 +6506,12 @@ CREATE INDEX audit_log_by_time ON public.audit_log USING btree (tenant_id, creat
 CREATE INDEX billing_reconciliations_by_account ON public.billing_reconciliations USING btree (account, created_at DESC);
 
 --
+-- Name: billing_reconciliations_scheduled; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX billing_reconciliations_scheduled ON public.billing_reconciliations USING btree (account, scheduled_day) WHERE (scheduled_day IS NOT NULL);
+
+--
 -- Name: blob_deletions_due; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -6505,6 +6588,12 @@ CREATE INDEX exports_unfinished ON public.exports USING btree (created_at) WHERE
 --
 
 CREATE INDEX model_accounts_tenant ON public.model_accounts USING btree (tenant_id) WHERE (tenant_id IS NOT NULL);
+
+--
+-- Name: operator_notifications_due; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX operator_notifications_due ON public.operator_notifications USING btree (next_attempt_at) WHERE (next_attempt_at IS NOT NULL);
 
 --
 -- Name: operator_sign_in_links_of_user; Type: INDEX; Schema: public; Owner: -
@@ -7463,6 +7552,13 @@ ALTER TABLE ONLY public.app_sessions
 
 ALTER TABLE ONLY public.approvals
     ADD CONSTRAINT approvals_tenant_id_run_id_fkey FOREIGN KEY (tenant_id, run_id) REFERENCES public.runs(tenant_id, run_id);
+
+--
+-- Name: billing_reconcile_days billing_reconcile_days_reconciliation_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.billing_reconcile_days
+    ADD CONSTRAINT billing_reconcile_days_reconciliation_id_fkey FOREIGN KEY (reconciliation_id) REFERENCES public.billing_reconciliations(reconciliation_id);
 
 --
 -- Name: blob_deletions blob_deletions_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

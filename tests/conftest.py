@@ -21,8 +21,10 @@ from tests.support.oidc import Provider, oidc_provider
 from tests.support.worker import Fakes, running_worker
 
 #: The session's real sandbox drivers, shared by tests/integration/sandbox and tests/chaos;
-#: its real S3 engine (``s3_server``, ``s3_bucket``, ``s3_objects``).
-pytest_plugins = ["tests.support.sandbox_fixtures", "tests.support.object_store_fixtures"]
+#: its real S3 engine (``s3_server``, ``s3_bucket``, ``s3_objects``); the billing tests' fake
+#: providers with usage reports (``providers``).
+pytest_plugins = ["tests.support.sandbox_fixtures", "tests.support.object_store_fixtures",
+                  "tests.support.billing_fixtures"]
 
 
 @pytest.fixture(scope="session")

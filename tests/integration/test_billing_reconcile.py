@@ -5,33 +5,18 @@ serve from their own usage logs — in the API, the CLI (exit status) and the co
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx2
-import pytest
 
 from tenantry.api.console import epoch, session
-from tenantry.ledger.pricing import DEFAULT_PRICES
 from tenantry.testing.fake_model import FakeModelServer, UsageRecord
 from tests.support.api import OPERATOR_TOKEN, Api, free_port
+from tests.support.billing import ADMIN_KEY, run_traffic
 from tests.support.cli import cli
-from tests.support.scripts import answer, call, scripted
-from tests.support.worker import Fakes, running_worker
-
-ADMIN_KEY = "sk-admin-billing-test-5f1e"
-_PRICE = DEFAULT_PRICES.prices["scripted"]
-PRICES = {"scripted": (_PRICE.input_per_m, _PRICE.cached_input_per_m, _PRICE.output_per_m)}
-
-
-@pytest.fixture
-async def providers() -> AsyncIterator[tuple[FakeModelServer, FakeModelServer]]:
-    async with (FakeModelServer(provider="openai", admin_key=ADMIN_KEY, prices=PRICES) as oa,
-                FakeModelServer(provider="anthropic", admin_key=ADMIN_KEY,
-                                prices=PRICES) as an):
-        yield oa, an
+from tests.support.worker import Fakes
 
 
 def _today() -> date:
@@ -52,23 +37,6 @@ def _figures(day: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {f["name"]: f for f in day["figures"]}
 
 
-async def _run_traffic(api: Api, fakes: Fakes, database_dsn: str) -> None:
-    """Three runs per account: a tenant in `us` uses only the OpenAI account, one in `eu`
-    only the Anthropic account (data residency makes the routing certain)."""
-    started = []
-    for region in ("us", "eu"):
-        tenant, h = await api.tenant(f"Bill {region}", region=region)
-        await api.tool_server(tenant, fakes.mcp.url)
-        agent = await api.agent(h, tools=["echo"])
-        for i in range(3):
-            started.append((h, await api.start(h, agent, scripted(
-                call("echo", text="x" * (40 * i)), answer("z" * 800), text=f"{region}-{i}"))))
-    async with running_worker(database_dsn, None):
-        for h, run_id in started:
-            events = await api.events_until_end(h, run_id, within=60)
-            assert events[-1]["type"] == "RunFinished", events[-1]
-
-
 async def test_reconcile_flags_exactly_the_day_and_account_the_provider_disagrees_on(
     api: Api, fakes: Fakes, providers: tuple[FakeModelServer, FakeModelServer],
     database_dsn: str, tmp_path: Path,
@@ -76,7 +44,7 @@ async def test_reconcile_flags_exactly_the_day_and_account_the_provider_disagree
     openai, anthropic = providers
     await api.model_account("bill-oa", openai.base_url, region="us")
     await api.model_account("bill-an", anthropic.base_url, provider="anthropic", region="eu")
-    await _run_traffic(api, fakes, database_dsn)
+    await run_traffic(api, fakes, database_dsn)
     assert len(openai.usage_log) == len(anthropic.usage_log) == 6
     today = _today()
     # Ten days: more than the providers' default 7 buckets a page, so fetching paginates.

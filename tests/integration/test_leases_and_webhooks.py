@@ -12,20 +12,16 @@ from collections.abc import AsyncIterator
 import asyncpg
 import orjson
 import pytest
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
 
 from tenantry.db import Database
 from tenantry.errors import LeaseLost
 from tenantry.ids import RunId, TenantId
-from tenantry.models.loopback import LoopbackServer
 from tenantry.runs import lease as leases
 from tenantry.runs import log
 from tenantry.runs.events import ModelReplied
 from tenantry.runs.webhooks import Refused, destination
 from tests.support.api import Api
+from tests.support.receiver import Receiver
 from tests.support.scripts import answer, call, scripted
 from tests.support.tools import DiesAfterTheCall
 from tests.support.worker import TEST_ENGINE, Fakes, running_worker
@@ -114,26 +110,6 @@ async def test_a_run_resumes_from_its_log_with_the_same_keys(
 
 
 # -- webhooks ---------------------------------------------------------------------------
-
-
-class Receiver:
-    def __init__(self, fail_first: int = 0) -> None:
-        self.received: list[tuple[dict[str, str], bytes]] = []
-        self.fail_first = fail_first
-        self.arrived = asyncio.Event()
-        self.server = LoopbackServer(Starlette(routes=[
-            Route("/hook", self.hook, methods=["POST"])]))
-
-    async def hook(self, request: Request) -> Response:
-        self.received.append((dict(request.headers), await request.body()))
-        if len(self.received) <= self.fail_first:
-            return Response(status_code=500)
-        self.arrived.set()
-        return Response(status_code=204)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.port}/hook"
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from tenantry.ledger.provider_reports import (
     DayUsage,
     OpenAIExport,
     ProviderUsage,
+    covered_days,
     provider_usage,
 )
 from tenantry.ledger.reconcile import compare, compare_day
@@ -102,3 +103,26 @@ def test_an_hourly_bucket_is_refused() -> None:
             "results": []}]}]})
     with pytest.raises(ValidationFailed, match="whole UTC days"):
         provider_usage(hourly)
+
+
+def _openai_day(start: int, *, costs: bool) -> OpenAIExport:
+    bucket = {"object": "bucket", "start_time": start, "end_time": start + 86_400,
+              "results": []}
+    return OpenAIExport.model_validate({
+        "format": "openai", "usage": [{"object": "page", "has_more": False, "data": [bucket]}],
+        "costs": [{"object": "page", "has_more": False, "data": []}] if costs else None})
+
+
+def test_a_day_is_covered_when_the_report_has_its_bucket_used_or_not() -> None:
+    # An empty bucket still says the provider's report reaches the day (nothing used).
+    assert covered_days(_openai_day(1795996800, costs=False)) == {DAY}
+    # With the cost report asked for, both parts must reach it.
+    assert covered_days(_openai_day(1795996800, costs=True)) == frozenset()
+
+
+def test_a_days_difference_is_its_largest_relative_figure() -> None:
+    row = compare_day(DAY, _usage(10_300, output=99), _usage(10_000), OPENAI)
+    assert row.difference == pytest.approx(0.03)
+    assert compare_day(DAY, _usage(5), _usage(5), OPENAI).difference == 0
+    # A figure the provider reports as 0 and we do not: all of it differs.
+    assert compare_day(DAY, _usage(5, cost=7), _usage(5, cost=0), OPENAI).difference == 1

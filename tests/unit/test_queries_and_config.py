@@ -20,7 +20,8 @@ def test_named_blocks_are_split_and_trimmed() -> None:
         parse("-- name: a\n\n-- name: b\nSELECT 1")
 
 
-@pytest.mark.parametrize("package", ["tenantry.tenants", "tenantry.agents", "tenantry.runs"])
+@pytest.mark.parametrize("package", ["tenantry.tenants", "tenantry.agents", "tenantry.runs",
+                                     "tenantry.billing"])
 def test_every_feature_query_file_loads(package: str) -> None:
     queries = load(package)
     assert queries.names()
@@ -116,3 +117,20 @@ def test_webhook_limits_from_env() -> None:
                            "TENANTRY_WEBHOOK_CONCURRENCY_PER_TENANT": "3"})
     with pytest.raises(ConfigurationError, match="TENANTRY_WEBHOOK_DEADLINE_SECONDS"):
         Settings.from_env({"TENANTRY_WEBHOOK_DEADLINE_SECONDS": "0"})
+
+
+def test_scheduled_reconciliation_settings_from_env() -> None:
+    settings = Settings.from_env({
+        "TENANTRY_RECONCILE_ADMIN_KEYS": "bill-oa=sk-admin-1, bill-an=sk-ant=admin",
+        "TENANTRY_OPERATOR_WEBHOOK_URL": "http://10.0.0.5:9000/hook"})
+    assert settings.admin_keys == {"bill-oa": "sk-admin-1", "bill-an": "sk-ant=admin"}
+    assert "sk-admin-1" not in repr(settings)
+    for url in ("ftp://ops.example.com/", "https://", "not a url", "http://h:99999/"):
+        with pytest.raises(ConfigurationError, match="TENANTRY_OPERATOR_WEBHOOK_URL"):
+            Settings.from_env({"TENANTRY_OPERATOR_WEBHOOK_URL": url})
+    # Refused without the key in the message.
+    for keys, secret in (("sk-admin-no-account", "sk-admin-no-account"),
+                         ("Bad Name=sk-admin-2", "sk-admin-2"), ("bill-oa=", "bill-oa=")):
+        with pytest.raises(ConfigurationError, match="account=key") as refused:
+            Settings.from_env({"TENANTRY_RECONCILE_ADMIN_KEYS": keys})
+        assert secret not in str(refused.value)

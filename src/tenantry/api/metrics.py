@@ -1,7 +1,8 @@
 """``GET /metrics``: Prometheus text, for the operator's scraper (operator token).
 
 The database's gauges (queue depth and age, leases held, runs by status, retention:
-candidates, tombstones, blob deletions pending, cleanup lag, runs deleted), plus what the
+candidates, tombstones, blob deletions pending, cleanup lag, runs deleted; scheduled billing
+reconciliation per operator model account), plus what the
 worker loops running in this same process counted (``tenantry up``): queue waits, step
 platform time, model calls and errors, breakers, the sandbox pool, budget refusals — and
 the shedding level this API process answers new runs with, and its open event streams,
@@ -24,6 +25,7 @@ from fastapi.responses import PlainTextResponse
 from tenantry.activities.tasks.metrics import render_dead_letters
 from tenantry.api.auth import platform, scraper
 from tenantry.api.platform import Platform
+from tenantry.billing import metrics as billing
 from tenantry.db import DATABASE_DOWN
 from tenantry.retention import metrics as retention
 from tenantry.scheduler import metrics, shedding
@@ -60,6 +62,7 @@ async def _database_gauges(p: Platform) -> str:
     text = await metrics.render(p.db) + await metrics.render_runs(p.db)
     text += await render_dead_letters(p.cross_tenant_db)
     text += await retention.render(p.db)
+    text += await billing.render(p.db)
     if p.cell is not None:
         text += await shedding.render(p.cell.load)
     return text

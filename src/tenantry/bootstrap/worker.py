@@ -1,6 +1,7 @@
 """Wiring the run engine's concrete pieces together, in one place (no import-time globals):
 database pool, model client, MCP client, tool gateway, webhooks, the worker loop, and the
-retention cleaner and the exporter (tenants' exports, ADR 0044) beside it."""
+retention cleaner, the exporter (tenants' exports, ADR 0044) and the scheduled billing
+reconciliation beside it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from tenantry.blobs import WORKER_PATIENCE_SECONDS, ObjectStore, open_blobs
+from tenantry.bootstrap.billing import scheduled_reconciliation
 from tenantry.bootstrap.blob_store import object_store
 from tenantry.bootstrap.secrets import master_key
 from tenantry.config import Settings
@@ -157,8 +159,9 @@ async def run_worker(
     """``local``: where an API in this same process (``tenantry up``) sees this worker;
     ``metrics``: the process's metrics (the API's /metrics, or --metrics-port, shows them);
     ``outage``: the process's record of database outages, shared by its loops and API;
-    ``cleaner``: run the retention cleaner (unless TENANTRY_RETENTION is off) and the
-    exporter beside the loop — one of each per process: ``up`` asks it of its first loop
+    ``cleaner``: run the retention cleaner (unless TENANTRY_RETENTION is off), the
+    exporter and the scheduled billing reconciliation (when TENANTRY_RECONCILE_ADMIN_KEYS
+    names accounts) beside the loop — one of each per process: ``up`` asks it of its first loop
     only."""
     async with (engine(settings, dsn, metrics=metrics, outage=outage) as eng,
                 contextlib.AsyncExitStack() as shown):
@@ -177,6 +180,10 @@ async def run_worker(
         exporting = asyncio.create_task(
             Exporter(eng.db, eng.blobs).run(stop),
             name="exporter") if cleaner and eng.blobs is not None else None
+        # One per process like the cleaner; its lease makes it one per cell.
+        reconciling = asyncio.create_task(
+            scheduled_reconciliation(settings, eng.db).run(stop),
+            name="billing-reconciliation") if cleaner and settings.admin_keys else None
         try:
             loop = Worker(eng, dsn=dsn, concurrency=settings.worker_concurrency,
                           webhooks=webhooks, control=control,
@@ -187,7 +194,7 @@ async def run_worker(
                 shown.enter_context(local.serving(eng, loop))
             await loop.run(stop)
         finally:
-            for task in (cleaning, exporting):
+            for task in (cleaning, exporting, reconciling):
                 if task is not None:
                     await _stop_beside(task, graceful=stop.is_set())
             await control.close()

@@ -17,11 +17,11 @@ import typer
 from tenantry.cli.common import fail
 from tenantry.cli.help import App
 from tenantry.cli.options import DEFAULT_URL, ApiKey, Url
-from tenantry.cli.remote import AsJson, every_page, print_json, sdk_client, show_table
-from tenantry.cli.tool_servers import PAGE, when
+from tenantry.cli.remote import AsJson, fetch, print_items, print_list, sdk_client
+from tenantry.cli.tool_servers import when
 
 if TYPE_CHECKING:
-    from tenantry.client import IssuedApiKey
+    from tenantry.client import AuditEntry, IssuedApiKey
 
 api_keys_app = App(help="Your tenant's API keys: create with scopes and an expiry, list, "
                         "rotate, revoke (as a tenant: TENANTRY_API_KEY, with keys:manage).")
@@ -68,15 +68,11 @@ def create(
 @api_keys_app.command("list")
 def list_keys(url: Url = DEFAULT_URL, api_key: ApiKey = None, as_json: AsJson = False) -> None:
     """Your tenant's keys, revoked and expired ones too (never the keys themselves)."""
-    with sdk_client(url, api_key) as client:
-        found = every_page(lambda cursor: client.api_keys.list(limit=PAGE, cursor=cursor))
-    if as_json:
-        print_json([k.raw for k in found])
-        return
-    show_table(["key_id", "prefix", "name", "scopes", "expires (UTC)", "revoked (UTC)",
+    print_list(url, api_key, as_json, lambda client: client.api_keys.list,
+               ["key_id", "prefix", "name", "scopes", "expires (UTC)", "revoked (UTC)",
                 "made by"],
-               [[k.key_id, k.prefix, k.name, " ".join(k.scopes), when(k.expires_at),
-                 when(k.revoked_at), k.created_by or "—"] for k in found])
+               lambda k: [k.key_id, k.prefix, k.name, " ".join(k.scopes), when(k.expires_at),
+                          when(k.revoked_at), k.created_by or "—"])
 
 
 @api_keys_app.command("rotate")
@@ -100,6 +96,13 @@ def revoke(key_id: KeyId, url: Url = DEFAULT_URL, api_key: ApiKey = None) -> Non
     typer.echo(f"revoked {key_id}")
 
 
+def _audit_row(e: AuditEntry) -> list[str]:
+    if e.kind == "change":
+        return [when(e.at), "change", e.actor or "", f"{e.action} → {e.status}", e.target or ""]
+    return [when(e.at), "tool call", e.run_id or "",
+            f"{e.tool} ({e.server or 'built-in'}) → {e.outcome}", e.key or ""]
+
+
 def audit(
     kind: Annotated[str | None, typer.Option(help="tool_call or change.")] = None,
     run_id: Annotated[str | None, typer.Option(help="One run's tool calls.")] = None,
@@ -110,17 +113,7 @@ def audit(
 ) -> None:
     """Your tenant's audit trail, newest first: tool calls and account changes (with
     audit:read)."""
-    with sdk_client(url, api_key) as client:
-        page = client.audit.list(kind=kind, run_id=run_id, actor=actor, limit=limit)
-    if as_json:
-        print_json([e.raw for e in page])
-        return
-    rows = []
-    for e in page:
-        if e.kind == "change":
-            rows.append([when(e.at), "change", e.actor or "", f"{e.action} → {e.status}",
-                         e.target or ""])
-        else:
-            rows.append([when(e.at), "tool call", e.run_id or "",
-                         f"{e.tool} ({e.server or 'built-in'}) → {e.outcome}", e.key or ""])
-    show_table(["at (UTC)", "kind", "who / run", "what", "target / key"], rows)
+    page = fetch(url, api_key, lambda client: client.audit.list(kind=kind, run_id=run_id,
+                                                                actor=actor, limit=limit))
+    print_items(page, as_json, ["at (UTC)", "kind", "who / run", "what", "target / key"],
+                _audit_row)

@@ -20,8 +20,16 @@ import typer
 from tenantry.cli.common import fail
 from tenantry.cli.help import App
 from tenantry.cli.options import DEFAULT_URL, ApiKey, Url
-from tenantry.cli.remote import AsJson, every_page, print_json, sdk_client, show_table
-from tenantry.cli.tool_servers import PAGE, when
+from tenantry.cli.remote import (
+    AsJson,
+    ended,
+    fetch,
+    print_fields,
+    print_json,
+    print_list,
+    sdk_client,
+)
+from tenantry.cli.tool_servers import when
 
 if TYPE_CHECKING:
     from tenantry.client import Client, Export
@@ -67,13 +75,9 @@ def _waited(client: Client, export_id: str, timeout: float) -> Export:
                                      poll_interval=WAIT_POLL_SECONDS)
     except WaitTimeout as exc:
         status = exc.run.status if exc.run is not None else "unknown"
-        typer.secho(f"timed out after {timeout:g} s; the export is {status}", err=True)
-        typer.echo(status)
-        raise typer.Exit(1) from None
+        ended(status, f"timed out after {timeout:g} s; the export is {status}")
     if not export.ready:
-        typer.secho(f"{export_id} failed: {export.error or 'no reason recorded'}", err=True)
-        typer.echo(export.status)
-        raise typer.Exit(1)
+        ended(export.status, f"{export_id} failed: {export.error or 'no reason recorded'}")
     return export
 
 
@@ -108,15 +112,11 @@ def create(
 def list_exports(url: Url = DEFAULT_URL, api_key: ApiKey = None,
                  as_json: AsJson = False) -> None:
     """Your tenant's exports, newest first, until they expire (every page)."""
-    with sdk_client(url, api_key) as client:
-        found = every_page(lambda cursor: client.exports.list(limit=PAGE, cursor=cursor))
-    if as_json:
-        print_json([e.raw for e in found])
-        return
-    show_table(["export_id", "status", "created (UTC)", "finished (UTC)", "expires (UTC)",
+    print_list(url, api_key, as_json, lambda client: client.exports.list,
+               ["export_id", "status", "created (UTC)", "finished (UTC)", "expires (UTC)",
                 "size", "requested by"],
-               [[e.export_id, e.status, when(e.created_at), when(e.finished_at),
-                 when(e.expires_at), size(e.bytes), e.requested_by] for e in found])
+               lambda e: [e.export_id, e.status, when(e.created_at), when(e.finished_at),
+                          when(e.expires_at), size(e.bytes), e.requested_by])
 
 
 @exports_app.command("show")
@@ -124,12 +124,8 @@ def show(export_id: ExportId, url: Url = DEFAULT_URL, api_key: ApiKey = None,
          as_json: AsJson = False) -> None:
     """One export: its status, dates, size and what its archive holds (once ready), or why
     it failed."""
-    with sdk_client(url, api_key) as client:
-        export = client.exports.get(export_id)
-    if as_json:
-        print_json(export.raw)
-        return
-    show_table(["field", "value"], _rows(export))
+    print_fields(fetch(url, api_key, lambda client: client.exports.get(export_id)), as_json,
+                 _rows)
 
 
 @exports_app.command("download")

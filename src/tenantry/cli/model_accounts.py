@@ -18,9 +18,9 @@ import typer
 
 from tenantry.cli.help import App
 from tenantry.cli.options import DEFAULT_URL, ApiKey, Url
-from tenantry.cli.remote import AsJson, every_page, print_json, sdk_client, show_table
+from tenantry.cli.remote import AsJson, fetch, print_fields, print_list, sdk_client
 from tenantry.cli.secrets import read_value
-from tenantry.cli.tool_servers import PAGE, when
+from tenantry.cli.tool_servers import when
 
 if TYPE_CHECKING:
     from tenantry.client import ModelAccount
@@ -42,19 +42,15 @@ def _limit(value: int | None) -> str:
     return "—" if value is None else str(value)
 
 
-def _show(account: ModelAccount, as_json: bool) -> None:
-    if as_json:
-        print_json(account.raw)
-        return
-    show_table(["field", "value"], [
-        ["account_id", account.account_id], ["provider", account.provider],
-        ["base url", account.base_url], ["models", " ".join(account.models)],
-        ["region", account.region], ["rpm", _limit(account.rpm)],
-        ["tpm", _limit(account.tpm)], ["priority", str(account.priority)],
-        ["key (vault secret)", account.secret or "—"],
-        ["enabled", "yes" if account.enabled else "no"],
-        ["registered by", account.registered_by],
-        ["created (UTC)", when(account.created_at)]])
+def _rows(account: ModelAccount) -> list[list[str]]:
+    return [["account_id", account.account_id], ["provider", account.provider],
+            ["base url", account.base_url], ["models", " ".join(account.models)],
+            ["region", account.region], ["rpm", _limit(account.rpm)],
+            ["tpm", _limit(account.tpm)], ["priority", str(account.priority)],
+            ["key (vault secret)", account.secret or "—"],
+            ["enabled", "yes" if account.enabled else "no"],
+            ["registered by", account.registered_by],
+            ["created (UTC)", when(account.created_at)]]
 
 
 @model_accounts_app.command("register")
@@ -89,7 +85,7 @@ def register(
         account = client.model_accounts.register(
             provider=provider.value, base_url=base_url, models=model, region=region,
             api_key=key, rpm=rpm, tpm=tpm, priority=priority)
-    _show(account, as_json)
+    print_fields(account, as_json, _rows)
 
 
 @model_accounts_app.command("list")
@@ -97,26 +93,20 @@ def list_accounts(url: Url = DEFAULT_URL, api_key: ApiKey = None,
                   as_json: AsJson = False) -> None:
     """Your own accounts (the operator's registrations for you too), disabled ones
     included, by id (every page). Never a key."""
-    with sdk_client(url, api_key) as client:
-        found = every_page(lambda cursor: client.model_accounts.list(limit=PAGE,
-                                                                     cursor=cursor))
-    if as_json:
-        print_json([a.raw for a in found])
-        return
-    show_table(["account_id", "provider", "base url", "models", "region", "rpm", "tpm",
+    print_list(url, api_key, as_json, lambda client: client.model_accounts.list,
+               ["account_id", "provider", "base url", "models", "region", "rpm", "tpm",
                 "priority", "enabled", "by"],
-               [[a.account_id, a.provider, a.base_url, " ".join(a.models), a.region,
-                 _limit(a.rpm), _limit(a.tpm), str(a.priority), "yes" if a.enabled else "no",
-                 a.registered_by] for a in found])
+               lambda a: [a.account_id, a.provider, a.base_url, " ".join(a.models), a.region,
+                          _limit(a.rpm), _limit(a.tpm), str(a.priority),
+                          "yes" if a.enabled else "no", a.registered_by])
 
 
 @model_accounts_app.command("show")
 def show(account_id: AccountId, url: Url = DEFAULT_URL, api_key: ApiKey = None,
          as_json: AsJson = False) -> None:
     """One enabled account of yours: where it is, what it serves, its limits."""
-    with sdk_client(url, api_key) as client:
-        account = client.model_accounts.get(account_id)
-    _show(account, as_json)
+    print_fields(fetch(url, api_key, lambda client: client.model_accounts.get(account_id)),
+                 as_json, _rows)
 
 
 @model_accounts_app.command("rotate-key")

@@ -5,9 +5,9 @@ answer as the same, every page of a list, the API's JSON (``--json``) and a tabl
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Protocol, TypeVar
 
 import typer
 
@@ -17,6 +17,19 @@ if TYPE_CHECKING:
     from tenantry.client import Client, Page
 
 T = TypeVar("T")
+
+# How many items a page of a list holds when a command reads every page.
+PAGE = 200
+
+
+class FromApi(Protocol):
+    """An SDK value that keeps the JSON it was read from (what ``--json`` prints)."""
+
+    @property
+    def raw(self) -> Mapping[str, Any]: ...
+
+
+R = TypeVar("R", bound=FromApi)
 
 AsJson = Annotated[bool, typer.Option("--json", help="Print the API's JSON instead of a "
                                                      "table.")]
@@ -84,6 +97,23 @@ def show_table(header: list[str], rows: list[list[str]], title: str | None = Non
     console.print(table)
 
 
+def fetch(url: str, api_key: str | None, call: Callable[[Client], T]) -> T:
+    """What one SDK call answers, with the client of ``sdk_client`` open around it."""
+    with sdk_client(url, api_key) as client:
+        return call(client)
+
+
+def print_list(url: str, api_key: str | None, as_json: bool,
+               lister: Callable[[Client], Callable[..., Page[R]]], header: list[str],
+               row: Callable[[R], list[str]]) -> None:
+    """Every item of the list ``lister(client)`` reads a page of (``limit``, ``cursor``),
+    printed as ``print_items`` prints them."""
+    with sdk_client(url, api_key) as client:
+        read = lister(client)
+        found = every_page(lambda cursor: read(limit=PAGE, cursor=cursor))
+    print_items(found, as_json, header, row)
+
+
 def every_page(read: Callable[[str | None], Page[T]]) -> list[T]:
     """Every item of a list, page after page: ``read(cursor)`` reads one."""
     items: list[T] = []
@@ -100,3 +130,28 @@ def print_json(value: Mapping[str, Any] | list[Mapping[str, Any]]) -> None:
     """The API's JSON as it came, indented (``--json``)."""
     plain = [dict(v) for v in value] if isinstance(value, list) else dict(value)
     typer.echo(json.dumps(plain, indent=2, ensure_ascii=False))
+
+
+def ended(status: str, why: str) -> NoReturn:
+    """Exit status 1 for a wait that did not end as asked: the status on standard output
+    (what a script reads), why on standard error."""
+    typer.secho(why, err=True)
+    typer.echo(status)
+    raise typer.Exit(1) from None
+
+
+def print_items(items: Iterable[R], as_json: bool, header: list[str],
+                row: Callable[[R], list[str]]) -> None:
+    """A list: the API's JSON of each item (``--json``), else a table of a row an item."""
+    if as_json:
+        print_json([item.raw for item in items])
+        return
+    show_table(header, [row(item) for item in items])
+
+
+def print_fields(item: R, as_json: bool, rows: Callable[[R], list[list[str]]]) -> None:
+    """One item: the API's JSON (``--json``), else a table of its fields and values."""
+    if as_json:
+        print_json(item.raw)
+        return
+    show_table(["field", "value"], rows(item))

@@ -11,7 +11,7 @@ import typer
 from tenantry.cli.common import fail
 from tenantry.cli.help import App
 from tenantry.cli.options import DEFAULT_URL, ApiKey, Url
-from tenantry.cli.remote import sdk_client, show_table
+from tenantry.cli.remote import ended, sdk_client, show_table
 from tenantry.runs.events import (
     ABSENT,
     MONTHLY_SPEND_CAP,
@@ -158,15 +158,11 @@ def wait(
                                        poll_interval=WAIT_POLL_SECONDS)
             except WaitTimeout as exc:
                 current = exc.run.status if exc.run is not None else "unknown"
-                typer.secho(f"timed out after {timeout:g} s; the run is {current}", err=True)
-                typer.echo(current)
-                raise typer.Exit(1) from None
+                ended(current, f"timed out after {timeout:g} s; the run is {current}")
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     if run.status not in wanted:
-        typer.secho(f"{run.status} (ended; not {' or '.join(sorted(wanted))})", err=True)
-        typer.echo(run.status)
-        raise typer.Exit(1)
+        ended(run.status, f"{run.status} (ended; not {' or '.join(sorted(wanted))})")
     typer.echo(run.status)
 
 

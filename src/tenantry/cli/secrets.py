@@ -19,8 +19,8 @@ import typer
 from tenantry.cli.common import fail
 from tenantry.cli.help import App
 from tenantry.cli.options import DEFAULT_URL, ApiKey, Url
-from tenantry.cli.remote import AsJson, every_page, print_json, sdk_client, show_table
-from tenantry.cli.tool_servers import PAGE, when
+from tenantry.cli.remote import AsJson, print_list, sdk_client
+from tenantry.cli.tool_servers import when
 
 secrets_app = App(help="Your tenant's vault secrets, for its tool servers: put, list, remove "
                        "(as a tenant: TENANTRY_API_KEY). Values are write-only.")
@@ -62,13 +62,9 @@ def put(name: SecretName, url: Url = DEFAULT_URL, api_key: ApiKey = None) -> Non
 def list_secrets(url: Url = DEFAULT_URL, api_key: ApiKey = None,
                  as_json: AsJson = False) -> None:
     """Your tenant's secrets: names and dates, never values (every page)."""
-    with sdk_client(url, api_key) as client:
-        found = every_page(lambda cursor: client.secrets.list(limit=PAGE, cursor=cursor))
-    if as_json:
-        print_json([s.raw for s in found])
-        return
-    show_table(["name", "created (UTC)", "updated (UTC)"],
-               [[s.name, when(s.created_at), when(s.updated_at)] for s in found])
+    print_list(url, api_key, as_json, lambda client: client.secrets.list,
+               ["name", "created (UTC)", "updated (UTC)"],
+               lambda s: [s.name, when(s.created_at), when(s.updated_at)])
 
 
 @secrets_app.command("remove")

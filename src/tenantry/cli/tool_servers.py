@@ -16,7 +16,7 @@ import typer
 
 from tenantry.cli.help import App
 from tenantry.cli.options import DEFAULT_URL, ApiKey, Url
-from tenantry.cli.remote import AsJson, every_page, print_json, sdk_client, show_table
+from tenantry.cli.remote import AsJson, fetch, print_fields, print_json, print_list, sdk_client
 
 if TYPE_CHECKING:
     from tenantry.client import ToolServer
@@ -26,8 +26,6 @@ tool_servers_app = App(help="Your tenant's own MCP tool servers: register, pin, 
 
 #: The tool list's digest as a table shows it: enough to tell two pins apart by eye.
 DIGEST_CHARS = 12
-#: Items per page when a command reads a whole list.
-PAGE = 200
 
 Name = Annotated[str, typer.Argument(help="The tool server's name (as registered).")]
 
@@ -66,13 +64,6 @@ def _rows(server: ToolServer) -> list[list[str]]:
     rows += [["tools", ", ".join(server.tools) or "—"],
              ["tools sha256", server.tools_sha256], ["created (UTC)", when(server.created_at)]]
     return rows
-
-
-def _show(server: ToolServer, as_json: bool) -> None:
-    if as_json:
-        print_json(server.raw)
-        return
-    show_table(["field", "value"], _rows(server))
 
 
 def _connect_hint(server: ToolServer) -> None:
@@ -123,7 +114,7 @@ def register(
         server = client.tool_servers.register(
             name, server_url, honours_idempotency_keys=honours_idempotency_keys,
             secret=secret, oauth=oauth, call_timeout_seconds=call_timeout)
-    _show(server, as_json)
+    print_fields(server, as_json, _rows)
     _connect_hint(server)
 
 
@@ -131,26 +122,20 @@ def register(
 def list_servers(url: Url = DEFAULT_URL, api_key: ApiKey = None,
                  as_json: AsJson = False) -> None:
     """Your tenant's tool servers, by name (the operator's for it too): every page."""
-    with sdk_client(url, api_key) as client:
-        servers = every_page(lambda cursor: client.tool_servers.list(limit=PAGE,
-                                                                     cursor=cursor))
-    if as_json:
-        print_json([s.raw for s in servers])
-        return
-    show_table(["name", "url", "tools", "authorization", "keys", "timeout s", "by",
+    print_list(url, api_key, as_json, lambda client: client.tool_servers.list,
+               ["name", "url", "tools", "authorization", "keys", "timeout s", "by",
                 "created (UTC)"],
-               [[s.name, s.url, str(len(s.tools)), authorization(s),
-                 "yes" if s.honours_idempotency_keys else "no", str(s.call_timeout_seconds),
-                 s.registered_by, when(s.created_at)] for s in servers])
+               lambda s: [s.name, s.url, str(len(s.tools)), authorization(s),
+                          "yes" if s.honours_idempotency_keys else "no",
+                          str(s.call_timeout_seconds), s.registered_by, when(s.created_at)])
 
 
 @tool_servers_app.command("show")
 def show(name: Name, url: Url = DEFAULT_URL, api_key: ApiKey = None,
          as_json: AsJson = False) -> None:
     """One tool server: where it is, how calls are authorized, its pinned tools."""
-    with sdk_client(url, api_key) as client:
-        server = client.tool_servers.get(name)
-    _show(server, as_json)
+    print_fields(fetch(url, api_key, lambda client: client.tool_servers.get(name)), as_json,
+                 _rows)
 
 
 @tool_servers_app.command("pin")

@@ -17,8 +17,8 @@ import typer
 
 from tenantry.cli.help import App
 from tenantry.cli.options import DEFAULT_URL, ApiKey, Url
-from tenantry.cli.remote import AsJson, every_page, print_json, sdk_client, show_table
-from tenantry.cli.tool_servers import PAGE, when
+from tenantry.cli.remote import AsJson, fetch, print_fields, print_list, sdk_client
+from tenantry.cli.tool_servers import when
 
 if TYPE_CHECKING:
     from tenantry.client import User
@@ -41,15 +41,11 @@ ROLE_HELP = ("viewer (runs:read), approver (+ approvals:decide), developer (+ ru
              "agents:manage, integrations:manage) or admin (every scope).")
 
 
-def _show(user: User, as_json: bool) -> None:
-    if as_json:
-        print_json(user.raw)
-        return
-    show_table(["field", "value"], [
-        ["user_id", user.user_id], ["email", user.email], ["role", user.role],
-        ["scopes", " ".join(user.scopes)], ["made by", user.created_by],
-        ["created (UTC)", when(user.created_at)],
-        ["disabled (UTC)", when(user.disabled_at)]])
+def _rows(user: User) -> list[list[str]]:
+    return [["user_id", user.user_id], ["email", user.email], ["role", user.role],
+            ["scopes", " ".join(user.scopes)], ["made by", user.created_by],
+            ["created (UTC)", when(user.created_at)],
+            ["disabled (UTC)", when(user.disabled_at)]]
 
 
 @users_app.command("invite")
@@ -62,30 +58,24 @@ def invite(
     (tenantry users sign-in-link)."""
     with sdk_client(url, api_key) as client:
         user = client.users.invite(email, role=role.value)
-    _show(user, as_json)
+    print_fields(user, as_json, _rows)
 
 
 @users_app.command("list")
 def list_users(url: Url = DEFAULT_URL, api_key: ApiKey = None,
                as_json: AsJson = False) -> None:
     """Your users, disabled ones included, newest first (every page)."""
-    with sdk_client(url, api_key) as client:
-        found = every_page(lambda cursor: client.users.list(limit=PAGE, cursor=cursor))
-    if as_json:
-        print_json([u.raw for u in found])
-        return
-    show_table(["user_id", "email", "role", "made by", "created (UTC)", "disabled (UTC)"],
-               [[u.user_id, u.email, u.role, u.created_by, when(u.created_at),
-                 when(u.disabled_at)] for u in found])
+    print_list(url, api_key, as_json, lambda client: client.users.list,
+               ["user_id", "email", "role", "made by", "created (UTC)", "disabled (UTC)"],
+               lambda u: [u.user_id, u.email, u.role, u.created_by, when(u.created_at),
+                          when(u.disabled_at)])
 
 
 @users_app.command("show")
 def show(user_id: UserId, url: Url = DEFAULT_URL, api_key: ApiKey = None,
          as_json: AsJson = False) -> None:
     """One user: their role and the scopes it gives them."""
-    with sdk_client(url, api_key) as client:
-        user = client.users.get(user_id)
-    _show(user, as_json)
+    print_fields(fetch(url, api_key, lambda client: client.users.get(user_id)), as_json, _rows)
 
 
 @users_app.command("set-role")

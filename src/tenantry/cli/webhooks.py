@@ -18,8 +18,15 @@ import typer
 
 from tenantry.cli.help import App
 from tenantry.cli.options import DEFAULT_URL, ApiKey, Url
-from tenantry.cli.remote import AsJson, every_page, print_json, sdk_client, show_table
-from tenantry.cli.tool_servers import PAGE, when
+from tenantry.cli.remote import (
+    AsJson,
+    fetch,
+    print_fields,
+    print_items,
+    print_list,
+    sdk_client,
+)
+from tenantry.cli.tool_servers import when
 
 if TYPE_CHECKING:
     from tenantry.client import WebhookEndpoint
@@ -43,15 +50,11 @@ def _filter(values: tuple[str, ...] | None) -> str:
     return "every" if values is None else " ".join(values)
 
 
-def _show(endpoint: WebhookEndpoint, as_json: bool) -> None:
-    if as_json:
-        print_json(endpoint.raw)
-        return
-    show_table(["field", "value"], [
-        ["endpoint_id", endpoint.endpoint_id], ["url", endpoint.url],
-        ["statuses", _filter(endpoint.statuses)], ["agents", _filter(endpoint.agent_ids)],
-        ["description", endpoint.description or "—"],
-        ["created (UTC)", when(endpoint.created_at)]])
+def _rows(endpoint: WebhookEndpoint) -> list[list[str]]:
+    return [["endpoint_id", endpoint.endpoint_id], ["url", endpoint.url],
+            ["statuses", _filter(endpoint.statuses)], ["agents", _filter(endpoint.agent_ids)],
+            ["description", endpoint.description or "—"],
+            ["created (UTC)", when(endpoint.created_at)]]
 
 
 @endpoints_app.command("create")
@@ -74,31 +77,25 @@ def create(
         endpoint = client.webhook_endpoints.create(
             endpoint_url, statuses=[s.value for s in status] if status else None,
             agent_ids=agent or None, description=description)
-    _show(endpoint, as_json)
+    print_fields(endpoint, as_json, _rows)
 
 
 @endpoints_app.command("list")
 def list_endpoints(url: Url = DEFAULT_URL, api_key: ApiKey = None,
                    as_json: AsJson = False) -> None:
     """Your endpoints, oldest first."""
-    with sdk_client(url, api_key) as client:
-        found = every_page(lambda cursor: client.webhook_endpoints.list(limit=PAGE,
-                                                                        cursor=cursor))
-    if as_json:
-        print_json([e.raw for e in found])
-        return
-    show_table(["endpoint_id", "url", "statuses", "agents", "description", "created (UTC)"],
-               [[e.endpoint_id, e.url, _filter(e.statuses), _filter(e.agent_ids),
-                 e.description or "—", when(e.created_at)] for e in found])
+    print_list(url, api_key, as_json, lambda client: client.webhook_endpoints.list,
+               ["endpoint_id", "url", "statuses", "agents", "description", "created (UTC)"],
+               lambda e: [e.endpoint_id, e.url, _filter(e.statuses), _filter(e.agent_ids),
+                          e.description or "—", when(e.created_at)])
 
 
 @endpoints_app.command("show")
 def show(endpoint_id: EndpointId, url: Url = DEFAULT_URL, api_key: ApiKey = None,
          as_json: AsJson = False) -> None:
     """One endpoint: its URL and which runs' ends it hears."""
-    with sdk_client(url, api_key) as client:
-        endpoint = client.webhook_endpoints.get(endpoint_id)
-    _show(endpoint, as_json)
+    print_fields(fetch(url, api_key, lambda client: client.webhook_endpoints.get(endpoint_id)),
+                 as_json, _rows)
 
 
 @endpoints_app.command("remove")
@@ -138,17 +135,14 @@ def deliveries(
 ) -> None:
     """Every attempt to deliver a run's end — to its own webhook URL or to an endpoint —
     newest first, with its outcome and why it failed (runs:read)."""
-    with sdk_client(url, api_key) as client:
-        page = client.webhook_deliveries.list(run_id=run_id, endpoint_id=endpoint_id,
-                                              limit=limit)
-    if as_json:
-        print_json([d.raw for d in page])
-        return
-    show_table(["at (UTC)", "run", "endpoint", "url", "attempt", "outcome", "status",
-                "error"],
-               [[when(d.attempted_at), d.run_id, d.endpoint_id or "(the run's own)", d.url,
-                 str(d.attempt), d.outcome, "—" if d.status_code is None else str(d.status_code),
-                 d.error or "—"] for d in page])
+    page = fetch(url, api_key, lambda client: client.webhook_deliveries.list(
+        run_id=run_id, endpoint_id=endpoint_id, limit=limit))
+    print_items(page, as_json,
+                ["at (UTC)", "run", "endpoint", "url", "attempt", "outcome", "status", "error"],
+                lambda d: [when(d.attempted_at), d.run_id, d.endpoint_id or "(the run's own)",
+                           d.url, str(d.attempt), d.outcome,
+                           "—" if d.status_code is None else str(d.status_code),
+                           d.error or "—"])
 
 
 webhooks_app.command("deliveries")(deliveries)

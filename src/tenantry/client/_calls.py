@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import quote
 
 from tenantry.client.account import ApiKey, AuditEntry, IssuedApiKey, SignInLink, User
@@ -33,6 +33,7 @@ from tenantry.client.tool_servers import Secret, ToolServer, ToolServerConnectio
 from tenantry.client.webhooks import RotatedWebhookSecret, WebhookDelivery, WebhookEndpoint
 
 T = TypeVar("T")
+ItemT = TypeVar("ItemT")
 
 #: No body (a GET, a POST without one).
 NO_BODY: Any = object()
@@ -60,6 +61,24 @@ def _query(**values: str | int | None) -> dict[str, str | int]:
     return {k: v for k, v in values.items() if v is not None}
 
 
+def _page(path: str, item: Callable[[Any], ItemT],
+          **query: str | int | None) -> Call[Page[ItemT]]:
+    """One page of the list at ``path``, each item read by ``item``; ``query`` filters it
+    (None: not given)."""
+    return Call("GET", path, lambda b: Page.from_json(b, item), params=_query(**query))
+
+
+class _Lister(Protocol[ItemT]):
+    def __call__(self, *, limit: int | None, cursor: str | None) -> Call[Page[ItemT]]: ...
+
+
+def _lister(path: str, item: Callable[[Any], ItemT]) -> _Lister[ItemT]:
+    """The call that reads one page of a list with no filter (most of the API's lists)."""
+    def list_page(*, limit: int | None, cursor: str | None) -> Call[Page[ItemT]]:
+        return _page(path, item, limit=limit, cursor=cursor)
+    return list_page
+
+
 # -- runs --------------------------------------------------------------------------------
 
 
@@ -85,19 +104,14 @@ def get_run(run_id: str) -> Call[Run]:
     return Call("GET", f"/v1/runs/{_seg(run_id)}", Run.from_json)
 
 
-def _run_page(body: Any) -> Page[Run]:
-    return Page.from_json(body, Run.from_json)
-
-
 def list_runs(*, status: str | None, limit: int | None, cursor: str | None) -> Call[Page[Run]]:
-    return Call("GET", "/v1/runs", _run_page,
-                params=_query(status=status, limit=limit, cursor=cursor))
+    return _page("/v1/runs", Run.from_json, status=status, limit=limit, cursor=cursor)
 
 
 def run_children(run_id: str, *, limit: int | None,
                  cursor: str | None) -> Call[Page[Run]]:
-    return Call("GET", f"/v1/runs/{_seg(run_id)}/children", _run_page,
-                params=_query(limit=limit, cursor=cursor))
+    return _page(f"/v1/runs/{_seg(run_id)}/children", Run.from_json, limit=limit,
+                 cursor=cursor)
 
 
 def cancel_run(run_id: str) -> Call[Run]:
@@ -179,9 +193,7 @@ def promote(agent_id: str, version: int, evaluation_id: str | None) -> Call[Prom
                 body=body, idempotent=True)
 
 
-def list_agents(*, limit: int | None, cursor: str | None) -> Call[Page[AgentSummary]]:
-    return Call("GET", "/v1/agents", lambda b: Page.from_json(b, AgentSummary.from_json),
-                params=_query(limit=limit, cursor=cursor))
+list_agents = _lister("/v1/agents", AgentSummary.from_json)
 
 
 # -- test sets and evaluations (src/tenantry/api/evaluations.py) -----------------------
@@ -205,9 +217,8 @@ def get_test_set(agent_id: str, test_set_id: str) -> Call[TestSet]:
 
 def list_test_sets(agent_id: str, *, limit: int | None,
                    cursor: str | None) -> Call[Page[TestSetSummary]]:
-    return Call("GET", f"/v1/agents/{_seg(agent_id)}/test-sets",
-                lambda b: Page.from_json(b, TestSetSummary.from_json),
-                params=_query(limit=limit, cursor=cursor))
+    return _page(f"/v1/agents/{_seg(agent_id)}/test-sets", TestSetSummary.from_json,
+                 limit=limit, cursor=cursor)
 
 
 def start_evaluation(agent_id: str, test_set_id: str, *, candidate_version: int | None,
@@ -233,9 +244,8 @@ def get_evaluation(agent_id: str, evaluation_id: str) -> Call[Evaluation]:
 
 def list_evaluations(agent_id: str, *, limit: int | None,
                      cursor: str | None) -> Call[Page[EvaluationSummary]]:
-    return Call("GET", f"/v1/agents/{_seg(agent_id)}/evaluations",
-                lambda b: Page.from_json(b, EvaluationSummary.from_json),
-                params=_query(limit=limit, cursor=cursor))
+    return _page(f"/v1/agents/{_seg(agent_id)}/evaluations", EvaluationSummary.from_json,
+                 limit=limit, cursor=cursor)
 
 
 # -- approvals ---------------------------------------------------------------------------
@@ -243,8 +253,7 @@ def list_evaluations(agent_id: str, *, limit: int | None,
 
 def list_approvals(*, status: str | None, limit: int | None,
                    cursor: str | None) -> Call[Page[Approval]]:
-    return Call("GET", "/v1/approvals", lambda b: Page.from_json(b, Approval.from_json),
-                params=_query(status=status, limit=limit, cursor=cursor))
+    return _page("/v1/approvals", Approval.from_json, status=status, limit=limit, cursor=cursor)
 
 
 def get_approval(approval_id: str) -> Call[Approval]:
@@ -272,9 +281,7 @@ def put_secret(name: str, value: str) -> Call[Secret]:
     return Call("PUT", f"/v1/secrets/{_seg(name)}", Secret.from_json, body={"value": value})
 
 
-def list_secrets(*, limit: int | None, cursor: str | None) -> Call[Page[Secret]]:
-    return Call("GET", "/v1/secrets", lambda b: Page.from_json(b, Secret.from_json),
-                params=_query(limit=limit, cursor=cursor))
+list_secrets = _lister("/v1/secrets", Secret.from_json)
 
 
 def get_secret(name: str) -> Call[Secret]:
@@ -301,9 +308,7 @@ def register_tool_server(name: str, url: str, *, honours_idempotency_keys: bool,
     return Call("POST", "/v1/tool-servers", ToolServer.from_json, body=body, idempotent=False)
 
 
-def list_tool_servers(*, limit: int | None, cursor: str | None) -> Call[Page[ToolServer]]:
-    return Call("GET", "/v1/tool-servers", lambda b: Page.from_json(b, ToolServer.from_json),
-                params=_query(limit=limit, cursor=cursor))
+list_tool_servers = _lister("/v1/tool-servers", ToolServer.from_json)
 
 
 def get_tool_server(name: str) -> Call[ToolServer]:
@@ -341,9 +346,7 @@ def create_api_key(*, name: str, scopes: Iterable[str] | None,
     return Call("POST", "/v1/api-keys", IssuedApiKey.from_json, body=body, idempotent=False)
 
 
-def list_api_keys(*, limit: int | None, cursor: str | None) -> Call[Page[ApiKey]]:
-    return Call("GET", "/v1/api-keys", lambda b: Page.from_json(b, ApiKey.from_json),
-                params=_query(limit=limit, cursor=cursor))
+list_api_keys = _lister("/v1/api-keys", ApiKey.from_json)
 
 
 def get_api_key(key_id: str) -> Call[ApiKey]:
@@ -364,9 +367,8 @@ def revoke_api_key(key_id: str) -> Call[None]:
 def read_audit(*, kind: str | None, run_id: str | None, actor: str | None,
                since: str | None, limit: int | None,
                cursor: str | None) -> Call[Page[AuditEntry]]:
-    return Call("GET", "/v1/audit", lambda b: Page.from_json(b, AuditEntry.from_json),
-                params=_query(kind=kind, run_id=run_id, actor=actor, since=since, limit=limit,
-                              cursor=cursor))
+    return _page("/v1/audit", AuditEntry.from_json, kind=kind, run_id=run_id, actor=actor,
+                 since=since, limit=limit, cursor=cursor)
 
 
 # -- the account: its people (/v1/users) -------------------------------------------------
@@ -378,9 +380,7 @@ def invite_user(email: str, role: str) -> Call[User]:
                 idempotent=False)
 
 
-def list_users(*, limit: int | None, cursor: str | None) -> Call[Page[User]]:
-    return Call("GET", "/v1/users", lambda b: Page.from_json(b, User.from_json),
-                params=_query(limit=limit, cursor=cursor))
+list_users = _lister("/v1/users", User.from_json)
 
 
 def get_user(user_id: str) -> Call[User]:
@@ -412,9 +412,7 @@ def request_export(idempotency_key: str | None) -> Call[Export]:
     return Call("POST", "/v1/exports", Export.from_json, headers={"Idempotency-Key": key})
 
 
-def list_exports(*, limit: int | None, cursor: str | None) -> Call[Page[Export]]:
-    return Call("GET", "/v1/exports", lambda b: Page.from_json(b, Export.from_json),
-                params=_query(limit=limit, cursor=cursor))
+list_exports = _lister("/v1/exports", Export.from_json)
 
 
 def get_export(export_id: str) -> Call[Export]:
@@ -447,11 +445,7 @@ def create_webhook_endpoint(url: str, *, statuses: Iterable[str] | None,
                 idempotent=False)
 
 
-def list_webhook_endpoints(*, limit: int | None,
-                           cursor: str | None) -> Call[Page[WebhookEndpoint]]:
-    return Call("GET", "/v1/webhook-endpoints",
-                lambda b: Page.from_json(b, WebhookEndpoint.from_json),
-                params=_query(limit=limit, cursor=cursor))
+list_webhook_endpoints = _lister("/v1/webhook-endpoints", WebhookEndpoint.from_json)
 
 
 def get_webhook_endpoint(endpoint_id: str) -> Call[WebhookEndpoint]:
@@ -474,10 +468,8 @@ def rotate_webhook_secret(overlap_seconds: int | None) -> Call[RotatedWebhookSec
 def list_webhook_deliveries(*, run_id: str | None, endpoint_id: str | None,
                             limit: int | None,
                             cursor: str | None) -> Call[Page[WebhookDelivery]]:
-    return Call("GET", "/v1/webhook-deliveries",
-                lambda b: Page.from_json(b, WebhookDelivery.from_json),
-                params=_query(run_id=run_id, endpoint_id=endpoint_id, limit=limit,
-                              cursor=cursor))
+    return _page("/v1/webhook-deliveries", WebhookDelivery.from_json, run_id=run_id,
+                 endpoint_id=endpoint_id, limit=limit, cursor=cursor)
 
 
 # -- the account: its own model provider accounts (/v1/model-accounts) --------------------
@@ -496,10 +488,7 @@ def register_model_account(*, provider: str, base_url: str, models: Iterable[str
                 idempotent=False)
 
 
-def list_model_accounts(*, limit: int | None, cursor: str | None) -> Call[Page[ModelAccount]]:
-    return Call("GET", "/v1/model-accounts",
-                lambda b: Page.from_json(b, ModelAccount.from_json),
-                params=_query(limit=limit, cursor=cursor))
+list_model_accounts = _lister("/v1/model-accounts", ModelAccount.from_json)
 
 
 def get_model_account(account_id: str) -> Call[ModelAccount]:

@@ -7,8 +7,9 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from functools import partial
 from typing import Any, TypeVar
 
 import httpx2
@@ -44,18 +45,32 @@ def _stream_timeout(timeout: float | None) -> httpx2.Timeout:
     return httpx2.Timeout(timeout, read=max(timeout, STREAM_READ_TIMEOUT))
 
 
-def _request_args(call: Call[Any]) -> dict[str, Any]:
+def _request(http: httpx2.Client | httpx2.AsyncClient, call: Call[Any]) -> httpx2.Request:
     args: dict[str, Any] = {"params": call.params, "headers": call.headers}
     if call.body is not NO_BODY:
         args["content"] = orjson.dumps(call.body)
         args["headers"] = {**(call.headers or {}), "Content-Type": "application/json"}
-    return args
+    return http.build_request(call.method, call.path, **args)
+
+
+def _stream_request(http: httpx2.Client | httpx2.AsyncClient, timeout: float | None, path: str,
+                    headers: dict[str, str]) -> httpx2.Request:
+    return http.build_request("GET", path, headers=headers, timeout=_stream_timeout(timeout))
 
 
 def _parsed(call: Call[T], response: httpx2.Response) -> T:
     if call.raw:
         return call.parse(response.content)
     return call.parse(orjson.loads(response.content) if response.content else None)
+
+
+def _success(response: httpx2.Response) -> bool:
+    return response.is_success
+
+
+def _open(response: httpx2.Response) -> bool:
+    """A stream is followed only when it opens with a 200."""
+    return response.status_code == 200
 
 
 def _failed(what: str, error: Exception) -> ConnectionFailed:
@@ -107,43 +122,49 @@ class SyncTransport(_Transport):
     def close(self) -> None:
         self.http.close()
 
-    def call(self, call: Call[T]) -> T:
-        attempts = Attempts(self.policy, idempotent=call.idempotent)
+    def _send(self, what: str, request: Callable[[], httpx2.Request], idempotent: bool, *,
+              stream: bool = False,
+              ok: Callable[[httpx2.Response], bool] = _success) -> httpx2.Response:
+        """The first answer ``ok`` takes to ``request()`` (built anew for each attempt), in
+        the attempts the retry rules allow; an answer it refuses is read and closed, then
+        raised or tried again. ``what`` names the request in a ConnectionFailed."""
+        attempts = Attempts(self.policy, idempotent=idempotent)
         while True:
             try:
-                response = self.http.request(call.method, call.path, **_request_args(call))
+                response = self.http.send(request(), stream=stream)
             except httpx2.TransportError as exc:
-                wait = _wait_after_error(attempts, f"{call.method} {call.path}", exc)
+                wait = _wait_after_error(attempts, what, exc)
             else:
-                if response.is_success:
-                    return _parsed(call, response)
-                wait = _wait_after_answer(attempts, response)
-            self.sleep(wait)
-
-    @contextmanager
-    def stream(self, path: str, headers: dict[str, str]) -> Iterator[httpx2.Response]:
-        """An open 200 streaming answer (the open is retried like any GET)."""
-        attempts = Attempts(self.policy, idempotent=True)
-        while True:
-            request = self.http.build_request("GET", path, headers=headers,
-                                              timeout=_stream_timeout(self.timeout))
-            try:
-                response = self.http.send(request, stream=True)
-            except httpx2.TransportError as exc:
-                wait = _wait_after_error(attempts, f"GET {path}", exc)
-            else:
-                if response.status_code == 200:
-                    try:
-                        yield response
-                    finally:
-                        response.close()
-                    return
+                if ok(response):
+                    return response
                 try:
                     response.read()
                 finally:
                     response.close()
                 wait = _wait_after_answer(attempts, response)
             self.sleep(wait)
+
+    def call(self, call: Call[T]) -> T:
+        request = partial(_request, self.http, call)
+        return _parsed(call, self._send(f"{call.method} {call.path}", request, call.idempotent))
+
+    @contextmanager
+    def stream(self, path: str, headers: dict[str, str]) -> Iterator[httpx2.Response]:
+        """An open 200 streaming answer (the open is retried like any GET)."""
+        request = partial(_stream_request, self.http, self.timeout, path, headers)
+        response = self._send(f"GET {path}", request, True, stream=True, ok=_open)
+        try:
+            yield response
+        finally:
+            response.close()
+
+
+class SyncResource:
+    """A group of the blocking client's calls (``client.runs``, ``client.users``…): each
+    sends its call through the client's transport."""
+
+    def __init__(self, transport: SyncTransport) -> None:
+        self._t = transport
 
 
 class AsyncTransport(_Transport):
@@ -159,40 +180,42 @@ class AsyncTransport(_Transport):
     async def close(self) -> None:
         await self.http.aclose()
 
-    async def call(self, call: Call[T]) -> T:
-        attempts = Attempts(self.policy, idempotent=call.idempotent)
+    async def _send(self, what: str, request: Callable[[], httpx2.Request], idempotent: bool,
+                    *, stream: bool = False,
+                    ok: Callable[[httpx2.Response], bool] = _success) -> httpx2.Response:
+        attempts = Attempts(self.policy, idempotent=idempotent)
         while True:
             try:
-                response = await self.http.request(call.method, call.path,
-                                                   **_request_args(call))
+                response = await self.http.send(request(), stream=stream)
             except httpx2.TransportError as exc:
-                wait = _wait_after_error(attempts, f"{call.method} {call.path}", exc)
+                wait = _wait_after_error(attempts, what, exc)
             else:
-                if response.is_success:
-                    return _parsed(call, response)
-                wait = _wait_after_answer(attempts, response)
-            await self.sleep(wait)
-
-    @asynccontextmanager
-    async def stream(self, path: str, headers: dict[str, str]) -> AsyncIterator[httpx2.Response]:
-        attempts = Attempts(self.policy, idempotent=True)
-        while True:
-            request = self.http.build_request("GET", path, headers=headers,
-                                              timeout=_stream_timeout(self.timeout))
-            try:
-                response = await self.http.send(request, stream=True)
-            except httpx2.TransportError as exc:
-                wait = _wait_after_error(attempts, f"GET {path}", exc)
-            else:
-                if response.status_code == 200:
-                    try:
-                        yield response
-                    finally:
-                        await response.aclose()
-                    return
+                if ok(response):
+                    return response
                 try:
                     await response.aread()
                 finally:
                     await response.aclose()
                 wait = _wait_after_answer(attempts, response)
             await self.sleep(wait)
+
+    async def call(self, call: Call[T]) -> T:
+        request = partial(_request, self.http, call)
+        return _parsed(call, await self._send(f"{call.method} {call.path}", request,
+                                              call.idempotent))
+
+    @asynccontextmanager
+    async def stream(self, path: str, headers: dict[str, str]) -> AsyncIterator[httpx2.Response]:
+        request = partial(_stream_request, self.http, self.timeout, path, headers)
+        response = await self._send(f"GET {path}", request, True, stream=True, ok=_open)
+        try:
+            yield response
+        finally:
+            await response.aclose()
+
+
+class AsyncResource:
+    """:class:`SyncResource` for the asyncio client."""
+
+    def __init__(self, transport: AsyncTransport) -> None:
+        self._t = transport

@@ -5,8 +5,10 @@ the same way."""
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Protocol, TypeVar
 
 from tenantry.backoff import backoff
 from tenantry.client.errors import WaitTimeout
@@ -15,6 +17,34 @@ from tenantry.client.exports import Export
 from tenantry.client.models import TERMINAL_STATUSES, Run
 
 FIRST_PAUSE = 0.1
+
+T = TypeVar("T")
+T_contra = TypeVar("T_contra", contravariant=True)
+
+
+class Rule(Protocol[T_contra]):
+    def next_pause(self, value: T_contra) -> float | None: ...
+
+
+def poll(read: Callable[[], T], rule: Rule[T]) -> T:
+    """``read()`` again, after each pause ``rule`` gives, until it says stop (None); its
+    WaitTimeout past the deadline."""
+    while True:
+        value = read()
+        pause = rule.next_pause(value)
+        if pause is None:
+            return value
+        time.sleep(pause)
+
+
+async def poll_async(read: Callable[[], Awaitable[T]], rule: Rule[T]) -> T:
+    """:func:`poll` for the asyncio client."""
+    while True:
+        value = await read()
+        pause = rule.next_pause(value)
+        if pause is None:
+            return value
+        await asyncio.sleep(pause)
 
 
 class _Pauses:

@@ -5,18 +5,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 from collections.abc import Iterable, Mapping
-from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
 import httpx2
 
 from tenantry.client import _calls
+from tenantry.client._closing import AsyncClosing
 from tenantry.client._retry import RetryPolicy
-from tenantry.client._transport import DEFAULT_TIMEOUT, AsyncTransport, settings
-from tenantry.client._wait import EvaluationWaiting, Waiting
+from tenantry.client._transport import DEFAULT_TIMEOUT, AsyncResource, AsyncTransport, settings
+from tenantry.client._wait import EvaluationWaiting, Waiting, poll_async
 from tenantry.client.aio_account import (
     ApiKeys,
     Audit,
@@ -45,7 +44,7 @@ from tenantry.client.tool_servers import Secret, ToolServer, ToolServerConnectio
 __all__ = ["AsyncClient"]
 
 
-class AsyncClient:
+class AsyncClient(AsyncClosing):
     """A tenant's client of a Tenantry platform.
 
     ``base_url`` and ``api_key`` default to ``TENANTRY_URL`` (else
@@ -86,18 +85,8 @@ class AsyncClient:
     async def aclose(self) -> None:
         await self._transport.close()
 
-    async def __aenter__(self) -> Self:
-        return self
 
-    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await self.aclose()
-
-
-class Runs:
-    def __init__(self, transport: AsyncTransport) -> None:
-        self._t = transport
-
+class Runs(AsyncResource):
     async def create(self, agent_id: str, input: Any, *, version: int | None = None,
                      webhook: str | None = None,
                      priority: Literal["interactive", "batch"] | None = None,
@@ -161,19 +150,11 @@ class Runs:
         statuses or has ended); :class:`WaitTimeout` after ``timeout`` seconds. Reads the
         run, at first often, then every ``poll_interval`` seconds: no event stream is held
         (a tenant's streams are capped)."""
-        waiting = Waiting(run_id, timeout, status, poll_interval)
-        while True:
-            run = await self.get(run_id)
-            pause = waiting.next_pause(run)
-            if pause is None:
-                return run
-            await asyncio.sleep(pause)
+        return await poll_async(lambda: self.get(run_id),
+                                Waiting(run_id, timeout, status, poll_interval))
 
 
-class Agents:
-    def __init__(self, transport: AsyncTransport) -> None:
-        self._t = transport
-
+class Agents(AsyncResource):
     async def create(self, name: str, *, model: str, system_prompt: str,
                      tools: Iterable[str] = (), needs_approval: Iterable[str] = (),
                      fallback_models: Iterable[str] = (), limits: Mapping[str, int] | None = None,
@@ -224,10 +205,7 @@ class Agents:
         return await self._t.call(_calls.list_agents(limit=limit, cursor=cursor))
 
 
-class Approvals:
-    def __init__(self, transport: AsyncTransport) -> None:
-        self._t = transport
-
+class Approvals(AsyncResource):
     async def list(self, *, status: str | None = None, limit: int | None = None,
                    cursor: str | None = None) -> Page[Approval]:
         """One page of the tenant's approvals, newest first; ``status``: pending,
@@ -251,12 +229,9 @@ class Approvals:
         return await self.decide(approval_id, "deny", comment=comment)
 
 
-class Evaluations:
+class Evaluations(AsyncResource):
     """An agent's test sets and evaluations of a candidate against a baseline (ADR 0034):
     the platform runs every case on both sides and checks them mechanically."""
-
-    def __init__(self, transport: AsyncTransport) -> None:
-        self._t = transport
 
     async def create_test_set(self, agent_id: str, name: str,
                         cases: Iterable[Mapping[str, Any]], *,
@@ -306,21 +281,13 @@ class Evaluations:
         """The evaluation once every run of it has ended (``status`` ``finished``);
         :class:`WaitTimeout` after ``timeout`` seconds (its ``run`` is the evaluation as
         last read). Reads it, at first often, then every ``poll_interval`` seconds."""
-        waiting = EvaluationWaiting(evaluation_id, timeout, poll_interval)
-        while True:
-            evaluation = await self.get(agent_id, evaluation_id)
-            pause = waiting.next_pause(evaluation)
-            if pause is None:
-                return evaluation
-            await asyncio.sleep(pause)
+        return await poll_async(lambda: self.get(agent_id, evaluation_id),
+                                EvaluationWaiting(evaluation_id, timeout, poll_interval))
 
 
-class Secrets:
+class Secrets(AsyncResource):
     """The tenant's vault: secrets its tool servers send as their bearer token (or an OAuth
     client's secret). Write-only: a value is stored, replaced or deleted, never read back."""
-
-    def __init__(self, transport: AsyncTransport) -> None:
-        self._t = transport
 
     async def put(self, name: str, value: str) -> Secret:
         """Store the secret ``name`` (or replace its value), encrypted with the tenant's
@@ -342,13 +309,10 @@ class Secrets:
         await self._t.call(_calls.delete_secret(name))
 
 
-class ToolServers:
+class ToolServers(AsyncResource):
     """The tenant's MCP tool servers: registered, pinned, connected and removed with its
     own key, within the addresses the operator allows
     (docs/how-to/tools-and-approvals.md)."""
-
-    def __init__(self, transport: AsyncTransport) -> None:
-        self._t = transport
 
     async def register(self, name: str, url: str, *, honours_idempotency_keys: bool,
                        secret: str | None = None, oauth: Mapping[str, Any] | None = None,

@@ -15,8 +15,8 @@ from typing import Literal
 import httpx2
 
 from tenantry.client import _calls
-from tenantry.client._transport import AsyncTransport
-from tenantry.client._wait import ExportWaiting
+from tenantry.client._transport import AsyncResource
+from tenantry.client._wait import ExportWaiting, poll_async
 from tenantry.client.account import ApiKey, AuditEntry, IssuedApiKey, SignInLink, User
 from tenantry.client.errors import ConnectionFailed
 from tenantry.client.exports import Export
@@ -31,12 +31,9 @@ Role = Literal["viewer", "approver", "developer", "admin"]
 RunEnd = Literal["finished", "failed", "cancelled"]
 
 
-class ApiKeys:
+class ApiKeys(AsyncResource):
     """The tenant's API keys (needs a key with ``keys:manage``): each with its scopes and
     an optional expiry; never wider than the key that makes it."""
-
-    def __init__(self, transport: AsyncTransport) -> None:
-        self._t = transport
 
     async def create(self, *, name: str = "", scopes: Iterable[str] | None = None,
                expires_at: datetime | None = None) -> IssuedApiKey:
@@ -63,12 +60,9 @@ class ApiKeys:
         await self._t.call(_calls.revoke_api_key(key_id))
 
 
-class Audit:
+class Audit(AsyncResource):
     """The tenant's audit trail (needs ``audit:read``): tool calls and account changes,
     newest first."""
-
-    def __init__(self, transport: AsyncTransport) -> None:
-        self._t = transport
 
     async def list(self, *, kind: str | None = None, run_id: str | None = None,
              actor: str | None = None, since: datetime | None = None,
@@ -81,12 +75,9 @@ class Audit:
             cursor=cursor))
 
 
-class Users:
+class Users(AsyncResource):
     """The tenant's people (needs ``keys:manage``): each with a role, signing in to the
     tenant console with one-time links (docs/how-to/tenant-account.md)."""
-
-    def __init__(self, transport: AsyncTransport) -> None:
-        self._t = transport
 
     async def invite(self, email: str, *, role: Role) -> User:
         """A new user with ``role``: ``viewer``, ``approver``, ``developer`` or ``admin``.
@@ -116,12 +107,9 @@ class Users:
         return await self._t.call(_calls.sign_in_link(user_id))
 
 
-class Exports:
+class Exports(AsyncResource):
     """Exports of everything the tenant has, one archive each (needs ``data:export``;
     the format: docs/reference/export-format.md). A worker writes it; it is kept 7 days."""
-
-    def __init__(self, transport: AsyncTransport) -> None:
-        self._t = transport
 
     async def create(self, *, idempotency_key: str | None = None) -> Export:
         """Ask for an export (``queued``). Sent with ``idempotency_key`` — a new random
@@ -143,13 +131,8 @@ class Exports:
         """The export once it is ready or has failed (``ended``); :class:`WaitTimeout`
         after ``timeout`` seconds (its ``run`` is the export as last read). Reads it, at
         first often, then every ``poll_interval`` seconds."""
-        waiting = ExportWaiting(export_id, timeout, poll_interval)
-        while True:
-            export = await self.get(export_id)
-            pause = waiting.next_pause(export)
-            if pause is None:
-                return export
-            await asyncio.sleep(pause)
+        return await poll_async(lambda: self.get(export_id),
+                                ExportWaiting(export_id, timeout, poll_interval))
 
     async def archive(self, export_id: str) -> bytes:
         """The archive's bytes, in memory (``download`` writes a large one to a file).
@@ -183,12 +166,9 @@ class Exports:
         return target
 
 
-class WebhookEndpoints:
+class WebhookEndpoints(AsyncResource):
     """URLs that hear the end of the tenant's runs, signed and retried as a run's own
     ``webhook`` is (needs ``integrations:manage``; at most 10)."""
-
-    def __init__(self, transport: AsyncTransport) -> None:
-        self._t = transport
 
     async def create(self, url: str, *, statuses: Iterable[RunEnd] | None = None,
                agent_ids: Iterable[str] | None = None,
@@ -213,12 +193,9 @@ class WebhookEndpoints:
         await self._t.call(_calls.delete_webhook_endpoint(endpoint_id))
 
 
-class WebhookSecret:
+class WebhookSecret(AsyncResource):
     """The secret that signs the tenant's webhook deliveries (needs
     ``integrations:manage``)."""
-
-    def __init__(self, transport: AsyncTransport) -> None:
-        self._t = transport
 
     async def rotate(self, *, overlap_seconds: int | None = None) -> RotatedWebhookSecret:
         """A new signing secret (shown this once); the current one signs beside it for
@@ -227,11 +204,8 @@ class WebhookSecret:
         return await self._t.call(_calls.rotate_webhook_secret(overlap_seconds))
 
 
-class WebhookDeliveries:
+class WebhookDeliveries(AsyncResource):
     """Every attempt to deliver a run's end, newest first (needs ``runs:read``)."""
-
-    def __init__(self, transport: AsyncTransport) -> None:
-        self._t = transport
 
     async def list(self, *, run_id: str | None = None, endpoint_id: str | None = None,
              limit: int | None = None,
@@ -241,13 +215,10 @@ class WebhookDeliveries:
             run_id=run_id, endpoint_id=endpoint_id, limit=limit, cursor=cursor))
 
 
-class ModelAccounts:
+class ModelAccounts(AsyncResource):
     """The tenant's own model provider accounts (bring your own key): registering, a new
     key and disabling need ``integrations:manage``, reading ``runs:read``
     (docs/how-to/own-model-keys.md)."""
-
-    def __init__(self, transport: AsyncTransport) -> None:
-        self._t = transport
 
     async def register(self, *, provider: Literal["openai", "anthropic"], base_url: str,
                  models: Iterable[str], region: str, api_key: str, rpm: int | None = None,

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
 from contextlib import aclosing
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 import httpx2
 import orjson
 
 from tenantry.client import _calls
+from tenantry.client._closing import AsyncClosing, Closing
 from tenantry.client.errors import ClientError
 from tenantry.client.models import Event, ModelDelta, Run
 from tenantry.sse import SseEvent, SseParser
@@ -140,37 +140,60 @@ class Resumption:
 
 
 class _Follow:
-    """What the sync and async streams share: the run, where it is, and how many
-    connections in a row ended having brought nothing (for the backoff)."""
+    """What the sync and async streams share: the run, where it is, whether the current
+    connection brought anything, and how many connections in a row ended having brought
+    nothing (for the backoff)."""
 
     def __init__(self, run_id: str, after: int, policy: RetryPolicy) -> None:
         self.run_id = run_id
+        self.path = _calls.events_path(run_id)
         self.state = Resumption(after)
         self.policy = policy
+        self.received = False
         self.empty_drops = 0
+
+    def connecting(self) -> dict[str, str]:
+        """A connection opens: the headers it asks with."""
+        self.received = False
+        return self.state.headers()
+
+    def items(self, chunk: bytes) -> Iterator[StreamItem]:
+        """The items ``chunk`` completes, each counted as handed out as the caller takes it."""
+        self.received = self.received or bool(chunk)
+        for item in self.state.feed(chunk):
+            self.state.handing(item)
+            yield item
+
+    def may_have_ended(self, clean: bool) -> bool:
+        """A connection that closed cleanly with nothing new: the run may have ended before
+        ``after`` (read it, then ask :meth:`ended_before`)."""
+        return clean and not self.received
 
     def ended_before(self, run: Run) -> bool:
         """Whether ``run`` (read after a connection closed cleanly with nothing new) had
         ended at or before the stream's position: nothing more will come."""
         return run.ended and run.last_seq <= self.state.last_seq
 
-    def dropped(self, received: bool) -> float:
+    def dropped(self) -> float:
         """A connection ended before the run's last event: the pause before the next one.
         0 when it brought something, else a backoff that grows with the empty drops in
         a row. Only opening a connection is bounded (the client's retries and deadline): a
         stream that opens is followed for as long as the run goes on."""
         self.state.reconnecting()
-        self.empty_drops = 0 if received else self.empty_drops + 1
+        self.empty_drops = 0 if self.received else self.empty_drops + 1
         return self.policy.backoff_for(self.empty_drops) if self.empty_drops else 0.0
 
 
-class EventStream(Iterator[StreamItem]):
-    """A run's events, live, as :class:`Event` (durable, in seq order, each once) and
-    :class:`ModelDelta` (ephemeral). Reconnects by itself when the connection drops; ends
-    after the run's last event. Close it (or use ``with``) to stop early."""
+TransportT = TypeVar("TransportT", "SyncTransport", "AsyncTransport")
+ItemsT = TypeVar("ItemsT")
 
-    def __init__(self, transport: SyncTransport, run_id: str, after: int = 0) -> None:
-        self._transport = transport
+
+class _Stream(Generic[TransportT, ItemsT]):
+    """What both streams hold: the transport, the run's position, and the generator of
+    the items they hand out (``_run``, begun at once)."""
+
+    def __init__(self, transport: TransportT, run_id: str, after: int = 0) -> None:
+        self._transport: TransportT = transport
         self._follow = _Follow(run_id, after, transport.policy)
         self._items = self._run()
 
@@ -178,6 +201,16 @@ class EventStream(Iterator[StreamItem]):
     def last_seq(self) -> int:
         """The seq of the last durable event handed out (``after`` before the first)."""
         return self._follow.state.last_seq
+
+    def _run(self) -> ItemsT:
+        raise NotImplementedError
+
+
+class EventStream(_Stream["SyncTransport", Generator[StreamItem, None, None]], Closing,
+                  Iterator[StreamItem]):
+    """A run's events, live, as :class:`Event` (durable, in seq order, each once) and
+    :class:`ModelDelta` (ephemeral). Reconnects by itself when the connection drops; ends
+    after the run's last event. Close it (or use ``with``) to stop early."""
 
     def __iter__(self) -> Self:
         return self
@@ -188,50 +221,30 @@ class EventStream(Iterator[StreamItem]):
     def close(self) -> None:
         self._items.close()
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
-
     def _run(self) -> Generator[StreamItem, None, None]:
-        follow, state, t = self._follow, self._follow.state, self._transport
-        path = _calls.events_path(follow.run_id)
+        follow, t = self._follow, self._transport
         while True:
-            received, clean = False, True
+            clean = True
             try:
-                with t.stream(path, state.headers()) as response:
+                with t.stream(follow.path, follow.connecting()) as response:
                     for chunk in response.iter_bytes():
-                        received = received or bool(chunk)
-                        for item in state.feed(chunk):
-                            state.handing(item)
-                            yield item
-                        if state.ended:
+                        yield from follow.items(chunk)
+                        if follow.state.ended:
                             return
             except httpx2.TransportError:
                 clean = False  # reset, cut short, or silent too long
-            # Closed cleanly with nothing new: the run may have ended before `after`.
-            if clean and not received and follow.ended_before(
+            if follow.may_have_ended(clean) and follow.ended_before(
                     t.call(_calls.get_run(follow.run_id))):
                 return
-            pause = follow.dropped(received)
+            pause = follow.dropped()
             if pause:
                 t.sleep(pause)
 
 
-class AsyncEventStream(AsyncIterator[StreamItem]):
+class AsyncEventStream(_Stream["AsyncTransport", AsyncGenerator[StreamItem, None]],
+                       AsyncClosing, AsyncIterator[StreamItem]):
     """:class:`EventStream` for ``async for``; ``aclose()`` (or ``async with``) to stop
     early."""
-
-    def __init__(self, transport: AsyncTransport, run_id: str, after: int = 0) -> None:
-        self._transport = transport
-        self._follow = _Follow(run_id, after, transport.policy)
-        self._items = self._run()
-
-    @property
-    def last_seq(self) -> int:
-        return self._follow.state.last_seq
 
     def __aiter__(self) -> Self:
         return self
@@ -242,33 +255,23 @@ class AsyncEventStream(AsyncIterator[StreamItem]):
     async def aclose(self) -> None:
         await self._items.aclose()
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await self.aclose()
-
     async def _run(self) -> AsyncGenerator[StreamItem, None]:
-        follow, state, t = self._follow, self._follow.state, self._transport
-        path = _calls.events_path(follow.run_id)
+        follow, t = self._follow, self._transport
         while True:
-            received, clean = False, True
+            clean = True
             try:
-                async with t.stream(path, state.headers()) as response, \
+                async with t.stream(follow.path, follow.connecting()) as response, \
                         aclosing(response.aiter_bytes()) as chunks:
                     async for chunk in chunks:
-                        received = received or bool(chunk)
-                        for item in state.feed(chunk):
-                            state.handing(item)
+                        for item in follow.items(chunk):
                             yield item
-                        if state.ended:
+                        if follow.state.ended:
                             return
             except httpx2.TransportError:
-                clean = False  # reset, cut short, or silent too long
-            if clean and not received and follow.ended_before(
+                clean = False
+            if follow.may_have_ended(clean) and follow.ended_before(
                     await t.call(_calls.get_run(follow.run_id))):
                 return
-            pause = follow.dropped(received)
+            pause = follow.dropped()
             if pause:
                 await t.sleep(pause)

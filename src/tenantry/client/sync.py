@@ -5,17 +5,16 @@
 from __future__ import annotations
 
 import builtins
-import time
 from collections.abc import Iterable, Mapping
-from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
 import httpx2
 
 from tenantry.client import _calls
+from tenantry.client._closing import Closing
 from tenantry.client._retry import RetryPolicy
-from tenantry.client._transport import DEFAULT_TIMEOUT, SyncTransport, settings
-from tenantry.client._wait import EvaluationWaiting, Waiting
+from tenantry.client._transport import DEFAULT_TIMEOUT, SyncResource, SyncTransport, settings
+from tenantry.client._wait import EvaluationWaiting, Waiting, poll
 from tenantry.client.evaluations import Evaluation, EvaluationSummary, TestSet, TestSetSummary
 from tenantry.client.events import EventStream
 from tenantry.client.models import (
@@ -44,7 +43,7 @@ from tenantry.client.tool_servers import Secret, ToolServer, ToolServerConnectio
 __all__ = ["Client"]
 
 
-class Client:
+class Client(Closing):
     """A tenant's client of a Tenantry platform.
 
     ``base_url`` and ``api_key`` default to ``TENANTRY_URL`` (else
@@ -85,18 +84,8 @@ class Client:
     def close(self) -> None:
         self._transport.close()
 
-    def __enter__(self) -> Self:
-        return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
-
-
-class Runs:
-    def __init__(self, transport: SyncTransport) -> None:
-        self._t = transport
-
+class Runs(SyncResource):
     def create(self, agent_id: str, input: Any, *, version: int | None = None,
                webhook: str | None = None,
                priority: Literal["interactive", "batch"] | None = None,
@@ -158,19 +147,10 @@ class Runs:
         statuses or has ended); :class:`WaitTimeout` after ``timeout`` seconds. Reads the
         run, at first often, then every ``poll_interval`` seconds: no event stream is held
         (a tenant's streams are capped)."""
-        waiting = Waiting(run_id, timeout, status, poll_interval)
-        while True:
-            run = self.get(run_id)
-            pause = waiting.next_pause(run)
-            if pause is None:
-                return run
-            time.sleep(pause)
+        return poll(lambda: self.get(run_id), Waiting(run_id, timeout, status, poll_interval))
 
 
-class Agents:
-    def __init__(self, transport: SyncTransport) -> None:
-        self._t = transport
-
+class Agents(SyncResource):
     def create(self, name: str, *, model: str, system_prompt: str,
                tools: Iterable[str] = (), needs_approval: Iterable[str] = (),
                fallback_models: Iterable[str] = (), limits: Mapping[str, int] | None = None,
@@ -220,10 +200,7 @@ class Agents:
         return self._t.call(_calls.list_agents(limit=limit, cursor=cursor))
 
 
-class Approvals:
-    def __init__(self, transport: SyncTransport) -> None:
-        self._t = transport
-
+class Approvals(SyncResource):
     def list(self, *, status: str | None = None, limit: int | None = None,
              cursor: str | None = None) -> Page[Approval]:
         """One page of the tenant's approvals, newest first; ``status``: pending,
@@ -246,12 +223,9 @@ class Approvals:
         return self.decide(approval_id, "deny", comment=comment)
 
 
-class Evaluations:
+class Evaluations(SyncResource):
     """An agent's test sets and evaluations of a candidate against a baseline (ADR 0034):
     the platform runs every case on both sides and checks them mechanically."""
-
-    def __init__(self, transport: SyncTransport) -> None:
-        self._t = transport
 
     def create_test_set(self, agent_id: str, name: str,
                         cases: Iterable[Mapping[str, Any]], *,
@@ -301,21 +275,13 @@ class Evaluations:
         """The evaluation once every run of it has ended (``status`` ``finished``);
         :class:`WaitTimeout` after ``timeout`` seconds (its ``run`` is the evaluation as
         last read). Reads it, at first often, then every ``poll_interval`` seconds."""
-        waiting = EvaluationWaiting(evaluation_id, timeout, poll_interval)
-        while True:
-            evaluation = self.get(agent_id, evaluation_id)
-            pause = waiting.next_pause(evaluation)
-            if pause is None:
-                return evaluation
-            time.sleep(pause)
+        return poll(lambda: self.get(agent_id, evaluation_id),
+                    EvaluationWaiting(evaluation_id, timeout, poll_interval))
 
 
-class Secrets:
+class Secrets(SyncResource):
     """The tenant's vault: secrets its tool servers send as their bearer token (or an OAuth
     client's secret). Write-only: a value is stored, replaced or deleted, never read back."""
-
-    def __init__(self, transport: SyncTransport) -> None:
-        self._t = transport
 
     def put(self, name: str, value: str) -> Secret:
         """Store the secret ``name`` (or replace its value), encrypted with the tenant's
@@ -337,13 +303,10 @@ class Secrets:
         self._t.call(_calls.delete_secret(name))
 
 
-class ToolServers:
+class ToolServers(SyncResource):
     """The tenant's MCP tool servers: registered, pinned, connected and removed with its
     own key, within the addresses the operator allows
     (docs/how-to/tools-and-approvals.md)."""
-
-    def __init__(self, transport: SyncTransport) -> None:
-        self._t = transport
 
     def register(self, name: str, url: str, *, honours_idempotency_keys: bool,
                  secret: str | None = None, oauth: Mapping[str, Any] | None = None,

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from tenantry.config.reconciliation import admin_keys, check_reconciliation
 from tenantry.config.variable import Variable, read
 from tenantry.config.variables import VARIABLES, variable
 from tenantry.errors import ConfigurationError
@@ -239,6 +240,12 @@ class Settings:
     router_idle_seconds: float = 35.0
     router_body_seconds: float = 120.0
     router_stream_lifetime_seconds: float = 900.0
+    # Scheduled billing reconciliation (billing/schedule.py): the admin keys of the operator
+    # accounts it reconciles (`account=key` each), and the operator's webhook it tells of
+    # flagged and late days, signed with the secret when there is one.
+    reconcile_admin_keys: tuple[str, ...] = field(default=(), repr=False)
+    operator_webhook_url: str | None = None
+    operator_webhook_secret: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -313,6 +320,7 @@ class Settings:
         self._validate_router()
         self._validate_blob_store()
         self._validate_oidc()
+        check_reconciliation(self.operator_webhook_url, self.reconcile_admin_keys)
         for setting, ident in (("TENANTRY_CELL", self.cell), ("TENANTRY_REGION", self.region)):
             if not isinstance(ident, str) or not CELL_NAME_RE.fullmatch(ident):
                 raise ConfigurationError(
@@ -321,6 +329,11 @@ class Settings:
         self._validate_shedding()
         if self.db_pool_min > self.db_pool_max:
             raise ConfigurationError("TENANTRY_DB_POOL_MIN must not exceed TENANTRY_DB_POOL_MAX")
+
+    @property
+    def admin_keys(self) -> dict[str, str]:
+        """TENANTRY_RECONCILE_ADMIN_KEYS by account id."""
+        return admin_keys(self.reconcile_admin_keys)
 
     def _validate_oidc(self) -> None:
         if self.oidc_issuer is None:

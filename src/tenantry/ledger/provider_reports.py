@@ -244,6 +244,16 @@ def provider_usage(export: OpenAIExport | AnthropicExport) -> ProviderUsage:
     return ProviderUsage(days, figures)
 
 
+def covered_days(export: OpenAIExport | AnthropicExport) -> frozenset[date]:
+    """The UTC days the export has a bucket for (in its cost report too, when it has one),
+    used or not: a provider whose report does not yet reach a day leaves its bucket out."""
+    span = _openai_span if isinstance(export, OpenAIExport) else _anthropic_span
+    days = frozenset(day for _, day, _ in _buckets(export.usage, "usage", span))
+    if export.costs is not None:
+        days &= frozenset(day for _, day, _ in _buckets(export.costs, "costs", span))
+    return days
+
+
 def _openai_span(bucket: OpenAIUsageBucket | OpenAICostBucket) -> tuple[datetime, datetime]:
     return (datetime.fromtimestamp(bucket.start_time, UTC),
             datetime.fromtimestamp(bucket.end_time, UTC))

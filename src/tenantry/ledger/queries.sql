@@ -120,9 +120,12 @@ SELECT * FROM tenantry_usage_per_tenant_v2($1, $2)
 SELECT * FROM tenantry_usage_per_account_day($1, $2, $3)
 
 -- name: insert_reconciliation
+-- A scheduled one ($10: its one day) is stored once per account and day (migration 0058):
+-- a second insert of the same day is nothing, and returns no row.
 INSERT INTO billing_reconciliations (reconciliation_id, account, provider, from_day, to_day,
-                                     source, cost_compared, flagged_days, days)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                                     source, cost_compared, flagged_days, days, scheduled_day)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+ON CONFLICT (account, scheduled_day) WHERE scheduled_day IS NOT NULL DO NOTHING
 RETURNING created_at
 
 -- name: recent_reconciliations

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import asyncpg
 
-from tenantry.db import Database
+from tenantry.db import Connection, Database
 from tenantry.db.queries import load
 from tenantry.ids import ReconciliationId
 from tenantry.ledger.provider_reports import DayUsage, ProviderUsage
@@ -52,6 +52,13 @@ class DayRow:
     @property
     def flagged(self) -> bool:
         return self.status != "match"
+
+    @property
+    def difference(self) -> float:
+        """The largest absolute relative difference of any compared figure (0.03: 3%); a
+        figure the provider reports as 0 and we do not counts as 1 (100%)."""
+        return max((1.0 if f.relative_diff is None else abs(f.relative_diff)
+                    for f in self.figures), default=0.0)
 
     def to_json(self) -> dict[str, Any]:
         return {"day": self.day.isoformat(), "status": self.status, "flagged": self.flagged,
@@ -143,13 +150,29 @@ async def reconcile(
     """Compare and store. ``theirs`` is :func:`provider_reports.provider_usage` of the
     provider's export."""
     rows = compare(await our_days(db, account, first, last), theirs, first, last)
-    cost_compared = "cost_micros" in theirs.figures
-    rec_id = ReconciliationId.new()
-    flagged = sum(1 for r in rows if r.flagged)
     async with db.unscoped() as conn:
-        created_at = await conn.fetchval(
-            Q.insert_reconciliation, rec_id.uuid, account, provider, first, last, source,
-            cost_compared, flagged, [r.to_json() for r in rows])
+        stored = await store(conn, account=account, provider=provider, first=first,
+                             last=last, theirs=theirs, source=source, rows=rows)
+    assert stored is not None  # only a scheduled day is stored at most once
+    return stored
+
+
+async def store(
+    conn: Connection, *, account: str, provider: str, first: date, last: date,
+    theirs: ProviderUsage, source: Source, rows: tuple[DayRow, ...],
+    scheduled: bool = False,
+) -> Reconciliation | None:
+    """Store compared ``rows`` on ``conn`` (the caller's transaction). ``scheduled``: the
+    scheduled job's reconciliation of the one day ``first`` (== ``last``), stored once per
+    account and day — None when it is stored already."""
+    rec_id = ReconciliationId.new()
+    cost_compared = "cost_micros" in theirs.figures
+    flagged = sum(1 for r in rows if r.flagged)
+    created_at = await conn.fetchval(
+        Q.insert_reconciliation, rec_id.uuid, account, provider, first, last, source,
+        cost_compared, flagged, [r.to_json() for r in rows], first if scheduled else None)
+    if created_at is None:
+        return None
     return Reconciliation(rec_id, account, provider, first, last, source, cost_compared,
                           rows, created_at)
 

@@ -1,5 +1,6 @@
 """The variables of the vault, the sandboxes and the browser, the blob store, billing's
-provider reports, and the ones only tests and development read."""
+provider reports and scheduled reconciliation, and the ones only tests and development
+read."""
 
 from __future__ import annotations
 
@@ -258,6 +259,39 @@ SANDBOX = (
             "and cost reports (OpenAI and Anthropic issue these separately from API keys). Sent "
             "to the provider's report endpoints only; never stored or logged "
             "([billing](../how-to/billing.md))."),
+    ),
+    Variable(
+        "TENANTRY_RECONCILE_ADMIN_KEYS",
+        field="reconcile_admin_keys",
+        parse=Parse.NAMES,
+        doc=(
+            "The scheduled billing reconciliation's admin keys, as comma-separated "
+            "`account=key` pairs (`bill-oa=sk-admin-…,bill-an=sk-ant-admin…`): each enabled "
+            "operator model account of OpenAI or Anthropic named here has its previous UTC day "
+            "reconciled daily with the provider's report ([scheduled "
+            "reconciliation](../how-to/billing.md#scheduled-reconciliation)); accounts not named"
+            " are not. Secret: sent to the provider's report endpoints only, never stored or "
+            "logged. A pair that is not `account=key` stops the worker. Read by workers."),
+    ),
+    Variable(
+        "TENANTRY_OPERATOR_WEBHOOK_URL",
+        field="operator_webhook_url",
+        doc=(
+            "The operator's webhook: the scheduled billing reconciliation POSTs a JSON "
+            "notification to it once per account, day and kind when a day differs by more than "
+            "1% (`billing.reconciliation.flagged`) or its report is late "
+            "(`billing.reconciliation.late`), tried up to 5 times with backoff ([scheduled "
+            "reconciliation](../how-to/billing.md#scheduled-reconciliation)). Any http(s) URL, "
+            "private addresses included (it is the operator's); anything else stops the worker."
+            " Unset: no notifications (the metrics still show both). Read by workers."),
+    ),
+    Variable(
+        "TENANTRY_OPERATOR_WEBHOOK_SECRET",
+        field="operator_webhook_secret",
+        doc=(
+            "Signs the operator's webhook as tenants' webhooks are signed: `Tenantry-Signature:"
+            " t=<unix seconds>,v1=<hex HMAC-SHA256 of \"<t>.<body>\">`. Unset: not signed. "
+            "Read by workers."),
     ),
     Variable(
         "TENANTRY_SANDBOX_DEBUG",
