@@ -159,7 +159,9 @@ def create_app(
         return {"status": "ok"}
 
     @app.get("/readyz", tags=["meta"], response_model=None, responses={
-        200: {"content": {"application/json": {"example": {"status": "ready"}}}},
+        200: {"description": "Ready", "content": {"application/json": {"schema": {
+            "type": "object", "required": ["status"],
+            "properties": {"status": {"type": "string", "enum": ["ready"]}}}}}},
         503: {"description": "`unready`: the problem's `reasons` list what is missing (the "
                              "database, its schema, the workers' sessions or sandbox "
                              "boundary)", "headers": _RETRY_AFTER}})
