@@ -112,12 +112,16 @@ async def test_requests_are_counted_by_route_class_and_outcome(api: Api) -> None
     assert (await api.client.post("/v1/runs", json={})).status_code == 401
     assert (await api.client.get("/healthz")).status_code == 200
     assert (await api.client.get("/nowhere")).status_code == 404
+    # Classed by the route's template (the consoles by their prefix).
+    assert (await api.client.get("/v1/runs/run_x/events")).status_code == 401
+    assert (await api.client.get("/console/login")).status_code == 200
     after = _requests(await _scrape(api))
     moved = {k: v - before.get(k, 0.0) for k, v in after.items() if v != before.get(k, 0.0)}
     # The scrapes themselves are not counted.
     assert moved == {("tenant_read", "server_error"): 1.0, ("tenant_read", "client_error"): 1.0,
                      ("runs_create", "client_error"): 1.0, ("meta", "ok"): 1.0,
-                     ("unmatched", "client_error"): 1.0}
+                     ("unmatched", "client_error"): 1.0, ("stream", "client_error"): 1.0,
+                     ("console", "ok"): 1.0}
 
 
 async def test_readyz_names_pending_migrations(api: Api, admin_conn: asyncpg.Connection) -> None:

@@ -150,10 +150,14 @@ class CountRequests:
 
     def _count(self, scope: Scope, status: int | None, *, retry_after: bool,
                gone: bool) -> None:
-        method = scope["method"]
-        route = scope.get("route")
-        where = getattr(route, "path_format", None) or getattr(route, "path", None)
-        kind = route_class(method, where if isinstance(where, str) else scope["path"])
+        method, path = scope["method"], scope["path"]
+        # The consoles by their prefix: their routers are included under it, and a route
+        # included so names its template without it ("/runs" for /console/runs).
+        kind = route_class(method, path)
+        if kind is not RouteClass.CONSOLE:
+            route = scope.get("route")
+            where = getattr(route, "path_format", None) or getattr(route, "path", None)
+            kind = route_class(method, where if isinstance(where, str) and where else path)
         if kind is RouteClass.STREAM:
             gone = False  # a client ends an event stream by leaving
         self.counter.inc(kind, outcome(status, retry_after=retry_after, gone=gone))
