@@ -3,8 +3,8 @@ outcome}``, counted by an ASGI middleware around the whole app (routers are incl
 here, so no per-router dependency sees every request; a middleware does, the 404s and
 413s that no route answered included). docs/how-to/metrics.md lists the classes and rules.
 
-Route class, from the matched route's template (the raw path only when no route matched,
-and then only its first segments), so the label set stays small whatever clients send:
+Route class, from the matched route's template (the consoles by their path prefix; a path
+no route matched by its prefix alone): one of a fixed set, whatever clients send:
 
 - ``runs_create``: ``POST /v1/runs``, the hot path.
 - ``stream``: ``GET /v1/runs/{run_id}/events``, a run's event stream.
