@@ -17,15 +17,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tenantry.agents.spec import AgentSpec
-from tenantry.ids import TenantId
 from tenantry.models.loopback import LoopbackServer
-from tenantry.tools.gateway import ToolGateway
 from tests.support.api import Api
+from tests.support.faults import INTERNAL, BrokenTools
 from tests.support.waiting import until
 from tests.support.worker import Fakes, running_worker
 
-INTERNAL = "llm-gw-7.corp.internal:8443"
 ERROR_ID = re.compile(r"err_[0-9a-f]{16}")
 
 
@@ -54,13 +51,6 @@ async def leaky(request: pytest.FixtureRequest) -> AsyncIterator[LeakyProvider]:
     await provider.server.start()
     yield provider
     await provider.server.stop()
-
-
-class BrokenTools(ToolGateway):
-    """A platform fault: what our code raised names our database host."""
-
-    async def definitions(self, tenant: TenantId, spec: AgentSpec) -> list[dict[str, Any]]:
-        raise RuntimeError(f"could not connect to postgres://tenantry@{INTERNAL}/cell-eu-2")
 
 
 def _logged(caplog: pytest.LogCaptureFixture, error_id: str) -> list[logging.LogRecord]:

@@ -4,33 +4,12 @@ errors, breakers, budget refusals — all by tenant class; no label value is a t
 
 from __future__ import annotations
 
-import re
-
 from tenantry.runs.inprocess import LocalWorkers
 from tenantry.telemetry.worker import WorkerMetrics
 from tests.support.api import Api, serving_api
+from tests.support.prometheus import samples, value
 from tests.support.scripts import answer, call, scripted
 from tests.support.worker import Fakes, running_worker
-
-_SAMPLE = re.compile(r"^([a-z_]+)(?:\{(.*)\})? (\S+)$")
-_LABEL = re.compile(r'([a-z_]+)="((?:[^"\\]|\\.)*)"')
-
-
-def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    found = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        match = _SAMPLE.match(line)
-        assert match is not None, line
-        name, labels, value = match.groups()
-        found[(name, frozenset(_LABEL.findall(labels or "")))] = float(value)
-    return found
-
-
-def value(found: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str,
-          **labels: str) -> float:
-    return found.get((name, frozenset(labels.items())), 0.0)
 
 
 async def _tenant(api: Api, name: str, plan: str) -> tuple[str, dict[str, str]]:

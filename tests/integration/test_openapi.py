@@ -70,7 +70,7 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
         (route.path_format, method)
         for route in routes if isinstance(route, APIRoute)
         for method in route.methods
-    } | {("/healthz", "GET")}
+    } | {("/healthz", "GET"), ("/readyz", "GET")}
     assert documented == served
     expected = {("/v1/runs", "POST"), ("/v1/runs", "GET"), ("/v1/runs/{run_id}", "GET"),
                 ("/v1/runs/{run_id}/cancel", "POST"), ("/v1/runs/{run_id}/events", "GET"),
@@ -216,7 +216,7 @@ async def test_every_error_is_documented_as_problem_json(api: Api) -> None:
                     assert list(response["content"]) == ["application/problem+json"], (
                         method, path, status)
             needs = op.get("security", [])
-            if path == "/healthz" or path in PUBLIC:
+            if path in ("/healthz", "/readyz") or path in PUBLIC:
                 assert not needs and "401" not in op["responses"]
             else:
                 if path.startswith(("/admin/", "/metrics")):

@@ -222,3 +222,24 @@ async def test_moving_tenant_revoked_key_and_a_cell_that_is_down(cells: Cells) -
                                    headers=router.operator)
     assert r.status_code == 200, r.text
     _problem(await router.client.get("/v1/agents", headers=key), 401, "unauthorized")
+
+
+async def test_the_router_is_ready_while_its_directory_answers(admin_dsn: str) -> None:
+    async with directory_database(admin_dsn) as directory_dsn, \
+            serving_router(directory_dsn) as router:
+        r = await router.client.get("/readyz")
+        assert r.status_code == 200 and r.json() == {"status": "ready"}
+        admin = await asyncpg.connect(admin_dsn)
+        try:  # the directory gone: every connection to it cut, none made again
+            name = directory_dsn.rsplit("/", 1)[1]
+            await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()
+
+        async def unready() -> bool:
+            return (await router.client.get("/readyz")).status_code == 503
+
+        await until(unready, "the router answers /readyz 503", 10)
+        body = (await router.client.get("/readyz")).json()
+        assert body["type"] == "unready" and body["reasons"][0].startswith("directory:")
+        assert (await router.client.get("/healthz")).status_code == 200

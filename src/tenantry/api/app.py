@@ -7,9 +7,10 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
+from starlette.responses import Response
 
 from tenantry import __version__
 from tenantry.api import (
@@ -45,9 +46,13 @@ from tenantry.api import (
     users,
     webhooks,
 )
+from tenantry.api.availability import CountRequests, requests_counter
 from tenantry.api.body_limit import BodyLimit
 from tenantry.api.platform import Platform
 from tenantry.config import Settings
+from tenantry.db.status import serving_refusals
+from tenantry.telemetry.readiness import Readiness
+from tenantry.telemetry.registry import Registry
 
 _PROBLEM_SCHEMA = {
     "type": "object",
@@ -57,7 +62,8 @@ _PROBLEM_SCHEMA = {
                    "overloaded, budget_exhausted, tool_unavailable, tenant_erased, "
                    "admissions_paused, region_not_served, database_unavailable, "
                    "tool_server_authorization_failed, tool_server_url_refused, "
-                   "model_account_url_refused, webhook_url_refused, internal_error; "
+                   "model_account_url_refused, webhook_url_refused, internal_error, "
+                   "unready (`/readyz`: its `reasons`); "
                    "through `tenantry router` also tenant_moving and cell_unavailable.",
     "required": ["type", "title", "status", "detail"],
     "properties": {
@@ -113,6 +119,9 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with platform() as state:
             app.state.platform = state
+            app.state.readiness = Readiness([
+                ("database", lambda: serving_refusals(state.cross_tenant_db)),
+                *(state.local.checks() if state.local is not None else [])])
             yield
 
     app = FastAPI(
@@ -146,11 +155,29 @@ def create_app(
 
     @app.get("/healthz", tags=["meta"])
     async def healthz() -> dict[str, str]:
+        """Liveness: the process answers (a constant). Whether to send it work: /readyz."""
         return {"status": "ok"}
+
+    @app.get("/readyz", tags=["meta"], response_model=None, responses={
+        200: {"description": "Ready", "content": {"application/json": {"schema": {
+            "type": "object", "required": ["status"],
+            "properties": {"status": {"type": "string", "enum": ["ready"]}}}}}},
+        503: {"description": "`unready`: the problem's `reasons` list what is missing (the "
+                             "database, its schema, the workers' sessions or sandbox "
+                             "boundary)", "headers": _RETRY_AFTER}})
+    async def readyz(request: Request) -> Response:
+        """Readiness: the database answers, its schema is this release's to serve and, in a
+        process that runs workers, they hold their sessions behind the minimum sandbox
+        boundary. Checked at most once a second however many probes arrive."""
+        readiness: Readiness = request.app.state.readiness
+        return await readiness.answer()
 
     app.add_middleware(audit_trail.ChangeRecorder)
     app.add_middleware(operator_actions.OperatorActionRecorder)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    # Last: the outermost, so it sees every answer (the 413s above, the 500s below it).
+    app.state.requests = Registry()  # /metrics renders it (api/metrics.py)
+    app.add_middleware(CountRequests, counter=requests_counter(app.state.requests))
     app.openapi = lambda: _openapi(app, api_routers)  # type: ignore[method-assign]
     return app
 
@@ -170,7 +197,7 @@ def _credentials(routers: list[APIRouter]) -> dict[str, tuple[str, list[str]]]:
             calls.add(dependant.call)
             pending.extend(dependant.dependencies)
         scopes = sorted({_scope_of(c) for c in calls} - {""})
-        scheme = ("operatorToken" if auth.operator in calls
+        scheme = ("operatorToken" if {auth.operator, auth.scraper} & calls
                   else "apiKey" if scopes or auth.current_grant in calls else None)
         if scheme is not None:
             for method in route.methods or ():
@@ -246,7 +273,7 @@ def _openapi(app: FastAPI, routers: list[APIRouter]) -> dict[str, Any]:
             if responses.get("422", {}).get("description") == "Validation Error":
                 responses.pop("422")  # FastAPI's: ours are 400 (a route's own 422 stays)
             answers: list[tuple[str, str]] = []
-            if path != "/healthz":
+            if path not in ("/healthz", "/readyz"):
                 answers += [("400", "Invalid request"), ("503", _DATABASE_UNAVAILABLE)]
             scheme, scopes = schemes.get(f"{method} {path}", (None, []))
             if scheme is not None:
@@ -265,7 +292,7 @@ def _openapi(app: FastAPI, routers: list[APIRouter]) -> dict[str, Any]:
             for status, response in responses.items():
                 if status[0] in "45":  # whatever a route declared, errors are problems
                     response.update(problem)
-            if "503" in responses:  # any route that reads the database, whatever else
+            if "503" in responses and path != "/readyz":  # any route that reads the database
                 busy = responses["503"]
                 if _DATABASE_UNAVAILABLE not in busy["description"]:
                     busy["description"] += f"; {_DATABASE_UNAVAILABLE}"

@@ -13,13 +13,14 @@ from functools import cache
 from fastapi import Request
 
 from tenantry.api.platform import Platform
+from tenantry.db import DATABASE_DOWN
 from tenantry.errors import Forbidden, Unauthorized
 from tenantry.ids import ApiKeyId, TenantId
 from tenantry.tenants.scopes import KeyGrant, Scope
 from tenantry.tenants.service import authenticate
 
 
-def _bearer(request: Request) -> str:
+def bearer(request: Request) -> str:
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
@@ -36,7 +37,7 @@ async def platform(request: Request) -> Platform:
 async def current_grant(request: Request) -> KeyGrant:
     """What the calling key grants (401 for no key, an unknown, revoked or expired one)."""
     p = await platform(request)
-    grant = await authenticate(p.db, _bearer(request), p.auth_cache)
+    grant = await authenticate(p.db, bearer(request), p.auth_cache)
     request.state.grant = grant  # for what records who did what (the audit trail)
     return grant
 
@@ -103,8 +104,19 @@ def caller_may(scope: Scope) -> _CallerMay:
 async def operator(request: Request) -> None:
     """An operator token in force: the configured one, or one a rotation made (ADR 0043
     §9), until a rotation ends it."""
-    if not await (await platform(request)).operator_tokens.valid(_bearer(request)):
+    if not await (await platform(request)).operator_tokens.valid(bearer(request)):
         raise Unauthorized("Invalid operator token.")
     # For the action log (api/operator_actions.py): only a request that showed the token is
     # the operator's, refused or not.
     request.state.operator = True
+
+
+async def scraper(request: Request) -> None:
+    """``/metrics``: the operator's token, checked by the database or, while it does not
+    answer, by what it last said of the token (a scrape during an outage still answers)."""
+    try:
+        await operator(request)
+    except DATABASE_DOWN:
+        if not (await platform(request)).operator_tokens.last_known(bearer(request)):
+            raise
+        request.state.operator = True

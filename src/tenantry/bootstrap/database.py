@@ -26,8 +26,9 @@ from tenantry.db.reach import (
     cluster_url,
     describe_failure,
 )
-from tenantry.db.release import Release, line_text, served_text, serves
+from tenantry.db.release import Release
 from tenantry.db.schema_files import Migration, Routine
+from tenantry.db.status import behind
 from tenantry.errors import ConfigurationError
 from tenantry.vault import MasterKey, reseal_legacy_accounts
 
@@ -131,13 +132,8 @@ async def apply_migrations(
 
 
 async def schema_behind(dsn: str, release: str = __version__) -> str | None:
-    """Why this release may not serve the database, in one line, or None: a schema of a
-    release that no longer serves this one (too new: db/release.py's window; or contracted
-    by a newer release, which removed what this one uses), pending migrations, routines
-    whose function, view or trigger is missing, or a schema of an older release line (its
-    routines are not this release's). A routine whose text merely differs may be the next
-    release's, during a rolling upgrade: not refused."""
-    code = Release.parse(release)
+    """Why this release may not serve the database, in one line (db/status.py's
+    ``behind``), or None."""
     conn = await asyncpg.connect(dsn, server_settings=server_settings(purpose="start"))
     try:
         schema, contracted = await schema_release(conn)
@@ -145,26 +141,7 @@ async def schema_behind(dsn: str, release: str = __version__) -> str | None:
         routines = [r.name for r in await missing_routines(conn)]
     finally:
         await conn.close()
-    if schema is not None and schema.line > code.line and not serves(schema, code):
-        return (f"the database's schema is release {schema}'s, which serves releases "
-                f"{served_text(schema)}; this is release {code}: run a release the "
-                "database serves")
-    if contracted is not None and contracted.line > code.line:
-        return (f"the database's schema is release {schema}'s, contracted by {contracted}: "
-                f"what releases before {line_text(contracted.line)} use is gone; this is "
-                f"release {code}: run a release the database serves")
-    what = f"the database's schema is release {schema}'s, this is {code}"
-    if migrations:
-        # Within one release line (a development build) the releases say nothing more.
-        return (f"{migrations} migration(s) pending; run 'tenantry migrate'"
-                + (f" ({what})" if schema is not None and schema.line != code.line else ""))
-    if routines:
-        shown = ", ".join(routines[:3]) + (", …" if len(routines) > 3 else "")
-        return f"{len(routines)} routine(s) missing ({shown}); run 'tenantry migrate'"
-    if schema is not None and schema.line < code.line:
-        return (f"{what}: run this release's 'tenantry migrate' first (release "
-                f"{line_text(schema.line)}'s processes serve it until then)")
-    return None
+    return behind(Release.parse(release), schema, contracted, migrations, routines)
 
 
 async def require_current_schema(dsn: str) -> None:

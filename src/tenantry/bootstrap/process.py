@@ -57,10 +57,12 @@ def serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers: 
     master key are here."""
     logs.configure(settings.log_format)
     warnings: list[str] = []
+    weak_boundary = None
     if workers and production:
         sandbox_probe.require_boundary(settings)
     elif workers:
         warnings += filter(None, [sandbox_probe.downgrade(settings)])
+        weak_boundary = sandbox_probe.shortfall(settings)
     generated_token = settings.operator_token is None
     settings = settings.with_(operator_token=operator_token(settings))
     if migrate:  # `up`: a development vault key in the data dir unless one is configured
@@ -73,7 +75,8 @@ def serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers: 
                       if workers else "activity dispatcher: off (no worker loops: --workers 0)")
         asyncio.run(_serve(settings, database, migrate=migrate, demo=demo, api=api,
                            workers=workers, generated_token=generated_token,
-                           warnings=warnings, dispatcher=dispatcher))
+                           warnings=warnings, dispatcher=dispatcher,
+                           weak_boundary=weak_boundary))
     except DATABASE_DOWN as exc:  # it went away after the check, before serving
         raise StartupFailed(describe_failure(database.dsn, exc)) from None
     finally:
@@ -83,9 +86,10 @@ def serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers: 
 async def _serve(
     settings: Settings, database: ResolvedDatabase, *, migrate: bool, demo: bool, api: bool,
     workers: int, generated_token: bool, warnings: list[str],
-    dispatcher: DispatcherPlan | str | None = None,
+    dispatcher: DispatcherPlan | str | None = None, weak_boundary: str | None = None,
 ) -> None:
-    """``dispatcher``: the activity dispatcher to run, or the line saying why it is off."""
+    """``dispatcher``: the activity dispatcher to run, or the line saying why it is off;
+    ``weak_boundary``: why the sandbox boundary is below the minimum (``/readyz``)."""
     if migrate:
         await check_database(database.dsn)
         await apply_migrations(database.dsn)
@@ -100,8 +104,9 @@ async def _serve(
     # One record of database outages for the whole process: an outage is one line when it
     # starts and one when it ends, however many loops and pools notice it.
     outage = Outage()
-    # The API sees the workers of its own process (console: breakers, sandbox pool).
-    local = LocalWorkers() if api and workers else None
+    # The API sees the workers of its own process (console: breakers, sandbox pool), and
+    # /readyz (the API's, or a standalone worker's on --metrics-port) their sessions.
+    local = LocalWorkers(weak_boundary=weak_boundary) if workers else None
     if api:
         from tenantry.bootstrap.banner import banner
         from tenantry.bootstrap.demo import ensure_demo
@@ -120,10 +125,12 @@ async def _serve(
 
         from tenantry.bootstrap.http_server import ApiServer, api_service
         from tenantry.telemetry.http import metrics_app
+        from tenantry.telemetry.readiness import Readiness
 
-        assert settings.operator_token is not None
+        assert settings.operator_token is not None and local is not None
         services.append(api_service(ApiServer(uvicorn.Config(
-            metrics_app(metrics, settings.operator_token), host=settings.host,
+            metrics_app(metrics, settings.operator_token, Readiness(local.checks())),
+            host=settings.host,
             port=settings.worker_metrics_port, log_config=None, access_log=False,
             lifespan="off"))))
     for index in range(workers):

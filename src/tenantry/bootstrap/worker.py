@@ -187,13 +187,14 @@ async def run_worker(
             scheduled_reconciliation(settings, eng.db).run(stop),
             name="billing-reconciliation") if cleaner and settings.admin_keys else None
         try:
+            loop = Worker(eng, dsn=dsn, concurrency=settings.worker_concurrency,
+                          webhooks=webhooks, control=control,
+                          claim_order=settings.claim_order, role=settings.db_role or None,
+                          load=CellLoad(control, ShedThresholds.of(settings),
+                                        settings.load_read_seconds))
             if local is not None:  # shown once all of it runs
-                shown.enter_context(local.serving(eng))
-            await Worker(eng, dsn=dsn, concurrency=settings.worker_concurrency,
-                         webhooks=webhooks, control=control,
-                         claim_order=settings.claim_order, role=settings.db_role or None,
-                         load=CellLoad(control, ShedThresholds.of(settings),
-                                       settings.load_read_seconds)).run(stop)
+                shown.enter_context(local.serving(eng, loop))
+            await loop.run(stop)
         finally:
             for task in (cleaning, exporting, reconciling):
                 if task is not None:

@@ -15,7 +15,8 @@ import asyncpg
 from tenantry import __version__
 from tenantry.db.fleet import read_fleet
 from tenantry.db.migrate import Recorded, existing_objects, newer_than_code, recorded, routines_due
-from tenantry.db.pool import Database
+from tenantry.db.outage import one_line
+from tenantry.db.pool import DATABASE_DOWN, Database
 from tenantry.db.release import (
     Connected,
     Fleet,
@@ -24,6 +25,7 @@ from tenantry.db.release import (
     line_text,
     oldest_served,
     served_text,
+    serves,
 )
 from tenantry.db.schema_files import CELL, Schema, available, contract_steps, routines
 
@@ -40,6 +42,7 @@ class Status:
     migrations: list[str]  # pending, by label
     routines: list[str]  # pending (changed or missing), by name
     contract: list[str]  # contract steps not applied, by label
+    missing: list[str]  # routines whose function, view or trigger the database lacks
 
     @property
     def pending(self) -> bool:
@@ -117,7 +120,54 @@ def assess(code: Release, found: Recorded, fleet: Fleet, existing: set[tuple[str
         code, found.release, found.contracted_by, newer_than_code(found, schema, code), fleet,
         [m.label for m in available(schema) if m.version not in found.migrations],
         [r.name for r in routines_due(found, existing, routines(schema))],
-        [s.label for s in contract_steps(schema) if s.version not in found.contract])
+        [s.label for s in contract_steps(schema) if s.version not in found.contract],
+        [r.name for r in routines(schema) if not set(r.objects) <= existing])
+
+
+def behind(code: Release, schema: Release | None, contracted: Release | None,
+           migrations: int, missing: list[str]) -> str | None:
+    """Why release ``code`` may not serve the database, in one line, or None: a schema of a
+    release that no longer serves this one (too new: db/release.py's window; or contracted
+    by a newer release, which removed what this one uses), pending migrations, routines
+    whose function, view or trigger is missing, or a schema of an older release line (its
+    routines are not this release's). A routine whose text merely differs may be the next
+    release's, during a rolling upgrade: not refused. What a process refuses to start on
+    (bootstrap/database.py) and what makes a serving one unready (``/readyz``)."""
+    if schema is not None and schema.line > code.line and not serves(schema, code):
+        return (f"the database's schema is release {schema}'s, which serves releases "
+                f"{served_text(schema)}; this is release {code}: run a release the "
+                "database serves")
+    if contracted is not None and contracted.line > code.line:
+        return (f"the database's schema is release {schema}'s, contracted by {contracted}: "
+                f"what releases before {line_text(contracted.line)} use is gone; this is "
+                f"release {code}: run a release the database serves")
+    what = f"the database's schema is release {schema}'s, this is {code}"
+    if migrations:
+        # Within one release line (a development build) the releases say nothing more.
+        return (f"{migrations} migration(s) pending; run 'tenantry migrate'"
+                + (f" ({what})" if schema is not None and schema.line != code.line else ""))
+    if missing:
+        shown = ", ".join(missing[:3]) + (", …" if len(missing) > 3 else "")
+        return f"{len(missing)} routine(s) missing ({shown}); run 'tenantry migrate'"
+    if schema is not None and schema.line < code.line:
+        return (f"{what}: run this release's 'tenantry migrate' first (release "
+                f"{line_text(schema.line)}'s processes serve it until then)")
+    return None
+
+
+async def serving_refusals(db: Database) -> list[str]:
+    """``/readyz``'s database check, through the console's pool (:func:`console_status`):
+    the database answers, and this release may serve its schema (:func:`behind`)."""
+    try:
+        status = await console_status(db)
+    except DATABASE_DOWN as exc:
+        db.outage.failed("readiness check", exc)
+        return [f"database: not answering ({one_line(exc)})"]
+    except asyncpg.PostgresError as exc:
+        return [f"database: its schema's status is unreadable ({one_line(exc)})"]
+    reason = behind(status.code, status.schema, status.contracted, len(status.migrations),
+                    status.missing)
+    return [f"schema: {reason}"] if reason else []
 
 
 async def read_status(conn: asyncpg.Connection, schema: Schema = CELL,

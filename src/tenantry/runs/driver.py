@@ -31,6 +31,7 @@ from tenantry.ledger.tokens import TokenUsage
 from tenantry.models.types import SnapshotPin
 from tenantry.runs import faults, log
 from tenantry.runs.decide import Decision, decide
+from tenantry.runs.end_causes import BLOB_QUOTA, cause_of
 from tenantry.runs.engine import Engine
 from tenantry.runs.events import (
     BudgetStopped,
@@ -143,7 +144,7 @@ class RunDriver:
             # not our fault; the reason says what was refused and how full it is.
             logger.info("run failed: %s", exc.detail, extra={"run_id": self.run_id})
             with contextlib.suppress(*LEASE_OR_DATABASE):
-                await self.end(RunFailed(exc.detail[:1000], ours=False))
+                await self.end(RunFailed(exc.detail[:1000], ours=False, cause=BLOB_QUOTA))
         except Exception as exc:  # a platform fault: record it, never lose the run silently
             await self._fail_ours(exc)
         finally:
@@ -342,6 +343,7 @@ class RunDriver:
         await self.absorb(_written([payload], row["last_seq"]))
         self.engine.stats.runs_ended += 1
         self.engine.metrics.runs_ended.inc(self.tenant_class, status.value)
+        self.engine.metrics.runs_ended_by_cause.inc(self.tenant_class, cause_of(payload))
 
     async def absorb(self, written: list[Event]) -> bool:
         """Bring the in-memory state up to what was just committed (only after the commit:

@@ -158,6 +158,10 @@ class Worker:
             for waiter in waiters:
                 waiter.cancel()
 
+    def holds_session(self) -> bool:
+        """For ``/readyz``: a loop without its session connection claims nothing."""
+        return self._alive()
+
     def _alive(self) -> bool:
         """This loop's session lock is held (as far as we know: a drop noticed later only
         means what we claim meanwhile moves on, fenced by its epoch)."""

@@ -174,6 +174,16 @@ def downgrade(settings: Settings) -> str | None:
             + " (development: `tenantry up` starts anyway; `tenantry worker` refuses)")
 
 
+def shortfall(settings: Settings) -> str | None:
+    """``/readyz``'s reason while the boundary in force is below the minimum (``tenantry
+    up`` starts anyway), else None."""
+    found = boundary(settings)
+    if not found.weaker_than(settings.sandbox_min_boundary):
+        return None
+    return (f"sandbox: the boundary in force is {found.label}, weaker than "
+            f"TENANTRY_SANDBOX_MIN_BOUNDARY={settings.sandbox_min_boundary}")
+
+
 def detect(settings: Settings) -> Detection:
     """What works on this host, without starting anything."""
     why_not: dict[str, str] = {}

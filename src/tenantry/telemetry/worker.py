@@ -74,6 +74,12 @@ class WorkerMetrics:
             "tenantry_worker_runs_ended_total",
             "Runs this process's workers ended, by tenant class and status.",
             ("tenant_class", "status"))
+        self.runs_ended_by_cause = r.counter(
+            "tenantry_runs_ended_by_cause_total",
+            "Runs this process's workers ended, by tenant class and whose doing the end "
+            "was: completed, ours (a platform fault), tenant (its limits, configuration or "
+            "quota), model (the provider refused, or the model replied with nothing), "
+            "cancelled. The table is runs/end_causes.py.", ("tenant_class", "cause"))
         self.child_runs_started = r.counter(
             "tenantry_child_runs_started_total",
             "Child runs started by runs' start_agent calls, by the tenant's class.",

@@ -9,7 +9,9 @@ token and ends the others after an overlap: every API process accepts the new on
 and refuses the old ones when the overlap ends, with no restart.
 
 A check is one definer call, its answer cached for :data:`CACHE_SECONDS` per token with the
-token's own end, so a token never outlives its end by the cache."""
+token's own end, so a token never outlives its end by the cache. What the database last
+said of a token is kept for :data:`LAST_KNOWN_SECONDS` more, for what must answer while it
+does not (``/metrics`` during an outage): no token can be issued or retired meanwhile."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from tenantry.db.queries import load
 Q = load(__package__, "operator_tokens.sql")
 
 CACHE_SECONDS = 5.0
+LAST_KNOWN_SECONDS = 3600.0
 PREFIX = "op_"
 #: The longest overlap a rotation may give the tokens it replaces (as API keys' rotation).
 MAX_OVERLAP_SECONDS = 7 * 24 * 3600
@@ -46,6 +49,8 @@ class OperatorTokens:
         self._configured = configured
         self._seen: BoundedCache[bytes, datetime] = BoundedCache(
             max_entries=64, ttl_seconds=CACHE_SECONDS)
+        self._last_known: BoundedCache[bytes, datetime] = BoundedCache(
+            max_entries=64, ttl_seconds=LAST_KNOWN_SECONDS)
 
     async def seed(self) -> bool:
         """Record the configured token (at start): whether it is in force."""
@@ -62,13 +67,22 @@ class OperatorTokens:
         if until is None:
             row = await self._db.statement(Q.valid_until, key)
             if row is None:
+                self._last_known.pop(key)
                 return False
             until = self._seen.put(key, row["expires_at"] or _NO_END)
+            self._last_known.put(key, until)
         return until > datetime.now(UTC)
+
+    def last_known(self, token: str) -> bool:
+        """While the database does not answer: whether the token was in force when it last
+        did, within :data:`LAST_KNOWN_SECONDS`, and still is by its own end."""
+        until = self._last_known.get(digest(token)) if token else None
+        return until is not None and until > datetime.now(UTC)
 
     def forget(self) -> None:
         """Drop what this process remembers (as :data:`CACHE_SECONDS` passing does)."""
         self._seen = BoundedCache(max_entries=64, ttl_seconds=CACHE_SECONDS)
+        self._last_known = BoundedCache(max_entries=64, ttl_seconds=LAST_KNOWN_SECONDS)
 
     async def rotate(self, overlap_seconds: int, *, by: str) -> tuple[str, datetime]:
         """A new token (shown once) and when the ones it replaces stop working."""

@@ -57,6 +57,7 @@ from tenantry.errors import (
     Unauthorized,
 )
 from tenantry.ids import TenantId
+from tenantry.telemetry.readiness import Readiness, reachable
 from tenantry.tenants.keys import key_hash
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,10 @@ def create_router_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with state() as opened:
             app.state.router = opened
+            # Ready while its directory answers (a cell that does not is that tenant's
+            # 503 cell_unavailable, not the router's).
+            app.state.readiness = Readiness([("directory", reachable(
+                "directory", lambda: opened.routes.pool.fetchval("SELECT 1")))])
             yield
 
     async def endpoint(request: Request) -> Response:
@@ -118,6 +123,10 @@ def create_router_app(
     async def healthz(_request: Request) -> Response:
         return Response(b'{"status":"ok"}', media_type="application/json")
 
+    async def readyz(request: Request) -> Response:
+        readiness: Readiness = request.app.state.readiness
+        return await readiness.answer()
+
     async def http_error(_request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         type_ = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
@@ -125,6 +134,7 @@ def create_router_app(
                        dict(exc.headers or {}) or None)
 
     return Starlette(routes=[Route("/healthz", healthz, methods=["GET"]),
+                             Route("/readyz", readyz, methods=["GET"]),
                              Route("/{path:path}", endpoint, methods=_METHODS)],
                      exception_handlers={HTTPException: http_error}, lifespan=lifespan)
 

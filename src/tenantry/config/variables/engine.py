@@ -174,8 +174,9 @@ ENGINE = (
             "`tenantry worker` and `tenantry activity-worker` only: serve the process's "
             "`/metrics` (operator token: "
             "`TENANTRY_OPERATOR_TOKEN` or the data dir's) on `TENANTRY_HOST` and this port "
-            "(1–65535). Unset: not served (in `tenantry up` the API's `/metrics` shows the "
-            "workers' figures)."),
+            "(1–65535); `tenantry worker` also answers `/readyz` there, without a token "
+            "(docs/how-to/metrics.md). Unset: not served (in `tenantry up` the API's "
+            "`/metrics` shows the workers' figures, and its `/readyz` their readiness)."),
     ),
     Variable(
         "TENANTRY_LEASE_SECONDS",

@@ -107,7 +107,7 @@ class RunFailed(Payload):
     TYPE = EventType.RUN_FAILED
     error: str
     ours: bool  # a platform fault rather than the run's own failure
-    cause: str | None = None  # unpriced_model | model_provider
+    cause: str | None = None  # unpriced_model | model_provider | blob_quota
     details: Any = None  # a library task's own details
     error_id: str | None = None  # our log's record of the detail (runs/faults.py)
 
