@@ -36,14 +36,6 @@ RULES = MONITORING / "tenantry.rules.yml"
 RULE_TESTS = sorted(MONITORING.glob("*.test.yml"))
 DASHBOARD = MONITORING / "tenantry-dashboard.json"
 
-#: Temporary: added by the slo-ready/reconcile branches (the API's request outcomes, runs'
-#: end causes, the database check, billing reconciliation). Delete this list when they are
-#: merged: their code then exports these names and test_allow_list_is_not_stale says so.
-NOT_YET_ON_MAIN = {
-    "tenantry_runs_ended_by_cause_total",
-    "tenantry_api_requests_total",
-    "tenantry_database_up",
-}
 #: Made by Prometheus itself for every scrape target, not by Tenantry.
 SCRAPE_METRICS = {"up"}
 
@@ -149,7 +141,7 @@ def test_the_dashboard_is_importable_with_its_data_source_as_an_input() -> None:
 
 def test_every_metric_the_rules_and_dashboard_read_is_exported() -> None:
     found = exported().series_names()
-    known = found | recorded() | NOT_YET_ON_MAIN | SCRAPE_METRICS
+    known = found | recorded() | SCRAPE_METRICS
     read = {f"rule {rule.get('alert') or rule.get('record')}": rule["expr"]
             for rule in rules()}
     read |= {f"dashboard panel {where}": expr
@@ -195,10 +187,3 @@ def test_a_metric_no_code_exports_is_caught() -> None:
         ' and bool histogram_quantile(0.99, foo{a="b or c"} offset 5m) > 1e3')
     assert names == {"tenantry_step_platform_secs_bucket", "tenantry:x:ratio_rate5m", "foo"}
     assert "tenantry_step_platform_secs_bucket" not in exported().series_names()
-
-
-def test_allow_list_is_not_stale() -> None:
-    """Once the branches that add these names are merged, the code exports them: delete
-    NOT_YET_ON_MAIN (this test then has nothing left to check)."""
-    stale = NOT_YET_ON_MAIN & exported().series_names()
-    assert not stale, f"now exported by the code, delete from NOT_YET_ON_MAIN: {stale}"
