@@ -16,8 +16,7 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import PlainTextResponse
 
 from tenantry.activities.tasks.metrics import render_dead_letters
-from tenantry.api.auth import operator, platform
-from tenantry.api.platform import Platform
+from tenantry.api.auth import PlatformDep, operator
 from tenantry.retention import metrics as retention
 from tenantry.scheduler import metrics, shedding
 from tenantry.telemetry.registry import merge
@@ -27,7 +26,7 @@ router = APIRouter(tags=["operator"], dependencies=[Depends(operator)])
 
 @router.get("/metrics", response_class=PlainTextResponse,
             responses={200: {"content": {"text/plain": {}}}})
-async def get_metrics(p: Platform = Depends(platform)) -> PlainTextResponse:
+async def get_metrics(p: PlatformDep) -> PlainTextResponse:
     """Gauges and counters labelled by tenant class (plan), never by tenant id."""
     text = await metrics.render(p.db) + await metrics.render_runs(p.db)
     text += await render_dead_letters(p.cross_tenant_db)
