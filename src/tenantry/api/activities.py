@@ -7,8 +7,9 @@ answered as, are ``api/activity_bodies.py``. Lists page as every list does
 from __future__ import annotations
 
 import re
+from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Query, Response
+from fastapi import APIRouter, Depends, Query, Response
 
 from tenantry.activities.code.versions import NOT_FOUND, ActivityVersion
 from tenantry.activities.tasks.store import NOT_FOUND as TASK_NOT_FOUND
@@ -29,18 +30,17 @@ from tenantry.api.activity_bodies import (
     summary_out,
     task_out,
 )
-from tenantry.api.auth import platform, tenant_may
+from tenantry.api.auth import AgentsManager, PlatformDep, RunsReader, RunsWriter
 from tenantry.api.fields import INT4_MAX
 from tenantry.api.links import links, to
 from tenantry.api.pagination import PageRequest, keyed_by, matching
-from tenantry.api.params import parse_or_404, positive_int4_or_404
+from tenantry.api.params import idempotency_header, parse_or_404, positive_int4_or_404
 from tenantry.api.platform import Platform
 from tenantry.api.run_bodies import OVERLOADED
 from tenantry.errors import NotFound
 from tenantry.ids import RunId, TenantId
 from tenantry.runs.events import RunStatus
 from tenantry.store.results import Admitted, platform_error
-from tenantry.tenants.scopes import Scope
 
 router = APIRouter(tags=["activities"])
 
@@ -86,8 +86,7 @@ _PUBLISHED = links(
 @router.post("/v1/activities", status_code=201, response_model=ActivityOut, responses={
     201: _PUBLISHED, 409: _PUBLISH_CONFLICT})
 async def create_activity(
-    body: CreateActivity, response: Response,
-    tenant: TenantId = Depends(tenant_may(Scope.AGENTS_MANAGE)), p: Platform = Depends(platform),
+    body: CreateActivity, response: Response, tenant: AgentsManager, p: PlatformDep,
 ) -> ActivityOut:
     """Publish version 1, or the next version when the activity exists."""
     found = await p.activities.publish(tenant, body.name, body.bundle(), body.settings())
@@ -98,8 +97,7 @@ async def create_activity(
 @router.post("/v1/activities/{name}/versions", status_code=201, response_model=ActivityOut,
              responses={201: _PUBLISHED, 409: _PUBLISH_CONFLICT})
 async def create_version(
-    name: str, body: VersionBody, response: Response,
-    tenant: TenantId = Depends(tenant_may(Scope.AGENTS_MANAGE)), p: Platform = Depends(platform),
+    name: str, body: VersionBody, response: Response, tenant: AgentsManager, p: PlatformDep,
 ) -> ActivityOut:
     """The activity's next version; 404 when it has none yet (create it with POST
     /v1/activities)."""
@@ -109,31 +107,26 @@ async def create_version(
     return activity_out(found)
 
 
+_ActivityPage = Annotated[PageRequest, Depends(keyed_by(NAME_RE))]
+
+
 @router.get("/v1/activities", response_model=ActivityList)
-async def list_activities(
-    page: PageRequest = Depends(keyed_by(NAME_RE)),
-    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
-) -> ActivityList:
+async def list_activities(page: _ActivityPage, tenant: RunsReader, p: PlatformDep) -> ActivityList:
     """The tenant's activities by name, each with its latest version."""
     found = await p.activities.activities(tenant, after=page.position(_ACTIVITY_CURSOR),
                                           limit=page.limit)
-    return ActivityList(data=[summary_out(a) for a in found],
-                        next_cursor=page.next_cursor(found, lambda a: a.name))
+    return page.answer(ActivityList, found, summary_out, key=lambda a: a.name)
 
 
 @router.get("/v1/activities/{name}", response_model=ActivityOut)
-async def get_activity(
-    name: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)),
-    p: Platform = Depends(platform),
-) -> ActivityOut:
+async def get_activity(name: str, tenant: RunsReader, p: PlatformDep) -> ActivityOut:
     """The latest version."""
     return await _flagged_out(p, tenant, await p.activities.version(tenant, _name_or_404(name)))
 
 
 @router.get("/v1/activities/{name}/versions/{version}", response_model=ActivityOut)
 async def get_activity_version(
-    name: str, version: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)),
-    p: Platform = Depends(platform),
+    name: str, version: str, tenant: RunsReader, p: PlatformDep,
 ) -> ActivityOut:
     number = positive_int4_or_404(version, NOT_FOUND)
     return await _flagged_out(p, tenant,
@@ -160,11 +153,9 @@ _THE_TASK = {"task_id": "$response.body#/task_id"}
     503: OVERLOADED,
 })
 async def enqueue_task(
-    body: EnqueueTask, response: Response,
-    idempotency_key: str | None = Header(
-        None, min_length=1, max_length=255, pattern=r"^[\x21-\x7e]+$",
-        description="Retrying with the same key and body returns the same task."),
-    tenant: TenantId = Depends(tenant_may(Scope.RUNS_WRITE)), p: Platform = Depends(platform),
+    body: EnqueueTask, response: Response, tenant: RunsWriter, p: PlatformDep,
+    idempotency_key: str | None = idempotency_header(
+        "Retrying with the same key and body returns the same task."),
 ) -> TaskStarted:
     result = await p.activities.enqueue(tenant, body.activity, body.input,
                                         version=body.version, idempotency_key=idempotency_key)
@@ -177,67 +168,60 @@ async def enqueue_task(
                        task_url=f"/v1/activity-tasks/{result.task_id}")
 
 
+_TaskPage = Annotated[PageRequest, Depends(keyed_by(RunId.pattern()))]
+
+
 @router.get("/v1/activity-tasks", response_model=TaskList)
 async def list_tasks(
-    page: PageRequest = Depends(keyed_by(RunId.pattern())),
+    page: _TaskPage, tenant: RunsReader, p: PlatformDep,
     status: RunStatus | None = Query(None, description="Only tasks in this status (a dead "
                                                        "letter's is `waiting`)."),
     dead_lettered: bool | None = Query(None, description="true: only dead letters; false: "
                                                          "none of them."),
     activity: str | None = Query(None, max_length=128, pattern=NAME_RE,
                                  description="Only tasks of this activity."),
-    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
 ) -> TaskList:
     """The tenant's activity tasks, newest first."""
     found = await p.activities.tasks(tenant, before=page.position(RunId.parse), status=status,
                                      dead_lettered=dead_lettered, activity=activity,
                                      limit=page.limit)
-    return TaskList(data=[task_out(t) for t in found],
-                    next_cursor=page.next_cursor(found, lambda t: str(t.task_id)))
+    return page.answer(TaskList, found, task_out, key=lambda t: str(t.task_id))
 
 
 @router.get("/v1/activity-tasks/{task_id}", response_model=TaskOut)
-async def get_task(
-    task_id: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)),
-    p: Platform = Depends(platform),
-) -> TaskOut:
+async def get_task(task_id: str, tenant: RunsReader, p: PlatformDep) -> TaskOut:
     task = parse_or_404(RunId, task_id, TASK_NOT_FOUND)
     return task_out(await p.activities.get(tenant, task))
 
 
 @router.post("/v1/activity-tasks/{task_id}/requeue", response_model=TaskOut, responses={
     409: {"description": "`conflict`: only a dead-lettered task is requeued."}})
-async def requeue_task(
-    task_id: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_WRITE)),
-    p: Platform = Depends(platform),
-) -> TaskOut:
+async def requeue_task(task_id: str, tenant: RunsWriter, p: PlatformDep) -> TaskOut:
     """Send a dead letter back to the queue with a fresh count of attempts."""
     task = parse_or_404(RunId, task_id, TASK_NOT_FOUND)
     await p.activities.requeue(tenant, task)
     return task_out(await p.activities.get(tenant, task))
 
 
+_AttemptPage = Annotated[PageRequest, Depends(keyed_by(_SEQ_CURSOR))]
+
+
 @router.get("/v1/activity-tasks/{task_id}/attempts", response_model=AttemptList)
 async def list_attempts(
-    task_id: str, page: PageRequest = Depends(keyed_by(_SEQ_CURSOR)),
-    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
+    task_id: str, page: _AttemptPage, tenant: RunsReader, p: PlatformDep,
 ) -> AttemptList:
     """The task's attempt log, oldest first: each attempt's outcome, exit code, whether it
     killed its sandbox, and its output as capped for the log."""
     task = parse_or_404(RunId, task_id, TASK_NOT_FOUND)
     after = page.position(_seq_cursor) or 0
     found = await p.activities.attempts(tenant, task, after=after, limit=page.limit)
-    return AttemptList(data=[attempt_out(a) for a in found],
-                       next_cursor=page.next_cursor(found, lambda a: str(a.seq)))
+    return page.answer(AttemptList, found, attempt_out, key=lambda a: str(a.seq))
 
 
 @router.post("/v1/activity-tasks/{task_id}/cancel", response_model=TaskOut, responses={
     409: {"description": "`conflict`: the task already ended (finished, failed or "
                          "cancelled); `task_status` says how."}})
-async def cancel_task(
-    task_id: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_WRITE)),
-    p: Platform = Depends(platform),
-) -> TaskOut:
+async def cancel_task(task_id: str, tenant: RunsWriter, p: PlatformDep) -> TaskOut:
     """Cancel a task. Queued, waiting for its backoff or dead-lettered: `cancelled` at
     once. Running: the attempt in flight is not killed; `cancel_requested` is set, no
     further attempt starts, and the task ends `cancelled` — unless that attempt completes,

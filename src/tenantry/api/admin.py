@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Request, Response
 from pydantic import BaseModel, Field
 
-from tenantry.api.auth import operator, platform
+from tenantry.api.auth import PlatformDep, operator
 from tenantry.api.console import epoch
 from tenantry.api.fields import (
     SECRET_NAME_RE,
@@ -46,7 +46,7 @@ router = APIRouter(prefix="/admin/v1", tags=["operator"], dependencies=[Depends(
 
 TENANT_NOT_FOUND = service.TENANT_NOT_FOUND
 _SECRET_NAME = re.compile(SECRET_NAME_RE)
-_SECRET_CURSOR = matching(SECRET_NAME_RE)
+SECRET_CURSOR = matching(SECRET_NAME_RE)
 __all__ = ["TENANT_NOT_FOUND", "VAULT_ERROR", "Label", "SecretName", "Slug", "router"]
 #: Routes that read or write the vault can meet a data key wrapped by another master key.
 VAULT_ERROR: dict[int | str, dict[str, Any]] = {500: {
@@ -169,8 +169,7 @@ _IN_THE_TENANT = {"tenant_id": "$request.path.tenant_id"}
                  EraseTenant=to("POST", "/admin/v1/tenants/{tenant_id}/erase", "Erase it.",
                                 parameters=_THE_TENANT)),
                  **_REGION_NOT_SERVED})
-async def create_tenant(body: CreateTenant, request: Request,
-                        p: Platform = Depends(platform)) -> CreatedTenantOut:
+async def create_tenant(body: CreateTenant, request: Request, p: PlatformDep) -> CreatedTenantOut:
     tenant_id = TenantId.parse(body.tenant_id) if body.tenant_id else None
     # The action log names the tenant made (its path names none), or the one asked for
     # when refused (an id already taken, a region not served here).
@@ -186,21 +185,19 @@ async def create_tenant(body: CreateTenant, request: Request,
                             webhook_secret=created.webhook_secret)
 
 
+_TenantPage = Annotated[PageRequest, Depends(keyed_by(SLUG_RE))]
+
+
 @router.get("/tenants", response_model=TenantList)
-async def list_tenants(
-    page: PageRequest = Depends(keyed_by(SLUG_RE)), p: Platform = Depends(platform)
-) -> TenantList:
+async def list_tenants(page: _TenantPage, p: PlatformDep) -> TenantList:
     """Every tenant, ordered by id."""
     found = await service.list_tenants(p.cross_tenant_db,
                                        after=page.position(TenantId.parse), limit=page.limit)
-    return TenantList(data=[_tenant_out(t) for t in found],
-                      next_cursor=page.next_cursor(found, lambda t: t.tenant_id.value))
+    return page.answer(TenantList, found, _tenant_out, key=lambda t: t.tenant_id.value)
 
 
 @router.post("/tenants/{tenant_id}/webhook-secret", response_model=WebhookSecretOut)
-async def rotate_webhook_secret(
-    tenant_id: str, p: Platform = Depends(platform)
-) -> WebhookSecretOut:
+async def rotate_webhook_secret(tenant_id: str, p: PlatformDep) -> WebhookSecretOut:
     """Replace the tenant's webhook signing secret; the new one is shown once. The old one
     stops at once, and so does one a tenant's own rotation left signing (ADR 0045)."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
@@ -208,7 +205,7 @@ async def rotate_webhook_secret(
 
 
 @router.get("/tenants/{tenant_id}", response_model=TenantOut)
-async def get_tenant(tenant_id: str, p: Platform = Depends(platform)) -> TenantOut:
+async def get_tenant(tenant_id: str, p: PlatformDep) -> TenantOut:
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
     return _tenant_out(await service.get_tenant(p.db, tenant))
 
@@ -223,9 +220,7 @@ _THE_KEY = {**_IN_THE_TENANT, "key_id": "$response.body#/key_id"}
                            parameters=_THE_KEY),
                  RevokeKey=to("DELETE", "/admin/v1/tenants/{tenant_id}/api-keys/{key_id}",
                               "Revoke it.", parameters=_THE_KEY))})
-async def create_api_key(
-    tenant_id: str, body: CreateKey | None = None, p: Platform = Depends(platform)
-) -> KeyOut:
+async def create_api_key(tenant_id: str, p: PlatformDep, body: CreateKey | None = None) -> KeyOut:
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
     """A key for the tenant: every scope unless ``scopes`` narrows it, no expiry unless
     ``expires_at`` sets one."""
@@ -233,21 +228,20 @@ async def create_api_key(
     return issued_out(await service.issue_api_key(p.db, tenant, new))
 
 
+_KeyPage = Annotated[PageRequest, Depends(keyed_by(ApiKeyId.pattern()))]
+
+
 @router.get("/tenants/{tenant_id}/api-keys", response_model=ApiKeyList)
-async def list_api_keys(
-    tenant_id: str, page: PageRequest = Depends(keyed_by(ApiKeyId.pattern())),
-    p: Platform = Depends(platform)
-) -> ApiKeyList:
+async def list_api_keys(tenant_id: str, page: _KeyPage, p: PlatformDep) -> ApiKeyList:
     """The tenant's keys, revoked ones included, newest first."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
     found = await service.api_keys_page(p.db, tenant, before=page.position(ApiKeyId.parse),
                                         limit=page.limit)
-    return ApiKeyList(data=[key_out(k) for k in found],
-                      next_cursor=page.next_cursor(found, lambda k: str(k.key_id)))
+    return page.answer(ApiKeyList, found, key_out, key=lambda k: str(k.key_id))
 
 
 @router.get("/tenants/{tenant_id}/api-keys/{key_id}", response_model=ApiKeyOut)
-async def get_api_key(tenant_id: str, key_id: str, p: Platform = Depends(platform)) -> ApiKeyOut:
+async def get_api_key(tenant_id: str, key_id: str, p: PlatformDep) -> ApiKeyOut:
     """A key that works: a revoked one (DELETE) answers 404 here, as a deleted resource
     does; the tenant's list still shows it, with `revoked_at`."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
@@ -259,9 +253,7 @@ async def get_api_key(tenant_id: str, key_id: str, p: Platform = Depends(platfor
 
 
 @router.delete("/tenants/{tenant_id}/api-keys/{key_id}", response_model=RevokedOut)
-async def revoke_api_key(
-    tenant_id: str, key_id: str, p: Platform = Depends(platform)
-) -> RevokedOut:
+async def revoke_api_key(tenant_id: str, key_id: str, p: PlatformDep) -> RevokedOut:
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
     key = parse_or_404(ApiKeyId, key_id, service.KEY_NOT_FOUND)
     revoked_at = await service.revoke_api_key(p.db, tenant, key, p.auth_cache)
@@ -269,9 +261,7 @@ async def revoke_api_key(
 
 
 @router.put("/tenants/{tenant_id}/admissions", response_model=AdmissionsOut)
-async def put_admissions(
-    tenant_id: str, body: PutAdmissions, p: Platform = Depends(platform)
-) -> AdmissionsOut:
+async def put_admissions(tenant_id: str, body: PutAdmissions, p: PlatformDep) -> AdmissionsOut:
     """Pause or resume the tenant's admissions. Runs already admitted go on (their tool
     calls' tasks too); pausing twice keeps the first pause's time. Recorded in the
     console's action log as the operator API's, as every operator change is
@@ -287,15 +277,22 @@ _STORED = links(GetSecret=to(
     parameters={**_IN_THE_TENANT, "name": "$request.path.name"}))
 
 
+#: The name a secret is stored under: its rule is the document's (a name that is none is a
+#: 400 here, where reading one is a 404 like any lookup).
+NewSecretName = Annotated[str, Path(pattern=SECRET_NAME_RE, max_length=128)]
+
+
+def put_secret_responses(stored: dict[str, Any]) -> dict[int | str, dict[str, Any]]:
+    """What a PUT of a secret answers (the operator's route and the tenant's own):
+    ``stored`` links to where its name and dates are read."""
+    return {200: stored, 201: {"description": "Created", "model": SecretOut, **stored},
+            **VAULT_ERROR}
+
+
 @router.put("/tenants/{tenant_id}/secrets/{name}", response_model=SecretOut,
-            responses={200: _STORED, 201: {"description": "Created", "model": SecretOut,
-                                           **_STORED}, **VAULT_ERROR})
+            responses=put_secret_responses(_STORED))
 async def put_secret(
-    tenant_id: str, body: PutSecret, response: Response,
-    # The name a secret is stored under: its rule is the document's (a name that is none
-    # is a 400 here, where reading one is a 404 like any lookup).
-    name: str = Path(pattern=SECRET_NAME_RE, max_length=128),
-    p: Platform = Depends(platform),
+    tenant_id: str, name: NewSecretName, body: PutSecret, response: Response, p: PlatformDep,
 ) -> SecretOut:
     """Store a secret, encrypted with the tenant's data key. Write-only: no API returns it."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
@@ -314,22 +311,21 @@ async def store_secret(p: Platform, tenant: TenantId, name: str, value: str,
     return SecretOut(name=name, created_at=stored.created_at, updated_at=stored.updated_at)
 
 
+SecretPage = Annotated[PageRequest, Depends(keyed_by(SECRET_NAME_RE))]
+
+
 @router.get("/tenants/{tenant_id}/secrets", response_model=SecretList)
-async def list_secrets(
-    tenant_id: str, page: PageRequest = Depends(keyed_by(SECRET_NAME_RE)),
-    p: Platform = Depends(platform)
-) -> SecretList:
+async def list_secrets(tenant_id: str, page: SecretPage, p: PlatformDep) -> SecretList:
     """Names and dates only, ordered by name."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
-    after = page.position(_SECRET_CURSOR)
+    after = page.position(SECRET_CURSOR)
     await service.get_tenant(p.db, tenant)
     found = await vault_store.secrets_page(p.db, tenant, after=after, limit=page.limit)
-    return SecretList(data=[secret_out(s) for s in found],
-                      next_cursor=page.next_cursor(found, lambda s: s.name))
+    return page.answer(SecretList, found, secret_out, key=lambda s: s.name)
 
 
 @router.get("/tenants/{tenant_id}/secrets/{name}", response_model=SecretOut)
-async def get_secret(tenant_id: str, name: str, p: Platform = Depends(platform)) -> SecretOut:
+async def get_secret(tenant_id: str, name: str, p: PlatformDep) -> SecretOut:
     """A secret's name and dates (to check it is there); its value is never returned."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
     if not _SECRET_NAME.fullmatch(name):
@@ -347,7 +343,7 @@ class SessionsRevokedOut(BaseModel):
 
 
 @router.post("/sessions/revoke", response_model=SessionsRevokedOut)
-async def revoke_sessions(p: Platform = Depends(platform)) -> SessionsRevokedOut:
+async def revoke_sessions(p: PlatformDep) -> SessionsRevokedOut:
     """Sign every operator console session out, in every browser and every API process,
     without rotating the operator token: each cookie issued so far is refused at its next
     request (pages redirect to the login page, streams answer 401). Logging in again with

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from tenantry.activities.code import versions as activity_versions
 from tenantry.agents import activity_tools, child_tools, flags, service, snapshots
 from tenantry.agents.spec import AgentSpec, ChildAgent, Limits, SandboxPolicy, SummarizePolicy
-from tenantry.api.auth import platform, tenant_may
+from tenantry.api.auth import AgentsManager, PlatformDep, RunsReader
 from tenantry.api.fields import Body, EgressHost, PositiveInt4, Text
 from tenantry.api.links import links, to
 from tenantry.api.pagination import PageRequest, keyed_by
@@ -21,10 +21,9 @@ from tenantry.api.platform import Platform
 from tenantry.errors import Conflict, NotFound
 from tenantry.ids import AgentId, TenantId
 from tenantry.sandbox.egress import EgressPolicy
-from tenantry.tenants.scopes import Scope
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
-_AGENT_PAGE = keyed_by(AgentId.pattern())
+_AgentPage = Annotated[PageRequest, Depends(keyed_by(AgentId.pattern()))]
 
 # A tool's name, or one of the tenant's activities: activity:<name>[@<version>] (ADR 0015).
 ToolName = Annotated[str, Field(
@@ -326,8 +325,7 @@ _PUBLISHED = links(
 @router.post("", status_code=201, response_model=AgentOut,
              responses={201: _CREATED, **_PUBLISH_RESPONSES})
 async def create_agent(
-    body: CreateAgent, response: Response,
-    tenant: TenantId = Depends(tenant_may(Scope.AGENTS_MANAGE)), p: Platform = Depends(platform),
+    body: CreateAgent, response: Response, tenant: AgentsManager, p: PlatformDep,
 ) -> AgentOut:
     await _check_activities(p, tenant, body)
     created = await service.create_agent(p.db, tenant, body.name,
@@ -337,28 +335,20 @@ async def create_agent(
 
 
 @router.get("", response_model=AgentList)
-async def list_agents(
-    page: PageRequest = Depends(_AGENT_PAGE),
-    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
-) -> AgentList:
+async def list_agents(page: _AgentPage, tenant: RunsReader, p: PlatformDep) -> AgentList:
     agents = await service.list_agents(p.db, tenant, before=page.position(AgentId.parse),
                                        limit=page.limit)
-    return AgentList(
-        data=[
-            AgentSummaryOut(agent_id=str(a.agent_id), name=a.name,
-                            latest_version=a.latest_version, live_version=a.live_version,
-                            created_at=a.created_at)
-            for a in agents
-        ],
-        next_cursor=page.next_cursor(agents, lambda a: str(a.agent_id)),
-    )
+    return page.answer(AgentList, agents, _summary_out, key=lambda a: str(a.agent_id))
+
+
+def _summary_out(a: service.AgentSummary) -> AgentSummaryOut:
+    return AgentSummaryOut(agent_id=str(a.agent_id), name=a.name,
+                           latest_version=a.latest_version, live_version=a.live_version,
+                           created_at=a.created_at)
 
 
 @router.get("/{agent_id}", response_model=AgentOut)
-async def get_agent(
-    agent_id: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)),
-    p: Platform = Depends(platform)
-) -> AgentOut:
+async def get_agent(agent_id: str, tenant: RunsReader, p: PlatformDep) -> AgentOut:
     agent = parse_or_404(AgentId, agent_id, NOT_FOUND)
     return await _flagged_out(p, tenant, await service.get_agent(p.db, tenant, agent))
 
@@ -366,8 +356,7 @@ async def get_agent(
 @router.post("/{agent_id}/versions", status_code=201, response_model=AgentOut,
              responses={201: _PUBLISHED, **_PUBLISH_RESPONSES})
 async def create_version(
-    agent_id: str, body: NewVersion, response: Response,
-    tenant: TenantId = Depends(tenant_may(Scope.AGENTS_MANAGE)), p: Platform = Depends(platform),
+    agent_id: str, body: NewVersion, response: Response, tenant: AgentsManager, p: PlatformDep,
 ) -> AgentOut:
     agent = parse_or_404(AgentId, agent_id, NOT_FOUND)
     await _check_activities(p, tenant, body)
@@ -378,20 +367,14 @@ async def create_version(
 
 
 @router.get("/{agent_id}/versions/{version}", response_model=AgentOut)
-async def get_version(
-    agent_id: str, version: str,
-    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
-) -> AgentOut:
+async def get_version(agent_id: str, version: str, tenant: RunsReader, p: PlatformDep) -> AgentOut:
     agent = parse_or_404(AgentId, agent_id, NOT_FOUND)
     number = positive_int4_or_404(version, service.VERSION_NOT_FOUND)
     return await _flagged_out(p, tenant,
                               await service.get_version(p.db, tenant, agent, number))
 
 
-async def change_version(
-    agent_id: str, version: str,
-    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
-) -> None:
+async def change_version(agent_id: str, version: str, tenant: RunsReader, p: PlatformDep) -> None:
     """Versions are immutable: publish a new one with ``POST /v1/agents/{id}/versions``."""
     await get_version(agent_id, version, tenant, p)  # 404 first, like any other lookup
     raise Conflict("Agent versions are immutable; publish a new version instead.")

@@ -9,11 +9,12 @@ asked for (none by default), so callers can move over without an outage."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Annotated
 
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, Field
 
-from tenantry.api.auth import grant_may, platform, tenant_may
+from tenantry.api.auth import KeysManager, KeysManagerGrant, PlatformDep
 from tenantry.api.fields import Body
 from tenantry.api.key_bodies import (
     ApiKeyList,
@@ -26,14 +27,13 @@ from tenantry.api.key_bodies import (
 from tenantry.api.links import links, to
 from tenantry.api.pagination import PageRequest, keyed_by
 from tenantry.api.params import parse_or_404
-from tenantry.api.platform import Platform
 from tenantry.errors import Forbidden, NotFound
-from tenantry.ids import ApiKeyId, TenantId
+from tenantry.ids import ApiKeyId
 from tenantry.tenants import service
 from tenantry.tenants.scopes import KeyGrant, Scope
 
 router = APIRouter(prefix="/v1/api-keys", tags=["api keys"])
-_KEY_PAGE = keyed_by(ApiKeyId.pattern())
+_KeyPage = Annotated[PageRequest, Depends(keyed_by(ApiKeyId.pattern()))]
 _THE_KEY = {"key_id": "$response.body#/key_id"}
 MAX_OVERLAP_SECONDS = 7 * 24 * 3600
 
@@ -60,10 +60,7 @@ def _no_wider(grant: KeyGrant, wanted: frozenset[Scope]) -> None:
     GetKey=to("GET", "/v1/api-keys/{key_id}", "The key just made (never its secret again).",
               parameters=_THE_KEY),
     RevokeKey=to("DELETE", "/v1/api-keys/{key_id}", "Revoke it.", parameters=_THE_KEY))})
-async def create_key(
-    body: CreateKey, grant: KeyGrant = Depends(grant_may(Scope.KEYS_MANAGE)),
-    p: Platform = Depends(platform),
-) -> KeyOut:
+async def create_key(body: CreateKey, grant: KeysManagerGrant, p: PlatformDep) -> KeyOut:
     """A new key for your tenant: the scopes you name (every scope this key holds when
     omitted), an optional expiry. The key is shown once."""
     new = body.new_key(created_by=f"key:{grant.key_id}")
@@ -74,22 +71,15 @@ async def create_key(
 
 
 @router.get("", response_model=ApiKeyList)
-async def list_keys(
-    page: PageRequest = Depends(_KEY_PAGE),
-    tenant: TenantId = Depends(tenant_may(Scope.KEYS_MANAGE)), p: Platform = Depends(platform),
-) -> ApiKeyList:
+async def list_keys(page: _KeyPage, tenant: KeysManager, p: PlatformDep) -> ApiKeyList:
     """Your keys, revoked and expired ones included, newest first."""
     found = await service.api_keys_page(p.db, tenant, before=page.position(ApiKeyId.parse),
                                         limit=page.limit)
-    return ApiKeyList(data=[key_out(k) for k in found],
-                      next_cursor=page.next_cursor(found, lambda k: str(k.key_id)))
+    return page.answer(ApiKeyList, found, key_out, key=lambda k: str(k.key_id))
 
 
 @router.get("/{key_id}", response_model=ApiKeyOut)
-async def get_key(
-    key_id: str, tenant: TenantId = Depends(tenant_may(Scope.KEYS_MANAGE)),
-    p: Platform = Depends(platform),
-) -> ApiKeyOut:
+async def get_key(key_id: str, tenant: KeysManager, p: PlatformDep) -> ApiKeyOut:
     """A key that was not revoked (a revoked one is a 404 here; the list still shows it)."""
     key = parse_or_404(ApiKeyId, key_id, service.KEY_NOT_FOUND)
     found = await service.get_api_key(p.db, tenant, key)
@@ -101,8 +91,7 @@ async def get_key(
 @router.post("/{key_id}/rotate", status_code=201, response_model=KeyOut, responses={201: links(
     GetKey=to("GET", "/v1/api-keys/{key_id}", "The new key.", parameters=_THE_KEY))})
 async def rotate_key(
-    key_id: str, body: RotateKey | None = None,
-    grant: KeyGrant = Depends(grant_may(Scope.KEYS_MANAGE)), p: Platform = Depends(platform),
+    key_id: str, grant: KeysManagerGrant, p: PlatformDep, body: RotateKey | None = None,
 ) -> KeyOut:
     """A new key in place of this one (same name, scopes and expiry), shown once; the old
     one stops after ``overlap_seconds``. A key may rotate itself."""
@@ -117,10 +106,7 @@ async def rotate_key(
 
 
 @router.delete("/{key_id}", response_model=RevokedKeyOut)
-async def revoke_key(
-    key_id: str, tenant: TenantId = Depends(tenant_may(Scope.KEYS_MANAGE)),
-    p: Platform = Depends(platform),
-) -> RevokedKeyOut:
+async def revoke_key(key_id: str, tenant: KeysManager, p: PlatformDep) -> RevokedKeyOut:
     """Revoke a key at once (this one too, if named: the request still completes)."""
     key = parse_or_404(ApiKeyId, key_id, service.KEY_NOT_FOUND)
     return RevokedKeyOut(key_id=str(key),

@@ -4,23 +4,21 @@ a decision re-queues the run, which continues from its log on any worker."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
-from tenantry.api.auth import platform, tenant_may
+from tenantry.api.auth import ApprovalsDecider, PlatformDep, RunsReader
 from tenantry.api.fields import Body, Text
 from tenantry.api.pagination import PageRequest, keyed_by
 from tenantry.api.params import parse_or_404
-from tenantry.api.platform import Platform
-from tenantry.ids import ApprovalId, TenantId
+from tenantry.ids import ApprovalId
 from tenantry.runs import approvals as decisions
-from tenantry.tenants.scopes import Scope
 from tenantry.tools import approvals
 
 router = APIRouter(prefix="/v1/approvals", tags=["approvals"])
-_APPROVAL_PAGE = keyed_by(ApprovalId.pattern())
+_ApprovalPage = Annotated[PageRequest, Depends(keyed_by(ApprovalId.pattern()))]
 
 
 class ApprovalOut(BaseModel):
@@ -56,30 +54,25 @@ def _out(a: approvals.ApprovalView) -> ApprovalOut:
 
 @router.get("", response_model=ApprovalList)
 async def list_approvals(
+    *,
     status: Literal["pending", "approved", "denied", "expired", "cancelled"] | None = Query(None),
-    page: PageRequest = Depends(_APPROVAL_PAGE),
-    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
+    page: _ApprovalPage, tenant: RunsReader, p: PlatformDep,
 ) -> ApprovalList:
     found = await approvals.list_approvals(p.db, tenant, status=status,
                                            before=page.position(ApprovalId.parse),
                                            limit=page.limit)
-    return ApprovalList(data=[_out(a) for a in found],
-                        next_cursor=page.next_cursor(found, lambda a: str(a.approval_id)))
+    return page.answer(ApprovalList, found, _out, key=lambda a: str(a.approval_id))
 
 
 @router.get("/{approval_id}", response_model=ApprovalOut)
-async def get_approval(
-    approval_id: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)),
-    p: Platform = Depends(platform),
-) -> ApprovalOut:
+async def get_approval(approval_id: str, tenant: RunsReader, p: PlatformDep) -> ApprovalOut:
     approval = parse_or_404(ApprovalId, approval_id, approvals.NOT_FOUND)
     return _out(await approvals.get(p.db, tenant, approval))
 
 
 @router.post("/{approval_id}", response_model=ApprovalOut)
 async def decide(
-    approval_id: str, body: Decide, tenant: TenantId = Depends(tenant_may(Scope.APPROVALS_DECIDE)),
-    p: Platform = Depends(platform),
+    approval_id: str, body: Decide, tenant: ApprovalsDecider, p: PlatformDep,
 ) -> ApprovalOut:
     """Approve or deny. Deciding twice, or after the run ended, is a 409."""
     approval = parse_or_404(ApprovalId, approval_id, approvals.NOT_FOUND)

@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Send
 from starlette.types import Scope as AsgiScope
 
 from tenantry.api.admin import TENANT_NOT_FOUND
-from tenantry.api.auth import operator, platform, tenant_may
+from tenantry.api.auth import AuditReader, PlatformDep, operator
 from tenantry.api.fields import IsoTime
 from tenantry.api.operator_actions import route_of
 from tenantry.api.pagination import PageRequest, keyed_by
@@ -38,7 +38,7 @@ logger = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1", tags=["audit"])
 admin_router = APIRouter(prefix="/admin/v1", tags=["operator"],
                          dependencies=[Depends(operator)])
-_PAGE = keyed_by(trail.CURSOR_RE)
+_Page = Annotated[PageRequest, Depends(keyed_by(trail.CURSOR_RE))]
 
 #: The scopes whose writes change the tenant's account (what the trail records).
 CHANGE_SCOPES = frozenset({Scope.APPROVALS_DECIDE, Scope.AGENTS_MANAGE,
@@ -92,19 +92,19 @@ async def _trail_query(
     return trail.TrailQuery(kind, RunId.parse(run_id) if run_id else None, actor, since)
 
 
-async def _page(p: Platform, tenant: TenantId, query: trail.TrailQuery,
-                page: PageRequest) -> AuditPage:
+_Query = Annotated[trail.TrailQuery, Depends(_trail_query)]
+
+
+async def _page(
+    p: Platform, tenant: TenantId, query: trail.TrailQuery, page: PageRequest,
+) -> AuditPage:
     found = await trail.trail_page(p.db, tenant, query, after=page.position(trail.parse_cursor),
                                    limit=page.limit)
-    return AuditPage(data=[_out(e) for e in found],
-                     next_cursor=page.next_cursor(found, lambda e: e.cursor))
+    return page.answer(AuditPage, found, _out, key=lambda e: e.cursor)
 
 
 @router.get("/audit", response_model=AuditPage)
-async def read_audit(
-    query: trail.TrailQuery = Depends(_trail_query), page: PageRequest = Depends(_PAGE),
-    tenant: TenantId = Depends(tenant_may(Scope.AUDIT_READ)), p: Platform = Depends(platform),
-) -> AuditPage:
+async def read_audit(query: _Query, page: _Page, tenant: AuditReader, p: PlatformDep) -> AuditPage:
     """Your audit trail, newest first: every tool call your runs made, and every change to
     your account (keys, tool servers, secrets, agents, promotions, approvals, exports) with
     who made it. Kept under your audit-retention policy."""
@@ -113,8 +113,7 @@ async def read_audit(
 
 @admin_router.get("/tenants/{tenant_id}/audit", response_model=AuditPage)
 async def read_tenant_audit(
-    tenant_id: str, query: trail.TrailQuery = Depends(_trail_query),
-    page: PageRequest = Depends(_PAGE), p: Platform = Depends(platform),
+    tenant_id: str, query: _Query, page: _Page, p: PlatformDep,
 ) -> AuditPage:
     """A tenant's audit trail, as the tenant reads it."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)

@@ -1,16 +1,17 @@
 """Who is calling: a tenant (its API key) or the operator (the operator token). The tenant
 comes from the key, never from a body, path or model (invariant 4).
 
-Every tenant route states the one scope it needs by its dependency —
-``Depends(tenant_may(Scope.RUNS_READ))`` — which the OpenAPI document publishes and a test
-holds every route to (ADR 0043)."""
+Every tenant route states the one scope it needs by its dependency — ``tenant: RunsReader``,
+an alias of ``Depends(tenant_may(Scope.RUNS_READ))`` — which the OpenAPI document publishes
+and a test holds every route to (ADR 0043)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from typing import Annotated
 
-from fastapi import Request
+from fastapi import Depends, Request
 
 from tenantry.api.platform import Platform
 from tenantry.db import DATABASE_DOWN
@@ -120,3 +121,22 @@ async def scraper(request: Request) -> None:
         if not (await platform(request)).operator_tokens.last_known(bearer(request)):
             raise
         request.state.operator = True
+
+
+# What handlers declare, each written once (``p: PlatformDep``, ``tenant: RunsReader``).
+PlatformDep = Annotated[Platform, Depends(platform)]
+#: The calling tenant, once its key is known to hold the scope the name says.
+RunsReader = Annotated[TenantId, Depends(tenant_may(Scope.RUNS_READ))]
+RunsWriter = Annotated[TenantId, Depends(tenant_may(Scope.RUNS_WRITE))]
+ApprovalsDecider = Annotated[TenantId, Depends(tenant_may(Scope.APPROVALS_DECIDE))]
+AgentsManager = Annotated[TenantId, Depends(tenant_may(Scope.AGENTS_MANAGE))]
+IntegrationsManager = Annotated[TenantId, Depends(tenant_may(Scope.INTEGRATIONS_MANAGE))]
+KeysManager = Annotated[TenantId, Depends(tenant_may(Scope.KEYS_MANAGE))]
+AuditReader = Annotated[TenantId, Depends(tenant_may(Scope.AUDIT_READ))]
+DataExporter = Annotated[TenantId, Depends(tenant_may(Scope.DATA_EXPORT))]
+#: The calling tenant and key (for what records who asked), once the key holds the scope.
+AgentsManagerCaller = Annotated[Caller, Depends(caller_may(Scope.AGENTS_MANAGE))]
+KeysManagerCaller = Annotated[Caller, Depends(caller_may(Scope.KEYS_MANAGE))]
+DataExporterCaller = Annotated[Caller, Depends(caller_may(Scope.DATA_EXPORT))]
+#: All the calling key grants, once it holds ``keys:manage``.
+KeysManagerGrant = Annotated[KeyGrant, Depends(grant_may(Scope.KEYS_MANAGE))]

@@ -10,10 +10,9 @@ from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tenantry.api.admin import Label
-from tenantry.api.auth import operator, platform
+from tenantry.api.auth import PlatformDep, operator
 from tenantry.api.fields import HttpUrl, exactly_one_given
 from tenantry.api.params import PageLimit
-from tenantry.api.platform import Platform
 from tenantry.api.problems import MEDIA_TYPE
 from tenantry.errors import ValidationFailed
 from tenantry.ledger import provider_fetch, provider_reports, reconcile
@@ -122,8 +121,7 @@ def _out(r: reconcile.Reconciliation) -> ReconciliationOut:
                                              "(`provider_report_unavailable`)",
                               "content": {MEDIA_TYPE: {"schema": {
                                   "$ref": "#/components/schemas/Problem"}}}}})
-async def reconcile_account(body: ReconcileIn,
-                            p: Platform = Depends(platform)) -> ReconciliationOut:
+async def reconcile_account(body: ReconcileIn, p: PlatformDep) -> ReconciliationOut:
     """Compare the account's usage facts per UTC day with the provider's own report and
     store the result. A day is flagged when a figure differs by more than 1% or the day
     appears on one side only; `flagged_days` counts them."""
@@ -150,9 +148,9 @@ async def reconcile_account(body: ReconcileIn,
 @router.get("/reconciliations", response_model=list[ReconciliationOut],
             response_model_by_alias=True)
 async def list_reconciliations(
+    p: PlatformDep,
     account: str | None = Query(None, max_length=64, description="Only this account's."),
     limit: Annotated[PageLimit, Query()] = 20,
-    p: Platform = Depends(platform),
 ) -> list[ReconciliationOut]:
     """Past reconciliations, newest first."""
     return [_out(r) for r in await reconcile.recent(p.db, account, limit)]

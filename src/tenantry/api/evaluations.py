@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, Response
 from pydantic import BaseModel, Field
 
 from tenantry.agents import service as agents
-from tenantry.api.auth import Caller, caller_may, platform, tenant_may
+from tenantry.api.auth import AgentsManager, AgentsManagerCaller, PlatformDep, RunsReader
 from tenantry.api.evaluation_bodies import (
     CreateEvaluation,
     CreateTestSet,
@@ -30,12 +30,10 @@ from tenantry.api.fields import Body, PositiveInt4
 from tenantry.api.links import links, to
 from tenantry.api.pagination import PageRequest, keyed_by
 from tenantry.api.params import parse_or_404
-from tenantry.api.platform import Platform
 from tenantry.api.run_bodies import OVERLOADED
 from tenantry.errors import Conflict, NotFound
 from tenantry.evaluations import service, test_sets
-from tenantry.ids import AgentId, EvaluationId, TenantId, TestSetId
-from tenantry.tenants.scopes import Scope
+from tenantry.ids import AgentId, EvaluationId, TestSetId
 
 router = APIRouter(prefix="/v1/agents", tags=["evaluations"])
 
@@ -68,6 +66,10 @@ class PromotionList(BaseModel):
 AGENT_NOT_FOUND = agents.NOT_FOUND
 
 
+def _agent(agent_id: str) -> AgentId:
+    return parse_or_404(AgentId, agent_id, AGENT_NOT_FOUND)
+
+
 @router.post("/{agent_id}/test-sets", status_code=201, response_model=TestSetOut,
              responses={201: links(
                  GetTestSet=to("GET", "/v1/agents/{agent_id}/test-sets/{test_set_id}",
@@ -83,10 +85,9 @@ AGENT_NOT_FOUND = agents.NOT_FOUND
                                               "test set of this name, or a case's `from_run` "
                                               "names no finished run of this agent."}})
 async def create_test_set(
-    agent_id: str, body: CreateTestSet, response: Response,
-    tenant: TenantId = Depends(tenant_may(Scope.AGENTS_MANAGE)), p: Platform = Depends(platform),
+    agent_id: str, body: CreateTestSet, response: Response, tenant: AgentsManager, p: PlatformDep,
 ) -> TestSetOut:
-    agent = parse_or_404(AgentId, agent_id, AGENT_NOT_FOUND)
+    agent = _agent(agent_id)
     created = await test_sets.create(p.db, tenant, agent, body.name,
                                      tool_results=body.tool_results, stubs=body.stubs,
                                      cases=[case.to_json() for case in body.cases])
@@ -94,29 +95,33 @@ async def create_test_set(
     return test_set_out(created)
 
 
+_TestSetPage = Annotated[PageRequest, Depends(keyed_by(TestSetId.pattern()))]
+
+
 @router.get("/{agent_id}/test-sets", response_model=TestSetList)
 async def list_test_sets(
-    agent_id: str, page: PageRequest = Depends(keyed_by(TestSetId.pattern())),
-    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
+    agent_id: str, page: _TestSetPage, tenant: RunsReader, p: PlatformDep,
 ) -> TestSetList:
     """A page of the agent's test sets, newest first: each one's name, tool results and how
     many cases it has, never the cases (read one test set to see them)."""
-    agent = parse_or_404(AgentId, agent_id, AGENT_NOT_FOUND)
+    agent = _agent(agent_id)
     found = await test_sets.list_for(p.db, tenant, agent, before=page.position(TestSetId.parse),
                                      limit=page.limit)
-    return TestSetList(
-        data=[TestSetSummaryOut(test_set_id=str(t.test_set_id), agent_id=str(t.agent_id),
-                                name=t.name, tool_results=t.tool_results, cases=t.cases,
-                                created_at=t.created_at) for t in found],
-        next_cursor=page.next_cursor(found, lambda t: str(t.test_set_id)))
+    return page.answer(TestSetList, found, _test_set_summary,
+                       key=lambda t: str(t.test_set_id))
+
+
+def _test_set_summary(t: test_sets.TestSetSummary) -> TestSetSummaryOut:
+    return TestSetSummaryOut(test_set_id=str(t.test_set_id), agent_id=str(t.agent_id),
+                             name=t.name, tool_results=t.tool_results, cases=t.cases,
+                             created_at=t.created_at)
 
 
 @router.get("/{agent_id}/test-sets/{test_set_id}", response_model=TestSetOut)
 async def get_test_set(
-    agent_id: str, test_set_id: str,
-    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
+    agent_id: str, test_set_id: str, tenant: RunsReader, p: PlatformDep,
 ) -> TestSetOut:
-    agent = parse_or_404(AgentId, agent_id, AGENT_NOT_FOUND)
+    agent = _agent(agent_id)
     found = parse_or_404(TestSetId, test_set_id, test_sets.NOT_FOUND)
     return test_set_out(await test_sets.get(p.db, tenant, agent, found))
 
@@ -136,11 +141,11 @@ async def get_test_set(
                  # Its runs are batch runs: refused whenever the cell sheds those.
                  503: OVERLOADED})
 async def create_evaluation(
-    agent_id: str, body: CreateEvaluation, response: Response,
-    who: Caller = Depends(caller_may(Scope.AGENTS_MANAGE)), p: Platform = Depends(platform),
+    agent_id: str, body: CreateEvaluation, response: Response, who: AgentsManagerCaller,
+    p: PlatformDep,
 ) -> EvaluationOut:
     tenant, by = who.tenant, str(who.key)
-    agent = parse_or_404(AgentId, agent_id, AGENT_NOT_FOUND)
+    agent = _agent(agent_id)
     # Every case is two new batch runs (ADR 0034): a cell shedding batch runs refuses the
     # evaluation as it refuses `POST /v1/runs` at batch priority (ADR 0008) — whole, before
     # anything is read or written. (No idempotency key: there is no accepted retry to answer.)
@@ -165,30 +170,34 @@ async def create_evaluation(
     return report_out(await service.report(p.db, tenant, agent, started.evaluation_id))
 
 
+_EvaluationPage = Annotated[PageRequest, Depends(keyed_by(EvaluationId.pattern()))]
+
+
 @router.get("/{agent_id}/evaluations", response_model=EvaluationList)
 async def list_evaluations(
-    agent_id: str, page: PageRequest = Depends(keyed_by(EvaluationId.pattern())),
-    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
+    agent_id: str, page: _EvaluationPage, tenant: RunsReader, p: PlatformDep,
 ) -> EvaluationList:
-    agent = parse_or_404(AgentId, agent_id, AGENT_NOT_FOUND)
+    agent = _agent(agent_id)
     await agents.get_agent(p.db, tenant, agent)  # 404 for another tenant's agent
     found = await service.list_for(p.db, tenant, agent,
                                    before=page.position(EvaluationId.parse), limit=page.limit)
-    return EvaluationList(
-        data=[EvaluationSummaryOut(
-            evaluation_id=str(e.evaluation_id), test_set_id=str(e.test_set_id),
-            baseline=SideSpecOut(version=e.baseline_version, model=None),
-            candidate=SideSpecOut(version=e.candidate_version, model=e.candidate_model),
-            cases=e.cases, created_by=e.created_by, created_at=e.created_at) for e in found],
-        next_cursor=page.next_cursor(found, lambda e: str(e.evaluation_id)))
+    return page.answer(EvaluationList, found, _evaluation_summary,
+                       key=lambda e: str(e.evaluation_id))
+
+
+def _evaluation_summary(e: service.Evaluation) -> EvaluationSummaryOut:
+    return EvaluationSummaryOut(
+        evaluation_id=str(e.evaluation_id), test_set_id=str(e.test_set_id),
+        baseline=SideSpecOut(version=e.baseline_version, model=None),
+        candidate=SideSpecOut(version=e.candidate_version, model=e.candidate_model),
+        cases=e.cases, created_by=e.created_by, created_at=e.created_at)
 
 
 @router.get("/{agent_id}/evaluations/{evaluation_id}", response_model=EvaluationOut)
 async def get_evaluation(
-    agent_id: str, evaluation_id: str,
-    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
+    agent_id: str, evaluation_id: str, tenant: RunsReader, p: PlatformDep,
 ) -> EvaluationOut:
-    agent = parse_or_404(AgentId, agent_id, AGENT_NOT_FOUND)
+    agent = _agent(agent_id)
     evaluation = parse_or_404(EvaluationId, evaluation_id, service.NOT_FOUND)
     return report_out(await service.report(p.db, tenant, agent, evaluation))
 
@@ -200,13 +209,12 @@ async def get_evaluation(
                                               "named is not of this version, still running, "
                                               "or a case failed."}})
 async def promote(
-    agent_id: str, body: PromoteBody,
-    who: Caller = Depends(caller_may(Scope.AGENTS_MANAGE)), p: Platform = Depends(platform),
+    agent_id: str, body: PromoteBody, who: AgentsManagerCaller, p: PlatformDep,
 ) -> PromotionOut:
     """Make a version the live one: what `POST /v1/runs` without a version runs. Publishing
     never does; only this, recorded with who and when."""
     tenant, by = who.tenant, str(who.key)
-    agent = parse_or_404(AgentId, agent_id, AGENT_NOT_FOUND)
+    agent = _agent(agent_id)
     latest = (await agents.get_agent(p.db, tenant, agent)).version
     if body.version > latest:
         raise Conflict(f"version: this agent has no version {body.version} (its "
@@ -225,11 +233,8 @@ async def promote(
 
 
 @router.get("/{agent_id}/promotions", response_model=PromotionList)
-async def list_promotions(
-    agent_id: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)),
-    p: Platform = Depends(platform),
-) -> PromotionList:
-    agent = parse_or_404(AgentId, agent_id, AGENT_NOT_FOUND)
+async def list_promotions(agent_id: str, tenant: RunsReader, p: PlatformDep) -> PromotionList:
+    agent = _agent(agent_id)
     await agents.get_agent(p.db, tenant, agent)
     return PromotionList(data=[_promotion_out(agent, x)
                                for x in await agents.promotions(p.db, tenant, agent)])

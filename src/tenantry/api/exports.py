@@ -10,28 +10,26 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Header, Response
+from fastapi import APIRouter, Depends, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
-from tenantry.api.auth import Caller, caller_may, platform, tenant_may
+from tenantry.api.auth import DataExporter, DataExporterCaller, PlatformDep
 from tenantry.api.links import links, to
 from tenantry.api.pagination import PageRequest, keyed_by
-from tenantry.api.params import parse_or_404
-from tenantry.api.platform import Platform
+from tenantry.api.params import idempotency_header, parse_or_404
 from tenantry.blobs import BlobNotFound, BlobStoreUnavailable, object_key
 from tenantry.blobs.objects import UNAVAILABLE_RETRY_AFTER
 from tenantry.errors import NotFound
 from tenantry.exports import jobs
 from tenantry.exports.jobs import Export
-from tenantry.ids import ExportId, TenantId
-from tenantry.tenants.scopes import Scope
+from tenantry.ids import ExportId
 
 router = APIRouter(prefix="/v1/exports", tags=["exports"])
 logger = logging.getLogger(__name__)
-_PAGE = keyed_by(ExportId.pattern())
+_Page = Annotated[PageRequest, Depends(keyed_by(ExportId.pattern()))]
 
 ARCHIVE_MEDIA_TYPE = "application/gzip"
 NOT_READY = "The export's archive is not ready (status {status}); see GET /v1/exports/{id}."
@@ -86,11 +84,9 @@ def _out(export: Export) -> ExportOut:
     429: {"description": "`quota_exceeded`: the tenant has as many exports queued or "
                          "running as it may (`limit`); ask again once one has finished"}})
 async def request_export(
-    response: Response,
-    idempotency_key: str | None = Header(
-        None, min_length=1, max_length=255, pattern=r"^[\x21-\x7e]+$",
-        description="Retrying with the same key returns the same export."),
-    caller: Caller = Depends(caller_may(Scope.DATA_EXPORT)), p: Platform = Depends(platform),
+    response: Response, caller: DataExporterCaller, p: PlatformDep,
+    idempotency_key: str | None = idempotency_header(
+        "Retrying with the same key returns the same export."),
 ) -> ExportOut:
     """Queue an export of everything the tenant has: its runs with their events, traces
     and blobs, the tombstones of its deleted runs, its agents and their versions, test
@@ -102,25 +98,25 @@ async def request_export(
 
 
 @router.get("", response_model=ExportList)
-async def list_exports(
-    page: PageRequest = Depends(_PAGE),
-    tenant: TenantId = Depends(tenant_may(Scope.DATA_EXPORT)), p: Platform = Depends(platform),
-) -> ExportList:
+async def list_exports(page: _Page, tenant: DataExporter, p: PlatformDep) -> ExportList:
     """The tenant's exports, newest first (`cursor`: the last export id of the previous
     page). Finished ones are listed until they expire."""
     found = await jobs.page(p.db, tenant, before=page.position(ExportId.parse),
                             limit=page.limit)
-    return ExportList(data=[_out(e) for e in found],
-                      next_cursor=page.next_cursor(found, lambda e: str(e.export_id)))
+    return page.answer(ExportList, found, _out, key=lambda e: str(e.export_id))
+
+
+async def _export(export_id: str, tenant: DataExporter, p: PlatformDep) -> Export:
+    """The tenant's export the path names: 404 for none (another tenant's too)."""
+    return await jobs.get(p.db, tenant, parse_or_404(ExportId, export_id, jobs.NOT_FOUND))
+
+
+TheExport = Annotated[Export, Depends(_export)]
 
 
 @router.get("/{export_id}", response_model=ExportOut)
-async def get_export(
-    export_id: str, tenant: TenantId = Depends(tenant_may(Scope.DATA_EXPORT)),
-    p: Platform = Depends(platform),
-) -> ExportOut:
-    export = parse_or_404(ExportId, export_id, jobs.NOT_FOUND)
-    return _out(await jobs.get(p.db, tenant, export))
+async def get_export(export: TheExport) -> ExportOut:
+    return _out(export)
 
 
 _UNAVAILABLE: dict[int | str, dict[str, Any]] = {503: {
@@ -138,13 +134,10 @@ _UNAVAILABLE: dict[int | str, dict[str, Any]] = {503: {
           "content": {ARCHIVE_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}}},
     **_UNAVAILABLE})
 async def read_archive(
-    export_id: str, tenant: TenantId = Depends(tenant_may(Scope.DATA_EXPORT)),
-    p: Platform = Depends(platform),
+    export: TheExport, tenant: DataExporter, p: PlatformDep,
 ) -> StreamingResponse:
     """The archive's bytes, streamed; 404 until the export is ready (and after it
     expired)."""
-    key = parse_or_404(ExportId, export_id, jobs.NOT_FOUND)
-    export = await jobs.get(p.db, tenant, key)
     if not export.ready or export.archive_ref is None:
         raise NotFound(NOT_READY.format(status=export.status, id=export.export_id),
                        export_status=export.status)

@@ -10,16 +10,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
-from tenantry.api.auth import operator, platform
+from tenantry.api.auth import PlatformDep, operator
 from tenantry.api.console import reads
 from tenantry.api.pagination import PageRequest, keyed_by
 from tenantry.api.params import FewLimit, parse_or_404
-from tenantry.api.platform import Platform
 from tenantry.ids import ApprovalId, TenantId
 from tenantry.tenants import service
 
 router = APIRouter(prefix="/admin/v1", tags=["operator"], dependencies=[Depends(operator)])
-_APPROVAL_PAGE = keyed_by(ApprovalId.pattern())
+_ApprovalPage = Annotated[PageRequest, Depends(keyed_by(ApprovalId.pattern()))]
 
 class PendingApprovalOut(BaseModel):
     tenant_id: str
@@ -59,9 +58,9 @@ def _out(a: reads.PendingApproval) -> PendingApprovalOut:
 
 @router.get("/approvals/pending", response_model=PendingByTenant)
 async def pending_by_tenant(
+    p: PlatformDep,
     each: Annotated[FewLimit, Query(description="How many of each tenant's to show.")]
     = reads.INBOX_EACH,
-    p: Platform = Depends(platform),
 ) -> PendingByTenant:
     """The approvals inbox grouped by tenant: each tenant's count, how long it has waited,
     and its oldest `each`, so no tenant's volume hides another tenant's approvals."""
@@ -72,14 +71,10 @@ async def pending_by_tenant(
 
 
 @router.get("/tenants/{tenant_id}/approvals/pending", response_model=PendingList)
-async def pending_of_tenant(
-    tenant_id: str, page: PageRequest = Depends(_APPROVAL_PAGE),
-    p: Platform = Depends(platform),
-) -> PendingList:
+async def pending_of_tenant(tenant_id: str, page: _ApprovalPage, p: PlatformDep) -> PendingList:
     """One tenant's pending approvals, oldest first (the inbox filtered by tenant)."""
     tenant = parse_or_404(TenantId, tenant_id, service.TENANT_NOT_FOUND)
     found = await reads.pending_approvals_of(p.cross_tenant_db, tenant,
                                              after=page.position(ApprovalId.parse),
                                              limit=page.limit)
-    return PendingList(data=[_out(a) for a in found],
-                       next_cursor=page.next_cursor(found, lambda a: str(a.approval_id)))
+    return page.answer(PendingList, found, _out, key=lambda a: str(a.approval_id))

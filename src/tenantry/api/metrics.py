@@ -24,7 +24,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import PlainTextResponse
 
 from tenantry.activities.tasks.metrics import render_dead_letters
-from tenantry.api.auth import platform, scraper
+from tenantry.api.auth import PlatformDep, scraper
 from tenantry.api.platform import Platform
 from tenantry.billing import metrics as billing
 from tenantry.db import DATABASE_DOWN
@@ -42,7 +42,7 @@ DATABASE_UP_HELP = ("# HELP tenantry_database_up 1 when this scrape read the dat
 
 @router.get("/metrics", response_class=PlainTextResponse, dependencies=[Depends(scraper)],
             responses={200: {"content": {"text/plain": {}}}})
-async def get_metrics(request: Request, p: Platform = Depends(platform)) -> PlainTextResponse:
+async def get_metrics(request: Request, p: PlatformDep) -> PlainTextResponse:
     """Gauges and counters labelled by tenant class (plan), never by tenant id."""
     try:
         text = await _database_gauges(p)

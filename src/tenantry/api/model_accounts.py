@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel, Field
 
 from tenantry.api.admin import TENANT_NOT_FOUND, VAULT_ERROR
-from tenantry.api.auth import operator, platform
+from tenantry.api.auth import PlatformDep, operator
 from tenantry.api.fields import INT4_MAX, SPACE_OR_CONTROL, Body, HttpUrl, Label, SecretName, Text
 from tenantry.api.links import links, to
 from tenantry.api.pagination import PageRequest, keyed_by
@@ -26,7 +26,7 @@ from tenantry.tenants import service
 
 router = APIRouter(prefix="/admin/v1", tags=["operator"], dependencies=[Depends(operator)])
 NOT_FOUND = "No model account with this id."
-ACCOUNT_PAGE = keyed_by(accounts.ACCOUNT_ID_RE)
+AccountPage = Annotated[PageRequest, Depends(keyed_by(accounts.ACCOUNT_ID_RE))]
 
 # No whitespace or control characters (a NUL cannot be stored); `*` only as a wildcard
 # (another name with a `*` is one no price can name). Not `sandbox`: the sandbox's price.
@@ -123,9 +123,7 @@ _THE_ACCOUNT = {"account_id": "$response.body#/account_id"}
                                "just registered.", parameters=_THE_ACCOUNT),
                  DisableAccount=to("DELETE", "/admin/v1/model-accounts/{account_id}",
                                    "Stop routing to it.", parameters=_THE_ACCOUNT))})
-async def register_account(
-    body: CreatePlatformAccount, p: Platform = Depends(platform)
-) -> ModelAccountOut:
+async def register_account(body: CreatePlatformAccount, p: PlatformDep) -> ModelAccountOut:
     """Register a provider account every tenant's runs may use (within their region)."""
     account = await accounts.register(p.db, _new(body, secret=body.secret),
                                       prices=PriceBook(p.db), master=p.master)
@@ -133,9 +131,7 @@ async def register_account(
 
 
 @router.get("/model-accounts", response_model=ModelAccountList)
-async def list_accounts(
-    page: PageRequest = Depends(ACCOUNT_PAGE), p: Platform = Depends(platform)
-) -> ModelAccountList:
+async def list_accounts(page: AccountPage, p: PlatformDep) -> ModelAccountList:
     """Every account, the platform's and tenants' own, disabled ones included; by id."""
     return await page_of(p, page, None)
 
@@ -149,7 +145,7 @@ def enabled_out(account: ModelAccount) -> ModelAccountOut:
 
 
 @router.get("/model-accounts/{account_id}", response_model=ModelAccountOut)
-async def get_account(account_id: str, p: Platform = Depends(platform)) -> ModelAccountOut:
+async def get_account(account_id: str, p: PlatformDep) -> ModelAccountOut:
     """Any enabled account by id, the platform's or a tenant's own."""
     return enabled_out(await accounts.get_account(p.db, account_id))
 
@@ -159,12 +155,11 @@ async def page_of(p: Platform, page: PageRequest,
     """A page of every account (``tenant`` None) or one tenant's own."""
     found = await accounts.accounts_page(
         p.db, tenant=tenant, after=page.position(accounts.parse_account_id), limit=page.limit)
-    return ModelAccountList(data=[account_out(a) for a in found],
-                            next_cursor=page.next_cursor(found, lambda a: a.account_id))
+    return page.answer(ModelAccountList, found, account_out, key=lambda a: a.account_id)
 
 
 @router.delete("/model-accounts/{account_id}", response_model=ModelAccountOut)
-async def disable_account(account_id: str, p: Platform = Depends(platform)) -> ModelAccountOut:
+async def disable_account(account_id: str, p: PlatformDep) -> ModelAccountOut:
     """Stop routing to an account (runs on it move to another on their next step)."""
     return account_out(await accounts.disable(p.db, account_id))
 
@@ -179,7 +174,7 @@ async def disable_account(account_id: str, p: Platform = Depends(platform)) -> M
                                    "Stop routing to it.", parameters=_THE_ACCOUNT)),
                  **VAULT_ERROR})
 async def register_tenant_account(
-    tenant_id: str, body: CreateTenantAccount, p: Platform = Depends(platform)
+    tenant_id: str, body: CreateTenantAccount, p: PlatformDep,
 ) -> ModelAccountOut:
     """A tenant's own provider key (bring your own key): serves only this tenant's runs,
     which then use only their own accounts for the models these serve."""
@@ -200,7 +195,7 @@ async def register_tenant_account(
 
 @router.get("/tenants/{tenant_id}/model-accounts", response_model=ModelAccountList)
 async def list_tenant_accounts(
-    tenant_id: str, page: PageRequest = Depends(ACCOUNT_PAGE), p: Platform = Depends(platform)
+    tenant_id: str, page: AccountPage, p: PlatformDep,
 ) -> ModelAccountList:
     """The tenant's own accounts (bring your own key), by id."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
@@ -210,9 +205,7 @@ async def list_tenant_accounts(
 
 
 @router.get("/tenants/{tenant_id}/model-accounts/{account_id}", response_model=ModelAccountOut)
-async def get_tenant_account(
-    tenant_id: str, account_id: str, p: Platform = Depends(platform)
-) -> ModelAccountOut:
+async def get_tenant_account(tenant_id: str, account_id: str, p: PlatformDep) -> ModelAccountOut:
     """One of the tenant's own enabled accounts; another tenant's, or a platform one, is a
     404."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)

@@ -7,16 +7,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from tenantry.agents import snapshots
-from tenantry.api.auth import Caller, caller_may, platform, tenant_may
+from tenantry.api.auth import AgentsManager, AgentsManagerCaller, PlatformDep, RunsReader
 from tenantry.api.fields import Body, Text
 from tenantry.api.params import parse_or_404
-from tenantry.api.platform import Platform
-from tenantry.ids import AgentId, TenantId
-from tenantry.tenants.scopes import Scope
+from tenantry.ids import AgentId
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
 
@@ -100,10 +98,7 @@ def _owners(owners: tuple[str, ...]) -> list[AccountOwner]:
 
 
 @router.get("/{agent_id}/model-snapshots", response_model=SnapshotList)
-async def list_snapshots(
-    agent_id: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)),
-    p: Platform = Depends(platform)
-) -> SnapshotList:
+async def list_snapshots(agent_id: str, tenant: RunsReader, p: PlatformDep) -> SnapshotList:
     agent = parse_or_404(AgentId, agent_id, snapshots.AGENT_NOT_FOUND)
     found, promotions = await snapshots.listed(p.db, tenant, agent)
     return SnapshotList(
@@ -117,8 +112,7 @@ async def list_snapshots(
 @router.post("/{agent_id}/model-snapshots/hold", response_model=SnapshotOut,
              responses=_HOLD_RESPONSES)
 async def hold_snapshot(
-    agent_id: str, body: HoldBody,
-    tenant: TenantId = Depends(tenant_may(Scope.AGENTS_MANAGE)), p: Platform = Depends(platform),
+    agent_id: str, body: HoldBody, tenant: AgentsManager, p: PlatformDep,
 ) -> SnapshotOut:
     """Hold the agent's runs on the accepted snapshot of a model (or release them). A run
     already going picks it up when it is next loaded (after a wait, a park or a restart)."""
@@ -129,8 +123,7 @@ async def hold_snapshot(
 @router.post("/{agent_id}/model-snapshots/promote", response_model=SnapshotOut,
              responses=_PROMOTE_RESPONSES)
 async def promote_snapshot(
-    agent_id: str, body: PromoteBody,
-    caller: Caller = Depends(caller_may(Scope.AGENTS_MANAGE)), p: Platform = Depends(platform),
+    agent_id: str, body: PromoteBody, caller: AgentsManagerCaller, p: PlatformDep,
 ) -> SnapshotOut:
     """Accept a snapshot: the one the provider changed to (or the accepted one, keeping it);
     the change is cleared and the promotion recorded with the calling API key. A hold stays:

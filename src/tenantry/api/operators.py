@@ -6,17 +6,16 @@ credential (automation, and inviting the first operator); the people use the con
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field
 
-from tenantry.api.auth import operator, platform
+from tenantry.api.auth import PlatformDep, operator
 from tenantry.api.console import operators
 from tenantry.api.fields import Body
 from tenantry.api.pagination import PageRequest, keyed_by
 from tenantry.api.params import parse_or_404
-from tenantry.api.platform import Platform
 from tenantry.ids import OperatorId
 from tenantry.tenants import operator_tokens
 from tenantry.tenants.users import EMAIL_RE, MAX_EMAIL
@@ -25,7 +24,7 @@ router = APIRouter(prefix="/admin/v1/operators", tags=["operator"],
                    dependencies=[Depends(operator)])
 token_router = APIRouter(prefix="/admin/v1/operator-token", tags=["operator"],
                          dependencies=[Depends(operator)])
-_PAGE = keyed_by(OperatorId.pattern())
+_Page = Annotated[PageRequest, Depends(keyed_by(OperatorId.pattern()))]
 SIGN_IN_PATH = "/console/sign-in"
 #: Who made a change through this API: the token's holder.
 BY_TOKEN = "operator token"
@@ -76,7 +75,7 @@ def _id(operator_id: str) -> OperatorId:
 
 
 @router.post("", status_code=201, response_model=OperatorOut)
-async def invite_operator(body: InviteOperator, p: Platform = Depends(platform)) -> OperatorOut:
+async def invite_operator(body: InviteOperator, p: PlatformDep) -> OperatorOut:
     """A new operator with a role (409 when the address is one already). They sign in
     with a link (``POST /admin/v1/operators/{operator_id}/sign-in-links``) or, when one is
     configured, the OpenID Connect provider."""
@@ -85,29 +84,28 @@ async def invite_operator(body: InviteOperator, p: Platform = Depends(platform))
 
 
 @router.get("", response_model=OperatorList)
-async def list_operators(page: PageRequest = Depends(_PAGE),
-                         p: Platform = Depends(platform)) -> OperatorList:
+async def list_operators(page: _Page, p: PlatformDep) -> OperatorList:
     """Every operator, disabled ones included, newest first."""
     found = await operators.page(p.cross_tenant_db, before=page.position(OperatorId.parse),
                                  limit=page.limit)
-    return OperatorList(data=[_out(o) for o in found],
-                        next_cursor=page.next_cursor(found, lambda o: str(o.user_id)))
+    return page.answer(OperatorList, found, _out, key=lambda o: str(o.user_id))
 
 
 @router.get("/{operator_id}", response_model=OperatorOut)
-async def get_operator(operator_id: str, p: Platform = Depends(platform)) -> OperatorOut:
+async def get_operator(operator_id: str, p: PlatformDep) -> OperatorOut:
     return _out(await operators.get(p.cross_tenant_db, _id(operator_id)))
 
 
 @router.patch("/{operator_id}", response_model=OperatorOut)
-async def change_operator_role(operator_id: str, body: ChangeOperatorRole,
-                               p: Platform = Depends(platform)) -> OperatorOut:
+async def change_operator_role(
+    operator_id: str, body: ChangeOperatorRole, p: PlatformDep,
+) -> OperatorOut:
     """A new role, in force from their next console page (404 for a disabled operator)."""
     return _out(await operators.set_role(p.cross_tenant_db, _id(operator_id), body.role))
 
 
 @router.delete("/{operator_id}", response_model=OperatorOut)
-async def disable_operator(operator_id: str, p: Platform = Depends(platform)) -> OperatorOut:
+async def disable_operator(operator_id: str, p: PlatformDep) -> OperatorOut:
     """Disable an operator: their console sessions end at their next request and their
     unused links stop working. They stay listed (the Actions page names them)."""
     return _out(await operators.disable(p.cross_tenant_db, _id(operator_id)))
@@ -115,8 +113,9 @@ async def disable_operator(operator_id: str, p: Platform = Depends(platform)) ->
 
 @router.post("/{operator_id}/sign-in-links", status_code=201,
              response_model=OperatorSignInLinkOut)
-async def make_operator_sign_in_link(operator_id: str, request: Request,
-                                     p: Platform = Depends(platform)) -> OperatorSignInLinkOut:
+async def make_operator_sign_in_link(
+    operator_id: str, request: Request, p: PlatformDep,
+) -> OperatorSignInLinkOut:
     """A one-time link that signs the operator in to the operator console: used once,
     within 15 minutes (404 for a disabled operator). Shown only now."""
     link = await operators.issue_link(p.cross_tenant_db, _id(operator_id), created_by=BY_TOKEN)
@@ -141,7 +140,7 @@ class RotatedOperatorToken(BaseModel):
 
 @token_router.post("/rotate", status_code=201, response_model=RotatedOperatorToken)
 async def rotate_operator_token(
-    p: Platform = Depends(platform), body: RotateOperatorToken | None = None,
+    p: PlatformDep, body: RotateOperatorToken | None = None,
 ) -> RotatedOperatorToken:
     """A new operator token, in force at once in every API process; the others (the
     configured one included) stop after ``overlap_seconds``, with no restart. Configure the

@@ -15,15 +15,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from pydantic import Field
 
 from tenantry.api.admin import VAULT_ERROR
-from tenantry.api.auth import platform, tenant_may
+from tenantry.api.auth import IntegrationsManager, PlatformDep, RunsReader
 from tenantry.api.fields import INT4_MAX, Body, HttpUrl, Label, Text
 from tenantry.api.links import links, to
 from tenantry.api.model_accounts import (
-    ACCOUNT_PAGE,
+    AccountPage,
     ModelAccountList,
     ModelAccountOut,
     ModelName,
@@ -31,15 +31,12 @@ from tenantry.api.model_accounts import (
     enabled_out,
     page_of,
 )
-from tenantry.api.pagination import PageRequest
 from tenantry.api.platform import Platform
 from tenantry.errors import ValidationFailed
-from tenantry.ids import TenantId
 from tenantry.ledger.prices import PriceBook
 from tenantry.models import accounts, own_accounts
 from tenantry.models.accounts import NewAccount
 from tenantry.tenants import service
-from tenantry.tenants.scopes import Scope
 from tenantry.vault import Vault
 
 router = APIRouter(prefix="/v1", tags=["model accounts"])
@@ -107,9 +104,7 @@ def _vault(p: Platform) -> Vault:
                                       "Stop routing to it.", parameters=_THE_ACCOUNT)),
                  **_URL_REFUSED, **_CONFLICT, **VAULT_ERROR})
 async def register_own_account(
-    body: RegisterOwnAccount,
-    tenant: TenantId = Depends(tenant_may(Scope.INTEGRATIONS_MANAGE)),
-    p: Platform = Depends(platform),
+    body: RegisterOwnAccount, tenant: IntegrationsManager, p: PlatformDep,
 ) -> ModelAccountOut:
     """Register one of your own provider accounts (bring your own key): it serves only your
     runs, with your own limits; budgets and prices apply as to any call, and usage shows
@@ -133,8 +128,7 @@ async def register_own_account(
 
 @router.get("/model-accounts", response_model=ModelAccountList)
 async def list_own_accounts(
-    page: PageRequest = Depends(ACCOUNT_PAGE),
-    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
+    page: AccountPage, tenant: RunsReader, p: PlatformDep,
 ) -> ModelAccountList:
     """Your own accounts (the operator's registrations for you too), disabled ones
     included; by id."""
@@ -142,10 +136,7 @@ async def list_own_accounts(
 
 
 @router.get("/model-accounts/{account_id}", response_model=ModelAccountOut)
-async def get_own_account(
-    account_id: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)),
-    p: Platform = Depends(platform),
-) -> ModelAccountOut:
+async def get_own_account(account_id: str, tenant: RunsReader, p: PlatformDep) -> ModelAccountOut:
     """One of your own enabled accounts; any other id (another tenant's, a platform
     account's, a disabled one's) is a 404."""
     return enabled_out(await own_accounts.get(p.db, tenant, account_id))
@@ -154,9 +145,7 @@ async def get_own_account(
 @router.put("/model-accounts/{account_id}/api-key", response_model=ModelAccountOut,
             responses={**VAULT_ERROR})
 async def rotate_own_account_key(
-    account_id: str, body: PutApiKey,
-    tenant: TenantId = Depends(tenant_may(Scope.INTEGRATIONS_MANAGE)),
-    p: Platform = Depends(platform),
+    account_id: str, body: PutApiKey, tenant: IntegrationsManager, p: PlatformDep,
 ) -> ModelAccountOut:
     """Replace the account's provider key (write-only). Workers use the new key within
     five minutes, at once if the provider refuses the old one."""
@@ -167,8 +156,7 @@ async def rotate_own_account_key(
 
 @router.delete("/model-accounts/{account_id}", response_model=ModelAccountOut)
 async def disable_own_account(
-    account_id: str, tenant: TenantId = Depends(tenant_may(Scope.INTEGRATIONS_MANAGE)),
-    p: Platform = Depends(platform),
+    account_id: str, tenant: IntegrationsManager, p: PlatformDep,
 ) -> ModelAccountOut:
     """Stop routing your calls to the account (runs on it move to another on their next
     step). The key it was registered with is deleted from your vault."""

@@ -12,23 +12,26 @@ registration and at every connection."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Request, Response
 
 from tenantry.api.admin import (
+    SECRET_CURSOR,
     VAULT_ERROR,
+    NewSecretName,
     PutSecret,
     SecretList,
     SecretOut,
+    SecretPage,
+    put_secret_responses,
     secret_out,
     store_secret,
 )
-from tenantry.api.auth import platform, tenant_may
+from tenantry.api.auth import IntegrationsManager, PlatformDep, RunsReader
 from tenantry.api.fields import LABEL_RE, SECRET_NAME_RE
 from tenantry.api.links import links, to
-from tenantry.api.pagination import PageRequest, keyed_by, matching
-from tenantry.api.platform import Platform
+from tenantry.api.pagination import PageRequest, keyed_by
 from tenantry.api.tool_server_actions import connect, one, page_of, register, remove, repin
 from tenantry.api.tool_server_bodies import (
     ConnectOut,
@@ -38,16 +41,13 @@ from tenantry.api.tool_server_bodies import (
 )
 from tenantry.api.tool_servers import CONNECT_CONFLICT, OAUTH_FAILED, UNREACHABLE
 from tenantry.errors import Conflict, NotFound
-from tenantry.ids import TenantId
 from tenantry.models import own_accounts
-from tenantry.tenants.scopes import Scope
 from tenantry.tools import servers
 from tenantry.vault import store as vault_store
 
 router = APIRouter(prefix="/v1", tags=["tool servers"])
 
 _SECRET_NAME = re.compile(SECRET_NAME_RE)
-_SECRET_CURSOR = matching(SECRET_NAME_RE)
 _URL_REFUSED: dict[int | str, dict[str, Any]] = {422: {
     "description": "`tool_server_url_refused`: the operator's rules refuse the URL (not "
                    "https, a host not allowed, or a name that resolves to a loopback, "
@@ -65,36 +65,33 @@ _THE_SERVER = {"name": "$response.body#/name"}
                             parameters=_THE_SERVER)),
                  **UNREACHABLE, **_URL_REFUSED, **VAULT_ERROR})
 async def register_own_tool_server(
-    body: RegisterToolServer, tenant: TenantId = Depends(tenant_may(Scope.INTEGRATIONS_MANAGE)),
-    p: Platform = Depends(platform),
+    body: RegisterToolServer, tenant: IntegrationsManager, p: PlatformDep,
 ) -> ToolServerOut:
     """Register one of your MCP servers. Its tool list is read now and pinned; a server that
     asks for an OAuth token is registered waiting to be connected (``oauth``)."""
     return await register(p, tenant, body, by_tenant=True)
 
 
+_ToolServerPage = Annotated[PageRequest, Depends(keyed_by(LABEL_RE))]
+
+
 @router.get("/tool-servers", response_model=ToolServerList)
 async def list_own_tool_servers(
-    page: PageRequest = Depends(keyed_by(LABEL_RE)),
-    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
+    page: _ToolServerPage, tenant: RunsReader, p: PlatformDep,
 ) -> ToolServerList:
     """Your tool servers (the operator's registrations for you too), ordered by name."""
     return await page_of(p, tenant, page)
 
 
 @router.get("/tool-servers/{name}", response_model=ToolServerOut)
-async def get_own_tool_server(
-    name: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)),
-    p: Platform = Depends(platform),
-) -> ToolServerOut:
+async def get_own_tool_server(name: str, tenant: RunsReader, p: PlatformDep) -> ToolServerOut:
     return await one(p, tenant, name)
 
 
 @router.post("/tool-servers/{name}/pin", response_model=ToolServerOut,
              responses={**UNREACHABLE, **VAULT_ERROR})
 async def repin_own_tool_server(
-    name: str, tenant: TenantId = Depends(tenant_may(Scope.INTEGRATIONS_MANAGE)),
-    p: Platform = Depends(platform),
+    name: str, tenant: IntegrationsManager, p: PlatformDep,
 ) -> ToolServerOut:
     """Accept the server's current tool list as reviewed (after it changed). Agent versions
     published before keep the list they were published with."""
@@ -104,8 +101,7 @@ async def repin_own_tool_server(
 @router.post("/tool-servers/{name}/connect", response_model=ConnectOut,
              responses={**CONNECT_CONFLICT, **UNREACHABLE, **OAUTH_FAILED, **VAULT_ERROR})
 async def connect_own_tool_server(
-    name: str, request: Request, tenant: TenantId = Depends(tenant_may(Scope.INTEGRATIONS_MANAGE)),
-    p: Platform = Depends(platform),
+    name: str, request: Request, tenant: IntegrationsManager, p: PlatformDep,
 ) -> ConnectOut:
     """Start (or renew) an OAuth server's authorization: open ``authorization_url`` in a
     browser; the authorization server sends it back to this platform. Runs waiting for the
@@ -115,8 +111,7 @@ async def connect_own_tool_server(
 
 @router.delete("/tool-servers/{name}", status_code=204, response_class=Response)
 async def remove_own_tool_server(
-    name: str, tenant: TenantId = Depends(tenant_may(Scope.INTEGRATIONS_MANAGE)),
-    p: Platform = Depends(platform),
+    name: str, tenant: IntegrationsManager, p: PlatformDep,
 ) -> Response:
     """Remove the server and its OAuth connection (its tokens go with it)."""
     await remove(p, tenant, name)
@@ -128,13 +123,10 @@ _STORED = links(GetSecret=to("GET", "/v1/secrets/{name}", "The secret's name and
 
 
 @router.put("/secrets/{name}", response_model=SecretOut,
-            responses={200: _STORED, 201: {"description": "Created", "model": SecretOut,
-                                           **_STORED}, **VAULT_ERROR})
+            responses=put_secret_responses(_STORED))
 async def put_own_secret(
-    body: PutSecret, response: Response,
-    name: str = Path(pattern=SECRET_NAME_RE, max_length=128),
-    tenant: TenantId = Depends(tenant_may(Scope.INTEGRATIONS_MANAGE)),
-    p: Platform = Depends(platform),
+    name: NewSecretName, body: PutSecret, response: Response, tenant: IntegrationsManager,
+    p: PlatformDep,
 ) -> SecretOut:
     """Store a secret (or rotate it: store it again under its name), encrypted with your
     data key. Write-only: no API returns it."""
@@ -143,22 +135,17 @@ async def put_own_secret(
 
 @router.get("/secrets", response_model=SecretList)
 async def list_own_secrets(
-    page: PageRequest = Depends(keyed_by(SECRET_NAME_RE)),
-    tenant: TenantId = Depends(tenant_may(Scope.INTEGRATIONS_MANAGE)),
-    p: Platform = Depends(platform),
+    page: SecretPage, tenant: IntegrationsManager, p: PlatformDep,
 ) -> SecretList:
     """Names and dates only, ordered by name."""
-    found = await vault_store.secrets_page(p.db, tenant, after=page.position(_SECRET_CURSOR),
+    found = await vault_store.secrets_page(p.db, tenant, after=page.position(SECRET_CURSOR),
                                            limit=page.limit)
-    return SecretList(data=[secret_out(s) for s in found],
-                      next_cursor=page.next_cursor(found, lambda s: s.name))
+    return page.answer(SecretList, found, secret_out, key=lambda s: s.name)
 
 
 @router.get("/secrets/{name}", response_model=SecretOut)
 async def get_own_secret(
-    name: str = Path(max_length=128),
-    tenant: TenantId = Depends(tenant_may(Scope.INTEGRATIONS_MANAGE)),
-    p: Platform = Depends(platform),
+    tenant: IntegrationsManager, p: PlatformDep, name: str = Path(max_length=128),
 ) -> SecretOut:
     """A secret's name and dates (to check it is there); its value is never returned."""
     return secret_out(await vault_store.secret_info(p.db, tenant, _secret_name(name)))
@@ -169,9 +156,7 @@ async def get_own_secret(
                                                "(`tool_servers` names them), or a model "
                                                "account calls with it (`model_accounts`)"}})
 async def remove_own_secret(
-    name: str = Path(max_length=128),
-    tenant: TenantId = Depends(tenant_may(Scope.INTEGRATIONS_MANAGE)),
-    p: Platform = Depends(platform),
+    tenant: IntegrationsManager, p: PlatformDep, name: str = Path(max_length=128),
 ) -> Response:
     """Remove a secret no tool server sends and no model account calls with any more."""
     name = _secret_name(name)

@@ -22,6 +22,7 @@ from tenantry.errors import ValidationFailed
 
 K = TypeVar("K")
 T = TypeVar("T")
+L = TypeVar("L")
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
@@ -46,6 +47,13 @@ class PageRequest:
     def next_cursor(self, items: Sequence[T], key: Callable[[T], str]) -> str | None:
         """A full page may have more after it; a short one is the last."""
         return key(items[-1]) if items and len(items) >= self.limit else None
+
+    def answer(self, shape: Callable[..., L], items: Sequence[T], out: Callable[[T], object],
+               key: Callable[[T], str]) -> L:
+        """A list route's answer: ``items`` as ``out`` shows each, and the cursor after
+        them (``key`` of the last, on a full page)."""
+        return shape(data=[out(item) for item in items],
+                     next_cursor=self.next_cursor(items, key))
 
 
 def keyed_by(pattern: str) -> Callable[..., Awaitable[PageRequest]]:

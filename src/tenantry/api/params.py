@@ -8,8 +8,9 @@ for declared parameters, `int4` for text read by hand): pydantic's lax int also 
 from __future__ import annotations
 
 import re
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
+from fastapi import Header
 from pydantic import BeforeValidator, Field
 
 from tenantry.api.fields import INT4_MAX
@@ -67,3 +68,10 @@ def positive_int4_or_404(text: str, detail: str) -> int:
     if value is None or value < 1:
         raise NotFound(detail)
     return value
+
+
+def idempotency_header(description: str) -> Any:
+    """The ``Idempotency-Key`` header of a route that creates something: printable ASCII
+    (no space), 1-255 characters; ``description`` says what a retry with it returns."""
+    return Header(None, min_length=1, max_length=255, pattern=r"^[\x21-\x7e]+$",
+                  description=description)

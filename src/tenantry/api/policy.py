@@ -11,17 +11,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tenantry.activities.tasks.store import MAX_ACTIVITY_SLOTS
 from tenantry.api.admin import TENANT_NOT_FOUND
-from tenantry.api.auth import operator, platform, tenant_may
+from tenantry.api.auth import PlatformDep, RunsReader, operator
 from tenantry.api.fields import Body
 from tenantry.api.params import parse_or_404
-from tenantry.api.platform import Platform
 from tenantry.errors import ValidationFailed
 from tenantry.ids import TenantId
 from tenantry.ledger import usage
 from tenantry.ledger.prices import PriceBook
 from tenantry.scheduler import policy
 from tenantry.scheduler.policy import DEFAULT_ACTIVITY_SLOTS, TenantPolicy
-from tenantry.tenants.scopes import Scope
 
 admin_router = APIRouter(prefix="/admin/v1", tags=["operator"],
                          dependencies=[Depends(operator)])
@@ -86,7 +84,7 @@ def _policy_out(state: policy.PolicyState) -> PolicyOut:
 
 
 @admin_router.put("/tenants/{tenant_id}/policy", response_model=PolicyOut)
-async def put_policy(tenant_id: str, body: PolicyIn, p: Platform = Depends(platform)) -> PolicyOut:
+async def put_policy(tenant_id: str, body: PolicyIn, p: PlatformDep) -> PolicyOut:
     """Replace the tenant's policy. It applies to the next admission and the next claim;
     runs already admitted are not refused retroactively."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
@@ -95,7 +93,7 @@ async def put_policy(tenant_id: str, body: PolicyIn, p: Platform = Depends(platf
 
 
 @admin_router.get("/tenants/{tenant_id}/policy", response_model=PolicyOut)
-async def get_policy(tenant_id: str, p: Platform = Depends(platform)) -> PolicyOut:
+async def get_policy(tenant_id: str, p: PlatformDep) -> PolicyOut:
     """The tenant's policy and what it holds now: runs by state, this month's spend, its
     token bucket."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
@@ -188,11 +186,11 @@ def _window(from_: date | None, to: date | None) -> tuple[date, date, datetime, 
 
 @router.get("/usage", response_model=UsageOut, response_model_by_alias=True)
 async def get_usage(
+    tenant: RunsReader, p: PlatformDep,
     from_: date | None = Query(None, alias="from", description="First day (UTC), inclusive; "
                                                                "default: the 1st of this month."),
     to: date | None = Query(None, description="Last day (UTC), inclusive; default: today."),
     group_by: Literal["agent", "day"] | None = Query(None),
-    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
 ) -> UsageOut:
     """Usage and cost from the billing record: one fact per model reply, per built-in tool
     call that used a sandbox and per activity attempt; and the sandbox price now."""
@@ -213,8 +211,7 @@ class TenantUsageRow(UsageRow):
 
 @admin_router.get("/usage", response_model=list[TenantUsageRow])
 async def get_all_usage(
-    from_: date | None = Query(None, alias="from"), to: date | None = Query(None),
-    p: Platform = Depends(platform),
+    p: PlatformDep, from_: date | None = Query(None, alias="from"), to: date | None = Query(None),
 ) -> list[TenantUsageRow]:
     """Totals per tenant for the window (default: this month)."""
     _, _, lo, hi = _window(from_, to)

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query, Response
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from tenantry.api.auth import operator, platform
+from tenantry.api.auth import PlatformDep, operator
 from tenantry.api.fields import MODEL_NAME_PATTERN, WholeNumber
 from tenantry.api.links import links, to
 from tenantry.api.pagination import PageRequest, keyed_by, matching
@@ -126,8 +126,7 @@ async def _put(p: Platform, new: PriceVersion, response: Response) -> PriceOut:
 # Before `{model:path}`: a path without a template is matched first (as OpenAPI has it).
 @router.put(f"/prices/{SANDBOX}", response_model=PriceOut, status_code=200,
             responses=_put_responses(PriceHistory=_HISTORY))
-async def put_sandbox_price(body: PutSandboxPrice, response: Response,
-                            p: Platform = Depends(platform)) -> PriceOut:
+async def put_sandbox_price(body: PutSandboxPrice, response: Response, p: PlatformDep) -> PriceOut:
     """Add a version of the price of a second of sandbox time. 201: created; 200: this
     exact version existed already."""
     return await _put(p, PriceVersion(SANDBOX, body.effective_from,
@@ -136,16 +135,17 @@ async def put_sandbox_price(body: PutSandboxPrice, response: Response,
 
 @router.get(f"/prices/{SANDBOX}", response_model=PriceHistory)
 async def sandbox_price_history(
-    limit: Annotated[LongPageLimit, Query()] = 100, p: Platform = Depends(platform),
+    p: PlatformDep, limit: Annotated[LongPageLimit, Query()] = 100,
 ) -> PriceHistory:
     """Every version of the sandbox's price, newest first, then the built-in default."""
-    return await price_history(SANDBOX, limit, p)
+    return await price_history(SANDBOX, p, limit)
 
 
 @router.put("/prices/{model:path}", response_model=PriceOut, status_code=200,
             responses=_put_responses(PriceHistory=_HISTORY, RegisterAccount=_SERVE_IT))
-async def put_price(model: ModelToPrice, body: PutPrice, response: Response,
-                    p: Platform = Depends(platform)) -> PriceOut:
+async def put_price(
+    model: ModelToPrice, body: PutPrice, response: Response, p: PlatformDep,
+) -> PriceOut:
     """Add a version of a model's price (any model: one the platform has never heard of
     becomes servable once priced). 201: created; 200: this exact version existed already."""
     return await _put(p, PriceVersion(model, body.effective_from, Price(
@@ -153,24 +153,23 @@ async def put_price(model: ModelToPrice, body: PutPrice, response: Response,
         body.cache_write_per_m)), response)
 
 
+_PricePage = Annotated[PageRequest, Depends(keyed_by(MODEL_PATTERN))]
+
+
 @router.get("/prices", response_model=PricePage, responses={200: links(
     RegisterAccount=to("POST", "/admin/v1/model-accounts", "An account that serves the first "
                        "model listed (priced, it can be).",
                        body={"models": ["$response.body#/data/0/model"]}))})
-async def list_prices(
-    page: PageRequest = Depends(keyed_by(MODEL_PATTERN)), p: Platform = Depends(platform),
-) -> PricePage:
+async def list_prices(page: _PricePage, p: PlatformDep) -> PricePage:
     """Each model's price in force now — the operator's, or the built-in default — and the
     sandbox's, by model name."""
     found = await prices.in_force_page(p.db, page.position(_MODEL_CURSOR), page.limit)
-    return PricePage(data=[_out(v, True) for v in found],
-                     next_cursor=page.next_cursor(found, lambda v: v.model))
+    return page.answer(PricePage, found, lambda v: _out(v, True), key=lambda v: v.model)
 
 
 @router.get("/prices/{model:path}", response_model=PriceHistory)
 async def price_history(
-    model: ModelPath, limit: Annotated[LongPageLimit, Query()] = 100,
-    p: Platform = Depends(platform),
+    model: ModelPath, p: PlatformDep, limit: Annotated[LongPageLimit, Query()] = 100,
 ) -> PriceHistory:
     """Every version of a model's price, newest first (scheduled ones included)."""
     versions: list[PriceVersion] = await prices.history(p.db, model, limit)

@@ -10,12 +10,11 @@ from fastapi import APIRouter, Depends, Response
 from pydantic import BaseModel, Field
 
 from tenantry.api.admin import TENANT_NOT_FOUND
-from tenantry.api.auth import operator, platform, tenant_may
+from tenantry.api.auth import PlatformDep, RunsReader, RunsWriter, operator
 from tenantry.api.fields import Body
 from tenantry.api.links import links, to
 from tenantry.api.pagination import PageRequest, keyed_by
 from tenantry.api.params import ascii_int, parse_or_404
-from tenantry.api.platform import Platform
 from tenantry.ids import RunId, TenantId
 from tenantry.retention import erase, tombstones
 from tenantry.retention import policy as policies
@@ -23,7 +22,6 @@ from tenantry.retention.cleaner import Cleaner
 from tenantry.retention.policy import MAX_DAYS, RetentionPolicy
 from tenantry.runs import service as runs
 from tenantry.tenants import service as tenants
-from tenantry.tenants.scopes import Scope
 
 admin_router = APIRouter(prefix="/admin/v1", tags=["operator"],
                          dependencies=[Depends(operator)])
@@ -143,7 +141,7 @@ def _stone_out(t: tombstones.Tombstone) -> TombstoneOut:
 
 
 @admin_router.get("/tenants/{tenant_id}/retention", response_model=RetentionOut)
-async def get_retention(tenant_id: str, p: Platform = Depends(platform)) -> RetentionOut:
+async def get_retention(tenant_id: str, p: PlatformDep) -> RetentionOut:
     """The tenant's retention in force: the defaults (30 days for runs, tombstones and
     audit kept forever, blobs with their run) until set, with `updated_at` null."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
@@ -151,8 +149,7 @@ async def get_retention(tenant_id: str, p: Platform = Depends(platform)) -> Rete
 
 
 @admin_router.put("/tenants/{tenant_id}/retention", response_model=RetentionOut)
-async def put_retention(tenant_id: str, body: RetentionIn,
-                        p: Platform = Depends(platform)) -> RetentionOut:
+async def put_retention(tenant_id: str, body: RetentionIn, p: PlatformDep) -> RetentionOut:
     """Replace how long the tenant's terminal runs and their tombstones are kept. It
     applies at the next cleaner pass; the audit retention is left as it is."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
@@ -162,8 +159,9 @@ async def put_retention(tenant_id: str, body: RetentionIn,
 
 
 @admin_router.put("/tenants/{tenant_id}/audit-retention", response_model=RetentionOut)
-async def put_audit_retention(tenant_id: str, body: AuditRetentionIn,
-                              p: Platform = Depends(platform)) -> RetentionOut:
+async def put_audit_retention(
+    tenant_id: str, body: AuditRetentionIn, p: PlatformDep,
+) -> RetentionOut:
     """Set how long the audit log is kept (its own policy: audit evidence outlives the runs
     it is about). Every expiry is itself recorded in the audit log."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
@@ -174,7 +172,7 @@ async def put_audit_retention(tenant_id: str, body: AuditRetentionIn,
                    responses={202: links(GetEraseJob=to(
                        "GET", "/admin/v1/erase-jobs/{job_id}", "How far the erase has got.",
                        parameters={"job_id": "$response.body#/job_id"}))})
-async def erase_tenant(tenant_id: str, p: Platform = Depends(platform)) -> EraseJobOut:
+async def erase_tenant(tenant_id: str, p: PlatformDep) -> EraseJobOut:
     """Erase the tenant: from now on it admits nothing (409 `tenant_erased`), its API keys
     are revoked, its secrets, data key and tool servers are deleted at once, its live runs
     cancelled, and every cleaner pass deletes its runs (tombstones stay, per their policy).
@@ -188,7 +186,7 @@ async def erase_tenant(tenant_id: str, p: Platform = Depends(platform)) -> Erase
 
 
 @admin_router.get("/erase-jobs/{job_id}", response_model=EraseJobOut)
-async def get_erase_job(job_id: str, p: Platform = Depends(platform)) -> EraseJobOut:
+async def get_erase_job(job_id: str, p: PlatformDep) -> EraseJobOut:
     """How far an erase has got."""
     return _job_out(await erase.get(p.cross_tenant_db, job_id))
 
@@ -205,23 +203,21 @@ def _tombstone_cursor(t: tombstones.Tombstone) -> str:
     return f"{(t.deleted_at - _EPOCH) // timedelta(microseconds=1)}.{t.run_id}"
 
 
+_TombstonePage = Annotated[PageRequest, Depends(keyed_by(_TOMBSTONE_CURSOR))]
+
+
 @admin_router.get("/tenants/{tenant_id}/tombstones", response_model=TombstoneList)
-async def list_tombstones(
-    tenant_id: str, page: PageRequest = Depends(keyed_by(_TOMBSTONE_CURSOR)),
-    p: Platform = Depends(platform),
-) -> TombstoneList:
+async def list_tombstones(tenant_id: str, page: _TombstonePage, p: PlatformDep) -> TombstoneList:
     """The tenant's deleted runs, newest deletion first."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
     after = page.position(_tombstone_position)
     await policies.get(p.db, tenant)  # 404 for no such tenant, not an empty page
     found = await tombstones.page(p.db, tenant, after=after, limit=page.limit)
-    return TombstoneList(data=[_stone_out(t) for t in found],
-                         next_cursor=page.next_cursor(found, _tombstone_cursor))
+    return page.answer(TombstoneList, found, _stone_out, key=_tombstone_cursor)
 
 
 @router.get("/tombstones/{run_id}", response_model=TombstoneOut)
-async def get_tombstone(run_id: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)),
-                        p: Platform = Depends(platform)) -> TombstoneOut:
+async def get_tombstone(run_id: str, tenant: RunsReader, p: PlatformDep) -> TombstoneOut:
     """What remains of one of this tenant's deleted runs."""
     run = parse_or_404(RunId, run_id, tombstones.NO_TOMBSTONE)
     return _stone_out(await tombstones.get(p.db, tenant, run))
@@ -247,8 +243,7 @@ _DELETE_CONFLICT: dict[int | str, dict[str, Any]] = {204: _DELETED, 409: {
 
 @router.delete("/runs/{run_id}", status_code=204, response_class=Response,
                responses=_DELETE_CONFLICT)
-async def delete_run(run_id: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_WRITE)),
-                     p: Platform = Depends(platform)) -> Response:
+async def delete_run(run_id: str, tenant: RunsWriter, p: PlatformDep) -> Response:
     """Delete an ended run (finished, failed, cancelled, or a dead-lettered task) now,
     with its events and blobs. A tombstone remains (GET /v1/tombstones/{run_id}); every
     other route answers 404 for it, as for a run that never existed."""

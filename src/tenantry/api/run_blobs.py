@@ -13,10 +13,10 @@ import logging
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Response
+from fastapi import APIRouter, Path, Response
 from pydantic import BaseModel, Field
 
-from tenantry.api.auth import platform, tenant_may
+from tenantry.api.auth import PlatformDep, RunsReader
 from tenantry.api.params import parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.blobs import (
@@ -29,9 +29,8 @@ from tenantry.blobs import (
 )
 from tenantry.blobs.objects import REF_PATTERN, UNAVAILABLE_RETRY_AFTER
 from tenantry.errors import NotFound
-from tenantry.ids import RunId, TenantId
+from tenantry.ids import RunId
 from tenantry.runs import service
-from tenantry.tenants.scopes import Scope
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
 logger = logging.getLogger(__name__)
@@ -78,10 +77,7 @@ def _store(p: Platform) -> Blobs:
 
 
 @router.get("/{run_id}/blobs", response_model=BlobList)
-async def list_blobs(
-    run_id: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)),
-    p: Platform = Depends(platform),
-) -> BlobList:
+async def list_blobs(run_id: str, tenant: RunsReader, p: PlatformDep) -> BlobList:
     """The run's blobs held now, oldest first. A run's saved files go when it ends; all
     of its blobs go with the run (retention, `DELETE /v1/runs/{run_id}`, erase)."""
     run = parse_or_404(RunId, run_id, service.NOT_FOUND)
@@ -99,7 +95,7 @@ async def read_blob(
     run_id: str,
     # Checked by check_ref below (400 bad_blob_ref, not FastAPI's 422); published here.
     ref: Annotated[str, Path(json_schema_extra={"pattern": REF_PATTERN})],
-    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
+    tenant: RunsReader, p: PlatformDep,
 ) -> Response:
     run = parse_or_404(RunId, run_id, service.NOT_FOUND)
     check_ref(ref)  # 400 before anything is looked up

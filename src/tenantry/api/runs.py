@@ -9,10 +9,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 
-from tenantry.api.auth import platform, tenant_may
+from tenantry.api.auth import PlatformDep, RunsReader, RunsWriter
 from tenantry.api.links import links, to
 from tenantry.api.pagination import PageRequest, keyed_by
-from tenantry.api.params import LongPageLimit, Seq, parse_or_404
+from tenantry.api.params import LongPageLimit, Seq, idempotency_header, parse_or_404
 from tenantry.api.platform import Platform
 from tenantry.api.run_bodies import (
     OVERLOADED,
@@ -35,10 +35,9 @@ from tenantry.jsonutil import digest, dumps
 from tenantry.runs import service
 from tenantry.runs.events import TERMINAL_EVENTS, Event, EventType, RunStatus
 from tenantry.runs.trace import build_trace
-from tenantry.tenants.scopes import Scope
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
-_RUN_PAGE = keyed_by(RunId.pattern())
+_RunPage = Annotated[PageRequest, Depends(keyed_by(RunId.pattern()))]
 
 NOT_FOUND = service.NOT_FOUND
 KEEPALIVE_SECONDS = 15.0
@@ -70,12 +69,9 @@ _STARTED = links(
     503: OVERLOADED,
 })
 async def start_run(
-    body: StartRun, response: Response,
-    idempotency_key: str | None = Header(
-        None, min_length=1, max_length=255, pattern=r"^[\x21-\x7e]+$",
-        description="Retrying with the same key and body returns the same run.",
-    ),
-    tenant: TenantId = Depends(tenant_may(Scope.RUNS_WRITE)), p: Platform = Depends(platform),
+    body: StartRun, response: Response, tenant: RunsWriter, p: PlatformDep,
+    idempotency_key: str | None = idempotency_header(
+        "Retrying with the same key and body returns the same run."),
 ) -> Started:
     agent = parse_or_404(AgentId, body.agent_id, "No agent with this id.")
     request = service.RunRequest(
@@ -103,44 +99,31 @@ def request_digest(body: StartRun) -> bytes:
 
 @router.get("", response_model=RunList)
 async def list_runs(
-    page: PageRequest = Depends(_RUN_PAGE),
-    status: RunStatus | None = Query(None),
-    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
+    page: _RunPage, tenant: RunsReader, p: PlatformDep, status: RunStatus | None = Query(None),
 ) -> RunList:
     runs = await service.list_runs(p.db, tenant, before=page.position(RunId.parse),
                                    status=status, limit=page.limit)
-    return RunList(data=[run_out(r) for r in runs],
-                   next_cursor=page.next_cursor(runs, lambda r: str(r.run_id)))
+    return page.answer(RunList, runs, run_out, key=lambda r: str(r.run_id))
 
 
 @router.get("/{run_id}", response_model=RunOut)
-async def get_run(
-    run_id: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)),
-    p: Platform = Depends(platform)
-) -> RunOut:
+async def get_run(run_id: str, tenant: RunsReader, p: PlatformDep) -> RunOut:
     run = parse_or_404(RunId, run_id, NOT_FOUND)
     return run_out(await service.get_run(p.db, tenant, run))
 
 
 @router.get("/{run_id}/children", response_model=RunList)
-async def list_children(
-    run_id: str, page: PageRequest = Depends(_RUN_PAGE),
-    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
-) -> RunList:
+async def list_children(run_id: str, page: _RunPage, tenant: RunsReader, p: PlatformDep) -> RunList:
     """The child runs this run's `start_agent` calls started, oldest first (`cursor`:
     the last run id of the previous page)."""
     run = parse_or_404(RunId, run_id, NOT_FOUND)
     children = await service.list_children(p.db, tenant, run, after=page.position(RunId.parse),
                                            limit=page.limit)
-    return RunList(data=[run_out(r) for r in children],
-                   next_cursor=page.next_cursor(children, lambda r: str(r.run_id)))
+    return page.answer(RunList, children, run_out, key=lambda r: str(r.run_id))
 
 
 @router.get("/{run_id}/trace", response_model=TraceOut)
-async def get_trace(
-    run_id: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)),
-    p: Platform = Depends(platform)
-) -> Response:
+async def get_trace(run_id: str, tenant: RunsReader, p: PlatformDep) -> Response:
     """The run's trace, derived from its event log: queue, platform, gateway, model, tool,
     approval and parked time as contiguous spans whose durations add up to `wall_ms`,
     token and cost totals, the sandbox backend, and every model fallback or reroute."""
@@ -157,10 +140,7 @@ async def get_trace(
     GetRun=to("GET", "/v1/runs/{run_id}", "The run.", parameters=_THE_RUN),
     DeleteRun=to("DELETE", "/v1/runs/{run_id}", "Delete it once it has ended.",
                  parameters=_THE_RUN))})
-async def cancel_run(
-    run_id: str, tenant: TenantId = Depends(tenant_may(Scope.RUNS_WRITE)),
-    p: Platform = Depends(platform)
-) -> RunOut:
+async def cancel_run(run_id: str, tenant: RunsWriter, p: PlatformDep) -> RunOut:
     run = parse_or_404(RunId, run_id, NOT_FOUND)
     return run_out(await service.cancel_run(p.db, tenant, run))
 
@@ -196,13 +176,12 @@ async def cancel_run(
     }},
 )
 async def run_events(
-    run_id: str, request: Request,
+    run_id: str, request: Request, tenant: RunsReader, p: PlatformDep,
     after: Annotated[Seq | None, Query(description="Resume after this seq (default 0).")]
     = None,
     limit: Annotated[LongPageLimit, Query(description="JSON page size.")] = 500,
     last_event_id: Annotated[Seq | None, Header(description="SSE resume; same as `after`.")]
     = None,
-    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
 ) -> Response:
     run = parse_or_404(RunId, run_id, NOT_FOUND)
     start = after if after is not None else (last_event_id or 0)

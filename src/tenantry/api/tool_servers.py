@@ -10,18 +10,17 @@ the console share, are in ``api/tool_server_actions.py``."""
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import HTMLResponse
 
 from tenantry.api.admin import TENANT_NOT_FOUND, VAULT_ERROR
-from tenantry.api.auth import operator, platform
+from tenantry.api.auth import PlatformDep, operator
 from tenantry.api.fields import LABEL_RE, Text
 from tenantry.api.links import links, to
 from tenantry.api.pagination import PageRequest, keyed_by
 from tenantry.api.params import parse_or_404
-from tenantry.api.platform import Platform
 from tenantry.api.tool_server_actions import (
     CALLBACK_PATH,
     auth_of,
@@ -70,7 +69,7 @@ _THE_SERVER = {"tenant_id": "$request.path.tenant_id", "name": "$response.body#/
                           "Accept its tool list again.", parameters=_THE_SERVER)),
                  **UNREACHABLE, **OAUTH_FAILED, **VAULT_ERROR})
 async def register_tool_server(
-    tenant_id: str, body: RegisterToolServer, p: Platform = Depends(platform)
+    tenant_id: str, body: RegisterToolServer, p: PlatformDep,
 ) -> ToolServerOut:
     """Register an MCP server for a tenant. Its tool list is read now and pinned; a server
     that asks for an OAuth token is registered waiting to be connected (``oauth``)."""
@@ -81,9 +80,7 @@ async def register_tool_server(
 
 @router.post("/tenants/{tenant_id}/tool-servers/{name}/pin", response_model=ToolServerOut,
              responses={**UNREACHABLE, **VAULT_ERROR})
-async def repin_tool_server(
-    tenant_id: str, name: str, p: Platform = Depends(platform)
-) -> ToolServerOut:
+async def repin_tool_server(tenant_id: str, name: str, p: PlatformDep) -> ToolServerOut:
     """Accept the server's current tool list as reviewed (after it changed)."""
     return await repin(p, parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND), name)
 
@@ -91,7 +88,7 @@ async def repin_tool_server(
 @router.post("/tenants/{tenant_id}/tool-servers/{name}/connect", response_model=ConnectOut,
              responses={**CONNECT_CONFLICT, **UNREACHABLE, **OAUTH_FAILED, **VAULT_ERROR})
 async def connect_tool_server(
-    tenant_id: str, name: str, request: Request, p: Platform = Depends(platform)
+    tenant_id: str, name: str, request: Request, p: PlatformDep,
 ) -> ConnectOut:
     """Start (or renew) an OAuth server's authorization: the URL to open in a browser, which
     comes back to this platform's ``/oauth/callback``. A client credentials server is
@@ -100,27 +97,25 @@ async def connect_tool_server(
     return await connect(p, parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND), name, request)
 
 
+_ToolServerPage = Annotated[PageRequest, Depends(keyed_by(LABEL_RE))]
+
+
 @router.get("/tenants/{tenant_id}/tool-servers", response_model=ToolServerList)
 async def list_tool_servers(
-    tenant_id: str, page: PageRequest = Depends(keyed_by(LABEL_RE)),
-    p: Platform = Depends(platform)
+    tenant_id: str, page: _ToolServerPage, p: PlatformDep,
 ) -> ToolServerList:
     """The tenant's tool servers, ordered by name."""
     return await page_of(p, parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND), page)
 
 
 @router.get("/tenants/{tenant_id}/tool-servers/{name}", response_model=ToolServerOut)
-async def get_tool_server(
-    tenant_id: str, name: str, p: Platform = Depends(platform)
-) -> ToolServerOut:
+async def get_tool_server(tenant_id: str, name: str, p: PlatformDep) -> ToolServerOut:
     return await one(p, parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND), name)
 
 
 @router.delete("/tenants/{tenant_id}/tool-servers/{name}", status_code=204,
                response_class=Response)
-async def remove_tool_server(
-    tenant_id: str, name: str, p: Platform = Depends(platform)
-) -> Response:
+async def remove_tool_server(tenant_id: str, name: str, p: PlatformDep) -> Response:
     """Remove the server and its OAuth connection. Agent versions published with its tools
     keep their pins: their calls are refused (the model is told) until a server serving
     those tools is registered again; runs waiting for its connection go on that way."""
@@ -139,10 +134,9 @@ async def remove_tool_server(
                                 409: {"description": "`conflict`: it took too long"},
                                 **OAUTH_FAILED, **UNREACHABLE})
 async def oauth_callback(
-    state: Text = Query(default="", max_length=200),
+    p: PlatformDep, state: Text = Query(default="", max_length=200),
     code: Text | None = Query(default=None, max_length=4096),
     error: Text | None = Query(default=None, max_length=200),
-    p: Platform = Depends(platform),
 ) -> HTMLResponse:
     """Where an authorization server sends the browser back: the code becomes the server's
     tokens, sealed in the tenant's vault (its ``state`` is taken once)."""

@@ -6,13 +6,13 @@ tenant console (``/app``, api/tenant_console/); its token is shown once."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field
 
 from tenantry.api.admin import TENANT_NOT_FOUND
-from tenantry.api.auth import Caller, caller_may, operator, platform, tenant_may
+from tenantry.api.auth import KeysManager, KeysManagerCaller, PlatformDep, operator
 from tenantry.api.fields import Body
 from tenantry.api.pagination import PageRequest, keyed_by
 from tenantry.api.params import parse_or_404
@@ -24,7 +24,7 @@ from tenantry.tenants.scopes import Scope
 router = APIRouter(prefix="/v1/users", tags=["users"])
 admin_router = APIRouter(prefix="/admin/v1", tags=["operator"],
                          dependencies=[Depends(operator)])
-_USER_PAGE = keyed_by(UserId.pattern())
+_UserPage = Annotated[PageRequest, Depends(keyed_by(UserId.pattern()))]
 SIGN_IN_PATH = "/app/sign-in"
 
 RoleName = Literal["viewer", "approver", "developer", "admin"]
@@ -82,10 +82,7 @@ def _user(user_id: str) -> UserId:
 
 
 @router.post("", status_code=201, response_model=UserOut)
-async def invite_user(
-    body: InviteUser, caller: Caller = Depends(caller_may(Scope.KEYS_MANAGE)),
-    p: Platform = Depends(platform),
-) -> UserOut:
+async def invite_user(body: InviteUser, caller: KeysManagerCaller, p: PlatformDep) -> UserOut:
     """A new user of your tenant with a role. They sign in with a link you make for them
     (``POST /v1/users/{user_id}/sign-in-links``)."""
     return _out(await users.invite(p.db, caller.tenant, body.email, body.role,
@@ -93,39 +90,28 @@ async def invite_user(
 
 
 @router.get("", response_model=UserList)
-async def list_users(
-    page: PageRequest = Depends(_USER_PAGE),
-    tenant: TenantId = Depends(tenant_may(Scope.KEYS_MANAGE)), p: Platform = Depends(platform),
-) -> UserList:
+async def list_users(page: _UserPage, tenant: KeysManager, p: PlatformDep) -> UserList:
     """Your users, disabled ones included, newest first."""
     found = await users.users_page(p.db, tenant, before=page.position(UserId.parse),
                                    limit=page.limit)
-    return UserList(data=[_out(u) for u in found],
-                    next_cursor=page.next_cursor(found, lambda u: str(u.user_id)))
+    return page.answer(UserList, found, _out, key=lambda u: str(u.user_id))
 
 
 @router.get("/{user_id}", response_model=UserOut)
-async def get_user(
-    user_id: str, tenant: TenantId = Depends(tenant_may(Scope.KEYS_MANAGE)),
-    p: Platform = Depends(platform),
-) -> UserOut:
+async def get_user(user_id: str, tenant: KeysManager, p: PlatformDep) -> UserOut:
     return _out(await users.get_user(p.db, tenant, _user(user_id)))
 
 
 @router.patch("/{user_id}", response_model=UserOut)
 async def change_role(
-    user_id: str, body: ChangeRole, tenant: TenantId = Depends(tenant_may(Scope.KEYS_MANAGE)),
-    p: Platform = Depends(platform),
+    user_id: str, body: ChangeRole, tenant: KeysManager, p: PlatformDep,
 ) -> UserOut:
     """A new role, in force from the user's next page (404 for a disabled user)."""
     return _out(await users.set_role(p.db, tenant, _user(user_id), body.role))
 
 
 @router.delete("/{user_id}", response_model=UserOut)
-async def disable_user(
-    user_id: str, tenant: TenantId = Depends(tenant_may(Scope.KEYS_MANAGE)),
-    p: Platform = Depends(platform),
-) -> UserOut:
+async def disable_user(user_id: str, tenant: KeysManager, p: PlatformDep) -> UserOut:
     """Disable a user: their sessions end and their unused links stop working at once.
     The user stays listed (the audit trail names them)."""
     return _out(await users.disable(p.db, tenant, _user(user_id)))
@@ -133,8 +119,7 @@ async def disable_user(
 
 @router.post("/{user_id}/sign-in-links", status_code=201, response_model=SignInLinkOut)
 async def make_sign_in_link(
-    user_id: str, request: Request, caller: Caller = Depends(caller_may(Scope.KEYS_MANAGE)),
-    p: Platform = Depends(platform),
+    user_id: str, request: Request, caller: KeysManagerCaller, p: PlatformDep,
 ) -> SignInLinkOut:
     """A one-time link that signs the user in to the tenant console (``/app``): used once,
     within 15 minutes. Send it to them yourself; it is shown only now."""
@@ -144,9 +129,7 @@ async def make_sign_in_link(
 
 
 @admin_router.post("/tenants/{tenant_id}/users", status_code=201, response_model=UserOut)
-async def operator_invite_user(
-    tenant_id: str, body: InviteUser, p: Platform = Depends(platform),
-) -> UserOut:
+async def operator_invite_user(tenant_id: str, body: InviteUser, p: PlatformDep) -> UserOut:
     """A new user of the tenant (its first admin, typically)."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
     return _out(await users.invite(p.db, tenant, body.email, body.role, created_by="operator"))
@@ -155,7 +138,7 @@ async def operator_invite_user(
 @admin_router.post("/tenants/{tenant_id}/users/{user_id}/sign-in-links", status_code=201,
                    response_model=SignInLinkOut)
 async def operator_sign_in_link(
-    tenant_id: str, user_id: str, request: Request, p: Platform = Depends(platform),
+    tenant_id: str, user_id: str, request: Request, p: PlatformDep,
 ) -> SignInLinkOut:
     """A one-time sign-in link for the tenant's user, as ``POST /v1/users/{id}/sign-in-links``."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)

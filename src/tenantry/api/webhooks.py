@@ -8,15 +8,14 @@ is refused before it is stored, and again at every attempt (runs/webhooks.py).""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from tenantry.api.auth import platform, tenant_may
+from tenantry.api.auth import IntegrationsManager, PlatformDep, RunsReader
 from tenantry.api.links import links, to
 from tenantry.api.pagination import PageRequest, keyed_by
 from tenantry.api.params import parse_or_404
-from tenantry.api.platform import Platform
 from tenantry.api.webhook_bodies import (
     CreateEndpoint,
     DeliveryList,
@@ -26,16 +25,15 @@ from tenantry.api.webhook_bodies import (
     RotatedSecretOut,
     RotateSecret,
 )
-from tenantry.ids import AgentId, RunId, TenantId, WebhookDeliveryId, WebhookEndpointId
+from tenantry.ids import AgentId, RunId, WebhookDeliveryId, WebhookEndpointId
 from tenantry.runs import webhook_endpoints as endpoints
 from tenantry.runs.webhook_endpoints import ENDPOINT_NOT_FOUND, DeliveryAttempt, Endpoint
 from tenantry.tenants import service
-from tenantry.tenants.scopes import Scope
 
 router = APIRouter(prefix="/v1", tags=["webhooks"])
 
-_ENDPOINT_PAGE = keyed_by(WebhookEndpointId.pattern())
-_DELIVERY_PAGE = keyed_by(WebhookDeliveryId.pattern())
+_EndpointPage = Annotated[PageRequest, Depends(keyed_by(WebhookEndpointId.pattern()))]
+_DeliveryPage = Annotated[PageRequest, Depends(keyed_by(WebhookDeliveryId.pattern()))]
 _URL_REFUSED: dict[int | str, dict[str, Any]] = {422: {
     "description": "`webhook_url_refused`: no attempt could deliver to the URL (its host "
                    "resolves to an address that is not public); `detail` is the reason"}}
@@ -51,8 +49,7 @@ _THE_ENDPOINT = {"endpoint_id": "$response.body#/endpoint_id"}
                                       "(`field`: `agent_ids`)."},
                  **_URL_REFUSED})
 async def create_endpoint(
-    body: CreateEndpoint, tenant: TenantId = Depends(tenant_may(Scope.INTEGRATIONS_MANAGE)),
-    p: Platform = Depends(platform),
+    body: CreateEndpoint, tenant: IntegrationsManager, p: PlatformDep,
 ) -> EndpointOut:
     """Register a URL that receives the end of every run (or of the `statuses` and
     `agent_ids` named), signed and retried as a run's own `webhook` is."""
@@ -69,21 +66,17 @@ async def create_endpoint(
 
 @router.get("/webhook-endpoints", response_model=EndpointList)
 async def list_endpoints(
-    page: PageRequest = Depends(_ENDPOINT_PAGE),
-    tenant: TenantId = Depends(tenant_may(Scope.INTEGRATIONS_MANAGE)),
-    p: Platform = Depends(platform),
+    page: _EndpointPage, tenant: IntegrationsManager, p: PlatformDep,
 ) -> EndpointList:
     """Your endpoints, oldest first."""
     found = await endpoints.list_endpoints(
         p.db, tenant, after=page.position(WebhookEndpointId.parse), limit=page.limit)
-    return EndpointList(data=[_endpoint_out(e) for e in found],
-                        next_cursor=page.next_cursor(found, lambda e: str(e.endpoint_id)))
+    return page.answer(EndpointList, found, _endpoint_out, key=lambda e: str(e.endpoint_id))
 
 
 @router.get("/webhook-endpoints/{endpoint_id}", response_model=EndpointOut)
 async def get_endpoint(
-    endpoint_id: str, tenant: TenantId = Depends(tenant_may(Scope.INTEGRATIONS_MANAGE)),
-    p: Platform = Depends(platform),
+    endpoint_id: str, tenant: IntegrationsManager, p: PlatformDep,
 ) -> EndpointOut:
     endpoint = parse_or_404(WebhookEndpointId, endpoint_id, ENDPOINT_NOT_FOUND)
     return _endpoint_out(await endpoints.get_endpoint(p.db, tenant, endpoint))
@@ -91,8 +84,7 @@ async def get_endpoint(
 
 @router.delete("/webhook-endpoints/{endpoint_id}", status_code=204, response_class=Response)
 async def delete_endpoint(
-    endpoint_id: str, tenant: TenantId = Depends(tenant_may(Scope.INTEGRATIONS_MANAGE)),
-    p: Platform = Depends(platform),
+    endpoint_id: str, tenant: IntegrationsManager, p: PlatformDep,
 ) -> Response:
     """Remove the endpoint; deliveries to it not yet made are dropped with it, the attempts
     made stay in the delivery history."""
@@ -103,9 +95,7 @@ async def delete_endpoint(
 
 @router.post("/webhook-secret/rotate", response_model=RotatedSecretOut)
 async def rotate_secret(
-    body: RotateSecret | None = None,
-    tenant: TenantId = Depends(tenant_may(Scope.INTEGRATIONS_MANAGE)),
-    p: Platform = Depends(platform),
+    tenant: IntegrationsManager, p: PlatformDep, body: RotateSecret | None = None,
 ) -> RotatedSecretOut:
     """A new signing secret, shown only here. Until `previous_valid_until` every delivery
     is signed by both (`Tenantry-Signature: t=…,v1=<new>,v1=<previous>`); after it, by the
@@ -118,12 +108,11 @@ async def rotate_secret(
 
 @router.get("/webhook-deliveries", response_model=DeliveryList)
 async def list_deliveries(
-    page: PageRequest = Depends(_DELIVERY_PAGE),
+    page: _DeliveryPage, tenant: RunsReader, p: PlatformDep,
     run_id: str | None = Query(None, pattern=RunId.pattern(),
                                description="Only this run's attempts."),
     endpoint_id: str | None = Query(None, pattern=WebhookEndpointId.pattern(),
                                     description="Only the attempts to this endpoint."),
-    tenant: TenantId = Depends(tenant_may(Scope.RUNS_READ)), p: Platform = Depends(platform),
 ) -> DeliveryList:
     """Every attempt to deliver a run's end — to its own `webhook` URL or to an endpoint —
     newest first. Kept as long as the run is (retention, erase and `DELETE /v1/runs/{id}`
@@ -132,8 +121,7 @@ async def list_deliveries(
         p.db, tenant, before=page.position(WebhookDeliveryId.parse), limit=page.limit,
         run=RunId.parse(run_id) if run_id is not None else None,
         endpoint=WebhookEndpointId.parse(endpoint_id) if endpoint_id is not None else None)
-    return DeliveryList(data=[_delivery_out(d) for d in found],
-                        next_cursor=page.next_cursor(found, lambda d: str(d.delivery_id)))
+    return page.answer(DeliveryList, found, _delivery_out, key=lambda d: str(d.delivery_id))
 
 
 def _endpoint_out(e: Endpoint) -> EndpointOut:

@@ -28,7 +28,7 @@ from tenantry.api.console.pages import (
     tenants,
     tool_servers,
 )
-from tenantry.api.console.view import PREFIX, Console, LoginRequired, login_required
+from tenantry.api.console.view import PREFIX, Answered, Console, answered
 
 __all__ = ["Console", "install"]
 
@@ -39,6 +39,6 @@ _PAGES = (assets, login, sign_in, runs, run, payloads, approvals, tenants, tool_
 def install(app: FastAPI) -> None:
     """Mount the console's pages on ``app``, with its templates and assets loaded once."""
     app.state.console = Console.load()
-    app.add_exception_handler(LoginRequired, login_required)
+    app.add_exception_handler(Answered, answered)
     for page in _PAGES:
         app.include_router(page.router, prefix=PREFIX, include_in_schema=False)

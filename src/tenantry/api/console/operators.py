@@ -117,12 +117,17 @@ async def invite(db: Database, email: str, role: str, *, created_by: str) -> Ope
     return OperatorUser.from_row(row)
 
 
-async def get(db: Database, user: OperatorId) -> OperatorUser:
+async def _one(db: Database, query: str, *args: object) -> OperatorUser:
+    """The operator ``query`` answers with (reads or changes); 404 when it answers none."""
     async with db.unscoped() as conn:
-        row = await conn.fetchrow(Q.get_operator, user.uuid)
+        row = await conn.fetchrow(query, *args)
     if row is None:
         raise NotFound(OPERATOR_NOT_FOUND)
     return OperatorUser.from_row(row)
+
+
+async def get(db: Database, user: OperatorId) -> OperatorUser:
+    return await _one(db, Q.get_operator, user.uuid)
 
 
 async def page(db: Database, *, before: OperatorId | None, limit: int) -> list[OperatorUser]:
@@ -133,21 +138,12 @@ async def page(db: Database, *, before: OperatorId | None, limit: int) -> list[O
 
 async def set_role(db: Database, user: OperatorId, role: str) -> OperatorUser:
     """A new role, in force from their next page (404 for a disabled operator)."""
-    checked = parse_role(role)
-    async with db.unscoped() as conn:
-        row = await conn.fetchrow(Q.set_role, user.uuid, checked.value)
-    if row is None:
-        raise NotFound(OPERATOR_NOT_FOUND)
-    return OperatorUser.from_row(row)
+    return await _one(db, Q.set_role, user.uuid, parse_role(role).value)
 
 
 async def disable(db: Database, user: OperatorId) -> OperatorUser:
     """Their sessions end on their next request and their unused links stop working."""
-    async with db.unscoped() as conn:
-        row = await conn.fetchrow(Q.disable_operator, user.uuid)
-    if row is None:
-        raise NotFound(OPERATOR_NOT_FOUND)
-    return OperatorUser.from_row(row)
+    return await _one(db, Q.disable_operator, user.uuid)
 
 
 async def issue_link(db: Database, user: OperatorId, *, created_by: str) -> IssuedLink:

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Annotated, Any, Protocol, TypeVar
 from urllib.parse import urlencode, urlsplit
 
-from fastapi import Request
+from fastapi import Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment
 
@@ -27,7 +27,7 @@ from tenantry.api.console.operators import Operator, Role
 from tenantry.api.console.session import SESSION_COOKIE, Session, same, verify
 from tenantry.api.platform import Platform
 from tenantry.db import Database
-from tenantry.ids import OperatorId
+from tenantry.ids import OperatorId, TenantId
 
 PREFIX = "/console"
 _CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -186,17 +186,22 @@ class SignedIn(View):
         return self.render("error.html", status=404, title="Not found", message=what)
 
 
-class LoginRequired(Exception):
-    """Raised by `signed_in` without a valid session; answered with ``response``, the
-    redirect to the login page (see install in __init__.py)."""
+class Answered(Exception):
+    """Raised by a page's dependency that answers the request itself (a redirect to the
+    login page, a refused form): ``response`` is the answer (see install in __init__.py)."""
 
     def __init__(self, response: Response) -> None:
-        super().__init__("log in first")
+        super().__init__("answered by the page's dependency")
         self.response = response
 
 
-async def login_required(_request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, LoginRequired)
+class LoginRequired(Answered):
+    """Raised by `signed_in` without a valid session; ``response`` is the redirect to the
+    login page."""
+
+
+async def answered(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, Answered)
     return exc.response
 
 
@@ -234,11 +239,66 @@ async def signed_in(request: Request) -> SignedIn:
     return SignedIn(v.console, v.platform, v.request, v.session, v.who)
 
 
+class Guarded(Protocol):
+    """A console's view of a request, as `guarded` checks it (either console's)."""
+
+    def csrf_ok(self, form: Mapping[str, Any]) -> bool: ...
+    def may(self, needed: Any) -> bool: ...
+    def forbidden(self) -> HTMLResponse: ...
+    def not_allowed(self, needed: Any) -> HTMLResponse: ...
+
+
+G = TypeVar("G", bound=Guarded)
+
+
+def guarded(view: Callable[[Request], Awaitable[G]], needed: object, *,
+            form: bool) -> Callable[[Request], Awaitable[G]]:
+    """A page's dependency: ``view``'s answer once it `may` ``needed`` (else its
+    `not_allowed` page) — for a form's POST (``form``), once the form carries the session's
+    CSRF token first (else its `forbidden` page). The handler reads the same form again."""
+
+    async def dependency(request: Request) -> G:
+        v = await view(request)
+        if form and not v.csrf_ok(await request.form()):
+            raise Answered(v.forbidden())
+        if not v.may(needed):
+            raise Answered(v.not_allowed(needed))
+        return v
+
+    return dependency
+
+
+#: The view of a page any signed-in operator sees.
+SignedInPage = Annotated[SignedIn, Depends(signed_in)]
+#: The view of a form's POST, by the roles that may post it (its CSRF token checked first).
+SignedInForm = Annotated[SignedIn, Depends(guarded(signed_in, Role.READ_ONLY, form=True))]
+SupportForm = Annotated[SignedIn, Depends(guarded(signed_in, Role.SUPPORT, form=True))]
+AdminForm = Annotated[SignedIn, Depends(guarded(signed_in, Role.ADMIN, form=True))]
+
+
 def parse_id(kind: Any, text: str | None) -> Any:
     """A typed id from a query parameter; None when absent, ValueError when malformed."""
     if not text:
         return None
     return kind.parse(text.strip())
+
+
+def id_or_none(kind: Any, text: str | None) -> Any:
+    """A typed id from a query parameter a page may do without (a position in a list, the
+    item just changed): None when absent or malformed."""
+    try:
+        return parse_id(kind, text)
+    except ValueError:
+        return None
+
+
+def tenant_filter(given: str | None) -> tuple[TenantId | None, str | None]:
+    """The tenant a cross-tenant page is narrowed to (its ``tenant`` query parameter), and
+    the note to show when that names no tenant: the page then shows every tenant."""
+    try:
+        return parse_id(TenantId, given), None
+    except ValueError:
+        return None, "No such tenant; showing every tenant."
 
 
 def text(value: Any) -> str:

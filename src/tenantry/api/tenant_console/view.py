@@ -5,21 +5,22 @@ console's headers (the same Content-Security-Policy: nothing fetched from elsewh
 inline script or style).
 
 A page checks the person's role with the same `Scope` values a key meets on the API
-(`Page.may`); a POST also needs the session's CSRF token (`Page.csrf_ok`)."""
+(`Page.may`); a POST also needs the session's CSRF token (`Page.csrf_ok`). A page's
+dependency does both (``v: RunsPage``, ``v: KeysForm``, declared at the end)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Request
+from fastapi import Depends, Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment
 
 from tenantry.api.console import filters
 from tenantry.api.console.session import same
-from tenantry.api.console.view import HEADERS, LoginRequired, secure_cookies, text
+from tenantry.api.console.view import HEADERS, LoginRequired, guarded, secure_cookies, text
 from tenantry.api.platform import Platform
 from tenantry.db import Database
 from tenantry.tenants import users
@@ -80,7 +81,7 @@ class Page:
     def error(self, status: int, title: str, message: str) -> HTMLResponse:
         return self.render("error.html", status=status, title=title, message=message)
 
-    def bad_form(self) -> HTMLResponse:
+    def forbidden(self) -> HTMLResponse:
         return self.error(403, "Form refused",
                           "This form carried no valid CSRF token (it may be from an older "
                           "session). Reload the page and try again.")
@@ -102,3 +103,13 @@ async def member(request: Request) -> Page:
         raise LoginRequired(render(templates, request, "signed_out.html", status=401,
                                    title="Sign in"))
     return Page(templates, platform, request, found)
+
+
+#: The `Page` of a person whose role holds the scope: to see a page, or to post a form.
+RunsPage = Annotated[Page, Depends(guarded(member, Scope.RUNS_READ, form=False))]
+AuditPage = Annotated[Page, Depends(guarded(member, Scope.AUDIT_READ, form=False))]
+KeysPage = Annotated[Page, Depends(guarded(member, Scope.KEYS_MANAGE, form=False))]
+AgentsForm = Annotated[Page, Depends(guarded(member, Scope.AGENTS_MANAGE, form=True))]
+ApprovalsForm = Annotated[Page, Depends(guarded(member, Scope.APPROVALS_DECIDE, form=True))]
+KeysForm = Annotated[Page, Depends(guarded(member, Scope.KEYS_MANAGE, form=True))]
+IntegrationsForm = Annotated[Page, Depends(guarded(member, Scope.INTEGRATIONS_MANAGE, form=True))]

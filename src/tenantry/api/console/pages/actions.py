@@ -10,14 +10,22 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import RedirectResponse, Response
 
 from tenantry.api.console import action_log as actions
 from tenantry.api.console.action_log import Action
-from tenantry.api.console.operators import Role
 from tenantry.api.console.pages.approvals import MAX_COMMENT
-from tenantry.api.console.view import HEADERS, PREFIX, SignedIn, parse_id, signed_in, text
+from tenantry.api.console.view import (
+    HEADERS,
+    PREFIX,
+    AdminForm,
+    SignedInPage,
+    SupportForm,
+    parse_id,
+    tenant_filter,
+    text,
+)
 from tenantry.errors import Conflict, NotFound
 from tenantry.ids import ApiKeyId, ApprovalId, RunId, TenantId
 from tenantry.runs import approvals, service
@@ -33,11 +41,7 @@ def _refused(exc: Conflict | NotFound) -> str:
 
 
 @router.post("/runs/{tenant_id}/{run_id}/cancel")
-async def cancel(tenant_id: str, run_id: str, v: SignedIn = Depends(signed_in)) -> Response:
-    if not v.csrf_ok(await v.request.form()):
-        return v.forbidden()
-    if not v.may(Role.SUPPORT):
-        return v.not_allowed(Role.SUPPORT)
+async def cancel(tenant_id: str, run_id: str, v: SupportForm) -> Response:
     try:
         tenant, run = TenantId.parse(tenant_id), RunId.parse(run_id)
     except ValueError:
@@ -66,15 +70,11 @@ def _picked(value: str) -> tuple[TenantId, ApprovalId] | None:
 
 
 @router.post("/approvals/bulk")
-async def decide_bulk(v: SignedIn = Depends(signed_in)) -> Response:
+async def decide_bulk(v: SupportForm) -> Response:
     """One decision and comment for every approval ticked in the inbox, each through the
     approvals service as a single decision would be (its own ApprovalDecided and re-queue);
     one decided meanwhile is refused alone, the others still decided."""
     form = await v.request.form()
-    if not v.csrf_ok(form):
-        return v.forbidden()
-    if not v.may(Role.SUPPORT):
-        return v.not_allowed(Role.SUPPORT)
     decision = text(form.get("decision"))
     comment = text(form.get("comment")).strip()[:MAX_COMMENT] or None
     picks = [p for p in (_picked(text(x)) for x in form.getlist("pick")) if p is not None]
@@ -103,7 +103,7 @@ async def decide_bulk(v: SignedIn = Depends(signed_in)) -> Response:
 
 
 @router.get("/tenants/{tenant_id}/access")
-async def access(tenant_id: str, v: SignedIn = Depends(signed_in)) -> Response:
+async def access(tenant_id: str, v: SignedInPage) -> Response:
     """A tenant's API keys (each revocable) and whether it admits new runs."""
     try:
         tenant = TenantId.parse(tenant_id)
@@ -125,11 +125,7 @@ async def access(tenant_id: str, v: SignedIn = Depends(signed_in)) -> Response:
 
 
 @router.post("/tenants/{tenant_id}/keys/{key_id}/revoke")
-async def revoke_key(tenant_id: str, key_id: str, v: SignedIn = Depends(signed_in)) -> Response:
-    if not v.csrf_ok(await v.request.form()):
-        return v.forbidden()
-    if not v.may(Role.ADMIN):
-        return v.not_allowed(Role.ADMIN)
+async def revoke_key(tenant_id: str, key_id: str, v: AdminForm) -> Response:
     try:
         tenant, key = TenantId.parse(tenant_id), ApiKeyId.parse(key_id)
         # The operator API's revoke: every API process drops its cached keys at commit.
@@ -143,12 +139,8 @@ async def revoke_key(tenant_id: str, key_id: str, v: SignedIn = Depends(signed_i
 
 
 @router.post("/tenants/{tenant_id}/admissions")
-async def admissions(tenant_id: str, v: SignedIn = Depends(signed_in)) -> Response:
+async def admissions(tenant_id: str, v: SupportForm) -> Response:
     form = await v.request.form()
-    if not v.csrf_ok(form):
-        return v.forbidden()
-    if not v.may(Role.SUPPORT):
-        return v.not_allowed(Role.SUPPORT)
     paused = text(form.get("paused"))
     if paused not in ("true", "false"):
         return v.render("error.html", status=400, title="Nothing changed",
@@ -167,13 +159,9 @@ async def admissions(tenant_id: str, v: SignedIn = Depends(signed_in)) -> Respon
 
 
 @router.get("/actions")
-async def action_log(v: SignedIn = Depends(signed_in)) -> Response:
+async def action_log(v: SignedInPage) -> Response:
     q = v.request.query_params
-    error = None
-    try:
-        tenant = parse_id(TenantId, q.get("tenant", "").strip())
-    except ValueError:
-        tenant, error = None, "No such tenant; showing every tenant."
+    tenant, error = tenant_filter(q.get("tenant", "").strip())
     before_text = q.get("before", "")
     before = int(before_text) if before_text.isascii() and before_text.isdigit() \
         and len(before_text) < 19 else None

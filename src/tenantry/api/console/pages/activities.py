@@ -6,13 +6,20 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from tenantry.api.console import action_log as actions
 from tenantry.api.console import dead_letters
-from tenantry.api.console.operators import Role
-from tenantry.api.console.view import HEADERS, PREFIX, SignedIn, parse_id, signed_in
+from tenantry.api.console.view import (
+    HEADERS,
+    PREFIX,
+    SignedIn,
+    SignedInPage,
+    SupportForm,
+    id_or_none,
+    tenant_filter,
+)
 from tenantry.errors import Conflict, NotFound
 from tenantry.ids import RunId, TenantId
 
@@ -20,39 +27,26 @@ router = APIRouter()
 
 
 @router.get("/activities")
-async def activities(v: SignedIn = Depends(signed_in)) -> Response:
+async def activities(v: SignedInPage) -> Response:
     return await _render(v)
 
 
 async def _render(v: SignedIn, *, status: int = 200, error: str | None = None) -> HTMLResponse:
     q = v.request.query_params
-    try:
-        before = parse_id(RunId, q.get("before"))
-    except ValueError:
-        before = None
-    try:
-        tenant = parse_id(TenantId, q.get("tenant", "").strip())
-    except ValueError:
-        tenant, error = None, error or "No such tenant; showing every tenant."
+    before = id_or_none(RunId, q.get("before"))
+    tenant, note = tenant_filter(q.get("tenant", "").strip())
+    error = error or note
     rows = await dead_letters.dead_letters(v.console_db, tenant=tenant, before=before)
     kept = {"tenant": tenant.value} if tenant else {}
     older = (f"{PREFIX}/activities?{urlencode({**kept, 'before': str(rows[-1].task_id)})}"
              if len(rows) == dead_letters.PAGE else None)
-    try:
-        requeued = parse_id(RunId, q.get("requeued"))
-    except ValueError:
-        requeued = None
+    requeued = id_or_none(RunId, q.get("requeued"))
     return v.render("activities.html", status=status, title="Activities", rows=rows,
                     tenant=tenant, older=older, error=error, requeued=requeued)
 
 
 @router.post("/activities/{tenant_id}/{task_id}/requeue")
-async def requeue(tenant_id: str, task_id: str, v: SignedIn = Depends(signed_in)) -> Response:
-    form = await v.request.form()
-    if not v.csrf_ok(form):
-        return v.forbidden()
-    if not v.may(Role.SUPPORT):
-        return v.not_allowed(Role.SUPPORT)
+async def requeue(tenant_id: str, task_id: str, v: SupportForm) -> Response:
     try:
         tenant, task = TenantId.parse(tenant_id), RunId.parse(task_id)
         # In the tenant's own transaction, as the tenant API's requeue does.

@@ -5,13 +5,21 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from tenantry.api.console import action_log as actions
 from tenantry.api.console import find, reads
-from tenantry.api.console.operators import Role
-from tenantry.api.console.view import HEADERS, PREFIX, SignedIn, parse_id, signed_in, text
+from tenantry.api.console.view import (
+    HEADERS,
+    PREFIX,
+    SignedIn,
+    SignedInPage,
+    SupportForm,
+    id_or_none,
+    tenant_filter,
+    text,
+)
 from tenantry.errors import Conflict, NotFound
 from tenantry.ids import ApprovalId, TenantId
 from tenantry.runs import approvals
@@ -22,21 +30,16 @@ _ACTION = {"approve": actions.Action.APPROVE, "deny": actions.Action.DENY}
 
 
 @router.get("/approvals")
-async def inbox(v: SignedIn = Depends(signed_in)) -> Response:
+async def inbox(v: SignedInPage) -> Response:
     return await _render_inbox(v)
 
 
 async def _render_inbox(v: SignedIn, *, status: int = 200,
                         error: str | None = None) -> HTMLResponse:
     q = v.request.query_params
-    try:
-        after = parse_id(ApprovalId, q.get("after"))
-    except ValueError:
-        after = None
-    try:
-        tenant = parse_id(TenantId, q.get("tenant"))
-    except ValueError:
-        tenant, error = None, error or "No such tenant; showing every tenant."
+    after = id_or_none(ApprovalId, q.get("after"))
+    tenant, note = tenant_filter(q.get("tenant"))
+    error = error or note
     groups: list[reads.TenantInbox] = []
     pending: list[reads.PendingApproval] = []
     more = None
@@ -52,10 +55,7 @@ async def _render_inbox(v: SignedIn, *, status: int = 200,
     shown = [g.tenant for g in groups] if tenant is None else [tenant]
     names = await find.names_of(v.db, [(t, None) for t in shown])
     decided = None
-    try:
-        decided_id = parse_id(ApprovalId, q.get("decided"))
-    except ValueError:
-        decided_id = None
+    decided_id = id_or_none(ApprovalId, q.get("decided"))
     if decided_id is not None and q.get("decision") in ("approved", "denied"):
         decided = (str(decided_id), q["decision"])
     bulk = None  # what a bulk decision (pages/actions.py) did: (decision, done, refused)
@@ -70,12 +70,8 @@ async def _render_inbox(v: SignedIn, *, status: int = 200,
 
 
 @router.post("/approvals/{tenant_id}/{approval_id}")
-async def decide(tenant_id: str, approval_id: str, v: SignedIn = Depends(signed_in)) -> Response:
+async def decide(tenant_id: str, approval_id: str, v: SupportForm) -> Response:
     form = await v.request.form()
-    if not v.csrf_ok(form):
-        return v.forbidden()
-    if not v.may(Role.SUPPORT):
-        return v.not_allowed(Role.SUPPORT)
     decision = text(form.get("decision"))
     comment = text(form.get("comment")).strip()[:MAX_COMMENT] or None
     if decision not in approvals.DECISIONS:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import Response
 
-from tenantry.api.console.view import SignedIn, signed_in
+from tenantry.api.console.view import SignedInPage
 from tenantry.ledger import reconcile
 
 router = APIRouter()
@@ -17,7 +17,7 @@ _FIGURES = (("requests", "Requests"), ("input_tokens", "Input tokens"),
 
 
 @router.get("/billing")
-async def billing(v: SignedIn = Depends(signed_in)) -> Response:
+async def billing(v: SignedInPage) -> Response:
     latest = await reconcile.recent(v.db, limit=SHOWN)
     by_account: dict[str, list[reconcile.Reconciliation]] = {}
     for rec in latest:  # newest first: each account's first is its last check

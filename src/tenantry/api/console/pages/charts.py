@@ -6,18 +6,18 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import Response
 
 from tenantry.api.console import chart_data, svg
-from tenantry.api.console.view import SignedIn, parse_id, signed_in
+from tenantry.api.console.view import SignedInPage, parse_id
 from tenantry.ids import TenantId
 
 router = APIRouter()
 
 
 @router.get("/charts")
-async def charts(v: SignedIn = Depends(signed_in)) -> Response:
+async def charts(v: SignedInPage) -> Response:
     given = (v.request.query_params.get("tenant") or "").strip()
     try:
         tenant = parse_id(TenantId, given)

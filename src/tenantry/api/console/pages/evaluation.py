@@ -4,10 +4,10 @@ answered — with what differs, and totals; each side links its run's page."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import Response
 
-from tenantry.api.console.view import PREFIX, SignedIn, signed_in
+from tenantry.api.console.view import PREFIX, SignedInPage
 from tenantry.api.evaluation_bodies import report_out
 from tenantry.errors import NotFound
 from tenantry.evaluations import service
@@ -17,8 +17,7 @@ router = APIRouter()
 
 
 @router.get("/evaluations/{tenant_id}/{evaluation_id}")
-async def evaluation_page(tenant_id: str, evaluation_id: str,
-                          v: SignedIn = Depends(signed_in)) -> Response:
+async def evaluation_page(tenant_id: str, evaluation_id: str, v: SignedInPage) -> Response:
     try:
         tenant, evaluation = TenantId.parse(tenant_id), EvaluationId.parse(evaluation_id)
         found = await service.report_for(v.db, tenant, evaluation)

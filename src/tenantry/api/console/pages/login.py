@@ -9,8 +9,15 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from tenantry.api.console import epoch, session
-from tenantry.api.console.operators import Role
-from tenantry.api.console.view import HEADERS, PREFIX, SignedIn, View, signed_in, text, view
+from tenantry.api.console.view import (
+    HEADERS,
+    PREFIX,
+    AdminForm,
+    SignedInForm,
+    View,
+    text,
+    view,
+)
 
 router = APIRouter()
 
@@ -59,9 +66,7 @@ async def login(v: View = Depends(view)) -> Response:
 
 
 @router.post("/logout")
-async def logout(v: SignedIn = Depends(signed_in)) -> Response:
-    if not v.csrf_ok(await v.request.form()):
-        return v.forbidden()
+async def logout(v: SignedInForm) -> Response:
     # The cookie is the whole session: the browser forgets it. (A copy taken before
     # logout stays valid until it expires; "sign out everywhere" below ends them all.)
     response = RedirectResponse(f"{PREFIX}/login", status_code=303, headers=HEADERS)
@@ -70,13 +75,9 @@ async def logout(v: SignedIn = Depends(signed_in)) -> Response:
 
 
 @router.post("/logout/everywhere")
-async def logout_everywhere(v: SignedIn = Depends(signed_in)) -> Response:
+async def logout_everywhere(v: AdminForm) -> Response:
     """Revoke every console session (this one, other browsers', any copied cookie): the
     session epoch moves on, as POST /admin/v1/sessions/revoke does."""
-    if not v.csrf_ok(await v.request.form()):
-        return v.forbidden()
-    if not v.may(Role.ADMIN):
-        return v.not_allowed(Role.ADMIN)
     await epoch.revoke_all(v.db)
     response = RedirectResponse(f"{PREFIX}/login", status_code=303, headers=HEADERS)
     response.delete_cookie(session.SESSION_COOKIE, **v.cookie_args())

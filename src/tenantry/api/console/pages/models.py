@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import Response
 
 from tenantry.api.console import find, reads, workers
-from tenantry.api.console.view import PREFIX, SignedIn, signed_in
+from tenantry.api.console.view import PREFIX, SignedInPage
 from tenantry.ids import TenantId
 from tenantry.models import accounts
 
@@ -17,7 +17,7 @@ router = APIRouter()
 
 
 @router.get("/models")
-async def models(v: SignedIn = Depends(signed_in)) -> Response:
+async def models(v: SignedInPage) -> Response:
     after_text = (v.request.query_params.get("after") or "").strip()
     try:
         after = accounts.parse_account_id(after_text) if after_text else None

@@ -7,11 +7,11 @@ followed: the URL names the event, never the blob."""
 from __future__ import annotations
 
 import orjson
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import Response
 
 from tenantry.api.console import reads
-from tenantry.api.console.view import HEADERS, SignedIn, signed_in
+from tenantry.api.console.view import HEADERS, SignedIn, SignedInPage
 from tenantry.api.params import int4
 from tenantry.blobs import BadBlobRef, BlobNotFound, BlobStoreUnavailable
 from tenantry.blobs.objects import UNAVAILABLE_RETRY_AFTER
@@ -26,8 +26,7 @@ RUN_INPUT = "run.input"  # the input_ref of a run whose input is too big for Run
 
 
 @router.get("/runs/{tenant_id}/{run_id}/events/{seq}/{field}")
-async def payload(tenant_id: str, run_id: str, seq: str, field: str,
-                  v: SignedIn = Depends(signed_in)) -> Response:
+async def payload(tenant_id: str, run_id: str, seq: str, field: str, v: SignedInPage) -> Response:
     at = int4(seq)
     try:
         tenant, run = TenantId.parse(tenant_id), RunId.parse(run_id)

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
 from tenantry.api.console import live, reads, waterfall
-from tenantry.api.console.view import HEADERS, PREFIX, SignedIn, View, signed_in, view
+from tenantry.api.console.view import HEADERS, PREFIX, SignedInPage, View, view
 from tenantry.errors import NotFound
 from tenantry.ids import EvaluationId, RunId, TenantId
 from tenantry.runs import service
@@ -37,7 +37,7 @@ async def _run_context(v: View, tenant_id: str, run_id: str) -> dict[str, Any] |
 
 
 @router.get("/runs/{tenant_id}/{run_id}")
-async def run_page(tenant_id: str, run_id: str, v: SignedIn = Depends(signed_in)) -> Response:
+async def run_page(tenant_id: str, run_id: str, v: SignedInPage) -> Response:
     context = await _run_context(v, tenant_id, run_id)
     if context is None:
         return v.not_found("No run with this id.")

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import Response
 
 from tenantry.api.console import find, reads
-from tenantry.api.console.view import PREFIX, SignedIn, parse_id, signed_in
+from tenantry.api.console.view import PREFIX, SignedInPage, parse_id
 from tenantry.db.status import console_status
 from tenantry.ids import AgentId, RunId, TenantId
 from tenantry.runs.events import RunStatus
@@ -18,7 +18,7 @@ router = APIRouter()
 
 
 @router.get("/runs")
-async def runs_list(v: SignedIn = Depends(signed_in)) -> Response:
+async def runs_list(v: SignedInPage) -> Response:
     q = v.request.query_params
     filters = {"tenant": q.get("tenant", "").strip(), "status": q.get("status", ""),
                "agent": q.get("agent", "").strip()}

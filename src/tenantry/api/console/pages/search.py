@@ -6,17 +6,17 @@ an empty result and a note, never an error."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import Response
 
 from tenantry.api.console import find
-from tenantry.api.console.view import SignedIn, signed_in
+from tenantry.api.console.view import SignedInPage
 
 router = APIRouter()
 
 
 @router.get("/search")
-async def search(v: SignedIn = Depends(signed_in)) -> Response:
+async def search(v: SignedInPage) -> Response:
     # One value, as the browser's form sends it; a repeated q= keeps the first.
     text = (v.request.query_params.get("q") or "").strip()
     found: find.Found | None = None

@@ -10,15 +10,19 @@ from __future__ import annotations
 import re
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import RedirectResponse, Response
 
 from tenantry.api import tool_server_actions
 from tenantry.api.console import action_log as actions
 from tenantry.api.console import reads
 from tenantry.api.console.action_log import Action
-from tenantry.api.console.operators import Role
-from tenantry.api.console.view import HEADERS, PREFIX, SignedIn, signed_in
+from tenantry.api.console.view import (
+    HEADERS,
+    PREFIX,
+    SignedInPage,
+    SupportForm,
+)
 from tenantry.api.fields import LABEL_RE
 from tenantry.errors import NotFound, TenantryError
 from tenantry.ids import TenantId
@@ -31,7 +35,7 @@ _NAME = re.compile(LABEL_RE)
 
 
 @router.get("/tenants/{tenant_id}/tool-servers")
-async def tool_servers(tenant_id: str, v: SignedIn = Depends(signed_in)) -> Response:
+async def tool_servers(tenant_id: str, v: SignedInPage) -> Response:
     q = v.request.query_params
     after = q.get("after") if _NAME.fullmatch(q.get("after", "")) else None
     try:
@@ -54,13 +58,9 @@ async def tool_servers(tenant_id: str, v: SignedIn = Depends(signed_in)) -> Resp
 
 
 @router.post("/tenants/{tenant_id}/tool-servers/{name}/connect")
-async def connect(tenant_id: str, name: str, v: SignedIn = Depends(signed_in)) -> Response:
+async def connect(tenant_id: str, name: str, v: SupportForm) -> Response:
     """Start (or renew) the server's authorization: a redirect to its authorization server,
     or, for a client credentials server, connected at once and back to the page."""
-    if not v.csrf_ok(await v.request.form()):
-        return v.forbidden()
-    if not v.may(Role.SUPPORT):
-        return v.not_allowed(Role.SUPPORT)
     try:
         tenant = TenantId.parse(tenant_id)
     except ValueError:

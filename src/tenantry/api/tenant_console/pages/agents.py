@@ -13,14 +13,14 @@ from __future__ import annotations
 import re
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import RedirectResponse, Response
 
 from tenantry.agents import service as agents
-from tenantry.api.console.view import HEADERS, parse_id
+from tenantry.api.console.view import HEADERS, id_or_none
 from tenantry.api.evaluation_bodies import report_out
 from tenantry.api.tenant_console import changes
-from tenantry.api.tenant_console.view import PREFIX, Page, member, text
+from tenantry.api.tenant_console.view import PREFIX, AgentsForm, RunsPage, text
 from tenantry.errors import Conflict, NotFound
 from tenantry.evaluations import service as evaluations
 from tenantry.ids import AgentId, EvaluationId
@@ -38,22 +38,15 @@ _NUMBER = re.compile(r"[0-9]{1,10}")  # ASCII digits: str.isdigit() takes "²" t
 
 
 @router.get("/agents")
-async def agents_list(v: Page = Depends(member)) -> Response:
-    if not v.may(Scope.RUNS_READ):
-        return v.not_allowed(Scope.RUNS_READ)
-    try:
-        before = parse_id(AgentId, v.request.query_params.get("before"))
-    except ValueError:
-        before = None
+async def agents_list(v: RunsPage) -> Response:
+    before = id_or_none(AgentId, v.request.query_params.get("before"))
     rows = await agents.list_agents(v.db, v.member.tenant, before=before, limit=PAGE)
     older = f"{PREFIX}/agents?before={rows[-1].agent_id}" if len(rows) == PAGE else None
     return v.render("agents.html", title="Agents", rows=rows, older=older)
 
 
 @router.get("/agents/{agent_id}")
-async def agent_page(agent_id: str, v: Page = Depends(member)) -> Response:
-    if not v.may(Scope.RUNS_READ):
-        return v.not_allowed(Scope.RUNS_READ)
+async def agent_page(agent_id: str, v: RunsPage) -> Response:
     tenant = v.member.tenant  # only ever the signed-in person's: another's is not found
     try:
         agent = AgentId.parse(agent_id)
@@ -81,12 +74,8 @@ async def agent_page(agent_id: str, v: Page = Depends(member)) -> Response:
 
 
 @router.post("/agents/{agent_id}/promote")
-async def promote(agent_id: str, v: Page = Depends(member)) -> Response:
+async def promote(agent_id: str, v: AgentsForm) -> Response:
     form = await v.request.form()
-    if not v.csrf_ok(form):
-        return v.bad_form()
-    if not v.may(Scope.AGENTS_MANAGE):
-        return v.not_allowed(Scope.AGENTS_MANAGE)
     tenant = v.member.tenant
     try:
         agent = AgentId.parse(agent_id)

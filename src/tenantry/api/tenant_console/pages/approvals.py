@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import RedirectResponse, Response
 
-from tenantry.api.console.view import HEADERS, parse_id
+from tenantry.api.console.view import HEADERS, id_or_none
 from tenantry.api.tenant_console import changes
-from tenantry.api.tenant_console.view import PREFIX, Page, member, text
+from tenantry.api.tenant_console.view import PREFIX, ApprovalsForm, RunsPage, text
 from tenantry.errors import Conflict, NotFound
 from tenantry.ids import ApprovalId
 from tenantry.runs import approvals
@@ -29,14 +29,9 @@ ROUTE = f"POST {PREFIX}/approvals/{{approval_id}}"  # the audit trail's action
 
 
 @router.get("/approvals")
-async def inbox(v: Page = Depends(member)) -> Response:
-    if not v.may(Scope.RUNS_READ):
-        return v.not_allowed(Scope.RUNS_READ)
+async def inbox(v: RunsPage) -> Response:
     q = v.request.query_params
-    try:
-        before = parse_id(ApprovalId, q.get("before"))
-    except ValueError:
-        before = None
+    before = id_or_none(ApprovalId, q.get("before"))
     pending = await requests.list_approvals(v.db, v.member.tenant, status="pending",
                                             before=before, limit=PAGE)
     older = (f"{PREFIX}/approvals?before={pending[-1].approval_id}"
@@ -52,10 +47,8 @@ async def inbox(v: Page = Depends(member)) -> Response:
 
 
 @router.get("/approvals/{approval_id}")
-async def approval_page(approval_id: str, v: Page = Depends(member)) -> Response:
+async def approval_page(approval_id: str, v: RunsPage) -> Response:
     """One approval, whatever its status (the form only while it is pending)."""
-    if not v.may(Scope.RUNS_READ):
-        return v.not_allowed(Scope.RUNS_READ)
     try:
         found = await requests.get(v.db, v.member.tenant, ApprovalId.parse(approval_id))
     except (ValueError, NotFound):  # another tenant's too: nothing says it exists
@@ -65,12 +58,8 @@ async def approval_page(approval_id: str, v: Page = Depends(member)) -> Response
 
 
 @router.post("/approvals/{approval_id}")
-async def decide(approval_id: str, v: Page = Depends(member)) -> Response:
+async def decide(approval_id: str, v: ApprovalsForm) -> Response:
     form = await v.request.form()
-    if not v.csrf_ok(form):
-        return v.bad_form()
-    if not v.may(Scope.APPROVALS_DECIDE):
-        return v.not_allowed(Scope.APPROVALS_DECIDE)
     decision = text(form.get("decision"))
     if decision not in approvals.DECISIONS:
         return v.error(400, "Choose approve or deny", "The form named no decision.")

@@ -3,21 +3,18 @@ holding ``audit:read`` — what ``GET /v1/audit`` answers a key with that scope.
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import Response
 
-from tenantry.api.tenant_console.view import PREFIX, Page, member
+from tenantry.api.tenant_console.view import PREFIX, AuditPage
 from tenantry.audit import trail
-from tenantry.tenants.scopes import Scope
 
 router = APIRouter()
 PAGE = 50
 
 
 @router.get("/audit")
-async def audit(v: Page = Depends(member)) -> Response:
-    if not v.may(Scope.AUDIT_READ):
-        return v.not_allowed(Scope.AUDIT_READ)
+async def audit(v: AuditPage) -> Response:
     try:
         after = trail.parse_cursor(v.request.query_params.get("after", ""))
     except ValueError:

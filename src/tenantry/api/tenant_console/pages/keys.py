@@ -10,12 +10,12 @@ import re
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import RedirectResponse, Response
 
 from tenantry.api.console.view import HEADERS, parse_id
 from tenantry.api.tenant_console import changes
-from tenantry.api.tenant_console.view import PREFIX, Page, member, text
+from tenantry.api.tenant_console.view import PREFIX, KeysForm, KeysPage, Page, text
 from tenantry.errors import Conflict, NotFound
 from tenantry.ids import ApiKeyId
 from tenantry.tenants import service
@@ -47,19 +47,13 @@ async def _page(v: Page, *, status: int = 200, issued: service.IssuedKey | None 
 
 
 @router.get("/keys")
-async def keys(v: Page = Depends(member)) -> Response:
-    if not v.may(Scope.KEYS_MANAGE):
-        return v.not_allowed(Scope.KEYS_MANAGE)
+async def keys(v: KeysPage) -> Response:
     return await _page(v)
 
 
 @router.post("/keys")
-async def create(v: Page = Depends(member)) -> Response:
+async def create(v: KeysForm) -> Response:
     form = await v.request.form()
-    if not v.csrf_ok(form):
-        return v.bad_form()
-    if not v.may(Scope.KEYS_MANAGE):
-        return v.not_allowed(Scope.KEYS_MANAGE)
     wanted = set()
     for name in form.getlist("scope"):
         try:
@@ -92,11 +86,7 @@ async def create(v: Page = Depends(member)) -> Response:
 
 
 @router.post("/keys/{key_id}/revoke")
-async def revoke(key_id: str, v: Page = Depends(member)) -> Response:
-    if not v.csrf_ok(await v.request.form()):
-        return v.bad_form()
-    if not v.may(Scope.KEYS_MANAGE):
-        return v.not_allowed(Scope.KEYS_MANAGE)
+async def revoke(key_id: str, v: KeysForm) -> Response:
     try:
         key = ApiKeyId.parse(key_id)
         await service.revoke_api_key(v.db, v.member.tenant, key, v.platform.auth_cache)

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import Response
 
 from tenantry.api.console import live, reads, waterfall
-from tenantry.api.console.view import HEADERS, parse_id
-from tenantry.api.tenant_console.view import PREFIX, Page, member
+from tenantry.api.console.view import HEADERS, id_or_none
+from tenantry.api.tenant_console.view import PREFIX, Page, RunsPage
 from tenantry.errors import NotFound
 from tenantry.ids import RunId
 from tenantry.runs import service
@@ -23,13 +23,8 @@ PAGE = 50
 
 
 @router.get("")
-async def runs_list(v: Page = Depends(member)) -> Response:
-    if not v.may(Scope.RUNS_READ):
-        return v.not_allowed(Scope.RUNS_READ)
-    try:
-        before = parse_id(RunId, v.request.query_params.get("before"))
-    except ValueError:
-        before = None
+async def runs_list(v: RunsPage) -> Response:
+    before = id_or_none(RunId, v.request.query_params.get("before"))
     rows = await service.list_runs(v.db, v.member.tenant, before=before, status=None,
                                    limit=PAGE)
     older = f"{PREFIX}?before={rows[-1].run_id}" if len(rows) == PAGE else None
@@ -56,9 +51,7 @@ async def _run_context(v: Page, run_id: str) -> dict[str, Any] | None:
 
 
 @router.get("/runs/{run_id}")
-async def run_page(run_id: str, v: Page = Depends(member)) -> Response:
-    if not v.may(Scope.RUNS_READ):
-        return v.not_allowed(Scope.RUNS_READ)
+async def run_page(run_id: str, v: RunsPage) -> Response:
     context = await _run_context(v, run_id)
     if context is None:
         return v.not_found("No run with this id.")
@@ -73,12 +66,10 @@ async def run_page(run_id: str, v: Page = Depends(member)) -> Response:
 
 
 @router.get("/runs/{run_id}/live")
-async def run_live(run_id: str, v: Page = Depends(member)) -> Response:
+async def run_live(run_id: str, v: RunsPage) -> Response:
     """The page's changing parts (status, usage, approvals with their forms and the
     session's CSRF token, outcome, trace), fetched again by the open page as events
     arrive."""
-    if not v.may(Scope.RUNS_READ):
-        return v.not_allowed(Scope.RUNS_READ)
     context = await _run_context(v, run_id)
     if context is None:
         return Response("no such run", status_code=404, headers=HEADERS)
@@ -86,11 +77,9 @@ async def run_live(run_id: str, v: Page = Depends(member)) -> Response:
 
 
 @router.get("/runs/{run_id}/events")
-async def run_events(run_id: str, v: Page = Depends(member)) -> Response:
+async def run_events(run_id: str, v: RunsPage) -> Response:
     """The run's log as SSE, for the person's own tenant only, counted against that
     tenant's stream slots as its API key's stream would be."""
-    if not v.may(Scope.RUNS_READ):
-        return v.not_allowed(Scope.RUNS_READ)
     tenant = v.member.tenant
     return await live.run_events(v.platform, v.request, tenant.value, run_id,
                                  slot_of=tenant.value)

@@ -71,7 +71,7 @@ async def sign_in(request: Request) -> Response:
 @router.post("/sign-out")
 async def sign_out(v: Page = Depends(member)) -> Response:
     if not v.csrf_ok(await v.request.form()):
-        return v.bad_form()
+        return v.forbidden()
     await users.sign_out(v.db, v.member)  # the session ends here, not just in this browser
     response = render(v.templates, v.request, "signed_out.html", title="Signed out",
                       signed_out=True)

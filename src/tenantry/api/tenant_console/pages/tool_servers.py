@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import RedirectResponse, Response
 
 from tenantry.api import tool_server_actions
@@ -19,7 +19,7 @@ from tenantry.api.console import reads
 from tenantry.api.console.view import HEADERS, form_action
 from tenantry.api.fields import LABEL_RE
 from tenantry.api.tenant_console import changes
-from tenantry.api.tenant_console.view import PREFIX, Page, member
+from tenantry.api.tenant_console.view import PREFIX, IntegrationsForm, RunsPage
 from tenantry.errors import NotFound, TenantryError
 from tenantry.tenants.scopes import Scope
 from tenantry.tools import servers
@@ -30,9 +30,7 @@ _NAME = re.compile(LABEL_RE)
 
 
 @router.get("/tool-servers")
-async def tool_servers(v: Page = Depends(member)) -> Response:
-    if not v.may(Scope.RUNS_READ):
-        return v.not_allowed(Scope.RUNS_READ)
+async def tool_servers(v: RunsPage) -> Response:
     q = v.request.query_params
     after = q.get("after") if _NAME.fullmatch(q.get("after", "")) else None
     rows = await reads.tool_servers_of(v.db, v.member.tenant, after=after)
@@ -53,13 +51,9 @@ async def tool_servers(v: Page = Depends(member)) -> Response:
 
 
 @router.post("/tool-servers/{name}/connect")
-async def connect(name: str, v: Page = Depends(member)) -> Response:
+async def connect(name: str, v: IntegrationsForm) -> Response:
     """Start (or renew) the server's authorization: a redirect to its authorization server,
     or, for a client credentials server, connected at once and back to the page."""
-    if not v.csrf_ok(await v.request.form()):
-        return v.bad_form()
-    if not v.may(Scope.INTEGRATIONS_MANAGE):
-        return v.not_allowed(Scope.INTEGRATIONS_MANAGE)
     try:
         started = await tool_server_actions.connect(v.platform, v.member.tenant, name,
                                                     v.request)

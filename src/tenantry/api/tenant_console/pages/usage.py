@@ -9,21 +9,18 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import Response
 
-from tenantry.api.tenant_console.view import Page, member
+from tenantry.api.tenant_console.view import RunsPage
 from tenantry.ledger import usage
 from tenantry.scheduler import policy
-from tenantry.tenants.scopes import Scope
 
 router = APIRouter()
 
 
 @router.get("/usage")
-async def usage_page(v: Page = Depends(member)) -> Response:
-    if not v.may(Scope.RUNS_READ):
-        return v.not_allowed(Scope.RUNS_READ)
+async def usage_page(v: RunsPage) -> Response:
     tenant = v.member.tenant
     today = datetime.now(UTC).date()
     first = today.replace(day=1)
