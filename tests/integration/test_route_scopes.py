@@ -17,7 +17,7 @@ def _tenant_routes(doc: dict[str, object]) -> list[tuple[str, str, str]]:
     for path, ops in paths.items():
         for method, op in ops.items():
             if path.startswith(("/admin/", "/metrics", "/console", "/oauth/")) or (
-                    path == "/healthz"):
+                    path in ("/healthz", "/readyz")):
                 continue
             assert "x-tenantry-scope" in op, f"{method} {path} declares no scope"
             routes.append((method.upper(), path, op["x-tenantry-scope"]))
