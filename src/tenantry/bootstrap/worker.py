@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from tenantry.blobs import WORKER_PATIENCE_SECONDS, ObjectStore, open_blobs
-from tenantry.bootstrap.billing import scheduled_reconciliation
 from tenantry.bootstrap.blob_store import object_store
 from tenantry.bootstrap.secrets import master_key
 from tenantry.config import Settings
@@ -182,10 +181,16 @@ async def run_worker(
         exporting = asyncio.create_task(
             Exporter(eng.db, eng.blobs).run(stop),
             name="exporter") if cleaner and eng.blobs is not None else None
-        # One per process like the cleaner; its lease makes it one per cell.
-        reconciling = asyncio.create_task(
-            scheduled_reconciliation(settings, eng.db).run(stop),
-            name="billing-reconciliation") if cleaner and settings.admin_keys else None
+        # One per process like the cleaner; its lease makes it one per cell. Imported only
+        # when configured: the provider reports' models (pydantic) are no part of the step
+        # path a worker loads before its first claim (tests/e2e/test_worker_start.py).
+        reconciling = None
+        if cleaner and settings.admin_keys:
+            from tenantry.bootstrap.billing import scheduled_reconciliation
+
+            reconciling = asyncio.create_task(
+                scheduled_reconciliation(settings, eng.db).run(stop),
+                name="billing-reconciliation")
         try:
             loop = Worker(eng, dsn=dsn, concurrency=settings.worker_concurrency,
                           webhooks=webhooks, control=control,

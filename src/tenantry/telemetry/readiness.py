@@ -16,13 +16,17 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
 
 import asyncpg
-from starlette.responses import Response
 
 from tenantry.db import DATABASE_DOWN
 from tenantry.db.outage import one_line
 from tenantry.jsonutil import dumps
+
+if TYPE_CHECKING:  # the worker's step path imports the checks (runs/inprocess.py): it loads
+    # no web stack before its first claim (tests/e2e/test_worker_start.py); answer() does.
+    from starlette.responses import Response
 
 #: What a database this process needs may raise when it is away, or refuses us.
 REFUSED: tuple[type[Exception], ...] = (*DATABASE_DOWN, asyncpg.PostgresError)
@@ -69,6 +73,8 @@ async def _bounded(name: str, check: Check) -> list[str]:
 
 
 def answer(reasons: list[str]) -> Response:
+    from starlette.responses import Response
+
     if not reasons:
         return Response(READY, media_type="application/json")
     body = {"type": "unready", "title": "Not ready", "status": 503,
