@@ -4,7 +4,8 @@ first build pays for them), then the services of deploy/container/compose.yaml â
 object storage, the migrations, the API and a worker â€” with the commands, users and
 variables that file gives them, as plain `podman run`s in one pod (each service's host name
 is the pod's loopback, as compose's network resolves it). An operator creates a tenant and
-its key, the tenant an agent, and a run of the built-in scripted model finishes.
+its key, the tenant an agent, and a run of the built-in scripted model finishes after the
+worker ran the model's Python in its sandbox (gVisor, the image's default).
 
 Why not podman-compose: Debian's 1.0.3 ignores `depends_on` conditions (a worker would start
 before the migrations end); the pod runs the same file's services in that order.
@@ -17,6 +18,7 @@ overlay driver, its store in the cache) are in `_podman_env`, not in the image o
 from __future__ import annotations
 
 import base64
+import json
 import os
 import re
 import secrets
@@ -35,7 +37,8 @@ import yaml
 from tenantry.client import Client
 from tests.support.api import free_port
 
-pytestmark = pytest.mark.e2e
+# A cold build (debootstrap, the wheels, the image) takes minutes; cached, seconds.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(2400)]
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTAINER = ROOT / "deploy" / "container"
@@ -200,12 +203,19 @@ def test_the_image_runs_a_cell_that_finishes_a_run(cell: tuple[str, str]) -> Non
     assert tenant.status_code == 201, tenant.text
     key = httpx2.post(f"{base_url}/admin/v1/tenants/acme/api-keys", headers=op, timeout=30)
     assert key.status_code == 201, key.text
+    # The run has the worker execute model-written code: in the worker container's gVisor
+    # sandbox, the image's default backend.
+    script = [{"tool_calls": [{"name": "run_python", "arguments": {"code": "print(6 * 7)"}}]},
+              {"text": "Got: {last_tool_result}"}]
     with Client(base_url, api_key=key.json()["api_key"]) as client:
-        agent = client.agents.create("echo", model="scripted", system_prompt="Answer briefly.")
-        started = client.runs.create(agent.agent_id, {
-            "input": "from the container", "script": [{"text": "You said: {input}"}]})
+        agent = client.agents.create("coder", model="scripted", system_prompt="Answer briefly.",
+                                     tools=["run_python"])
+        started = client.runs.create(agent.agent_id, {"input": "six times seven",
+                                                      "script": script})
         run = client.runs.wait(started.run_id, timeout=120)
-    assert run.status == "finished"
-    assert run.answer == "You said: from the container"
+    assert run.status == "finished", run
+    assert run.answer is not None and run.answer.startswith("Got: "), run.answer
+    result = json.loads(run.answer.removeprefix("Got: "))
+    assert (result["exit_code"], result["stdout"]) == (0, "42\n"), result
     health = httpx2.get(f"{base_url}/healthz", timeout=10)
     assert health.status_code == 200, health.text
