@@ -5,7 +5,8 @@ object storage, the migrations, the API and a worker — with the commands, user
 variables that file gives them, as plain `podman run`s in one pod (each service's host name
 is the pod's loopback, as compose's network resolves it). An operator creates a tenant and
 its key, the tenant an agent, and a run of the built-in scripted model finishes after the
-worker ran the model's Python in its sandbox (gVisor, the image's default).
+worker ran the model's Python in its sandbox (gVisor, the image's default); the API says it
+is live (`/healthz`) and ready (`/readyz`).
 
 Why not podman-compose: Debian's 1.0.3 ignores `depends_on` conditions (a worker would start
 before the migrations end); the pod runs the same file's services in that order.
@@ -186,7 +187,7 @@ def cell(podman_env: dict[str, str]) -> Iterator[tuple[str, str]]:
         for name in ("api", "worker"):
             _podman(env, *_run_args(pod, name, services[name], TAG))
         base_url = f"http://127.0.0.1:{port}"
-        _until("the API", lambda: _healthy(f"{base_url}/healthz"), env, pod)
+        _until("the API", lambda: _healthy(f"{base_url}/readyz"), env, pod)
         print(f"cell up in {time.monotonic() - started:.1f}s")
         yield base_url, variables["TENANTRY_OPERATOR_TOKEN"]
     finally:
@@ -217,5 +218,6 @@ def test_the_image_runs_a_cell_that_finishes_a_run(cell: tuple[str, str]) -> Non
     assert run.answer is not None and run.answer.startswith("Got: "), run.answer
     result = json.loads(run.answer.removeprefix("Got: "))
     assert (result["exit_code"], result["stdout"]) == (0, "42\n"), result
-    health = httpx2.get(f"{base_url}/healthz", timeout=10)
-    assert health.status_code == 200, health.text
+    for probe, status in (("healthz", "ok"), ("readyz", "ready")):
+        answer = httpx2.get(f"{base_url}/{probe}", timeout=10)
+        assert (answer.status_code, answer.json()) == (200, {"status": status}), answer.text
