@@ -2380,7 +2380,6 @@ $$;
 CREATE FUNCTION public.tenantry_retention_batch(p_tenant text, p_owner text, p_epoch bigint, p_cutoff timestamp with time zone, p_limit integer, p_reason text, p_run uuid DEFAULT NULL::uuid, p_blobs boolean DEFAULT true) RETURNS TABLE(runs integer, events bigint, blobs integer)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public'
-    SET "tenantry.retention" TO 'on'
     SET plan_cache_mode TO 'force_generic_plan'
     AS $_$
 DECLARE
@@ -2388,7 +2387,9 @@ DECLARE
     v_statuses text[];
     v_events bigint;
     v_blobs integer := 0;
+    v_was text := coalesce(current_setting('tenantry.retention', true), '');
 BEGIN
+    PERFORM set_config('tenantry.retention', 'on', true);
     -- One run on request (p_run, no epoch) needs no lease: it is no stale cleaner, and
     -- the run's row lock keeps it and a cleaner from deleting the same run twice.
     IF p_epoch IS NOT NULL OR p_run IS NULL THEN
@@ -2423,6 +2424,7 @@ BEGIN
         FOR UPDATE OF r SKIP LOCKED
     ) c;
     IF v_runs IS NULL THEN
+        PERFORM set_config('tenantry.retention', v_was, true);
         RETURN QUERY SELECT 0, 0::bigint, 0;
         RETURN;
     END IF;
@@ -2502,6 +2504,7 @@ BEGIN
     INSERT INTO public.cleanup_leases AS l (tenant_id, deleted_total)
     VALUES (p_tenant, cardinality(v_runs))
     ON CONFLICT (tenant_id) DO UPDATE SET deleted_total = l.deleted_total + cardinality(v_runs);
+    PERFORM set_config('tenantry.retention', v_was, true);
     RETURN QUERY SELECT cardinality(v_runs), v_events, v_blobs;
 END
 $_$;
@@ -2513,13 +2516,16 @@ $_$;
 CREATE FUNCTION public.tenantry_retention_expire(p_tenant text, p_owner text, p_epoch bigint, p_tombstones_before timestamp with time zone, p_audit_before timestamp with time zone, p_limit integer) RETURNS TABLE(tombstones integer, audit integer)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public'
-    SET "tenantry.retention" TO 'on'
     AS $$
 DECLARE
     v_tombstones integer := 0;
     v_audit integer := 0;
     v_changes integer := 0;
+    -- The immutability triggers' exemption for this call only, as tenantry_retention_batch
+    -- sets it (not a SET clause: that needs SET privilege on the parameter on PostgreSQL 15).
+    v_was text := coalesce(current_setting('tenantry.retention', true), '');
 BEGIN
+    PERFORM set_config('tenantry.retention', 'on', true);
     PERFORM 1 FROM public.cleanup_leases l
     WHERE l.tenant_id = p_tenant AND l.owner = p_owner AND l.epoch = p_epoch
       AND l.expires_at > clock_timestamp()
@@ -2552,6 +2558,7 @@ BEGIN
         GET DIAGNOSTICS v_changes = ROW_COUNT;
         v_audit := v_audit + v_changes;
     END IF;
+    PERFORM set_config('tenantry.retention', v_was, true);
     RETURN QUERY SELECT v_tombstones, v_audit;
 END
 $$;

@@ -10,8 +10,11 @@
 -- committed.
 --
 -- tenantry.retention = 'on' is the exemption of the immutability triggers, for this call
--- only (a SET clause ends with the call, even an aborted one; a set_config would last the
--- caller's whole transaction). plan_cache_mode = force_generic_plan (ADR 0026): the batch
+-- only: set local at the start and put back before each RETURN; a call that raises leaves
+-- it to the rollback (of the transaction, or of the caller's savepoint), which undoes it. Not
+-- a SET clause: on PostgreSQL 15 and later a function's SET of a custom parameter needs
+-- SET privilege on it when the owner is not a superuser (docs/reference/database-roles.md).
+-- plan_cache_mode = force_generic_plan (ADR 0026): the batch
 -- names up to 500 runs in an array; planned with the array's values (plpgsql's first
 -- custom plans), every statement on the partitioned log prunes its 32 partitions element
 -- by element, 20-37 ms of planning per statement where the unpartitioned log took 0.5. A
@@ -23,13 +26,15 @@ CREATE OR REPLACE FUNCTION tenantry_retention_batch(
     p_reason text, p_run uuid DEFAULT NULL, p_blobs boolean DEFAULT true)
 RETURNS TABLE (runs integer, events bigint, blobs integer)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public
-SET tenantry.retention = 'on' SET plan_cache_mode = force_generic_plan AS $$
+SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     v_runs uuid[];
     v_statuses text[];
     v_events bigint;
     v_blobs integer := 0;
+    v_was text := coalesce(current_setting('tenantry.retention', true), '');
 BEGIN
+    PERFORM set_config('tenantry.retention', 'on', true);
     -- One run on request (p_run, no epoch) needs no lease: it is no stale cleaner, and
     -- the run's row lock keeps it and a cleaner from deleting the same run twice.
     IF p_epoch IS NOT NULL OR p_run IS NULL THEN
@@ -64,6 +69,7 @@ BEGIN
         FOR UPDATE OF r SKIP LOCKED
     ) c;
     IF v_runs IS NULL THEN
+        PERFORM set_config('tenantry.retention', v_was, true);
         RETURN QUERY SELECT 0, 0::bigint, 0;
         RETURN;
     END IF;
@@ -143,6 +149,7 @@ BEGIN
     INSERT INTO public.cleanup_leases AS l (tenant_id, deleted_total)
     VALUES (p_tenant, cardinality(v_runs))
     ON CONFLICT (tenant_id) DO UPDATE SET deleted_total = l.deleted_total + cardinality(v_runs);
+    PERFORM set_config('tenantry.retention', v_was, true);
     RETURN QUERY SELECT cardinality(v_runs), v_events, v_blobs;
 END
 $$;

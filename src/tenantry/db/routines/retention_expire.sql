@@ -6,13 +6,16 @@ CREATE OR REPLACE FUNCTION tenantry_retention_expire(
     p_tenant text, p_owner text, p_epoch bigint, p_tombstones_before timestamptz,
     p_audit_before timestamptz, p_limit integer)
 RETURNS TABLE (tombstones integer, audit integer)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public
-SET tenantry.retention = 'on' AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
     v_tombstones integer := 0;
     v_audit integer := 0;
     v_changes integer := 0;
+    -- The immutability triggers' exemption for this call only, as tenantry_retention_batch
+    -- sets it (not a SET clause: that needs SET privilege on the parameter on PostgreSQL 15).
+    v_was text := coalesce(current_setting('tenantry.retention', true), '');
 BEGIN
+    PERFORM set_config('tenantry.retention', 'on', true);
     PERFORM 1 FROM public.cleanup_leases l
     WHERE l.tenant_id = p_tenant AND l.owner = p_owner AND l.epoch = p_epoch
       AND l.expires_at > clock_timestamp()
@@ -45,6 +48,7 @@ BEGIN
         GET DIAGNOSTICS v_changes = ROW_COUNT;
         v_audit := v_audit + v_changes;
     END IF;
+    PERFORM set_config('tenantry.retention', v_was, true);
     RETURN QUERY SELECT v_tombstones, v_audit;
 END
 $$;
