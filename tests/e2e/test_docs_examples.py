@@ -11,7 +11,8 @@ What a how-to may assume, and this test gives it (as the how-tos say):
   ``effect``, ``echo``, ``add``, ``fail``, ``slow``) with its secret ``effects-token``;
   ``AGENT``: an agent of ``acme`` (model ``scripted``, tool ``echo``) with version 2
   published and version 1 live; ``RUN``: a run of it that finished;
-  ``TENANTRY_DATA_DIR``: the platform's data dir; ``tenantry`` on ``PATH``. ``127.0.0.1:8080``
+  ``HOME``: a fresh folder, and the platform's data dir the default one in it
+  (``~/.local/share/tenantry``, also in ``TENANTRY_DATA_DIR``); ``tenantry`` on ``PATH``. ``127.0.0.1:8080``
   and ``localhost:8080`` in a block are this platform's port, ``.venv/bin/`` its environment.
 - Each file runs in one bash with ``set -euo pipefail``, its blocks in order, so what a
   block exports or writes the next one sees; in a fresh folder that links the checkout's
@@ -154,13 +155,14 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
     tools = subprocess.Popen([sys.executable, "-m", "tenantry.testing.mcp_server",
                               "--port", str(mcp_port)], text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    env = up_env(home / "data", port, "unused")
+    data = home / ".local" / "share" / "tenantry"  # the default data dir of HOME=home
+    env = up_env(data, port, "unused")
     del env["TENANTRY_OPERATOR_TOKEN"]  # up makes one and keeps it in the data dir
     proc = None
     try:
         assert tools.stdout is not None and tools.stdout.readline().startswith("READY")
         proc = start_up(env, home / "up.log", demo=False)
-        operator = (home / "data" / "operator_token").read_text().strip()
+        operator = (data / "operator_token").read_text().strip()
         url = f"http://127.0.0.1:{port}"
         with httpx2.Client(base_url=url, timeout=30,
                            headers={"Authorization": f"Bearer {operator}"}) as admin:
