@@ -5,15 +5,16 @@ tests/e2e/test_readme_tour.py, which runs it as written).
 
 What a how-to may assume, and this test gives it (as the how-tos say):
 
-- ``T``, ``API`` and ``TENANTRY_URL``: the API's URL; ``OP`` and ``TENANTRY_OPERATOR_TOKEN``:
-  the operator token; ``KEY`` and ``TENANTRY_API_KEY``: an API key (every scope) of the
-  tenant ``acme``, which has the tool server ``effects`` (the MCP test server: tools
-  ``effect``, ``echo``, ``add``, ``fail``, ``slow``) with its secret ``effects-token``;
-  ``AGENT``: an agent of ``acme`` (model ``scripted``, tool ``echo``) with version 2
-  published and version 1 live; ``RUN``: a run of it that finished;
-  ``HOME``: a fresh folder, and the platform's data dir the default one in it
-  (``~/.local/share/tenantry``, also in ``TENANTRY_DATA_DIR``); ``tenantry`` on ``PATH``. ``127.0.0.1:8080``
-  and ``localhost:8080`` in a block are this platform's port, ``.venv/bin/`` its environment.
+- (docs/README.md names these for the reader.) ``T`` and ``TENANTRY_URL``: the API's URL;
+  ``OP`` and ``TENANTRY_OPERATOR_TOKEN``: the operator token; ``KEY`` and
+  ``TENANTRY_API_KEY``: an API key (every scope) of the tenant ``acme``, which has the tool
+  server ``effects`` (the MCP test server: tools ``effect``, ``echo``, ``add``, ``fail``,
+  ``slow``) with its secret ``effects-token``; ``AGENT``: an agent of ``acme`` (model
+  ``scripted``, tool ``echo``) with version 2 published and version 1 live; ``RUN``: a run
+  of it that finished; ``HOME``: a fresh folder, the platform's data dir the default one in
+  it (``~/.local/share/tenantry``, also in ``TENANTRY_DATA_DIR``); ``tenantry`` on
+  ``PATH``. ``127.0.0.1:8080`` and ``localhost:8080`` in a block are this platform's port,
+  ``.venv/bin/`` its environment.
 - Each file runs in one bash with ``set -euo pipefail``, its blocks in order, so what a
   block exports or writes the next one sees; in a fresh folder that links the checkout's
   folders (``tests/``, ``examples/``, …: as at its root, without writing into it). The files
@@ -48,7 +49,8 @@ import pytest
 from tests.support.api import free_port
 from tests.support.up_process import BIN, start_up, stop_up, up_env
 
-pytestmark = pytest.mark.e2e
+# The first file's test also starts the platform (tenantry up, a tenant, an agent and a run).
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 CHECKOUT = Path(__file__).resolve().parents[2]
 HOW_TO = CHECKOUT / "docs" / "how-to"
 LANGUAGES = ("sh", "bash", "console", "python")
@@ -177,7 +179,7 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
             key = admin.post("/admin/v1/tenants/acme/api-keys").json()["api_key"]
         agent, run = _agent_and_run(url, key)
         yield Platform({**env, "HOME": str(home), "PATH": f"{BIN}:{env['PATH']}",
-                        "T": url, "API": url, "TENANTRY_URL": url,
+                        "T": url, "TENANTRY_URL": url,
                         "OP": operator, "TENANTRY_OPERATOR_TOKEN": operator,
                         "KEY": key, "TENANTRY_API_KEY": key, "AGENT": agent, "RUN": run},
                        port)
@@ -216,7 +218,7 @@ def test_how_to_examples_run(path: Path, platform: Platform, tmp_path: Path) -> 
             (tmp_path / top.name).symlink_to(top)
     done = subprocess.run(["bash", "-c", "set -euo pipefail\n" + script(examples, platform.port)],
                           env=platform.env, cwd=tmp_path, capture_output=True, text=True,
-                          timeout=100)
+                          timeout=200)
     outputs = _outputs(done.stdout)
     last = list(outputs)[-1] if outputs else examples[0].where
     assert done.returncode == 0, (
