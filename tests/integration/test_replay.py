@@ -13,14 +13,14 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tenantry.activities import Bundle
 from tenantry.activities.tasks.store import ActivityStore
 from tenantry.db import Database
 from tenantry.ids import RunId, TenantId
 from tenantry.runs import replay as replay_module
 from tenantry.runs.decide import CallTool, Decision
 from tenantry.runs.replay import RecordedRun, export_run, replay
-from tenantry.store import Admitted, RunStatus, TenantPolicy, WorkflowStore
+from tenantry.store import RunStatus
+from tests.support.activities import queued_task
 from tests.support.api import Api
 from tests.support.replay import CORPUS
 from tests.support.scripts import answer, call, scripted
@@ -125,11 +125,7 @@ async def test_a_tenants_ended_runs_leave_its_activity_tasks_out(db: Database) -
     # A task is a run too, but no agent loop decided it: `replay --tenant` (and --export)
     # replaying an ended task reported a difference for it.
     tenant = TenantId.parse("tenant-tasks")
-    await WorkflowStore(db).set_tenant_policy(tenant, TenantPolicy())
-    store = ActivityStore(db)
-    await store.publish(tenant, "send", Bundle(
-        {"main.py": b"def handle(value, context):\n    return value\n"}, "main.py:handle"))
-    task = await store.enqueue(tenant, "send", {})
-    assert isinstance(task, Admitted)
-    assert (await store.cancel(tenant, task.task_id)).status is RunStatus.CANCELLED
+    task = await queued_task(db, tenant, "send")
+    cancelled = await ActivityStore(db).cancel(tenant, task)
+    assert cancelled.status is RunStatus.CANCELLED
     assert await replay_module.ended_runs(db, tenant) == []
