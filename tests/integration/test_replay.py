@@ -13,11 +13,14 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tenantry.activities.tasks.store import ActivityStore
 from tenantry.db import Database
 from tenantry.ids import RunId, TenantId
 from tenantry.runs import replay as replay_module
 from tenantry.runs.decide import CallTool, Decision
 from tenantry.runs.replay import RecordedRun, export_run, replay
+from tenantry.store import RunStatus
+from tests.support.activities import queued_task
 from tests.support.api import Api
 from tests.support.replay import CORPUS
 from tests.support.scripts import answer, call, scripted
@@ -116,3 +119,13 @@ def test_replay_command_exits_nonzero_on_a_difference(tmp_path: Path) -> None:
                          check=False)
     assert bad.returncode == 1
     assert "DIFF" in bad.stdout and "a different answer" in bad.stdout
+
+
+async def test_a_tenants_ended_runs_leave_its_activity_tasks_out(db: Database) -> None:
+    # A task is a run too, but no agent loop decided it: `replay --tenant` (and --export)
+    # replaying an ended task reported a difference for it.
+    tenant = TenantId.parse("tenant-tasks")
+    task = await queued_task(db, tenant, "send")
+    cancelled = await ActivityStore(db).cancel(tenant, task)
+    assert cancelled.status is RunStatus.CANCELLED
+    assert await replay_module.ended_runs(db, tenant) == []

@@ -11,8 +11,6 @@ import asyncpg
 import pytest
 
 from tenantry import __version__
-from tenantry.activities import Bundle
-from tenantry.activities.tasks.store import ActivityStore
 from tenantry.db import Database
 from tenantry.db.fleet import read_fleet
 from tenantry.db.release import Fleet, Release
@@ -22,7 +20,7 @@ from tenantry.runs import lease as leases
 from tenantry.runs import liveness, log
 from tenantry.runs.events import ModelReplied
 from tenantry.runs.worker import Worker
-from tenantry.store import Admitted, TenantPolicy, WorkflowStore
+from tests.support.activities import queued_task
 from tests.support.api import Api
 from tests.support.db import login_dsn
 from tests.support.scripts import answer, call, scripted
@@ -227,22 +225,17 @@ async def test_a_dead_dispatchers_activity_tasks_are_taken_at_once(
     db: Database, admin_conn: asyncpg.Connection, sessions: Connect,
 ) -> None:
     tenant = TenantId.parse("tenant-acme")
-    await WorkflowStore(db).set_tenant_policy(tenant, TenantPolicy())
-    store = ActivityStore(db)
-    await store.publish(tenant, "sync", Bundle(
-        {"main.py": b"def handle(value, context):\n    return value\n"}, "main.py:handle"))
-    queued = await store.enqueue(tenant, "sync", {})
-    assert isinstance(queued, Admitted)
+    task = await queued_task(db, tenant, "sync")
     claim = "SELECT run_id, lease_epoch FROM tenantry_claim_activities($1, 4, 30)"
     a = await sessions()
     await liveness.register(a, "activities-a")
     async with db.unscoped() as conn:
         assert [tuple(r) for r in await conn.fetch(claim, "activities-a")] == [
-            (queued.task_id.uuid, 1)]
+            (task.uuid, 1)]
         assert await conn.fetch(claim, "activities-b") == []  # a is alive
         await _die(admin_conn, a)
         assert [tuple(r) for r in await conn.fetch(claim, "activities-b")] == [
-            (queued.task_id.uuid, 2)]
+            (task.uuid, 2)]
 
 
 async def test_each_worker_registers_its_release_and_only_live_ones_are_counted(

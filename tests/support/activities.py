@@ -12,10 +12,13 @@ from typing import Any
 
 import asyncpg
 
+from tenantry.activities import Bundle
 from tenantry.activities.tasks.dispatcher import Dispatcher
+from tenantry.activities.tasks.store import ActivityStore
 from tenantry.db import Database
-from tenantry.ids import RunId
+from tenantry.ids import RunId, TenantId
 from tenantry.sandbox.pool import PooledDriver
+from tenantry.store import Admitted, TenantPolicy, WorkflowStore
 from tenantry.vault import Vault
 from tests.support.api import TEST_MASTER_KEY, Api
 from tests.support.sandbox import TEST_LIMITS
@@ -65,6 +68,18 @@ async def publish_activity(api: Api, headers: dict[str, str], name: str, code: s
     assert r.status_code == 201, r.text
     published: dict[str, Any] = r.json()
     return published
+
+
+async def queued_task(db: Database, tenant: TenantId, activity: str) -> RunId:
+    """A queued task of a one-file activity that returns its input, published and enqueued
+    through the library under the tenant's default policy: no HTTP, no sandbox."""
+    await WorkflowStore(db).set_tenant_policy(tenant, TenantPolicy())
+    store = ActivityStore(db)
+    await store.publish(tenant, activity, Bundle(
+        {"main.py": b"def handle(value, context):\n    return value\n"}, "main.py:handle"))
+    queued = await store.enqueue(tenant, activity, {})
+    assert isinstance(queued, Admitted)
+    return queued.task_id
 
 
 async def tasks_of(admin_conn: asyncpg.Connection, run_id: str) -> list[asyncpg.Record]:

@@ -120,7 +120,7 @@ async def list_activities(page: _ActivityPage, tenant: RunsReader, p: PlatformDe
 
 @router.get("/v1/activities/{name}", response_model=ActivityOut)
 async def get_activity(name: str, tenant: RunsReader, p: PlatformDep) -> ActivityOut:
-    """The latest version."""
+    """Get an activity: its latest version."""
     return await _flagged_out(p, tenant, await p.activities.version(tenant, _name_or_404(name)))
 
 
@@ -128,6 +128,9 @@ async def get_activity(name: str, tenant: RunsReader, p: PlatformDep) -> Activit
 async def get_activity_version(
     name: str, version: str, tenant: RunsReader, p: PlatformDep,
 ) -> ActivityOut:
+    """Get a version of an activity.
+
+    Its entrypoint, files, digest and settings as that version was published."""
     number = positive_int4_or_404(version, NOT_FOUND)
     return await _flagged_out(p, tenant,
                               await p.activities.version(tenant, _name_or_404(name), number))
@@ -157,6 +160,11 @@ async def enqueue_task(
     idempotency_key: str | None = idempotency_header(
         "Retrying with the same key and body returns the same task."),
 ) -> TaskStarted:
+    """Enqueue an activity task.
+
+    Queues a task of the activity (its latest version, or the one named) with an input; a
+    dispatcher runs it in a sandbox. With an `Idempotency-Key`, a retry answers the same
+    task."""
     result = await p.activities.enqueue(tenant, body.activity, body.input,
                                         version=body.version, idempotency_key=idempotency_key)
     if not isinstance(result, Admitted):
@@ -190,6 +198,9 @@ async def list_tasks(
 
 @router.get("/v1/activity-tasks/{task_id}", response_model=TaskOut)
 async def get_task(task_id: str, tenant: RunsReader, p: PlatformDep) -> TaskOut:
+    """Get an activity task.
+
+    Its status, result or last error, attempts so far and whether it was dead-lettered."""
     task = parse_or_404(RunId, task_id, TASK_NOT_FOUND)
     return task_out(await p.activities.get(tenant, task))
 

@@ -170,6 +170,11 @@ _IN_THE_TENANT = {"tenant_id": "$request.path.tenant_id"}
                                 parameters=_THE_TENANT)),
                  **_REGION_NOT_SERVED})
 async def create_tenant(body: CreateTenant, request: Request, p: PlatformDep) -> CreatedTenantOut:
+    """Create a tenant.
+
+    A new tenant with its id (yours, or generated), region and plan. The answer holds its
+    webhook signing secret, shown only here; give the tenant an API key next (`POST
+    /admin/v1/tenants/{tenant_id}/api-keys`)."""
     tenant_id = TenantId.parse(body.tenant_id) if body.tenant_id else None
     # The action log names the tenant made (its path names none), or the one asked for
     # when refused (an id already taken, a region not served here).
@@ -206,6 +211,9 @@ async def rotate_webhook_secret(tenant_id: str, p: PlatformDep) -> WebhookSecret
 
 @router.get("/tenants/{tenant_id}", response_model=TenantOut)
 async def get_tenant(tenant_id: str, p: PlatformDep) -> TenantOut:
+    """Get a tenant.
+
+    Its name, region, plan, home cell and when it was created (never its webhook secret)."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
     return _tenant_out(await service.get_tenant(p.db, tenant))
 
@@ -221,9 +229,11 @@ _THE_KEY = {**_IN_THE_TENANT, "key_id": "$response.body#/key_id"}
                  RevokeKey=to("DELETE", "/admin/v1/tenants/{tenant_id}/api-keys/{key_id}",
                               "Revoke it.", parameters=_THE_KEY))})
 async def create_api_key(tenant_id: str, p: PlatformDep, body: CreateKey | None = None) -> KeyOut:
+    """Issue an API key for a tenant.
+
+    The key (`tnt_…`) is in the answer only: store it now. It holds every scope unless
+    `scopes` narrows it, and has no expiry unless `expires_at` sets one."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
-    """A key for the tenant: every scope unless ``scopes`` narrows it, no expiry unless
-    ``expires_at`` sets one."""
     new = (body or CreateKey()).new_key(created_by="operator")
     return issued_out(await service.issue_api_key(p.db, tenant, new))
 
@@ -254,6 +264,9 @@ async def get_api_key(tenant_id: str, key_id: str, p: PlatformDep) -> ApiKeyOut:
 
 @router.delete("/tenants/{tenant_id}/api-keys/{key_id}", response_model=RevokedOut)
 async def revoke_api_key(tenant_id: str, key_id: str, p: PlatformDep) -> RevokedOut:
+    """Revoke a tenant's API key.
+
+    The key stops authenticating at once."""
     tenant = parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND)
     key = parse_or_404(ApiKeyId, key_id, service.KEY_NOT_FOUND)
     revoked_at = await service.revoke_api_key(p.db, tenant, key, p.auth_cache)

@@ -327,6 +327,10 @@ _PUBLISHED = links(
 async def create_agent(
     body: CreateAgent, response: Response, tenant: AgentsManager, p: PlatformDep,
 ) -> AgentOut:
+    """Create an agent.
+
+    Its version 1 (model, system prompt, tools, approvals, limits), which is also its live
+    version. Versions are immutable: change an agent by publishing a new version."""
     await _check_activities(p, tenant, body)
     created = await service.create_agent(p.db, tenant, body.name,
                                          await _children(p, tenant, body))
@@ -336,6 +340,9 @@ async def create_agent(
 
 @router.get("", response_model=AgentList)
 async def list_agents(page: _AgentPage, tenant: RunsReader, p: PlatformDep) -> AgentList:
+    """List agents.
+
+    The tenant's agents, newest first, each at its latest version."""
     agents = await service.list_agents(p.db, tenant, before=page.position(AgentId.parse),
                                        limit=page.limit)
     return page.answer(AgentList, agents, _summary_out, key=lambda a: str(a.agent_id))
@@ -349,6 +356,10 @@ def _summary_out(a: service.AgentSummary) -> AgentSummaryOut:
 
 @router.get("/{agent_id}", response_model=AgentOut)
 async def get_agent(agent_id: str, tenant: RunsReader, p: PlatformDep) -> AgentOut:
+    """Get an agent.
+
+    The agent at its latest version, with the version runs use when they name none
+    (`live_version`)."""
     agent = parse_or_404(AgentId, agent_id, NOT_FOUND)
     return await _flagged_out(p, tenant, await service.get_agent(p.db, tenant, agent))
 
@@ -358,6 +369,10 @@ async def get_agent(agent_id: str, tenant: RunsReader, p: PlatformDep) -> AgentO
 async def create_version(
     agent_id: str, body: NewVersion, response: Response, tenant: AgentsManager, p: PlatformDep,
 ) -> AgentOut:
+    """Publish a new version of an agent.
+
+    The next version number with the whole spec given; the live version does not change
+    until it is promoted."""
     agent = parse_or_404(AgentId, agent_id, NOT_FOUND)
     await _check_activities(p, tenant, body)
     created = await service.create_version(p.db, tenant, agent,
@@ -368,6 +383,9 @@ async def create_version(
 
 @router.get("/{agent_id}/versions/{version}", response_model=AgentOut)
 async def get_version(agent_id: str, version: str, tenant: RunsReader, p: PlatformDep) -> AgentOut:
+    """Get a version of an agent.
+
+    The agent's spec exactly as that version was published."""
     agent = parse_or_404(AgentId, agent_id, NOT_FOUND)
     number = positive_int4_or_404(version, service.VERSION_NOT_FOUND)
     return await _flagged_out(p, tenant,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
@@ -240,6 +241,20 @@ def _keys_by_pattern(node: object) -> None:
             _keys_by_pattern(value)
 
 
+def _summarize(operation: dict[str, Any]) -> None:
+    """The summary from the handler's docstring, whose first sentence names what the
+    operation does, up to its first clause ("Erase the tenant: ..." is "Erase the tenant"),
+    in place of FastAPI's title-cased function name ("Pending By Tenant"). A route that
+    sets ``summary=`` keeps it."""
+    description = operation.get("description", "")
+    words = operation["summary"].lower().split()
+    if not description or not operation["operationId"].startswith("_".join(words) + "_"):
+        return
+    sentence = re.split(r"\.(?:\s|$)|\n\n", description.strip(), maxsplit=1)[0]
+    clause = re.split(r": |; | \(| — ", sentence, maxsplit=1)[0]
+    operation["summary"] = " ".join(clause.split())
+
+
 def _openapi(app: FastAPI, routers: list[APIRouter]) -> dict[str, Any]:
     """FastAPI's document, corrected to what the API really answers: validation errors are
     400 problem+json (not 422), every error is problem+json, and every route may answer
@@ -269,6 +284,7 @@ def _openapi(app: FastAPI, routers: list[APIRouter]) -> dict[str, Any]:
         for method, operation in operations.items():
             for parameter in operation.get("parameters", ()):
                 parameter["schema"] = _left_out_not_null(parameter["schema"])
+            _summarize(operation)
             responses = operation.setdefault("responses", {})
             if responses.get("422", {}).get("description") == "Validation Error":
                 responses.pop("422")  # FastAPI's: ours are 400 (a route's own 422 stays)

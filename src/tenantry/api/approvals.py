@@ -58,6 +58,10 @@ async def list_approvals(
     status: Literal["pending", "approved", "denied", "expired", "cancelled"] | None = Query(None),
     page: _ApprovalPage, tenant: RunsReader, p: PlatformDep,
 ) -> ApprovalList:
+    """List approvals.
+
+    The tenant's approvals, newest first, optionally by `status` (`pending` is the inbox):
+    each one's tool, exact arguments and the call's idempotency key."""
     found = await approvals.list_approvals(p.db, tenant, status=status,
                                            before=page.position(ApprovalId.parse),
                                            limit=page.limit)
@@ -66,6 +70,10 @@ async def list_approvals(
 
 @router.get("/{approval_id}", response_model=ApprovalOut)
 async def get_approval(approval_id: str, tenant: RunsReader, p: PlatformDep) -> ApprovalOut:
+    """Get an approval.
+
+    The tool call waiting on a person (or decided): its arguments, key, status, comment and
+    expiry."""
     approval = parse_or_404(ApprovalId, approval_id, approvals.NOT_FOUND)
     return _out(await approvals.get(p.db, tenant, approval))
 

@@ -87,6 +87,10 @@ def _agent(agent_id: str) -> AgentId:
 async def create_test_set(
     agent_id: str, body: CreateTestSet, response: Response, tenant: AgentsManager, p: PlatformDep,
 ) -> TestSetOut:
+    """Create a test set.
+
+    Named cases for the agent: an input, the checks its answer must pass, and the tool
+    results to use (recorded, stubbed, or taken from an earlier run)."""
     agent = _agent(agent_id)
     created = await test_sets.create(p.db, tenant, agent, body.name,
                                      tool_results=body.tool_results, stubs=body.stubs,
@@ -121,6 +125,9 @@ def _test_set_summary(t: test_sets.TestSetSummary) -> TestSetSummaryOut:
 async def get_test_set(
     agent_id: str, test_set_id: str, tenant: RunsReader, p: PlatformDep,
 ) -> TestSetOut:
+    """Get a test set.
+
+    Its cases, checks and tool results."""
     agent = _agent(agent_id)
     found = parse_or_404(TestSetId, test_set_id, test_sets.NOT_FOUND)
     return test_set_out(await test_sets.get(p.db, tenant, agent, found))
@@ -144,6 +151,10 @@ async def create_evaluation(
     agent_id: str, body: CreateEvaluation, response: Response, who: AgentsManagerCaller,
     p: PlatformDep,
 ) -> EvaluationOut:
+    """Start an evaluation.
+
+    Runs the test set's cases on a candidate version and on the baseline (the live version
+    by default); the report fills in as the runs end."""
     tenant, by = who.tenant, str(who.key)
     agent = _agent(agent_id)
     # Every case is two new batch runs (ADR 0034): a cell shedding batch runs refuses the
@@ -177,6 +188,9 @@ _EvaluationPage = Annotated[PageRequest, Depends(keyed_by(EvaluationId.pattern()
 async def list_evaluations(
     agent_id: str, page: _EvaluationPage, tenant: RunsReader, p: PlatformDep,
 ) -> EvaluationList:
+    """List evaluations.
+
+    The agent's evaluations, newest first."""
     agent = _agent(agent_id)
     await agents.get_agent(p.db, tenant, agent)  # 404 for another tenant's agent
     found = await service.list_for(p.db, tenant, agent,
@@ -197,6 +211,10 @@ def _evaluation_summary(e: service.Evaluation) -> EvaluationSummaryOut:
 async def get_evaluation(
     agent_id: str, evaluation_id: str, tenant: RunsReader, p: PlatformDep,
 ) -> EvaluationOut:
+    """Get an evaluation.
+
+    Its report: each case's result on the candidate and the baseline, and whether the
+    candidate may be promoted."""
     agent = _agent(agent_id)
     evaluation = parse_or_404(EvaluationId, evaluation_id, service.NOT_FOUND)
     return report_out(await service.report(p.db, tenant, agent, evaluation))
@@ -234,6 +252,10 @@ async def promote(
 
 @router.get("/{agent_id}/promotions", response_model=PromotionList)
 async def list_promotions(agent_id: str, tenant: RunsReader, p: PlatformDep) -> PromotionList:
+    """List promotions.
+
+    Every time a version was made live, newest first: by whom, from which version, and on
+    which evaluation."""
     agent = _agent(agent_id)
     await agents.get_agent(p.db, tenant, agent)
     return PromotionList(data=[_promotion_out(agent, x)

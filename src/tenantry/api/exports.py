@@ -116,6 +116,10 @@ TheExport = Annotated[Export, Depends(_export)]
 
 @router.get("/{export_id}", response_model=ExportOut)
 async def get_export(export: TheExport) -> ExportOut:
+    """Get an export.
+
+    Its status (queued, running, ready, failed), its size and counts, and the archive's URL
+    once ready."""
     return _out(export)
 
 

@@ -99,6 +99,10 @@ def _owners(owners: tuple[str, ...]) -> list[AccountOwner]:
 
 @router.get("/{agent_id}/model-snapshots", response_model=SnapshotList)
 async def list_snapshots(agent_id: str, tenant: RunsReader, p: PlatformDep) -> SnapshotList:
+    """List the agent's model snapshots.
+
+    For each model the agent uses: the provider's snapshot it has accepted, the one the
+    provider now answers with, and whether its runs are held on the accepted one."""
     agent = parse_or_404(AgentId, agent_id, snapshots.AGENT_NOT_FOUND)
     found, promotions = await snapshots.listed(p.db, tenant, agent)
     return SnapshotList(

@@ -93,6 +93,9 @@ async def list_operators(page: _Page, p: PlatformDep) -> OperatorList:
 
 @router.get("/{operator_id}", response_model=OperatorOut)
 async def get_operator(operator_id: str, p: PlatformDep) -> OperatorOut:
+    """Get an operator.
+
+    Their email, role, who invited them and whether they are disabled."""
     return _out(await operators.get(p.cross_tenant_db, _id(operator_id)))
 
 

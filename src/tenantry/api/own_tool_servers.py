@@ -85,6 +85,10 @@ async def list_own_tool_servers(
 
 @router.get("/tool-servers/{name}", response_model=ToolServerOut)
 async def get_own_tool_server(name: str, tenant: RunsReader, p: PlatformDep) -> ToolServerOut:
+    """Get one of your tool servers.
+
+    Its URL, how it authenticates, who registered it, and the tool list pinned at
+    registration."""
     return await one(p, tenant, name)
 
 
@@ -103,7 +107,7 @@ async def repin_own_tool_server(
 async def connect_own_tool_server(
     name: str, request: Request, tenant: IntegrationsManager, p: PlatformDep,
 ) -> ConnectOut:
-    """Start (or renew) an OAuth server's authorization: open ``authorization_url`` in a
+    """Start or renew an OAuth server's authorization: open ``authorization_url`` in a
     browser; the authorization server sends it back to this platform. Runs waiting for the
     server go on once it is connected."""
     return await connect(p, tenant, name, request)

@@ -97,6 +97,10 @@ async def read_blob(
     ref: Annotated[str, Path(json_schema_extra={"pattern": REF_PATTERN})],
     tenant: RunsReader, p: PlatformDep,
 ) -> Response:
+    """Read a blob of a run.
+
+    The full bytes of one of the run's stored outputs (a tool output over 8 KiB, say), as
+    listed by `GET /v1/runs/{run_id}/blobs`."""
     run = parse_or_404(RunId, run_id, service.NOT_FOUND)
     check_ref(ref)  # 400 before anything is looked up
     store = _store(p)

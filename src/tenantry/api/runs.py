@@ -73,6 +73,11 @@ async def start_run(
     idempotency_key: str | None = idempotency_header(
         "Retrying with the same key and body returns the same run."),
 ) -> Started:
+    """Start a run of an agent.
+
+    The run is queued (202) and a worker drives it; the answer names it and its event
+    stream. Without `version` the agent's live version runs. With an `Idempotency-Key`, a
+    retry with the same key and body answers the same run instead of starting another."""
     agent = parse_or_404(AgentId, body.agent_id, "No agent with this id.")
     request = service.RunRequest(
         agent_id=agent, version=body.version, input=body.input, webhook_url=body.webhook,
@@ -101,6 +106,10 @@ def request_digest(body: StartRun) -> bytes:
 async def list_runs(
     page: _RunPage, tenant: RunsReader, p: PlatformDep, status: RunStatus | None = Query(None),
 ) -> RunList:
+    """List runs.
+
+    The tenant's runs, newest first, optionally those with one `status`; `cursor` is the
+    `next_cursor` of the previous page."""
     runs = await service.list_runs(p.db, tenant, before=page.position(RunId.parse),
                                    status=status, limit=page.limit)
     return page.answer(RunList, runs, run_out, key=lambda r: str(r.run_id))
@@ -108,6 +117,10 @@ async def list_runs(
 
 @router.get("/{run_id}", response_model=RunOut)
 async def get_run(run_id: str, tenant: RunsReader, p: PlatformDep) -> RunOut:
+    """Get a run.
+
+    Its status, answer or error, usage and cost, steps so far and the version of the agent
+    it runs."""
     run = parse_or_404(RunId, run_id, NOT_FOUND)
     return run_out(await service.get_run(p.db, tenant, run))
 
@@ -141,6 +154,11 @@ async def get_trace(run_id: str, tenant: RunsReader, p: PlatformDep) -> Response
     DeleteRun=to("DELETE", "/v1/runs/{run_id}", "Delete it once it has ended.",
                  parameters=_THE_RUN))})
 async def cancel_run(run_id: str, tenant: RunsWriter, p: PlatformDep) -> RunOut:
+    """Cancel a run.
+
+    Asks the run to stop: a queued or waiting run ends `cancelled` at once, a running one
+    at its next step (a model reply already on its way is saved). Asking again changes
+    nothing; a run that ended otherwise answers 409."""
     run = parse_or_404(RunId, run_id, NOT_FOUND)
     return run_out(await service.cancel_run(p.db, tenant, run))
 
@@ -183,6 +201,10 @@ async def run_events(
     last_event_id: Annotated[Seq | None, Header(description="SSE resume; same as `after`.")]
     = None,
 ) -> Response:
+    """Read or stream a run's events.
+
+    The run's event log after `after` (or `Last-Event-ID`): Server-Sent Events that stay
+    open until the run ends, or one JSON page with `Accept: application/json`."""
     run = parse_or_404(RunId, run_id, NOT_FOUND)
     start = after if after is not None else (last_event_id or 0)
     if "application/json" in request.headers.get("accept", "") and (

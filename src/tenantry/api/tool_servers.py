@@ -90,7 +90,7 @@ async def repin_tool_server(tenant_id: str, name: str, p: PlatformDep) -> ToolSe
 async def connect_tool_server(
     tenant_id: str, name: str, request: Request, p: PlatformDep,
 ) -> ConnectOut:
-    """Start (or renew) an OAuth server's authorization: the URL to open in a browser, which
+    """Start or renew an OAuth server's authorization: the URL to open in a browser, which
     comes back to this platform's ``/oauth/callback``. A client credentials server is
     connected at once. Its first connection reads and pins its tool list; runs waiting for
     it go on once it is connected."""
@@ -110,6 +110,10 @@ async def list_tool_servers(
 
 @router.get("/tenants/{tenant_id}/tool-servers/{name}", response_model=ToolServerOut)
 async def get_tool_server(tenant_id: str, name: str, p: PlatformDep) -> ToolServerOut:
+    """Get a tenant's tool server.
+
+    Its URL, how it authenticates (the secret's name, or its OAuth connection), whether it
+    honours idempotency keys, and the tool list pinned at registration."""
     return await one(p, parse_or_404(TenantId, tenant_id, TENANT_NOT_FOUND), name)
 
 

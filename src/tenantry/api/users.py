@@ -99,6 +99,9 @@ async def list_users(page: _UserPage, tenant: KeysManager, p: PlatformDep) -> Us
 
 @router.get("/{user_id}", response_model=UserOut)
 async def get_user(user_id: str, tenant: KeysManager, p: PlatformDep) -> UserOut:
+    """Get a user.
+
+    Their email, role, the scopes it grants, who invited them and whether they are disabled."""
     return _out(await users.get_user(p.db, tenant, _user(user_id)))
 
 

@@ -78,6 +78,9 @@ async def list_endpoints(
 async def get_endpoint(
     endpoint_id: str, tenant: IntegrationsManager, p: PlatformDep,
 ) -> EndpointOut:
+    """Get a webhook endpoint.
+
+    Its URL, the statuses and agents it receives, and its description."""
     endpoint = parse_or_404(WebhookEndpointId, endpoint_id, ENDPOINT_NOT_FOUND)
     return _endpoint_out(await endpoints.get_endpoint(p.db, tenant, endpoint))
 

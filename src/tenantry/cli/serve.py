@@ -112,7 +112,9 @@ def activity_worker(
 
 
 def up(
-    demo: Annotated[bool, typer.Option("--demo", help="Create a demo tenant, key and agent.")]
+    demo: Annotated[bool, typer.Option(
+        "--demo", help="Create a demo tenant and agent, and an API key kept in the data dir "
+                       "across restarts.")]
     = False,
     database_url: DatabaseUrl = None, data_dir: DataDir = None, host: Host = None,
     port: Port = None, operator_token: OperatorToken = None,

@@ -211,8 +211,10 @@ WHERE e.tenant_id = $1 AND e.run_id = ANY($2::uuid[])
 ORDER BY e.run_id, e.seq
 
 -- name: ended_runs
+-- Only agent runs: an activity task is a run too, but no agent loop decided its steps, so
+-- there is nothing to replay (its recorded result would read as a difference).
 SELECT run_id FROM runs
-WHERE tenant_id = $1 AND status IN ('finished', 'failed', 'cancelled')
+WHERE tenant_id = $1 AND kind = 'agent' AND status IN ('finished', 'failed', 'cancelled')
   AND ($2::uuid IS NULL OR run_id > $2)
 ORDER BY run_id
 LIMIT $3
