@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_SPANS = 400  # bounded page: a run of thousands of steps shows its first spans
+FAILED_OUTCOMES = ("error", "unknown")  # a tool span's outcome (runs/trace.py)
 KINDS = ("queue", "platform", "gateway", "model", "tool", "sandbox", "approval", "parked")
 TOTALS = (("platform_ms", "platform"), ("gateway_ms", "model gateway"),
           ("model_ms", "model provider"), ("tool_ms", "tool"),
@@ -25,6 +26,13 @@ class Bar:
     x: float  # 0..1000
     width: float  # 0..1000, at least 1 so a sub-pixel span stays visible
     detail: dict[str, Any]
+    failed: bool = False  # a call that errored or whose outcome is unknown: drawn red
+
+    @property
+    def classes(self) -> str:
+        """The bar's CSS classes: its kind, and ``failed`` for a failure (a wait is a kind,
+        approval or parked, styled apart from failures)."""
+        return f"{self.kind} failed" if self.failed else self.kind
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +58,10 @@ def _figure(value: Any) -> float | None:
     return _number(value) if value is not None else None
 
 
+def _failed(detail: dict[str, Any]) -> bool:
+    return detail.get("outcome") in FAILED_OUTCOMES or detail.get("error") is not None
+
+
 def layout(trace: dict[str, Any]) -> Waterfall:
     spans = [s for s in trace.get("spans") or [] if isinstance(s, dict)]
     ends = [_number(s.get("start_ms")) + _number(s.get("duration_ms")) for s in spans]
@@ -64,7 +76,8 @@ def layout(trace: dict[str, Any]) -> Waterfall:
             kind=kind if kind in KINDS else "other", label=str(span.get("label") or kind),
             seq=seq if isinstance(seq, int) else None, start_ms=start, duration_ms=duration,
             x=round(start / wall * 1000, 2), width=round(max(duration / wall * 1000, 1.0), 2),
-            detail=detail if isinstance(detail, dict) else {}))
+            detail=detail if isinstance(detail, dict) else {},
+            failed=isinstance(detail, dict) and _failed(detail)))
     totals_in = trace.get("totals") or {}
     sandbox = trace.get("sandbox")
     return Waterfall(
