@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 
 from tenantry.api import console, tenant_console
+from tenantry.api.console import view as console_view
+from tenantry.api.tenant_console import view as tenant_view
 from tests.support.api import Api
-from tests.support.browser import Visit, log_in, needs_chromium, shot
+from tests.support.browser import Visit, log_in, needs_chromium, shot, sign_in_by_link
 from tests.support.console import waiting_run
 from tests.support.evaluations import POLICY_CASE, agent_with_two_versions, evaluation_done
 from tests.support.tenant_console import invite, link
@@ -57,8 +59,8 @@ def _get_routes(pages: tuple[Any, ...], prefix: str) -> set[str]:
 
 
 def test_every_console_page_is_in_the_list() -> None:
-    served = (_get_routes(console._PAGES, console.PREFIX)
-              | _get_routes((console.assets, *tenant_console._PAGES), tenant_console.PREFIX))
+    served = (_get_routes(console._PAGES, console_view.PREFIX)
+              | _get_routes((console.assets, *tenant_console._PAGES), tenant_view.PREFIX))
     assert served - NOT_PAGES == set(CONSOLE_PAGES) | set(TENANT_PAGES)
 
 
@@ -131,8 +133,7 @@ async def test_every_tenant_console_page_fits_1024_px(
         visit = Visit(context, platform.base_url)
         page = await visit.page()
         await _fits(page, url)  # the sign-in page the link opens
-        await page.get_by_role("button", name="Sign in").click()
-        await page.wait_for_url("**/app")
+        await sign_in_by_link(page, url)
         for route in TENANT_PAGES[1:]:
             await _fits(page, route.format(run_id=run_id, agent_id=agent,
                                            approval_id=approval_id))
