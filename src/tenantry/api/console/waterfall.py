@@ -9,6 +9,8 @@ from typing import Any
 
 MAX_SPANS = 400  # bounded page: a run of thousands of steps shows its first spans
 FAILED_OUTCOMES = ("error", "unknown")  # a tool span's outcome (runs/trace.py)
+#: Spans that are the run waiting; a child run's (a "tool" span) is one too.
+WAIT_KINDS = ("approval", "parked")
 KINDS = ("queue", "platform", "gateway", "model", "tool", "sandbox", "approval", "parked")
 TOTALS = (("platform_ms", "platform"), ("gateway_ms", "model gateway"),
           ("model_ms", "model provider"), ("tool_ms", "tool"),
@@ -27,12 +29,14 @@ class Bar:
     width: float  # 0..1000, at least 1 so a sub-pixel span stays visible
     detail: dict[str, Any]
     failed: bool = False  # a call that errored or whose outcome is unknown: drawn red
+    wait: bool = False  # the run waited (for a person, a timer, a model account, a child)
 
     @property
     def classes(self) -> str:
-        """The bar's CSS classes: its kind, and ``failed`` for a failure (a wait is a kind,
-        approval or parked, styled apart from failures)."""
-        return f"{self.kind} failed" if self.failed else self.kind
+        """The bar's CSS classes: its kind, ``wait`` for a wait and ``failed`` for a
+        failure, so that a wait is never drawn as one."""
+        return " ".join([self.kind, *(["wait"] if self.wait else []),
+                         *(["failed"] if self.failed else [])])
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +81,8 @@ def layout(trace: dict[str, Any]) -> Waterfall:
             seq=seq if isinstance(seq, int) else None, start_ms=start, duration_ms=duration,
             x=round(start / wall * 1000, 2), width=round(max(duration / wall * 1000, 1.0), 2),
             detail=detail if isinstance(detail, dict) else {},
-            failed=isinstance(detail, dict) and _failed(detail)))
+            failed=isinstance(detail, dict) and _failed(detail),
+            wait=kind in WAIT_KINDS or (isinstance(detail, dict) and "child_run_id" in detail)))
     totals_in = trace.get("totals") or {}
     sandbox = trace.get("sandbox")
     return Waterfall(
