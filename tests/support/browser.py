@@ -74,3 +74,11 @@ async def log_in(page: Any, token: str = OPERATOR_TOKEN) -> int:
     status: int = (await answered.value).status
     await page.wait_for_load_state()
     return status
+
+
+async def sign_in_by_link(page: Any, url: str) -> None:
+    """In the tenant console: open a person's sign-in link ``url`` and press Sign in, as
+    they would from their mail."""
+    await page.goto(url)
+    await page.get_by_role("button", name="Sign in").click()
+    await page.wait_for_url("**/app")

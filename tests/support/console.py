@@ -11,7 +11,7 @@ import asyncpg
 
 from tenantry.api.console import action_log, epoch, session
 from tests.support.api import OPERATOR_TOKEN, Api
-from tests.support.scripts import answer, call, scripted
+from tests.support.scripts import answer, call, saying, scripted
 from tests.support.waiting import until
 from tests.support.worker import Fakes
 
@@ -64,16 +64,20 @@ async def _logged(conn: asyncpg.Connection, which: str) -> list[Logged]:
 
 
 REFUND = "refund 120 EUR to order-9"
+AGENT = "refund-bot"
+ASKED = "Order 9 never arrived.\nPlease refund it."  # the run's input: two lines
+SAID = "The parcel is lost in transit, so I will refund the order in full."
 
 
 async def waiting_run(api: Api, fakes: Fakes) -> tuple[str, dict[str, str], str, str]:
-    """A run of a fresh tenant, waiting for approval of one refund: tenant, its key's
-    headers, run id, approval id."""
+    """A run of a fresh tenant's agent ``AGENT``, asked ``ASKED``, waiting for approval of
+    one refund the model asked for after saying ``SAID``: tenant, its key's headers, run
+    id, approval id."""
     tenant, h = await api.tenant("Acme Refunds")
     await api.tool_server(tenant, fakes.mcp.url)
-    agent = await api.agent(h, tools=["effect"], needs_approval=["effect"])
-    run_id = await api.start(h, agent, scripted(call("effect", note=REFUND),
-                                                answer("{last_tool_result}")))
+    agent = await api.agent(h, AGENT, tools=["effect"], needs_approval=["effect"])
+    run_id = await api.start(h, agent, scripted(saying(SAID, call("effect", note=REFUND)),
+                                                answer("{last_tool_result}"), text=ASKED))
     found: list[str] = []
 
     async def pending() -> bool:

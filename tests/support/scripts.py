@@ -14,3 +14,8 @@ def call(name: str, **arguments: object) -> dict[str, object]:
 
 def answer(text: str) -> dict[str, object]:
     return {"text": text}
+
+
+def saying(text: str, step: dict[str, object]) -> dict[str, object]:
+    """``step`` (tool calls) with the text the model says before them."""
+    return {**step, "text": text}

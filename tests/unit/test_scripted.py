@@ -10,6 +10,7 @@ import pytest
 
 from tenantry.models.scripted import (
     ECHO,
+    FALLBACK_TEXT,
     Script,
     ScriptError,
     Step,
@@ -186,7 +187,6 @@ def test_json_round_trip() -> None:
     "not json",
     '{"steps": {}}',
     '{"steps": [], "extra": 1}',
-    '[{"text": "a", "tool_calls": [{"name": "x"}]}]',
     '[{}]',
     '[{"tool_calls": []}]',
     '[{"tool_call": [{"name": "x"}]}]',
@@ -242,11 +242,20 @@ def test_a_broken_inline_script_is_an_error() -> None:
         select_script("scripted", [user('{"script": [{"bogus": 1}]}')], {})
 
 
-def test_a_step_cannot_be_both_an_answer_and_tool_calls() -> None:
-    with pytest.raises(ScriptError):
-        Step(text="a", tool_calls=(ToolCall("x"),))
+def test_a_step_is_an_answer_tool_calls_or_both_never_nothing() -> None:
     with pytest.raises(ScriptError):
         Step()
+    # Text beside calls is what the model says before them: the reply carries both, it
+    # round-trips, and past the last step the model does not repeat it as an answer.
+    script = Script.from_json('[{"text": "I will refund it.", "tool_calls": [{"name": "x"}]}]')
+    assert script.steps == (Step(text="I will refund it.", tool_calls=(ToolCall("x"),)),)
+    reply = script.reply([user("hi")])
+    assert (reply.text, [c.name for c in reply.tool_calls]) == ("I will refund it.", ["x"])
+    assert reply.finish_reason == "tool_calls"
+    assert Script.from_json(script.to_json()) == script
+    past = script.reply([user("hi"), reply.assistant_message(),
+                         {"role": "tool", "tool_call_id": "call_0_0", "content": "ok"}])
+    assert (past.text, past.tool_calls) == (FALLBACK_TEXT, ())
 
 
 def test_malformed_calls_can_be_scripted_on_purpose() -> None:

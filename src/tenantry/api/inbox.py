@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
+from tenantry.api.approvals import AskedOut, asked
 from tenantry.api.auth import PlatformDep, operator
 from tenantry.api.console import reads
 from tenantry.api.pagination import PageRequest, keyed_by
@@ -20,7 +21,7 @@ from tenantry.tenants import service
 router = APIRouter(prefix="/admin/v1", tags=["operator"], dependencies=[Depends(operator)])
 _ApprovalPage = Annotated[PageRequest, Depends(keyed_by(ApprovalId.pattern()))]
 
-class PendingApprovalOut(BaseModel):
+class PendingApprovalOut(AskedOut):
     tenant_id: str
     approval_id: str
     run_id: str
@@ -53,7 +54,7 @@ def _out(a: reads.PendingApproval) -> PendingApprovalOut:
     return PendingApprovalOut(
         tenant_id=a.tenant.value, approval_id=str(a.approval_id), run_id=str(a.run_id),
         key=a.key, tool=a.tool, arguments=a.arguments, requested_at=a.requested_at,
-        expires_at=a.expires_at)
+        expires_at=a.expires_at, **asked(a.context))
 
 
 @router.get("/approvals/pending", response_model=PendingByTenant)
@@ -64,7 +65,7 @@ async def pending_by_tenant(
 ) -> PendingByTenant:
     """The approvals inbox grouped by tenant: each tenant's count, how long it has waited,
     and its oldest `each`, so no tenant's volume hides another tenant's approvals."""
-    groups = await reads.pending_by_tenant(p.cross_tenant_db, each=each)
+    groups = await reads.pending_by_tenant(p.cross_tenant_db, each=each, context_from=p.db)
     return PendingByTenant(tenants=[TenantPendingOut(
         tenant_id=g.tenant.value, pending=g.pending, oldest_requested_at=g.oldest,
         first=[_out(a) for a in g.first]) for g in groups])
@@ -76,5 +77,5 @@ async def pending_of_tenant(tenant_id: str, page: _ApprovalPage, p: PlatformDep)
     tenant = parse_or_404(TenantId, tenant_id, service.TENANT_NOT_FOUND)
     found = await reads.pending_approvals_of(p.cross_tenant_db, tenant,
                                              after=page.position(ApprovalId.parse),
-                                             limit=page.limit)
+                                             limit=page.limit, context_from=p.db)
     return page.answer(PendingList, found, _out, key=lambda a: str(a.approval_id))

@@ -112,7 +112,8 @@ class UsageOverride:
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """Either a final answer (``text``) or a non-empty list of tool calls, never both."""
+    """A final answer (``text``), or a non-empty list of tool calls — with, optionally, the
+    ``text`` the model says before them (as real models do: an approver reads it)."""
 
     text: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
@@ -120,8 +121,8 @@ class Step:
     usage: UsageOverride | None = None
 
     def __post_init__(self) -> None:
-        if (self.text is None) == (not self.tool_calls):
-            raise ScriptError("a step has either 'text' or a non-empty 'tool_calls', not both")
+        if self.text is None and not self.tool_calls:
+            raise ScriptError("a step has 'text', a non-empty 'tool_calls', or both")
         if self.delay_ms < 0:
             raise ScriptError("delay_ms must be >= 0")
 
@@ -212,7 +213,7 @@ class Script:
         else:  # out of steps: repeat the last answer, or say "done"
             last = self.steps[-1] if self.steps else None
             step = Step(text=last.text if last is not None and last.text is not None
-                        else FALLBACK_TEXT)
+                        and not last.tool_calls else FALLBACK_TEXT)
         text = values.fill(step.text) if step.text is not None else None
         calls = tuple(
             ReplyToolCall(
@@ -426,7 +427,7 @@ def _step_to_data(step: Step) -> dict[str, Any]:
     data: dict[str, Any] = {}
     if step.text is not None:
         data["text"] = step.text
-    else:
+    if step.tool_calls:
         data["tool_calls"] = [
             {"name": c.name,
              "arguments": c.arguments if isinstance(c.arguments, str) else dict(c.arguments)}

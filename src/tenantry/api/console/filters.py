@@ -6,9 +6,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from jinja2 import ChoiceLoader, Environment, PackageLoader, StrictUndefined, select_autoescape
 
 MAX_SHOWN_JSON = 4096
+MAX_SHOWN_TEXT = 65536  # a run's answer or input: all of an input (the API caps it at 64 KiB)
 NO_DATA = "—"
 
 
@@ -30,6 +31,22 @@ def ts(value: datetime | None) -> str:
 def pretty(value: Any) -> str:
     text = whole(value)
     return text if len(text) <= MAX_SHOWN_JSON else text[:MAX_SHOWN_JSON] + "\n… (truncated)"
+
+
+def readable(value: Any, limit: int = MAX_SHOWN_TEXT) -> str:
+    """A run's answer (or input) as a person reads it: a string as its text, newlines and
+    all, never as a quoted JSON string with escapes; anything else as indented JSON."""
+    text = value if isinstance(value, str) else whole(value)
+    return text if len(text) <= limit else text[:limit] + "\n… (truncated)"
+
+
+def decider(value: str | None) -> str:
+    """Who decided an approval, from the ``decided_by`` its ApprovalDecided event names."""
+    if value is None:
+        return "not recorded"
+    kind, _, ident = value.partition(":")
+    return {"operator": "the platform operator", "user": f"user {ident}",
+            "key": f"API key {ident}"}.get(kind, value)
 
 
 def whole(value: Any) -> str:
@@ -58,9 +75,13 @@ def num(value: float | None, spec: str = ",") -> str:
 def environment(package: str = "tenantry.api.console") -> Environment:
     """The templates of ``package`` (its ``templates/`` folder) with these filters: the
     operator console's by default, the tenant console's (api/tenant_console/) too."""
-    env = Environment(loader=PackageLoader(package, "templates"),
+    # The operator console's templates stand behind another package's: the partials both
+    # consoles show (an approval's context and decision) are written once.
+    loader = ChoiceLoader([PackageLoader(package, "templates"),
+                           PackageLoader("tenantry.api.console", "templates")])
+    env = Environment(loader=loader,
                       autoescape=select_autoescape(default=True, default_for_string=True),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(usd=usd, ts=ts, pretty=pretty, whole=whole, compact=compact, ms=ms,
-                       num=num)
+                       num=num, readable=readable, decider=decider)
     return env

@@ -41,7 +41,7 @@ class Names:
         return self.agents.get((str(tenant), agent.uuid))
 
 
-async def _in_tenant(conn: Connection, tenant: str, query: str,
+async def in_tenant(conn: Connection, tenant: str, query: str,
                      *args: object) -> list[asyncpg.Record]:
     """``query`` in ``tenant``'s transaction on ``conn`` (as Database.tenant_tx does)."""
     async with conn.transaction():
@@ -63,7 +63,7 @@ async def names_of(db: Database,
         return names
     async with db.unscoped() as conn:
         for tenant_id, uuids in by_tenant.items():
-            for r in await _in_tenant(conn, tenant_id, Q.names_in_tenant, list(uuids)):
+            for r in await in_tenant(conn, tenant_id, Q.names_in_tenant, list(uuids)):
                 if r["agent_id"] is None:
                     names.tenants[tenant_id] = r["name"]
                 else:
@@ -139,7 +139,7 @@ async def search(console_db: Database, db: Database, text: str) -> Found:
     hits["tenant"] = hits["tenant"][:EACH]
     async with db.unscoped() as conn:
         for tenant_id, name in tenants:
-            rows = await _in_tenant(conn, tenant_id, Q.find_in_tenant, run, text, agent,
+            rows = await in_tenant(conn, tenant_id, Q.find_in_tenant, run, text, agent,
                                     lowered, EACH)
             for r in rows:
                 shown = hits[r["kind"]]

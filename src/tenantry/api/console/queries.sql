@@ -22,7 +22,8 @@ SELECT * FROM tenantry_console_spend_capped($1::text[])
 SELECT tenantry_queue_depth()
 
 -- name: run_approvals
-SELECT approval_id, key, tool, arguments, status, requested_at, expires_at
+SELECT approval_id, key, tool, arguments, status, requested_at, expires_at, comment,
+       decided_at
 FROM approvals WHERE tenant_id = $1 AND run_id = $2
 ORDER BY approval_id
 LIMIT $3

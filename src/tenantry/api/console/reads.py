@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -14,7 +14,8 @@ from tenantry.db import Connection, Database
 from tenantry.db.queries import load
 from tenantry.ids import AgentId, ApprovalId, RunId, TenantId
 from tenantry.retention.policy import DEFAULT_RUNS_DAYS
-from tenantry.runs import log
+from tenantry.runs import approval_context, log
+from tenantry.runs.approval_context import ApprovalContext
 from tenantry.runs.events import Event
 from tenantry.runs.trace import build_trace
 from tenantry.scheduler.policy import TenantLoad, TenantPolicy
@@ -65,6 +66,7 @@ class PendingApproval:
     arguments: dict[str, Any]
     requested_at: datetime
     expires_at: datetime
+    context: ApprovalContext = approval_context.NONE  # agent, run input, what the model said
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,28 +146,50 @@ def _pending(r: asyncpg.Record) -> PendingApproval:
 
 async def pending_approvals_of(
     db: Database, tenant: TenantId, *, after: ApprovalId | None, limit: int = PAGE,
+    context_from: Database,
 ) -> list[PendingApproval]:
-    """One tenant's pending approvals, oldest first (the inbox filtered by tenant)."""
+    """One tenant's pending approvals, oldest first (the inbox filtered by tenant);
+    ``context_from``: the tenants' pool, which reads each one's context."""
     async with db.unscoped() as conn:
         rows = await conn.fetch(Q.pending_approvals_of, tenant.value,
                                 after.uuid if after else None, limit)
-    return [_pending(r) for r in rows]
+    return await _with_context(context_from, [_pending(r) for r in rows])
+
+
+async def _with_context(db: Database, shown: list[PendingApproval]) -> list[PendingApproval]:
+    """``shown`` with what an approver reads besides the call, read in each tenant's own
+    transaction (one statement per tenant shown, all on one connection of ``db``, the
+    tenants' pool: the console's role reads no table)."""
+    by_tenant: dict[TenantId, list[ApprovalId]] = {}
+    for a in shown:
+        by_tenant.setdefault(a.tenant, []).append(a.approval_id)
+    found: dict[ApprovalId, ApprovalContext] = {}
+    if by_tenant:
+        async with db.unscoped() as conn:
+            for tenant, ids in by_tenant.items():
+                found.update(approval_context.parse(await find.in_tenant(
+                    conn, tenant.value, approval_context.Q.approval_context,
+                    *approval_context.arguments(ids))))
+    return [replace(a, context=found.get(a.approval_id, approval_context.NONE)) for a in shown]
 
 
 async def pending_by_tenant(
     db: Database, *, tenants: int = INBOX_TENANTS, each: int = INBOX_EACH,
+    context_from: Database,
 ) -> list[TenantInbox]:
     """The inbox grouped by tenant, the longest-waiting tenant first: each tenant's count
-    and its first ``each`` approvals, so no tenant's volume hides another's."""
+    and its first ``each`` approvals, so no tenant's volume hides another's (each with its
+    context, read through ``context_from`` as pending_approvals_of does)."""
     async with db.unscoped() as conn:
         rows = await conn.fetch(Q.pending_by_tenant, tenants, each)
+    shown = iter(await _with_context(context_from, [_pending(r) for r in rows]))
     grouped: dict[str, TenantInbox] = {}
     for r in rows:
         inbox = grouped.get(r["tenant_id"])
         if inbox is None:
             inbox = grouped[r["tenant_id"]] = TenantInbox(
                 TenantId(r["tenant_id"]), r["pending"], r["oldest"], [])
-        inbox.first.append(_pending(r))
+        inbox.first.append(next(shown))
     return list(grouped.values())  # the rows come in the tenants' order
 
 
@@ -232,9 +256,14 @@ async def run_details(db: Database, tenant: TenantId, run: RunId, agent: AgentId
                                                         RUN_APPROVALS_SHOWN)]
         names = {r["agent_id"]: r["name"]
                  for r in await conn.fetch(find.Q.names_in_tenant, tenant.value, [agent.uuid])}
+        context = await approval_context.context_of(
+            conn, tenant, [ApprovalId(a["approval_id"]) for a in approvals])
         trace, note = await _trace(conn, tenant, run)
     for a in approvals:
-        a["approval_id"] = str(ApprovalId(a["approval_id"]))
+        approval = ApprovalId(a["approval_id"])
+        a["approval_id"] = str(approval)
+        # Who decided (the run page shows it beside when and the comment).
+        a["decided_by"] = context.get(approval, approval_context.NONE).decided_by
     return RunDetails(names.get(agent.uuid), events, approvals, trace, note,
                       tenant_name=names.get(None))
 

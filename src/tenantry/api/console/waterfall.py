@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_SPANS = 400  # bounded page: a run of thousands of steps shows its first spans
+FAILED_OUTCOMES = ("error", "unknown")  # a tool span's outcome (runs/trace.py)
+#: Spans that are the run waiting; a child run's (a "tool" span) is one too.
+WAIT_KINDS = ("approval", "parked")
 KINDS = ("queue", "platform", "gateway", "model", "tool", "sandbox", "approval", "parked")
 TOTALS = (("platform_ms", "platform"), ("gateway_ms", "model gateway"),
           ("model_ms", "model provider"), ("tool_ms", "tool"),
@@ -25,6 +28,15 @@ class Bar:
     x: float  # 0..1000
     width: float  # 0..1000, at least 1 so a sub-pixel span stays visible
     detail: dict[str, Any]
+    failed: bool = False  # a call that errored or whose outcome is unknown: drawn red
+    wait: bool = False  # the run waited (for a person, a timer, a model account, a child)
+
+    @property
+    def classes(self) -> str:
+        """The bar's CSS classes: its kind, ``wait`` for a wait and ``failed`` for a
+        failure, so that a wait is never drawn as one."""
+        return " ".join([self.kind, *(["wait"] if self.wait else []),
+                         *(["failed"] if self.failed else [])])
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +62,10 @@ def _figure(value: Any) -> float | None:
     return _number(value) if value is not None else None
 
 
+def _failed(detail: dict[str, Any]) -> bool:
+    return detail.get("outcome") in FAILED_OUTCOMES or detail.get("error") is not None
+
+
 def layout(trace: dict[str, Any]) -> Waterfall:
     spans = [s for s in trace.get("spans") or [] if isinstance(s, dict)]
     ends = [_number(s.get("start_ms")) + _number(s.get("duration_ms")) for s in spans]
@@ -64,7 +80,9 @@ def layout(trace: dict[str, Any]) -> Waterfall:
             kind=kind if kind in KINDS else "other", label=str(span.get("label") or kind),
             seq=seq if isinstance(seq, int) else None, start_ms=start, duration_ms=duration,
             x=round(start / wall * 1000, 2), width=round(max(duration / wall * 1000, 1.0), 2),
-            detail=detail if isinstance(detail, dict) else {}))
+            detail=detail if isinstance(detail, dict) else {},
+            failed=isinstance(detail, dict) and _failed(detail),
+            wait=kind in WAIT_KINDS or (isinstance(detail, dict) and "child_run_id" in detail)))
     totals_in = trace.get("totals") or {}
     sandbox = trace.get("sandbox")
     return Waterfall(

@@ -44,14 +44,15 @@ async def _render_inbox(v: SignedIn, *, status: int = 200,
     pending: list[reads.PendingApproval] = []
     more = None
     if tenant is not None:
-        pending = await reads.pending_approvals_of(v.console_db, tenant, after=after)
+        pending = await reads.pending_approvals_of(v.console_db, tenant, after=after,
+                                                   context_from=v.db)
         if len(pending) == reads.PAGE:
             more = f"{PREFIX}/approvals?" + urlencode(
                 {"tenant": tenant.value, "after": str(pending[-1].approval_id)})
     else:
         # Grouped, never one list oldest first: a tenant filing thousands of approvals
         # would fill every page of that, and bury every other tenant's behind them.
-        groups = await reads.pending_by_tenant(v.console_db)
+        groups = await reads.pending_by_tenant(v.console_db, context_from=v.db)
     shown = [g.tenant for g in groups] if tenant is None else [tenant]
     names = await find.names_of(v.db, [(t, None) for t in shown])
     decided = None

@@ -18,9 +18,11 @@ from tenantry.api.tenant_console import changes
 from tenantry.api.tenant_console.view import PREFIX, ApprovalsForm, RunsPage, text
 from tenantry.errors import Conflict, NotFound
 from tenantry.ids import ApprovalId
-from tenantry.runs import approvals
+from tenantry.runs import approval_context, approvals
+from tenantry.runs.approval_context import ApprovalContext
 from tenantry.tenants.scopes import Scope
 from tenantry.tools import approvals as requests
+from tenantry.tools.approvals import ApprovalView
 
 router = APIRouter()
 PAGE = 50
@@ -43,7 +45,8 @@ async def inbox(v: RunsPage) -> Response:
         except ValueError:
             decided = None
     return v.render("approvals.html", title="Approvals", pending=pending, older=older,
-                    decided=decided, decide=v.may(Scope.APPROVALS_DECIDE))
+                    decided=decided, decide=v.may(Scope.APPROVALS_DECIDE),
+                    contexts=await _contexts(v, pending))
 
 
 @router.get("/approvals/{approval_id}")
@@ -54,7 +57,15 @@ async def approval_page(approval_id: str, v: RunsPage) -> Response:
     except (ValueError, NotFound):  # another tenant's too: nothing says it exists
         return v.not_found("No approval with this id.")
     return v.render("approval.html", title=f"Approval {found.approval_id}", a=found,
-                    decide=v.may(Scope.APPROVALS_DECIDE))
+                    decide=v.may(Scope.APPROVALS_DECIDE), contexts=await _contexts(v, [found]))
+
+
+async def _contexts(v: RunsPage, shown: list[ApprovalView]) -> dict[str, ApprovalContext]:
+    """What the person reads beside each call (agent, run input, what the model said, who
+    decided), by approval id."""
+    found = await approval_context.contexts(v.db, v.member.tenant,
+                                            [a.approval_id for a in shown])
+    return {str(approval): context for approval, context in found.items()}
 
 
 @router.post("/approvals/{approval_id}")
