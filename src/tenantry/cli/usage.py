@@ -10,6 +10,7 @@ import typer
 from tenantry.cli.common import fail
 from tenantry.cli.options import DEFAULT_URL, ApiKey, OperatorToken, Url
 from tenantry.cli.remote import headers, problem, show_table
+from tenantry.cli.tables import Cell
 
 
 def usage(
@@ -41,11 +42,11 @@ def usage(
         problem(response)
     body = response.json()
     first = "tenant" if path.startswith("/admin") else (group_by or "total")
-    rows: list[list[str]] = []
+    rows: list[list[Cell]] = []
 
     def add(key: str, row: dict[str, Any]) -> None:
-        rows.append([key, str(row["runs"]), str(row["calls"]), f"{row['input_tokens']:,}",
-                     f"{row['cached_input_tokens']:,}", f"{row['output_tokens']:,}",
+        rows.append([key, row["runs"], row["calls"], row["input_tokens"],
+                     row["cached_input_tokens"], row["output_tokens"],
                      f"{row['cost_micros'] / 1e6:.4f}", f"{row['sandbox_ms'] / 1000:.1f}",
                      f"{row['sandbox_cost_micros'] / 1e6:.4f}"])
 
