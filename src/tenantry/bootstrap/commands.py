@@ -28,6 +28,7 @@ from tenantry.errors import NotFound
 from tenantry.ids import RunId, TenantId
 from tenantry.retention import tombstones
 from tenantry.runs.replay import RecordedRun, ended_runs, export_run, export_runs
+from tenantry.tenants.service import get_tenant
 from tenantry.vault import MasterKey
 from tenantry.vault import rotate_master_key as rewrap
 
@@ -37,7 +38,7 @@ T = TypeVar("T")
 def migrate(settings: Settings) -> Applied:
     """Apply pending migrations and changed routines, showing each on stderr."""
     logs.configure(settings.log_format)
-    database = resolve_database(settings)
+    database = resolve_database(settings, create=True)
     return database.run(lambda: _migrate_with_progress(database.dsn, master_key(settings)))
 
 
@@ -146,14 +147,15 @@ async def _recorded_runs(
     except ValueError as exc:
         raise StartupFailed(str(exc)) from None
     database = resolve_database(settings)
+    db: Database | None = None
     try:
         await check_database(database.dsn)
-    except BaseException:
-        database.stop()
-        raise
-    db = await Database.connect(database.app_dsn, role=settings.db_role or None, min_size=1,
-                                max_size=2)
-    try:
+        db = await Database.connect(database.app_dsn, role=settings.db_role or None,
+                                    min_size=1, max_size=2)
+        try:
+            await get_tenant(db, tenant)
+        except NotFound:
+            raise StartupFailed(f"tenant {tenant} does not exist") from None
         if not runs:  # every ended run, read in pages; one deleted meanwhile is left out
             ended = await ended_runs(db, tenant)
             return [(record.run_id, record)
@@ -175,5 +177,7 @@ async def _recorded_runs(
                     "gone") from None
         return found
     finally:
-        await db.close()
+        # Whatever failed, the embedded Postgres started here stops: nothing left running.
+        if db is not None:
+            await db.close()
         database.stop()
