@@ -43,7 +43,7 @@ async def cli_on_terminal(*args: str, env: dict[str, str], columns: int) -> tupl
     os.close(side)
 
     def read_all() -> bytes:
-        chunks = []
+        chunks: list[bytes] = []
         while True:
             try:
                 chunk = os.read(main, 65536)

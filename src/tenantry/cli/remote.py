@@ -121,19 +121,27 @@ def show_table(header: Sequence[str | Column], rows: Sequence[Sequence[Cell]],
 
 def _records(console: Console, names: list[str], rows: list[list[str]],
              title: str | None) -> None:
-    """Each row as its fields and their values, a line each: an id on a line of its own."""
+    """Each row as its fields and their values, a line each, an id never wrapped: beside
+    its field's name where both fit on a line, else under it."""
+    from rich.padding import Padding
     from rich.table import Table
     from rich.text import Text
 
+    longest_id = max([len(v) for row in rows for v in row if looks_like_id(v)], default=0)
+    stacked = max(map(len, names), default=0) + 2 + longest_id > console.width
     if title:
         console.print(Text(title))
     for number, row in enumerate(rows):
         if number:
             console.print()
+        if stacked:
+            for name, value in zip(names, row, strict=True):
+                console.print(Text(name, style="bold"))
+                console.print(Padding(Text(value), (0, 0, 0, 2)), overflow="fold")
+            continue
         grid = Table.grid(padding=(0, 2))
         grid.add_column(no_wrap=True)
-        grid.add_column(overflow="fold", min_width=max(
-            [len(value) for value in row if looks_like_id(value)], default=0))
+        grid.add_column(overflow="fold", min_width=longest_id)
         for name, value in zip(names, row, strict=True):
             grid.add_row(Text(name), Text(value))
         console.print(grid)

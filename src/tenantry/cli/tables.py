@@ -1,10 +1,10 @@
 """How a table fits a terminal: ids whole on one line, always; the other columns folded,
 then hidden (rightmost first) when the terminal is too narrow for them all, and a record
-a row (a field and its value a line) when that would leave less than half of them.
+a row (a field and its value a line) when that would leave half of them or fewer.
 
 An id is what a reader copies into the next command, so it is never wrapped, cut or
 hidden: the row's first column (its identity), a column whose header ends in "id", and a
-column whose values all look like ids (``run_<32 hex>``, ``ten_<26 base32>``). A command
+column whose values all look like ids (``run_<32 hex>``, ``ten_<26 base32>``, a UUID). A command
 may say more with ``Column``: an id column that may be hidden first (a reference whose name
 is shown beside it), or a column that is an id whatever it looks like. Commands that give
 plain header strings get the same rule without saying anything."""
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 #: A table cell: text, or a count (thousands separators on a terminal, plain in a pipe).
 Cell = str | int
 
-_ID = re.compile(r"[a-z]{2,8}_[0-9a-z]{16,}")
+_ID = re.compile(r"[a-z]{2,8}_[0-9a-z]{16,}|[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}")
 # A text column folds down to this many characters before columns are hidden.
 _NARROWEST_TEXT = 8
 # The default box: a border before every column and after the last, and one space of
@@ -73,7 +73,7 @@ class Layout:
 
 def fit(specs: Sequence[Column], rows: Sequence[Sequence[str]], width: int) -> Layout | None:
     """The columns and their widths for a terminal ``width`` wide; None when the ids and
-    at least half the columns do not fit (the caller prints a record a row instead)."""
+    more than half the columns do not fit (the caller prints a record a row instead)."""
     count = len(specs)
     cells = [[row[i] for row in rows] for i in range(count)]
     ids = [is_id(i, specs[i], cells[i]) for i in range(count)]
@@ -88,20 +88,32 @@ def fit(specs: Sequence[Column], rows: Sequence[Sequence[str]], width: int) -> L
     order = ([i for i in reversed(range(1, count)) if specs[i].hide_first]
              + [i for i in reversed(range(1, count)) if not specs[i].hide_first
                 and not ids[i]])
-    shown = list(range(count))
-
-    def needed() -> int:
-        return sum(least[i] for i in shown) + _PER_COLUMN * len(shown) + 1
-
-    while needed() > width and order:
-        shown.remove(order.pop(0))
-    if needed() > width or 2 * len(shown) < count:
+    # Every column whole if more than half of them fit so; else folded text, fewer hidden.
+    shown = _keep(natural, order, width)
+    if 2 * len(shown) <= count:
+        shown = _keep(least, order, width)
+    if _needed(least, shown) > width or 2 * len(shown) <= count:
         return None  # a table of little but ids: a record a row reads better
     widths = {i: least[i] for i in shown}
-    spare = width - needed()
+    spare = width - _needed(least, shown)
     for i in shown:  # widen the folded text columns, left to right, as far as there is room
         grow = min(spare, natural[i] - widths[i])
         widths[i] += grow
         spare -= grow
     return Layout(shown, [widths[i] for i in shown], [ids[i] for i in shown],
                   [specs[i].name for i in range(count) if i not in shown])
+
+
+def _needed(widths: list[int], shown: list[int]) -> int:
+    return sum(widths[i] for i in shown) + _PER_COLUMN * len(shown) + 1
+
+
+def _keep(widths: list[int], order: list[int], width: int) -> list[int]:
+    """The columns left when those in ``order`` are hidden one by one until ``widths``
+    fit (or none is left to hide)."""
+    shown = list(range(len(widths)))
+    for hidden in order:
+        if _needed(widths, shown) <= width:
+            break
+        shown.remove(hidden)
+    return shown
