@@ -4,10 +4,12 @@ tab-separated lines with plain numbers."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import re
 
+import pytest
 import typer
 
 from tenantry.cli.app import app
@@ -72,6 +74,7 @@ def test_every_command_that_prints_a_table_is_tried() -> None:
     assert printing - set(UNTRIED) <= {name for name, _, _ in TABLES}
 
 
+@pytest.mark.timeout(360)  # some forty CLI processes, each importing the CLI
 async def test_every_table_fits_80_and_120_columns_with_its_ids_whole(
     database_dsn: str, fakes: Fakes, worker: object,
 ) -> None:
@@ -115,25 +118,31 @@ async def _every_table(api: Api, fakes: Fakes) -> None:
     await until(delivered, "the run's webhook delivery is recorded", 30)
     known = {"run": run_id, "tenant": tenant, "agent": agent, "server": server["server_id"],
              "key": key_id, "user": user, "export": export, "endpoint": endpoint}
-    for width in (80, 120):
-        for name, args, wanted in TABLES:
-            words = [a.format(width=width, **known) for a in args]
-            as_operator = "--operator" in words
-            words = [w for w in words if w != "--operator"]
+    running = asyncio.Semaphore(4)  # the commands wait on the API: a few at once
+
+    async def check(width: int, name: str, args: tuple[str, ...],
+                    wanted: tuple[str, ...]) -> None:
+        words = [a.format(width=width, **known) for a in args]
+        as_operator = "--operator" in words
+        words = [w for w in words if w != "--operator"]
+        async with running:
             code, shown = await cli_on_terminal(*name.split(), *words, columns=width,
                                                 env=operator if as_operator else env)
-            where = f"`tenantry {name}` at {width} columns:\n{shown}"
-            assert code == 0, where
-            lines = shown.splitlines()
-            assert all(len(line) <= width for line in lines), where
-            for expected in wanted:
-                value = expected.format(width=width, **known)
-                pattern = value if "[" in expected else re.escape(value)
-                assert any(re.search(pattern, line) for line in lines), (
-                    f"{value} is not whole on one line of {where}")
-    # The agent by its name, beside the run's id.
-    code, shown = await cli_on_terminal("runs", "list", columns=120, env=env)
-    assert "support-triage-assistant" in shown and run_id in shown, shown
+        where = f"`tenantry {name}` at {width} columns:\n{shown}"
+        assert code == 0, where
+        lines = shown.splitlines()
+        assert all(len(line) <= width for line in lines), where
+        for expected in wanted:
+            value = expected.format(width=width, **known)
+            pattern = value if "[" in expected else re.escape(value)
+            assert any(re.search(pattern, line) for line in lines), (
+                f"{value} is not whole on one line of {where}")
+
+    await asyncio.gather(*(check(width, *table) for width in (80, 120) for table in TABLES))
+    # The agent by its name, beside the run's id and in the usage by agent.
+    for command in (("runs", "list"), ("usage", "--group-by", "agent")):
+        code, shown = await cli_on_terminal(*command, columns=120, env=env)
+        assert "support-triage-assistant" in shown, shown
 
 
 async def test_usage_into_a_pipe_holds_plain_numbers(
