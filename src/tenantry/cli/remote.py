@@ -17,8 +17,7 @@ from tenantry.cli.tables import Cell, Column, column, fit, looks_like_id, text
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from tenantry.client import Client, Page
-    from tenantry.client._retry import Retrying
+    from tenantry.client import Client, Page, Retrying
 
 T = TypeVar("T")
 

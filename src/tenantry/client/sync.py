@@ -51,8 +51,8 @@ class Client(Closing):
     (an event stream's reads wait at least 45 s: the platform's keepalives come every 15
     s). Calls that are safe to repeat are retried up to ``max_retries`` times within
     ``retry_deadline`` seconds (docs/how-to/client-sdk.md#retries). ``transport`` is an
-    httpx2 transport to send through (a mock in tests). Use it as a context manager, or
-    call ``close()``."""
+    httpx2 transport to send through (a mock in tests); ``on_retry`` is told of each retry
+    and why. Use it as a context manager, or call ``close()``."""
 
     def __init__(self, base_url: str | None = None, api_key: str | None = None, *,
                  timeout: float | None = DEFAULT_TIMEOUT, max_retries: int = 4,
