@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from tenantry.db.embedded import EmbeddedPostgres
 from tenantry.models.loopback import LoopbackServer
 from tests.support.cli import cli
 from tests.support.db import login_dsn
@@ -49,6 +50,22 @@ async def test_a_data_dir_without_a_database_is_refused_and_nothing_is_made(
         "right? `tenantry up` or `tenantry migrate` makes one)"]
     assert not data.exists() and list(home.iterdir()) == []
     assert _postgres_of(home) == []
+
+
+@pytest.mark.parametrize("command", [("replay", "--tenant", "acme"),
+                                     ("retention", "policy", "acme")], ids=lambda c: c[0])
+async def test_a_database_never_migrated_is_refused_and_left_stopped(
+    command: tuple[str, ...], tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    EmbeddedPostgres(data).start(create=True)  # a cluster, as an interrupted setup leaves it
+    EmbeddedPostgres(data).stop()
+    code, out, err = await cli(*command, env={"HOME": str(tmp_path),
+                                              "TENANTRY_DATA_DIR": str(data)})
+    assert (code, out) == (2, ""), err
+    [line] = err.strip().splitlines()
+    assert line.startswith("error: ") and "run 'tenantry migrate'" in line
+    assert _postgres_of(data) == []
 
 
 async def test_replay_names_a_tenant_that_does_not_exist(

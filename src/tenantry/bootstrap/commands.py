@@ -14,7 +14,12 @@ from rich.console import Console
 
 from tenantry import logs
 from tenantry.bootstrap import StartupFailed
-from tenantry.bootstrap.database import apply_migrations, reseal_legacy_keys, resolve_database
+from tenantry.bootstrap.database import (
+    apply_migrations,
+    require_current_schema,
+    reseal_legacy_keys,
+    resolve_database,
+)
 from tenantry.bootstrap.secrets import master_key, replace_dev_key
 from tenantry.config import Settings
 from tenantry.db import Database
@@ -149,7 +154,8 @@ async def _recorded_runs(
     database = resolve_database(settings)
     db: Database | None = None
     try:
-        await check_database(database.dsn)
+        # Current, not just reachable: a cluster never migrated has no login role to use.
+        await require_current_schema(database.dsn)
         db = await Database.connect(database.app_dsn, role=settings.db_role or None,
                                     min_size=1, max_size=2)
         try:
