@@ -20,6 +20,11 @@ from tenantry.models.loopback import LoopbackServer
 from tests.support.cli import cli
 from tests.support.db import login_dsn
 
+# Commands that open the data dir's database (every other one goes the same way).
+OPENING_THE_DATABASE = pytest.mark.parametrize(
+    "command", [("replay", "--tenant", "acme"), ("retention", "policy", "acme")],
+    ids=lambda c: c[0])
+
 
 def _postgres_of(path: Path) -> list[int]:
     """The processes whose command line names ``path`` (a Postgres started for it)."""
@@ -34,8 +39,7 @@ def _postgres_of(path: Path) -> list[int]:
     return found
 
 
-@pytest.mark.parametrize("command", [("replay", "--tenant", "acme"),
-                                     ("retention", "policy", "acme")], ids=lambda c: c[0])
+@OPENING_THE_DATABASE
 async def test_a_data_dir_without_a_database_is_refused_and_nothing_is_made(
     command: tuple[str, ...], tmp_path: Path,
 ) -> None:
@@ -52,8 +56,7 @@ async def test_a_data_dir_without_a_database_is_refused_and_nothing_is_made(
     assert _postgres_of(home) == []
 
 
-@pytest.mark.parametrize("command", [("replay", "--tenant", "acme"),
-                                     ("retention", "policy", "acme")], ids=lambda c: c[0])
+@OPENING_THE_DATABASE
 async def test_a_database_never_migrated_is_refused_and_left_stopped(
     command: tuple[str, ...], tmp_path: Path,
 ) -> None:
