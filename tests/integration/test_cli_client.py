@@ -50,7 +50,7 @@ async def test_list_into_a_pipe_keeps_whole_ids(api: Api, fakes: Fakes, worker: 
     assert code == 0, err
     header, *rows = [line.split("\t") for line in out.splitlines()]
     assert header[:4] == ["run", "agent", "v", "status"]
-    assert [row[:4] for row in rows] == [[run_id, agent, "1", "finished"]]
+    assert [row[:4] + row[-1:] for row in rows] == [[run_id, "helper", "1", "finished", agent]]
 
 
 async def test_tail_shows_why_a_denied_call_was_not_made(

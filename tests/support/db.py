@@ -29,7 +29,7 @@ def choose_admin_dsn(tmp_root: Path) -> tuple[str, EmbeddedPostgres | None]:
         if probe.connect_ex(("127.0.0.1", 5432)) == 0:
             return LOCAL_DSN, None
     embedded = EmbeddedPostgres(tmp_root / "pg")
-    return embedded.start(), embedded
+    return embedded.start(create=True), embedded
 
 
 def dsn_for(admin_dsn: str, database: str) -> str:

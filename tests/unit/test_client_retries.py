@@ -171,3 +171,21 @@ def test_a_platform_that_never_answers_is_a_connection_failure() -> None:
             pytest.raises(ConnectionFailed) as failed:
         client.runs.get("run_1")
     assert len(seen) == 3 and isinstance(failed.value.__cause__, httpx2.ConnectError)
+
+
+def test_each_retry_is_told_why_and_how_long_is_left() -> None:
+    from tenantry.client._retry import Retrying
+
+    refused = httpx2.Response(503, headers={"retry-after": "0"}, json={
+        "type": "about:blank", "title": "Unavailable", "status": 503,
+        "detail": "the database is failing over"})
+    transport, _ = _mock([refused, httpx2.ConnectError("refused"),
+                          httpx2.Response(200, json={"data": [], "next_cursor": None})])
+    told: list[Retrying] = []
+    with Client("http://platform.test", "tnt_k", transport=transport,
+                on_retry=told.append) as client:
+        assert list(client.agents.list().data) == []
+    assert [(t.reason, t.retry) for t in told] == [
+        ("the platform answered 503 (the database is failing over)", 1),
+        ("GET /v1/agents: ConnectError: refused", 2)]
+    assert all(0 < t.seconds_left <= 60 for t in told)

@@ -14,7 +14,12 @@ from rich.console import Console
 
 from tenantry import logs
 from tenantry.bootstrap import StartupFailed
-from tenantry.bootstrap.database import apply_migrations, reseal_legacy_keys, resolve_database
+from tenantry.bootstrap.database import (
+    apply_migrations,
+    require_current_schema,
+    reseal_legacy_keys,
+    resolve_database,
+)
 from tenantry.bootstrap.secrets import master_key, replace_dev_key
 from tenantry.config import Settings
 from tenantry.db import Database
@@ -28,6 +33,7 @@ from tenantry.errors import NotFound
 from tenantry.ids import RunId, TenantId
 from tenantry.retention import tombstones
 from tenantry.runs.replay import RecordedRun, ended_runs, export_run, export_runs
+from tenantry.tenants.service import get_tenant
 from tenantry.vault import MasterKey
 from tenantry.vault import rotate_master_key as rewrap
 
@@ -37,7 +43,7 @@ T = TypeVar("T")
 def migrate(settings: Settings) -> Applied:
     """Apply pending migrations and changed routines, showing each on stderr."""
     logs.configure(settings.log_format)
-    database = resolve_database(settings)
+    database = resolve_database(settings, create=True)
     return database.run(lambda: _migrate_with_progress(database.dsn, master_key(settings)))
 
 
@@ -146,14 +152,16 @@ async def _recorded_runs(
     except ValueError as exc:
         raise StartupFailed(str(exc)) from None
     database = resolve_database(settings)
+    db: Database | None = None
     try:
-        await check_database(database.dsn)
-    except BaseException:
-        database.stop()
-        raise
-    db = await Database.connect(database.app_dsn, role=settings.db_role or None, min_size=1,
-                                max_size=2)
-    try:
+        # Current, not just reachable: a cluster never migrated has no login role to use.
+        await require_current_schema(database.dsn)
+        db = await Database.connect(database.app_dsn, role=settings.db_role or None,
+                                    min_size=1, max_size=2)
+        try:
+            await get_tenant(db, tenant)
+        except NotFound:
+            raise StartupFailed(f"tenant {tenant} does not exist") from None
         if not runs:  # every ended run, read in pages; one deleted meanwhile is left out
             ended = await ended_runs(db, tenant)
             return [(record.run_id, record)
@@ -175,5 +183,7 @@ async def _recorded_runs(
                     "gone") from None
         return found
     finally:
-        await db.close()
+        # Whatever failed, the embedded Postgres started here stops: nothing left running.
+        if db is not None:
+            await db.close()
         database.stop()

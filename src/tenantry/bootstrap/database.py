@@ -72,13 +72,15 @@ class ResolvedDatabase:
             self.stop()
 
 
-def resolve_database(settings: Settings) -> ResolvedDatabase:
+def resolve_database(settings: Settings, *, create: bool = False) -> ResolvedDatabase:
+    """``create``: make the embedded cluster if the data dir has none (only what sets a
+    data dir up does: ``up`` and ``migrate``)."""
     console = _cluster_url(settings.console_database_url, "TENANTRY_CONSOLE_DATABASE_URL")
     if settings.database_url:
         return ResolvedDatabase(_cluster_url(settings.database_url, URL_SOURCE), None,
                                 console_dsn=console)
     embedded = EmbeddedPostgres(settings.data_dir)
-    owner = embedded.start()
+    owner = embedded.start(create=create)
     return ResolvedDatabase(owner, embedded, embedded.app_dsn, console or embedded.console_dsn)
 
 

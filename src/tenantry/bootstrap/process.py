@@ -67,7 +67,7 @@ def serve(settings: Settings, *, migrate: bool, demo: bool, api: bool, workers: 
     settings = settings.with_(operator_token=operator_token(settings))
     if migrate:  # `up`: a development vault key in the data dir unless one is configured
         master_key(settings, create=True)
-    database = resolve_database(settings)
+    database = resolve_database(settings, create=migrate)
     try:
         # With no worker loops (`--workers 0`: an API-only process) nothing runs attempts
         # either: no dispatcher, and no warm pool of sandboxes idling beside the API.

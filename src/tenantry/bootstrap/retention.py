@@ -12,10 +12,9 @@ from typing import Any, TypeVar
 from tenantry.blobs import Blobs, open_blobs
 from tenantry.bootstrap import StartupFailed
 from tenantry.bootstrap.blob_store import object_store
-from tenantry.bootstrap.database import resolve_database
+from tenantry.bootstrap.database import require_current_schema, resolve_database
 from tenantry.config import Settings
 from tenantry.db import Database
-from tenantry.db.reach import check_database
 from tenantry.db.roles import CONSOLE_ROLE
 from tenantry.ids import TenantId
 from tenantry.retention import erase
@@ -90,7 +89,8 @@ def _with_pools(settings: Settings, work: Callable[[Pools], Awaitable[T]], *,
     database = resolve_database(settings)
 
     async def main() -> T:
-        await check_database(database.dsn)
+        # Current, not just reachable: a cluster never migrated has no login role to use.
+        await require_current_schema(database.dsn)
         async with _pools(settings, database.app_dsn,
                           database.console_dsn if console else None) as pools:
             return await work(pools)

@@ -18,6 +18,7 @@ from tenantry.cli.common import fail
 from tenantry.cli.help import App
 from tenantry.cli.options import DEFAULT_URL, ApiKey, Url
 from tenantry.cli.remote import AsJson, fetch, print_items, print_list, sdk_client
+from tenantry.cli.tables import AT
 from tenantry.cli.tool_servers import when
 
 if TYPE_CHECKING:
@@ -115,5 +116,5 @@ def audit(
     audit:read)."""
     page = fetch(url, api_key, lambda client: client.audit.list(kind=kind, run_id=run_id,
                                                                 actor=actor, limit=limit))
-    print_items(page, as_json, ["at (UTC)", "kind", "who / run", "what", "target / key"],
+    print_items(page, as_json, [AT, "kind", "who / run", "what", "target / key"],
                 _audit_row)

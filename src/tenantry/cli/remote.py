@@ -5,16 +5,19 @@ answer as the same, every page of a list, the API's JSON (``--json``) and a tabl
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Protocol, TypeVar
 
 import typer
 
 from tenantry.cli.common import fail
+from tenantry.cli.tables import Cell, Column, column, fit, looks_like_id, text
 
 if TYPE_CHECKING:
-    from tenantry.client import Client, Page
+    from rich.console import Console
+
+    from tenantry.client import Client, Page, Retrying
 
 T = TypeVar("T")
 
@@ -59,6 +62,14 @@ def sdk_failure(url: str, exc: Exception) -> NoReturn:
     fail(f"cannot reach {url}: {exc}")
 
 
+def _say_retrying(retry: Retrying) -> None:
+    """The first retry of a call on standard error (``--json`` keeps standard output): the
+    backoff can take a minute, and a silent minute looks like a hang."""
+    if retry.retry == 1:
+        typer.echo(f"{retry.reason}; retrying for up to {retry.seconds_left:.0f} s",
+                   err=True)
+
+
 @contextmanager
 def sdk_client(url: str, api_key: str | None, *, timeout: float = 30.0) -> Iterator[Client]:
     """The SDK's client of the platform at ``url``. No key fails (exit status 2) before
@@ -68,33 +79,71 @@ def sdk_client(url: str, api_key: str | None, *, timeout: float = 30.0) -> Itera
 
     headers(api_key)
     try:
-        with Client(url, api_key, timeout=timeout) as client:
+        with Client(url, api_key, timeout=timeout, on_retry=_say_retrying) as client:
             yield client
     except ClientError as exc:
         sdk_failure(url, exc)
 
 
-def show_table(header: list[str], rows: list[list[str]], title: str | None = None) -> None:
-    """A table on a terminal; tab-separated lines (header first) into a pipe or a file,
-    where rich would squeeze the table to 80 columns and cut the ids short."""
+def show_table(header: Sequence[str | Column], rows: Sequence[Sequence[Cell]],
+               title: str | None = None) -> None:
+    """A table on a terminal, its ids whole on one line (``tables.fit``), or a record a row
+    where it is too narrow for one; tab-separated lines (header first, counts without
+    separators) into a pipe or a file."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     console = Console(highlight=False)
+    specs = [column(spec) for spec in header]
+    cells = [[text(cell, terminal=console.is_terminal) for cell in row] for row in rows]
     if not console.is_terminal:
         if title:
             typer.echo(title, err=True)
-        for line in [header, *rows]:
+        for line in [[spec.name for spec in specs], *cells]:
             typer.echo("\t".join(line))
         return
-    table = Table(title=title)
-    for index, name in enumerate(header):
-        # The first column holds ids: folded when the terminal is narrow, never cut.
-        table.add_column(name, overflow="fold" if index == 0 else "ellipsis",
-                         no_wrap=index != 0)
-    for row in rows:
-        table.add_row(*row)
+    layout = fit(specs, cells, console.width)
+    if layout is None:
+        _records(console, [spec.name for spec in specs], cells, title)
+        return
+    table = Table(title=title, caption=(
+        f"not shown at this width: {', '.join(layout.hidden)} (a wider terminal or a pipe "
+        "shows them)") if layout.hidden else None)
+    for index, width, nowrap in zip(layout.shown, layout.widths, layout.nowrap, strict=True):
+        table.add_column(specs[index].name, width=width, no_wrap=nowrap, overflow="fold")
+    for row in cells:
+        # Text, not markup: a value holding "[...]" is shown as it is.
+        table.add_row(*(Text(row[index]) for index in layout.shown))
     console.print(table)
+
+
+def _records(console: Console, names: list[str], rows: list[list[str]],
+             title: str | None) -> None:
+    """Each row as its fields and their values, a line each, an id never wrapped: beside
+    its field's name where both fit on a line, else under it."""
+    from rich.padding import Padding
+    from rich.table import Table
+    from rich.text import Text
+
+    longest_id = max([len(v) for row in rows for v in row if looks_like_id(v)], default=0)
+    stacked = max(map(len, names), default=0) + 2 + longest_id > console.width
+    if title:
+        console.print(Text(title))
+    for number, row in enumerate(rows):
+        if number:
+            console.print()
+        if stacked:
+            for name, value in zip(names, row, strict=True):
+                console.print(Text(name, style="bold"))
+                console.print(Padding(Text(value), (0, 0, 0, 2)), overflow="fold")
+            continue
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(no_wrap=True)
+        grid.add_column(overflow="fold", min_width=longest_id)
+        for name, value in zip(names, row, strict=True):
+            grid.add_row(Text(name), Text(value))
+        console.print(grid)
 
 
 def fetch(url: str, api_key: str | None, call: Callable[[Client], T]) -> T:
@@ -104,8 +153,8 @@ def fetch(url: str, api_key: str | None, call: Callable[[Client], T]) -> T:
 
 
 def print_list(url: str, api_key: str | None, as_json: bool,
-               lister: Callable[[Client], Callable[..., Page[R]]], header: list[str],
-               row: Callable[[R], list[str]]) -> None:
+               lister: Callable[[Client], Callable[..., Page[R]]],
+               header: Sequence[str | Column], row: Callable[[R], Sequence[Cell]]) -> None:
     """Every item of the list ``lister(client)`` reads a page of (``limit``, ``cursor``),
     printed as ``print_items`` prints them."""
     with sdk_client(url, api_key) as client:
@@ -140,8 +189,8 @@ def ended(status: str, why: str) -> NoReturn:
     raise typer.Exit(1) from None
 
 
-def print_items(items: Iterable[R], as_json: bool, header: list[str],
-                row: Callable[[R], list[str]]) -> None:
+def print_items(items: Iterable[R], as_json: bool, header: Sequence[str | Column],
+                row: Callable[[R], Sequence[Cell]]) -> None:
     """A list: the API's JSON of each item (``--json``), else a table of a row an item."""
     if as_json:
         print_json([item.raw for item in items])
@@ -149,7 +198,8 @@ def print_items(items: Iterable[R], as_json: bool, header: list[str],
     show_table(header, [row(item) for item in items])
 
 
-def print_fields(item: R, as_json: bool, rows: Callable[[R], list[list[str]]]) -> None:
+def print_fields(item: R, as_json: bool,
+                 rows: Callable[[R], Sequence[Sequence[Cell]]]) -> None:
     """One item: the API's JSON (``--json``), else a table of its fields and values."""
     if as_json:
         print_json(item.raw)

@@ -11,7 +11,8 @@ import typer
 from tenantry.cli.common import fail
 from tenantry.cli.help import App
 from tenantry.cli.options import DEFAULT_URL, ApiKey, Url
-from tenantry.cli.remote import ended, sdk_client, show_table
+from tenantry.cli.remote import PAGE, ended, every_page, sdk_client, show_table
+from tenantry.cli.tables import Column
 from tenantry.runs.events import (
     ABSENT,
     MONTHLY_SPEND_CAP,
@@ -176,9 +177,15 @@ def list_runs(
     """The most recent runs, newest first."""
     with sdk_client(url, api_key) as client:
         page = client.runs.list(status=status, limit=limit)
-    rows = [[run.run_id, run.agent_id, str(run.version), run.status, str(run.steps),
-             f"{run.usage.input_tokens}/{run.usage.output_tokens}",
-             f"{run.cost_micros / 1e6:.4f}", run.created_at.strftime("%Y-%m-%dT%H:%M:%S")]
+        # The agent's name is what a person recognises; one more request for every agent.
+        names = {agent.agent_id: agent.name for agent in every_page(
+            lambda cursor: client.agents.list(limit=PAGE, cursor=cursor))}
+    rows = [[run.run_id, names.get(run.agent_id, ""), str(run.version), run.status,
+             str(run.steps), f"{run.usage.input_tokens}/{run.usage.output_tokens}",
+             f"{run.cost_micros / 1e6:.4f}", run.created_at.strftime("%Y-%m-%dT%H:%M:%S"),
+             run.agent_id]
             for run in page]
+    # The agent's id last: scripts read it from a pipe, and a narrow terminal shows the
+    # name in its place.
     show_table(["run", "agent", "v", "status", "steps", "tokens in/out", "cost $",
-                "created (UTC)"], rows)
+                "created (UTC)", Column("agent_id", hide_first=True)], rows)

@@ -26,6 +26,7 @@ from tenantry.cli.remote import (
     print_list,
     sdk_client,
 )
+from tenantry.cli.tables import AT
 from tenantry.cli.tool_servers import when
 
 if TYPE_CHECKING:
@@ -138,7 +139,7 @@ def deliveries(
     page = fetch(url, api_key, lambda client: client.webhook_deliveries.list(
         run_id=run_id, endpoint_id=endpoint_id, limit=limit))
     print_items(page, as_json,
-                ["at (UTC)", "run", "endpoint", "url", "attempt", "outcome", "status", "error"],
+                [AT, "run", "endpoint", "url", "attempt", "outcome", "status", "error"],
                 lambda d: [when(d.attempted_at), d.run_id, d.endpoint_id or "(the run's own)",
                            d.url, str(d.attempt), d.outcome,
                            "—" if d.status_code is None else str(d.status_code),

@@ -21,6 +21,7 @@ nothing of the server is imported (docs/how-to/client-sdk.md).
 
 from __future__ import annotations
 
+from tenantry.client._retry import Retrying
 from tenantry.client.account import ApiKey, AuditEntry, IssuedApiKey, SignInLink, User
 from tenantry.client.aio import AsyncClient
 from tenantry.client.errors import (
@@ -135,6 +136,7 @@ __all__ = [
     "PayloadTooLarge",
     "Promotion",
     "QuotaExceeded",
+    "Retrying",
     "ReviewFlag",
     "RotatedWebhookSecret",
     "Run",

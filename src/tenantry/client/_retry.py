@@ -61,13 +61,28 @@ def retry_worthy(error: ApiError) -> bool:
     return error.status == 429 and (error.type == "overloaded" or error.retry_after is not None)
 
 
+@dataclass(frozen=True, slots=True)
+class Retrying:
+    """A call about to be sent again: why (one line), which retry, and how many seconds
+    its attempts may still take at most."""
+
+    reason: str
+    retry: int
+    seconds_left: float
+
+
+OnRetry = Callable[[Retrying], None]
+
+
 class Attempts:
     """The attempts of one call: ask it, after each failure, how long to wait before the
-    next (None: give up and raise)."""
+    next (None: give up and raise); ``on_retry`` is told of each retry."""
 
     def __init__(self, policy: RetryPolicy, *, idempotent: bool,
                  clock: Callable[[], float] = time.monotonic,
-                 rng: Callable[[], float] = random.random) -> None:
+                 rng: Callable[[], float] = random.random,
+                 on_retry: OnRetry | None = None) -> None:
+        self.on_retry = on_retry
         self.policy = policy
         self.idempotent = idempotent
         self.clock = clock
@@ -84,6 +99,12 @@ class Attempts:
             return None
         self.retries = retry
         return wait
+
+    def retrying(self, reason: str) -> None:
+        """Tell ``on_retry`` that a retry was decided, and why."""
+        if self.on_retry is not None:
+            left = self.started + self.policy.deadline - self.clock()
+            self.on_retry(Retrying(reason, self.retries, max(left, 0.0)))
 
     def after_error(self, error: Exception) -> float | None:
         """A transport error (no answer)."""

@@ -17,7 +17,7 @@ import orjson
 
 from tenantry import __version__
 from tenantry.client._calls import NO_BODY, Call
-from tenantry.client._retry import Attempts, RetryPolicy
+from tenantry.client._retry import Attempts, OnRetry, RetryPolicy
 from tenantry.client.errors import ConfigError, ConnectionFailed, error_for
 
 T = TypeVar("T")
@@ -83,6 +83,7 @@ def _wait_after_error(attempts: Attempts, what: str, error: Exception) -> float:
     wait = attempts.after_error(error)
     if wait is None:
         raise _failed(what, error) from error
+    attempts.retrying(f"{what}: {type(error).__name__}: {error}")
     return wait
 
 
@@ -93,6 +94,7 @@ def _wait_after_answer(attempts: Attempts, response: httpx2.Response) -> float:
     wait = attempts.after_answer(error)
     if wait is None:
         raise error
+    attempts.retrying(f"the platform answered {error.status} ({error.detail})")
     return wait
 
 
@@ -101,6 +103,8 @@ class _Transport:
 
     def __init__(self, base_url: str, api_key: str, timeout: float | None,
                  policy: RetryPolicy) -> None:
+        #: Told of each retry (``Retrying``): the CLI says why it waits.
+        self.on_retry: OnRetry | None = None
         self.base_url = base_url
         self.policy = policy
         self.timeout = timeout
@@ -128,7 +132,7 @@ class SyncTransport(_Transport):
         """The first answer ``ok`` takes to ``request()`` (built anew for each attempt), in
         the attempts the retry rules allow; an answer it refuses is read and closed, then
         raised or tried again. ``what`` names the request in a ConnectionFailed."""
-        attempts = Attempts(self.policy, idempotent=idempotent)
+        attempts = Attempts(self.policy, idempotent=idempotent, on_retry=self.on_retry)
         while True:
             try:
                 response = self.http.send(request(), stream=stream)
@@ -183,7 +187,7 @@ class AsyncTransport(_Transport):
     async def _send(self, what: str, request: Callable[[], httpx2.Request], idempotent: bool,
                     *, stream: bool = False,
                     ok: Callable[[httpx2.Response], bool] = _success) -> httpx2.Response:
-        attempts = Attempts(self.policy, idempotent=idempotent)
+        attempts = Attempts(self.policy, idempotent=idempotent, on_retry=self.on_retry)
         while True:
             try:
                 response = await self.http.send(request(), stream=stream)

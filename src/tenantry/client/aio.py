@@ -13,7 +13,7 @@ import httpx2
 
 from tenantry.client import _calls
 from tenantry.client._closing import AsyncClosing
-from tenantry.client._retry import RetryPolicy
+from tenantry.client._retry import OnRetry, RetryPolicy
 from tenantry.client._transport import DEFAULT_TIMEOUT, AsyncResource, AsyncTransport, settings
 from tenantry.client._wait import EvaluationWaiting, Waiting, poll_async
 from tenantry.client.aio_account import (
@@ -52,17 +52,19 @@ class AsyncClient(AsyncClosing):
     (an event stream's reads wait at least 45 s: the platform's keepalives come every 15
     s). Calls that are safe to repeat are retried up to ``max_retries`` times within
     ``retry_deadline`` seconds (docs/how-to/client-sdk.md#retries). ``transport`` is an
-    httpx2 transport to send through (a mock in tests). Use it with ``async with``, or
-    await ``aclose()``."""
+    httpx2 transport to send through (a mock in tests); ``on_retry`` is told of each retry
+    and why. Use it with ``async with``, or await ``aclose()``."""
 
     def __init__(self, base_url: str | None = None, api_key: str | None = None, *,
                  timeout: float | None = DEFAULT_TIMEOUT, max_retries: int = 4,
                  retry_deadline: float = 60.0,
-                 transport: httpx2.AsyncBaseTransport | None = None) -> None:
+                 transport: httpx2.AsyncBaseTransport | None = None,
+                 on_retry: OnRetry | None = None) -> None:
         url, key = settings(base_url, api_key)
         policy = RetryPolicy(max_retries=max_retries, deadline=retry_deadline)
         self._transport = AsyncTransport(url, key, timeout=timeout, policy=policy,
                                         transport=transport)
+        self._transport.on_retry = on_retry
         self.runs = Runs(self._transport)
         self.agents = Agents(self._transport)
         self.approvals = Approvals(self._transport)

@@ -12,7 +12,7 @@ import httpx2
 
 from tenantry.client import _calls
 from tenantry.client._closing import Closing
-from tenantry.client._retry import RetryPolicy
+from tenantry.client._retry import OnRetry, RetryPolicy
 from tenantry.client._transport import DEFAULT_TIMEOUT, SyncResource, SyncTransport, settings
 from tenantry.client._wait import EvaluationWaiting, Waiting, poll
 from tenantry.client.evaluations import Evaluation, EvaluationSummary, TestSet, TestSetSummary
@@ -51,17 +51,19 @@ class Client(Closing):
     (an event stream's reads wait at least 45 s: the platform's keepalives come every 15
     s). Calls that are safe to repeat are retried up to ``max_retries`` times within
     ``retry_deadline`` seconds (docs/how-to/client-sdk.md#retries). ``transport`` is an
-    httpx2 transport to send through (a mock in tests). Use it as a context manager, or
-    call ``close()``."""
+    httpx2 transport to send through (a mock in tests); ``on_retry`` is told of each retry
+    and why. Use it as a context manager, or call ``close()``."""
 
     def __init__(self, base_url: str | None = None, api_key: str | None = None, *,
                  timeout: float | None = DEFAULT_TIMEOUT, max_retries: int = 4,
                  retry_deadline: float = 60.0,
-                 transport: httpx2.BaseTransport | None = None) -> None:
+                 transport: httpx2.BaseTransport | None = None,
+                 on_retry: OnRetry | None = None) -> None:
         url, key = settings(base_url, api_key)
         policy = RetryPolicy(max_retries=max_retries, deadline=retry_deadline)
         self._transport = SyncTransport(url, key, timeout=timeout, policy=policy,
                                         transport=transport)
+        self._transport.on_retry = on_retry
         self.runs = Runs(self._transport)
         self.agents = Agents(self._transport)
         self.approvals = Approvals(self._transport)

@@ -63,10 +63,16 @@ class EmbeddedPostgres:
 
     # -- public -----------------------------------------------------------------------
 
-    def start(self) -> str:
-        """Initialise on first use, start (or reuse a running server), return its DSN."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+    def start(self, *, create: bool = False) -> str:
+        """Start (or reuse a running server), return its DSN; ``create``: initialise the
+        cluster on first use (``up``, ``migrate``), else a data dir without one is refused
+        before anything is made in it (a forgotten TENANTRY_DATA_DIR)."""
         if not (self.pgdata / "PG_VERSION").exists():
+            if not create:
+                raise ConfigurationError(
+                    f"{self.data_dir} holds no Tenantry database (is TENANTRY_DATA_DIR "
+                    "right? `tenantry up` or `tenantry migrate` makes one)")
+            self.data_dir.mkdir(parents=True, exist_ok=True)
             self._initdb()
         running = self._running_socket_dir()
         if running is not None:
