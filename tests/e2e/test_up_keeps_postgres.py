@@ -4,6 +4,7 @@ on by themselves (a run created afterwards finishes) and Ctrl-C still stops ever
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -53,14 +54,15 @@ async def _kill_and_recover(base: str, data_dir: Path, log: Path) -> None:
         os.kill(postmaster, signal.SIGKILL)
 
         async def said(text: str) -> bool:
-            return text in log.read_text()
+            return text in await asyncio.to_thread(log.read_text)
 
         stopped = f"embedded Postgres stopped (postmaster pid {postmaster} is gone)"
         await until(lambda: said(stopped), "up says its Postgres stopped", 60,
                     lambda: log.read_text()[-3000:])
         await until(lambda: said("embedded Postgres is back"), "up restarts its Postgres",
                     120, lambda: log.read_text()[-3000:])
-        assert log.read_text().count(stopped) == 1  # one line, not one per poll
+        said_stopped = (await asyncio.to_thread(log.read_text)).count(stopped)
+        assert said_stopped == 1  # one line, not one per poll
 
         run: dict[str, str] = {}
 

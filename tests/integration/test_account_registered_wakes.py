@@ -10,7 +10,6 @@ import dataclasses
 import asyncpg
 
 from tenantry.models.gateway import ModelGateway
-
 from tests.support.api import Api
 from tests.support.db import run_statuses
 from tests.support.waiting import until
@@ -22,7 +21,7 @@ HOUR = 3600.0
 async def test_a_run_started_just_after_its_account_is_registered_is_served(
     api: Api, fakes: Fakes, database_dsn: str, admin_conn: asyncpg.Connection,
 ) -> None:
-    tenant, h = await api.tenant()
+    _, h = await api.tenant()
     agent = await api.agent(h)  # model "scripted": no account serves it yet
     engine = dataclasses.replace(TEST_ENGINE, park_recheck_seconds=HOUR,
                                  park_recheck_max_seconds=HOUR)

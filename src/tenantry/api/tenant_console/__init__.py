@@ -14,6 +14,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from tenantry.api.console.pages import assets
+from tenantry.api.problems import answer_outages_with
 from tenantry.api.tenant_console.pages import (
     agents,
     approvals,
@@ -25,7 +26,6 @@ from tenantry.api.tenant_console.pages import (
     tool_servers,
     usage,
 )
-from tenantry.api.problems import answer_outages_with
 from tenantry.api.tenant_console.view import PREFIX, database_away, load
 
 __all__ = ["install"]
