@@ -15,7 +15,7 @@ import pytest
 
 from tenantry.db.embedded import EmbeddedPostgres
 from tests.support.api import free_port
-from tests.support.up_process import start_up, stop_up, up_env
+from tests.support.up_process import scripted_agent, start_up, stop_up, up_env
 from tests.support.waiting import until
 
 pytestmark = pytest.mark.e2e
@@ -41,14 +41,8 @@ async def test_up_restarts_its_postgres_killed_under_it(tmp_path: Path) -> None:
 
 
 async def _kill_and_recover(base: str, data_dir: Path, log: Path) -> None:
-    op = {"Authorization": f"Bearer {TOKEN}"}
     async with httpx2.AsyncClient(base_url=base, timeout=10) as c:
-        tenant = (await c.post("/admin/v1/tenants", json={"name": "Keeper"}, headers=op)).json()
-        key = (await c.post(f"/admin/v1/tenants/{tenant['tenant_id']}/api-keys",
-                            headers=op)).json()["api_key"]
-        h = {"Authorization": f"Bearer {key}"}
-        agent = (await c.post("/v1/agents", json={"name": "keeper", "model": "scripted",
-                                                  "system_prompt": "hi"}, headers=h)).json()
+        h, agent = await scripted_agent(c, TOKEN, "Keeper")
 
         postmaster = int((data_dir / "postgres" / "postmaster.pid").read_text().split()[0])
         os.kill(postmaster, signal.SIGKILL)
@@ -68,7 +62,7 @@ async def _kill_and_recover(base: str, data_dir: Path, log: Path) -> None:
 
         async def run_created() -> bool:
             # Until the pools drop their connections to the dead server, a 503 at most.
-            r = await c.post("/v1/runs", json={"agent_id": agent["agent_id"], "input": "again"},
+            r = await c.post("/v1/runs", json={"agent_id": agent, "input": "again"},
                              headers=h)
             assert r.status_code in (202, 503), r.text
             run.update(r.json() if r.status_code == 202 else {})
