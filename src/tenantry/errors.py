@@ -179,6 +179,16 @@ class ToolUnavailable(TenantryError):
     retryable = True
 
 
+class UnpricedModel(TenantryError):
+    """An agent version names a model (its own, a fallback, or its summaries') that the
+    operator has not priced: no run of it could be served, so it is not published.
+    ``models`` names them; the detail says how the operator prices each."""
+
+    type = "unpriced_model"
+    status = 422
+    title = "Model not priced"
+
+
 class RegionNotServed(TenantryError):
     """A tenant asked for a region no cell serves: on a cell, a region other than its own
     (an EU tenant's rows exist only in an EU cell: docs/how-to/cells.md); at the router, a region

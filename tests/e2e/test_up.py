@@ -21,6 +21,7 @@ import pytest
 from tenantry.db.embedded import EmbeddedPostgres
 from tests.support.api import free_port
 from tests.support.sse import read_sse
+from tests.support.up_process import scripted_agent
 from tests.support.waiting import until
 
 pytestmark = pytest.mark.e2e
@@ -65,15 +66,9 @@ async def test_up_serves_the_whole_flow_on_embedded_postgres_and_stops_cleanly(
 ) -> None:
     base, proc, data_dir = platform
     assert (data_dir / "postgres" / "PG_VERSION").exists(), "embedded Postgres not in data dir"
-    op = {"Authorization": f"Bearer {TOKEN}"}
     async with httpx2.AsyncClient(base_url=base, timeout=10) as c:
-        tenant = (await c.post("/admin/v1/tenants", json={"name": "E2E"}, headers=op)).json()
-        key = (await c.post(f"/admin/v1/tenants/{tenant['tenant_id']}/api-keys",
-                            headers=op)).json()["api_key"]
-        h = {"Authorization": f"Bearer {key}"}
-        agent = (await c.post("/v1/agents", json={"name": "e2e", "model": "scripted",
-                                                  "system_prompt": "hi"}, headers=h)).json()
-        run = (await c.post("/v1/runs", json={"agent_id": agent["agent_id"], "input": "go"},
+        h, agent = await scripted_agent(c, TOKEN, "E2E")
+        run = (await c.post("/v1/runs", json={"agent_id": agent, "input": "go"},
                             headers=h)).json()
         assert run["status"] == "queued"
         # The worker inside `up` drives it with the built-in scripted (echo) model.

@@ -358,13 +358,20 @@ JOURNEYS = {
 _NAMED = {"POST /v1/agents", "POST /v1/activities"}
 
 
+#: Operations that publish an agent version: its models must be priced (422 otherwise),
+#: which is the platform's state, as a taken name is; a journey publishes priced ones.
+_PUBLISHING = {"POST /v1/agents", "POST /v1/agents/{agent_id}/versions"}
+
+
 def _named_anew(case: Case, serial: int) -> None:
     body = case.body
     positive = case.meta is not None and case.meta.generation.mode.is_positive
     if positive and case.operation.label in _NAMED and isinstance(body, dict) \
             and isinstance(body.get("name"), str):
         suffix = f"-{serial}"
-        case.body = {**body, "name": body["name"][:64 - len(suffix)] + suffix}
+        case.body = body = {**body, "name": body["name"][:64 - len(suffix)] + suffix}
+    if positive and case.operation.label in _PUBLISHING and isinstance(body, dict):
+        case.body = {**body, "model": "scripted", "fallback_models": [], "summarize": None}
 
 
 class _BudgetSpent(BaseException):

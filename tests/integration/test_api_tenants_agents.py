@@ -112,7 +112,7 @@ async def test_agent_versions_are_immutable_and_numbered(
 async def test_duplicate_agent_name_conflicts(api: Api) -> None:
     _, h = await api.tenant()
     await api.agent(h, name="same")
-    r = await api.client.post("/v1/agents", json={"name": "same", "model": "m",
+    r = await api.client.post("/v1/agents", json={"name": "same", "model": "scripted",
                                                   "system_prompt": ""}, headers=h)
     assert r.status_code == 409 and r.json()["type"] == "conflict"
 
@@ -129,7 +129,7 @@ async def test_another_tenants_agent_looks_missing_byte_for_byte(api: Api) -> No
         assert theirs.content == nothing.content
         assert theirs.headers["content-length"] == nothing.headers["content-length"]
     r = await api.client.post(f"/v1/agents/{agent}/versions",
-                              json={"model": "m", "system_prompt": ""}, headers=other)
+                              json={"model": "scripted", "system_prompt": ""}, headers=other)
     assert r.status_code == 404
 
 

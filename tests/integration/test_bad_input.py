@@ -126,7 +126,7 @@ async def test_an_egress_entry_no_proxy_could_enforce_is_refused(
 async def test_a_wildcard_egress_entry_allows_subdomains(world: World) -> None:
     w = world
     r = await w.api.client.post("/v1/agents", headers=w.h, json={
-        "name": "wild", "model": "m", "system_prompt": "",
+        "name": "wild", "model": "scripted", "system_prompt": "",
         "sandbox": {"egress": ["*.example.com", "api.example.org:8443"]}})
     assert r.status_code == 201, r.text
     assert r.json()["sandbox"]["egress"] == ["*.example.com", "api.example.org:8443"]

@@ -10,7 +10,10 @@ from typing import Any
 import asyncpg
 import pytest
 
+from tenantry.agents import service as agents
+from tenantry.agents.spec import AgentSpec
 from tenantry.db import Database
+from tenantry.ids import TenantId
 from tenantry.ledger.prices import PriceBook
 from tenantry.testing.fake_model import FakeModelServer, UsageRecord
 from tests.support.api import Api
@@ -111,14 +114,56 @@ async def test_an_unpriced_model_is_refused_saying_how_to_price_it(
     assert r.status_code == 400 and "reserved" in r.json()["detail"]
 
 
+async def unchecked_agent(api: Api, tenant: str, name: str, **spec: Any) -> str:
+    created = await agents.create_agent(api.platform.db, TenantId.parse(tenant), name,
+                                        AgentSpec(system_prompt="Be brief.", **spec))
+    return str(created.agent_id)
+
+
+async def test_an_agent_on_an_unpriced_model_is_refused_saying_how_to_price_it(
+    api: Api, admin_conn: asyncpg.Connection,
+) -> None:
+    """Its runs could never be served: publishing it is refused (422), naming the model and
+    the operator's way to price it; once priced, the same request publishes it."""
+    _, h = await api.tenant()
+    cases = [({"model": "qwen2.5:7b"}, "model"),
+             ({"model": "scripted", "fallback_models": ["gpt-4o", "qwen2.5:7b"]},
+              "fallback_models"),
+             ({"model": "scripted", "summarize": {"after_tokens": 1000, "model": "qwen2.5:7b"}},
+              "summarize.model")]
+    for spec, field in cases:
+        body = {"name": "qwen", "system_prompt": "Be brief.", **spec}
+        r = await api.client.post("/v1/agents", json=body, headers=h)
+        assert r.status_code == 422, r.text
+        problem = r.json()
+        assert r.headers["content-type"] == "application/problem+json"
+        assert (problem["type"], problem["field"], problem["models"]) == (
+            "unpriced_model", field, ["qwen2.5:7b"])
+        assert "PUT /admin/v1/prices/qwen2.5:7b" in problem["detail"]
+    priced = (await api.client.post("/v1/agents", json={
+        "name": "priced", "model": "scripted", "system_prompt": ""}, headers=h)).json()
+    r = await api.client.post(f"/v1/agents/{priced['agent_id']}/versions", headers=h,
+                              json={"model": "qwen2.5:7b", "system_prompt": ""})
+    assert r.status_code == 422 and r.json()["models"] == ["qwen2.5:7b"], r.text
+    assert await admin_conn.fetchval("SELECT count(*) FROM agent_versions") == 1
+    await put_price(api, "qwen2.5:7b", FIRST)
+    for index, (spec, _) in enumerate(cases):
+        r = await api.client.post("/v1/agents", headers=h, json={
+            "name": f"qwen-{index}", "system_prompt": "", **spec})
+        assert r.status_code == 201, r.text
+
+
 async def test_a_wildcard_account_never_serves_an_unpriced_model_for_free(
     api: Api, fakes: Fakes, database_dsn: str, admin_conn: asyncpg.Connection,
 ) -> None:
     """The configured account (TENANTRY_MODEL_BASE_URL) serves `*`: a run on a model with
-    no price fails before anything is sent, with the way to price it."""
-    _, h = await api.tenant()
-    agent = await api.agent(h, model="mistral-small-24b")
-    fallback = await api.agent(h, name="fallback", fallback_models=["no-price/at-all"])
+    no price fails before anything is sent, with the way to price it. (The API refuses to
+    publish such an agent; these are published below it, as an agent published before
+    that check was.)"""
+    tenant, h = await api.tenant()
+    agent = await unchecked_agent(api, tenant, "unpriced", model="mistral-small-24b")
+    fallback = await unchecked_agent(api, tenant, "fallback", model="scripted",
+                                     fallback_models=("no-price/at-all",))
     async with running_worker(database_dsn, fakes.model.base_url):
         run = await api.start(h, agent, scripted(answer("never")))
         events = await api.events_until_end(h, run)

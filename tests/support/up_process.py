@@ -51,3 +51,17 @@ def stop_up(proc: subprocess.Popen[str], log: Path) -> str:
     text = log.read_text()
     assert proc.returncode == 0, text[-3000:]
     return text
+
+
+async def scripted_agent(client: httpx2.AsyncClient, token: str,
+                         name: str) -> tuple[dict[str, str], str]:
+    """A new tenant ``name``, its API key's headers and an agent on the scripted model,
+    through the running platform's API (``token``: its operator token)."""
+    op = {"Authorization": f"Bearer {token}"}
+    tenant = (await client.post("/admin/v1/tenants", json={"name": name}, headers=op)).json()
+    key = (await client.post(f"/admin/v1/tenants/{tenant['tenant_id']}/api-keys",
+                             headers=op)).json()["api_key"]
+    h = {"Authorization": f"Bearer {key}"}
+    agent = (await client.post("/v1/agents", json={"name": name.lower(), "model": "scripted",
+                                                    "system_prompt": "hi"}, headers=h)).json()
+    return h, str(agent["agent_id"])

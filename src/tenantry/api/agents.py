@@ -18,8 +18,9 @@ from tenantry.api.links import links, to
 from tenantry.api.pagination import PageRequest, keyed_by
 from tenantry.api.params import parse_or_404, positive_int4_or_404
 from tenantry.api.platform import Platform
-from tenantry.errors import Conflict, NotFound
+from tenantry.errors import Conflict, NotFound, UnpricedModel
 from tenantry.ids import AgentId, TenantId
+from tenantry.ledger.prices import PriceBook, how_to_price
 from tenantry.sandbox.egress import EgressPolicy
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
@@ -268,6 +269,24 @@ async def _check_activities(p: Platform, tenant: TenantId, body: VersionBody) ->
                 "with POST /v1/activities first", field="tools") from None
 
 
+async def _check_priced(p: Platform, body: VersionBody) -> None:
+    """Every model the version may call is priced now: an unpriced model is never served,
+    so its runs could only fail. (Prices are never withdrawn; a run of an agent published
+    before this check, or on a built-in default a later release drops, still fails with
+    ``unpriced_model`` before its first call.)"""
+    named = {"model": [body.model], "fallback_models": body.fallback_models,
+             "summarize.model": [body.summarize.model] if body.summarize and
+             body.summarize.model else []}
+    prices = PriceBook(p.db)
+    unpriced = {model: field for field, models in named.items() for model in models
+                if not await prices.is_priced(model)}
+    if unpriced:
+        field = next(iter(unpriced.values()))
+        raise UnpricedModel(f"{field}: {how_to_price(unpriced)}; until then this agent "
+                            "cannot be published (its runs could not be served)",
+                            field=field, models=list(unpriced))
+
+
 async def _children(p: Platform, tenant: TenantId, body: VersionBody) -> AgentSpec:
     """The version's spec, each child checked to be an agent (and version) of this tenant
     and named as the model will see it. Versions are never deleted, so what exists now
@@ -295,7 +314,10 @@ async def _children(p: Platform, tenant: TenantId, body: VersionBody) -> AgentSp
 _PUBLISH_RESPONSES: dict[int | str, dict[str, Any]] = {409: {
     "description": "`conflict` (with `field`): an `activity:` tool names an activity (or "
                    "version) the tenant does not have, a child names an agent (or version) "
-                   "it does not have, or two children have the same name."}}
+                   "it does not have, or two children have the same name."}, 422: {
+    "description": "`unpriced_model`: the model, a fallback model or the summaries' model "
+                   "has no price (the problem's `models` names them; the detail says how "
+                   "the operator prices each: `PUT /admin/v1/prices/{model}`)."}}
 
 
 _THE_AGENT = {"agent_id": "$response.body#/agent_id"}
@@ -332,6 +354,7 @@ async def create_agent(
     Its version 1 (model, system prompt, tools, approvals, limits), which is also its live
     version. Versions are immutable: change an agent by publishing a new version."""
     await _check_activities(p, tenant, body)
+    await _check_priced(p, body)
     created = await service.create_agent(p.db, tenant, body.name,
                                          await _children(p, tenant, body))
     response.headers["Location"] = f"/v1/agents/{created.agent_id}"
@@ -375,6 +398,7 @@ async def create_version(
     until it is promoted."""
     agent = parse_or_404(AgentId, agent_id, NOT_FOUND)
     await _check_activities(p, tenant, body)
+    await _check_priced(p, body)
     created = await service.create_version(p.db, tenant, agent,
                                            await _children(p, tenant, body), body.version)
     response.headers["Location"] = f"/v1/agents/{agent}/versions/{created.version}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import asyncpg
@@ -29,6 +30,24 @@ TENANT_MOVING = "TR020"
 MEDIA_TYPE = "application/problem+json"
 #: Seconds a client is told to wait when the database is not answering.
 DATABASE_RETRY_AFTER = 5
+
+
+#: A browser page's answer while the database is away, by the path prefix it serves.
+OutagePage = Callable[[Request], Response]
+
+
+def answer_outages_with(app: FastAPI, prefix: str, page: OutagePage) -> None:
+    """Requests under ``prefix`` (a console's) are answered ``page`` while the database is
+    not answering, instead of the API's problem+json: a person reads it in a browser."""
+    pages: dict[str, OutagePage] = getattr(app.state, "outage_pages", {})
+    app.state.outage_pages = {**pages, prefix: page}
+
+
+def _outage_page(request: Request) -> OutagePage | None:
+    path = request.url.path
+    pages: dict[str, OutagePage] = getattr(request.app.state, "outage_pages", {})
+    return next((page for prefix, page in pages.items()
+                 if path == prefix or path.startswith(f"{prefix}/")), None)
 
 
 def problem(
@@ -107,6 +126,9 @@ def install(app: FastAPI) -> None:
         platform = getattr(request.app.state, "platform", None)
         if platform is not None:
             platform.db.outage.failed(f"{request.method} {request.url.path}", exc)
+        page = _outage_page(request)
+        if page is not None:
+            return page(request)
         return from_error(DatabaseUnavailable(
             "The database is not answering; retry shortly.", retry_after=DATABASE_RETRY_AFTER))
 

@@ -31,6 +31,7 @@ from tenantry.bootstrap.database import (
     resolve_database,
     warn_of_powerful_logins,
 )
+from tenantry.bootstrap.keep_postgres import keeper
 from tenantry.bootstrap.secrets import master_key, operator_token
 from tenantry.bootstrap.services import Service, run_until_signalled
 from tenantry.bootstrap.worker import process_metrics, run_worker
@@ -101,6 +102,10 @@ async def _serve(
     dsn = database.app_dsn
     await warn_of_powerful_logins(database, console=api)
     services: list[Service] = []
+    if database.embedded is not None and database.embedded.started_here:
+        # Whoever started the embedded Postgres keeps it up: a server that died under a
+        # running `tenantry up` would otherwise leave its API answering 503 for good.
+        services.append(keeper(database.embedded))
     # One record of database outages for the whole process: an outage is one line when it
     # starts and one when it ends, however many loops and pools notice it.
     outage = Outage()

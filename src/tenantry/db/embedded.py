@@ -12,6 +12,7 @@ docs/decisions/0001-storage.md).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -80,19 +81,36 @@ class EmbeddedPostgres:
             self._socket_dir = running
         else:
             self._socket_dir = self._choose_socket_dir()
-            # A crash can leave a stale pid file behind; pg_ctl handles that itself.
-            options = (
-                f"-c listen_addresses='' -k {self._socket_dir} -p {PORT} "
-                "-c max_connections=300 -c unix_socket_permissions=0700"
-            )
-            self._run(
-                [
-                    str(self.bin / "pg_ctl"), "-D", str(self.pgdata), "-w", "-t", "60",
-                    "-l", str(self.data_dir / "postgres.log"), "-o", options, "start",
-                ]
-            )
+            self._start_server(self._socket_dir)
             self._started_here = True
         return self.dsn
+
+    def restart(self) -> None:
+        """Start the server this process started again, after it died: on the same socket
+        directory, so every pool's DSN still reaches it."""
+        if self._socket_dir is None or not self._started_here:
+            raise RuntimeError("restart() is for a server this process started")
+        self._start_server(self._socket_dir)
+
+    def last_log_line(self) -> str:
+        """The server's last word (why a start failed: pg_ctl only says to read the log)."""
+        try:
+            lines = (self.data_dir / "postgres.log").read_text(errors="replace").splitlines()
+        except FileNotFoundError:
+            return "no postgres.log"
+        return next((line.strip() for line in reversed(lines) if line.strip()), "")
+
+    def gone(self) -> str | None:
+        """Why the server is not running (its pid file is missing, or names a process that
+        is no more), or None while its postmaster lives. Cheap: no ``pg_ctl``, no
+        connection — asked about once a second."""
+        try:
+            pid = int((self.pgdata / "postmaster.pid").read_text().split()[0])
+        except FileNotFoundError:
+            return "its postmaster.pid is gone"
+        except (ValueError, IndexError):
+            return "its postmaster.pid is unreadable"
+        return None if _alive(pid) else f"postmaster pid {pid} is gone"
 
     def stop(self) -> None:
         if not (self.pgdata / "postmaster.pid").exists():
@@ -154,6 +172,19 @@ class EmbeddedPostgres:
         # postmaster.pid line 5 is the socket directory (see PostgreSQL's pidfile.h).
         return Path(lines[4]) if len(lines) > 4 and lines[4] else None
 
+    def _start_server(self, socket_dir: Path) -> None:
+        # A crash can leave a stale pid file behind; pg_ctl handles that itself.
+        options = (
+            f"-c listen_addresses='' -k {socket_dir} -p {PORT} "
+            "-c max_connections=300 -c unix_socket_permissions=0700"
+        )
+        self._run(
+            [
+                str(self.bin / "pg_ctl"), "-D", str(self.pgdata), "-w", "-t", "60",
+                "-l", str(self.data_dir / "postgres.log"), "-o", options, "start",
+            ]
+        )
+
     def _choose_socket_dir(self) -> Path:
         if len(str(self.pgdata)) <= _SOCKET_PATH_MAX:
             return self.pgdata
@@ -175,3 +206,25 @@ class EmbeddedPostgres:
         if result.returncode != 0:
             tail = (result.stderr or result.stdout).strip()[-2000:]
             raise ConfigurationError(f"embedded postgres: {Path(argv[0]).name} failed: {tail}")
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process. A zombie is not: when ``tenantry up`` is a
+    container's init, a killed postmaster is a zombie of ours, reaped here (else the
+    restarted server would take its pid file's pid for a live postmaster)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:  # no /proc (or it just exited): the signal check has answered
+        return True
+    # The state follows the command name, which is in parentheses and may hold spaces.
+    if stat.rpartition(")")[2].split()[:1] != ["Z"]:
+        return True
+    with contextlib.suppress(ChildProcessError):  # not ours: its parent reaps it
+        os.waitpid(pid, os.WNOHANG)
+    return False

@@ -133,6 +133,7 @@ class ModelGateway:
         self._clock = clock
         self._wake_parked = wake_parked or (self._wake_registered if db is not None else None)
         self._routes: dict[str, Route] = {}
+        self._loaded = False  # the registered accounts read once (refresh)
         self._accounts: list[ModelAccount] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._recoveries = 0  # failing accounts found serving again, ever
@@ -176,11 +177,18 @@ class ModelGateway:
                 self._db.outage.failed("model accounts refresh", exc)
             await self._warm()  # the configured accounts need no database
             return
+        known, self._loaded = (self._routes if self._loaded else None), True
         retired = self._set_accounts([*registered,
                                       *(a for a, _ in self._implicit.values())])
         for route in retired:
             await self._close_client(route)
         await self._warm()
+        # An account new to this cache: runs this worker parked for want of it (claimed
+        # after its registration woke the parked ones, before this cache learned of it)
+        # may be served now. Not on the first load: nothing was parked by this cache yet.
+        for key, route in list(self._routes.items()):
+            if known is not None and known.get(key) is not route:
+                await self._wake(route.account)
 
     async def _warm(self) -> None:
         """Build each new account's client now rather than in its first call, which would

@@ -28,7 +28,8 @@ from tenantry.api.console.pages import (
     tenants,
     tool_servers,
 )
-from tenantry.api.console.view import PREFIX, Answered, Console, answered
+from tenantry.api.console.view import PREFIX, Answered, Console, answered, database_away
+from tenantry.api.problems import answer_outages_with
 
 __all__ = ["Console", "install"]
 
@@ -40,5 +41,6 @@ def install(app: FastAPI) -> None:
     """Mount the console's pages on ``app``, with its templates and assets loaded once."""
     app.state.console = Console.load()
     app.add_exception_handler(Answered, answered)
+    answer_outages_with(app, PREFIX, database_away)
     for page in _PAGES:
         app.include_router(page.router, prefix=PREFIX, include_in_schema=False)

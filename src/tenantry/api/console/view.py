@@ -26,6 +26,7 @@ from tenantry.api.console.action_log import session_actor
 from tenantry.api.console.operators import Operator, Role
 from tenantry.api.console.session import SESSION_COOKIE, Session, same, verify
 from tenantry.api.platform import Platform
+from tenantry.api.problems import DATABASE_RETRY_AFTER
 from tenantry.db import Database
 from tenantry.ids import OperatorId, TenantId
 
@@ -184,6 +185,32 @@ class SignedIn(View):
 
     def not_found(self, what: str) -> HTMLResponse:
         return self.render("error.html", status=404, title="Not found", message=what)
+
+
+def database_away(request: Request) -> HTMLResponse:
+    """The page any console request gets while the database is not answering (503 with
+    Retry-After, as the API's problem says), not the API's problem+json."""
+    console: Console = request.app.state.console
+    html = console.templates.get_template("error.html").render(
+        csrf="", path=request.url.path, who=None, may=lambda _needed: False, Role=Role,
+        oidc_name=None, **away_context(request))
+    return HTMLResponse(html, status_code=503, headers=away_headers())
+
+
+def away_context(request: Request) -> dict[str, Any]:
+    """What both consoles' error page says while the database is away: a page read again
+    by itself (a GET) until the database answers; a form to send again."""
+    seconds = DATABASE_RETRY_AFTER
+    if request.method in ("GET", "HEAD"):
+        return {"title": "Database unavailable", "refresh": seconds,
+                "message": f"The database is unavailable; retrying every {seconds} s …"}
+    return {"title": "Database unavailable",
+            "message": "The database is unavailable, so this form was not handled. Go back "
+                       f"and send it again in {seconds} s or so."}
+
+
+def away_headers() -> dict[str, str]:
+    return {**HEADERS, "Retry-After": str(DATABASE_RETRY_AFTER)}
 
 
 class Answered(Exception):

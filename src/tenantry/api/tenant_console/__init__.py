@@ -14,6 +14,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from tenantry.api.console.pages import assets
+from tenantry.api.problems import answer_outages_with
 from tenantry.api.tenant_console.pages import (
     agents,
     approvals,
@@ -25,7 +26,7 @@ from tenantry.api.tenant_console.pages import (
     tool_servers,
     usage,
 )
-from tenantry.api.tenant_console.view import PREFIX, load
+from tenantry.api.tenant_console.view import PREFIX, database_away, load
 
 __all__ = ["install"]
 
@@ -36,6 +37,7 @@ def install(app: FastAPI) -> None:
     """Mount the tenant console on ``app`` (after the operator console: it shares its
     static assets, served here under ``/app/static`` too)."""
     app.state.tenant_console = load()
+    answer_outages_with(app, PREFIX, database_away)
     app.include_router(assets.router, prefix=PREFIX, include_in_schema=False)
     for page in _PAGES:
         app.include_router(page.router, prefix=PREFIX, include_in_schema=False)

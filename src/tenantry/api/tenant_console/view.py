@@ -20,7 +20,15 @@ from jinja2 import Environment
 
 from tenantry.api.console import filters
 from tenantry.api.console.session import same
-from tenantry.api.console.view import HEADERS, LoginRequired, guarded, secure_cookies, text
+from tenantry.api.console.view import (
+    HEADERS,
+    LoginRequired,
+    away_context,
+    away_headers,
+    guarded,
+    secure_cookies,
+    text,
+)
 from tenantry.api.platform import Platform
 from tenantry.db import Database
 from tenantry.tenants import users
@@ -32,8 +40,8 @@ SESSION_COOKIE = "tenantry_app"
 #: console's login form is guarded), so no other site can sign a browser in as someone.
 SIGN_IN_COOKIE = "tenantry_app_sign_in"
 
-__all__ = ["PREFIX", "SESSION_COOKIE", "SIGN_IN_COOKIE", "Page", "cookie_args", "load", "member",
-           "render", "text"]
+__all__ = ["PREFIX", "SESSION_COOKIE", "SIGN_IN_COOKIE", "Page", "cookie_args", "database_away",
+           "load", "member", "render", "text"]
 
 
 def load() -> Environment:
@@ -47,6 +55,15 @@ def render(templates: Environment, request: Request, name: str, *, status: int =
         member=member, csrf=member.csrf if member else "", path=request.url.path,
         Scope=Scope, oidc_name=oidc.name if oidc is not None else None, **context)
     return HTMLResponse(html, status_code=status, headers=HEADERS)
+
+
+def database_away(request: Request) -> HTMLResponse:
+    """The tenant console's page while the database is not answering (see the operator
+    console's `~tenantry.api.console.view.database_away`)."""
+    page = render(request.app.state.tenant_console, request, "error.html", status=503,
+                  **away_context(request))
+    page.headers.update(away_headers())
+    return page
 
 
 def cookie_args(platform: Platform, request: Request) -> dict[str, Any]:
