@@ -4,6 +4,7 @@ real HTTP app served by uvicorn on a loopback port."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
@@ -27,6 +28,39 @@ pytest_plugins = ["tests.support.sandbox_fixtures", "tests.support.object_store_
                   "tests.support.billing_fixtures"]
 
 
+#: The longest files (minutes each, most of it waiting on emulated microVMs, image builds
+#: and killed processes), handed out first when pytest-xdist spreads files over processes
+#: (`make test`): a long file handed out last would leave the other process idle meanwhile.
+LONGEST_FIRST = (
+    "tests/integration/sandbox/test_browser.py",
+    "tests/e2e/test_container_image.py",
+    "tests/e2e/test_docs_examples.py",
+    "tests/chaos/test_activity_chaos.py",
+    "tests/chaos/test_rolling_upgrade.py",
+    "tests/chaos/test_retention_chaos.py",
+    "tests/integration/sandbox/test_activity_dispatcher.py",
+    "tests/integration/sandbox/test_activity_usage.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist only: the same order in every process (a stable sort), so each
+    agrees on what it collected."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    root = config.rootpath
+
+    def first(item: pytest.Item) -> int:
+        return rank.get(item.path.relative_to(root).as_posix(), len(rank))
+
+    items.sort(key=first)
+
+
+#: Serialises the template migrations of concurrent test processes (see ``template_db``).
+TEMPLATE_LOCK = 0x7465_6E61_6E74
+
+
 @pytest.fixture(scope="session")
 def admin_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     dsn, embedded = choose_admin_dsn(tmp_path_factory.mktemp("embedded"))
@@ -42,9 +76,14 @@ async def template_db(admin_dsn: str) -> AsyncIterator[str]:
     try:
         await admin.execute(f'CREATE DATABASE "{name}"')
         conn = await asyncpg.connect(dsn_for(admin_dsn, name))
+        # The schema's roles are the cluster's: pytest-xdist's workers migrate their
+        # templates one at a time (an advisory lock in the admin database is cluster-wide
+        # for everyone connected to it), or two would create the same role at once.
+        await admin.execute("SELECT pg_advisory_lock($1)", TEMPLATE_LOCK)
         try:
             await migrate(conn)
         finally:
+            await admin.execute("SELECT pg_advisory_unlock($1)", TEMPLATE_LOCK)
             await conn.close()
         yield name
     finally:

@@ -10,6 +10,7 @@ from tenantry.db import Database
 from tests.support.api import Api
 from tests.support.replay import check_and_record
 from tests.support.scripts import answer, call, scripted
+from tests.support.waiting import until
 from tests.support.worker import Fakes
 
 
@@ -148,15 +149,20 @@ async def test_cancel_lets_the_tool_call_in_flight_finish(
 
 async def test_worker_holds_many_runs_at_once(api: Api, fakes: Fakes, worker: object) -> None:
     _, h, agent = await _tenant_with_tools(api, fakes)
-    runs = [await api.start(h, agent, scripted(call("slow", seconds=2.0), answer(f"r{i}")))
+    # No tool call answers until all 20 have arrived: the 20 runs are in flight in the one
+    # worker at the same moment by arrangement, whatever the machine's pace.
+    fakes.mcp.hold_slow_calls()
+    runs = [await api.start(h, agent, scripted(call("slow", seconds=0.1), answer(f"r{i}")))
             for i in range(20)]
+
+    async def all_in_flight() -> bool:
+        return sum(c.tool == "slow" for c in fakes.mcp.calls) == 20
+
+    await until(all_in_flight, "20 slow calls in flight at once", 120,
+                lambda: f"{sum(c.tool == 'slow' for c in fakes.mcp.calls)} arrived")
+    fakes.mcp.release_slow_calls()
     results = await asyncio.gather(*(api.events_until_end(h, r) for r in runs))
     assert all(events[-1]["type"] == "RunFinished" for events in results)
-    # Every tool call started (its reply was saved) before the first one completed: all 20
-    # runs were in flight in the one worker at the same moment.
-    started = max(events[1]["created_at"] for events in results)
-    completed = min(events[2]["created_at"] for events in results)
-    assert started < completed
 
 
 async def test_an_unavailable_model_parks_the_run_instead_of_failing_it(

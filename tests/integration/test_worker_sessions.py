@@ -291,7 +291,8 @@ async def test_a_contracted_database_answers_a_0_1_0_worker_with_the_line_saying
         "says which)")
     assert await admin_conn.fetchval("SELECT count(*) FROM worker_sessions") == 0
     assert not await admin_conn.fetchval(
-        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = $1",
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = $1 "
+        "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
         liveness.LOCK_CLASS)
 
 

@@ -114,13 +114,15 @@ async def test_a_batch_cancelled_while_a_lock_holds_it_mid_way_leaves_everything
 
         async def waiting_on_the_lock() -> bool:
             return bool(await admin_conn.fetchval(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock' "
                 "AND query LIKE '%tenantry_retention_batch%'"))
 
         await until(waiting_on_the_lock, "the batch waits on the approval's row lock", 10)
         cancelled = await admin_conn.fetchval(
             "SELECT bool_and(pg_cancel_backend(pid)) FROM pg_stat_activity "
-            "WHERE wait_event_type = 'Lock' AND query LIKE '%tenantry_retention_batch%'")
+            "WHERE datname = current_database() AND wait_event_type = 'Lock' "
+            "AND query LIKE '%tenantry_retention_batch%'")
         assert cancelled
         with pytest.raises(asyncpg.QueryCanceledError):
             await passing
