@@ -87,7 +87,9 @@ async def test_reconcile_flags_exactly_the_day_and_account_the_provider_disagree
             "--to", today.isoformat()]
     code, out, err = await cli(*args, "--export", str(export), env=env)
     assert code == 0, out + err
-    assert "every day within 1%" in out and "cost not compared" in out
+    # Into a pipe: the table as tab-separated lines, the verdict beside it on stderr.
+    assert out.splitlines()[0].startswith("day (UTC)\tstatus\t")
+    assert "every day within 1%" in err and "cost not compared" in err
 
     # Now they disagree. OpenAI bills a call on yesterday that we never saw, and counts one
     # more output token today than it answered (under 1% of the day: not flagged).
@@ -126,7 +128,9 @@ async def test_reconcile_flags_exactly_the_day_and_account_the_provider_disagree
                                today.isoformat(), "--fetch",
                                env={**env, "TENANTRY_PROVIDER_ADMIN_KEY": ADMIN_KEY})
     assert code == 1, out + err
-    assert "differs" in out and "1 day(s) differ by more than 1%" in out
+    [row] = [line.split("\t") for line in out.splitlines()[1:]]
+    assert row[:2] == [today.isoformat(), "differs flagged"] and "flagged" in row[3], out
+    assert "1 day(s) differ by more than 1%" in err
     assert ADMIN_KEY not in out + err
 
     # The console shows each account's last reconciliation, the flagged day marked.

@@ -7,7 +7,7 @@ import asyncpg
 
 from tenantry.cells import directory
 from tests.support.cells import directory_database
-from tests.support.cli import cli
+from tests.support.cli import cli, cli_on_terminal
 from tests.support.db import dsn_for
 
 
@@ -84,3 +84,22 @@ async def test_cells_move_refusals_are_one_line_and_change_nothing(admin_dsn: st
         assert code == 2 and "postgresql:// URL" in err, err
         code, out, err = await cli("cells", "moves", env=env)
         assert code == 0 and "no moves yet" in out, err
+
+
+async def test_cells_tables_fit_80_and_120_columns_with_names_whole(admin_dsn: str) -> None:
+    """`cells list` and `cells moves` print through the CLI's one table printer: a cell's
+    name (what `cells move --to` takes) whole on one line, no line wider than the terminal."""
+    async with directory_database(admin_dsn) as dsn:
+        env = {"TENANTRY_DIRECTORY_URL": dsn, "TENANTRY_CELL_OPERATOR_TOKEN": "t"}
+        name = "europe-west-frankfurt-dedicated-cell-for-big-tenants-1"
+        code, _, err = await cli("cells", "add", name, "--region", "eu", "--api-url",
+                                 "https://cell-1.eu.tenantry.example.com:8443", env=env)
+        assert code == 0, err
+        for width in (80, 120):
+            for command in (("cells", "list"), ("cells", "moves")):
+                code, shown = await cli_on_terminal(*command, env=env, columns=width)
+                where = f"`tenantry {' '.join(command)}` at {width} columns:\n{shown}"
+                assert code == 0, where
+                assert all(len(line) <= width for line in shown.splitlines()), where
+            code, shown = await cli_on_terminal("cells", "list", env=env, columns=width)
+            assert any(name in line for line in shown.splitlines()), shown

@@ -50,7 +50,13 @@ TABLES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
 UNTRIED = {"model-accounts register": "needs an https provider on a host the operator "
                                       "allows; prints as `model-accounts show`",
            "tool-servers register": "a second server of the fake's tools is refused; "
-                                    "prints as `tool-servers show`"}
+                                    "prints as `tool-servers show`",
+           "cells list": "needs a directory database: test_cli_cells.py checks it at 80 "
+                         "and 120 columns",
+           "cells moves": "needs a directory database: test_cli_cells.py checks it at 80 "
+                          "and 120 columns",
+           "billing reconcile": "needs the providers' usage reports: "
+                                "test_billing_reconcile.py reads its table from a pipe"}
 
 # The shared printers: a command that calls one prints a table.
 PRINTERS = re.compile(r"\b(show_table|print_list|print_items|print_fields)\(")

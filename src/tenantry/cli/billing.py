@@ -5,6 +5,7 @@ Exit status: 0 when every day agrees within 1%, 1 when a day is flagged, 2 for a
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,7 +14,7 @@ import typer
 from tenantry.cli.common import fail
 from tenantry.cli.help import App
 from tenantry.cli.options import DEFAULT_URL, AdminKey, OperatorToken, Url
-from tenantry.cli.remote import problem
+from tenantry.cli.remote import problem, show_table
 
 billing_app = App(help="Check billing against the providers' own usage reports (operator).")
 
@@ -54,19 +55,21 @@ def _export(usage_file: Path, costs_file: Path | None) -> dict[str, Any]:
     return export
 
 
-def _cell(figure: dict[str, Any] | None) -> str:
+def _cell(figure: dict[str, Any] | None, *, terminal: bool) -> str:
+    """Ours / theirs (thousands separated on a terminal only), the difference, and
+    "flagged" when it is past the tolerance."""
     if figure is None:
         return "—"
     money = figure["name"] == "cost_micros"
 
     def show(value: int) -> str:
-        return f"{value / 1e6:.6f}" if money else f"{value:,}"
+        return f"{value / 1e6:.6f}" if money else f"{value:,}" if terminal else str(value)
 
     text = f"{show(figure['ours'])} / {show(figure['theirs'])}"
     diff = figure["relative_diff"]
     if figure["ours"] != figure["theirs"]:
         text += f" ({diff:+.2%})" if diff is not None else " (theirs 0)"
-    return f"[red]{text}[/]" if figure["flagged"] else text
+    return f"{text} flagged" if figure["flagged"] else text
 
 
 @billing_app.command("reconcile")
@@ -91,8 +94,6 @@ def reconcile(
     differing by more than 1% or seen on one side only (exit 1)."""
     import httpx2
     from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
 
     if not operator_token:
         fail("the operator token is needed: --operator-token or TENANTRY_OPERATOR_TOKEN")
@@ -116,15 +117,15 @@ def reconcile(
     if response.status_code != 201:
         problem(response)
     result = response.json()
-    table = Table("day (UTC)", "status", *(label for _, label in _FIGURES),
-                  title=f"{escape(result['account'])} ({result['provider']}): "
-                        f"{result['from']} → {result['to']}, ours / provider's")
-    for day in result["days"]:
-        figures = {f["name"]: f for f in day["figures"]}
-        status = f"[red]{day['status']}[/]" if day["flagged"] else day["status"]
-        table.add_row(day["day"], status, *(_cell(figures.get(name)) for name, _ in _FIGURES))
-    console = Console(highlight=False)
-    console.print(table)
+    terminal = sys.stdout.isatty()
+    show_table(["day (UTC)", "status", *(label for _, label in _FIGURES)],
+               [[day["day"], day["status"] + (" flagged" if day["flagged"] else ""),
+                 *(_cell({f["name"]: f for f in day["figures"]}.get(name), terminal=terminal)
+                   for name, _ in _FIGURES)] for day in result["days"]],
+               title=f"{result['account']} ({result['provider']}): "
+                     f"{result['from']} → {result['to']}, ours / provider's")
+    # Into a pipe the table is the output: the verdict goes beside it, to stderr.
+    console = Console(highlight=False, stderr=not terminal)
     if not result["cost_compared"]:
         console.print("cost not compared: the provider's report had no costs")
     flagged = result["flagged_days"]

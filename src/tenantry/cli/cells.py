@@ -16,6 +16,7 @@ import typer
 from tenantry.cli.common import run, settings
 from tenantry.cli.help import App
 from tenantry.cli.options import CellDatabaseUrl, CellOperatorToken, DirectoryUrl
+from tenantry.cli.remote import show_table
 
 if TYPE_CHECKING:
     import asyncpg
@@ -85,20 +86,16 @@ def add(
 @cells_app.command("list")
 def list_cells(directory_url: DirectoryUrl = None) -> None:
     """The cells, with how many tenants call each home."""
-    from rich.console import Console
-    from rich.table import Table
-
     from tenantry.cells import directory
 
     async def work(conn: asyncpg.Connection) -> list[directory.CellCount]:
         return await directory.list_cells(conn)
 
     found = with_directory(work, directory_url)
-    table = Table("cell", "region", "api url", "tenants", "dedicated", "added")
-    for c in found:
-        table.add_row(c.cell.name, c.cell.region, c.cell.api_url, str(c.tenants),
-                      "yes" if c.cell.dedicated else "", f"{c.cell.created_at:%Y-%m-%d %H:%M}")
-    Console().print(table)
+    show_table(["cell", "region", "api url", "tenants", "dedicated", "added (UTC)"],
+               [[c.cell.name, c.cell.region, c.cell.api_url, c.tenants,
+                 "yes" if c.cell.dedicated else "", f"{c.cell.created_at:%Y-%m-%d %H:%M}"]
+                for c in found])
     if not found:
         typer.echo("no cells yet: tenantry cells add NAME --region R --api-url URL "
                    "--operator-token TOKEN")
@@ -198,22 +195,17 @@ def moves(
     directory_url: DirectoryUrl = None,
 ) -> None:
     """Moves of tenants between cells, newest first, with their phase."""
-    from rich.console import Console
-    from rich.table import Table
-
     from tenantry.cells.move import Move, moves_page
 
     async def work(conn: asyncpg.Connection) -> list[Move]:
         return await moves_page(conn, limit)
 
     found = with_directory(work, directory_url)
-    table = Table("move", "tenant", "from", "to", "phase", "rows", "blobs", "started",
-                  "detail")
-    for m in found:
-        table.add_row(str(m.move_id), m.tenant_id, m.source, m.target, m.phase.value,
-                      f"{m.rows_copied:,}" if m.rows_copied is not None else "",
-                      str(m.blobs_copied) if m.blobs_copied is not None else "",
-                      f"{m.started_at:%Y-%m-%d %H:%M}", m.detail or "")
-    Console().print(table)
+    show_table(["move", "tenant id", "from", "to", "phase", "rows", "blobs", "started (UTC)",
+                "detail"],
+               [[str(m.move_id), m.tenant_id, m.source, m.target, m.phase.value,
+                 "" if m.rows_copied is None else m.rows_copied,
+                 "" if m.blobs_copied is None else m.blobs_copied,
+                 f"{m.started_at:%Y-%m-%d %H:%M}", m.detail or ""] for m in found])
     if not found:
         typer.echo("no moves yet: tenantry cells move TENANT --to CELL")
