@@ -1,0 +1,104 @@
+"""Operator API: one tenant's run read without its key — the run, its trace and its event
+log (a JSON page or the live stream) — and its approvals listed, read and decided, each
+with the tenant's own route's body (``api/runs.py``, ``api/approvals.py``), so the
+operator's CLI (``tenantry runs show|tail|trace --tenant``, ``tenantry approvals --tenant``)
+reads what the tenant's does. Reads only, but for a decision, which is the console's: the
+same checks and event as the tenant's, marked as the operator's.
+
+An unknown tenant is a 404 naming the tenant, before the run or approval is looked up, so
+a mistyped tenant is not mistaken for a missing run."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+
+from tenantry.api.approvals import ApprovalList, ApprovalOut, Decide
+from tenantry.api.approvals import _out as approval_out
+from tenantry.api.auth import PlatformDep, operator
+from tenantry.api.pagination import PageRequest, keyed_by
+from tenantry.api.params import parse_or_404
+from tenantry.api.platform import Platform
+from tenantry.api.run_bodies import RunOut, TraceOut, run_out
+from tenantry.api.runs import (
+    EVENTS_RESPONSES,
+    NOT_FOUND,
+    After,
+    EventsLimit,
+    LastEventId,
+    events_answer,
+    trace_answer,
+)
+from tenantry.ids import ApprovalId, RunId, TenantId
+from tenantry.runs import approvals as decisions
+from tenantry.runs import service as runs
+from tenantry.tenants import service
+from tenantry.tools import approvals
+
+router = APIRouter(prefix="/admin/v1/tenants/{tenant_id}", tags=["operator"],
+                   dependencies=[Depends(operator)])
+_ApprovalPage = Annotated[PageRequest, Depends(keyed_by(ApprovalId.pattern()))]
+
+
+async def _tenant(p: Platform, tenant_id: str) -> TenantId:
+    tenant = parse_or_404(TenantId, tenant_id, service.TENANT_NOT_FOUND)
+    await service.get_tenant(p.db, tenant)  # NotFound: no such tenant
+    return tenant
+
+
+@router.get("/runs/{run_id}", response_model=RunOut)
+async def get_run(tenant_id: str, run_id: str, p: PlatformDep) -> RunOut:
+    """The tenant's run, as `GET /v1/runs/{run_id}` answers it."""
+    tenant = await _tenant(p, tenant_id)
+    return run_out(await runs.get_run(p.db, tenant, parse_or_404(RunId, run_id, NOT_FOUND)))
+
+
+@router.get("/runs/{run_id}/trace", response_model=TraceOut)
+async def get_trace(tenant_id: str, run_id: str, p: PlatformDep) -> Response:
+    """The tenant's run's trace, as `GET /v1/runs/{run_id}/trace` answers it."""
+    tenant = await _tenant(p, tenant_id)
+    return await trace_answer(p, tenant, parse_or_404(RunId, run_id, NOT_FOUND))
+
+
+@router.get("/runs/{run_id}/events", response_model=None, responses=EVENTS_RESPONSES)
+async def run_events(
+    tenant_id: str, run_id: str, request: Request, p: PlatformDep, after: After = None,
+    limit: EventsLimit = 500, last_event_id: LastEventId = None,
+) -> Response:
+    """The tenant's run's event log, as `GET /v1/runs/{run_id}/events` answers it; a live
+    stream counts among the operator's (the console's), not the tenant's."""
+    tenant = await _tenant(p, tenant_id)
+    run = parse_or_404(RunId, run_id, NOT_FOUND)
+    start = after if after is not None else (last_event_id or 0)
+    return await events_answer(request, p, tenant, run, start, limit, stream_of=None)
+
+
+@router.get("/approvals", response_model=ApprovalList)
+async def list_approvals(
+    *, tenant_id: str, page: _ApprovalPage, p: PlatformDep,
+    status: Literal["pending", "approved", "denied", "expired", "cancelled"] | None = Query(None),
+) -> ApprovalList:
+    """The tenant's approvals, newest first, as `GET /v1/approvals` answers them."""
+    tenant = await _tenant(p, tenant_id)
+    found = await approvals.list_approvals(p.db, tenant, status=status,
+                                           before=page.position(ApprovalId.parse),
+                                           limit=page.limit)
+    return page.answer(ApprovalList, found, approval_out, key=lambda a: str(a.approval_id))
+
+
+@router.get("/approvals/{approval_id}", response_model=ApprovalOut)
+async def get_approval(tenant_id: str, approval_id: str, p: PlatformDep) -> ApprovalOut:
+    tenant = await _tenant(p, tenant_id)
+    approval = parse_or_404(ApprovalId, approval_id, approvals.NOT_FOUND)
+    return approval_out(await approvals.get(p.db, tenant, approval))
+
+
+@router.post("/approvals/{approval_id}", response_model=ApprovalOut)
+async def decide(tenant_id: str, approval_id: str, body: Decide, p: PlatformDep) -> ApprovalOut:
+    """Approve or deny for the tenant, as the console does: the run's log records the
+    operator as who decided. Deciding twice, or after the run ended, is a 409."""
+    tenant = await _tenant(p, tenant_id)
+    approval = parse_or_404(ApprovalId, approval_id, approvals.NOT_FOUND)
+    return approval_out(await decisions.decide(p.db, tenant, approval, body.decision,
+                                               body.comment, decided_by="operator"))
