@@ -197,6 +197,6 @@ async def test_operator_run_routes_answer_problems_and_refuse_a_tenant_key(api: 
                 assert r.headers["content-type"] == "application/problem+json"
         r = await api.client.get(path.format(tenant), headers=h)
         assert r.status_code == 401, (path, r.text)
-    r = await api.client.post(f"/admin/v1/tenants/{tenant}/approvals/apr_nope",
+    r = await api.client.post(f"/admin/v1/tenants/{tenant}/approvals/apr_nope/decision",
                               headers=api.operator, json={"decision": "maybe"})
     assert r.status_code == 400 and r.headers["content-type"] == "application/problem+json"

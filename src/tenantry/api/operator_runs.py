@@ -94,10 +94,13 @@ async def get_approval(tenant_id: str, approval_id: str, p: PlatformDep) -> Appr
     return approval_out(await approvals.get(p.db, tenant, approval))
 
 
-@router.post("/approvals/{approval_id}", response_model=ApprovalOut)
+# `…/decision`, not a POST to `…/approvals/{approval_id}` as the tenant's: that path would
+# also match the inbox's `…/approvals/pending`.
+@router.post("/approvals/{approval_id}/decision", response_model=ApprovalOut)
 async def decide(tenant_id: str, approval_id: str, body: Decide, p: PlatformDep) -> ApprovalOut:
-    """Approve or deny for the tenant, as the console does: the run's log records the
-    operator as who decided. Deciding twice, or after the run ended, is a 409."""
+    """Approve or deny for the tenant, as the console does (the body of `POST
+    /v1/approvals/{approval_id}`): the run's log records the operator as who decided.
+    Deciding twice, or after the run ended, is a 409."""
     tenant = await _tenant(p, tenant_id)
     approval = parse_or_404(ApprovalId, approval_id, approvals.NOT_FOUND)
     return approval_out(await decisions.decide(p.db, tenant, approval, body.decision,

@@ -8,15 +8,20 @@ Two shapes, one rule a reader can guess from ``tenantry --help``:
   (``/v1/tool-servers/x`` → ``/admin/v1/tenants/T/tool-servers/x``), which takes and
   answers the same bodies. So one command prints one way whoever runs it, and an operator
   onboarding a tenant types what the tenant's own docs show, plus ``--tenant``. Only the
-  routes the operator API has a form of are sent (``OPERATOR_FORMS``); the commands
-  without one take no ``--tenant``.
+  routes the operator API has a form of are sent (``operator_forms.OPERATOR_FORMS``); the
+  commands without one take no ``--tenant``.
 - What only the operator does has its own group (``tenants``, ``prices``, the cross-tenant
   ``approvals inbox``), which always sends the operator token.
 
 The tenant's commands use the client SDK, which speaks the tenant API only; as the
-operator they use the same SDK over ``OperatorTransport``, which moves each request to the
-operator's form of its route. The operator-only groups call their routes with
-``operator_call``."""
+operator they use the same SDK over ``operator_forms.OperatorTransport``, which moves each
+request to the operator's form of its route (``remote.sdk_client`` picks it for
+``--tenant``). The operator-only groups call their routes with ``operator_call``.
+
+Why not separate operator groups mirroring the tenant's (``tenantry operator
+tool-servers …``)? Two commands per action would print the same things two ways and drift;
+``--tenant`` on the one command keeps one printer, one set of flags, and a help page that
+says both ways in its first line."""
 
 from __future__ import annotations
 

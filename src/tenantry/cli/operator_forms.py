@@ -12,30 +12,33 @@ if TYPE_CHECKING:
     import httpx2
 
 #: The tenant API's routes the operator API has a form of, under
-#: ``/admin/v1/tenants/{tenant_id}``, with the same bodies.
-OPERATOR_FORMS = tuple(re.compile(form) for form in (
-    r"(GET|POST) /v1/tool-servers",
-    r"(GET|DELETE) /v1/tool-servers/[^/]+",
-    r"POST /v1/tool-servers/[^/]+/(pin|connect)",
-    r"GET /v1/secrets",
-    r"(GET|PUT) /v1/secrets/[^/]+",
-    r"GET /v1/model-accounts(/[^/]+)?",
-    r"(GET|POST) /v1/api-keys",
-    r"(GET|DELETE) /v1/api-keys/[^/]+",
-    r"GET /v1/runs/[^/]+(/trace|/events)?",
-    r"GET /v1/approvals",
-    r"(GET|POST) /v1/approvals/[^/]+",
+#: ``/admin/v1/tenants/{tenant_id}``, with the same bodies; and what the operator's path
+#: adds at its end (a decision is ``…/approvals/{id}/decision``: ``…/approvals/pending``,
+#: the operator's inbox of one tenant, is a sibling of ``…/approvals/{id}``).
+OPERATOR_FORMS = tuple((re.compile(form), suffix) for form, suffix in (
+    (r"(GET|POST) /v1/tool-servers", ""),
+    (r"(GET|DELETE) /v1/tool-servers/[^/]+", ""),
+    (r"POST /v1/tool-servers/[^/]+/(pin|connect)", ""),
+    (r"GET /v1/secrets", ""),
+    (r"(GET|PUT) /v1/secrets/[^/]+", ""),
+    (r"GET /v1/model-accounts(/[^/]+)?", ""),
+    (r"(GET|POST) /v1/api-keys", ""),
+    (r"(GET|DELETE) /v1/api-keys/[^/]+", ""),
+    (r"GET /v1/runs/[^/]+(/trace|/events)?", ""),
+    (r"GET /v1/approvals(/[^/]+)?", ""),
+    (r"POST /v1/approvals/[^/]+", "/decision"),
 ))
 
 
 def operator_path(method: str, path: str, tenant: str) -> str | None:
     """The operator API's path of the tenant API's ``method path`` for ``tenant``; None
     when the operator API has no form of it."""
-    if not any(form.fullmatch(f"{method} {path}") for form in OPERATOR_FORMS):
-        return None
     from urllib.parse import quote
 
-    return f"/admin/v1/tenants/{quote(tenant, safe='')}{path.removeprefix('/v1')}"
+    for form, suffix in OPERATOR_FORMS:
+        if form.fullmatch(f"{method} {path}"):
+            return f"/admin/v1/tenants/{quote(tenant, safe='')}{path.removeprefix('/v1')}{suffix}"
+    return None
 
 
 def operator_transport(tenant: str) -> httpx2.BaseTransport:
