@@ -80,6 +80,18 @@ async def test_operator_onboards_a_tenant_from_the_cli(api: Api) -> None:
         code, out, err = await cli(*args, "--tenant", "no-such-tenant", env=op)
         assert (code, out) == (2, ""), (args, out, err)
         assert err.startswith("error: 404") and err.count("\n") == 1, (args, err)
+    code, out, err = await cli("tenants", "rotate-webhook-secret", "acme-cli", env=op)
+    assert code == 0 and out.startswith("whsec_") and out.count("\n") == 1, err
+    assert out.strip() != created["webhook_secret"]
+    # Erasing asks first; --yes does not, and prints the erase job.
+    code, out, _ = await cli("tenants", "erase", "acme-cli", env=op, stdin="n\n")
+    assert code == 1 and out == ""
+    code, out, err = await cli("secrets", "list", "--tenant", "acme-cli", env=op)
+    assert code == 0 and "crm-token" in out, err
+    code, out, err = await cli("tenants", "erase", "acme-cli", "--yes", env=op)
+    assert code == 0, err
+    job = _fields(out)
+    assert job["tenant_id"] == "acme-cli" and job["job_id"] and job["secrets_deleted"] == "1"
     # --tenant acts as the operator: without the token it is refused before any request.
     code, _, err = await cli("secrets", "list", "--tenant", "acme-cli",
                              env={"TENANTRY_URL": api.base_url})

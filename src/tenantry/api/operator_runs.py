@@ -10,12 +10,12 @@ a mistyped tenant is not mistaken for a missing run."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from tenantry.api.approvals import ApprovalList, ApprovalOut, Decide
-from tenantry.api.approvals import _out as approval_out
+from tenantry.api import approvals as tenant_approvals
+from tenantry.api.approvals import ApprovalList, ApprovalOut, Decide, Status
 from tenantry.api.auth import PlatformDep, operator
 from tenantry.api.pagination import PageRequest, keyed_by
 from tenantry.api.params import parse_or_404
@@ -31,10 +31,8 @@ from tenantry.api.runs import (
     trace_answer,
 )
 from tenantry.ids import ApprovalId, RunId, TenantId
-from tenantry.runs import approvals as decisions
 from tenantry.runs import service as runs
 from tenantry.tenants import service
-from tenantry.tools import approvals
 
 router = APIRouter(prefix="/admin/v1/tenants/{tenant_id}", tags=["operator"],
                    dependencies=[Depends(operator)])
@@ -77,21 +75,15 @@ async def run_events(
 @router.get("/approvals", response_model=ApprovalList)
 async def list_approvals(
     *, tenant_id: str, page: _ApprovalPage, p: PlatformDep,
-    status: Literal["pending", "approved", "denied", "expired", "cancelled"] | None = Query(None),
+    status: Status | None = Query(None),
 ) -> ApprovalList:
     """The tenant's approvals, newest first, as `GET /v1/approvals` answers them."""
-    tenant = await _tenant(p, tenant_id)
-    found = await approvals.list_approvals(p.db, tenant, status=status,
-                                           before=page.position(ApprovalId.parse),
-                                           limit=page.limit)
-    return page.answer(ApprovalList, found, approval_out, key=lambda a: str(a.approval_id))
+    return await tenant_approvals.page_of(p, await _tenant(p, tenant_id), status, page)
 
 
 @router.get("/approvals/{approval_id}", response_model=ApprovalOut)
 async def get_approval(tenant_id: str, approval_id: str, p: PlatformDep) -> ApprovalOut:
-    tenant = await _tenant(p, tenant_id)
-    approval = parse_or_404(ApprovalId, approval_id, approvals.NOT_FOUND)
-    return approval_out(await approvals.get(p.db, tenant, approval))
+    return await tenant_approvals.one(p, await _tenant(p, tenant_id), approval_id)
 
 
 # `…/decision`, not a POST to `…/approvals/{approval_id}` as the tenant's: that path would
@@ -101,7 +93,5 @@ async def decide(tenant_id: str, approval_id: str, body: Decide, p: PlatformDep)
     """Approve or deny for the tenant, as the console does (the body of `POST
     /v1/approvals/{approval_id}`): the run's log records the operator as who decided.
     Deciding twice, or after the run ended, is a 409."""
-    tenant = await _tenant(p, tenant_id)
-    approval = parse_or_404(ApprovalId, approval_id, approvals.NOT_FOUND)
-    return approval_out(await decisions.decide(p.db, tenant, approval, body.decision,
-                                               body.comment, decided_by="operator"))
+    return await tenant_approvals.decided(p, await _tenant(p, tenant_id), approval_id, body,
+                                          decided_by="operator")

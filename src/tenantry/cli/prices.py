@@ -88,7 +88,7 @@ def set_price(
     per_second: Annotated[float | None, typer.Option(
         help=f"{SANDBOX} only: dollars per second of sandbox time.")] = None,
     effective_from: Annotated[datetime | None, typer.Option(
-        formats=["%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%d %H:%M:%S%z"],
+        formats=["%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%d %H:%M:%S%z"], metavar="TIME",
         help="When it takes effect (with a time zone, e.g. 2027-01-01T00:00:00+00:00); "
              "not in the past. Default: now.")] = None,
     url: Url = DEFAULT_URL, operator_token: OperatorToken = None, as_json: AsJson = False,
