@@ -84,8 +84,8 @@ async def test_operator_onboards_a_tenant_from_the_cli(api: Api) -> None:
     assert code == 0 and out.startswith("whsec_") and out.count("\n") == 1, err
     assert out.strip() != created["webhook_secret"]
     # Erasing asks first; --yes does not, and prints the erase job.
-    code, out, _ = await cli("tenants", "erase", "acme-cli", env=op, stdin="n\n")
-    assert code == 1 and out == ""
+    code, out, err = await cli("tenants", "erase", "acme-cli", env=op, stdin="n\n")
+    assert code == 1 and out.strip() == "" and "Erase tenant acme-cli" in err
     code, out, err = await cli("secrets", "list", "--tenant", "acme-cli", env=op)
     assert code == 0 and "crm-token" in out, err
     code, out, err = await cli("tenants", "erase", "acme-cli", "--yes", env=op)
