@@ -47,14 +47,18 @@ async def _tenant(p: Platform, tenant_id: str) -> TenantId:
 
 @router.get("/runs/{run_id}", response_model=RunOut)
 async def get_run(tenant_id: str, run_id: str, p: PlatformDep) -> RunOut:
-    """The tenant's run, as `GET /v1/runs/{run_id}` answers it."""
+    """Get a tenant's run.
+
+    As `GET /v1/runs/{run_id}` answers it, read with the operator token."""
     tenant = await _tenant(p, tenant_id)
     return run_out(await runs.get_run(p.db, tenant, parse_or_404(RunId, run_id, NOT_FOUND)))
 
 
 @router.get("/runs/{run_id}/trace", response_model=TraceOut)
 async def get_trace(tenant_id: str, run_id: str, p: PlatformDep) -> Response:
-    """The tenant's run's trace, as `GET /v1/runs/{run_id}/trace` answers it."""
+    """Get a tenant's run's trace.
+
+    As `GET /v1/runs/{run_id}/trace` answers it: where the run's wall time went."""
     tenant = await _tenant(p, tenant_id)
     return await trace_answer(p, tenant, parse_or_404(RunId, run_id, NOT_FOUND))
 
@@ -64,8 +68,11 @@ async def run_events(
     tenant_id: str, run_id: str, request: Request, p: PlatformDep, after: After = None,
     limit: EventsLimit = 500, last_event_id: LastEventId = None,
 ) -> Response:
-    """The tenant's run's event log, as `GET /v1/runs/{run_id}/events` answers it; a live
-    stream counts among the operator's (the console's), not the tenant's."""
+    """Read or stream a tenant's run's events.
+
+    As `GET /v1/runs/{run_id}/events` answers them (a JSON page, or Server-Sent Events until
+    the run ends); a live stream counts among the operator's (the console's), not the
+    tenant's."""
     tenant = await _tenant(p, tenant_id)
     run = parse_or_404(RunId, run_id, NOT_FOUND)
     start = after if after is not None else (last_event_id or 0)
@@ -77,12 +84,19 @@ async def list_approvals(
     *, tenant_id: str, page: _ApprovalPage, p: PlatformDep,
     status: Status | None = Query(None),
 ) -> ApprovalList:
-    """The tenant's approvals, newest first, as `GET /v1/approvals` answers them."""
+    """List a tenant's approvals.
+
+    Newest first, optionally by `status`, as `GET /v1/approvals` answers them (the inbox of
+    pending ones alone, oldest first: `…/approvals/pending`)."""
     return await tenant_approvals.page_of(p, await _tenant(p, tenant_id), status, page)
 
 
 @router.get("/approvals/{approval_id}", response_model=ApprovalOut)
 async def get_approval(tenant_id: str, approval_id: str, p: PlatformDep) -> ApprovalOut:
+    """Get a tenant's approval.
+
+    As `GET /v1/approvals/{approval_id}` answers it: the call, its context, and who decided
+    it, when and why."""
     return await tenant_approvals.one(p, await _tenant(p, tenant_id), approval_id)
 
 
@@ -90,8 +104,10 @@ async def get_approval(tenant_id: str, approval_id: str, p: PlatformDep) -> Appr
 # also match the inbox's `…/approvals/pending`.
 @router.post("/approvals/{approval_id}/decision", response_model=ApprovalOut)
 async def decide(tenant_id: str, approval_id: str, body: Decide, p: PlatformDep) -> ApprovalOut:
-    """Approve or deny for the tenant, as the console does (the body of `POST
-    /v1/approvals/{approval_id}`): the run's log records the operator as who decided.
-    Deciding twice, or after the run ended, is a 409."""
+    """Approve or deny a tenant's approval.
+
+    As the console does, with the body of `POST /v1/approvals/{approval_id}`: the approval
+    and the run's log name the operator as who decided. Deciding twice, or after the run
+    ended, is a 409."""
     return await tenant_approvals.decided(p, await _tenant(p, tenant_id), approval_id, body,
                                           decided_by="operator")
