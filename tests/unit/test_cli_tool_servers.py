@@ -58,8 +58,10 @@ def platform(monkeypatch: pytest.MonkeyPatch) -> Iterator[Platform]:
     mock = Platform()
     real = tenantry.client.Client
 
-    def client(url: str, api_key: str, **options: Any) -> tenantry.client.Client:
-        assert (url, api_key) == ("http://platform.test", "tnt_k")
+    def client(url: str, api_key: str, *, transport: object = None,
+               **options: Any) -> tenantry.client.Client:
+        # As the tenant: no operator transport (--tenant) in these tests.
+        assert (url, api_key, transport) == ("http://platform.test", "tnt_k", None)
         return real(url, api_key, transport=httpx2.MockTransport(mock.handler), **options)
 
     monkeypatch.setattr(tenantry.client, "Client", client)

@@ -93,21 +93,19 @@ async def _with_context(p: Platform, tenant: TenantId,
     return [_out(a, context.get(a.approval_id, approval_context.NONE)) for a in found]
 
 
+Status = Literal["pending", "approved", "denied", "expired", "cancelled"]
+
+
 @router.get("", response_model=ApprovalList)
 async def list_approvals(
-    *,
-    status: Literal["pending", "approved", "denied", "expired", "cancelled"] | None = Query(None),
-    page: _ApprovalPage, tenant: RunsReader, p: PlatformDep,
+    *, status: Status | None = Query(None), page: _ApprovalPage, tenant: RunsReader,
+    p: PlatformDep,
 ) -> ApprovalList:
     """List approvals.
 
     The tenant's approvals, newest first, optionally by `status` (`pending` is the inbox):
     each one's tool, exact arguments and the call's idempotency key."""
-    found = await approvals.list_approvals(p.db, tenant, status=status,
-                                           before=page.position(ApprovalId.parse),
-                                           limit=page.limit)
-    shown = await _with_context(p, tenant, found)
-    return page.answer(ApprovalList, shown, lambda a: a, key=lambda a: a.approval_id)
+    return await page_of(p, tenant, status, page)
 
 
 @router.get("/{approval_id}", response_model=ApprovalOut)
@@ -116,8 +114,7 @@ async def get_approval(approval_id: str, tenant: RunsReader, p: PlatformDep) -> 
 
     The tool call waiting on a person (or decided): its arguments, key, status, comment and
     expiry."""
-    approval = parse_or_404(ApprovalId, approval_id, approvals.NOT_FOUND)
-    return (await _with_context(p, tenant, [await approvals.get(p.db, tenant, approval)]))[0]
+    return await one(p, tenant, approval_id)
 
 
 @router.post("/{approval_id}", response_model=ApprovalOut)
@@ -126,7 +123,28 @@ async def decide(
 ) -> ApprovalOut:
     """Approve or deny. Deciding twice, or after the run ended, is a 409. The approval and
     the run's log name the deciding API key."""
+    return await decided(p, caller.tenant, approval_id, body, decided_by=f"key:{caller.key}")
+
+
+# What the tenant's routes answer, for the operator's of one tenant too
+# (api/operator_runs.py).
+async def page_of(p: Platform, tenant: TenantId, status: Status | None,
+                  page: PageRequest) -> ApprovalList:
+    found = await approvals.list_approvals(p.db, tenant, status=status,
+                                           before=page.position(ApprovalId.parse),
+                                           limit=page.limit)
+    shown = await _with_context(p, tenant, found)
+    return page.answer(ApprovalList, shown, lambda a: a, key=lambda a: a.approval_id)
+
+
+async def one(p: Platform, tenant: TenantId, approval_id: str) -> ApprovalOut:
     approval = parse_or_404(ApprovalId, approval_id, approvals.NOT_FOUND)
-    done = await decisions.decide(p.db, caller.tenant, approval, body.decision, body.comment,
-                                  decided_by=f"key:{caller.key}")
-    return (await _with_context(p, caller.tenant, [done]))[0]
+    return (await _with_context(p, tenant, [await approvals.get(p.db, tenant, approval)]))[0]
+
+
+async def decided(p: Platform, tenant: TenantId, approval_id: str, body: Decide, *,
+                  decided_by: str) -> ApprovalOut:
+    approval = parse_or_404(ApprovalId, approval_id, approvals.NOT_FOUND)
+    done = await decisions.decide(p.db, tenant, approval, body.decision, body.comment,
+                                  decided_by=decided_by)
+    return (await _with_context(p, tenant, [done]))[0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 
@@ -140,7 +140,11 @@ async def get_trace(run_id: str, tenant: RunsReader, p: PlatformDep) -> Response
     """The run's trace, derived from its event log: queue, platform, gateway, model, tool,
     approval and parked time as contiguous spans whose durations add up to `wall_ms`,
     token and cost totals, the sandbox backend, and every model fallback or reroute."""
-    run = parse_or_404(RunId, run_id, NOT_FOUND)
+    return await trace_answer(p, tenant, parse_or_404(RunId, run_id, NOT_FOUND))
+
+
+async def trace_answer(p: Platform, tenant: TenantId, run: RunId) -> Response:
+    """The run's trace as ``build_trace`` wrote it (the tenant's route and the operator's)."""
     async with p.db.tenant_tx(tenant) as conn:
         trace = await build_trace(conn, tenant, run)
     if trace is None:
@@ -163,43 +167,42 @@ async def cancel_run(run_id: str, tenant: RunsWriter, p: PlatformDep) -> RunOut:
     return run_out(await service.cancel_run(p.db, tenant, run))
 
 
-@router.get(
-    "/{run_id}/events",
-    response_model=None,
-    responses={200: {
-        "description": "The run's event log after `after`: Server-Sent Events by default "
-                       "(`id` is the seq), or one JSON page with `Accept: application/json`. "
-                       "While a model call of the run streams, the SSE stream also carries "
-                       "`model_delta` events (`{type, after_seq, text}`, no `id`): the "
-                       "reply's text as it arrives, never stored nor replayed; a step's "
-                       "deltas come before its `ModelReplied` and join into its `text` "
-                       "(a retried call's deltas start again). JSON pages never hold them.",
-        "content": {
-            "text/event-stream": {"schema": SSE_EVENT},
-            "application/json": {"schema": {"$ref": "#/components/schemas/EventPage"}},
-        },
-    }, 429: {
-        "description": "`overloaded`: this tenant, or this API process, has as many event "
-                       "streams open as it serves (`TENANTRY_SSE_MAX_STREAMS_PER_TENANT`, "
-                       "`TENANTRY_SSE_MAX_STREAMS`); the answer does not say which. Close "
-                       "a stream or retry after `Retry-After` seconds. JSON pages are "
-                       "never refused.",
-        "headers": {"Retry-After": {"description": "Seconds to wait before retrying.",
-                                    "schema": {"type": "integer", "const": RETRY_AFTER}}},
-        "content": {"application/problem+json": {"schema": {"allOf": [
-            {"$ref": "#/components/schemas/Problem"},
-            {"type": "object", "required": ["retry_after"],
-             "properties": {"retry_after": {"type": "integer", "minimum": 1}}},
-        ]}}},
-    }},
-)
+#: The events route's answers (the tenant's and the operator's read of a run's log).
+EVENTS_RESPONSES: dict[int | str, dict[str, Any]] = {200: {
+    "description": "The run's event log after `after`: Server-Sent Events by default "
+                   "(`id` is the seq), or one JSON page with `Accept: application/json`. "
+                   "While a model call of the run streams, the SSE stream also carries "
+                   "`model_delta` events (`{type, after_seq, text}`, no `id`): the "
+                   "reply's text as it arrives, never stored nor replayed; a step's "
+                   "deltas come before its `ModelReplied` and join into its `text` "
+                   "(a retried call's deltas start again). JSON pages never hold them.",
+    "content": {
+        "text/event-stream": {"schema": SSE_EVENT},
+        "application/json": {"schema": {"$ref": "#/components/schemas/EventPage"}},
+    },
+}, 429: {
+    "description": "`overloaded`: this tenant, or this API process, has as many event "
+                   "streams open as it serves (`TENANTRY_SSE_MAX_STREAMS_PER_TENANT`, "
+                   "`TENANTRY_SSE_MAX_STREAMS`); the answer does not say which. Close "
+                   "a stream or retry after `Retry-After` seconds. JSON pages are "
+                   "never refused.",
+    "headers": {"Retry-After": {"description": "Seconds to wait before retrying.",
+                                "schema": {"type": "integer", "const": RETRY_AFTER}}},
+    "content": {"application/problem+json": {"schema": {"allOf": [
+        {"$ref": "#/components/schemas/Problem"},
+        {"type": "object", "required": ["retry_after"],
+         "properties": {"retry_after": {"type": "integer", "minimum": 1}}},
+    ]}}},
+}}
+After = Annotated[Seq | None, Query(description="Resume after this seq (default 0).")]
+EventsLimit = Annotated[LongPageLimit, Query(description="JSON page size.")]
+LastEventId = Annotated[Seq | None, Header(description="SSE resume; same as `after`.")]
+
+
+@router.get("/{run_id}/events", response_model=None, responses=EVENTS_RESPONSES)
 async def run_events(
-    run_id: str, request: Request, tenant: RunsReader, p: PlatformDep,
-    after: Annotated[Seq | None, Query(description="Resume after this seq (default 0).")]
-    = None,
-    limit: Annotated[LongPageLimit, Query(description="JSON page size.")] = 500,
-    last_event_id: Annotated[Seq | None, Header(description="SSE resume; same as `after`.")]
-    = None,
+    run_id: str, request: Request, tenant: RunsReader, p: PlatformDep, after: After = None,
+    limit: EventsLimit = 500, last_event_id: LastEventId = None,
 ) -> Response:
     """Read or stream a run's events.
 
@@ -207,6 +210,13 @@ async def run_events(
     open until the run ends, or one JSON page with `Accept: application/json`."""
     run = parse_or_404(RunId, run_id, NOT_FOUND)
     start = after if after is not None else (last_event_id or 0)
+    return await events_answer(request, p, tenant, run, start, limit, stream_of=tenant.value)
+
+
+async def events_answer(request: Request, p: Platform, tenant: TenantId, run: RunId,
+                        start: int, limit: int, *, stream_of: str | None) -> Response:
+    """The run's log after ``start``: a JSON page when asked for one, else the live SSE
+    stream, counted as ``stream_of``'s (None: the operator's, as the console's are)."""
     if "application/json" in request.headers.get("accept", "") and (
         "text/event-stream" not in request.headers.get("accept", "")
     ):
@@ -219,7 +229,7 @@ async def run_events(
         page = EventPage(events=[EventOut(**e.to_json()) for e in events],
                          next_after=next_after, run_ended=ended)
         return Response(page.model_dump_json(), media_type="application/json")
-    slot = take_stream_slot(p, tenant.value)
+    slot = take_stream_slot(p, stream_of)
     try:
         # Check the run exists (and is this tenant's) before committing to a 200 stream.
         first, first_is_all = await first_events(p, tenant, run, start)

@@ -16,7 +16,7 @@ import typer
 
 from tenantry.cli.common import fail
 from tenantry.cli.help import App
-from tenantry.cli.options import DEFAULT_URL, ApiKey, Url
+from tenantry.cli.options import DEFAULT_URL, ApiKey, OnTenant, OperatorToken, Url
 from tenantry.cli.remote import AsJson, fetch, print_items, print_list, sdk_client
 from tenantry.cli.tables import AT
 from tenantry.cli.tool_servers import when
@@ -24,8 +24,9 @@ from tenantry.cli.tool_servers import when
 if TYPE_CHECKING:
     from tenantry.client import AuditEntry, IssuedApiKey
 
-api_keys_app = App(help="Your tenant's API keys: create with scopes and an expiry, list, "
-                        "rotate, revoke (as a tenant: TENANTRY_API_KEY, with keys:manage).")
+api_keys_app = App(help="A tenant's API keys: create with scopes and an expiry, list, "
+                        "rotate, revoke (as a tenant: TENANTRY_API_KEY, with keys:manage; "
+                        "create, list and revoke for any tenant as the operator: --tenant).")
 
 KeyId = Annotated[str, typer.Argument(help="The key's id (key_...).")]
 
@@ -58,22 +59,25 @@ def create(
              "Default: every scope of the key you call with.")] = None,
     expires_at: Annotated[str | None, typer.Option(
         help="When it stops working (ISO 8601 with a time zone).")] = None,
-    url: Url = DEFAULT_URL, api_key: ApiKey = None,
+    url: Url = DEFAULT_URL, api_key: ApiKey = None, tenant: OnTenant = None,
+    operator_token: OperatorToken = None,
 ) -> None:
     """Make a key; it is printed once."""
     expiry = _expiry(expires_at)
-    with sdk_client(url, api_key) as client:
+    with sdk_client(url, api_key, tenant=tenant, operator_token=operator_token) as client:
         _issued(client.api_keys.create(name=name, scopes=scope or None, expires_at=expiry))
 
 
 @api_keys_app.command("list")
-def list_keys(url: Url = DEFAULT_URL, api_key: ApiKey = None, as_json: AsJson = False) -> None:
+def list_keys(url: Url = DEFAULT_URL, api_key: ApiKey = None, tenant: OnTenant = None,
+              operator_token: OperatorToken = None, as_json: AsJson = False) -> None:
     """Your tenant's keys, revoked and expired ones too (never the keys themselves)."""
     print_list(url, api_key, as_json, lambda client: client.api_keys.list,
                ["key_id", "prefix", "name", "scopes", "expires (UTC)", "revoked (UTC)",
                 "made by"],
                lambda k: [k.key_id, k.prefix, k.name, " ".join(k.scopes), when(k.expires_at),
-                          when(k.revoked_at), k.created_by or "—"])
+                          when(k.revoked_at), k.created_by or "—"],
+               tenant=tenant, operator_token=operator_token)
 
 
 @api_keys_app.command("rotate")
@@ -90,9 +94,10 @@ def rotate(
 
 
 @api_keys_app.command("revoke")
-def revoke(key_id: KeyId, url: Url = DEFAULT_URL, api_key: ApiKey = None) -> None:
+def revoke(key_id: KeyId, url: Url = DEFAULT_URL, api_key: ApiKey = None,
+           tenant: OnTenant = None, operator_token: OperatorToken = None) -> None:
     """Revoke a key at once."""
-    with sdk_client(url, api_key) as client:
+    with sdk_client(url, api_key, tenant=tenant, operator_token=operator_token) as client:
         client.api_keys.revoke(key_id)
     typer.echo(f"revoked {key_id}")
 

@@ -8,6 +8,7 @@ import typer
 from tenantry import __version__
 from tenantry.cli import (
     account,
+    approvals,
     backup,
     billing,
     cells,
@@ -15,12 +16,14 @@ from tenantry.cli import (
     exports,
     migrate,
     model_accounts,
+    prices,
     replay,
     retention,
     runs,
     sandbox,
     secrets,
     serve,
+    tenants,
     tool_servers,
     usage,
     users,
@@ -50,7 +53,9 @@ app.command()(serve.up)
 app.command()(serve.router)
 app.command()(replay.replay)
 app.add_typer(vault.vault_app, name="vault")
+app.add_typer(tenants.tenants_app, name="tenants")
 app.add_typer(runs.runs_app, name="runs")
+app.add_typer(approvals.approvals_app, name="approvals")
 app.add_typer(evaluations.evaluations_app, name="evaluations")
 app.add_typer(evaluations.agents_app, name="agents")
 app.add_typer(tool_servers.tool_servers_app, name="tool-servers")
@@ -62,6 +67,7 @@ app.add_typer(exports.exports_app, name="exports")
 app.add_typer(webhooks.webhooks_app, name="webhooks")
 app.add_typer(model_accounts.model_accounts_app, name="model-accounts")
 app.command("usage")(usage.usage)
+app.add_typer(prices.prices_app, name="prices")
 app.add_typer(billing.billing_app, name="billing")
 app.add_typer(retention.retention_app, name="retention")
 app.add_typer(cells.cells_app, name="cells")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tenantry.cli.help import App
-from tenantry.cli.options import DEFAULT_URL, ApiKey, Url
+from tenantry.cli.options import DEFAULT_URL, ApiKey, OnTenant, OperatorToken, Url
 from tenantry.cli.remote import AsJson, fetch, print_fields, print_list, sdk_client
 from tenantry.cli.secrets import read_value
 from tenantry.cli.tool_servers import when
@@ -25,9 +25,10 @@ from tenantry.cli.tool_servers import when
 if TYPE_CHECKING:
     from tenantry.client import ModelAccount
 
-model_accounts_app = App(help="Your tenant's own model provider accounts (bring your own "
+model_accounts_app = App(help="A tenant's own model provider accounts (bring your own "
                               "key): register, list, show, rotate-key, remove (as a "
-                              "tenant: TENANTRY_API_KEY).")
+                              "tenant: TENANTRY_API_KEY; list and show for any tenant as "
+                              "the operator: --tenant).")
 
 AccountId = Annotated[str, typer.Argument(help="The account's id (own-...).")]
 KEY_NAME = "the provider API key"
@@ -89,8 +90,8 @@ def register(
 
 
 @model_accounts_app.command("list")
-def list_accounts(url: Url = DEFAULT_URL, api_key: ApiKey = None,
-                  as_json: AsJson = False) -> None:
+def list_accounts(url: Url = DEFAULT_URL, api_key: ApiKey = None, tenant: OnTenant = None,
+                  operator_token: OperatorToken = None, as_json: AsJson = False) -> None:
     """Your own accounts (the operator's registrations for you too), disabled ones
     included, by id (every page). Never a key."""
     print_list(url, api_key, as_json, lambda client: client.model_accounts.list,
@@ -98,15 +99,17 @@ def list_accounts(url: Url = DEFAULT_URL, api_key: ApiKey = None,
                 "priority", "enabled", "by"],
                lambda a: [a.account_id, a.provider, a.base_url, " ".join(a.models), a.region,
                           _limit(a.rpm), _limit(a.tpm), str(a.priority),
-                          "yes" if a.enabled else "no", a.registered_by])
+                          "yes" if a.enabled else "no", a.registered_by],
+               tenant=tenant, operator_token=operator_token)
 
 
 @model_accounts_app.command("show")
 def show(account_id: AccountId, url: Url = DEFAULT_URL, api_key: ApiKey = None,
+         tenant: OnTenant = None, operator_token: OperatorToken = None,
          as_json: AsJson = False) -> None:
     """One enabled account of yours: where it is, what it serves, its limits."""
-    print_fields(fetch(url, api_key, lambda client: client.model_accounts.get(account_id)),
-                 as_json, _rows)
+    print_fields(fetch(url, api_key, lambda client: client.model_accounts.get(account_id),
+                       tenant=tenant, operator_token=operator_token), as_json, _rows)
 
 
 @model_accounts_app.command("rotate-key")

@@ -74,3 +74,8 @@ Url = Annotated[str, option("TENANTRY_URL")]
 ApiKey = Annotated[str | None, option("TENANTRY_API_KEY")]
 AdminKey = Annotated[str | None, option("TENANTRY_PROVIDER_ADMIN_KEY")]
 DEFAULT_URL = "http://127.0.0.1:8080"
+# Acting on one tenant as the operator (tenantry.cli.operator).
+OnTenant = Annotated[str | None, typer.Option(
+    "--tenant", metavar="TENANT_ID", show_default=False,
+    help="Act on this tenant as the operator (TENANTRY_OPERATOR_TOKEN) instead of as a "
+         "tenant (TENANTRY_API_KEY).")]

@@ -1,6 +1,8 @@
 """What the commands that talk to a running platform over its HTTP API share: the tenant's
-key as a header, the SDK's client with its failures as the one-line refusal, an error
-answer as the same, every page of a list, the API's JSON (``--json``) and a table."""
+key as a header, the SDK's client (as the tenant, or as the operator for one tenant:
+``--tenant``, see :mod:`tenantry.cli.operator`) with its failures as the one-line refusal,
+an error answer as the same, every page of a list, the API's JSON (``--json``) and a
+table."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Protocol, TypeVar
 import typer
 
 from tenantry.cli.common import fail
+from tenantry.cli.operator_forms import operator_transport
 from tenantry.cli.tables import Cell, Column, column, fit, looks_like_id, text
 
 if TYPE_CHECKING:
@@ -71,15 +74,26 @@ def _say_retrying(retry: Retrying) -> None:
 
 
 @contextmanager
-def sdk_client(url: str, api_key: str | None, *, timeout: float = 30.0) -> Iterator[Client]:
-    """The SDK's client of the platform at ``url``. No key fails (exit status 2) before
-    anything is sent; an SDK failure in the block that the block does not handle is the
-    one-line error (``sdk_failure``)."""
+def sdk_client(url: str, api_key: str | None, *, timeout: float = 30.0,
+               tenant: str | None = None, operator_token: str | None = None,
+               ) -> Iterator[Client]:
+    """The SDK's client of the platform at ``url``: as the tenant whose key ``api_key`` is,
+    or, given ``tenant``, as the operator acting on that tenant (the operator API's form of
+    each route). No key (or token) fails (exit status 2) before anything is sent; an SDK
+    failure in the block that the block does not handle is the one-line error
+    (``sdk_failure``)."""
     from tenantry.client import Client, ClientError
 
+    transport = None
+    if tenant is not None:
+        if not operator_token:
+            fail("--tenant acts as the operator: the operator token is needed "
+                 "(--operator-token or TENANTRY_OPERATOR_TOKEN)")
+        api_key, transport = operator_token, operator_transport(tenant)
     headers(api_key)
     try:
-        with Client(url, api_key, timeout=timeout, on_retry=_say_retrying) as client:
+        with Client(url, api_key, timeout=timeout, transport=transport,
+                    on_retry=_say_retrying) as client:
             yield client
     except ClientError as exc:
         sdk_failure(url, exc)
@@ -146,18 +160,20 @@ def _records(console: Console, names: list[str], rows: list[list[str]],
         console.print(grid)
 
 
-def fetch(url: str, api_key: str | None, call: Callable[[Client], T]) -> T:
+def fetch(url: str, api_key: str | None, call: Callable[[Client], T], *,
+          tenant: str | None = None, operator_token: str | None = None) -> T:
     """What one SDK call answers, with the client of ``sdk_client`` open around it."""
-    with sdk_client(url, api_key) as client:
+    with sdk_client(url, api_key, tenant=tenant, operator_token=operator_token) as client:
         return call(client)
 
 
 def print_list(url: str, api_key: str | None, as_json: bool,
                lister: Callable[[Client], Callable[..., Page[R]]],
-               header: Sequence[str | Column], row: Callable[[R], Sequence[Cell]]) -> None:
+               header: Sequence[str | Column], row: Callable[[R], Sequence[Cell]], *,
+               tenant: str | None = None, operator_token: str | None = None) -> None:
     """Every item of the list ``lister(client)`` reads a page of (``limit``, ``cursor``),
-    printed as ``print_items`` prints them."""
-    with sdk_client(url, api_key) as client:
+    printed as ``print_items`` prints them (as ``sdk_client`` calls: ``tenant``)."""
+    with sdk_client(url, api_key, tenant=tenant, operator_token=operator_token) as client:
         read = lister(client)
         found = every_page(lambda cursor: read(limit=PAGE, cursor=cursor))
     print_items(found, as_json, header, row)

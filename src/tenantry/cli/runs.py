@@ -1,6 +1,8 @@
-"""``tenantry runs tail``, ``runs wait`` and ``runs list``: a tenant's runs, read over the
-platform's public API with the client SDK (``tenantry.client``), so they work against any
-deployment the caller can reach."""
+"""``tenantry runs show``, ``runs tail``, ``runs trace``, ``runs wait`` and ``runs list``: a
+tenant's runs, read over the platform's public API with the client SDK
+(``tenantry.client``), so they work against any deployment the caller can reach. ``show``,
+``tail`` and ``trace`` take ``--tenant``: the operator reads any tenant's run with the
+operator token (``tenantry.cli.operator``)."""
 
 from __future__ import annotations
 
@@ -10,8 +12,19 @@ import typer
 
 from tenantry.cli.common import fail
 from tenantry.cli.help import App
-from tenantry.cli.options import DEFAULT_URL, ApiKey, Url
-from tenantry.cli.remote import PAGE, ended, every_page, sdk_client, show_table
+from tenantry.cli.operator import Item, all_fields
+from tenantry.cli.options import DEFAULT_URL, ApiKey, OnTenant, OperatorToken, Url
+from tenantry.cli.remote import (
+    PAGE,
+    AsJson,
+    ended,
+    every_page,
+    fetch,
+    print_fields,
+    sdk_client,
+    show_table,
+)
+from tenantry.cli.run_trace import print_trace
 from tenantry.cli.tables import Column
 from tenantry.runs.events import (
     ABSENT,
@@ -32,7 +45,9 @@ from tenantry.runs.events import (
     parse,
 )
 
-runs_app = App(help="Look at runs (as a tenant: TENANTRY_API_KEY).")
+runs_app = App(help="Look at runs (as a tenant: TENANTRY_API_KEY; any tenant's as the "
+                    "operator: --tenant).")
+RunId = Annotated[str, typer.Argument(help="The run (run_…).")]
 
 COLOURS = {"RunFinished": "green", "RunFailed": "red", "BudgetStopped": "red",
            "RunCancelled": "yellow", "ApprovalRequested": "magenta", "RunParked": "yellow",
@@ -96,10 +111,32 @@ def _tool_line(done: ToolCompleted) -> str:
     return f"{done.tool}{place} {outcome}{took}"
 
 
+@runs_app.command("show")
+def show(run_id: RunId, url: Url = DEFAULT_URL, api_key: ApiKey = None,
+         tenant: OnTenant = None, operator_token: OperatorToken = None,
+         as_json: AsJson = False) -> None:
+    """One run: every field the API answers (status, agent, input, answer, usage, cost)."""
+    run = fetch(url, api_key, lambda client: client.runs.get(run_id), tenant=tenant,
+                operator_token=operator_token)
+    print_fields(Item(run.raw), as_json, all_fields)
+
+
+@runs_app.command("trace")
+def trace(run_id: RunId, url: Url = DEFAULT_URL, api_key: ApiKey = None,
+          tenant: OnTenant = None, operator_token: OperatorToken = None,
+          as_json: AsJson = False) -> None:
+    """Where a run's time went: its spans (queue, platform, gateway, model and tool calls,
+    approval and parked waits) with start and duration, its fallbacks, child runs and
+    budget stop, and the totals (tokens, cost) — what the console's waterfall shows."""
+    print_trace(fetch(url, api_key, lambda client: client.runs.trace(run_id), tenant=tenant,
+                      operator_token=operator_token), as_json)
+
+
 @runs_app.command("tail")
 def tail(
     run_id: Annotated[str, typer.Argument(help="The run to follow (run_…).")],
-    url: Url = DEFAULT_URL, api_key: ApiKey = None,
+    url: Url = DEFAULT_URL, api_key: ApiKey = None, tenant: OnTenant = None,
+    operator_token: OperatorToken = None,
 ) -> None:
     """Follow a run's events live until it ends (Ctrl-C to stop watching); a dropped
     connection is resumed where it stopped."""
@@ -110,7 +147,8 @@ def tail(
 
     console = Console(highlight=False)
     try:
-        with sdk_client(url, api_key) as client, client.runs.events(run_id) as events:
+        with sdk_client(url, api_key, tenant=tenant, operator_token=operator_token) as client, \
+                client.runs.events(run_id) as events:
             for event in events:
                 if not isinstance(event, Event):
                     continue  # a model reply's pieces as it is written: the reply follows

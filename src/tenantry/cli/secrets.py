@@ -18,12 +18,13 @@ import typer
 
 from tenantry.cli.common import fail
 from tenantry.cli.help import App
-from tenantry.cli.options import DEFAULT_URL, ApiKey, Url
+from tenantry.cli.options import DEFAULT_URL, ApiKey, OnTenant, OperatorToken, Url
 from tenantry.cli.remote import AsJson, print_list, sdk_client
 from tenantry.cli.tool_servers import when
 
-secrets_app = App(help="Your tenant's vault secrets, for its tool servers: put, list, remove "
-                       "(as a tenant: TENANTRY_API_KEY). Values are write-only.")
+secrets_app = App(help="A tenant's vault secrets, for its tool servers: put, list, remove "
+                       "(as a tenant: TENANTRY_API_KEY; put and list for any tenant as the "
+                       "operator: --tenant). Values are write-only.")
 
 SecretName = Annotated[str, typer.Argument(help="The secret's name (letters, digits, . _ -).")]
 
@@ -46,25 +47,27 @@ def read_value(name: str) -> str:
 
 
 @secrets_app.command("put")
-def put(name: SecretName, url: Url = DEFAULT_URL, api_key: ApiKey = None) -> None:
+def put(name: SecretName, url: Url = DEFAULT_URL, api_key: ApiKey = None,
+        tenant: OnTenant = None, operator_token: OperatorToken = None) -> None:
     """Store a secret, or replace its value (servers that send it use the new one within a
     minute). The value comes from standard input (`tenantry secrets put crm-token <
     token.txt`) or a hidden prompt — never from an argument, which the shell's history
     would keep."""
     value = read_value(name)
-    with sdk_client(url, api_key) as client:
+    with sdk_client(url, api_key, tenant=tenant, operator_token=operator_token) as client:
         stored = client.secrets.put(name, value)
     typer.echo(f"stored secret {stored.name}" + (" (its value replaced)" if stored.replaced
                                                  else ""))
 
 
 @secrets_app.command("list")
-def list_secrets(url: Url = DEFAULT_URL, api_key: ApiKey = None,
-                 as_json: AsJson = False) -> None:
+def list_secrets(url: Url = DEFAULT_URL, api_key: ApiKey = None, tenant: OnTenant = None,
+                 operator_token: OperatorToken = None, as_json: AsJson = False) -> None:
     """Your tenant's secrets: names and dates, never values (every page)."""
     print_list(url, api_key, as_json, lambda client: client.secrets.list,
                ["name", "created (UTC)", "updated (UTC)"],
-               lambda s: [s.name, when(s.created_at), when(s.updated_at)])
+               lambda s: [s.name, when(s.created_at), when(s.updated_at)],
+               tenant=tenant, operator_token=operator_token)
 
 
 @secrets_app.command("remove")

@@ -15,14 +15,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from tenantry.cli.help import App
-from tenantry.cli.options import DEFAULT_URL, ApiKey, Url
+from tenantry.cli.options import DEFAULT_URL, ApiKey, OnTenant, OperatorToken, Url
 from tenantry.cli.remote import AsJson, fetch, print_fields, print_json, print_list, sdk_client
 
 if TYPE_CHECKING:
     from tenantry.client import ToolServer
 
-tool_servers_app = App(help="Your tenant's own MCP tool servers: register, pin, connect, "
-                            "remove (as a tenant: TENANTRY_API_KEY).")
+tool_servers_app = App(help="A tenant's own MCP tool servers: register, pin, connect, "
+                            "remove (as a tenant: TENANTRY_API_KEY; any tenant's as the "
+                            "operator: --tenant).")
 
 #: The tool list's digest as a table shows it: enough to tell two pins apart by eye.
 DIGEST_CHARS = 12
@@ -97,7 +98,8 @@ def register(
         "--call-timeout", min=1, max=3600, metavar="SECONDS",
         help="How long one call may take before the model is told it timed out "
              "(the platform's default: 30).")] = None,
-    url: Url = DEFAULT_URL, api_key: ApiKey = None, as_json: AsJson = False,
+    url: Url = DEFAULT_URL, api_key: ApiKey = None, tenant: OnTenant = None,
+    operator_token: OperatorToken = None, as_json: AsJson = False,
 ) -> None:
     """Register an MCP server: its tool list is read now and pinned (what models are
     offered). A server that answers with an OAuth challenge is registered waiting to be
@@ -110,7 +112,7 @@ def register(
                                    "client_id": oauth_client_id,
                                    "client_secret": oauth_client_secret}.items()
                  if v is not None}
-    with sdk_client(url, api_key) as client:
+    with sdk_client(url, api_key, tenant=tenant, operator_token=operator_token) as client:
         server = client.tool_servers.register(
             name, server_url, honours_idempotency_keys=honours_idempotency_keys,
             secret=secret, oauth=oauth, call_timeout_seconds=call_timeout)
@@ -119,31 +121,32 @@ def register(
 
 
 @tool_servers_app.command("list")
-def list_servers(url: Url = DEFAULT_URL, api_key: ApiKey = None,
-                 as_json: AsJson = False) -> None:
+def list_servers(url: Url = DEFAULT_URL, api_key: ApiKey = None, tenant: OnTenant = None,
+                 operator_token: OperatorToken = None, as_json: AsJson = False) -> None:
     """Your tenant's tool servers, by name (the operator's for it too): every page."""
     print_list(url, api_key, as_json, lambda client: client.tool_servers.list,
                ["name", "url", "tools", "authorization", "keys", "timeout s", "by",
                 "created (UTC)"],
                lambda s: [s.name, s.url, str(len(s.tools)), authorization(s),
                           "yes" if s.honours_idempotency_keys else "no",
-                          str(s.call_timeout_seconds), s.registered_by, when(s.created_at)])
+                          str(s.call_timeout_seconds), s.registered_by, when(s.created_at)],
+               tenant=tenant, operator_token=operator_token)
 
 
 @tool_servers_app.command("show")
-def show(name: Name, url: Url = DEFAULT_URL, api_key: ApiKey = None,
-         as_json: AsJson = False) -> None:
+def show(name: Name, url: Url = DEFAULT_URL, api_key: ApiKey = None, tenant: OnTenant = None,
+         operator_token: OperatorToken = None, as_json: AsJson = False) -> None:
     """One tool server: where it is, how calls are authorized, its pinned tools."""
-    print_fields(fetch(url, api_key, lambda client: client.tool_servers.get(name)), as_json,
-                 _rows)
+    print_fields(fetch(url, api_key, lambda client: client.tool_servers.get(name),
+                       tenant=tenant, operator_token=operator_token), as_json, _rows)
 
 
 @tool_servers_app.command("pin")
-def pin(name: Name, url: Url = DEFAULT_URL, api_key: ApiKey = None,
-        as_json: AsJson = False) -> None:
+def pin(name: Name, url: Url = DEFAULT_URL, api_key: ApiKey = None, tenant: OnTenant = None,
+        operator_token: OperatorToken = None, as_json: AsJson = False) -> None:
     """Accept the server's current tool list as reviewed (after it changed). Agent versions
     published before keep refusing calls to it: publish a new version to use the list."""
-    with sdk_client(url, api_key) as client:
+    with sdk_client(url, api_key, tenant=tenant, operator_token=operator_token) as client:
         server = client.tool_servers.pin(name)
     if as_json:
         print_json(server.raw)
@@ -158,13 +161,14 @@ def connect(
     name: Name,
     open_browser: Annotated[bool, typer.Option(
         "--open", help="Open the authorization URL in this machine's browser too.")] = False,
-    url: Url = DEFAULT_URL, api_key: ApiKey = None, as_json: AsJson = False,
+    url: Url = DEFAULT_URL, api_key: ApiKey = None, tenant: OnTenant = None,
+    operator_token: OperatorToken = None, as_json: AsJson = False,
 ) -> None:
     """Connect (or reconnect) a server that authorizes with OAuth: prints the URL to open in
     the browser of whoever may grant access; once they have, the server is connected, its
     tool list pinned, and runs waiting for it go on. A client credentials server is
     connected at once (no URL)."""
-    with sdk_client(url, api_key) as client:
+    with sdk_client(url, api_key, tenant=tenant, operator_token=operator_token) as client:
         connection = client.tool_servers.connect(name)
     target = connection.authorization_url
     if as_json:
@@ -184,8 +188,9 @@ def connect(
 
 
 @tool_servers_app.command("remove")
-def remove(name: Name, url: Url = DEFAULT_URL, api_key: ApiKey = None) -> None:
+def remove(name: Name, url: Url = DEFAULT_URL, api_key: ApiKey = None,
+           tenant: OnTenant = None, operator_token: OperatorToken = None) -> None:
     """Remove a tool server: its tools are offered to no run from then on."""
-    with sdk_client(url, api_key) as client:
+    with sdk_client(url, api_key, tenant=tenant, operator_token=operator_token) as client:
         client.tool_servers.remove(name)
     typer.echo(f"removed tool server {name}")

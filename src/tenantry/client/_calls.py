@@ -104,6 +104,10 @@ def get_run(run_id: str) -> Call[Run]:
     return Call("GET", f"/v1/runs/{_seg(run_id)}", Run.from_json)
 
 
+def run_trace(run_id: str) -> Call[dict[str, Any]]:
+    return Call("GET", f"/v1/runs/{_seg(run_id)}/trace", dict)
+
+
 def list_runs(*, status: str | None, limit: int | None, cursor: str | None) -> Call[Page[Run]]:
     return _page("/v1/runs", Run.from_json, status=status, limit=limit, cursor=cursor)
 

@@ -106,6 +106,12 @@ class Runs(SyncResource):
     def get(self, run_id: str) -> Run:
         return self._t.call(_calls.get_run(run_id))
 
+    def trace(self, run_id: str) -> dict[str, Any]:
+        """Where the run's wall time went, as the API answers it: contiguous spans (queue,
+        platform, gateway, model, tool, approval, parked) adding up to ``wall_ms``, totals,
+        fallbacks and child runs."""
+        return self._t.call(_calls.run_trace(run_id))
+
     def list(self, *, status: str | None = None, limit: int | None = None,
              cursor: str | None = None) -> Page[Run]:
         """One page of the tenant's runs, newest first."""

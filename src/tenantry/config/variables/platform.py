@@ -107,7 +107,10 @@ PLATFORM = (
             "in the database at start: `POST /admin/v1/operator-token/rotate` replaces it "
             "live, after which a process configured with the old one refuses it; a token the "
             "database has never seen becomes the only one in force. The workers' `/metrics` "
-            "and the router compare with this configured value."),
+            "and the router compare with this configured value. The CLI's operator commands "
+            "send it (`tenants`, `prices`, `approvals inbox`, `usage`, `billing reconcile`, "
+            "and a tenant's command given `--tenant`); they do not read the data dir's "
+            "file."),
     ),
     Variable(
         "TENANTRY_CELL",
@@ -404,8 +407,9 @@ PLATFORM = (
         default="`http://127.0.0.1:8080`",
         doc=(
             "The platform's API base URL, for the commands that talk to a running platform "
-            "(`runs`, `evaluations`, `agents`, `tool-servers`, `secrets`, `api-keys`, "
-            "`audit`, `users`, `exports`, `webhooks`, `model-accounts`, `usage`, `billing`) "
+            "(`tenants`, `runs`, `approvals`, `evaluations`, `agents`, `tool-servers`, "
+            "`secrets`, `api-keys`, `audit`, `users`, `exports`, `webhooks`, "
+            "`model-accounts`, `usage`, `prices`, `billing`) "
             "and for the [client "
             "SDK](../how-to/client-sdk.md), which reads it itself (it installs without the "
             "server)."),
@@ -415,9 +419,11 @@ PLATFORM = (
         flag="--api-key",
         help="A tenant API key.",
         doc=(
-            "A tenant API key, for the commands that act as a tenant (`runs`, `evaluations`, "
-            "`agents`, `tool-servers`, `secrets`, `api-keys`, `audit`, `users`, `exports`, "
-            "`webhooks`, `model-accounts`, `usage`) and for the "
+            "A tenant API key, for the commands that act as a tenant (`runs`, `approvals`, "
+            "`evaluations`, `agents`, `tool-servers`, `secrets`, `api-keys`, `audit`, "
+            "`users`, `exports`, `webhooks`, `model-accounts`, `usage`; with `--tenant` "
+            "those act on that tenant as the operator instead: "
+            "[CLI](../reference/cli.md#as-the-operator---tenant)) and for the "
             "client SDK, which reads "
             "it itself."),
     ),
