@@ -44,6 +44,23 @@ TABLES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ("webhooks deliveries", (), ("{run}", "{endpoint}")),
     ("model-accounts list", (), ("tenant-own-openai-account",)),
     ("model-accounts show", ("tenant-own-openai-account",), ("tenant-own-openai-account",)),
+    ("runs show", ("{run}",), ("{run}",)),
+    ("runs show", ("{run}", "--tenant", "{tenant}", "--operator"), ("{run}",)),
+    ("runs trace", ("{asking}",), ()),
+    ("approvals list", (), ("{approval}",)),
+    ("approvals show", ("{approval}",), ("{approval}", "{asking}")),
+    ("approvals inbox", ("--operator",), ("{approval}",)),
+    ("tenants list", ("--operator",), ("{tenant}",)),
+    ("tenants show", ("{tenant}", "--operator"), ("{tenant}",)),
+    ("tenants create", ("Wide Company {width}", "--id", "wide-company-{width}", "--operator"),
+     ("wide-company-{width}",)),
+    ("tenants erase", ("doomed-tenant-{width}", "--yes", "--operator"),
+     ("doomed-tenant-{width}",)),
+    ("prices list", ("--operator",), ("scripted",)),
+    ("prices show", ("scripted", "--operator"), ("scripted",)),
+    ("prices set", ("a-model-priced-at-{width}-columns", "--input", "1", "--cached-input",
+                    "0.5", "--output", "2", "--operator"),
+     ("a-model-priced-at-{width}-columns",)),
 ]
 
 # Table commands this test cannot run, and why: they print as a command above does.
@@ -122,8 +139,26 @@ async def _every_table(api: Api, fakes: Fakes) -> None:
         return code == 0 and bool(json.loads(out))
 
     await until(delivered, "the run's webhook delivery is recorded", 30)
+    # A run waiting on an approval (the approvals' tables), and tenants to erase.
+    approving = await api.agent(h, name="refund-approver", tools=["effect"],
+                                needs_approval=["effect"])
+    asking = await api.start(h, approving, scripted(call("effect", note="refund 42"),
+                                                    answer("done")))
+
+    async def asked() -> bool:
+        r = await api.client.get("/v1/approvals", params={"status": "pending"}, headers=h)
+        return bool(r.json()["data"])
+
+    await until(asked, "the run asks for approval", 30)
+    r = await api.client.get("/v1/approvals", params={"status": "pending"}, headers=h)
+    approval = r.json()["data"][0]["approval_id"]
+    for width in (80, 120):
+        code, _, err = await cli("tenants", "create", f"Doomed {width}", "--id",
+                                 f"doomed-tenant-{width}", env=operator)
+        assert code == 0, err
     known = {"run": run_id, "tenant": tenant, "agent": agent, "server": server["server_id"],
-             "key": key_id, "user": user, "export": export, "endpoint": endpoint}
+             "key": key_id, "user": user, "export": export, "endpoint": endpoint,
+             "asking": asking, "approval": approval}
     running = asyncio.Semaphore(4)  # the commands wait on the API: a few at once
 
     async def check(width: int, name: str, args: tuple[str, ...],
