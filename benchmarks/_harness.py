@@ -360,7 +360,7 @@ class Bench:
         else:
             self._embedded = EmbeddedPostgres(self.workdir)
             console.log(f"starting an embedded Postgres in {self.workdir}")
-            admin, kind = await asyncio.to_thread(self._embedded.start), "embedded"
+            admin, kind = await asyncio.to_thread(self._embedded.start, create=True), "embedded"
         self._admin_dsn = admin
         name = f"tenantry_bench_{uuid.uuid4().hex[:12]}"
         conn = await asyncpg.connect(admin)
