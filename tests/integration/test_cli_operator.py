@@ -50,6 +50,11 @@ async def test_operator_onboards_a_tenant_from_the_cli(api: Api) -> None:
         code, out, err = await cli("tenants", group, "show", "no-such-tenant", env=op)
         assert (code, out) == (2, "") and err.startswith("error: 404"), (group, err)
         assert err.count("\n") == 1
+    code, out, err = await cli("tenants", "tombstones", "acme-cli", env=op)
+    assert code == 0 and _tsv(out) == [["run_id", "kind", "agent_id", "status", "reason",
+                                        "deleted (UTC)"]], err
+    code, out, err = await cli("tenants", "tombstones", "no-such-tenant", env=op)
+    assert (code, out) == (2, "") and err.startswith("error: 404"), err
     code, out, err = await cli("tenants", "pause", "acme-cli", env=op)
     assert code == 0 and _fields(out)["paused"] == "yes", err
     code, out, err = await cli("tenants", "resume", "acme-cli", env=op)

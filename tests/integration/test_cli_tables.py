@@ -58,6 +58,7 @@ TABLES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
      ("doomed-tenant-{width}",)),
     ("tenants policy show", ("{tenant}", "--operator"), ()),
     ("tenants retention show", ("{tenant}", "--operator"), ()),
+    ("tenants tombstones", ("{tenant}", "--operator"), ()),
     ("prices list", ("--operator",), ("scripted",)),
     ("prices show", ("scripted", "--operator"), ("scripted",)),
     ("prices set", ("a-model-priced-at-{width}-columns", "--input", "1", "--cached-input",

@@ -123,6 +123,7 @@ def _settings() -> None:
     tenants_app.add_typer(tenant_settings.policy_app, name="policy")
     tenants_app.add_typer(tenant_settings.retention_app, name="retention")
     tenants_app.command("erase-status")(tenant_settings.erase_status)
+    tenants_app.command("tombstones")(tenant_settings.tombstones)
 
 
 _settings()
