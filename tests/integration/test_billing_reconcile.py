@@ -90,6 +90,16 @@ async def test_reconcile_flags_exactly_the_day_and_account_the_provider_disagree
     # Into a pipe: the table as tab-separated lines, the verdict beside it on stderr.
     assert out.splitlines()[0].startswith("day (UTC)\tstatus\t")
     assert "every day within 1%" in err and "cost not compared" in err
+    # And it is listed, newest first: the past reconciliations, as TSV into a pipe.
+    verdict = err
+    code, out, err = await cli("billing", "reconciliations", "--account", "bill-oa", env=env)
+    assert code == 0, err
+    header, *rows = [line.split("\t") for line in out.splitlines()]
+    assert header[:3] == ["reconciliation_id", "account", "provider"]
+    assert rows and {tuple(row[1:3]) for row in rows} == {("bill-oa", "openai")}
+    assert f"({rows[0][0]})" in verdict
+    code, out, err = await cli("billing", "reconciliations", "--limit", "0", env=env)
+    assert (code, out) == (2, "") and err.startswith("error: 400") and err.count("\n") == 1
 
     # Now they disagree. OpenAI bills a call on yesterday that we never saw, and counts one
     # more output token today than it answered (under 1% of the day: not flagged).

@@ -41,6 +41,20 @@ async def test_operator_onboards_a_tenant_from_the_cli(api: Api) -> None:
     assert code == 0 and json.loads(out)["tenant_id"] == "acme-cli"
     code, out, err = await cli("tenants", "show", "no-such-tenant", env=op)
     assert (code, out) == (2, "") and err.count("\n") == 1 and "404" in err, err
+    # Its policy and retention, read as the operator: a field/value table, or the JSON.
+    for group in ("policy", "retention"):
+        code, out, err = await cli("tenants", group, "show", "acme-cli", env=op)
+        assert code == 0 and _fields(out), (group, err)
+        code, out, err = await cli("tenants", group, "show", "acme-cli", "--json", env=op)
+        assert code == 0 and isinstance(json.loads(out), dict), (group, err)
+        code, out, err = await cli("tenants", group, "show", "no-such-tenant", env=op)
+        assert (code, out) == (2, "") and err.startswith("error: 404"), (group, err)
+        assert err.count("\n") == 1
+    code, out, err = await cli("tenants", "tombstones", "acme-cli", env=op)
+    assert code == 0 and _tsv(out) == [["run_id", "kind", "agent_id", "status", "reason",
+                                        "deleted (UTC)"]], err
+    code, out, err = await cli("tenants", "tombstones", "no-such-tenant", env=op)
+    assert (code, out) == (2, "") and err.startswith("error: 404"), err
     code, out, err = await cli("tenants", "pause", "acme-cli", env=op)
     assert code == 0 and _fields(out)["paused"] == "yes", err
     code, out, err = await cli("tenants", "resume", "acme-cli", env=op)
@@ -92,6 +106,10 @@ async def test_operator_onboards_a_tenant_from_the_cli(api: Api) -> None:
     assert code == 0, err
     job = _fields(out)
     assert job["tenant_id"] == "acme-cli" and job["job_id"] and job["secrets_deleted"] == "1"
+    code, out, err = await cli("tenants", "erase-status", job["job_id"], "--json", env=op)
+    assert code == 0 and json.loads(out)["job_id"] == job["job_id"], err
+    code, out, err = await cli("tenants", "erase-status", "no-such-job", env=op)
+    assert (code, out) == (2, "") and err.startswith("error: 404") and err.count("\n") == 1
     # --tenant acts as the operator: without the token it is refused before any request.
     code, _, err = await cli("secrets", "list", "--tenant", "acme-cli",
                              env={"TENANTRY_URL": api.base_url})

@@ -1,5 +1,6 @@
 """``tenantry billing reconcile``: compare a model account's recorded usage with the
-provider's own usage report, through the operator API (``POST /admin/v1/billing/reconcile``).
+provider's own usage report, through the operator API (``POST /admin/v1/billing/reconcile``);
+``tenantry billing reconciliations``: the past ones, newest first.
 
 Exit status: 0 when every day agrees within 1%, 1 when a day is flagged, 2 for an error."""
 
@@ -14,7 +15,7 @@ import typer
 from tenantry.cli.common import fail
 from tenantry.cli.help import App
 from tenantry.cli.options import DEFAULT_URL, AdminKey, OperatorToken, Url
-from tenantry.cli.remote import problem, show_table
+from tenantry.cli.remote import AsJson, print_items, problem, show_table
 
 billing_app = App(help="Check billing against the providers' own usage reports (operator).")
 
@@ -135,3 +136,23 @@ def reconcile(
         raise typer.Exit(1)
     console.print(f"every day within {result['tolerance_percent']}% "
                   f"({result['reconciliation_id']})")
+
+
+@billing_app.command("reconciliations")
+def reconciliations(
+    account: Annotated[str | None, typer.Option(
+        "--account", help="Only this model account's.")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many (1-100).")] = 20,
+    url: Url = DEFAULT_URL, operator_token: OperatorToken = None, as_json: AsJson = False,
+) -> None:
+    """Past reconciliations, newest first: the account, its days, how many were flagged."""
+    from tenantry.cli.operator import Item, operator_call, text
+
+    found = [Item(r) for r in operator_call(
+        url, operator_token, "GET", "/admin/v1/billing/reconciliations",
+        params={"limit": limit, **({"account": account} if account else {})})]
+    print_items(found, as_json, ["reconciliation_id", "account", "provider", "from", "to",
+                                 "flagged days", "created (UTC)"],
+                lambda r: [text(r.raw[k]) for k in ("reconciliation_id", "account",
+                                                    "provider", "from", "to",
+                                                    "flagged_days", "created_at")])

@@ -115,3 +115,15 @@ def erase(
         typer.confirm(f"Erase tenant {tenant} and all its data?", abort=True, err=True)
     job = Item(operator_call(url, operator_token, "POST", _path(tenant, "/erase")))
     print_fields(job, as_json, all_fields)
+
+
+def _settings() -> None:
+    from tenantry.cli import tenant_settings
+
+    tenants_app.add_typer(tenant_settings.policy_app, name="policy")
+    tenants_app.add_typer(tenant_settings.retention_app, name="retention")
+    tenants_app.command("erase-status")(tenant_settings.erase_status)
+    tenants_app.command("tombstones")(tenant_settings.tombstones)
+
+
+_settings()
